@@ -1,0 +1,223 @@
+"""Check a run's arguments against a kernel and turn them into the buffers its lane function takes.
+
+Everything the caller passes is checked here, before anything runs: names, shapes, dtypes, extents, key ranges.
+Inputs are never written: an input that is not C-contiguous with the run's dtype is copied, never converted in
+place. Outputs and sinks the caller passes are written in place, so they must already have the right layout.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from eagle.errors import InputError
+from hawk.kernel import Kernel, Spec
+from hawk.passes.analysis import Layout, Reduction
+from hawk.signature import PlaneSpec
+
+_FLOATS = ("float32", "float64")
+_INDEX = ("int32", "int64")
+
+
+@dataclass
+class Bound:
+    """A run's arguments, checked: the specialisation, the lane extents and every buffer by (name, role)."""
+
+    spec: Spec
+    extents: tuple[int, ...]
+    lanes: int
+    dtype: np.dtype
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)  # input planes by name (contiguous)
+    given: dict[str, np.ndarray] = field(default_factory=dict)  # outputs/sinks the caller passed
+
+
+def _prod(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+class Binder:
+    def __init__(self, kernel: Kernel):
+        self.k = kernel
+        self.sig = kernel.signature
+        self.axes = self.sig.lane_axes()
+
+    def fail(self, plane: str | None, msg: str) -> InputError:
+        who = f"plane '{plane}' of " if plane else ""
+        return InputError(f"{who}kernel '{self.k.name}': {msg}")
+
+    # ---- step 1: names and dtypes -------------------------------------------------------------------
+    def bind(self, kwargs: dict) -> Bound:
+        labels = {a.label for a in self.axes} if self.sig.grid is not None else set()
+        planes = {p.name: p for p in self.sig.planes if p.kind != "grid"}
+        unknown = [n for n in kwargs if n not in planes and n not in labels]
+        if unknown:
+            extra = f" and grid axes {sorted(labels)}" if labels else ""
+            raise self.fail(None, f"got unknown argument '{unknown[0]}'; it takes planes {sorted(planes)}{extra}")
+        missing = [p.name for p in planes.values() if p.kind in ("lane", "index", "param", "table")
+                   and p.name not in kwargs]
+        if missing:
+            raise self.fail(missing[0], "is missing: pass it by name to run(...)")
+        arrays = {n: self._as_array(planes[n], kwargs[n]) for n in kwargs if n in planes}
+        dtype = self._float_dtype(arrays)
+        idt = {}
+        for p in planes.values():
+            if p.kind == "index":
+                a = arrays[p.name]
+                if a.dtype.name not in _INDEX:
+                    raise self.fail(p.name, f"is an Index plane and takes int32 or int64 keys, got {a.dtype}")
+                idt[p.name] = a.dtype.name
+        spec = self.k.spec_for(dtype.name, idt)
+        extents = self._extents(kwargs, arrays)
+        b = Bound(spec, extents, _prod(extents), dtype)
+        for name, a in arrays.items():
+            p = planes[name]
+            if p.kind in ("output", "sink"):
+                b.given[name] = a
+            else:
+                b.arrays[name] = self._input(p, a, b)
+        return b
+
+    def _as_array(self, p: PlaneSpec, v) -> np.ndarray:
+        if p.kind == "param":
+            a = np.asarray(v)
+            if a.size != 1:
+                raise self.fail(p.name, f"is a Param and takes one number, got an array of shape {a.shape}")
+            if a.dtype.kind not in "fiub":
+                raise self.fail(p.name, f"is a Param and takes a number, got {a.dtype}")
+            return a
+        if p.kind in ("output", "sink") and not isinstance(v, np.ndarray):
+            raise self.fail(p.name, f"is written in place, so pass a NumPy array (got {type(v).__name__})")
+        a = v if isinstance(v, np.ndarray) else np.asarray(getattr(v, "numpy", lambda: v)())
+        if p.kind in ("lane", "table", "output", "sink") and a.dtype.name not in _FLOATS:
+            raise self.fail(p.name, f"takes float32 or float64 values, got {a.dtype} (convert with "
+                                    f".astype(np.float64))")
+        return a
+
+    def _float_dtype(self, arrays: dict[str, np.ndarray]) -> np.dtype:
+        seen: dict[str, str] = {}
+        for n, a in arrays.items():
+            p = self.sig.get(n)
+            if p.kind in ("lane", "table", "output", "sink"):
+                seen.setdefault(a.dtype.name, n)
+        if len(seen) > 1:
+            (d1, n1), (d2, n2) = list(seen.items())[:2]
+            raise self.fail(n2, f"is {d2} but plane '{n1}' is {d1}: a run uses one float dtype; convert one of them")
+        return np.dtype(next(iter(seen), "float64"))
+
+    # ---- step 2: the lane extents ---------------------------------------------------------------------
+    def _lane_shape_of(self, p: PlaneSpec, a: np.ndarray) -> tuple[tuple[int, ...], str]:
+        """The lane part of a per-lane plane's shape, and how its payload was laid out."""
+        pay = p.payload.shape
+        n = len(self.axes)
+        if p.kind == "index" or not pay:
+            return a.shape, "scalar"
+        if a.ndim == len(pay) + n and a.shape[:len(pay)] == pay:
+            return a.shape[len(pay):], "full"
+        if a.ndim == 1 + n and a.shape[0] == _prod(pay):
+            return a.shape[1:], "flat"
+        want = (_prod(pay), *["lanes"] * n)
+        raise self.fail(p.name, f"is {p.describe()} and must be shaped {want} (payload first, lanes last), "
+                                f"got {a.shape}")
+
+    def _extents(self, kwargs: dict, arrays: dict[str, np.ndarray]) -> tuple[int, ...]:
+        ext: list[int | None] = [a.extent for a in self.axes]
+        if self.sig.grid is not None:
+            first = self.axes[0]
+            if first.label in kwargs:
+                v = kwargs[first.label]
+                if first.extent is not None:
+                    raise self.fail(None, f"grid axis '{first.label}' is fixed at {first.extent}; do not pass it")
+                if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+                    raise self.fail(None, f"grid axis '{first.label}' takes a positive integer extent, got {v!r}")
+                ext[0] = int(v)
+        for n, a in arrays.items():
+            p = self.sig.get(n)
+            if p.kind in ("lane", "index") or (p.kind == "output" and self.k.outputs.get(n) == "lane"):
+                lane_shape, _ = self._lane_shape_of(p, a)
+                if len(lane_shape) != len(self.axes):
+                    raise self.fail(n, f"has {len(lane_shape)} lane axes but the kernel has "
+                                       f"{len(self.axes)} ({[x.label for x in self.axes]}); shape {a.shape}")
+                for k, (have, want) in enumerate(zip(lane_shape, ext, strict=True)):
+                    label = self.axes[k].label
+                    if want is None:
+                        ext[k] = have
+                    elif have != want:
+                        source = "fixed by the kernel" if self.axes[k].extent is not None else "bound earlier"
+                        raise self.fail(n, f"has extent {have} on lane axis '{label}' but that axis is {want} "
+                                           f"({source}); shape {a.shape}")
+        if ext[0] is None:
+            hint = f"pass {self.axes[0].label}=<extent>" if self.sig.grid is not None else "pass a per-lane plane"
+            raise self.fail(None, f"cannot tell how many lanes to run: {hint}")
+        return tuple(int(e) for e in ext)
+
+    # ---- step 3: inputs ----------------------------------------------------------------------------------
+    def _input(self, p: PlaneSpec, a: np.ndarray, b: Bound) -> np.ndarray:
+        if p.kind == "param":
+            return np.array([a.reshape(-1)[0]], dtype=b.dtype)
+        if p.kind == "table":
+            want = tuple(x.extent for x in p.axes)
+            if a.shape != want:
+                raise self.fail(p.name, f"is {p.describe()} and must be shaped {want}, got {a.shape}")
+            return np.ascontiguousarray(a, dtype=b.dtype).reshape(-1)
+        if p.kind == "index":
+            return np.ascontiguousarray(a).reshape(-1)
+        return np.ascontiguousarray(a, dtype=b.dtype).reshape(-1)
+
+    # ---- step 4: outputs and sinks ---------------------------------------------------------------------
+    def output_shape(self, name: str, layout: Layout, b: Bound) -> tuple[int, ...]:
+        """The shape handed back for a per-lane output or sink."""
+        p = self.sig.get(name)
+        if name == "result" or (p is not None and p.kind == "output"):
+            shape = self.sig.returns.shape if name == "result" else p.payload.shape
+            return (*shape, *b.extents)
+        pay = layout.sinks.get(name, ())
+        return (*pay, *(a.extent for a in p.axes))
+
+    def given_buffer(self, name: str, shape: tuple[int, ...], b: Bound,
+                     alt: tuple[int, ...] | None = None) -> np.ndarray | None:
+        """The caller's array for an output, checked for writing in place (None when not passed)."""
+        a = b.given.get(name)
+        if a is None:
+            return None
+        if a.dtype != b.dtype:
+            raise self.fail(name, f"is written in place and must be {b.dtype} like the run's other planes, "
+                                  f"got {a.dtype}")
+        if a.shape != shape and a.shape != alt:
+            raise self.fail(name, f"must be shaped {shape}, got {a.shape}")
+        if not a.flags.c_contiguous or not a.flags.writeable:
+            raise self.fail(name, "is written in place and must be a writable C-contiguous array "
+                                  "(pass np.ascontiguousarray(...) and read the result back)")
+        return a
+
+    # ---- step 5: keys --------------------------------------------------------------------------------
+    def check_keys(self, layout: Layout, b: Bound) -> None:
+        for plane, uses in layout.index_keys.items():
+            keys = b.arrays[plane]
+            if keys.size == 0:
+                continue
+            lo, hi = int(keys.min()), int(keys.max())
+            for sink, pos in uses:
+                n = self.sig.get(sink).axes[pos].extent
+                if lo < 0 or hi >= n:
+                    bad = lo if lo < 0 else hi
+                    raise self.fail(plane, f"holds key {bad}, outside sink '{sink}' (axis "
+                                           f"'{self.sig.get(sink).axes[pos].label}' has {n} slots: keys 0..{n - 1})")
+        if os.environ.get("HAWK_CHECK_SORTED", "") not in ("", "0"):
+            for p in self.sig.planes:
+                if p.kind == "index" and p.sorted:
+                    k = b.arrays[p.name]
+                    runs = 1 + int(np.count_nonzero(k[1:] != k[:-1])) if k.size else 0
+                    if runs != np.unique(k).size:
+                        raise self.fail(p.name, "is declared Sorted[Index] but equal keys are not grouped "
+                                                "together (sort the keys, or declare it Index)")
+
+
+def reduced_shape(r: Reduction, b: Bound, axes) -> tuple[int, ...]:
+    labels = [a.label for a in axes]
+    kept = tuple(b.extents[labels.index(a)] for a in r.kept)
+    return (*r.payload, *kept)

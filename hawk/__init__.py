@@ -1,0 +1,47 @@
+"""hawk: a lane-oriented kernel language compiled through MLIR.
+
+A kernel is a Python function whose parameters are typed planes; its body is one lane's code. Cross-lane work is
+explicit: `hawk.sum/mean/max/min` reduce over lanes, `hawk.scatter(sink)[key] += v` adds by key, and `u.at(i)`
+reads another lane's input. `eagle.deploy(kernel).run(...)` compiles and runs it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from hawk import math  # noqa: F401  (hawk.math is part of the public surface)
+from hawk.errors import KernelError
+from hawk.frontend import retired as _retired
+from hawk.kernel import Kernel, kernel
+from hawk.types import Grid, Index, Matrix, Mutable, Param, Scalar, Sorted, Table, Vector
+
+__version__ = "0.1.0"
+
+
+def _marker(space: str, name: str, doc: str):
+    def fn(*args, **kwargs):
+        raise RuntimeError(f"hawk.{name} works across the lanes of a kernel and can only be used inside a "
+                           "@hawk.kernel body")
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    fn._hawk_builtin = (space, name)
+    return fn
+
+
+sum = _marker("reduce", "sum", "hawk.sum(x, where=mask, over=axes, policy=...): add x over the lanes.")
+mean = _marker("reduce", "mean", "hawk.mean(x, where=mask, over=axes): the mean of x over the lanes.")
+max = _marker("reduce", "max", "hawk.max(x, where=mask, over=axes): the largest x over the lanes.")
+min = _marker("reduce", "min", "hawk.min(x, where=mask, over=axes): the smallest x over the lanes.")
+scatter = _marker("scatter", "scatter", "hawk.scatter(sink, policy=...)[key] += v (or = v): add/store by key.")
+
+
+def __getattr__(name: str):
+    if name in _retired.MODULE_NAMES:
+        frame = sys._getframe(1)
+        raise KernelError(_retired.MODULE_NAMES[name], file=frame.f_code.co_filename, line=frame.f_lineno)
+    raise AttributeError(f"module 'hawk' has no attribute '{name}'")
+
+
+__all__ = ["Grid", "Index", "Kernel", "KernelError", "Matrix", "Mutable", "Param", "Scalar", "Sorted", "Table",
+           "Vector", "kernel", "max", "mean", "min", "scatter", "sum"]

@@ -1,0 +1,25 @@
+"""Errors raised while a kernel is read, checked or lowered.
+
+A `KernelError` always starts with ``file:line:`` of the user's source, names the kernel and says what to write
+instead, so an editor can jump to the line and the user can fix it without reading docs.
+"""
+
+from __future__ import annotations
+
+
+class KernelError(AttributeError):
+    """A kernel (or a retired name) that hawk refuses.
+
+    It subclasses AttributeError only so that ``hawk.all_samples`` behaves like a missing attribute for tools
+    such as ``hasattr``; catch it as ``hawk.KernelError``.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 kernel: str | None = None):
+        self.file, self.line, self.kernel, self.text = file, line, kernel, message
+        where = f"{file}:{line}: " if file and line else ""
+        who = f"kernel '{kernel}': " if kernel else ""
+        super().__init__(f"{where}{who}{message}")
+
+    def __str__(self) -> str:  # AttributeError's str would quote the name only
+        return self.args[0]

@@ -1,0 +1,497 @@
+"""The syntax half of the front end: walks a kernel's Python AST and builds the hawk module.
+
+Typing rules live in `values.Semantics`, calls to hawk/hawk.math functions in `calls.CallsMixin`; this module
+only knows Python statements and expressions and how they map onto SSA values and scf regions.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import types as pytypes
+
+from mlir import ir
+from mlir.dialects import func, scf
+
+from hawk.errors import KernelError
+from hawk.frontend import refs as R
+from hawk.frontend import retired
+from hawk.frontend.calls import CallsMixin
+from hawk.frontend.values import HVal, SemanticError, Semantics, const
+from hawk.ir.build import create
+from hawk.signature import Signature
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+           ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
+_CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+class Source:
+    """Where a kernel's code lives: its AST, file and first line, and its Python namespace."""
+
+    def __init__(self, fn, tree: ast.FunctionDef, file: str, first_line: int, name: str):
+        self.fn, self.tree, self.file, self.first_line, self.name = fn, tree, file, first_line, name
+        closure = {}
+        if fn.__closure__:
+            for n, cell in zip(fn.__code__.co_freevars, fn.__closure__, strict=False):
+                try:
+                    closure[n] = cell.cell_contents
+                except ValueError:
+                    pass
+        self.closure = closure
+        self.globals = fn.__globals__
+
+
+class KernelBuilder(CallsMixin):
+    """Builds `func.func @<kernel>` holding one lane's code in hawk ops."""
+
+    def __init__(self, source: Source, sig: Signature, ftype: ir.Type, itypes: dict[str, ir.Type]):
+        self.src, self.sig, self.sem = source, sig, Semantics(ftype)
+        self.itypes = itypes  # element type of each Index plane (i32 or i64)
+        self.env: dict[str, object] = {}
+        self.outputs: dict[str, str] = {}  # output name -> 'lane' or 'cell'
+        self.returned = False
+        self._node: ast.AST | None = None
+        self.scatter_payloads: dict[str, tuple[int, ...]] = {}
+
+    # ---- errors and locations -------------------------------------------------------------------
+    def error(self, msg: str, node: ast.AST | None = None) -> KernelError:
+        node = node or self._node
+        line = self.src.first_line + (getattr(node, "lineno", 1) - 1)
+        return KernelError(msg, file=self.src.file, line=line, kernel=self.src.name)
+
+    def loc(self, node: ast.AST) -> ir.Location:
+        line = self.src.first_line + (getattr(node, "lineno", 1) - 1)
+        return ir.Location.file(self.src.file, line, getattr(node, "col_offset", 0) + 1)
+
+    # ---- entry ----------------------------------------------------------------------------------
+    def build(self) -> ir.Module:
+        module = ir.Module.create(loc=self.loc(self.src.tree))
+        with ir.InsertionPoint(module.body), self.loc(self.src.tree):
+            f = func.FuncOp(self.src.name, ([], []))
+            f.attributes["hawk.kernel"] = ir.UnitAttr.get()
+            block = f.add_entry_block()
+            with ir.InsertionPoint(block):
+                body = list(self.src.tree.body)
+                if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                        and isinstance(body[0].value.value, str):
+                    body = body[1:]  # docstring
+                self.block(body, top=True)
+                with self.loc(self.src.tree.body[-1]):
+                    self.finish_outputs()
+                    func.ReturnOp([])
+        return module
+
+    def finish_outputs(self):
+        if self.sig.returns is not None and not self.returned:
+            raise self.error("the kernel is annotated with a return type but never returns a value: end the body "
+                             "with return <value>", self.src.tree)
+        for p in self.sig.planes:
+            if p.kind != "output" or p.name not in self.env:
+                continue
+            v = self.env[p.name]
+            if isinstance(v, R.Undefined):
+                raise self.error(f"output '{p.name}' is assigned only on some paths: {v.why}", self.src.tree)
+            self.emit_output(p.name, p.payload.shape, v, self.src.tree)
+
+    def emit_output(self, name: str, shape: tuple[int, ...], v: HVal, node: ast.AST):
+        what = "the return value" if name == "result" else f"output '{name}'"
+        if v.shape != shape:
+            raise self.error(f"{what} is declared with payload shape {shape} but gets a value of shape "
+                             f"{v.shape}", node)
+        if v.reduced is not None:
+            self.outputs[name] = "cell"
+            create("hawk.cell", [self.sem.mlir(v)], [], {"name": name})
+            return
+        self.outputs[name] = "lane"
+        v = self.sem.to_float(v)
+        if v.is_const:
+            v = self.sem.broadcast(v, shape) if shape else v
+        create("hawk.store", [self.sem.mlir(v)], [], {"plane": name})
+
+    # ---- statements -------------------------------------------------------------------------------
+    def block(self, stmts: list[ast.stmt], top: bool = False):
+        for k, s in enumerate(stmts):
+            if self.returned:
+                raise self.error("code after return never runs: remove it", s)
+            self._node = s
+            with self.loc(s):
+                try:
+                    self.stmt(s, top)
+                except SemanticError as exc:
+                    raise self.error(str(exc), s) from None
+            if isinstance(s, ast.Return) and (not top or k != len(stmts) - 1):
+                raise self.error("return must be the last statement of the kernel body, outside any if/for: "
+                                 "assign the value to a variable in each branch and return it at the end", s)
+
+    def stmt(self, s: ast.stmt, top: bool):
+        if isinstance(s, ast.Assign):
+            if len(s.targets) != 1:
+                raise self.error("chained assignment a = b = v is not supported: assign each name on its own line")
+            self.assign(s.targets[0], s.value, s)
+        elif isinstance(s, ast.AnnAssign):
+            if s.value is None:
+                raise self.error("a declaration without a value does nothing: assign a value")
+            self.assign(s.target, s.value, s)
+        elif isinstance(s, ast.AugAssign):
+            self.aug_assign(s)
+        elif isinstance(s, ast.If):
+            self.if_stmt(s)
+        elif isinstance(s, ast.For):
+            self.for_stmt(s)
+        elif isinstance(s, ast.Return):
+            self.return_stmt(s)
+        elif isinstance(s, ast.Expr):
+            if isinstance(s.value, ast.Constant):
+                return
+            self.expr(s.value)
+        elif isinstance(s, ast.Pass):
+            return
+        else:
+            kind = type(s).__name__.lower()
+            hint = {"while": "use for k in range(n) with a fixed bound",
+                    "with": "remove it", "try": "remove it: kernels do not raise",
+                    "functiondef": "define helpers outside the kernel and inline their arithmetic"}.get(kind, "")
+            raise self.error(f"'{kind}' statements are not supported in a kernel body" + (f": {hint}" if hint else ""))
+
+    def assign(self, target: ast.expr, value: ast.expr, node: ast.stmt):
+        if isinstance(target, ast.Subscript):
+            base = self.expr(target.value)
+            if isinstance(base, R.Scatter):
+                self.scatter(base, target.slice, value, "set", node)
+                return
+            if isinstance(target.value, ast.Call) and self.is_all_samples(target.value.func):
+                raise self.error(retired.ALL_SAMPLES_STORE, node)
+            raise self.error("a subscript store is not supported: write by key with hawk.scatter(sink)[key] = v, "
+                             "and update a lane's own output by assigning its name")
+        if isinstance(target, ast.Tuple):
+            vals = self.expr(value)
+            if not isinstance(vals, tuple) or len(vals) != len(target.elts):
+                raise self.error(f"cannot unpack this value into {len(target.elts)} names: write one assignment "
+                                 "per name")
+            for t, v in zip(target.elts, vals, strict=True):
+                self.bind(t, v, node)
+            return
+        self.bind(target, self.expr(value), node)
+
+    def bind(self, target: ast.expr, v, node: ast.stmt):
+        if not isinstance(target, ast.Name):
+            raise self.error("only plain names can be assigned in a kernel body (no attributes or subscripts)")
+        name = target.id
+        spec = self.sig.get(name)
+        if spec is not None and spec.kind != "output":
+            if spec.kind == "sink":
+                raise self.error(f"'{name}' is a sink: write into it with hawk.scatter({name})[key] += v")
+            raise self.error(f"'{name}' is an input plane and cannot be assigned: use a new local name, or declare "
+                             f"it Mutable[...] to make it an output")
+        if isinstance(v, (R.PlaneRef, R.OutRef, R.ParamRef)):
+            v = self.read(v)
+        if not isinstance(v, HVal):
+            raise self.error(f"cannot assign {self.describe(v)} to '{name}': only lane values can be stored in "
+                             "variables")
+        if spec is not None and v.reduced is None and v.kind != "f":
+            v = self.sem.to_float(v)
+        self.env[name] = v
+
+    def aug_assign(self, s: ast.AugAssign):
+        if isinstance(s.target, ast.Subscript):
+            base = self.expr(s.target.value)
+            if isinstance(base, R.Scatter):
+                if not isinstance(s.op, ast.Add):
+                    raise self.error("a scatter adds with += or stores with =; there is no by-key "
+                                     f"{type(s.op).__name__.lower()} yet", s)
+                self.scatter(base, s.target.slice, s.value, "add", s)
+                return
+            if isinstance(s.target.value, ast.Call) and self.is_all_samples(s.target.value.func):
+                raise self.error(retired.ALL_SAMPLES, s)
+            raise self.error("a subscript update is not supported: accumulate by key with "
+                             "hawk.scatter(sink)[key] += v")
+        if not isinstance(s.target, ast.Name):
+            raise self.error("only plain names can be updated with an augmented assignment")
+        op = _BINOPS.get(type(s.op))
+        if op is None:
+            raise self.error(f"operator {type(s.op).__name__} is not supported")
+        cur = self.expr(ast.Name(id=s.target.id, ctx=ast.Load(), lineno=s.lineno, col_offset=s.col_offset))
+        self.bind(s.target, self.sem.binop(op, self.value(cur, s.target), self.value(self.expr(s.value), s.value)), s)
+
+    def return_stmt(self, s: ast.Return):
+        if self.sig.returns is None:
+            raise self.error("the kernel returns a value but has no return annotation: add -> Scalar "
+                             "(or Vector[n], Matrix[r, c]) to the def line", s)
+        if s.value is None:
+            raise self.error("return needs a value here", s)
+        v = self.value(self.expr(s.value), s.value)
+        self.emit_output("result", self.sig.returns.shape, v, s)
+        self.returned = True
+
+    # ---- control flow -----------------------------------------------------------------------------
+    def if_stmt(self, s: ast.If):
+        c = self.value(self.expr(s.test), s.test)
+        if c.shape:
+            raise self.error("an if condition must be one truth value, not a vector: combine it with "
+                             "m.land/m.lor or use m.where for each component", s.test)
+        c = self.sem.to_kind(c, "b") if c.kind == "b" else self.sem.compare("!=", c, const(0))
+        if c.is_const:  # a condition known at compile time picks its branch now
+            self.block(s.body if c.value else s.orelse)
+            return
+        before = dict(self.env)
+        dry = scf.IfOp(c.value, [], has_else=True)
+        envs = []
+        for blk, stmts in ((dry.then_block, s.body), (dry.else_block, s.orelse)):
+            self.env = dict(before)
+            with ir.InsertionPoint(blk):
+                self.block(stmts)
+            envs.append(self.env)
+        self.env = dict(before)
+        merged = []
+        for name in sorted(set(envs[0]) | set(envs[1])):
+            a, b = envs[0].get(name), envs[1].get(name)
+            if a is before.get(name) and b is before.get(name):
+                continue
+            if a is None or b is None or isinstance(a, R.Undefined) or isinstance(b, R.Undefined):
+                self.env[name] = R.Undefined(f"'{name}' is assigned in only one branch of the if at line "
+                                             f"{self.src.first_line + s.lineno - 1}; assign it before the if "
+                                             "or in both branches")
+                continue
+            if a.reduced is not None or b.reduced is not None:
+                raise self.error(f"'{name}' holds a reduction in one branch of an if: reduce at the top level and "
+                                 "fold the condition into where=", s)
+            kind = "f" if "f" in (a.kind, b.kind) else ("i" if "i" in (a.kind, b.kind) else "b")
+            if a.shape != b.shape:
+                raise self.error(f"'{name}' has shape {a.shape} in one branch and {b.shape} in the other", s)
+            merged.append((name, kind, a.shape))
+        branch_vals = []
+        for blk, env in zip((dry.then_block, dry.else_block), envs, strict=True):
+            with ir.InsertionPoint(blk):
+                branch_vals.append([self.sem.mlir(self.sem.to_kind(env[n], k)) for n, k, _ in merged])
+        new = scf.IfOp(c.value, [self.sem.type_of(k, sh) for _, k, sh in merged], has_else=True)
+        for src, dst, vals in zip((dry.then_block, dry.else_block), (new.then_block, new.else_block),
+                                  branch_vals, strict=True):
+            with ir.InsertionPoint(dst):
+                y = scf.YieldOp(vals)
+            for op in list(src.operations):
+                op.move_before(y)
+        dry.operation.erase()
+        for k, (name, kind, shape) in enumerate(merged):
+            self.env[name] = HVal(new.results[k], kind, shape)
+
+    def for_stmt(self, s: ast.For):
+        if s.orelse:
+            raise self.error("for/else is not supported: remove the else")
+        if not isinstance(s.target, ast.Name):
+            raise self.error("a for loop binds one name: for k in range(n)")
+        it = s.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+                and not it.keywords and 1 <= len(it.args) <= 3):
+            raise self.error("a kernel loops only over range(...): write for k in range(n) "
+                             "(or range(a, b), range(a, b, step))", s)
+        args = [self.sem.to_int(self.value(self.expr(a), a)) for a in it.args]
+        if any(a.shape for a in args):
+            raise self.error("range bounds must be scalars", s)
+        start, stop, step = (const(0), args[0], const(1)) if len(args) == 1 else \
+            (args[0], args[1], args[2] if len(args) == 3 else const(1))
+        if not step.is_const or step.value == 0:
+            raise self.error("the step of range(...) must be a nonzero constant", s)
+        st = step.value
+        span = self.sem.binop("-", stop, start)
+        trips = self.sem.binop("//", self.sem.binop("+", span, const(st - (1 if st > 0 else -1))), const(st))
+        trips = self.sem.minmax("max", trips, const(0))
+        assigned = sorted({t.id for n in ast.walk(s) for t in _store_targets(n)})
+        for n in assigned:  # a Mutable output updated in the loop starts from its current value
+            spec = self.sig.get(n)
+            if spec is not None and spec.kind == "output" and n not in self.env:
+                self.env[n] = self.read(R.OutRef(spec))
+        carried = [n for n in assigned if n != s.target.id and isinstance(self.env.get(n), HVal)]
+        for n in carried:
+            if self.env[n].reduced is not None:
+                raise self.error(f"'{n}' holds a reduction and is updated in a loop: reduce after the loop", s)
+        init = [self.sem.mlir(self.env[n]) for n in carried]
+        index = ir.IndexType.get()
+        to_index = create("arith.index_cast", [self.sem.mlir(trips)], [index]).result
+        zero = create("arith.constant", [], [index], {"value": ir.IntegerAttr.get(index, 0)}).result
+        one = create("arith.constant", [], [index], {"value": ir.IntegerAttr.get(index, 1)}).result
+        loop = scf.ForOp(zero, to_index, one, init)
+        before = dict(self.env)
+        kinds = {n: (self.env[n].kind, self.env[n].shape) for n in carried}
+        with ir.InsertionPoint(loop.body):
+            iv = create("arith.index_cast", [loop.induction_variable], [self.sem.i64]).result
+            k = self.sem.binop("+", start, self.sem.binop("*", HVal(iv, "i"), step))
+            for n, a in zip(carried, loop.inner_iter_args, strict=True):
+                self.env[n] = HVal(a, *kinds[n])
+            self.env[s.target.id] = k
+            self.block(s.body)
+            outs = []
+            for n in carried:
+                v = self.env[n]
+                if isinstance(v, R.Undefined):
+                    raise self.error(v.why, s)
+                kind, shape = kinds[n]
+                if v.shape != shape or (v.kind == "f" and kind != "f"):
+                    raise self.error(f"'{n}' changes type inside the loop (from {kind}{shape} to {v.kind}{v.shape}):"
+                                     f" initialise it with the type it gets, e.g. {n} = 0.0", s)
+                outs.append(self.sem.mlir(self.sem.to_kind(v, kind)))
+            scf.YieldOp(outs)
+        self.env = before
+        for j, n in enumerate(carried):
+            self.env[n] = HVal(loop.results[j], *kinds[n])
+        for n in assigned:
+            if n not in carried:
+                self.env[n] = R.Undefined(f"'{n}' is first assigned inside the for loop at line "
+                                          f"{self.src.first_line + s.lineno - 1}; assign it before the loop to use "
+                                          "it after")
+
+    # ---- expressions ------------------------------------------------------------------------------
+    def value(self, v, node: ast.AST | None = None) -> HVal:
+        """Coerce what an expression gave into a lane value."""
+        if isinstance(v, HVal):
+            return v
+        if isinstance(v, (R.PlaneRef, R.OutRef, R.ParamRef)):
+            return self.read(v)
+        if isinstance(v, (bool, int, float)):
+            return const(v)
+        raise self.error(f"{self.describe(v)} is not a lane value here", node)
+
+    def describe(self, v) -> str:
+        if isinstance(v, (R.SinkRef,)):
+            return f"sink '{v.spec.name}'"
+        if isinstance(v, R.TableRef):
+            return f"table '{v.spec.name}' (read it with .at(...))"
+        if isinstance(v, R.GridRef):
+            return f"grid '{v.spec.name}' (use its axes, e.g. {v.spec.name}.{v.spec.axes[0].label})"
+        if isinstance(v, pytypes.ModuleType):
+            return f"module {v.__name__}"
+        return repr(v)
+
+    def expr(self, e: ast.expr):
+        prev, self._node = self._node, e
+        try:
+            with self.loc(e):
+                return self._expr(e)
+        except SemanticError as exc:
+            raise self.error(str(exc), e) from None
+        finally:
+            self._node = prev
+
+    def _expr(self, e: ast.expr):
+        if isinstance(e, ast.Constant):
+            if isinstance(e.value, (bool, int, float)):
+                return const(e.value)
+            if isinstance(e.value, str):
+                return e.value
+            raise self.error(f"the constant {e.value!r} cannot be used in a kernel")
+        if isinstance(e, ast.Name):
+            return self.name(e)
+        if isinstance(e, ast.Tuple):
+            return tuple(self.expr(x) for x in e.elts)
+        if isinstance(e, ast.BinOp):
+            op = _BINOPS.get(type(e.op))
+            if op is None:
+                raise self.error(f"operator {type(e.op).__name__} is not supported")
+            if op == "@":
+                raise self.error("matrix products are not supported yet")
+            a, b = self.value(self.expr(e.left), e.left), self.value(self.expr(e.right), e.right)
+            if op in ("&", "|", "^") and "b" in (a.kind, b.kind):
+                if op == "^":
+                    return self.sem.compare("!=", self.sem.to_kind(a, "b"), self.sem.to_kind(b, "b"))
+                return self.sem.logic("and" if op == "&" else "or", a, b)
+            return self.sem.binop(op, a, b)
+        if isinstance(e, ast.UnaryOp):
+            v = self.value(self.expr(e.operand), e.operand)
+            if isinstance(e.op, ast.USub):
+                return self.sem.neg(v)
+            if isinstance(e.op, ast.UAdd):
+                return v
+            if isinstance(e.op, (ast.Not, ast.Invert)):
+                if isinstance(e.op, ast.Invert) and v.kind != "b":
+                    raise self.error("~ is the logical not of a comparison here; integers have no ~")
+                return self.sem.lnot(v)
+        if isinstance(e, ast.BoolOp):
+            vals = [self.value(self.expr(x), x) for x in e.values]
+            r = vals[0]
+            for v in vals[1:]:
+                r = self.sem.logic("and" if isinstance(e.op, ast.And) else "or", r, v)
+            return r
+        if isinstance(e, ast.Compare):
+            left = self.value(self.expr(e.left), e.left)
+            result = None
+            for op, right_node in zip(e.ops, e.comparators, strict=True):
+                if type(op) not in _CMPOPS:
+                    raise self.error(f"comparison {type(op).__name__} is not supported")
+                right = self.value(self.expr(right_node), right_node)
+                c = self.sem.compare(_CMPOPS[type(op)], left, right)
+                result = c if result is None else self.sem.logic("and", result, c)
+                left = right
+            return result
+        if isinstance(e, ast.IfExp):
+            c = self.value(self.expr(e.test), e.test)
+            return self.sem.select(c, self.value(self.expr(e.body), e.body), self.value(self.expr(e.orelse), e.orelse))
+        if isinstance(e, ast.Attribute):
+            return self.attribute(e)
+        if isinstance(e, ast.Subscript):
+            return self.subscript(e)
+        if isinstance(e, ast.Call):
+            return self.call(e)
+        raise self.error(f"{type(e).__name__} expressions are not supported in a kernel body")
+
+    def name(self, e: ast.Name):
+        n = e.id
+        if n in self.env:
+            v = self.env[n]
+            if isinstance(v, R.Undefined):
+                raise self.error(v.why)
+            return v
+        spec = self.sig.get(n)
+        if spec is not None:
+            return {"lane": R.PlaneRef, "index": R.PlaneRef, "output": R.OutRef, "sink": R.SinkRef,
+                    "table": R.TableRef, "grid": R.GridRef, "param": R.ParamRef}[spec.kind](spec)
+        for space in (self.src.closure, self.src.globals):
+            if n in space:
+                return self.python_value(n, space[n])
+        if hasattr(builtins, n):
+            return getattr(builtins, n)
+        raise self.error(f"name '{n}' is not defined: assign it before use, or pass it as a plane (Param for a "
+                         "run-wide number)")
+
+    def python_value(self, n: str, v):
+        if isinstance(v, (bool, int, float)):
+            return const(v)
+        if hasattr(v, "__float__") and type(v).__module__ == "numpy":
+            return const(v.item())
+        if isinstance(v, (pytypes.ModuleType, pytypes.FunctionType, pytypes.BuiltinFunctionType, str, tuple)) \
+                or callable(v):
+            return v
+        raise self.error(f"'{n}' is a {type(v).__name__}; a kernel can use Python numbers, hawk.math and its "
+                         "planes only: pass arrays as planes")
+
+    def read(self, ref) -> HVal:
+        """This lane's value of an input plane, parameter or output."""
+        spec = ref.spec
+        if isinstance(ref, R.OutRef) and spec.name in self.env:
+            return self.env[spec.name]
+        if isinstance(ref, R.ParamRef):
+            return HVal(create("hawk.param", [], [self.sem.ftype], {"plane": spec.name}).result, "f")
+        if spec.kind == "index":
+            raw = create("hawk.load", [], [self.itypes[spec.name]], {"plane": spec.name}).result
+            if self.itypes[spec.name] != self.sem.i64:
+                raw = create("arith.extsi", [raw], [self.sem.i64]).result
+            return HVal(raw, "i")
+        t = self.sem.type_of("f", spec.payload.shape)
+        return HVal(create("hawk.load", [], [t], {"plane": spec.name}).result, "f", spec.payload.shape)
+
+
+def _store_targets(n: ast.AST):
+    if isinstance(n, (ast.Assign,)):
+        for t in n.targets:
+            yield from _names(t)
+    elif isinstance(n, (ast.AugAssign, ast.AnnAssign)):
+        yield from _names(n.target)
+    elif isinstance(n, ast.For):
+        yield from _names(n.target)
+
+
+def _names(t: ast.AST):
+    if isinstance(t, ast.Name):
+        yield t
+    elif isinstance(t, ast.Tuple):
+        for x in t.elts:
+            yield from _names(x)

@@ -1,0 +1,164 @@
+"""`@hawk.kernel`: read a Python function once, check it, and build its hawk IR per dtype on demand."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from dataclasses import dataclass
+from functools import cached_property
+
+from mlir import ir
+
+from hawk.errors import KernelError
+from hawk.frontend.visitor import KernelBuilder, Source
+from hawk.ir.dialect import new_context
+from hawk.passes.analysis import Layout, analyse
+from hawk.passes.pipeline import HOST, Job, Pipeline
+from hawk.signature import Signature, read_signature
+
+_FTYPES = {"float64": ir.F64Type, "float32": ir.F32Type}
+_ITYPES = {"int32": 32, "int64": 64}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One specialisation: the float dtype and the integer dtype of each Index plane."""
+
+    float_dtype: str
+    index_dtypes: tuple[tuple[str, str], ...]
+
+
+@dataclass
+class Lowered:
+    """A kernel lowered for a target: LLVM-dialect IR text plus the layout the runtime binds."""
+
+    kernel: str
+    spec: Spec
+    hawk_ir: str
+    llvm_ir: str
+    layout: Layout
+
+
+class Kernel:
+    """A compiled-on-demand lane kernel. `repr` names it and its planes."""
+
+    def __init__(self, fn):
+        if not inspect.isfunction(fn):
+            raise TypeError("@hawk.kernel decorates a plain Python function")
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+        file = inspect.getsourcefile(fn) or fn.__code__.co_filename
+        try:
+            lines, first = inspect.getsourcelines(fn)
+        except OSError as exc:
+            raise KernelError("the kernel's source is not available (define kernels in a file or notebook cell)",
+                              file=file, line=fn.__code__.co_firstlineno, kernel=self.name) from exc
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+        fdef = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        # line numbers inside `fdef` count from the first source line (decorators included)
+        self.source = Source(fn, fdef, file, first, self.name)
+        self.signature: Signature = read_signature(fn, file, fn.__code__.co_firstlineno, self.name)
+        self._hawk: dict[Spec, tuple[str, dict[str, str]]] = {}
+        self._lowered: dict[Spec, Lowered] = {}
+        self._layouts: dict[Spec, Layout] = {}
+        self.hawk_ir(self.default_spec())  # read and check the body now, so errors surface at decoration
+
+    # ---- description ------------------------------------------------------------------------------
+    @property
+    def planes(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.signature.planes)
+
+    def __repr__(self) -> str:
+        planes = ", ".join(f"{p.name}: {p.describe()}" for p in self.signature.planes)
+        ret = f" -> {self.signature.returns.describe()}" if self.signature.returns is not None else ""
+        return f"<hawk.Kernel {self.name}({planes}){ret}>"
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"kernel '{self.name}' runs through eagle: eagle.deploy({self.name}).run(**planes)")
+
+    def default_spec(self) -> Spec:
+        return Spec("float64", tuple((p.name, "int32") for p in self.signature.planes if p.kind == "index"))
+
+    def spec_for(self, float_dtype: str, index_dtypes: dict[str, str]) -> Spec:
+        return Spec(float_dtype, tuple((p.name, index_dtypes.get(p.name, "int32"))
+                                       for p in self.signature.planes if p.kind == "index"))
+
+    # ---- IR ---------------------------------------------------------------------------------------
+    def _types(self, spec: Spec):
+        ftype = _FTYPES[spec.float_dtype].get()
+        itypes = {n: ir.IntegerType.get_signless(_ITYPES[d]) for n, d in spec.index_dtypes}
+        return ftype, itypes
+
+    def _build(self, spec: Spec) -> tuple[ir.Module, dict[str, str]]:
+        ftype, itypes = self._types(spec)
+        builder = KernelBuilder(self.source, self.signature, ftype, itypes)
+        module = builder.build()
+        try:
+            module.operation.verify()
+        except ir.MLIRError as exc:  # a front-end bug, not a user error
+            raise RuntimeError(f"internal error: hawk IR of kernel '{self.name}' does not verify: {exc}") from exc
+        Pipeline(("verify-hawk",)).run(module, None)
+        return module, builder.outputs
+
+    def hawk_ir(self, spec: Spec | None = None) -> str:
+        """The kernel's hawk-dialect module as text (checked, not yet lowered)."""
+        spec = spec or self.default_spec()
+        if spec not in self._hawk:
+            with new_context(), ir.Location.unknown():
+                module, outputs = self._build(spec)
+                self._hawk[spec] = (str(module), outputs)
+        return self._hawk[spec][0]
+
+    def mlir(self, dtype: str = "float64", after: str | None = None) -> str:
+        """The IR as text: hawk dialect by default, or after the named pass of the host pipeline."""
+        spec = self.spec_for(dtype, {})
+        if after is None:
+            return self.hawk_ir(spec)
+        dumps: dict[str, str] = {}
+        self._lower(spec, dump=lambda n, t: dumps.__setitem__(n, t), stop_after=after)
+        if after not in dumps:
+            raise ValueError(f"no pass named {after!r}; the host pipeline is {list(HOST)}")
+        return dumps[after]
+
+    def layout(self, spec: Spec) -> Layout:
+        """The buffers the compiled lane function takes, read off the hawk IR (no lowering needed)."""
+        if spec not in self._layouts:
+            text = self.hawk_ir(spec)
+            with new_context(), ir.Location.unknown():
+                self._layouts[spec] = analyse(ir.Module.parse(text), self.signature, self._hawk[spec][1],
+                                              self.name, _short(spec))
+        return self._layouts[spec]
+
+    def lowered(self, spec: Spec) -> Lowered:
+        if spec not in self._lowered:
+            self._lowered[spec] = self._lower(spec)
+        return self._lowered[spec]
+
+    def _lower(self, spec: Spec, dump=None, stop_after=None) -> Lowered:
+        text = self.hawk_ir(spec)
+        outputs = self._hawk[spec][1]
+        with new_context() as ctx, ir.Location.unknown():
+            ctx.allow_unregistered_dialects = False
+            module = ir.Module.parse(text)
+            ftype, itypes = self._types(spec)
+            layout = analyse(module, self.signature, outputs, self.name, _short(spec))
+            Pipeline(HOST).run(module, Job(layout, ftype, itypes), dump=dump, stop_after=stop_after)
+            return Lowered(self.name, spec, text, str(module), layout)
+
+    @cached_property
+    def outputs(self) -> dict[str, str]:
+        """Each output's mode: 'lane' (a per-lane plane) or 'cell' (a reduced value)."""
+        self.hawk_ir()
+        return self._hawk[self.default_spec()][1]
+
+
+def _short(spec: Spec) -> dict[str, str]:
+    return {n: ("i32" if d == "int32" else "i64") for n, d in spec.index_dtypes}
+
+
+def kernel(fn) -> Kernel:
+    """Decorator: make a lane kernel of a Python function whose parameters are annotated with plane types."""
+    return Kernel(fn)

@@ -1,0 +1,80 @@
+"""The pass pipeline: small named passes run in order over one module, every intermediate can be dumped.
+
+`Pipeline.run(module, job)` runs each pass; with `dump=` a callback receives (pass name, IR text) after each
+pass, which is how `Kernel.mlir(after=...)`, the IR tests and `HAWK_DUMP_DIR` see every stage.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlir import ir, passmanager
+
+from hawk.passes.analysis import Layout
+from hawk.passes.lower_host import lower_host
+from hawk.passes.verify import verify_hawk
+
+LLVM_PIPELINE = ("builtin.module(func.func(lower-vector-multi-reduction),convert-vector-to-scf,"
+                 "convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-libm,convert-math-to-llvm,"
+                 "expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
+                 "convert-func-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)")
+
+
+@dataclass
+class Job:
+    """What the passes of one compile share: the kernel's layout and element types."""
+
+    layout: Layout
+    ftype: ir.Type
+    itypes: dict[str, ir.Type]
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    fn: Callable[[ir.Module, Job], None]
+    doc: str
+
+
+def _upstream(pipeline: str) -> Callable[[ir.Module, Job], None]:
+    def run(module: ir.Module, job: Job) -> None:
+        passmanager.PassManager.parse(pipeline).run(module.operation)
+
+    return run
+
+
+PASSES: dict[str, Pass] = {p.name: p for p in (
+    Pass("verify-hawk", lambda m, j: verify_hawk(m), "refuse reductions/scatters where they may not sit"),
+    Pass("lower-host-lanes", lambda m, j: lower_host(m, j.layout, j.ftype, j.itypes),
+         "hawk ops -> a chunked lane loop and a finish function (scf, memref, arith, vector)"),
+    Pass("canonicalize", _upstream("builtin.module(canonicalize,cse)"), "upstream clean-up"),
+    Pass("lower-to-llvm", _upstream(LLVM_PIPELINE), "upstream dialects -> LLVM dialect"),
+)}
+
+HOST = ("verify-hawk", "lower-host-lanes", "canonicalize", "lower-to-llvm")
+
+
+class Pipeline:
+    def __init__(self, names: tuple[str, ...] = HOST):
+        unknown = [n for n in names if n not in PASSES]
+        if unknown:
+            raise ValueError(f"unknown passes {unknown}; known: {sorted(PASSES)}")
+        self.passes = [PASSES[n] for n in names]
+
+    def run(self, module: ir.Module, job: Job, dump: Callable[[str, str], None] | None = None,
+            stop_after: str | None = None) -> ir.Module:
+        dump_dir = os.environ.get("HAWK_DUMP_DIR")
+        for k, p in enumerate(self.passes):
+            p.fn(module, job)
+            if dump is not None:
+                dump(p.name, str(module))
+            if dump_dir:
+                d = Path(dump_dir)
+                d.mkdir(parents=True, exist_ok=True)
+                (d / f"{job.layout.name}.{k + 1:02d}.{p.name}.mlir").write_text(str(module))
+            if p.name == stop_after:
+                break
+        return module
