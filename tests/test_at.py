@@ -1,0 +1,169 @@
+"""Reading another lane's value with .at: linear index planes, named Grid axes, guarded stencils."""
+
+import numpy as np
+import pytest
+from conftest import bt_close, bt_run
+
+import hawk
+import hawk.math as m
+from hawk import Grid, Index, Mutable, Param, Scalar
+
+
+@hawk.kernel
+def a_gather(x: Scalar, src: Index, y: Mutable[Scalar]):
+    y = x.at(src) * 3.0 - x
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_at_with_a_permutation(itype):
+    rng = np.random.default_rng(9300)
+    x = rng.normal(size=64)
+    src = rng.permutation(64).astype(itype)
+    got = bt_run(a_gather, x=x, src=src)
+    np.testing.assert_array_equal(got, x[src] * 3.0 - x)
+
+
+@pytest.mark.parametrize("n", [1, 5, 10_007])
+def test_at_with_repeated_indices(n):
+    rng = np.random.default_rng(9301 + n)
+    x = rng.normal(size=n)
+    src = rng.integers(0, n, size=n).astype(np.int32)
+    got = bt_run(a_gather, x=x, src=src)
+    np.testing.assert_array_equal(got, x[src] * 3.0 - x)
+
+
+def test_at_f32():
+    rng = np.random.default_rng(9302)
+    x = rng.normal(size=100).astype(np.float32)
+    src = (np.arange(100)[::-1]).astype(np.int64)
+    got = bt_run(a_gather, x=x, src=src)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, x[src] * np.float32(3.0) - x)
+
+
+def test_at_computed_linear_index_with_guard():
+    @hawk.kernel
+    def a_next(x: Scalar, pos: Index, nlanes: Param) -> Scalar:
+        if pos + 1.0 < nlanes:
+            d = x.at(pos + 1) - x
+        else:
+            d = 0.0
+        return d
+
+    x = np.random.default_rng(9303).normal(size=30)
+    got = bt_run(a_next, x=x, pos=np.arange(30, dtype=np.int32), nlanes=30.0)
+    want = np.append(np.diff(x), 0.0)
+    np.testing.assert_array_equal(got, want)
+
+
+# ------------------------------------------------------------------ named axes on a Grid
+
+NC = 7
+
+
+@hawk.kernel
+def a_smooth(lane: Grid["row", "col":NC], u: Scalar, wgt: Param) -> Scalar:
+    i, j = lane.row, lane.col
+    if m.land(m.land(i > 0, i < 4), m.land(j > 0, j < NC - 1)):
+        acc = (u.at(row=i - 1, col=j) + u.at(row=i + 1, col=j)
+               + u.at(row=i, col=j - 1) + u.at(row=i, col=j + 1)) * wgt + u * (1.0 - 4.0 * wgt)
+    else:
+        acc = u
+    return acc
+
+
+def test_five_point_stencil_with_guarded_edges():
+    u = np.random.default_rng(9304).normal(size=(5, NC))
+    wgt = 0.125
+    got = bt_run(a_smooth, u=u, wgt=wgt, row=5)
+    want = u.copy()
+    want[1:-1, 1:-1] = (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]) * wgt + u[1:-1, 1:-1] * (
+        1.0 - 4.0 * wgt
+    )
+    assert got.shape == (5, NC)
+    bt_close(got, want)
+
+
+def test_one_sided_difference_along_columns():
+    @hawk.kernel
+    def a_dcol(lane: Grid["row", "col":NC], u: Scalar) -> Scalar:
+        if lane.col < NC - 1:
+            g = u.at(row=lane.row, col=lane.col + 1) - u
+        else:
+            g = u.at(row=lane.row, col=lane.col - 1) - u
+        return g
+
+    u = np.random.default_rng(9305).normal(size=(3, NC))
+    got = bt_run(a_dcol, u=u, row=3)
+    want = np.empty_like(u)
+    want[:, :-1] = u[:, 1:] - u[:, :-1]
+    want[:, -1] = u[:, -2] - u[:, -1]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_axis_left_out_keeps_this_lanes_coordinate():
+    @hawk.kernel
+    def a_partial(lane: Grid["row", "col":NC], u: Scalar, left: Mutable[Scalar], up: Mutable[Scalar]):
+        if lane.col > 0:
+            left = u.at(col=lane.col - 1)
+        else:
+            left = u
+        if lane.row > 0:
+            up = u.at(row=lane.row - 1)
+        else:
+            up = u
+
+    u = np.random.default_rng(9306).normal(size=(4, NC))
+    out = bt_run(a_partial, u=u, row=4)
+    want_left = u.copy()
+    want_left[:, 1:] = u[:, :-1]
+    want_up = u.copy()
+    want_up[1:] = u[:-1]
+    np.testing.assert_array_equal(out["left"], want_left)
+    np.testing.assert_array_equal(out["up"], want_up)
+
+
+def test_at_on_a_three_axis_grid():
+    @hawk.kernel
+    def a_flip(lane: Grid["p", "q":3, "r":4], u: Scalar) -> Scalar:
+        return u.at(q=2 - lane.q, r=3 - lane.r)
+
+    u = np.random.default_rng(9307).normal(size=(2, 3, 4))
+    got = bt_run(a_flip, u=u, p=2)
+    np.testing.assert_array_equal(got, u[:, ::-1, ::-1])
+
+
+def test_linear_at_on_a_grid():
+    @hawk.kernel
+    def a_lin(lane: Grid["row", "col":4], u: Scalar, src: Index) -> Scalar:
+        return u.at(src)
+
+    u = np.random.default_rng(9308).normal(size=(3, 4))
+    src = np.random.default_rng(9309).permutation(12).reshape(3, 4).astype(np.int32)
+    got = bt_run(a_lin, u=u, src=src, row=3)
+    np.testing.assert_array_equal(got, u.reshape(-1)[src])
+
+
+def test_at_reads_inputs_of_two_planes():
+    @hawk.kernel
+    def a_two(lane: Grid["row", "col":5], a: Scalar, b: Scalar) -> Scalar:
+        if lane.row > 0:
+            s = a.at(row=lane.row - 1, col=lane.col) * b.at(row=lane.row - 1, col=lane.col)
+        else:
+            s = a * b
+        return s
+
+    rng = np.random.default_rng(9310)
+    a, b = rng.normal(size=(2, 6, 5))
+    got = bt_run(a_two, a=a, b=b, row=6)
+    want = a * b
+    want[1:] = a[:-1] * b[:-1]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_out_of_range_index_is_clamped_on_the_host():
+    # undefined by contract; docs/semantics.md: the host clamps to the nearest edge
+    x = np.random.default_rng(9311).normal(size=8)
+    src = np.array([-3, -1, 0, 4, 7, 8, 20, 2], dtype=np.int64)
+    got = bt_run(a_gather, x=x, src=src)
+    np.testing.assert_array_equal(got, x[np.clip(src, 0, 7)] * 3.0 - x)

@@ -1,0 +1,378 @@
+"""Run-time input checks of eagle: every bad input is an `eagle.InputError` (a ValueError) naming the kernel
+and the plane (or extent, or sink) at fault, raised before anything is written. And the caller's inputs are
+never written, whatever their layout.
+"""
+
+import contextlib
+import functools
+import re
+
+import numpy as np
+import pytest
+
+import eagle
+import hawk
+from hawk import Grid, Index, Mutable, Param, Scalar, Table, Vector
+
+RNG = np.random.default_rng(20240607)
+
+
+@contextlib.contextmanager
+def _raises(kernel: str, *names: str, any_of: tuple[str, ...] = ()):
+    """An eagle.InputError (a ValueError) naming `kernel`, every one of `names` and one of `any_of`."""
+    with pytest.raises(eagle.InputError) as info:
+        yield info
+    err, msg = info.value, str(info.value)
+    assert isinstance(err, ValueError), type(err)
+    for word in (kernel, *names):
+        assert re.search(rf"\b{re.escape(word)}\b", msg), f"{word!r} not named in: {msg}"
+    if any_of:
+        assert any(re.search(rf"\b{re.escape(w)}\b", msg) for w in any_of), f"none of {any_of} in: {msg}"
+
+
+# --- kernels, built once ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def _mix():
+    @hawk.kernel
+    def vk_mix(wgt: Scalar, vel: Vector[3]) -> Scalar:
+        return wgt * vel.sum()
+
+    return eagle.deploy(vk_mix)
+
+
+@functools.cache
+def _gather():
+    @hawk.kernel
+    def vk_gather(src: Scalar, pick: Index) -> Scalar:
+        return src.at(pick) * 2.0
+
+    return eagle.deploy(vk_gather)
+
+
+@functools.cache
+def _grid():
+    @hawk.kernel
+    def vk_grid(lane: Grid["row", "col":4], u: Scalar) -> Scalar:
+        return u * 3.0
+
+    return eagle.deploy(vk_grid)
+
+
+@functools.cache
+def _grid_no_plane():
+    @hawk.kernel
+    def vk_grid_tab(lane: Grid["row", "col":4], tab: Table["col":4]) -> Scalar:
+        return tab.at(col=lane.col) * 2.0
+
+    return eagle.deploy(vk_grid_tab)
+
+
+@functools.cache
+def _put():
+    @hawk.kernel
+    def vk_put(slot_key: Index, wgt: Scalar, bins: Mutable["bin":6]):
+        hawk.scatter(bins)[slot_key] += wgt
+
+    return eagle.deploy(vk_put)
+
+
+@functools.cache
+def _put_computed():
+    @hawk.kernel
+    def vk_put_twice(slot_key: Index, wgt: Scalar, bins: Mutable["bin":6]):
+        hawk.scatter(bins)[slot_key * 2] += wgt
+
+    return eagle.deploy(vk_put_twice)
+
+
+@functools.cache
+def _param():
+    @hawk.kernel
+    def vk_param(wgt: Scalar, gain: Param) -> Scalar:
+        return wgt * gain
+
+    return eagle.deploy(vk_param)
+
+
+@functools.cache
+def _table():
+    @hawk.kernel
+    def vk_table(wgt: Scalar, coef: Table["slot":3]) -> Scalar:
+        return wgt * coef.at(slot=1)
+
+    return eagle.deploy(vk_table)
+
+
+def _planes(n=9, dtype=np.float64):
+    return {"wgt": RNG.normal(size=n).astype(dtype), "vel": RNG.normal(size=(3, n)).astype(dtype)}
+
+
+# --- the error type ----------------------------------------------------------------------------------------
+
+
+def test_input_error_is_a_value_error():
+    assert issubclass(eagle.InputError, ValueError)
+
+
+def test_good_run_for_reference():
+    p = _planes()
+    got = np.asarray(_mix().run(**p))
+    np.testing.assert_allclose(got, p["wgt"] * p["vel"].sum(axis=0), rtol=1e-12, atol=1e-12)
+
+
+# --- planes: presence, names, shapes, lane counts ---------------------------------------------------------
+
+
+def test_missing_plane():
+    p = _planes()
+    del p["vel"]
+    with _raises("vk_mix", "vel"):
+        _mix().run(**p)
+
+
+def test_unknown_plane_name():
+    with _raises("vk_mix", "velocity_typo"):
+        _mix().run(**_planes(), velocity_typo=np.zeros(9))
+
+
+def test_vector_plane_with_wrong_leading_extent():
+    p = _planes()
+    p["vel"] = RNG.normal(size=(2, 9))
+    with _raises("vk_mix", "vel"):
+        _mix().run(**p)
+
+
+def test_vector_plane_given_one_dimensional_array():
+    p = _planes()
+    p["vel"] = RNG.normal(size=9)
+    with _raises("vk_mix", "vel"):
+        _mix().run(**p)
+
+
+def test_planes_disagree_on_lane_count():
+    p = _planes()
+    p["vel"] = RNG.normal(size=(3, 12))
+    with _raises("vk_mix", any_of=("wgt", "vel")):
+        _mix().run(**p)
+
+
+def test_index_and_scalar_planes_disagree_on_lane_count():
+    with _raises("vk_gather", any_of=("src", "pick")):
+        _gather().run(src=np.arange(6.0), pick=np.arange(5, dtype=np.int32))
+
+
+# --- dtypes ------------------------------------------------------------------------------------------------
+
+
+def test_int_array_for_scalar_plane():
+    p = _planes()
+    p["wgt"] = np.arange(9, dtype=np.int64)
+    with _raises("vk_mix", "wgt"):
+        _mix().run(**p)
+
+
+def test_float_array_for_index_plane():
+    with _raises("vk_gather", "pick"):
+        _gather().run(src=np.arange(6.0), pick=np.array([5.0, 4, 3, 2, 1, 0]))
+
+
+def test_int16_index_plane():
+    with _raises("vk_gather", "pick"):
+        _gather().run(src=np.arange(6.0), pick=np.arange(6, dtype=np.int16))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_index_plane_int32_and_int64_accepted(dtype):
+    src = np.arange(6.0) + 0.25
+    pick = np.array([5, 0, 3, 3, 1, 2], dtype=dtype)
+    np.testing.assert_array_equal(np.asarray(_gather().run(src=src, pick=pick)), src[pick] * 2.0)
+
+
+def test_mixed_float32_and_float64_planes():
+    p = _planes()
+    p["wgt"] = p["wgt"].astype(np.float32)
+    with _raises("vk_mix", any_of=("wgt", "vel")):
+        _mix().run(**p)
+
+
+def test_float32_run_is_accepted():
+    p = _planes(dtype=np.float32)
+    got = np.asarray(_mix().run(**p))
+    np.testing.assert_allclose(got, p["wgt"] * p["vel"].sum(axis=0), rtol=1e-5, atol=1e-6)
+
+
+# --- Grid extents ------------------------------------------------------------------------------------------
+
+
+def test_grid_extent_inferred_and_bound():
+    u = RNG.normal(size=(3, 4))
+    np.testing.assert_allclose(np.asarray(_grid().run(u=u)), u * 3.0, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(_grid().run(u=u, row=3)), u * 3.0, rtol=1e-12)
+
+
+def test_grid_extent_contradicts_array():
+    with _raises("vk_grid", "row"):
+        _grid().run(u=RNG.normal(size=(3, 4)), row=5)
+
+
+def test_fixed_grid_extent_mismatch():
+    with _raises("vk_grid", "u"):
+        _grid().run(u=RNG.normal(size=(3, 5)))
+
+
+def test_missing_runtime_extent_that_cannot_be_inferred():
+    tab = np.array([1.0, -2.0, 0.5, 4.0])
+    with _raises("vk_grid_tab", "row"):
+        _grid_no_plane().run(tab=tab)
+    got = np.asarray(_grid_no_plane().run(tab=tab, row=2))
+    np.testing.assert_array_equal(got, np.broadcast_to(tab * 2.0, (2, 4)))
+
+
+# --- scatter keys and sinks --------------------------------------------------------------------------------
+
+
+def test_scatter_good_run_adds_onto_passed_sink():
+    key = np.array([0, 5, 5, 2, 0], dtype=np.int32)
+    wgt = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    bins = np.full(6, 10.0)
+    _put().run(slot_key=key, wgt=wgt, bins=bins)
+    np.testing.assert_allclose(bins, [16.0, 10.0, 14.0, 10.0, 10.0, 15.0], rtol=1e-12)
+
+
+def test_index_key_out_of_range_leaves_passed_sink_unchanged():
+    key = np.array([0, 1, 6, 2], dtype=np.int32)
+    wgt = np.ones(4)
+    bins = np.arange(6.0) + 0.5
+    before = bins.copy()
+    with _raises("vk_put", "bins"):
+        _put().run(slot_key=key, wgt=wgt, bins=bins)
+    np.testing.assert_array_equal(bins, before)
+
+
+def test_index_key_out_of_range_with_omitted_sink():
+    with _raises("vk_put", "bins"):
+        _put().run(slot_key=np.array([3, 9], dtype=np.int64), wgt=np.ones(2))
+
+
+def test_computed_key_out_of_range():
+    key = np.arange(6, dtype=np.int32)  # key * 2 reaches 10, outside the 6 bins
+    with _raises("vk_put_twice", "bins"):
+        _put_computed().run(slot_key=key, wgt=np.ones(6))
+
+
+def test_computed_key_in_range_is_accepted():
+    key = np.array([0, 1, 2, 1], dtype=np.int32)
+    got = np.asarray(_put_computed().run(slot_key=key, wgt=np.array([1.0, 2.0, 3.0, 4.0])))
+    np.testing.assert_allclose(got, [1.0, 0.0, 6.0, 0.0, 3.0, 0.0], rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "bins",
+    [
+        np.zeros(6, dtype=np.float32),
+        np.zeros(6, dtype=np.int64),
+        np.zeros(7),
+        np.zeros((6, 1)),
+        np.zeros(12)[::2],
+    ],
+    ids=["float32", "int64", "too-long", "2-d", "non-contiguous"],
+)
+def test_passed_sink_with_wrong_dtype_shape_or_layout(bins):
+    before = bins.copy()
+    with _raises("vk_put", "bins"):
+        _put().run(slot_key=np.array([0, 1], dtype=np.int32), wgt=np.ones(2), bins=bins)
+    np.testing.assert_array_equal(bins, before)
+
+
+# --- Param and Table ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gain", [2.5, np.float64(2.5), np.array(2.5), np.array([2.5])], ids=str)
+def test_param_forms_accepted(gain):
+    wgt = np.arange(5.0)
+    np.testing.assert_allclose(np.asarray(_param().run(wgt=wgt, gain=gain)), wgt * 2.5, rtol=1e-12)
+
+
+def test_param_given_array_of_size_two():
+    with _raises("vk_param", "gain"):
+        _param().run(wgt=np.arange(5.0), gain=np.array([2.5, 1.0]))
+
+
+def test_table_with_wrong_shape():
+    with _raises("vk_table", "coef"):
+        _table().run(wgt=np.arange(5.0), coef=np.array([1.0, 2.0, 3.0, 4.0]))
+
+
+def test_table_good_run():
+    wgt = np.arange(5.0)
+    got = np.asarray(_table().run(wgt=wgt, coef=np.array([1.0, -3.0, 7.0])))
+    np.testing.assert_allclose(got, wgt * -3.0, rtol=1e-12)
+
+
+# --- the caller's arrays are never written -----------------------------------------------------------------
+
+
+def _run_and_check_untouched(plan, expect, **planes):
+    copies = {k: np.array(v, copy=True) for k, v in planes.items() if isinstance(v, np.ndarray)}
+    got = np.asarray(plan.run(**planes))
+    for k, c in copies.items():
+        np.testing.assert_array_equal(planes[k], c, err_msg=f"input {k!r} was modified")
+    np.testing.assert_allclose(got, expect, rtol=1e-5 if got.dtype == np.float32 else 1e-12, atol=1e-6)
+    return got
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_inputs_not_modified_contiguous(dtype):
+    p = _planes(n=17, dtype=dtype)
+    _run_and_check_untouched(_mix(), p["wgt"] * p["vel"].sum(axis=0), **p)
+
+
+def test_inputs_not_modified_and_non_contiguous_inputs_work():
+    big = RNG.normal(size=40)
+    wide = RNG.normal(size=(3, 60))
+    wgt, vel = big[::2], wide[:, ::3]  # strided views: (20,) and (3, 20)
+    assert not wgt.flags.c_contiguous and not vel.flags.c_contiguous
+    big0, wide0 = big.copy(), wide.copy()
+    _run_and_check_untouched(_mix(), wgt * vel.sum(axis=0), wgt=wgt, vel=vel)
+    np.testing.assert_array_equal(big, big0)
+    np.testing.assert_array_equal(wide, wide0)
+
+
+def test_fortran_ordered_vector_plane_works():
+    vel = np.asfortranarray(RNG.normal(size=(3, 11)))
+    wgt = RNG.normal(size=11)
+    _run_and_check_untouched(_mix(), wgt * vel.sum(axis=0), wgt=wgt, vel=vel)
+
+
+def test_reversed_and_strided_index_plane_works():
+    src_base = RNG.normal(size=16)
+    src = src_base[::2]  # 8 lanes, strided
+    pick_base = np.arange(16, dtype=np.int64) % 8
+    pick = pick_base[::-2]  # 8 lanes, negative stride
+    _run_and_check_untouched(_gather(), src[pick] * 2.0, src=src, pick=pick)
+
+
+def test_grid_plane_transposed_view_works():
+    base = RNG.normal(size=(4, 3))
+    u = base.T  # (3, 4), not C-contiguous
+    _run_and_check_untouched(_grid(), u * 3.0, u=u)
+
+
+def test_scatter_inputs_not_modified():
+    key_base = np.array([5, 0, 1, 0, 2, 3, 4, 5, 1, 0], dtype=np.int32)
+    key, wgt = key_base[::2], np.linspace(0.5, 3.0, 10)[::2]
+    copies = key_base.copy(), wgt.copy()
+    got = np.asarray(_put().run(slot_key=key, wgt=wgt))
+    np.testing.assert_array_equal(key_base, copies[0])
+    np.testing.assert_array_equal(wgt, copies[1])
+    np.testing.assert_allclose(got, np.bincount(key, wgt, minlength=6), rtol=1e-12)
+
+
+def test_param_and_table_arrays_not_modified():
+    gain = np.array([1.5])
+    coef = np.array([0.0, 2.0, 4.0])
+    wgt = np.arange(4.0)
+    _run_and_check_untouched(_param(), wgt * 1.5, wgt=wgt, gain=gain)
+    _run_and_check_untouched(_table(), wgt * 2.0, wgt=wgt, coef=coef)
