@@ -3,6 +3,20 @@ back `eagle.Array` results (a dict by name when a kernel has several outputs).""
 
 from eagle.array import Array
 from eagle.errors import InputError, RuntimeMissing
-from eagle.plan import Plan, deploy
+
+
+def deploy(kernel, target: str = "host", threads: int | None = None):
+    """Build a plan that runs `kernel` on `target` ('host' for the CPU); see eagle.plan.Plan."""
+    from eagle.plan import Plan
+
+    return Plan(kernel, target, threads)
+
+
+def __getattr__(name: str):
+    if name == "Plan":  # imported lazily: the compiler side needs MLIR, loading artifacts does not
+        from eagle.plan import Plan
+
+        return Plan
+    raise AttributeError(f"module 'eagle' has no attribute '{name}'")
 
 __all__ = ["Array", "InputError", "Plan", "RuntimeMissing", "deploy"]

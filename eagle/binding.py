@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from eagle.errors import InputError
-from hawk.kernel import Kernel, Spec
-from hawk.passes.analysis import Layout, Reduction
-from hawk.signature import PlaneSpec
+from hawk.layout import Layout, Reduction, Spec, make_spec
+from hawk.signature import PlaneSpec, Signature
 
 _FLOATS = ("float32", "float64")
 _INDEX = ("int32", "int64")
@@ -41,14 +40,15 @@ def _prod(shape) -> int:
 
 
 class Binder:
-    def __init__(self, kernel: Kernel):
-        self.k = kernel
-        self.sig = kernel.signature
+    """Checks runs of one kernel, known by its name, signature and output modes (no compiler needed)."""
+
+    def __init__(self, name: str, sig: Signature, outputs: dict[str, str]):
+        self.name, self.sig, self.outputs = name, sig, outputs
         self.axes = self.sig.lane_axes()
 
     def fail(self, plane: str | None, msg: str) -> InputError:
         who = f"plane '{plane}' of " if plane else ""
-        return InputError(f"{who}kernel '{self.k.name}': {msg}")
+        return InputError(f"{who}kernel '{self.name}': {msg}")
 
     # ---- step 1: names and dtypes -------------------------------------------------------------------
     def bind(self, kwargs: dict) -> Bound:
@@ -71,7 +71,7 @@ class Binder:
                 if a.dtype.name not in _INDEX:
                     raise self.fail(p.name, f"is an Index plane and takes int32 or int64 keys, got {a.dtype}")
                 idt[p.name] = a.dtype.name
-        spec = self.k.spec_for(dtype.name, idt)
+        spec = make_spec(self.sig, dtype.name, idt)
         extents = self._extents(kwargs, arrays)
         b = Bound(spec, extents, _prod(extents), dtype)
         for name, a in arrays.items():
@@ -137,7 +137,7 @@ class Binder:
                 ext[0] = int(v)
         for n, a in arrays.items():
             p = self.sig.get(n)
-            if p.kind in ("lane", "index") or (p.kind == "output" and self.k.outputs.get(n) == "lane"):
+            if p.kind in ("lane", "index") or (p.kind == "output" and self.outputs.get(n) == "lane"):
                 lane_shape, _ = self._lane_shape_of(p, a)
                 if len(lane_shape) != len(self.axes):
                     raise self.fail(n, f"has {len(lane_shape)} lane axes but the kernel has "

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import sys
 
-from hawk import math  # noqa: F401  (hawk.math is part of the public surface)
+from hawk import math  # noqa: F401  (hawk.math is part of the public surface; no MLIR is imported here)
 from hawk.errors import KernelError
 from hawk.frontend import retired as _retired
-from hawk.kernel import Kernel, kernel
 from hawk.types import Grid, Index, Matrix, Mutable, Param, Scalar, Sorted, Table, Vector
 
 __version__ = "0.1.0"
@@ -36,7 +35,21 @@ min = _marker("reduce", "min", "hawk.min(x, where=mask, over=axes): the smallest
 scatter = _marker("scatter", "scatter", "hawk.scatter(sink, policy=...)[key] += v (or = v): add/store by key.")
 
 
+def kernel(fn):
+    """Decorator: make a lane kernel of a Python function whose parameters are annotated with plane types.
+
+    The body is read and checked now (errors point at its file and line); it is compiled per dtype when run.
+    """
+    from hawk.compiler import Kernel
+
+    return Kernel(fn)
+
+
 def __getattr__(name: str):
+    if name == "Kernel":
+        from hawk.compiler import Kernel
+
+        return Kernel
     if name in _retired.MODULE_NAMES:
         frame = sys._getframe(1)
         raise KernelError(_retired.MODULE_NAMES[name], file=frame.f_code.co_filename, line=frame.f_lineno)

@@ -44,8 +44,48 @@ class Signature:
         g = self.grid
         return g.axes if g is not None else (T.Axis("sample", None),)
 
+    def to_json(self) -> dict:
+        return {"planes": [{"name": p.name, "kind": p.kind, "payload": list(p.payload.shape),
+                            "axes": [[a.label, a.extent] for a in p.axes], "sorted": p.sorted} for p in self.planes],
+                "returns": None if self.returns is None else list(self.returns.shape)}
 
-def _spec(name: str, ann, where) -> PlaneSpec:
+    @classmethod
+    def from_json(cls, d: dict) -> Signature:
+        planes = []
+        for p in d["planes"]:
+            payload = T.Payload(tuple(int(x) for x in p["payload"]))
+            axes = tuple(T.Axis(str(a), None if e is None else int(e)) for a, e in p["axes"])
+            planes.append(PlaneSpec(p["name"], p["kind"], _annotation(p["kind"], payload, axes, bool(p["sorted"])),
+                                    payload, axes, bool(p["sorted"])))
+        ret = d.get("returns")
+        return cls(tuple(planes), None if ret is None else T.Payload(tuple(int(x) for x in ret)))
+
+
+def _payload_type(payload: T.Payload) -> T.PayloadType:
+    sh = payload.shape
+    return T.Scalar if not sh else (T.Vector[sh[0]] if len(sh) == 1 else T.Matrix[sh[0], sh[1]])
+
+
+def _annotation(kind: str, payload: T.Payload, axes: tuple[T.Axis, ...], is_sorted: bool):
+    """The annotation object a plane kind stands for (used when a signature is read back from JSON)."""
+    if kind == "lane":
+        return _payload_type(payload)
+    if kind == "index":
+        return T.Sorted[T.Index] if is_sorted else T.Index
+    if kind == "param":
+        return T.Param
+    if kind == "output":
+        return T.Mutable[_payload_type(payload)]
+    cls = {"table": T.TableType, "grid": T.GridType, "sink": T.SinkType}.get(kind)
+    if cls is None:
+        raise ValueError(f"unknown plane kind {kind!r}")
+    return cls(axes)
+
+
+def _spec(name: str, ann, where_at) -> PlaneSpec:
+    def where(msg: str) -> KernelError:
+        return where_at(msg, name)
+
     if isinstance(ann, T.PayloadType):
         return PlaneSpec(name, "lane", ann, ann.payload)
     if isinstance(ann, T.IndexType):
@@ -66,11 +106,17 @@ def _spec(name: str, ann, where) -> PlaneSpec:
                 "Matrix[r, c], Index, Sorted[Index], Param, Table[...], Grid[...] or Mutable[...]")
 
 
-def read_signature(fn, file: str, line: int, name: str) -> Signature:
-    """Evaluate the annotations of `fn` into plane specs, refusing what is not a plane type."""
+def read_signature(fn, file: str, lines: dict[str, int], name: str) -> Signature:
+    """Evaluate the annotations of `fn` into plane specs, refusing what is not a plane type.
+
+    `lines` maps each parameter (and 'return') to its source line, so an error points at the annotation.
+    """
+
+    def where_at(msg: str, param: str = "return") -> KernelError:
+        return KernelError(msg, file=file, line=lines.get(param, lines["return"]), kernel=name)
 
     def where(msg: str) -> KernelError:
-        return KernelError(msg, file=file, line=line, kernel=name)
+        return where_at(msg)
 
     try:
         sig = inspect.signature(fn, eval_str=True)
@@ -81,8 +127,8 @@ def read_signature(fn, file: str, line: int, name: str) -> Signature:
     planes = []
     for p in sig.parameters.values():
         if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
-            raise where(f"parameter '{p.name}': *args/**kwargs are not planes; declare each plane by name")
-        planes.append(_spec(p.name, p.annotation, where))
+            raise where_at(f"parameter '{p.name}': *args/**kwargs are not planes; declare each plane by name")
+        planes.append(_spec(p.name, p.annotation, where_at))
     grids = [p for p in planes if p.kind == "grid"]
     if len(grids) > 1:
         raise where("a kernel has at most one Grid parameter; put every lane axis in it")

@@ -14,6 +14,7 @@ from hawk.frontend import refs as R
 from hawk.frontend import retired
 from hawk.frontend.values import HVal, const
 from hawk.ir.build import create, strs
+from hawk.passes.verify import SCATTER_IN_IF, reduction_nested
 
 _PY_MATH = {pymath.sqrt: "sqrt", pymath.exp: "exp", pymath.log: "log", pymath.sin: "sin", pymath.cos: "cos",
             pymath.tan: "tan", pymath.tanh: "tanh", pymath.floor: "floor", pymath.ceil: "ceil",
@@ -308,6 +309,8 @@ class CallsMixin:
 
     # ---- reductions and scatters -------------------------------------------------------------------
     def reduction(self, kind: str, e: ast.Call):
+        if self.nesting:
+            raise self.error(reduction_nested(kind, self.nesting[-1]))
         if len(e.args) != 1:
             raise self.error(f"hawk.{kind} takes one value: hawk.{kind}(x, where=mask, over=axes)")
         kw = {k.arg: k.value for k in e.keywords}
@@ -376,6 +379,8 @@ class CallsMixin:
         return R.Scatter(sink, policy)
 
     def scatter(self, sc: R.Scatter, key_node: ast.expr, value_node: ast.expr, mode: str, node: ast.stmt):
+        if "if" in self.nesting:
+            raise self.error(SCATTER_IN_IF, node)
         spec = sc.sink.spec
         key = self.expr(key_node)
         keys = key if isinstance(key, tuple) else (key,)

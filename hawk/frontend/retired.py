@@ -6,6 +6,8 @@ inside kernel bodies say the same thing.
 
 from __future__ import annotations
 
+import ast
+
 ALL_SAMPLES = (
     "hawk.all_samples is gone. Reduce with hawk.sum(x) (likewise hawk.max/min/mean; over=\"<axis>\" keeps the "
     "other lane axes); a masked reduction is hawk.sum(x, where=mask); one row of a matrix is "
@@ -36,3 +38,61 @@ SAMPLES_AXIS = ("{expr}.sum(axis='samples') is gone: the sum over every lane is 
                 "axes it is hawk.sum({expr}, over=...)")
 
 MODULE_NAMES = {"all_samples": ALL_SAMPLES, "Accum": ACCUM, "Reduce": REDUCE}
+
+
+def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
+    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def _is_all_samples(node: ast.AST) -> bool:
+    f = node.func if isinstance(node, ast.Call) else None
+    return (isinstance(f, ast.Attribute) and f.attr == "all_samples") or (isinstance(f, ast.Name)
+                                                                          and f.id == "all_samples")
+
+
+def all_samples_message(stmt: ast.stmt) -> str | None:
+    """The rewrite of the hawk.all_samples form used in `stmt` (None when it uses none)."""
+    call = next((n for n in ast.walk(stmt) if _is_all_samples(n)), None)
+    if call is None:
+        return None
+    if len(call.args) != 1:
+        return ALL_SAMPLES
+    x = ast.unparse(call.args[0])
+    up = _parents(stmt)
+    parent = up.get(call)
+    grand = up.get(parent) if parent is not None else None
+    great = up.get(grand) if grand is not None else None
+    fix = None
+    if isinstance(parent, ast.Attribute) and isinstance(grand, ast.Call) and grand.func is parent:
+        op = parent.attr
+        axis = next((k for k in grand.keywords if k.arg == "axis"), None)
+        if op in ("sum", "max", "min", "mean") and axis is None:
+            fix = f"hawk.all_samples({x}).{op}() is hawk.{op}({x})"
+        elif op == "sum" and axis is not None:
+            fix = (f"hawk.all_samples({x}).sum(axis=...) is hawk.sum({x}), or hawk.sum({x}, over=...) "
+                   "for some lane axes")
+    elif isinstance(parent, ast.Attribute) and parent.attr in ("rows", "columns", "components") \
+            and isinstance(grand, ast.Subscript):
+        part = f"{x}.{parent.attr}[{ast.unparse(grand.slice)}]"
+        fix = f"hawk.all_samples({x}).{parent.attr}[...].sum() is hawk.sum({part})"
+    elif isinstance(parent, ast.Subscript) and parent.value is call:
+        key = ast.unparse(parent.slice)
+        masky = isinstance(parent.slice, (ast.Compare, ast.BoolOp, ast.UnaryOp))
+        if isinstance(grand, ast.Attribute) and isinstance(great, ast.Call) and grand.attr == "sum":
+            fix = f"hawk.all_samples({x})[{key}].sum() is hawk.sum({x}, where={key})"
+        elif isinstance(grand, ast.AugAssign) and grand.target is parent:
+            fix = (f"hawk.all_samples({x})[{key}] += v is hawk.scatter({x})[{key}] += "
+                   f"{ast.unparse(grand.value)}")
+        elif isinstance(grand, ast.Assign) and parent in grand.targets:
+            v = ast.unparse(grand.value)
+            if masky:
+                fix = (f"a masked store hawk.all_samples({x})[{key}] = {v} is {x} = m.where({key}, {v}, {x}) "
+                       "(the old value stays where the mask is false)")
+            else:
+                fix = (f"hawk.all_samples({x})[{key}] = {v} is hawk.scatter({x})[{key}] = {v}; a masked store is "
+                       f"{x} = m.where(mask, {v}, {x})")
+        else:
+            fix = f"hawk.all_samples({x})[{key}] reads another lane: write {x}.at({key})"
+    if fix is None:
+        return ALL_SAMPLES
+    return f"hawk.all_samples is gone: {fix}. ({ALL_SAMPLES.split('. ', 1)[1]})"

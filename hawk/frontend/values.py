@@ -14,7 +14,7 @@ from mlir.dialects import arith, vector
 
 from hawk.ir.build import create
 
-CMP_F = {"==": 1, ">": 2, ">=": 3, "<": 4, "<=": 5, "!=": 6}  # ordered predicates (une for != below)
+CMP_F = {"==": 1, ">": 2, ">=": 3, "<": 4, "<=": 5}  # ordered predicates; != is une (13), true for NaN
 CMP_I = {"==": 0, "!=": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
 
 
@@ -192,7 +192,7 @@ class Semantics:
         a, b = self.unify(a, b)
         rt = self.type_of("b", a.shape)
         if a.kind == "f":
-            pred = 14 if op == "!=" else CMP_F[op]  # une: NaN != x is true, as in Python
+            pred = 13 if op == "!=" else CMP_F[op]  # une: NaN != x is true, as in Python
             r = create("arith.cmpf", [self.mlir(a), self.mlir(b)], [rt],
                        {"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), pred)}).result
         else:

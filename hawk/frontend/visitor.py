@@ -53,6 +53,7 @@ class KernelBuilder(CallsMixin):
         self.returned = False
         self._node: ast.AST | None = None
         self.scatter_payloads: dict[str, tuple[int, ...]] = {}
+        self.nesting: list[str] = []  # enclosing 'if'/'for' statements of the code being read
 
     # ---- errors and locations -------------------------------------------------------------------
     def error(self, msg: str, node: ast.AST | None = None) -> KernelError:
@@ -115,6 +116,9 @@ class KernelBuilder(CallsMixin):
             if self.returned:
                 raise self.error("code after return never runs: remove it", s)
             self._node = s
+            hint = retired.all_samples_message(s)
+            if hint is not None:
+                raise self.error(hint, s)
             with self.loc(s):
                 try:
                     self.stmt(s, top)
@@ -237,11 +241,13 @@ class KernelBuilder(CallsMixin):
         before = dict(self.env)
         dry = scf.IfOp(c.value, [], has_else=True)
         envs = []
+        self.nesting.append("if")
         for blk, stmts in ((dry.then_block, s.body), (dry.else_block, s.orelse)):
             self.env = dict(before)
             with ir.InsertionPoint(blk):
                 self.block(stmts)
             envs.append(self.env)
+        self.nesting.pop()
         self.env = dict(before)
         merged = []
         for name in sorted(set(envs[0]) | set(envs[1])):
@@ -319,7 +325,9 @@ class KernelBuilder(CallsMixin):
             for n, a in zip(carried, loop.inner_iter_args, strict=True):
                 self.env[n] = HVal(a, *kinds[n])
             self.env[s.target.id] = k
+            self.nesting.append("for")
             self.block(s.body)
+            self.nesting.pop()
             outs = []
             for n in carried:
                 v = self.env[n]

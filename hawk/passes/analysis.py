@@ -1,67 +1,15 @@
-"""Facts read off a hawk module that the lowering and the runtime both need: the kernel's layout.
+"""Read a kernel's `Layout` (reductions, sinks, keys, buffer order) off its hawk module.
 
-`Layout` is the contract between the compiled code and eagle: which buffers the lane function takes, in which
-order, with which element type and size. Lowering and runtime build it from the same analysis, so they cannot
-disagree.
+Lowering and runtime both use the Layout built here, so they cannot disagree on the buffers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from mlir import ir
 
 from hawk.ir.dialect import attr_str, attr_strs, is_hawk
+from hawk.layout import Buffer, Layout, Reduction
 from hawk.signature import Signature
-
-
-@dataclass(frozen=True)
-class Reduction:
-    kind: str  # sum | mean | max | min
-    over: tuple[str, ...]  # reduced lane axes
-    kept: tuple[str, ...]  # kept lane axes, in grid order
-    policy: str
-    payload: tuple[int, ...]
-    cell: str  # the output it lands in ('result' for a return)
-    masked: bool
-
-
-@dataclass(frozen=True)
-class Buffer:
-    """One argument of the compiled lane function."""
-
-    name: str
-    role: str  # in | index | param | table | out | cell | count | sink | scratch | meta | err
-    dtype: str  # 'f' (the kernel's float), 'i32', 'i64'
-
-
-@dataclass
-class Layout:
-    name: str
-    sig: Signature
-    outputs: dict[str, str]  # output name -> 'lane' | 'cell'
-    reductions: list[Reduction]
-    sinks: dict[str, tuple[int, ...]]  # sink -> payload shape of what is scattered into it
-    index_keys: dict[str, list[tuple[str, int]]]  # Index plane used directly as a key -> (sink, key position)
-    buffers: list[Buffer] = field(default_factory=list)
-
-    @property
-    def width(self) -> int:
-        """Accumulators per chunk for the reductions over every lane (the partials one chunk writes)."""
-        return sum(_size(r.payload) + (r.kind == "mean") for r in self.reductions if not r.kept)
-
-    def buffer_index(self, name: str, role: str | None = None) -> int:
-        for k, b in enumerate(self.buffers):
-            if b.name == name and (role is None or b.role == role):
-                return k
-        raise KeyError(name)
-
-
-def _size(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def payload_of(t: ir.Type) -> tuple[int, ...]:
@@ -88,7 +36,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
             sink = attr_str(op, "sink")
             sinks[sink] = payload_of(op.operands[0].type)
             for pos, k in enumerate(list(op.operands)[1:]):
-                src = _key_source(k)
+                src = key_source(k)
                 if src is not None:
                     uses = index_keys.setdefault(src, [])
                     if (sink, pos) not in uses:
@@ -122,13 +70,13 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     return lay
 
 
-def _key_source(v: ir.Value) -> str | None:
+def key_source(v: ir.Value) -> str | None:
     """The Index plane a key comes straight from (through a sign extension), if any."""
     owner = v.owner
     if isinstance(owner, ir.Block):
         return None
     if owner.name == "arith.extsi":
-        return _key_source(owner.operands[0])
+        return key_source(owner.operands[0])
     if is_hawk(owner, "load"):
         return attr_str(owner, "plane")
     return None

@@ -16,7 +16,7 @@ from mlir.dialects import func, memref, scf, vector
 
 from hawk.ir.build import create
 from hawk.ir.dialect import attr_str, attr_strs, is_hawk
-from hawk.passes.analysis import Layout, payload_of
+from hawk.passes.analysis import Layout, key_source, payload_of
 
 _FAST = "#arith.fastmath<reassoc,contract>"
 
@@ -152,6 +152,12 @@ class HostLowering:
             inits = []
             for r in full:
                 inits += [e.identity(r.kind)] * _size(r.payload) + ([e.cf(0.0)] if r.kind == "mean" else [])
+            nred = len(inits)
+            self.runs = []  # (scatter op, first slot): sorted keys add each run of equal keys once
+            for op in kfunc.regions[0].blocks[0].operations:
+                if self.is_sorted_scatter(op):
+                    self.runs.append((op, len(inits)))
+                    inits += [e.c(-1, e.i64)] + [e.cf(0.0)] * _size(payload_of(op.operands[0].type))
             loop = scf.ForOp(self.lo, self.hi, e.c(1), inits)
             with ir.InsertionPoint(loop.body):
                 anchor = scf.YieldOp(list(loop.inner_iter_args))
@@ -168,9 +174,52 @@ class HostLowering:
             scratch = self.bufs[("#scratch", "scratch")]
             width = e.c(max(self.lay.width, 1))
             base = e.op("arith.muli", self.chunk, width)
-            for k, v in enumerate(loop.results):
+            for k, v in enumerate(list(loop.results)[:nred]):
                 e.store(v, scratch, e.op("arith.addi", base, e.c(k)))
+            for op, slot in self.runs:
+                n = _size(payload_of(op.operands[0].type))
+                self.flush_run(op, loop.results[slot], list(loop.results)[slot + 1:slot + 1 + n])
             func.ReturnOp([])
+
+    def is_sorted_scatter(self, op) -> bool:
+        if not is_hawk(op, "scatter") or attr_str(op, "mode") != "add" or len(op.operands) != 2:
+            return False
+        src = key_source(op.operands[1])
+        spec = self.lay.sig.get(src) if src else None
+        return spec is not None and spec.kind == "index" and spec.sorted
+
+    def flush_run(self, op, key: ir.Value, run: list[ir.Value]):
+        """Add a finished run of equal keys into the sink (nothing when no run has started: key -1)."""
+        e = self.e
+        sink = attr_str(op, "sink")
+        buf = self.buf(sink, ("sink",))
+        n = e.c(self.lay.sig.get(sink).axes[0].extent)
+        started = e.op("arith.cmpi", key, e.c(0, e.i64), t=e.i1, attrs={"predicate": ir.IntegerAttr.get(e.i64, 5)})
+        branch = scf.IfOp(started, [], has_else=False)
+        with ir.InsertionPoint(branch.then_block):
+            idx = e.to_index(key)
+            for c, x in enumerate(run):
+                at = e.op("arith.addi", e.op("arith.muli", e.c(c), n), idx) if len(run) > 1 else idx
+                e.store(e.combine("sum", e.load(buf, at), x, False), buf, at)
+            scf.YieldOp([])
+
+    def lower_sorted_scatter(self, op, slot: int):
+        e = self.e
+        v, key = op.operands[0], op.operands[1]
+        shape = payload_of(v.type)
+        n = _size(shape)
+        cur, run = self.accs[slot], self.accs[slot + 1:slot + 1 + n]
+        same = e.op("arith.cmpi", cur, key, t=e.i1, attrs={"predicate": ir.IntegerAttr.get(e.i64, 0)})
+        differs = e.op("arith.xori", same, e.c(1, e.i1))
+        branch = scf.IfOp(differs, [], has_else=False)
+        with ir.InsertionPoint(branch.then_block):
+            self.flush_run(op, cur, run)
+            scf.YieldOp([])
+        xs = e.elems(v, shape)
+        self.accs[slot] = key
+        for c in range(n):
+            added = e.combine("sum", run[c], xs[c], False)
+            self.accs[slot + 1 + c] = e.op("arith.select", same, added, xs[c], t=e.f)
 
     def rewrite(self, loop):
         ops = []
@@ -196,6 +245,11 @@ class HostLowering:
                         self.reduce_kept(op, r)
                     else:
                         full_slot = self.reduce_full(op, r, full_slot)
+                    continue
+                slot = next((k for o, k in self.runs if o == op), None) if name == "scatter" else None
+                if slot is not None:
+                    self.lower_sorted_scatter(op, slot)
+                    op.operation.erase()
                     continue
                 new = getattr(self, f"lower_{name}")(op)
                 if new is not None:

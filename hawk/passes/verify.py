@@ -32,6 +32,16 @@ def error_at(op, message: str) -> KernelError:
     return KernelError(message, file=file, line=line, kernel=kernel)
 
 
+SCATTER_IN_IF = ("hawk.scatter(...) may not sit inside an if: scatter at the top level (or in a for over range) "
+                 "and add m.where(cond, v, 0.0) instead")
+
+
+def reduction_nested(kind: str, where: str) -> str:
+    return (f"hawk.{kind}(...) reduces over the lanes, a collective every lane must reach: it may not sit inside "
+            f"{'a for loop' if where == 'for' else 'an if'}; reduce at the top level of the body and fold the "
+            "condition into where=")
+
+
 def _enclosing(op) -> list[str]:
     names = []
     p = op.operation.parent
@@ -56,15 +66,13 @@ def verify_hawk(module: ir.Module) -> None:
         if is_hawk(op, "reduce"):
             kind = attr_str(op, "kind")
             if around:
-                raise error_at(op, f"hawk.{kind}(...) reduces over the lanes, a collective every lane must reach: "
-                                   f"it may not sit inside {'a for loop' if 'scf.for' in around else 'an if'}; "
-                                   "reduce at the top level of the body and fold the condition into where=")
+                raise error_at(op, reduction_nested(kind, "for" if "scf.for" in around else "if"))
             group = "sum" if kind in ("sum", "mean") else kind
             if groups and groups[0][0] != group:
                 first = groups[0][1]
                 raise error_at(op, f"this kernel already reduces with hawk.{attr_str(first, 'kind')}; one kernel "
-                                   f"reduces with one operation (sum and mean together, or max, or min): put "
-                                   f"hawk.{kind} in a kernel of its own")
+                                   f"reduces with one operation (sum and mean together, or max, or min): split the "
+                                   f"kernel and put hawk.{kind} in a kernel of its own")
             groups.append((group, op))
             for use in op.results[0].uses:
                 if not is_hawk(use.owner, "cell"):
@@ -73,5 +81,4 @@ def verify_hawk(module: ir.Module) -> None:
                                               "store the reduction to a Mutable output and use it in a second "
                                               "kernel")
         elif "scf.if" in around:
-            raise error_at(op, "hawk.scatter(...) may not sit inside an if: scatter at the top level (or in a for) "
-                               "and add m.where(cond, v, 0.0) instead")
+            raise error_at(op, SCATTER_IN_IF)

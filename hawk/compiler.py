@@ -1,4 +1,5 @@
-"""`@hawk.kernel`: read a Python function once, check it, and build its hawk IR per dtype on demand."""
+"""The Kernel object behind `@hawk.kernel`: read a Python function once, check it, and build its hawk IR
+per dtype on demand."""
 
 from __future__ import annotations
 
@@ -13,20 +14,13 @@ from mlir import ir
 from hawk.errors import KernelError
 from hawk.frontend.visitor import KernelBuilder, Source
 from hawk.ir.dialect import new_context
-from hawk.passes.analysis import Layout, analyse
+from hawk.layout import Layout, Spec, make_spec
+from hawk.passes.analysis import analyse
 from hawk.passes.pipeline import HOST, Job, Pipeline
 from hawk.signature import Signature, read_signature
 
 _FTYPES = {"float64": ir.F64Type, "float32": ir.F32Type}
 _ITYPES = {"int32": 32, "int64": 64}
-
-
-@dataclass(frozen=True)
-class Spec:
-    """One specialisation: the float dtype and the integer dtype of each Index plane."""
-
-    float_dtype: str
-    index_dtypes: tuple[tuple[str, str], ...]
 
 
 @dataclass
@@ -60,11 +54,18 @@ class Kernel:
         fdef = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
         # line numbers inside `fdef` count from the first source line (decorators included)
         self.source = Source(fn, fdef, file, first, self.name)
-        self.signature: Signature = read_signature(fn, file, fn.__code__.co_firstlineno, self.name)
+        self.signature: Signature = read_signature(fn, file, self._param_lines(fdef, first), self.name)
         self._hawk: dict[Spec, tuple[str, dict[str, str]]] = {}
         self._lowered: dict[Spec, Lowered] = {}
         self._layouts: dict[Spec, Layout] = {}
         self.hawk_ir(self.default_spec())  # read and check the body now, so errors surface at decoration
+
+    @staticmethod
+    def _param_lines(fdef: ast.FunctionDef, first: int) -> dict[str, int]:
+        """The source line of each parameter (and of the def, under 'return'), for error messages."""
+        lines = {a.arg: first + a.lineno - 1 for a in (*fdef.args.args, *fdef.args.kwonlyargs)}
+        lines["return"] = first + (fdef.returns.lineno if fdef.returns is not None else fdef.lineno) - 1
+        return lines
 
     # ---- description ------------------------------------------------------------------------------
     @property
@@ -74,17 +75,16 @@ class Kernel:
     def __repr__(self) -> str:
         planes = ", ".join(f"{p.name}: {p.describe()}" for p in self.signature.planes)
         ret = f" -> {self.signature.returns.describe()}" if self.signature.returns is not None else ""
-        return f"<hawk.Kernel {self.name}({planes}){ret}>"
+        return f"<Kernel {self.name}({planes}){ret}>"
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"kernel '{self.name}' runs through eagle: eagle.deploy({self.name}).run(**planes)")
 
     def default_spec(self) -> Spec:
-        return Spec("float64", tuple((p.name, "int32") for p in self.signature.planes if p.kind == "index"))
+        return make_spec(self.signature, "float64", {})
 
     def spec_for(self, float_dtype: str, index_dtypes: dict[str, str]) -> Spec:
-        return Spec(float_dtype, tuple((p.name, index_dtypes.get(p.name, "int32"))
-                                       for p in self.signature.planes if p.kind == "index"))
+        return make_spec(self.signature, float_dtype, index_dtypes)
 
     # ---- IR ---------------------------------------------------------------------------------------
     def _types(self, spec: Spec):
@@ -159,6 +159,3 @@ def _short(spec: Spec) -> dict[str, str]:
     return {n: ("i32" if d == "int32" else "i64") for n, d in spec.index_dtypes}
 
 
-def kernel(fn) -> Kernel:
-    """Decorator: make a lane kernel of a Python function whose parameters are annotated with plane types."""
-    return Kernel(fn)

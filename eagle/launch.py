@@ -1,0 +1,162 @@
+"""Running compiled lane code: allocate a run's buffers from its Layout, launch, collect the results.
+
+Pure NumPy and ctypes (no MLIR), so that loaded artifacts run where the compiler is not installed. A library
+here is anything with `lanes(void**)` and `finish(void**)` callables (eagle.targets.host.HostLibrary).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from eagle.array import Array
+from eagle.binding import Binder, Bound, reduced_shape
+from eagle.errors import InputError
+from hawk.layout import Layout
+
+_IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf}
+MIN_CHUNK = 1 << 16
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool(n: int) -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None or _POOL._max_workers < n:
+        _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="eagle")
+    return _POOL
+
+
+def _prod(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+class PackedArgs:
+    """The packed argument array of one call: 5 slots (ptr, ptr, offset, size, stride) per buffer."""
+
+    def __init__(self, buffers: list[np.ndarray]):
+        n = 5 * len(buffers)
+        self.vals = (ctypes.c_int64 * n)()
+        self.ptrs = (ctypes.c_void_p * n)()
+        base = ctypes.addressof(self.vals)
+        for i in range(n):
+            self.ptrs[i] = base + 8 * i
+        self.keep = buffers
+        for k, a in enumerate(buffers):
+            p = a.ctypes.data
+            self.vals[5 * k:5 * k + 5] = [p, p, 0, a.size, 1]
+
+
+class Launcher:
+    """Runs one specialisation of a kernel: buffers in layout order, chunks, finish, results."""
+
+    def __init__(self, binder: Binder, layout: Layout, threads: int):
+        self.binder, self.lay, self.threads = binder, layout, threads
+        self.red = {r.cell: r for r in layout.reductions}
+        self.meta_k = layout.buffer_index("#meta")
+        self.err_k = layout.buffer_index("#err")
+
+    def chunks(self, b: Bound) -> int:
+        shared_writes = any(r.kept for r in self.lay.reductions) or bool(self.lay.sinks)
+        if shared_writes or self.threads == 1:
+            return 1
+        return max(1, min(self.threads, b.lanes // MIN_CHUNK))
+
+    def run(self, lib, b: Bound):
+        self.binder.check_keys(self.lay, b)
+        nchunks = self.chunks(b)
+        buffers, results, copies = self.buffers(b, nchunks)
+        self.launch(lib, b, buffers, nchunks)
+        self.check_errors(buffers[self.err_k])
+        for dst, src in copies:
+            np.copyto(dst, src.reshape(dst.shape))
+        if len(results) == 1:
+            return next(iter(results.values()))
+        return {k: results[k] for k in sorted(results)}
+
+    def check_errors(self, err: np.ndarray) -> None:
+        if err[0]:
+            sink = self.lay.buffers[int(err[2])].name
+            axes = self.binder.sig.get(sink).axes
+            raise InputError(f"sink '{sink}' of kernel '{self.binder.name}': {int(err[0])} lane(s) scattered to a key "
+                             f"outside it (first bad key: {int(err[1])}); valid keys on axis '{axes[0].label}' are "
+                             f"0..{axes[0].extent - 1}")
+
+    def buffers(self, b: Bound, nchunks: int):
+        """Every buffer in layout order, plus the results by name and (caller array, result) copies."""
+        bufs: list[np.ndarray] = []
+        results: dict[str, Array] = {}
+        copies = []
+        sig = self.binder.sig
+        for buf in self.lay.buffers:
+            role, name = buf.role, buf.name
+            if role in ("in", "index", "param", "table"):
+                bufs.append(b.arrays[name])
+            elif role in ("out", "sink"):
+                shape = self.binder.output_shape(name, self.lay, b)
+                p = sig.get(name)
+                alt = None
+                if p is not None and p.kind == "output" and len(p.payload.shape) == 2:
+                    alt = (_prod(p.payload.shape), *b.extents)
+                a = self.binder.given_buffer(name, shape, b, alt)
+                if a is None:
+                    a = np.zeros(shape, dtype=b.dtype)
+                bufs.append(a.reshape(-1))
+                results[name] = Array(a)
+            elif role == "cell":
+                r = self.red[name]
+                shape = reduced_shape(r, b, sig.lane_axes())
+                a = np.full(_prod(shape), _IDENT[r.kind], dtype=b.dtype)
+                bufs.append(a)
+                self.cell_results(name, r, a, shape, b, results, copies)
+            elif role == "count":
+                r = self.red[name]
+                bufs.append(np.zeros(_prod(reduced_shape(r, b, sig.lane_axes())[len(r.payload):]), dtype=b.dtype))
+            elif role == "scratch":
+                bufs.append(np.zeros(max(self.lay.width, 1) * nchunks, dtype=b.dtype))
+            elif role == "meta":
+                bufs.append(np.array([0, b.lanes, 0, b.lanes, *b.extents], dtype=np.int64))
+            elif role == "err":
+                bufs.append(np.zeros(3, dtype=np.int64))
+            else:
+                raise RuntimeError(f"unknown buffer role {role!r} in the layout of '{self.lay.name}'")
+        return bufs, results, copies
+
+    def cell_results(self, name, r, a, shape, b: Bound, results, copies):
+        given = b.given.get(name)
+        if name == "result" or not r.payload:
+            out = a.reshape(shape if shape else (1,))
+            results[name] = Array(out)
+        else:
+            per = a.reshape(_prod(r.payload), -1)
+            kept = shape[len(r.payload):]
+            for k in range(per.shape[0]):
+                results[f"{name}_{k}"] = Array(per[k].reshape(kept if kept else (1,)))
+            out = a.reshape(shape)
+        if given is not None:
+            if given.dtype != b.dtype or given.size != a.size or not given.flags.c_contiguous:
+                raise InputError(f"plane '{name}' of kernel '{self.binder.name}': the cell is written in place and "
+                                 f"must be a C-contiguous {b.dtype} array of {a.size} element(s), got "
+                                 f"{given.dtype} {given.shape}")
+            copies.append((given, out))
+
+    def launch(self, lib, b: Bound, buffers: list[np.ndarray], nchunks: int) -> None:
+        if nchunks == 1:
+            args = PackedArgs(buffers)  # keep it alive across the call: ptrs points into it
+            lib.lanes(args.ptrs)
+        else:
+            step = -(-b.lanes // nchunks)
+            calls = []
+            for c in range(nchunks):
+                lo, hi = c * step, min(b.lanes, (c + 1) * step)
+                bufs = list(buffers)
+                bufs[self.meta_k] = np.array([lo, hi, c, b.lanes, *b.extents], dtype=np.int64)
+                calls.append(PackedArgs(bufs))
+            list(_pool(nchunks).map(lambda a: lib.lanes(a.ptrs), calls))
+        buffers[self.meta_k][2] = nchunks
+        args = PackedArgs(buffers)
+        lib.finish(args.ptrs)

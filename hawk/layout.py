@@ -1,0 +1,94 @@
+"""A kernel's layout: the contract between its compiled code and the runtime, with no MLIR in it.
+
+`Layout` says which buffers the compiled lane function takes, in which order and with which element type, and
+what the reductions and sinks are. It round-trips through JSON, which is how an artifact's sidecar carries it
+to a machine that has only NumPy and the target's runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from hawk.signature import Signature
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One specialisation: the float dtype and the integer dtype of each Index plane."""
+
+    float_dtype: str
+    index_dtypes: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Reduction:
+    kind: str  # sum | mean | max | min
+    over: tuple[str, ...]  # reduced lane axes
+    kept: tuple[str, ...]  # kept lane axes, in grid order
+    policy: str
+    payload: tuple[int, ...]
+    cell: str  # the output it lands in ('result' for a return)
+    masked: bool
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One argument of the compiled lane function."""
+
+    name: str
+    role: str  # in | index | param | table | out | cell | count | sink | scratch | meta | err
+    dtype: str  # 'f' (the kernel's float), 'i32', 'i64'
+
+
+@dataclass
+class Layout:
+    name: str
+    sig: Signature
+    outputs: dict[str, str]  # output name -> 'lane' | 'cell'
+    reductions: list[Reduction]
+    sinks: dict[str, tuple[int, ...]]  # sink -> payload shape of what is scattered into it
+    index_keys: dict[str, list[tuple[str, int]]]  # Index plane used directly as a key -> (sink, key position)
+    buffers: list[Buffer] = field(default_factory=list)
+
+    @property
+    def width(self) -> int:
+        """Accumulators per chunk for the reductions over every lane (the partials one chunk writes)."""
+        return sum(_size(r.payload) + (r.kind == "mean") for r in self.reductions if not r.kept)
+
+    def buffer_index(self, name: str, role: str | None = None) -> int:
+        for k, b in enumerate(self.buffers):
+            if b.name == name and (role is None or b.role == role):
+                return k
+        raise KeyError(name)
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+
+def make_spec(sig: Signature, float_dtype: str, index_dtypes: dict[str, str]) -> Spec:
+    """The specialisation for a run: its float dtype and each Index plane's dtype (int32 unless given)."""
+    return Spec(float_dtype, tuple((p.name, index_dtypes.get(p.name, "int32")) for p in sig.planes
+                                   if p.kind == "index"))
+
+
+def layout_to_json(lay: Layout) -> dict:
+    return {"name": lay.name, "signature": lay.sig.to_json(), "outputs": lay.outputs,
+            "reductions": [asdict(r) for r in lay.reductions],
+            "sinks": {k: list(v) for k, v in lay.sinks.items()},
+            "index_keys": {k: [list(u) for u in v] for k, v in lay.index_keys.items()},
+            "buffers": [asdict(b) for b in lay.buffers]}
+
+
+def layout_from_json(d: dict) -> Layout:
+    reds = [Reduction(r["kind"], tuple(r["over"]), tuple(r["kept"]), r["policy"], tuple(r["payload"]), r["cell"],
+                      bool(r["masked"])) for r in d["reductions"]]
+    lay = Layout(d["name"], Signature.from_json(d["signature"]), dict(d["outputs"]), reds,
+                 {k: tuple(v) for k, v in d["sinks"].items()},
+                 {k: [(s, int(p)) for s, p in v] for k, v in d["index_keys"].items()})
+    lay.buffers = [Buffer(b["name"], b["role"], b["dtype"]) for b in d["buffers"]]
+    return lay
