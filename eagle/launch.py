@@ -14,7 +14,7 @@ import numpy as np
 from eagle.array import Array
 from eagle.binding import Binder, Bound, reduced_shape
 from eagle.errors import InputError
-from hawk.layout import Layout
+from hawk.layout import ORDERED_BLOCK, Layout, sum_policy
 
 _IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf}
 MIN_CHUNK = 1 << 16
@@ -117,7 +117,15 @@ class Launcher:
                 r = self.red[name]
                 bufs.append(np.zeros(_prod(reduced_shape(r, b, sig.lane_axes())[len(r.payload):]), dtype=b.dtype))
             elif role == "scratch":
-                bufs.append(np.zeros(max(self.lay.width, 1) * nchunks, dtype=b.dtype))
+                bufs.append(np.zeros(max(self.lay.width, 1) * nchunks, dtype=np.float64))
+            elif role == "blocks":
+                nblocks = max(1, -(-b.lanes // ORDERED_BLOCK))
+                bufs.append(np.zeros(max(self.lay.block_width, 1) * nblocks, dtype=b.dtype))
+            elif role == "comp":
+                target = next(a for bb, a in zip(self.lay.buffers, bufs, strict=False)
+                              if bb.name == name and bb.role in ("sink", "cell"))
+                fill = -0.0 if self.comp_policy(name) == "ordered" else 0.0
+                bufs.append(np.full(target.size, fill, dtype=b.dtype))
             elif role == "meta":
                 bufs.append(np.array([0, b.lanes, 0, b.lanes, *b.extents], dtype=np.int64))
             elif role == "err":
@@ -125,6 +133,11 @@ class Launcher:
             else:
                 raise RuntimeError(f"unknown buffer role {role!r} in the layout of '{self.lay.name}'")
         return bufs, results, copies
+
+    def comp_policy(self, name: str) -> str:
+        if name in self.lay.sink_policy:
+            return self.lay.sink_policy[name]
+        return sum_policy(self.red[name].policy, True)
 
     def cell_results(self, name, r, a, shape, b: Bound, results, copies):
         given = b.given.get(name)
@@ -150,6 +163,7 @@ class Launcher:
             lib.lanes(args.ptrs)
         else:
             step = -(-b.lanes // nchunks)
+            step = -(-step // ORDERED_BLOCK) * ORDERED_BLOCK  # chunks start on block boundaries
             calls = []
             for c in range(nchunks):
                 lo, hi = c * step, min(b.lanes, (c + 1) * step)

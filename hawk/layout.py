@@ -48,18 +48,55 @@ class Layout:
     reductions: list[Reduction]
     sinks: dict[str, tuple[int, ...]]  # sink -> payload shape of what is scattered into it
     index_keys: dict[str, list[tuple[str, int]]]  # Index plane used directly as a key -> (sink, key position)
+    sink_policy: dict[str, str] = field(default_factory=dict)  # sink -> plain | compensated | ordered
     buffers: list[Buffer] = field(default_factory=list)
 
     @property
     def width(self) -> int:
-        """Accumulators per chunk for the reductions over every lane (the partials one chunk writes)."""
-        return sum(_size(r.payload) + (r.kind == "mean") for r in self.reductions if not r.kept)
+        """Partials one chunk writes for the reductions over every lane (see chunk_slots)."""
+        return sum(chunk_slots(r) for r in self.reductions if not r.kept)
+
+    @property
+    def block_width(self) -> int:
+        """Partials one block of ORDERED_BLOCK lanes writes: one per component of each ordered full sum."""
+        return sum(_size(r.payload) for r in self.reductions if not r.kept and ordered(r))
+
+    @property
+    def blocked(self) -> bool:
+        return self.block_width > 0
 
     def buffer_index(self, name: str, role: str | None = None) -> int:
         for k, b in enumerate(self.buffers):
             if b.name == name and (role is None or b.role == role):
                 return k
         raise KeyError(name)
+
+
+# The "ordered" summation tree, defined once (docs/ordered.md): lanes form blocks of ORDERED_BLOCK; inside a
+# block, lane i feeds chain i % ORDERED_CHAINS, each chain a strict sequential sum in lane order; the chains meet
+# in a fixed pairwise tree, and the block partials meet in a pairwise tree, level by level.
+ORDERED_BLOCK = 1024
+ORDERED_CHAINS = 8
+
+
+def ordered(r: Reduction) -> bool:
+    return r.kind in ("sum", "mean") and r.policy == "ordered"
+
+
+def sum_policy(policy: str, scatter: bool) -> str:
+    """What a policy word means for one sum: 'fast' | 'plain' | 'compensated' | 'ordered'."""
+    if policy == "auto":
+        return "compensated" if scatter else "fast"
+    return policy
+
+
+def chunk_slots(r: Reduction) -> int:
+    """Partials per chunk for one full reduction: components (x2 when compensated), plus a count for mean."""
+    n = _size(r.payload)
+    if r.kind in ("sum", "mean"):
+        p = sum_policy(r.policy, False)
+        n = 0 if p == "ordered" else (2 * n if p == "compensated" else n)
+    return n + (r.kind == "mean")
 
 
 def _size(shape: tuple[int, ...]) -> int:
@@ -81,7 +118,7 @@ def layout_to_json(lay: Layout) -> dict:
             "reductions": [asdict(r) for r in lay.reductions],
             "sinks": {k: list(v) for k, v in lay.sinks.items()},
             "index_keys": {k: [list(u) for u in v] for k, v in lay.index_keys.items()},
-            "buffers": [asdict(b) for b in lay.buffers]}
+            "sink_policy": lay.sink_policy, "buffers": [asdict(b) for b in lay.buffers]}
 
 
 def layout_from_json(d: dict) -> Layout:
@@ -90,5 +127,6 @@ def layout_from_json(d: dict) -> Layout:
     lay = Layout(d["name"], Signature.from_json(d["signature"]), dict(d["outputs"]), reds,
                  {k: tuple(v) for k, v in d["sinks"].items()},
                  {k: [(s, int(p)) for s, p in v] for k, v in d["index_keys"].items()})
+    lay.sink_policy = dict(d["sink_policy"])
     lay.buffers = [Buffer(b["name"], b["role"], b["dtype"]) for b in d["buffers"]]
     return lay

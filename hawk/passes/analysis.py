@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from mlir import ir
 
+from hawk.errors import KernelError
 from hawk.ir.dialect import attr_str, attr_strs, is_hawk
-from hawk.layout import Buffer, Layout, Reduction
+from hawk.layout import Buffer, Layout, Reduction, sum_policy
 from hawk.signature import Signature
 
 
@@ -22,6 +23,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     reductions: list[Reduction] = []
     sinks: dict[str, tuple[int, ...]] = {}
     index_keys: dict[str, list[tuple[str, int]]] = {}
+    sink_policy: dict[str, str] = {}
     axes = [a.label for a in sig.lane_axes()]
 
     def visit(op):
@@ -35,6 +37,12 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
         elif is_hawk(op, "scatter"):
             sink = attr_str(op, "sink")
             sinks[sink] = payload_of(op.operands[0].type)
+            pol = sum_policy(attr_str(op, "policy"), True) if attr_str(op, "mode") == "add" else "plain"
+            if sink_policy.get(sink, pol) != pol and attr_str(op, "mode") == "add":
+                raise KernelError(f"sink '{sink}' gets scatters with policies {sink_policy[sink]!r} and {pol!r}: "
+                                  "give every scatter into one sink the same policy=", kernel=name)
+            if attr_str(op, "mode") == "add" or sink not in sink_policy:
+                sink_policy[sink] = pol
             for pos, k in enumerate(list(op.operands)[1:]):
                 src = key_source(k)
                 if src is not None:
@@ -44,7 +52,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
-    lay = Layout(name, sig, dict(outputs), reductions, sinks, index_keys)
+    lay = Layout(name, sig, dict(outputs), reductions, sinks, index_keys, sink_policy)
     bufs = lay.buffers
     for p in sig.planes:
         if p.kind == "lane":
@@ -63,10 +71,15 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     for r in reductions:
         if r.kind == "mean" and r.kept:
             bufs.append(Buffer(r.cell, "count", "f"))
+        if r.kept and r.kind in ("sum", "mean") and sum_policy(r.policy, True) != "plain" and r.policy != "auto":
+            bufs.append(Buffer(r.cell, "comp", "f"))
     for p in sig.planes:
         if p.kind == "sink":
             bufs.append(Buffer(p.name, "sink", "f"))
-    bufs += [Buffer("#scratch", "scratch", "f"), Buffer("#meta", "meta", "i64"), Buffer("#err", "err", "i64")]
+            if sink_policy.get(p.name, "plain") != "plain":
+                bufs.append(Buffer(p.name, "comp", "f"))
+    bufs += [Buffer("#scratch", "scratch", "f64"), Buffer("#blocks", "blocks", "f"), Buffer("#meta", "meta", "i64"),
+             Buffer("#err", "err", "i64")]
     return lay
 
 

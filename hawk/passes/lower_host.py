@@ -1,123 +1,64 @@
-"""lower-host-lanes: turn one lane's hawk code into a loop over a chunk of lanes, for the CPU.
+"""lower-host-lanes: turn one lane's hawk code into loops over a chunk of lanes, for the CPU.
 
-The kernel func becomes two functions:
-  @<k>_lanes(buffers..., scratch, meta, err)  runs lanes [meta[0], meta[1]) and writes per-lane outputs, reduced
-      outputs with kept axes and sinks in place, and the partial totals of every-lane reductions to
-      scratch[meta[2] * width ...];
-  @<k>_finish(buffers..., scratch, meta, err)  combines meta[2] chunks' partials in chunk order into the cells
-      and divides means by their counts.
-Buffers are flat `memref<?xT>` in the order of `analysis.Layout.buffers`. meta = [lo, hi, chunk, L, extents...].
+The kernel func becomes two functions with the same arguments (flat `memref<?xT>` buffers in the order of
+`Layout.buffers`; meta = [lo, hi, chunk, L, extents...]):
+
+  @<k>_lanes   runs lanes [lo, hi): per-lane outputs, kept-axis reductions and sinks are written in place; the
+               partials of every-lane reductions go to #scratch[chunk * width ...] (f64) and, for "ordered" sums,
+               one partial per block of ORDERED_BLOCK lanes to #blocks.
+  @<k>_finish  (meta[2] = number of chunks) combines chunk partials in chunk order, the ordered block partials
+               in their fixed pairwise tree, folds companions into sinks and divides means by their counts.
+
+Two loop shapes ("drivers"): a flat loop over lanes, or, when the kernel has an ordered sum, a loop over blocks
+with ORDERED_CHAINS interleaved chains inside each block (docs/ordered.md defines the tree).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from mlir import ir
-from mlir.dialects import func, memref, scf, vector
+from mlir.dialects import func, scf
 
-from hawk.ir.build import create
-from hawk.ir.dialect import attr_str, attr_strs, is_hawk
-from hawk.passes.analysis import Layout, key_source, payload_of
-
-_FAST = "#arith.fastmath<reassoc,contract>"
-
-
-def _size(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+from hawk.ir.dialect import attr_str, is_hawk
+from hawk.layout import ORDERED_BLOCK, ORDERED_CHAINS, Layout, Reduction, sum_policy
+from hawk.passes.analysis import key_source, payload_of
+from hawk.passes.host_emit import _EQ, _SGE, Emit, size
+from hawk.passes.host_ops import HostOps
 
 
-class _Emit:
-    """Small op-building helpers bound to one float type."""
+@dataclass
+class _Acc:
+    """Where one every-lane reduction keeps its running state among the loop's iter_args."""
 
-    def __init__(self, ftype: ir.Type):
-        self.f = ftype
-        self.index = ir.IndexType.get()
-        self.i64 = ir.IntegerType.get_signless(64)
-        self.i1 = ir.IntegerType.get_signless(1)
-
-    def c(self, v: int, t=None) -> ir.Value:
-        t = t or self.index
-        return create("arith.constant", [], [t], {"value": ir.IntegerAttr.get(t, v)}).result
-
-    def cf(self, v: float) -> ir.Value:
-        return create("arith.constant", [], [self.f], {"value": ir.FloatAttr.get(self.f, v)}).result
-
-    def op(self, name: str, *args, t=None, attrs=None) -> ir.Value:
-        return create(name, list(args), [t or args[0].type], attrs).result
-
-    def to_index(self, v: ir.Value) -> ir.Value:
-        return v if v.type == self.index else self.op("arith.index_cast", v, t=self.index)
-
-    def to_i64(self, v: ir.Value) -> ir.Value:
-        return v if v.type == self.i64 else self.op("arith.index_cast", v, t=self.i64)
-
-    def load(self, buf: ir.Value, i: ir.Value) -> ir.Value:
-        return memref.load(buf, [i])
-
-    def store(self, v: ir.Value, buf: ir.Value, i: ir.Value):
-        memref.store(v, buf, [i])
-
-    def clamp(self, i: ir.Value, n: ir.Value) -> ir.Value:
-        """Clamp an index into [0, n - 1] so that an out-of-range read never leaves the buffer."""
-        zero, one = self.c(0), self.c(1)
-        i = self.op("arith.maxsi", i, zero)
-        return self.op("arith.minsi", i, self.op("arith.subi", n, one))
-
-    def elems(self, v: ir.Value, shape) -> list[ir.Value]:
-        if not shape:
-            return [v]
-        out = []
-        for k in range(_size(shape)):
-            pos, r = [], k
-            for d in reversed(shape):
-                pos.append(r % d)
-                r //= d
-            out.append(vector.extract(v, [], list(reversed(pos))))
-        return out
-
-    def pack(self, vals: list[ir.Value], shape) -> ir.Value:
-        if not shape:
-            return vals[0]
-        t = ir.VectorType.get(list(shape), vals[0].type)
-        return create("vector.from_elements", vals, [t]).result
-
-    def identity(self, kind: str) -> ir.Value:
-        return self.cf({"sum": 0.0, "mean": 0.0, "max": float("-inf"), "min": float("inf")}[kind])
-
-    def combine(self, kind: str, a: ir.Value, b: ir.Value, fast: bool) -> ir.Value:
-        if kind in ("sum", "mean"):
-            attrs = {"fastmath": ir.Attribute.parse(_FAST)} if fast else None
-            return self.op("arith.addf", a, b, attrs=attrs)
-        return self.op("arith.maximumf" if kind == "max" else "arith.minimumf", a, b)
+    r: Reduction
+    policy: str  # fast | compensated | ordered | max | min
+    n: int  # components
+    chunk: int  # first chunk-state slot: [values (n)] [corrections (n) if compensated] [count if mean]
+    chain: int = -1  # ordered: first chain-state slot, ORDERED_CHAINS x n
 
 
-class HostLowering:
+@dataclass
+class _Run:
+    """A scatter whose keys come sorted: each run of equal keys is added into its slot once."""
+
+    op: object
+    policy: str
+    n: int
+    slot: int  # [key] [run sums (n)] [run corrections (n) if compensated]
+
+
+class HostLowering(HostOps):
     def __init__(self, module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[str, ir.Type]):
-        self.module, self.lay, self.e = module, layout, _Emit(ftype)
+        self.module, self.lay, self.e = module, layout, Emit(ftype)
         self.itypes = itypes
         self.axes = [a.label for a in layout.sig.lane_axes()]
 
-    # ---- types and arguments ----------------------------------------------------------------------
+    # ---- arguments ---------------------------------------------------------------------------------
     def arg_types(self) -> list[ir.Type]:
         dyn = ir.ShapedType.get_dynamic_size()
-        out = []
-        for b in self.lay.buffers:
-            elem = {"f": self.e.f, "i32": ir.IntegerType.get_signless(32),
-                    "i64": ir.IntegerType.get_signless(64)}[b.dtype]
-            out.append(ir.MemRefType.get([dyn], elem))
-        return out
-
-    def run(self):
-        kfunc = next(op for op in self.module.body.operations if "hawk.kernel" in op.attributes)
-        name = self.lay.name
-        with ir.InsertionPoint(self.module.body), kfunc.location:
-            lanes = func.FuncOp(f"{name}_lanes", (self.arg_types(), []))
-            finish = func.FuncOp(f"{name}_finish", (self.arg_types(), []))
-        self.build_lanes(lanes, kfunc)
-        self.build_finish(finish)
-        kfunc.operation.erase()
+        elem = {"f": self.e.f, "f64": self.e.f64, "i32": ir.IntegerType.get_signless(32), "i64": self.e.i64}
+        return [ir.MemRefType.get([dyn], elem[b.dtype]) for b in self.lay.buffers]
 
     def args(self, f) -> dict[tuple[str, str], ir.Value]:
         block = f.regions[0].blocks[0]
@@ -139,47 +80,52 @@ class HostLowering:
         s = e.c(1)
         for k in reversed(range(len(self.axes))):
             self.stride[k] = s
-            s = e.op("arith.muli", s, self.ext[k])
+            s = e.mul_i(s, self.ext[k])
 
-    # ---- the lane loop ------------------------------------------------------------------------------
-    def build_lanes(self, lanes, kfunc):
+    def run(self):
+        kfunc = next(op for op in self.module.body.operations if "hawk.kernel" in op.attributes)
+        with ir.InsertionPoint(self.module.body), kfunc.location:
+            lanes = func.FuncOp(f"{self.lay.name}_lanes", (self.arg_types(), []))
+            finish = func.FuncOp(f"{self.lay.name}_finish", (self.arg_types(), []))
+        self.build_lanes(lanes, kfunc)
+        self.build_finish(finish)
+        kfunc.operation.erase()
+
+    # ---- state ---------------------------------------------------------------------------------------
+    def acc_type(self, policy: str) -> ir.Type:
+        return self.e.f if policy == "ordered" else self.e.f64  # chunk partials are f64; ordered stays exact
+
+    def plan_state(self, body: ir.Block) -> tuple[list[ir.Value], list[ir.Value]]:
+        """Initial chunk state and chain state, and the slots each reduction and sorted scatter uses."""
         e = self.e
-        entry = lanes.add_entry_block()
-        self.bufs = self.args(lanes)
-        full = [r for r in self.lay.reductions if not r.kept]
-        with ir.InsertionPoint(entry), kfunc.location:
-            self.read_meta()
-            inits = []
-            for r in full:
-                inits += [e.identity(r.kind)] * _size(r.payload) + ([e.cf(0.0)] if r.kind == "mean" else [])
-            nred = len(inits)
-            self.runs = []  # (scatter op, first slot): sorted keys add each run of equal keys once
-            for op in kfunc.regions[0].blocks[0].operations:
-                if self.is_sorted_scatter(op):
-                    self.runs.append((op, len(inits)))
-                    inits += [e.c(-1, e.i64)] + [e.cf(0.0)] * _size(payload_of(op.operands[0].type))
-            loop = scf.ForOp(self.lo, self.hi, e.c(1), inits)
-            with ir.InsertionPoint(loop.body):
-                anchor = scf.YieldOp(list(loop.inner_iter_args))
-            body = kfunc.regions[0].blocks[0]
-            for op in list(body.operations):
-                if op.operation.name != "func.return":
-                    op.move_before(anchor)
-            self.lane = loop.induction_variable
-            self.accs = list(loop.inner_iter_args)
-            self.rewrite(loop)
-            anchor.operation.erase()
-            with ir.InsertionPoint(loop.body):
-                scf.YieldOp(self.accs)
-            scratch = self.bufs[("#scratch", "scratch")]
-            width = e.c(max(self.lay.width, 1))
-            base = e.op("arith.muli", self.chunk, width)
-            for k, v in enumerate(list(loop.results)[:nred]):
-                e.store(v, scratch, e.op("arith.addi", base, e.c(k)))
-            for op, slot in self.runs:
-                n = _size(payload_of(op.operands[0].type))
-                self.flush_run(op, loop.results[slot], list(loop.results)[slot + 1:slot + 1 + n])
-            func.ReturnOp([])
+        chunk, chain = [], []
+        self.full: list[_Acc] = []
+        for r in self.lay.reductions:
+            if r.kept:
+                continue
+            n = size(r.payload)
+            pol = r.kind if r.kind in ("max", "min") else sum_policy(r.policy, False)
+            acc = _Acc(r, pol, n, len(chunk))
+            t = self.acc_type("fast")
+            if pol == "ordered":
+                acc.chain = len(chain)
+                chain += [e.cf(-0.0)] * (ORDERED_CHAINS * n)
+            else:
+                chunk += [e.identity(r.kind, t)] * n
+                if pol == "compensated":
+                    chunk += [e.cf(0.0, t)] * n
+            if r.kind == "mean":
+                chunk.append(e.cf(0.0, t))
+            self.full.append(acc)
+        self.nchunk_red = len(chunk)
+        self.runs: list[_Run] = []
+        for op in body.operations:
+            if self.is_sorted_scatter(op):
+                pol = self.lay.sink_policy[attr_str(op, "sink")]
+                n = size(payload_of(op.operands[0].type))
+                self.runs.append(_Run(op, pol, n, len(chunk)))
+                chunk += [e.c(-1, e.i64)] + [e.cf(-0.0)] * n + ([e.cf(0.0)] * n if pol == "compensated" else [])
+        return chunk, chain
 
     def is_sorted_scatter(self, op) -> bool:
         if not is_hawk(op, "scatter") or attr_str(op, "mode") != "add" or len(op.operands) != 2:
@@ -188,40 +134,95 @@ class HostLowering:
         spec = self.lay.sig.get(src) if src else None
         return spec is not None and spec.kind == "index" and spec.sorted
 
-    def flush_run(self, op, key: ir.Value, run: list[ir.Value]):
-        """Add a finished run of equal keys into the sink (nothing when no run has started: key -1)."""
+    # ---- the lane loops --------------------------------------------------------------------------------
+    def build_lanes(self, lanes, kfunc):
         e = self.e
-        sink = attr_str(op, "sink")
-        buf = self.buf(sink, ("sink",))
-        n = e.c(self.lay.sig.get(sink).axes[0].extent)
-        started = e.op("arith.cmpi", key, e.c(0, e.i64), t=e.i1, attrs={"predicate": ir.IntegerAttr.get(e.i64, 5)})
-        branch = scf.IfOp(started, [], has_else=False)
-        with ir.InsertionPoint(branch.then_block):
-            idx = e.to_index(key)
-            for c, x in enumerate(run):
-                at = e.op("arith.addi", e.op("arith.muli", e.c(c), n), idx) if len(run) > 1 else idx
-                e.store(e.combine("sum", e.load(buf, at), x, False), buf, at)
-            scf.YieldOp([])
+        entry = lanes.add_entry_block()
+        self.bufs = self.args(lanes)
+        body = kfunc.regions[0].blocks[0]
+        with ir.InsertionPoint(entry), kfunc.location:
+            self.read_meta()
+            chunk0, chain0 = self.plan_state(body)
+            if self.lay.blocked:
+                final = self.blocked_driver(body, chunk0, chain0)
+            else:
+                final = self.flat_driver(body, chunk0)
+            scratch = self.bufs[("#scratch", "scratch")]
+            base = e.mul_i(self.chunk, e.c(max(self.lay.width, 1)))
+            for k, v in enumerate(final[:self.nchunk_red]):
+                e.store(e.widen(v, e.f64), scratch, e.add_i(base, e.c(k)))
+            for run in self.runs:
+                self.flush_run(run, final[run.slot:run.slot + 1 + run.n * (2 if run.policy == "compensated" else 1)])
+            func.ReturnOp([])
 
-    def lower_sorted_scatter(self, op, slot: int):
+    def move_body(self, body: ir.Block, anchor) -> None:
+        for op in list(body.operations):
+            if op.operation.name != "func.return":
+                op.move_before(anchor)
+
+    def flat_driver(self, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
         e = self.e
-        v, key = op.operands[0], op.operands[1]
-        shape = payload_of(v.type)
-        n = _size(shape)
-        cur, run = self.accs[slot], self.accs[slot + 1:slot + 1 + n]
-        same = e.op("arith.cmpi", cur, key, t=e.i1, attrs={"predicate": ir.IntegerAttr.get(e.i64, 0)})
-        differs = e.op("arith.xori", same, e.c(1, e.i1))
-        branch = scf.IfOp(differs, [], has_else=False)
-        with ir.InsertionPoint(branch.then_block):
-            self.flush_run(op, cur, run)
-            scf.YieldOp([])
-        xs = e.elems(v, shape)
-        self.accs[slot] = key
-        for c in range(n):
-            added = e.combine("sum", run[c], xs[c], False)
-            self.accs[slot + 1 + c] = e.op("arith.select", same, added, xs[c], t=e.f)
+        loop = scf.ForOp(self.lo, self.hi, e.c(1), chunk0)
+        with ir.InsertionPoint(loop.body):
+            anchor = scf.YieldOp(list(loop.inner_iter_args))
+        self.move_body(body, anchor)
+        self.lane, self.accs, self.j = loop.induction_variable, list(loop.inner_iter_args), None
+        self.rewrite(loop)
+        anchor.operation.erase()
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp(self.accs)
+        return list(loop.results)
 
-    def rewrite(self, loop):
+    def blocked_driver(self, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.Value]) -> list[ir.Value]:
+        """for block: for group of CHAINS lanes: for j < CHAINS: if lane < end: body (lane feeds chain j)."""
+        e = self.e
+        B, W = ORDERED_BLOCK, ORDERED_CHAINS
+        blo = e.op("arith.divui", self.lo, e.c(B))
+        bhi = e.op("arith.divui", e.add_i(self.hi, e.c(B - 1)), e.c(B))
+        nchunk = len(chunk0)
+        outer = scf.ForOp(blo, bhi, e.c(1), chunk0)
+        with ir.InsertionPoint(outer.body):
+            blk = outer.induction_variable
+            start = e.mul_i(blk, e.c(B))
+            end = e.op("arith.minui", e.add_i(start, e.c(B)), self.hi)
+            inits = list(outer.inner_iter_args) + [e.cf(-0.0) for _ in chain0]
+            groups = scf.ForOp(e.c(0), e.c(B // W), e.c(1), inits)
+            with ir.InsertionPoint(groups.body):
+                inner = scf.ForOp(e.c(0), e.c(W), e.c(1), list(groups.inner_iter_args))
+                with ir.InsertionPoint(inner.body):
+                    j = inner.induction_variable
+                    lane = e.add_i(start, e.mul_i(groups.induction_variable, e.c(W)), j)
+                    live = e.op("arith.cmpi", lane, end, t=e.i1, attrs={"predicate": ir.IntegerAttr.get(e.i64, 6)})
+                    cur = list(inner.inner_iter_args)
+                    guard = scf.IfOp(live, [v.type for v in cur], has_else=True)
+                    with ir.InsertionPoint(guard.else_block):
+                        scf.YieldOp(cur)
+                    with ir.InsertionPoint(guard.then_block):
+                        anchor = scf.YieldOp(cur)
+                    scf.YieldOp(list(guard.results))
+                scf.YieldOp(list(inner.results))
+            self.move_body(body, anchor)
+            self.lane, self.accs, self.j = lane, cur, j
+            self.rewrite(guard)
+            anchor.operation.erase()
+            with ir.InsertionPoint(guard.then_block):
+                scf.YieldOp(self.accs)
+            res = list(groups.results)
+            blocks = self.bufs[("#blocks", "blocks")]
+            off = 0
+            for acc in self.full:
+                if acc.policy != "ordered":
+                    continue
+                for c in range(acc.n):
+                    chains = [res[nchunk + acc.chain + w * acc.n + c] for w in range(W)]
+                    at = e.add_i(e.mul_i(blk, e.c(self.lay.block_width)), e.c(off + c))
+                    e.store(e.tree(chains), blocks, at)
+                off += acc.n
+            scf.YieldOp(res[:nchunk])
+        return list(outer.results)
+
+    # ---- rewriting the moved body -----------------------------------------------------------------------
+    def rewrite(self, region_op):
         ops = []
 
         def visit(op):
@@ -229,13 +230,13 @@ class HostLowering:
                 ops.append(op)
             return ir.WalkResult.ADVANCE
 
-        loop.operation.walk(visit)
+        region_op.operation.walk(visit)
         cells = [op for op in ops if is_hawk(op, "cell")]
         ops = [op for op in ops if not is_hawk(op, "cell")]
         for op in cells:  # a cell only names where a reduction lands; the lowered reduction writes it
             op.operation.erase()
-        full_slot = 0
         reductions = iter(self.lay.reductions)
+        full = iter(self.full)
         for op in ops:
             name = op.operation.name[5:]
             with ir.InsertionPoint(op), op.location:
@@ -244,11 +245,12 @@ class HostLowering:
                     if r.kept:
                         self.reduce_kept(op, r)
                     else:
-                        full_slot = self.reduce_full(op, r, full_slot)
+                        self.reduce_full(op, next(full))
+                    op.operation.erase()
                     continue
-                slot = next((k for o, k in self.runs if o == op), None) if name == "scatter" else None
-                if slot is not None:
-                    self.lower_sorted_scatter(op, slot)
+                run = next((x for x in self.runs if x.op == op), None) if name == "scatter" else None
+                if run is not None:
+                    self.sorted_step(run, op)
                     op.operation.erase()
                     continue
                 new = getattr(self, f"lower_{name}")(op)
@@ -256,147 +258,88 @@ class HostLowering:
                     op.results[0].replace_all_uses_with(new)
                 op.operation.erase()
 
-    # ---- one op each ----------------------------------------------------------------------------------
-    def coord(self, axis: str) -> ir.Value:
-        k = self.axes.index(axis)
+    def reduce_full(self, op, acc: _Acc):
         e = self.e
-        q = e.op("arith.divui", self.lane, self.stride[k]) if k < len(self.axes) - 1 else self.lane
-        return q if k == 0 else e.op("arith.remui", q, self.ext[k])
-
-    def lower_lane(self, op):
-        return self.e.to_i64(self.coord(attr_str(op, "axis")))
-
-    def plane_read(self, name: str, lane: ir.Value, t: ir.Type) -> ir.Value:
-        e = self.e
-        buf = self.buf(name)
-        shape = payload_of(t)
-        if not shape:
-            return e.load(buf, lane)
-        vals = [e.load(buf, e.op("arith.addi", e.op("arith.muli", e.c(c), self.L), lane)) for c in range(_size(shape))]
-        return e.pack(vals, shape)
-
-    def lower_load(self, op):
-        return self.plane_read(attr_str(op, "plane"), self.lane, op.results[0].type)
-
-    def lower_param(self, op):
-        return self.e.load(self.buf(attr_str(op, "plane")), self.e.c(0))
-
-    def lower_at(self, op):
-        e = self.e
-        plane = attr_str(op, "plane")
-        axes = attr_strs(op, "axes")
-        coords = [e.to_index(v) for v in op.operands]
-        spec = self.lay.sig.get(plane)
-        if spec.kind == "table":
-            idx, stride = e.c(0), 1
-            for a, cv in reversed(list(zip(spec.axes, coords, strict=True))):
-                cv = e.clamp(cv, e.c(a.extent))
-                idx = e.op("arith.addi", idx, e.op("arith.muli", cv, e.c(stride)))
-                stride *= a.extent
-            return e.load(self.buf(plane), idx)
-        if axes == ["#"]:
-            lane = coords[0]
-        else:
-            lane = e.c(0)
-            for a, cv in zip(axes, coords, strict=True):
-                k = self.axes.index(a)
-                lane = e.op("arith.addi", lane, e.op("arith.muli", e.clamp(cv, self.ext[k]), self.stride[k]))
-        return self.plane_read(plane, e.clamp(lane, self.L), op.results[0].type)
-
-    def lower_store(self, op):
-        e = self.e
-        buf = self.buf(attr_str(op, "plane"), ("out",))
+        r, s = acc.r, self.accs
         v = op.operands[0]
-        shape = payload_of(v.type)
-        for c, x in enumerate(e.elems(v, shape)):
-            e.store(x, buf, e.op("arith.addi", e.op("arith.muli", e.c(c), self.L), self.lane) if shape else self.lane)
+        mask = op.operands[1] if len(op.operands) > 1 else None
+        xs = e.elems(v, r.payload)
 
-    def masked(self, op, kind: str) -> ir.Value:
-        v = op.operands[0]
-        if len(op.operands) == 1:
-            return v
-        e = self.e
-        ident = e.identity(kind)
-        if isinstance(v.type, ir.VectorType):
-            ident = create("vector.broadcast", [ident], [v.type]).result
-            mask = create("vector.broadcast", [op.operands[1]], [ir.VectorType.get(payload_of(v.type), e.i1)]).result
+        def keep(new, old):  # a masked lane adds nothing
+            return new if mask is None else e.select(mask, new, old)
+
+        if acc.policy == "ordered":
+            for c, x in enumerate(xs):
+                for w in range(ORDERED_CHAINS):  # after unrolling j is a constant and one chain remains
+                    k = acc.chain + w * acc.n + c
+                    k += self.nchunk_red_total()
+                    hit = e.cmpi(_EQ, self.j, e.c(w))
+                    if mask is not None:
+                        hit = e.op("arith.andi", hit, mask)
+                    s[k] = e.select(hit, e.add(s[k], x), s[k])
+        elif acc.policy == "compensated":
+            for c, x in enumerate(xs):
+                x = e.widen(x, e.f64)
+                ns, nc = e.neumaier(s[acc.chunk + c], s[acc.chunk + acc.n + c], x)
+                s[acc.chunk + c] = keep(ns, s[acc.chunk + c])
+                s[acc.chunk + acc.n + c] = keep(nc, s[acc.chunk + acc.n + c])
         else:
-            mask = op.operands[1]
-        return e.op("arith.select", mask, v, ident, t=v.type)
-
-    def count_term(self, op) -> ir.Value:
-        e = self.e
-        if len(op.operands) == 1:
-            return e.cf(1.0)
-        return e.op("arith.select", op.operands[1], e.cf(1.0), e.cf(0.0), t=e.f)
-
-    def reduce_full(self, op, r, slot: int) -> int:
-        e = self.e
-        v = self.masked(op, r.kind)
-        fast = r.policy == "auto"
-        for k, x in enumerate(e.elems(v, r.payload)):
-            self.accs[slot + k] = e.combine(r.kind, self.accs[slot + k], x, fast)
-        slot += _size(r.payload)
+            for c, x in enumerate(xs):
+                x = e.widen(x, e.f64)
+                if acc.policy == "fast":
+                    if mask is not None:
+                        x = e.select(mask, x, e.cf(0.0, e.f64))
+                    s[acc.chunk + c] = e.fast_add(s[acc.chunk + c], x)
+                else:
+                    s[acc.chunk + c] = keep(e.extremum(acc.policy, s[acc.chunk + c], x), s[acc.chunk + c])
         if r.kind == "mean":
-            self.accs[slot] = e.combine("sum", self.accs[slot], self.count_term(op), fast)
-            slot += 1
-        op.operation.erase()
-        return slot
+            k = acc.chunk + (0 if acc.policy == "ordered" else acc.n * (2 if acc.policy == "compensated" else 1))
+            one = e.cf(1.0, e.f64) if mask is None else e.select(mask, e.cf(1.0, e.f64), e.cf(0.0, e.f64))
+            s[k] = e.add(s[k], one)
 
-    def kept_index(self, kept) -> tuple[ir.Value, ir.Value]:
-        """Linear index of this lane's kept coordinates, and the number of kept positions."""
-        e = self.e
-        idx, n = e.c(0), e.c(1)
-        for a in reversed(kept):
-            k = self.axes.index(a)
-            idx = e.op("arith.addi", idx, e.op("arith.muli", self.coord(a), n))
-            n = e.op("arith.muli", n, self.ext[k])
-        return idx, n
+    def nchunk_red_total(self) -> int:
+        """Chain state follows the whole chunk state (reductions and sorted runs) in the iter_args."""
+        return self.nchunk_red + sum(1 + r.n * (2 if r.policy == "compensated" else 1) for r in self.runs)
 
-    def reduce_kept(self, op, r):
+    # ---- sorted runs --------------------------------------------------------------------------------------
+    def sorted_step(self, run: _Run, op):
         e = self.e
-        out = self.buf(r.cell, ("cell",))
-        idx, n = self.kept_index(r.kept)
-        v = self.masked(op, r.kind)
-        for c, x in enumerate(e.elems(v, r.payload)):
-            at = e.op("arith.addi", e.op("arith.muli", e.c(c), n), idx)
-            e.store(e.combine(r.kind, e.load(out, at), x, False), out, at)
-        if r.kind == "mean":
-            cnt = self.bufs[(r.cell, "count")]
-            e.store(e.combine("sum", e.load(cnt, idx), self.count_term(op), False), cnt, idx)
-        op.operation.erase()
-
-    def lower_scatter(self, op):
-        e = self.e
-        sink = attr_str(op, "sink")
-        spec = self.lay.sig.get(sink)
-        buf = self.buf(sink, ("sink",))
-        v, keys = op.operands[0], list(op.operands)[1:]
-        ok, idx, stride = None, e.c(0), 1
-        for a, kv in reversed(list(zip(spec.axes, keys, strict=True))):
-            lo = e.op("arith.cmpi", kv, e.c(0, e.i64), t=e.i1, attrs={"predicate": ir.IntegerAttr.get(e.i64, 5)})
-            hi = e.op("arith.cmpi", kv, e.c(a.extent, e.i64), t=e.i1,
-                      attrs={"predicate": ir.IntegerAttr.get(e.i64, 2)})
-            both = e.op("arith.andi", lo, hi)
-            ok = both if ok is None else e.op("arith.andi", ok, both)
-            idx = e.op("arith.addi", idx, e.op("arith.muli", e.to_index(kv), e.c(stride)))
-            stride *= a.extent
-        shape = payload_of(v.type)
-        mode = attr_str(op, "mode")
-        branch = scf.IfOp(ok, [], has_else=True)
+        s = self.accs
+        key, v = op.operands[1], op.operands[0]
+        width = 1 + run.n * (2 if run.policy == "compensated" else 1)
+        state = s[run.slot:run.slot + width]
+        same = e.cmpi(_EQ, state[0], key)
+        differs = e.op("arith.xori", same, e.c(1, e.i1))
+        branch = scf.IfOp(differs, [], has_else=False)
         with ir.InsertionPoint(branch.then_block):
-            for c, x in enumerate(e.elems(v, shape)):
-                at = e.op("arith.addi", e.op("arith.muli", e.c(c), e.c(stride)), idx) if shape else idx
-                new = e.combine("sum", e.load(buf, at), x, False) if mode == "add" else x
-                e.store(new, buf, at)
+            self.flush_run(run, state)
             scf.YieldOp([])
-        with ir.InsertionPoint(branch.else_block):
-            err = self.bufs[("#err", "err")]
-            e.store(e.op("arith.addi", e.load(err, e.c(0)), e.c(1, e.i64)), err, e.c(0))
-            e.store(keys[0], err, e.c(1))
-            e.store(e.c(self.lay.buffer_index(sink, "sink"), e.i64), err, e.c(2))
+        xs = e.elems(v, payload_of(v.type))
+        s[run.slot] = key
+        for c in range(run.n):
+            if run.policy == "compensated":
+                ns, nc = e.neumaier(state[1 + c], state[1 + run.n + c], xs[c])
+                s[run.slot + 1 + c] = e.select(same, ns, xs[c])
+                s[run.slot + 1 + run.n + c] = e.select(same, nc, e.cf(0.0))
+            else:
+                s[run.slot + 1 + c] = e.select(same, e.add(state[1 + c], xs[c]), xs[c])
+
+    def flush_run(self, run: _Run, state: list[ir.Value]):
+        """Add a finished run of equal keys into its slot (nothing before the first run: key -1)."""
+        e = self.e
+        sink = attr_str(run.op, "sink")
+        n = e.c(self.lay.sig.get(sink).axes[0].extent)
+        started = e.cmpi(_SGE, state[0], e.c(0, e.i64))
+        branch = scf.IfOp(started, [], has_else=False)
+        with ir.InsertionPoint(branch.then_block):
+            idx = e.to_index(state[0])
+            for c in range(run.n):
+                at = e.add_i(e.mul_i(e.c(c), n), idx) if run.n > 1 else idx
+                self.add_into(run.policy, sink, at, state[1 + c], "sink")
+                if run.policy == "compensated":
+                    comp = self.bufs[(sink, "comp")]
+                    e.store(e.add(e.load(comp, at), state[1 + run.n + c]), comp, at)
             scf.YieldOp([])
-        return None
 
     # ---- the finish function -------------------------------------------------------------------------
     def build_finish(self, finish):
@@ -405,53 +348,112 @@ class HostLowering:
         self.bufs = self.args(finish)
         with ir.InsertionPoint(entry), finish.location:
             self.read_meta()
-            nchunks = self.chunk
             scratch = self.bufs[("#scratch", "scratch")]
             width = e.c(max(self.lay.width, 1))
-            slot = 0
-            for r in self.lay.reductions:
-                if r.kept:
-                    if r.kind == "mean":
-                        self.finish_kept_mean(r)
-                    continue
-                n = _size(r.payload) + (r.kind == "mean")
-                inits = [e.identity(r.kind)] * _size(r.payload) + ([e.cf(0.0)] if r.kind == "mean" else [])
-                loop = scf.ForOp(e.c(0), nchunks, e.c(1), inits)
+            nblocks = e.op("arith.divui", e.add_i(self.L, e.c(ORDERED_BLOCK - 1)), e.c(ORDERED_BLOCK))
+            off = 0
+            for acc in self.full:
+                r = acc.r
+                t = e.f64
+                if acc.policy == "ordered":
+                    vals = [self.block_tree(nblocks, off + c) for c in range(acc.n)]
+                    off += acc.n
+                    stored = 0
+                else:
+                    stored = acc.n * (2 if acc.policy == "compensated" else 1)
+                count = 1 if r.kind == "mean" else 0
+                inits = [e.identity(r.kind, t)] * acc.n if acc.policy != "ordered" else []
+                inits += [e.cf(0.0, t)] * (acc.n if acc.policy == "compensated" else 0) + [e.cf(0.0, t)] * count
+                loop = scf.ForOp(e.c(0), self.chunk, e.c(1), inits)
                 with ir.InsertionPoint(loop.body):
-                    base = e.op("arith.muli", loop.induction_variable, width)
-                    outs = []
-                    for k, acc in enumerate(loop.inner_iter_args):
-                        x = e.load(scratch, e.op("arith.addi", base, e.c(slot + k)))
-                        outs.append(e.combine(r.kind if k < _size(r.payload) else "sum", acc, x, False))
-                    scf.YieldOp(outs)
-                vals = list(loop.results)
-                if r.kind == "mean":
-                    vals = [e.op("arith.divf", v, vals[-1]) for v in vals[:-1]]
+                    base = e.add_i(e.mul_i(loop.induction_variable, width), e.c(acc.chunk))
+                    cur = list(loop.inner_iter_args)
+                    part = [e.load(scratch, e.add_i(base, e.c(k))) for k in range(stored + count)]
+                    out = []
+                    if acc.policy == "compensated":
+                        for c in range(acc.n):
+                            ns, nc = e.neumaier(cur[c], cur[acc.n + c], part[c])
+                            out.append(ns)
+                            cur[acc.n + c] = e.add(nc, part[acc.n + c])
+                        out += cur[acc.n:2 * acc.n]
+                    elif acc.policy != "ordered":
+                        out = [e.add(cur[c], part[c]) if acc.policy == "fast" else
+                               e.extremum(acc.policy, cur[c], part[c]) for c in range(acc.n)]
+                    if count:
+                        out.append(e.add(cur[-1], part[-1]))
+                    scf.YieldOp(out)
+                res = list(loop.results)
+                if acc.policy == "compensated":
+                    vals = [e.add(res[c], res[acc.n + c]) for c in range(acc.n)]
+                elif acc.policy != "ordered":
+                    vals = res[:acc.n]
+                vals = [e.narrow(v, e.f) if v.type != e.f else v for v in vals]
+                if count:
+                    n = e.narrow(res[-1], e.f) if res[-1].type != e.f else res[-1]
+                    vals = [e.op("arith.divf", v, n) for v in vals]
                 cell = self.bufs[(r.cell, "cell")]
                 for k, v in enumerate(vals):
                     e.store(v, cell, e.c(k))
-                slot += n
+            self.finish_companions()
+            for r in self.lay.reductions:
+                if r.kept and r.kind == "mean":
+                    self.finish_kept_mean(r)
             func.ReturnOp([])
+
+    def block_tree(self, nblocks: ir.Value, slot: int) -> ir.Value:
+        """The ordered total of one component: block partials added pairwise, level by level, in place."""
+        e = self.e
+        blocks = self.bufs[("#blocks", "blocks")]
+        w = e.c(max(self.lay.block_width, 1))
+        levels = scf.ForOp(e.c(0), e.c(64), e.c(1), [nblocks])
+        with ir.InsertionPoint(levels.body):
+            n = levels.inner_iter_args[0]
+            half = e.op("arith.divui", n, e.c(2))
+            pairs = scf.ForOp(e.c(0), half, e.c(1), [])
+            with ir.InsertionPoint(pairs.body):
+                i = pairs.induction_variable
+                a = e.add_i(e.mul_i(e.mul_i(i, e.c(2)), w), e.c(slot))
+                b = e.add_i(a, w)
+                e.store(e.add(e.load(blocks, a), e.load(blocks, b)), blocks, e.add_i(e.mul_i(i, w), e.c(slot)))
+                scf.YieldOp([])
+            odd = e.op("arith.remui", n, e.c(2))
+            has_odd = e.cmpi(_EQ, odd, e.c(1))
+            move = scf.IfOp(has_odd, [], has_else=False)
+            with ir.InsertionPoint(move.then_block):
+                last = e.add_i(e.mul_i(e.op("arith.subi", n, e.c(1)), w), e.c(slot))
+                e.store(e.load(blocks, last), blocks, e.add_i(e.mul_i(half, w), e.c(slot)))
+                scf.YieldOp([])
+            nxt = e.add_i(half, odd)
+            scf.YieldOp([e.select(e.op("arith.cmpi", n, e.c(1), t=e.i1,
+                                        attrs={"predicate": ir.IntegerAttr.get(e.i64, 8)}), nxt, n)])
+        empty = e.cmpi(_EQ, nblocks, e.c(0))  # the runtime always allocates at least one block
+        return e.select(empty, e.cf(0.0), e.load(blocks, e.c(slot)))
+
+    def finish_companions(self):
+        """Fold each companion (compensated corrections, ordered lane-order sums) into its slot."""
+        e = self.e
+        for (name, role), comp in self.bufs.items():
+            if role != "comp":
+                continue
+            target = self.bufs.get((name, "sink"), self.bufs.get((name, "cell")))
+            loop = scf.ForOp(e.c(0), e.dim(comp), e.c(1), [])
+            with ir.InsertionPoint(loop.body):
+                i = loop.induction_variable
+                e.store(e.add(e.load(target, i), e.load(comp, i)), target, i)
+                scf.YieldOp([])
 
     def finish_kept_mean(self, r):
         e = self.e
         out, cnt = self.bufs[(r.cell, "cell")], self.bufs[(r.cell, "count")]
-        _, n = self.kept_index_sizes(r.kept)
+        n = e.dim(cnt)
         loop = scf.ForOp(e.c(0), n, e.c(1), [])
         with ir.InsertionPoint(loop.body):
             i = loop.induction_variable
             c = e.load(cnt, i)
-            for p in range(_size(r.payload)):
-                at = e.op("arith.addi", e.op("arith.muli", e.c(p), n), i)
+            for p in range(size(r.payload)):
+                at = e.add_i(e.mul_i(e.c(p), n), i)
                 e.store(e.op("arith.divf", e.load(out, at), c), out, at)
             scf.YieldOp([])
-
-    def kept_index_sizes(self, kept):
-        e = self.e
-        n = e.c(1)
-        for a in kept:
-            n = e.op("arith.muli", n, self.ext[self.axes.index(a)])
-        return None, n
 
 
 def lower_host(module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[str, ir.Type]) -> None:

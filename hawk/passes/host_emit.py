@@ -1,0 +1,138 @@
+"""Op-building helpers for the host lowering, and the summation steps each policy uses.
+
+`fast_add` carries reassoc/contract so LLVM may vectorize; every other step is strict IEEE, which is what makes
+compensated sums tight and ordered sums reproducible.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import memref, vector
+
+from hawk.ir.build import create
+
+_FAST = "#arith.fastmath<reassoc,contract>"
+_SGE, _SLT, _EQ = 5, 2, 0
+
+
+def size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+class Emit:
+    """Small op builders bound to one float type (created under an insertion point and location)."""
+
+    def __init__(self, ftype: ir.Type):
+        self.f = ftype
+        self.f64 = ir.F64Type.get()
+        self.index = ir.IndexType.get()
+        self.i64 = ir.IntegerType.get_signless(64)
+        self.i1 = ir.IntegerType.get_signless(1)
+
+    # ---- constants and plumbing ----------------------------------------------------------------------
+    def c(self, v: int, t=None) -> ir.Value:
+        t = t or self.index
+        return create("arith.constant", [], [t], {"value": ir.IntegerAttr.get(t, v)}).result
+
+    def cf(self, v: float, t=None) -> ir.Value:
+        t = t or self.f
+        return create("arith.constant", [], [t], {"value": ir.FloatAttr.get(t, v)}).result
+
+    def op(self, name: str, *args, t=None, attrs=None) -> ir.Value:
+        return create(name, list(args), [t or args[0].type], attrs).result
+
+    def cmpi(self, pred: int, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.op("arith.cmpi", a, b, t=self.i1, attrs={"predicate": ir.IntegerAttr.get(self.i64, pred)})
+
+    def cmpf(self, pred: int, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.op("arith.cmpf", a, b, t=self.i1, attrs={"predicate": ir.IntegerAttr.get(self.i64, pred)})
+
+    def to_index(self, v: ir.Value) -> ir.Value:
+        return v if v.type == self.index else self.op("arith.index_cast", v, t=self.index)
+
+    def to_i64(self, v: ir.Value) -> ir.Value:
+        return v if v.type == self.i64 else self.op("arith.index_cast", v, t=self.i64)
+
+    def widen(self, v: ir.Value, t: ir.Type) -> ir.Value:
+        return v if v.type == t else self.op("arith.extf", v, t=t)
+
+    def narrow(self, v: ir.Value, t: ir.Type) -> ir.Value:
+        return v if v.type == t else self.op("arith.truncf", v, t=t)
+
+    def load(self, buf: ir.Value, i: ir.Value) -> ir.Value:
+        return memref.load(buf, [i])
+
+    def store(self, v: ir.Value, buf: ir.Value, i: ir.Value):
+        memref.store(v, buf, [i])
+
+    def dim(self, buf: ir.Value) -> ir.Value:
+        return create("memref.dim", [buf, self.c(0)], [self.index]).result
+
+    def add_i(self, *vals) -> ir.Value:
+        r = vals[0]
+        for v in vals[1:]:
+            r = self.op("arith.addi", r, v)
+        return r
+
+    def mul_i(self, a, b) -> ir.Value:
+        return self.op("arith.muli", a, b)
+
+    def clamp(self, i: ir.Value, n: ir.Value) -> ir.Value:
+        """Clamp an index into [0, n - 1] so that an out-of-range read never leaves the buffer."""
+        i = self.op("arith.maxsi", i, self.c(0))
+        return self.op("arith.minsi", i, self.op("arith.subi", n, self.c(1)))
+
+    def select(self, c, a, b) -> ir.Value:
+        return self.op("arith.select", c, a, b, t=a.type)
+
+    # ---- payload values --------------------------------------------------------------------------
+    def elems(self, v: ir.Value, shape) -> list[ir.Value]:
+        """The entries of a vector/matrix value in row-major order (a scalar is its own entry)."""
+        if not shape:
+            return [v]
+        out = []
+        for k in range(size(shape)):
+            pos, r = [], k
+            for d in reversed(shape):
+                pos.append(r % d)
+                r //= d
+            out.append(vector.extract(v, [], list(reversed(pos))))
+        return out
+
+    def pack(self, vals: list[ir.Value], shape) -> ir.Value:
+        if not shape:
+            return vals[0]
+        return create("vector.from_elements", vals, [ir.VectorType.get(list(shape), vals[0].type)]).result
+
+    # ---- summation steps ---------------------------------------------------------------------------
+    def identity(self, kind: str, t=None) -> ir.Value:
+        return self.cf({"sum": 0.0, "mean": 0.0, "max": float("-inf"), "min": float("inf")}[kind], t)
+
+    def fast_add(self, a, b) -> ir.Value:
+        return self.op("arith.addf", a, b, attrs={"fastmath": ir.Attribute.parse(_FAST)})
+
+    def add(self, a, b) -> ir.Value:
+        return self.op("arith.addf", a, b)
+
+    def extremum(self, kind: str, a, b) -> ir.Value:
+        return self.op("arith.maximumf" if kind == "max" else "arith.minimumf", a, b)
+
+    def neumaier(self, s: ir.Value, c: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """One compensated step: s + x rounded, and the rounding error folded into c (Neumaier's variant)."""
+        t = self.add(s, x)
+        big = self.cmpf(3, self.op("math.absf", s), self.op("math.absf", x))  # oge: |s| >= |x|
+        lost_x = self.add(self.op("arith.subf", s, t), x)
+        lost_s = self.add(self.op("arith.subf", x, t), s)
+        return t, self.add(c, self.select(big, lost_x, lost_s))
+
+    def tree(self, vals: list[ir.Value]) -> ir.Value:
+        """Pairwise sum, level by level ((v0+v1)+(v2+v3))...; an odd last value moves up unchanged."""
+        while len(vals) > 1:
+            nxt = [self.add(vals[k], vals[k + 1]) for k in range(0, len(vals) - 1, 2)]
+            if len(vals) % 2:
+                nxt.append(vals[-1])
+            vals = nxt
+        return vals[0]

@@ -1,0 +1,174 @@
+"""Per-op lowering of hawk ops for the host lane loop: lane coordinates, plane reads and writes, `.at`,
+scatters and reductions that keep some lane axes (a scatter into the reduced output by kept index).
+
+Mixed into HostLowering, which provides the loop state: `self.lane` (this lane's index), `self.L`, `self.ext`
+and `self.stride` (lane extents and strides) and `self.bufs` (function arguments by (name, role)).
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import scf
+
+from hawk.ir.dialect import attr_str, attr_strs
+from hawk.layout import sum_policy
+from hawk.passes.analysis import payload_of
+from hawk.passes.host_emit import _EQ, _SGE, _SLT, size
+
+
+class HostOps:
+    # ---- lanes and planes ---------------------------------------------------------------------------
+    def coord(self, axis: str) -> ir.Value:
+        k = self.axes.index(axis)
+        e = self.e
+        q = e.op("arith.divui", self.lane, self.stride[k]) if k < len(self.axes) - 1 else self.lane
+        return q if k == 0 else e.op("arith.remui", q, self.ext[k])
+
+    def lower_lane(self, op):
+        return self.e.to_i64(self.coord(attr_str(op, "axis")))
+
+    def plane_read(self, name: str, lane: ir.Value, t: ir.Type) -> ir.Value:
+        e = self.e
+        buf = self.buf(name)
+        shape = payload_of(t)
+        if not shape:
+            return e.load(buf, lane)
+        return e.pack([e.load(buf, e.add_i(e.mul_i(e.c(c), self.L), lane)) for c in range(size(shape))], shape)
+
+    def lower_load(self, op):
+        return self.plane_read(attr_str(op, "plane"), self.lane, op.results[0].type)
+
+    def lower_param(self, op):
+        return self.e.load(self.buf(attr_str(op, "plane")), self.e.c(0))
+
+    def lower_at(self, op):
+        e = self.e
+        plane = attr_str(op, "plane")
+        axes = attr_strs(op, "axes")
+        coords = [e.to_index(v) for v in op.operands]
+        spec = self.lay.sig.get(plane)
+        if spec.kind == "table":
+            idx, stride = e.c(0), 1
+            for a, cv in reversed(list(zip(spec.axes, coords, strict=True))):
+                idx = e.add_i(idx, e.mul_i(e.clamp(cv, e.c(a.extent)), e.c(stride)))
+                stride *= a.extent
+            return e.load(self.buf(plane), idx)
+        if axes == ["#"]:
+            lane = coords[0]
+        else:
+            lane = e.c(0)
+            for a, cv in zip(axes, coords, strict=True):
+                k = self.axes.index(a)
+                lane = e.add_i(lane, e.mul_i(e.clamp(cv, self.ext[k]), self.stride[k]))
+        return self.plane_read(plane, e.clamp(lane, self.L), op.results[0].type)
+
+    def lower_store(self, op):
+        e = self.e
+        buf = self.buf(attr_str(op, "plane"), ("out",))
+        v = op.operands[0]
+        shape = payload_of(v.type)
+        for c, x in enumerate(e.elems(v, shape)):
+            e.store(x, buf, e.add_i(e.mul_i(e.c(c), self.L), self.lane) if shape else self.lane)
+
+    # ---- adding into a slot under a policy -----------------------------------------------------------
+    def add_into(self, policy: str, name: str, at: ir.Value, x: ir.Value, role: str):
+        """Add x into slot `at` of buffer (name, role): plain, compensated (with the companion) or ordered."""
+        e = self.e
+        buf = self.bufs[(name, role)]
+        if policy == "plain":
+            e.store(e.add(e.load(buf, at), x), buf, at)
+        elif policy == "compensated":
+            comp = self.bufs[(name, "comp")]
+            s, c = e.neumaier(e.load(buf, at), e.load(comp, at), x)
+            e.store(s, buf, at)
+            e.store(c, comp, at)
+        else:  # ordered: this slot's lanes add up in lane order in the companion; finish adds it to the slot
+            comp = self.bufs[(name, "comp")]
+            e.store(e.add(e.load(comp, at), x), comp, at)
+
+    # ---- scatter ------------------------------------------------------------------------------------------
+    def key_index(self, spec, keys: list[ir.Value]) -> tuple[ir.Value, ir.Value, ir.Value, int]:
+        """(in range, any key is -1, linear slot, number of slots) of a key tuple."""
+        e = self.e
+        ok = skip = None
+        idx, stride = e.c(0), 1
+        for a, kv in reversed(list(zip(spec.axes, keys, strict=True))):
+            inside = e.op("arith.andi", e.cmpi(_SGE, kv, e.c(0, e.i64)), e.cmpi(_SLT, kv, e.c(a.extent, e.i64)))
+            minus = e.cmpi(_EQ, kv, e.c(-1, e.i64))
+            ok = inside if ok is None else e.op("arith.andi", ok, inside)
+            skip = minus if skip is None else e.op("arith.ori", skip, minus)
+            idx = e.add_i(idx, e.mul_i(e.to_index(kv), e.c(stride)))
+            stride *= a.extent
+        return ok, skip, idx, stride
+
+    def lower_scatter(self, op):
+        e = self.e
+        sink = attr_str(op, "sink")
+        spec = self.lay.sig.get(sink)
+        v, keys = op.operands[0], list(op.operands)[1:]
+        ok, skip, idx, n = self.key_index(spec, keys)
+        shape = payload_of(v.type)
+        mode = attr_str(op, "mode")
+        policy = self.lay.sink_policy.get(sink, "plain")
+        branch = scf.IfOp(ok, [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            buf = self.bufs[(sink, "sink")]
+            for c, x in enumerate(e.elems(v, shape)):
+                at = e.add_i(e.mul_i(e.c(c), e.c(n)), idx) if shape else idx
+                if mode == "add":
+                    self.add_into(policy, sink, at, x, "sink")
+                else:
+                    e.store(x, buf, at)
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            bad = e.op("arith.xori", skip, e.c(1, e.i1)) if policy == "ordered" else e.c(1, e.i1)
+            report = scf.IfOp(bad, [], has_else=False)
+            with ir.InsertionPoint(report.then_block):
+                err = self.bufs[("#err", "err")]
+                first = e.cmpi(_EQ, e.load(err, e.c(0)), e.c(0, e.i64))
+                e.store(e.op("arith.addi", e.load(err, e.c(0)), e.c(1, e.i64)), err, e.c(0))
+                e.store(e.select(first, keys[0], e.load(err, e.c(1))), err, e.c(1))
+                e.store(e.c(self.lay.buffer_index(sink, "sink"), e.i64), err, e.c(2))
+                scf.YieldOp([])
+            scf.YieldOp([])
+
+    # ---- reductions that keep some lane axes ---------------------------------------------------------
+    def kept_index(self, kept) -> tuple[ir.Value, ir.Value]:
+        """Linear index of this lane's kept coordinates, and the number of kept positions."""
+        e = self.e
+        idx, n = e.c(0), e.c(1)
+        for a in reversed(kept):
+            k = self.axes.index(a)
+            idx = e.add_i(idx, e.mul_i(self.coord(a), n))
+            n = e.mul_i(n, self.ext[k])
+        return idx, n
+
+    def reduce_kept(self, op, r):
+        e = self.e
+        idx, n = self.kept_index(r.kept)
+        v = op.operands[0]
+        where = scf.IfOp(op.operands[1], [], has_else=False) if len(op.operands) > 1 else None
+        with ir.InsertionPoint(where.then_block) if where is not None else _Here():
+            out = self.bufs[(r.cell, "cell")]
+            policy = "fast" if r.policy == "auto" else sum_policy(r.policy, True)
+            for c, x in enumerate(e.elems(v, r.payload)):
+                at = e.add_i(e.mul_i(e.c(c), n), idx)
+                if r.kind in ("max", "min"):
+                    e.store(e.extremum(r.kind, e.load(out, at), x), out, at)
+                else:
+                    self.add_into("plain" if policy == "fast" else policy, r.cell, at, x, "cell")
+            if r.kind == "mean":
+                cnt = self.bufs[(r.cell, "count")]
+                e.store(e.add(e.load(cnt, idx), e.cf(1.0)), cnt, idx)
+            if where is not None:
+                scf.YieldOp([])
+
+
+class _Here:
+    """A no-op context manager: stay at the current insertion point."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
