@@ -57,6 +57,15 @@ PASSES: dict[str, Pass] = {p.name: p for p in (
 HOST = ("verify-hawk", "lower-host-lanes", "canonicalize", "lower-to-llvm")
 
 
+def _module_name(module: ir.Module, job: Job | None) -> str:
+    if job is not None:
+        return job.layout.name
+    for op in module.body.operations:
+        if "sym_name" in op.attributes:
+            return ir.StringAttr(op.attributes["sym_name"]).value
+    return "module"
+
+
 class Pipeline:
     def __init__(self, names: tuple[str, ...] = HOST):
         unknown = [n for n in names if n not in PASSES]
@@ -74,7 +83,7 @@ class Pipeline:
             if dump_dir:
                 d = Path(dump_dir)
                 d.mkdir(parents=True, exist_ok=True)
-                (d / f"{job.layout.name}.{k + 1:02d}.{p.name}.mlir").write_text(str(module))
+                (d / f"{_module_name(module, job)}.{k + 1:02d}.{p.name}.mlir").write_text(str(module))
             if p.name == stop_after:
                 break
         return module
