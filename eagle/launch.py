@@ -60,23 +60,25 @@ class Launcher:
         self.meta_k = layout.buffer_index("#meta")
         self.err_k = layout.buffer_index("#err")
 
-    def chunks(self, b: Bound) -> int:
+    def chunks(self, b: Bound, lanes: int) -> int:
         shared_writes = any(r.kept for r in self.lay.reductions) or bool(self.lay.sinks)
         if shared_writes or self.threads == 1:
             return 1
-        return max(1, min(self.threads, b.lanes // MIN_CHUNK))
+        return max(1, min(self.threads, lanes // MIN_CHUNK))
 
-    def run(self, lib, b: Bound):
+    def run(self, lib, b: Bound, lo: int = 0, hi: int | None = None,
+            cuts: dict[str, np.ndarray] | None = None) -> tuple[dict[str, Array], dict[str, np.ndarray]]:
+        """Launch lanes [lo, hi): the results by name, and the internal cells this stage wrote."""
+        hi = b.lanes if hi is None else hi
         self.binder.check_keys(self.lay, b)
-        nchunks = self.chunks(b)
-        buffers, results, copies = self.buffers(b, nchunks)
-        self.launch(lib, b, buffers, nchunks)
+        nchunks = self.chunks(b, hi - lo)
+        buffers, results, copies = self.buffers(b, nchunks, cuts or {})
+        self.launch(lib, b, buffers, nchunks, lo, hi)
         self.check_errors(buffers[self.err_k])
         for dst, src in copies:
             np.copyto(dst, src.reshape(dst.shape))
-        if len(results) == 1:
-            return next(iter(results.values()))
-        return {k: results[k] for k in sorted(results)}
+        out_cells = {c: buffers[self.lay.buffer_index(c, "cell")] for c in self.lay.cells_out}
+        return results, out_cells
 
     def check_errors(self, err: np.ndarray) -> None:
         if err[0]:
@@ -86,7 +88,7 @@ class Launcher:
                              f"outside it (first bad key: {int(err[1])}); valid keys on axis '{axes[0].label}' are "
                              f"0..{axes[0].extent - 1}")
 
-    def buffers(self, b: Bound, nchunks: int):
+    def buffers(self, b: Bound, nchunks: int, cuts: dict[str, np.ndarray]):
         """Every buffer in layout order, plus the results by name and (caller array, result) copies."""
         bufs: list[np.ndarray] = []
         results: dict[str, Array] = {}
@@ -96,6 +98,11 @@ class Launcher:
             role, name = buf.role, buf.name
             if role in ("in", "index", "param", "table"):
                 bufs.append(b.arrays[name])
+            elif role == "cut":
+                bufs.append(cuts[name])
+            elif role == "cell" and name in self.lay.cells_out and name not in self.lay.outputs:
+                r = self.red[name]
+                bufs.append(np.full(_prod(r.payload), _IDENT[r.kind], dtype=b.dtype))
             elif role in ("out", "sink"):
                 shape = self.binder.output_shape(name, self.lay, b)
                 p = sig.get(name)
@@ -157,18 +164,21 @@ class Launcher:
                                  f"{given.dtype} {given.shape}")
             copies.append((given, out))
 
-    def launch(self, lib, b: Bound, buffers: list[np.ndarray], nchunks: int) -> None:
+    def launch(self, lib, b: Bound, buffers: list[np.ndarray], nchunks: int, lo: int, hi: int) -> None:
+        meta = buffers[self.meta_k]
+        meta[0], meta[1] = lo, hi
         if nchunks == 1:
             args = PackedArgs(buffers)  # keep it alive across the call: ptrs points into it
             lib.lanes(args.ptrs)
         else:
-            step = -(-b.lanes // nchunks)
-            step = -(-step // ORDERED_BLOCK) * ORDERED_BLOCK  # chunks start on block boundaries
+            step = -(-(hi - lo) // nchunks)
+            step = -(-step // ORDERED_BLOCK) * ORDERED_BLOCK  # chunks end on block boundaries
             calls = []
             for c in range(nchunks):
-                lo, hi = c * step, min(b.lanes, (c + 1) * step)
+                start = lo if c == 0 else min(hi, (lo // ORDERED_BLOCK) * ORDERED_BLOCK + c * step)
+                stop = min(hi, (lo // ORDERED_BLOCK) * ORDERED_BLOCK + (c + 1) * step)
                 bufs = list(buffers)
-                bufs[self.meta_k] = np.array([lo, hi, c, b.lanes, *b.extents], dtype=np.int64)
+                bufs[self.meta_k] = np.array([start, max(start, stop), c, b.lanes, *b.extents], dtype=np.int64)
                 calls.append(PackedArgs(bufs))
             list(_pool(nchunks).map(lambda a: lib.lanes(a.ptrs), calls))
         buffers[self.meta_k][2] = nchunks

@@ -9,6 +9,7 @@ import os
 
 from eagle import cache
 from eagle.binding import Binder
+from eagle.errors import InputError
 from eagle.launch import Launcher
 from eagle.targets import host
 from hawk.compiler import Kernel
@@ -28,25 +29,49 @@ class Plan:
         if self.threads < 1:
             raise ValueError("threads must be at least 1")
         self.binder = Binder(kernel.name, kernel.signature, kernel.outputs)
-        self._ready: dict[Spec, tuple[host.HostLibrary, Launcher]] = {}
+        self._ready: dict[tuple[Spec, int], tuple[host.HostLibrary, Launcher]] = {}
 
     def __repr__(self) -> str:
         return f"<eagle.Plan {self.kernel.name} target={self.target} threads={self.threads}>"
 
-    def prepare(self, spec: Spec) -> tuple[host.HostLibrary, Launcher]:
-        """The compiled library and launcher for one specialisation (compiled once, then cached)."""
-        ready = self._ready.get(spec)
+    def prepare(self, spec: Spec, stage: int = 0) -> tuple[host.HostLibrary, Launcher]:
+        """The compiled library and launcher for one stage of one specialisation (compiled once, cached)."""
+        ready = self._ready.get((spec, stage))
         if ready is None:
-            text = self.kernel.hawk_ir(spec)
-            key = cache.key(text, repr(self.kernel), repr(spec), self.target, "opt3")
-            lib = host.load(key, self.kernel.name, lambda: self.kernel.lowered(spec).llvm_ir)
-            ready = self._ready[spec] = (lib, Launcher(self.binder, self.kernel.layout(spec), self.threads))
+            st = self.kernel.stages(spec)[stage]
+            key = cache.key(st.text, repr(self.kernel), repr(spec), self.target, "opt3")
+            lib = host.load(key, st.name, lambda: self.kernel.lowered(spec, stage).llvm_ir)
+            launcher = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads)
+            ready = self._ready[(spec, stage)] = (lib, launcher)
         return ready
 
-    def run(self, **kwargs):
-        b = self.binder.bind(kwargs)
-        lib, launcher = self.prepare(b.spec)
-        return launcher.run(lib, b)
+    def run(self, base: int | None = None, count: int | None = None, **planes):
+        """Run the kernel over every lane (or lanes [base, base + count) of a single-stage kernel)."""
+        b = self.binder.bind(planes)
+        n = self.kernel.stage_count
+        lo, hi = self.lane_range(base, count, b.lanes, n)
+        results: dict = {}
+        cuts: dict = {}
+        for k in range(n):
+            lib, launcher = self.prepare(b.spec, k)
+            out, made = launcher.run(lib, b, lo, hi, cuts)
+            results.update(out)
+            cuts.update(made)
+        if len(results) == 1:
+            return next(iter(results.values()))
+        return {k: results[k] for k in sorted(results)}
+
+    def lane_range(self, base, count, lanes: int, stages: int) -> tuple[int, int]:
+        if base is None and count is None:
+            return 0, lanes
+        if stages > 1:
+            raise InputError(f"kernel '{self.kernel.name}' reads a value reduced over every lane, so it runs in "
+                             f"{stages} stages over every lane (no base= or count=)")
+        lo = 0 if base is None else int(base)
+        hi = lanes if count is None else lo + int(count)
+        if not 0 <= lo <= hi <= lanes:
+            raise InputError(f"kernel '{self.kernel.name}': base={base} count={count} is outside the {lanes} lanes")
+        return lo, hi
 
 
 def deploy(kernel: Kernel, target: str = "host", threads: int | None = None) -> Plan:

@@ -15,12 +15,24 @@ from hawk.errors import KernelError
 from hawk.frontend.visitor import KernelBuilder, Source
 from hawk.ir.dialect import new_context
 from hawk.layout import Layout, Spec, make_spec
-from hawk.passes.analysis import analyse
+from hawk.passes.analysis import analyse, written_names
 from hawk.passes.pipeline import HOST, Job, Pipeline
+from hawk.passes.stages import split_stages
 from hawk.signature import Signature, read_signature
 
 _FTYPES = {"float64": ir.F64Type, "float32": ir.F32Type}
 _ITYPES = {"int32": 32, "int64": 64}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One launch of a kernel: its hawk IR, the internal cells it reads and writes, the outputs it owns."""
+
+    name: str
+    text: str
+    cells_in: tuple[str, ...]
+    cells_out: tuple[str, ...]
+    owns: frozenset[str]
 
 
 @dataclass
@@ -56,9 +68,10 @@ class Kernel:
         self.source = Source(fn, fdef, file, first, self.name)
         self.signature: Signature = read_signature(fn, file, self._param_lines(fdef, first), self.name)
         self._hawk: dict[Spec, tuple[str, dict[str, str]]] = {}
-        self._lowered: dict[Spec, Lowered] = {}
-        self._layouts: dict[Spec, Layout] = {}
-        self.hawk_ir(self.default_spec())  # read and check the body now, so errors surface at decoration
+        self._lowered: dict[tuple[Spec, int], Lowered] = {}
+        self._layouts: dict[tuple[Spec, int], Layout] = {}
+        self._stages: dict[Spec, list[Stage]] = {}
+        self.stages(self.default_spec())  # read, check and split the body now, so errors surface at decoration
 
     @staticmethod
     def _param_lines(fdef: ast.FunctionDef, first: int) -> dict[str, int]:
@@ -112,41 +125,66 @@ class Kernel:
                 self._hawk[spec] = (str(module), outputs)
         return self._hawk[spec][0]
 
-    def mlir(self, dtype: str = "float64", after: str | None = None) -> str:
-        """The IR as text: hawk dialect by default, or after the named pass of the host pipeline."""
+    def stages(self, spec: Spec | None = None) -> list[Stage]:
+        """The kernel's stages (one unless it reads a reduced value later in its body)."""
+        spec = spec or self.default_spec()
+        if spec not in self._stages:
+            text = self.hawk_ir(spec)
+            with new_context(), ir.Location.unknown():
+                parts = split_stages(text, self.name)
+                names = {p.name for p in self.signature.planes if p.kind in ("output", "sink")} | set(
+                    self._hawk[spec][1])
+                written = [written_names(ir.Module.parse(p.text)) & names for p in parts]
+                unwritten = names - set().union(*written)
+                self._stages[spec] = [
+                    Stage(p.name, p.text, p.cells_in, p.cells_out,
+                          frozenset(w | (unwritten if k == len(parts) - 1 else set())))
+                    for k, (p, w) in enumerate(zip(parts, written, strict=True))]
+        return self._stages[spec]
+
+    @property
+    def stage_count(self) -> int:
+        return len(self.stages())
+
+    def mlir(self, dtype: str = "float64", after: str | None = None, stage: int = 0) -> str:
+        """The IR as text: hawk dialect by default, or one stage after the named pass of the host pipeline."""
         spec = self.spec_for(dtype, {})
         if after is None:
-            return self.hawk_ir(spec)
+            return self.hawk_ir(spec) if stage == 0 and self.stage_count == 1 else self.stages(spec)[stage].text
         dumps: dict[str, str] = {}
-        self._lower(spec, dump=lambda n, t: dumps.__setitem__(n, t), stop_after=after)
+        self._lower(spec, stage, dump=lambda n, t: dumps.__setitem__(n, t), stop_after=after)
         if after not in dumps:
             raise ValueError(f"no pass named {after!r}; the host pipeline is {list(HOST)}")
         return dumps[after]
 
-    def layout(self, spec: Spec) -> Layout:
-        """The buffers the compiled lane function takes, read off the hawk IR (no lowering needed)."""
-        if spec not in self._layouts:
-            text = self.hawk_ir(spec)
+    def layout(self, spec: Spec, stage: int = 0) -> Layout:
+        """The buffers a stage's compiled lane function takes, read off its hawk IR (no lowering needed)."""
+        key = (spec, stage)
+        if key not in self._layouts:
+            st = self.stages(spec)[stage]
             with new_context(), ir.Location.unknown():
-                self._layouts[spec] = analyse(ir.Module.parse(text), self.signature, self._hawk[spec][1],
-                                              self.name, _short(spec))
-        return self._layouts[spec]
+                self._layouts[key] = self._analyse(ir.Module.parse(st.text), spec, st)
+        return self._layouts[key]
 
-    def lowered(self, spec: Spec) -> Lowered:
-        if spec not in self._lowered:
-            self._lowered[spec] = self._lower(spec)
-        return self._lowered[spec]
+    def _analyse(self, module: ir.Module, spec: Spec, st: Stage) -> Layout:
+        owns = None if self.stage_count == 1 else set(st.owns)
+        return analyse(module, self.signature, self._hawk[spec][1], st.name, _short(spec), owns, st.cells_out)
 
-    def _lower(self, spec: Spec, dump=None, stop_after=None) -> Lowered:
-        text = self.hawk_ir(spec)
-        outputs = self._hawk[spec][1]
+    def lowered(self, spec: Spec, stage: int = 0) -> Lowered:
+        key = (spec, stage)
+        if key not in self._lowered:
+            self._lowered[key] = self._lower(spec, stage)
+        return self._lowered[key]
+
+    def _lower(self, spec: Spec, stage: int = 0, dump=None, stop_after=None) -> Lowered:
+        st = self.stages(spec)[stage]
         with new_context() as ctx, ir.Location.unknown():
             ctx.allow_unregistered_dialects = False
-            module = ir.Module.parse(text)
+            module = ir.Module.parse(st.text)
             ftype, itypes = self._types(spec)
-            layout = analyse(module, self.signature, outputs, self.name, _short(spec))
+            layout = self._analyse(module, spec, st)
             Pipeline(HOST).run(module, Job(layout, ftype, itypes), dump=dump, stop_after=stop_after)
-            return Lowered(self.name, spec, text, str(module), layout)
+            return Lowered(st.name, spec, st.text, str(module), layout)
 
     @cached_property
     def outputs(self) -> dict[str, str]:

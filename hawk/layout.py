@@ -50,6 +50,8 @@ class Layout:
     index_keys: dict[str, list[tuple[str, int]]]  # Index plane used directly as a key -> (sink, key position)
     sink_policy: dict[str, str] = field(default_factory=dict)  # sink -> plain | compensated | ordered
     buffers: list[Buffer] = field(default_factory=list)
+    cells_in: list[str] = field(default_factory=list)  # internal cells an earlier stage wrote (split kernels)
+    cells_out: list[str] = field(default_factory=list)  # internal cells this stage writes for a later one
 
     @property
     def width(self) -> int:
@@ -118,7 +120,8 @@ def layout_to_json(lay: Layout) -> dict:
             "reductions": [asdict(r) for r in lay.reductions],
             "sinks": {k: list(v) for k, v in lay.sinks.items()},
             "index_keys": {k: [list(u) for u in v] for k, v in lay.index_keys.items()},
-            "sink_policy": lay.sink_policy, "buffers": [asdict(b) for b in lay.buffers]}
+            "sink_policy": lay.sink_policy, "buffers": [asdict(b) for b in lay.buffers],
+            "cells_in": lay.cells_in, "cells_out": lay.cells_out}
 
 
 def layout_from_json(d: dict) -> Layout:
@@ -128,5 +131,6 @@ def layout_from_json(d: dict) -> Layout:
                  {k: tuple(v) for k, v in d["sinks"].items()},
                  {k: [(s, int(p)) for s, p in v] for k, v in d["index_keys"].items()})
     lay.sink_policy = dict(d["sink_policy"])
+    lay.cells_in, lay.cells_out = list(d["cells_in"]), list(d["cells_out"])
     lay.buffers = [Buffer(b["name"], b["role"], b["dtype"]) for b in d["buffers"]]
     return lay

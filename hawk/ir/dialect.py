@@ -9,6 +9,7 @@ Ops (generic form; all attributes are strings or arrays):
   hawk.reduce  {kind, over, policy}   (T, i1?) -> T         a reduction over lanes (optionally masked)
   hawk.cell    {name}                 (T) -> ()             hands a reduced value out as a cell/result
   hawk.scatter {sink, mode, policy}   (T, i64...) -> ()     adds (or stores) a value into a sink by key
+  hawk.cut_read {name}                () -> T               a total an earlier stage reduced (a staged kernel)
 """
 
 from __future__ import annotations
@@ -74,6 +75,12 @@ irdl.dialect @hawk {
     %t = irdl.any
     irdl.attributes {"name" = %s}
     irdl.operands(value: %t)
+  }
+  irdl.operation @cut_read {
+    %s = irdl.base "#builtin.string"
+    %t = irdl.any
+    irdl.attributes {"name" = %s}
+    irdl.results(value: %t)
   }
   irdl.operation @scatter {
     %s = irdl.base "#builtin.string"

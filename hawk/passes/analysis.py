@@ -18,15 +18,23 @@ def payload_of(t: ir.Type) -> tuple[int, ...]:
 
 
 def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: str,
-            itypes: dict[str, str]) -> Layout:
-    """Read reductions, sinks and keys off the hawk func and fix the buffer order."""
+            itypes: dict[str, str], owns: set[str] | None = None, cells_out: tuple[str, ...] = ()) -> Layout:
+    """Read reductions, sinks and keys off the hawk func and fix the buffer order.
+
+    For one stage of a split kernel, `owns` names the outputs and sinks this stage hands back (those it writes;
+    the last stage also takes those no stage writes); it also reads (role 'cut') and writes internal cells.
+    """
     reductions: list[Reduction] = []
     sinks: dict[str, tuple[int, ...]] = {}
     index_keys: dict[str, list[tuple[str, int]]] = {}
     sink_policy: dict[str, str] = {}
     axes = [a.label for a in sig.lane_axes()]
 
+    cuts_in: list[tuple[str, tuple[int, ...]]] = []
+
     def visit(op):
+        if is_hawk(op, "cut_read"):
+            cuts_in.append((attr_str(op, "name"), payload_of(op.results[0].type)))
         if is_hawk(op, "reduce"):
             over = tuple(attr_strs(op, "over"))
             cells = [u.owner for u in op.results[0].uses if is_hawk(u.owner, "cell")]
@@ -52,7 +60,13 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
-    lay = Layout(name, sig, dict(outputs), reductions, sinks, index_keys, sink_policy)
+    def mine(n: str) -> bool:
+        return owns is None or n in owns
+
+    lay = Layout(name, sig, {k: v for k, v in outputs.items() if mine(k)}, reductions, sinks, index_keys,
+                 sink_policy)
+    lay.cells_in = [c for c, _ in cuts_in]
+    lay.cells_out = list(cells_out)
     bufs = lay.buffers
     for p in sig.planes:
         if p.kind == "lane":
@@ -63,24 +77,44 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
             bufs.append(Buffer(p.name, "param", "f"))
         elif p.kind == "table":
             bufs.append(Buffer(p.name, "table", "f"))
+    for c, _ in cuts_in:
+        bufs.append(Buffer(c, "cut", "f"))
     for p in sig.planes:
-        if p.kind == "output":
+        if p.kind == "output" and mine(p.name):
             bufs.append(Buffer(p.name, "cell" if outputs.get(p.name) == "cell" else "out", "f"))
-    if "result" in outputs:
+    if "result" in lay.outputs:
         bufs.append(Buffer("result", "cell" if outputs["result"] == "cell" else "out", "f"))
+    for c in lay.cells_out:
+        if c not in lay.outputs:  # internal: only a later stage reads it
+            bufs.append(Buffer(c, "cell", "f"))
     for r in reductions:
         if r.kind == "mean" and r.kept:
             bufs.append(Buffer(r.cell, "count", "f"))
         if r.kept and r.kind in ("sum", "mean") and sum_policy(r.policy, True) != "plain" and r.policy != "auto":
             bufs.append(Buffer(r.cell, "comp", "f"))
     for p in sig.planes:
-        if p.kind == "sink":
+        if p.kind == "sink" and mine(p.name):
             bufs.append(Buffer(p.name, "sink", "f"))
             if sink_policy.get(p.name, "plain") != "plain":
                 bufs.append(Buffer(p.name, "comp", "f"))
     bufs += [Buffer("#scratch", "scratch", "f64"), Buffer("#blocks", "blocks", "f"), Buffer("#meta", "meta", "i64"),
              Buffer("#err", "err", "i64")]
     return lay
+
+
+def written_names(module: ir.Module) -> set[str]:
+    """Outputs, cells and sinks a hawk module writes."""
+    out: set[str] = set()
+
+    def visit(op):
+        if is_hawk(op, "store") or is_hawk(op, "scatter"):
+            out.add(attr_str(op, "plane" if is_hawk(op, "store") else "sink"))
+        elif is_hawk(op, "cell"):
+            out.add(attr_str(op, "name"))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return out
 
 
 def key_source(v: ir.Value) -> str | None:

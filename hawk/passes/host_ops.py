@@ -38,6 +38,13 @@ class HostOps:
     def lower_load(self, op):
         return self.plane_read(attr_str(op, "plane"), self.lane, op.results[0].type)
 
+    def lower_cut_read(self, op):
+        """A total an earlier stage wrote: the same value on every lane."""
+        e = self.e
+        buf = self.bufs[(attr_str(op, "name"), "cut")]
+        shape = payload_of(op.results[0].type)
+        return e.pack([e.load(buf, e.c(c)) for c in range(size(shape))], shape)
+
     def lower_param(self, op):
         return self.e.load(self.buf(attr_str(op, "plane")), self.e.c(0))
 

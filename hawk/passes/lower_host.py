@@ -192,7 +192,7 @@ class HostLowering(HostOps):
                 with ir.InsertionPoint(inner.body):
                     j = inner.induction_variable
                     lane = e.add_i(start, e.mul_i(groups.induction_variable, e.c(W)), j)
-                    live = e.op("arith.cmpi", lane, end, t=e.i1, attrs={"predicate": ir.IntegerAttr.get(e.i64, 6)})
+                    live = e.op("arith.andi", e.cmpi(6, lane, end), e.cmpi(9, lane, self.lo))  # lo <= lane < end
                     cur = list(inner.inner_iter_args)
                     guard = scf.IfOp(live, [v.type for v in cur], has_else=True)
                     with ir.InsertionPoint(guard.else_block):

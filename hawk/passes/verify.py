@@ -74,11 +74,5 @@ def verify_hawk(module: ir.Module) -> None:
                                    f"reduces with one operation (sum and mean together, or max, or min): split the "
                                    f"kernel and put hawk.{kind} in a kernel of its own")
             groups.append((group, op))
-            for use in op.results[0].uses:
-                if not is_hawk(use.owner, "cell"):
-                    raise error_at(use.owner, "this reads a value reduced over the lanes inside the same kernel, "
-                                              "which needs a staged kernel; staged kernels are not supported yet: "
-                                              "store the reduction to a Mutable output and use it in a second "
-                                              "kernel")
         elif "scf.if" in around:
             raise error_at(op, SCATTER_IN_IF)

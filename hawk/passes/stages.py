@@ -1,0 +1,161 @@
+"""split-stages: a kernel that reads a reduced value later in its body becomes a sequence of stages.
+
+A total exists only once every lane has been added, so each read of one is a launch boundary. Every top-level
+op gets a level: the highest level among the values it uses, where a reduction's result counts one level
+above the reduction. Stage s keeps the side effects (stores, scatters, cells) and the reductions of level s,
+recomputes the per-lane values they need, and reads earlier totals through `hawk.cut_read` of internal cells
+`cut0, cut1, ...` that earlier stages write. Stage 0 keeps the kernel's name; stage s is `<name>_<s+1>`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+
+from hawk.ir.build import create
+from hawk.ir.dialect import attr_str, is_hawk
+
+
+@dataclass(frozen=True)
+class StageIR:
+    name: str
+    text: str  # a hawk module holding one single-stage kernel func
+    cells_in: tuple[str, ...]
+    cells_out: tuple[str, ...]
+
+
+_EFFECTS = ("store", "scatter", "cell")
+
+
+def _top_ops(func_op) -> list:
+    return [op for op in func_op.regions[0].blocks[0].operations if op.operation.name != "func.return"]
+
+
+def _used_values(op) -> list[ir.Value]:
+    """Values op (or any op nested in it) uses that are defined outside it."""
+    inner: set = set()
+    used: list[ir.Value] = []
+
+    def visit(o):
+        for r in o.results:
+            inner.add(r)
+        for region in o.regions:
+            for block in region.blocks:
+                for a in block.arguments:
+                    inner.add(a)
+        used.extend(o.operands)
+        return ir.WalkResult.ADVANCE
+
+    op.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return [v for v in used if v not in inner]
+
+
+def _has_effect(op) -> bool:
+    found = []
+
+    def visit(o):
+        if is_hawk(o) and o.operation.name[5:] in _EFFECTS:
+            found.append(o)
+        return ir.WalkResult.ADVANCE
+
+    op.operation.walk(visit)
+    return bool(found)
+
+
+def _analyse(func_op):
+    """Levels of the top-level ops, the producer of each value, and the reductions in order."""
+    ops = _top_ops(func_op)
+    producer: dict = {}
+    level: dict = {}
+    reduces = []
+    for k, op in enumerate(ops):
+        lv = 0
+        for v in _used_values(op):
+            src = producer.get(v)
+            if src is not None:  # a total is ready one level after its reduction; storing it is not a read
+                later = is_hawk(ops[src], "reduce") and not is_hawk(op, "cell")
+                lv = max(lv, level[src] + (1 if later else 0))
+        level[k] = lv
+        for r in op.results:
+            producer[r] = k
+        if is_hawk(op, "reduce"):
+            reduces.append(k)
+    return ops, producer, level, reduces
+
+
+def stage_count(module: ir.Module) -> int:
+    func_op = _kernel_func(module)
+    ops, _, level, _ = _analyse(func_op)
+    return 1 + max((level[k] for k, op in enumerate(ops) if _has_effect(op) or is_hawk(op, "reduce")), default=0)
+
+
+def _kernel_func(module: ir.Module):
+    return next(op for op in module.body.operations if "hawk.kernel" in op.attributes)
+
+
+def split_stages(text: str, name: str) -> list[StageIR]:
+    """Split a hawk module (in the current context) into its stages; one stage gives the module back."""
+    n = stage_count(ir.Module.parse(text))
+    if n == 1:
+        return [StageIR(name, text, (), ())]
+    stages = []
+    for s in range(n):
+        module = ir.Module.parse(text)
+        func_op = _kernel_func(module)
+        ops, producer, level, reduces = _analyse(func_op)
+        cut = _cut_names(ops, reduces)
+        later_use = {k for k in reduces if any(level[j] > level[k] and any(producer.get(v) == k
+                                                                           for v in _used_values(ops[j]))
+                                               for j in range(len(ops)))}
+        keep = {k for k, op in enumerate(ops) if level[k] == s and (_has_effect(op) or k in later_use)}
+        # pull in what kept ops use, except totals of earlier stages (read as cells instead)
+        stack, reads = list(keep), set()
+        while stack:
+            k = stack.pop()
+            for v in _used_values(ops[k]):
+                src = producer.get(v)
+                if src is None or src in keep:
+                    continue
+                if is_hawk(ops[src], "reduce") and level[src] < s:
+                    reads.add(src)
+                    continue
+                keep.add(src)
+                stack.append(src)
+        cells_out = []
+        entry = func_op.regions[0].blocks[0]
+        with ir.InsertionPoint(entry.operations[0]), func_op.location:
+            for k in sorted(reads):
+                r = create("hawk.cut_read", [], [ops[k].results[0].type], {"name": cut[k]}).result
+                ops[k].results[0].replace_all_uses_with(r)
+        for k in sorted(keep):
+            if k in later_use and level[k] == s:
+                if not _user_cell(ops[k]):  # a total only later stages read: an internal cell
+                    with ir.InsertionPoint(entry.operations[len(entry.operations) - 1]), ops[k].location:
+                        create("hawk.cell", [ops[k].results[0]], [], {"name": cut[k]})
+                cells_out.append(cut[k])
+        for k in reversed(range(len(ops))):
+            if k not in keep:
+                ops[k].operation.erase()
+        stage_name = name if s == 0 else f"{name}_{s + 1}"
+        func_op.attributes["sym_name"] = ir.StringAttr.get(stage_name)
+        stages.append(StageIR(stage_name, str(module), tuple(cut[k] for k in sorted(reads)), tuple(cells_out)))
+    return stages
+
+
+def _user_cell(reduce_op) -> str | None:
+    """The output a reduction is stored to, if any (a later stage then reads that cell)."""
+    for u in reduce_op.results[0].uses:
+        if is_hawk(u.owner, "cell"):
+            return attr_str(u.owner, "name")
+    return None
+
+
+def _cut_names(ops, reduces) -> dict[int, str]:
+    names, internal = {}, 0
+    for k in reduces:
+        user = _user_cell(ops[k])
+        if user is None:
+            user, internal = f"cut{internal}", internal + 1
+        names[k] = user
+    return names
