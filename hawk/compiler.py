@@ -13,7 +13,7 @@ from mlir import ir
 
 from hawk.errors import KernelError
 from hawk.frontend.visitor import KernelBuilder, Source
-from hawk.ir.dialect import new_context
+from hawk.ir.dialect import attr_str, attr_strs, is_hawk, new_context
 from hawk.layout import Layout, Spec, make_spec
 from hawk.passes.analysis import analyse, written_names
 from hawk.passes.pipeline import HOST, Job, Pipeline
@@ -96,8 +96,8 @@ class Kernel:
     def default_spec(self) -> Spec:
         return make_spec(self.signature, "float64", {})
 
-    def spec_for(self, float_dtype: str, index_dtypes: dict[str, str]) -> Spec:
-        return make_spec(self.signature, float_dtype, index_dtypes)
+    def spec_for(self, float_dtype: str, index_dtypes: dict[str, str], auto_sum: str = "fast") -> Spec:
+        return make_spec(self.signature, float_dtype, index_dtypes, auto_sum)
 
     # ---- IR ---------------------------------------------------------------------------------------
     def _types(self, spec: Spec):
@@ -114,6 +114,8 @@ class Kernel:
         except ir.MLIRError as exc:  # a front-end bug, not a user error
             raise RuntimeError(f"internal error: hawk IR of kernel '{self.name}' does not verify: {exc}") from exc
         Pipeline(("verify-hawk",)).run(module, None)
+        if spec.auto_sum == "ordered":
+            _auto_sums_ordered(module)
         return module, builder.outputs
 
     def hawk_ir(self, spec: Spec | None = None) -> str:
@@ -191,6 +193,26 @@ class Kernel:
         """Each output's mode: 'lane' (a per-lane plane) or 'cell' (a reduced value)."""
         self.hawk_ir()
         return self._hawk[self.default_spec()][1]
+
+
+def _auto_sums_ordered(module: ir.Module) -> None:
+    """Make every policy="auto" sum over all lanes an ordered one (artifact builds)."""
+
+    def visit(op):
+        if is_hawk(op, "reduce") and attr_str(op, "policy") == "auto" and attr_str(op, "kind") in ("sum", "mean") \
+                and not _keeps_axes(op):
+            op.attributes["policy"] = ir.StringAttr.get("ordered")
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+
+
+def _keeps_axes(op) -> bool:
+    over = set(attr_strs(op, "over"))
+    func_op = op.operation.parent
+    while func_op.name != "func.func":
+        func_op = func_op.parent
+    return False if "hawk.axes" not in func_op.attributes else bool(set(attr_strs(func_op, "hawk.axes")) - over)
 
 
 def _short(spec: Spec) -> dict[str, str]:

@@ -14,10 +14,13 @@ from hawk.signature import Signature
 
 @dataclass(frozen=True)
 class Spec:
-    """One specialisation: the float dtype and the integer dtype of each Index plane."""
+    """One specialisation: the float dtype, the integer dtype of each Index plane, and what policy="auto"
+    means for a sum over lanes ("fast", or "ordered" for artifacts, whose partials the host adds in the
+    ordered tree)."""
 
     float_dtype: str
     index_dtypes: tuple[tuple[str, str], ...]
+    auto_sum: str = "fast"
 
 
 @dataclass(frozen=True)
@@ -109,10 +112,10 @@ def _size(shape: tuple[int, ...]) -> int:
 
 
 
-def make_spec(sig: Signature, float_dtype: str, index_dtypes: dict[str, str]) -> Spec:
+def make_spec(sig: Signature, float_dtype: str, index_dtypes: dict[str, str], auto_sum: str = "fast") -> Spec:
     """The specialisation for a run: its float dtype and each Index plane's dtype (int32 unless given)."""
     return Spec(float_dtype, tuple((p.name, index_dtypes.get(p.name, "int32")) for p in sig.planes
-                                   if p.kind == "index"))
+                                   if p.kind == "index"), auto_sum)
 
 
 def layout_to_json(lay: Layout) -> dict:

@@ -18,7 +18,7 @@ from hawk.frontend import refs as R
 from hawk.frontend import retired
 from hawk.frontend.calls import CallsMixin
 from hawk.frontend.values import HVal, SemanticError, Semantics, const
-from hawk.ir.build import create
+from hawk.ir.build import create, strs
 from hawk.signature import Signature
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
@@ -71,6 +71,7 @@ class KernelBuilder(CallsMixin):
         with ir.InsertionPoint(module.body), self.loc(self.src.tree):
             f = func.FuncOp(self.src.name, ([], []))
             f.attributes["hawk.kernel"] = ir.UnitAttr.get()
+            f.attributes["hawk.axes"] = strs([a.label for a in self.sig.lane_axes()])
             block = f.add_entry_block()
             with ir.InsertionPoint(block):
                 body = list(self.src.tree.body)

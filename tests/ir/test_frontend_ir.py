@@ -15,7 +15,7 @@ def ir_positive_total(v: Scalar, w: Scalar) -> Scalar:
 
 
 POSITIVE_TOTAL = """
-# CHECK-LABEL: func.func @ir_positive_total() attributes {hawk.kernel}
+# CHECK-LABEL: func.func @ir_positive_total() attributes {hawk.axes = ["sample"], hawk.kernel}
 # CHECK-DAG: %[[V:.+]] = "hawk.load"() {plane = "v"} : () -> f64
 # CHECK-DAG: %[[W:.+]] = "hawk.load"() {plane = "w"} : () -> f64
 # CHECK: %[[VW:.+]] = arith.mulf %[[V]], %[[W]] : f64
