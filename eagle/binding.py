@@ -203,8 +203,9 @@ class Binder:
             lo, hi = int(keys.min()), int(keys.max())
             for sink, pos in uses:
                 n = self.sig.get(sink).axes[pos].extent
-                if lo < 0 or hi >= n:
-                    bad = lo if lo < 0 else hi
+                floor = -1 if layout.sink_policy.get(sink) == "ordered" else 0  # ordered: key -1 adds nothing
+                if lo < floor or hi >= n:
+                    bad = lo if lo < floor else hi
                     raise self.fail(plane, f"holds key {bad}, outside sink '{sink}' (axis "
                                            f"'{self.sig.get(sink).axes[pos].label}' has {n} slots: keys 0..{n - 1})")
         if os.environ.get("HAWK_CHECK_SORTED", "") not in ("", "0"):

@@ -14,7 +14,7 @@ import numpy as np
 from eagle.array import Array
 from eagle.binding import Binder, Bound, reduced_shape
 from eagle.errors import InputError
-from hawk.layout import ORDERED_BLOCK, Layout, sum_policy
+from hawk.layout import ORDERED_BLOCK, Layout
 
 _IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf}
 MIN_CHUNK = 1 << 16
@@ -69,16 +69,23 @@ class Launcher:
     def run(self, lib, b: Bound, lo: int = 0, hi: int | None = None,
             cuts: dict[str, np.ndarray] | None = None) -> tuple[dict[str, Array], dict[str, np.ndarray]]:
         """Launch lanes [lo, hi): the results by name, and the internal cells this stage wrote."""
+        p = self.prepare(lib, b, lo, hi, cuts)
+        p.fire()
+        return p.results, p.cells_out
+
+    def prepare(self, lib, b: Bound, lo: int = 0, hi: int | None = None,
+                cuts: dict[str, np.ndarray] | None = None) -> Prepared:
+        """Allocate every buffer and build the packed arguments once; `fire()` launches (again and again)."""
         hi = b.lanes if hi is None else hi
         self.binder.check_keys(self.lay, b)
         nchunks = self.chunks(b, hi - lo)
-        buffers, results, copies = self.buffers(b, nchunks, cuts or {})
-        self.launch(lib, b, buffers, nchunks, lo, hi)
-        self.check_errors(buffers[self.err_k])
-        for dst, src in copies:
-            np.copyto(dst, src.reshape(dst.shape))
+        buffers, results, copies, resets = self.buffers(b, nchunks, cuts or {})
+        meta = buffers[self.meta_k]
+        meta[0], meta[1] = lo, hi
+        calls = [PackedArgs(buffers)] if nchunks == 1 else self.chunk_args(b, buffers, nchunks, lo, hi)
+        finish = PackedArgs(buffers)
         out_cells = {c: buffers[self.lay.buffer_index(c, "cell")] for c in self.lay.cells_out}
-        return results, out_cells
+        return Prepared(self, lib, buffers, calls, finish, nchunks, results, copies, resets, out_cells)
 
     def check_errors(self, err: np.ndarray) -> None:
         if err[0]:
@@ -93,6 +100,7 @@ class Launcher:
         bufs: list[np.ndarray] = []
         results: dict[str, Array] = {}
         copies = []
+        resets: list[tuple[np.ndarray, float]] = []  # what starts fresh at every launch
         sig = self.binder.sig
         for buf in self.lay.buffers:
             role, name = buf.role, buf.name
@@ -103,6 +111,7 @@ class Launcher:
             elif role == "cell" and name in self.lay.cells_out and name not in self.lay.outputs:
                 r = self.red[name]
                 bufs.append(np.full(_prod(r.payload), _IDENT[r.kind], dtype=b.dtype))
+                resets.append((bufs[-1], _IDENT[r.kind]))
             elif role in ("out", "sink"):
                 shape = self.binder.output_shape(name, self.lay, b)
                 p = sig.get(name)
@@ -112,6 +121,8 @@ class Launcher:
                 a = self.binder.given_buffer(name, shape, b, alt)
                 if a is None:
                     a = np.zeros(shape, dtype=b.dtype)
+                    if role == "sink":
+                        resets.append((a, 0.0))
                 bufs.append(a.reshape(-1))
                 results[name] = Array(a)
             elif role == "cell":
@@ -119,10 +130,12 @@ class Launcher:
                 shape = reduced_shape(r, b, sig.lane_axes())
                 a = np.full(_prod(shape), _IDENT[r.kind], dtype=b.dtype)
                 bufs.append(a)
+                resets.append((a, _IDENT[r.kind]))
                 self.cell_results(name, r, a, shape, b, results, copies)
             elif role == "count":
                 r = self.red[name]
                 bufs.append(np.zeros(_prod(reduced_shape(r, b, sig.lane_axes())[len(r.payload):]), dtype=b.dtype))
+                resets.append((bufs[-1], 0.0))
             elif role == "scratch":
                 bufs.append(np.zeros(max(self.lay.width, 1) * nchunks, dtype=np.float64))
             elif role == "blocks":
@@ -131,20 +144,20 @@ class Launcher:
             elif role == "comp":
                 target = next(a for bb, a in zip(self.lay.buffers, bufs, strict=False)
                               if bb.name == name and bb.role in ("sink", "cell"))
-                fill = -0.0 if self.comp_policy(name) == "ordered" else 0.0
-                bufs.append(np.full(target.size, fill, dtype=b.dtype))
+                if self.lay.policy_of(name) == "ordered":
+                    fill, comp = -0.0, np.full(target.size, -0.0, dtype=b.dtype)
+                else:  # compensated: (sum, correction) of the lanes' terms in float64
+                    fill, comp = 0.0, np.zeros(2 * target.size, dtype=np.float64)
+                bufs.append(comp)
+                resets.append((bufs[-1], fill))
             elif role == "meta":
                 bufs.append(np.array([0, b.lanes, 0, b.lanes, *b.extents], dtype=np.int64))
             elif role == "err":
                 bufs.append(np.zeros(3, dtype=np.int64))
+                resets.append((bufs[-1], 0))
             else:
                 raise RuntimeError(f"unknown buffer role {role!r} in the layout of '{self.lay.name}'")
-        return bufs, results, copies
-
-    def comp_policy(self, name: str) -> str:
-        if name in self.lay.sink_policy:
-            return self.lay.sink_policy[name]
-        return sum_policy(self.red[name].policy, True)
+        return bufs, results, copies, resets
 
     def cell_results(self, name, r, a, shape, b: Bound, results, copies):
         given = b.given.get(name)
@@ -164,23 +177,43 @@ class Launcher:
                                  f"{given.dtype} {given.shape}")
             copies.append((given, out))
 
-    def launch(self, lib, b: Bound, buffers: list[np.ndarray], nchunks: int, lo: int, hi: int) -> None:
-        meta = buffers[self.meta_k]
-        meta[0], meta[1] = lo, hi
-        if nchunks == 1:
-            args = PackedArgs(buffers)  # keep it alive across the call: ptrs points into it
-            lib.lanes(args.ptrs)
+    def chunk_args(self, b: Bound, buffers, nchunks: int, lo: int, hi: int) -> list[PackedArgs]:
+        step = -(-(hi - lo) // nchunks)
+        step = -(-step // ORDERED_BLOCK) * ORDERED_BLOCK  # chunks end on block boundaries
+        first = (lo // ORDERED_BLOCK) * ORDERED_BLOCK
+        calls = []
+        for c in range(nchunks):
+            start = lo if c == 0 else min(hi, first + c * step)
+            stop = min(hi, first + (c + 1) * step)
+            bufs = list(buffers)
+            bufs[self.meta_k] = np.array([start, max(start, stop), c, b.lanes, *b.extents], dtype=np.int64)
+            calls.append(PackedArgs(bufs))
+        return calls
+
+
+class Prepared:
+    """One stage of one run with every buffer allocated: `fire()` resets what must start fresh and launches."""
+
+    def __init__(self, launcher: Launcher, lib, buffers, calls, finish, nchunks, results, copies, resets,
+                 cells_out):
+        self.launcher, self.lib, self.buffers = launcher, lib, buffers
+        self.calls, self.finish_args, self.nchunks = calls, finish, nchunks
+        self.results, self.copies, self.resets, self.cells_out = results, copies, resets, cells_out
+        self.meta = buffers[launcher.meta_k]
+        self.err = buffers[launcher.err_k]
+
+    def fire(self) -> None:
+        for a, fill in self.resets:
+            a.fill(fill)
+        lanes = self.lib.lanes
+        if self.nchunks == 1:
+            self.meta[2] = 0
+            lanes(self.calls[0].ptrs)
         else:
-            step = -(-(hi - lo) // nchunks)
-            step = -(-step // ORDERED_BLOCK) * ORDERED_BLOCK  # chunks end on block boundaries
-            calls = []
-            for c in range(nchunks):
-                start = lo if c == 0 else min(hi, (lo // ORDERED_BLOCK) * ORDERED_BLOCK + c * step)
-                stop = min(hi, (lo // ORDERED_BLOCK) * ORDERED_BLOCK + (c + 1) * step)
-                bufs = list(buffers)
-                bufs[self.meta_k] = np.array([start, max(start, stop), c, b.lanes, *b.extents], dtype=np.int64)
-                calls.append(PackedArgs(bufs))
-            list(_pool(nchunks).map(lambda a: lib.lanes(a.ptrs), calls))
-        buffers[self.meta_k][2] = nchunks
-        args = PackedArgs(buffers)
-        lib.finish(args.ptrs)
+            list(_pool(self.nchunks).map(lambda a: lanes(a.ptrs), self.calls))
+        self.meta[2] = self.nchunks
+        self.lib.finish(self.finish_args.ptrs)
+        if self.err[0]:
+            self.launcher.check_errors(self.err)
+        for dst, src in self.copies:
+            np.copyto(dst, src.reshape(dst.shape))

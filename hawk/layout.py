@@ -70,6 +70,13 @@ class Layout:
     def blocked(self) -> bool:
         return self.block_width > 0
 
+    def policy_of(self, name: str) -> str:
+        """The sum policy of a sink, or of a cell kept by a reduction over some axes."""
+        if name in self.sink_policy:
+            return self.sink_policy[name]
+        r = next(r for r in self.reductions if r.cell == name)
+        return sum_policy(r.policy, True)
+
     def buffer_index(self, name: str, role: str | None = None) -> int:
         for k, b in enumerate(self.buffers):
             if b.name == name and (role is None or b.role == role):

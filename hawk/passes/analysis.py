@@ -91,15 +91,21 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
         if r.kind == "mean" and r.kept:
             bufs.append(Buffer(r.cell, "count", "f"))
         if r.kept and r.kind in ("sum", "mean") and sum_policy(r.policy, True) != "plain" and r.policy != "auto":
-            bufs.append(Buffer(r.cell, "comp", "f"))
+            bufs.append(Buffer(r.cell, "comp", _comp_dtype(sum_policy(r.policy, True))))
     for p in sig.planes:
         if p.kind == "sink" and mine(p.name):
             bufs.append(Buffer(p.name, "sink", "f"))
             if sink_policy.get(p.name, "plain") != "plain":
-                bufs.append(Buffer(p.name, "comp", "f"))
+                bufs.append(Buffer(p.name, "comp", _comp_dtype(sink_policy[p.name])))
     bufs += [Buffer("#scratch", "scratch", "f64"), Buffer("#blocks", "blocks", "f"), Buffer("#meta", "meta", "i64"),
              Buffer("#err", "err", "i64")]
     return lay
+
+
+def _comp_dtype(policy: str) -> str:
+    """A compensated companion holds (sum, correction) of the lanes' terms in float64, twice the slots; an
+    ordered one holds the lane-order sum in the kernel's float type."""
+    return "f64" if policy == "compensated" else "f"
 
 
 def written_names(module: ir.Module) -> set[str]:

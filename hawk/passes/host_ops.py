@@ -79,19 +79,27 @@ class HostOps:
 
     # ---- adding into a slot under a policy -----------------------------------------------------------
     def add_into(self, policy: str, name: str, at: ir.Value, x: ir.Value, role: str):
-        """Add x into slot `at` of buffer (name, role): plain, compensated (with the companion) or ordered."""
+        """Add x into slot `at` of buffer (name, role): plain, compensated or ordered (through the companion)."""
         e = self.e
-        buf = self.bufs[(name, role)]
         if policy == "plain":
+            buf = self.bufs[(name, role)]
             e.store(e.add(e.load(buf, at), x), buf, at)
         elif policy == "compensated":
-            comp = self.bufs[(name, "comp")]
-            s, c = e.neumaier(e.load(buf, at), e.load(comp, at), x)
-            e.store(s, buf, at)
-            e.store(c, comp, at)
+            self.comp_add(name, at, e.widen(x, e.f64))
         else:  # ordered: this slot's lanes add up in lane order in the companion; finish adds it to the slot
             comp = self.bufs[(name, "comp")]
             e.store(e.add(e.load(comp, at), x), comp, at)
+
+    def comp_add(self, name: str, at: ir.Value, x: ir.Value, carry: ir.Value | None = None):
+        """Neumaier-add x (float64) into the companion's (sum, correction) pair of slot `at`; `carry` is a
+        correction already gathered elsewhere (a sorted run's)."""
+        e = self.e
+        comp = self.bufs[(name, "comp")]
+        half = e.op("arith.divui", e.dim(comp), e.c(2))
+        at_c = e.add_i(at, half)
+        s, c = e.neumaier(e.load(comp, at), e.load(comp, at_c), x)
+        e.store(s, comp, at)
+        e.store(c if carry is None else e.add(c, carry), comp, at_c)
 
     # ---- scatter ------------------------------------------------------------------------------------------
     def key_index(self, spec, keys: list[ir.Value]) -> tuple[ir.Value, ir.Value, ir.Value, int]:

@@ -124,7 +124,8 @@ class HostLowering(HostOps):
                 pol = self.lay.sink_policy[attr_str(op, "sink")]
                 n = size(payload_of(op.operands[0].type))
                 self.runs.append(_Run(op, pol, n, len(chunk)))
-                chunk += [e.c(-1, e.i64)] + [e.cf(-0.0)] * n + ([e.cf(0.0)] * n if pol == "compensated" else [])
+                t = e.f64 if pol == "compensated" else e.f
+                chunk += [e.c(-1, e.i64)] + [e.cf(-0.0, t)] * n + ([e.cf(0.0, t)] * n if pol == "compensated" else [])
         return chunk, chain
 
     def is_sorted_scatter(self, op) -> bool:
@@ -318,9 +319,10 @@ class HostLowering(HostOps):
         s[run.slot] = key
         for c in range(run.n):
             if run.policy == "compensated":
-                ns, nc = e.neumaier(state[1 + c], state[1 + run.n + c], xs[c])
-                s[run.slot + 1 + c] = e.select(same, ns, xs[c])
-                s[run.slot + 1 + run.n + c] = e.select(same, nc, e.cf(0.0))
+                x = e.widen(xs[c], e.f64)
+                ns, nc = e.neumaier(state[1 + c], state[1 + run.n + c], x)
+                s[run.slot + 1 + c] = e.select(same, ns, x)
+                s[run.slot + 1 + run.n + c] = e.select(same, nc, e.cf(0.0, e.f64))
             else:
                 s[run.slot + 1 + c] = e.select(same, e.add(state[1 + c], xs[c]), xs[c])
 
@@ -335,10 +337,10 @@ class HostLowering(HostOps):
             idx = e.to_index(state[0])
             for c in range(run.n):
                 at = e.add_i(e.mul_i(e.c(c), n), idx) if run.n > 1 else idx
-                self.add_into(run.policy, sink, at, state[1 + c], "sink")
                 if run.policy == "compensated":
-                    comp = self.bufs[(sink, "comp")]
-                    e.store(e.add(e.load(comp, at), state[1 + run.n + c]), comp, at)
+                    self.comp_add(sink, at, state[1 + c], carry=state[1 + run.n + c])
+                else:
+                    self.add_into(run.policy, sink, at, state[1 + c], "sink")
             scf.YieldOp([])
 
     # ---- the finish function -------------------------------------------------------------------------
@@ -436,10 +438,17 @@ class HostLowering(HostOps):
             if role != "comp":
                 continue
             target = self.bufs.get((name, "sink"), self.bufs.get((name, "cell")))
-            loop = scf.ForOp(e.c(0), e.dim(comp), e.c(1), [])
+            compensated = ir.MemRefType(comp.type).element_type != e.f or self.lay.policy_of(name) == "compensated"
+            n = e.dim(target)
+            loop = scf.ForOp(e.c(0), n, e.c(1), [])
             with ir.InsertionPoint(loop.body):
                 i = loop.induction_variable
-                e.store(e.add(e.load(target, i), e.load(comp, i)), target, i)
+                if compensated:  # slot = (prior + sum) + correction, rounded once to the slot's type
+                    total = e.add(e.add(e.widen(e.load(target, i), e.f64), e.load(comp, i)),
+                                  e.load(comp, e.add_i(i, n)))
+                    e.store(e.narrow(total, e.f), target, i)
+                else:
+                    e.store(e.add(e.load(target, i), e.load(comp, i)), target, i)
                 scf.YieldOp([])
 
     def finish_kept_mean(self, r):
