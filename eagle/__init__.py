@@ -17,6 +17,10 @@ def __getattr__(name: str):
         from eagle.plan import Plan
 
         return Plan
+    if name in ("reduce", "Graph"):
+        from eagle import graph
+
+        return getattr(graph, name)
     raise AttributeError(f"module 'eagle' has no attribute '{name}'")
 
 __all__ = ["Array", "InputError", "Plan", "RuntimeMissing", "deploy"]

@@ -61,12 +61,30 @@ class Plan:
             return next(iter(results.values()))
         return {k: results[k] for k in sorted(results)}
 
+    def bind(self, base: int | None = None, count: int | None = None, **planes):
+        """A launch with its planes checked and its buffers allocated once: call `.launch()` repeatedly."""
+        from eagle.doors import BoundLaunch
+
+        return BoundLaunch(self, planes, base, count)
+
+    def simulate(self, steps: int, carry: dict[str, str] | None = None, **planes):
+        """Step the kernel `steps` times, copying each `carry` output into its input plane between steps."""
+        from eagle.doors import simulate
+
+        return simulate(self, steps, carry, **planes)
+
+    def until_done(self, done, carry: dict[str, str] | None = None, max_steps: int = 10_000, **planes):
+        """Step the kernel until `done` (a callable on the results, or a cell name) holds: (results, steps)."""
+        from eagle.doors import until_done
+
+        return until_done(self, done, carry, max_steps, **planes)
+
     def lane_range(self, base, count, lanes: int, stages: int) -> tuple[int, int]:
         if base is None and count is None:
             return 0, lanes
         if stages > 1:
-            raise InputError(f"kernel '{self.kernel.name}' reads a value reduced over every lane, so it runs in "
-                             f"{stages} stages over every lane (no base= or count=)")
+            raise InputError(f"kernel '{self.kernel.name}': this kernel reads a value reduced over every lane, so it "
+                             f"runs over every lane (no base= or count=); it runs in {stages} stages")
         lo = 0 if base is None else int(base)
         hi = lanes if count is None else lo + int(count)
         if not 0 <= lo <= hi <= lanes:

@@ -1,0 +1,430 @@
+"""The artifact sidecar: its constants, its content hash and the checks a loader runs on it.
+
+Pure Python (no MLIR, no NumPy): a sidecar is data read from disk, so every field is checked for presence, type
+and consistency here, explicitly, before anything else looks at it. Nothing in a sidecar is ever evaluated,
+unpickled or imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from hawk import __version__ as HAWK_VERSION
+
+FORMAT = "hawk-artifact"
+FORMAT_VERSION = 1
+MAX_SIDECAR_BYTES = 16 << 20
+
+# What a binary file is called on each target. A new target (nvvm, rocdl, spirv) adds its suffix here, a builder
+# in hawk/artifact/build.py and a loader in hawk/artifact/load.py.
+SUFFIX = {"host": ".so"}
+
+FLOAT_DTYPES = ("float32", "float64")
+INDEX_DTYPES = ("int32", "int64")
+PLANE_KINDS = ("lane", "index", "param", "table", "grid", "output", "sink")
+REDUCE_KINDS = ("sum", "mean", "max", "min")
+POLICIES = ("auto", "compensated", "plain", "ordered")
+SINK_POLICIES = ("plain", "compensated", "ordered")
+BUFFER_ROLES = ("in", "index", "param", "table", "cut", "out", "cell", "count", "sink", "comp", "scratch", "blocks",
+                "meta", "err")
+BUFFER_DTYPES = ("f", "f64", "i32", "i64")
+_ROLE_KIND = {"in": "lane", "index": "index", "param": "param", "table": "table", "sink": "sink"}
+_BIG = 1 << 31
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_BUFNAME = re.compile(r"#?[A-Za-z_][A-Za-z0-9_]*\Z")
+_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\Z")
+_SHA = re.compile(r"[0-9a-f]{64}\Z")
+
+
+class ArtifactError(ValueError):
+    """An artifact that cannot be used: a malformed sidecar, one from another format or hawk version, or one that
+    does not match its binaries. Nothing of it has been run."""
+
+
+# ---- hashing ------------------------------------------------------------------------------------------------
+def canonical(obj: Any) -> bytes:
+    """The canonical JSON bytes of `obj`: sorted keys, no spaces, ASCII only, no NaN."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
+
+
+def content_hash(sidecar: dict) -> str:
+    """sha256 over the canonical JSON of every field but `content_hash` itself (so it covers the binaries'
+    sha256 too)."""
+    return hashlib.sha256(canonical({k: v for k, v in sidecar.items() if k != "content_hash"})).hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def major(version: str) -> int | None:
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def is_name(s: object) -> bool:
+    """A kernel, stage, plane or cell name: a plain identifier (so it can never name a path)."""
+    return isinstance(s, str) and bool(_IDENT.match(s))
+
+
+def is_safe_file(s: object) -> bool:
+    """A binary's file name: one plain name inside the artifact directory (no separators, no '..', not absolute,
+    not hidden)."""
+    return isinstance(s, str) and bool(_FILE.match(s)) and ".." not in s and len(s) <= 255
+
+
+# ---- parsing ------------------------------------------------------------------------------------------------
+def parse(raw: bytes, where: str) -> dict:
+    """The sidecar's JSON object; refuses what is not one (duplicate keys and NaN/Infinity included)."""
+    if len(raw) > MAX_SIDECAR_BYTES:
+        raise ArtifactError(f"{where}: the sidecar is {len(raw)} bytes, more than a sidecar can be "
+                            f"({MAX_SIDECAR_BYTES}); it is not a hawk artifact")
+
+    def pairs(items):
+        d = {}
+        for k, v in items:
+            if k in d:
+                raise ArtifactError(f"{where}: the sidecar repeats the key {k!r}; a sidecar holds each field once")
+            d[k] = v
+        return d
+
+    def constant(name):
+        raise ArtifactError(f"{where}: the sidecar holds {name}, which is not JSON data a sidecar can hold")
+
+    try:
+        data = json.loads(raw.decode("utf-8"), object_pairs_hook=pairs, parse_constant=constant)
+    except ArtifactError:
+        raise
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ArtifactError(f"{where}: the sidecar is not JSON ({exc}); it is not a hawk artifact") from None
+    if not isinstance(data, dict):
+        raise ArtifactError(f"{where}: the sidecar holds a JSON {type(data).__name__}, not an object; "
+                            "it is not a hawk artifact")
+    return data
+
+
+# ---- structure ----------------------------------------------------------------------------------------------
+Checker = Callable[[Any, str], None]
+
+
+class _Refuse:
+    def __init__(self, where: str):
+        self.where = where
+
+    def __call__(self, path: str, msg: str) -> ArtifactError:
+        return ArtifactError(f"{self.where}: {path} {msg}")
+
+
+def _tname(v: Any) -> str:
+    return "null" if v is None else {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+                                     list: "a list", dict: "an object"}.get(type(v), type(v).__name__)
+
+
+class _Schema:
+    """Small explicit checkers; each raises an ArtifactError naming the field's path and what it should be."""
+
+    def __init__(self, refuse: _Refuse):
+        self.refuse = refuse
+
+    def obj(self, fields: dict[str, Checker]) -> Checker:
+        def check(v, path):
+            if not isinstance(v, dict):
+                raise self.refuse(path, f"must be an object, got {_tname(v)}")
+            for k, sub in fields.items():
+                if k not in v:
+                    raise self.refuse(path, f"has no field '{k}'")
+                sub(v[k], f"{path}.{k}")
+            extra = sorted(set(v) - set(fields))
+            if extra:
+                raise self.refuse(path, f"has a field '{extra[0]}' that this format version does not know")
+        return check
+
+    def lst(self, item: Checker, nonempty: bool = False, unique: bool = False) -> Checker:
+        def check(v, path):
+            if not isinstance(v, list):
+                raise self.refuse(path, f"must be a list, got {_tname(v)}")
+            if nonempty and not v:
+                raise self.refuse(path, "must not be empty")
+            for i, x in enumerate(v):
+                item(x, f"{path}[{i}]")
+            if unique and len({json.dumps(x, sort_keys=True) for x in v}) != len(v):
+                raise self.refuse(path, "repeats an entry")
+        return check
+
+    def mapping(self, val: Checker, key: Callable[[Any], bool] = is_name) -> Checker:
+        def check(v, path):
+            if not isinstance(v, dict):
+                raise self.refuse(path, f"must be an object, got {_tname(v)}")
+            for k, x in v.items():
+                if not key(k):
+                    raise self.refuse(path, f"has a key {k!r} that is not a plain name")
+                val(x, f"{path}.{k}")
+        return check
+
+    def pair(self, a: Checker, b: Checker) -> Checker:
+        def check(v, path):
+            if not isinstance(v, list) or len(v) != 2:
+                raise self.refuse(path, f"must be a list of two entries, got {_tname(v)}")
+            a(v[0], f"{path}[0]")
+            b(v[1], f"{path}[1]")
+        return check
+
+    def string(self, v, path):
+        if not isinstance(v, str):
+            raise self.refuse(path, f"must be a string, got {_tname(v)}")
+
+    def name(self, v, path):
+        if not is_name(v):
+            raise self.refuse(path, f"must be a plain name (letters, digits, '_'), got {v!r}")
+
+    def bufname(self, v, path):
+        if not isinstance(v, str) or not _BUFNAME.match(v):
+            raise self.refuse(path, f"must be a buffer name, got {v!r}")
+
+    def boolean(self, v, path):
+        if not isinstance(v, bool):
+            raise self.refuse(path, f"must be true or false, got {_tname(v)}")
+
+    def count(self, v, path):
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < _BIG:
+            raise self.refuse(path, f"must be a non-negative integer, got {v!r}")
+
+    def extent(self, v, path):
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v < _BIG:
+            raise self.refuse(path, f"must be a positive integer, got {v!r}")
+
+    def opt_extent(self, v, path):
+        if v is not None:
+            self.extent(v, path)
+
+    def one_of(self, *words: str) -> Checker:
+        def check(v, path):
+            if v not in words or not isinstance(v, str):
+                raise self.refuse(path, f"must be one of {list(words)}, got {v!r}")
+        return check
+
+    def sha(self, v, path):
+        if not isinstance(v, str) or not _SHA.match(v):
+            raise self.refuse(path, f"must be a sha256 (64 lowercase hex digits), got {v!r}")
+
+    def file(self, v, path):
+        if not is_safe_file(v):
+            raise self.refuse(path, f"must be a plain file name inside the artifact directory (no '/', '\\', '..' "
+                                    f"or absolute path), got {v!r}")
+
+    def opt_shape(self, v, path):
+        if v is not None:
+            self.lst(self.extent)(v, path)
+
+
+def _signature_checker(s: _Schema) -> Checker:
+    plane = s.obj({"name": s.name, "kind": s.one_of(*PLANE_KINDS), "payload": s.lst(s.extent),
+                   "axes": s.lst(s.pair(s.name, s.opt_extent)), "sorted": s.boolean})
+    return s.obj({"planes": s.lst(plane), "returns": s.opt_shape})
+
+
+def _layout_checker(s: _Schema) -> Checker:
+    reduction = s.obj({"kind": s.one_of(*REDUCE_KINDS), "over": s.lst(s.name), "kept": s.lst(s.name),
+                       "policy": s.one_of(*POLICIES), "payload": s.lst(s.extent), "cell": s.name,
+                       "masked": s.boolean})
+    buffer = s.obj({"name": s.bufname, "role": s.one_of(*BUFFER_ROLES), "dtype": s.one_of(*BUFFER_DTYPES)})
+    return s.obj({"name": s.name, "signature": _signature_checker(s),
+                  "outputs": s.mapping(s.one_of("lane", "cell")), "reductions": s.lst(reduction),
+                  "sinks": s.mapping(s.lst(s.extent)), "index_keys": s.mapping(s.lst(s.pair(s.name, s.count))),
+                  "sink_policy": s.mapping(s.one_of(*SINK_POLICIES)), "buffers": s.lst(buffer, nonempty=True),
+                  "cells_in": s.lst(s.name, unique=True), "cells_out": s.lst(s.name, unique=True)})
+
+
+def sidecar_checker(s: _Schema) -> Checker:
+    stage = s.obj({"kernel": s.name, "cells_in": s.lst(s.name, unique=True),
+                   "cells_out": s.lst(s.name, unique=True)})
+    cell = s.obj({"name": s.name, "internal": s.boolean})
+    build = s.obj({"stage": s.name, "dtype": s.one_of(*FLOAT_DTYPES), "target": s.name, "file": s.file,
+                   "sha256": s.sha, "layout": _layout_checker(s)})
+    return s.obj({"format": s.string, "format_version": s.count, "hawk_version": s.string, "name": s.name,
+                  "planes": _signature_checker(s), "outputs": s.mapping(s.one_of("lane", "cell")),
+                  "index_dtypes": s.mapping(s.one_of(*INDEX_DTYPES)),
+                  "stages": s.lst(stage, nonempty=True), "cells": s.lst(cell),
+                  "dtypes": s.lst(s.one_of(*FLOAT_DTYPES), nonempty=True, unique=True),
+                  "targets": s.lst(s.name, nonempty=True, unique=True), "builds": s.lst(build, nonempty=True),
+                  "content_hash": s.sha})
+
+
+def check_header(d: dict, where: str, name: str | None = None) -> None:
+    """The format tag, format version and hawk version, checked before the rest (a sidecar of another version
+    may have another structure)."""
+    if d.get("format") != FORMAT:
+        raise ArtifactError(f"{where}: the format tag is {d.get('format')!r}, not {FORMAT!r}; "
+                            "it is not a hawk artifact")
+    v = d.get("format_version")
+    if v != FORMAT_VERSION or isinstance(v, bool):
+        raise ArtifactError(f"{where}: the sidecar has format version {v!r}; this hawk ({HAWK_VERSION}) reads "
+                            f"version {FORMAT_VERSION}: rebuild the artifact with this hawk")
+    hv = d.get("hawk_version")
+    if not isinstance(hv, str) or major(hv) is None or major(hv) != major(HAWK_VERSION):
+        raise ArtifactError(f"{where}: the artifact was built by hawk {hv!r}, another major version than this "
+                            f"hawk ({HAWK_VERSION}): rebuild the artifact with this hawk")
+    if name is not None and d.get("name") != name:
+        raise ArtifactError(f"{where}: the sidecar describes kernel {d.get('name')!r}, not {name!r}")
+
+
+def check_sidecar(d: dict, where: str) -> None:
+    """Every field of a sidecar: presence, type, then consistency across fields. Raises ArtifactError."""
+    check_header(d, where)
+    refuse = _Refuse(where)
+    sidecar_checker(_Schema(refuse))(d, "sidecar")
+    _check_consistency(d, refuse)
+
+
+def _check_consistency(d: dict, refuse: _Refuse) -> None:
+    name = d["name"]
+    planes = {p["name"]: p for p in d["planes"]["planes"]}
+    if len(planes) != len(d["planes"]["planes"]):
+        raise refuse("sidecar.planes", "repeats a plane name")
+    if sum(p["kind"] == "grid" for p in planes.values()) > 1:
+        raise refuse("sidecar.planes", "has more than one grid")
+    returns = d["planes"]["returns"] is not None
+    for out in d["outputs"]:
+        if not (out == "result" and returns) and planes.get(out, {}).get("kind") != "output":
+            raise refuse(f"sidecar.outputs.{out}", "is not an output plane of the kernel")
+    index_planes = {n for n, p in planes.items() if p["kind"] == "index"}
+    if set(d["index_dtypes"]) != index_planes:
+        raise refuse("sidecar.index_dtypes", f"must give a dtype for each Index plane {sorted(index_planes)}")
+
+    stages = d["stages"]
+    names = [st["kernel"] for st in stages]
+    if names[0] != name:
+        raise refuse("sidecar.stages[0].kernel", f"must be the kernel's name {name!r}, got {names[0]!r}")
+    if len(set(names)) != len(names):
+        raise refuse("sidecar.stages", "repeats a stage name")
+    made: set[str] = set()
+    for k, st in enumerate(stages):
+        missing = [c for c in st["cells_in"] if c not in made]
+        if missing:
+            raise refuse(f"sidecar.stages[{k}].cells_in", f"reads cell '{missing[0]}' that no earlier stage writes")
+        made |= set(st["cells_out"])
+    user_cells = {o for o, m in d["outputs"].items() if m == "cell"}
+    want = {c: c not in d["outputs"] for c in made} | {c: False for c in user_cells}
+    got = {}
+    for i, c in enumerate(d["cells"]):
+        if c["name"] in got:
+            raise refuse(f"sidecar.cells[{i}]", f"repeats cell '{c['name']}'")
+        got[c["name"]] = c["internal"]
+    if got != want:
+        raise refuse("sidecar.cells", f"must list each cell with its internal flag: {sorted(want.items())}")
+
+    combos = {(st, dt, tg) for st in names for dt in d["dtypes"] for tg in d["targets"]}
+    seen: set[tuple[str, str, str]] = set()
+    files: set[str] = set()
+    for i, b in enumerate(d["builds"]):
+        key = (b["stage"], b["dtype"], b["target"])
+        path = f"sidecar.builds[{i}]"
+        if key not in combos:
+            raise refuse(path, f"builds {key}, which is not a (stage, dtype, target) of this artifact")
+        if key in seen:
+            raise refuse(path, f"repeats the build {key}")
+        if b["file"] in files:
+            raise refuse(f"{path}.file", f"names {b['file']!r}, the file of another build")
+        seen.add(key)
+        files.add(b["file"])
+        st = stages[names.index(b["stage"])]
+        _check_layout(b["layout"], d, st, refuse, f"{path}.layout")
+    if seen != combos:
+        raise refuse("sidecar.builds", f"lacks the build {sorted(combos - seen)[0]}")
+
+
+def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> None:
+    """A build's layout agrees with the sidecar and refers only to things that exist (the runtime relies on it)."""
+    if lay["name"] != st["kernel"]:
+        raise refuse(f"{path}.name", f"must be the stage's name {st['kernel']!r}")
+    if canonical(lay["signature"]) != canonical(d["planes"]):
+        raise refuse(f"{path}.signature", "differs from the sidecar's planes")
+    for o, m in lay["outputs"].items():
+        if d["outputs"].get(o) != m:
+            raise refuse(f"{path}.outputs.{o}", "is not an output of the kernel with that mode")
+    if lay["cells_in"] != st["cells_in"] or lay["cells_out"] != st["cells_out"]:
+        raise refuse(path, "has cells_in/cells_out other than its stage's")
+    planes = {p["name"]: p for p in d["planes"]["planes"]}
+    grid = next((p for p in planes.values() if p["kind"] == "grid"), None)
+    labels = {a[0] for a in grid["axes"]} if grid else {"sample"}
+    cells = {r["cell"] for r in lay["reductions"]}
+    for i, r in enumerate(lay["reductions"]):
+        bad = [a for a in (*r["over"], *r["kept"]) if a not in labels]
+        if bad:
+            raise refuse(f"{path}.reductions[{i}]", f"names lane axis '{bad[0]}', which the kernel does not have")
+    for sink in (*lay["sinks"], *lay["sink_policy"]):
+        if planes.get(sink, {}).get("kind") != "sink":
+            raise refuse(f"{path}.sinks", f"names '{sink}', which is not a sink plane")
+    for plane, uses in lay["index_keys"].items():
+        if plane not in planes or planes[plane]["kind"] != "index":
+            raise refuse(f"{path}.index_keys", f"names '{plane}', which is not an Index plane")
+        for sink, pos in uses:
+            if planes.get(sink, {}).get("kind") != "sink" or pos >= len(planes[sink]["axes"]):
+                raise refuse(f"{path}.index_keys.{plane}", f"names key position {pos} of '{sink}', which does "
+                                                           "not exist")
+    roles: dict[str, list[str]] = {}
+    for i, b in enumerate(lay["buffers"]):
+        role, bname, where = b["role"], b["name"], f"{path}.buffers[{i}]"
+        if bname in roles.get(role, []):
+            raise refuse(where, f"repeats buffer '{bname}' ({role})")
+        roles.setdefault(role, []).append(bname)
+        if role in _ROLE_KIND and planes.get(bname, {}).get("kind") != _ROLE_KIND[role]:
+            raise refuse(where, f"is a '{role}' buffer but '{bname}' is not such a plane")
+        if role == "index" and b["dtype"] != {"int32": "i32", "int64": "i64"}[d["index_dtypes"][bname]]:
+            raise refuse(where, f"has dtype {b['dtype']!r}, not the one of Index plane '{bname}'")
+        if role == "out" and d["outputs"].get(bname) != "lane":
+            raise refuse(where, f"is an 'out' buffer but '{bname}' is not a per-lane output")
+        if role in ("cell", "count") and bname not in cells:
+            raise refuse(where, f"is a '{role}' buffer but no reduction lands in '{bname}'")
+        if role == "cell" and bname not in d["outputs"] and bname not in st["cells_out"]:
+            raise refuse(where, f"is a cell buffer '{bname}' that is neither an output nor a cell the stage writes")
+        if role == "cut" and bname not in st["cells_in"]:
+            raise refuse(where, f"reads cell '{bname}', which is not one of the stage's cells_in")
+        if role == "comp" and bname not in roles.get("sink", []) + roles.get("cell", []):
+            raise refuse(where, f"is a companion of '{bname}', which has no sink or cell buffer before it")
+        if role in ("meta", "err", "scratch", "blocks") and bname != f"#{role}":
+            raise refuse(where, f"must be named '#{role}'")
+    for role in ("meta", "err"):
+        if roles.get(role) != [f"#{role}"]:
+            raise refuse(f"{path}.buffers", f"must hold one '#{role}' buffer")
+    for c in st["cells_out"]:
+        if c not in roles.get("cell", []):
+            raise refuse(f"{path}.buffers", f"has no cell buffer for '{c}', which the stage writes")
+    for c in st["cells_in"]:
+        if c not in roles.get("cut", []):
+            raise refuse(f"{path}.buffers", f"has no cut buffer for '{c}', which the stage reads")
+
+
+def describe(d: dict) -> str:
+    """A human summary of a checked sidecar (what `python -m hawk.artifact show` prints)."""
+
+    def plane(p):
+        pay = p["payload"]
+        shape = "" if not pay else f"[{', '.join(map(str, pay))}]"
+        axes = "" if not p["axes"] else "[" + ", ".join(a if e is None else f"{a}:{e}" for a, e in p["axes"]) + "]"
+        return f"{p['name']} ({p['kind']}{shape}{axes}{', sorted' if p['sorted'] else ''})"
+
+    lines = [f"kernel {d['name']}  ({d['format']} v{d['format_version']}, built by hawk {d['hawk_version']})",
+             "planes:  " + ", ".join(plane(p) for p in d["planes"]["planes"]),
+             "outputs: " + (", ".join(f"{k} ({v})" for k, v in d["outputs"].items()) or "-")]
+    if d["planes"]["returns"] is not None:
+        lines.append(f"returns: {d['planes']['returns'] or 'Scalar'}")
+    if d["index_dtypes"]:
+        lines.append("index:   " + ", ".join(f"{k}={v}" for k, v in d["index_dtypes"].items()))
+    lines.append(f"stages:  {len(d['stages'])}")
+    for st in d["stages"]:
+        lines.append(f"  {st['kernel']}: cells_in={st['cells_in']} cells_out={st['cells_out']}")
+    lines.append("cells:   " + (", ".join(f"{c['name']}{' (internal)' if c['internal'] else ''}"
+                                          for c in d["cells"]) or "-"))
+    lines.append(f"dtypes:  {', '.join(d['dtypes'])}")
+    lines.append(f"targets: {', '.join(d['targets'])}")
+    lines.append("builds:")
+    for b in d["builds"]:
+        lines.append(f"  {b['file']}  sha256 {b['sha256'][:16]}...")
+    lines.append(f"content hash: {d['content_hash']}")
+    return "\n".join(lines)
