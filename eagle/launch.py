@@ -36,19 +36,20 @@ def _prod(shape) -> int:
 
 
 class PackedArgs:
-    """The packed argument array of one call: 5 slots (ptr, ptr, offset, size, stride) per buffer."""
+    """The packed argument array of one call: 5 slots (ptr, ptr, offset, size, stride) per buffer, and the
+    array of pointers to those slots that `_mlir_<fn>(void **)` takes."""
 
     def __init__(self, buffers: list[np.ndarray]):
         n = 5 * len(buffers)
         self.vals = (ctypes.c_int64 * n)()
-        self.ptrs = (ctypes.c_void_p * n)()
         base = ctypes.addressof(self.vals)
-        for i in range(n):
-            self.ptrs[i] = base + 8 * i
+        self.ptrs = (ctypes.c_void_p * n)(*range(base, base + 8 * n, 8))
         self.keep = buffers
-        for k, a in enumerate(buffers):
+        flat = []
+        for a in buffers:
             p = a.ctypes.data
-            self.vals[5 * k:5 * k + 5] = [p, p, 0, a.size, 1]
+            flat += (p, p, 0, a.size, 1)
+        self.vals[:] = flat
 
 
 class Launcher:
@@ -83,7 +84,7 @@ class Launcher:
         meta = buffers[self.meta_k]
         meta[0], meta[1] = lo, hi
         calls = [PackedArgs(buffers)] if nchunks == 1 else self.chunk_args(b, buffers, nchunks, lo, hi)
-        finish = PackedArgs(buffers)
+        finish = calls[0] if nchunks == 1 else PackedArgs(buffers)
         out_cells = {c: buffers[self.lay.buffer_index(c, "cell")] for c in self.lay.cells_out}
         return Prepared(self, lib, buffers, calls, finish, nchunks, results, copies, resets, out_cells)
 

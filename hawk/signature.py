@@ -33,12 +33,16 @@ class Signature:
     planes: tuple[PlaneSpec, ...]
     returns: T.Payload | None
 
+    def __post_init__(self):
+        object.__setattr__(self, "_by_name", {p.name: p for p in self.planes})
+        object.__setattr__(self, "_grid", next((p for p in self.planes if p.kind == "grid"), None))
+
     @property
     def grid(self) -> PlaneSpec | None:
-        return next((p for p in self.planes if p.kind == "grid"), None)
+        return self._grid
 
     def get(self, name: str) -> PlaneSpec | None:
-        return next((p for p in self.planes if p.name == name), None)
+        return self._by_name.get(name)
 
     def lane_axes(self) -> tuple[T.Axis, ...]:
         g = self.grid
