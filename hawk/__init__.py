@@ -50,6 +50,14 @@ def __getattr__(name: str):
         from hawk.compiler import Kernel
 
         return Kernel
+    if name in ("load", "run"):  # published artifacts (hawk.artifact): loading and running need no MLIR
+        from hawk.artifact import loader
+
+        return getattr(loader, name)
+    if name == "artifact":
+        import importlib
+
+        return importlib.import_module("hawk.artifact")
     if name in _retired.MODULE_NAMES:
         frame = sys._getframe(1)
         raise KernelError(_retired.MODULE_NAMES[name], file=frame.f_code.co_filename, line=frame.f_lineno)

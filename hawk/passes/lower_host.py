@@ -114,8 +114,10 @@ class HostLowering(HostOps):
                 chunk += [e.identity(r.kind, t)] * n
                 if pol == "compensated":
                     chunk += [e.cf(0.0, t)] * n
+                    acc.chain = len(chain)  # CHAINS x (sums (n), corrections (n)), merged at each block's end
+                    chain += [e.cf(0.0, t)] * (ORDERED_CHAINS * 2 * n)
             if r.kind == "mean":
-                chunk.append(e.cf(0.0, t))
+                chunk.append(e.c(0, e.i64))  # lanes counted exactly as an integer
             self.full.append(acc)
         self.nchunk_red = len(chunk)
         self.runs: list[_Run] = []
@@ -144,14 +146,15 @@ class HostLowering(HostOps):
         with ir.InsertionPoint(entry), kfunc.location:
             self.read_meta()
             chunk0, chain0 = self.plan_state(body)
-            if self.lay.blocked:
+            if any(a.policy in ("ordered", "compensated") for a in self.full):
                 final = self.blocked_driver(body, chunk0, chain0)
             else:
                 final = self.flat_driver(body, chunk0)
             scratch = self.bufs[("#scratch", "scratch")]
             base = e.mul_i(self.chunk, e.c(max(self.lay.width, 1)))
             for k, v in enumerate(final[:self.nchunk_red]):
-                e.store(e.widen(v, e.f64), scratch, e.add_i(base, e.c(k)))
+                v = e.op("arith.sitofp", v, t=e.f64) if v.type == e.i64 else e.widen(v, e.f64)
+                e.store(v, scratch, e.add_i(base, e.c(k)))
             for run in self.runs:
                 self.flush_run(run, final[run.slot:run.slot + 1 + run.n * (2 if run.policy == "compensated" else 1)])
             func.ReturnOp([])
@@ -174,8 +177,34 @@ class HostLowering(HostOps):
             scf.YieldOp(self.accs)
         return list(loop.results)
 
+    def clone_body(self, body: ir.Block, anchor) -> list:
+        """Copy the kernel body's ops before `anchor` (values remapped); the copies' top-level ops."""
+        mapping: dict = {}
+        out = []
+        for op in body.operations:
+            if op.operation.name == "func.return":
+                continue
+            new = op.clone(ip=ir.InsertionPoint(anchor))
+            nested = []
+
+            def visit(o, nested=nested):
+                nested.append(o)
+                return ir.WalkResult.ADVANCE
+
+            new.operation.walk(visit)
+            for o in nested:
+                for v in list(o.operands):
+                    if v in mapping:
+                        o.operation.replace_uses_of_with(v, mapping[v])
+            for old_r, new_r in zip(op.results, new.results, strict=True):
+                mapping[old_r] = new_r
+            out.append(new)
+        return out
+
     def blocked_driver(self, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.Value]) -> list[ir.Value]:
-        """for block: for group of CHAINS lanes: for j < CHAINS: if lane < end: body (lane feeds chain j)."""
+        """for block: full blocks run groups of CHAINS lanes as CHAINS straight-line copies of the body (lane j
+        of a group feeds chain j; LLVM's SLP vectorizer packs the copies); a partial block runs lane by lane
+        under a guard."""
         e = self.e
         B, W = ORDERED_BLOCK, ORDERED_CHAINS
         blo = e.op("arith.divui", self.lo, e.c(B))
@@ -186,29 +215,57 @@ class HostLowering(HostOps):
             blk = outer.induction_variable
             start = e.mul_i(blk, e.c(B))
             end = e.op("arith.minui", e.add_i(start, e.c(B)), self.hi)
-            inits = list(outer.inner_iter_args) + [e.cf(-0.0) for _ in chain0]
-            groups = scf.ForOp(e.c(0), e.c(B // W), e.c(1), inits)
-            with ir.InsertionPoint(groups.body):
-                inner = scf.ForOp(e.c(0), e.c(W), e.c(1), list(groups.inner_iter_args))
-                with ir.InsertionPoint(inner.body):
-                    j = inner.induction_variable
-                    lane = e.add_i(start, e.mul_i(groups.induction_variable, e.c(W)), j)
-                    live = e.op("arith.andi", e.cmpi(6, lane, end), e.cmpi(9, lane, self.lo))  # lo <= lane < end
-                    cur = list(inner.inner_iter_args)
-                    guard = scf.IfOp(live, [v.type for v in cur], has_else=True)
-                    with ir.InsertionPoint(guard.else_block):
-                        scf.YieldOp(cur)
-                    with ir.InsertionPoint(guard.then_block):
-                        anchor = scf.YieldOp(cur)
-                    scf.YieldOp(list(guard.results))
-                scf.YieldOp(list(inner.results))
+            inits = list(outer.inner_iter_args) + list(chain0)  # every block's chains start afresh
+            full = e.op("arith.andi", e.cmpi(9, start, self.lo), e.cmpi(0, e.op("arith.subi", end, start), e.c(B)))
+            split = scf.IfOp(full, [v.type for v in inits], has_else=True)
+            with ir.InsertionPoint(split.then_block):
+                fast = scf.ForOp(e.c(0), e.c(B // W), e.c(1), inits)
+                with ir.InsertionPoint(fast.body):
+                    fast_anchor = scf.YieldOp(list(fast.inner_iter_args))
+                scf.YieldOp(list(fast.results))
+            with ir.InsertionPoint(split.else_block):
+                groups = scf.ForOp(e.c(0), e.c(B // W), e.c(1), inits)
+                with ir.InsertionPoint(groups.body):
+                    inner = scf.ForOp(e.c(0), e.c(W), e.c(1), list(groups.inner_iter_args))
+                    with ir.InsertionPoint(inner.body):
+                        j = inner.induction_variable
+                        lane = e.add_i(start, e.mul_i(groups.induction_variable, e.c(W)), j)
+                        live = e.op("arith.andi", e.cmpi(6, lane, end), e.cmpi(9, lane, self.lo))  # lo <= lane < end
+                        cur = list(inner.inner_iter_args)
+                        guard = scf.IfOp(live, [v.type for v in cur], has_else=True)
+                        with ir.InsertionPoint(guard.else_block):
+                            scf.YieldOp(cur)
+                        with ir.InsertionPoint(guard.then_block):
+                            anchor = scf.YieldOp(cur)
+                        scf.YieldOp(list(guard.results))
+                    scf.YieldOp(list(inner.results))
+                scf.YieldOp(list(groups.results))
+            # full blocks: CHAINS copies, lane j feeding chain j
+            self.accs = list(fast.inner_iter_args)
+            for jj in range(W):
+                with ir.InsertionPoint(fast_anchor), body.owner.location:
+                    self.lane = e.add_i(start, e.mul_i(fast.induction_variable, e.c(W)), e.c(jj))
+                self.j = jj
+                self.rewrite_ops(self.clone_body(body, fast_anchor))
+            fast_anchor.operation.erase()
+            with ir.InsertionPoint(fast.body):
+                scf.YieldOp(self.accs)
+            # the partial block: one lane at a time, guarded
             self.move_body(body, anchor)
             self.lane, self.accs, self.j = lane, cur, j
             self.rewrite(guard)
             anchor.operation.erase()
             with ir.InsertionPoint(guard.then_block):
                 scf.YieldOp(self.accs)
-            res = list(groups.results)
+            res = list(split.results)
+            for acc in self.full:
+                if acc.policy != "compensated":
+                    continue
+                for c in range(acc.n):
+                    for w in range(W):
+                        ks = nchunk + acc.chain + w * 2 * acc.n + c
+                        ns, nc = e.neumaier(res[acc.chunk + c], res[acc.chunk + acc.n + c], res[ks])
+                        res[acc.chunk + c], res[acc.chunk + acc.n + c] = ns, e.add(nc, res[ks + acc.n])
             blocks = self.bufs[("#blocks", "blocks")]
             off = 0
             for acc in self.full:
@@ -224,6 +281,10 @@ class HostLowering(HostOps):
 
     # ---- rewriting the moved body -----------------------------------------------------------------------
     def rewrite(self, region_op):
+        self.rewrite_ops([region_op])
+
+    def rewrite_ops(self, roots: list):
+        """Lower every hawk op in (and under) `roots`, with the current lane, chain and accumulators."""
         ops = []
 
         def visit(op):
@@ -231,7 +292,8 @@ class HostLowering(HostOps):
                 ops.append(op)
             return ir.WalkResult.ADVANCE
 
-        region_op.operation.walk(visit)
+        for root in roots:
+            root.operation.walk(visit)
         cells = [op for op in ops if is_hawk(op, "cell")]
         ops = [op for op in ops if not is_hawk(op, "cell")]
         for op in cells:  # a cell only names where a reduction lands; the lowered reduction writes it
@@ -269,7 +331,11 @@ class HostLowering(HostOps):
         def keep(new, old):  # a masked lane adds nothing
             return new if mask is None else e.select(mask, new, old)
 
-        if acc.policy == "ordered":
+        if acc.policy == "ordered" and isinstance(self.j, int):  # a straight-line copy: chain j is known
+            for c, x in enumerate(xs):
+                k = self.nchunk_red_total() + acc.chain + self.j * acc.n + c
+                s[k] = keep(e.add(s[k], x), s[k])
+        elif acc.policy == "ordered":
             for c, x in enumerate(xs):
                 for w in range(ORDERED_CHAINS):  # after unrolling j is a constant and one chain remains
                     k = acc.chain + w * acc.n + c
@@ -281,9 +347,14 @@ class HostLowering(HostOps):
         elif acc.policy == "compensated":
             for c, x in enumerate(xs):
                 x = e.widen(x, e.f64)
-                ns, nc = e.neumaier(s[acc.chunk + c], s[acc.chunk + acc.n + c], x)
-                s[acc.chunk + c] = keep(ns, s[acc.chunk + c])
-                s[acc.chunk + acc.n + c] = keep(nc, s[acc.chunk + acc.n + c])
+                if isinstance(self.j, int):  # a straight-line copy: its own chain
+                    ks = self.nchunk_red_total() + acc.chain + self.j * 2 * acc.n + c
+                    kc = ks + acc.n
+                else:
+                    ks, kc = acc.chunk + c, acc.chunk + acc.n + c
+                ns, nc = e.neumaier(s[ks], s[kc], x)
+                s[ks] = keep(ns, s[ks])
+                s[kc] = keep(nc, s[kc])
         else:
             for c, x in enumerate(xs):
                 x = e.widen(x, e.f64)
@@ -295,8 +366,8 @@ class HostLowering(HostOps):
                     s[acc.chunk + c] = keep(e.extremum(acc.policy, s[acc.chunk + c], x), s[acc.chunk + c])
         if r.kind == "mean":
             k = acc.chunk + (0 if acc.policy == "ordered" else acc.n * (2 if acc.policy == "compensated" else 1))
-            one = e.cf(1.0, e.f64) if mask is None else e.select(mask, e.cf(1.0, e.f64), e.cf(0.0, e.f64))
-            s[k] = e.add(s[k], one)
+            one = e.c(1, e.i64) if mask is None else e.op("arith.extui", mask, t=e.i64)
+            s[k] = e.op("arith.addi", s[k], one)
 
     def nchunk_red_total(self) -> int:
         """Chain state follows the whole chunk state (reductions and sorted runs) in the iter_args."""

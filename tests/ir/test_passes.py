@@ -282,9 +282,9 @@ AUTO = """
 # CHECK: scf.for
 # CHECK: %[[M:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : f64
 # CHECK: arith.addf %{{.+}}, %[[M]] fastmath<reassoc,contract> : f64
-# the mean's count (exact either way)
-# CHECK: %[[C:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : f64
-# CHECK: arith.addf %{{.+}}, %[[C]]{{( fastmath<reassoc,contract>)?}} : f64
+# the mean's count: an exact integer count of the lanes the mask lets through
+# CHECK: %[[C:.+]] = arith.extui %{{.+}} : i1 to i64
+# CHECK: arith.addi %{{.+}}, %[[C]] : i64
 # CHECK: %[[V:.+]] = memref.load
 # CHECK: arith.addf %{{.+}}, %[[V]] fastmath<reassoc,contract> : f64
 # CHECK: scf.yield

@@ -1,0 +1,178 @@
+"""Publishing kernels ahead of time: one binary per (stage, dtype, target) and a JSON sidecar per kernel.
+
+This is the compiler side (it needs MLIR); loading what it writes does not (hawk.artifact.loader).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from hawk import __version__ as HAWK_VERSION
+from hawk.artifact.format import FLOAT_DTYPES, FORMAT, FORMAT_VERSION, INDEX_DTYPES, SUFFIX, content_hash
+from hawk.compiler import Kernel
+from hawk.layout import Spec, layout_to_json
+
+
+# ---- targets ------------------------------------------------------------------------------------------------
+def _build_host(kernel: Kernel, spec: Spec, stage: int, path: Path) -> None:
+    """LLVM-dialect IR -> object (MLIR's ExecutionEngine at -O3) -> shared library at `path`."""
+    from eagle.targets import host
+
+    text = kernel.lowered(spec, stage).llvm_ir
+    with tempfile.TemporaryDirectory() as tmp:
+        obj = Path(tmp) / "k.o"
+        host.compile_object(text, obj)
+        host.link(obj, path)
+
+
+# One builder per target: (kernel, spec, stage index, output path) -> writes the binary. A target added later
+# (nvvm, rocdl, spirv) adds an entry here, a suffix in format.SUFFIX and a loader in loader.LOADERS.
+BUILDERS = {"host": _build_host}
+
+
+def known_targets() -> list[str]:
+    return sorted(BUILDERS)
+
+
+# ---- arguments ----------------------------------------------------------------------------------------------
+def _words(value, what: str) -> tuple[str, ...]:
+    items = (value,) if isinstance(value, str) else tuple(value)
+    if not items or not all(isinstance(v, str) for v in items):
+        raise ValueError(f"{what}= takes one or more names, got {value!r}")
+    return tuple(dict.fromkeys(items))
+
+
+def _targets(targets) -> tuple[str, ...]:
+    ts = _words(targets, "targets")
+    bad = [t for t in ts if t not in BUILDERS]
+    if bad:
+        raise ValueError(f"unknown target {bad[0]!r}: the targets hawk.artifact builds are {known_targets()}")
+    return ts
+
+
+def _dtypes(dtypes) -> tuple[str, ...]:
+    ds = _words(dtypes, "dtypes")
+    bad = [d for d in ds if d not in FLOAT_DTYPES]
+    if bad:
+        raise ValueError(f"dtype {bad[0]!r} is not a float dtype a kernel is built for: use {list(FLOAT_DTYPES)}")
+    return ds
+
+
+def _index_dtypes(kernel: Kernel, index_dtypes) -> dict[str, str]:
+    given = dict(index_dtypes or {})
+    index = [p.name for p in kernel.signature.planes if p.kind == "index"]
+    for plane, dt in given.items():
+        if plane not in index:
+            raise ValueError(f"index_dtypes names {plane!r}, which is not an Index plane of kernel '{kernel.name}' "
+                             f"(its Index planes: {index})")
+        if dt not in INDEX_DTYPES:
+            raise ValueError(f"index_dtypes[{plane!r}] is {dt!r}: an Index plane is one of {list(INDEX_DTYPES)}")
+    return given
+
+
+def _kernel(k) -> Kernel:
+    if not isinstance(k, Kernel):
+        raise TypeError(f"hawk.artifact publishes @hawk.kernel functions, got {type(k).__name__}")
+    return k
+
+
+# ---- publishing ---------------------------------------------------------------------------------------------
+def build(kernel: Kernel, directory, targets: Iterable[str] = ("host",), dtypes: Iterable[str] = ("float64",),
+          index_dtypes: dict[str, str] | None = None) -> Path:
+    """Publish `kernel` as exactly one launch into `directory`; returns the sidecar's path.
+
+    A kernel that reads a reduced value later in its body runs in several stages (launches): publish it with
+    build_bundle. Sums with policy="auto" over every lane are built "ordered", so a run's cells are bitwise
+    reproducible and equal to eagle's "ordered" policy.
+    """
+    kernel = _kernel(kernel)
+    n = kernel.stage_count
+    if n > 1:
+        raise ValueError(f"kernel '{kernel.name}' runs in {n} stages (it reads a value reduced over every lane), and "
+                         f"hawk.artifact.build publishes exactly one launch: use hawk.artifact.build_bundle("
+                         f"[{kernel.name}], dir) to publish it with all its stages")
+    return _publish(kernel, Path(directory), _targets(targets), _dtypes(dtypes), _index_dtypes(kernel, index_dtypes))
+
+
+def build_bundle(kernels: Iterable[Kernel], directory, targets: Iterable[str] = ("host",),
+                 dtypes: Iterable[str] = ("float64",), index_dtypes: dict[str, str] | None = None) -> list[Path]:
+    """Publish each kernel with all its stages into `directory` (one sidecar each); returns the sidecars' paths.
+
+    `index_dtypes` maps Index plane names to int32/int64 for every kernel that has such a plane.
+    """
+    ks = [_kernel(k) for k in ([kernels] if isinstance(kernels, Kernel) else list(kernels))]
+    if not ks:
+        raise ValueError("build_bundle takes a list of one or more @hawk.kernel functions")
+    names = [k.name for k in ks]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise ValueError(f"build_bundle got two kernels named '{dup}'; a directory holds one sidecar per name")
+    ts, ds = _targets(targets), _dtypes(dtypes)
+    idx = dict(index_dtypes or {})
+    every_index = {p.name for k in ks for p in k.signature.planes if p.kind == "index"}
+    stray = sorted(set(idx) - every_index)
+    if stray:
+        raise ValueError(f"index_dtypes names {stray[0]!r}, which is not an Index plane of any of {names}")
+    per = [_index_dtypes(k, {p: d for p, d in idx.items()
+                             if k.signature.get(p) is not None and k.signature.get(p).kind == "index"}) for k in ks]
+    return [_publish(k, Path(directory), ts, ds, i) for k, i in zip(ks, per, strict=True)]
+
+
+def file_name(kernel: str, stage: str, dtype: str, target: str) -> str:
+    """A binary's file name: flat, and unique across the kernels of one directory."""
+    return f"{kernel}.{stage}.{dtype}.{target}{SUFFIX[target]}"
+
+
+def _publish(kernel: Kernel, d: Path, targets: tuple[str, ...], dtypes: tuple[str, ...],
+             index_dtypes: dict[str, str]) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    specs = {dt: kernel.spec_for(dt, index_dtypes, auto_sum="ordered") for dt in dtypes}
+    stages = kernel.stages(specs[dtypes[0]])
+    shape = [(s.name, s.cells_in, s.cells_out) for s in stages]
+    for dt in dtypes[1:]:  # the split does not depend on the dtype; make sure
+        if [(s.name, s.cells_in, s.cells_out) for s in kernel.stages(specs[dt])] != shape:
+            raise RuntimeError(f"internal error: kernel '{kernel.name}' splits differently for {dt}")
+    builds = []
+    for k, st in enumerate(stages):
+        for dt in dtypes:
+            layout = layout_to_json(kernel.layout(specs[dt], k))
+            for tg in targets:
+                name = file_name(kernel.name, st.name, dt, tg)
+                part = d / f".{name}.{os.getpid()}.part"
+                try:
+                    BUILDERS[tg](kernel, specs[dt], k, part)
+                    blob = part.read_bytes()
+                    os.replace(part, d / name)  # atomic: a reader never sees half a binary
+                finally:
+                    part.unlink(missing_ok=True)
+                builds.append({"stage": st.name, "dtype": dt, "target": tg, "file": name,
+                               "sha256": hashlib.sha256(blob).hexdigest(), "layout": layout})
+    outputs = dict(kernel.outputs)
+    made = [c for s in stages for c in s.cells_out]
+    cells = [{"name": c, "internal": False} for c, m in outputs.items() if m == "cell"]
+    cells += [{"name": c, "internal": True} for c in made if c not in outputs]
+    sidecar = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "hawk_version": HAWK_VERSION,
+        "name": kernel.name,
+        "planes": kernel.signature.to_json(),
+        "outputs": outputs,
+        "index_dtypes": dict(specs[dtypes[0]].index_dtypes),
+        "stages": [{"kernel": s.name, "cells_in": list(s.cells_in), "cells_out": list(s.cells_out)} for s in stages],
+        "cells": cells,
+        "dtypes": list(dtypes),
+        "targets": list(targets),
+        "builds": builds,
+    }
+    sidecar["content_hash"] = content_hash(sidecar)
+    path = d / f"{kernel.name}.json"
+    part = d / f".{kernel.name}.json.{os.getpid()}.part"
+    part.write_text(json.dumps(sidecar, indent=1, allow_nan=False) + "\n")
+    os.replace(part, path)  # written last: a sidecar only ever names binaries that are complete
+    return path

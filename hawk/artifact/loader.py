@@ -1,0 +1,282 @@
+"""Loading and running a published artifact, with no compiler: NumPy, ctypes, hawk.layout and eagle's binder and
+launcher. Nothing here imports MLIR.
+
+A loaded artifact is data, not code to trust: the sidecar is parsed as JSON and checked field by field
+(hawk.artifact.format), its content hash is recomputed, every binary's sha256 is checked against it, and the
+bytes that were checked are the bytes that get loaded (a private copy, never the path a second time). The only
+code that ever runs is the compiled kernel's own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+
+from eagle.binding import Binder
+from eagle.errors import InputError
+from eagle.launch import Launcher
+from hawk.artifact.format import (
+    ArtifactError,
+    check_header,
+    check_sidecar,
+    is_name,
+    parse,
+    sha256_bytes,
+)
+from hawk.artifact.format import content_hash as compute_content_hash
+from hawk.layout import layout_from_json
+from hawk.signature import Signature
+
+
+# ---- targets ------------------------------------------------------------------------------------------------
+class HostBinary:
+    """A host kernel library loaded from verified bytes: `lanes(void**)` and `finish(void**)`, the interface of
+    eagle.targets.host.HostLibrary, without the compiler side."""
+
+    def __init__(self, data: bytes, stage: str, where: str):
+        self.lib = _dlopen_bytes(data, stage, where)
+        self.lanes = self._fn(f"_mlir_{stage}_lanes", where)
+        self.finish = self._fn(f"_mlir_{stage}_finish", where)
+
+    def _fn(self, symbol: str, where: str):
+        try:
+            f = getattr(self.lib, symbol)
+        except AttributeError:
+            raise ArtifactError(f"{where}: the binary has no function {symbol}; it was not built for this "
+                                "stage") from None
+        f.argtypes = [ctypes.c_void_p]
+        f.restype = None
+        return f
+
+
+_LIBS: dict[str, ctypes.CDLL] = {}
+_LIBS_LOCK = threading.Lock()
+_FDS: list[int] = []  # memory files backing loaded libraries: kept open, so that no later one reuses the path
+
+
+def _dlopen_bytes(data: bytes, stage: str, where: str) -> ctypes.CDLL:
+    """dlopen exactly these bytes (checked by the caller), once per process for the same bytes.
+
+    They go into an anonymous memory file where the OS has one (nothing is written to disk, so a noexec /tmp does
+    not matter), else into a private temporary file with a unique name that is removed once loaded. The loader
+    matches libraries by path, so a path is never reused: the memory file stays open while the process runs.
+    """
+    key = sha256_bytes(data)
+    with _LIBS_LOCK:
+        lib = _LIBS.get(key)
+        if lib is None:
+            lib = _LIBS[key] = _dlopen_new(data, stage, where)
+        return lib
+
+
+def _dlopen_new(data: bytes, stage: str, where: str) -> ctypes.CDLL:
+    errors = []
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        fd = os.memfd_create(f"hawk-{stage}")
+        try:
+            _write_all(fd, data)
+            lib = ctypes.CDLL(f"/proc/self/fd/{fd}")
+            _FDS.append(fd)
+            return lib
+        except OSError as exc:
+            os.close(fd)
+            errors.append(str(exc))
+    tmp = tempfile.mkdtemp(prefix="hawk-artifact-")
+    path = os.path.join(tmp, f"{stage}-{uuid.uuid4().hex}.so")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        return ctypes.CDLL(path)
+    except OSError as exc:
+        errors.append(str(exc))
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+        os.rmdir(tmp)
+    raise ArtifactError(f"{where}: the host binary of stage '{stage}' does not load on this machine: "
+                        f"{'; '.join(errors)}")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+# One loader per target. A new target adds an entry whose value takes (bytes, stage name, where) and gives an object
+# with `lanes(void**)` and `finish(void**)`.
+LOADERS = {"host": HostBinary}
+
+
+# ---- reading ------------------------------------------------------------------------------------------------
+class Artifact:
+    """A checked sidecar and the verified bytes of its binaries (nothing loaded or run yet)."""
+
+    def __init__(self, directory: Path, sidecar: dict, binaries: dict[str, bytes]):
+        self.directory, self.sidecar, self.binaries = directory, sidecar, binaries
+
+
+def read(directory, name: str, content_hash: str | None = None) -> Artifact:
+    """Read and check `<directory>/<name>.json` and its binaries. Raises ArtifactError on anything amiss.
+
+    `content_hash=`, when given, pins the artifact: one whose content hash differs is refused (use the hash you
+    recorded when you built or received it).
+    """
+    d = Path(directory)
+    if not is_name(name):
+        raise ArtifactError(f"{name!r} is not a kernel name: hawk.load takes the artifact directory and the "
+                            "kernel's name, e.g. hawk.load(dir, 'energy')")
+    path = d / f"{name}.json"
+    where = str(path)
+    if not path.is_file():
+        there = sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else None
+        hint = f"; it holds {there}" if there else ("" if there is not None else f"; {d} is not a directory")
+        raise ArtifactError(f"{where}: no sidecar for kernel '{name}' in {d}{hint}")
+    data = parse(path.read_bytes(), where)
+    check_header(data, where, name)
+    check_sidecar(data, where)
+    actual = compute_content_hash(data)
+    if actual != data["content_hash"]:
+        raise ArtifactError(f"{where}: the content hash does not match the sidecar ({data['content_hash'][:16]}... "
+                            f"recorded, {actual[:16]}... computed): the sidecar was changed after it was built")
+    if content_hash is not None and content_hash != data["content_hash"]:
+        raise ArtifactError(f"{where}: the artifact's content hash is {data['content_hash']}, not the pinned "
+                            f"{content_hash}")
+    binaries = {}
+    for b in data["builds"]:
+        f = d / b["file"]
+        if f.is_symlink():
+            raise ArtifactError(f"{where}: binary {b['file']!r} is a symbolic link; an artifact's binaries are plain "
+                                "files in its directory")
+        if not f.is_file():
+            raise ArtifactError(f"{where}: binary {b['file']!r} (stage {b['stage']}, {b['dtype']}, {b['target']}) is "
+                                f"missing from {d}")
+        blob = f.read_bytes()
+        if sha256_bytes(blob) != b["sha256"]:
+            raise ArtifactError(f"{where}: binary {b['file']!r} does not match the sidecar (its sha256 is "
+                                f"{sha256_bytes(blob)[:16]}..., the sidecar records {b['sha256'][:16]}...): it was "
+                                "changed or replaced after the build")
+        binaries[b["file"]] = blob
+    return Artifact(d, data, binaries)
+
+
+# ---- the loaded kernel --------------------------------------------------------------------------------------
+class LoadedKernel:
+    """A published kernel loaded for one target: run it with hawk.run(loaded, **planes) or loaded.run(...)."""
+
+    def __init__(self, art: Artifact, target: str = "host", threads: int | None = None):
+        sc = art.sidecar
+        where = str(art.directory / f"{sc['name']}.json")
+        if target not in sc["targets"]:
+            raise ArtifactError(f"{where}: kernel '{sc['name']}' was built for targets {sc['targets']}, not "
+                                f"{target!r}")
+        if target not in LOADERS:
+            raise ArtifactError(f"{where}: this hawk cannot load target {target!r}; it loads {sorted(LOADERS)}")
+        self.name: str = sc["name"]
+        self.directory = art.directory
+        self.target = target
+        self.threads = threads if threads is not None else int(os.environ.get("EAGLE_THREADS", os.cpu_count() or 1))
+        if self.threads < 1:
+            raise ValueError("threads must be at least 1")
+        self.content_hash: str = sc["content_hash"]
+        self.hawk_version: str = sc["hawk_version"]
+        self.dtypes: tuple[str, ...] = tuple(sc["dtypes"])
+        self.index_dtypes: dict[str, str] = dict(sc["index_dtypes"])
+        self.outputs: dict[str, str] = dict(sc["outputs"])
+        self.stages = [(st["kernel"], tuple(st["cells_in"]), tuple(st["cells_out"])) for st in sc["stages"]]
+        self.cells: dict[str, bool] = {c["name"]: c["internal"] for c in sc["cells"]}
+        try:
+            self.signature = Signature.from_json(sc["planes"])
+        except (KeyError, TypeError, ValueError) as exc:  # unreachable after check_sidecar; kept as a backstop
+            raise ArtifactError(f"{where}: the planes do not describe a signature: {exc}") from None
+        self.binder = Binder(self.name, self.signature, self.outputs)
+        builds = {(b["stage"], b["dtype"], b["target"]): b for b in sc["builds"]}
+        load = LOADERS[target]
+        self._runs: dict[str, list] = {}
+        for dtype in self.dtypes:
+            runs = []
+            for stage, _, _ in self.stages:
+                b = builds[(stage, dtype, target)]
+                try:
+                    layout = layout_from_json(b["layout"])
+                except (KeyError, TypeError, ValueError) as exc:  # a backstop, as above
+                    raise ArtifactError(f"{where}: the layout of {b['file']!r} is malformed: {exc}") from None
+                runs.append((load(art.binaries[b["file"]], stage, f"{where}: {b['file']}"),
+                             Launcher(self.binder, layout, self.threads)))
+            self._runs[dtype] = runs
+
+    @property
+    def planes(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.signature.planes)
+
+    @property
+    def stage_count(self) -> int:
+        return len(self.stages)
+
+    def __repr__(self) -> str:
+        return (f"<hawk.artifact {self.name}: {self.stage_count} stage(s), {'/'.join(self.dtypes)}, "
+                f"target={self.target}, from {self.directory}>")
+
+    def run(self, base: int | None = None, count: int | None = None, **planes):
+        """Run over every lane (or lanes [base, base + count) of a single-stage kernel); results as Plan.run:
+        one output as an eagle.Array, several as a dict sorted by name. Internal cells are not handed back."""
+        b = self.binder.bind(planes)
+        runs = self._runs.get(b.dtype.name)
+        if runs is None:
+            raise InputError(f"kernel '{self.name}': this artifact was built for {list(self.dtypes)}, the planes are "
+                             f"{b.dtype.name}: convert them, or rebuild with dtypes=({b.dtype.name!r},)")
+        got = dict(b.spec.index_dtypes)
+        for plane, want in self.index_dtypes.items():
+            if got.get(plane) != want:
+                raise InputError(f"plane '{plane}' of kernel '{self.name}': this artifact was built for {want} keys, "
+                                 f"got {got.get(plane)} (convert with .astype(np.{want}), or rebuild with "
+                                 f"index_dtypes={{'{plane}': '{got.get(plane)}'}})")
+        lo, hi = self._lane_range(base, count, b.lanes)
+        results: dict = {}
+        cuts: dict = {}
+        for lib, launcher in runs:
+            out, made = launcher.run(lib, b, lo, hi, cuts)
+            results.update(out)
+            cuts.update(made)
+        results = {k: v for k, v in results.items() if not self.cells.get(k, False)}
+        if len(results) == 1:
+            return next(iter(results.values()))
+        return {k: results[k] for k in sorted(results)}
+
+    def _lane_range(self, base, count, lanes: int) -> tuple[int, int]:
+        if base is None and count is None:
+            return 0, lanes
+        if self.stage_count > 1:
+            raise InputError(f"kernel '{self.name}' runs in {self.stage_count} stages: it reads a value reduced over "
+                             "every lane, so it runs over every lane (no base= or count=)")
+        lo = 0 if base is None else int(base)
+        hi = lanes if count is None else lo + int(count)
+        if not 0 <= lo <= hi <= lanes:
+            raise InputError(f"kernel '{self.name}': base={base} count={count} is outside the {lanes} lanes")
+        return lo, hi
+
+
+def load(directory, name: str, target: str = "host", threads: int | None = None,
+         content_hash: str | None = None) -> LoadedKernel:
+    """Load kernel `name` published in `directory` by hawk.artifact.build or build_bundle.
+
+    The sidecar and binaries are checked first (ArtifactError on anything amiss); `content_hash=` pins the
+    artifact to a hash you recorded. `threads` is the number of host threads (EAGLE_THREADS or every core).
+    """
+    return LoadedKernel(read(directory, name, content_hash), target, threads)
+
+
+def run(loaded: LoadedKernel, base: int | None = None, count: int | None = None, **planes):
+    """Run a loaded artifact: hawk.run(hawk.load(dir, name), **planes). Pass a cell's output array ((1,) for a
+    scalar cell, (columns,) for a vector cell) to have it filled in place."""
+    if not isinstance(loaded, LoadedKernel):
+        raise TypeError(f"hawk.run takes what hawk.load(dir, name) returns, got {type(loaded).__name__}; run a "
+                        "@hawk.kernel with eagle.deploy(kernel).run(...)")
+    return loaded.run(base=base, count=count, **planes)
