@@ -64,5 +64,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'hawk' has no attribute '{name}'")
 
 
+# `from hawk import *` brings the plane types and the decorator; the reductions stay spelled hawk.sum(...) so
+# that they never shadow Python's own sum/min/max.
 __all__ = ["Grid", "Index", "Kernel", "KernelError", "Matrix", "Mutable", "Param", "Scalar", "Sorted", "Table",
-           "Vector", "kernel", "max", "mean", "min", "scatter", "sum"]
+           "Vector", "kernel"]
