@@ -63,6 +63,9 @@ def _carry_pairs(plan, carry: Mapping[str, str]) -> list[tuple[str, str]]:
         o, i = sig.get(out) if out != "result" else None, sig.get(inp)
         if out != "result" and (o is None or o.kind != "output"):
             raise InputError(f"kernel '{plan.kernel.name}': carry={{{out!r}: {inp!r}}}: '{out}' is not an output")
+        if out != "result" and plan.kernel.outputs.get(out) == "cell":
+            raise InputError(f"kernel '{plan.kernel.name}': carry={{{out!r}: {inp!r}}}: '{out}' is a cell (one value "
+                             "for the run), not a per-lane plane; carry per-lane outputs into per-lane inputs")
         if i is None or i.kind not in ("lane", "index"):
             raise InputError(f"kernel '{plan.kernel.name}': carry={{{out!r}: {inp!r}}}: '{inp}' is not a per-lane "
                              "input plane")

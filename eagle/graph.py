@@ -29,7 +29,7 @@ class ReduceNode:
             raise InputError(f"eagle.reduce: out must be a C-contiguous {v.dtype} array (a (1,) array for one sum, "
                              f"(k,) for k rows of values)")
         rows = v.reshape(1, -1) if v.ndim <= 1 else v.reshape(v.shape[0], -1)
-        if out.size != rows.shape[0]:
+        if out.ndim != 1 or out.size != rows.shape[0]:
             raise InputError(f"eagle.reduce: out has {out.size} entries but values give {rows.shape[0]} sum(s): "
                              "pass values shaped (n,) with out (1,), or (k, n) with out (k,)")
         plan = _PLANS.get(policy)

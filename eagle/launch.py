@@ -7,6 +7,7 @@ here is anything with `lanes(void**)` and `finish(void**)` callables (eagle.targ
 from __future__ import annotations
 
 import ctypes
+import math
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -59,13 +60,15 @@ class Launcher:
         self.binder, self.lay, self.threads = binder, layout, threads
         self.red = {r.cell: r for r in layout.reductions}
         self.meta_k = layout.buffer_index("#meta")
+        self.span = layout.parallel_span()
+        # chunk boundaries fall on ordered blocks and on the spans of lanes that share a kept slot
+        self.align = 0 if self.span is None else self.span * ORDERED_BLOCK // math.gcd(self.span, ORDERED_BLOCK)
         self.err_k = layout.buffer_index("#err")
 
     def chunks(self, b: Bound, lanes: int) -> int:
-        shared_writes = any(r.kept for r in self.lay.reductions) or bool(self.lay.sinks)
-        if shared_writes or self.threads == 1:
+        if self.span is None or self.threads == 1:
             return 1
-        return max(1, min(self.threads, lanes // MIN_CHUNK))
+        return max(1, min(self.threads, lanes // max(MIN_CHUNK, self.align)))
 
     def run(self, lib, b: Bound, lo: int = 0, hi: int | None = None,
             cuts: dict[str, np.ndarray] | None = None) -> tuple[dict[str, Array], dict[str, np.ndarray]]:
@@ -110,8 +113,8 @@ class Launcher:
             elif role == "cut":
                 bufs.append(cuts[name])
             elif role == "cell" and name in self.lay.cells_out and name not in self.lay.outputs:
-                r = self.red[name]
-                bufs.append(np.full(_prod(r.payload), _IDENT[r.kind], dtype=b.dtype))
+                r = self.red[name]  # internal: a total (per kept position) that only later stages read
+                bufs.append(np.full(_prod(reduced_shape(r, b, sig.lane_axes())), _IDENT[r.kind], dtype=b.dtype))
                 resets.append((bufs[-1], _IDENT[r.kind]))
             elif role in ("out", "sink"):
                 shape = self.binder.output_shape(name, self.lay, b)
@@ -136,6 +139,13 @@ class Launcher:
             elif role == "count":
                 r = self.red[name]
                 bufs.append(np.zeros(_prod(reduced_shape(r, b, sig.lane_axes())[len(r.payload):]), dtype=b.dtype))
+                resets.append((bufs[-1], 0.0))
+            elif role == "priv":
+                slots = self.lay.private[name]
+                if self.lay.policy_of(name) == "compensated":
+                    bufs.append(np.zeros(2 * slots * nchunks, dtype=np.float64))
+                else:
+                    bufs.append(np.zeros(slots * nchunks, dtype=b.dtype))
                 resets.append((bufs[-1], 0.0))
             elif role == "scratch":
                 bufs.append(np.zeros(max(self.lay.width, 1) * nchunks, dtype=np.float64))
@@ -180,8 +190,8 @@ class Launcher:
 
     def chunk_args(self, b: Bound, buffers, nchunks: int, lo: int, hi: int) -> list[PackedArgs]:
         step = -(-(hi - lo) // nchunks)
-        step = -(-step // ORDERED_BLOCK) * ORDERED_BLOCK  # chunks end on block boundaries
-        first = (lo // ORDERED_BLOCK) * ORDERED_BLOCK
+        step = -(-step // self.align) * self.align  # chunks end on aligned boundaries
+        first = (lo // self.align) * self.align
         calls = []
         for c in range(nchunks):
             start = lo if c == 0 else min(hi, first + c * step)

@@ -133,7 +133,8 @@ class Kernel:
         if spec not in self._stages:
             text = self.hawk_ir(spec)
             with new_context(), ir.Location.unknown():
-                parts = split_stages(text, self.name)
+                reserved = frozenset(self.planes) | {"result"}
+                parts = split_stages(text, self.name, reserved)
                 names = {p.name for p in self.signature.planes if p.kind in ("output", "sink")} | set(
                     self._hawk[spec][1])
                 written = [written_names(ir.Module.parse(p.text)) & names for p in parts]
@@ -151,6 +152,9 @@ class Kernel:
     def mlir(self, dtype: str = "float64", after: str | None = None, stage: int = 0) -> str:
         """The IR as text: hawk dialect by default, or one stage after the named pass of the host pipeline."""
         spec = self.spec_for(dtype, {})
+        if not 0 <= stage < self.stage_count:
+            raise ValueError(f"kernel '{self.name}' has {self.stage_count} stage(s): "
+                             f"stage= is 0..{self.stage_count - 1}")
         if after is None:
             return self.hawk_ir(spec) if stage == 0 and self.stage_count == 1 else self.stages(spec)[stage].text
         dumps: dict[str, str] = {}

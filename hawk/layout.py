@@ -7,6 +7,7 @@ to a machine that has only NumPy and the target's runtime.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 from hawk.signature import Signature
@@ -55,6 +56,7 @@ class Layout:
     buffers: list[Buffer] = field(default_factory=list)
     cells_in: list[str] = field(default_factory=list)  # internal cells an earlier stage wrote (split kernels)
     cells_out: list[str] = field(default_factory=list)  # internal cells this stage writes for a later one
+    private: dict[str, int] = field(default_factory=dict)  # sink -> slots of the private copy each chunk adds into
 
     @property
     def width(self) -> int:
@@ -69,6 +71,25 @@ class Layout:
     @property
     def blocked(self) -> bool:
         return self.block_width > 0
+
+    def parallel_span(self) -> int | None:
+        """Lanes a chunk boundary must be a multiple of so that chunks never write one slot (None: they would,
+        run one chunk). Private sinks never collide; a reduction keeping leading lane axes writes each kept slot
+        from one contiguous span of lanes."""
+        if any(n not in self.private for n in self.sinks):
+            return None
+        span = 1
+        axes = [a.label for a in self.sig.lane_axes()]
+        for r in self.reductions:
+            if not r.kept:
+                continue
+            if list(r.kept) != axes[:len(r.kept)]:
+                return None
+            inner = [a.extent for a in self.sig.lane_axes()[len(r.kept):]]
+            if any(e is None for e in inner):
+                return None
+            span = _lcm(span, _size(tuple(inner)))
+        return span
 
     def policy_of(self, name: str) -> str:
         """The sum policy of a sink, or of a cell kept by a reduction over some axes."""
@@ -111,6 +132,10 @@ def chunk_slots(r: Reduction) -> int:
     return n + (r.kind == "mean")
 
 
+def _lcm(a: int, b: int) -> int:
+    return a * b // math.gcd(a, b)
+
+
 def _size(shape: tuple[int, ...]) -> int:
     n = 1
     for d in shape:
@@ -131,7 +156,7 @@ def layout_to_json(lay: Layout) -> dict:
             "sinks": {k: list(v) for k, v in lay.sinks.items()},
             "index_keys": {k: [list(u) for u in v] for k, v in lay.index_keys.items()},
             "sink_policy": lay.sink_policy, "buffers": [asdict(b) for b in lay.buffers],
-            "cells_in": lay.cells_in, "cells_out": lay.cells_out}
+            "cells_in": lay.cells_in, "cells_out": lay.cells_out, "private": lay.private}
 
 
 def layout_from_json(d: dict) -> Layout:
@@ -142,5 +167,6 @@ def layout_from_json(d: dict) -> Layout:
                  {k: [(s, int(p)) for s, p in v] for k, v in d["index_keys"].items()})
     lay.sink_policy = dict(d["sink_policy"])
     lay.cells_in, lay.cells_out = list(d["cells_in"]), list(d["cells_out"])
+    lay.private = {k: int(v) for k, v in d["private"].items()}
     lay.buffers = [Buffer(b["name"], b["role"], b["dtype"]) for b in d["buffers"]]
     return lay

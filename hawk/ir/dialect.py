@@ -9,7 +9,8 @@ Ops (generic form; all attributes are strings or arrays):
   hawk.reduce  {kind, over, policy}   (T, i1?) -> T         a reduction over lanes (optionally masked)
   hawk.cell    {name}                 (T) -> ()             hands a reduced value out as a cell/result
   hawk.scatter {sink, mode, policy}   (T, i64...) -> ()     adds (or stores) a value into a sink by key
-  hawk.cut_read {name}                () -> T               a total an earlier stage reduced (a staged kernel)
+  hawk.cut_read {name, axes}          () -> T               a total an earlier stage reduced (a staged kernel),
+                                                            at this lane's coordinates on the kept `axes`
 """
 
 from __future__ import annotations
@@ -78,8 +79,9 @@ irdl.dialect @hawk {
   }
   irdl.operation @cut_read {
     %s = irdl.base "#builtin.string"
+    %a = irdl.base "#builtin.array"
     %t = irdl.any
-    irdl.attributes {"name" = %s}
+    irdl.attributes {"name" = %s, "axes" = %a}
     irdl.results(value: %t)
   }
   irdl.operation @scatter {

@@ -31,6 +31,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     axes = [a.label for a in sig.lane_axes()]
 
     cuts_in: list[tuple[str, tuple[int, ...]]] = []
+    stored: set[str] = set()  # sinks some scatter stores into with =
 
     def visit(op):
         if is_hawk(op, "cut_read"):
@@ -45,6 +46,8 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
         elif is_hawk(op, "scatter"):
             sink = attr_str(op, "sink")
             sinks[sink] = payload_of(op.operands[0].type)
+            if attr_str(op, "mode") == "set":
+                stored.add(sink)
             pol = sum_policy(attr_str(op, "policy"), True) if attr_str(op, "mode") == "add" else "plain"
             if sink_policy.get(sink, pol) != pol and attr_str(op, "mode") == "add":
                 raise KernelError(f"sink '{sink}' gets scatters with policies {sink_policy[sink]!r} and {pol!r}: "
@@ -97,9 +100,25 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
             bufs.append(Buffer(p.name, "sink", "f"))
             if sink_policy.get(p.name, "plain") != "plain":
                 bufs.append(Buffer(p.name, "comp", _comp_dtype(sink_policy[p.name])))
+            slots = _size(sinks.get(p.name, ())) * _size(tuple(a.extent for a in p.axes))
+            if p.name in sinks and p.name not in stored and sink_policy[p.name] != "ordered" \
+                    and slots <= PRIVATE_SLOTS:
+                # each chunk of lanes adds into its own copy; the finish adds the copies in chunk order
+                lay.private[p.name] = slots
+                bufs.append(Buffer(p.name, "priv", _comp_dtype(sink_policy[p.name])))
     bufs += [Buffer("#scratch", "scratch", "f64"), Buffer("#blocks", "blocks", "f"), Buffer("#meta", "meta", "i64"),
              Buffer("#err", "err", "i64")]
     return lay
+
+
+PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get a private copy per chunk (threads never collide)
+
+
+def _size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def _comp_dtype(policy: str) -> str:

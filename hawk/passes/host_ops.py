@@ -43,7 +43,11 @@ class HostOps:
         e = self.e
         buf = self.bufs[(attr_str(op, "name"), "cut")]
         shape = payload_of(op.results[0].type)
-        return e.pack([e.load(buf, e.c(c)) for c in range(size(shape))], shape)
+        kept = attr_strs(op, "axes")
+        if not kept:
+            return e.pack([e.load(buf, e.c(c)) for c in range(size(shape))], shape)
+        idx, n = self.kept_index(kept)  # a total per kept position: this lane's one
+        return e.pack([e.load(buf, e.add_i(e.mul_i(e.c(c), n), idx)) for c in range(size(shape))], shape)
 
     def lower_param(self, op):
         return self.e.load(self.buf(attr_str(op, "plane")), self.e.c(0))
@@ -81,7 +85,11 @@ class HostOps:
     def add_into(self, policy: str, name: str, at: ir.Value, x: ir.Value, role: str):
         """Add x into slot `at` of buffer (name, role): plain, compensated or ordered (through the companion)."""
         e = self.e
-        if policy == "plain":
+        if policy == "plain" and name in self.lay.private:  # this chunk's own copy of the sink
+            buf = self.bufs[(name, "priv")]
+            at = e.add_i(at, e.mul_i(self.chunk, e.c(self.lay.private[name])))
+            e.store(e.add(e.load(buf, at), x), buf, at)
+        elif policy == "plain":
             buf = self.bufs[(name, role)]
             e.store(e.add(e.load(buf, at), x), buf, at)
         elif policy == "compensated":
@@ -94,8 +102,13 @@ class HostOps:
         """Neumaier-add x (float64) into the companion's (sum, correction) pair of slot `at`; `carry` is a
         correction already gathered elsewhere (a sorted run's)."""
         e = self.e
-        comp = self.bufs[(name, "comp")]
-        half = e.op("arith.divui", e.dim(comp), e.c(2))
+        if name in self.lay.private:  # this chunk's own (sums, corrections) pair block
+            comp = self.bufs[(name, "priv")]
+            half = e.c(self.lay.private[name])
+            at = e.add_i(at, e.mul_i(self.chunk, e.c(2 * self.lay.private[name])))
+        else:
+            comp = self.bufs[(name, "comp")]
+            half = e.op("arith.divui", e.dim(comp), e.c(2))
         at_c = e.add_i(at, half)
         s, c = e.neumaier(e.load(comp, at), e.load(comp, at_c), x)
         e.store(s, comp, at)

@@ -467,6 +467,7 @@ class HostLowering(HostOps):
                 cell = self.bufs[(r.cell, "cell")]
                 for k, v in enumerate(vals):
                     e.store(v, cell, e.c(k))
+            self.finish_private()
             self.finish_companions()
             for r in self.lay.reductions:
                 if r.kept and r.kind == "mean":
@@ -501,6 +502,38 @@ class HostLowering(HostOps):
                                         attrs={"predicate": ir.IntegerAttr.get(e.i64, 8)}), nxt, n)])
         empty = e.cmpi(_EQ, nblocks, e.c(0))  # the runtime always allocates at least one block
         return e.select(empty, e.cf(0.0), e.load(blocks, e.c(slot)))
+
+    def finish_private(self):
+        """Add each chunk's private copy of a sink into the sink (plain) or its companion (compensated), in chunk
+        order."""
+        e = self.e
+        for name, slots in self.lay.private.items():
+            priv = self.bufs[(name, "priv")]
+            n = e.c(slots)
+            compensated = self.lay.policy_of(name) == "compensated"
+            target = self.bufs[(name, "comp")] if compensated else self.bufs[(name, "sink")]
+            loop = scf.ForOp(e.c(0), n, e.c(1), [])
+            with ir.InsertionPoint(loop.body):
+                i = loop.induction_variable
+                if compensated:
+                    inits = [e.load(target, i), e.load(target, e.add_i(i, n))]
+                else:
+                    inits = [e.load(target, i)]
+                chunks = scf.ForOp(e.c(0), self.chunk, e.c(1), inits)
+                with ir.InsertionPoint(chunks.body):
+                    c = chunks.induction_variable
+                    cur = list(chunks.inner_iter_args)
+                    if compensated:
+                        base = e.add_i(e.mul_i(c, e.c(2 * slots)), i)
+                        ns, nc = e.neumaier(cur[0], cur[1], e.load(priv, base))
+                        scf.YieldOp([ns, e.add(nc, e.load(priv, e.add_i(base, n)))])
+                    else:
+                        scf.YieldOp([e.add(cur[0], e.load(priv, e.add_i(e.mul_i(c, n), i)))])
+                res = list(chunks.results)
+                e.store(res[0], target, i)
+                if compensated:
+                    e.store(res[1], target, e.add_i(i, n))
+                scf.YieldOp([])
 
     def finish_companions(self):
         """Fold each companion (compensated corrections, ordered lane-order sums) into its slot."""

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from hawk.ir.build import create
-from hawk.ir.dialect import attr_str, is_hawk
+from hawk.ir.build import create, strs
+from hawk.ir.dialect import attr_str, attr_strs, is_hawk
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,10 @@ def _kernel_func(module: ir.Module):
     return next(op for op in module.body.operations if "hawk.kernel" in op.attributes)
 
 
-def split_stages(text: str, name: str) -> list[StageIR]:
-    """Split a hawk module (in the current context) into its stages; one stage gives the module back."""
+def split_stages(text: str, name: str, reserved: frozenset[str] = frozenset()) -> list[StageIR]:
+    """Split a hawk module (in the current context) into its stages; one stage gives the module back.
+
+    Internal cells are named cut0, cut1, ... skipping the `reserved` names (the kernel's planes)."""
     n = stage_count(ir.Module.parse(text))
     if n == 1:
         return [StageIR(name, text, (), ())]
@@ -104,7 +106,7 @@ def split_stages(text: str, name: str) -> list[StageIR]:
         module = ir.Module.parse(text)
         func_op = _kernel_func(module)
         ops, producer, level, reduces = _analyse(func_op)
-        cut = _cut_names(ops, reduces)
+        cut = _cut_names(ops, reduces, reserved)
         later_use = {k for k in reduces if any(level[j] > level[k] and any(producer.get(v) == k
                                                                            for v in _used_values(ops[j]))
                                                for j in range(len(ops)))}
@@ -126,7 +128,8 @@ def split_stages(text: str, name: str) -> list[StageIR]:
         entry = func_op.regions[0].blocks[0]
         with ir.InsertionPoint(entry.operations[0]), func_op.location:
             for k in sorted(reads):
-                r = create("hawk.cut_read", [], [ops[k].results[0].type], {"name": cut[k]}).result
+                r = create("hawk.cut_read", [], [ops[k].results[0].type],
+                           {"name": cut[k], "axes": _kept_axes(func_op, ops[k])}).result
                 ops[k].results[0].replace_all_uses_with(r)
         for k in sorted(keep):
             if k in later_use and level[k] == s:
@@ -151,11 +154,20 @@ def _user_cell(reduce_op) -> str | None:
     return None
 
 
-def _cut_names(ops, reduces) -> dict[int, str]:
+def _cut_names(ops, reduces, reserved: frozenset[str]) -> dict[int, str]:
     names, internal = {}, 0
     for k in reduces:
         user = _user_cell(ops[k])
         if user is None:
+            while f"cut{internal}" in reserved:
+                internal += 1
             user, internal = f"cut{internal}", internal + 1
         names[k] = user
     return names
+
+
+def _kept_axes(func_op, reduce_op) -> ir.ArrayAttr:
+    """The lane axes a reduction keeps, in grid order (empty for a total over every lane)."""
+    over = set(attr_strs(reduce_op, "over"))
+    axes = attr_strs(func_op, "hawk.axes")
+    return strs([a for a in axes if a not in over])

@@ -221,18 +221,21 @@ STENCIL_LANES = """
 STENCIL_SCATTER = """
 # CHECK-LABEL: func.func @ir_p_stencil_lanes(
 # CHECK: scf.for %[[LANE:[a-z0-9_]+]] = {{.+}} {
-# the scatter reads its key from the Index plane, checks it and (policy "auto" is compensated) adds into the
-# sink's companion: a float64 (sum, correction) pair per slot; or it counts an error
+# the scatter reads its key from the Index plane, checks it and (policy "auto" is compensated) adds into this
+# chunk's private copy of the sink's companion: a float64 (sum, correction) pair per slot; or counts an error
 # CHECK:   memref.load %${k}[%[[LANE]]] : memref<?xi32>
 # CHECK:   arith.extsi %{{.+}} : i32 to i64
 # CHECK:   scf.if %{{.+}} {
-# CHECK:     memref.store %{{.+}}, %${bins:comp}[%{{.+}}] : memref<?xf64>
-# CHECK:     memref.store %{{.+}}, %${bins:comp}[%{{.+}}] : memref<?xf64>
+# CHECK:     memref.store %{{.+}}, %${bins:priv}[%{{.+}}] : memref<?xf64>
+# CHECK:     memref.store %{{.+}}, %${bins:priv}[%{{.+}}] : memref<?xf64>
 # CHECK:   } else {
 # CHECK:     memref.store %{{.+}}, %${#err}[%{{.+}}] : memref<?xi64>
 # CHECK:   }
 # CHECK-LABEL: func.func @ir_p_stencil_finish(
-# the finish folds the companion into the sink: (prior + sum) + correction, rounded once
+# the finish merges the chunks' private pairs into the companion in chunk order, then folds the companion
+# into the sink: (prior + sum) + correction, rounded once
+# CHECK:   memref.load %${bins:priv}
+# CHECK:   memref.store %{{.+}}, %${bins:comp}
 # CHECK:   memref.load %${bins:comp}
 # CHECK:   memref.load %${bins:comp}
 # CHECK:   memref.store %{{.+}}, %${bins:sink}[%{{.+}}] : memref<?xf64>
