@@ -29,8 +29,9 @@ PLANE_KINDS = ("lane", "index", "param", "table", "grid", "output", "sink")
 REDUCE_KINDS = ("sum", "mean", "max", "min")
 POLICIES = ("auto", "compensated", "plain", "ordered")
 SINK_POLICIES = ("plain", "compensated", "ordered")
-BUFFER_ROLES = ("in", "index", "param", "table", "cut", "out", "cell", "count", "sink", "comp", "scratch", "blocks",
-                "meta", "err")
+# The buffer roles eagle.launch.Launcher allocates; a role it does not know is refused before anything runs.
+BUFFER_ROLES = ("in", "index", "param", "table", "cut", "out", "cell", "count", "sink", "comp", "priv", "scratch",
+                "blocks", "meta", "err")
 BUFFER_DTYPES = ("f", "f64", "i32", "i64")
 _ROLE_KIND = {"in": "lane", "index": "index", "param": "param", "table": "table", "sink": "sink"}
 _BIG = 1 << 31
@@ -229,6 +230,8 @@ def _signature_checker(s: _Schema) -> Checker:
 
 
 def _layout_checker(s: _Schema) -> Checker:
+    """Mirrors hawk.layout.layout_to_json field by field: a field added there is added here (tests/test_artifact.py
+    builds kernels of every shape and loads them back, so a mismatch fails there first)."""
     reduction = s.obj({"kind": s.one_of(*REDUCE_KINDS), "over": s.lst(s.name), "kept": s.lst(s.name),
                        "policy": s.one_of(*POLICIES), "payload": s.lst(s.extent), "cell": s.name,
                        "masked": s.boolean})
@@ -237,7 +240,8 @@ def _layout_checker(s: _Schema) -> Checker:
                   "outputs": s.mapping(s.one_of("lane", "cell")), "reductions": s.lst(reduction),
                   "sinks": s.mapping(s.lst(s.extent)), "index_keys": s.mapping(s.lst(s.pair(s.name, s.count))),
                   "sink_policy": s.mapping(s.one_of(*SINK_POLICIES)), "buffers": s.lst(buffer, nonempty=True),
-                  "cells_in": s.lst(s.name, unique=True), "cells_out": s.lst(s.name, unique=True)})
+                  "cells_in": s.lst(s.name, unique=True), "cells_out": s.lst(s.name, unique=True),
+                  "private": s.mapping(s.extent)})
 
 
 def sidecar_checker(s: _Schema) -> Checker:
@@ -357,7 +361,7 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
         bad = [a for a in (*r["over"], *r["kept"]) if a not in labels]
         if bad:
             raise refuse(f"{path}.reductions[{i}]", f"names lane axis '{bad[0]}', which the kernel does not have")
-    for sink in (*lay["sinks"], *lay["sink_policy"]):
+    for sink in (*lay["sinks"], *lay["sink_policy"], *lay["private"]):
         if planes.get(sink, {}).get("kind") != "sink":
             raise refuse(f"{path}.sinks", f"names '{sink}', which is not a sink plane")
     for plane, uses in lay["index_keys"].items():
@@ -387,6 +391,8 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
             raise refuse(where, f"reads cell '{bname}', which is not one of the stage's cells_in")
         if role == "comp" and bname not in roles.get("sink", []) + roles.get("cell", []):
             raise refuse(where, f"is a companion of '{bname}', which has no sink or cell buffer before it")
+        if role == "priv" and (bname not in roles.get("sink", []) or bname not in lay["private"]):
+            raise refuse(where, f"is a private copy of '{bname}', which is not a sink with private slots")
         if role in ("meta", "err", "scratch", "blocks") and bname != f"#{role}":
             raise refuse(where, f"must be named '#{role}'")
     for role in ("meta", "err"):

@@ -108,11 +108,23 @@ class HostOps:
             at = e.add_i(at, e.mul_i(self.chunk, e.c(2 * self.lay.private[name])))
         else:
             comp = self.bufs[(name, "comp")]
-            half = e.op("arith.divui", e.dim(comp), e.c(2))
+            half = self.slots_of(name)
         at_c = e.add_i(at, half)
         s, c = e.neumaier(e.load(comp, at), e.load(comp, at_c), x)
         e.store(s, comp, at)
         e.store(c if carry is None else e.add(c, carry), comp, at_c)
+
+    def slots_of(self, name: str) -> ir.Value:
+        """Slots of a sink (static) or of a cell kept by a reduction over some axes (from the lane extents)."""
+        e = self.e
+        spec = self.lay.sig.get(name)
+        if spec is not None and spec.kind == "sink":
+            return e.c(size(self.lay.sinks.get(name, ())) * size(tuple(a.extent for a in spec.axes)))
+        r = next(r for r in self.lay.reductions if r.cell == name)
+        n = e.c(size(r.payload))
+        for a in r.kept:
+            n = e.mul_i(n, self.ext[self.axes.index(a)])
+        return n
 
     # ---- scatter ------------------------------------------------------------------------------------------
     def key_index(self, spec, keys: list[ir.Value]) -> tuple[ir.Value, ir.Value, ir.Value, int]:

@@ -82,14 +82,22 @@ class HostLowering(HostOps):
             self.stride[k] = s
             s = e.mul_i(s, self.ext[k])
 
+    gpu = False  # GpuLowering: the lane function becomes a gpu.func kernel, one chunk per thread
+
     def run(self):
         kfunc = next(op for op in self.module.body.operations if "hawk.kernel" in op.attributes)
         with ir.InsertionPoint(self.module.body), kfunc.location:
-            lanes = func.FuncOp(f"{self.lay.name}_lanes", (self.arg_types(), []))
+            lanes = self.lanes_func()
             finish = func.FuncOp(f"{self.lay.name}_finish", (self.arg_types(), []))
         self.build_lanes(lanes, kfunc)
         self.build_finish(finish)
         kfunc.operation.erase()
+
+    def lanes_func(self):
+        return func.FuncOp(f"{self.lay.name}_lanes", (self.arg_types(), []))
+
+    def lanes_return(self):
+        func.ReturnOp([])
 
     # ---- state ---------------------------------------------------------------------------------------
     def acc_type(self, policy: str) -> ir.Type:
@@ -139,25 +147,38 @@ class HostLowering(HostOps):
 
     # ---- the lane loops --------------------------------------------------------------------------------
     def build_lanes(self, lanes, kfunc):
-        e = self.e
         entry = lanes.add_entry_block()
         self.bufs = self.args(lanes)
         body = kfunc.regions[0].blocks[0]
+        self._in_lanes = True
         with ir.InsertionPoint(entry), kfunc.location:
             self.read_meta()
-            chunk0, chain0 = self.plan_state(body)
-            if any(a.policy in ("ordered", "compensated") for a in self.full):
-                final = self.blocked_driver(body, chunk0, chain0)
+            live = self.chunk_guard()
+            if live is not None:  # a GPU thread past the last chunk does nothing
+                with ir.InsertionPoint(live.then_block):
+                    self.lanes_body(body)
+                    scf.YieldOp([])
             else:
-                final = self.flat_driver(body, chunk0)
-            scratch = self.bufs[("#scratch", "scratch")]
-            base = e.mul_i(self.chunk, e.c(max(self.lay.width, 1)))
-            for k, v in enumerate(final[:self.nchunk_red]):
-                v = e.op("arith.sitofp", v, t=e.f64) if v.type == e.i64 else e.widen(v, e.f64)
-                e.store(v, scratch, e.add_i(base, e.c(k)))
-            for run in self.runs:
-                self.flush_run(run, final[run.slot:run.slot + 1 + run.n * (2 if run.policy == "compensated" else 1)])
-            func.ReturnOp([])
+                self.lanes_body(body)
+            self.lanes_return()
+
+    def chunk_guard(self):
+        return None
+
+    def lanes_body(self, body: ir.Block):
+        e = self.e
+        chunk0, chain0 = self.plan_state(body)
+        if any(a.policy in ("ordered", "compensated") for a in self.full):
+            final = self.blocked_driver(body, chunk0, chain0)
+        else:
+            final = self.flat_driver(body, chunk0)
+        scratch = self.bufs[("#scratch", "scratch")]
+        base = e.mul_i(self.chunk, e.c(max(self.lay.width, 1)))
+        for k, v in enumerate(final[:self.nchunk_red]):
+            v = e.op("arith.sitofp", v, t=e.f64) if v.type == e.i64 else e.widen(v, e.f64)
+            e.store(v, scratch, e.add_i(base, e.c(k)))
+        for run in self.runs:
+            self.flush_run(run, final[run.slot:run.slot + 1 + run.n * (2 if run.policy == "compensated" else 1)])
 
     def move_body(self, body: ir.Block, anchor) -> None:
         for op in list(body.operations):

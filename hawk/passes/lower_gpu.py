@@ -1,0 +1,62 @@
+"""lower-gpu-lanes: the host lowering's lane function as a GPU kernel, one chunk of lanes per thread.
+
+Every thread runs exactly the code a host chunk runs (the same drivers, the same ordered blocks), on lanes
+[chunk * C, chunk * C + C) with chunk = its global id; it writes its partials where a host chunk would. The
+finish stays a host function: the runtime copies partials back and finishes on the host, so the ordered tree
+across blocks, the chunk-order combines and the companions are the very same code as on the host, and ordered
+results are bitwise equal to the host's.
+
+meta for a GPU launch = [C (lanes per chunk, a multiple of ORDERED_BLOCK), unused, T (chunks), L, extents...].
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import gpu, scf
+
+from hawk.ir.build import create
+from hawk.passes.lower_host import HostLowering
+
+GPU_MODULE_SUFFIX = "_gpu"
+
+
+class GpuLowering(HostLowering):
+    gpu = True
+
+    def lanes_func(self):
+        self.module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
+        mod = gpu.GPUModuleOp(f"{self.lay.name}{GPU_MODULE_SUFFIX}")
+        mod.regions[0].blocks.append()
+        with ir.InsertionPoint(mod.regions[0].blocks[0]):
+            f = gpu.GPUFuncOp(ir.TypeAttr.get(ir.FunctionType.get(self.arg_types(), [])),
+                              sym_name=f"{self.lay.name}_lanes", kernel=True)
+        self._in_lanes = True
+        return f
+
+    def lanes_return(self):
+        gpu.ReturnOp([])
+        self._in_lanes = False
+
+    def read_meta(self):
+        if not getattr(self, "_in_lanes", False):
+            return super().read_meta()
+        e = self.e
+        super().read_meta()  # extents, strides and L as on the host; lo, hi and chunk come from the thread id
+        meta = self.bufs[("#meta", "meta")]
+        span = e.to_index(e.load(meta, e.c(0)))
+        self.nthreads = e.to_index(e.load(meta, e.c(2)))
+        dim = ir.Attribute.parse("#gpu<dim x>")
+        tid = create("gpu.thread_id", [], [e.index], {"dimension": dim}).result
+        bid = create("gpu.block_id", [], [e.index], {"dimension": dim}).result
+        bdim = create("gpu.block_dim", [], [e.index], {"dimension": dim}).result
+        self.chunk = e.add_i(e.mul_i(bid, bdim), tid)
+        self.lo = e.op("arith.minui", e.mul_i(self.chunk, span), self.L)
+        self.hi = e.op("arith.minui", e.add_i(self.lo, span), self.L)
+
+    def chunk_guard(self):
+        e = self.e
+        return scf.IfOp(e.cmpi(6, self.chunk, self.nthreads), [], has_else=False)  # ult
+
+
+def lower_gpu(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Type]) -> None:
+    GpuLowering(module, layout, ftype, itypes).run()
