@@ -5,11 +5,12 @@ from eagle.array import Array
 from eagle.errors import InputError, RuntimeMissing
 
 
-def deploy(kernel, target: str = "host", threads: int | None = None):
-    """Build a plan that runs `kernel` on `target` ('host' for the CPU); see eagle.plan.Plan."""
+def deploy(kernel, target: str = "host", threads: int | None = None, **options):
+    """Build a plan that runs `kernel` on `target`: "host" (the CPU), "nvvm", "rocdl", "spirv", or "auto" (a GPU
+    whose runtime and device are present, else the host). Options such as chip="sm_90" go to the target."""
     from eagle.plan import Plan
 
-    return Plan(kernel, target, threads)
+    return Plan(kernel, target, threads, **options)
 
 
 def __getattr__(name: str):

@@ -11,7 +11,8 @@ from eagle import cache
 from eagle.binding import Binder
 from eagle.errors import InputError
 from eagle.launch import Launcher
-from eagle.targets import host
+from eagle.targets import auto_target, gpu_target, host
+from eagle.targets.device import DeviceStage, device_binary
 from hawk.compiler import Kernel
 from hawk.layout import Spec
 
@@ -19,17 +20,23 @@ from hawk.layout import Spec
 class Plan:
     """A kernel deployed for a target. `run(**planes, **extents)` validates, launches and returns results."""
 
-    def __init__(self, kernel: Kernel, target: str = "host", threads: int | None = None):
+    def __init__(self, kernel: Kernel, target: str = "host", threads: int | None = None, **options):
         if not isinstance(kernel, Kernel):
             raise TypeError(f"eagle.deploy takes a @hawk.kernel, got {type(kernel).__name__}")
-        if target not in ("host", "auto", "cpu"):
-            raise ValueError(f"target {target!r} is not available in this release; use 'host'")
-        self.kernel, self.target = kernel, "host"
+        if target == "auto":
+            target = auto_target()
+        if target == "cpu":
+            target = "host"
+        if target == "host" and options:
+            raise ValueError(f"the host target takes no options, got {sorted(options)}")
+        self.kernel, self.target = kernel, target
+        self.device = None if target == "host" else gpu_target(target, **options)
         self.threads = threads if threads is not None else int(os.environ.get("EAGLE_THREADS", os.cpu_count() or 1))
         if self.threads < 1:
             raise ValueError("threads must be at least 1")
         self.binder = Binder(kernel.name, kernel.signature, kernel.outputs)
-        self._ready: dict[tuple[Spec, int], tuple[host.HostLibrary, Launcher]] = {}
+        self._ready: dict[tuple[Spec, int], tuple] = {}
+        self._runtime = None
 
     def __repr__(self) -> str:
         return f"<eagle.Plan {self.kernel.name} target={self.target} threads={self.threads}>"
@@ -37,6 +44,8 @@ class Plan:
     def prepare(self, spec: Spec, stage: int = 0) -> tuple[host.HostLibrary, Launcher]:
         """The compiled library and launcher for one stage of one specialisation (compiled once, cached)."""
         ready = self._ready.get((spec, stage))
+        if ready is None and self.device is not None:
+            ready = self._ready[(spec, stage)] = self.prepare_device(spec, stage)
         if ready is None:
             st = self.kernel.stages(spec)[stage]
             key = cache.key(st.text, repr(self.kernel), repr(spec), self.target, "opt3")
@@ -45,6 +54,22 @@ class Plan:
             ready = self._ready[(spec, stage)] = (lib, launcher)
         return ready
 
+    def runtime(self):
+        """The GPU target's runtime, made once per plan (RuntimeMissing when the machine lacks it)."""
+        if self._runtime is None:
+            self._runtime = self.device.runtime()
+        return self._runtime
+
+    def prepare_device(self, spec: Spec, stage: int):
+        """For a GPU target: (finish library for the host, launcher, device binary, entry name)."""
+        st = self.kernel.stages(spec)[stage]
+        key = cache.key(st.text, repr(self.kernel), repr(spec), self.target, self.device.options)
+        binary = device_binary(key, st.name, self.device, lambda: self.kernel.lowered_gpu(spec, stage).gpu_module)
+        finish = host.load(cache.key(key, "finish"), st.name,
+                           lambda: self.kernel.lowered_gpu(spec, stage).finish_llvm_ir)
+        launcher = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads)
+        return finish, launcher, binary, f"{st.name}_lanes"
+
     def run(self, base: int | None = None, count: int | None = None, **planes):
         """Run the kernel over every lane (or lanes [base, base + count) of a single-stage kernel)."""
         b = self.binder.bind(planes)
@@ -52,9 +77,20 @@ class Plan:
         lo, hi = self.lane_range(base, count, b.lanes, n)
         results: dict = {}
         cuts: dict = {}
+        runtime = None
+        if self.device is not None:
+            for k in range(n):  # compile every stage first: a missing runtime is reported after a full build
+                self.prepare(b.spec, k)
+            runtime = self.runtime()
         for k in range(n):
-            lib, launcher = self.prepare(b.spec, k)
-            out, made = launcher.run(lib, b, lo, hi, cuts)
+            if runtime is not None:
+                finish, launcher, binary, entry = self.prepare(b.spec, k)
+                stage = DeviceStage(launcher, binary, entry, runtime, finish, b, lo, hi, cuts)
+                stage.fire()
+                out, made = stage.results, stage.cells_out
+            else:
+                lib, launcher = self.prepare(b.spec, k)
+                out, made = launcher.run(lib, b, lo, hi, cuts)
             results.update(out)
             cuts.update(made)
         if len(results) == 1:
@@ -92,6 +128,6 @@ class Plan:
         return lo, hi
 
 
-def deploy(kernel: Kernel, target: str = "host", threads: int | None = None) -> Plan:
-    """Build a plan that runs `kernel` on `target` ('host' for the CPU)."""
-    return Plan(kernel, target, threads)
+def deploy(kernel: Kernel, target: str = "host", threads: int | None = None, **options) -> Plan:
+    """Build a plan that runs `kernel` on `target`: 'host' (the CPU), 'nvvm', 'rocdl', 'spirv' or 'auto'."""
+    return Plan(kernel, target, threads, **options)

@@ -9,14 +9,14 @@ import textwrap
 from dataclasses import dataclass
 from functools import cached_property
 
-from mlir import ir
+from mlir import ir, passmanager
 
 from hawk.errors import KernelError
 from hawk.frontend.visitor import KernelBuilder, Source
 from hawk.ir.dialect import attr_str, attr_strs, is_hawk, new_context
 from hawk.layout import Layout, Spec, make_spec
 from hawk.passes.analysis import analyse, written_names
-from hawk.passes.pipeline import HOST, Job, Pipeline
+from hawk.passes.pipeline import GPU, HOST, LLVM_PIPELINE, Job, Pipeline
 from hawk.passes.stages import split_stages
 from hawk.signature import Signature, read_signature
 
@@ -33,6 +33,18 @@ class Stage:
     cells_in: tuple[str, ...]
     cells_out: tuple[str, ...]
     owns: frozenset[str]
+
+
+@dataclass
+class GpuLowered:
+    """A stage lowered for a GPU target: the kernel's gpu.module and the host finish (LLVM dialect)."""
+
+    kernel: str
+    spec: Spec
+    hawk_ir: str
+    gpu_module: str
+    finish_llvm_ir: str
+    layout: Layout
 
 
 @dataclass
@@ -68,7 +80,7 @@ class Kernel:
         self.source = Source(fn, fdef, file, first, self.name)
         self.signature: Signature = read_signature(fn, file, self._param_lines(fdef, first), self.name)
         self._hawk: dict[Spec, tuple[str, dict[str, str]]] = {}
-        self._lowered: dict[tuple[Spec, int], Lowered] = {}
+        self._lowered: dict[tuple, Lowered | GpuLowered] = {}
         self._layouts: dict[tuple[Spec, int], Layout] = {}
         self._stages: dict[Spec, list[Stage]] = {}
         self.stages(self.default_spec())  # read, check and split the body now, so errors surface at decoration
@@ -191,6 +203,26 @@ class Kernel:
             layout = self._analyse(module, spec, st)
             Pipeline(HOST).run(module, Job(layout, ftype, itypes), dump=dump, stop_after=stop_after)
             return Lowered(st.name, spec, st.text, str(module), layout)
+
+    def lowered_gpu(self, spec: Spec, stage: int = 0) -> GpuLowered:
+        """One stage for a GPU target: its gpu.module (upstream dialects, one chunk of lanes per thread) as text,
+        and its finish function lowered to LLVM for the host (the runtime finishes on the host)."""
+        key = (spec, stage, "gpu")
+        if key not in self._lowered:
+            st = self.stages(spec)[stage]
+            with new_context(), ir.Location.unknown():
+                module = ir.Module.parse(st.text)
+                ftype, itypes = self._types(spec)
+                layout = self._analyse(module, spec, st)
+                Pipeline(GPU).run(module, Job(layout, ftype, itypes))
+                gpu_text = "module attributes {gpu.container_module} {\n" + "\n".join(
+                    str(op) for op in module.body.operations if op.operation.name == "gpu.module") + "\n}\n"
+                for op in list(module.body.operations):
+                    if op.operation.name == "gpu.module":
+                        op.operation.erase()
+                passmanager.PassManager.parse(LLVM_PIPELINE).run(module.operation)
+                self._lowered[key] = GpuLowered(st.name, spec, st.text, gpu_text, str(module), layout)
+        return self._lowered[key]
 
     @cached_property
     def outputs(self) -> dict[str, str]:

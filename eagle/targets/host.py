@@ -30,10 +30,12 @@ class HostLibrary:
     def __init__(self, path: Path, name: str):
         self.path = path
         self.lib = ctypes.CDLL(str(path))
-        self.lanes = self._fn(f"_mlir_{name}_lanes")
+        self.lanes = self._fn(f"_mlir_{name}_lanes", required=False)  # absent from a GPU stage's finish library
         self.finish = self._fn(f"_mlir_{name}_finish")
 
-    def _fn(self, symbol: str):
+    def _fn(self, symbol: str, required: bool = True):
+        if not required and not hasattr(self.lib, symbol):
+            return None
         f = getattr(self.lib, symbol)
         f.argtypes = [ctypes.c_void_p]
         f.restype = None

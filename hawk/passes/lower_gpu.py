@@ -6,7 +6,8 @@ finish stays a host function: the runtime copies partials back and finishes on t
 across blocks, the chunk-order combines and the companions are the very same code as on the host, and ordered
 results are bitwise equal to the host's.
 
-meta for a GPU launch = [C (lanes per chunk, a multiple of ORDERED_BLOCK), unused, T (chunks), L, extents...].
+meta for a GPU launch = [C (lanes per chunk), base, T (chunks), L, extents..., end]: thread t runs lanes
+[max(base, t*C), min(end, t*C + C)), so chunks start on multiples of C counted from lane 0.
 """
 
 from __future__ import annotations
@@ -44,14 +45,17 @@ class GpuLowering(HostLowering):
         super().read_meta()  # extents, strides and L as on the host; lo, hi and chunk come from the thread id
         meta = self.bufs[("#meta", "meta")]
         span = e.to_index(e.load(meta, e.c(0)))
+        base = e.to_index(e.load(meta, e.c(1)))
         self.nthreads = e.to_index(e.load(meta, e.c(2)))
+        end = e.to_index(e.load(meta, e.c(4 + len(self.axes))))
         dim = ir.Attribute.parse("#gpu<dim x>")
         tid = create("gpu.thread_id", [], [e.index], {"dimension": dim}).result
         bid = create("gpu.block_id", [], [e.index], {"dimension": dim}).result
         bdim = create("gpu.block_dim", [], [e.index], {"dimension": dim}).result
         self.chunk = e.add_i(e.mul_i(bid, bdim), tid)
-        self.lo = e.op("arith.minui", e.mul_i(self.chunk, span), self.L)
-        self.hi = e.op("arith.minui", e.add_i(self.lo, span), self.L)
+        start = e.mul_i(self.chunk, span)
+        self.hi = e.op("arith.minui", e.add_i(start, span), end)
+        self.lo = e.op("arith.minui", e.op("arith.maxui", start, base), self.hi)
 
     def chunk_guard(self):
         e = self.e

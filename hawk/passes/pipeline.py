@@ -14,6 +14,7 @@ from pathlib import Path
 from mlir import ir, passmanager
 
 from hawk.passes.analysis import Layout
+from hawk.passes.lower_gpu import lower_gpu
 from hawk.passes.lower_host import lower_host
 from hawk.passes.verify import verify_hawk
 
@@ -50,11 +51,14 @@ PASSES: dict[str, Pass] = {p.name: p for p in (
     Pass("verify-hawk", lambda m, j: verify_hawk(m), "refuse reductions/scatters where they may not sit"),
     Pass("lower-host-lanes", lambda m, j: lower_host(m, j.layout, j.ftype, j.itypes),
          "hawk ops -> a chunked lane loop and a finish function (scf, memref, arith, vector)"),
+    Pass("lower-gpu-lanes", lambda m, j: lower_gpu(m, j.layout, j.ftype, j.itypes),
+         "hawk ops -> a gpu.module kernel (one chunk of lanes per thread) and a host finish function"),
     Pass("canonicalize", _upstream("builtin.module(canonicalize,cse)"), "upstream clean-up"),
     Pass("lower-to-llvm", _upstream(LLVM_PIPELINE), "upstream dialects -> LLVM dialect"),
 )}
 
 HOST = ("verify-hawk", "lower-host-lanes", "canonicalize", "lower-to-llvm")
+GPU = ("verify-hawk", "lower-gpu-lanes", "canonicalize")  # then: the gpu.module per target, the finish per host
 
 
 def _module_name(module: ir.Module, job: Job | None) -> str:

@@ -1,0 +1,124 @@
+"""What every GPU target shares: how a stage runs on a device.
+
+A GPU stage is the host lane function turned into a kernel where each thread runs one chunk of lanes (see
+hawk/passes/lower_gpu.py). A launch: allocate the stage's buffers on the host exactly as for a host run (with T
+chunks), copy them to the device, run T threads, copy the written buffers back, and run the stage's finish on
+the host — the same compiled finish as a host run, so ordered totals carry the host's bits.
+
+A target supplies: `compile(lowered) -> bytes` (the device binary), `check(binary)` (the offline validator:
+ptxas, ld.lld, spirv-val), and `runtime()` -> a DeviceRuntime, or RuntimeMissing naming what is missing.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from eagle.errors import RuntimeMissing
+from hawk.layout import ORDERED_BLOCK, Layout
+
+WRITTEN = ("out", "cell", "count", "sink", "comp", "priv", "scratch", "blocks", "err")
+MAX_THREADS = 1 << 16  # chunks per launch
+MAX_PRIVATE_THREADS = 256  # chunks when sinks are privatised (each chunk owns a copy of each sink)
+WORKGROUP = 64
+
+
+@dataclass(frozen=True)
+class Grid:
+    """How a stage's lanes are spread over threads: T chunks of C lanes, in workgroups of `block` threads."""
+
+    span: int  # C: lanes per chunk
+    threads: int  # T
+    block: int
+
+    @property
+    def groups(self) -> int:
+        return max(1, -(-self.threads // self.block))
+
+
+def plan_grid(layout: Layout, end: int) -> Grid:
+    """Chunks for lanes [0, end): one chunk when threads would collide; chunks start on ordered blocks and on the
+    spans of lanes that share a kept slot."""
+    span = layout.parallel_span()
+    if span is None or end == 0:
+        return Grid(max(end, 1), 1, 1)
+    align = span
+    if layout.blocked or any(r.kind in ("sum", "mean") and not r.kept for r in layout.reductions):
+        align = align * ORDERED_BLOCK // math.gcd(align, ORDERED_BLOCK)
+    cap = MAX_PRIVATE_THREADS if layout.private else MAX_THREADS
+    c = max(align, -(-end // cap))
+    c = -(-c // align) * align
+    t = -(-end // c)
+    return Grid(c, t, min(WORKGROUP, t))
+
+
+def device_meta(b, grid: Grid, lo: int, hi: int) -> np.ndarray:
+    """meta for a GPU launch: [C, base, T, L, extents..., end]."""
+    return np.array([grid.span, lo, grid.threads, b.lanes, *b.extents, hi], dtype=np.int64)
+
+
+class DeviceRuntime:
+    """A target's runtime: load a binary and launch its kernel over numpy buffers (copied in and back)."""
+
+    name = "device"
+
+    def launch(self, binary: bytes, entry: str, buffers: list[np.ndarray], written: list[bool], grid: Grid):
+        raise NotImplementedError
+
+
+def device_binary(key: str, name: str, target, gpu_module) -> bytes:
+    """The device binary for `key`: from the disk cache, else compiled from `gpu_module()` by the target."""
+    from eagle import cache
+
+    d = cache.cache_dir()
+    path = d / f"{name}-{key}.{target.suffix}" if d else None
+    if path is not None and path.exists():
+        return path.read_bytes()
+    binary = target.compile(gpu_module())
+    if path is not None:
+        part = path.with_suffix(f".{os.getpid()}.part")
+        part.write_bytes(binary)
+        os.replace(part, path)
+    return binary
+
+
+def missing(target: str, what: str, how: str) -> RuntimeMissing:
+    return RuntimeMissing(f"target '{target}' compiled, but running it needs {what}, which this machine lacks "
+                          f"({how}); the binary can still be built into an artifact and run elsewhere")
+
+
+class DeviceStage:
+    """One stage of one run on a device, buffers allocated: `fire()` launches it and finishes on the host."""
+
+    def __init__(self, launcher, binary: bytes, entry: str, runtime: DeviceRuntime, finish_lib, b, lo: int, hi: int,
+                 cuts: dict):
+        lay = launcher.lay
+        launcher.binder.check_keys(lay, b)
+        self.grid = plan_grid(lay, hi)
+        self.launcher, self.binary, self.entry, self.runtime, self.finish_lib = launcher, binary, entry, runtime, \
+            finish_lib
+        self.buffers, self.results, self.copies, self.resets = launcher.buffers(b, self.grid.threads, cuts)
+        meta_k = launcher.meta_k
+        self.buffers[meta_k] = device_meta(b, self.grid, lo, hi)
+        self.host_meta = np.array([lo, hi, self.grid.threads, b.lanes, *b.extents], dtype=np.int64)
+        self.written = [buf.role in WRITTEN for buf in lay.buffers]
+        self.cells_out = {c: self.buffers[lay.buffer_index(c, "cell")] for c in lay.cells_out}
+
+    def fire(self) -> None:
+        from eagle.launch import PackedArgs
+
+        for a, fill in self.resets:
+            a.fill(fill)
+        self.runtime.launch(self.binary, self.entry, self.buffers, self.written, self.grid)
+        host = list(self.buffers)
+        host[self.launcher.meta_k] = self.host_meta
+        args = PackedArgs(host)
+        self.finish_lib.finish(args.ptrs)
+        err = self.buffers[self.launcher.err_k]
+        if err[0]:
+            self.launcher.check_errors(err)
+        for dst, src in self.copies:
+            np.copyto(dst, src.reshape(dst.shape))

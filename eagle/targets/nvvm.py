@@ -1,0 +1,151 @@
+"""The NVVM target: gpu.module -> PTX (MLIR's NVPTX serializer, libdevice embedded) -> cubin through ptxas, and
+a launch through cuda-bindings when an NVIDIA driver is present.
+
+Options: chip (sm_80 default; sm_90, ...). PTX version per chip stays within what ptxas 12.9 knows.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from eagle.targets.device import DeviceRuntime, Grid, missing
+from hawk.ir.dialect import new_context
+
+CHIPS = {"sm_70": "+ptx70", "sm_75": "+ptx70", "sm_80": "+ptx80", "sm_86": "+ptx80", "sm_89": "+ptx80",
+         "sm_90": "+ptx80", "sm_100": "+ptx86", "sm_120": "+ptx87"}
+PIPELINE = ("builtin.module(gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm{index-bitwidth=64 has-redux=true},"
+            "canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})")
+
+
+class NvvmTarget:
+    name = "nvvm"
+    suffix = "ptx"
+
+    def __init__(self, chip: str = "sm_80"):
+        if chip not in CHIPS:
+            raise ValueError(f"nvvm chip {chip!r} is not known; pick one of {sorted(CHIPS)}")
+        self.chip = chip
+
+    @property
+    def options(self) -> str:
+        return f"chip={self.chip}"
+
+    def compile(self, gpu_module: str) -> bytes:
+        """PTX text for the stage's kernel."""
+        from mlir import ir, passmanager
+        from mlir.dialects import gpu
+
+        with new_context(), ir.Location.unknown():
+            module = ir.Module.parse(gpu_module)
+            g = next(op for op in module.body.operations if op.operation.name == "gpu.module")
+            g.operation.attributes["targets"] = ir.Attribute.parse(
+                f'[#nvvm.target<chip = "{self.chip}", features = "{CHIPS[self.chip]}", O = 3>]')
+            passmanager.PassManager.parse(PIPELINE).run(module.operation)
+            g = next(op for op in module.body.operations if op.operation.name == "gpu.binary")
+            return bytes(gpu.ObjectAttr(g.attributes["objects"][0]).object)
+
+    def check(self, ptx: bytes) -> bytes:
+        """Assemble the PTX with ptxas for this chip; the cubin, or an error with ptxas's words."""
+        ptxas = find_ptxas()
+        with tempfile.TemporaryDirectory() as d:
+            src, out = Path(d) / "k.ptx", Path(d) / "k.cubin"
+            src.write_bytes(ptx)
+            r = subprocess.run([ptxas, "--gpu-name", self.chip, str(src), "-o", str(out)], capture_output=True,
+                               text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"ptxas refused the PTX for {self.chip}: {r.stderr.strip()}")
+            return out.read_bytes()
+
+    def runtime(self) -> CudaRuntime:
+        return CudaRuntime()
+
+
+def find_ptxas() -> str:
+    """ptxas from the pip nvidia-cuda-nvcc wheel, else from PATH."""
+    try:
+        import nvidia.cuda_nvcc as nvcc
+
+        for base in getattr(nvcc, "__path__", []):
+            p = Path(base) / "bin" / "ptxas"
+            if p.exists():
+                return str(p)
+    except ImportError:
+        pass
+    p = shutil.which("ptxas")
+    if p:
+        return p
+    raise RuntimeError("ptxas not found: pip install nvidia-cuda-nvcc-cu12 (scripts/setup.sh does)")
+
+
+class CudaRuntime(DeviceRuntime):
+    """Launch PTX through the CUDA driver API (cuda-bindings). Raises RuntimeMissing without a driver."""
+
+    name = "cuda"
+
+    def __init__(self):
+        try:
+            from cuda.bindings import driver
+        except ImportError as exc:
+            raise missing("nvvm", "cuda-bindings", "pip install cuda-bindings") from exc
+        try:
+            (err,) = driver.cuInit(0)
+        except Exception as exc:  # the bindings raise when libcuda.so cannot be loaded
+            raise missing("nvvm", "an NVIDIA driver", f"cuInit failed: {exc}") from exc
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise missing("nvvm", "an NVIDIA GPU and driver", f"cuInit returned {err}")
+        self.driver = driver
+        err, count = driver.cuDeviceGetCount()
+        if err != driver.CUresult.CUDA_SUCCESS or count == 0:
+            raise missing("nvvm", "an NVIDIA GPU", "no CUDA device found")
+        self.device = self._ok(driver.cuDeviceGet(0))
+        self.context = self._ok(driver.cuDevicePrimaryCtxRetain(self.device))
+        self._ok(driver.cuCtxSetCurrent(self.context))
+        self._modules: dict[bytes, object] = {}
+
+    def _ok(self, result):
+        err, *rest = result if isinstance(result, tuple) else (result,)
+        if err != self.driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"CUDA driver call failed: {err}")
+        return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
+
+    def function(self, ptx: bytes, entry: str):
+        key = ptx + entry.encode()
+        if key not in self._modules:
+            module = self._ok(self.driver.cuModuleLoadData(ptx + b"\0"))
+            self._modules[key] = self._ok(self.driver.cuModuleGetFunction(module, entry.encode()))
+        return self._modules[key]
+
+    def launch(self, binary: bytes, entry: str, buffers: list[np.ndarray], written: list[bool], grid: Grid):
+        d = self.driver
+        fn = self.function(binary, entry)
+        ptrs = []
+        try:
+            for a in buffers:
+                p = self._ok(d.cuMemAlloc(max(a.nbytes, 8)))
+                ptrs.append(p)
+                if a.nbytes:
+                    self._ok(d.cuMemcpyHtoD(p, a.ctypes.data, a.nbytes))
+            # each memref argument is passed expanded: allocated, aligned, offset, size, stride
+            values = []
+            for p, a in zip(ptrs, buffers, strict=True):
+                values += [ctypes.c_uint64(int(p)), ctypes.c_uint64(int(p)), ctypes.c_int64(0),
+                           ctypes.c_int64(a.size), ctypes.c_int64(1)]
+            params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+            self._ok(d.cuLaunchKernel(fn, grid.groups, 1, 1, grid.block, 1, 1, 0, 0, ctypes.addressof(params), 0))
+            self._ok(d.cuCtxSynchronize())
+            for p, a, w in zip(ptrs, buffers, written, strict=True):
+                if w and a.nbytes:
+                    self._ok(d.cuMemcpyDtoH(a.ctypes.data, p, a.nbytes))
+        finally:
+            for p in ptrs:
+                d.cuMemFree(p)
+
+
+os.environ.setdefault("CUDA_MODULE_LOADING", "LAZY")
