@@ -48,8 +48,9 @@ class Plan:
             ready = self._ready[(spec, stage)] = self.prepare_device(spec, stage)
         if ready is None:
             st = self.kernel.stages(spec)[stage]
-            key = cache.key(st.text, repr(self.kernel), repr(spec), self.target, "opt3")
+            key = cache.key(st.key, repr(self.kernel), repr(spec), self.target, "opt3")
             lib = host.load(key, st.name, lambda: self.kernel.lowered(spec, stage).llvm_ir)
+            self.kernel.persist()  # so that a later process finds the kernel's facts beside its binary
             launcher = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads)
             ready = self._ready[(spec, stage)] = (lib, launcher)
         return ready
@@ -63,7 +64,7 @@ class Plan:
     def prepare_device(self, spec: Spec, stage: int):
         """For a GPU target: (finish library for the host, launcher, device binary, entry name)."""
         st = self.kernel.stages(spec)[stage]
-        key = cache.key(st.text, repr(self.kernel), repr(spec), self.target, self.device.options)
+        key = cache.key(st.key, repr(self.kernel), repr(spec), self.target, self.device.options)
         binary = device_binary(key, st.name, self.device, lambda: self.kernel.lowered_gpu(spec, stage).gpu_module)
         finish = host.load(cache.key(key, "finish"), st.name,
                            lambda: self.kernel.lowered_gpu(spec, stage).finish_llvm_ir)

@@ -1,38 +1,40 @@
-"""The Kernel object behind `@hawk.kernel`: read a Python function once, check it, and build its hawk IR
-per dtype on demand."""
+"""The Kernel object behind `@hawk.kernel`: read a Python function once, check it, and build its hawk IR per
+specialisation on demand.
+
+What the compiler learns about a kernel (its output modes, its stages, each stage's layout) is also kept in the
+disk cache under a key of the kernel's source and the compiler's own source, so a process that finds its
+kernels there (and their binaries) runs them without importing MLIR at all.
+"""
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import inspect
+import json
+import os
 import textwrap
-from dataclasses import dataclass
-from functools import cached_property
+import types as pytypes
+from dataclasses import dataclass, field
 
-from mlir import ir, passmanager
-
+from hawk import cache
 from hawk.errors import KernelError
-from hawk.frontend.visitor import KernelBuilder, Source
-from hawk.ir.dialect import attr_str, attr_strs, is_hawk, new_context
-from hawk.layout import Layout, Spec, make_spec
-from hawk.passes.analysis import analyse, written_names
-from hawk.passes.pipeline import GPU, HOST, LLVM_PIPELINE, Job, Pipeline
-from hawk.passes.stages import split_stages
+from hawk.frontend.source import Source
+from hawk.layout import Layout, Spec, layout_from_json, layout_to_json, make_spec
 from hawk.signature import Signature, read_signature
-
-_FTYPES = {"float64": ir.F64Type, "float32": ir.F32Type}
-_ITYPES = {"int32": 32, "int64": 64}
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One launch of a kernel: its hawk IR, the internal cells it reads and writes, the outputs it owns."""
+    """One launch of a kernel: its name, a hash of its hawk IR, the internal cells it reads and writes, the
+    outputs it owns, and (once built in this process) the IR text itself."""
 
     name: str
-    text: str
+    key: str
     cells_in: tuple[str, ...]
     cells_out: tuple[str, ...]
     owns: frozenset[str]
+    text: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -58,6 +60,12 @@ class Lowered:
     layout: Layout
 
 
+def _lowering():
+    from hawk import lowering  # MLIR: imported only when something must be built
+
+    return lowering
+
+
 class Kernel:
     """A compiled-on-demand lane kernel. `repr` names it and its planes."""
 
@@ -74,7 +82,8 @@ class Kernel:
         except OSError as exc:
             raise KernelError("the kernel's source is not available (define kernels in a file or notebook cell)",
                               file=file, line=fn.__code__.co_firstlineno, kernel=self.name) from exc
-        tree = ast.parse(textwrap.dedent("".join(lines)))
+        text = textwrap.dedent("".join(lines))
+        tree = ast.parse(text)
         fdef = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
         # line numbers inside `fdef` count from the first source line (decorators included)
         self.source = Source(fn, fdef, file, first, self.name)
@@ -83,6 +92,8 @@ class Kernel:
         self._lowered: dict[tuple, Lowered | GpuLowered] = {}
         self._layouts: dict[tuple[Spec, int], Layout] = {}
         self._stages: dict[Spec, list[Stage]] = {}
+        self._info_key = _source_key(fn, text, file, first, repr(self))
+        self._info = _read_info(_info_path(self.name, self._info_key))
         self.stages(self.default_spec())  # read, check and split the body now, so errors surface at decoration
 
     @staticmethod
@@ -111,56 +122,83 @@ class Kernel:
     def spec_for(self, float_dtype: str, index_dtypes: dict[str, str], auto_sum: str = "fast") -> Spec:
         return make_spec(self.signature, float_dtype, index_dtypes, auto_sum)
 
-    # ---- IR ---------------------------------------------------------------------------------------
-    def _types(self, spec: Spec):
-        ftype = _FTYPES[spec.float_dtype].get()
-        itypes = {n: ir.IntegerType.get_signless(_ITYPES[d]) for n, d in spec.index_dtypes}
-        return ftype, itypes
-
-    def _build(self, spec: Spec) -> tuple[ir.Module, dict[str, str]]:
-        ftype, itypes = self._types(spec)
-        builder = KernelBuilder(self.source, self.signature, ftype, itypes)
-        module = builder.build()
-        try:
-            module.operation.verify()
-        except ir.MLIRError as exc:  # a front-end bug, not a user error
-            raise RuntimeError(f"internal error: hawk IR of kernel '{self.name}' does not verify: {exc}") from exc
-        Pipeline(("verify-hawk",)).run(module, None)
-        if spec.auto_sum == "ordered":
-            _auto_sums_ordered(module)
-        return module, builder.outputs
+    # ---- what the compiler knows ------------------------------------------------------------------
+    @property
+    def outputs(self) -> dict[str, str]:
+        """Each output's mode: 'lane' (a per-lane plane) or 'cell' (a reduced value)."""
+        if "outputs" not in self._info:
+            self.hawk_ir()
+        return self._info["outputs"]
 
     def hawk_ir(self, spec: Spec | None = None) -> str:
         """The kernel's hawk-dialect module as text (checked, not yet lowered)."""
         spec = spec or self.default_spec()
         if spec not in self._hawk:
-            with new_context(), ir.Location.unknown():
-                module, outputs = self._build(spec)
-                self._hawk[spec] = (str(module), outputs)
+            text, outputs = _lowering().build_hawk(self.source, self.signature, self.name, spec)
+            self._hawk[spec] = (text, outputs)
+            self._info.setdefault("outputs", outputs)
         return self._hawk[spec][0]
 
     def stages(self, spec: Spec | None = None) -> list[Stage]:
         """The kernel's stages (one unless it reads a reduced value later in its body)."""
         spec = spec or self.default_spec()
-        if spec not in self._stages:
-            text = self.hawk_ir(spec)
-            with new_context(), ir.Location.unknown():
-                reserved = frozenset(self.planes) | {"result"}
-                parts = split_stages(text, self.name, reserved)
-                names = {p.name for p in self.signature.planes if p.kind in ("output", "sink")} | set(
-                    self._hawk[spec][1])
-                written = [written_names(ir.Module.parse(p.text)) & names for p in parts]
-                unwritten = names - set().union(*written)
-                self._stages[spec] = [
-                    Stage(p.name, p.text, p.cells_in, p.cells_out,
-                          frozenset(w | (unwritten if k == len(parts) - 1 else set())))
-                    for k, (p, w) in enumerate(zip(parts, written, strict=True))]
+        if spec in self._stages:
+            return self._stages[spec]
+        known = self._info.get("specs", {}).get(repr(spec))
+        if known is not None:
+            self._stages[spec] = [Stage(s["name"], s["key"], tuple(s["cells_in"]), tuple(s["cells_out"]),
+                                        frozenset(s["owns"])) for s in known["stages"]]
+            for k, lay in enumerate(known["layouts"]):
+                self._layouts[(spec, k)] = layout_from_json(lay)
+            return self._stages[spec]
+        self._build_stages(spec)
         return self._stages[spec]
+
+    def _build_stages(self, spec: Spec) -> None:
+        """Build the hawk IR, split it, analyse every stage's layout, and record it all in the disk cache."""
+        lw = _lowering()
+        text = self.hawk_ir(spec)
+        parts = lw.split(text, self.name, self.signature, self.outputs)
+        stages = [Stage(n, _hash(t), ci, co, ow, t) for n, t, ci, co, ow in parts]
+        self._stages[spec] = stages
+        multi = len(stages) > 1
+        for k, st in enumerate(stages):
+            self._layouts[(spec, k)] = lw.stage_layout(self.signature, self.outputs, spec, st, multi)
+        specs = self._info.setdefault("specs", {})
+        specs[repr(spec)] = {
+            "stages": [{"name": s.name, "key": s.key, "cells_in": list(s.cells_in), "cells_out": list(s.cells_out),
+                        "owns": sorted(s.owns)} for s in stages],
+            "layouts": [layout_to_json(self._layouts[(spec, k)]) for k in range(len(stages))]}
+        self.persist()
+
+    def persist(self) -> None:
+        """Write what the compiler knows about this kernel to the disk cache in use now (if not there yet)."""
+        path = _info_path(self.name, self._info_key)
+        if path is not None and "specs" in self._info and (path != self._persisted or not path.exists()):
+            _write_info(path, self._info)
+            self._persisted = path
+
+    _persisted = None
+
+    def stage_text(self, spec: Spec, stage: int) -> Stage:
+        """The stage with its hawk IR text (built in this process if it came from the disk cache)."""
+        st = self.stages(spec)[stage]
+        if st.text is None:
+            self._stages.pop(spec, None)
+            self._build_stages(spec)
+            st = self._stages[spec][stage]
+        return st
 
     @property
     def stage_count(self) -> int:
         return len(self.stages())
 
+    def layout(self, spec: Spec, stage: int = 0) -> Layout:
+        """The buffers a stage's compiled lane function takes, read off its hawk IR (no lowering needed)."""
+        self.stages(spec)
+        return self._layouts[(spec, stage)]
+
+    # ---- lowering -----------------------------------------------------------------------------------
     def mlir(self, dtype: str = "float64", after: str | None = None, stage: int = 0) -> str:
         """The IR as text: hawk dialect by default, or one stage after the named pass of the host pipeline."""
         spec = self.spec_for(dtype, {})
@@ -168,90 +206,88 @@ class Kernel:
             raise ValueError(f"kernel '{self.name}' has {self.stage_count} stage(s): "
                              f"stage= is 0..{self.stage_count - 1}")
         if after is None:
-            return self.hawk_ir(spec) if stage == 0 and self.stage_count == 1 else self.stages(spec)[stage].text
+            return self.hawk_ir(spec) if self.stage_count == 1 else self.stage_text(spec, stage).text
+        from hawk.passes.pipeline import HOST
+
         dumps: dict[str, str] = {}
-        self._lower(spec, stage, dump=lambda n, t: dumps.__setitem__(n, t), stop_after=after)
+        st = self.stage_text(spec, stage)
+        _lowering().lower_stage(self.signature, self.outputs, spec, st, self.stage_count > 1,
+                                dump=lambda n, t: dumps.__setitem__(n, t), stop_after=after)
         if after not in dumps:
             raise ValueError(f"no pass named {after!r}; the host pipeline is {list(HOST)}")
         return dumps[after]
 
-    def layout(self, spec: Spec, stage: int = 0) -> Layout:
-        """The buffers a stage's compiled lane function takes, read off its hawk IR (no lowering needed)."""
-        key = (spec, stage)
-        if key not in self._layouts:
-            st = self.stages(spec)[stage]
-            with new_context(), ir.Location.unknown():
-                self._layouts[key] = self._analyse(ir.Module.parse(st.text), spec, st)
-        return self._layouts[key]
-
-    def _analyse(self, module: ir.Module, spec: Spec, st: Stage) -> Layout:
-        owns = None if self.stage_count == 1 else set(st.owns)
-        return analyse(module, self.signature, self._hawk[spec][1], st.name, _short(spec), owns, st.cells_out)
-
     def lowered(self, spec: Spec, stage: int = 0) -> Lowered:
         key = (spec, stage)
         if key not in self._lowered:
-            self._lowered[key] = self._lower(spec, stage)
+            st = self.stage_text(spec, stage)
+            text, layout = _lowering().lower_stage(self.signature, self.outputs, spec, st,
+                                                   len(self.stages(spec)) > 1)
+            self._lowered[key] = Lowered(st.name, spec, st.text, text, layout)
         return self._lowered[key]
-
-    def _lower(self, spec: Spec, stage: int = 0, dump=None, stop_after=None) -> Lowered:
-        st = self.stages(spec)[stage]
-        with new_context() as ctx, ir.Location.unknown():
-            ctx.allow_unregistered_dialects = False
-            module = ir.Module.parse(st.text)
-            ftype, itypes = self._types(spec)
-            layout = self._analyse(module, spec, st)
-            Pipeline(HOST).run(module, Job(layout, ftype, itypes), dump=dump, stop_after=stop_after)
-            return Lowered(st.name, spec, st.text, str(module), layout)
 
     def lowered_gpu(self, spec: Spec, stage: int = 0) -> GpuLowered:
         """One stage for a GPU target: its gpu.module (upstream dialects, one chunk of lanes per thread) as text,
         and its finish function lowered to LLVM for the host (the runtime finishes on the host)."""
         key = (spec, stage, "gpu")
         if key not in self._lowered:
-            st = self.stages(spec)[stage]
-            with new_context(), ir.Location.unknown():
-                module = ir.Module.parse(st.text)
-                ftype, itypes = self._types(spec)
-                layout = self._analyse(module, spec, st)
-                Pipeline(GPU).run(module, Job(layout, ftype, itypes))
-                gpu_text = "module attributes {gpu.container_module} {\n" + "\n".join(
-                    str(op) for op in module.body.operations if op.operation.name == "gpu.module") + "\n}\n"
-                for op in list(module.body.operations):
-                    if op.operation.name == "gpu.module":
-                        op.operation.erase()
-                passmanager.PassManager.parse(LLVM_PIPELINE).run(module.operation)
-                self._lowered[key] = GpuLowered(st.name, spec, st.text, gpu_text, str(module), layout)
+            st = self.stage_text(spec, stage)
+            gpu_text, finish, layout = _lowering().lower_stage_gpu(self.signature, self.outputs, spec, st,
+                                                                  len(self.stages(spec)) > 1)
+            self._lowered[key] = GpuLowered(st.name, spec, st.text, gpu_text, finish, layout)
         return self._lowered[key]
 
-    @cached_property
-    def outputs(self) -> dict[str, str]:
-        """Each output's mode: 'lane' (a per-lane plane) or 'cell' (a reduced value)."""
-        self.hawk_ir()
-        return self._hawk[self.default_spec()][1]
+
+# ---- the kernel-info disk cache --------------------------------------------------------------------------
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _auto_sums_ordered(module: ir.Module) -> None:
-    """Make every policy="auto" sum over all lanes an ordered one (artifact builds)."""
+def _source_key(fn, text: str, file: str, first: int, signature: str) -> str:
+    """What decides the hawk IR: the source, where it sits (error lines), the signature, and the Python values
+    the body names (numbers, strings, tuples; modules and functions by name)."""
+    parts = [text, file, str(first), signature]
+    code = fn.__code__
+    names = set(code.co_names) | set(code.co_freevars)
+    closure = {}
+    if fn.__closure__:
+        for n, cell in zip(code.co_freevars, fn.__closure__, strict=False):
+            try:
+                closure[n] = cell.cell_contents
+            except ValueError:
+                pass
+    for n in sorted(names):
+        v = closure.get(n, fn.__globals__.get(n))
+        if isinstance(v, (bool, int, float, str, tuple)):
+            parts.append(f"{n}={v!r}")
+        elif isinstance(v, pytypes.ModuleType):
+            parts.append(f"{n}=module:{v.__name__}")
+        elif v is not None:
+            parts.append(f"{n}={type(v).__module__}.{getattr(v, '__qualname__', type(v).__qualname__)}")
+    return cache.key(*parts)
 
-    def visit(op):
-        if is_hawk(op, "reduce") and attr_str(op, "policy") == "auto" and attr_str(op, "kind") in ("sum", "mean") \
-                and not _keeps_axes(op):
-            op.attributes["policy"] = ir.StringAttr.get("ordered")
-        return ir.WalkResult.ADVANCE
 
-    module.operation.walk(visit)
+def _info_path(name: str, key: str):
+    d = cache.cache_dir()
+    return d / f"{name}-{key}.kernel.json" if d else None
 
 
-def _keeps_axes(op) -> bool:
-    over = set(attr_strs(op, "over"))
-    func_op = op.operation.parent
-    while func_op.name != "func.func":
-        func_op = func_op.parent
-    return False if "hawk.axes" not in func_op.attributes else bool(set(attr_strs(func_op, "hawk.axes")) - over)
+def _read_info(path) -> dict:
+    if path is None or not path.exists():
+        return {}
+    try:
+        info = json.loads(path.read_text())
+        return info if isinstance(info, dict) else {}
+    except (OSError, ValueError):  # a damaged entry is rebuilt
+        return {}
 
 
-def _short(spec: Spec) -> dict[str, str]:
-    return {n: ("i32" if d == "int32" else "i64") for n, d in spec.index_dtypes}
-
-
+def _write_info(path, info: dict) -> None:
+    if path is None:
+        return
+    part = path.with_suffix(f".{os.getpid()}.part")
+    try:
+        part.write_text(json.dumps(info))
+        os.replace(part, path)
+    except OSError:
+        pass

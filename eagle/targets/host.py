@@ -14,11 +14,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from mlir import ir
-from mlir.execution_engine import ExecutionEngine
-
 from eagle import cache
-from hawk.ir.dialect import new_context
 
 _LOCK = threading.Lock()
 _MEMORY: dict[str, HostLibrary] = {}
@@ -51,6 +47,11 @@ def _cc() -> str:
 
 
 def compile_object(llvm_dialect_ir: str, obj: Path) -> None:
+    from mlir import ir  # MLIR only when something must be compiled
+    from mlir.execution_engine import ExecutionEngine
+
+    from hawk.ir.dialect import new_context
+
     with new_context(), ir.Location.unknown():
         module = ir.Module.parse(llvm_dialect_ir)
         engine = ExecutionEngine(module, opt_level=3, enable_pic=True)

@@ -17,6 +17,7 @@ from hawk.errors import KernelError
 from hawk.frontend import refs as R
 from hawk.frontend import retired
 from hawk.frontend.calls import CallsMixin
+from hawk.frontend.source import Source
 from hawk.frontend.values import HVal, SemanticError, Semantics, const
 from hawk.ir.build import create, strs
 from hawk.signature import Signature
@@ -24,22 +25,6 @@ from hawk.signature import Signature
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
            ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
-
-
-class Source:
-    """Where a kernel's code lives: its AST, file and first line, and its Python namespace."""
-
-    def __init__(self, fn, tree: ast.FunctionDef, file: str, first_line: int, name: str):
-        self.fn, self.tree, self.file, self.first_line, self.name = fn, tree, file, first_line, name
-        closure = {}
-        if fn.__closure__:
-            for n, cell in zip(fn.__code__.co_freevars, fn.__closure__, strict=False):
-                try:
-                    closure[n] = cell.cell_contents
-                except ValueError:
-                    pass
-        self.closure = closure
-        self.globals = fn.__globals__
 
 
 class KernelBuilder(CallsMixin):

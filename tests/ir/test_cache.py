@@ -1,6 +1,7 @@
 """Compiled kernels are cached: in memory for the process, on disk (HAWK_CACHE_DIR) across processes, and per
 specialisation (float32 and float64, int32 and int64 keys are different binaries)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -50,7 +51,8 @@ def _run(kernel, **planes):
 
 
 def _libraries(tmp_path) -> list[str]:
-    return sorted(p.name for p in (tmp_path / "cache").iterdir())
+    """The compiled libraries in the cache (it also keeps each kernel's facts as <name>-<key>.kernel.json)."""
+    return sorted(p.name for p in (tmp_path / "cache").iterdir() if not p.name.endswith(".kernel.json"))
 
 
 def test_second_deploy_and_run_reuses_the_compiled_kernel(compiles):
@@ -109,7 +111,7 @@ def _fresh_process(cache_dir) -> subprocess.CompletedProcess:
 
 
 def test_fresh_process_loads_the_library_from_disk(compiles, tmp_path):
-    import json
+
 
     here = _run(ir_c_energy, **_planes())
     assert len(compiles) == 1
@@ -201,3 +203,35 @@ def test_empty_cache_dir_turns_the_disk_cache_off(compiles, monkeypatch, tmp_pat
     _run(ir_c_energy, **_planes())
     assert len(compiles) == 1  # the memory cache still holds it
     assert not (tmp_path / "cache").exists()
+
+
+_WARM_PROCESS = textwrap.dedent("""
+    import importlib.abc, importlib.util, json, sys
+    import numpy as np
+
+    class NoMlir(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "mlir" or name.startswith("mlir."):
+                raise ImportError("MLIR is blocked in this process")
+            return None
+
+    sys.meta_path.insert(0, NoMlir())
+    import eagle
+    spec = importlib.util.spec_from_file_location("cache_kernels", sys.argv[1])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rng = np.random.default_rng(4242)
+    out = eagle.deploy(mod.ir_c_energy).run(v=rng.normal(size=37), w=rng.uniform(0.5, 1.5, size=37))
+    print(json.dumps({k: np.asarray(a).tolist() for k, a in out.items()}))
+""")
+
+
+def test_a_warm_process_needs_no_mlir(compiles, tmp_path):
+    # what the compiler learned (stages, layouts) and the binary both come from the disk cache: no MLIR at all
+    here = _run(ir_c_energy, **_planes())
+    ir_c_bykey.persist()  # the module's other kernel is decorated there too: its facts must be on disk as well
+    env = dict(os.environ, HAWK_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", _WARM_PROCESS, str(HERE / "cache_kernels.py")], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(json.loads(r.stdout)["total"], here["total"])
