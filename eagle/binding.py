@@ -16,8 +16,8 @@ from eagle.errors import InputError
 from hawk.layout import Layout, Reduction, Spec, make_spec
 from hawk.signature import PlaneSpec, Signature
 
-_FLOATS = ("float32", "float64")
-_INDEX = ("int32", "int64")
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # dtype equality is cheap; dtype.name is not
+_INDEX = (np.dtype(np.int32), np.dtype(np.int64))
 
 
 @dataclass
@@ -45,6 +45,7 @@ class Binder:
     def __init__(self, name: str, sig: Signature, outputs: dict[str, str]):
         self.name, self.sig, self.outputs = name, sig, outputs
         self.axes = self.sig.lane_axes()
+        self._specs: dict = {}
 
     def fail(self, plane: str | None, msg: str) -> InputError:
         who = f"plane '{plane}' of " if plane else ""
@@ -68,10 +69,13 @@ class Binder:
         for p in planes.values():
             if p.kind == "index":
                 a = arrays[p.name]
-                if a.dtype.name not in _INDEX:
+                if a.dtype not in _INDEX:
                     raise self.fail(p.name, f"is an Index plane and takes int32 or int64 keys, got {a.dtype}")
                 idt[p.name] = a.dtype.name
-        spec = make_spec(self.sig, dtype.name, idt)
+        key = (dtype.char, tuple(idt.items()))
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = self._specs[key] = make_spec(self.sig, dtype.name, idt)
         extents = self._extents(kwargs, arrays)
         b = Bound(spec, extents, _prod(extents), dtype)
         for name, a in arrays.items():
@@ -93,21 +97,21 @@ class Binder:
         if p.kind in ("output", "sink") and not isinstance(v, np.ndarray):
             raise self.fail(p.name, f"is written in place, so pass a NumPy array (got {type(v).__name__})")
         a = v if isinstance(v, np.ndarray) else np.asarray(getattr(v, "numpy", lambda: v)())
-        if p.kind in ("lane", "table", "output", "sink") and a.dtype.name not in _FLOATS:
+        if p.kind in ("lane", "table", "output", "sink") and a.dtype not in _FLOATS:
             raise self.fail(p.name, f"takes float32 or float64 values, got {a.dtype} (convert with "
                                     f".astype(np.float64))")
         return a
 
     def _float_dtype(self, arrays: dict[str, np.ndarray]) -> np.dtype:
-        seen: dict[str, str] = {}
+        seen: dict[np.dtype, str] = {}
         for n, a in arrays.items():
             p = self.sig.get(n)
             if p.kind in ("lane", "table", "output", "sink"):
-                seen.setdefault(a.dtype.name, n)
+                seen.setdefault(a.dtype, n)
         if len(seen) > 1:
             (d1, n1), (d2, n2) = list(seen.items())[:2]
             raise self.fail(n2, f"is {d2} but plane '{n1}' is {d1}: a run uses one float dtype; convert one of them")
-        return np.dtype(next(iter(seen), "float64"))
+        return next(iter(seen), np.dtype(np.float64))
 
     # ---- step 2: the lane extents ---------------------------------------------------------------------
     def _lane_shape_of(self, p: PlaneSpec, a: np.ndarray) -> tuple[tuple[int, ...], str]:
