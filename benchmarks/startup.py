@@ -1,0 +1,39 @@
+"""Run in a fresh process by the suite: import time, then the time from eagle.deploy to the first result of a
+small kernel. With an empty HAWK_CACHE_DIR that is a cold compile; run again with the same directory it is a warm
+start from the disk cache. Prints one JSON line."""
+
+from __future__ import annotations
+
+import time
+
+_t0 = time.perf_counter()
+
+import json  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import eagle  # noqa: E402
+import hawk  # noqa: E402
+from hawk import Scalar  # noqa: E402
+
+
+@hawk.kernel
+def sum_of_squares(x: Scalar) -> Scalar:
+    return hawk.sum(x * x)
+
+
+def main() -> None:
+    t_import = time.perf_counter() - _t0
+    x = np.arange(1000, dtype=np.float64)
+    t0 = time.perf_counter()
+    got = float(np.asarray(eagle.deploy(sum_of_squares).run(x=x))[0])
+    t_first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    eagle.deploy(sum_of_squares).run(x=x)
+    t_again = time.perf_counter() - t0
+    ok = got == float(np.sum(x * x))
+    print(json.dumps({"import_s": t_import, "first_result_s": t_first, "next_plan_s": t_again, "ok": ok}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Timing implementations: warm up, check, calibrate the calls per sample, take samples, check again.
+
+A case's implementations are sampled in rounds (one sample of each, in a rotating order, per round), so that other
+work on the shared machine, which comes and goes over seconds, falls on all of them alike rather than on whichever
+happened to be timed at that moment.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Timing:
+    median_s: float = math.nan
+    min_s: float = math.nan
+    samples_s: list[float] = field(default_factory=list)
+    number: int = 0  # calls per sample
+    first_call_s: float = math.nan  # the first call: includes JIT compiles (hawk, JAX, Numba, Warp)
+
+
+class Runner:
+    """One implementation under test: `prepare()`, then `sample()` as often as wanted, then `finish()`."""
+
+    def __init__(self, call, check=None):
+        self.call, self.check = call, check
+        self.t = Timing()
+        self.value = None
+
+    def prepare(self, min_time: float) -> None:
+        """Two warm-up calls (the first compiles where a peer compiles lazily); the first one's output is checked.
+        Each later sample runs the call `number` times, enough to last about `min_time`."""
+        t0 = time.perf_counter()
+        value = self.call()
+        self.t.first_call_s = time.perf_counter() - t0
+        if self.check is not None:
+            self.check(value)
+        t0 = time.perf_counter()
+        self.call()
+        one = max(time.perf_counter() - t0, 1e-7)
+        self.t.number = max(1, min(100_000, int(min_time / one)))
+
+    def sample(self) -> None:
+        call, number = self.call, self.t.number
+        t0 = time.perf_counter()
+        for _ in range(number):
+            value = call()
+        self.t.samples_s.append((time.perf_counter() - t0) / number)
+        self.value = value
+
+    def finish(self) -> Timing:
+        """Check the last timed call's output too (a reused buffer that is not reset fails here); the statistics."""
+        if self.check is not None and self.value is not None:
+            self.check(self.value)
+        self.t.median_s = float(np.median(self.t.samples_s))
+        self.t.min_s = float(np.min(self.t.samples_s))
+        return self.t
+
+
+def measure(call, repeats: int, min_time: float, check=None) -> Timing:
+    """Median seconds per call of `call()` on its own (see Runner)."""
+    r = Runner(call, check)
+    r.prepare(min_time)
+    for _ in range(max(1, repeats)):
+        r.sample()
+    return r.finish()
+
+
+def rounds(names: list, repeats: int):
+    """The order of samples: `repeats` rounds of every name, the starting point rotating by round."""
+    for k in range(max(1, repeats)):
+        for i in range(len(names)):
+            yield names[(i + k) % len(names)]
