@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from eagle.targets.device import DeviceRuntime, Grid, missing
-from hawk.ir.dialect import new_context
 
 CHIPS = {"sm_70": "+ptx70", "sm_75": "+ptx70", "sm_80": "+ptx80", "sm_86": "+ptx80", "sm_89": "+ptx80",
          "sm_90": "+ptx80", "sm_100": "+ptx86", "sm_120": "+ptx87"}
@@ -39,8 +38,10 @@ class NvvmTarget:
 
     def compile(self, gpu_module: str) -> bytes:
         """PTX text for the stage's kernel."""
-        from mlir import ir, passmanager
+        from mlir import ir, passmanager  # MLIR only to compile: loading and launching PTX needs none
         from mlir.dialects import gpu
+
+        from hawk.ir.dialect import new_context
 
         with new_context(), ir.Location.unknown():
             module = ir.Module.parse(gpu_module)

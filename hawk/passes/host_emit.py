@@ -120,6 +120,9 @@ class Emit:
     def extremum(self, kind: str, a, b) -> ir.Value:
         return self.op("arith.maximumf" if kind == "max" else "arith.minimumf", a, b)
 
+    def combine_kind(self, kind: str, a, b) -> ir.Value:
+        return self.add(a, b) if kind in ("sum", "mean") else self.extremum(kind, a, b)
+
     def neumaier(self, s: ir.Value, c: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:
         """One compensated step: s + x rounded, and the rounding error folded into c (Neumaier's variant)."""
         t = self.add(s, x)

@@ -18,7 +18,11 @@ from hawk.passes.host_emit import _EQ, _SGE, _SLT, size
 
 class HostOps:
     # ---- lanes and planes ---------------------------------------------------------------------------
+    known_coords: dict = {}  # coordinates a driver's loops already hold (no division needed)
+
     def coord(self, axis: str) -> ir.Value:
+        if axis in self.known_coords:
+            return self.known_coords[axis]
         k = self.axes.index(axis)
         e = self.e
         q = e.op("arith.divui", self.lane, self.stride[k]) if k < len(self.axes) - 1 else self.lane
@@ -65,13 +69,12 @@ class HostOps:
                 stride *= a.extent
             return e.load(self.buf(plane), idx)
         if axes == ["#"]:
-            lane = coords[0]
-        else:
-            lane = e.c(0)
-            for a, cv in zip(axes, coords, strict=True):
-                k = self.axes.index(a)
-                lane = e.add_i(lane, e.mul_i(e.clamp(cv, self.ext[k]), self.stride[k]))
-        return self.plane_read(plane, e.clamp(lane, self.L), op.results[0].type)
+            return self.plane_read(plane, e.clamp(coords[0], self.L), op.results[0].type)
+        lane = e.c(0)
+        for a, cv in zip(axes, coords, strict=True):  # each coordinate clamped: the lane is in range too
+            k = self.axes.index(a)
+            lane = e.add_i(lane, e.mul_i(e.clamp(cv, self.ext[k]), self.stride[k]))
+        return self.plane_read(plane, lane, op.results[0].type)
 
     def lower_store(self, op):
         e = self.e
@@ -173,9 +176,30 @@ class HostOps:
             scf.YieldOp([])
 
     # ---- reductions that keep some lane axes ---------------------------------------------------------
+    def reduce_kept_branchless(self, op, r, idx, n):
+        """out[slot] op= v with the mask folded in by selects: a straight-line update LLVM can vectorize."""
+        e = self.e
+        out = self.bufs[(r.cell, "cell")]
+        mask = op.operands[1] if len(op.operands) > 1 else None
+        for c, x in enumerate(e.elems(op.operands[0], r.payload)):
+            at = e.add_i(e.mul_i(e.c(c), n), idx)
+            old = e.load(out, at)
+            if r.kind in ("max", "min"):
+                new = e.extremum(r.kind, old, x)
+                new = new if mask is None else e.select(mask, new, old)
+            else:
+                new = e.add(old, x if mask is None else e.select(mask, x, e.cf(0.0)))
+            e.store(new, out, at)
+        if r.kind == "mean":
+            cnt = self.bufs[(r.cell, "count")]
+            one = e.cf(1.0) if mask is None else e.select(mask, e.cf(1.0), e.cf(0.0))
+            e.store(e.add(e.load(cnt, idx), one), cnt, idx)
+
     def kept_index(self, kept) -> tuple[ir.Value, ir.Value]:
         """Linear index of this lane's kept coordinates, and the number of kept positions."""
         e = self.e
+        if getattr(self, "kept_slot", None) is not None:  # the column driver knows it: lane - row * span
+            return self.kept_slot, self.kept_count
         idx, n = e.c(0), e.c(1)
         for a in reversed(kept):
             k = self.axes.index(a)
@@ -187,6 +211,9 @@ class HostOps:
         e = self.e
         idx, n = self.kept_index(r.kept)
         v = op.operands[0]
+        if getattr(self, "kept_slot", None) is not None and (r.kind in ("max", "min") or r.policy == "auto"):
+            self.reduce_kept_branchless(op, r, idx, n)
+            return
         where = scf.IfOp(op.operands[1], [], has_else=False) if len(op.operands) > 1 else None
         with ir.InsertionPoint(where.then_block) if where is not None else _Here():
             out = self.bufs[(r.cell, "cell")]

@@ -168,8 +168,15 @@ class HostLowering(HostOps):
     def lanes_body(self, body: ir.Block):
         e = self.e
         chunk0, chain0 = self.plan_state(body)
+        self.nested = None
         if any(a.policy in ("ordered", "compensated") for a in self.full):
             final = self.blocked_driver(body, chunk0, chain0)
+        elif self.nest_span() is not None:
+            final = self.nested_driver(body, chunk0)
+        elif self.column_span() is not None:
+            final = self.column_driver(body, chunk0, self.column_span())
+        elif len(self.axes) > 1 and not any(r.kept for r in self.lay.reductions):
+            final = self.column_driver(body, chunk0, None)  # rows of a grid: coordinates without div/mod
         else:
             final = self.flat_driver(body, chunk0)
         scratch = self.bufs[("#scratch", "scratch")]
@@ -221,6 +228,118 @@ class HostLowering(HostOps):
                 mapping[old_r] = new_r
             out.append(new)
         return out
+
+    def nest_span(self) -> int | None:
+        """Lanes per kept slot when every reduction keeping axes keeps the same leading lane axes with a sum
+        ("auto"), max or min: those lanes are contiguous, so one register accumulator serves each slot."""
+        kept = [r for r in self.lay.reductions if r.kept]
+        if not kept or len({r.kept for r in kept}) != 1:
+            return None
+        k = kept[0].kept
+        if list(k) != self.axes[:len(k)] or any(r.kind in ("sum", "mean") and r.policy != "auto" for r in kept):
+            return None
+        span = 1
+        for a in self.lay.sig.lane_axes()[len(k):]:
+            if a.extent is None:
+                return None
+            span *= a.extent
+        return span
+
+    def column_span(self) -> int | None:
+        """Kept slots when every reduction keeping axes keeps the same trailing lane axes (a sum "auto", max or
+        min): lane = row * span + slot, so the slot is affine in the lane and the update loop vectorizes."""
+        kept = [r for r in self.lay.reductions if r.kept]
+        if not kept or len({r.kept for r in kept}) != 1:
+            return None
+        k = kept[0].kept
+        if list(k) != self.axes[len(self.axes) - len(k):] or len(k) == len(self.axes) or \
+                any(r.kind in ("sum", "mean") and r.policy != "auto" for r in kept):
+            return None
+        span = 1
+        for a in self.lay.sig.lane_axes()[len(self.axes) - len(k):]:
+            span *= a.extent
+        return span
+
+    def column_driver(self, body: ir.Block, chunk0: list[ir.Value], kept_span: int | None) -> list[ir.Value]:
+        """for each row: for its `span` lanes: body. With kept_span, the rows are those of the reduced axes and
+        each lane updates its own kept slot (lane - row start); else the rows are the grid's first axis, whose
+        coordinate (and, on a 2-D grid, the second's) the loops give without a division."""
+        e = self.e
+        span = kept_span
+        if span is None:
+            span = 1
+            for a in self.lay.sig.lane_axes()[1:]:
+                span *= a.extent
+        rlo = e.op("arith.divui", self.lo, e.c(span))
+        rhi = e.op("arith.divui", e.add_i(self.hi, e.c(span - 1)), e.c(span))
+        outer = scf.ForOp(rlo, rhi, e.c(1), chunk0)
+        with ir.InsertionPoint(outer.body):
+            row0 = e.mul_i(outer.induction_variable, e.c(span))
+            start = e.op("arith.maxui", row0, self.lo)
+            end = e.op("arith.minui", e.add_i(row0, e.c(span)), self.hi)
+            inner = scf.ForOp(start, end, e.c(1), list(outer.inner_iter_args))
+            with ir.InsertionPoint(inner.body):
+                offset = e.op("arith.subi", inner.induction_variable, row0)
+                anchor = scf.YieldOp(list(inner.inner_iter_args))
+            if kept_span is not None:
+                self.kept_slot, self.kept_count = offset, e.c(span)
+            else:
+                self.known_coords = {self.axes[0]: outer.induction_variable}
+                if len(self.axes) == 2:
+                    self.known_coords[self.axes[1]] = offset
+            self.move_body(body, anchor)
+            self.lane, self.accs, self.j = inner.induction_variable, list(inner.inner_iter_args), None
+            self.rewrite(inner)
+            self.kept_slot, self.known_coords = None, {}
+            anchor.operation.erase()
+            with ir.InsertionPoint(inner.body):
+                scf.YieldOp(self.accs)
+            scf.YieldOp(list(inner.results))
+        return list(outer.results)
+
+    def nested_driver(self, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
+        """for each kept slot: for its contiguous lanes: body, the kept totals in registers; then into the slot."""
+        e = self.e
+        span = self.nest_span()
+        kept = [r for r in self.lay.reductions if r.kept]
+        klo = e.op("arith.divui", self.lo, e.c(span))
+        khi = e.op("arith.divui", e.add_i(self.hi, e.c(span - 1)), e.c(span))
+        outer = scf.ForOp(klo, khi, e.c(1), chunk0)
+        with ir.InsertionPoint(outer.body):
+            slot = outer.induction_variable
+            start = e.op("arith.maxui", e.mul_i(slot, e.c(span)), self.lo)
+            end = e.op("arith.minui", e.add_i(e.mul_i(slot, e.c(span)), e.c(span)), self.hi)
+            inits = list(outer.inner_iter_args)
+            self.nested = {}
+            for r in kept:
+                self.nested[r.cell] = len(inits)
+                inits += [e.identity(r.kind)] * size(r.payload) + ([e.c(0, e.i64)] if r.kind == "mean" else [])
+            inner = scf.ForOp(start, end, e.c(1), inits)
+            with ir.InsertionPoint(inner.body):
+                anchor = scf.YieldOp(list(inner.inner_iter_args))
+            self.move_body(body, anchor)
+            self.lane, self.accs, self.j = inner.induction_variable, list(inner.inner_iter_args), None
+            self.rewrite(inner)
+            anchor.operation.erase()
+            with ir.InsertionPoint(inner.body):
+                scf.YieldOp(self.accs)
+            res = list(inner.results)
+            n = e.c(1)
+            for a in kept[0].kept:
+                n = e.mul_i(n, self.ext[self.axes.index(a)])
+            for r in kept:
+                at0 = self.nested[r.cell]
+                out = self.bufs[(r.cell, "cell")]
+                for c in range(size(r.payload)):
+                    at = e.add_i(e.mul_i(e.c(c), n), slot)
+                    e.store(e.combine_kind(r.kind, e.load(out, at), res[at0 + c]), out, at)
+                if r.kind == "mean":
+                    cnt = self.bufs[(r.cell, "count")]
+                    got = e.op("arith.uitofp", res[at0 + size(r.payload)], t=e.f)
+                    e.store(e.add(e.load(cnt, slot), got), cnt, slot)
+            scf.YieldOp(res[:len(chunk0)])
+        self.nested = None
+        return list(outer.results)
 
     def blocked_driver(self, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.Value]) -> list[ir.Value]:
         """for block: full blocks run groups of CHAINS lanes as CHAINS straight-line copies of the body (lane j
@@ -326,7 +445,9 @@ class HostLowering(HostOps):
             with ir.InsertionPoint(op), op.location:
                 if name == "reduce":
                     r = next(reductions)
-                    if r.kept:
+                    if r.kept and self.nested is not None:
+                        self.reduce_nested(op, r)
+                    elif r.kept:
                         self.reduce_kept(op, r)
                     else:
                         self.reduce_full(op, next(full))
@@ -387,6 +508,25 @@ class HostLowering(HostOps):
                     s[acc.chunk + c] = keep(e.extremum(acc.policy, s[acc.chunk + c], x), s[acc.chunk + c])
         if r.kind == "mean":
             k = acc.chunk + (0 if acc.policy == "ordered" else acc.n * (2 if acc.policy == "compensated" else 1))
+            one = e.c(1, e.i64) if mask is None else e.op("arith.extui", mask, t=e.i64)
+            s[k] = e.op("arith.addi", s[k], one)
+
+    def reduce_nested(self, op, r):
+        """A kept-axis total of this slot's lanes, in registers (fast sums may be reassociated)."""
+        e = self.e
+        s, at0 = self.accs, self.nested[r.cell]
+        mask = op.operands[1] if len(op.operands) > 1 else None
+        for c, x in enumerate(e.elems(op.operands[0], r.payload)):
+            k = at0 + c
+            if r.kind in ("sum", "mean"):
+                if mask is not None:
+                    x = e.select(mask, x, e.cf(0.0))
+                s[k] = e.fast_add(s[k], x)
+            else:
+                new = e.extremum(r.kind, s[k], x)
+                s[k] = new if mask is None else e.select(mask, new, s[k])
+        if r.kind == "mean":
+            k = at0 + size(r.payload)
             one = e.c(1, e.i64) if mask is None else e.op("arith.extui", mask, t=e.i64)
             s[k] = e.op("arith.addi", s[k], one)
 

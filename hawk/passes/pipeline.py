@@ -16,6 +16,7 @@ from mlir import ir, passmanager
 from hawk.passes.analysis import Layout
 from hawk.passes.lower_gpu import lower_gpu
 from hawk.passes.lower_host import lower_host
+from hawk.passes.speculate import speculate_ifs
 from hawk.passes.verify import verify_hawk
 
 LLVM_PIPELINE = ("builtin.module(func.func(lower-vector-multi-reduction),convert-vector-to-scf,"
@@ -53,11 +54,12 @@ PASSES: dict[str, Pass] = {p.name: p for p in (
          "hawk ops -> a chunked lane loop and a finish function (scf, memref, arith, vector)"),
     Pass("lower-gpu-lanes", lambda m, j: lower_gpu(m, j.layout, j.ftype, j.itypes),
          "hawk ops -> a gpu.module kernel (one chunk of lanes per thread) and a host finish function"),
+    Pass("speculate-ifs", lambda m, j: speculate_ifs(m), "pure if/else branches -> both evaluated and a select"),
     Pass("canonicalize", _upstream("builtin.module(canonicalize,cse)"), "upstream clean-up"),
     Pass("lower-to-llvm", _upstream(LLVM_PIPELINE), "upstream dialects -> LLVM dialect"),
 )}
 
-HOST = ("verify-hawk", "lower-host-lanes", "canonicalize", "lower-to-llvm")
+HOST = ("verify-hawk", "lower-host-lanes", "speculate-ifs", "canonicalize", "lower-to-llvm")
 GPU = ("verify-hawk", "lower-gpu-lanes", "canonicalize")  # then: the gpu.module per target, the finish per host
 
 

@@ -201,9 +201,10 @@ def ir_p_stencil(g: Grid["row", "col":8], u: Scalar, k: Index, t: Table["j":3], 
 STENCIL_LANES = """
 # CHECK-NOT: hawk
 # CHECK-LABEL: func.func @ir_p_stencil_lanes(${signature}) {
+# a 2-D grid runs as rows of lanes: the loops hold the coordinates, no division per lane
+# CHECK: scf.for %[[ROW:[a-z0-9_]+]] = {{.+}} {
 # CHECK: scf.for %[[LANE:[a-z0-9_]+]] = {{.+}} {
-# a Grid coordinate is the lane's position on that axis
-# CHECK:   arith.remui %[[LANE]], %{{.+}} : index
+# CHECK:   arith.subi %[[LANE]], %{{.+}} : index
 # .at clamps the coordinate into the plane and reads the input; a Param is element 0; a Table is clamped too
 # CHECK:   arith.maxsi
 # CHECK:   arith.minsi
@@ -220,6 +221,7 @@ STENCIL_LANES = """
 
 STENCIL_SCATTER = """
 # CHECK-LABEL: func.func @ir_p_stencil_lanes(
+# CHECK: scf.for %[[ROW:[a-z0-9_]+]] = {{.+}} {
 # CHECK: scf.for %[[LANE:[a-z0-9_]+]] = {{.+}} {
 # the scatter reads its key from the Index plane, checks it and (policy "auto" is compensated) adds into this
 # chunk's private copy of the sink's companion: a float64 (sum, correction) pair per slot; or counts an error
