@@ -18,7 +18,7 @@ from eagle.errors import InputError
 from hawk.layout import ORDERED_BLOCK, Layout
 
 _IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf}
-MIN_CHUNK = 1 << 16
+MIN_CHUNK = 1 << 19  # lanes below which handing a chunk to another thread costs more than it saves
 _POOL: ThreadPoolExecutor | None = None
 
 
@@ -220,8 +220,11 @@ class Prepared:
         if self.nchunks == 1:
             self.meta[2] = 0
             lanes(self.calls[0].ptrs)
-        else:
-            list(_pool(self.nchunks).map(lambda a: lanes(a.ptrs), self.calls))
+        else:  # the calling thread runs the first chunk itself while the pool runs the others
+            futures = [_pool(self.nchunks).submit(lanes, a.ptrs) for a in self.calls[1:]]
+            lanes(self.calls[0].ptrs)
+            for f in futures:
+                f.result()
         self.meta[2] = self.nchunks
         self.lib.finish(self.finish_args.ptrs)
         if self.err[0]:

@@ -28,6 +28,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     sinks: dict[str, tuple[int, ...]] = {}
     index_keys: dict[str, list[tuple[str, int]]] = {}
     sink_policy: dict[str, str] = {}
+    counts: dict[str, bool] = {}  # sink -> every add into it is an "auto" whole-number float64 constant
     axes = [a.label for a in sig.lane_axes()]
 
     cuts_in: list[tuple[str, tuple[int, ...]]] = []
@@ -49,6 +50,9 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
             if attr_str(op, "mode") == "set":
                 stored.add(sink)
             pol = sum_policy(attr_str(op, "policy"), True) if attr_str(op, "mode") == "add" else "plain"
+            if attr_str(op, "mode") == "add":
+                counts[sink] = counts.get(sink, True) and attr_str(op, "policy") == "auto" and \
+                    _exact_count(op.operands[0])
             if sink_policy.get(sink, pol) != pol and attr_str(op, "mode") == "add":
                 raise KernelError(f"sink '{sink}' gets scatters with policies {sink_policy[sink]!r} and {pol!r}: "
                                   "give every scatter into one sink the same policy=", kernel=name)
@@ -63,6 +67,10 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
+    for sink, exact in counts.items():
+        if exact:  # only whole-number float64 increments: they add exactly, compensation has nothing to keep
+            sink_policy[sink] = "plain"
+
     def mine(n: str) -> bool:
         return owns is None or n in owns
 
@@ -119,6 +127,15 @@ def _size(shape) -> int:
     for d in shape:
         n *= d
     return n
+
+
+def _exact_count(v: ir.Value) -> bool:
+    """A float64 constant that is a small whole number: sums of it stay exact up to 2**53."""
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant" or not isinstance(v.type, ir.F64Type):
+        return False
+    x = ir.FloatAttr(owner.attributes["value"]).value
+    return float(x).is_integer() and abs(x) <= 2.0 ** 20
 
 
 def _comp_dtype(policy: str) -> str:
