@@ -3,7 +3,7 @@
 #
 #   1. system packages (apt-get, only when something is missing),
 #   2. a virtual environment in .venv (Python >= 3.11),
-#   3. `pip install -e '.[test]'`, skipped while .venv's marker matches the hash of pyproject.toml.
+#   3. `pip install -e '.[test,gpu]'`, skipped while .venv's marker matches the hash of pyproject.toml.
 #
 # Environment: PYTHON=/path/to/python3.x picks the interpreter for a new .venv.
 set -euo pipefail
@@ -23,10 +23,13 @@ fi
 
 # ---------------------------------------------------------------------------------------------------------
 # Debian packages.
-# APT_PACKAGES: packages every machine needs, checked with dpkg. Add GPU toolchain packages here when a
-# target needs them (for example libomp5-19, llvm-22, lld-22, rocm-device-libs, spirv-tools,
-# mesa-vulkan-drivers, libvulkan1).
-APT_PACKAGES=()
+# APT_PACKAGES: packages every machine needs, checked with dpkg (apt-get runs only when one is missing).
+# The GPU toolchains the tests use without a GPU:
+#   llvm-22 lld-22 rocm-device-libs   AMD code objects (llc-22, llvm-link-22, ld.lld-22; ockl/ocml bitcode)
+#   spirv-tools                       spirv-val
+#   mesa-vulkan-drivers libvulkan1    lavapipe: runs the SPIR-V target on the CPU
+# (ptxas comes from the pip extra `gpu`: nvidia-cuda-nvcc-cu12.)
+APT_PACKAGES=(llvm-22 lld-22 rocm-device-libs spirv-tools mesa-vulkan-drivers libvulkan1)
 # A C compiler: build-essential, installed only when `cc` is missing.
 # ---------------------------------------------------------------------------------------------------------
 
@@ -109,7 +112,7 @@ if [[ ! -x $venv/bin/python ]]; then
 fi
 
 # ---------------------------------------------------------------------------------------------------------
-# pip install -e '.[test]', skipped when the marker holds the current hash of pyproject.toml (and of the
+# pip install -e '.[test,gpu]', skipped when the marker holds the current hash of pyproject.toml (and of the
 # Python version and the list of top-level packages).
 # ---------------------------------------------------------------------------------------------------------
 
@@ -128,10 +131,10 @@ if [[ -f $marker && "$(cat "$marker")" == "$want" ]]; then
     exit 0
 fi
 
-say "installing hawk-eagle and its test tools into $venv (pip install -e '.[test]')"
+say "installing hawk-eagle, its test tools and GPU toolchain wheels into $venv (pip install -e '.[test,gpu]')"
 rm -f "$marker"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 # (setuptools warns at every editable install that a folder named like the package shadows it: by design here)
-PYTHONWARNINGS="ignore:Editable installation:UserWarning" "$venv/bin/python" -m pip install -q -e '.[test]'
+PYTHONWARNINGS="ignore:Editable installation:UserWarning" "$venv/bin/python" -m pip install -q -e '.[test,gpu]'
 printf '%s\n' "$want" >"$marker"
 say "done"

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from eagle.targets.device import DeviceRuntime, Grid, missing
+from eagle.targets.gpu_vectors import lower_vectors
 
 CHIPS = {"sm_70": "+ptx70", "sm_75": "+ptx70", "sm_80": "+ptx80", "sm_86": "+ptx80", "sm_89": "+ptx80",
          "sm_90": "+ptx80", "sm_100": "+ptx86", "sm_120": "+ptx87"}
@@ -45,6 +46,7 @@ class NvvmTarget:
 
         with new_context(), ir.Location.unknown():
             module = ir.Module.parse(gpu_module)
+            lower_vectors(module)
             g = next(op for op in module.body.operations if op.operation.name == "gpu.module")
             g.operation.attributes["targets"] = ir.Attribute.parse(
                 f'[#nvvm.target<chip = "{self.chip}", features = "{CHIPS[self.chip]}", O = 3>]')

@@ -13,7 +13,16 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from hawk import __version__ as HAWK_VERSION
-from hawk.artifact.format import FLOAT_DTYPES, FORMAT, FORMAT_VERSION, INDEX_DTYPES, SUFFIX, content_hash
+from hawk.artifact.format import (
+    FINISH_SUFFIX,
+    FLOAT_DTYPES,
+    FORMAT,
+    FORMAT_VERSION,
+    GPU_TARGETS,
+    INDEX_DTYPES,
+    SUFFIX,
+    content_hash,
+)
 from hawk.compiler import Kernel
 from hawk.layout import Spec, layout_to_json
 
@@ -30,9 +39,45 @@ def _build_host(kernel: Kernel, spec: Spec, stage: int, path: Path) -> None:
         host.link(obj, path)
 
 
-# One builder per target: (kernel, spec, stage index, output path) -> writes the binary. A target added later
-# (nvvm, rocdl, spirv) adds an entry here, a suffix in format.SUFFIX and a loader in loader.LOADERS.
-BUILDERS = {"host": _build_host}
+def _build_finish(kernel: Kernel, spec: Spec, stage: int, path: Path) -> None:
+    """A GPU stage's host finish (the runtime copies partials back and finishes on the host) as a shared library."""
+    from eagle.targets import host
+
+    text = kernel.lowered_gpu(spec, stage).finish_llvm_ir
+    with tempfile.TemporaryDirectory() as tmp:
+        obj = Path(tmp) / "k.o"
+        host.compile_object(text, obj)
+        host.link(obj, path)
+
+
+def _gpu_builder(name: str):
+    def build(kernel: Kernel, spec: Spec, stage: int, path: Path, chip: str | None = None) -> dict:
+        """The device binary at `path`, checked by the target's offline tool (ptxas, ld.lld, spirv-val);
+        returns the build's chip and entry name."""
+        from eagle.targets import gpu_target
+
+        target = gpu_target(name, **({"chip": chip} if chip else {}))
+        binary = target.compile(kernel.lowered_gpu(spec, stage).gpu_module)
+        target.check(binary)
+        path.write_bytes(binary)
+        return {"chip": getattr(target, "chip", name), "entry": f"{kernel.stages(spec)[stage].name}_lanes"}
+
+    build.__name__ = f"_build_{name}"
+    return build
+
+
+def _has_spirv() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("eagle.targets.spirv") is not None
+
+
+# One builder per target: (kernel, spec, stage index, output path) -> writes the binary. A GPU builder also takes
+# chip= and returns {"chip", "entry"}; its stage's host finish is built by _build_finish. A new target adds an
+# entry here, a suffix in format.SUFFIX and a loader in loader.LOADERS.
+BUILDERS = {"host": _build_host, "nvvm": _gpu_builder("nvvm"), "rocdl": _gpu_builder("rocdl")}
+if _has_spirv():  # the Vulkan target, where this checkout has it
+    BUILDERS["spirv"] = _gpu_builder("spirv")
 
 
 def known_targets() -> list[str]:
@@ -82,13 +127,27 @@ def _kernel(k) -> Kernel:
 
 
 # ---- publishing ---------------------------------------------------------------------------------------------
+def _chips(chips, targets: tuple[str, ...]) -> dict[str, str]:
+    given = dict(chips or {})
+    for tg, chip in given.items():
+        if tg not in targets or tg == "host":
+            raise ValueError(f"chips= names target {tg!r}, which is not a GPU target being built ({list(targets)})")
+        if not isinstance(chip, str):
+            raise ValueError(f"chips[{tg!r}] must be a chip name such as 'sm_90' or 'gfx942', got {chip!r}")
+    return given
+
+
 def build(kernel: Kernel, directory, targets: Iterable[str] = ("host",), dtypes: Iterable[str] = ("float64",),
-          index_dtypes: dict[str, str] | None = None) -> Path:
+          index_dtypes: dict[str, str] | None = None, chips: dict[str, str] | None = None) -> Path:
     """Publish `kernel` as exactly one launch into `directory`; returns the sidecar's path.
 
     A kernel that reads a reduced value later in its body runs in several stages (launches): publish it with
     build_bundle. Sums with policy="auto" over every lane are built "ordered", so a run's cells are bitwise
     reproducible and equal to eagle's "ordered" policy.
+
+    GPU targets ("nvvm", "rocdl", "spirv") store, per stage and dtype, the device binary and the host library
+    that finishes the stage; `chips={"rocdl": "gfx942"}` picks a chip (defaults: the target's, e.g. sm_80 PTX,
+    which newer NVIDIA GPUs compile on load; gfx90a code objects).
     """
     kernel = _kernel(kernel)
     n = kernel.stage_count
@@ -96,14 +155,18 @@ def build(kernel: Kernel, directory, targets: Iterable[str] = ("host",), dtypes:
         raise ValueError(f"kernel '{kernel.name}' runs in {n} stages (it reads a value reduced over every lane), and "
                          f"hawk.artifact.build publishes exactly one launch: use hawk.artifact.build_bundle("
                          f"[{kernel.name}], dir) to publish it with all its stages")
-    return _publish(kernel, Path(directory), _targets(targets), _dtypes(dtypes), _index_dtypes(kernel, index_dtypes))
+    ts = _targets(targets)
+    return _publish(kernel, Path(directory), ts, _dtypes(dtypes), _index_dtypes(kernel, index_dtypes),
+                    _chips(chips, ts))
 
 
 def build_bundle(kernels: Iterable[Kernel], directory, targets: Iterable[str] = ("host",),
-                 dtypes: Iterable[str] = ("float64",), index_dtypes: dict[str, str] | None = None) -> list[Path]:
+                 dtypes: Iterable[str] = ("float64",), index_dtypes: dict[str, str] | None = None,
+                 chips: dict[str, str] | None = None) -> list[Path]:
     """Publish each kernel with all its stages into `directory` (one sidecar each); returns the sidecars' paths.
 
-    `index_dtypes` maps Index plane names to int32/int64 for every kernel that has such a plane.
+    `index_dtypes` maps Index plane names to int32/int64 for every kernel that has such a plane; `chips` as in
+    build.
     """
     ks = [_kernel(k) for k in ([kernels] if isinstance(kernels, Kernel) else list(kernels))]
     if not ks:
@@ -120,7 +183,8 @@ def build_bundle(kernels: Iterable[Kernel], directory, targets: Iterable[str] = 
         raise ValueError(f"index_dtypes names {stray[0]!r}, which is not an Index plane of any of {names}")
     per = [_index_dtypes(k, {p: d for p, d in idx.items()
                              if k.signature.get(p) is not None and k.signature.get(p).kind == "index"}) for k in ks]
-    return [_publish(k, Path(directory), ts, ds, i) for k, i in zip(ks, per, strict=True)]
+    ch = _chips(chips, ts)
+    return [_publish(k, Path(directory), ts, ds, i, ch) for k, i in zip(ks, per, strict=True)]
 
 
 def file_name(kernel: str, stage: str, dtype: str, target: str) -> str:
@@ -128,8 +192,27 @@ def file_name(kernel: str, stage: str, dtype: str, target: str) -> str:
     return f"{kernel}.{stage}.{dtype}.{target}{SUFFIX[target]}"
 
 
+def finish_name(kernel: str, stage: str, dtype: str, target: str) -> str:
+    """The file name of a GPU build's host finish library."""
+    return f"{kernel}.{stage}.{dtype}.{target}{FINISH_SUFFIX}"
+
+
+def _write(d: Path, name: str, make, kernel: Kernel, spec: Spec, stage: int, *extra) -> tuple[bytes, object]:
+    """`make(kernel, spec, stage, path, *extra)` on a private part file, then moved into place atomically: the
+    bytes written and what `make` returned."""
+    part = d / f".{name}.{os.getpid()}.part"
+    try:
+        out = make(kernel, spec, stage, part, *extra)
+        blob = part.read_bytes()
+        os.replace(part, d / name)  # atomic: a reader never sees half a binary
+    finally:
+        part.unlink(missing_ok=True)
+    return blob, out
+
+
 def _publish(kernel: Kernel, d: Path, targets: tuple[str, ...], dtypes: tuple[str, ...],
-             index_dtypes: dict[str, str]) -> Path:
+             index_dtypes: dict[str, str], chips: dict[str, str] | None = None) -> Path:
+    chips = chips or {}
     d.mkdir(parents=True, exist_ok=True)
     specs = {dt: kernel.spec_for(dt, index_dtypes, auto_sum="ordered") for dt in dtypes}
     stages = kernel.stages(specs[dtypes[0]])
@@ -143,15 +226,17 @@ def _publish(kernel: Kernel, d: Path, targets: tuple[str, ...], dtypes: tuple[st
             layout = layout_to_json(kernel.layout(specs[dt], k))
             for tg in targets:
                 name = file_name(kernel.name, st.name, dt, tg)
-                part = d / f".{name}.{os.getpid()}.part"
-                try:
-                    BUILDERS[tg](kernel, specs[dt], k, part)
-                    blob = part.read_bytes()
-                    os.replace(part, d / name)  # atomic: a reader never sees half a binary
-                finally:
-                    part.unlink(missing_ok=True)
-                builds.append({"stage": st.name, "dtype": dt, "target": tg, "file": name,
-                               "sha256": hashlib.sha256(blob).hexdigest(), "layout": layout})
+                entry = {"stage": st.name, "dtype": dt, "target": tg, "file": name}
+                if tg in GPU_TARGETS:
+                    blob, dev = _write(d, name, BUILDERS[tg], kernel, specs[dt], k, chips.get(tg))
+                    fin = finish_name(kernel.name, st.name, dt, tg)
+                    fin_blob, _ = _write(d, fin, _build_finish, kernel, specs[dt], k)
+                    entry["device"] = {"chip": dev["chip"], "entry": dev["entry"], "finish": fin,
+                                       "finish_sha256": hashlib.sha256(fin_blob).hexdigest()}
+                else:
+                    blob, _ = _write(d, name, BUILDERS[tg], kernel, specs[dt], k)
+                entry.update(sha256=hashlib.sha256(blob).hexdigest(), layout=layout)
+                builds.append(entry)
     outputs = dict(kernel.outputs)
     made = [c for s in stages for c in s.cells_out]
     cells = [{"name": c, "internal": False} for c, m in outputs.items() if m == "cell"]

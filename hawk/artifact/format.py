@@ -19,9 +19,13 @@ FORMAT = "hawk-artifact"
 FORMAT_VERSION = 1
 MAX_SIDECAR_BYTES = 16 << 20
 
-# What a binary file is called on each target. A new target (nvvm, rocdl, spirv) adds its suffix here, a builder
-# in hawk/artifact/build.py and a loader in hawk/artifact/load.py.
-SUFFIX = {"host": ".so"}
+# What a binary file is called on each target. A new target adds its suffix here, a builder in
+# hawk/artifact/builder.py and a loader in hawk/artifact/loader.py.
+SUFFIX = {"host": ".so", "nvvm": ".ptx", "rocdl": ".hsaco", "spirv": ".spv"}
+# GPU targets: each build carries the device binary and, under "device", the host library that finishes the stage
+# (the runtime finishes on the host), the chip it was built for and the kernel's entry name.
+GPU_TARGETS = ("nvvm", "rocdl", "spirv")
+FINISH_SUFFIX = ".finish.so"
 
 FLOAT_DTYPES = ("float32", "float64")
 INDEX_DTYPES = ("int32", "int64")
@@ -132,7 +136,9 @@ class _Schema:
     def __init__(self, refuse: _Refuse):
         self.refuse = refuse
 
-    def obj(self, fields: dict[str, Checker]) -> Checker:
+    def obj(self, fields: dict[str, Checker], optional: dict[str, Checker] | None = None) -> Checker:
+        optional = optional or {}
+
         def check(v, path):
             if not isinstance(v, dict):
                 raise self.refuse(path, f"must be an object, got {_tname(v)}")
@@ -140,7 +146,10 @@ class _Schema:
                 if k not in v:
                     raise self.refuse(path, f"has no field '{k}'")
                 sub(v[k], f"{path}.{k}")
-            extra = sorted(set(v) - set(fields))
+            for k, sub in optional.items():
+                if k in v:
+                    sub(v[k], f"{path}.{k}")
+            extra = sorted(set(v) - set(fields) - set(optional))
             if extra:
                 raise self.refuse(path, f"has a field '{extra[0]}' that this format version does not know")
         return check
@@ -248,8 +257,9 @@ def sidecar_checker(s: _Schema) -> Checker:
     stage = s.obj({"kernel": s.name, "cells_in": s.lst(s.name, unique=True),
                    "cells_out": s.lst(s.name, unique=True)})
     cell = s.obj({"name": s.name, "internal": s.boolean})
+    device = s.obj({"chip": s.name, "entry": s.name, "finish": s.file, "finish_sha256": s.sha})
     build = s.obj({"stage": s.name, "dtype": s.one_of(*FLOAT_DTYPES), "target": s.name, "file": s.file,
-                   "sha256": s.sha, "layout": _layout_checker(s)})
+                   "sha256": s.sha, "layout": _layout_checker(s)}, optional={"device": device})
     return s.obj({"format": s.string, "format_version": s.count, "hawk_version": s.string, "name": s.name,
                   "planes": _signature_checker(s), "outputs": s.mapping(s.one_of("lane", "cell")),
                   "index_dtypes": s.mapping(s.one_of(*INDEX_DTYPES)),
@@ -336,6 +346,17 @@ def _check_consistency(d: dict, refuse: _Refuse) -> None:
             raise refuse(f"{path}.file", f"names {b['file']!r}, the file of another build")
         seen.add(key)
         files.add(b["file"])
+        gpu = b["target"] in GPU_TARGETS
+        if gpu != ("device" in b):
+            raise refuse(path, f"{'lacks' if gpu else 'has'} a 'device' entry, which "
+                               f"{'every' if gpu else 'no'} {'GPU' if gpu else 'host'} build has")
+        if gpu:
+            dev = b["device"]
+            if dev["entry"] != f"{b['stage']}_lanes":
+                raise refuse(f"{path}.device.entry", f"must be the stage's kernel '{b['stage']}_lanes'")
+            if dev["finish"] in files:
+                raise refuse(f"{path}.device.finish", f"names {dev['finish']!r}, the file of another build")
+            files.add(dev["finish"])
         st = stages[names.index(b["stage"])]
         _check_layout(b["layout"], d, st, refuse, f"{path}.layout")
     if seen != combos:
@@ -431,6 +452,9 @@ def describe(d: dict) -> str:
     lines.append(f"targets: {', '.join(d['targets'])}")
     lines.append("builds:")
     for b in d["builds"]:
-        lines.append(f"  {b['file']}  sha256 {b['sha256'][:16]}...")
+        chip = f"  ({b['device']['chip']})" if "device" in b else ""
+        lines.append(f"  {b['file']}  sha256 {b['sha256'][:16]}...{chip}")
+        if "device" in b:
+            lines.append(f"  {b['device']['finish']}  sha256 {b['device']['finish_sha256'][:16]}...")
     lines.append(f"content hash: {d['content_hash']}")
     return "\n".join(lines)

@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 from eagle.binding import Binder
-from eagle.errors import InputError
+from eagle.errors import InputError, RuntimeMissing
 from eagle.launch import Launcher
 from hawk.artifact.format import (
     ArtifactError,
@@ -35,11 +35,11 @@ from hawk.signature import Signature
 # ---- targets ------------------------------------------------------------------------------------------------
 class HostBinary:
     """A host kernel library loaded from verified bytes: `lanes(void**)` and `finish(void**)`, the interface of
-    eagle.targets.host.HostLibrary, without the compiler side."""
+    eagle.targets.host.HostLibrary, without the compiler side. A GPU stage's finish library has no `lanes`."""
 
-    def __init__(self, data: bytes, stage: str, where: str):
+    def __init__(self, data: bytes, stage: str, where: str, lanes: bool = True):
         self.lib = _dlopen_bytes(data, stage, where)
-        self.lanes = self._fn(f"_mlir_{stage}_lanes", where)
+        self.lanes = self._fn(f"_mlir_{stage}_lanes", where) if lanes else None
         self.finish = self._fn(f"_mlir_{stage}_finish", where)
 
     def _fn(self, symbol: str, where: str):
@@ -110,9 +110,33 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-# One loader per target. A new target adds an entry whose value takes (bytes, stage name, where) and gives an object
-# with `lanes(void**)` and `finish(void**)`.
-LOADERS = {"host": HostBinary}
+class DeviceBinary:
+    """A GPU stage from verified bytes: the device binary (launched by the target's runtime) and the host library
+    that finishes the stage."""
+
+    def __init__(self, data: bytes, stage: str, where: str, finish: bytes, device: dict):
+        self.binary = data
+        self.entry: str = device["entry"]
+        self.chip: str = device["chip"]
+        self.finish_lib = HostBinary(finish, stage, f"{where} (finish {device['finish']})", lanes=False)
+
+
+def device_runtime(target: str, chip: str):
+    """The runtime of a GPU target (RuntimeMissing naming what is missing). It imports the target's launch code,
+    which needs NumPy and the vendor runtime, not the compiler."""
+    from eagle.targets import gpu_target
+
+    try:
+        t = gpu_target(target, chip=chip) if target != "spirv" else gpu_target(target)
+    except ImportError as exc:
+        raise RuntimeMissing(f"target '{target}': its launch code does not import here ({exc})") from exc
+    return t.runtime()
+
+
+# One loader per target: a host loader takes (bytes, stage name, where) and gives an object with `lanes(void**)`
+# and `finish(void**)`; a GPU target's is DeviceBinary (which also takes the finish library's bytes and the build's
+# "device" entry). A new target adds an entry here, a builder in builder.BUILDERS and a suffix in format.SUFFIX.
+LOADERS = {"host": HostBinary, "nvvm": DeviceBinary, "rocdl": DeviceBinary, "spirv": DeviceBinary}
 
 
 # ---- reading ------------------------------------------------------------------------------------------------
@@ -164,7 +188,27 @@ def read(directory, name: str, content_hash: str | None = None) -> Artifact:
                                 f"{sha256_bytes(blob)[:16]}..., the sidecar records {b['sha256'][:16]}...): it was "
                                 "changed or replaced after the build")
         binaries[b["file"]] = blob
+        if "device" in b:
+            dev = b["device"]
+            binaries[dev["finish"]] = _read_checked(d, dev["finish"], dev["finish_sha256"], where,
+                                                    f"the host finish of stage {b['stage']}, {b['dtype']}, "
+                                                    f"{b['target']}")
     return Artifact(d, data, binaries)
+
+
+def _read_checked(d: Path, file: str, sha: str, where: str, what: str) -> bytes:
+    f = d / file
+    if f.is_symlink():
+        raise ArtifactError(f"{where}: binary {file!r} is a symbolic link; an artifact's binaries are plain files in "
+                            "its directory")
+    if not f.is_file():
+        raise ArtifactError(f"{where}: binary {file!r} ({what}) is missing from {d}")
+    blob = f.read_bytes()
+    if sha256_bytes(blob) != sha:
+        raise ArtifactError(f"{where}: binary {file!r} does not match the sidecar (its sha256 is "
+                            f"{sha256_bytes(blob)[:16]}..., the sidecar records {sha[:16]}...): it was changed or "
+                            "replaced after the build")
+    return blob
 
 
 # ---- the loaded kernel --------------------------------------------------------------------------------------
@@ -208,13 +252,25 @@ class LoadedKernel:
                     layout = layout_from_json(b["layout"])
                 except (KeyError, TypeError, ValueError) as exc:  # a backstop, as above
                     raise ArtifactError(f"{where}: the layout of {b['file']!r} is malformed: {exc}") from None
-                runs.append((load(art.binaries[b["file"]], stage, f"{where}: {b['file']}"),
-                             Launcher(self.binder, layout, self.threads)))
+                at = f"{where}: {b['file']}"
+                if "device" in b:
+                    lib = load(art.binaries[b["file"]], stage, at, art.binaries[b["device"]["finish"]], b["device"])
+                else:
+                    lib = load(art.binaries[b["file"]], stage, at)
+                runs.append((lib, Launcher(self.binder, layout, self.threads)))
             self._runs[dtype] = runs
+        self._runtime = None
 
     @property
     def planes(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.signature.planes)
+
+    def runtime(self):
+        """A GPU target's runtime, made at the first run (eagle.RuntimeMissing where the machine lacks it)."""
+        if self._runtime is None:
+            chip = next(lib.chip for runs in self._runs.values() for lib, _ in runs)
+            self._runtime = device_runtime(self.target, chip)
+        return self._runtime
 
     @property
     def stage_count(self) -> int:
@@ -241,8 +297,16 @@ class LoadedKernel:
         lo, hi = self._lane_range(base, count, b.lanes)
         results: dict = {}
         cuts: dict = {}
+        runtime = self.runtime() if self.target != "host" else None
         for lib, launcher in runs:
-            out, made = launcher.run(lib, b, lo, hi, cuts)
+            if runtime is not None:
+                from eagle.targets.device import DeviceStage
+
+                stage = DeviceStage(launcher, lib.binary, lib.entry, runtime, lib.finish_lib, b, lo, hi, cuts)
+                stage.fire()
+                out, made = stage.results, stage.cells_out
+            else:
+                out, made = launcher.run(lib, b, lo, hi, cuts)
             results.update(out)
             cuts.update(made)
         results = {k: v for k, v in results.items() if not self.cells.get(k, False)}
