@@ -117,7 +117,10 @@ class Kernel:
         raise TypeError(f"kernel '{self.name}' runs through eagle: eagle.deploy({self.name}).run(**planes)")
 
     def default_spec(self) -> Spec:
-        return make_spec(self.signature, "float64", {})
+        spec = self.__dict__.get("_default_spec")
+        if spec is None:
+            spec = self._default_spec = make_spec(self.signature, "float64", {})
+        return spec
 
     def spec_for(self, float_dtype: str, index_dtypes: dict[str, str], auto_sum: str = "fast") -> Spec:
         return make_spec(self.signature, float_dtype, index_dtypes, auto_sum)
@@ -191,7 +194,8 @@ class Kernel:
 
     @property
     def stage_count(self) -> int:
-        return len(self.stages())
+        """Stages of the kernel (the same for every specialisation: splitting depends on data flow only)."""
+        return len(self._stages.get(self.default_spec()) or self.stages())
 
     def layout(self, spec: Spec, stage: int = 0) -> Layout:
         """The buffers a stage's compiled lane function takes, read off its hawk IR (no lowering needed)."""
