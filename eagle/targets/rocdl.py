@@ -44,7 +44,8 @@ DEVICE_LIBS = ("ockl", "ocml")
 # multi-reductions (the same inner-parallel strategy as the host's lower-vector-multi-reduction, so the adds come
 # in the same order), transposes, broadcasts and n-D from_elements, lowered to 1-D vector ops first.
 
-PIPELINE = ("builtin.module(gpu.module(convert-scf-to-cf,math-expand-ops{{ops=tanh}},"
+PIPELINE = ("builtin.module(convert-math-to-rocdl{{chipset={chip}}},"
+            "gpu.module(convert-scf-to-cf,math-expand-ops{{ops=tanh}},"
             "convert-gpu-to-rocdl{{chipset={chip} index-bitwidth=64 runtime=HIP}},canonicalize,cse,"
             "reconcile-unrealized-casts))")
 
