@@ -5,19 +5,54 @@ Behaviour-test helpers are prefixed ``bt_`` (import them with ``from conftest im
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
+import pytest
+
+# The targets a test may run on through the `target` fixture. A GPU target whose runtime or device is missing
+# skips with the reason (pytest -ra prints it); spirv runs on Mesa's lavapipe where there is no GPU.
+BT_TARGETS = ("host", "spirv")
 
 
 def bt_run(kernel, **planes):
     """Deploy ``kernel`` for the host and run it: one output comes back as an ndarray, several as a dict."""
+    return bt_run_on("host", kernel, **planes)
+
+
+def bt_run_on(target, kernel, **planes):
+    """Deploy ``kernel`` for ``target`` and run it: one output comes back as an ndarray, several as a dict."""
     import eagle
 
-    out = eagle.deploy(kernel).run(**planes)
+    out = eagle.deploy(kernel, target=target).run(**planes)
     if isinstance(out, dict):
         return {name: np.asarray(value) for name, value in out.items()}
     return np.asarray(out)
+
+
+@functools.cache
+def bt_target_missing(name: str) -> str | None:
+    """Why ``name`` cannot run here (its runtime or device is missing), or None when it can."""
+    if name == "host":
+        return None
+    from eagle import RuntimeMissing
+    from eagle.targets import gpu_target
+
+    try:
+        gpu_target(name).runtime()
+    except (RuntimeMissing, ImportError) as exc:
+        return str(exc)
+    return None
+
+
+@pytest.fixture(params=BT_TARGETS)
+def target(request):
+    """Each target a test should pass on: "host", then "spirv" (skipped, saying why, without a Vulkan device)."""
+    why = bt_target_missing(request.param)
+    if why:
+        pytest.skip(f"target '{request.param}' cannot run here: {why}")
+    return request.param
 
 
 def bt_sum_ulps(got, terms, eps=None):

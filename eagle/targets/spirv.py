@@ -1,0 +1,225 @@
+"""The SPIR-V target: gpu.module -> spirv.module (Vulkan, SPIR-V 1.5) -> SPIR-V words, checked by spirv-val and
+launched through the Vulkan loader (eagle/targets/vulkan_runtime.py; lavapipe runs it on a machine without a GPU).
+
+The kernel keeps the shape lower_gpu gives it: one `<stage>_lanes` entry point, workgroups of
+`device.WORKGROUP` invocations, each invocation one chunk of lanes. Argument k is a storage buffer at
+(set 0, binding k) holding a runtime array of its element type, so the runtime binds buffers in argument order.
+
+Exactness: every floating-point arithmetic instruction is decorated NoContraction, so a Vulkan driver neither
+fuses a multiply into an add nor rewrites `(a + b) + c`; the partials a thread writes are then the same bits as a
+host chunk's, and the host finish turns them into the same totals (ordered sums are bitwise equal to the host's).
+Vulkan lets a driver round float32 division and sqrt 2.5 ulps off (and promises no more for float64, though the GPUs
+we know and lavapipe round float64 ones correctly): float32 ones are computed in float64 and rounded once, which is
+exactly the IEEE float32 result (see spirv_math). Denormals are left to the driver's
+default (lavapipe keeps them; so do NVIDIA and AMD for float64, float32 may flush on some drivers).
+
+Math: GLSL.std.450 (the only math library a Vulkan shader has) works in 32 bits only, with Vulkan's loose precision
+rules, and has no erf; eagle/targets/spirv_math.py compiles its own exp, log, exp2, log2, log10, sin, cos, tan,
+asin, acos, atan and atan2 (float64: within 1-2 ulps) and runs the float32 calls of those and of expm1, log1p,
+sinh, cosh, tanh and pow in float64, rounded once. The float64 functions it lacks (expm1, log1p, sinh, cosh, tanh,
+pow) and erf/cbrt at any width are refused at compile time with the function named, rather than silently run at
+lower precision; the host, nvvm and rocdl targets run them. sin/cos/tan of |x| > 2^19 pi are refused at run time.
+
+Workarounds for this MLIR (22.1.8) and for Mesa's lavapipe, each in eagle/targets/spirv_lower.py:
+- scf.for with iter_args that runs zero times returns garbage (llvm/llvm-project#211981): such loops are guarded;
+- lavapipe (Mesa 22.3) miscompiles comparisons of OpSConvert'ed values: sign extensions become xor/sub;
+- lavapipe ends every loop of an invocation after 65535 trips in all, silently: loops over lanes are unrolled
+  (so an invocation takes ~500k lanes), and a canary loop at the end of the kernel sets a status word the runtime
+  checks, so a launch past the budget is refused instead of returning wrong numbers;
+- 2-D vectors and vector.multi_reduction do not convert: vectors are scalarised (in the host's order);
+- spirv-update-vce lowers the version to 1.0, which cannot list storage buffers in the entry point: reset to 1.5.
+The kernel gets one extra argument after its own: eagle's status buffer (i64 x 3), bound by the runtime.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from eagle.targets.device import WORKGROUP
+
+VERSION = "v1.5"  # SPIR-V 1.5 = Vulkan 1.2: storage buffers listed in the entry point interface, no extension needed
+CAPABILITIES = ("Shader", "Int64", "Float64")
+EXTENSIONS = ("SPV_KHR_storage_buffer_storage_class",)
+VALIDATE_ENV = "vulkan1.2"
+UNROLL = 8  # innermost loops: 8x fewer trips against lavapipe's loop budget (see spirv_lower)
+
+TARGET_ENV = (f"#spirv.target_env<#spirv.vce<{VERSION}, [{', '.join(CAPABILITIES)}], [{', '.join(EXTENSIONS)}]>, "
+              "api=Vulkan, #spirv.resource_limits<>>")
+LOWER = ("builtin.module(gpu.module(arith-expand,convert-math-to-spirv),convert-gpu-to-spirv{use-64bit-index=true},"
+         "spirv.module(spirv-lower-abi-attrs,spirv-update-vce,canonicalize,cse))")
+SERIALIZE = "builtin.module(gpu-module-to-binary{format=bin})"
+
+# float64 math that neither GLSL.std.450 (32-bit only) nor eagle/targets/spirv_math.py (which lowers exp, log,
+# sin, cos, tan, exp2, log2 and log10 before this check) computes
+F32_ONLY = {"expm1", "log1p", "sinh", "cosh", "tanh", "powf"}
+NO_SPIRV = {"erf", "erfc", "cbrt"}  # no GLSL.std.450 instruction at any width
+# what a kernel author wrote for each math op (powf comes from `**` or hawk.math.pow)
+SPELLING = {"powf": "pow"}
+
+# SPIR-V float instructions that round: each is decorated NoContraction
+FP_OPS = {"spirv.FAdd", "spirv.FSub", "spirv.FMul", "spirv.FDiv", "spirv.FRem", "spirv.FMod", "spirv.FNegate",
+          "spirv.VectorTimesScalar", "spirv.MatrixTimesScalar", "spirv.MatrixTimesVector", "spirv.MatrixTimesMatrix",
+          "spirv.VectorTimesMatrix", "spirv.Dot"}
+
+
+class SpirvTarget:
+    name = "spirv"
+    suffix = "spv"
+
+    def __init__(self):
+        self.env = VALIDATE_ENV
+
+    @property
+    def options(self) -> str:
+        return f"spirv={VERSION},wg={WORKGROUP},unroll={UNROLL}"
+
+    def compile(self, gpu_module: str) -> bytes:
+        """SPIR-V words (little-endian bytes) for the stage's kernel."""
+        from mlir import ir, passmanager
+
+        from eagle.targets.spirv_lower import (
+            Unsupported,
+            add_loop_canary,
+            expand_sign_extensions,
+            guard_zero_trip_loops,
+            scalarize,
+            unroll_innermost_loops,
+        )
+        from eagle.targets.spirv_math import lower_math
+        from hawk.ir.dialect import new_context
+
+        with new_context(), ir.Location.unknown():
+            module = ir.Module.parse(gpu_module)
+            g = _only(module, "gpu.module")
+            try:
+                scalarize(g)
+                for f in _funcs(g):
+                    lower_math(f, add_loop_canary(f))
+            except Unsupported as exc:
+                raise RuntimeError(f"spirv target: cannot lower the kernel: {exc}") from exc
+            refuse_math(g)
+            unroll_innermost_loops(g, UNROLL)
+            guard_zero_trip_loops(g)
+            expand_sign_extensions(g)
+            g.operation.attributes["spirv.target_env"] = ir.Attribute.parse(TARGET_ENV)
+            abi = ir.Attribute.parse(f"#spirv.entry_point_abi<workgroup_size = [{WORKGROUP}, 1, 1]>")
+            for f in _funcs(g):
+                f.operation.attributes["spirv.entry_point_abi"] = abi
+                n = len(f.regions[0].blocks[0].arguments)
+                f.operation.attributes["arg_attrs"] = ir.ArrayAttr.get([ir.DictAttr.get(
+                    {"spirv.interface_var_abi": ir.Attribute.parse(f"#spirv.interface_var_abi<(0, {k})>")})
+                    for k in range(n)])
+            passmanager.PassManager.parse(LOWER).run(module.operation)
+            s = _only(module, "spirv.module")
+            no_contraction(s)
+            fix_version(s)
+            # gpu-module-to-binary serialises the spirv.module found inside a gpu.module with a SPIR-V target
+            text = (f"module attributes {{gpu.container_module}} {{\ngpu.module @{g.sym_name.value} [{TARGET_ENV}] {{\n"
+                    f"{s}\n}}\n}}\n")
+            del g, s
+            module = ir.Module.parse(text)
+            passmanager.PassManager.parse(SERIALIZE).run(module.operation)
+            from mlir.dialects import gpu
+
+            b = _only(module, "gpu.binary")
+            return bytes(gpu.ObjectAttr(b.attributes["objects"][0]).object)
+
+    def check(self, binary: bytes) -> bytes:
+        """Validate with spirv-val for Vulkan 1.2; the binary, or an error with spirv-val's words."""
+        val = shutil.which("spirv-val")
+        if val is None:
+            raise RuntimeError("spirv-val not found: apt-get install spirv-tools")
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "k.spv"
+            path.write_bytes(binary)
+            r = subprocess.run([val, "--target-env", self.env, str(path)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"spirv-val ({self.env}) refused the SPIR-V: {(r.stderr or r.stdout).strip()}")
+        return binary
+
+    def runtime(self):
+        from eagle.targets.vulkan_runtime import VulkanRuntime
+
+        return VulkanRuntime.shared()
+
+
+def _funcs(gpu_module) -> list:
+    return [f for f in gpu_module.regions[0].blocks[0].operations if f.operation.name == "gpu.func"]
+
+
+def _only(module, name: str):
+    ops = [op for op in module.body.operations if op.operation.name == name]
+    if len(ops) != 1:
+        raise RuntimeError(f"spirv target: expected one {name} in the module, found {len(ops)}")
+    return ops[0]
+
+
+def refuse_math(gpu_module) -> None:
+    """Refuse math this target cannot compute at the kernel's precision, naming the function."""
+    from mlir import ir
+
+    from hawk.errors import KernelError
+
+    bad: list[tuple[str, str]] = []
+
+    def visit(op):
+        name = op.name
+        if name.startswith("math."):
+            fn = name[5:]
+            t = op.results[0].type if len(op.results) else None
+            elem = _element(t)
+            f64 = elem is not None and isinstance(elem, ir.F64Type)
+            if fn in NO_SPIRV or (f64 and fn in F32_ONLY):
+                bad.append((SPELLING.get(fn, fn), "float64" if f64 else str(elem)))
+        return ir.WalkResult.ADVANCE
+
+    gpu_module.operation.walk(visit)
+    if bad:
+        fn, dtype = bad[0]
+        names = ", ".join(sorted({f"hawk.math.{f}" for f, _ in bad}))
+        kernel = gpu_module.sym_name.value.removesuffix("_gpu")
+        why = ("GLSL.std.450, the only math library a Vulkan shader has, works in 32 bits only, and eagle's own "
+               "float64 code covers exp, log, exp2, log2, log10, sin, cos, tan, asin, acos, atan and atan2"
+               if fn not in NO_SPIRV else "GLSL.std.450, the only math library a Vulkan shader has, has no such "
+               "function")
+        raise KernelError(f"target 'spirv' cannot compute {names} on {dtype} lanes: {why}. Run this kernel on "
+                          f"target 'host', 'nvvm' or 'rocdl'" + (", or with float32 data on 'spirv'"
+                                                                  if fn not in NO_SPIRV else ""), kernel=kernel)
+
+
+def no_contraction(spirv_module) -> None:
+    """Decorate every rounding float instruction NoContraction (the serializer emits OpDecorate for the attr)."""
+    from mlir import ir
+
+    unit = ir.UnitAttr.get()
+
+    def visit(op):
+        if op.name in FP_OPS:
+            op.attributes["no_contraction"] = unit
+        return ir.WalkResult.ADVANCE
+
+    spirv_module.operation.walk(visit)
+
+
+def fix_version(spirv_module) -> None:
+    """spirv-update-vce picks the lowest version the ops need (often 1.0), but the entry point lists storage
+    buffers in its interface, which only 1.4+ allows: keep the capabilities and extensions, reset the version."""
+    from mlir import ir
+
+    vce = str(spirv_module.operation.attributes["vce_triple"])
+    spirv_module.operation.attributes["vce_triple"] = ir.Attribute.parse(re.sub(r"<v\d+\.\d+", f"<{VERSION}", vce))
+
+
+def _element(t):
+    from mlir import ir
+
+    if t is None:
+        return None
+    try:
+        return ir.ShapedType(t).element_type
+    except ValueError:
+        return t

@@ -1,0 +1,389 @@
+"""Launch SPIR-V kernels through Vulkan (the PyPI `vulkan` package: raw Vulkan through cffi).
+
+Imports only NumPy and `vulkan`: an artifact runs on a machine without MLIR. Any Vulkan 1.2 device with compute
+works; a real GPU is preferred over a CPU implementation, and on a machine without a GPU Mesa's lavapipe
+("llvmpipe") runs the very same SPIR-V. EAGLE_VULKAN_DEVICE=<part of a device name> picks a device by name.
+
+A launch: argument k of the kernel is the storage buffer at (set 0, binding k). Each argument's numpy array is
+copied into a host-visible, coherent buffer (kept between launches and grown as needed), one compute dispatch of
+ceil(threads / WORKGROUP) workgroups runs, and the written arrays are copied back. Pipelines are cached per
+(binary, entry point). The lowering emits no atomics (each chunk writes its own partials and private sink copies),
+so no atomic feature is needed; Float64 and Int64 are enabled when the device has them and a kernel that needs
+one the device lacks is refused with the feature named.
+
+Binaries from eagle's SPIR-V target take one more binding after their arguments: a status buffer (i64 [2, 0, 0])
+the runtime adds and reads back. Word 1 set: an invocation ran out of lavapipe's loop budget (LoopBudgetExceeded);
+word 2 set: a sin/cos/tan argument was beyond what the target reduces exactly (ArgumentOutOfRange). Either way the
+launch's results are discarded and the error says why; a binary without the extra binding launches as it is.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+
+import numpy as np
+
+from eagle.targets.device import WORKGROUP, DeviceRuntime, Grid, missing
+
+MIN_BUFFER = 16  # bytes: a zero-size plane still binds a (tiny) buffer
+# SPIR-V OpCapability operands -> the VkPhysicalDeviceFeatures field they need
+_CAP_FEATURE = {10: "shaderFloat64", 11: "shaderInt64", 22: "shaderInt16"}
+_OP_CAPABILITY = 17
+_OP_DECORATE, _BINDING = 71, 33
+CANARY_TRIPS = 2
+_HOST_MEMORY = 0x2 | 0x4  # HOST_VISIBLE | HOST_COHERENT
+
+_LOCK = threading.Lock()
+_SHARED: VulkanRuntime | None = None
+
+
+def _instructions(spirv: bytes):
+    """(opcode, operand words) of each instruction of a SPIR-V binary."""
+    words = np.frombuffer(spirv, dtype="<u4")
+    if len(words) < 5 or words[0] != 0x07230203:
+        raise ValueError("not a SPIR-V binary (bad magic number)")
+    i = 5
+    while i < len(words):
+        count, op = int(words[i]) >> 16, int(words[i]) & 0xFFFF
+        if count == 0 or i + count > len(words):
+            raise ValueError("malformed SPIR-V (an instruction runs past the end)")
+        yield op, words[i + 1:i + count]
+        i += count
+
+
+def capabilities(spirv: bytes) -> set[int]:
+    """The OpCapability operands a SPIR-V binary declares."""
+    return {int(w[0]) for op, w in _instructions(spirv) if op == _OP_CAPABILITY}
+
+
+def bindings(spirv: bytes) -> int:
+    """How many descriptor bindings (0..n-1 in set 0) the binary's variables use."""
+    used = [int(w[2]) for op, w in _instructions(spirv) if op == _OP_DECORATE and len(w) >= 3 and w[1] == _BINDING]
+    return max(used) + 1 if used else 0
+
+
+class LoopBudgetExceeded(RuntimeError):
+    """A launch on lavapipe whose invocations ran out of its loop budget (its results are wrong and discarded)."""
+
+
+class ArgumentOutOfRange(RuntimeError):
+    """A launch whose sin/cos/tan met an argument the spirv target cannot reduce exactly (results discarded)."""
+
+
+class _Buffer:
+    def __init__(self, rt: VulkanRuntime, size: int):
+        vk = rt.vk
+        self.size = size
+        info = vk.VkBufferCreateInfo(sType=vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, size=size,
+                                     usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                                     sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
+        self.buffer = vk.vkCreateBuffer(rt.device, info, None)
+        req = vk.vkGetBufferMemoryRequirements(rt.device, self.buffer)
+        alloc = vk.VkMemoryAllocateInfo(sType=vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, allocationSize=req.size,
+                                        memoryTypeIndex=rt.memory_type(req.memoryTypeBits))
+        self.memory = vk.vkAllocateMemory(rt.device, alloc, None)
+        vk.vkBindBufferMemory(rt.device, self.buffer, self.memory, 0)
+        self.mapped = np.frombuffer(vk.vkMapMemory(rt.device, self.memory, 0, size, 0), dtype=np.uint8)
+
+    def destroy(self, rt: VulkanRuntime) -> None:
+        vk = rt.vk
+        vk.vkUnmapMemory(rt.device, self.memory)
+        vk.vkDestroyBuffer(rt.device, self.buffer, None)
+        vk.vkFreeMemory(rt.device, self.memory, None)
+
+
+class _Pipeline:
+    def __init__(self, rt: VulkanRuntime, binary: bytes, entry: str, nbuf: int):
+        vk, dev = rt.vk, rt.device
+        self.nbuf = nbuf  # bindings 0..nbuf-1 (the kernel's arguments, then eagle's status buffer if any)
+        self._code = binary  # kept alive while the create-info points at it
+        module_info = vk.VkShaderModuleCreateInfo(sType=vk.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                                  codeSize=len(binary), pCode=binary)
+        self.module = vk.vkCreateShaderModule(dev, module_info, None)
+        bindings = [vk.VkDescriptorSetLayoutBinding(binding=k, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                    descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
+                    for k in range(nbuf)]
+        layout_info = vk.VkDescriptorSetLayoutCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, bindingCount=nbuf, pBindings=bindings)
+        self.set_layout = vk.vkCreateDescriptorSetLayout(dev, layout_info, None)
+        set_layouts = [self.set_layout]
+        pl_info = vk.VkPipelineLayoutCreateInfo(sType=vk.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                                setLayoutCount=1, pSetLayouts=set_layouts)
+        self.layout = vk.vkCreatePipelineLayout(dev, pl_info, None)
+        self._entry = entry  # kept alive too
+        stage = vk.VkPipelineShaderStageCreateInfo(sType=vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                                                   stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=self.module,
+                                                   pName=entry)
+        info = vk.VkComputePipelineCreateInfo(sType=vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, stage=stage,
+                                              layout=self.layout)
+        self.pipeline = vk.vkCreateComputePipelines(dev, None, 1, [info], None)[0]
+        sizes = [vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=max(nbuf, 1))]
+        pool_info = vk.VkDescriptorPoolCreateInfo(sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, maxSets=1,
+                                                  poolSizeCount=1, pPoolSizes=sizes)
+        self.pool = vk.vkCreateDescriptorPool(dev, pool_info, None)
+        alloc = vk.VkDescriptorSetAllocateInfo(sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                               descriptorPool=self.pool, descriptorSetCount=1,
+                                               pSetLayouts=set_layouts)
+        self.set = vk.vkAllocateDescriptorSets(dev, alloc)[0]
+
+    def destroy(self, rt: VulkanRuntime) -> None:
+        vk, dev = rt.vk, rt.device
+        vk.vkDestroyDescriptorPool(dev, self.pool, None)
+        vk.vkDestroyPipeline(dev, self.pipeline, None)
+        vk.vkDestroyPipelineLayout(dev, self.layout, None)
+        vk.vkDestroyDescriptorSetLayout(dev, self.set_layout, None)
+        vk.vkDestroyShaderModule(dev, self.module, None)
+
+
+class VulkanRuntime(DeviceRuntime):
+    """A Vulkan instance, one compute device and queue; launches SPIR-V kernels over numpy buffers."""
+
+    name = "vulkan"
+
+    @classmethod
+    def shared(cls) -> VulkanRuntime:
+        """One runtime per process (a Vulkan instance and device are costly to make)."""
+        global _SHARED
+        with _LOCK:
+            if _SHARED is None:
+                _SHARED = cls()
+                atexit.register(_SHARED.close)
+            return _SHARED
+
+    def __init__(self):
+        try:
+            import vulkan as vk
+        except ImportError as exc:
+            raise missing("spirv", "the Python package 'vulkan'", "pip install vulkan") from exc
+        except OSError as exc:  # the package loads libvulkan.so.1 at import
+            raise missing("spirv", "a Vulkan loader (libvulkan.so.1)",
+                          "apt-get install libvulkan1 mesa-vulkan-drivers, or a GPU driver with Vulkan") from exc
+        self.vk = vk
+        self._closed = False
+        self._lock = threading.Lock()
+        self.pipelines: dict[tuple[bytes, str], _Pipeline] = {}
+        self.buffers: list[_Buffer] = []
+        app = vk.VkApplicationInfo(sType=vk.VK_STRUCTURE_TYPE_APPLICATION_INFO, pApplicationName="eagle",
+                                   applicationVersion=1, pEngineName="eagle", engineVersion=1,
+                                   apiVersion=vk.VK_MAKE_VERSION(1, 2, 0))
+        info = vk.VkInstanceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, pApplicationInfo=app)
+        try:
+            self.instance = vk.vkCreateInstance(info, None)
+        except Exception as exc:
+            raise missing("spirv", "a Vulkan driver (ICD)",
+                          f"vkCreateInstance failed: {type(exc).__name__}; apt-get install mesa-vulkan-drivers "
+                          "for lavapipe") from exc
+        try:
+            self._open_device()
+        except BaseException:
+            vk.vkDestroyInstance(self.instance, None)
+            raise
+
+    def _open_device(self) -> None:
+        vk = self.vk
+        self.physical, self.device_name, self.device_type = self._pick_device()
+        self.family = self._compute_family()
+        feats = vk.vkGetPhysicalDeviceFeatures(self.physical)
+        self.features = {f for f in set(_CAP_FEATURE.values()) if getattr(feats, f)}
+        enabled = vk.VkPhysicalDeviceFeatures(**{f: vk.VK_TRUE for f in self.features})
+        priorities = [1.0]
+        queue_info = vk.VkDeviceQueueCreateInfo(sType=vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                                queueFamilyIndex=self.family, queueCount=1,
+                                                pQueuePriorities=priorities)
+        queue_infos = [queue_info]
+        dev_info = vk.VkDeviceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, queueCreateInfoCount=1,
+                                         pQueueCreateInfos=queue_infos, pEnabledFeatures=enabled)
+        self.device = vk.vkCreateDevice(self.physical, dev_info, None)
+        self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
+        props = vk.vkGetPhysicalDeviceProperties(self.physical)
+        self.max_range = int(props.limits.maxStorageBufferRange)
+        self.max_buffers = int(props.limits.maxPerStageDescriptorStorageBuffers)
+        self.max_groups = int(props.limits.maxComputeWorkGroupCount[0])
+        self.memory = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
+        pool_info = vk.VkCommandPoolCreateInfo(sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                               flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                               queueFamilyIndex=self.family)
+        self.command_pool = vk.vkCreateCommandPool(self.device, pool_info, None)
+        cb_info = vk.VkCommandBufferAllocateInfo(sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                                 commandPool=self.command_pool,
+                                                 level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1)
+        self.command = vk.vkAllocateCommandBuffers(self.device, cb_info)[0]
+        fence_info = vk.VkFenceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO)
+        self.fence = vk.vkCreateFence(self.device, fence_info, None)
+
+    def __repr__(self) -> str:
+        return f"<VulkanRuntime {self.device_name}>"
+
+    # ---- setup ----------------------------------------------------------------------------------------------
+    def _pick_device(self):
+        vk = self.vk
+        try:
+            devices = vk.vkEnumeratePhysicalDevices(self.instance)
+        except Exception as exc:
+            raise missing("spirv", "a Vulkan device", f"vkEnumeratePhysicalDevices failed: {exc!r}") from exc
+        want = os.environ.get("EAGLE_VULKAN_DEVICE", "").lower()
+        rank = {vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: 4, vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: 3,
+                vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: 2, vk.VK_PHYSICAL_DEVICE_TYPE_CPU: 1}
+        best, seen = None, []
+        for pd in devices:
+            p = vk.vkGetPhysicalDeviceProperties(pd)
+            name = vk.ffi.string(p.deviceName).decode() if not isinstance(p.deviceName, str) else p.deviceName
+            seen.append(name)
+            if p.apiVersion < vk.VK_MAKE_VERSION(1, 2, 0):
+                continue  # SPIR-V 1.5 needs Vulkan 1.2
+            if want and want not in name.lower():
+                continue
+            score = rank.get(p.deviceType, 0)
+            if best is None or score > best[0]:
+                best = (score, pd, name, p.deviceType)
+        if best is None:
+            what = f"no Vulkan 1.2 device matching EAGLE_VULKAN_DEVICE={want!r}" if want else \
+                "no Vulkan 1.2 device"
+            raise missing("spirv", "a Vulkan 1.2 device", f"{what}; devices seen: {seen or 'none'}; "
+                          "apt-get install mesa-vulkan-drivers for lavapipe")
+        return best[1], best[2], best[3]
+
+    def _compute_family(self) -> int:
+        vk = self.vk
+        for k, q in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)):
+            if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT:
+                return k
+        raise missing("spirv", "a Vulkan device with a compute queue", f"{self.device_name} has none")
+
+    def memory_type(self, bits: int) -> int:
+        for k in range(self.memory.memoryTypeCount):
+            if bits & (1 << k) and (self.memory.memoryTypes[k].propertyFlags & _HOST_MEMORY) == _HOST_MEMORY:
+                return k
+        raise RuntimeError(f"Vulkan device {self.device_name} has no host-visible coherent memory for buffers")
+
+    def pipeline(self, binary: bytes, entry: str, nargs: int) -> _Pipeline:
+        """The cached pipeline for (binary, entry); `.status` says whether binding `nargs` is eagle's status
+        buffer (binaries from eagle's SPIR-V target have one)."""
+        key = (binary, entry)
+        p = self.pipelines.get(key)
+        if p is None:
+            need = {_CAP_FEATURE[c] for c in capabilities(binary) if c in _CAP_FEATURE}
+            lacking = sorted(need - self.features)
+            if lacking:
+                raise RuntimeError(f"target 'spirv': kernel '{entry}' needs the Vulkan feature(s) {lacking}, which "
+                                   f"device {self.device_name} lacks")
+            nbind = bindings(binary)
+            if nbind > nargs + 1:
+                raise ValueError(f"kernel '{entry}' uses {nbind} storage buffers but was given {nargs}")
+            p = self.pipelines[key] = _Pipeline(self, binary, entry, max(nbind, nargs))
+            p.status = nbind == nargs + 1
+        if p.nbuf != nargs + p.status:
+            raise ValueError(f"kernel '{entry}' was launched with {nargs} buffers, its pipeline binds {p.nbuf}")
+        return p
+
+    def _buffer(self, k: int, size: int) -> _Buffer:
+        while len(self.buffers) <= k:
+            self.buffers.append(None)
+        b = self.buffers[k]
+        if b is None or b.size < size:
+            if b is not None:
+                b.destroy(self)
+            cap = max(MIN_BUFFER, 1 << (size - 1).bit_length())  # grow by powers of two
+            self.buffers[k] = b = _Buffer(self, cap if cap <= self.max_range else size)
+        return b
+
+    # ---- launch ---------------------------------------------------------------------------------------------
+    def launch(self, binary: bytes, entry: str, buffers: list[np.ndarray], written: list[bool], grid: Grid):
+        vk = self.vk
+        n = len(buffers) + 1  # with the status buffer
+        if n > self.max_buffers:
+            raise RuntimeError(f"target 'spirv': kernel '{entry}' binds {n} storage buffers; device "
+                               f"{self.device_name} allows {self.max_buffers} per shader")
+        groups = max(1, -(-grid.threads // WORKGROUP))
+        if groups > self.max_groups:
+            raise RuntimeError(f"target 'spirv': {groups} workgroups exceed device {self.device_name}'s limit of "
+                               f"{self.max_groups}")
+        for k, a in enumerate(buffers):
+            if a.nbytes > self.max_range:
+                raise RuntimeError(f"target 'spirv': argument {k} of kernel '{entry}' is {a.nbytes} bytes; device "
+                                   f"{self.device_name} binds storage buffers of at most {self.max_range} bytes")
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the Vulkan runtime was closed")
+            pipe = self.pipeline(binary, entry, len(buffers))
+            status = np.array([CANARY_TRIPS, 0, 0], dtype=np.int64)
+            bound = [*buffers, status] if pipe.status else list(buffers)
+            infos, writes = [], []
+            for k, a in enumerate(bound):
+                size = max(MIN_BUFFER, -(-a.nbytes // 4) * 4)
+                b = self._buffer(k, size)
+                if a.nbytes:
+                    b.mapped[:a.nbytes] = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+                info = vk.VkDescriptorBufferInfo(buffer=b.buffer, offset=0, range=size)
+                infos.append(info)
+                writes.append(vk.VkWriteDescriptorSet(sType=vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                                      dstSet=pipe.set, dstBinding=k, dstArrayElement=0,
+                                                      descriptorCount=1,
+                                                      descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                      pBufferInfo=[info]))
+            if writes:
+                vk.vkUpdateDescriptorSets(self.device, len(writes), writes, 0, None)
+            begin = vk.VkCommandBufferBeginInfo(sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+            vk.vkBeginCommandBuffer(self.command, begin)
+            vk.vkCmdBindPipeline(self.command, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe.pipeline)
+            vk.vkCmdBindDescriptorSets(self.command, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 1,
+                                       [pipe.set], 0, None)
+            vk.vkCmdDispatch(self.command, groups, 1, 1)
+            barrier = vk.VkMemoryBarrier(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                         srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT,
+                                         dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
+            vk.vkCmdPipelineBarrier(self.command, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                    vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, [barrier], 0, None, 0, None)
+            vk.vkEndCommandBuffer(self.command)
+            commands = [self.command]
+            submit = vk.VkSubmitInfo(sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, commandBufferCount=1,
+                                     pCommandBuffers=commands)
+            vk.vkQueueSubmit(self.queue, 1, [submit], self.fence)
+            try:
+                vk.vkWaitForFences(self.device, 1, [self.fence], vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
+            finally:
+                vk.vkResetFences(self.device, 1, [self.fence])
+            flags = self.buffers[len(buffers)].mapped[8:24].view(np.int64) if pipe.status else (0, 0)
+            if flags[1]:
+                raise ArgumentOutOfRange(
+                    f"target 'spirv': kernel '{entry}' took hawk.math.sin, cos or tan of a value beyond +-2^19 pi; the "
+                    f"spirv target reduces arguments exactly only up to there (no Payne-Hanek reduction), so the "
+                    f"results were discarded. Run it on 'host', 'nvvm' or 'rocdl', or reduce the argument first")
+            if flags[0]:
+                raise LoopBudgetExceeded(
+                    f"target 'spirv': kernel '{entry}' ran out of the loop budget of device {self.device_name}: "
+                    f"lavapipe silently ends every loop of a shader invocation after 65535 loop iterations in all, "
+                    f"and this launch gave each of its {grid.threads} invocation(s) up to {grid.span} lanes; the "
+                    f"results were discarded. Run it on a GPU (target 'spirv' on a Vulkan GPU, 'nvvm', 'rocdl') or "
+                    f"on 'host', or give it fewer lanes per launch")
+            for k, (a, w) in enumerate(zip(buffers, written, strict=True)):
+                if w and a.nbytes:
+                    np.copyto(a, self.buffers[k].mapped[:a.nbytes].view(a.dtype).reshape(a.shape))
+
+    def close(self) -> None:
+        """Release every Vulkan object (at exit, or by hand)."""
+        global _SHARED
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            vk = self.vk
+            try:
+                vk.vkDeviceWaitIdle(self.device)
+                for p in self.pipelines.values():
+                    p.destroy(self)
+                for b in self.buffers:
+                    if b is not None:
+                        b.destroy(self)
+                vk.vkDestroyFence(self.device, self.fence, None)
+                vk.vkDestroyCommandPool(self.device, self.command_pool, None)
+                vk.vkDestroyDevice(self.device, None)
+                vk.vkDestroyInstance(self.instance, None)
+            finally:
+                self.pipelines.clear()
+                self.buffers.clear()
+                if _SHARED is self:
+                    _SHARED = None

@@ -1,0 +1,713 @@
+"""The spirv target against the host: the same kernels, the same expectations, and the same bits for "ordered".
+
+Runs on any Vulkan 1.2 device; on a machine without a GPU, Mesa's lavapipe runs the very SPIR-V eagle emits. Every
+binary a test here launches is validated with spirv-val (an autouse fixture). Without a Vulkan loader or device
+every test skips and says why (pytest -ra prints it).
+"""
+
+import importlib
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import bt_run, bt_run_on, bt_sum_k, bt_sum_ulps, bt_target_missing
+
+import eagle
+import hawk
+import hawk.math as m
+from hawk import Grid, Index, Matrix, Mutable, Param, Scalar, Sorted, Vector
+from hawk.errors import KernelError
+
+DTYPES = [np.float64, np.float32]
+ORDERED_LENGTHS = [1, 5, 1023, 1024, 1025, 4097, 70_001, 262_147]
+
+
+# tests that need spirv-val but no Vulkan device: they run wherever the compiler does
+COMPILE_ONLY = {"test_every_kernel_of_the_suite_compiles_and_passes_spirv_val", "test_check_reports_spirv_val_words",
+                "test_float64_math_without_an_implementation_is_refused_naming_it"}
+
+
+@pytest.fixture(scope="module")
+def vulkan():
+    why = bt_target_missing("spirv")
+    if why:
+        pytest.skip(f"target 'spirv' cannot run here: {why}")
+    from eagle.targets.spirv import SpirvTarget
+
+    return SpirvTarget().runtime()
+
+
+@pytest.fixture(autouse=True)
+def validated(request, monkeypatch):
+    """spirv-val (Vulkan 1.2) accepts every binary a test launches, once per binary; a test that launches skips
+    (saying why) without a Vulkan device."""
+    if shutil.which("spirv-val") is None:
+        pytest.skip("spirv-val is missing (apt-get install spirv-tools)")
+    if request.node.originalname in COMPILE_ONLY:
+        return
+    vulkan = request.getfixturevalue("vulkan")
+    from eagle.targets.spirv import SpirvTarget
+
+    launch = type(vulkan).launch
+    seen = _VALIDATED
+
+    def checked(self, binary, entry, buffers, written, grid):
+        if binary not in seen:
+            SpirvTarget().check(binary)
+            seen.add(binary)
+        return launch(self, binary, entry, buffers, written, grid)
+
+    monkeypatch.setattr(type(vulkan), "launch", checked)
+
+
+_VALIDATED: set[bytes] = set()
+
+
+def both(kernel, **planes):
+    """(host result, spirv result), each planes dict copied so that sinks start equal."""
+    copy = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in planes.items()}
+    return bt_run(kernel, **planes), bt_run_on("spirv", kernel, **copy)
+
+
+def same_bits(a, b, what=""):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape, what
+    nan = np.isnan(a) & np.isnan(b)
+    a, b = np.where(nan, 0, a), np.where(nan, 0, b)
+    assert a.tobytes() == b.tobytes(), f"{what}: host {a.ravel()[:4]} spirv {b.ravel()[:4]}"
+
+
+# ============================================================================================ reductions
+
+
+@hawk.kernel
+def v_totals(x: Scalar, total: Mutable[Scalar], avg: Mutable[Scalar]):
+    total = hawk.sum(x)
+    avg = hawk.mean(x)
+
+
+@hawk.kernel
+def v_top(x: Scalar) -> Scalar:
+    return hawk.max(x)
+
+
+@hawk.kernel
+def v_low(x: Scalar) -> Scalar:
+    return hawk.min(x)
+
+
+@hawk.kernel
+def v_masked(x: Scalar, cut: Param, tot: Mutable[Scalar], avg: Mutable[Scalar]):
+    tot = hawk.sum(x, where=x > cut)
+    avg = hawk.mean(x * 2.0, where=x > cut)
+
+
+@hawk.kernel
+def v_masked_top(x: Scalar, cut: Param) -> Scalar:
+    return hawk.max(-x, where=x > cut)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [0, 1, 7, 1000, 4097, 100_003])
+def test_sum_mean_max_min(n, dtype):
+    x = np.random.default_rng(100 + n).normal(0.5, 2.0, size=n).astype(dtype)
+    host, dev = both(v_totals, x=x)
+    top, low = both(v_top, x=x), both(v_low, x=x)
+    for got in (dev["total"], dev["avg"], top[1], low[1]):
+        assert got.shape == (1,) and got.dtype == dtype
+    if n == 0:  # the identities, as on the host (a zero-trip loop on the device keeps its initial value)
+        assert dev["total"][0] == 0.0 and np.isnan(dev["avg"][0])
+        assert top[1][0] == -np.inf and low[1][0] == np.inf
+        return
+    k = bt_sum_k(n, dtype)
+    assert bt_sum_ulps(dev["total"][0], x) <= k
+    assert bt_sum_ulps(float(dev["avg"][0]) * n, x) <= k + 2.0
+    assert top[1][0] == x.max() and low[1][0] == x.min()
+    same_bits(*top), same_bits(*low)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cut", [-1.0, 0.3, 99.0])
+def test_masked_reductions(cut, dtype):
+    x = np.random.default_rng(7).normal(size=5003).astype(dtype)
+    host, dev = both(v_masked, x=x, cut=cut)
+    top = both(v_masked_top, x=x, cut=cut)
+    kept = x[x > cut]
+    assert bt_sum_ulps(dev["tot"][0], kept) <= bt_sum_k(kept.size, dtype)
+    if kept.size:
+        assert bt_sum_ulps(float(dev["avg"][0]) * kept.size, 2.0 * kept) <= bt_sum_k(kept.size, dtype) + 2.0
+        assert top[1][0] == (-kept).max()
+    else:
+        assert dev["tot"][0] == 0.0 and np.isnan(dev["avg"][0]) and top[1][0] == -np.inf
+    same_bits(*top)
+
+
+# ============================================================================================ grids, over=
+
+TICKS = 37
+
+
+@hawk.kernel
+def v_energy(lane: Grid["band", "tick":TICKS], x: Scalar) -> Scalar:
+    return hawk.sum(x * x, over="tick")
+
+
+@hawk.kernel
+def v_cols(lane: Grid["row", "col":5], x: Scalar) -> Scalar:
+    return hawk.sum(x, over="row", policy="compensated")
+
+
+@hawk.kernel
+def v_cols_top(lane: Grid["row", "col":5], x: Scalar) -> Scalar:
+    return hawk.max(x + lane.col, over="row")
+
+
+@hawk.kernel
+def v_coords(lane: Grid["row", "col":6], x: Scalar, y: Mutable[Scalar]):
+    y = x * lane.row + lane.col
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_grid_reductions_keep_axes(dtype):
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(300, TICKS)).astype(dtype)
+    host, dev = both(v_energy, x=x)
+    assert dev.shape == (300,) and dev.dtype == dtype
+    np.testing.assert_allclose(dev, (x.astype(np.float64) ** 2).sum(1), rtol=1e-5 if dtype == np.float32 else 1e-13)
+    y = rng.normal(size=(2001, 5)).astype(dtype)
+    host, dev = both(v_cols, x=y)
+    for c in range(5):
+        assert bt_sum_ulps(dev[c], y[:, c]) <= 1.0
+    same_bits(host, dev, "compensated sum over rows")
+    host, dev = both(v_cols_top, x=y)
+    np.testing.assert_array_equal(dev, (y + np.arange(5, dtype=dtype)).max(0))
+
+
+def test_grid_coordinates():
+    x = np.random.default_rng(12).normal(size=(9, 6))
+    host, dev = both(v_coords, x=x)
+    same_bits(host, dev)
+    np.testing.assert_array_equal(dev, x * np.arange(9)[:, None] + np.arange(6)[None, :])
+
+
+# ============================================================================================ payloads
+
+RM, CM = 2, 3
+
+
+@hawk.kernel
+def v_cells(mm: Matrix[RM, CM], v: Vector[3], whole: Mutable[Matrix[RM, CM]], first: Mutable[Vector[CM]],
+            folded: Mutable[Scalar], vs: Mutable[Vector[3]]):
+    whole = hawk.sum(mm)
+    first = hawk.sum(mm.rows[0])
+    folded = hawk.sum(v.sum() + mm.sum(axis="rows").components[1])
+    vs = hawk.sum(v * 2.0, policy="ordered")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_vector_and_matrix_cells(dtype):
+    rng = np.random.default_rng(13)
+    n = 3001
+    mm = rng.normal(size=(RM, CM, n)).astype(dtype)
+    v = rng.normal(size=(3, n)).astype(dtype)
+    host, dev = both(v_cells, mm=mm, v=v)
+
+    def cell(out, name, size):  # a vector or matrix cell comes back one component per name, row-major
+        return np.array([out[f"{name}_{k}"][0] for k in range(size)])
+
+    rtol = 1e-4 if dtype == np.float32 else 1e-12
+    wide = mm.astype(np.float64)
+    np.testing.assert_allclose(cell(dev, "whole", RM * CM), wide.sum(-1).ravel(), rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(cell(dev, "first", CM), wide[0].sum(-1), rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(dev["folded"][0], v.astype(np.float64).sum() + wide[:, 1].sum(), rtol=rtol,
+                               atol=rtol * 10)
+    same_bits(cell(host, "vs", 3), cell(dev, "vs", 3), "ordered vector cell")
+
+
+# ============================================================================================ scatters
+
+
+@hawk.kernel
+def v_hist(x: Scalar, counts: Mutable["bin":16]):
+    hawk.scatter(counts)[m.index(x * 16.0, 16)] += 1.0
+
+
+@hawk.kernel
+def v_by_key(key: Index, x: Scalar, acc: Mutable["slot":7]):
+    hawk.scatter(acc)[key] += x
+
+
+@hawk.kernel
+def v_by_sorted(key: Sorted[Index], x: Scalar, acc: Mutable["slot":7]):
+    hawk.scatter(acc, policy="ordered")[key] += x
+
+
+@hawk.kernel
+def v_put(key: Index, x: Scalar, buf: Mutable["slot":9]):
+    hawk.scatter(buf)[key] = x * 2.0
+
+
+@hawk.kernel
+def v_pairs(r: Index, c: Index, w: Scalar, tab: Mutable["ra":3, "ca":5]):
+    hawk.scatter(tab)[r, c] += w
+
+
+def test_histogram_with_m_index():
+    x = np.random.default_rng(14).uniform(-0.1, 1.1, size=50_001)
+    host, dev = both(v_hist, x=x)
+    want = np.bincount(np.clip((x * 16.0).astype(np.int64), 0, 15), minlength=16).astype(float)
+    np.testing.assert_array_equal(dev, want)
+    same_bits(host, dev)
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n", [1, 7, 2500, 100_003])
+def test_add_by_index_keys(n, itype):
+    rng = np.random.default_rng(15 + n)
+    key = rng.integers(0, 7, size=n).astype(itype)
+    x = rng.normal(size=n)
+    dev = bt_run_on("spirv", v_by_key, key=key, x=x)
+    for s in range(7):
+        assert bt_sum_ulps(dev[s], x[key == s]) <= 1.0  # "auto" scatters are compensated
+    host = bt_run(v_by_key, key=key, x=x)
+    np.testing.assert_allclose(dev, host, rtol=1e-15, atol=1e-13)
+
+
+@hawk.kernel
+def v_shifted(key: Index, x: Scalar, acc: Mutable["slot":7]):
+    hawk.scatter(acc)[key + 1] += x  # a computed key: checked inside the kernel, on the device
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_keys_outside_the_sink_are_refused_alike(itype):
+    x = np.arange(1.0, 7.0)
+    good = np.array([0, 5, 3, 2, 5, 1], dtype=itype)
+    host, dev = both(v_shifted, key=good, x=x)
+    same_bits(host, dev)
+    np.testing.assert_array_equal(dev, np.bincount(good + 1, x, minlength=7))
+    for bad, first in ((np.array([0, 6, 1, 6], dtype=itype), 7), (np.array([0, -2, 1, 3], dtype=itype), -1)):
+        for t in ("host", "spirv"):
+            with pytest.raises(eagle.InputError, match=rf"sink 'acc'.*first bad key: {first}\b"):
+                bt_run_on(t, v_shifted, key=bad, x=x[:4])
+
+
+def test_sorted_keys_ordered_and_store_and_pairs():
+    rng = np.random.default_rng(16)
+    key = np.sort(rng.integers(0, 7, size=20_011)).astype(np.int32)
+    x = rng.normal(size=key.size) * 10.0 ** rng.integers(-8, 8, size=key.size)
+    host, dev = both(v_by_sorted, key=key, x=x)
+    same_bits(host, dev, "ordered scatter with sorted keys")
+    perm = rng.permutation(9).astype(np.int64)
+    xs = np.linspace(-4.0, 4.0, 9)
+    prior = np.full(9, -9.0)
+    host, dev = both(v_put, key=perm[:6], x=xs[:6], buf=prior)
+    want = prior.copy()
+    want[perm[:6]] = xs[:6] * 2.0
+    np.testing.assert_array_equal(dev, want)
+    r, c = rng.integers(0, 3, size=999).astype(np.int32), rng.integers(0, 5, size=999).astype(np.int32)
+    w = rng.normal(size=999)
+    host, dev = both(v_pairs, r=r, c=c, w=w)
+    want = np.zeros((3, 5))
+    np.add.at(want, (r, c), w)
+    np.testing.assert_allclose(dev, want, rtol=1e-14, atol=1e-14)
+
+
+# ============================================================================================ .at, stages
+
+NC = 7
+
+
+@hawk.kernel
+def v_smooth(lane: Grid["row", "col":NC], u: Scalar, wgt: Param) -> Scalar:
+    i, j = lane.row, lane.col
+    if m.land(m.land(i > 0, i < 4), m.land(j > 0, j < NC - 1)):
+        acc = (u.at(row=i - 1, col=j) + u.at(row=i + 1, col=j)
+               + u.at(row=i, col=j - 1) + u.at(row=i, col=j + 1)) * wgt + u * (1.0 - 4.0 * wgt)
+    else:
+        acc = u
+    return acc
+
+
+@hawk.kernel
+def v_gather(x: Scalar, src: Index, y: Mutable[Scalar]):
+    y = x.at(src) * 3.0 - x
+
+
+@hawk.kernel
+def v_standardize(x: Scalar, z: Mutable[Scalar]):
+    mu = hawk.mean(x, policy="ordered")
+    d = x - mu
+    var = hawk.mean(d * d, policy="ordered")
+    z = d / m.sqrt(var)
+
+
+@hawk.kernel
+def v_mixed(key: Index, x: Scalar, y: Mutable[Scalar], total: Mutable[Scalar], counts: Mutable["k":5],
+            z: Mutable[Scalar]):
+    y = 2.0 * x
+    hawk.scatter(counts)[key] += 1.0
+    total = hawk.sum(x, policy="ordered")
+    z = x / total
+
+
+def test_stencil_and_gather():
+    rng = np.random.default_rng(17)
+    u = rng.normal(size=(5, NC))
+    host, dev = both(v_smooth, u=u, wgt=0.125, row=5)
+    same_bits(host, dev, "stencil")
+    want = u.copy()
+    want[1:-1, 1:-1] = (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]) * 0.125 + u[1:-1, 1:-1] * 0.5
+    np.testing.assert_allclose(dev, want, rtol=1e-15)
+    x = rng.normal(size=1000)
+    src = rng.integers(0, 1000, size=1000).astype(np.int32)
+    host, dev = both(v_gather, x=x, src=src)
+    same_bits(host, dev, "gather")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_staged_kernels(dtype):
+    rng = np.random.default_rng(18)
+    x = rng.normal(3.0, 2.0, size=30_001).astype(dtype)
+    assert v_standardize.stage_count > 1
+    host, dev = both(v_standardize, x=x)
+    same_bits(host, dev, "standardize (ordered means read in a later stage)")
+    key = rng.integers(0, 5, size=x.size).astype(np.int64)
+    host, dev = both(v_mixed, key=key, x=x)
+    for name in ("y", "total", "counts", "z"):
+        same_bits(host[name], dev[name], name)
+
+
+# ============================================================================================ policies
+
+
+@hawk.kernel
+def v_comp(x: Scalar, tot: Mutable[Scalar], avg: Mutable[Scalar]):
+    tot = hawk.sum(x, policy="compensated")
+    avg = hawk.mean(x, policy="compensated")
+
+
+@hawk.kernel
+def v_sc_comp(key: Index, x: Scalar, acc: Mutable["slot":4]):
+    hawk.scatter(acc, policy="compensated")[key] += x
+
+
+@hawk.kernel
+def v_sc_plain(key: Index, x: Scalar, acc: Mutable["slot":4]):
+    hawk.scatter(acc, policy="plain")[key] += x
+
+
+def _cancelling(n, dtype, rng):
+    big = rng.normal(size=n // 2) * 1e8
+    t = np.concatenate([big, -big, rng.normal(size=n - 2 * (n // 2))])
+    rng.shuffle(t)
+    return t.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_compensated_sums_and_scatters_within_one_eps(dtype):
+    rng = np.random.default_rng(19)
+    x = _cancelling(200_001, dtype, rng)
+    dev = bt_run_on("spirv", v_comp, x=x)
+    assert bt_sum_ulps(dev["tot"][0], x) <= 1.0
+    key = rng.integers(0, 4, size=x.size).astype(np.int32)
+    for kernel in (v_sc_comp, v_sc_plain):
+        dev = bt_run_on("spirv", kernel, key=key, x=x)
+        if kernel is v_sc_comp:
+            for s in range(4):
+                assert bt_sum_ulps(dev[s], x[key == s]) <= 1.0
+        else:  # "plain" promises no bound, only a sum: check it is one
+            np.testing.assert_allclose(dev.astype(np.float64), np.bincount(key, x.astype(np.float64), 4),
+                                       atol=1e-6 * np.abs(x).astype(np.float64).sum())
+
+
+# ============================================================================================ ordered: same bits
+
+
+@hawk.kernel
+def v_ord(x: Scalar) -> Scalar:
+    return hawk.sum(x, policy="ordered")
+
+
+@hawk.kernel
+def v_ord_terms(x: Scalar, y: Scalar, z: Scalar, cut: Param, tot: Mutable[Scalar], avg: Mutable[Scalar],
+                part: Mutable[Scalar]):
+    tot = hawk.sum(x * y + z, policy="ordered")  # x*y + z: a contraction to fma would change the bits
+    avg = hawk.mean(x * y - z, where=x > cut, policy="ordered")
+    part = hawk.sum(x, where=x > cut, policy="ordered")
+
+
+@hawk.kernel
+def v_ord_scatter(key: Index, x: Scalar, y: Scalar, acc: Mutable["slot":8]):
+    hawk.scatter(acc, policy="ordered")[key] += x * y
+
+
+def _hard(n, dtype, rng):
+    """Terms that expose reassociation, contraction and flushing: wide magnitudes, cancellation, subnormals."""
+    info = np.finfo(dtype)
+    x = rng.normal(size=n) * 10.0 ** rng.integers(-6, 7, size=n)
+    x[::7] = -x[::7] * (1 + info.eps)
+    x[3::11] = info.tiny * rng.uniform(0.001, 0.9, size=x[3::11].size)  # subnormals
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", ORDERED_LENGTHS)
+def test_ordered_sum_same_bits_as_host(n, dtype):
+    rng = np.random.default_rng(20 + n)
+    x = _hard(n, dtype, rng)
+    y = (1.0 + rng.uniform(-1, 1, size=n) * np.finfo(dtype).eps * 64).astype(dtype)
+    z = -(x * y)  # rounded once here: x*y + z is 0 for those lanes unless fused
+    z[::3] = rng.normal(size=z[::3].size).astype(dtype)
+    host, dev = both(v_ord, x=x)
+    same_bits(host, dev, f"ordered sum n={n}")
+    host, dev = both(v_ord_terms, x=x, y=y, z=z, cut=0.0)
+    for name in ("tot", "avg", "part"):
+        same_bits(host[name], dev[name], f"{name} n={n}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_ordered_sum_special_values(dtype):
+    rng = np.random.default_rng(21)
+    for fill in (-0.0, np.inf, np.nan):
+        x = rng.normal(size=3001).astype(dtype)
+        if fill == -0.0:
+            x[:] = -0.0
+        else:
+            x[1777] = fill
+        host, dev = both(v_ord, x=x)
+        same_bits(host, dev, f"fill {fill}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_ordered_scatter_same_bits_as_host(dtype):
+    rng = np.random.default_rng(22)
+    n = 100_003
+    x = _hard(n, dtype, rng)
+    y = rng.normal(size=n).astype(dtype)
+    key = rng.integers(-1, 8, size=n).astype(np.int32)
+    prior = rng.normal(size=8).astype(dtype)
+    host, dev = both(v_ord_scatter, key=key, x=x, y=y, acc=prior)
+    same_bits(host, dev, "ordered scatter")
+
+
+# ============================================================================================ refusals, limits
+
+
+@hawk.kernel
+def v_math1(x: Scalar, e: Mutable[Scalar], lg: Mutable[Scalar], s: Mutable[Scalar], c: Mutable[Scalar],
+            t: Mutable[Scalar], e2: Mutable[Scalar], l2: Mutable[Scalar], l10: Mutable[Scalar], at: Mutable[Scalar]):
+    e = m.exp(x)
+    lg = m.log(x)
+    s = m.sin(x)
+    c = m.cos(x)
+    t = m.tan(x)
+    e2 = m.exp2(x)
+    l2 = m.log2(x)
+    l10 = m.log10(x)
+    at = m.atan(x)
+
+
+@hawk.kernel
+def v_math2(x: Scalar, y: Scalar, a2: Mutable[Scalar], asn: Mutable[Scalar], acs: Mutable[Scalar],
+            q: Mutable[Scalar], r: Mutable[Scalar]):
+    a2 = m.atan2(y, x)
+    asn = m.asin(y)
+    acs = m.acos(y)
+    q = y / x
+    r = m.sqrt(x)
+
+
+@hawk.kernel
+def v_math32(x: Scalar, y: Scalar, em1: Mutable[Scalar], l1p: Mutable[Scalar], sh: Mutable[Scalar],
+             ch: Mutable[Scalar], th: Mutable[Scalar], pw: Mutable[Scalar]):
+    em1 = m.expm1(x)
+    l1p = m.log1p(x)
+    sh = m.sinh(x)
+    ch = m.cosh(x)
+    th = m.tanh(x)
+    pw = x ** y
+
+
+@hawk.kernel
+def v_sin(x: Scalar) -> Scalar:
+    return m.sin(x)
+
+
+@hawk.kernel
+def v_pow(x: Scalar, y: Scalar, z: Mutable[Scalar]):
+    z = x ** y + m.tanh(x)
+
+
+def _ulps(got, want, dtype):
+    """|got - want| in ulps of `dtype` at `want`; nan matches nan, and zeros and infinities must match exactly."""
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    same = ((got == want) & (np.signbit(got) == np.signbit(want))) | (np.isnan(got) & np.isnan(want))
+    step = np.spacing(np.abs(np.where(np.isfinite(want), want, 0.0)).astype(dtype)).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        err = np.where(same, 0.0, np.abs(got - want) / step)
+    edge = ~np.isfinite(want) | (want == 0.0)
+    err[edge & ~same] = np.inf
+    return float(err.max())
+
+
+SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -0.5, 5e-324, 1e-310, 1e-300, -1e-300,
+                     1e-40, 1e-7, 20.0, -20.0, 88.7, 89.5, -87.0, -104.0, 709.78, 709.79, -708.5, -740.0, -745.2,
+                     np.pi, np.pi / 2, 355.0, 103993.0, 1647099.0, -1647099.0])
+
+
+def _inputs(dtype, rng):
+    x = np.concatenate([rng.uniform(-10, 10, 20_000), np.exp(rng.uniform(-80, 14, 20_000)),
+                        rng.normal(size=2000) * 1e-6, 1 - np.exp(rng.uniform(-40, -1, 2000)), SPECIALS])
+    with np.errstate(over="ignore"):
+        return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_math_within_an_ulp_or_two(dtype):
+    """float64: within 1 ulp of the correctly rounded value (2 for tan, log10, asin, acos, atan2); float32 (computed
+    in float64, rounded once): within 1 ulp too (the float64 reference rounded to float32). Zeros, infinities and
+    nans exactly."""
+    rng = np.random.default_rng(30)
+    x = _inputs(dtype, rng)
+    ref = x.astype(np.float64)
+    dev = bt_run_on("spirv", v_math1, x=x)
+    two = {"t", "l10"}
+    for name, f in dict(e=np.exp, lg=np.log, s=np.sin, c=np.cos, t=np.tan, e2=np.exp2, l2=np.log2, l10=np.log10,
+                        at=np.arctan).items():
+        with np.errstate(all="ignore"):
+            want = f(ref).astype(dtype)
+        assert _ulps(dev[name], want, dtype) <= (2.0 if name in two and dtype == np.float64 else 1.0), name
+    y = rng.uniform(-1.2, 1.2, size=x.size).astype(dtype)
+    y[-len(SPECIALS):] = SPECIALS[::-1].astype(dtype)
+    dev = bt_run_on("spirv", v_math2, x=x, y=y)
+    with np.errstate(all="ignore"):
+        wants = dict(a2=np.arctan2(y.astype(np.float64), ref), asn=np.arcsin(y.astype(np.float64)),
+                     acs=np.arccos(y.astype(np.float64)), q=y.astype(np.float64) / ref, r=np.sqrt(ref))
+    for name, want in wants.items():
+        tol = 0.0 if name in ("q", "r") else 2.0 if dtype == np.float64 else 1.0  # division and sqrt: exact
+        with np.errstate(over="ignore"):
+            want = want.astype(dtype)
+        assert _ulps(dev[name], want, dtype) <= tol, name
+
+
+def test_float32_only_math_within_an_ulp():
+    rng = np.random.default_rng(31)
+    x = _inputs(np.float32, rng)
+    y = rng.uniform(-4, 4, size=x.size).astype(np.float32)
+    y[:50] = np.round(y[:50])
+    x[:25] = -np.abs(x[:25])  # negative bases with integer exponents
+    dev = bt_run_on("spirv", v_math32, x=x, y=y)
+    ref = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        wants = dict(em1=np.expm1(ref), l1p=np.log1p(ref), sh=np.sinh(ref), ch=np.cosh(ref), th=np.tanh(ref),
+                     pw=ref ** y.astype(np.float64))
+    for name, want in wants.items():
+        with np.errstate(over="ignore"):
+            want = want.astype(np.float32)
+        assert _ulps(dev[name], want, np.float32) <= 1.0, name
+
+
+def test_sin_of_a_huge_argument_is_refused_not_wrong():
+    from eagle.targets.vulkan_runtime import ArgumentOutOfRange
+
+    for dtype in DTYPES:
+        with pytest.raises(ArgumentOutOfRange, match="beyond"):
+            bt_run_on("spirv", v_sin, x=np.array([1.0, 3e6], dtype=dtype))
+
+
+def test_float64_math_without_an_implementation_is_refused_naming_it():
+    x = np.linspace(0.1, 1.4, 101)
+    with pytest.raises(KernelError, match=r"kernel 'v_pow'.*hawk\.math\.pow, hawk\.math\.tanh on float64 "
+                                          r"lanes.*'host', 'nvvm' or 'rocdl'"):
+        bt_run_on("spirv", v_pow, x=x, y=x)  # refused while compiling, before any runtime is needed
+
+
+def test_float32_pow_and_tanh_run(vulkan):
+    x = np.linspace(0.1, 1.4, 101)
+    x32 = x.astype(np.float32)
+    dev = bt_run_on("spirv", v_pow, x=x32, y=x32)
+    np.testing.assert_allclose(dev, x ** x + np.tanh(x), rtol=3e-7)
+
+
+@hawk.kernel
+def v_keep_last(lane: Grid["row", "col":4], x: Scalar) -> Scalar:
+    return hawk.sum(x, over="row", policy="compensated")
+
+
+def test_one_long_invocation_runs_or_is_refused_never_wrong(vulkan):
+    # keeping the fast axis makes every lane write the same 4 slots: one invocation runs every lane. Lavapipe
+    # ends an invocation's loops after 65535 trips; unrolled 8x, 400k lanes fit, 800k do not and are refused
+    from eagle.targets.vulkan_runtime import LoopBudgetExceeded
+
+    got = bt_run_on("spirv", v_keep_last, x=np.ones((100_000, 4)))
+    np.testing.assert_array_equal(got, np.full(4, 100_000.0))
+    if "llvmpipe" in vulkan.device_name:
+        with pytest.raises(LoopBudgetExceeded, match="65535 loop iterations"):
+            bt_run_on("spirv", v_keep_last, x=np.ones((200_000, 4)))
+
+
+def _suite_kernels():
+    """(module, name, kernel) of every @hawk.kernel defined at module level in the test suite's modules."""
+    tests = Path(__file__).resolve().parent
+    for p in (str(tests), str(tests.parent)):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    from hawk.compiler import Kernel
+
+    for path in sorted(tests.glob("test_*.py")):
+        try:
+            mod = importlib.import_module(path.stem)
+        except Exception:  # a module that cannot import (a missing optional package) has its own failing test
+            continue
+        for name, value in vars(mod).items():
+            if isinstance(value, Kernel) and value.fn.__module__ == mod.__name__:
+                yield path.stem, name, value
+
+
+def test_every_kernel_of_the_suite_compiles_and_passes_spirv_val():
+    """float64 and float32 builds of every stage of every kernel in tests/: spirv-val (Vulkan 1.2) accepts each, or
+    the target refuses it at compile time naming the math it lacks. Binaries come from the compile cache when
+    they are there, as a run would take them."""
+    from eagle import cache
+    from eagle.targets.device import device_binary
+    from eagle.targets.spirv import SpirvTarget
+
+    target = SpirvTarget()
+    failed, built, refused = [], 0, []
+    for module, name, kernel in _suite_kernels():
+        for dtype in ("float64", "float32"):
+            spec = kernel.spec_for(dtype, {})
+            for k, st in enumerate(kernel.stages(spec)):
+                key = cache.key(st.key, repr(kernel), repr(spec), "spirv", target.options)
+                try:
+                    binary = device_binary(key, st.name, target,
+                                           lambda kernel=kernel, spec=spec, k=k: kernel.lowered_gpu(spec, k).gpu_module)
+                    if binary not in _VALIDATED:
+                        target.check(binary)
+                        _VALIDATED.add(binary)
+                    built += 1
+                except KernelError as exc:
+                    if "target 'spirv' cannot compute" not in str(exc):
+                        failed.append(f"{module}.{name} {dtype} stage {k}: {exc}")
+                    refused.append(f"{name} {dtype}")
+                except Exception as exc:
+                    failed.append(f"{module}.{name} {dtype} stage {k}: {type(exc).__name__}: {str(exc)[:400]}")
+    print(f"spirv: {built} stages built and validated; refused at compile time: {refused}")
+    assert built > 200 and not failed, "\n".join(failed)
+
+
+def test_check_reports_spirv_val_words():
+    from eagle.targets.spirv import SpirvTarget
+
+    with pytest.raises(RuntimeError, match="spirv-val"):
+        SpirvTarget().check(b"\x03\x02\x23\x07" + b"\0" * 16)
+
+
+def test_a_missing_device_is_named(monkeypatch, vulkan):
+    from eagle.targets.vulkan_runtime import VulkanRuntime
+
+    monkeypatch.setenv("EAGLE_VULKAN_DEVICE", "no-such-device-anywhere")
+    with pytest.raises(eagle.RuntimeMissing, match="no-such-device-anywhere"):
+        VulkanRuntime()
