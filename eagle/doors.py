@@ -32,9 +32,18 @@ class BoundLaunch:
         self.stages = []
         cuts: dict = {}
         results: dict = {}
+        if plan.device is not None:
+            for k in range(n):  # compile every stage before asking for the runtime, as run() does
+                plan.prepare(self.bound.spec, k)
         for k in range(n):
-            lib, launcher = plan.prepare(self.bound.spec, k)
-            prepared = launcher.prepare(lib, self.bound, lo, hi, cuts)
+            if plan.device is not None:
+                from eagle.targets.device import DeviceStage
+
+                finish, launcher, binary, entry = plan.prepare(self.bound.spec, k)
+                prepared = DeviceStage(launcher, binary, entry, plan.runtime(), finish, self.bound, lo, hi, cuts)
+            else:
+                lib, launcher = plan.prepare(self.bound.spec, k)
+                prepared = launcher.prepare(lib, self.bound, lo, hi, cuts)
             cuts.update(prepared.cells_out)
             results.update(prepared.results)
             self.stages.append(prepared)
