@@ -28,13 +28,20 @@ def gpu_target(name: str, **options):
 
 
 def auto_target() -> str:
-    """'auto': a GPU target whose runtime and a device are present, else the host."""
-    for name in ("nvvm", "rocdl", "spirv_gpu"):
-        if name == "spirv_gpu":
-            continue  # lavapipe is a CPU device: never pick it over the host
+    """'auto': a GPU target whose runtime and device are present (NVIDIA, then AMD, then a Vulkan GPU), else the
+    host. A CPU Vulkan device (Mesa's lavapipe) is never preferred to the host."""
+    for name in ("nvvm", "rocdl"):
         try:
             gpu_target(name).runtime()
             return name
         except Exception:  # no runtime or no device: try the next
             continue
+    try:
+        from eagle.targets.vulkan_runtime import VulkanRuntime
+
+        rt = VulkanRuntime.shared()
+        if rt.device_type in (rt.vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, rt.vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU):
+            return "spirv"
+    except Exception:  # no Vulkan: the host it is
+        pass
     return "host"
