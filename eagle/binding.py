@@ -7,6 +7,7 @@ place. Outputs and sinks the caller passes are written in place, so they must al
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -30,13 +31,6 @@ class Bound:
     dtype: np.dtype
     arrays: dict[str, np.ndarray] = field(default_factory=dict)  # input planes by name (contiguous)
     given: dict[str, np.ndarray] = field(default_factory=dict)  # outputs/sinks the caller passed
-
-
-def _prod(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
 
 
 class Binder:
@@ -77,7 +71,7 @@ class Binder:
         if spec is None:
             spec = self._specs[key] = make_spec(self.sig, dtype.name, idt)
         extents = self._extents(kwargs, arrays)
-        b = Bound(spec, extents, _prod(extents), dtype)
+        b = Bound(spec, extents, math.prod(extents), dtype)
         for name, a in arrays.items():
             p = planes[name]
             if p.kind in ("output", "sink"):
@@ -122,9 +116,9 @@ class Binder:
             return a.shape, "scalar"
         if a.ndim == len(pay) + n and a.shape[:len(pay)] == pay:
             return a.shape[len(pay):], "full"
-        if a.ndim == 1 + n and a.shape[0] == _prod(pay):
+        if a.ndim == 1 + n and a.shape[0] == math.prod(pay):
             return a.shape[1:], "flat"
-        want = (_prod(pay), *["lanes"] * n)
+        want = (math.prod(pay), *["lanes"] * n)
         raise self.fail(p.name, f"is {p.describe()} and must be shaped {want} (payload first, lanes last), "
                                 f"got {a.shape}")
 

@@ -29,13 +29,6 @@ def _pool(n: int) -> ThreadPoolExecutor:
     return _POOL
 
 
-def _prod(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
-
-
 class PackedArgs:
     """The packed argument array of one call: 5 slots (ptr, ptr, offset, size, stride) per buffer, and the
     array of pointers to those slots that `_mlir_<fn>(void **)` takes."""
@@ -114,14 +107,14 @@ class Launcher:
                 bufs.append(cuts[name])
             elif role == "cell" and name in self.lay.cells_out and name not in self.lay.outputs:
                 r = self.red[name]  # internal: a total (per kept position) that only later stages read
-                bufs.append(np.full(_prod(reduced_shape(r, b, sig.lane_axes())), _IDENT[r.kind], dtype=b.dtype))
+                bufs.append(np.full(math.prod(reduced_shape(r, b, sig.lane_axes())), _IDENT[r.kind], dtype=b.dtype))
                 resets.append((bufs[-1], _IDENT[r.kind]))
             elif role in ("out", "sink"):
                 shape = self.binder.output_shape(name, self.lay, b)
                 p = sig.get(name)
                 alt = None
                 if p is not None and p.kind == "output" and len(p.payload.shape) == 2:
-                    alt = (_prod(p.payload.shape), *b.extents)
+                    alt = (math.prod(p.payload.shape), *b.extents)
                 a = self.binder.given_buffer(name, shape, b, alt)
                 if a is None:
                     a = np.zeros(shape, dtype=b.dtype)
@@ -132,13 +125,13 @@ class Launcher:
             elif role == "cell":
                 r = self.red[name]
                 shape = reduced_shape(r, b, sig.lane_axes())
-                a = np.full(_prod(shape), _IDENT[r.kind], dtype=b.dtype)
+                a = np.full(math.prod(shape), _IDENT[r.kind], dtype=b.dtype)
                 bufs.append(a)
                 resets.append((a, _IDENT[r.kind]))
                 self.cell_results(name, r, a, shape, b, results, copies)
             elif role == "count":
                 r = self.red[name]
-                bufs.append(np.zeros(_prod(reduced_shape(r, b, sig.lane_axes())[len(r.payload):]), dtype=b.dtype))
+                bufs.append(np.zeros(math.prod(reduced_shape(r, b, sig.lane_axes())[len(r.payload):]), dtype=b.dtype))
                 resets.append((bufs[-1], 0.0))
             elif role == "priv":
                 slots = self.lay.private[name]
@@ -176,7 +169,7 @@ class Launcher:
             out = a.reshape(shape if shape else (1,))
             results[name] = Array(out)
         else:
-            per = a.reshape(_prod(r.payload), -1)
+            per = a.reshape(math.prod(r.payload), -1)
             kept = shape[len(r.payload):]
             for k in range(per.shape[0]):
                 results[f"{name}_{k}"] = Array(per[k].reshape(kept if kept else (1,)))
