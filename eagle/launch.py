@@ -85,11 +85,15 @@ class Launcher:
         return Prepared(self, lib, buffers, calls, finish, nchunks, results, copies, resets, out_cells)
 
     def check_errors(self, err: np.ndarray) -> None:
-        if err[0]:
-            sink = self.lay.buffers[int(err[2])].name
+        """Raise for lanes that scattered outside a sink: err holds (count, first bad key, sink) per chunk."""
+        per = err.reshape(-1, 3)
+        bad = np.flatnonzero(per[:, 0])
+        if bad.size:
+            count, first, sink_k = int(per[:, 0].sum()), int(per[bad[0], 1]), int(per[bad[0], 2])
+            sink = self.lay.buffers[sink_k].name
             axes = self.binder.sig.get(sink).axes
-            raise InputError(f"sink '{sink}' of kernel '{self.binder.name}': {int(err[0])} lane(s) scattered to a key "
-                             f"outside it (first bad key: {int(err[1])}); valid keys on axis '{axes[0].label}' are "
+            raise InputError(f"sink '{sink}' of kernel '{self.binder.name}': {count} lane(s) scattered to a key "
+                             f"outside it (first bad key: {first}); valid keys on axis '{axes[0].label}' are "
                              f"0..{axes[0].extent - 1}")
 
     def buffers(self, b: Bound, nchunks: int, cuts: dict[str, np.ndarray]):
@@ -157,7 +161,7 @@ class Launcher:
             elif role == "meta":
                 bufs.append(np.array([0, b.lanes, 0, b.lanes, *b.extents], dtype=np.int64))
             elif role == "err":
-                bufs.append(np.zeros(3, dtype=np.int64))
+                bufs.append(np.zeros(3 * nchunks, dtype=np.int64))
                 resets.append((bufs[-1], 0))
             else:
                 raise RuntimeError(f"unknown buffer role {role!r} in the layout of '{self.lay.name}'")
@@ -220,7 +224,7 @@ class Prepared:
                 f.result()
         self.meta[2] = self.nchunks
         self.lib.finish(self.finish_args.ptrs)
-        if self.err[0]:
+        if self.err.any():
             self.launcher.check_errors(self.err)
         for dst, src in self.copies:
             np.copyto(dst, src.reshape(dst.shape))

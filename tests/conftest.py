@@ -55,6 +55,39 @@ def target(request):
     return request.param
 
 
+def bt_same_bits(got, want, what=""):
+    """The same bits in two results (arrays, or dicts of arrays by name): -0.0 and +0.0 differ; a NaN matches a NaN
+    in the same place (its payload may differ between targets)."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and sorted(got) == sorted(want), f"{what}: outputs {sorted(got)} != {sorted(want)}"
+        for name in want:
+            bt_same_bits(got[name], want[name], f"{what} {name}".strip())
+        return
+    g, w = np.asarray(got), np.asarray(want)
+    assert g.dtype == w.dtype and g.shape == w.shape, f"{what}: {g.dtype}{g.shape} != {w.dtype}{w.shape}"
+    if g.dtype.kind == "f":
+        both_nan = np.isnan(g) & np.isnan(w)
+        g, w = np.where(both_nan, 0, g), np.where(both_nan, 0, w)
+    if g.tobytes() != w.tobytes():
+        bad = np.flatnonzero(g.ravel().view(f"u{g.itemsize}") != w.ravel().view(f"u{w.itemsize}"))
+        raise AssertionError(f"{what}: bits differ at {bad.size} of {g.size} place(s), first {bad[:4].tolist()}: "
+                             f"got {g.ravel()[bad[:4]].tolist()} want {w.ravel()[bad[:4]].tolist()}")
+
+
+def bt_run_same_bits(target, kernel, **planes):
+    """Run ``kernel`` on ``target`` (as bt_run_on); off the host, run it on the host too, on copies of the planes (so
+    that passed sinks start equal), and require the same bits. For results the contract fixes bit for bit across
+    targets: policy="ordered" sums, max/min, exact arithmetic."""
+    host = None
+    if target != "host":
+        host = bt_run_on("host", kernel, **{k: (v.copy() if isinstance(v, np.ndarray) else v)
+                                            for k, v in planes.items()})
+    got = bt_run_on(target, kernel, **planes)
+    if host is not None:
+        bt_same_bits(got, host, f"kernel '{kernel.name}' on {target} vs host")
+    return got
+
+
 def bt_sum_ulps(got, terms, eps=None):
     """The error of ``got`` against math.fsum(terms), in units of eps * sum(|term|)."""
     t = np.asarray(terms)

@@ -13,6 +13,9 @@ Behaviour pinned here (what a launch does on repeat):
   input that had to be converted is a private copy, changed only through `launch.inputs`;
 * `simulate(steps, carry={out: in})` / `until_done(done, carry=...)` step a single-stage kernel with the
   state in private copies: the caller's arrays are never written; a split kernel is refused by name.
+
+Every test that deploys a kernel runs on each target of conftest.BT_TARGETS (the `target` fixture) with the same
+expectations; eagle.reduce runs on the host, so an ordered kernel total on any target must equal its bits.
 """
 
 import numpy as np
@@ -159,9 +162,9 @@ def _hist_planes(n=64, seed=0):
 # ============================================================================================ bind / launch
 
 
-def test_bound_launch_matches_run_single_stage():
+def test_bound_launch_matches_run_single_stage(target):
     planes = _hist_planes(1000, 1)
-    plan = eagle.deploy(dr_hist)
+    plan = eagle.deploy(dr_hist, target=target)
     want = _np(plan.run(**planes))
     bound = plan.bind(**planes)
     assert "dr_hist" in repr(bound) and "stages=1" in repr(bound)
@@ -169,33 +172,33 @@ def test_bound_launch_matches_run_single_stage():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_bound_launch_matches_run_multi_stage(dtype):
+def test_bound_launch_matches_run_multi_stage(target, dtype):
     x = np.random.default_rng(2).uniform(1.0, 2.0, 5000).astype(dtype)
-    plan = eagle.deploy(dr_norm)
+    plan = eagle.deploy(dr_norm, target=target)
     bound = plan.bind(x=x)
     assert "stages=2" in repr(bound)
     _same(_np(bound.launch()), _np(plan.run(x=x)))
 
     planes = _hist_planes(3000, 3)
     planes["x"] = np.abs(planes["x"]).astype(dtype) + dtype(1.0)
-    plan = eagle.deploy(dr_weights)
+    plan = eagle.deploy(dr_weights, target=target)
     got = _np(plan.bind(**planes).launch())
     np.testing.assert_allclose(got, _np(plan.run(**planes)), rtol=1e-12 if dtype == np.float64 else 1e-5)
     want = np.bincount(planes["key"], weights=planes["x"] / planes["x"].astype(np.float64).sum(), minlength=4)
     np.testing.assert_allclose(got, want, rtol=1e-12 if dtype == np.float64 else 1e-5)
 
 
-def test_bound_launch_of_a_three_stage_kernel():
+def test_bound_launch_of_a_three_stage_kernel(target):
     x = np.random.default_rng(4).normal(2.0, 3.0, 2000)
-    plan = eagle.deploy(dr_standardize)
+    plan = eagle.deploy(dr_standardize, target=target)
     bound = plan.bind(x=x)
     _same(_np(bound.launch()), _np(plan.run(x=x)))
     np.testing.assert_allclose(np.asarray(bound.launch()), (x - x.mean()) / x.std(), rtol=1e-11, atol=1e-12)
 
 
-def test_repeated_launches_give_the_same_results_cells_and_omitted_sinks_start_fresh():
+def test_repeated_launches_give_the_same_results_cells_and_omitted_sinks_start_fresh(target):
     planes = _hist_planes(500, 5)
-    bound = eagle.deploy(dr_hist).bind(**planes)
+    bound = eagle.deploy(dr_hist, target=target).bind(**planes)
     first = _np(bound.launch())
     for _ in range(3):
         _same(_np(bound.launch()), first)  # the cell does not add up, the sink restarts at zero
@@ -203,43 +206,43 @@ def test_repeated_launches_give_the_same_results_cells_and_omitted_sinks_start_f
                                rtol=1e-12, atol=1e-12)
 
     x = np.random.default_rng(6).uniform(1.0, 2.0, 3000)
-    bound = eagle.deploy(dr_norm).bind(x=x)
+    bound = eagle.deploy(dr_norm, target=target).bind(x=x)
     first = _np(bound.launch())
     for _ in range(3):
         _same(_np(bound.launch()), first)
 
-    bound = eagle.deploy(dr_weights).bind(**_hist_planes(400, 7) | {"x": x[:400]})
+    bound = eagle.deploy(dr_weights, target=target).bind(**_hist_planes(400, 7) | {"x": x[:400]})
     first = _np(bound.launch())
     for _ in range(2):
         _same(_np(bound.launch()), first)
 
 
-def test_a_passed_sink_accumulates_across_launches():
+def test_a_passed_sink_accumulates_across_launches(target):
     planes = _hist_planes(300, 8)
     h = np.bincount(planes["key"], weights=planes["x"], minlength=4)
     acc = np.ones(4)
-    bound = eagle.deploy(dr_hist).bind(**planes, acc=acc)
+    bound = eagle.deploy(dr_hist, target=target).bind(**planes, acc=acc)
     for k in range(1, 4):
         out = bound.launch()
         np.testing.assert_allclose(acc, 1.0 + k * h, rtol=1e-12, atol=1e-12)
         assert np.shares_memory(np.asarray(out["acc"]), acc)
 
 
-def test_a_passed_sink_of_a_split_kernel_accumulates_across_launches():
+def test_a_passed_sink_of_a_split_kernel_accumulates_across_launches(target):
     planes = _hist_planes(300, 9)
     planes["x"] = np.abs(planes["x"]) + 1.0
     w = np.bincount(planes["key"], weights=planes["x"] / planes["x"].sum(), minlength=4)
     acc = np.zeros(4)
-    bound = eagle.deploy(dr_weights).bind(**planes, acc=acc)
+    bound = eagle.deploy(dr_weights, target=target).bind(**planes, acc=acc)
     for k in range(1, 4):
         bound.launch()
         np.testing.assert_allclose(acc, k * w, rtol=1e-12)
 
 
-def test_a_passed_cell_is_overwritten_not_accumulated():
+def test_a_passed_cell_is_overwritten_not_accumulated(target):
     x = np.random.default_rng(10).uniform(1.0, 2.0, 2000)
     cell = np.full(1, 99.0)
-    bound = eagle.deploy(dr_norm).bind(x=x, total=cell)
+    bound = eagle.deploy(dr_norm, target=target).bind(x=x, total=cell)
     bound.launch()
     once = cell.copy()
     bound.launch()
@@ -247,18 +250,18 @@ def test_a_passed_cell_is_overwritten_not_accumulated():
     assert cell[0] == ordered_tree(x)
 
 
-def test_launch_hands_back_the_bound_buffers_every_time():
+def test_launch_hands_back_the_bound_buffers_every_time(target):
     x = np.random.default_rng(11).normal(size=100)
-    bound = eagle.deploy(dr_square).bind(x=x, s=1.0)
+    bound = eagle.deploy(dr_square, target=target).bind(x=x, s=1.0)
     r1 = bound.launch()
     r2 = bound.launch()
     assert r1 is r2 and isinstance(r1, eagle.Array)
     assert bound() is r1  # calling the bound launch is launch()
 
 
-def test_changing_a_bound_input_in_place_is_seen_by_the_next_launch():
+def test_changing_a_bound_input_in_place_is_seen_by_the_next_launch(target):
     x = np.random.default_rng(12).normal(size=256)
-    bound = eagle.deploy(dr_square).bind(x=x, s=1.0)
+    bound = eagle.deploy(dr_square, target=target).bind(x=x, s=1.0)
     assert np.shares_memory(bound.inputs["x"], x)  # contiguous float64: read where it lies
     np.testing.assert_array_equal(np.asarray(bound.launch()), x * x)
     x[:] = np.arange(256.0)
@@ -267,9 +270,9 @@ def test_changing_a_bound_input_in_place_is_seen_by_the_next_launch():
     np.testing.assert_array_equal(np.asarray(bound.launch()), 3.0 * np.arange(256.0) ** 2)
 
 
-def test_changing_a_bound_input_of_a_split_kernel_in_place():
+def test_changing_a_bound_input_of_a_split_kernel_in_place(target):
     x = np.random.default_rng(13).uniform(1.0, 2.0, 4000)
-    bound = eagle.deploy(dr_norm).bind(x=x)
+    bound = eagle.deploy(dr_norm, target=target).bind(x=x)
     bound.launch()
     x *= 2.0
     out = _np(bound.launch())
@@ -277,10 +280,10 @@ def test_changing_a_bound_input_of_a_split_kernel_in_place():
     np.testing.assert_array_equal(out["z"], x / out["total"][0])
 
 
-def test_a_converted_input_is_a_private_copy():
+def test_a_converted_input_is_a_private_copy(target):
     base = np.random.default_rng(14).normal(size=64)
     strided = base[::2]  # not contiguous: copied when bound
-    bound = eagle.deploy(dr_square).bind(x=strided, s=1.0)
+    bound = eagle.deploy(dr_square, target=target).bind(x=strided, s=1.0)
     assert not np.shares_memory(bound.inputs["x"], base)
     want = strided * strided
     strided[:] = 0.0
@@ -290,23 +293,24 @@ def test_a_converted_input_is_a_private_copy():
     np.testing.assert_array_equal(strided, np.zeros(32))  # and the caller's array is never written
 
 
-def test_bind_with_base_and_count_on_a_single_stage_kernel():
+def test_bind_with_base_and_count_on_a_single_stage_kernel(target):
     x = np.arange(1.0, 11.0)
-    bound = eagle.deploy(dr_square).bind(x=x, s=1.0, base=4, count=3)
+    bound = eagle.deploy(dr_square, target=target).bind(x=x, s=1.0, base=4, count=3)
     for _ in range(2):
         np.testing.assert_array_equal(np.asarray(bound.launch()), np.r_[np.zeros(4), x[4:7] ** 2, np.zeros(3)])
 
 
-def test_bind_refuses_base_and_count_on_a_split_kernel():
+def test_bind_refuses_base_and_count_on_a_split_kernel(target):
     with pytest.raises(eagle.InputError, match="runs over every lane"):
-        eagle.deploy(dr_norm).bind(x=np.ones(10), count=5)
+        eagle.deploy(dr_norm, target=target).bind(x=np.ones(10), count=5)
 
 
-def test_ordered_bound_launches_agree_across_thread_counts():
+def test_ordered_bound_launches_agree_across_thread_counts(target):
     x = np.random.default_rng(15).normal(size=3 * 65536 + 99)
-    outs = [_np(eagle.deploy(dr_norm, threads=t).bind(x=x).launch()) for t in (1, 2, 3)]
+    outs = [_np(eagle.deploy(dr_norm, target=target, threads=t).bind(x=x).launch()) for t in (1, 2, 3)]
     for o in outs[1:]:
         _same(o, outs[0])
+    _same(outs[0], _np(eagle.deploy(dr_norm).bind(x=x).launch()))  # and the host's bits on every target
 
 
 # ============================================================================================ eagle.reduce
@@ -314,7 +318,7 @@ def test_ordered_bound_launches_agree_across_thread_counts():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", [1, 1000, 1029, 100_003])
-def test_ordered_reduce_matches_an_ordered_kernel_sum_bit_for_bit(n, dtype):
+def test_ordered_reduce_matches_an_ordered_kernel_sum_bit_for_bit(target, n, dtype):
     rng = np.random.default_rng(20 + n)
     x = (rng.normal(size=n) * 10.0 ** rng.integers(-5, 6, size=n)).astype(dtype)
     terms = x * x
@@ -323,7 +327,7 @@ def test_ordered_reduce_matches_an_ordered_kernel_sum_bit_for_bit(n, dtype):
     assert "ordered" in repr(node)
     got = node.launch()
     assert got is out
-    kernel_total = np.asarray(eagle.deploy(dr_energy).run(x=x))
+    kernel_total = np.asarray(eagle.deploy(dr_energy, target=target).run(x=x))
     assert out.tobytes() == kernel_total.tobytes()
     assert out[0] == ordered_tree(terms)
     for _ in range(2):  # repeated launches: the same bits
@@ -398,12 +402,12 @@ def test_reduce_refuses_unknown_policies(policy):
 # ============================================================================================ eagle.Graph
 
 
-def test_graph_of_a_reduce_and_a_bound_kernel_returns_results_by_name():
+def test_graph_of_a_reduce_and_a_bound_kernel_returns_results_by_name(target):
     x = np.random.default_rng(40).uniform(1.0, 2.0, 3000)
     out = np.zeros(1)
     graph = (eagle.Graph()
              .add_node(eagle.reduce(x, out, policy="ordered"), name="sum")
-             .add_node(eagle.deploy(dr_norm).bind(x=x), name="norm")
+             .add_node(eagle.deploy(dr_norm, target=target).bind(x=x), name="norm")
              .build())
     assert "sum" in repr(graph) and "norm" in repr(graph)
     first = graph.launch()
@@ -417,9 +421,9 @@ def test_graph_of_a_reduce_and_a_bound_kernel_returns_results_by_name():
     _same(_np(again["norm"]), norm)
 
 
-def test_graph_nodes_run_in_order_so_a_reduce_can_read_a_kernel_output():
+def test_graph_nodes_run_in_order_so_a_reduce_can_read_a_kernel_output(target):
     x = np.random.default_rng(41).normal(size=5000)
-    bound = eagle.deploy(dr_square).bind(x=x, s=1.0)
+    bound = eagle.deploy(dr_square, target=target).bind(x=x, s=1.0)
     energy = np.zeros(1)
     graph = eagle.Graph().add_node(bound, name="square").add_node(
         eagle.reduce(bound.results, energy, policy="ordered"), name="energy").build()
@@ -457,12 +461,12 @@ def test_an_empty_graph_is_refused():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_simulate_heat_diffusion_matches_a_numpy_loop(dtype):
+def test_simulate_heat_diffusion_matches_a_numpy_loop(target, dtype):
     n, steps, kappa = 64, 150, 0.25
     u0 = np.zeros(n, dtype)
     u0[0], u0[n // 2] = 0.5, 1.0
     keep = u0.copy()
-    got = eagle.deploy(dr_heat).simulate(steps, carry={"u_next": "u"}, u=u0, kappa=kappa, ncell=float(n))
+    got = eagle.deploy(dr_heat, target=target).simulate(steps, carry={"u_next": "u"}, u=u0, kappa=kappa, ncell=float(n))
     got = np.asarray(got)
     assert got.dtype == dtype and got.shape == (n,)
     want = _heat_ref(u0.astype(np.float64), kappa, steps)
@@ -470,25 +474,26 @@ def test_simulate_heat_diffusion_matches_a_numpy_loop(dtype):
     np.testing.assert_array_equal(u0, keep)  # the caller's state is not stepped in place
 
 
-def test_simulate_one_step_is_one_run():
+def test_simulate_one_step_is_one_run(target):
     u0 = np.random.default_rng(50).uniform(size=32)
-    plan = eagle.deploy(dr_heat)
+    plan = eagle.deploy(dr_heat, target=target)
     _same(_np(plan.simulate(1, carry={"u_next": "u"}, u=u0, kappa=0.1, ncell=32.0)),
           _np(plan.run(u=u0, kappa=0.1, ncell=32.0)))
 
 
-def test_simulate_without_carry_repeats_the_same_step():
+def test_simulate_without_carry_repeats_the_same_step(target):
     u0 = np.random.default_rng(51).uniform(size=32)
-    plan = eagle.deploy(dr_heat)
+    plan = eagle.deploy(dr_heat, target=target)
     _same(_np(plan.simulate(5, u=u0, kappa=0.1, ncell=32.0)), _np(plan.run(u=u0, kappa=0.1, ncell=32.0)))
 
 
-def test_simulate_particles_with_two_carried_planes():
+def test_simulate_particles_with_two_carried_planes(target):
     y0 = np.array([1.0, 5.0, 0.2, 10.0, 3.0])
     v0 = np.array([0.0, 1.0, 0.0, -2.0, 0.5])
     keep_y, keep_v = y0.copy(), v0.copy()
     dt, steps = 0.01, 40
-    out = _np(eagle.deploy(dr_fall).simulate(steps, carry={"y_next": "y", "v_next": "v"}, y=y0, v=v0, dt=dt))
+    out = _np(eagle.deploy(dr_fall, target=target).simulate(steps, carry={"y_next": "y", "v_next": "v"}, y=y0, v=v0,
+                                                            dt=dt))
     y, v = y0.copy(), v0.copy()
     for _ in range(steps):
         vn = v - 9.81 * dt
@@ -501,19 +506,19 @@ def test_simulate_particles_with_two_carried_planes():
     np.testing.assert_array_equal(v0, keep_v)
 
 
-def test_simulate_needs_at_least_one_step():
+def test_simulate_needs_at_least_one_step(target):
     with pytest.raises(eagle.InputError, match="steps"):
-        eagle.deploy(dr_heat).simulate(0, carry={"u_next": "u"}, u=np.zeros(8), kappa=0.1, ncell=8.0)
+        eagle.deploy(dr_heat, target=target).simulate(0, carry={"u_next": "u"}, u=np.zeros(8), kappa=0.1, ncell=8.0)
 
 
 # ============================================================================================ until_done
 
 
-def test_until_done_with_a_cell_name():
+def test_until_done_with_a_cell_name(target):
     y0 = np.array([1.0, 5.0, 0.2, 10.0])
     v0 = np.zeros(4)
     keep = y0.copy()
-    res, steps = eagle.deploy(dr_fall).until_done("landed", carry={"y_next": "y", "v_next": "v"},
+    res, steps = eagle.deploy(dr_fall, target=target).until_done("landed", carry={"y_next": "y", "v_next": "v"},
                                                   y=y0, v=v0, dt=0.01)
     want_y, want_v, want_steps = _fall_ref(y0, v0, 0.01)
     assert steps == want_steps
@@ -524,7 +529,7 @@ def test_until_done_with_a_cell_name():
     np.testing.assert_array_equal(y0, keep)
 
 
-def test_until_done_with_a_callable():
+def test_until_done_with_a_callable(target):
     n, kappa = 40, 0.25
     u0 = np.zeros(n)
     u0[n // 2] = 1.0
@@ -532,7 +537,7 @@ def test_until_done_with_a_callable():
     def cooled(result):
         return np.asarray(result)[n // 2] < 0.2
 
-    res, steps = eagle.deploy(dr_heat).until_done(cooled, carry={"u_next": "u"}, u=u0, kappa=kappa,
+    res, steps = eagle.deploy(dr_heat, target=target).until_done(cooled, carry={"u_next": "u"}, u=u0, kappa=kappa,
                                                   ncell=float(n))
     u, want = u0.copy(), 0
     while True:
@@ -544,24 +549,24 @@ def test_until_done_with_a_callable():
     np.testing.assert_allclose(np.asarray(res), u, rtol=1e-12, atol=1e-15)
 
 
-def test_until_done_raises_when_max_steps_pass():
+def test_until_done_raises_when_max_steps_pass(target):
     with pytest.raises(eagle.InputError, match="max_steps=10"):
-        eagle.deploy(dr_fall).until_done("landed", carry={"y_next": "y", "v_next": "v"},
+        eagle.deploy(dr_fall, target=target).until_done("landed", carry={"y_next": "y", "v_next": "v"},
                                          y=np.array([10.0]), v=np.zeros(1), dt=0.01, max_steps=10)
 
 
-def test_until_done_refuses_an_unknown_output_name():
+def test_until_done_refuses_an_unknown_output_name(target):
     with pytest.raises(eagle.InputError, match="'nothing'"):
-        eagle.deploy(dr_fall).until_done("nothing", y=np.ones(3), v=np.zeros(3), dt=0.01)
+        eagle.deploy(dr_fall, target=target).until_done("nothing", y=np.ones(3), v=np.zeros(3), dt=0.01)
 
 
 # ============================================================================================ refusals
 
 
 @pytest.mark.parametrize("kernel, stages", [(dr_share, 2), (dr_norm, 2), (dr_standardize, 3)])
-def test_step_loops_refuse_a_split_kernel_by_name(kernel, stages):
+def test_step_loops_refuse_a_split_kernel_by_name(target, kernel, stages):
     x = np.random.default_rng(60).uniform(1.0, 2.0, 16)
-    plan = eagle.deploy(kernel)
+    plan = eagle.deploy(kernel, target=target)
     with pytest.raises(eagle.InputError) as err:
         plan.simulate(3, x=x)
     assert str(err.value).startswith(f"'{kernel.name}' runs in {stages} stages; simulate runs single-stage kernels")
@@ -578,20 +583,20 @@ def test_step_loops_refuse_a_split_kernel_by_name(kernel, stages):
     ({"y_next": "nothing"}, "'nothing' is not a per-lane input plane"),
     ({"y_next": "y_next"}, "'y_next' is not a per-lane input plane"),
 ])
-def test_carry_must_name_an_output_and_a_per_lane_input(carry, fragment):
+def test_carry_must_name_an_output_and_a_per_lane_input(target, carry, fragment):
     y = np.ones(4)
     for door in ("simulate", "until_done"):
         with pytest.raises(eagle.InputError) as err:
             if door == "simulate":
-                eagle.deploy(dr_fall).simulate(2, carry=carry, y=y, v=np.zeros(4), dt=0.01)
+                eagle.deploy(dr_fall, target=target).simulate(2, carry=carry, y=y, v=np.zeros(4), dt=0.01)
             else:
-                eagle.deploy(dr_fall).until_done("landed", carry=carry, y=y, v=np.zeros(4), dt=0.01)
+                eagle.deploy(dr_fall, target=target).until_done("landed", carry=carry, y=y, v=np.zeros(4), dt=0.01)
         assert fragment in str(err.value) and "dr_fall" in str(err.value)
     np.testing.assert_array_equal(y, np.ones(4))
 
 
-def test_carry_of_a_cell_into_a_per_lane_plane_is_refused():
+def test_carry_of_a_cell_into_a_per_lane_plane_is_refused(target):
     """`landed` is one value for the run, `y` has a value per lane: copying one into the other is a shape
     mismatch, not a broadcast."""
     with pytest.raises(eagle.InputError, match="landed"):
-        eagle.deploy(dr_fall).simulate(2, carry={"landed": "y"}, y=np.ones(4), v=np.zeros(4), dt=0.01)
+        eagle.deploy(dr_fall, target=target).simulate(2, carry={"landed": "y"}, y=np.ones(4), v=np.zeros(4), dt=0.01)

@@ -1,8 +1,12 @@
-"""Grid lane axes: runtime/fixed extents, over= by label, position or tuple, result shapes, coordinates."""
+"""Grid lane axes: runtime/fixed extents, over= by label, position or tuple, result shapes, coordinates.
+
+Every test that runs a kernel runs on each target of conftest.BT_TARGETS (the `target` fixture) with the same
+expectations.
+"""
 
 import numpy as np
 import pytest
-from conftest import bt_close, bt_run
+from conftest import bt_close, bt_run_on
 
 import hawk
 from hawk import Grid, Mutable, Param, Scalar, Table, Vector
@@ -20,23 +24,23 @@ def _plane(shape, seed, dtype=np.float64):
 
 
 @pytest.mark.parametrize("bands", [1, 3, 6])
-def test_runtime_extent_bound_by_label(bands):
+def test_runtime_extent_bound_by_label(target, bands):
     x = _plane((bands, TICKS), 8100 + bands)
-    got = bt_run(g_energy, x=x, band=bands)
+    got = bt_run_on(target, g_energy, x=x, band=bands)
     assert got.shape == (bands,)
     bt_close(got, (x * x).sum(axis=1), rtol=1e-12)
 
 
-def test_runtime_extent_inferred_from_planes():
+def test_runtime_extent_inferred_from_planes(target):
     x = _plane((5, TICKS), 8101)
-    got = bt_run(g_energy, x=x)
+    got = bt_run_on(target, g_energy, x=x)
     assert got.shape == (5,)
     bt_close(got, (x * x).sum(axis=1), rtol=1e-12)
 
 
-def test_grid_f32():
+def test_grid_f32(target):
     x = _plane((4, TICKS), 8102, np.float32)
-    got = bt_run(g_energy, x=x, band=4)
+    got = bt_run_on(target, g_energy, x=x, band=4)
     assert got.dtype == np.float32 and got.shape == (4,)
     np.testing.assert_allclose(got, (x.astype(np.float64) ** 2).sum(axis=1), rtol=2e-6)
 
@@ -64,25 +68,25 @@ def _k_fast_tuple(lane: Grid["band", "tick":TICKS], x: Scalar, spec: Param) -> S
 @pytest.mark.parametrize(
     "kernel", [_k_fast_label, _k_fast_neg, _k_fast_pos, _k_fast_tuple], ids=["label", "-1", "1", "tuple"]
 )
-def test_over_the_fastest_axis_spelled_four_ways(kernel):
+def test_over_the_fastest_axis_spelled_four_ways(target, kernel):
     x = _plane((3, TICKS), 8103)
-    got = bt_run(kernel, x=x, spec=0.5, band=3)
+    got = bt_run_on(target, kernel, x=x, spec=0.5, band=3)
     assert got.shape == (3,)
     bt_close(got, (x + 0.5).sum(axis=1), rtol=1e-12)
 
 
-def test_over_the_first_axis_keeps_the_fast_one():
+def test_over_the_first_axis_keeps_the_fast_one(target):
     @hawk.kernel
     def g_fold_slow(lane: Grid["band", "tick":TICKS], x: Scalar) -> Scalar:
         return hawk.sum(x, over="band")
 
     x = _plane((7, TICKS), 8104)
-    got = bt_run(g_fold_slow, x=x, band=7)
+    got = bt_run_on(target, g_fold_slow, x=x, band=7)
     assert got.shape == (TICKS,)
     bt_close(got, x.sum(axis=0), rtol=1e-12)
 
 
-def test_over_every_axis_and_no_over_give_one_value():
+def test_over_every_axis_and_no_over_give_one_value(target):
     @hawk.kernel
     def g_all_named(lane: Grid["band", "tick":TICKS], x: Scalar) -> Scalar:
         return hawk.sum(x, over=("band", "tick"))
@@ -93,26 +97,26 @@ def test_over_every_axis_and_no_over_give_one_value():
 
     x = _plane((6, TICKS), 8105)
     for k in (g_all_named, g_all_plain):
-        got = bt_run(k, x=x, band=6)
+        got = bt_run_on(target, k, x=x, band=6)
         assert got.shape == (1,)
         bt_close(got, np.array([x.sum()]), rtol=1e-12)
 
 
-def test_cell_reduced_over_an_axis_has_kept_shape():
+def test_cell_reduced_over_an_axis_has_kept_shape(target):
     @hawk.kernel
     def g_cells(lane: Grid["band", "tick":TICKS], x: Scalar, tot: Mutable[Scalar], avg: Mutable[Scalar]):
         tot = hawk.sum(x, over="tick")
         avg = hawk.mean(x, over="tick")
 
     x = _plane((4, TICKS), 8106)
-    out = bt_run(g_cells, x=x, band=4)
+    out = bt_run_on(target, g_cells, x=x, band=4)
     assert sorted(out) == ["avg", "tot"]
     assert out["tot"].shape == (4,) and out["avg"].shape == (4,)
     bt_close(out["tot"], x.sum(axis=1), rtol=1e-12)
     bt_close(out["avg"], x.mean(axis=1), rtol=1e-12)
 
 
-def test_where_with_over():
+def test_where_with_over(target):
     @hawk.kernel
     def g_pos_part(lane: Grid["band", "tick":TICKS], x: Scalar, s: Mutable[Scalar], mu: Mutable[Scalar]):
         s = hawk.sum(x, over="tick", where=x > 0.0)
@@ -120,7 +124,7 @@ def test_where_with_over():
 
     x = _plane((5, TICKS), 8107)
     x[2] = -np.abs(x[2])  # one band with no selected lane: sum 0, mean NaN
-    out = bt_run(g_pos_part, x=x, band=5)
+    out = bt_run_on(target, g_pos_part, x=x, band=5)
     want_s = np.where(x > 0, x, 0.0).sum(axis=1)
     bt_close(out["s"], want_s, rtol=1e-12)
     counts = (x > 0).sum(axis=1)
@@ -131,32 +135,32 @@ def test_where_with_over():
     np.testing.assert_allclose(out["mu"][keep], want_mu[keep], rtol=1e-12)
 
 
-def test_fixed_extents_per_lane_plane_and_coordinates():
+def test_fixed_extents_per_lane_plane_and_coordinates(target):
     @hawk.kernel
     def g_coords(lane: Grid["u":3, "v":8], x: Scalar) -> Scalar:
         return x + lane.u * 100.0 + lane.v * 1.0
 
     x = _plane((3, 8), 8108)
-    got = bt_run(g_coords, x=x)
+    got = bt_run_on(target, g_coords, x=x)
     assert got.shape == (3, 8)
     uu, vv = np.indices((3, 8))
     bt_close(got, x + uu * 100.0 + vv * 1.0)
 
 
-def test_lane_coordinates_with_runtime_first_extent():
+def test_lane_coordinates_with_runtime_first_extent(target):
     @hawk.kernel
     def g_where_am_i(lane: Grid["row", "col":9], x: Scalar, r: Mutable[Scalar], c: Mutable[Scalar]):
         r = lane.row * 1.0 + 0.0 * x
         c = lane.col * 1.0 + 0.0 * x
 
     x = _plane((4, 9), 8109)
-    out = bt_run(g_where_am_i, x=x, row=4)
+    out = bt_run_on(target, g_where_am_i, x=x, row=4)
     rr, cc = np.indices((4, 9))
     np.testing.assert_array_equal(out["r"], rr.astype(float))
     np.testing.assert_array_equal(out["c"], cc.astype(float))
 
 
-def test_max_and_min_over_every_lane_of_a_grid():
+def test_max_and_min_over_every_lane_of_a_grid(target):
     @hawk.kernel
     def g_peak(lane: Grid["band", "tick":TICKS], x: Scalar) -> Scalar:
         return hawk.max(x)
@@ -166,8 +170,8 @@ def test_max_and_min_over_every_lane_of_a_grid():
         lo = hawk.min(x)
 
     x = _plane((3, TICKS), 8110)
-    assert bt_run(g_peak, x=x, band=3)[0] == x.max()
-    assert bt_run(g_trough, x=x, band=3)[0] == x.min()
+    assert bt_run_on(target, g_peak, x=x, band=3)[0] == x.max()
+    assert bt_run_on(target, g_trough, x=x, band=3)[0] == x.min()
 
 
 # ------------------------------------------------------------------ three axes
@@ -200,21 +204,21 @@ def g3_drop_first_two(lane: Grid["p", "q":Q, "r":R], x: Scalar) -> Scalar:
     [(g3_keep_mid, (0, 2)), (g3_drop_mid, (1,)), (g3_drop_last, (2,)), (g3_drop_first_two, (0, 1))],
     ids=["keep-mid", "drop-mid", "drop-last", "drop-first-two"],
 )
-def test_three_axis_over(kernel, axes):
+def test_three_axis_over(target, kernel, axes):
     x = _plane((P, Q, R), 8111)
-    got = bt_run(kernel, x=x, p=P)
+    got = bt_run_on(target, kernel, x=x, p=P)
     want = x.sum(axis=axes)
     assert got.shape == want.shape
     bt_close(got, want, rtol=1e-12)
 
 
-def test_three_axis_coordinates():
+def test_three_axis_coordinates(target):
     @hawk.kernel
     def g3_code(lane: Grid["p", "q":Q, "r":R], x: Scalar) -> Scalar:
         return lane.p * 100.0 + lane.q * 10.0 + lane.r * 1.0 + x
 
     x = _plane((2, Q, R), 8112)
-    got = bt_run(g3_code, x=x, p=2)
+    got = bt_run_on(target, g3_code, x=x, p=2)
     pp, qq, rr = np.indices((2, Q, R))
     assert got.shape == (2, Q, R)
     bt_close(got, pp * 100.0 + qq * 10.0 + rr + x)
@@ -223,34 +227,34 @@ def test_three_axis_coordinates():
 # ------------------------------------------------------------------ payloads on a grid
 
 
-def test_vector_reduced_over_an_axis_is_payload_first():
+def test_vector_reduced_over_an_axis_is_payload_first(target):
     @hawk.kernel
     def g_vec_fold(lane: Grid["band", "tick":TICKS], v: Vector[3]) -> Vector[3]:
         return hawk.sum(v * 2.0, over="tick")
 
     v = _plane((3, 5, TICKS), 8113)  # (components, band, tick)
-    got = bt_run(g_vec_fold, v=v, band=5)
+    got = bt_run_on(target, g_vec_fold, v=v, band=5)
     assert got.shape == (3, 5)
     bt_close(got, (v * 2.0).sum(axis=-1), rtol=1e-12)
 
 
-def test_grid_with_a_table_and_lane_coordinates():
+def test_grid_with_a_table_and_lane_coordinates(target):
     @hawk.kernel
     def g_weighted(lane: Grid["band", "tick":6], x: Scalar, w: Table["tick":6]) -> Scalar:
         return hawk.sum(x * w.at(tick=lane.tick), over="tick")
 
     x = _plane((3, 6), 8114)
     w = np.random.default_rng(8115).uniform(size=6)
-    got = bt_run(g_weighted, x=x, w=w, band=3)
+    got = bt_run_on(target, g_weighted, x=x, w=w, band=3)
     bt_close(got, x @ w, rtol=1e-12)
 
 
-def test_grid_per_lane_mutable_output():
+def test_grid_per_lane_mutable_output(target):
     @hawk.kernel
     def g_twice(lane: Grid["band", "tick":TICKS], x: Scalar, y: Mutable[Scalar]):
         y = 2.0 * x - lane.band
 
     x = _plane((3, TICKS), 8116)
-    got = bt_run(g_twice, x=x, band=3)
+    got = bt_run_on(target, g_twice, x=x, band=3)
     assert got.shape == (3, TICKS)
     bt_close(got, 2.0 * x - np.arange(3)[:, None])

@@ -1,4 +1,8 @@
-"""eagle's runtime surface: eagle.Array, run()'s return value, kernel repr, repeat runs."""
+"""eagle's runtime surface: eagle.Array, run()'s return value, kernel repr, repeat runs.
+
+Every test that runs a kernel runs on each target of conftest.BT_TARGETS (the `target` fixture) with the same
+expectations.
+"""
 
 import numpy as np
 import pytest
@@ -22,9 +26,9 @@ def rt_outputs(x: Scalar, zeta: Mutable[Scalar], alpha: Mutable[Scalar], mid: Mu
 
 
 @pytest.mark.parametrize("dtype, name", [(np.float64, "float64"), (np.float32, "float32")])
-def test_array_repr_names_shape_dtype_device(dtype, name):
+def test_array_repr_names_shape_dtype_device(target, dtype, name):
     x = np.arange(11, dtype=dtype)
-    out = eagle.deploy(rt_triple).run(x=x)
+    out = eagle.deploy(rt_triple, target=target).run(x=x)
     assert isinstance(out, eagle.Array)
     text = repr(out)
     assert text.startswith("eagle.Array(")
@@ -33,18 +37,18 @@ def test_array_repr_names_shape_dtype_device(dtype, name):
     assert "device=cpu" in text
 
 
-def test_array_repr_of_a_2d_result():
+def test_array_repr_of_a_2d_result(target):
     @hawk.kernel
     def rt_grid(lane: Grid["r", "c":4], x: Scalar) -> Scalar:
         return x + 1.0
 
-    out = eagle.deploy(rt_grid).run(x=np.zeros((3, 4)), r=3)
+    out = eagle.deploy(rt_grid, target=target).run(x=np.zeros((3, 4)), r=3)
     assert "shape=(3, 4)" in repr(out)
 
 
-def test_np_asarray_and_indexing():
+def test_np_asarray_and_indexing(target):
     x = np.linspace(-1.0, 1.0, 9)
-    out = eagle.deploy(rt_triple).run(x=x)
+    out = eagle.deploy(rt_triple, target=target).run(x=x)
     arr = np.asarray(out)
     assert isinstance(arr, np.ndarray)
     assert arr.shape == (9,) and arr.dtype == np.float64
@@ -53,9 +57,9 @@ def test_np_asarray_and_indexing():
     np.testing.assert_array_equal(np.asarray(out, dtype=np.float32), (x * 3.0).astype(np.float32))
 
 
-def test_run_returns_dict_sorted_by_name():
+def test_run_returns_dict_sorted_by_name(target):
     x = np.random.default_rng(9500).normal(size=25)
-    out = eagle.deploy(rt_outputs).run(x=x)
+    out = eagle.deploy(rt_outputs, target=target).run(x=x)
     assert isinstance(out, dict)
     assert list(out) == ["alpha", "mid", "zeta"]
     assert all(isinstance(v, eagle.Array) for v in out.values())
@@ -64,12 +68,12 @@ def test_run_returns_dict_sorted_by_name():
     bt_close(np.asarray(out["mid"]), np.array([x.sum()]), rtol=1e-12)
 
 
-def test_single_output_is_an_array_not_a_dict():
+def test_single_output_is_an_array_not_a_dict(target):
     @hawk.kernel
     def rt_only(x: Scalar, only: Mutable[Scalar]):
         only = x * x
 
-    out = eagle.deploy(rt_only).run(x=np.arange(4.0))
+    out = eagle.deploy(rt_only, target=target).run(x=np.arange(4.0))
     assert isinstance(out, eagle.Array)
     np.testing.assert_array_equal(np.asarray(out), np.arange(4.0) ** 2)
 
@@ -91,20 +95,20 @@ def test_kernel_repr_names_its_planes():
         assert plane in text
 
 
-def test_second_run_gives_the_same_results():
+def test_second_run_gives_the_same_results(target):
     rng = np.random.default_rng(9501)
     x = rng.normal(size=1001)
-    plan = eagle.deploy(rt_outputs)
+    plan = eagle.deploy(rt_outputs, target=target)
     first = {k: np.asarray(v).copy() for k, v in plan.run(x=x).items()}
     second = {k: np.asarray(v).copy() for k, v in plan.run(x=x).items()}
-    again = {k: np.asarray(v).copy() for k, v in eagle.deploy(rt_outputs).run(x=x).items()}
+    again = {k: np.asarray(v).copy() for k, v in eagle.deploy(rt_outputs, target=target).run(x=x).items()}
     for k in first:
         np.testing.assert_array_equal(second[k], first[k])
         np.testing.assert_array_equal(again[k], first[k])
 
 
-def test_results_do_not_alias_between_runs():
-    plan = eagle.deploy(rt_triple)
+def test_results_do_not_alias_between_runs(target):
+    plan = eagle.deploy(rt_triple, target=target)
     a = np.asarray(plan.run(x=np.ones(5))).copy()
     first = plan.run(x=np.ones(5))
     keep = np.asarray(first).copy()
@@ -113,9 +117,9 @@ def test_results_do_not_alias_between_runs():
     np.testing.assert_array_equal(a, np.full(5, 3.0))
 
 
-def test_one_kernel_runs_at_both_dtypes():
+def test_one_kernel_runs_at_both_dtypes(target):
     x64 = np.linspace(0.0, 1.0, 6)
-    plan = eagle.deploy(rt_triple)
+    plan = eagle.deploy(rt_triple, target=target)
     r64 = np.asarray(plan.run(x=x64))
     r32 = np.asarray(plan.run(x=x64.astype(np.float32)))
     assert r64.dtype == np.float64 and r32.dtype == np.float32
@@ -124,19 +128,19 @@ def test_one_kernel_runs_at_both_dtypes():
     np.testing.assert_array_equal(np.asarray(plan.run(x=x64)), r64)
 
 
-def test_kernel_defined_in_a_function_and_at_module_level_agree():
+def test_kernel_defined_in_a_function_and_at_module_level_agree(target):
     @hawk.kernel
     def rt_triple_local(x: Scalar) -> Scalar:
         return x * 3.0
 
     x = np.random.default_rng(9502).normal(size=17)
-    local = np.asarray(eagle.deploy(rt_triple_local).run(x=x))
-    module = np.asarray(eagle.deploy(rt_triple).run(x=x))
+    local = np.asarray(eagle.deploy(rt_triple_local, target=target).run(x=x))
+    module = np.asarray(eagle.deploy(rt_triple, target=target).run(x=x))
     np.testing.assert_array_equal(local, module)
 
 
-def test_lengths_change_between_runs():
-    plan = eagle.deploy(rt_triple)
+def test_lengths_change_between_runs(target):
+    plan = eagle.deploy(rt_triple, target=target)
     for n in (1, 8, 1023, 5):
         x = np.random.default_rng(9503 + n).normal(size=n)
         np.testing.assert_array_equal(np.asarray(plan.run(x=x)), x * 3.0)

@@ -8,10 +8,14 @@ What is checked:
 * results against NumPy for totals, means, variances, vector payloads, masks, a Grid, a total stored to a user
   cell and read later, several totals, a total read inside an `if` and a `for`, float64 and float32;
 * an internal cut cell is never handed back, a user cell always is (and is written in place when passed);
-* policy="ordered" totals read later give the same bits whatever the thread count;
+* policy="ordered" totals read later give the same bits whatever the thread count, and the host's bits on every
+  target;
 * base=/count=: refused on a split kernel (eagle.InputError: it runs over every lane); on a single-stage
   kernel only lanes [base, base + count) run (outputs elsewhere zero, or untouched when passed in), and a
   range outside the lanes is refused.
+
+Every test that runs a kernel runs on each target of conftest.BT_TARGETS (the `target` fixture) with the same
+expectations; the IR tests are target-independent.
 """
 
 import subprocess
@@ -20,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import bt_same_bits
 
 import eagle
 import hawk
@@ -50,8 +55,8 @@ def _np(out):
     return np.asarray(out)
 
 
-def _run(kernel, threads=None, **planes):
-    return _np(eagle.deploy(kernel, threads=threads).run(**planes))
+def _run(target, kernel, threads=None, **planes):
+    return _np(eagle.deploy(kernel, target=target, threads=threads).run(**planes))
 
 
 # ============================================================================================ kernels
@@ -289,45 +294,45 @@ def test_the_mlir_of_a_float32_stage_is_float32():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", [1, 7, 1000, 70_001])
-def test_normalise_by_the_total(n, dtype):
+def test_normalise_by_the_total(target, n, dtype):
     x = _positive(n, dtype, 100 + n)
-    z = _run(st_share, x=x)
+    z = _run(target, st_share, x=x)
     assert z.shape == (n,) and z.dtype == dtype
     np.testing.assert_allclose(z, x / x.astype(np.float64).sum(), rtol=_rtol(dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", [2, 1000, 70_001])
-def test_centre_by_the_mean_then_scale_by_the_std(n, dtype):
+def test_centre_by_the_mean_then_scale_by_the_std(target, n, dtype):
     x = _normal(n, dtype, 200 + n)
     x64 = x.astype(np.float64)
     want = (x64 - x64.mean()) / x64.std()
-    z = _run(st_standardize, x=x)
+    z = _run(target, st_standardize, x=x)
     assert z.dtype == dtype
     np.testing.assert_allclose(z, want, rtol=_rtol(dtype) * 10, atol=_rtol(dtype) * 10)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_vector_payload_total_read_later(dtype):
+def test_vector_payload_total_read_later(target, dtype):
     v = np.random.default_rng(301).uniform(0.5, 2.0, size=(3, 500)).astype(dtype)
-    z = _run(st_vshare, v=v)
+    z = _run(target, st_vshare, v=v)
     assert z.shape == (3, 500) and z.dtype == dtype
     np.testing.assert_allclose(z, v / v.astype(np.float64).sum(axis=1, keepdims=True), rtol=_rtol(dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_masked_total_read_later(dtype):
+def test_masked_total_read_later(target, dtype):
     x = np.random.default_rng(302).normal(size=2000).astype(dtype)
     pos = x > 0
     want = np.where(pos, x / x[pos].astype(np.float64).sum(), 0.0)
-    z = _run(st_masked_share, x=x)
+    z = _run(target, st_masked_share, x=x)
     np.testing.assert_allclose(z, want, rtol=_rtol(dtype), atol=0)
     assert np.all(z[~pos] == 0.0)
 
 
-def test_total_over_every_lane_of_a_grid_read_later():
+def test_total_over_every_lane_of_a_grid_read_later(target):
     x = np.random.default_rng(303).uniform(1.0, 2.0, size=(5, TICKS))
-    z = _run(st_grid_share, x=x)
+    z = _run(target, st_grid_share, x=x)
     assert z.shape == (5, TICKS)
     np.testing.assert_allclose(z, x / x.sum(), rtol=1e-12)
 
@@ -343,10 +348,11 @@ want = x / x.sum(axis=1, keepdims=True)
 def verdict(label, define, pick):
     try:
         kernel = define()
+        out = eagle.deploy(kernel, target=TARGET).run(x=x)
     except hawk.KernelError as exc:
         print(label, "REFUSED", exc)
         return
-    z = np.asarray(pick(eagle.deploy(kernel).run(x=x)))
+    z = np.asarray(pick(out))
     ok = np.allclose(z, want, rtol=1e-12)
     print(label, "OK" if ok else "WRONG, max error per row " + str(np.abs(z - want).max(axis=1).tolist()))
 
@@ -371,14 +377,14 @@ verdict("user-cell", user_cell, lambda out: out["z"])
 """
 
 
-def test_a_total_kept_per_row_read_later_is_right_or_refused(tmp_path):
+def test_a_total_kept_per_row_read_later_is_right_or_refused(target, tmp_path):
     """hawk.sum(x, over="tick") keeps the 'band' axis: each lane should divide by its own row's total (or the
     kernel should be refused when it is read). Both as an internal cell and as a user cell.
 
     Run in a child process: a wrong buffer size for the kept cell could corrupt the heap of this one.
     """
     script = tmp_path / "row_share.py"  # a file, so that hawk can read the kernels' source
-    script.write_text(KEPT_ROW_CHILD.replace("TICKS", str(TICKS)))
+    script.write_text(KEPT_ROW_CHILD.replace("TICKS", str(TICKS)).replace("TARGET", repr(target)))
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=str(ROOT), timeout=120)
     out = r.stdout.strip()
     assert r.returncode == 0, f"child process failed (rc={r.returncode}): {out}\n{r.stderr[-2000:]}"
@@ -387,9 +393,9 @@ def test_a_total_kept_per_row_read_later_is_right_or_refused(tmp_path):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_total_stored_to_a_user_cell_and_read_later(dtype):
+def test_total_stored_to_a_user_cell_and_read_later(target, dtype):
     x = _positive(3000, dtype, 305)
-    out = _run(st_keep, x=x)
+    out = _run(target, st_keep, x=x)
     assert sorted(out) == ["total", "z"]  # the user's cell comes back; no internal cell does
     assert out["total"].shape == (1,) and out["total"].dtype == dtype
     np.testing.assert_allclose(out["total"][0], x.astype(np.float64).sum(), rtol=_rtol(dtype))
@@ -397,86 +403,86 @@ def test_total_stored_to_a_user_cell_and_read_later(dtype):
     np.testing.assert_array_equal(out["z"], x / out["total"][0])
 
 
-def test_a_passed_user_cell_is_written_in_place():
+def test_a_passed_user_cell_is_written_in_place(target):
     x = _positive(500, np.float64, 306)
     cell = np.full(1, 123.0)
-    out = eagle.deploy(st_keep).run(x=x, total=cell)
+    out = eagle.deploy(st_keep, target=target).run(x=x, total=cell)
     assert cell[0] == np.asarray(out["total"])[0]
     np.testing.assert_allclose(cell[0], x.sum(), rtol=1e-13)
     np.testing.assert_array_equal(np.asarray(out["z"]), x / cell[0])
 
 
-def test_vector_user_cell_read_later():
+def test_vector_user_cell_read_later(target):
     v = np.random.default_rng(307).uniform(0.5, 2.0, size=(3, 400))
-    out = _run(st_vkeep, v=v)
+    out = _run(target, st_vkeep, v=v)
     assert sorted(out) == ["tot_0", "tot_1", "tot_2", "z"]
     for k in range(3):
         np.testing.assert_allclose(out[f"tot_{k}"], [v[k].sum()], rtol=1e-13)
     np.testing.assert_allclose(out["z"], v / v.sum(axis=1, keepdims=True), rtol=1e-12)
     given = np.zeros(3)
-    eagle.deploy(st_vkeep).run(v=v, tot=given)
+    eagle.deploy(st_vkeep, target=target).run(v=v, tot=given)
     np.testing.assert_allclose(given, v.sum(axis=1), rtol=1e-13)
 
 
-def test_internal_cells_are_never_handed_back():
+def test_internal_cells_are_never_handed_back(target):
     x = _positive(100, np.float64, 308)
     for kernel, want in [(st_share, None), (st_standardize, None), (st_mixed, ["counts", "total", "y", "z"]),
                          (st_above, None), (st_ret, None)]:
         planes = {"x": x}
         if kernel is st_mixed:
             planes["key"] = (np.arange(100) % 5).astype(np.int32)
-        out = eagle.deploy(kernel).run(**planes)
+        out = eagle.deploy(kernel, target=target).run(**planes)
         if want is None:
             assert isinstance(out, eagle.Array)  # one output: no cutN alongside it
         else:
             assert sorted(out) == want
 
 
-def test_side_effects_of_the_first_stage_and_a_later_output():
+def test_side_effects_of_the_first_stage_and_a_later_output(target):
     n = 1000
     x = _positive(n, np.float64, 309)
     key = (np.arange(n) % 5).astype(np.int64)
-    out = _run(st_mixed, key=key, x=x)
+    out = _run(target, st_mixed, key=key, x=x)
     np.testing.assert_array_equal(out["y"], 2.0 * x)
     np.testing.assert_array_equal(out["counts"], np.full(5, n / 5))
     np.testing.assert_allclose(out["total"], [x.sum()], rtol=1e-13)
     np.testing.assert_allclose(out["z"], x / x.mean(), rtol=1e-12)
 
 
-def test_a_total_feeding_a_masked_reduction_into_a_cell():
+def test_a_total_feeding_a_masked_reduction_into_a_cell(target):
     x = _normal(5000, np.float64, 310)
-    hi = _run(st_above, x=x)
+    hi = _run(target, st_above, x=x)
     assert hi.shape == (1,)
     np.testing.assert_allclose(hi[0], x[x > x.mean()].sum(), rtol=1e-12)
 
 
-def test_two_totals_and_a_total_read_at_two_levels():
+def test_two_totals_and_a_total_read_at_two_levels(target):
     x = _positive(777, np.float64, 311)
-    np.testing.assert_allclose(_run(st_two_totals, x=x), (x - x.mean()) / (x * x).sum(), rtol=1e-11)
+    np.testing.assert_allclose(_run(target, st_two_totals, x=x), (x - x.mean()) / (x * x).sum(), rtol=1e-11)
     t = x.sum()
-    np.testing.assert_allclose(_run(st_twice, x=x), x / t / (x / t * x).sum(), rtol=1e-12)
+    np.testing.assert_allclose(_run(target, st_twice, x=x), x / t / (x / t * x).sum(), rtol=1e-12)
 
 
-def test_total_read_inside_an_if_and_a_for():
+def test_total_read_inside_an_if_and_a_for(target):
     x = _normal(999, np.float64, 312)
     mu = x.mean()
-    np.testing.assert_allclose(_run(st_branch, x=x), np.where(x > mu, x - mu, 0.0), rtol=1e-12, atol=1e-13)
-    np.testing.assert_allclose(_run(st_loop, x=x), 3.0 * (x / x.sum()), rtol=1e-12)
+    np.testing.assert_allclose(_run(target, st_branch, x=x), np.where(x > mu, x - mu, 0.0), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(_run(target, st_loop, x=x), 3.0 * (x / x.sum()), rtol=1e-12)
 
 
-def test_a_peak_read_later_with_a_param():
+def test_a_peak_read_later_with_a_param(target):
     x = _normal(640, np.float64, 313)
-    np.testing.assert_array_equal(_run(st_scaled_peak, x=x, s=3.0), 3.0 * x / x.max())
+    np.testing.assert_array_equal(_run(target, st_scaled_peak, x=x, s=3.0), 3.0 * x / x.max())
 
 
-def test_a_returned_value_that_reads_a_total():
+def test_a_returned_value_that_reads_a_total(target):
     x = _positive(321, np.float64, 314)
-    np.testing.assert_allclose(_run(st_ret, x=x), x / x.sum(), rtol=1e-13)
+    np.testing.assert_allclose(_run(target, st_ret, x=x), x / x.sum(), rtol=1e-13)
 
 
-def test_repeated_runs_of_a_split_kernel_agree():
+def test_repeated_runs_of_a_split_kernel_agree(target):
     x = _positive(20_000, np.float64, 315)
-    plan = eagle.deploy(st_standardize)
+    plan = eagle.deploy(st_standardize, target=target)
     first = np.asarray(plan.run(x=x)).copy()
     for _ in range(2):
         np.testing.assert_array_equal(np.asarray(plan.run(x=x)), first)
@@ -486,9 +492,9 @@ def test_repeated_runs_of_a_split_kernel_agree():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_ordered_total_read_later_has_the_same_bits_on_every_thread_count(dtype):
+def test_ordered_total_read_later_has_the_same_bits_on_every_thread_count(target, dtype):
     x = _normal(MANY, dtype, 400)
-    runs = [_run(st_ordered_keep, threads=t, x=x) for t in (1, 2, 3)]
+    runs = [_run(target, st_ordered_keep, threads=t, x=x) for t in (1, 2, 3)]
     for r in runs[1:]:
         assert r["total"].tobytes() == runs[0]["total"].tobytes()
         assert r["z"].tobytes() == runs[0]["z"].tobytes()
@@ -497,38 +503,40 @@ def test_ordered_total_read_later_has_the_same_bits_on_every_thread_count(dtype)
     eagle.reduce(x, ref, policy="ordered").launch()
     assert runs[0]["total"].tobytes() == ref.tobytes()
     assert runs[0]["z"].tobytes() == (x / ref[0]).tobytes()
+    bt_same_bits(runs[0], _run("host", st_ordered_keep, x=x), f"{target} vs host")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_ordered_mean_read_later_has_the_same_bits_on_every_thread_count(dtype):
+def test_ordered_mean_read_later_has_the_same_bits_on_every_thread_count(target, dtype):
     x = _normal(MANY, dtype, 401)
-    runs = [_run(st_ordered_centre, threads=t, x=x) for t in (1, 2, 3)]
+    runs = [_run(target, st_ordered_centre, threads=t, x=x) for t in (1, 2, 3)]
     for r in runs[1:]:
         assert r.tobytes() == runs[0].tobytes()
     ref = np.zeros(1, dtype)
     eagle.reduce(x, ref, policy="ordered").launch()
     assert runs[0].tobytes() == (x - ref[0] / dtype(MANY)).tobytes()
+    bt_same_bits(runs[0], _run("host", st_ordered_centre, x=x), f"{target} vs host")
 
 
 # ============================================================================================ base= / count=
 
 
 @pytest.mark.parametrize("kw", [dict(base=0), dict(count=5), dict(base=2, count=3), dict(base=0, count=100)])
-def test_base_and_count_are_refused_on_a_split_kernel(kw):
+def test_base_and_count_are_refused_on_a_split_kernel(target, kw):
     x = _positive(100, np.float64, 500)
     with pytest.raises(eagle.InputError) as err:
-        eagle.deploy(st_share).run(x=x, **kw)
+        eagle.deploy(st_share, target=target).run(x=x, **kw)
     msg = str(err.value)
     assert "st_share" in msg and "runs over every lane" in msg and "2 stages" in msg
     with pytest.raises(eagle.InputError, match="runs over every lane"):
-        eagle.deploy(st_standardize).bind(x=x, **kw)
+        eagle.deploy(st_standardize, target=target).bind(x=x, **kw)
 
 
-def test_base_and_count_on_a_single_stage_kernel_run_only_those_lanes():
+def test_base_and_count_on_a_single_stage_kernel_run_only_those_lanes(target):
     n = 12
     x = np.arange(1.0, n + 1.0)
     key = (np.arange(n) % 4).astype(np.int64)
-    out = _run(st_single, key=key, x=x, base=3, count=5)
+    out = _run(target, st_single, key=key, x=x, base=3, count=5)
     lanes = np.arange(3, 8)
     want_y = np.zeros(n)
     want_y[lanes] = 2.0 * x[lanes]
@@ -537,37 +545,37 @@ def test_base_and_count_on_a_single_stage_kernel_run_only_those_lanes():
     np.testing.assert_array_equal(out["acc"], np.bincount(key[lanes], weights=x[lanes], minlength=4))
 
 
-def test_base_and_count_leave_a_passed_output_untouched_outside_the_range():
+def test_base_and_count_leave_a_passed_output_untouched_outside_the_range(target):
     n = 12
     x = np.arange(1.0, n + 1.0)
     key = (np.arange(n) % 4).astype(np.int64)
     y = np.full(n, -7.0)
     acc = np.full(4, 10.0)
-    eagle.deploy(st_single).run(key=key, x=x, y=y, acc=acc, base=8)
+    eagle.deploy(st_single, target=target).run(key=key, x=x, y=y, acc=acc, base=8)
     want = np.full(n, -7.0)
     want[8:] = 2.0 * x[8:]
     np.testing.assert_array_equal(y, want)
     np.testing.assert_array_equal(acc, 10.0 + np.bincount(key[8:], weights=x[8:], minlength=4))
 
 
-def test_count_alone_starts_at_lane_zero_and_count_zero_runs_nothing():
+def test_count_alone_starts_at_lane_zero_and_count_zero_runs_nothing(target):
     x = np.arange(1.0, 11.0)
     key = np.zeros(10, dtype=np.int32)
-    out = _run(st_single, key=key, x=x, count=4)
+    out = _run(target, st_single, key=key, x=x, count=4)
     np.testing.assert_array_equal(out["y"], np.r_[2.0 * x[:4], np.zeros(6)])
-    out = _run(st_single, key=key, x=x, base=5, count=0)
+    out = _run(target, st_single, key=key, x=x, base=5, count=0)
     np.testing.assert_array_equal(out["y"], np.zeros(10))
     assert out["total"][0] == 0.0
 
 
 @pytest.mark.parametrize("kw", [dict(base=-1), dict(count=-1), dict(base=11), dict(count=11),
                                 dict(base=6, count=5), dict(base=-2, count=3)])
-def test_base_and_count_outside_the_lanes_are_refused(kw):
+def test_base_and_count_outside_the_lanes_are_refused(target, kw):
     x = np.arange(1.0, 11.0)
     key = np.zeros(10, dtype=np.int32)
     y = np.full(10, 5.0)
     with pytest.raises(eagle.InputError) as err:
-        eagle.deploy(st_single).run(key=key, x=x, y=y, **kw)
+        eagle.deploy(st_single, target=target).run(key=key, x=x, y=y, **kw)
     assert "st_single" in str(err.value) and "10 lanes" in str(err.value)
     np.testing.assert_array_equal(y, np.full(10, 5.0))  # nothing written
 
@@ -575,7 +583,7 @@ def test_base_and_count_outside_the_lanes_are_refused(kw):
 # ============================================================================================ name clashes
 
 
-def test_a_per_lane_output_named_like_an_internal_cell():
+def test_a_per_lane_output_named_like_an_internal_cell(target):
     """An internal cut cell must not collide with a user plane that happens to be called 'cut0'."""
 
     @hawk.kernel
@@ -583,16 +591,16 @@ def test_a_per_lane_output_named_like_an_internal_cell():
         cut0 = x / hawk.sum(x)
 
     x = _positive(50, np.float64, 600)
-    np.testing.assert_allclose(_run(st_clash_lane, x=x), x / x.sum(), rtol=1e-13)
+    np.testing.assert_allclose(_run(target, st_clash_lane, x=x), x / x.sum(), rtol=1e-13)
 
 
-def test_a_user_cell_named_like_an_internal_cell():
+def test_a_user_cell_named_like_an_internal_cell(target):
     @hawk.kernel
     def st_clash_cell(x: Scalar, cut0: Mutable[Scalar], z: Mutable[Scalar]):
         cut0 = hawk.sum(x)
         z = x / hawk.mean(x)
 
     x = _positive(50, np.float64, 601)
-    out = _run(st_clash_cell, x=x)
+    out = _run(target, st_clash_cell, x=x)
     np.testing.assert_allclose(out["z"], x / x.mean(), rtol=1e-13)
     np.testing.assert_allclose(out["cut0"], [x.sum()], rtol=1e-13)  # the user's sum, not the internal mean

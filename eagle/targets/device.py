@@ -118,7 +118,7 @@ class DeviceStage:
         args = PackedArgs(host)
         self.finish_lib.finish(args.ptrs)
         err = self.buffers[self.launcher.err_k]
-        if err[0]:
+        if err.any():
             self.launcher.check_errors(err)
         for dst, src in self.copies:
             np.copyto(dst, src.reshape(dst.shape))

@@ -167,11 +167,15 @@ class HostOps:
             bad = e.op("arith.xori", skip, e.c(1, e.i1)) if policy == "ordered" else e.c(1, e.i1)
             report = scf.IfOp(bad, [], has_else=False)
             with ir.InsertionPoint(report.then_block):
+                # each chunk reports in its own three slots (count, first bad key, sink): chunks never race, and
+                # the runtime reads the first bad key of the earliest chunk, which is the earliest bad lane's
                 err = self.bufs[("#err", "err")]
-                first = e.cmpi(_EQ, e.load(err, e.c(0)), e.c(0, e.i64))
-                e.store(e.op("arith.addi", e.load(err, e.c(0)), e.c(1, e.i64)), err, e.c(0))
-                e.store(e.select(first, keys[0], e.load(err, e.c(1))), err, e.c(1))
-                e.store(e.c(self.lay.buffer_index(sink, "sink"), e.i64), err, e.c(2))
+                base = e.mul_i(self.chunk, e.c(3))
+                count_at, key_at, sink_at = base, e.add_i(base, e.c(1)), e.add_i(base, e.c(2))
+                first = e.cmpi(_EQ, e.load(err, count_at), e.c(0, e.i64))
+                e.store(e.op("arith.addi", e.load(err, count_at), e.c(1, e.i64)), err, count_at)
+                e.store(e.select(first, keys[0], e.load(err, key_at)), err, key_at)
+                e.store(e.c(self.lay.buffer_index(sink, "sink"), e.i64), err, sink_at)
                 scf.YieldOp([])
             scf.YieldOp([])
 

@@ -25,6 +25,7 @@ from hawk.layout import ORDERED_BLOCK, ORDERED_CHAINS, Layout, Reduction, sum_po
 from hawk.passes.analysis import key_source, payload_of
 from hawk.passes.host_emit import _EQ, _SGE, Emit, size
 from hawk.passes.host_ops import HostOps
+from hawk.passes.speculate import NO_SPECULATE
 
 
 @dataclass
@@ -373,6 +374,7 @@ class HostLowering(HostOps):
                         live = e.op("arith.andi", e.cmpi(6, lane, end), e.cmpi(9, lane, self.lo))  # lo <= lane < end
                         cur = list(inner.inner_iter_args)
                         guard = scf.IfOp(live, [v.type for v in cur], has_else=True)
+                        guard.operation.attributes[NO_SPECULATE] = ir.UnitAttr.get()  # lanes past the end
                         with ir.InsertionPoint(guard.else_block):
                             scf.YieldOp(cur)
                         with ir.InsertionPoint(guard.then_block):

@@ -1,8 +1,9 @@
 """speculate-ifs: an `scf.if` whose branches only compute (no stores, no integer division) becomes both branches
 evaluated and an `arith.select` per result.
 
-Every load the host lowering emits is in bounds (lane indices and `.at` coordinates are clamped), so running a
-branch that is not taken cannot fault; integer division could, so a branch holding one stays a branch. The
+Every load in a kernel's body is in bounds (lane indices and `.at` coordinates are clamped), so running a
+branch that is not taken cannot fault; the drivers' own guards against lanes past the end are marked
+`hawk.no_speculate` and stay branches; integer division could, so a branch holding one stays a branch. The
 loop body then has no control flow, which is what lets LLVM if-convert and vectorize lane loops with borders.
 """
 
@@ -12,6 +13,7 @@ from mlir import ir
 
 from hawk.ir.build import create
 
+NO_SPECULATE = "hawk.no_speculate"  # on an scf.if that guards loads (a lane past the end must not be read)
 _UNSAFE = {"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.floordivsi", "arith.ceildivsi",
            "arith.ceildivui"}
 _SAFE_DIALECTS = ("arith.", "math.", "vector.", "memref.load", "scf.yield", "scf.if", "memref.dim")
@@ -36,7 +38,8 @@ def speculate_ifs(module: ir.Module) -> None:
     ifs = []
 
     def visit(op):
-        if op.operation.name == "scf.if" and len(op.results) > 0 and len(op.regions[1].blocks) > 0:
+        if op.operation.name == "scf.if" and len(op.results) > 0 and len(op.regions[1].blocks) > 0 \
+                and NO_SPECULATE not in op.operation.attributes:
             ifs.append(op)
         return ir.WalkResult.ADVANCE
 
