@@ -21,7 +21,7 @@ from eagle.targets.gpu_vectors import lower_vectors
 CHIPS = {"sm_70": "+ptx70", "sm_75": "+ptx70", "sm_80": "+ptx80", "sm_86": "+ptx80", "sm_89": "+ptx80",
          "sm_90": "+ptx80", "sm_100": "+ptx86", "sm_120": "+ptx87"}
 PIPELINE = ("builtin.module(gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm{index-bitwidth=64 has-redux=true},"
-            "canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})")
+            "convert-math-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})")
 
 
 class NvvmTarget:

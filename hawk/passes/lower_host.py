@@ -278,12 +278,13 @@ class HostLowering(HostOps):
             row0 = e.mul_i(outer.induction_variable, e.c(span))
             start = e.op("arith.maxui", row0, self.lo)
             end = e.op("arith.minui", e.add_i(row0, e.c(span)), self.hi)
+            count = e.c(span)  # defined before the loop that uses it
             inner = scf.ForOp(start, end, e.c(1), list(outer.inner_iter_args))
             with ir.InsertionPoint(inner.body):
                 offset = e.op("arith.subi", inner.induction_variable, row0)
                 anchor = scf.YieldOp(list(inner.inner_iter_args))
             if kept_span is not None:
-                self.kept_slot, self.kept_count = offset, e.c(span)
+                self.kept_slot, self.kept_count = offset, count
             else:
                 self.known_coords = {self.axes[0]: outer.induction_variable}
                 if len(self.axes) == 2:

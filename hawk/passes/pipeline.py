@@ -84,6 +84,8 @@ class Pipeline:
         dump_dir = os.environ.get("HAWK_DUMP_DIR")
         for k, p in enumerate(self.passes):
             p.fn(module, job)
+            if not module.operation.verify():  # a hawk pass must leave valid IR (raises with the reason)
+                raise RuntimeError(f"internal error: pass {p.name} left invalid IR")
             if dump is not None:
                 dump(p.name, str(module))
             if dump_dir:

@@ -1,0 +1,134 @@
+"""IR tests for the passes added after the first lowering: speculate-ifs, the lane-loop drivers chosen by
+lower-host-lanes, and lower-gpu-lanes."""
+
+import hawk
+import hawk.math as m
+from hawk import Grid, Mutable, Scalar
+
+# ------------------------------------------------------------------ speculate-ifs
+
+
+@hawk.kernel
+def ir_m_border(g: Grid["row", "col":16], u: Scalar) -> Scalar:
+    i, j = g.row, g.col
+    if m.land(j > 0, j < 15):
+        out = u.at(row=i, col=j - 1) + u.at(row=i, col=j + 1)
+    else:
+        out = u
+    return out
+
+
+@hawk.kernel
+def ir_m_divide(k: Scalar, d: Scalar) -> Scalar:
+    a = m.to_int(k)
+    b = m.to_int(d)
+    if b != 0:
+        q = a // b
+    else:
+        q = 0
+    return q
+
+
+SPECULATED = """
+# a pure if/else (clamped reads only) becomes both branches and a select: no scf.if is left in the lane loop
+# CHECK-LABEL: func.func @ir_m_border_lanes(
+# CHECK-NOT: scf.if
+# CHECK: arith.select
+# CHECK-LABEL: func.func @ir_m_border_finish(
+"""
+
+KEPT_BRANCH = """
+# an integer division could fault for a lane that does not take the branch: it stays a branch
+# CHECK-LABEL: func.func @ir_m_divide_lanes(
+# CHECK: scf.if
+# CHECK: arith.floordivsi
+"""
+
+
+def test_speculate_ifs_turns_pure_branches_into_selects(filecheck):
+    before = ir_m_border.mlir(after="lower-host-lanes")
+    assert "scf.if" in before  # the front end made a branch ...
+    filecheck(ir_m_border.mlir(after="speculate-ifs"), SPECULATED)  # ... which the pass removed
+
+
+def test_speculate_ifs_keeps_branches_that_divide_integers(filecheck):
+    filecheck(ir_m_divide.mlir(after="speculate-ifs"), KEPT_BRANCH)
+
+
+# ------------------------------------------------------------------ the drivers
+
+
+@hawk.kernel
+def ir_m_rows(g: Grid["row", "col":64], x: Scalar) -> Scalar:
+    return hawk.sum(x, over="col")
+
+
+@hawk.kernel
+def ir_m_cols(g: Grid["row", "col":64], x: Scalar) -> Scalar:
+    return hawk.sum(x, over="row")
+
+
+@hawk.kernel
+def ir_m_partial_block(x: Scalar, t: Mutable[Scalar]):
+    t = hawk.sum(x, policy="compensated")
+
+
+ROWS = """
+# a sum keeping the leading axis: one register accumulator per kept slot, reassociable, stored once per slot
+# CHECK-LABEL: func.func @ir_m_rows_lanes(
+# CHECK: scf.for
+# CHECK: scf.for {{.+}} iter_args
+# CHECK: arith.addf {{.+}} fastmath<reassoc,contract>
+# CHECK: scf.yield
+# CHECK: }
+# CHECK: memref.store
+"""
+
+COLS = """
+# a sum keeping the trailing axis: rows of lanes, each lane adding into its slot (lane - row start)
+# CHECK-LABEL: func.func @ir_m_cols_lanes(
+# CHECK: scf.for
+# CHECK: scf.for %[[LANE:[a-z0-9_]+]] =
+# CHECK: arith.subi %[[LANE]]
+"""
+
+GUARD = """
+# the partial last block of a blocked driver guards each lane, and that guard is never speculated
+# CHECK-LABEL: func.func @ir_m_partial_block_lanes(
+# CHECK: } {hawk.no_speculate}
+"""
+
+
+def test_leading_kept_axes_sum_in_registers(filecheck):
+    filecheck(ir_m_rows.mlir(after="lower-host-lanes"), ROWS)
+
+
+def test_trailing_kept_axes_update_their_slot(filecheck):
+    filecheck(ir_m_cols.mlir(after="lower-host-lanes"), COLS)
+
+
+def test_partial_block_guard_is_not_speculated(filecheck):
+    filecheck(ir_m_partial_block.mlir(after="speculate-ifs"), GUARD)
+
+
+# ------------------------------------------------------------------ lower-gpu-lanes
+
+GPU = """
+# the lane function becomes a gpu.func kernel: its chunk is its global thread id, a thread past the last chunk
+# does nothing; the finish stays a host function
+# CHECK: gpu.module @ir_m_partial_block_gpu
+# CHECK: gpu.func @ir_m_partial_block_lanes(
+# CHECK-SAME: kernel
+# CHECK-DAG: gpu.thread_id x
+# CHECK-DAG: gpu.block_id x
+# CHECK-DAG: gpu.block_dim x
+# CHECK: scf.if
+# CHECK: gpu.return
+# CHECK-NOT: func.func
+"""
+
+
+def test_lower_gpu_lanes_makes_a_kernel_per_stage(filecheck):
+    lowered = ir_m_partial_block.lowered_gpu(ir_m_partial_block.default_spec())
+    filecheck(lowered.gpu_module, GPU)
+    assert "_finish" in lowered.finish_llvm_ir and "gpu.module" not in lowered.finish_llvm_ir
