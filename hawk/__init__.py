@@ -42,7 +42,9 @@ def kernel(fn):
     """
     from hawk.compiler import Kernel
 
-    return Kernel(fn)
+    caller = sys._getframe(1)  # where the kernel is defined: string annotations may name its local variables
+    scope = dict(caller.f_locals) if caller.f_locals is not caller.f_globals else None
+    return Kernel(fn, scope)
 
 
 def __getattr__(name: str):

@@ -69,7 +69,7 @@ def _lowering():
 class Kernel:
     """A compiled-on-demand lane kernel. `repr` names it and its planes."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, scope: dict | None = None):
         if not inspect.isfunction(fn):
             raise TypeError("@hawk.kernel decorates a plain Python function")
         self.fn = fn
@@ -87,7 +87,7 @@ class Kernel:
         fdef = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
         # line numbers inside `fdef` count from the first source line (decorators included)
         self.source = Source(fn, fdef, file, first, self.name)
-        self.signature: Signature = read_signature(fn, file, self._param_lines(fdef, first), self.name)
+        self.signature: Signature = read_signature(fn, file, self._param_lines(fdef, first), self.name, scope)
         self._hawk: dict[Spec, tuple[str, dict[str, str]]] = {}
         self._lowered: dict[tuple, Lowered | GpuLowered] = {}
         self._layouts: dict[tuple[Spec, int], Layout] = {}

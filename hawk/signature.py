@@ -110,10 +110,23 @@ def _spec(name: str, ann, where_at) -> PlaneSpec:
                 "Matrix[r, c], Index, Sorted[Index], Param, Table[...], Grid[...] or Mutable[...]")
 
 
-def read_signature(fn, file: str, lines: dict[str, int], name: str) -> Signature:
+def _closure(fn) -> dict:
+    """The values a nested function closes over, so string annotations (`from __future__ import annotations`)
+    that name them evaluate as they would have eagerly."""
+    out = {}
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
+        try:
+            out[name] = cell.cell_contents
+        except ValueError:  # a cell not filled yet
+            pass
+    return out
+
+
+def read_signature(fn, file: str, lines: dict[str, int], name: str, scope: dict | None = None) -> Signature:
     """Evaluate the annotations of `fn` into plane specs, refusing what is not a plane type.
 
     `lines` maps each parameter (and 'return') to its source line, so an error points at the annotation.
+    `scope` holds the names visible where the kernel was defined (string annotations may name them).
     """
 
     def where_at(msg: str, param: str = "return") -> KernelError:
@@ -123,7 +136,7 @@ def read_signature(fn, file: str, lines: dict[str, int], name: str) -> Signature
         return where_at(msg)
 
     try:
-        sig = inspect.signature(fn, eval_str=True)
+        sig = inspect.signature(fn, eval_str=True, locals={**(scope or {}), **_closure(fn)})
     except KernelError:
         raise
     except Exception as exc:  # an annotation that does not evaluate
