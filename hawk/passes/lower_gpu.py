@@ -22,8 +22,6 @@ GPU_MODULE_SUFFIX = "_gpu"
 
 
 class GpuLowering(HostLowering):
-    gpu = True
-
     def lanes_func(self):
         self.module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
         mod = gpu.GPUModuleOp(f"{self.lay.name}{GPU_MODULE_SUFFIX}")

@@ -83,8 +83,6 @@ class HostLowering(HostOps):
             self.stride[k] = s
             s = e.mul_i(s, self.ext[k])
 
-    gpu = False  # GpuLowering: the lane function becomes a gpu.func kernel, one chunk per thread
-
     def run(self):
         kfunc = next(op for op in self.module.body.operations if "hawk.kernel" in op.attributes)
         with ir.InsertionPoint(self.module.body), kfunc.location:
@@ -101,9 +99,6 @@ class HostLowering(HostOps):
         func.ReturnOp([])
 
     # ---- state ---------------------------------------------------------------------------------------
-    def acc_type(self, policy: str) -> ir.Type:
-        return self.e.f if policy == "ordered" else self.e.f64  # chunk partials are f64; ordered stays exact
-
     def plan_state(self, body: ir.Block) -> tuple[list[ir.Value], list[ir.Value]]:
         """Initial chunk state and chain state, and the slots each reduction and sorted scatter uses."""
         e = self.e
@@ -115,7 +110,7 @@ class HostLowering(HostOps):
             n = size(r.payload)
             pol = r.kind if r.kind in ("max", "min") else sum_policy(r.policy, False)
             acc = _Acc(r, pol, n, len(chunk))
-            t = self.acc_type("fast")
+            t = e.f64  # chunk partials are float64 (ordered chains stay in the kernel's type)
             if pol == "ordered":
                 acc.chain = len(chain)
                 chain += [e.cf(-0.0)] * (ORDERED_CHAINS * n)
@@ -193,17 +188,23 @@ class HostLowering(HostOps):
             if op.operation.name != "func.return":
                 op.move_before(anchor)
 
+    def lower_body(self, body: ir.Block, anchor, region_op, lane: ir.Value, accs, j=None) -> None:
+        """Move the kernel body before `anchor` (a placeholder yield), lower it for `lane` with the accumulators
+        `accs` (and chain `j`), and end the anchor's block with a yield of the updated accumulators."""
+        block = anchor.operation.block
+        self.move_body(body, anchor)
+        self.lane, self.accs, self.j = lane, list(accs), j
+        self.rewrite(region_op)
+        anchor.operation.erase()
+        with ir.InsertionPoint(block):
+            scf.YieldOp(self.accs)
+
     def flat_driver(self, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
         e = self.e
         loop = scf.ForOp(self.lo, self.hi, e.c(1), chunk0)
         with ir.InsertionPoint(loop.body):
             anchor = scf.YieldOp(list(loop.inner_iter_args))
-        self.move_body(body, anchor)
-        self.lane, self.accs, self.j = loop.induction_variable, list(loop.inner_iter_args), None
-        self.rewrite(loop)
-        anchor.operation.erase()
-        with ir.InsertionPoint(loop.body):
-            scf.YieldOp(self.accs)
+        self.lower_body(body, anchor, loop, loop.induction_variable, loop.inner_iter_args)
         return list(loop.results)
 
     def clone_body(self, body: ir.Block, anchor) -> list:
@@ -289,13 +290,8 @@ class HostLowering(HostOps):
                 self.known_coords = {self.axes[0]: outer.induction_variable}
                 if len(self.axes) == 2:
                     self.known_coords[self.axes[1]] = offset
-            self.move_body(body, anchor)
-            self.lane, self.accs, self.j = inner.induction_variable, list(inner.inner_iter_args), None
-            self.rewrite(inner)
+            self.lower_body(body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
             self.kept_slot, self.known_coords = None, {}
-            anchor.operation.erase()
-            with ir.InsertionPoint(inner.body):
-                scf.YieldOp(self.accs)
             scf.YieldOp(list(inner.results))
         return list(outer.results)
 
@@ -319,12 +315,7 @@ class HostLowering(HostOps):
             inner = scf.ForOp(start, end, e.c(1), inits)
             with ir.InsertionPoint(inner.body):
                 anchor = scf.YieldOp(list(inner.inner_iter_args))
-            self.move_body(body, anchor)
-            self.lane, self.accs, self.j = inner.induction_variable, list(inner.inner_iter_args), None
-            self.rewrite(inner)
-            anchor.operation.erase()
-            with ir.InsertionPoint(inner.body):
-                scf.YieldOp(self.accs)
+            self.lower_body(body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
             res = list(inner.results)
             n = e.c(1)
             for a in kept[0].kept:
@@ -394,12 +385,7 @@ class HostLowering(HostOps):
             with ir.InsertionPoint(fast.body):
                 scf.YieldOp(self.accs)
             # the partial block: one lane at a time, guarded
-            self.move_body(body, anchor)
-            self.lane, self.accs, self.j = lane, cur, j
-            self.rewrite(guard)
-            anchor.operation.erase()
-            with ir.InsertionPoint(guard.then_block):
-                scf.YieldOp(self.accs)
+            self.lower_body(body, anchor, guard, lane, cur, j)
             res = list(split.results)
             for acc in self.full:
                 if acc.policy != "compensated":
