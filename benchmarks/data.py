@@ -85,7 +85,14 @@ def ordered_sum(x: np.ndarray) -> np.generic:
 
 
 def ordered_scatter(keys: np.ndarray, x: np.ndarray, slots: int) -> np.ndarray:
-    """Ordered scatter: each slot's lanes added in lane order (np.add.at is sequential in index order), in x's dtype."""
-    out = np.zeros(slots, dtype=x.dtype)
-    np.add.at(out, keys, x)
-    return out
+    """Ordered scatter (docs/ordered.md), in x's dtype: within each segment of lanes each slot's lanes are added
+    in lane order (np.add.at is sequential in index order), then the segments' partials in segment order."""
+    from hawk.layout import ordered_segment
+
+    q, count = ordered_segment(slots, keys.size)
+    total = np.full(slots, -0.0, dtype=x.dtype)
+    for s in range(count):
+        part = np.full(slots, -0.0, dtype=x.dtype)
+        np.add.at(part, keys[s * q:(s + 1) * q], x[s * q:(s + 1) * q])
+        total += part
+    return np.zeros(slots, dtype=x.dtype) + total

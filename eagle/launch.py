@@ -15,7 +15,7 @@ import numpy as np
 from eagle.array import Array
 from eagle.binding import Binder, Bound, reduced_shape
 from eagle.errors import InputError
-from hawk.layout import ORDERED_BLOCK, Layout
+from hawk.layout import ORDERED_BLOCK, Layout, ordered_segment
 
 _IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf}
 MIN_CHUNK = 1 << 19  # lanes below which handing a chunk to another thread costs more than it saves
@@ -61,7 +61,12 @@ class Launcher:
     def chunks(self, b: Bound, lanes: int) -> int:
         if self.span is None or self.threads == 1:
             return 1
-        return max(1, min(self.threads, lanes // max(MIN_CHUNK, self.align)))
+        return max(1, min(self.threads, lanes // max(MIN_CHUNK, self.aligned(b))))
+
+    def aligned(self, b: Bound) -> int:
+        """Chunk boundaries: the layout's alignment and whole ordered scatter segments for this run."""
+        q = self.lay.segment_align(b.lanes)
+        return self.align * q // math.gcd(self.align, q)
 
     def run(self, lib, b: Bound, lo: int = 0, hi: int | None = None,
             cuts: dict[str, np.ndarray] | None = None) -> tuple[dict[str, Array], dict[str, np.ndarray]]:
@@ -139,6 +144,10 @@ class Launcher:
                 resets.append((bufs[-1], 0.0))
             elif role == "priv":
                 slots = self.lay.private[name]
+                if self.lay.policy_of(name) == "ordered":  # a copy per segment, each starting at -0.0
+                    bufs.append(np.full(slots * ordered_segment(slots, b.lanes)[1], -0.0, dtype=b.dtype))
+                    resets.append((bufs[-1], -0.0))
+                    continue
                 if self.lay.policy_of(name) == "compensated":
                     bufs.append(np.zeros(2 * slots * nchunks, dtype=np.float64))
                 else:
@@ -186,9 +195,10 @@ class Launcher:
             copies.append((given, out))
 
     def chunk_args(self, b: Bound, buffers, nchunks: int, lo: int, hi: int) -> list[PackedArgs]:
+        align = self.aligned(b)
         step = -(-(hi - lo) // nchunks)
-        step = -(-step // self.align) * self.align  # chunks end on aligned boundaries
-        first = (lo // self.align) * self.align
+        step = -(-step // align) * align  # chunks end on aligned boundaries
+        first = (lo // align) * align
         calls = []
         for c in range(nchunks):
             start = lo if c == 0 else min(hi, first + c * step)

@@ -231,7 +231,7 @@ class Kernel:
         return self._lowered[key]
 
     def lowered_gpu(self, spec: Spec, stage: int = 0) -> GpuLowered:
-        """One stage for a GPU target: its gpu.module (upstream dialects, one chunk of lanes per thread) as text,
+        """One stage for a GPU target: its gpu.module (upstream dialects; tree, slots or chunk form) as text,
         and its finish function lowered to LLVM for the host (the runtime finishes on the host)."""
         key = (spec, stage, "gpu")
         if key not in self._lowered:

@@ -91,6 +91,14 @@ class Layout:
             span = _lcm(span, _size(tuple(inner)))
         return span
 
+    def segment_align(self, lanes: int) -> int:
+        """Lanes a chunk boundary must be a multiple of so that no ordered scatter segment is split."""
+        q = 1
+        for name, slots in self.private.items():
+            if self.sink_policy.get(name) == "ordered":
+                q = max(q, ordered_segment(slots, lanes)[0])  # powers of two times SEGMENT_MIN: the largest
+        return q
+
     def policy_of(self, name: str) -> str:
         """The sum policy of a sink, or of a cell kept by a reduction over some axes."""
         if name in self.sink_policy:
@@ -110,6 +118,83 @@ class Layout:
 # in a fixed pairwise tree, and the block partials meet in a pairwise tree, level by level.
 ORDERED_BLOCK = 1024
 ORDERED_CHAINS = 8
+
+
+# GPU launch forms (hawk/passes/lower_gpu_tree.py, hawk/passes/lower_gpu.py); workgroups of WORKGROUP threads.
+#   "tree":   no sinks, no reduction keeping lane axes. A workgroup takes a GROUP_ALIGN-aligned span of lanes,
+#             its threads every WORKGROUP-th lane of it (coalesced), its partials meet in shared memory.
+#   "slots":  no sinks, no ordered sum over every lane, and every reduction keeps the same leading or trailing
+#             lane axes: a thread per kept slot runs that slot's lanes in lane order (the host's order, so every
+#             policy holds, "ordered" to the bit); sums over every lane meet in shared memory as in "tree".
+#   "chunks": everything else: a chunk of lanes per thread, as a host chunk runs it.
+WORKGROUP = 64
+GROUP_ALIGN = ORDERED_BLOCK
+ORDERED_STRIP = 256  # lanes of an ordered block whose terms sit in workgroup memory at once
+SHARED_BUDGET = 16384  # bytes of workgroup memory every Vulkan device offers
+
+
+def tree_shared(lay: Layout, fbytes: int) -> tuple[int, int, int]:
+    """Elements of the tree forms' three workgroup arrays: per-thread partials (float64), ordered terms and
+    ordered chains (the kernel's float)."""
+    return lay.width * WORKGROUP, lay.block_width * ORDERED_STRIP, lay.block_width * ORDERED_CHAINS
+
+
+def kept_run(lay: Layout) -> tuple[str, tuple[str, ...]] | None:
+    """("leading" | "trailing", kept axes) when every reduction keeps the same leading or trailing lane axes
+    (a proper part of them), so a kept slot's lanes are evenly spaced; else None."""
+    kept = {r.kept for r in lay.reductions if r.kept}
+    if len(kept) != 1:
+        return None
+    (k,) = kept
+    axes = tuple(a.label for a in lay.sig.lane_axes())
+    if len(k) >= len(axes):
+        return None
+    if axes[:len(k)] == k:
+        return "leading", k
+    if axes[len(axes) - len(k):] == k:
+        return "trailing", k
+    return None
+
+
+def kept_slots(lay: Layout, extents: tuple[int, ...]) -> int:
+    """Kept slots of a "slots" stage for a run with these lane extents."""
+    _, k = kept_run(lay)
+    labels = [a.label for a in lay.sig.lane_axes()]
+    return _size(tuple(extents[labels.index(a)] for a in k))
+
+
+def gpu_form(lay: Layout, fbytes: int) -> str:
+    """How a stage runs on a GPU: "tree", "slots" or "chunks" (see above). The lowering and the runtime both
+    ask, so they always agree."""
+    red, terms, chains = tree_shared(lay, fbytes)
+    if lay.sinks or red * 8 + (terms + chains) * fbytes > SHARED_BUDGET:
+        return "chunks"
+    if not any(r.kept for r in lay.reductions):
+        return "tree"
+    if lay.blocked or kept_run(lay) is None:
+        return "chunks"
+    return "slots"
+
+
+# An "ordered" scatter adds each slot's lanes in lane order within fixed segments of the lanes, then the segments'
+# partials in segment order (docs/ordered.md). A segment is SEGMENT_MIN * 2**k lanes, the fewest lanes that keep
+# all of one sink's segment partials within SEGMENT_BUDGET values; a sink of more than PRIVATE_SLOTS slots takes
+# one segment. So the bits depend on the run's lane count and the sink's size only: never on threads or target.
+SEGMENT_MIN = ORDERED_BLOCK
+SEGMENT_BUDGET = 1 << 18
+PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get private copies (per chunk, or per segment if ordered)
+
+
+def ordered_segment(slots: int, lanes: int) -> tuple[int, int]:
+    """(lanes per segment, segments) of an ordered scatter into `slots` slots over a run of `lanes` lanes."""
+    q = SEGMENT_MIN
+    if slots > PRIVATE_SLOTS:
+        while q < lanes:
+            q *= 2
+        return q, 1
+    while lanes > q * (SEGMENT_BUDGET // slots):
+        q *= 2
+    return q, max(1, -(-lanes // q))
 
 
 def ordered(r: Reduction) -> bool:

@@ -29,6 +29,7 @@ from conftest import bt_run_on, bt_run_same_bits, bt_sum_k, bt_sum_ulps
 import eagle
 import hawk
 from hawk import Grid, Index, Mutable, Param, Scalar, Sorted, Vector
+from hawk.layout import ordered_segment
 
 DTYPES = [np.float64, np.float32]
 BLOCK, CHAINS = 1024, 8  # docs/ordered.md: ORDERED_BLOCK and ORDERED_CHAINS
@@ -215,11 +216,14 @@ def _ordered_tree(terms, dtype, mask=None):
     return partials[0]
 
 
-def _lane_order_scatter(prior, keys, terms, dtype):
-    """docs/ordered.md for a scatter: each slot = prior + (its lanes added in lane order from -0.0).
+def _lane_order_scatter(prior, keys, terms, dtype, per_lane=1, segments=True):
+    """docs/ordered.md for a scatter: each slot = prior + (its segment partials in segment order from -0.0), each
+    partial its lanes of that segment added in lane order from -0.0. `segments=False` gives one segment (the rule
+    for an ordered sum that keeps axes).
 
     `keys` is one array (a 1-axis sink) or a tuple of arrays (one per axis); a lane with -1 on any axis adds
-    nothing. `terms` is (lanes,) or (payload, lanes) for a vector payload (prior then (payload, *sink)).
+    nothing. `terms` is (lanes,) or (payload, lanes) for a vector payload (prior then (payload, *sink)); with
+    `per_lane` adds per lane, the terms are lane-major.
     """
     f = _scalar_type(dtype)
     keys = keys if isinstance(keys, tuple) else (keys,)
@@ -227,16 +231,25 @@ def _lane_order_scatter(prior, keys, terms, dtype):
     terms = np.asarray(terms, dtype=dtype)
     comps = terms[None] if terms.ndim == 1 else terms
     prior = np.asarray(prior, dtype=dtype)
+    lanes = len(klist) // per_lane
+    q = ordered_segment(prior.size, lanes)[0] if segments else max(lanes, 1)
     prior = prior[None] if terms.ndim == 1 else prior
     out = prior.copy()
     for c in range(comps.shape[0]):
         vals = [f(v) for v in comps[c].tolist()]
-        run: dict[tuple, object] = {}
+        total: dict[tuple, object] = {}
+        part: dict[tuple, object] = {}
         for i, k in enumerate(klist):
+            if i % (q * per_lane) == 0:  # a segment starts: the last one's partials join the totals
+                for kk, v in part.items():
+                    total[kk] = total.get(kk, f(-0.0)) + v
+                part = {}
             if -1 in k:
                 continue
-            run[k] = run.get(k, f(-0.0)) + vals[i]
-        for k, s in run.items():
+            part[k] = part.get(k, f(-0.0)) + vals[i]
+        for kk, v in part.items():
+            total[kk] = total.get(kk, f(-0.0)) + v
+        for k, s in total.items():
             out[(c, *k)] = f(out[(c, *k)]) + s
     return out[0] if terms.ndim == 1 else out
 
@@ -663,7 +676,7 @@ def test_ordered_sum_keeping_an_axis_is_the_lane_order_sum(target, dtype):
     x = _mixed(4 * 3000, dtype, np.random.default_rng(12_500)).reshape(4, 3000)
     got = bt_run_same_bits(target, p_ord_keep_rows, x=x)
     rows = np.repeat(np.arange(4), 3000)
-    want = _lane_order_scatter(np.zeros(4, dtype), rows, x.ravel(), dtype)
+    want = _lane_order_scatter(np.zeros(4, dtype), rows, x.ravel(), dtype, segments=False)
     _assert_same_bits(got, want, dtype, "kept rows")
 
 
@@ -708,6 +721,29 @@ def test_ordered_scatter_same_bits_over_thread_counts_and_runs(target):
     seen = {_bits(eagle.deploy(p_sc_ord, target=target, threads=t).run(key=key, x=x), np.float64)
             for t in (1, 2, 3, 3)}
     assert seen == {want}
+
+
+@hawk.kernel
+def p_sc_ord_wide(key: Index, x: Scalar, acc: Mutable["slot":4096]):
+    hawk.scatter(acc, policy="ordered")[key] += x
+
+
+@hawk.kernel
+def p_sc_ord_huge(key: Index, x: Scalar, acc: Mutable["slot":70_000]):
+    hawk.scatter(acc, policy="ordered")[key] += x
+
+
+def test_ordered_scatter_segments_follow_lane_count_and_sink_size(target):
+    # 4096 slots: at most 64 segments, so 150000 lanes take segments of 4096 lanes; 70000 slots: one segment
+    assert ordered_segment(4096, 150_000) == (4096, 37) and ordered_segment(8, 300_000) == (1024, 293)
+    assert ordered_segment(70_000, 5000)[1] == 1
+    rng = np.random.default_rng(12_780)
+    for kernel, slots, n in ((p_sc_ord_wide, 4096, 150_000), (p_sc_ord_huge, 70_000, 5000)):
+        x = _mixed(n, np.float64, rng)
+        key = rng.integers(0, slots, size=n).astype(np.int32)
+        want = _bits(_lane_order_scatter(np.zeros(slots), key, x, np.float64), np.float64)
+        seen = {_bits(eagle.deploy(kernel, target=target, threads=t).run(key=key, x=x), np.float64) for t in (1, 3)}
+        assert seen == {want}, kernel.name
 
 
 def test_ordered_scatter_computed_key_minus_one_adds_nothing(target):
@@ -811,7 +847,8 @@ def test_ordered_scatter_in_a_for_is_lane_major(target):
     got = np.frombuffer(seen.pop(), dtype=np.float64)
     keys = np.stack([(key + j) % 8 for j in range(3)], axis=1).ravel()
     vals = np.stack([x * (j + 1.0) for j in range(3)], axis=1).ravel()
-    _assert_same_bits(got, _lane_order_scatter(np.zeros(8), keys, vals, np.float64), np.float64, "lane-major")
+    want = _lane_order_scatter(np.zeros(8), keys, vals, np.float64, per_lane=3)
+    _assert_same_bits(got, want, np.float64, "lane-major")
 
 
 # ====================================================================================== auto

@@ -18,37 +18,61 @@ from dataclasses import dataclass
 import numpy as np
 
 from eagle.errors import RuntimeMissing
-from hawk.layout import ORDERED_BLOCK, Layout
+from hawk.layout import GROUP_ALIGN, ORDERED_BLOCK, WORKGROUP, Layout, gpu_form, kept_slots
 
 WRITTEN = ("out", "cell", "count", "sink", "comp", "priv", "scratch", "blocks", "err")
-MAX_THREADS = 1 << 16  # chunks per launch
-MAX_PRIVATE_THREADS = 256  # chunks when sinks are privatised (each chunk owns a copy of each sink)
-WORKGROUP = 64
+MAX_THREADS = 1 << 16  # chunks per launch (chunk form)
+MAX_GROUPS = 65535  # workgroups per launch (tree form): Vulkan's guaranteed minimum
+MAX_PRIVATE_THREADS = 256  # chunks when sinks are privatised (each chunk owns a copy of each sink) ...
+PRIVATE_BUDGET = 1 << 18  # ... or more, while all the copies together hold at most this many values
 
 
 @dataclass(frozen=True)
 class Grid:
-    """How a stage's lanes are spread over threads: T chunks of C lanes, in workgroups of `block` threads."""
+    """How a stage's lanes are spread over a launch: `chunks` sets of partials for the host finish to combine,
+    made by `groups` workgroups of `block` threads (hawk.layout's forms: "tree" and "slots" write a set per
+    workgroup, "chunks" a set per thread, each thread running `span` consecutive lanes)."""
 
-    span: int  # C: lanes per chunk
-    threads: int  # T
+    span: int  # lanes per chunk ("tree": per workgroup; "slots": per kept slot)
+    chunks: int
     block: int
+    form: str = "chunks"
 
     @property
     def groups(self) -> int:
-        return max(1, -(-self.threads // self.block))
+        return self.chunks if self.form != "chunks" else max(1, -(-self.chunks // self.block))
+
+    @property
+    def per_thread(self) -> int:
+        """The most lanes one thread runs."""
+        return -(-self.span // self.block) if self.form == "tree" else self.span
 
 
-def plan_grid(layout: Layout, end: int) -> Grid:
-    """Chunks for lanes [0, end): one chunk when threads would collide; chunks start on ordered blocks and on the
-    spans of lanes that share a kept slot."""
+def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...]) -> Grid:
+    """The launch for lanes [0, end) of a run with these lane extents. "tree": workgroups take GROUP_ALIGN-aligned
+    spans; "slots": a thread per kept slot; "chunks": one chunk when threads would collide, else chunks that start
+    on ordered blocks and on the spans of lanes that share a kept slot."""
+    form = gpu_form(layout, fbytes)
+    if form == "tree":
+        c = max(GROUP_ALIGN, -(-end // MAX_GROUPS))
+        c = -(-c // GROUP_ALIGN) * GROUP_ALIGN
+        return Grid(c, max(1, -(-end // c)), WORKGROUP, form)
+    if form == "slots":
+        slots = kept_slots(layout, extents)
+        return Grid(-(-math.prod(extents) // max(slots, 1)), max(1, -(-slots // WORKGROUP)), WORKGROUP, form)
     span = layout.parallel_span()
     if span is None or end == 0:
         return Grid(max(end, 1), 1, 1)
     align = span
     if layout.blocked or any(r.kind in ("sum", "mean") and not r.kept for r in layout.reductions):
         align = align * ORDERED_BLOCK // math.gcd(align, ORDERED_BLOCK)
-    cap = MAX_PRIVATE_THREADS if layout.private else MAX_THREADS
+    q = layout.segment_align(math.prod(extents))  # whole ordered scatter segments per thread
+    align = align * q // math.gcd(align, q)
+    cap = MAX_THREADS
+    per_chunk = {"plain": 1, "compensated": 2}  # an ordered sink's copies are per segment, not per chunk
+    slots = sum(n * per_chunk.get(layout.policy_of(name), 0) for name, n in layout.private.items())
+    if slots:
+        cap = min(MAX_THREADS, max(MAX_PRIVATE_THREADS, PRIVATE_BUDGET // slots))
     c = max(align, -(-end // cap))
     c = -(-c // align) * align
     t = -(-end // c)
@@ -56,8 +80,8 @@ def plan_grid(layout: Layout, end: int) -> Grid:
 
 
 def device_meta(b, grid: Grid, lo: int, hi: int) -> np.ndarray:
-    """meta for a GPU launch: [C, base, T, L, extents..., end]."""
-    return np.array([grid.span, lo, grid.threads, b.lanes, *b.extents, hi], dtype=np.int64)
+    """meta for a GPU launch: [C, base, chunks, L, extents..., end]."""
+    return np.array([grid.span, lo, grid.chunks, b.lanes, *b.extents, hi], dtype=np.int64)
 
 
 class DeviceRuntime:
@@ -97,13 +121,13 @@ class DeviceStage:
                  cuts: dict):
         lay = launcher.lay
         launcher.binder.check_keys(lay, b)
-        self.grid = plan_grid(lay, hi)
+        self.grid = plan_grid(lay, hi, np.dtype(b.dtype).itemsize, tuple(b.extents))
         self.launcher, self.binary, self.entry, self.runtime, self.finish_lib = launcher, binary, entry, runtime, \
             finish_lib
-        self.buffers, self.results, self.copies, self.resets = launcher.buffers(b, self.grid.threads, cuts)
+        self.buffers, self.results, self.copies, self.resets = launcher.buffers(b, self.grid.chunks, cuts)
         meta_k = launcher.meta_k
         self.buffers[meta_k] = device_meta(b, self.grid, lo, hi)
-        self.host_meta = np.array([lo, hi, self.grid.threads, b.lanes, *b.extents], dtype=np.int64)
+        self.host_meta = np.array([lo, hi, self.grid.chunks, b.lanes, *b.extents], dtype=np.int64)
         self.written = [buf.role in WRITTEN for buf in lay.buffers]
         self.cells_out = {c: self.buffers[lay.buffer_index(c, "cell")] for c in lay.cells_out}
 

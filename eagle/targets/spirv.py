@@ -2,7 +2,7 @@
 launched through the Vulkan loader (eagle/targets/vulkan_runtime.py; lavapipe runs it on a machine without a GPU).
 
 The kernel keeps the shape lower_gpu gives it: one `<stage>_lanes` entry point, workgroups of
-`device.WORKGROUP` invocations, each invocation one chunk of lanes. Argument k is a storage buffer at
+`hawk.layout.WORKGROUP` invocations (its workgroup arrays become Workgroup variables). Argument k is a storage buffer at
 (set 0, binding k) holding a runtime array of its element type, so the runtime binds buffers in argument order.
 
 Exactness: every floating-point arithmetic instruction is decorated NoContraction, so a Vulkan driver neither
@@ -39,7 +39,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from eagle.targets.device import WORKGROUP
+from hawk.layout import WORKGROUP
 
 VERSION = "v1.5"  # SPIR-V 1.5 = Vulkan 1.2: storage buffers listed in the entry point interface, no extension needed
 CAPABILITIES = ("Shader", "Int64", "Float64")
@@ -95,6 +95,8 @@ class SpirvTarget:
         with new_context(), ir.Location.unknown():
             module = ir.Module.parse(gpu_module)
             g = _only(module, "gpu.module")
+            for f in _funcs(g):
+                workgroup_allocs(f)  # first: later steps add arguments (the status buffer)
             try:
                 scalarize(g)
                 for f in _funcs(g):
@@ -189,6 +191,28 @@ def refuse_math(gpu_module) -> None:
         raise KernelError(f"target 'spirv' cannot compute {names} on {dtype} lanes: {why}. Run this kernel on "
                           f"target 'host', 'nvvm' or 'rocdl'" + (", or with float32 data on 'spirv'"
                                                                   if fn not in NO_SPIRV else ""), kernel=kernel)
+
+
+def workgroup_allocs(f) -> None:
+    """Workgroup attributions of a gpu.func (which convert-gpu-to-spirv cannot take) as memref.alloc in the
+    Workgroup storage class at the top of the kernel, which it turns into Workgroup variables."""
+    from mlir import ir
+    from mlir.dialects import memref
+
+    if "workgroup_attributions" not in f.attributes:
+        return
+    count = ir.IntegerAttr(f.attributes["workgroup_attributions"]).value
+    block = f.regions[0].blocks[0]
+    inputs = len(ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value).inputs)
+    space = ir.Attribute.parse("#spirv.storage_class<Workgroup>")
+    for k in reversed(range(inputs, inputs + count)):
+        arg = block.arguments[k]
+        t = ir.MemRefType(arg.type)
+        with ir.InsertionPoint.at_block_begin(block), f.location:
+            alloc = memref.AllocOp(ir.MemRefType.get(t.shape, t.element_type, memory_space=space), [], [])
+        arg.replace_all_uses_with(alloc.result)
+        block.erase_argument(k)
+    del f.attributes["workgroup_attributions"]
 
 
 def no_contraction(spirv_module) -> None:

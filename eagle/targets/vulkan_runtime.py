@@ -6,7 +6,7 @@ works; a real GPU is preferred over a CPU implementation, and on a machine witho
 
 A launch: argument k of the kernel is the storage buffer at (set 0, binding k). Each argument's numpy array is
 copied into a host-visible, coherent buffer (kept between launches and grown as needed), one compute dispatch of
-ceil(threads / WORKGROUP) workgroups runs, and the written arrays are copied back. Pipelines are cached per
+`grid.groups` workgroups run, and the written arrays are copied back. Pipelines are cached per
 (binary, entry point). The lowering emits no atomics (each chunk writes its own partials and private sink copies),
 so no atomic feature is needed; Float64 and Int64 are enabled when the device has them and a kernel that needs
 one the device lacks is refused with the feature named.
@@ -25,7 +25,7 @@ import threading
 
 import numpy as np
 
-from eagle.targets.device import WORKGROUP, DeviceRuntime, Grid, missing
+from eagle.targets.device import DeviceRuntime, Grid, missing
 
 MIN_BUFFER = 16  # bytes: a zero-size plane still binds a (tiny) buffer
 # SPIR-V OpCapability operands -> the VkPhysicalDeviceFeatures field they need
@@ -296,7 +296,7 @@ class VulkanRuntime(DeviceRuntime):
         if n > self.max_buffers:
             raise RuntimeError(f"target 'spirv': kernel '{entry}' binds {n} storage buffers; device "
                                f"{self.device_name} allows {self.max_buffers} per shader")
-        groups = max(1, -(-grid.threads // WORKGROUP))
+        groups = grid.groups
         if groups > self.max_groups:
             raise RuntimeError(f"target 'spirv': {groups} workgroups exceed device {self.device_name}'s limit of "
                                f"{self.max_groups}")
@@ -356,7 +356,8 @@ class VulkanRuntime(DeviceRuntime):
                 raise LoopBudgetExceeded(
                     f"target 'spirv': kernel '{entry}' ran out of the loop budget of device {self.device_name}: "
                     f"lavapipe silently ends every loop of a shader invocation after 65535 loop iterations in all, "
-                    f"and this launch gave each of its {grid.threads} invocation(s) up to {grid.span} lanes; the "
+                    f"and this launch gave each of its {grid.groups * grid.block} invocation(s) up to "
+                    f"{grid.per_thread} lanes; the "
                     f"results were discarded. Run it on a GPU (target 'spirv' on a Vulkan GPU, 'nvvm', 'rocdl') or "
                     f"on 'host', or give it fewer lanes per launch")
             for k, (a, w) in enumerate(zip(buffers, written, strict=True)):

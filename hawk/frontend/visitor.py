@@ -210,6 +210,10 @@ class KernelBuilder(CallsMixin):
                              "(or Vector[n], Matrix[r, c]) to the def line", s)
         if s.value is None:
             raise self.error("return needs a value here", s)
+        if isinstance(s.value, ast.Tuple):
+            raise self.error(f"a kernel returns one value ({self.sig.returns.describe()} here), not "
+                             f"{len(s.value.elts)}: give each further result a Mutable[...] parameter and assign "
+                             "it in the body (e.g. `total: Mutable[Scalar]` and `total = hawk.sum(x)`)", s.value)
         v = self.value(self.expr(s.value), s.value)
         self.emit_output("result", self.sig.returns.shape, v, s)
         self.returned = True
@@ -354,6 +358,8 @@ class KernelBuilder(CallsMixin):
             return f"grid '{v.spec.name}' (use its axes, e.g. {v.spec.name}.{v.spec.axes[0].label})"
         if isinstance(v, pytypes.ModuleType):
             return f"module {v.__name__}"
+        if isinstance(v, tuple):
+            return f"a tuple of {len(v)} values"
         return repr(v)
 
     def expr(self, e: ast.expr):

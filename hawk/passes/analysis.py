@@ -9,7 +9,7 @@ from mlir import ir
 
 from hawk.errors import KernelError
 from hawk.ir.dialect import attr_str, attr_strs, is_hawk
-from hawk.layout import Buffer, Layout, Reduction, sum_policy
+from hawk.layout import PRIVATE_SLOTS, Buffer, Layout, Reduction, sum_policy
 from hawk.signature import Signature
 
 
@@ -109,17 +109,14 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
             if sink_policy.get(p.name, "plain") != "plain":
                 bufs.append(Buffer(p.name, "comp", _comp_dtype(sink_policy[p.name])))
             slots = _size(sinks.get(p.name, ())) * _size(tuple(a.extent for a in p.axes))
-            if p.name in sinks and p.name not in stored and sink_policy[p.name] != "ordered" \
-                    and slots <= PRIVATE_SLOTS:
-                # each chunk of lanes adds into its own copy; the finish adds the copies in chunk order
+            if p.name in sinks and p.name not in stored and slots <= PRIVATE_SLOTS:
+                # each chunk of lanes (each segment, if ordered) adds into its own copy; the finish adds the
+                # copies in order
                 lay.private[p.name] = slots
                 bufs.append(Buffer(p.name, "priv", _comp_dtype(sink_policy[p.name])))
     bufs += [Buffer("#scratch", "scratch", "f64"), Buffer("#blocks", "blocks", "f"), Buffer("#meta", "meta", "i64"),
              Buffer("#err", "err", "i64")]
     return lay
-
-
-PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get a private copy per chunk (threads never collide)
 
 
 def _size(shape) -> int:

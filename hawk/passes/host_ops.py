@@ -11,9 +11,11 @@ from mlir import ir
 from mlir.dialects import scf
 
 from hawk.ir.dialect import attr_str, attr_strs
-from hawk.layout import sum_policy
+from hawk.layout import SEGMENT_BUDGET, SEGMENT_MIN, sum_policy
 from hawk.passes.analysis import payload_of
 from hawk.passes.host_emit import _EQ, _SGE, _SLT, size
+
+_UGT = 8
 
 
 class HostOps:
@@ -85,6 +87,24 @@ class HostOps:
             e.store(x, buf, e.add_i(e.mul_i(e.c(c), self.L), self.lane) if shape else self.lane)
 
     # ---- adding into a slot under a policy -----------------------------------------------------------
+    def plan_segments(self) -> None:
+        """For each privatised ordered sink: (log2 of its segment's lanes, number of segments) for this run's
+        lane count, as hawk.layout.ordered_segment computes them."""
+        e = self.e
+        self.segments = {}
+        for name, slots in self.lay.private.items():
+            if self.lay.sink_policy.get(name) != "ordered":
+                continue
+            most = e.c(SEGMENT_BUDGET // slots)
+            grow = scf.ForOp(e.c(0), e.c(54), e.c(1), [e.c(SEGMENT_MIN), e.c(SEGMENT_MIN.bit_length() - 1)])
+            with ir.InsertionPoint(grow.body):
+                q, shift = grow.inner_iter_args
+                more = e.cmpi(_UGT, self.L, e.mul_i(q, most))
+                scf.YieldOp([e.select(more, e.add_i(q, q), q), e.select(more, e.add_i(shift, e.c(1)), shift)])
+            q, shift = grow.results
+            count = e.op("arith.maxui", e.op("arith.divui", e.add_i(self.L, e.op("arith.subi", q, e.c(1))), q), e.c(1))
+            self.segments[name] = (shift, count)
+
     def add_into(self, policy: str, name: str, at: ir.Value, x: ir.Value, role: str):
         """Add x into slot `at` of buffer (name, role): plain, compensated or ordered (through the companion)."""
         e = self.e
@@ -97,6 +117,11 @@ class HostOps:
             e.store(e.add(e.load(buf, at), x), buf, at)
         elif policy == "compensated":
             self.comp_add(name, at, e.widen(x, e.f64))
+        elif name in self.lay.private:  # ordered: lane order within this lane's segment, in the segment's copy
+            buf = self.bufs[(name, "priv")]
+            shift, _ = self.segments[name]
+            at = e.add_i(at, e.mul_i(e.op("arith.shrui", self.lane, shift), e.c(self.lay.private[name])))
+            e.store(e.add(e.load(buf, at), x), buf, at)
         else:  # ordered: this slot's lanes add up in lane order in the companion; finish adds it to the slot
             comp = self.bufs[(name, "comp")]
             e.store(e.add(e.load(comp, at), x), comp, at)

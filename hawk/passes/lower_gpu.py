@@ -1,4 +1,7 @@
-"""lower-gpu-lanes: the host lowering's lane function as a GPU kernel, one chunk of lanes per thread.
+"""lower-gpu-lanes, chunk form: the host lowering's lane function as a GPU kernel, one chunk of lanes per thread.
+
+For the stages `hawk.layout.gpu_form` gives "chunks" (scatters; reductions keeping lane axes that are neither
+leading nor trailing); the others take the tree forms of lower_gpu_tree.py.
 
 Every thread runs exactly the code a host chunk runs (the same drivers, the same ordered blocks), on lanes
 [chunk * C, chunk * C + C) with chunk = its global id; it writes its partials where a host chunk would. The
@@ -16,6 +19,7 @@ from mlir import ir
 from mlir.dialects import gpu, scf
 
 from hawk.ir.build import create
+from hawk.layout import gpu_form
 from hawk.passes.lower_host import HostLowering
 
 GPU_MODULE_SUFFIX = "_gpu"
@@ -61,4 +65,8 @@ class GpuLowering(HostLowering):
 
 
 def lower_gpu(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Type]) -> None:
-    GpuLowering(module, layout, ftype, itypes).run()
+    """The form `gpu_form` picks (the runtime asks it too): "tree" and "slots" in lower_gpu_tree, else chunks."""
+    from hawk.passes.lower_gpu_tree import TreeLowering
+
+    form = gpu_form(layout, 8 if isinstance(ftype, ir.F64Type) else 4)
+    (GpuLowering if form == "chunks" else TreeLowering)(module, layout, ftype, itypes).run()

@@ -135,7 +135,11 @@ class HostLowering(HostOps):
         return chunk, chain
 
     def is_sorted_scatter(self, op) -> bool:
+        """A += scatter keyed by a Sorted[Index] plane: runs of equal keys are summed in registers. Not when
+        ordered: a run may cross a segment boundary, and each lane's add lands in its own segment's copy."""
         if not is_hawk(op, "scatter") or attr_str(op, "mode") != "add" or len(op.operands) != 2:
+            return False
+        if self.lay.sink_policy.get(attr_str(op, "sink")) == "ordered":
             return False
         src = key_source(op.operands[1])
         spec = self.lay.sig.get(src) if src else None
@@ -149,6 +153,7 @@ class HostLowering(HostOps):
         self._in_lanes = True
         with ir.InsertionPoint(entry), kfunc.location:
             self.read_meta()
+            self.plan_segments()
             live = self.chunk_guard()
             if live is not None:  # a GPU thread past the last chunk does nothing
                 with ir.InsertionPoint(live.then_block):
@@ -571,6 +576,7 @@ class HostLowering(HostOps):
         self.bufs = self.args(finish)
         with ir.InsertionPoint(entry), finish.location:
             self.read_meta()
+            self.plan_segments()
             scratch = self.bufs[("#scratch", "scratch")]
             width = e.c(max(self.lay.width, 1))
             nblocks = e.op("arith.divui", e.add_i(self.L, e.c(ORDERED_BLOCK - 1)), e.c(ORDERED_BLOCK))
@@ -654,14 +660,16 @@ class HostLowering(HostOps):
         return e.select(empty, e.cf(0.0), e.load(blocks, e.c(slot)))
 
     def finish_private(self):
-        """Add each chunk's private copy of a sink into the sink (plain) or its companion (compensated), in chunk
-        order."""
+        """Add the private copies of each sink, in order, into the sink (plain), or its companion (compensated:
+        Neumaier pairs; ordered: one copy per segment, added to the companion's -0.0 in segment order)."""
         e = self.e
         for name, slots in self.lay.private.items():
             priv = self.bufs[(name, "priv")]
             n = e.c(slots)
-            compensated = self.lay.policy_of(name) == "compensated"
-            target = self.bufs[(name, "comp")] if compensated else self.bufs[(name, "sink")]
+            policy = self.lay.policy_of(name)
+            compensated = policy == "compensated"
+            target = self.bufs[(name, "comp")] if policy != "plain" else self.bufs[(name, "sink")]
+            copies = self.segments[name][1] if policy == "ordered" else self.chunk
             loop = scf.ForOp(e.c(0), n, e.c(1), [])
             with ir.InsertionPoint(loop.body):
                 i = loop.induction_variable
@@ -669,7 +677,7 @@ class HostLowering(HostOps):
                     inits = [e.load(target, i), e.load(target, e.add_i(i, n))]
                 else:
                     inits = [e.load(target, i)]
-                chunks = scf.ForOp(e.c(0), self.chunk, e.c(1), inits)
+                chunks = scf.ForOp(e.c(0), copies, e.c(1), inits)
                 with ir.InsertionPoint(chunks.body):
                     c = chunks.induction_variable
                     cur = list(chunks.inner_iter_args)

@@ -53,7 +53,7 @@ PASSES: dict[str, Pass] = {p.name: p for p in (
     Pass("lower-host-lanes", lambda m, j: lower_host(m, j.layout, j.ftype, j.itypes),
          "hawk ops -> a chunked lane loop and a finish function (scf, memref, arith, vector)"),
     Pass("lower-gpu-lanes", lambda m, j: lower_gpu(m, j.layout, j.ftype, j.itypes),
-         "hawk ops -> a gpu.module kernel (one chunk of lanes per thread) and a host finish function"),
+         "hawk ops -> a gpu.module kernel (tree, slots or chunk form) and a host finish function"),
     Pass("speculate-ifs", lambda m, j: speculate_ifs(m), "pure if/else branches -> both evaluated and a select"),
     Pass("canonicalize", _upstream("builtin.module(canonicalize,cse)"), "upstream clean-up"),
     Pass("lower-to-llvm", _upstream(LLVM_PIPELINE), "upstream dialects -> LLVM dialect"),

@@ -113,22 +113,75 @@ def test_partial_block_guard_is_not_speculated(filecheck):
 
 # ------------------------------------------------------------------ lower-gpu-lanes
 
-GPU = """
-# the lane function becomes a gpu.func kernel: its chunk is its global thread id, a thread past the last chunk
-# does nothing; the finish stays a host function
+@hawk.kernel
+def ir_m_ordered(x: Scalar, t: Mutable[Scalar]):
+    t = hawk.sum(x * x, policy="ordered")
+
+
+@hawk.kernel
+def ir_m_scatter(k: hawk.Index, x: Scalar, bins: Mutable["bin":8]):
+    hawk.scatter(bins)[k] += x
+
+
+TREE = """
+# tree form: a workgroup's threads take every 64th lane of its span; their partials meet pairwise in workgroup
+# memory (6 levels for 64 threads, a barrier before each), and thread 0 writes the group's partials
 # CHECK: gpu.module @ir_m_partial_block_gpu
 # CHECK: gpu.func @ir_m_partial_block_lanes(
+# CHECK-SAME: workgroup(%[[RED:.+]] : memref<128xf64, #gpu.address_space<workgroup>>)
+# CHECK-SAME: kernel
+# CHECK: %[[TID:.+]] = gpu.thread_id x
+# CHECK: %[[FIRST:.+]] = arith.addi {{.+}}, %[[TID]]
+# CHECK: scf.for {{.+}} = %[[FIRST]] to {{.+}} step %c64
+# CHECK-COUNT-6: gpu.barrier
+# CHECK: arith.cmpi eq, %[[TID]]
+# CHECK: gpu.return
+# CHECK-NOT: func.func
+"""
+
+TREE_ORDERED = """
+# ordered sums in tree form: per block, per strip of 256 lanes, each lane's term into workgroup memory, a
+# barrier, 8 threads carry the strict chains on (32 adds each), a barrier; after the 4 strips the chains go to
+# workgroup memory, and one thread adds them pairwise into the block's partial
+# CHECK: gpu.func @ir_m_ordered_lanes(
+# CHECK-SAME: workgroup(%[[TERMS:.+]] : memref<256xf64, #gpu.address_space<workgroup>>,
+# CHECK-SAME: %[[CHAINS:.+]] : memref<8xf64, #gpu.address_space<workgroup>>)
+# CHECK: scf.for
+# CHECK: scf.for {{.+}} = %c0 to %c4 step %c1
+# CHECK: scf.for
+# CHECK: scf.if
+# CHECK: } {hawk.no_speculate}
+# CHECK: memref.store {{.+}}, %[[TERMS]]
+# CHECK: gpu.barrier
+# CHECK: scf.for {{.+}} = %c0 to %c32 step %c1 iter_args
+# CHECK: gpu.barrier
+# CHECK: memref.store {{.+}}, %[[CHAINS]]
+# CHECK: gpu.barrier
+"""
+
+CHUNKS = """
+# chunk form (a stage with a scatter): a chunk of lanes per global thread; a thread past the last chunk does
+# nothing
+# CHECK: gpu.func @ir_m_scatter_lanes(
+# CHECK-NOT: workgroup(
 # CHECK-SAME: kernel
 # CHECK-DAG: gpu.thread_id x
 # CHECK-DAG: gpu.block_id x
 # CHECK-DAG: gpu.block_dim x
 # CHECK: scf.if
 # CHECK: gpu.return
-# CHECK-NOT: func.func
 """
 
 
-def test_lower_gpu_lanes_makes_a_kernel_per_stage(filecheck):
+def test_lower_gpu_lanes_tree_form(filecheck):
     lowered = ir_m_partial_block.lowered_gpu(ir_m_partial_block.default_spec())
-    filecheck(lowered.gpu_module, GPU)
+    filecheck(lowered.gpu_module, TREE)
     assert "_finish" in lowered.finish_llvm_ir and "gpu.module" not in lowered.finish_llvm_ir
+
+
+def test_lower_gpu_lanes_tree_form_ordered_blocks(filecheck):
+    filecheck(ir_m_ordered.lowered_gpu(ir_m_ordered.default_spec()).gpu_module, TREE_ORDERED)
+
+
+def test_lower_gpu_lanes_chunk_form_for_scatters(filecheck):
+    filecheck(ir_m_scatter.lowered_gpu(ir_m_scatter.default_spec()).gpu_module, CHUNKS)

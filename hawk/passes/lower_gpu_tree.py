@@ -1,0 +1,290 @@
+"""lower-gpu-lanes, tree form: workgroups take spans of lanes, threads take every WORKGROUP-th lane of their
+group's span, and the group's partials meet in a tree in workgroup (shared) memory.
+
+Used for the "tree" and "slots" forms of `hawk.layout.gpu_form` (stages without scatters); "chunks" stages keep
+the chunk-per-thread form of lower_gpu.py. In "slots" form a thread owns a kept slot of the stage's reductions
+that keep lane axes and runs that slot's lanes in lane order (see slots_driver). In "tree" form group g of G
+runs lanes [max(base, g*C), min(end, g*C+C)) with C a multiple of ORDERED_BLOCK (meta = [C, base, G, L,
+extents..., end], as in the chunk form), so every ordered block belongs to one group and neighbouring threads
+read neighbouring lanes.
+
+- Every-lane reductions other than "ordered" keep per-thread state exactly as a host chunk does (float64
+  partials; Neumaier pairs for "compensated"; an exact lane count for means). The WORKGROUP states then meet in
+  a fixed pairwise tree in shared memory (compensated pairs combined with their corrections), and thread 0
+  writes the group's partials to #scratch[g * width ...]: the host finish then combines the G group partials in
+  group order, as it combines host chunks ("two passes", no float atomics needed on any target).
+- "ordered" sums follow docs/ordered.md to the bit: for each block of ORDERED_BLOCK lanes, strip by strip of
+  ORDERED_STRIP lanes, the group's threads compute the lanes' terms (a lane that is masked out or past the end
+  gives -0.0, which leaves a chain's bits unchanged) into shared memory; ORDERED_CHAINS threads per component
+  then carry the strict sequential chains on through the strip; at the block's end one thread adds the chains in
+  the fixed tree and writes the block partial to #blocks, where the host finish adds them in the block tree.
+  Same terms, same adds, same order: the host's bits.
+
+Subgroup shuffles are not used: MLIR 22 does not lower a float gpu.subgroup_reduce to NVVM or ROCDL, nor
+gpu.all_reduce to Vulkan, and a float64 shuffle would need splitting; the shared-memory tree is one code path
+for every target, and the last steps of the tree cost little next to the lanes' memory traffic.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import scf
+
+from hawk.ir.build import create
+from hawk.layout import ORDERED_BLOCK, ORDERED_CHAINS, ORDERED_STRIP, WORKGROUP, kept_run, tree_shared
+from hawk.passes.host_emit import _EQ
+from hawk.passes.lower_gpu import GpuLowering
+from hawk.passes.speculate import NO_SPECULATE
+
+_ULT = 6
+
+
+class TreeLowering(GpuLowering):
+    def lanes_func(self):
+        f = super().lanes_func()
+        e = self.e
+        fbytes = 8 if self.e.f == self.e.f64 else 4
+        red, terms, chains = tree_shared(self.lay, fbytes)
+        space = ir.Attribute.parse("#gpu.address_space<workgroup>")
+        self.shared_types = {name: ir.MemRefType.get([n], t, memory_space=space)
+                             for name, n, t in (("red", red, e.f64), ("terms", terms, e.f), ("chains", chains, e.f))
+                             if n}
+        f.operation.attributes["workgroup_attributions"] = ir.IntegerAttr.get(e.i64, len(self.shared_types))
+        return f
+
+    def build_lanes(self, lanes, kfunc):
+        entry = lanes.add_entry_block()
+        with kfunc.location:
+            self.shared = {name: entry.add_argument(t, kfunc.location) for name, t in self.shared_types.items()}
+        self.bufs = self.args(lanes)
+        body = kfunc.regions[0].blocks[0]
+        self._in_lanes = True
+        with ir.InsertionPoint(entry), kfunc.location:
+            self.read_meta()
+            self.lanes_body(body)
+            self.lanes_return()
+
+    def read_meta(self):
+        if not getattr(self, "_in_lanes", False):
+            return super().read_meta()
+        e = self.e
+        super(GpuLowering, self).read_meta()  # extents, strides and L as on the host
+        meta = self.bufs[("#meta", "meta")]
+        span = e.to_index(e.load(meta, e.c(0)))
+        base = e.to_index(e.load(meta, e.c(1)))
+        end = e.to_index(e.load(meta, e.c(4 + len(self.axes))))
+        dim = ir.Attribute.parse("#gpu<dim x>")
+        self.tid = create("gpu.thread_id", [], [e.index], {"dimension": dim}).result
+        self.chunk = create("gpu.block_id", [], [e.index], {"dimension": dim}).result  # the group's scratch slot
+        if any(r.kept for r in self.lay.reductions):  # "slots": threads pick their lanes by kept slot
+            self.hi = end
+            self.lo = e.op("arith.minui", base, end)
+            return
+        start = e.mul_i(self.chunk, span)
+        self.hi = e.op("arith.minui", e.add_i(start, span), end)
+        self.lo = e.op("arith.minui", e.op("arith.maxui", start, base), self.hi)
+
+    # ---- the lanes ------------------------------------------------------------------------------------------
+    def lanes_body(self, body: ir.Block):
+        chunk0, _ = self.plan_state(body)
+        self.nested, self.j = None, None
+        self.terms: dict[int, int] = {}  # id(acc) -> first term slot after the chunk state
+        for acc in self.full:
+            if acc.policy == "ordered":
+                self.terms[id(acc)] = sum(a.n for a in self.full if id(a) in self.terms)
+        if any(r.kept for r in self.lay.reductions):
+            final = self.slots_driver(body, chunk0)
+        elif self.terms:
+            final = self.blocks_driver(body, chunk0)
+        else:
+            final = self.strided_driver(body, chunk0)
+        self.group_tree(final[:self.nchunk_red])
+
+    def strided_driver(self, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
+        e = self.e
+        loop = scf.ForOp(e.add_i(self.lo, self.tid), self.hi, e.c(WORKGROUP), chunk0)
+        with ir.InsertionPoint(loop.body):
+            anchor = scf.YieldOp(list(loop.inner_iter_args))
+        self.lower_body(body, anchor, loop, loop.induction_variable, loop.inner_iter_args)
+        return list(loop.results)
+
+    def slots_driver(self, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
+        """Thread g*WORKGROUP + t owns kept slot s and runs its lanes in lane order: s*S ... s*S + S-1 when the
+        leading axes are kept (S lanes per slot), s, s+K, s+2K ... when the trailing ones are (K slots). It alone
+        updates its slot, so the slot sees the host's sequence of adds (every policy, "ordered" to the bit)."""
+        e = self.e
+        side, kept = kept_run(self.lay)
+        axes = self.lay.sig.lane_axes()
+        slot = e.add_i(e.mul_i(self.chunk, e.c(WORKGROUP)), self.tid)
+        if side == "leading":
+            span = 1
+            for a in axes[len(kept):]:
+                span *= a.extent
+            start = e.mul_i(slot, e.c(span))  # a slot past the last starts past hi: no lanes
+            lo = e.op("arith.maxui", start, self.lo)
+            hi = e.op("arith.minui", e.add_i(start, e.c(span)), self.hi)
+            self.kept_slot, self.kept_count = slot, e.op("arith.divui", self.L, e.c(span))  # before the loop
+            loop = scf.ForOp(lo, e.op("arith.maxui", lo, hi), e.c(1), chunk0)
+            with ir.InsertionPoint(loop.body):
+                anchor = scf.YieldOp(list(loop.inner_iter_args))
+            self.lower_body(body, anchor, loop, loop.induction_variable, loop.inner_iter_args)
+        else:
+            k = 1
+            for a in axes[len(axes) - len(kept):]:
+                k *= a.extent
+            rlo = e.op("arith.divui", self.lo, e.c(k))
+            rhi = e.op("arith.divui", e.add_i(self.hi, e.c(k - 1)), e.c(k))
+            self.kept_slot, self.kept_count = slot, e.c(k)
+            loop = scf.ForOp(rlo, e.select(e.cmpi(_ULT, slot, e.c(k)), rhi, rlo), e.c(1), chunk0)
+            with ir.InsertionPoint(loop.body):
+                lane = e.add_i(e.mul_i(loop.induction_variable, e.c(k)), slot)
+                live = e.op("arith.andi", e.cmpi(_ULT, lane, self.hi), e.cmpi(9, lane, self.lo))  # lo <= lane < hi
+                cur = list(loop.inner_iter_args)
+                guard = scf.IfOp(live, [v.type for v in cur], has_else=True)
+                guard.operation.attributes[NO_SPECULATE] = ir.UnitAttr.get()
+                with ir.InsertionPoint(guard.else_block):
+                    scf.YieldOp(cur)
+                with ir.InsertionPoint(guard.then_block):
+                    anchor = scf.YieldOp(cur)
+                scf.YieldOp(list(guard.results))
+            if len(axes) == 2:  # rows and columns: both coordinates without a division
+                self.known_coords = {axes[0].label: loop.induction_variable, axes[1].label: slot}
+            self.lower_body(body, anchor, guard, lane, cur)
+        self.kept_slot, self.known_coords = None, {}
+        return list(loop.results)
+
+    def blocks_driver(self, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
+        """for each ordered block of the group, for each strip of ORDERED_STRIP lanes: the lanes' terms into shared
+        memory, then ORDERED_CHAINS threads per term add the strip's lanes of their chain (kept in a register
+        across strips); at the block's end one thread per term adds the chains into the block partial."""
+        e = self.e
+        B, W, S = ORDERED_BLOCK, ORDERED_CHAINS, ORDERED_STRIP
+        nterm = self.lay.block_width
+        nchunk = len(chunk0)
+        terms, chains = self.shared["terms"], self.shared["chains"]
+        chain_thread = e.cmpi(_ULT, self.tid, e.c(W * nterm))  # thread q*W + j runs chain j of term q
+        first = e.add_i(e.mul_i(e.op("arith.divui", self.tid, e.c(W)), e.c(S)), e.op("arith.remui", self.tid, e.c(W)))
+        blo = e.op("arith.divui", self.lo, e.c(B))
+        bhi = e.op("arith.divui", e.add_i(self.hi, e.c(B - 1)), e.c(B))
+        outer = scf.ForOp(blo, bhi, e.c(1), chunk0)
+        with ir.InsertionPoint(outer.body):
+            blk = outer.induction_variable
+            strips = scf.ForOp(e.c(0), e.c(B // S), e.c(1), list(outer.inner_iter_args) + [e.cf(-0.0)])
+            with ir.InsertionPoint(strips.body):
+                strip = e.add_i(e.mul_i(blk, e.c(B)), e.mul_i(strips.induction_variable, e.c(S)))
+                steps = scf.ForOp(e.c(0), e.c(S // WORKGROUP), e.c(1), list(strips.inner_iter_args)[:nchunk])
+                with ir.InsertionPoint(steps.body):
+                    at = e.add_i(e.mul_i(steps.induction_variable, e.c(WORKGROUP)), self.tid)  # lane in strip
+                    lane = e.add_i(strip, at)
+                    live = e.op("arith.andi", e.cmpi(_ULT, lane, self.hi), e.cmpi(9, lane, self.lo))  # lo<=lane<hi
+                    cur = list(steps.inner_iter_args) + [e.cf(-0.0)] * nterm
+                    guard = scf.IfOp(live, [v.type for v in cur], has_else=True)
+                    guard.operation.attributes[NO_SPECULATE] = ir.UnitAttr.get()  # lanes past the end
+                    with ir.InsertionPoint(guard.else_block):
+                        scf.YieldOp(cur)
+                    with ir.InsertionPoint(guard.then_block):
+                        anchor = scf.YieldOp(cur)
+                    res = list(guard.results)
+                    for q in range(nterm):
+                        e.store(res[nchunk + q], terms, e.add_i(e.c(q * S), at))
+                    scf.YieldOp(res[:nchunk])
+                self.barrier()
+                acc = strips.inner_iter_args[nchunk]
+                run = scf.IfOp(chain_thread, [e.f], has_else=True)
+                with ir.InsertionPoint(run.then_block):
+                    chain = scf.ForOp(e.c(0), e.c(S // W), e.c(1), [acc])
+                    with ir.InsertionPoint(chain.body):
+                        x = e.load(terms, e.add_i(first, e.mul_i(chain.induction_variable, e.c(W))))
+                        scf.YieldOp([e.add(chain.inner_iter_args[0], x)])
+                    scf.YieldOp([chain.results[0]])
+                with ir.InsertionPoint(run.else_block):
+                    scf.YieldOp([acc])
+                self.barrier()  # the next strip's terms overwrite these
+                scf.YieldOp(list(steps.results) + [run.results[0]])
+            keep = scf.IfOp(chain_thread, [], has_else=False)
+            with ir.InsertionPoint(keep.then_block):
+                e.store(strips.results[nchunk], chains, self.tid)
+                scf.YieldOp([])
+            self.barrier()
+            tree = scf.IfOp(e.cmpi(_ULT, self.tid, e.c(nterm)), [], has_else=False)
+            with ir.InsertionPoint(tree.then_block):
+                base = e.mul_i(self.tid, e.c(W))
+                partial = e.tree([e.load(chains, e.add_i(base, e.c(w))) for w in range(W)])
+                blocks = self.bufs[("#blocks", "blocks")]
+                e.store(partial, blocks, e.add_i(e.mul_i(blk, e.c(self.lay.block_width)), self.tid))
+                scf.YieldOp([])
+            scf.YieldOp(list(strips.results)[:nchunk])
+        self.lower_body(body, anchor, guard, lane, cur)
+        return list(outer.results)
+
+    def reduce_full(self, op, acc):
+        if acc.policy != "ordered":
+            return super().reduce_full(op, acc)
+        e = self.e
+        s = self.accs
+        mask = op.operands[1] if len(op.operands) > 1 else None
+        for c, x in enumerate(e.elems(op.operands[0], acc.r.payload)):
+            k = self.nchunk_red + self.terms[id(acc)] + c  # this lane's term, from -0.0
+            s[k] = e.add(s[k], x) if mask is None else e.select(mask, e.add(s[k], x), s[k])
+        if acc.r.kind == "mean":
+            one = e.c(1, e.i64) if mask is None else e.op("arith.extui", mask, t=e.i64)
+            s[acc.chunk] = e.op("arith.addi", s[acc.chunk], one)
+
+    # ---- the group's partials -------------------------------------------------------------------------------
+    def barrier(self):
+        create("gpu.barrier", [], [], {})
+
+    def group_tree(self, state: list[ir.Value]) -> None:
+        """The WORKGROUP threads' chunk states meet pairwise in shared memory; thread 0 writes the group's."""
+        if not state:
+            return
+        e = self.e
+        red = self.shared["red"]
+        G = WORKGROUP
+        for k, v in enumerate(state):
+            v = e.op("arith.sitofp", v, t=e.f64) if v.type == e.i64 else e.widen(v, e.f64)
+            e.store(v, red, e.add_i(e.c(k * G), self.tid))
+        half = G // 2
+        while half:
+            self.barrier()
+            step = scf.IfOp(e.cmpi(_ULT, self.tid, e.c(half)), [], has_else=False)
+            with ir.InsertionPoint(step.then_block):
+                mine = [e.add_i(e.c(k * G), self.tid) for k in range(len(state))]
+                other = [e.add_i(m, e.c(half)) for m in mine]
+                a = [e.load(red, m) for m in mine]
+                b = [e.load(red, o) for o in other]
+                for k, v in enumerate(self.combine(a, b)):
+                    e.store(v, red, mine[k])
+                scf.YieldOp([])
+            half //= 2
+        last = scf.IfOp(e.cmpi(_EQ, self.tid, e.c(0)), [], has_else=False)
+        with ir.InsertionPoint(last.then_block):
+            scratch = self.bufs[("#scratch", "scratch")]
+            base = e.mul_i(self.chunk, e.c(max(self.lay.width, 1)))
+            for k in range(len(state)):
+                e.store(e.load(red, e.c(k * G)), scratch, e.add_i(base, e.c(k)))
+            scf.YieldOp([])
+
+    def combine(self, a: list[ir.Value], b: list[ir.Value]) -> list[ir.Value]:
+        """Two threads' chunk states as one, slot by slot, as the host finish combines chunks."""
+        e = self.e
+        out = list(a)
+        for acc in self.full:
+            at, n = acc.chunk, acc.n
+            if acc.policy == "compensated":
+                for c in range(n):
+                    ns, nc = e.neumaier(a[at + c], a[at + n + c], b[at + c])
+                    out[at + c], out[at + n + c] = ns, e.add(nc, b[at + n + c])
+                at += 2 * n
+            elif acc.policy == "fast":
+                for c in range(n):
+                    out[at + c] = e.add(a[at + c], b[at + c])
+                at += n
+            elif acc.policy in ("max", "min"):
+                for c in range(n):
+                    out[at + c] = e.extremum(acc.policy, a[at + c], b[at + c])
+                at += n
+            if acc.r.kind == "mean":
+                out[at] = e.add(a[at], b[at])
+        return out
+

@@ -1,0 +1,185 @@
+"""The three GPU launch forms (hawk.layout.gpu_form): which stages take which, how the grid is planned, and, run on
+spirv (lavapipe), that each form gives the host's bits where the contract promises bits, and NumPy's values
+elsewhere, across workgroup boundaries, partial ordered blocks and base=/count= ranges."""
+
+import math
+
+import numpy as np
+import pytest
+from conftest import bt_run_on, bt_same_bits, bt_target_missing
+
+import eagle
+import hawk
+from eagle.targets.device import MAX_GROUPS, PRIVATE_BUDGET, plan_grid
+from hawk import Grid, Index, Mutable, Scalar, Vector
+from hawk.layout import GROUP_ALIGN, WORKGROUP, gpu_form
+
+
+@hawk.kernel
+def gf_energy(x: Scalar, e: Mutable[Scalar], c: Mutable[Scalar], big: Mutable[Scalar]):
+    e = hawk.sum(x * x, policy="ordered")
+    c = hawk.mean(x, policy="compensated")
+    big = hawk.sum(x, where=x > 0.5)
+
+
+@hawk.kernel
+def gf_lowest(x: Scalar, y: Mutable[Scalar]) -> Scalar:
+    y = x - 1.0
+    return hawk.min(x, where=x > -2.0)
+
+
+@hawk.kernel
+def gf_pair(v: Vector[2]) -> Vector[2]:
+    return hawk.mean(v, policy="ordered", where=v[0] > 0.0)
+
+
+@hawk.kernel
+def gf_row_means(g: Grid["row", "col":45], x: Scalar, total: Mutable[Scalar]) -> Scalar:
+    total = hawk.sum(x, policy="compensated")
+    return hawk.mean(x * 3.0, over="col", policy="ordered")
+
+
+@hawk.kernel
+def gf_col_sums(g: Grid["row", "col":6, "k":7], x: Scalar) -> Scalar:
+    return hawk.sum(x, over="row", policy="ordered", where=x < 1.5)
+
+
+@hawk.kernel
+def gf_col_comp(g: Grid["row", "col":33], x: Scalar) -> Scalar:
+    return hawk.sum(x, over="row", policy="compensated")
+
+
+@hawk.kernel
+def gf_col_max(g: Grid["row", "col":33], x: Scalar) -> Scalar:
+    return hawk.max(x, over="row")
+
+
+@hawk.kernel
+def gf_histogram(k: Index, x: Scalar, bins: Mutable["bin":16]):
+    hawk.scatter(bins)[k] += x
+
+
+@hawk.kernel
+def gf_middle(g: Grid["row", "col":4, "k":5], x: Scalar) -> Scalar:
+    return hawk.sum(x, over=("row", "k"))
+
+
+@hawk.kernel
+def gf_ordered_rows_and_total(g: Grid["row", "col":8], x: Scalar, t: Mutable[Scalar]) -> Scalar:
+    t = hawk.sum(x, policy="ordered")
+    return hawk.sum(x, over="col")
+
+
+def _layout(kernel):
+    return kernel.layout(kernel.default_spec(), 0)
+
+
+@pytest.mark.parametrize("kernel, form", [
+    (gf_energy, "tree"), (gf_lowest, "tree"), (gf_pair, "tree"),
+    (gf_row_means, "slots"), (gf_col_sums, "slots"), (gf_col_comp, "slots"), (gf_col_max, "slots"),
+    (gf_histogram, "chunks"),  # a sink: privatised per chunk
+    (gf_middle, "chunks"),  # kept axes neither leading nor trailing
+    (gf_ordered_rows_and_total, "chunks"),  # an ordered sum over every lane next to a kept-axis sum
+], ids=lambda v: getattr(v, "name", v))
+def test_each_stage_gets_its_form(kernel, form):
+    assert gpu_form(_layout(kernel), 8) == form
+
+
+def test_tree_grid_spans_are_aligned_and_fit_the_group_limit():
+    lay = _layout(gf_energy)
+    for n in (1, 1023, 1024, 1025, 10**6 + 7, 10**8 + 3):
+        g = plan_grid(lay, n, 8, (n,))
+        assert g.form == "tree" and g.block == WORKGROUP and g.span % GROUP_ALIGN == 0
+        assert g.chunks == g.groups <= MAX_GROUPS and (g.chunks - 1) * g.span < n <= g.chunks * g.span
+
+
+def test_slots_grid_has_a_thread_per_kept_slot():
+    g = plan_grid(_layout(gf_row_means), 1000 * 45, 8, (1000, 45))
+    assert (g.form, g.groups, g.block, g.span) == ("slots", math.ceil(1000 / WORKGROUP), WORKGROUP, 45)
+    g = plan_grid(_layout(gf_col_sums), 500 * 42, 8, (500, 6, 7))
+    assert (g.groups, g.span) == (1, 500)  # 42 column slots: one workgroup, 500 rows each
+
+
+def test_private_sink_copies_fit_their_budget():
+    lay = _layout(gf_histogram)  # 16 slots, plain: a private copy per chunk
+    g = plan_grid(lay, 10**6, 8, (10**6,))
+    assert g.form == "chunks" and 256 < g.chunks <= PRIVATE_BUDGET // 16 and g.chunks * g.span >= 10**6
+
+
+def _spirv():
+    why = bt_target_missing("spirv")
+    if why:
+        pytest.skip(f"target 'spirv' cannot run here: {why}")
+
+
+SIZES = (1, 63, 64, 65, 1023, 1024, 1025, 64 * 1024 + 5, 300_001)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_tree_form_matches_the_host(n):
+    _spirv()
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n) * np.exp(rng.uniform(-20, 20, n))
+    host = bt_run_on("host", gf_energy, x=x)
+    dev = bt_run_on("spirv", gf_energy, x=x)
+    bt_same_bits(dev["e"], host["e"], f"ordered sum of squares, n={n}")
+    assert dev["e"][0] == host["e"][0]
+    eps = np.finfo(float).eps
+    assert math.isclose(dev["c"][0], math.fsum(x) / n, rel_tol=0, abs_tol=2 * eps * np.abs(x).sum() / n)
+    np.testing.assert_allclose(dev["big"], x[x > 0.5].sum(), rtol=1e-12)
+    low = bt_run_on("spirv", gf_lowest, x=x)
+    bt_same_bits(low, bt_run_on("host", gf_lowest, x=x), "min and per-lane output")
+
+
+@pytest.mark.parametrize("n", (5, 2049, 70_001))
+def test_tree_form_vector_ordered_mean(n):
+    _spirv()
+    v = np.random.default_rng(7).standard_normal((2, n))
+    got = bt_run_on("spirv", gf_pair, v=v)
+    bt_same_bits(got, bt_run_on("host", gf_pair, v=v), "ordered masked vector mean")
+    keep = v[0] > 0
+    np.testing.assert_allclose(got, v[:, keep].mean(axis=1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("base, count", [(0, 1), (3, 1500), (1000, 2100), (4095, 4097)])
+def test_tree_form_over_a_lane_range(base, count):
+    _spirv()
+    x = np.random.default_rng(base).uniform(-1, 1, 9000)
+
+    def run(t):
+        out = eagle.deploy(gf_energy, target=t).run(base=base, count=count, x=x)
+        return {k: np.asarray(v) for k, v in out.items()}
+
+    host, dev = run("host"), run("spirv")
+    bt_same_bits(dev["e"], host["e"], f"ordered sum over lanes [{base}, {base + count})")
+    np.testing.assert_allclose(dev["e"], (x[base:base + count] ** 2).sum(), rtol=1e-13)
+    np.testing.assert_allclose(dev["c"], x[base:base + count].mean(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("rows", (1, 64, 65, 3001))
+def test_slots_form_matches_the_host(rows):
+    _spirv()
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 45)) * 10.0 ** rng.integers(-8, 8, (rows, 45))
+    dev, host = bt_run_on("spirv", gf_row_means, x=x), bt_run_on("host", gf_row_means, x=x)
+    bt_same_bits(dev["result"], host["result"], "ordered row means")
+    np.testing.assert_allclose(dev["result"], (x * 3.0).mean(axis=1), rtol=1e-9, atol=1e-300)
+    assert math.isclose(dev["total"][0], math.fsum(x.ravel()), rel_tol=1e-15, abs_tol=1e-12)
+    y = rng.uniform(-1, 2, (rows, 6, 7))
+    got = bt_run_on("spirv", gf_col_sums, x=y)
+    bt_same_bits(got, bt_run_on("host", gf_col_sums, x=y), "ordered masked column sums")
+    np.testing.assert_allclose(got, np.where(y < 1.5, y, 0).sum(axis=0), rtol=1e-12, atol=1e-12)
+    z = rng.standard_normal((rows, 33))
+    bt_same_bits(bt_run_on("spirv", gf_col_max, x=z), z.max(axis=0), "column max")
+    comp = bt_run_on("spirv", gf_col_comp, x=z)
+    want = np.array([math.fsum(z[:, c]) for c in range(33)])
+    np.testing.assert_allclose(comp, want, rtol=0, atol=4 * np.finfo(float).eps * np.abs(z).sum(axis=0).max())
+
+
+def test_chunk_form_still_runs_scatters():
+    _spirv()
+    rng = np.random.default_rng(3)
+    k = rng.integers(0, 16, 5000).astype(np.int32)
+    x = rng.standard_normal(5000)
+    got = bt_run_on("spirv", gf_histogram, k=k, x=x)
+    np.testing.assert_allclose(got, np.bincount(k, weights=x, minlength=16), rtol=1e-12, atol=1e-12)
