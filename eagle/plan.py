@@ -58,14 +58,18 @@ class Plan:
     def runtime(self):
         """The GPU target's runtime, made once per plan (RuntimeMissing when the machine lacks it)."""
         if self._runtime is None:
-            self._runtime = self.device.runtime()
+            rt = self.device.runtime()
+            if getattr(self.device, "subgroup", 0) and hasattr(rt, "check_subgroup"):
+                rt.check_subgroup(self.device.subgroup)  # shuffles compiled for one subgroup size
+            self._runtime = rt
         return self._runtime
 
     def prepare_device(self, spec: Spec, stage: int):
         """For a GPU target: (finish library for the host, launcher, device binary, entry name)."""
         st = self.kernel.stages(spec)[stage]
         key = cache.key(st.key, repr(self.kernel), repr(spec), self.target, self.device.options)
-        binary = device_binary(key, st.name, self.device, lambda: self.kernel.lowered_gpu(spec, stage).gpu_module)
+        binary = device_binary(key, st.name, self.device,
+                               lambda: self.kernel.lowered_gpu(spec, stage, self.device.subgroup).gpu_module)
         finish = host.load(cache.key(key, "finish"), st.name,
                            lambda: self.kernel.lowered_gpu(spec, stage).finish_llvm_ir)
         launcher = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads)

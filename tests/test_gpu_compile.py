@@ -110,8 +110,8 @@ def build_job(module: str, name: str, dtype: str) -> dict:
     for k, st in enumerate(kernel.stages(spec)):
         rec: dict = {"stage": st.name, "lower": None, "nvvm": {}, "rocdl": {}}
         stages.append(rec)
-        try:
-            gpu = kernel.lowered_gpu(spec, k).gpu_module
+        try:  # the module each target compiles: with its subgroup width (a warp, a wavefront) for shuffles
+            gpu = {w: kernel.lowered_gpu(spec, k, w).gpu_module for w in (32, 64)}
         except Exception as exc:
             rec["lower"] = _words(exc)
             continue
@@ -119,7 +119,7 @@ def build_job(module: str, name: str, dtype: str) -> dict:
         for chip in CHIPS["nvvm"]:
             try:
                 target = NvvmTarget(chip)
-                ptx = target.compile(gpu)
+                ptx = target.compile(gpu[target.subgroup])
                 if not re.search(rf"\.entry\s+{entry}\b", ptx.decode(errors="replace")):
                     raise RuntimeError(f"the PTX has no .entry {entry}")
                 target.check(ptx)
@@ -129,7 +129,7 @@ def build_job(module: str, name: str, dtype: str) -> dict:
         for chip in CHIPS["rocdl"]:
             try:
                 target = RocdlTarget(chip)
-                target.check(target.compile(gpu), entry)
+                target.check(target.compile(gpu[target.subgroup]), entry)
                 rec["rocdl"][chip] = None
             except Exception as exc:
                 rec["rocdl"][chip] = _words(exc)

@@ -3,6 +3,7 @@ spirv (lavapipe), that each form gives the host's bits where the contract promis
 elsewhere, across workgroup boundaries, partial ordered blocks and base=/count= ranges."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -183,3 +184,52 @@ def test_chunk_form_still_runs_scatters():
     x = rng.standard_normal(5000)
     got = bt_run_on("spirv", gf_histogram, k=k, x=x)
     np.testing.assert_allclose(got, np.bincount(k, weights=x, minlength=16), rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------------ subgroup shuffles
+
+def test_wave64_needs_no_shared_memory_tree():
+    from eagle.targets.rocdl import RocdlTarget
+
+    assert (RocdlTarget("gfx90a").subgroup, RocdlTarget("gfx1100").subgroup) == (64, 32)
+    gpu = gf_lowest.lowered_gpu(gf_lowest.default_spec(), 0, 64).gpu_module
+    assert len(re.findall(r"gpu.shuffle\s+xor", gpu)) == 6 and "gpu.barrier" not in gpu  # min: 6 levels
+
+
+def test_spirv_subgroup_option_is_checked():
+    from eagle.targets.spirv import SpirvTarget
+
+    with pytest.raises(ValueError, match="subgroup=3"):
+        SpirvTarget(subgroup=3)
+    assert "subgroup=8" in SpirvTarget(subgroup=8).options and "subgroup" not in SpirvTarget().options
+
+
+def _device_subgroup() -> int:
+    _spirv()
+    from eagle.targets.vulkan_runtime import VulkanRuntime
+
+    rt = VulkanRuntime.shared()
+    if not rt.subgroup_shuffles or 64 % rt.subgroup_size:
+        pytest.skip(f"device {rt.device_name} has no subgroup shuffles that divide a workgroup of 64")
+    return rt.subgroup_size
+
+
+@pytest.mark.parametrize("n", (1, 100, 4099, 200_001))
+def test_spirv_with_the_device_subgroup_size(n):
+    size = _device_subgroup()
+    rng = np.random.default_rng(n + 5)
+    x = rng.standard_normal(n) * 1e3
+    host = bt_run_on("host", gf_energy, x=x)
+    dev = {k: np.asarray(v) for k, v in eagle.deploy(gf_energy, target="spirv", subgroup=size).run(x=x).items()}
+    bt_same_bits(dev["e"], host["e"], "ordered")
+    np.testing.assert_allclose(dev["c"], x.mean(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dev["big"], x[x > 0.5].sum(), rtol=1e-12)
+    low = eagle.deploy(gf_lowest, target="spirv", subgroup=size).run(x=x)
+    bt_same_bits({k: np.asarray(v) for k, v in low.items()}, bt_run_on("host", gf_lowest, x=x), "min")
+
+
+def test_spirv_refuses_a_subgroup_size_the_device_does_not_run():
+    size = _device_subgroup()
+    other = 32 if size != 32 else 16
+    with pytest.raises(RuntimeError, match=f"compiled with subgroup={other}.*deploy with subgroup={size}"):
+        eagle.deploy(gf_lowest, target="spirv", subgroup=other).run(x=np.ones(10))

@@ -27,6 +27,7 @@ PIPELINE = ("builtin.module(gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm{ind
 class NvvmTarget:
     name = "nvvm"
     suffix = "ptx"
+    subgroup = 32  # a warp: the last levels of a workgroup's tree are register shuffles
 
     def __init__(self, chip: str = "sm_80"):
         if chip not in CHIPS:

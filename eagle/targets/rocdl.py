@@ -112,6 +112,11 @@ class RocdlTarget:
     name = "rocdl"
     suffix = "hsaco"
 
+    @property
+    def subgroup(self) -> int:
+        """A wavefront: the last levels of a workgroup's tree are register shuffles."""
+        return 64 if wave64(self.chip) else 32
+
     def __init__(self, chip: str = "gfx90a"):
         if chip not in CHIPS:
             raise ValueError(f"rocdl chip {chip!r} is not known; pick one of {list(CHIPS)}")

@@ -47,8 +47,19 @@ EXTENSIONS = ("SPV_KHR_storage_buffer_storage_class",)
 VALIDATE_ENV = "vulkan1.2"
 UNROLL = 8  # innermost loops: 8x fewer trips against lavapipe's loop budget (see spirv_lower)
 
-TARGET_ENV = (f"#spirv.target_env<#spirv.vce<{VERSION}, [{', '.join(CAPABILITIES)}], [{', '.join(EXTENSIONS)}]>, "
-              "api=Vulkan, #spirv.resource_limits<>>")
+SHUFFLE_CAPABILITIES = ("GroupNonUniform", "GroupNonUniformShuffle", "GroupNonUniformShuffleRelative")
+SUBGROUPS = (0, 4, 8, 16, 32, 64, 128)
+
+
+def target_env(subgroup: int = 0) -> str:
+    """The SPIR-V target environment; with a subgroup size, the shuffles it needs and that size."""
+    caps = CAPABILITIES + (SHUFFLE_CAPABILITIES if subgroup else ())
+    limits = f"subgroup_size = {subgroup}" if subgroup else ""
+    return (f"#spirv.target_env<#spirv.vce<{VERSION}, [{', '.join(caps)}], [{', '.join(EXTENSIONS)}]>, "
+            f"api=Vulkan, #spirv.resource_limits<{limits}>>")
+
+
+TARGET_ENV = target_env()
 LOWER = ("builtin.module(gpu.module(arith-expand,convert-math-to-spirv),convert-gpu-to-spirv{use-64bit-index=true},"
          "spirv.module(spirv-lower-abi-attrs,spirv-update-vce,canonicalize,cse))")
 SERIALIZE = "builtin.module(gpu-module-to-binary{format=bin})"
@@ -67,15 +78,24 @@ FP_OPS = {"spirv.FAdd", "spirv.FSub", "spirv.FMul", "spirv.FDiv", "spirv.FRem", 
 
 
 class SpirvTarget:
+    """Options: subgroup (default 0: none). A Vulkan device's subgroup size is known only at run time (lavapipe's
+    is 8, GPUs' 32 or 64) and MLIR lowers gpu.shuffle to SPIR-V only at one size, so by default a workgroup's tree
+    stays in shared memory and the binary runs on every device; subgroup=N compiles register shuffles for
+    subgroups of N and runs only where the device's subgroup size is N (checked before the first launch)."""
+
     name = "spirv"
     suffix = "spv"
 
-    def __init__(self):
+    def __init__(self, subgroup: int = 0):
+        if subgroup not in SUBGROUPS:
+            raise ValueError(f"spirv subgroup={subgroup!r}: pick one of {list(SUBGROUPS)} (0: no shuffles)")
         self.env = VALIDATE_ENV
+        self.subgroup = subgroup
 
     @property
     def options(self) -> str:
-        return f"spirv={VERSION},wg={WORKGROUP},unroll={UNROLL}"
+        sg = f",subgroup={self.subgroup}" if self.subgroup else ""
+        return f"spirv={VERSION},wg={WORKGROUP},unroll={UNROLL}{sg}"
 
     def compile(self, gpu_module: str) -> bytes:
         """SPIR-V words (little-endian bytes) for the stage's kernel."""
@@ -107,7 +127,8 @@ class SpirvTarget:
             unroll_innermost_loops(g, UNROLL)
             guard_zero_trip_loops(g)
             expand_sign_extensions(g)
-            g.operation.attributes["spirv.target_env"] = ir.Attribute.parse(TARGET_ENV)
+            env = target_env(self.subgroup)
+            g.operation.attributes["spirv.target_env"] = ir.Attribute.parse(env)
             abi = ir.Attribute.parse(f"#spirv.entry_point_abi<workgroup_size = [{WORKGROUP}, 1, 1]>")
             for f in _funcs(g):
                 f.operation.attributes["spirv.entry_point_abi"] = abi
@@ -120,7 +141,7 @@ class SpirvTarget:
             no_contraction(s)
             fix_version(s)
             # gpu-module-to-binary serialises the spirv.module found inside a gpu.module with a SPIR-V target
-            text = (f"module attributes {{gpu.container_module}} {{\ngpu.module @{g.sym_name.value} [{TARGET_ENV}] {{\n"
+            text = (f"module attributes {{gpu.container_module}} {{\ngpu.module @{g.sym_name.value} [{env}] {{\n"
                     f"{s}\n}}\n}}\n")
             del g, s
             module = ir.Module.parse(text)

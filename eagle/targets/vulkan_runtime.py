@@ -201,6 +201,13 @@ class VulkanRuntime(DeviceRuntime):
         self.max_range = int(props.limits.maxStorageBufferRange)
         self.max_buffers = int(props.limits.maxPerStageDescriptorStorageBuffers)
         self.max_groups = int(props.limits.maxComputeWorkGroupCount[0])
+        sub = vk.VkPhysicalDeviceSubgroupProperties(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES)
+        vk.vkGetPhysicalDeviceProperties2(self.physical, vk.VkPhysicalDeviceProperties2(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=sub))
+        self.subgroup_size = int(sub.subgroupSize)
+        shuffles = vk.VK_SUBGROUP_FEATURE_SHUFFLE_BIT | vk.VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT
+        self.subgroup_shuffles = (sub.supportedOperations & shuffles) == shuffles and \
+            bool(sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT)
         self.memory = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
         pool_info = vk.VkCommandPoolCreateInfo(sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                                flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
@@ -288,6 +295,14 @@ class VulkanRuntime(DeviceRuntime):
             cap = max(MIN_BUFFER, 1 << (size - 1).bit_length())  # grow by powers of two
             self.buffers[k] = b = _Buffer(self, cap if cap <= self.max_range else size)
         return b
+
+    def check_subgroup(self, size: int) -> None:
+        """Refuse a binary compiled with shuffles for subgroups of `size` unless this device runs exactly those."""
+        if self.subgroup_size != size or not self.subgroup_shuffles:
+            have = f"subgroups of {self.subgroup_size}" + ("" if self.subgroup_shuffles else " without shuffles")
+            raise RuntimeError(f"target 'spirv' was compiled with subgroup={size}, but device {self.device_name} "
+                               f"runs {have} in compute shaders: deploy with subgroup="
+                               f"{self.subgroup_size if self.subgroup_shuffles else 0} (or 0, which runs anywhere)")
 
     # ---- launch ---------------------------------------------------------------------------------------------
     def launch(self, binary: bytes, entry: str, buffers: list[np.ndarray], written: list[bool], grid: Grid):

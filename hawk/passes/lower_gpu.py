@@ -64,9 +64,12 @@ class GpuLowering(HostLowering):
         return scf.IfOp(e.cmpi(6, self.chunk, self.nthreads), [], has_else=False)  # ult
 
 
-def lower_gpu(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Type]) -> None:
+def lower_gpu(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Type], subgroup: int = 0) -> None:
     """The form `gpu_form` picks (the runtime asks it too): "tree" and "slots" in lower_gpu_tree, else chunks."""
     from hawk.passes.lower_gpu_tree import TreeLowering
 
     form = gpu_form(layout, 8 if isinstance(ftype, ir.F64Type) else 4)
-    (GpuLowering if form == "chunks" else TreeLowering)(module, layout, ftype, itypes).run()
+    if form == "chunks":
+        GpuLowering(module, layout, ftype, itypes).run()
+    else:
+        TreeLowering(module, layout, ftype, itypes, subgroup).run()

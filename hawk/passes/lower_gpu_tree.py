@@ -20,9 +20,14 @@ read neighbouring lanes.
   the fixed tree and writes the block partial to #blocks, where the host finish adds them in the block tree.
   Same terms, same adds, same order: the host's bits.
 
-Subgroup shuffles are not used: MLIR 22 does not lower a float gpu.subgroup_reduce to NVVM or ROCDL, nor
-gpu.all_reduce to Vulkan, and a float64 shuffle would need splitting; the shared-memory tree is one code path
-for every target, and the last steps of the tree cost little next to the lanes' memory traffic.
+Subgroups: for a target with a known subgroup width (`subgroup`: 32 for an NVIDIA warp, 64 or 32 for an AMD
+wavefront; on spirv, the size deployed with `subgroup=`) the per-thread states first combine in registers with
+`gpu.shuffle xor`, a butterfly (float64 and integer shuffles lower to NVVM, ROCDL and SPIR-V), and only one
+state per subgroup goes through shared memory. gpu.subgroup_reduce is not used: MLIR 22 lowers it for floats on
+neither NVVM nor ROCDL. SPIR-V gets the shared-memory tree by default: MLIR lowers gpu.shuffle to SPIR-V only at
+the one subgroup size of the target environment, and a Vulkan device's size is known only at run time
+(lavapipe's is 8); `shuffle down` does not lower to SPIR-V with 64-bit indices. The ordered chains never
+shuffle: their adds are fixed.
 """
 
 from __future__ import annotations
@@ -40,11 +45,19 @@ _ULT = 6
 
 
 class TreeLowering(GpuLowering):
+    def __init__(self, module, layout, ftype, itypes, subgroup: int = 0):
+        super().__init__(module, layout, ftype, itypes)
+        if subgroup and WORKGROUP % subgroup:
+            raise ValueError(f"a subgroup of {subgroup} threads does not divide a workgroup of {WORKGROUP}")
+        self.subgroup = subgroup
+
     def lanes_func(self):
         f = super().lanes_func()
         e = self.e
         fbytes = 8 if self.e.f == self.e.f64 else 4
         red, terms, chains = tree_shared(self.lay, fbytes)
+        if self.subgroup:  # shuffles reduce each subgroup; shared memory holds one state per subgroup
+            red = red // WORKGROUP * (WORKGROUP // self.subgroup)
         space = ir.Attribute.parse("#gpu.address_space<workgroup>")
         self.shared_types = {name: ir.MemRefType.get([n], t, memory_space=space)
                              for name, n, t in (("red", red, e.f64), ("terms", terms, e.f), ("chains", chains, e.f))
@@ -235,21 +248,26 @@ class TreeLowering(GpuLowering):
         create("gpu.barrier", [], [], {})
 
     def group_tree(self, state: list[ir.Value]) -> None:
-        """The WORKGROUP threads' chunk states meet pairwise in shared memory; thread 0 writes the group's."""
+        """The WORKGROUP threads' chunk states as one; thread 0 writes the group's partials to #scratch. With a
+        subgroup width, each subgroup first combines in registers (a shuffle-xor butterfly), then thread 0
+        combines the subgroups' states in order; else the states meet pairwise in shared memory."""
         if not state:
             return
         e = self.e
+        vals = [e.op("arith.sitofp", v, t=e.f64) if v.type == e.i64 else e.widen(v, e.f64) for v in state]
+        if self.subgroup:
+            self.subgroup_tree(vals)
+            return
         red = self.shared["red"]
         G = WORKGROUP
-        for k, v in enumerate(state):
-            v = e.op("arith.sitofp", v, t=e.f64) if v.type == e.i64 else e.widen(v, e.f64)
+        for k, v in enumerate(vals):
             e.store(v, red, e.add_i(e.c(k * G), self.tid))
         half = G // 2
         while half:
             self.barrier()
             step = scf.IfOp(e.cmpi(_ULT, self.tid, e.c(half)), [], has_else=False)
             with ir.InsertionPoint(step.then_block):
-                mine = [e.add_i(e.c(k * G), self.tid) for k in range(len(state))]
+                mine = [e.add_i(e.c(k * G), self.tid) for k in range(len(vals))]
                 other = [e.add_i(m, e.c(half)) for m in mine]
                 a = [e.load(red, m) for m in mine]
                 b = [e.load(red, o) for o in other]
@@ -257,13 +275,52 @@ class TreeLowering(GpuLowering):
                     e.store(v, red, mine[k])
                 scf.YieldOp([])
             half //= 2
+        self.write_group([lambda k=k: e.load(red, e.c(k * G)) for k in range(len(vals))])
+
+    def subgroup_tree(self, vals: list[ir.Value]) -> None:
+        e = self.e
+        S, i32 = self.subgroup, ir.IntegerType.get_signless(32)
+        xor = ir.Attribute.parse("#gpu<shuffle_mode xor>")
+        off = S // 2
+        while off:
+            got = [create("gpu.shuffle", [v, e.c(off, i32), e.c(S, i32)], [v.type, e.i1], {"mode": xor}).results[0]
+                   for v in vals]
+            vals = self.combine(vals, got)  # a butterfly: lane 0 ends with the subgroup's state (as every lane)
+            off //= 2
+        groups = WORKGROUP // S
+        if groups == 1:
+            self.write_group([lambda v=v: v for v in vals])
+            return
+        red = self.shared["red"]
+        lead = scf.IfOp(e.cmpi(_EQ, e.op("arith.remui", self.tid, e.c(S)), e.c(0)), [], has_else=False)
+        with ir.InsertionPoint(lead.then_block):
+            sg = e.op("arith.divui", self.tid, e.c(S))
+            for k, v in enumerate(vals):
+                e.store(v, red, e.add_i(e.c(k * groups), sg))
+            scf.YieldOp([])
+        self.barrier()
+        first = scf.IfOp(e.cmpi(_EQ, self.tid, e.c(0)), [], has_else=False)
+        with ir.InsertionPoint(first.then_block):
+            acc = [e.load(red, e.c(k * groups)) for k in range(len(vals))]
+            for g in range(1, groups):
+                acc = self.combine(acc, [e.load(red, e.c(k * groups + g)) for k in range(len(vals))])
+            self.store_scratch(acc)
+            scf.YieldOp([])
+
+    def write_group(self, loads) -> None:
+        """Thread 0 writes the group's partials (each from `loads[k]()`, evaluated inside its branch)."""
+        e = self.e
         last = scf.IfOp(e.cmpi(_EQ, self.tid, e.c(0)), [], has_else=False)
         with ir.InsertionPoint(last.then_block):
-            scratch = self.bufs[("#scratch", "scratch")]
-            base = e.mul_i(self.chunk, e.c(max(self.lay.width, 1)))
-            for k in range(len(state)):
-                e.store(e.load(red, e.c(k * G)), scratch, e.add_i(base, e.c(k)))
+            self.store_scratch([f() for f in loads])
             scf.YieldOp([])
+
+    def store_scratch(self, vals: list[ir.Value]) -> None:
+        e = self.e
+        scratch = self.bufs[("#scratch", "scratch")]
+        base = e.mul_i(self.chunk, e.c(max(self.lay.width, 1)))
+        for k, v in enumerate(vals):
+            e.store(v, scratch, e.add_i(base, e.c(k)))
 
     def combine(self, a: list[ir.Value], b: list[ir.Value]) -> list[ir.Value]:
         """Two threads' chunk states as one, slot by slot, as the host finish combines chunks."""

@@ -185,3 +185,20 @@ def test_lower_gpu_lanes_tree_form_ordered_blocks(filecheck):
 
 def test_lower_gpu_lanes_chunk_form_for_scatters(filecheck):
     filecheck(ir_m_scatter.lowered_gpu(ir_m_scatter.default_spec()).gpu_module, CHUNKS)
+
+
+WARP_TREE = """
+# with a warp's width (32), each thread's state (a compensated pair) meets its subgroup's in a shuffle-xor
+# butterfly (5 levels x 2 values), then one barrier, and thread 0 adds the two subgroups' states
+# CHECK: gpu.func @ir_m_partial_block_lanes(
+# CHECK-COUNT-10: gpu.shuffle xor
+# CHECK-NOT: gpu.shuffle
+# CHECK: gpu.barrier
+# CHECK-NOT: gpu.barrier
+# CHECK: gpu.return
+"""
+
+
+def test_lower_gpu_lanes_tree_form_with_warp_shuffles(filecheck):
+    lowered = ir_m_partial_block.lowered_gpu(ir_m_partial_block.default_spec(), 0, 32)
+    filecheck(lowered.gpu_module, WARP_TREE)
