@@ -178,10 +178,12 @@ def gpu_form(lay: Layout, fbytes: int) -> str:
 
 # An "ordered" scatter adds each slot's lanes in lane order within fixed segments of the lanes, then the segments'
 # partials in segment order (docs/ordered.md). A segment is SEGMENT_MIN * 2**k lanes, the fewest lanes that keep
-# all of one sink's segment partials within SEGMENT_BUDGET values; a sink of more than PRIVATE_SLOTS slots takes
-# one segment. So the bits depend on the run's lane count and the sink's size only: never on threads or target.
+# all of one sink's segment partials within SEGMENT_BUDGET values and within 1/SEGMENT_SHARE of the lane count;
+# a sink of more than PRIVATE_SLOTS slots takes one segment. So the bits depend on the run's lane count and the
+# sink's size only: never on threads or target.
 SEGMENT_MIN = ORDERED_BLOCK
 SEGMENT_BUDGET = 1 << 18
+SEGMENT_SHARE = 8
 PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get private copies (per chunk, or per segment if ordered)
 
 
@@ -192,7 +194,8 @@ def ordered_segment(slots: int, lanes: int) -> tuple[int, int]:
         while q < lanes:
             q *= 2
         return q, 1
-    while lanes > q * (SEGMENT_BUDGET // slots):
+    most = max(1, min(lanes // (SEGMENT_SHARE * slots), SEGMENT_BUDGET // slots))  # segments
+    while lanes > q * most:
         q *= 2
     return q, max(1, -(-lanes // q))
 

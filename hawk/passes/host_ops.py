@@ -11,7 +11,7 @@ from mlir import ir
 from mlir.dialects import scf
 
 from hawk.ir.dialect import attr_str, attr_strs
-from hawk.layout import SEGMENT_BUDGET, SEGMENT_MIN, sum_policy
+from hawk.layout import SEGMENT_BUDGET, SEGMENT_MIN, SEGMENT_SHARE, sum_policy
 from hawk.passes.analysis import payload_of
 from hawk.passes.host_emit import _EQ, _SGE, _SLT, size
 
@@ -95,7 +95,8 @@ class HostOps:
         for name, slots in self.lay.private.items():
             if self.lay.sink_policy.get(name) != "ordered":
                 continue
-            most = e.c(SEGMENT_BUDGET // slots)
+            share = e.op("arith.divui", self.L, e.c(SEGMENT_SHARE * slots))
+            most = e.op("arith.maxui", e.op("arith.minui", share, e.c(SEGMENT_BUDGET // slots)), e.c(1))
             grow = scf.ForOp(e.c(0), e.c(54), e.c(1), [e.c(SEGMENT_MIN), e.c(SEGMENT_MIN.bit_length() - 1)])
             with ir.InsertionPoint(grow.body):
                 q, shift = grow.inner_iter_args
@@ -105,8 +106,9 @@ class HostOps:
             count = e.op("arith.maxui", e.op("arith.divui", e.add_i(self.L, e.op("arith.subi", q, e.c(1))), q), e.c(1))
             self.segments[name] = (shift, count)
 
-    def add_into(self, policy: str, name: str, at: ir.Value, x: ir.Value, role: str):
-        """Add x into slot `at` of buffer (name, role): plain, compensated or ordered (through the companion)."""
+    def add_into(self, policy: str, name: str, at: ir.Value, x: ir.Value, role: str, segment=None):
+        """Add x into slot `at` of buffer (name, role): plain, compensated or ordered (through the companion, or
+        into the copy of `segment`, by default this lane's)."""
         e = self.e
         if policy == "plain" and name in self.lay.private:  # this chunk's own copy of the sink
             buf = self.bufs[(name, "priv")]
@@ -119,8 +121,9 @@ class HostOps:
             self.comp_add(name, at, e.widen(x, e.f64))
         elif name in self.lay.private:  # ordered: lane order within this lane's segment, in the segment's copy
             buf = self.bufs[(name, "priv")]
-            shift, _ = self.segments[name]
-            at = e.add_i(at, e.mul_i(e.op("arith.shrui", self.lane, shift), e.c(self.lay.private[name])))
+            if segment is None:
+                segment = e.op("arith.shrui", self.lane, self.segments[name][0])
+            at = e.add_i(at, e.mul_i(segment, e.c(self.lay.private[name])))
             e.store(e.add(e.load(buf, at), x), buf, at)
         else:  # ordered: this slot's lanes add up in lane order in the companion; finish adds it to the slot
             comp = self.bufs[(name, "comp")]

@@ -46,7 +46,12 @@ class _Run:
     op: object
     policy: str
     n: int
-    slot: int  # [key] [run sums (n)] [run corrections (n) if compensated]
+    slot: int  # [key] [run sums (n)] [run corrections (n) if compensated] [the run's segment if segmented]
+    segmented: bool = False  # an ordered sink with a copy per segment: a run ends where a segment ends
+
+    @property
+    def width(self) -> int:
+        return 1 + self.n * (2 if self.policy == "compensated" else 1) + self.segmented
 
 
 class HostLowering(HostOps):
@@ -129,17 +134,17 @@ class HostLowering(HostOps):
             if self.is_sorted_scatter(op):
                 pol = self.lay.sink_policy[attr_str(op, "sink")]
                 n = size(payload_of(op.operands[0].type))
-                self.runs.append(_Run(op, pol, n, len(chunk)))
+                run = _Run(op, pol, n, len(chunk), pol == "ordered" and attr_str(op, "sink") in self.lay.private)
+                self.runs.append(run)
                 t = e.f64 if pol == "compensated" else e.f
                 chunk += [e.c(-1, e.i64)] + [e.cf(-0.0, t)] * n + ([e.cf(0.0, t)] * n if pol == "compensated" else [])
+                chunk += [e.c(0)] * run.segmented
         return chunk, chain
 
     def is_sorted_scatter(self, op) -> bool:
-        """A += scatter keyed by a Sorted[Index] plane: runs of equal keys are summed in registers. Not when
-        ordered: a run may cross a segment boundary, and each lane's add lands in its own segment's copy."""
+        """A += scatter keyed by a Sorted[Index] plane: runs of equal keys are summed in registers (an ordered
+        sink's runs also end where its segments do)."""
         if not is_hawk(op, "scatter") or attr_str(op, "mode") != "add" or len(op.operands) != 2:
-            return False
-        if self.lay.sink_policy.get(attr_str(op, "sink")) == "ordered":
             return False
         src = key_source(op.operands[1])
         spec = self.lay.sig.get(src) if src else None
@@ -186,7 +191,7 @@ class HostLowering(HostOps):
             v = e.op("arith.sitofp", v, t=e.f64) if v.type == e.i64 else e.widen(v, e.f64)
             e.store(v, scratch, e.add_i(base, e.c(k)))
         for run in self.runs:
-            self.flush_run(run, final[run.slot:run.slot + 1 + run.n * (2 if run.policy == "compensated" else 1)])
+            self.flush_run(run, final[run.slot:run.slot + run.width])
 
     def move_body(self, body: ir.Block, anchor) -> None:
         for op in list(body.operations):
@@ -526,16 +531,19 @@ class HostLowering(HostOps):
 
     def nchunk_red_total(self) -> int:
         """Chain state follows the whole chunk state (reductions and sorted runs) in the iter_args."""
-        return self.nchunk_red + sum(1 + r.n * (2 if r.policy == "compensated" else 1) for r in self.runs)
+        return self.nchunk_red + sum(r.width for r in self.runs)
 
     # ---- sorted runs --------------------------------------------------------------------------------------
     def sorted_step(self, run: _Run, op):
         e = self.e
         s = self.accs
         key, v = op.operands[1], op.operands[0]
-        width = 1 + run.n * (2 if run.policy == "compensated" else 1)
-        state = s[run.slot:run.slot + width]
+        state = s[run.slot:run.slot + run.width]
         same = e.cmpi(_EQ, state[0], key)
+        if run.segmented:  # the same key in a new segment starts a new run
+            segment = e.op("arith.shrui", self.lane, self.segments[attr_str(run.op, "sink")][0])
+            same = e.op("arith.andi", same, e.cmpi(_EQ, state[-1], segment))
+            s[run.slot + run.width - 1] = segment
         differs = e.op("arith.xori", same, e.c(1, e.i1))
         branch = scf.IfOp(differs, [], has_else=False)
         with ir.InsertionPoint(branch.then_block):
@@ -566,7 +574,7 @@ class HostLowering(HostOps):
                 if run.policy == "compensated":
                     self.comp_add(sink, at, state[1 + c], carry=state[1 + run.n + c])
                 else:
-                    self.add_into(run.policy, sink, at, state[1 + c], "sink")
+                    self.add_into(run.policy, sink, at, state[1 + c], "sink", state[-1] if run.segmented else None)
             scf.YieldOp([])
 
     # ---- the finish function -------------------------------------------------------------------------
