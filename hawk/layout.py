@@ -182,7 +182,7 @@ def gpu_form(lay: Layout, fbytes: int) -> str:
 # a sink of more than PRIVATE_SLOTS slots takes one segment. So the bits depend on the run's lane count and the
 # sink's size only: never on threads or target.
 SEGMENT_MIN = ORDERED_BLOCK
-SEGMENT_BUDGET = 1 << 18
+SEGMENT_BUDGET = 1 << 14  # values: 128 KiB of float64 partials per sink at most
 SEGMENT_SHARE = 8
 PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get private copies (per chunk, or per segment if ordered)
 

@@ -737,7 +737,7 @@ def test_ordered_scatter_segments_follow_lane_count_and_sink_size(target):
     # 4096 slots: at most 150000 // (8 * 4096) = 4 segments, so 150000 lanes take 3 of 65536 lanes; 8 slots take
     # segments of 1024 lanes; 70000 slots: one segment
     assert ordered_segment(4096, 150_000) == (65536, 3) and ordered_segment(8, 300_000) == (1024, 293)
-    assert ordered_segment(1024, 10**7) == (65536, 153)  # at most 2**18 // 1024 = 256 segments
+    assert ordered_segment(1024, 10**7) == (1 << 20, 10)  # at most 2**14 // 1024 = 16 segments
     assert ordered_segment(70_000, 5000)[1] == 1
     rng = np.random.default_rng(12_780)
     for kernel, slots, n in ((p_sc_ord_wide, 4096, 150_000), (p_sc_ord_huge, 70_000, 5000)):
