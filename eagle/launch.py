@@ -153,6 +153,9 @@ class Launcher:
                 else:
                     bufs.append(np.zeros(slots * nchunks, dtype=b.dtype))
                 resets.append((bufs[-1], 0.0))
+            elif role == "mark":  # which slots of its private copy a chunk stored into
+                bufs.append(np.zeros(self.lay.private[name] * nchunks, dtype=np.int64))
+                resets.append((bufs[-1], 0))
             elif role == "scratch":
                 bufs.append(np.zeros(max(self.lay.width, 1) * nchunks, dtype=np.float64))
             elif role == "blocks":

@@ -11,7 +11,7 @@ from conftest import bt_close, bt_run_on, bt_sum_ulps
 import eagle
 import hawk
 import hawk.math as m
-from hawk import Grid, Index, Mutable, Scalar, Sorted
+from hawk import Grid, Index, Mutable, Scalar, Sorted, Vector
 
 
 @hawk.kernel
@@ -155,6 +155,56 @@ def test_store_into_passed_sink_keeps_untouched_slots(target):
     want[key] = x
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(buf, want)
+
+
+@hawk.kernel
+def s_last(key: Index, x: Scalar, buf: Mutable["slot":50]):
+    hawk.scatter(buf)[key] = x + 1.0
+
+
+@hawk.kernel
+def s_last_pair(key: Index, v: Vector[2], buf: Mutable["slot":50]):
+    hawk.scatter(buf)[(key * 3) % 50] = v
+
+
+def _last_writer(prior, keys, values):
+    """Each slot keeps the value of the last lane (in lane order) that stored into it."""
+    out = np.array(prior, copy=True)
+    for i, k in enumerate(keys.tolist()):
+        out[..., k] = values[..., i]
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 999, 1_200_001])
+def test_store_keeps_the_last_lanes_value_at_every_thread_count(target, n):
+    # a store-only sink is stored into per chunk (a private copy and marks); the last chunk that stored a slot
+    # gives it: the same as storing lane by lane, whatever the chunks
+    rng = np.random.default_rng(9230 + n)
+    key = rng.integers(0, 45, size=n).astype(np.int32)  # slots 45..49 are never stored: they keep the prior
+    x = rng.normal(size=n)
+    prior = np.linspace(-3.0, 3.0, 50)
+    want = _last_writer(prior, key, x + 1.0)
+    for threads in (1, 2, 3):
+        buf = prior.copy()
+        got = np.asarray(eagle.deploy(s_last, target=target, threads=threads).run(key=key, x=x, buf=buf))
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(buf, want)
+    v = rng.normal(size=(2, n))
+    got = bt_run_on(target, s_last_pair, key=key, v=v)
+    np.testing.assert_array_equal(got, _last_writer(np.zeros((2, 50)), (key * 3) % 50, v))
+
+
+def test_store_and_add_into_one_sink_in_lane_order(target):
+    @hawk.kernel
+    def s_mixed(key: Index, x: Scalar, buf: Mutable["slot":4]):
+        hawk.scatter(buf)[key] = x
+        hawk.scatter(buf, policy="plain")[key] += x * 0.5
+
+    # lane by lane: store, then add; a later lane's store replaces what came before
+    x = np.array([1.0, 2.0, 4.0, 8.0])
+    key = np.array([0, 0, 1, 0], dtype=np.int32)
+    buf = np.full(4, 100.0)
+    np.testing.assert_array_equal(bt_run_on(target, s_mixed, key=key, x=x, buf=buf), [12.0, 6.0, 100.0, 100.0])
 
 
 # ------------------------------------------------------------------ tuple keys into a 2-D sink

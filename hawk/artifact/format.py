@@ -34,8 +34,8 @@ REDUCE_KINDS = ("sum", "mean", "max", "min")
 POLICIES = ("auto", "compensated", "plain", "ordered")
 SINK_POLICIES = ("plain", "compensated", "ordered")
 # The buffer roles eagle.launch.Launcher allocates; a role it does not know is refused before anything runs.
-BUFFER_ROLES = ("in", "index", "param", "table", "cut", "out", "cell", "count", "sink", "comp", "priv", "scratch",
-                "blocks", "meta", "err")
+BUFFER_ROLES = ("in", "index", "param", "table", "cut", "out", "cell", "count", "sink", "comp", "priv", "mark",
+                "scratch", "blocks", "meta", "err")
 BUFFER_DTYPES = ("f", "f64", "i32", "i64")
 _ROLE_KIND = {"in": "lane", "index": "index", "param": "param", "table": "table", "sink": "sink"}
 _BIG = 1 << 31
@@ -412,7 +412,7 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
             raise refuse(where, f"reads cell '{bname}', which is not one of the stage's cells_in")
         if role == "comp" and bname not in roles.get("sink", []) + roles.get("cell", []):
             raise refuse(where, f"is a companion of '{bname}', which has no sink or cell buffer before it")
-        if role == "priv" and (bname not in roles.get("sink", []) or bname not in lay["private"]):
+        if role in ("priv", "mark") and (bname not in roles.get("sink", []) or bname not in lay["private"]):
             raise refuse(where, f"is a private copy of '{bname}', which is not a sink with private slots")
         if role in ("meta", "err", "scratch", "blocks") and bname != f"#{role}":
             raise refuse(where, f"must be named '#{role}'")

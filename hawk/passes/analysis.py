@@ -33,6 +33,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
 
     cuts_in: list[tuple[str, tuple[int, ...]]] = []
     stored: set[str] = set()  # sinks some scatter stores into with =
+    added: set[str] = set()  # sinks some scatter adds into with +=
 
     def visit(op):
         if is_hawk(op, "cut_read"):
@@ -47,8 +48,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
         elif is_hawk(op, "scatter"):
             sink = attr_str(op, "sink")
             sinks[sink] = payload_of(op.operands[0].type)
-            if attr_str(op, "mode") == "set":
-                stored.add(sink)
+            (stored if attr_str(op, "mode") == "set" else added).add(sink)
             pol = sum_policy(attr_str(op, "policy"), True) if attr_str(op, "mode") == "add" else "plain"
             if attr_str(op, "mode") == "add":
                 counts[sink] = counts.get(sink, True) and attr_str(op, "policy") == "auto" and \
@@ -109,11 +109,14 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
             if sink_policy.get(p.name, "plain") != "plain":
                 bufs.append(Buffer(p.name, "comp", _comp_dtype(sink_policy[p.name])))
             slots = _size(sinks.get(p.name, ())) * _size(tuple(a.extent for a in p.axes))
-            if p.name in sinks and p.name not in stored and slots <= PRIVATE_SLOTS:
+            if p.name in sinks and (p.name in stored) != (p.name in added) and slots <= PRIVATE_SLOTS:
                 # each chunk of lanes (each segment, if ordered) adds into its own copy; the finish adds the
-                # copies in order
+                # copies in order. A sink only stored into: each chunk stores into its own copy and marks the slots
+                # it stored; the finish takes each slot from the last chunk that marked it (the last lane wins)
                 lay.private[p.name] = slots
                 bufs.append(Buffer(p.name, "priv", _comp_dtype(sink_policy[p.name])))
+                if p.name in stored:
+                    bufs.append(Buffer(p.name, "mark", "i64"))
     bufs += [Buffer("#scratch", "scratch", "f64"), Buffer("#blocks", "blocks", "f"), Buffer("#meta", "meta", "i64"),
              Buffer("#err", "err", "i64")]
     return lay

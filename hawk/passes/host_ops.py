@@ -188,6 +188,10 @@ class HostOps:
                 at = e.add_i(e.mul_i(e.c(c), e.c(n)), idx) if shape else idx
                 if mode == "add":
                     self.add_into(policy, sink, at, x, "sink")
+                elif (sink, "mark") in self.bufs:  # this chunk's copy, and a mark: the finish takes the last chunk's
+                    at = e.add_i(at, e.mul_i(self.chunk, e.c(self.lay.private[sink])))
+                    e.store(x, self.bufs[(sink, "priv")], at)
+                    e.store(e.c(1, e.i64), self.bufs[(sink, "mark")], at)
                 else:
                     e.store(x, buf, at)
             scf.YieldOp([])

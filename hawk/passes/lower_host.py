@@ -27,6 +27,8 @@ from hawk.passes.host_emit import _EQ, _SGE, Emit, size
 from hawk.passes.host_ops import HostOps
 from hawk.passes.speculate import NO_SPECULATE
 
+_NE = 1
+
 
 @dataclass
 class _Acc:
@@ -674,6 +676,9 @@ class HostLowering(HostOps):
         for name, slots in self.lay.private.items():
             priv = self.bufs[(name, "priv")]
             n = e.c(slots)
+            if (name, "mark") in self.bufs:
+                self.finish_stores(name, priv, self.bufs[(name, "mark")], n)
+                continue
             policy = self.lay.policy_of(name)
             compensated = policy == "compensated"
             target = self.bufs[(name, "comp")] if policy != "plain" else self.bufs[(name, "sink")]
@@ -700,6 +705,21 @@ class HostLowering(HostOps):
                 if compensated:
                     e.store(res[1], target, e.add_i(i, n))
                 scf.YieldOp([])
+
+    def finish_stores(self, name: str, priv: ir.Value, mark: ir.Value, n: ir.Value) -> None:
+        """Each slot of a stored-into sink from the last chunk that stored into it (else it keeps its content)."""
+        e = self.e
+        sink = self.bufs[(name, "sink")]
+        loop = scf.ForOp(e.c(0), n, e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            i = loop.induction_variable
+            chunks = scf.ForOp(e.c(0), self.chunk, e.c(1), [e.load(sink, i)])
+            with ir.InsertionPoint(chunks.body):
+                at = e.add_i(e.mul_i(chunks.induction_variable, n), i)
+                stored = e.cmpi(_NE, e.load(mark, at), e.c(0, e.i64))
+                scf.YieldOp([e.select(stored, e.load(priv, at), chunks.inner_iter_args[0])])
+            e.store(chunks.results[0], sink, i)
+            scf.YieldOp([])
 
     def finish_companions(self):
         """Fold each companion (compensated corrections, ordered lane-order sums) into its slot."""
