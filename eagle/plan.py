@@ -69,7 +69,8 @@ class Plan:
         st = self.kernel.stages(spec)[stage]
         key = cache.key(st.key, repr(self.kernel), repr(spec), self.target, self.device.options)
         binary = device_binary(key, st.name, self.device,
-                               lambda: self.kernel.lowered_gpu(spec, stage, self.device.subgroup).gpu_module)
+                               lambda: self.kernel.lowered_gpu(spec, stage, self.device.subgroup,
+                                                               self.device.float_atomics).gpu_module)
         finish = host.load(cache.key(key, "finish"), st.name,
                            lambda: self.kernel.lowered_gpu(spec, stage).finish_llvm_ir)
         launcher = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads)

@@ -230,15 +230,16 @@ class Kernel:
             self._lowered[key] = Lowered(st.name, spec, st.text, text, layout)
         return self._lowered[key]
 
-    def lowered_gpu(self, spec: Spec, stage: int = 0, subgroup: int = 0) -> GpuLowered:
+    def lowered_gpu(self, spec: Spec, stage: int = 0, subgroup: int = 0, atomics: bool = False) -> GpuLowered:
         """One stage for a GPU target: its gpu.module (upstream dialects; tree, slots or chunk form) as text,
         and its finish function lowered to LLVM for the host (the runtime finishes on the host). `subgroup` is
-        the target's shuffle width (32 for a warp, 64 or 32 for a wavefront; 0 for none)."""
-        key = (spec, stage, "gpu", subgroup)
+        the target's shuffle width (32 for a warp, 64 or 32 for a wavefront; 0 for none); `atomics` whether it
+        has float atomic adds in global memory (plain scatters into sinks too large to privatise use them)."""
+        key = (spec, stage, "gpu", subgroup, atomics)
         if key not in self._lowered:
             st = self.stage_text(spec, stage)
             gpu_text, finish, layout = _lowering().lower_stage_gpu(self.signature, self.outputs, spec, st,
-                                                                  len(self.stages(spec)) > 1, subgroup)
+                                                                  len(self.stages(spec)) > 1, subgroup, atomics)
             self._lowered[key] = GpuLowered(st.name, spec, st.text, gpu_text, finish, layout)
         return self._lowered[key]
 

@@ -57,6 +57,7 @@ class Layout:
     cells_in: list[str] = field(default_factory=list)  # internal cells an earlier stage wrote (split kernels)
     cells_out: list[str] = field(default_factory=list)  # internal cells this stage writes for a later one
     private: dict[str, int] = field(default_factory=dict)  # sink -> slots of the private copy each chunk adds into
+    stored: list[str] = field(default_factory=list)  # sinks some scatter stores into with =
 
     @property
     def width(self) -> int:
@@ -72,11 +73,17 @@ class Layout:
     def blocked(self) -> bool:
         return self.block_width > 0
 
-    def parallel_span(self) -> int | None:
+    def atomic_sinks(self) -> list[str]:
+        """Sinks a GPU with float atomics adds into directly: plain, added to only, too large to privatise."""
+        return [n for n in self.sinks if n not in self.private and n not in self.stored
+                and self.sink_policy.get(n) == "plain"]
+
+    def parallel_span(self, atomics: bool = False) -> int | None:
         """Lanes a chunk boundary must be a multiple of so that chunks never write one slot (None: they would,
-        run one chunk). Private sinks never collide; a reduction keeping leading lane axes writes each kept slot
-        from one contiguous span of lanes."""
-        if any(n not in self.private for n in self.sinks):
+        run one chunk). Private sinks never collide, nor do atomic sinks where `atomics`; a reduction keeping
+        leading lane axes writes each kept slot from one contiguous span of lanes."""
+        shared = set(self.atomic_sinks()) if atomics else set()
+        if any(n not in self.private and n not in shared for n in self.sinks):
             return None
         span = 1
         axes = [a.label for a in self.sig.lane_axes()]
@@ -244,7 +251,7 @@ def layout_to_json(lay: Layout) -> dict:
             "sinks": {k: list(v) for k, v in lay.sinks.items()},
             "index_keys": {k: [list(u) for u in v] for k, v in lay.index_keys.items()},
             "sink_policy": lay.sink_policy, "buffers": [asdict(b) for b in lay.buffers],
-            "cells_in": lay.cells_in, "cells_out": lay.cells_out, "private": lay.private}
+            "cells_in": lay.cells_in, "cells_out": lay.cells_out, "private": lay.private, "stored": lay.stored}
 
 
 def layout_from_json(d: dict) -> Layout:
@@ -256,5 +263,6 @@ def layout_from_json(d: dict) -> Layout:
     lay.sink_policy = dict(d["sink_policy"])
     lay.cells_in, lay.cells_out = list(d["cells_in"]), list(d["cells_out"])
     lay.private = {k: int(v) for k, v in d["private"].items()}
+    lay.stored = [str(n) for n in d.get("stored", [])]
     lay.buffers = [Buffer(b["name"], b["role"], b["dtype"]) for b in d["buffers"]]
     return lay

@@ -110,8 +110,8 @@ def build_job(module: str, name: str, dtype: str) -> dict:
     for k, st in enumerate(kernel.stages(spec)):
         rec: dict = {"stage": st.name, "lower": None, "nvvm": {}, "rocdl": {}}
         stages.append(rec)
-        try:  # the module each target compiles: with its subgroup width (a warp, a wavefront) for shuffles
-            gpu = {w: kernel.lowered_gpu(spec, k, w).gpu_module for w in (32, 64)}
+        try:  # the module each target compiles: its subgroup width (a warp, a wavefront), float atomics
+            gpu = {w: kernel.lowered_gpu(spec, k, w, True).gpu_module for w in (32, 64)}
         except Exception as exc:
             rec["lower"] = _words(exc)
             continue

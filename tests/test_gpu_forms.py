@@ -233,3 +233,36 @@ def test_spirv_refuses_a_subgroup_size_the_device_does_not_run():
     other = 32 if size != 32 else 16
     with pytest.raises(RuntimeError, match=f"compiled with subgroup={other}.*deploy with subgroup={size}"):
         eagle.deploy(gf_lowest, target="spirv", subgroup=other).run(x=np.ones(10))
+
+
+# ------------------------------------------------------------------ float atomics for large plain sinks
+
+
+@hawk.kernel
+def gf_wide_histogram(k: Index, x: Scalar, bins: Mutable["bin":100_000]):
+    hawk.scatter(bins, policy="plain")[k] += x
+
+
+def test_large_plain_sinks_use_float_atomics_where_the_target_has_them():
+    lay = _layout(gf_wide_histogram)
+    assert lay.atomic_sinks() == ["bins"] and not lay.private  # 100000 slots: too many for private copies
+    assert plan_grid(lay, 10**6, 8, (10**6,)).chunks == 1  # spirv: one chunk (no float64 atomics on lavapipe)
+    assert plan_grid(lay, 10**6, 8, (10**6,), atomics=True).chunks > 1000  # nvvm, rocdl: spread over threads
+    spec = gf_wide_histogram.default_spec()
+    assert "memref.atomic_rmw addf" in gf_wide_histogram.lowered_gpu(spec, 0, 32, True).gpu_module
+    assert "atomic_rmw" not in gf_wide_histogram.lowered_gpu(spec, 0, 32, False).gpu_module
+    from eagle.targets.nvvm import NvvmTarget
+
+    ptx = NvvmTarget("sm_90").compile(gf_wide_histogram.lowered_gpu(spec, 0, 32, True).gpu_module).decode()
+    assert re.search(r"atom\.global\.add\.f64|red\.global\.add\.f64", ptx)
+    for kernel in (gf_histogram, gf_energy):  # small sinks stay private; sums have no sinks
+        assert kernel.layout(kernel.default_spec(), 0).atomic_sinks() == []
+
+
+def test_large_plain_sink_on_spirv_still_adds_every_lane():
+    _spirv()
+    rng = np.random.default_rng(11)
+    k = rng.integers(0, 100_000, 50_000).astype(np.int32)
+    x = rng.standard_normal(50_000)
+    got = bt_run_on("spirv", gf_wide_histogram, k=k, x=x)
+    np.testing.assert_allclose(got, np.bincount(k, weights=x, minlength=100_000), rtol=1e-12, atol=1e-12)

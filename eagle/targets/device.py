@@ -48,7 +48,7 @@ class Grid:
         return -(-self.span // self.block) if self.form == "tree" else self.span
 
 
-def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...]) -> Grid:
+def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], atomics: bool = False) -> Grid:
     """The launch for lanes [0, end) of a run with these lane extents. "tree": workgroups take GROUP_ALIGN-aligned
     spans; "slots": a thread per kept slot; "chunks": one chunk when threads would collide, else chunks that start
     on ordered blocks and on the spans of lanes that share a kept slot."""
@@ -60,7 +60,7 @@ def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...]) -
     if form == "slots":
         slots = kept_slots(layout, extents)
         return Grid(-(-math.prod(extents) // max(slots, 1)), max(1, -(-slots // WORKGROUP)), WORKGROUP, form)
-    span = layout.parallel_span()
+    span = layout.parallel_span(atomics)
     if span is None or end == 0:
         return Grid(max(end, 1), 1, 1)
     align = span
@@ -85,9 +85,11 @@ def device_meta(b, grid: Grid, lo: int, hi: int) -> np.ndarray:
 
 
 class DeviceRuntime:
-    """A target's runtime: load a binary and launch its kernel over numpy buffers (copied in and back)."""
+    """A target's runtime: load a binary and launch its kernel over numpy buffers (copied in and back).
+    `float_atomics`: its target's binaries add into large plain sinks with atomics (as the target's own flag)."""
 
     name = "device"
+    float_atomics = False
 
     def launch(self, binary: bytes, entry: str, buffers: list[np.ndarray], written: list[bool], grid: Grid):
         raise NotImplementedError
@@ -121,7 +123,7 @@ class DeviceStage:
                  cuts: dict):
         lay = launcher.lay
         launcher.binder.check_keys(lay, b)
-        self.grid = plan_grid(lay, hi, np.dtype(b.dtype).itemsize, tuple(b.extents))
+        self.grid = plan_grid(lay, hi, np.dtype(b.dtype).itemsize, tuple(b.extents), runtime.float_atomics)
         self.launcher, self.binary, self.entry, self.runtime, self.finish_lib = launcher, binary, entry, runtime, \
             finish_lib
         self.buffers, self.results, self.copies, self.resets = launcher.buffers(b, self.grid.chunks, cuts)

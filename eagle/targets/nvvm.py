@@ -28,6 +28,7 @@ class NvvmTarget:
     name = "nvvm"
     suffix = "ptx"
     subgroup = 32  # a warp: the last levels of a workgroup's tree are register shuffles
+    float_atomics = True  # atom.global.add.f32/f64: plain scatters into sinks too large to privatise
 
     def __init__(self, chip: str = "sm_80"):
         if chip not in CHIPS:
@@ -92,6 +93,7 @@ class CudaRuntime(DeviceRuntime):
     """Launch PTX through the CUDA driver API (cuda-bindings). Raises RuntimeMissing without a driver."""
 
     name = "cuda"
+    float_atomics = True
 
     def __init__(self):
         try:

@@ -112,6 +112,8 @@ class RocdlTarget:
     name = "rocdl"
     suffix = "hsaco"
 
+    float_atomics = True  # global float atomic adds (a compare-and-swap loop where the chip has no native one)
+
     @property
     def subgroup(self) -> int:
         """A wavefront: the last levels of a workgroup's tree are register shuffles."""
@@ -212,6 +214,7 @@ class HipRuntime(DeviceRuntime):
     ROCm. Raises RuntimeMissing (\"no ROCm runtime\") where libamdhip64 or an AMD GPU is absent."""
 
     name = "hip"
+    float_atomics = True
     H2D, D2H = 1, 2  # hipMemcpyHostToDevice, hipMemcpyDeviceToHost
 
     def __init__(self):

@@ -85,6 +85,7 @@ class SpirvTarget:
 
     name = "spirv"
     suffix = "spv"
+    float_atomics = False  # core Vulkan has none (lavapipe: float32 only, through an extension)
 
     def __init__(self, subgroup: int = 0):
         if subgroup not in SUBGROUPS:

@@ -57,7 +57,7 @@ def _gpu_builder(name: str):
         from eagle.targets import gpu_target
 
         target = gpu_target(name, **({"chip": chip} if chip else {}))
-        binary = target.compile(kernel.lowered_gpu(spec, stage, target.subgroup).gpu_module)
+        binary = target.compile(kernel.lowered_gpu(spec, stage, target.subgroup, target.float_atomics).gpu_module)
         target.check(binary)
         path.write_bytes(binary)
         return {"chip": getattr(target, "chip", name), "entry": f"{kernel.stages(spec)[stage].name}_lanes"}

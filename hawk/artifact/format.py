@@ -250,7 +250,7 @@ def _layout_checker(s: _Schema) -> Checker:
                   "sinks": s.mapping(s.lst(s.extent)), "index_keys": s.mapping(s.lst(s.pair(s.name, s.count))),
                   "sink_policy": s.mapping(s.one_of(*SINK_POLICIES)), "buffers": s.lst(buffer, nonempty=True),
                   "cells_in": s.lst(s.name, unique=True), "cells_out": s.lst(s.name, unique=True),
-                  "private": s.mapping(s.extent)})
+                  "private": s.mapping(s.extent)}, optional={"stored": s.lst(s.name, unique=True)})
 
 
 def sidecar_checker(s: _Schema) -> Checker:
@@ -382,7 +382,7 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
         bad = [a for a in (*r["over"], *r["kept"]) if a not in labels]
         if bad:
             raise refuse(f"{path}.reductions[{i}]", f"names lane axis '{bad[0]}', which the kernel does not have")
-    for sink in (*lay["sinks"], *lay["sink_policy"], *lay["private"]):
+    for sink in (*lay["sinks"], *lay["sink_policy"], *lay["private"], *lay.get("stored", [])):
         if planes.get(sink, {}).get("kind") != "sink":
             raise refuse(f"{path}.sinks", f"names '{sink}', which is not a sink plane")
     for plane, uses in lay["index_keys"].items():

@@ -77,6 +77,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     lay = Layout(name, sig, {k: v for k, v in outputs.items() if mine(k)}, reductions, sinks, index_keys,
                  sink_policy)
     lay.cells_in = [c for c, _ in cuts_in]
+    lay.stored = sorted(stored)
     lay.cells_out = list(cells_out)
     bufs = lay.buffers
     for p in sig.planes:

@@ -26,6 +26,18 @@ GPU_MODULE_SUFFIX = "_gpu"
 
 
 class GpuLowering(HostLowering):
+    def __init__(self, module, layout, ftype, itypes, atomics: bool = False):
+        super().__init__(module, layout, ftype, itypes)
+        self.atomic = set(layout.atomic_sinks()) if atomics else set()
+
+    def add_into(self, policy: str, name: str, at, x, role: str, segment=None):
+        """A plain add into a large sink: one float atomic add where the target has them (the runtime then
+        spreads the lanes over threads: `Layout.parallel_span(atomics=True)`)."""
+        if name not in self.atomic or role != "sink" or policy != "plain":
+            return super().add_into(policy, name, at, x, role, segment)
+        kind = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)  # arith::AtomicRMWKind::addf
+        create("memref.atomic_rmw", [x, self.bufs[(name, "sink")], at], [x.type], {"kind": kind})
+
     def lanes_func(self):
         self.module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
         mod = gpu.GPUModuleOp(f"{self.lay.name}{GPU_MODULE_SUFFIX}")
@@ -64,12 +76,13 @@ class GpuLowering(HostLowering):
         return scf.IfOp(e.cmpi(6, self.chunk, self.nthreads), [], has_else=False)  # ult
 
 
-def lower_gpu(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Type], subgroup: int = 0) -> None:
+def lower_gpu(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Type], subgroup: int = 0,
+              atomics: bool = False) -> None:
     """The form `gpu_form` picks (the runtime asks it too): "tree" and "slots" in lower_gpu_tree, else chunks."""
     from hawk.passes.lower_gpu_tree import TreeLowering
 
     form = gpu_form(layout, 8 if isinstance(ftype, ir.F64Type) else 4)
     if form == "chunks":
-        GpuLowering(module, layout, ftype, itypes).run()
+        GpuLowering(module, layout, ftype, itypes, atomics).run()
     else:
         TreeLowering(module, layout, ftype, itypes, subgroup).run()

@@ -33,6 +33,7 @@ class Job:
     ftype: ir.Type
     itypes: dict[str, ir.Type]
     subgroup: int = 0  # GPU: threads that shuffle registers (a warp, a wavefront); 0: shared memory only
+    atomics: bool = False  # GPU: float atomic adds into global memory (plain scatters into large sinks)
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ PASSES: dict[str, Pass] = {p.name: p for p in (
     Pass("verify-hawk", lambda m, j: verify_hawk(m), "refuse reductions/scatters where they may not sit"),
     Pass("lower-host-lanes", lambda m, j: lower_host(m, j.layout, j.ftype, j.itypes),
          "hawk ops -> a chunked lane loop and a finish function (scf, memref, arith, vector)"),
-    Pass("lower-gpu-lanes", lambda m, j: lower_gpu(m, j.layout, j.ftype, j.itypes, j.subgroup),
+    Pass("lower-gpu-lanes", lambda m, j: lower_gpu(m, j.layout, j.ftype, j.itypes, j.subgroup, j.atomics),
          "hawk ops -> a gpu.module kernel (tree, slots or chunk form) and a host finish function"),
     Pass("speculate-ifs", lambda m, j: speculate_ifs(m), "pure if/else branches -> both evaluated and a select"),
     Pass("canonicalize", _upstream("builtin.module(canonicalize,cse)"), "upstream clean-up"),
