@@ -120,3 +120,30 @@ def bt_close(got, want, rtol=1e-14):
     finite = want[np.isfinite(want)]
     scale = float(np.max(np.abs(finite))) if finite.size else 1.0
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * max(scale, 1e-300))
+
+
+def bt_ordered_sum(terms, dtype=None, mask=None):
+    """The "ordered" sum of docs/ordered.md, written out independently of hawk, in the terms' dtype (or `dtype`):
+    blocks of 1024 lanes, 8 strict chains per block from -0.0 (lane i feeds chain i % 8; a lane masked out adds
+    nothing, as a -0.0 term would), a fixed tree over the chains, then the block partials paired level by level.
+    No lanes give +0.0."""
+    t = np.asarray(terms, dtype=dtype)
+    dt = t.dtype.type
+    if mask is not None:
+        t = np.where(np.asarray(mask, dtype=bool), t, dt(-0.0))
+    if t.size == 0:
+        return dt(0.0)
+    nblocks = -(-t.size // 1024)
+    padded = np.full(nblocks * 1024, -0.0, dtype=t.dtype)
+    padded[:t.size] = t
+    rows = padded.reshape(nblocks, 128, 8)
+    c = np.full((nblocks, 8), -0.0, dtype=t.dtype)
+    for r in range(128):  # every block's chains at once, each strictly in lane order
+        c = c + rows[:, r, :]
+    parts = list(((c[:, 0] + c[:, 1]) + (c[:, 2] + c[:, 3])) + ((c[:, 4] + c[:, 5]) + (c[:, 6] + c[:, 7])))
+    while len(parts) > 1:
+        nxt = [dt(parts[i] + parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+        if len(parts) % 2:
+            nxt.append(parts[-1])
+        parts = nxt
+    return dt(parts[0])

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import bt_ordered_sum
 
 import eagle
 import hawk
@@ -121,29 +122,6 @@ def a_matrix(mm: Matrix[2, 2], g: Mutable[Matrix[2, 2]], big: Mutable[Scalar]):
 
 
 # ====================================================================================== helpers
-def ordered_tree(terms: np.ndarray) -> float:
-    """The "ordered" sum of docs/ordered.md, written out independently: blocks of 1024 lanes, 8 sequential chains
-    per block from -0.0, a fixed tree over the chains, then block partials paired level by level."""
-    t = np.asarray(terms)
-    dt = t.dtype.type
-    if t.size == 0:
-        return dt(0.0)
-    nblocks = -(-t.size // 1024)
-    padded = np.full(nblocks * 1024, -0.0, dtype=t.dtype)  # -0.0 adds nothing, whatever the chain holds
-    padded[:t.size] = t
-    rows = padded.reshape(nblocks, 128, 8)
-    c = np.full((nblocks, 8), -0.0, dtype=t.dtype)
-    for r in range(128):  # each chain strictly in lane order
-        c = c + rows[:, r, :]
-    parts = list(((c[:, 0] + c[:, 1]) + (c[:, 2] + c[:, 3])) + ((c[:, 4] + c[:, 5]) + (c[:, 6] + c[:, 7])))
-    while len(parts) > 1:
-        nxt = [dt(parts[i] + parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
-        if len(parts) % 2:
-            nxt.append(parts[-1])
-        parts = nxt
-    return parts[0]
-
-
 def same_bits(a, b) -> bool:
     a, b = np.asarray(a), np.asarray(b)
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
@@ -233,7 +211,7 @@ def test_float32_build(published):
     got = hawk.run(lk, x=x)
     assert got.dtype == np.float32
     assert same_bits(got, eagle.deploy(a_energy_ord).run(x=x))
-    assert np.asarray(got)[0] == ordered_tree(x * x)
+    assert np.asarray(got)[0] == bt_ordered_sum(x * x)
     z = hawk.run(hawk.load(published, "a_share"), x=np.abs(x) + np.float32(1))
     assert z.dtype == np.float32
 
@@ -344,7 +322,7 @@ def test_bundle_publishes_single_stage_kernels_too(tmp_path):
 def test_artifact_sum_is_bitwise_the_ordered_policy_at_every_thread_count(published):
     x = rng(11).normal(size=200_003) * 10.0 ** rng(12).uniform(-6, 6, 200_003)
     want = eagle.deploy(a_energy_ord, threads=1).run(x=x)
-    assert np.asarray(want)[0] == ordered_tree(x * x)
+    assert np.asarray(want)[0] == bt_ordered_sum(x * x)
     for threads in (1, 2, 3):
         cell = np.zeros(1)
         hawk.run(hawk.load(published, "a_energy", threads=threads), x=x, total=cell)
@@ -355,7 +333,7 @@ def test_scalar_cell_bound_as_the_output(published):
     x = rng(13).normal(size=1000)
     cell = np.zeros(1)
     out = hawk.run(hawk.load(published, "a_energy"), x=x, total=cell)
-    assert cell[0] == ordered_tree(x * x) and same_bits(out, cell)
+    assert cell[0] == bt_ordered_sum(x * x) and same_bits(out, cell)
 
 
 def test_vector_cell_bound_as_the_output(published):
@@ -365,7 +343,7 @@ def test_vector_cell_bound_as_the_output(published):
     assert sorted(out) == ["tot_0", "tot_1", "tot_2"]
     want = eagle.deploy(a_vec_ord).run(v=v)
     for c in range(3):
-        assert cell[c] == ordered_tree(v[c]) == np.asarray(want[f"tot_{c}"])[0]
+        assert cell[c] == bt_ordered_sum(v[c]) == np.asarray(want[f"tot_{c}"])[0]
         assert np.asarray(out[f"tot_{c}"])[0] == cell[c]
 
 

@@ -20,6 +20,7 @@ expectations; eagle.reduce runs on the host, so an ordered kernel total on any t
 
 import numpy as np
 import pytest
+from conftest import bt_ordered_sum
 
 import eagle
 import hawk
@@ -27,7 +28,6 @@ import hawk.math as m
 from hawk import Grid, Index, Mutable, Param, Scalar
 
 DTYPES = [np.float64, np.float32]
-BLOCK, CHAINS = 1024, 8  # the ordered tree of docs/ordered.md
 
 
 def _np(out):
@@ -44,25 +44,6 @@ def _same(a, b):
             assert np.asarray(a[k]).tobytes() == np.asarray(b[k]).tobytes(), k
     else:
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
-
-
-def ordered_tree(terms):
-    """A model of the ordered tree (docs/ordered.md) in the terms' own dtype."""
-    t = np.asarray(terms)
-    zero = t.dtype.type(-0.0)
-    partials = []
-    for start in range(0, t.size, BLOCK):
-        block = t[start:start + BLOCK]
-        c = [np.add.accumulate(block[j::CHAINS])[-1] if block[j::CHAINS].size else zero for j in range(CHAINS)]
-        partials.append(((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7])))
-    if not partials:
-        return t.dtype.type(0.0)
-    while len(partials) > 1:
-        paired = [partials[i] + partials[i + 1] for i in range(0, len(partials) - 1, 2)]
-        if len(partials) % 2:
-            paired.append(partials[-1])
-        partials = paired
-    return partials[0]
 
 
 # ============================================================================================ kernels
@@ -247,7 +228,7 @@ def test_a_passed_cell_is_overwritten_not_accumulated(target):
     once = cell.copy()
     bound.launch()
     assert cell.tobytes() == once.tobytes()
-    assert cell[0] == ordered_tree(x)
+    assert cell[0] == bt_ordered_sum(x)
 
 
 def test_launch_hands_back_the_bound_buffers_every_time(target):
@@ -276,7 +257,7 @@ def test_changing_a_bound_input_of_a_split_kernel_in_place(target):
     bound.launch()
     x *= 2.0
     out = _np(bound.launch())
-    assert out["total"][0] == ordered_tree(x)
+    assert out["total"][0] == bt_ordered_sum(x)
     np.testing.assert_array_equal(out["z"], x / out["total"][0])
 
 
@@ -329,7 +310,7 @@ def test_ordered_reduce_matches_an_ordered_kernel_sum_bit_for_bit(target, n, dty
     assert got is out
     kernel_total = np.asarray(eagle.deploy(dr_energy, target=target).run(x=x))
     assert out.tobytes() == kernel_total.tobytes()
-    assert out[0] == ordered_tree(terms)
+    assert out[0] == bt_ordered_sum(terms)
     for _ in range(2):  # repeated launches: the same bits
         node.launch()
         assert out.tobytes() == kernel_total.tobytes()
@@ -357,14 +338,14 @@ def test_reduce_of_rows_into_one_entry_per_row(policy):
         for k in range(5):
             one = np.zeros(1)
             eagle.reduce(vals[k], one, policy="ordered").launch()
-            assert one[0] == out[k] == ordered_tree(vals[k])
+            assert one[0] == out[k] == bt_ordered_sum(vals[k])
 
 
 def test_reduce_float32_and_python_lists():
     x = np.random.default_rng(32).normal(size=777).astype(np.float32)
     out = np.zeros(1, np.float32)
     eagle.reduce(x, out, policy="ordered").launch()
-    assert out.dtype == np.float32 and out[0] == ordered_tree(x)
+    assert out.dtype == np.float32 and out[0] == bt_ordered_sum(x)
     out64 = np.zeros(1)
     eagle.reduce([1.0, 2.0, 3.5], out64).launch()
     assert out64[0] == 6.5
@@ -427,9 +408,9 @@ def test_graph_nodes_run_in_order_so_a_reduce_can_read_a_kernel_output(target):
     energy = np.zeros(1)
     graph = eagle.Graph().add_node(bound, name="square").add_node(
         eagle.reduce(bound.results, energy, policy="ordered"), name="energy").build()
-    assert graph.launch()["energy"][0] == ordered_tree(x * x)
+    assert graph.launch()["energy"][0] == bt_ordered_sum(x * x)
     bound.inputs["s"][0] = 0.5
-    assert graph.launch()["energy"][0] == ordered_tree(0.5 * x * x)
+    assert graph.launch()["energy"][0] == bt_ordered_sum(0.5 * x * x)
 
 
 def test_graph_names_unnamed_nodes():

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import bt_run_on, bt_run_same_bits, bt_sum_k, bt_sum_ulps
+from conftest import bt_ordered_sum, bt_run_on, bt_run_same_bits, bt_sum_k, bt_sum_ulps
 
 import eagle
 import hawk
@@ -32,7 +32,6 @@ from hawk import Grid, Index, Mutable, Param, Scalar, Sorted, Vector
 from hawk.layout import ordered_segment
 
 DTYPES = [np.float64, np.float32]
-BLOCK, CHAINS = 1024, 8  # docs/ordered.md: ORDERED_BLOCK and ORDERED_CHAINS
 
 
 # ====================================================================================== input families
@@ -191,29 +190,6 @@ COMP_SCATTERS = {("auto", False): p_sc_auto, ("auto", True): p_sc_auto_sorted,
 
 def _scalar_type(dtype):
     return float if np.dtype(dtype) == np.float64 else np.float32
-
-
-def _ordered_tree(terms, dtype, mask=None):
-    """docs/ordered.md, step by step, in pure Python: one strict IEEE add at a time in `dtype`."""
-    f = _scalar_type(dtype)
-    vals = [f(v) for v in np.asarray(terms, dtype=dtype).tolist()]
-    keep = [True] * len(vals) if mask is None else [bool(b) for b in np.asarray(mask).tolist()]
-    partials = []
-    for start in range(0, len(vals), BLOCK):
-        chains = [f(-0.0)] * CHAINS
-        for i in range(start, min(len(vals), start + BLOCK)):
-            if keep[i]:
-                chains[i % CHAINS] = chains[i % CHAINS] + vals[i]
-        c = chains
-        partials.append(((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7])))
-    if not partials:
-        return f(0.0)
-    while len(partials) > 1:
-        level = [partials[j] + partials[j + 1] for j in range(0, len(partials) - 1, 2)]
-        if len(partials) % 2:
-            level.append(partials[-1])
-        partials = level
-    return partials[0]
 
 
 def _lane_order_scatter(prior, keys, terms, dtype, per_lane=1, segments=True):
@@ -551,11 +527,11 @@ def test_reference_tree_has_teeth():
     # with 4 chains instead of 8 all give other bits than the reference, so a wrong tree cannot pass
     rng = np.random.default_rng(11_800)
     x = _mixed(70_000, np.float64, rng)
-    ref = _ordered_tree(x, np.float64)
+    ref = bt_ordered_sum(x, np.float64)
     seq = 0.0
     for v in x.tolist():
         seq += v
-    four = math.fsum([_ordered_tree(x[j::4], np.float64) for j in range(4)])
+    four = math.fsum([bt_ordered_sum(x[j::4], np.float64) for j in range(4)])
     assert len({ref, seq, float(np.sum(x)), four}) == 4
 
 
@@ -565,7 +541,7 @@ def test_ordered_sum_equals_the_tree_bit_for_bit(target, n, dtype):
     x = _mixed(n, dtype, np.random.default_rng(11_900 + n))
     got = bt_run_same_bits(target, p_sum_ord, x=x)
     assert got.shape == (1,) and got.dtype == dtype
-    _assert_same_bits(got[0], _ordered_tree(x, dtype), dtype, f"n={n}")
+    _assert_same_bits(got[0], bt_ordered_sum(x, dtype), dtype, f"n={n}")
 
 
 def test_ordered_sum_of_no_lanes_is_positive_zero(target):
@@ -587,7 +563,7 @@ def test_ordered_sum_and_mean_with_a_mask(target, n, dtype):
     cut = 0.0
     mask = x > dtype(cut)
     out = bt_run_same_bits(target, p_ord_masked, x=x, cut=cut)
-    total = _ordered_tree(x, dtype, mask)
+    total = bt_ordered_sum(x, dtype, mask)
     _assert_same_bits(out["tot"][0], total, dtype, "masked sum")
     count = int(mask.sum())
     assert 0 < count < n
@@ -605,7 +581,7 @@ def test_ordered_mask_with_no_lane_selected(target):
 def test_ordered_mean_is_the_tree_total_over_the_count(target, n, dtype):
     x = _mixed(n, dtype, np.random.default_rng(12_100 + n))
     got = bt_run_same_bits(target, p_ord_mean, x=x)
-    want = np.asarray(_ordered_tree(x, dtype), dtype) / np.asarray(n, dtype)
+    want = np.asarray(bt_ordered_sum(x, dtype), dtype) / np.asarray(n, dtype)
     _assert_same_bits(got[0], want, dtype, "mean")
 
 
@@ -613,7 +589,7 @@ def test_ordered_mean_is_the_tree_total_over_the_count(target, n, dtype):
 def test_ordered_same_bits_every_run_and_thread_count(target, dtype):
     n = 300_007  # several chunks of lanes on the host (each chunk at least 65536 lanes)
     x = _mixed(n, dtype, np.random.default_rng(12_200))
-    want = _bits(_ordered_tree(x, dtype), dtype)
+    want = _bits(bt_ordered_sum(x, dtype), dtype)
     seen = set()
     for threads in (1, 2, 3):
         plan = eagle.deploy(p_sum_ord, target=target, threads=threads)
@@ -630,7 +606,7 @@ def test_ordered_mean_same_bits_over_thread_counts(target, dtype):
     x = _mixed(n, dtype, np.random.default_rng(12_250))
     cut = -0.5
     mask = x > dtype(cut)
-    want_tot = _ordered_tree(x, dtype, mask)
+    want_tot = bt_ordered_sum(x, dtype, mask)
     want_avg = np.asarray(want_tot, dtype) / np.asarray(int(mask.sum()), dtype)
     for threads in (1, 2, 3):
         out = eagle.deploy(p_ord_masked, target=target, threads=threads).run(x=x, cut=cut)
@@ -646,7 +622,7 @@ def test_ordered_vector_payload(target, n, dtype):
     out = bt_run_same_bits(target, p_ord_vec, v=v)
     assert sorted(out) == ["avg_0", "avg_1", "avg_2", "tot_0", "tot_1", "tot_2"]
     for c in range(3):
-        tot = _ordered_tree(v[c], dtype)
+        tot = bt_ordered_sum(v[c], dtype)
         _assert_same_bits(out[f"tot_{c}"][0], tot, dtype, f"component {c}")
         _assert_same_bits(out[f"avg_{c}"][0], np.asarray(tot, dtype) / np.asarray(n, dtype), dtype, f"mean {c}")
 
@@ -658,7 +634,7 @@ def test_ordered_vector_payload_returned_over_thread_counts(target, dtype):
     v = _mixed(2 * n, dtype, rng).reshape(2, n)
     x = rng.uniform(0.5, 2.0, n).astype(dtype)
     terms = (v * x).astype(dtype)  # the lane's product, rounded once, is the term
-    want = np.array([_ordered_tree(terms[c], dtype) for c in range(2)], dtype=dtype)
+    want = np.array([bt_ordered_sum(terms[c], dtype) for c in range(2)], dtype=dtype)
     for threads in (1, 3):
         got = np.asarray(eagle.deploy(p_ord_vec_ret, target=target, threads=threads).run(v=v, x=x))
         assert got.shape == (2,)
