@@ -18,6 +18,7 @@ from hawk import Grid, Index, Matrix, Mutable, Param, Scalar, Sorted, Vector
 SLOTS = 64  # scatter slots of the contract cases
 KEYS = 1024  # scatter slots of the benchmarks
 BINS = 256
+WIDE = 100_000  # slots of a plain scatter too large for private copies: float atomics on nvvm and rocdl
 COLS = 16  # the fast axis of the contract grids
 BENCH_COLS = 1000  # the fast axis of the benchmark grids
 N = 30_011  # lanes of most contract cases: many ordered blocks and GPU threads, small enough to store
@@ -162,6 +163,26 @@ def gk_math(x: Scalar, y: Mutable[Scalar], tot: Mutable[Scalar]):
     tot = hawk.sum(m.log(1.0 + x * x), policy="ordered")
 
 
+@hawk.kernel
+def gk_store_last(key: Index, x: Scalar, acc: Mutable["slot":SLOTS]):
+    hawk.scatter(acc)[key] = x * 2.0
+
+
+@hawk.kernel
+def gk_scatter_wide(key: Index, x: Scalar, acc: Mutable["slot":WIDE]):
+    hawk.scatter(acc, policy="plain")[key] += x
+
+
+@hawk.kernel
+def gk_rows_ordered(lane: Grid["row", "col":COLS], x: Scalar) -> Scalar:
+    return hawk.sum(x, over="col", policy="ordered")
+
+
+@hawk.kernel
+def gk_cols_ordered(lane: Grid["row", "col":COLS], x: Scalar) -> Scalar:
+    return hawk.mean(x, over="row", policy="ordered", where=x > -1.0)
+
+
 # ============================================================================== benchmark kernels
 @hawk.kernel
 def gb_sum_auto(x: Scalar) -> Scalar:
@@ -301,6 +322,12 @@ def contract_cases() -> list[Case]:
         Case("scatter_vector_ordered", gk_scatter_vector, (N,), ("float64",),
              lambda n, dt, r: _keys(n, dt, r, vec=True)),
         Case("histogram", gk_histogram, (N,), both, lambda n, dt, r: {"t": r.random(n).astype(dt)}),
+        Case("store_last_lane", gk_store_last, (N,), both, _keys),
+        Case("scatter_wide_atomic", gk_scatter_wide, (N,), both,
+             lambda n, dt, r: {"key": r.integers(0, WIDE, n, dtype=np.int32), "x": r.standard_normal(n).astype(dt)},
+             exact=()),
+        Case("over_fast_axis_ordered", gk_rows_ordered, (N,), both, _grid),
+        Case("over_slow_axis_ordered_mean", gk_cols_ordered, (N,), both, _grid),
         Case("gather_at", gk_gather, (N,), both,
              lambda n, dt, r: {**_x(n, dt, r), "src": r.permutation(n).astype(np.int32)}, exact=()),
         Case("stencil_at", gk_stencil, (N,), both,

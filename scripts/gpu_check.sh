@@ -5,7 +5,8 @@
 #   bash scripts/gpu_check.sh run   [options]   # on the GPU machine: Python 3.11+, NumPy, cuda-bindings; no MLIR
 #
 # The bundle holds, for the contract cases (reductions with each policy, where=, over=, Grid, vector and matrix
-# cells, scatters with each policy, a histogram, .at gathers and stencils, split kernels, math) and the GPU
+# cells, scatters with each policy, stores by key, a plain scatter into a sink large enough for float atomics,
+# a histogram, .at gathers and stencils, split kernels, math) and the GPU
 # benchmarks: the artifacts (host + nvvm builds), the contract inputs and the expected results computed here by the
 # host build. `run` loads each artifact with hawk.load, runs it with target nvvm, compares (bitwise where the host's
 # bits are promised, within a tolerance elsewhere), times it and prints a summary ending "N passed, N failed"
