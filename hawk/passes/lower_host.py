@@ -7,10 +7,12 @@ The kernel func becomes two functions with the same arguments (flat `memref<?xT>
                partials of every-lane reductions go to #scratch[chunk * width ...] (f64) and, for "ordered" sums,
                one partial per block of ORDERED_BLOCK lanes to #blocks.
   @<k>_finish  (meta[2] = number of chunks) combines chunk partials in chunk order, the ordered block partials
-               in their fixed pairwise tree, folds companions into sinks and divides means by their counts.
+               in their fixed pairwise tree, folds companions into sinks and divides means by their counts
+               (hawk/passes/host_finish.py).
 
-Two loop shapes ("drivers"): a flat loop over lanes, or, when the kernel has an ordered sum, a loop over blocks
-with ORDERED_CHAINS interleaved chains inside each block (docs/ordered.md defines the tree).
+Loop shapes ("drivers"): a flat loop over lanes; a loop over blocks with ORDERED_CHAINS interleaved chains inside
+each block when the kernel has an ordered or compensated sum (docs/ordered.md defines the tree); register
+accumulators per kept slot (nested) or rows of lanes (column) for reductions that keep lane axes.
 """
 
 from __future__ import annotations
@@ -24,10 +26,9 @@ from hawk.ir.dialect import attr_str, is_hawk
 from hawk.layout import ORDERED_BLOCK, ORDERED_CHAINS, Layout, Reduction, sum_policy
 from hawk.passes.analysis import key_source, payload_of
 from hawk.passes.host_emit import _EQ, _SGE, Emit, size
+from hawk.passes.host_finish import HostFinish
 from hawk.passes.host_ops import HostOps
 from hawk.passes.speculate import NO_SPECULATE
-
-_NE = 1
 
 
 @dataclass
@@ -56,7 +57,7 @@ class _Run:
         return 1 + self.n * (2 if self.policy == "compensated" else 1) + self.segmented
 
 
-class HostLowering(HostOps):
+class HostLowering(HostOps, HostFinish):
     def __init__(self, module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[str, ir.Type]):
         self.module, self.lay, self.e = module, layout, Emit(ftype)
         self.itypes = itypes
@@ -577,181 +578,6 @@ class HostLowering(HostOps):
                     self.comp_add(sink, at, state[1 + c], carry=state[1 + run.n + c])
                 else:
                     self.add_into(run.policy, sink, at, state[1 + c], "sink", state[-1] if run.segmented else None)
-            scf.YieldOp([])
-
-    # ---- the finish function -------------------------------------------------------------------------
-    def build_finish(self, finish):
-        e = self.e
-        entry = finish.add_entry_block()
-        self.bufs = self.args(finish)
-        with ir.InsertionPoint(entry), finish.location:
-            self.read_meta()
-            self.plan_segments()
-            scratch = self.bufs[("#scratch", "scratch")]
-            width = e.c(max(self.lay.width, 1))
-            nblocks = e.op("arith.divui", e.add_i(self.L, e.c(ORDERED_BLOCK - 1)), e.c(ORDERED_BLOCK))
-            off = 0
-            for acc in self.full:
-                r = acc.r
-                t = e.f64
-                if acc.policy == "ordered":
-                    vals = [self.block_tree(nblocks, off + c) for c in range(acc.n)]
-                    off += acc.n
-                    stored = 0
-                else:
-                    stored = acc.n * (2 if acc.policy == "compensated" else 1)
-                count = 1 if r.kind == "mean" else 0
-                inits = [e.identity(r.kind, t)] * acc.n if acc.policy != "ordered" else []
-                inits += [e.cf(0.0, t)] * (acc.n if acc.policy == "compensated" else 0) + [e.cf(0.0, t)] * count
-                loop = scf.ForOp(e.c(0), self.chunk, e.c(1), inits)
-                with ir.InsertionPoint(loop.body):
-                    base = e.add_i(e.mul_i(loop.induction_variable, width), e.c(acc.chunk))
-                    cur = list(loop.inner_iter_args)
-                    part = [e.load(scratch, e.add_i(base, e.c(k))) for k in range(stored + count)]
-                    out = []
-                    if acc.policy == "compensated":
-                        for c in range(acc.n):
-                            ns, nc = e.neumaier(cur[c], cur[acc.n + c], part[c])
-                            out.append(ns)
-                            cur[acc.n + c] = e.add(nc, part[acc.n + c])
-                        out += cur[acc.n:2 * acc.n]
-                    elif acc.policy != "ordered":
-                        out = [e.add(cur[c], part[c]) if acc.policy == "fast" else
-                               e.extremum(acc.policy, cur[c], part[c]) for c in range(acc.n)]
-                    if count:
-                        out.append(e.add(cur[-1], part[-1]))
-                    scf.YieldOp(out)
-                res = list(loop.results)
-                if acc.policy == "compensated":
-                    vals = [e.add(res[c], res[acc.n + c]) for c in range(acc.n)]
-                elif acc.policy != "ordered":
-                    vals = res[:acc.n]
-                vals = [e.narrow(v, e.f) if v.type != e.f else v for v in vals]
-                if count:
-                    n = e.narrow(res[-1], e.f) if res[-1].type != e.f else res[-1]
-                    vals = [e.op("arith.divf", v, n) for v in vals]
-                cell = self.bufs[(r.cell, "cell")]
-                for k, v in enumerate(vals):
-                    e.store(v, cell, e.c(k))
-            self.finish_private()
-            self.finish_companions()
-            for r in self.lay.reductions:
-                if r.kept and r.kind == "mean":
-                    self.finish_kept_mean(r)
-            func.ReturnOp([])
-
-    def block_tree(self, nblocks: ir.Value, slot: int) -> ir.Value:
-        """The ordered total of one component: block partials added pairwise, level by level, in place."""
-        e = self.e
-        blocks = self.bufs[("#blocks", "blocks")]
-        w = e.c(max(self.lay.block_width, 1))
-        levels = scf.ForOp(e.c(0), e.c(64), e.c(1), [nblocks])
-        with ir.InsertionPoint(levels.body):
-            n = levels.inner_iter_args[0]
-            half = e.op("arith.divui", n, e.c(2))
-            pairs = scf.ForOp(e.c(0), half, e.c(1), [])
-            with ir.InsertionPoint(pairs.body):
-                i = pairs.induction_variable
-                a = e.add_i(e.mul_i(e.mul_i(i, e.c(2)), w), e.c(slot))
-                b = e.add_i(a, w)
-                e.store(e.add(e.load(blocks, a), e.load(blocks, b)), blocks, e.add_i(e.mul_i(i, w), e.c(slot)))
-                scf.YieldOp([])
-            odd = e.op("arith.remui", n, e.c(2))
-            has_odd = e.cmpi(_EQ, odd, e.c(1))
-            move = scf.IfOp(has_odd, [], has_else=False)
-            with ir.InsertionPoint(move.then_block):
-                last = e.add_i(e.mul_i(e.op("arith.subi", n, e.c(1)), w), e.c(slot))
-                e.store(e.load(blocks, last), blocks, e.add_i(e.mul_i(half, w), e.c(slot)))
-                scf.YieldOp([])
-            nxt = e.add_i(half, odd)
-            scf.YieldOp([e.select(e.op("arith.cmpi", n, e.c(1), t=e.i1,
-                                        attrs={"predicate": ir.IntegerAttr.get(e.i64, 8)}), nxt, n)])
-        empty = e.cmpi(_EQ, nblocks, e.c(0))  # the runtime always allocates at least one block
-        return e.select(empty, e.cf(0.0), e.load(blocks, e.c(slot)))
-
-    def finish_private(self):
-        """Add the private copies of each sink, in order, into the sink (plain), or its companion (compensated:
-        Neumaier pairs; ordered: one copy per segment, added to the companion's -0.0 in segment order)."""
-        e = self.e
-        for name, slots in self.lay.private.items():
-            priv = self.bufs[(name, "priv")]
-            n = e.c(slots)
-            if (name, "mark") in self.bufs:
-                self.finish_stores(name, priv, self.bufs[(name, "mark")], n)
-                continue
-            policy = self.lay.policy_of(name)
-            compensated = policy == "compensated"
-            target = self.bufs[(name, "comp")] if policy != "plain" else self.bufs[(name, "sink")]
-            copies = self.segments[name][1] if policy == "ordered" else self.chunk
-            loop = scf.ForOp(e.c(0), n, e.c(1), [])
-            with ir.InsertionPoint(loop.body):
-                i = loop.induction_variable
-                if compensated:
-                    inits = [e.load(target, i), e.load(target, e.add_i(i, n))]
-                else:
-                    inits = [e.load(target, i)]
-                chunks = scf.ForOp(e.c(0), copies, e.c(1), inits)
-                with ir.InsertionPoint(chunks.body):
-                    c = chunks.induction_variable
-                    cur = list(chunks.inner_iter_args)
-                    if compensated:
-                        base = e.add_i(e.mul_i(c, e.c(2 * slots)), i)
-                        ns, nc = e.neumaier(cur[0], cur[1], e.load(priv, base))
-                        scf.YieldOp([ns, e.add(nc, e.load(priv, e.add_i(base, n)))])
-                    else:
-                        scf.YieldOp([e.add(cur[0], e.load(priv, e.add_i(e.mul_i(c, n), i)))])
-                res = list(chunks.results)
-                e.store(res[0], target, i)
-                if compensated:
-                    e.store(res[1], target, e.add_i(i, n))
-                scf.YieldOp([])
-
-    def finish_stores(self, name: str, priv: ir.Value, mark: ir.Value, n: ir.Value) -> None:
-        """Each slot of a stored-into sink from the last chunk that stored into it (else it keeps its content)."""
-        e = self.e
-        sink = self.bufs[(name, "sink")]
-        loop = scf.ForOp(e.c(0), n, e.c(1), [])
-        with ir.InsertionPoint(loop.body):
-            i = loop.induction_variable
-            chunks = scf.ForOp(e.c(0), self.chunk, e.c(1), [e.load(sink, i)])
-            with ir.InsertionPoint(chunks.body):
-                at = e.add_i(e.mul_i(chunks.induction_variable, n), i)
-                stored = e.cmpi(_NE, e.load(mark, at), e.c(0, e.i64))
-                scf.YieldOp([e.select(stored, e.load(priv, at), chunks.inner_iter_args[0])])
-            e.store(chunks.results[0], sink, i)
-            scf.YieldOp([])
-
-    def finish_companions(self):
-        """Fold each companion (compensated corrections, ordered lane-order sums) into its slot."""
-        e = self.e
-        for (name, role), comp in self.bufs.items():
-            if role != "comp":
-                continue
-            target = self.bufs.get((name, "sink"), self.bufs.get((name, "cell")))
-            compensated = ir.MemRefType(comp.type).element_type != e.f or self.lay.policy_of(name) == "compensated"
-            n = e.dim(target)
-            loop = scf.ForOp(e.c(0), n, e.c(1), [])
-            with ir.InsertionPoint(loop.body):
-                i = loop.induction_variable
-                if compensated:  # slot = (prior + sum) + correction, rounded once to the slot's type
-                    total = e.add(e.add(e.widen(e.load(target, i), e.f64), e.load(comp, i)),
-                                  e.load(comp, e.add_i(i, n)))
-                    e.store(e.narrow(total, e.f), target, i)
-                else:
-                    e.store(e.add(e.load(target, i), e.load(comp, i)), target, i)
-                scf.YieldOp([])
-
-    def finish_kept_mean(self, r):
-        e = self.e
-        out, cnt = self.bufs[(r.cell, "cell")], self.bufs[(r.cell, "count")]
-        n = e.dim(cnt)
-        loop = scf.ForOp(e.c(0), n, e.c(1), [])
-        with ir.InsertionPoint(loop.body):
-            i = loop.induction_variable
-            c = e.load(cnt, i)
-            for p in range(size(r.payload)):
-                at = e.add_i(e.mul_i(e.c(p), n), i)
-                e.store(e.op("arith.divf", e.load(out, at), c), out, at)
             scf.YieldOp([])
 
 

@@ -1,0 +1,193 @@
+"""The finish function of a stage (`@<k>_finish`), run once on the host after every chunk (or GPU thread or
+workgroup) has run its lanes: it combines the chunk partials of sums over every lane in chunk order, the ordered
+block partials in their fixed pairwise tree (docs/ordered.md), the private copies of sinks in order (stores:
+the last chunk that stored a slot), folds companions into their slots and divides means by their counts.
+
+Mixed into HostLowering (hawk/passes/lower_host.py), which provides the emitter, the buffers, the meta reading
+and the reductions' slots (`self.full`)."""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import func, scf
+
+from hawk.layout import ORDERED_BLOCK
+from hawk.passes.host_emit import _EQ, size
+
+_NE = 1
+
+
+class HostFinish:
+    def build_finish(self, finish):
+        e = self.e
+        entry = finish.add_entry_block()
+        self.bufs = self.args(finish)
+        with ir.InsertionPoint(entry), finish.location:
+            self.read_meta()
+            self.plan_segments()
+            scratch = self.bufs[("#scratch", "scratch")]
+            width = e.c(max(self.lay.width, 1))
+            nblocks = e.op("arith.divui", e.add_i(self.L, e.c(ORDERED_BLOCK - 1)), e.c(ORDERED_BLOCK))
+            off = 0
+            for acc in self.full:
+                r = acc.r
+                t = e.f64
+                if acc.policy == "ordered":
+                    vals = [self.block_tree(nblocks, off + c) for c in range(acc.n)]
+                    off += acc.n
+                    stored = 0
+                else:
+                    stored = acc.n * (2 if acc.policy == "compensated" else 1)
+                count = 1 if r.kind == "mean" else 0
+                inits = [e.identity(r.kind, t)] * acc.n if acc.policy != "ordered" else []
+                inits += [e.cf(0.0, t)] * (acc.n if acc.policy == "compensated" else 0) + [e.cf(0.0, t)] * count
+                loop = scf.ForOp(e.c(0), self.chunk, e.c(1), inits)
+                with ir.InsertionPoint(loop.body):
+                    base = e.add_i(e.mul_i(loop.induction_variable, width), e.c(acc.chunk))
+                    cur = list(loop.inner_iter_args)
+                    part = [e.load(scratch, e.add_i(base, e.c(k))) for k in range(stored + count)]
+                    out = []
+                    if acc.policy == "compensated":
+                        for c in range(acc.n):
+                            ns, nc = e.neumaier(cur[c], cur[acc.n + c], part[c])
+                            out.append(ns)
+                            cur[acc.n + c] = e.add(nc, part[acc.n + c])
+                        out += cur[acc.n:2 * acc.n]
+                    elif acc.policy != "ordered":
+                        out = [e.add(cur[c], part[c]) if acc.policy == "fast" else
+                               e.extremum(acc.policy, cur[c], part[c]) for c in range(acc.n)]
+                    if count:
+                        out.append(e.add(cur[-1], part[-1]))
+                    scf.YieldOp(out)
+                res = list(loop.results)
+                if acc.policy == "compensated":
+                    vals = [e.add(res[c], res[acc.n + c]) for c in range(acc.n)]
+                elif acc.policy != "ordered":
+                    vals = res[:acc.n]
+                vals = [e.narrow(v, e.f) if v.type != e.f else v for v in vals]
+                if count:
+                    n = e.narrow(res[-1], e.f) if res[-1].type != e.f else res[-1]
+                    vals = [e.op("arith.divf", v, n) for v in vals]
+                cell = self.bufs[(r.cell, "cell")]
+                for k, v in enumerate(vals):
+                    e.store(v, cell, e.c(k))
+            self.finish_private()
+            self.finish_companions()
+            for r in self.lay.reductions:
+                if r.kept and r.kind == "mean":
+                    self.finish_kept_mean(r)
+            func.ReturnOp([])
+
+    def block_tree(self, nblocks: ir.Value, slot: int) -> ir.Value:
+        """The ordered total of one component: block partials added pairwise, level by level, in place."""
+        e = self.e
+        blocks = self.bufs[("#blocks", "blocks")]
+        w = e.c(max(self.lay.block_width, 1))
+        levels = scf.ForOp(e.c(0), e.c(64), e.c(1), [nblocks])
+        with ir.InsertionPoint(levels.body):
+            n = levels.inner_iter_args[0]
+            half = e.op("arith.divui", n, e.c(2))
+            pairs = scf.ForOp(e.c(0), half, e.c(1), [])
+            with ir.InsertionPoint(pairs.body):
+                i = pairs.induction_variable
+                a = e.add_i(e.mul_i(e.mul_i(i, e.c(2)), w), e.c(slot))
+                b = e.add_i(a, w)
+                e.store(e.add(e.load(blocks, a), e.load(blocks, b)), blocks, e.add_i(e.mul_i(i, w), e.c(slot)))
+                scf.YieldOp([])
+            odd = e.op("arith.remui", n, e.c(2))
+            has_odd = e.cmpi(_EQ, odd, e.c(1))
+            move = scf.IfOp(has_odd, [], has_else=False)
+            with ir.InsertionPoint(move.then_block):
+                last = e.add_i(e.mul_i(e.op("arith.subi", n, e.c(1)), w), e.c(slot))
+                e.store(e.load(blocks, last), blocks, e.add_i(e.mul_i(half, w), e.c(slot)))
+                scf.YieldOp([])
+            nxt = e.add_i(half, odd)
+            scf.YieldOp([e.select(e.op("arith.cmpi", n, e.c(1), t=e.i1,
+                                        attrs={"predicate": ir.IntegerAttr.get(e.i64, 8)}), nxt, n)])
+        empty = e.cmpi(_EQ, nblocks, e.c(0))  # the runtime always allocates at least one block
+        return e.select(empty, e.cf(0.0), e.load(blocks, e.c(slot)))
+
+    def finish_private(self):
+        """Add the private copies of each sink, in order, into the sink (plain), or its companion (compensated:
+        Neumaier pairs; ordered: one copy per segment, added to the companion's -0.0 in segment order)."""
+        e = self.e
+        for name, slots in self.lay.private.items():
+            priv = self.bufs[(name, "priv")]
+            n = e.c(slots)
+            if (name, "mark") in self.bufs:
+                self.finish_stores(name, priv, self.bufs[(name, "mark")], n)
+                continue
+            policy = self.lay.policy_of(name)
+            compensated = policy == "compensated"
+            target = self.bufs[(name, "comp")] if policy != "plain" else self.bufs[(name, "sink")]
+            copies = self.segments[name][1] if policy == "ordered" else self.chunk
+            loop = scf.ForOp(e.c(0), n, e.c(1), [])
+            with ir.InsertionPoint(loop.body):
+                i = loop.induction_variable
+                if compensated:
+                    inits = [e.load(target, i), e.load(target, e.add_i(i, n))]
+                else:
+                    inits = [e.load(target, i)]
+                chunks = scf.ForOp(e.c(0), copies, e.c(1), inits)
+                with ir.InsertionPoint(chunks.body):
+                    c = chunks.induction_variable
+                    cur = list(chunks.inner_iter_args)
+                    if compensated:
+                        base = e.add_i(e.mul_i(c, e.c(2 * slots)), i)
+                        ns, nc = e.neumaier(cur[0], cur[1], e.load(priv, base))
+                        scf.YieldOp([ns, e.add(nc, e.load(priv, e.add_i(base, n)))])
+                    else:
+                        scf.YieldOp([e.add(cur[0], e.load(priv, e.add_i(e.mul_i(c, n), i)))])
+                res = list(chunks.results)
+                e.store(res[0], target, i)
+                if compensated:
+                    e.store(res[1], target, e.add_i(i, n))
+                scf.YieldOp([])
+
+    def finish_stores(self, name: str, priv: ir.Value, mark: ir.Value, n: ir.Value) -> None:
+        """Each slot of a stored-into sink from the last chunk that stored into it (else it keeps its content)."""
+        e = self.e
+        sink = self.bufs[(name, "sink")]
+        loop = scf.ForOp(e.c(0), n, e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            i = loop.induction_variable
+            chunks = scf.ForOp(e.c(0), self.chunk, e.c(1), [e.load(sink, i)])
+            with ir.InsertionPoint(chunks.body):
+                at = e.add_i(e.mul_i(chunks.induction_variable, n), i)
+                stored = e.cmpi(_NE, e.load(mark, at), e.c(0, e.i64))
+                scf.YieldOp([e.select(stored, e.load(priv, at), chunks.inner_iter_args[0])])
+            e.store(chunks.results[0], sink, i)
+            scf.YieldOp([])
+
+    def finish_companions(self):
+        """Fold each companion (compensated corrections, ordered lane-order sums) into its slot."""
+        e = self.e
+        for (name, role), comp in self.bufs.items():
+            if role != "comp":
+                continue
+            target = self.bufs.get((name, "sink"), self.bufs.get((name, "cell")))
+            compensated = ir.MemRefType(comp.type).element_type != e.f or self.lay.policy_of(name) == "compensated"
+            n = e.dim(target)
+            loop = scf.ForOp(e.c(0), n, e.c(1), [])
+            with ir.InsertionPoint(loop.body):
+                i = loop.induction_variable
+                if compensated:  # slot = (prior + sum) + correction, rounded once to the slot's type
+                    total = e.add(e.add(e.widen(e.load(target, i), e.f64), e.load(comp, i)),
+                                  e.load(comp, e.add_i(i, n)))
+                    e.store(e.narrow(total, e.f), target, i)
+                else:
+                    e.store(e.add(e.load(target, i), e.load(comp, i)), target, i)
+                scf.YieldOp([])
+
+    def finish_kept_mean(self, r):
+        e = self.e
+        out, cnt = self.bufs[(r.cell, "cell")], self.bufs[(r.cell, "count")]
+        n = e.dim(cnt)
+        loop = scf.ForOp(e.c(0), n, e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            i = loop.induction_variable
+            c = e.load(cnt, i)
+            for p in range(size(r.payload)):
+                at = e.add_i(e.mul_i(e.c(p), n), i)
+                e.store(e.op("arith.divf", e.load(out, at), c), out, at)
+            scf.YieldOp([])
