@@ -40,6 +40,10 @@ class Binder:
         self.name, self.sig, self.outputs = name, sig, outputs
         self.axes = self.sig.lane_axes()
         self._specs: dict = {}
+        # what every bind checks against, made once
+        self._labels = {a.label for a in self.axes} if self.sig.grid is not None else set()
+        self._planes = {p.name: p for p in self.sig.planes if p.kind != "grid"}
+        self._required = [p.name for p in self._planes.values() if p.kind in ("lane", "index", "param", "table")]
 
     def fail(self, plane: str | None, msg: str) -> InputError:
         who = f"plane '{plane}' of " if plane else ""
@@ -47,14 +51,12 @@ class Binder:
 
     # ---- step 1: names and dtypes -------------------------------------------------------------------
     def bind(self, kwargs: dict) -> Bound:
-        labels = {a.label for a in self.axes} if self.sig.grid is not None else set()
-        planes = {p.name: p for p in self.sig.planes if p.kind != "grid"}
+        labels, planes = self._labels, self._planes
         unknown = [n for n in kwargs if n not in planes and n not in labels]
         if unknown:
             extra = f" and grid axes {sorted(labels)}" if labels else ""
             raise self.fail(None, f"got unknown argument '{unknown[0]}'; it takes planes {sorted(planes)}{extra}")
-        missing = [p.name for p in planes.values() if p.kind in ("lane", "index", "param", "table")
-                   and p.name not in kwargs]
+        missing = [n for n in self._required if n not in kwargs]
         if missing:
             raise self.fail(missing[0], "is missing: pass it by name to run(...)")
         arrays = {n: self._as_array(planes[n], kwargs[n]) for n in kwargs if n in planes}

@@ -144,3 +144,29 @@ def test_lengths_change_between_runs(target):
     for n in (1, 8, 1023, 5):
         x = np.random.default_rng(9503 + n).normal(size=n)
         np.testing.assert_array_equal(np.asarray(plan.run(x=x)), x * 3.0)
+
+
+@hawk.kernel
+def rt_weighted(x: Scalar, w: Scalar, k: Index, y: Mutable[Scalar]) -> Scalar:
+    y = x * w + k
+    return hawk.sum(x * w)
+
+
+@pytest.mark.parametrize("kind", ["read-only", "broadcast", "empty"])
+def test_inputs_of_every_memory_kind_are_read_and_left_alone(target, kind):
+    # planes reach compiled code by address: read-only arrays, zero-stride views and empty arrays included
+    n = 0 if kind == "empty" else 1000
+    x = np.linspace(-1.0, 1.0, n)
+    w = np.full(n, 0.5)
+    k = np.arange(n, dtype=np.int32) % 7
+    if kind == "read-only":
+        for a in (x, w, k):
+            a.flags.writeable = False
+    if kind == "broadcast":
+        w = np.broadcast_to(np.float64(0.5), (n,))
+    before = [a.copy() for a in (x, w, k)]
+    out = eagle.deploy(rt_weighted, target=target).run(x=x, w=w, k=k)
+    np.testing.assert_array_equal(np.asarray(out["y"]), x * 0.5 + k)
+    np.testing.assert_allclose(np.asarray(out["result"])[0], (x * 0.5).sum(), rtol=0, atol=1e-12)
+    for a, b in zip((x, w, k), before, strict=True):
+        np.testing.assert_array_equal(a, b)
