@@ -130,9 +130,9 @@ ORDERED_CHAINS = 8
 # GPU launch forms (hawk/passes/lower_gpu_tree.py, hawk/passes/lower_gpu.py); workgroups of WORKGROUP threads.
 #   "tree":   no sinks, no reduction keeping lane axes. A workgroup takes a GROUP_ALIGN-aligned span of lanes,
 #             its threads every WORKGROUP-th lane of it (coalesced), its partials meet in shared memory.
-#   "slots":  no sinks, no ordered sum over every lane, and every reduction keeps the same leading or trailing
-#             lane axes: a thread per kept slot runs that slot's lanes in lane order (the host's order, so every
-#             policy holds, "ordered" to the bit); sums over every lane meet in shared memory as in "tree".
+#   "slots":  no sinks, no ordered sum over every lane, and every reduction keeps the same lane axes: a thread
+#             per kept slot runs that slot's lanes in lane order (the host's order, so every policy holds,
+#             "ordered" to the bit); sums over every lane meet in shared memory as in "tree".
 #   "chunks": everything else: a chunk of lanes per thread, as a host chunk runs it.
 WORKGROUP = 64
 GROUP_ALIGN = ORDERED_BLOCK
@@ -147,8 +147,9 @@ def tree_shared(lay: Layout, fbytes: int) -> tuple[int, int, int]:
 
 
 def kept_run(lay: Layout) -> tuple[str, tuple[str, ...]] | None:
-    """("leading" | "trailing", kept axes) when every reduction keeps the same leading or trailing lane axes
-    (a proper part of them), so a kept slot's lanes are evenly spaced; else None."""
+    """("leading" | "trailing" | "any", kept axes) when every reduction keeps the same lane axes (a proper part
+    of them): leading ones give each kept slot a contiguous span of lanes, trailing ones evenly spaced lanes;
+    None when reductions keep different axes."""
     kept = {r.kept for r in lay.reductions if r.kept}
     if len(kept) != 1:
         return None
@@ -160,7 +161,7 @@ def kept_run(lay: Layout) -> tuple[str, tuple[str, ...]] | None:
         return "leading", k
     if axes[len(axes) - len(k):] == k:
         return "trailing", k
-    return None
+    return "any", k
 
 
 def kept_slots(lay: Layout, extents: tuple[int, ...]) -> int:

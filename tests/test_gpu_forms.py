@@ -66,6 +66,11 @@ def gf_middle(g: Grid["row", "col":4, "k":5], x: Scalar) -> Scalar:
 
 
 @hawk.kernel
+def gf_middle_ordered(g: Grid["row", "col":4, "k":5], x: Scalar) -> Scalar:
+    return hawk.mean(x, over=("row", "k"), policy="ordered", where=x > -1.0)
+
+
+@hawk.kernel
 def gf_ordered_rows_and_total(g: Grid["row", "col":8], x: Scalar, t: Mutable[Scalar]) -> Scalar:
     t = hawk.sum(x, policy="ordered")
     return hawk.sum(x, over="col")
@@ -79,7 +84,7 @@ def _layout(kernel):
     (gf_energy, "tree"), (gf_lowest, "tree"), (gf_pair, "tree"),
     (gf_row_means, "slots"), (gf_col_sums, "slots"), (gf_col_comp, "slots"), (gf_col_max, "slots"),
     (gf_histogram, "chunks"),  # a sink: privatised per chunk
-    (gf_middle, "chunks"),  # kept axes neither leading nor trailing
+    (gf_middle, "slots"),  # kept axes neither leading nor trailing: coordinates counted per slot
     (gf_ordered_rows_and_total, "chunks"),  # an ordered sum over every lane next to a kept-axis sum
 ], ids=lambda v: getattr(v, "name", v))
 def test_each_stage_gets_its_form(kernel, form):
@@ -175,6 +180,15 @@ def test_slots_form_matches_the_host(rows):
     comp = bt_run_on("spirv", gf_col_comp, x=z)
     want = np.array([math.fsum(z[:, c]) for c in range(33)])
     np.testing.assert_allclose(comp, want, rtol=0, atol=4 * np.finfo(float).eps * np.abs(z).sum(axis=0).max())
+
+
+@pytest.mark.parametrize("rows", (1, 70, 1500))
+def test_slots_form_with_middle_kept_axes(rows):
+    _spirv()
+    x = np.random.default_rng(rows).standard_normal((rows, 4, 5))
+    got = bt_run_on("spirv", gf_middle, x=x)
+    np.testing.assert_allclose(got, x.sum(axis=(0, 2)), rtol=1e-12)
+    bt_same_bits(bt_run_on("spirv", gf_middle_ordered, x=x), bt_run_on("host", gf_middle_ordered, x=x), "ordered")
 
 
 def test_chunk_form_still_runs_scatters():

@@ -632,21 +632,23 @@ def test_float32_pow_and_tanh_run(vulkan):
 
 
 @hawk.kernel
-def v_middle_kept(lane: Grid["row", "col":4, "k":5], x: Scalar) -> Scalar:
-    return hawk.sum(x, over=("row", "k"))
+def v_cols_and_total(lane: Grid["row", "col":4], x: Scalar, t: Mutable[Scalar]) -> Scalar:
+    t = hawk.sum(x, policy="ordered")
+    return hawk.sum(x, over="row")
 
 
 def test_one_long_invocation_runs_or_is_refused_never_wrong(vulkan):
-    # a sum keeping a middle axis (neither the leading nor the trailing ones) runs as one chunk: one invocation
-    # runs every lane. Lavapipe ends an invocation's loops after 65535 trips; unrolled 8x, 400k lanes fit, 800k
-    # do not and are refused
+    # column sums next to an ordered sum over every lane run as one chunk (the ordered blocks want lane order,
+    # the columns want every row): one invocation runs every lane. Lavapipe ends an invocation's loops after
+    # 65535 trips; 400k lanes fit, 800k do not and are refused
     from eagle.targets.vulkan_runtime import LoopBudgetExceeded
 
-    got = bt_run_on("spirv", v_middle_kept, x=np.ones((20_000, 4, 5)))
-    np.testing.assert_array_equal(got, np.full(4, 100_000.0))
+    got = bt_run_on("spirv", v_cols_and_total, x=np.ones((100_000, 4)))
+    np.testing.assert_array_equal(got["result"], np.full(4, 100_000.0))
+    assert got["t"][0] == 400_000.0
     if "llvmpipe" in vulkan.device_name:
         with pytest.raises(LoopBudgetExceeded, match="65535 loop iterations"):
-            bt_run_on("spirv", v_middle_kept, x=np.ones((40_000, 4, 5)))
+            bt_run_on("spirv", v_cols_and_total, x=np.ones((200_000, 4)))
 
 
 def _suite_kernels():

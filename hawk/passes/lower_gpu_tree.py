@@ -123,8 +123,9 @@ class TreeLowering(GpuLowering):
 
     def slots_driver(self, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
         """Thread g*WORKGROUP + t owns kept slot s and runs its lanes in lane order: s*S ... s*S + S-1 when the
-        leading axes are kept (S lanes per slot), s, s+K, s+2K ... when the trailing ones are (K slots). It alone
-        updates its slot, so the slot sees the host's sequence of adds (every policy, "ordered" to the bit)."""
+        leading axes are kept (S lanes per slot), s, s+K, s+2K ... when the trailing ones are (K slots), else the
+        reduced axes' coordinates counted row-major with the kept ones fixed. It alone updates its slot, so the
+        slot sees the host's sequence of adds (every policy, "ordered" to the bit)."""
         e = self.e
         side, kept = kept_run(self.lay)
         axes = self.lay.sig.lane_axes()
@@ -141,6 +142,9 @@ class TreeLowering(GpuLowering):
             with ir.InsertionPoint(loop.body):
                 anchor = scf.YieldOp(list(loop.inner_iter_args))
             self.lower_body(body, anchor, loop, loop.induction_variable, loop.inner_iter_args)
+        elif side == "any":
+            loop, anchor, guard, lane, cur = self.any_slot_loop(slot, kept, chunk0)
+            self.lower_body(body, anchor, guard, lane, cur)
         else:
             k = 1
             for a in axes[len(axes) - len(kept):]:
@@ -165,6 +169,43 @@ class TreeLowering(GpuLowering):
             self.lower_body(body, anchor, guard, lane, cur)
         self.kept_slot, self.known_coords = None, {}
         return list(loop.results)
+
+    def any_slot_loop(self, slot, kept, chunk0):
+        """The loop over one kept slot's lanes when its axes are neither leading nor trailing: r counts the
+        reduced coordinates row-major (lane order, the kept coordinates fixed); every coordinate is known."""
+        e = self.e
+        axes = self.lay.sig.lane_axes()
+        kpos = [i for i, a in enumerate(axes) if a.label in kept]
+        rpos = [i for i in range(len(axes)) if i not in kpos]
+        coords, rest, slots = {}, slot, e.c(1)
+        for i in reversed(kpos):
+            coords[i] = e.op("arith.remui", rest, self.ext[i])
+            rest = e.op("arith.divui", rest, self.ext[i])
+            slots = e.mul_i(slots, self.ext[i])
+        count = e.c(1)
+        for i in rpos:
+            count = e.mul_i(count, self.ext[i])
+        self.kept_slot, self.kept_count = slot, slots
+        loop = scf.ForOp(e.c(0), e.select(e.cmpi(_ULT, slot, slots), count, e.c(0)), e.c(1), chunk0)
+        with ir.InsertionPoint(loop.body):
+            rest = loop.induction_variable
+            for i in reversed(rpos):
+                coords[i] = e.op("arith.remui", rest, self.ext[i])
+                rest = e.op("arith.divui", rest, self.ext[i])
+            lane = e.c(0)
+            for i in range(len(axes)):
+                lane = e.add_i(lane, e.mul_i(coords[i], self.stride[i]))
+            live = e.op("arith.andi", e.cmpi(_ULT, lane, self.hi), e.cmpi(9, lane, self.lo))  # lo <= lane < hi
+            cur = list(loop.inner_iter_args)
+            guard = scf.IfOp(live, [v.type for v in cur], has_else=True)
+            guard.operation.attributes[NO_SPECULATE] = ir.UnitAttr.get()
+            with ir.InsertionPoint(guard.else_block):
+                scf.YieldOp(cur)
+            with ir.InsertionPoint(guard.then_block):
+                anchor = scf.YieldOp(cur)
+            scf.YieldOp(list(guard.results))
+        self.known_coords = {axes[i].label: coords[i] for i in range(len(axes))}
+        return loop, anchor, guard, lane, cur
 
     def blocks_driver(self, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
         """for each ordered block of the group, for each strip of ORDERED_STRIP lanes: the lanes' terms into shared
