@@ -110,8 +110,9 @@ class Launcher:
                              f"outside it (first bad key: {first}); valid keys on axis '{axes[0].label}' are "
                              f"0..{axes[0].extent - 1}")
 
-    def buffers(self, b: Bound, nchunks: int, cuts: dict[str, np.ndarray]):
-        """Every buffer in layout order, plus the results by name and (caller array, result) copies."""
+    def buffers(self, b: Bound, nchunks: int, cuts: dict[str, np.ndarray], cell_copies: int | None = None):
+        """Every buffer in layout order, plus the results by name and (caller array, result) copies. Kept cells
+        with private copies get `cell_copies` of them (default: one per chunk)."""
         bufs: list[np.ndarray] = []
         results: dict[str, Array] = {}
         copies = []
@@ -151,6 +152,12 @@ class Launcher:
                 r = self.red[name]
                 bufs.append(np.zeros(math.prod(reduced_shape(r, b, sig.lane_axes())[len(r.payload):]), dtype=b.dtype))
                 resets.append((bufs[-1], 0.0))
+            elif role == "priv" and name not in self.lay.sinks:  # a kept cell: copies start at its identity
+                r = self.red[name]
+                fill = -0.0 if r.kind == "sum" else _IDENT[r.kind]
+                n = self.lay.private[name] * (nchunks if cell_copies is None else cell_copies)
+                bufs.append(np.full(n, fill, dtype=b.dtype))
+                resets.append((bufs[-1], fill))
             elif role == "priv":
                 slots = self.lay.private[name]
                 if self.lay.policy_of(name) == "ordered":  # a copy per segment, each starting at -0.0

@@ -56,7 +56,7 @@ class Layout:
     buffers: list[Buffer] = field(default_factory=list)
     cells_in: list[str] = field(default_factory=list)  # internal cells an earlier stage wrote (split kernels)
     cells_out: list[str] = field(default_factory=list)  # internal cells this stage writes for a later one
-    private: dict[str, int] = field(default_factory=dict)  # sink -> slots of the private copy each chunk adds into
+    private: dict[str, int] = field(default_factory=dict)  # sink or kept cell -> slots of each chunk's own copy
     stored: list[str] = field(default_factory=list)  # sinks some scatter stores into with =
 
     @property
@@ -73,6 +73,10 @@ class Layout:
     def blocked(self) -> bool:
         return self.block_width > 0
 
+    def private_cells(self) -> list[str]:
+        """Cells of reductions keeping lane axes that each chunk accumulates in its own copy."""
+        return [n for n in self.private if n not in self.sinks]
+
     def atomic_sinks(self) -> list[str]:
         """Sinks a GPU with float atomics adds into directly: plain, added to only, too large to privatise."""
         return [n for n in self.sinks if n not in self.private and n not in self.stored
@@ -88,7 +92,7 @@ class Layout:
         span = 1
         axes = [a.label for a in self.sig.lane_axes()]
         for r in self.reductions:
-            if not r.kept:
+            if not r.kept or r.cell in self.private:  # a kept cell with a copy per chunk never collides
                 continue
             if list(r.kept) != axes[:len(r.kept)]:
                 return None

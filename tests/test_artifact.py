@@ -172,6 +172,26 @@ def test_single_stage_round_trip(published):
     assert same_bits(got["total"], ordered["total"])
 
 
+@hawk.kernel
+def a_columns(g: Grid["row", "col":6], x: Scalar, k: Index, low: Mutable["slot":5]) -> Scalar:
+    hawk.scatter(low)[k] = x
+    return hawk.max(x, over="row")
+
+
+def test_private_copies_round_trip(tmp_path):
+    # a column max (a private copy of the kept cell per chunk) and a store by key (a copy and marks per chunk):
+    # the sidecar carries the copies' buffers and the loaded artifact gives the compiled kernel's results
+    hawk.artifact.build(a_columns, tmp_path, targets=("host",))
+    x = rng(9).normal(size=(1000, 6))
+    k = ((np.arange(6000, dtype=np.int32) * 7) % 5).reshape(1000, 6)
+    got = hawk.run(hawk.load(tmp_path, "a_columns"), x=x, k=k)
+    want = eagle.deploy(a_columns).run(x=x, k=k)
+    assert same_bits(got["result"], want["result"]) and same_bits(got["low"], want["low"])
+    np.testing.assert_array_equal(np.asarray(got["result"]), x.max(axis=0))
+    last = {int(key): v for key, v in zip(k.ravel().tolist(), x.ravel().tolist(), strict=True)}
+    np.testing.assert_array_equal(np.asarray(got["low"]), [last[s] for s in range(5)])
+
+
 def test_single_output_comes_back_bare(published):
     x = rng(3).normal(size=777)
     got = hawk.run(hawk.load(published, "a_mean"), x=x)

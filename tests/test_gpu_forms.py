@@ -280,3 +280,33 @@ def test_large_plain_sink_on_spirv_still_adds_every_lane():
     x = rng.standard_normal(50_000)
     got = bt_run_on("spirv", gf_wide_histogram, k=k, x=x)
     np.testing.assert_allclose(got, np.bincount(k, weights=x, minlength=100_000), rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------------ private copies of kept cells
+
+
+@hawk.kernel
+def gf_col_min_and_low(g: Grid["row", "col":7, "k":3], x: Scalar, low: Mutable[Scalar]) -> Scalar:
+    low = hawk.min(x)
+    return hawk.min(x, over="row", where=x > -1.0)
+
+
+def test_kept_cells_off_the_leading_axes_get_a_copy_per_chunk():
+    for kernel, private in ((gf_col_max, ["result"]), (gf_col_sums, []), (gf_col_comp, []), (gf_middle, ["result"]),
+                            (gf_row_means, [])):
+        lay = _layout(kernel)
+        assert lay.private_cells() == private, kernel.name  # ordered/compensated keep lane order; means counts
+        if private:
+            assert lay.parallel_span() == 1  # so host threads and GPU chunks may split the rows anywhere
+
+
+@pytest.mark.parametrize("target", ["host", "spirv"])
+def test_kept_cell_copies_give_the_same_bits_at_every_thread_count(target):
+    if target == "spirv":
+        _spirv()
+    x = np.random.default_rng(21).standard_normal((400_000, 7, 3))
+    want = np.where(x > -1.0, x, np.inf).min(axis=0)
+    for threads in (1, 2, 3):
+        out = eagle.deploy(gf_col_min_and_low, target=target, threads=threads).run(x=x)
+        np.testing.assert_array_equal(np.asarray(out["result"]), want)
+        assert np.asarray(out["low"])[0] == x.min()

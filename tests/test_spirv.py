@@ -632,23 +632,24 @@ def test_float32_pow_and_tanh_run(vulkan):
 
 
 @hawk.kernel
-def v_cols_and_total(lane: Grid["row", "col":4], x: Scalar, t: Mutable[Scalar]) -> Scalar:
-    t = hawk.sum(x, policy="ordered")
-    return hawk.sum(x, over="row")
+def v_store_then_add(key: Index, x: Scalar, acc: Mutable["slot":4]):
+    hawk.scatter(acc)[key] = x
+    hawk.scatter(acc, policy="plain")[key] += 1.0
 
 
 def test_one_long_invocation_runs_or_is_refused_never_wrong(vulkan):
-    # column sums next to an ordered sum over every lane run as one chunk (the ordered blocks want lane order,
-    # the columns want every row): one invocation runs every lane. Lavapipe ends an invocation's loops after
-    # 65535 trips; 400k lanes fit, 800k do not and are refused
+    # a sink both stored and added into takes its lanes in lane order as one chunk: one invocation runs every
+    # lane. Lavapipe ends an invocation's loops after 65535 trips; 400k lanes fit, 800k do not and are refused
     from eagle.targets.vulkan_runtime import LoopBudgetExceeded
 
-    got = bt_run_on("spirv", v_cols_and_total, x=np.ones((100_000, 4)))
-    np.testing.assert_array_equal(got["result"], np.full(4, 100_000.0))
-    assert got["t"][0] == 400_000.0
+    n = 400_000
+    key = np.arange(n, dtype=np.int32) % 4
+    got = bt_run_on("spirv", v_store_then_add, key=key, x=np.arange(n, dtype=np.float64))
+    np.testing.assert_array_equal(got, np.arange(n - 4, n, dtype=np.float64) + 1.0)
     if "llvmpipe" in vulkan.device_name:
+        n = 800_000
         with pytest.raises(LoopBudgetExceeded, match="65535 loop iterations"):
-            bt_run_on("spirv", v_cols_and_total, x=np.ones((200_000, 4)))
+            bt_run_on("spirv", v_store_then_add, key=np.arange(n, dtype=np.int32) % 4, x=np.ones(n))
 
 
 def _suite_kernels():

@@ -70,7 +70,8 @@ def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], a
     align = align * q // math.gcd(align, q)
     cap = MAX_THREADS
     per_chunk = {"plain": 1, "compensated": 2}  # an ordered sink's copies are per segment, not per chunk
-    slots = sum(n * per_chunk.get(layout.policy_of(name), 0) for name, n in layout.private.items())
+    slots = sum(n * per_chunk.get(layout.policy_of(name), 0) for name, n in layout.private.items()
+                if name in layout.sinks) + sum(layout.private[c] for c in layout.private_cells())
     if slots:
         cap = min(MAX_THREADS, max(MAX_PRIVATE_THREADS, PRIVATE_BUDGET // slots))
     c = max(align, -(-end // cap))
@@ -126,7 +127,8 @@ class DeviceStage:
         self.grid = plan_grid(lay, hi, np.dtype(b.dtype).itemsize, tuple(b.extents), runtime.float_atomics)
         self.launcher, self.binary, self.entry, self.runtime, self.finish_lib = launcher, binary, entry, runtime, \
             finish_lib
-        self.buffers, self.results, self.copies, self.resets = launcher.buffers(b, self.grid.chunks, cuts)
+        copies = self.grid.chunks if self.grid.form == "chunks" else 1  # tree forms: one thread per kept slot
+        self.buffers, self.results, self.copies, self.resets = launcher.buffers(b, self.grid.chunks, cuts, copies)
         meta_k = launcher.meta_k
         self.buffers[meta_k] = device_meta(b, self.grid, lo, hi)
         self.host_meta = np.array([lo, hi, self.grid.chunks, b.lanes, *b.extents], dtype=np.int64)

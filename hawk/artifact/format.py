@@ -382,7 +382,8 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
         bad = [a for a in (*r["over"], *r["kept"]) if a not in labels]
         if bad:
             raise refuse(f"{path}.reductions[{i}]", f"names lane axis '{bad[0]}', which the kernel does not have")
-    for sink in (*lay["sinks"], *lay["sink_policy"], *lay["private"], *lay.get("stored", [])):
+    for sink in (*lay["sinks"], *lay["sink_policy"], *(n for n in lay["private"] if n not in cells),
+                 *lay.get("stored", [])):
         if planes.get(sink, {}).get("kind") != "sink":
             raise refuse(f"{path}.sinks", f"names '{sink}', which is not a sink plane")
     for plane, uses in lay["index_keys"].items():
@@ -412,8 +413,9 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
             raise refuse(where, f"reads cell '{bname}', which is not one of the stage's cells_in")
         if role == "comp" and bname not in roles.get("sink", []) + roles.get("cell", []):
             raise refuse(where, f"is a companion of '{bname}', which has no sink or cell buffer before it")
-        if role in ("priv", "mark") and (bname not in roles.get("sink", []) or bname not in lay["private"]):
-            raise refuse(where, f"is a private copy of '{bname}', which is not a sink with private slots")
+        if role in ("priv", "mark") and (bname not in lay["private"] or bname not in roles.get("sink", []) and
+                                          (role == "mark" or bname not in cells)):
+            raise refuse(where, f"is a private copy of '{bname}', which is not a sink or cell with private slots")
         if role in ("meta", "err", "scratch", "blocks") and bname != f"#{role}":
             raise refuse(where, f"must be named '#{role}'")
     for role in ("meta", "err"):

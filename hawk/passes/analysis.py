@@ -100,6 +100,10 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
         if c not in lay.outputs:  # internal: only a later stage reads it
             bufs.append(Buffer(c, "cell", "f"))
     for r in reductions:
+        slots = _private_cell_slots(r, sig)
+        if slots:  # each chunk adds into its own copy of the cell; the finish combines them in chunk order
+            lay.private[r.cell] = slots
+            bufs.append(Buffer(r.cell, "priv", "f"))
         if r.kind == "mean" and r.kept:
             bufs.append(Buffer(r.cell, "count", "f"))
         if r.kept and r.kind in ("sum", "mean") and sum_policy(r.policy, True) != "plain" and r.policy != "auto":
@@ -121,6 +125,23 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     bufs += [Buffer("#scratch", "scratch", "f64"), Buffer("#blocks", "blocks", "f"), Buffer("#meta", "meta", "i64"),
              Buffer("#err", "err", "i64")]
     return lay
+
+
+def _private_cell_slots(r: Reduction, sig: Signature) -> int:
+    """Slots of a private copy for a reduction that keeps lane axes other than the leading ones (those already
+    give chunks whole slots): an "auto" sum, a max or a min whose kept extents are fixed and few; else 0.
+    Ordered and compensated sums keep their lane-order companions, means their counts: one chunk."""
+    axes = sig.lane_axes()
+    if not r.kept or r.kind not in ("sum", "max", "min") or (r.kind == "sum" and r.policy != "auto"):
+        return 0
+    labels = [a.label for a in axes]
+    if list(r.kept) == labels[:len(r.kept)]:
+        return 0
+    extents = [axes[labels.index(k)].extent for k in r.kept]
+    if any(x is None for x in extents):
+        return 0
+    slots = _size(r.payload) * _size(tuple(extents))
+    return slots if slots <= PRIVATE_SLOTS else 0
 
 
 def _size(shape) -> int:

@@ -117,6 +117,9 @@ class HostFinish:
             if (name, "mark") in self.bufs:
                 self.finish_stores(name, priv, self.bufs[(name, "mark")], n)
                 continue
+            if (name, "cell") in self.bufs:
+                self.finish_cell_copies(name, priv, n)
+                continue
             policy = self.lay.policy_of(name)
             compensated = policy == "compensated"
             target = self.bufs[(name, "comp")] if policy != "plain" else self.bufs[(name, "sink")]
@@ -143,6 +146,23 @@ class HostFinish:
                 if compensated:
                     e.store(res[1], target, e.add_i(i, n))
                 scf.YieldOp([])
+
+    def finish_cell_copies(self, name: str, priv: ir.Value, n: ir.Value) -> None:
+        """A kept cell from its copies, in copy order (as many as the launch made: the host and a GPU chunk form
+        one per chunk, a GPU slots form one, each slot written by its own thread)."""
+        e = self.e
+        kind = next(r.kind for r in self.lay.reductions if r.cell == name)
+        cell = self.bufs[(name, "cell")]
+        copies = e.op("arith.divui", e.dim(priv), n)
+        loop = scf.ForOp(e.c(0), n, e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            i = loop.induction_variable
+            each = scf.ForOp(e.c(0), copies, e.c(1), [e.load(cell, i)])
+            with ir.InsertionPoint(each.body):
+                part = e.load(priv, e.add_i(e.mul_i(each.induction_variable, n), i))
+                scf.YieldOp([e.combine_kind(kind, each.inner_iter_args[0], part)])
+            e.store(each.results[0], cell, i)
+            scf.YieldOp([])
 
     def finish_stores(self, name: str, priv: ir.Value, mark: ir.Value, n: ir.Value) -> None:
         """Each slot of a stored-into sink from the last chunk that stored into it (else it keeps its content)."""

@@ -112,7 +112,7 @@ class HostOps:
         e = self.e
         if policy == "plain" and name in self.lay.private:  # this chunk's own copy of the sink
             buf = self.bufs[(name, "priv")]
-            at = e.add_i(at, e.mul_i(self.chunk, e.c(self.lay.private[name])))
+            at = e.add_i(at, e.mul_i(self.copy, e.c(self.lay.private[name])))
             e.store(e.add(e.load(buf, at), x), buf, at)
         elif policy == "plain":
             buf = self.bufs[(name, role)]
@@ -136,7 +136,7 @@ class HostOps:
         if name in self.lay.private:  # this chunk's own (sums, corrections) pair block
             comp = self.bufs[(name, "priv")]
             half = e.c(self.lay.private[name])
-            at = e.add_i(at, e.mul_i(self.chunk, e.c(2 * self.lay.private[name])))
+            at = e.add_i(at, e.mul_i(self.copy, e.c(2 * self.lay.private[name])))
         else:
             comp = self.bufs[(name, "comp")]
             half = self.slots_of(name)
@@ -189,7 +189,7 @@ class HostOps:
                 if mode == "add":
                     self.add_into(policy, sink, at, x, "sink")
                 elif (sink, "mark") in self.bufs:  # this chunk's copy, and a mark: the finish takes the last chunk's
-                    at = e.add_i(at, e.mul_i(self.chunk, e.c(self.lay.private[sink])))
+                    at = e.add_i(at, e.mul_i(self.copy, e.c(self.lay.private[sink])))
                     e.store(x, self.bufs[(sink, "priv")], at)
                     e.store(e.c(1, e.i64), self.bufs[(sink, "mark")], at)
                 else:
@@ -212,13 +212,20 @@ class HostOps:
             scf.YieldOp([])
 
     # ---- reductions that keep some lane axes ---------------------------------------------------------
+    def kept_out(self, r) -> tuple[ir.Value, ir.Value | None]:
+        """Where a kept-axis reduction accumulates: its cell, or this chunk's copy of it (and the copy's start)."""
+        if r.cell in self.lay.private:
+            return self.bufs[(r.cell, "priv")], self.e.mul_i(self.copy, self.e.c(self.lay.private[r.cell]))
+        return self.bufs[(r.cell, "cell")], None
+
     def reduce_kept_branchless(self, op, r, idx, n):
         """out[slot] op= v with the mask folded in by selects: a straight-line update LLVM can vectorize."""
         e = self.e
-        out = self.bufs[(r.cell, "cell")]
+        out, base = self.kept_out(r)
         mask = op.operands[1] if len(op.operands) > 1 else None
         for c, x in enumerate(e.elems(op.operands[0], r.payload)):
             at = e.add_i(e.mul_i(e.c(c), n), idx)
+            at = at if base is None else e.add_i(at, base)
             old = e.load(out, at)
             if r.kind in ("max", "min"):
                 new = e.extremum(r.kind, old, x)
@@ -252,13 +259,14 @@ class HostOps:
             return
         where = scf.IfOp(op.operands[1], [], has_else=False) if len(op.operands) > 1 else None
         with ir.InsertionPoint(where.then_block) if where is not None else _Here():
-            out = self.bufs[(r.cell, "cell")]
+            out, base = self.kept_out(r)
             policy = "fast" if r.policy == "auto" else sum_policy(r.policy, True)
             for c, x in enumerate(e.elems(v, r.payload)):
                 at = e.add_i(e.mul_i(e.c(c), n), idx)
                 if r.kind in ("max", "min"):
+                    at = at if base is None else e.add_i(at, base)
                     e.store(e.extremum(r.kind, e.load(out, at), x), out, at)
-                else:
+                else:  # (a private cell's copy through add_into, like a private sink's)
                     self.add_into("plain" if policy == "fast" else policy, r.cell, at, x, "cell")
             if r.kind == "mean":
                 cnt = self.bufs[(r.cell, "count")]

@@ -66,7 +66,7 @@ class GpuLowering(HostLowering):
         tid = create("gpu.thread_id", [], [e.index], {"dimension": dim}).result
         bid = create("gpu.block_id", [], [e.index], {"dimension": dim}).result
         bdim = create("gpu.block_dim", [], [e.index], {"dimension": dim}).result
-        self.chunk = e.add_i(e.mul_i(bid, bdim), tid)
+        self.chunk = self.copy = e.add_i(e.mul_i(bid, bdim), tid)
         start = e.mul_i(self.chunk, span)
         self.hi = e.op("arith.minui", e.add_i(start, span), end)
         self.lo = e.op("arith.minui", e.op("arith.maxui", start, base), self.hi)

@@ -89,6 +89,7 @@ class TreeLowering(GpuLowering):
         dim = ir.Attribute.parse("#gpu<dim x>")
         self.tid = create("gpu.thread_id", [], [e.index], {"dimension": dim}).result
         self.chunk = create("gpu.block_id", [], [e.index], {"dimension": dim}).result  # the group's scratch slot
+        self.copy = e.c(0)  # a kept cell's one copy: each of its slots has one thread
         if any(r.kept for r in self.lay.reductions):  # "slots": threads pick their lanes by kept slot
             self.hi = end
             self.lo = e.op("arith.minui", base, end)

@@ -84,6 +84,7 @@ class HostLowering(HostOps, HostFinish):
         meta = self.bufs[("#meta", "meta")]
         vals = [e.to_index(e.load(meta, e.c(k))) for k in range(4 + len(self.axes))]
         self.lo, self.hi, self.chunk, self.L = vals[:4]
+        self.copy = self.chunk  # which private copy of a sink or kept cell this chunk adds into
         self.ext = vals[4:]
         self.stride = [None] * len(self.axes)
         s = e.c(1)
