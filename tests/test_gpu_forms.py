@@ -242,6 +242,16 @@ def test_spirv_with_the_device_subgroup_size(n):
     bt_same_bits({k: np.asarray(v) for k, v in low.items()}, bt_run_on("host", gf_lowest, x=x), "min")
 
 
+def test_spirv_subgroup_from_the_device():
+    from eagle.targets.spirv import SpirvTarget
+
+    size = _device_subgroup()
+    assert SpirvTarget(subgroup="device").subgroup == size
+    x = np.random.default_rng(4).standard_normal(5000)
+    got = eagle.deploy(gf_lowest, target="spirv", subgroup="device").run(x=x)
+    bt_same_bits({k: np.asarray(v) for k, v in got.items()}, bt_run_on("host", gf_lowest, x=x), "min")
+
+
 def test_spirv_refuses_a_subgroup_size_the_device_does_not_run():
     size = _device_subgroup()
     other = 32 if size != 32 else 16

@@ -81,13 +81,16 @@ class SpirvTarget:
     """Options: subgroup (default 0: none). A Vulkan device's subgroup size is known only at run time (lavapipe's
     is 8, GPUs' 32 or 64) and MLIR lowers gpu.shuffle to SPIR-V only at one size, so by default a workgroup's tree
     stays in shared memory and the binary runs on every device; subgroup=N compiles register shuffles for
-    subgroups of N and runs only where the device's subgroup size is N (checked before the first launch)."""
+    subgroups of N and runs only where the device's subgroup size is N (checked before the first launch);
+    subgroup="device" asks this machine's Vulkan device (0 when there is none or it cannot shuffle)."""
 
     name = "spirv"
     suffix = "spv"
     float_atomics = False  # core Vulkan has none (lavapipe: float32 only, through an extension)
 
-    def __init__(self, subgroup: int = 0):
+    def __init__(self, subgroup: int | str = 0):
+        if subgroup == "device":
+            subgroup = device_subgroup()
         if subgroup not in SUBGROUPS:
             raise ValueError(f"spirv subgroup={subgroup!r}: pick one of {list(SUBGROUPS)} (0: no shuffles)")
         self.env = VALIDATE_ENV
@@ -169,6 +172,19 @@ class SpirvTarget:
         from eagle.targets.vulkan_runtime import VulkanRuntime
 
         return VulkanRuntime.shared()
+
+
+def device_subgroup() -> int:
+    """The subgroup size of this machine's Vulkan device when it shuffles in compute shaders and divides a
+    workgroup, else 0 (also without Vulkan)."""
+    try:
+        from eagle.targets.vulkan_runtime import VulkanRuntime
+
+        rt = VulkanRuntime.shared()
+    except Exception:  # no loader, no device: no shuffles
+        return 0
+    size = rt.subgroup_size
+    return size if rt.subgroup_shuffles and size in SUBGROUPS and WORKGROUP % size == 0 else 0
 
 
 def _funcs(gpu_module) -> list:
