@@ -724,6 +724,22 @@ def test_ordered_scatter_segments_follow_lane_count_and_sink_size(target):
         assert seen == {want}, kernel.name
 
 
+@pytest.mark.parametrize("base, count", [(5000, 100_000), (123_457, 150_001)])
+def test_ordered_scatter_over_a_lane_range_keeps_the_run_segments(target, base, count):
+    # segments are fixed by the run's lanes (here 300000), not by the range launched: lanes outside the range add
+    # nothing, like a key of -1
+    rng = np.random.default_rng(12_790)
+    n = 300_000
+    x = _mixed(n, np.float64, rng)
+    key = rng.integers(0, 8, size=n).astype(np.int32)
+    inside = np.full(n, -1, dtype=np.int32)
+    inside[base:base + count] = key[base:base + count]
+    want = _bits(_lane_order_scatter(np.zeros(8), inside, x, np.float64), np.float64)
+    seen = {_bits(eagle.deploy(p_sc_ord, target=target, threads=t).run(key=key, x=x, base=base, count=count),
+                  np.float64) for t in (1, 2, 3)}
+    assert seen == {want}
+
+
 def test_ordered_scatter_computed_key_minus_one_adds_nothing(target):
     rng = np.random.default_rng(12_800)
     n = 5000
