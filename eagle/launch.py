@@ -19,6 +19,9 @@ from hawk.layout import ORDERED_BLOCK, Layout, ordered_segment
 
 _IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf}
 MIN_CHUNK = 1 << 19  # lanes below which handing a chunk to another thread costs more than it saves
+OVERSPLIT = 4  # chunks per thread: threads take chunks as they come free, so a thread slowed by other work on
+# its core (another library's spinning pool, say) leaves its later chunks to the others
+PRIVATE_VALUES = 1 << 20  # beyond one chunk per thread, private copies of sinks and cells stay within this
 _POOL: ThreadPoolExecutor | None = None
 
 
@@ -70,7 +73,11 @@ class Launcher:
     def chunks(self, b: Bound, lanes: int) -> int:
         if self.span is None or self.threads == 1:
             return 1
-        return max(1, min(self.threads, lanes // max(MIN_CHUNK, self.aligned(b))))
+        most = self.threads * OVERSPLIT
+        copies = sum(self.lay.private.values())
+        if copies:
+            most = min(most, max(self.threads, PRIVATE_VALUES // copies))
+        return max(1, min(most, lanes // max(MIN_CHUNK, self.aligned(b))))
 
     def aligned(self, b: Bound) -> int:
         """Chunk boundaries: the layout's alignment and whole ordered scatter segments for this run."""
@@ -246,9 +253,17 @@ class Prepared:
         if self.nchunks == 1:
             self.meta[2] = 0
             lanes(self.calls[0].ptrs)
-        else:  # the calling thread runs the first chunk itself while the pool runs the others
-            futures = [_pool(self.nchunks).submit(lanes, a.ptrs) for a in self.calls[1:]]
-            lanes(self.calls[0].ptrs)
+        else:  # the calling thread and the pool's take the chunks as they come free (the order of the partials,
+            # and so the results, do not depend on which thread ran which chunk)
+            todo = iter(self.calls)
+
+            def work():
+                for a in todo:
+                    lanes(a.ptrs)
+
+            workers = min(self.launcher.threads, self.nchunks)
+            futures = [_pool(workers).submit(work) for _ in range(workers - 1)]
+            work()
             for f in futures:
                 f.result()
         self.meta[2] = self.nchunks
