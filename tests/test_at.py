@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import bt_close, bt_run_on
 
+import eagle
 import hawk
 import hawk.math as m
 from hawk import Grid, Index, Mutable, Param, Scalar
@@ -178,3 +179,31 @@ def test_out_of_range_index_is_clamped_on_the_host(target):
     else:
         inside = (src >= 0) & (src < 8)
         np.testing.assert_array_equal(got[inside], want[inside])
+
+
+@hawk.kernel
+def at_far_neighbours(g: Grid["row", "col":7], u: Scalar) -> Scalar:
+    return u.at(col=g.col - 2) + u.at(col=g.col + 3) + u.at(row=g.row + 1) * 2.0 + u.at(row=g.row - 3, col=g.col + 1)
+
+
+def _clamped_neighbours(u):
+    rows, cols = u.shape
+    r, c = np.arange(rows)[:, None], np.arange(cols)[None, :]
+
+    def near(v, n):
+        return np.clip(v, 0, n - 1)
+
+    return u[r, near(c - 2, cols)] + u[r, near(c + 3, cols)] + u[near(r + 1, rows), c] * 2.0 + \
+        u[near(r - 3, rows), near(c + 1, cols)]
+
+
+@pytest.mark.parametrize("rows", [1, 2, 4, 6, 7, 40, 200_001])
+def test_neighbour_reads_on_grids_thinner_and_wider_than_their_reach(target, rows):
+    # the host runs the grid's interior (3 rows and 3 columns from every edge here) without the clamps and the
+    # rest with them: every lane must read what the clamped coordinates name, whatever the grid's size and the
+    # thread count
+    u = np.random.default_rng(rows).standard_normal((rows, 7))
+    want = _clamped_neighbours(u)
+    for threads in (1, 2, 3):
+        got = np.asarray(eagle.deploy(at_far_neighbours, target=target, threads=threads).run(u=u))
+        np.testing.assert_array_equal(got, want)

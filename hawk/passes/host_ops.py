@@ -21,6 +21,7 @@ _UGT = 8
 class HostOps:
     # ---- lanes and planes ---------------------------------------------------------------------------
     known_coords: dict = {}  # coordinates a driver's loops already hold (no division needed)
+    interior: dict = {}  # axis -> margin: the driver runs lanes at least this far from both edges of the axis
 
     def coord(self, axis: str) -> ir.Value:
         if axis in self.known_coords:
@@ -72,10 +73,16 @@ class HostOps:
             return e.load(self.buf(plane), idx)
         if axes == ["#"]:
             return self.plane_read(plane, e.clamp(coords[0], self.L), op.results[0].type)
+        own = list(ir.DenseI64ArrayAttr(op.attributes["hawk.own_offsets"])) if "hawk.own_offsets" in \
+            op.attributes else [None] * len(axes)
         lane = e.c(0)
-        for a, cv in zip(axes, coords, strict=True):  # each coordinate clamped: the lane is in range too
+        for a, cv, off in zip(axes, coords, own, strict=True):  # each coordinate clamped: the lane is in range too
             k = self.axes.index(a)
-            lane = e.add_i(lane, e.mul_i(e.clamp(cv, self.ext[k]), self.stride[k]))
+            if off is not None and a in self.interior and abs(off) <= self.interior[a]:
+                inside = cv  # own coordinate + off, off no further than the margin the driver keeps: in range
+            else:
+                inside = e.clamp(cv, self.ext[k])
+            lane = e.add_i(lane, e.mul_i(inside, self.stride[k]))
         return self.plane_read(plane, lane, op.results[0].type)
 
     def lower_store(self, op):

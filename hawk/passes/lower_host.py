@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import func, scf
 
-from hawk.ir.dialect import attr_str, is_hawk
+from hawk.ir.dialect import attr_str, attr_strs, is_hawk
 from hawk.layout import ORDERED_BLOCK, ORDERED_CHAINS, Layout, Reduction, sum_policy
 from hawk.passes.analysis import key_source, payload_of
 from hawk.passes.host_emit import _EQ, _SGE, Emit, size
@@ -46,7 +46,7 @@ class _Acc:
 class _Run:
     """A scatter whose keys come sorted: each run of equal keys is added into its slot once."""
 
-    op: object
+    sink: str
     policy: str
     n: int
     slot: int  # [key] [run sums (n)] [run corrections (n) if compensated] [the run's segment if segmented]
@@ -55,6 +55,41 @@ class _Run:
     @property
     def width(self) -> int:
         return 1 + self.n * (2 if self.policy == "compensated" else 1) + self.segmented
+
+
+def own_offsets(body: ir.Block, axes: list[str]) -> dict[str, int]:
+    """Mark each `.at` coordinate that is the lane's own coordinate plus a constant (`hawk.own_offsets`, one
+    entry per coordinate, -1 << 62 where not) and return the largest such |offset| per axis."""
+    none = -(1 << 62)
+    margins: dict[str, int] = {}
+
+    def offset(v, axis):
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            return none
+        if is_hawk(owner, "lane"):
+            return 0 if attr_str(owner, "axis") == axis else none
+        if owner.name in ("arith.addi", "arith.subi"):
+            base, k = owner.operands
+            konst = k.owner if not isinstance(k.owner, ir.Block) else None
+            if konst is None or konst.name != "arith.constant" or offset(base, axis) != 0:
+                return none
+            value = ir.IntegerAttr(konst.attributes["value"]).value
+            return value if owner.name == "arith.addi" else -value
+        return none
+
+    def visit(op):
+        if is_hawk(op, "at") and attr_strs(op, "axes") != ["#"]:
+            found = [offset(v, a) for v, a in zip(op.operands, attr_strs(op, "axes"), strict=True)]
+            op.attributes["hawk.own_offsets"] = ir.DenseI64ArrayAttr.get(found)
+            for a, k in zip(attr_strs(op, "axes"), found, strict=True):
+                if k != none:
+                    margins[a] = max(margins.get(a, 0), abs(k))
+        return ir.WalkResult.ADVANCE
+
+    for op in body.operations:
+        op.operation.walk(visit)
+    return {a: m for a, m in margins.items() if a in axes}
 
 
 class HostLowering(HostOps, HostFinish):
@@ -138,7 +173,11 @@ class HostLowering(HostOps, HostFinish):
             if self.is_sorted_scatter(op):
                 pol = self.lay.sink_policy[attr_str(op, "sink")]
                 n = size(payload_of(op.operands[0].type))
-                run = _Run(op, pol, n, len(chunk), pol == "ordered" and attr_str(op, "sink") in self.lay.private)
+                sink = attr_str(op, "sink")
+                # copies of the body keep the mark, so every copy's scatter finds its run (ops are not compared:
+                # a moved op is erased once lowered, a cloned one is another op)
+                op.attributes["hawk.run"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(self.runs))
+                run = _Run(sink, pol, n, len(chunk), pol == "ordered" and sink in self.lay.private)
                 self.runs.append(run)
                 t = e.f64 if pol == "compensated" else e.f
                 chunk += [e.c(-1, e.i64)] + [e.cf(-0.0, t)] * n + ([e.cf(0.0, t)] * n if pol == "compensated" else [])
@@ -304,10 +343,44 @@ class HostLowering(HostOps, HostFinish):
                 self.known_coords = {self.axes[0]: outer.induction_variable}
                 if len(self.axes) == 2:
                     self.known_coords[self.axes[1]] = offset
-            self.lower_body(body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
+            margins = own_offsets(body, self.axes) if kept_span is None and len(self.axes) == 2 else {}
+            if any(margins.values()):  # neighbour reads: the interior of the grid runs without their clamps
+                inner.operation.erase()
+                results = self.interior_rows(body, outer, row0, start, end, span, margins)
+            else:
+                self.lower_body(body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
+                results = list(inner.results)
             self.kept_slot, self.known_coords = None, {}
-            scf.YieldOp(list(inner.results))
+            scf.YieldOp(results)
         return list(outer.results)
+
+    def interior_rows(self, body, outer, row0, start, end, span, margins) -> list[ir.Value]:
+        """A row of a 2-D grid as three loops: its first and last columns with the general body, the columns in
+        between, on rows in between, with a body whose neighbour reads (`u.at(col=c - 1)`...) skip the clamps,
+        which cannot bind there: the loads become contiguous and the loop vectorizes."""
+        e = self.e
+        row = outer.induction_variable
+        kr, kc = margins.get(self.axes[0], 0), margins.get(self.axes[1], 0)
+        inside = e.op("arith.andi", e.cmpi(9, row, e.c(kr)), e.cmpi(6, e.add_i(row, e.c(kr)), self.ext[0]))
+        a = e.op("arith.minui", e.op("arith.maxui", start, e.add_i(row0, e.c(kc))), end)
+        b = e.op("arith.maxui", a, e.op("arith.minui", end, e.add_i(row0, e.c(span - kc))))
+        a, b = e.select(inside, a, end), e.select(inside, b, end)
+        accs = list(outer.inner_iter_args)
+        for lo, hi, interior in ((start, a, False), (a, b, True), (b, end, False)):
+            loop = scf.ForOp(lo, hi, e.c(1), accs)
+            with ir.InsertionPoint(loop.body):
+                self.known_coords = {self.axes[0]: row,
+                                     self.axes[1]: e.op("arith.subi", loop.induction_variable, row0)}
+                anchor = scf.YieldOp(list(loop.inner_iter_args))
+            self.lane, self.accs, self.j = loop.induction_variable, list(loop.inner_iter_args), None
+            self.interior = margins if interior else {}
+            self.rewrite_ops(self.clone_body(body, anchor))
+            self.interior = {}
+            anchor.operation.erase()
+            with ir.InsertionPoint(loop.body):
+                scf.YieldOp(self.accs)
+            accs = list(loop.results)
+        return accs
 
     def nested_driver(self, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
         """for each kept slot: for its contiguous lanes: body, the kept totals in registers; then into the slot."""
@@ -456,7 +529,8 @@ class HostLowering(HostOps, HostFinish):
                         self.reduce_full(op, next(full))
                     op.operation.erase()
                     continue
-                run = next((x for x in self.runs if x.op == op), None) if name == "scatter" else None
+                run = self.runs[ir.IntegerAttr(op.attributes["hawk.run"]).value] \
+                    if name == "scatter" and "hawk.run" in op.attributes else None
                 if run is not None:
                     self.sorted_step(run, op)
                     op.operation.erase()
@@ -545,7 +619,7 @@ class HostLowering(HostOps, HostFinish):
         state = s[run.slot:run.slot + run.width]
         same = e.cmpi(_EQ, state[0], key)
         if run.segmented:  # the same key in a new segment starts a new run
-            segment = e.op("arith.shrui", self.lane, self.segments[attr_str(run.op, "sink")][0])
+            segment = e.op("arith.shrui", self.lane, self.segments[run.sink][0])
             same = e.op("arith.andi", same, e.cmpi(_EQ, state[-1], segment))
             s[run.slot + run.width - 1] = segment
         differs = e.op("arith.xori", same, e.c(1, e.i1))
@@ -567,7 +641,7 @@ class HostLowering(HostOps, HostFinish):
     def flush_run(self, run: _Run, state: list[ir.Value]):
         """Add a finished run of equal keys into its slot (nothing before the first run: key -1)."""
         e = self.e
-        sink = attr_str(run.op, "sink")
+        sink = run.sink
         n = e.c(self.lay.sig.get(sink).axes[0].extent)
         started = e.cmpi(_SGE, state[0], e.c(0, e.i64))
         branch = scf.IfOp(started, [], has_else=False)

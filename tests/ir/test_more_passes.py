@@ -202,3 +202,31 @@ WARP_TREE = """
 def test_lower_gpu_lanes_tree_form_with_warp_shuffles(filecheck):
     lowered = ir_m_partial_block.lowered_gpu(ir_m_partial_block.default_spec(), 0, 32)
     filecheck(lowered.gpu_module, WARP_TREE)
+
+
+@hawk.kernel
+def ir_m_stencil(g: Grid["row", "col":16], u: Scalar) -> Scalar:
+    return u.at(col=g.col - 1) + u.at(col=g.col + 1)
+
+
+INTERIOR = """
+# neighbour reads on a 2-D grid: each row runs as three loops; the middle one (columns and rows far enough from
+# every edge) reads its neighbours without clamping their coordinates, the edge loops clamp them
+# CHECK-LABEL: func.func @ir_m_stencil_lanes(
+# CHECK: scf.for
+# CHECK: scf.for
+# CHECK: arith.minsi
+# CHECK: memref.load
+# CHECK: scf.for
+# CHECK-NOT: arith.minsi
+# CHECK: memref.load
+# CHECK-NOT: arith.minsi
+# CHECK: memref.load
+# CHECK: scf.for
+# CHECK: arith.minsi
+# CHECK-LABEL: func.func @ir_m_stencil_finish(
+"""
+
+
+def test_neighbour_reads_skip_their_clamps_in_the_interior(filecheck):
+    filecheck(ir_m_stencil.mlir(after="lower-host-lanes"), INTERIOR)
