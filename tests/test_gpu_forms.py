@@ -310,6 +310,23 @@ def test_kept_cells_off_the_leading_axes_get_a_copy_per_chunk():
             assert lay.parallel_span() == 1  # so host threads and GPU chunks may split the rows anywhere
 
 
+@hawk.kernel
+def gf_col_means(g: Grid["row", "col":9], x: Scalar) -> Scalar:
+    return hawk.mean(x, over="row", where=x > -0.5)
+
+
+@pytest.mark.parametrize("target", ["host", "spirv"])
+def test_kept_mean_copies_carry_their_counts(target):
+    if target == "spirv":
+        _spirv()
+    assert _layout(gf_col_means).private == {"result": 18}  # 9 sums, then 9 counts, per copy
+    x = np.random.default_rng(5).standard_normal((300_000, 9))
+    want = np.array([x[:, c][x[:, c] > -0.5].mean() for c in range(9)])
+    for threads in (1, 2, 3):
+        got = np.asarray(eagle.deploy(gf_col_means, target=target, threads=threads).run(x=x))
+        np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
 @pytest.mark.parametrize("target", ["host", "spirv"])
 def test_kept_cell_copies_give_the_same_bits_at_every_thread_count(target):
     if target == "spirv":

@@ -129,10 +129,10 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
 
 def _private_cell_slots(r: Reduction, sig: Signature) -> int:
     """Slots of a private copy for a reduction that keeps lane axes other than the leading ones (those already
-    give chunks whole slots): an "auto" sum, a max or a min whose kept extents are fixed and few; else 0.
-    Ordered and compensated sums keep their lane-order companions, means their counts: one chunk."""
+    give chunks whole slots): an "auto" sum or mean, a max or a min whose kept extents are fixed and few; else
+    0. Ordered and compensated sums keep their lane-order companions: one chunk."""
     axes = sig.lane_axes()
-    if not r.kept or r.kind not in ("sum", "max", "min") or (r.kind == "sum" and r.policy != "auto"):
+    if not r.kept or (r.kind in ("sum", "mean") and r.policy != "auto"):
         return 0
     labels = [a.label for a in axes]
     if list(r.kept) == labels[:len(r.kept)]:
@@ -140,7 +140,7 @@ def _private_cell_slots(r: Reduction, sig: Signature) -> int:
     extents = [axes[labels.index(k)].extent for k in r.kept]
     if any(x is None for x in extents):
         return 0
-    slots = _size(r.payload) * _size(tuple(extents))
+    slots = (_size(r.payload) + (r.kind == "mean")) * _size(tuple(extents))  # a mean's counts follow its values
     return slots if slots <= PRIVATE_SLOTS else 0
 
 

@@ -151,18 +151,24 @@ class HostFinish:
         """A kept cell from its copies, in copy order (as many as the launch made: the host and a GPU chunk form
         one per chunk, a GPU slots form one, each slot written by its own thread)."""
         e = self.e
-        kind = next(r.kind for r in self.lay.reductions if r.cell == name)
+        r = next(r for r in self.lay.reductions if r.cell == name)
         cell = self.bufs[(name, "cell")]
         copies = e.op("arith.divui", e.dim(priv), n)
-        loop = scf.ForOp(e.c(0), n, e.c(1), [])
-        with ir.InsertionPoint(loop.body):
-            i = loop.induction_variable
-            each = scf.ForOp(e.c(0), copies, e.c(1), [e.load(cell, i)])
-            with ir.InsertionPoint(each.body):
-                part = e.load(priv, e.add_i(e.mul_i(each.induction_variable, n), i))
-                scf.YieldOp([e.combine_kind(kind, each.inner_iter_args[0], part)])
-            e.store(each.results[0], cell, i)
-            scf.YieldOp([])
+        values = e.dim(cell)
+        parts = [(cell, e.c(0), values)]
+        if r.kind == "mean":  # a mean's copies hold its counts after its values
+            parts.append((self.bufs[(name, "count")], values, n))
+        for target, first, last in parts:
+            loop = scf.ForOp(first, last, e.c(1), [])
+            with ir.InsertionPoint(loop.body):
+                i = loop.induction_variable
+                at = e.op("arith.subi", i, first)
+                each = scf.ForOp(e.c(0), copies, e.c(1), [e.load(target, at)])
+                with ir.InsertionPoint(each.body):
+                    part = e.load(priv, e.add_i(e.mul_i(each.induction_variable, n), i))
+                    scf.YieldOp([e.combine_kind(r.kind, each.inner_iter_args[0], part)])
+                e.store(each.results[0], target, at)
+                scf.YieldOp([])
 
     def finish_stores(self, name: str, priv: ir.Value, mark: ir.Value, n: ir.Value) -> None:
         """Each slot of a stored-into sink from the last chunk that stored into it (else it keeps its content)."""

@@ -225,6 +225,15 @@ class HostOps:
             return self.bufs[(r.cell, "priv")], self.e.mul_i(self.copy, self.e.c(self.lay.private[r.cell]))
         return self.bufs[(r.cell, "cell")], None
 
+    def count_at(self, r, idx: ir.Value, n: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """Where a kept mean counts this lane: its count plane, or the counts after the values in this chunk's
+        copy of the cell."""
+        if r.cell in self.lay.private:
+            e = self.e
+            base = e.mul_i(self.copy, e.c(self.lay.private[r.cell]))
+            return self.bufs[(r.cell, "priv")], e.add_i(base, e.mul_i(e.c(size(r.payload)), n), idx)
+        return self.bufs[(r.cell, "count")], idx
+
     def reduce_kept_branchless(self, op, r, idx, n):
         """out[slot] op= v with the mask folded in by selects: a straight-line update LLVM can vectorize."""
         e = self.e
@@ -241,9 +250,9 @@ class HostOps:
                 new = e.add(old, x if mask is None else e.select(mask, x, e.cf(0.0)))
             e.store(new, out, at)
         if r.kind == "mean":
-            cnt = self.bufs[(r.cell, "count")]
+            cnt, at = self.count_at(r, idx, n)
             one = e.cf(1.0) if mask is None else e.select(mask, e.cf(1.0), e.cf(0.0))
-            e.store(e.add(e.load(cnt, idx), one), cnt, idx)
+            e.store(e.add(e.load(cnt, at), one), cnt, at)
 
     def kept_index(self, kept) -> tuple[ir.Value, ir.Value]:
         """Linear index of this lane's kept coordinates, and the number of kept positions."""
@@ -276,8 +285,8 @@ class HostOps:
                 else:  # (a private cell's copy through add_into, like a private sink's)
                     self.add_into("plain" if policy == "fast" else policy, r.cell, at, x, "cell")
             if r.kind == "mean":
-                cnt = self.bufs[(r.cell, "count")]
-                e.store(e.add(e.load(cnt, idx), e.cf(1.0)), cnt, idx)
+                cnt, at = self.count_at(r, idx, n)
+                e.store(e.add(e.load(cnt, at), e.cf(1.0)), cnt, at)
             if where is not None:
                 scf.YieldOp([])
 
