@@ -1,0 +1,79 @@
+"""The interior of a 2-D grid: where a kernel reads its neighbours (`u.at(col=c - 1)`, `u.at(row=r + 2)`...),
+the lanes farther from every edge than the largest offset cannot read past an edge, so their reads need no clamp.
+
+`own_offsets` marks each `.at` coordinate that is the lane's own coordinate plus a constant and returns the
+largest offset per axis; `GridInterior.interior_rows` (mixed into HostLowering, used by its column driver) runs
+each row as three loops, the middle one with a copy of the body whose marked reads skip their clamps, so its
+loads are contiguous and LLVM vectorizes the loop. The edge loops keep the clamps: results are the same bits."""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import scf
+
+from hawk.ir.dialect import attr_str, attr_strs, is_hawk
+
+
+def own_offsets(body: ir.Block, axes: list[str]) -> dict[str, int]:
+    """Mark each `.at` coordinate that is the lane's own coordinate plus a constant (`hawk.own_offsets`, one
+    entry per coordinate, -1 << 62 where not) and return the largest such |offset| per axis."""
+    none = -(1 << 62)
+    margins: dict[str, int] = {}
+
+    def offset(v, axis):
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            return none
+        if is_hawk(owner, "lane"):
+            return 0 if attr_str(owner, "axis") == axis else none
+        if owner.name in ("arith.addi", "arith.subi"):
+            base, k = owner.operands
+            konst = k.owner if not isinstance(k.owner, ir.Block) else None
+            if konst is None or konst.name != "arith.constant" or offset(base, axis) != 0:
+                return none
+            value = ir.IntegerAttr(konst.attributes["value"]).value
+            return value if owner.name == "arith.addi" else -value
+        return none
+
+    def visit(op):
+        if is_hawk(op, "at") and attr_strs(op, "axes") != ["#"]:
+            found = [offset(v, a) for v, a in zip(op.operands, attr_strs(op, "axes"), strict=True)]
+            op.attributes["hawk.own_offsets"] = ir.DenseI64ArrayAttr.get(found)
+            for a, k in zip(attr_strs(op, "axes"), found, strict=True):
+                if k != none:
+                    margins[a] = max(margins.get(a, 0), abs(k))
+        return ir.WalkResult.ADVANCE
+
+    for op in body.operations:
+        op.operation.walk(visit)
+    return {a: m for a, m in margins.items() if a in axes}
+
+
+class GridInterior:
+    def interior_rows(self, body, outer, row0, start, end, span, margins) -> list[ir.Value]:
+        """A row of a 2-D grid as three loops: its first and last columns with the general body, the columns in
+        between, on rows in between, with a body whose neighbour reads (`u.at(col=c - 1)`...) skip the clamps,
+        which cannot bind there: the loads become contiguous and the loop vectorizes."""
+        e = self.e
+        row = outer.induction_variable
+        kr, kc = margins.get(self.axes[0], 0), margins.get(self.axes[1], 0)
+        inside = e.op("arith.andi", e.cmpi(9, row, e.c(kr)), e.cmpi(6, e.add_i(row, e.c(kr)), self.ext[0]))
+        a = e.op("arith.minui", e.op("arith.maxui", start, e.add_i(row0, e.c(kc))), end)
+        b = e.op("arith.maxui", a, e.op("arith.minui", end, e.add_i(row0, e.c(span - kc))))
+        a, b = e.select(inside, a, end), e.select(inside, b, end)
+        accs = list(outer.inner_iter_args)
+        for lo, hi, interior in ((start, a, False), (a, b, True), (b, end, False)):
+            loop = scf.ForOp(lo, hi, e.c(1), accs)
+            with ir.InsertionPoint(loop.body):
+                self.known_coords = {self.axes[0]: row,
+                                     self.axes[1]: e.op("arith.subi", loop.induction_variable, row0)}
+                anchor = scf.YieldOp(list(loop.inner_iter_args))
+            self.lane, self.accs, self.j = loop.induction_variable, list(loop.inner_iter_args), None
+            self.interior = margins if interior else {}
+            self.rewrite_ops(self.clone_body(body, anchor))
+            self.interior = {}
+            anchor.operation.erase()
+            with ir.InsertionPoint(loop.body):
+                scf.YieldOp(self.accs)
+            accs = list(loop.results)
+        return accs
