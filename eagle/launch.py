@@ -67,7 +67,7 @@ class Launcher:
         self.meta_k = layout.buffer_index("#meta")
         self.span = layout.parallel_span()
         # chunk boundaries fall on ordered blocks and on the spans of lanes that share a kept slot
-        self.align = 0 if self.span is None else self.span * ORDERED_BLOCK // math.gcd(self.span, ORDERED_BLOCK)
+        self.align = 0 if self.span is None else math.lcm(self.span, ORDERED_BLOCK)
         self.err_k = layout.buffer_index("#err")
 
     def chunks(self, b: Bound, lanes: int) -> int:
@@ -81,8 +81,7 @@ class Launcher:
 
     def aligned(self, b: Bound) -> int:
         """Chunk boundaries: the layout's alignment and whole ordered scatter segments for this run."""
-        q = self.lay.segment_align(b.lanes)
-        return self.align * q // math.gcd(self.align, q)
+        return math.lcm(self.align, self.lay.segment_align(b.lanes))
 
     def run(self, lib, b: Bound, lo: int = 0, hi: int | None = None,
             cuts: dict[str, np.ndarray] | None = None) -> tuple[dict[str, Array], dict[str, np.ndarray]]:

@@ -99,7 +99,7 @@ class Layout:
             inner = [a.extent for a in self.sig.lane_axes()[len(r.kept):]]
             if any(e is None for e in inner):
                 return None
-            span = _lcm(span, _size(tuple(inner)))
+            span = math.lcm(span, _size(tuple(inner)))
         return span
 
     def segment_align(self, lanes: int) -> int:
@@ -230,10 +230,6 @@ def chunk_slots(r: Reduction) -> int:
         p = sum_policy(r.policy, False)
         n = 0 if p == "ordered" else (2 * n if p == "compensated" else n)
     return n + (r.kind == "mean")
-
-
-def _lcm(a: int, b: int) -> int:
-    return a * b // math.gcd(a, b)
 
 
 def _size(shape: tuple[int, ...]) -> int:

@@ -65,9 +65,8 @@ def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], a
         return Grid(max(end, 1), 1, 1)
     align = span
     if layout.blocked or any(r.kind in ("sum", "mean") and not r.kept for r in layout.reductions):
-        align = align * ORDERED_BLOCK // math.gcd(align, ORDERED_BLOCK)
-    q = layout.segment_align(math.prod(extents))  # whole ordered scatter segments per thread
-    align = align * q // math.gcd(align, q)
+        align = math.lcm(align, ORDERED_BLOCK)
+    align = math.lcm(align, layout.segment_align(math.prod(extents)))  # whole ordered scatter segments per thread
     cap = MAX_THREADS
     per_chunk = {"plain": 1, "compensated": 2}  # an ordered sink's copies are per segment, not per chunk
     slots = sum(n * per_chunk.get(layout.policy_of(name), 0) for name, n in layout.private.items()

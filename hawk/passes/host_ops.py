@@ -119,7 +119,7 @@ class HostOps:
         e = self.e
         if policy == "plain" and name in self.lay.private:  # this chunk's own copy of the sink
             buf = self.bufs[(name, "priv")]
-            at = e.add_i(at, e.mul_i(self.copy, e.c(self.lay.private[name])))
+            at = e.add_i(at, self.copy_start(name))
             e.store(e.add(e.load(buf, at), x), buf, at)
         elif policy == "plain":
             buf = self.bufs[(name, role)]
@@ -143,7 +143,7 @@ class HostOps:
         if name in self.lay.private:  # this chunk's own (sums, corrections) pair block
             comp = self.bufs[(name, "priv")]
             half = e.c(self.lay.private[name])
-            at = e.add_i(at, e.mul_i(self.copy, e.c(2 * self.lay.private[name])))
+            at = e.add_i(at, self.copy_start(name, 2))
         else:
             comp = self.bufs[(name, "comp")]
             half = self.slots_of(name)
@@ -196,7 +196,7 @@ class HostOps:
                 if mode == "add":
                     self.add_into(policy, sink, at, x, "sink")
                 elif (sink, "mark") in self.bufs:  # this chunk's copy, and a mark: the finish takes the last chunk's
-                    at = e.add_i(at, e.mul_i(self.copy, e.c(self.lay.private[sink])))
+                    at = e.add_i(at, self.copy_start(sink))
                     e.store(x, self.bufs[(sink, "priv")], at)
                     e.store(e.c(1, e.i64), self.bufs[(sink, "mark")], at)
                 else:
@@ -219,10 +219,15 @@ class HostOps:
             scf.YieldOp([])
 
     # ---- reductions that keep some lane axes ---------------------------------------------------------
+    def copy_start(self, name: str, width: int = 1) -> ir.Value:
+        """Where this chunk's private copy of a sink or cell starts in its "priv" buffer (copies of `width`
+        values per slot: 2 for compensated pairs)."""
+        return self.e.mul_i(self.copy, self.e.c(width * self.lay.private[name]))
+
     def kept_out(self, r) -> tuple[ir.Value, ir.Value | None]:
         """Where a kept-axis reduction accumulates: its cell, or this chunk's copy of it (and the copy's start)."""
         if r.cell in self.lay.private:
-            return self.bufs[(r.cell, "priv")], self.e.mul_i(self.copy, self.e.c(self.lay.private[r.cell]))
+            return self.bufs[(r.cell, "priv")], self.copy_start(r.cell)
         return self.bufs[(r.cell, "cell")], None
 
     def count_at(self, r, idx: ir.Value, n: ir.Value) -> tuple[ir.Value, ir.Value]:
@@ -230,8 +235,7 @@ class HostOps:
         copy of the cell."""
         if r.cell in self.lay.private:
             e = self.e
-            base = e.mul_i(self.copy, e.c(self.lay.private[r.cell]))
-            return self.bufs[(r.cell, "priv")], e.add_i(base, e.mul_i(e.c(size(r.payload)), n), idx)
+            return self.bufs[(r.cell, "priv")], e.add_i(self.copy_start(r.cell), e.mul_i(e.c(size(r.payload)), n), idx)
         return self.bufs[(r.cell, "count")], idx
 
     def reduce_kept_branchless(self, op, r, idx, n):

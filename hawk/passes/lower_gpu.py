@@ -1,7 +1,7 @@
 """lower-gpu-lanes, chunk form: the host lowering's lane function as a GPU kernel, one chunk of lanes per thread.
 
-For the stages `hawk.layout.gpu_form` gives "chunks" (scatters; reductions keeping lane axes that are neither
-leading nor trailing); the others take the tree forms of lower_gpu_tree.py.
+For the stages `hawk.layout.gpu_form` gives "chunks" (scatters, reductions keeping different axes, a kept-axis
+reduction next to an ordered sum over every lane); the others take the tree forms of lower_gpu_tree.py.
 
 Every thread runs exactly the code a host chunk runs (the same drivers, the same ordered blocks), on lanes
 [chunk * C, chunk * C + C) with chunk = its global id; it writes its partials where a host chunk would. The

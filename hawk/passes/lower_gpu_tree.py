@@ -39,7 +39,6 @@ from hawk.ir.build import create
 from hawk.layout import ORDERED_BLOCK, ORDERED_CHAINS, ORDERED_STRIP, WORKGROUP, kept_run, tree_shared
 from hawk.passes.host_emit import _EQ
 from hawk.passes.lower_gpu import GpuLowering
-from hawk.passes.speculate import NO_SPECULATE
 
 _ULT = 6
 
@@ -156,14 +155,8 @@ class TreeLowering(GpuLowering):
             loop = scf.ForOp(rlo, e.select(e.cmpi(_ULT, slot, e.c(k)), rhi, rlo), e.c(1), chunk0)
             with ir.InsertionPoint(loop.body):
                 lane = e.add_i(e.mul_i(loop.induction_variable, e.c(k)), slot)
-                live = e.op("arith.andi", e.cmpi(_ULT, lane, self.hi), e.cmpi(9, lane, self.lo))  # lo <= lane < hi
                 cur = list(loop.inner_iter_args)
-                guard = scf.IfOp(live, [v.type for v in cur], has_else=True)
-                guard.operation.attributes[NO_SPECULATE] = ir.UnitAttr.get()
-                with ir.InsertionPoint(guard.else_block):
-                    scf.YieldOp(cur)
-                with ir.InsertionPoint(guard.then_block):
-                    anchor = scf.YieldOp(cur)
+                guard, anchor = self.lane_guard(lane, self.lo, self.hi, cur)
                 scf.YieldOp(list(guard.results))
             if len(axes) == 2:  # rows and columns: both coordinates without a division
                 self.known_coords = {axes[0].label: loop.induction_variable, axes[1].label: slot}
@@ -196,14 +189,8 @@ class TreeLowering(GpuLowering):
             lane = e.c(0)
             for i in range(len(axes)):
                 lane = e.add_i(lane, e.mul_i(coords[i], self.stride[i]))
-            live = e.op("arith.andi", e.cmpi(_ULT, lane, self.hi), e.cmpi(9, lane, self.lo))  # lo <= lane < hi
             cur = list(loop.inner_iter_args)
-            guard = scf.IfOp(live, [v.type for v in cur], has_else=True)
-            guard.operation.attributes[NO_SPECULATE] = ir.UnitAttr.get()
-            with ir.InsertionPoint(guard.else_block):
-                scf.YieldOp(cur)
-            with ir.InsertionPoint(guard.then_block):
-                anchor = scf.YieldOp(cur)
+            guard, anchor = self.lane_guard(lane, self.lo, self.hi, cur)
             scf.YieldOp(list(guard.results))
         self.known_coords = {axes[i].label: coords[i] for i in range(len(axes))}
         return loop, anchor, guard, lane, cur
@@ -231,14 +218,8 @@ class TreeLowering(GpuLowering):
                 with ir.InsertionPoint(steps.body):
                     at = e.add_i(e.mul_i(steps.induction_variable, e.c(WORKGROUP)), self.tid)  # lane in strip
                     lane = e.add_i(strip, at)
-                    live = e.op("arith.andi", e.cmpi(_ULT, lane, self.hi), e.cmpi(9, lane, self.lo))  # lo<=lane<hi
                     cur = list(steps.inner_iter_args) + [e.cf(-0.0)] * nterm
-                    guard = scf.IfOp(live, [v.type for v in cur], has_else=True)
-                    guard.operation.attributes[NO_SPECULATE] = ir.UnitAttr.get()  # lanes past the end
-                    with ir.InsertionPoint(guard.else_block):
-                        scf.YieldOp(cur)
-                    with ir.InsertionPoint(guard.then_block):
-                        anchor = scf.YieldOp(cur)
+                    guard, anchor = self.lane_guard(lane, self.lo, self.hi, cur)
                     res = list(guard.results)
                     for q in range(nterm):
                         e.store(res[nchunk + q], terms, e.add_i(e.c(q * S), at))

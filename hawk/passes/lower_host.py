@@ -202,6 +202,20 @@ class HostLowering(HostOps, HostFinish, GridInterior):
         for run in self.runs:
             self.flush_run(run, final[run.slot:run.slot + run.width])
 
+    def lane_guard(self, lane: ir.Value, lo: ir.Value, hi: ir.Value, cur: list[ir.Value]):
+        """An if that runs one lane's body only when lo <= lane < hi, never speculated (a lane past the end must
+        not read): (the if, the placeholder yield of `cur` ending its then-block, for lower_body to fill); its
+        else-block yields `cur` unchanged."""
+        e = self.e
+        live = e.op("arith.andi", e.cmpi(6, lane, hi), e.cmpi(9, lane, lo))  # ult, uge
+        guard = scf.IfOp(live, [v.type for v in cur], has_else=True)
+        guard.operation.attributes[NO_SPECULATE] = ir.UnitAttr.get()
+        with ir.InsertionPoint(guard.else_block):
+            scf.YieldOp(cur)
+        with ir.InsertionPoint(guard.then_block):
+            anchor = scf.YieldOp(cur)
+        return guard, anchor
+
     def move_body(self, body: ir.Block, anchor) -> None:
         for op in list(body.operations):
             if op.operation.name != "func.return":
@@ -388,14 +402,8 @@ class HostLowering(HostOps, HostFinish, GridInterior):
                     with ir.InsertionPoint(inner.body):
                         j = inner.induction_variable
                         lane = e.add_i(start, e.mul_i(groups.induction_variable, e.c(W)), j)
-                        live = e.op("arith.andi", e.cmpi(6, lane, end), e.cmpi(9, lane, self.lo))  # lo <= lane < end
                         cur = list(inner.inner_iter_args)
-                        guard = scf.IfOp(live, [v.type for v in cur], has_else=True)
-                        guard.operation.attributes[NO_SPECULATE] = ir.UnitAttr.get()  # lanes past the end
-                        with ir.InsertionPoint(guard.else_block):
-                            scf.YieldOp(cur)
-                        with ir.InsertionPoint(guard.then_block):
-                            anchor = scf.YieldOp(cur)
+                        guard, anchor = self.lane_guard(lane, self.lo, end, cur)
                         scf.YieldOp(list(guard.results))
                     scf.YieldOp(list(inner.results))
                 scf.YieldOp(list(groups.results))
