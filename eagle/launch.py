@@ -74,7 +74,7 @@ class Launcher:
         if self.span is None or self.threads == 1:
             return 1
         most = self.threads * OVERSPLIT
-        copies = sum(self.lay.private.values())
+        copies = self.lay.copy_values()
         if copies:
             most = min(most, max(self.threads, PRIVATE_VALUES // copies))
         return max(1, min(most, lanes // max(MIN_CHUNK, self.aligned(b))))

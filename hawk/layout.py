@@ -77,6 +77,20 @@ class Layout:
         """Cells of reductions keeping lane axes that each chunk accumulates in its own copy."""
         return [n for n in self.private if n not in self.sinks]
 
+    def copy_values(self) -> int:
+        """Values one chunk's private copies hold in all, which is what grows with the number of chunks: a
+        plain sink's slots, a stored one's slots and marks, a compensated one's pairs, a kept cell's slots (an
+        ordered sink's copies are per segment, not per chunk)."""
+        n = 0
+        for name, slots in self.private.items():
+            if name not in self.sinks:
+                n += slots
+            elif name in self.stored:
+                n += 2 * slots
+            else:
+                n += {"plain": 1, "compensated": 2}.get(self.sink_policy.get(name), 0) * slots
+        return n
+
     def atomic_sinks(self) -> list[str]:
         """Sinks a GPU with float atomics adds into directly: plain, added to only, too large to privatise."""
         return [n for n in self.sinks if n not in self.private and n not in self.stored

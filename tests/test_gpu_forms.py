@@ -106,10 +106,24 @@ def test_slots_grid_has_a_thread_per_kept_slot():
     assert (g.groups, g.span) == (1, 500)  # 42 column slots: one workgroup, 500 rows each
 
 
+@hawk.kernel
+def gf_store_and_ordered(key: Index, x: Scalar, last: Mutable["slot":10], tot: Mutable["slot":20]):
+    hawk.scatter(last)[key] = x
+    hawk.scatter(tot, policy="ordered")[key] += x
+
+
+def test_copy_values_count_what_grows_with_the_chunks():
+    # host threads and GPU chunks are capped by what their private copies hold together
+    assert _layout(gf_histogram).copy_values() == 2 * 16  # "auto" on a scatter is compensated: pairs
+    assert _layout(gf_store_and_ordered).copy_values() == 2 * 10  # a stored slot and its mark; ordered: per segment
+    assert _layout(gf_col_max).copy_values() == 33  # a kept cell's copy
+    assert _layout(gf_col_means).copy_values() == 18  # a mean's sums and counts
+
+
 def test_private_sink_copies_fit_their_budget():
-    lay = _layout(gf_histogram)  # 16 slots, plain: a private copy per chunk
+    lay = _layout(gf_histogram)  # 16 slots, compensated: a private copy of (sum, correction) pairs per chunk
     g = plan_grid(lay, 10**6, 8, (10**6,))
-    assert g.form == "chunks" and 256 < g.chunks <= PRIVATE_BUDGET // 16 and g.chunks * g.span >= 10**6
+    assert g.form == "chunks" and 256 < g.chunks <= PRIVATE_BUDGET // 32 and g.chunks * g.span >= 10**6
 
 
 def _spirv():

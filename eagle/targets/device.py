@@ -68,11 +68,9 @@ def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], a
         align = math.lcm(align, ORDERED_BLOCK)
     align = math.lcm(align, layout.segment_align(math.prod(extents)))  # whole ordered scatter segments per thread
     cap = MAX_THREADS
-    per_chunk = {"plain": 1, "compensated": 2}  # an ordered sink's copies are per segment, not per chunk
-    slots = sum(n * per_chunk.get(layout.policy_of(name), 0) for name, n in layout.private.items()
-                if name in layout.sinks) + sum(layout.private[c] for c in layout.private_cells())
-    if slots:
-        cap = min(MAX_THREADS, max(MAX_PRIVATE_THREADS, PRIVATE_BUDGET // slots))
+    copies = layout.copy_values()
+    if copies:
+        cap = min(MAX_THREADS, max(MAX_PRIVATE_THREADS, PRIVATE_BUDGET // copies))
     c = max(align, -(-end // cap))
     c = -(-c // align) * align
     t = -(-end // c)
