@@ -1,4 +1,5 @@
-"""The kernels and cases of the GPU check (scripts/gpu_check.py): contract cases and GPU benchmarks.
+"""The kernels and cases of the GPU check (scripts/gpu_check.py): contract cases and GPU benchmarks (the latter
+time the benchmark suite's own kernels, benchmarks/kernels.py).
 
 Imported only by `gpu_check.py build` (it needs the compiler). Each case names a kernel, how its inputs are made
 and how each output is compared on the GPU: "exact" (bitwise: ordered sums and scatters, max/min, counts,
@@ -13,10 +14,11 @@ import numpy as np
 
 import hawk
 import hawk.math as m
+from benchmarks import kernels as K  # the suite's own kernels: the GPU benchmarks time the same code
+from benchmarks.data import KEYS
 from hawk import Grid, Index, Matrix, Mutable, Param, Scalar, Sorted, Vector
 
 SLOTS = 64  # scatter slots of the contract cases
-KEYS = 1024  # scatter slots of the benchmarks
 BINS = 256
 WIDE = 100_000  # slots of a plain scatter too large for private copies: float atomics on nvvm and rocdl
 COLS = 16  # the fast axis of the contract grids
@@ -183,82 +185,6 @@ def gk_cols_ordered(lane: Grid["row", "col":COLS], x: Scalar) -> Scalar:
     return hawk.mean(x, over="row", policy="ordered", where=x > -1.0)
 
 
-# ============================================================================== benchmark kernels
-@hawk.kernel
-def gb_sum_auto(x: Scalar) -> Scalar:
-    return hawk.sum(x)
-
-
-@hawk.kernel
-def gb_sum_compensated(x: Scalar) -> Scalar:
-    return hawk.sum(x, policy="compensated")
-
-
-@hawk.kernel
-def gb_sum_ordered(x: Scalar) -> Scalar:
-    return hawk.sum(x, policy="ordered")
-
-
-@hawk.kernel
-def gb_sum_positive(x: Scalar) -> Scalar:
-    return hawk.sum(x, where=x > 0.0)
-
-
-@hawk.kernel
-def gb_max(x: Scalar) -> Scalar:
-    return hawk.max(x)
-
-
-@hawk.kernel
-def gb_scatter_plain(key: Index, x: Scalar, acc: Mutable["slot":KEYS]):
-    hawk.scatter(acc, policy="plain")[key] += x
-
-
-@hawk.kernel
-def gb_scatter_auto(key: Index, x: Scalar, acc: Mutable["slot":KEYS]):
-    hawk.scatter(acc)[key] += x
-
-
-@hawk.kernel
-def gb_scatter_ordered(key: Index, x: Scalar, acc: Mutable["slot":KEYS]):
-    hawk.scatter(acc, policy="ordered")[key] += x
-
-
-@hawk.kernel
-def gb_scatter_sorted(key: Sorted[Index], x: Scalar, acc: Mutable["slot":KEYS]):
-    hawk.scatter(acc)[key] += x
-
-
-@hawk.kernel
-def gb_histogram(t: Scalar, counts: Mutable["bin":BINS]):
-    hawk.scatter(counts)[m.index(t * 256.0, BINS)] += 1.0
-
-
-@hawk.kernel
-def gb_centre(x: Scalar) -> Scalar:
-    return x - hawk.mean(x)
-
-
-@hawk.kernel
-def gb_row_sums(g: Grid["row", "col":BENCH_COLS], x: Scalar) -> Scalar:
-    return hawk.sum(x, over="col")
-
-
-@hawk.kernel
-def gb_col_sums(g: Grid["row", "col":BENCH_COLS], x: Scalar) -> Scalar:
-    return hawk.sum(x, over="row")
-
-
-@hawk.kernel
-def gb_diffuse(g: Grid["row", "col":BENCH_COLS], u: Scalar, rate: Param, last_row: Param) -> Scalar:
-    r, c = g.row, g.col
-    if m.land(m.land(r > 0, m.to_float(r) < last_row), m.land(c > 0, c < BENCH_COLS - 1)):
-        nxt = u + rate * (u.at(row=r - 1) + u.at(row=r + 1) + u.at(col=c - 1) + u.at(col=c + 1) - 4.0 * u)
-    else:
-        nxt = u
-    return nxt
-
-
 # ============================================================================== cases
 @dataclass
 class Case:
@@ -343,23 +269,23 @@ def contract_cases() -> list[Case]:
 
 def bench_cases() -> list[Case]:
     x = {"x": "signed"}
-    keys = {"key": "keys", "x": "signed"}
+    keys = {"key": "keys", "x": "signed", "@keys": KEYS}
     grid = {"x": "signed", "@cols": BENCH_COLS}
     return [
-        Case("bench_sum_auto", gb_sum_auto, recipe=x, bench=True),
-        Case("bench_sum_compensated", gb_sum_compensated, recipe=x, bench=True, exact=()),
-        Case("bench_sum_ordered", gb_sum_ordered, recipe=x, bench=True),
-        Case("bench_sum_positive", gb_sum_positive, recipe=x, bench=True),
-        Case("bench_max", gb_max, recipe=x, bench=True),
-        Case("bench_scatter_plain", gb_scatter_plain, recipe=keys, bench=True, exact=()),
-        Case("bench_scatter_auto", gb_scatter_auto, recipe=keys, bench=True, exact=()),
-        Case("bench_scatter_ordered", gb_scatter_ordered, recipe=keys, bench=True),
-        Case("bench_scatter_sorted", gb_scatter_sorted, recipe={"key": "sorted_keys", "x": "signed"}, bench=True,
+        Case("bench_sum_auto", K.sum_auto, recipe=x, bench=True),
+        Case("bench_sum_compensated", K.sum_compensated, recipe=x, bench=True, exact=()),
+        Case("bench_sum_ordered", K.sum_ordered, recipe=x, bench=True),
+        Case("bench_sum_positive", K.sum_positive, recipe=x, bench=True),
+        Case("bench_max", K.max_all, recipe=x, bench=True),
+        Case("bench_scatter_plain", K.scatter_plain, recipe=keys, bench=True, exact=()),
+        Case("bench_scatter_auto", K.scatter_auto, recipe=keys, bench=True, exact=()),
+        Case("bench_scatter_ordered", K.scatter_ordered, recipe=keys, bench=True),
+        Case("bench_scatter_sorted", K.scatter_sorted_auto, recipe={**keys, "key": "sorted_keys"}, bench=True,
              exact=()),
-        Case("bench_histogram", gb_histogram, recipe={"t": "unit"}, bench=True),
-        Case("bench_centre", gb_centre, recipe=x, bench=True, exact=()),
-        Case("bench_row_sums", gb_row_sums, recipe=grid, bench=True, exact=()),
-        Case("bench_col_sums", gb_col_sums, recipe=grid, bench=True, exact=()),
-        Case("bench_diffuse", gb_diffuse, recipe={"u": "signed", "@cols": BENCH_COLS, "rate": 0.1,
+        Case("bench_histogram", K.histogram_auto, recipe={"t": "unit"}, bench=True),
+        Case("bench_centre", K.centre, recipe=x, bench=True, exact=()),
+        Case("bench_row_sums", K.row_sums(BENCH_COLS), recipe=grid, bench=True, exact=()),
+        Case("bench_col_sums", K.col_sums(BENCH_COLS), recipe=grid, bench=True, exact=()),
+        Case("bench_diffuse", K.diffuse(BENCH_COLS), recipe={"u": "signed", "@cols": BENCH_COLS, "rate": 0.1,
                                                    "last_row": "@rows-1"}, bench=True, exact=()),
     ]

@@ -174,7 +174,7 @@ def _case_ids(case, bench_lanes: int):
 
 
 def build(args) -> int:
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]  # gpu_cases, and the benchmarks/ it takes kernels from
     import gpu_cases
 
     import hawk
