@@ -72,7 +72,7 @@ class Plan:
                                lambda: self.kernel.lowered_gpu(spec, stage, self.device.subgroup,
                                                                self.device.float_atomics).gpu_module)
         finish = host.load(cache.key(key, "finish"), st.name,
-                           lambda: self.kernel.lowered_gpu(spec, stage).finish_llvm_ir)
+                           lambda: self.kernel.gpu_finish(spec, stage))
         launcher = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads)
         return finish, launcher, binary, f"{st.name}_lanes"
 

@@ -243,6 +243,14 @@ class Kernel:
             self._lowered[key] = GpuLowered(st.name, spec, st.text, gpu_text, finish, layout)
         return self._lowered[key]
 
+    def gpu_finish(self, spec: Spec, stage: int = 0) -> str:
+        """A GPU stage's host finish (LLVM dialect). It is the same for every target variant (subgroup width,
+        atomics), so one already lowered for the stage serves; else the plain variant is lowered."""
+        for key, low in self._lowered.items():
+            if key[:3] == (spec, stage, "gpu"):
+                return low.finish_llvm_ir
+        return self.lowered_gpu(spec, stage).finish_llvm_ir
+
 
 # ---- the kernel-info disk cache --------------------------------------------------------------------------
 def _hash(text: str) -> str:

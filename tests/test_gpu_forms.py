@@ -351,3 +351,12 @@ def test_kept_cell_copies_give_the_same_bits_at_every_thread_count(target):
         out = eagle.deploy(gf_col_min_and_low, target=target, threads=threads).run(x=x)
         np.testing.assert_array_equal(np.asarray(out["result"]), want)
         assert np.asarray(out["low"])[0] == x.min()
+
+
+def test_the_host_finish_is_the_same_for_every_gpu_variant():
+    # gpu_finish reuses whichever variant (subgroup width, atomics) a target already lowered: that is only right
+    # while the variants' finishes are one and the same
+    for kernel in (gf_energy, gf_wide_histogram, gf_col_means):
+        spec = kernel.default_spec()
+        finishes = {kernel.lowered_gpu(spec, 0, sg, at).finish_llvm_ir for sg in (0, 32, 64) for at in (False, True)}
+        assert len(finishes) == 1 and kernel.gpu_finish(spec, 0) in finishes

@@ -43,7 +43,7 @@ def _build_finish(kernel: Kernel, spec: Spec, stage: int, path: Path) -> None:
     """A GPU stage's host finish (the runtime copies partials back and finishes on the host) as a shared library."""
     from eagle.targets import host
 
-    text = kernel.lowered_gpu(spec, stage).finish_llvm_ir
+    text = kernel.gpu_finish(spec, stage)
     with tempfile.TemporaryDirectory() as tmp:
         obj = Path(tmp) / "k.o"
         host.compile_object(text, obj)
