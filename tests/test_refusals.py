@@ -406,3 +406,25 @@ def test_return_inside_if():
             return 0.0 * x
 
     _check(excinfo, "return_in_if", "rf_return_in_if", "return")
+
+
+def test_returning_a_tuple_says_to_use_mutable_parameters():
+    with pytest.raises(hawk.KernelError) as excinfo:
+
+        @hawk.kernel
+        def rf_two_results(x: Scalar) -> Scalar:
+            return hawk.sum(x), hawk.max(x)  # @two_results
+
+    _check(excinfo, "two_results", "rf_two_results", "returns one value (Scalar here), not 2",
+           "Mutable[...] parameter", "total = hawk.sum(x)")
+
+
+def test_a_tuple_used_as_a_value_is_described_as_one():
+    with pytest.raises(hawk.KernelError) as excinfo:
+
+        @hawk.kernel
+        def rf_pair_value(x: Scalar) -> Scalar:
+            pair = (x, x)  # @pair_value
+            return pair
+
+    _check(excinfo, "pair_value", "rf_pair_value", "cannot assign a tuple of 2 values to 'pair'")

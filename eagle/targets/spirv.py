@@ -58,8 +58,6 @@ def target_env(subgroup: int = 0) -> str:
     return (f"#spirv.target_env<#spirv.vce<{VERSION}, [{', '.join(caps)}], [{', '.join(EXTENSIONS)}]>, "
             f"api=Vulkan, #spirv.resource_limits<{limits}>>")
 
-
-TARGET_ENV = target_env()
 LOWER = ("builtin.module(gpu.module(arith-expand,convert-math-to-spirv),convert-gpu-to-spirv{use-64bit-index=true},"
          "spirv.module(spirv-lower-abi-attrs,spirv-update-vce,canonicalize,cse))")
 SERIALIZE = "builtin.module(gpu-module-to-binary{format=bin})"
