@@ -24,9 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---- per-call overhead on one lane ------------------------------------------------------------------------
-def overhead(peers: dict, repeats: int) -> dict:
+def overhead(peers: dict, repeats: int, ours: bool = True) -> dict:
     """Median microseconds per call on a 1-lane input: hawk Plan.run and a bound launch (a map and a sum kernel),
-    eagle.reduce, and each peer's cheapest call on one element."""
+    eagle.reduce (with `ours`), NumPy's call (with `ours` or when numpy is in `peers`) and each other peer's
+    cheapest call on one element. The isolated mode asks for hawk and each peer in separate processes."""
     x = np.ones(1, dtype=np.float64)
     rows: dict[str, dict] = {}
 
@@ -34,14 +35,16 @@ def overhead(peers: dict, repeats: int) -> dict:
         t = measure(call, repeats, 0.02)
         rows[name] = {"kind": kind, "us": t.median_s * 1e6}
 
-    mp, sp = eagle.deploy(K.tiny_map), eagle.deploy(K.tiny_sum)
-    add("hawk Plan.run (map: x + 1)", "ours", lambda: mp.run(x=x))
-    add("hawk bound launch (map: x + 1)", "ours", mp.bind(x=x).launch)
-    add("hawk Plan.run (sum)", "ours", lambda: sp.run(x=x))
-    add("hawk bound launch (sum)", "ours", sp.bind(x=x).launch)
-    add("eagle.reduce(...).launch() (auto)", "ours", eagle.reduce(x, np.zeros(1), policy="auto").launch)
+    if ours:
+        mp, sp = eagle.deploy(K.tiny_map), eagle.deploy(K.tiny_sum)
+        add("hawk Plan.run (map: x + 1)", "ours", lambda: mp.run(x=x))
+        add("hawk bound launch (map: x + 1)", "ours", mp.bind(x=x).launch)
+        add("hawk Plan.run (sum)", "ours", lambda: sp.run(x=x))
+        add("hawk bound launch (sum)", "ours", sp.bind(x=x).launch)
+        add("eagle.reduce(...).launch() (auto)", "ours", eagle.reduce(x, np.zeros(1), policy="auto").launch)
     o = np.zeros(1)
-    add("numpy np.add(out=)", "peer", lambda: np.add(x, 1.0, out=o))
+    if ours or "numpy" in peers:
+        add("numpy np.add(out=)", "peer", lambda: np.add(x, 1.0, out=o))
     if "numba" in peers:
         import numba
 

@@ -32,7 +32,7 @@ def _cell(rec) -> str:
     if rec is None:
         return ""
     if not rec["ok"]:
-        return "WRONG" if rec.get("checked") else "failed"
+        return "skipped" if rec.get("skipped") else "WRONG" if rec.get("checked") else "failed"
     return fmt_ms(rec["median_s"])
 
 
@@ -118,8 +118,11 @@ def _case(results, op, n, dt="float64"):
     return next((c for c in results if c["op"] == op and c["n"] == n and c["dtype"] == dt), None)
 
 
+BANDWIDTH_SHARE = 0.85  # issue 12: the host sum at 10^7 lanes reads at >= 85% of the measured read bandwidth
+
+
 def targets(rep: dict) -> list[dict]:
-    """Issue 5's targets for the host, each with what this run measured and whether it is met.
+    """Issues 5 and 12's targets for the host, each with what this run measured and whether it is met.
 
     Throughput targets are read at the largest size of the run (10^7 lanes by default), float64."""
     results, ex, out = rep["results"], rep.get("extras", {}), []
@@ -145,6 +148,10 @@ def targets(rep: dict) -> list[dict]:
             gbs, best = 8.0 * n / auto / 1e9, max(rates)
             t(f"sum auto read rate vs the fastest read seen in this run ({best:.1f} GB/s), {lab}", gbs / best, 0.8,
               "of best", gbs / best >= 0.8)
+            bw = rep["meta"].get("read_bandwidth", {}).get("median_gbs")
+            if bw:
+                t(f"sum auto read rate / the machine's read bandwidth ({bw:.3g} GB/s, all threads), {lab}", gbs / bw,
+                  BANDWIDTH_SHARE, "of bandwidth", gbs / bw >= BANDWIDTH_SHARE)
             for k, lim in (("hawk compensated", 1.3), ("hawk ordered", 1.5)):
                 v = ms(s, k)
                 if v:
@@ -155,7 +162,7 @@ def targets(rep: dict) -> list[dict]:
                 if r is not None and not math.isnan(r):
                     t(f"{op} / {k} faster than the best peer ({c['best_peer']}), {lab}", r, 1.0, "x", r < 1.0)
     oh = ex.get("overhead_us", {})
-    for k, lim in (("hawk Plan.run (map: x + 1)", 20.0), ("hawk bound launch (map: x + 1)", 5.0)):
+    for k, lim in (("hawk Plan.run (map: x + 1)", 10.0), ("hawk bound launch (map: x + 1)", 2.0)):
         if k in oh:
             out.append({"target": f"{k.replace('hawk ', '')} on 1 lane", "measured": oh[k]["us"], "limit": lim,
                         "unit": "us", "met": oh[k]["us"] < lim})
@@ -187,13 +194,24 @@ def print_summary(rep: dict) -> None:
     print(_table(headers, rows))
     tg = rep.get("targets") or []
     if tg:
-        print("\n== targets (issue 5)")
+        print("\n== targets (issues 5 and 12)")
         print(_table(*targets_rows(tg)).replace("**", ""))
     m = rep["meta"]
-    print(f"\nsuite wall time {m['wall_s']:.0f} s; load average {m['loadavg_start']:.2f} at start, "
+    print(f"\nmode: {mode_of(rep)}; {bandwidth_line(m)}")
+    print(f"suite wall time {m['wall_s']:.0f} s; load average {m['loadavg_start']:.2f} at start, "
           f"{m['loadavg_end']:.2f} at end")
     if m["skipped_peers"]:
         print("skipped: " + "; ".join(f"{k} ({v})" for k, v in m["skipped_peers"].items()))
+
+
+def bandwidth_line(meta: dict) -> str:
+    bw = meta.get("read_bandwidth")
+    if not bw:
+        return "read bandwidth not measured"
+    if "error" in bw:
+        return f"read bandwidth not measured ({bw['error']})"
+    return (f"read bandwidth {bw['median_gbs']:.3g} GB/s (median; fastest sample {bw['best_gbs']:.3g}) over "
+            f"{bw['bytes'] / 1e6:.3g} MB: {bw['method']}")
 
 
 def print_extras(ex: dict) -> None:
@@ -234,20 +252,37 @@ def _json_safe(o):
     return o
 
 
+def mode_of(rep: dict) -> str:
+    return rep["meta"].get("mode", "in-process")  # runs from before the isolated mode had no "mode"
+
+
 def write(rep: dict, out: Path, markdown: Path) -> None:
+    """results-<mode>.json and ratios-<mode>.png in `out`; the markdown page, with the other mode's tables too
+    when an earlier run of it left its results in `out`."""
+    from benchmarks.markdown import to_markdown
+
+    mode = mode_of(rep)
+    other_mode = "in-process" if mode == "isolated" else "isolated"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(_json_safe(rep), indent=1) + "\n")
-    png = out / "ratios.png"
+    (out / f"results-{mode}.json").write_text(json.dumps(_json_safe(rep), indent=1) + "\n")
+    png = out / f"ratios-{mode}.png"
     try:
         plot(rep, png)
     except Exception as e:  # matplotlib absent: the JSON and the markdown still come out
         print(f"no plot ({type(e).__name__}: {e})")
         png = None
+    other, other_png = None, out / f"ratios-{other_mode}.png"
+    if (out / f"results-{other_mode}.json").is_file():
+        try:
+            other = json.loads((out / f"results-{other_mode}.json").read_text())
+        except (OSError, ValueError) as e:
+            print(f"the {other_mode} results in {out} are unreadable ({e}): left out of the page")
     markdown.parent.mkdir(parents=True, exist_ok=True)
-    markdown.write_text(to_markdown(rep, png, markdown))
+    markdown.write_text(to_markdown(rep, png, markdown, other, other_png if other_png.is_file() else None))
 
 
 def plot(rep: dict, path: Path) -> None:
+    """One panel per size: for each operation and variant of ours, a bar per dtype of ours / best peer."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -262,122 +297,27 @@ def plot(rep: dict, path: Path) -> None:
         for c in results:
             if c["op"] == op.name:
                 labels += [(op.name, v) for v in c["ratios"] if (op.name, v) not in labels]
-    fig, axes = plt.subplots(len(dtypes), 1, figsize=(max(8, 0.55 * len(labels) + 2), 4.2 * len(dtypes)),
+    fig, axes = plt.subplots(len(sizes), 1, figsize=(max(8, 0.55 * len(labels) + 2), 4.2 * len(sizes)),
                              squeeze=False)
-    width = 0.8 / max(1, len(sizes))
-    for ax, dt in zip(axes[:, 0], dtypes, strict=True):
+    width = 0.8 / max(1, len(dtypes))
+    for ax, n in zip(axes[:, 0], sizes, strict=True):
         x = np.arange(len(labels))
-        for i, n in enumerate(sizes):
+        for i, dt in enumerate(dtypes):
             vals = []
             for op, v in labels:
                 c = next((c for c in results if c["op"] == op and c["n"] == n and c["dtype"] == dt), None)
                 r = c["ratios"].get(v) if c else None
                 vals.append(r if r is not None and math.isfinite(r) else np.nan)
-            ax.bar(x + (i - (len(sizes) - 1) / 2) * width, vals, width, label=f"n = {size_label(n)}")
+            ax.bar(x + (i - (len(dtypes) - 1) / 2) * width, vals, width, label=dt)
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_yscale("log")
         ticks = [op if v == "hawk" else f"{op}\n{v.replace('hawk', '').strip()}" for op, v in labels]
         ax.set_xticks(x, ticks, fontsize=7, rotation=60, ha="right")
         ax.set_ylabel("ours / best peer (log)")
-        ax.set_title(f"{dt}: time of hawk / time of the fastest peer (below 1: hawk is faster)", fontsize=10)
+        ax.set_title(f"n = {size_label(n)} ({mode_of(rep)} mode): time of hawk / time of the fastest peer "
+                     "(below 1: hawk is faster)", fontsize=10)
         ax.legend(fontsize=8)
         ax.grid(axis="y", which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def _md_table(headers, rows) -> str:
-    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out)
-
-
-def to_markdown(rep: dict, png: Path | None, md_path: Path) -> str:
-    m, results, ex = rep["meta"], rep["results"], rep.get("extras", {})
-    parts = ["# Benchmarks: hawk against its peers",
-             "",
-             "Written by `benchmarks/suite.py` (do not edit by hand: run the suite again). Times are medians of "
-             f"{m['repeats']} samples after warm-up, outputs reused where the peer allows "
-             "(hawk: `plan.bind(...).launch()`), "
-             "every output checked against NumPy before and after timing. The machine is shared and noisy: "
-             "read the ratios, not the absolute times.",
-             "",
-             "## How to run",
-             "",
-             "```bash",
-             f"{COMMAND}                        # set up .venv with the peers, then the default suite (< 10 min here)",
-             ".venv/bin/python -m benchmarks.suite --quick   # 1e5 and 1e6 lanes, 3 repeats",
-             ".venv/bin/python -m benchmarks.suite --sizes 1e6 --ops sum,histogram --peers numpy,torch --out /tmp/b",
-             "```",
-             "",
-             "Options and what each operation does: [benchmarks/README.md](../benchmarks/README.md).",
-             "",
-             "## This run",
-             "",
-             f"- {m['started']}, {m['machine']}, {m['cores']} cores, eagle threads {m['eagle_threads']}; "
-             f"load average {m['loadavg_start']:.2f} at start, {m.get('loadavg_end', float('nan')):.2f} at end; "
-             f"suite wall time {m.get('wall_s', 0):.0f} s.",
-             "- versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()),
-             ]
-    if m["skipped_peers"]:
-        parts.append("- skipped: " + "; ".join(f"{k}: {v}" for k, v in m["skipped_peers"].items()))
-    parts += ["", "## Ratio ours / best peer", "",
-              "Below 1: hawk is faster than every peer; above 1: the fastest peer beats us by that factor.", ""]
-    if png is not None:
-        rel = Path(png).resolve().relative_to(md_path.resolve().parent) if Path(png).resolve().is_relative_to(
-            md_path.resolve().parent) else Path(png).resolve()
-        parts += [f"![ratios]({rel.as_posix()})", ""]
-    parts += [_md_table(*ratio_rows(results)), ""]
-    big = max(c["n"] for c in results) if results else 0
-    for dt in ("float64", "float32"):
-        cases = [c for c in results if c["n"] == big and c["dtype"] == dt]
-        if not cases:
-            continue
-        parts += [f"## Times at n = {size_label(big)}, {dt} (ms)", ""]
-        rows = []
-        for c in cases:
-            ours = [k for k, v in c["impls"].items() if v["kind"] != "peer"]
-            peers = sorted((k for k, v in c["impls"].items() if v["kind"] == "peer"),
-                           key=lambda k: c["impls"][k].get("median_s") or math.inf)
-            rows.append([c["op"], "; ".join(f"{k} {_cell(c['impls'][k])}" for k in ours),
-                         "; ".join(f"{k} {_cell(c['impls'][k])}" for k in peers)])
-        parts += [_md_table(["operation", "hawk", "peers (fastest first)"], rows), ""]
-    if rep.get("targets"):
-        parts += ["## Targets for the host", "",
-                  "From issue 5; throughput targets read at the largest size of this run, float64. Memory: traced "
-                  f"allocations beyond the outputs, allowed up to {SCRATCH_LIMIT // 1024} KiB of scratch.", "",
-                  _md_table(*targets_rows(rep["targets"])), ""]
-    slow = slower(results)
-    parts += ["## Where a peer is faster", ""]
-    if slow:
-        parts += ["Sorted by the ratio of medians; the last column is the ratio of the fastest samples (less "
-                  "sensitive to other work on the machine).", "",
-                  _md_table(["operation / ours", "dtype", "n", "ours ms", "best peer", "peer ms", "ours / peer",
-                             "ours / peer (min)"],
-                            [[f"{s['op']} / {s['variant']}", s["dtype"], size_label(s["n"]), f"{s['ours_ms']:.3g}",
-                              s["best_peer"], f"{s['peer_ms']:.3g}", f"{s['ratio']:.2f}", f"{s['ratio_of_min']:.2f}"]
-                             for s in slow]), ""]
-    else:
-        parts += ["Nowhere in this run.", ""]
-    if "overhead_us" in ex:
-        parts += ["## Per-call overhead on one lane (us, median)", "",
-                  _md_table(["call", "us"], [[k, f"{v['us']:.2f}"] for k, v in ex["overhead_us"].items()]), ""]
-    s = ex.get("startup")
-    if s and "error" not in s:
-        parts += ["## Startup of a small kernel in a fresh process (ms, median of "
-                  f"{s['runs']})", "",
-                  _md_table(["measure", "ms"], [
-                      ["cold: eagle.deploy to first result, empty HAWK_CACHE_DIR", f"{s['cold_first_result_ms']:.0f}"],
-                      ["warm: eagle.deploy to first result, from the disk cache", f"{s['warm_first_result_ms']:.1f}"],
-                      ["import numpy, hawk, eagle (not in the above)", f"{s['import_ms']:.0f}"],
-                      ["a second plan of the same kernel in the same process",
-                       f"{s['second_plan_same_process_ms']:.2f}"],
-                  ]), ""]
-    mem = ex.get("memory")
-    if mem:
-        parts += [f"## Peak allocation of one run (n = {mem['n']:,}, {mem['dtype']}; MB, tracemalloc)", "",
-                  "Traced Python and NumPy allocations above what was held before the call. A bound launch "
-                  "reuses its buffers; `Plan.run` allocates its outputs (and cells) per call.", "",
-                  _md_table(*memory_rows(mem)), ""]
-    return "\n".join(parts)

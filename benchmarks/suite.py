@@ -1,12 +1,14 @@
-"""The benchmark suite: hawk (through eagle) against NumPy, JAX, PyTorch, Numba and Warp, side by side in one run.
+"""The benchmark suite: hawk (through eagle) against NumPy, JAX, PyTorch, Numba and Warp.
 
-    python -m benchmarks.suite                 # the default suite (10^5, 10^6, 10^7 lanes; float64 and float32)
-    python -m benchmarks.suite --quick         # 10^5 and 10^6 lanes, fewer repeats
+    python -m benchmarks.suite                 # isolated (default): each implementation in its own process
+    python -m benchmarks.suite --in-process    # every implementation side by side in this process
+    python -m benchmarks.suite --quick         # 10^5 and 10^6 lanes, fewer repeats and rounds
     python -m benchmarks.suite --sizes 1e6 --ops sum,histogram --peers numpy,torch --out /tmp/bench
 
 Every implementation's output is checked against NumPy before it is timed and again after: a hawk result that
 is wrong fails the run (exit status 1); a peer whose result is wrong is left out of the ratios, with the reason.
-Writes results.json, ratios.png and benchmarks.md (docs/bench/ and docs/benchmarks.md by default).
+The machine's streaming read bandwidth (benchmarks/bandwidth.py) is measured in fresh processes in both modes.
+Writes results-<mode>.json, ratios-<mode>.png and benchmarks.md (docs/bench/ and docs/benchmarks.md by default).
 """
 
 from __future__ import annotations
@@ -55,7 +57,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-extras", action="store_true", help="skip overhead, startup and memory measurements")
     p.add_argument("--startup-runs", type=int, default=None, help="fresh processes for cold/warm start (default 3)")
     p.add_argument("--memory-size", type=int, default=1_000_000, help="lanes for the memory measurement")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--isolated", dest="mode", action="store_const", const="isolated",
+                      help="each implementation in its own worker process, interleaved rounds (the default)")
+    mode.add_argument("--in-process", dest="mode", action="store_const", const="in-process",
+                      help="every implementation in this process, samples interleaved")
+    p.add_argument("--rounds", type=int, default=None, help="isolated: rounds of workers per case (default 3, "
+                   "quick 2); --repeats is then the samples each worker takes")
+    p.add_argument("--budget", type=float, default=None, help="isolated: seconds for all cases (default 1800, "
+                   "quick 600); later cases get fewer rounds, or are skipped when it is spent")
+    p.add_argument("--worker-timeout", type=float, default=300.0, help="isolated: seconds one worker may take")
+    p.add_argument("--plugin", type=Path, default=None, help="isolated: a Python file with impls(op, d) whose "
+                   "implementations join the cases (see benchmarks/README.md)")
     a = p.parse_args(argv)
+    a.mode = a.mode or "isolated"
+    if a.plugin and a.mode != "isolated":
+        p.error("--plugin needs the isolated mode")
+    a.rounds = a.rounds or (2 if a.quick else 3)
+    a.budget = a.budget or (600.0 if a.quick else 1800.0)
     a.sizes = a.sizes or list(QUICK_SIZES if a.quick else DEFAULT_SIZES)
     a.repeats = a.repeats or (3 if a.quick else 9)
     a.startup_runs = a.startup_runs or (1 if a.quick else 3)
@@ -136,10 +155,8 @@ def run_case(op, d: Data, peers: dict, args, skipped: dict) -> dict:
     return case
 
 
-def environment(peers: dict, skipped: dict, args) -> dict:
-    import eagle
-    from benchmarks import kernels
-
+def base_meta(args) -> dict:
+    """What the run was and where: machine, load, sizes, mode (either mode fills in the peers' part)."""
     cpu = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -148,6 +165,21 @@ def environment(peers: dict, skipped: dict, args) -> dict:
                 break
     except OSError:
         pass
+    return {
+        "mode": args.mode,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": f"{platform.machine()} {cpu}".strip(),
+        "cores": os.cpu_count(),
+        "loadavg_start": os.getloadavg()[0],
+        "sizes": args.sizes, "dtypes": args.dtypes, "repeats": args.repeats, "min_time_s": args.min_time,
+        "openblas": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")},
+    }
+
+
+def environment(peers: dict, skipped: dict, args) -> dict:
+    import eagle
+    from benchmarks import kernels
+
     versions = {"python": platform.python_version(), "numpy": np.__version__}
     for name, mod in peers.items():
         if name != "numpy":
@@ -155,32 +187,31 @@ def environment(peers: dict, skipped: dict, args) -> dict:
                 versions[name] = mod.version()
             except Exception:
                 versions[name] = "?"
-    return {
-        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": f"{platform.machine()} {cpu}".strip(),
-        "cores": os.cpu_count(),
-        "eagle_threads": eagle.deploy(kernels.tiny_map).threads,
-        "loadavg_start": os.getloadavg()[0],
-        "versions": versions,
-        "peers": list(peers),
-        "skipped_peers": dict(skipped),
-        "sizes": args.sizes, "dtypes": args.dtypes, "repeats": args.repeats, "min_time_s": args.min_time,
-        "openblas": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")},
-    }
+    return dict(base_meta(args), eagle_threads=eagle.deploy(kernels.tiny_map).threads, versions=versions,
+                peers=list(peers), skipped_peers=dict(skipped))
 
 
-def run(args) -> dict:
-    """The whole suite; returns the report (also written to args.out)."""
+def read_bandwidth(args, runs: list[dict]) -> dict:
+    """The machine's read bandwidth over the bytes of the largest float64 input, from `runs` (fresh processes):
+    the best run's median (bandwidth is what the machine can do: the least disturbed run says it best)."""
+    ok = [r for r in runs if "median_gbs" in r]
+    if not ok:
+        return {"error": "; ".join(r.get("error", "?") for r in runs)}
+    best = max(ok, key=lambda r: r["median_gbs"])
+    return {"method": best["method"], "bytes": best["bytes"], "threads": best["threads"],
+            "median_gbs": best["median_gbs"], "best_gbs": max(r["best_gbs"] for r in ok),
+            "runs_gbs": [r["median_gbs"] for r in ok]}
+
+
+def in_process(args) -> tuple[dict, list[dict], dict]:
+    """Every case in this process (the suite's original mode): meta, results, extras."""
     from benchmarks import peers as peer_modules
 
-    t_start = time.perf_counter()
     names = args.peers.split(",") if args.peers else peer_modules.ORDER
     peers, skipped = peer_modules.load(names)
     for name, why in skipped.items():
         say(f"peer {name} skipped: {why}")
     env = environment(peers, skipped, args)
-    if env["loadavg_start"] > 0.5:
-        say(f"note: load average {env['loadavg_start']:.2f} at start: other work shares the cores; compare ratios")
     results = []
     ops = [op for op in OPS if op.name in args.ops]
     total = len(args.sizes) * len(args.dtypes) * len(ops)
@@ -197,24 +228,49 @@ def run(args) -> dict:
             del d
             gc.collect()
         report.print_size(results, n)
-    rep = {"meta": env, "results": results, "extras": {}}
+    ex = {}
     if not args.no_extras:
         from benchmarks import extras
 
         say("extras: per-call overhead")
-        rep["extras"]["overhead_us"] = extras.overhead(peers, args.repeats)
+        ex["overhead_us"] = extras.overhead(peers, args.repeats)
         say("extras: cold compile and warm start (fresh processes)")
         try:
-            rep["extras"]["startup"] = extras.startup(args.startup_runs)
+            ex["startup"] = extras.startup(args.startup_runs)
         except Exception as e:
-            rep["extras"]["startup"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            ex["startup"] = {"error": f"{type(e).__name__}: {e}"[:300]}
         say("extras: memory")
-        rep["extras"]["memory"] = extras.memory(min(args.memory_size, max(args.sizes)))
-        report.print_extras(rep["extras"])
+        ex["memory"] = extras.memory(min(args.memory_size, max(args.sizes)))
+    return env, results, ex
+
+
+def run(args) -> dict:
+    """The whole suite; returns the report (also written to args.out)."""
+    from benchmarks import isolated
+
+    t_start = time.perf_counter()
+    load = os.getloadavg()[0]
+    if load > 0.5:
+        say(f"note: load average {load:.2f} at start: other work shares the cores; compare ratios")
+    bw_bytes = 8 * max(args.sizes)
+    say(f"read bandwidth over {bw_bytes / 1e6:.3g} MB (a fresh process)")
+    bw = [isolated.bandwidth(bw_bytes, args)]
+    if args.mode == "isolated":
+        env = base_meta(args)
+        results, ex, _ = isolated.run(args, env)
+    else:
+        env, results, ex = in_process(args)
+    say("read bandwidth again")
+    bw.append(isolated.bandwidth(bw_bytes, args))
+    env["read_bandwidth"] = read_bandwidth(args, bw)
+    rep = {"meta": env, "results": results, "extras": ex}
+    if ex:
+        report.print_extras(ex)
     rep["meta"]["loadavg_end"] = os.getloadavg()[0]
     rep["meta"]["wall_s"] = time.perf_counter() - t_start
     rep["failures"] = [f"{c['op']} {c['dtype']} n={c['n']} {k}: {v.get('error')}" for c in results
-                       for k, v in c["impls"].items() if v["kind"] in ("ours", "info") and not v["ok"]]
+                       for k, v in c["impls"].items()
+                       if v["kind"] in ("ours", "info") and not v["ok"] and not v.get("skipped")]
     rep["targets"] = report.targets(rep)
     report.write(rep, args.out, args.markdown)
     report.print_summary(rep)

@@ -1,7 +1,7 @@
 """eagle: where and how hawk kernels run. `eagle.deploy(kernel).run(**planes)` compiles, launches and hands
 back `eagle.Array` results (a dict by name when a kernel has several outputs)."""
 
-from eagle.array import Array
+from eagle.array import Array, asarray
 from eagle.errors import InputError, RuntimeMissing
 
 
@@ -24,4 +24,4 @@ def __getattr__(name: str):
         return getattr(graph, name)
     raise AttributeError(f"module 'eagle' has no attribute '{name}'")
 
-__all__ = ["Array", "InputError", "Plan", "RuntimeMissing", "deploy"]
+__all__ = ["Array", "InputError", "Plan", "RuntimeMissing", "asarray", "deploy"]

@@ -1,12 +1,17 @@
 """Check a run's arguments against a kernel and turn them into the buffers its lane function takes.
 
-Everything the caller passes is checked here, before anything runs: names, shapes, dtypes, extents, key ranges.
+Everything the caller passes is checked here, before anything runs: names, shapes, dtypes, extents, key ranges,
+the memory a run would allocate, and whether the arrays it writes are writable and overlap what it reads.
 Inputs are never written: an input that is not C-contiguous with the run's dtype is copied, never converted in
 place. Outputs and sinks the caller passes are written in place, so they must already have the right layout.
+An input sharing memory with an array the run writes is copied first (the run reads it as it was before the
+launch), except a per-lane input that is the very array of a per-lane output and is read at its own lane only
+(`lane_local`): that one is updated in place. See docs/reliability.md.
 """
 
 from __future__ import annotations
 
+import ast
 import math
 import os
 from dataclasses import dataclass, field
@@ -14,11 +19,36 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from eagle.errors import InputError
+from eagle.interop import as_host_array
 from hawk.layout import Layout, Reduction, Spec, make_spec
 from hawk.signature import PlaneSpec, Signature
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # dtype equality is cheap; dtype.name is not
 _INDEX = (np.dtype(np.int32), np.dtype(np.int64))
+MAX_LANES = (1 << 63) - 1  # lane indices are 64-bit integers in compiled code
+
+
+def physical_memory() -> int | None:
+    """Bytes of physical memory on this machine (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+_PHYSICAL = physical_memory()
+
+
+def lane_local_inputs(kernel) -> frozenset[str]:
+    """The per-lane input planes of a single-stage kernel that no `.at` reads: each lane reads them at its own
+    lane only, so one may be the very array of a per-lane output and be updated in place. Empty for a split
+    kernel (a later stage reads its inputs again after an earlier one wrote)."""
+    if kernel.stage_count != 1:
+        return frozenset()
+    at = {n.func.value.id for n in ast.walk(kernel.source.tree)
+          if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "at"
+          and isinstance(n.func.value, ast.Name)}
+    return frozenset(p.name for p in kernel.signature.planes if p.kind == "lane" and p.name not in at)
 
 
 @dataclass
@@ -36,14 +66,25 @@ class Bound:
 class Binder:
     """Checks runs of one kernel, known by its name, signature and output modes (no compiler needed)."""
 
-    def __init__(self, name: str, sig: Signature, outputs: dict[str, str]):
+    def __init__(self, name: str, sig: Signature, outputs: dict[str, str],
+                 lane_local: frozenset[str] = frozenset()):
         self.name, self.sig, self.outputs = name, sig, outputs
+        self.lane_local = lane_local  # per-lane inputs a per-lane output may be the very array of (see above)
         self.axes = self.sig.lane_axes()
         self._specs: dict = {}
         # what every bind checks against, made once
         self._labels = {a.label for a in self.axes} if self.sig.grid is not None else set()
         self._planes = {p.name: p for p in self.sig.planes if p.kind != "grid"}
         self._required = [p.name for p in self._planes.values() if p.kind in ("lane", "index", "param", "table")]
+        # values each lane adds to what a run allocates: its per-lane outputs (when the caller does not pass them)
+        self._per_lane = [(n, math.prod(self._payload(n))) for n, mode in outputs.items() if mode == "lane"]
+        self._small = (1 << 30) // (8 * max(1, sum(size for _, size in self._per_lane)))  # lanes surely fine
+
+    def _payload(self, name: str) -> tuple[int, ...]:
+        if name == "result":
+            return self.sig.returns.shape if self.sig.returns is not None else ()
+        p = self.sig.get(name)
+        return p.payload.shape if p is not None else ()
 
     def fail(self, plane: str | None, msg: str) -> InputError:
         who = f"plane '{plane}' of " if plane else ""
@@ -74,12 +115,15 @@ class Binder:
             spec = self._specs[key] = make_spec(self.sig, dtype.name, idt)
         extents = self._extents(kwargs, arrays)
         b = Bound(spec, extents, math.prod(extents), dtype)
+        self._check_size(b)
         for name, a in arrays.items():
             p = planes[name]
             if p.kind in ("output", "sink"):
                 b.given[name] = a
             else:
                 b.arrays[name] = self._input(p, a, b)
+        if b.given:
+            self._check_written(b)
         return b
 
     def _as_array(self, p: PlaneSpec, v) -> np.ndarray:
@@ -92,7 +136,7 @@ class Binder:
             return a
         if p.kind in ("output", "sink") and not isinstance(v, np.ndarray):
             raise self.fail(p.name, f"is written in place, so pass a NumPy array (got {type(v).__name__})")
-        a = v if isinstance(v, np.ndarray) else np.asarray(getattr(v, "numpy", lambda: v)())
+        a = v if isinstance(v, np.ndarray) else as_host_array(v, p.name, self.name)  # DLPack, NumPy-likes
         if p.kind in ("lane", "table", "output", "sink") and a.dtype not in _FLOATS:
             raise self.fail(p.name, f"takes float32 or float64 values, got {a.dtype} (convert with "
                                     f".astype(np.float64))")
@@ -168,6 +212,51 @@ class Binder:
             return np.ascontiguousarray(a).reshape(-1)
         return np.ascontiguousarray(a, dtype=b.dtype).reshape(-1)
 
+    def _check_size(self, b: Bound) -> None:
+        """Refuse a lane count that overflows 64-bit lane indices, or per-lane outputs larger than the machine's
+        memory, before anything is allocated (NumPy would raise a bare MemoryError, or worse, swap)."""
+        if b.lanes <= self._small:  # the common case: surely fine, nothing to compute
+            return
+        axis = self.axes[0].label
+        where = f"grid axis '{axis}' = {b.extents[0]} gives {b.lanes} lanes ({' x '.join(map(str, b.extents))})"
+        if b.lanes > MAX_LANES:
+            raise self.fail(None, f"{where}, more than 64-bit lane indices reach ({MAX_LANES}): bind a smaller "
+                                  f"extent")
+        per_lane = sum(size for name, size in self._per_lane if name not in b.given)
+        need = b.lanes * per_lane * b.dtype.itemsize
+        if _PHYSICAL is not None and need > _PHYSICAL:
+            raise self.fail(None, f"{where}; its per-lane outputs would need {need} bytes ({need / 2**30:.1f} GiB) "
+                                  f"but this machine has {_PHYSICAL} bytes ({_PHYSICAL / 2**30:.1f} GiB) of memory: "
+                                  f"bind a smaller extent and run the lanes in pieces")
+
+    def _check_written(self, b: Bound) -> None:
+        """The arrays the caller passed for the run to write: writable, not overlapping each other, and not
+        overlapping an input the run reads (such an input is copied first, unless it is lane-local, above)."""
+        outs = b.given
+        for name, a in outs.items():
+            if not a.flags.writeable:
+                raise self.fail(name, "is written in place but the array passed is read-only (writeable=False): "
+                                      "pass a writable array, or omit it and read the result the run hands back")
+        if len(outs) > 1:
+            seen = list(outs.items())
+            for k, (name, a) in enumerate(seen):
+                for other, o in seen[:k]:
+                    if a.flags.c_contiguous and o.flags.c_contiguous and np.may_share_memory(a, o):
+                        raise self.fail(name, f"shares memory with plane '{other}', which this run also writes: "
+                                              "the result would depend on which is written last; pass separate "
+                                              "arrays")
+        for name, x in b.arrays.items():
+            for out, o in outs.items():
+                if np.may_share_memory(x, o) and not self._same_lanes(name, x, out, o):
+                    b.arrays[name] = x.copy()  # read as it was before the launch, as `.at` and tables promise
+                    break
+
+    def _same_lanes(self, name: str, x: np.ndarray, out: str, o: np.ndarray) -> bool:
+        """Whether input `name` (flat, contiguous) is the very array of per-lane output `out`, and each lane reads
+        it at its own lane only: then lane i reads its values before it writes them, and nobody else reads them."""
+        return (name in self.lane_local and self.outputs.get(out) == "lane" and o.flags.c_contiguous
+                and x.dtype == o.dtype and x.size == o.size and np.may_share_memory(x[:1], o.reshape(-1)[:1]))
+
     # ---- step 4: outputs and sinks ---------------------------------------------------------------------
     def output_shape(self, name: str, layout: Layout, b: Bound) -> tuple[int, ...]:
         """The shape handed back for a per-lane output or sink."""
@@ -203,9 +292,8 @@ class Binder:
             lo, hi = int(keys.min()), int(keys.max())
             for sink, pos in uses:
                 n = self.sig.get(sink).axes[pos].extent
-                floor = -1 if layout.sink_policy.get(sink) == "ordered" else 0  # ordered: key -1 adds nothing
-                if lo < floor or hi >= n:
-                    bad = lo if lo < floor else hi
+                if lo < -1 or hi >= n:  # key -1 adds nothing under every policy
+                    bad = lo if lo < -1 else hi
                     raise self.fail(plane, f"holds key {bad}, outside sink '{sink}' (axis "
                                            f"'{self.sig.get(sink).axes[pos].label}' has {n} slots: keys 0..{n - 1})")
         if os.environ.get("HAWK_CHECK_SORTED", "") not in ("", "0"):

@@ -5,6 +5,10 @@ A bound launch validates and allocates once; `launch()` then costs one foreign c
 of what must start fresh (cells, sinks the caller did not pass). Inputs are read from the arrays bound (or
 private copies, when a plane needed converting), so changing a bound input array in place between launches
 is seen by the next launch.
+
+Nothing lost: a launch that refuses (a key found out of range as it runs) leaves the caller's arrays as they
+were (eagle.launch.run_stages), and a step loop that refuses, at any step or for running out of steps, leaves
+every array the caller passed as it was: its sinks and outputs are written only when the loop succeeds.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from eagle.errors import InputError
+from eagle.launch import run_stages
 
 
 def single_stage_only(kernel: str, stages: int, door: str) -> InputError:
@@ -27,27 +32,14 @@ class BoundLaunch:
     def __init__(self, plan, planes: dict, base: int | None = None, count: int | None = None):
         self.plan = plan
         self.bound = plan.binder.bind(planes)
-        n = plan.kernel.stage_count
-        lo, hi = plan.lane_range(base, count, self.bound.lanes, n)
-        self.stages = []
-        cuts: dict = {}
-        results: dict = {}
-        if plan.device is not None:
-            for k in range(n):  # compile every stage before asking for the runtime, as run() does
-                plan.prepare(self.bound.spec, k)
-        for k in range(n):
-            if plan.device is not None:
-                from eagle.targets.device import DeviceStage
-
-                finish, launcher, binary, entry = plan.prepare(self.bound.spec, k)
-                prepared = DeviceStage(launcher, binary, entry, plan.runtime(), finish, self.bound, lo, hi, cuts)
-            else:
-                lib, launcher = plan.prepare(self.bound.spec, k)
-                prepared = launcher.prepare(lib, self.bound, lo, hi, cuts)
-            cuts.update(prepared.cells_out)
-            results.update(prepared.results)
-            self.stages.append(prepared)
+        lo, hi = plan.lane_range(base, count, self.bound.lanes, plan.kernel.stage_count)
+        self.stages, results = plan.stages(self.bound, lo, hi)
         self.results = results[next(iter(results))] if len(results) == 1 else {k: results[k] for k in sorted(results)}
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The chunks each stage runs per launch (host: chunks handed to threads; GPU: sets of partials)."""
+        return tuple(st.nchunks for st in self.stages)
 
     @property
     def inputs(self) -> dict[str, np.ndarray]:
@@ -55,8 +47,8 @@ class BoundLaunch:
         return self.bound.arrays
 
     def launch(self):
-        for st in self.stages:
-            st.fire()
+        """Run every stage; the caller's arrays get the results only once every stage has succeeded."""
+        run_stages(self.stages)
         return self.results
 
     __call__ = launch
@@ -88,18 +80,40 @@ def _step_loop(plan, door: str, planes: dict, carry: Mapping[str, str], steps: i
     if n > 1:
         raise single_stage_only(plan.kernel.name, n, door)
     pairs = _carry_pairs(plan, carry)
-    # the caller's inputs are never written: the state carried between steps lives in private copies
-    planes = {k: (np.array(v, copy=True) if k in {i for _, i in pairs} else v) for k, v in planes.items()}
+    # the caller's inputs are never written: the state carried between steps lives in private copies; the
+    # outputs and sinks the caller passed are stepped in private copies too, copied back once the loop succeeds
+    carried = {i for _, i in pairs}
+    sig = plan.kernel.signature
+    given = {k: v for k, v in planes.items() if isinstance(v, np.ndarray) and sig.get(k) is not None
+             and sig.get(k).kind in ("output", "sink")}
+    planes = {k: (np.array(v, copy=True) if k in carried or k in given else v) for k, v in planes.items()}
     bound = BoundLaunch(plan, planes)
     results = bound.results
     named = results if isinstance(results, dict) else {next(iter(bound.stages[0].results)): results}
     for step in range(1, steps + 1):
         bound.launch()
         if done is not None and _is_done(done, results, named):
-            return results, step, True
+            return _hand_back(results, named, given, planes), step, True
         for out, inp in pairs:
             np.copyto(bound.inputs[inp], np.asarray(named[out]).reshape(-1))
-    return results, steps, False
+    if done is not None:
+        return results, steps, False  # until_done refuses: the caller's arrays stay as they were
+    return _hand_back(results, named, given, planes), steps, False
+
+
+def _hand_back(results, named: dict, given: dict, copies: dict):
+    """The loop succeeded: copy the stepped outputs and sinks into the arrays the caller passed, and hand those
+    back in the results (as a run does for arrays it writes in place)."""
+    if not given:
+        return results
+    from eagle.array import Array
+
+    for k, a in given.items():
+        np.copyto(a, copies[k])
+    # per-lane outputs and sinks were results in place (the copies): hand back the caller's arrays instead; a
+    # cell's result is the run's own buffer, as in a run
+    out = {k: (Array(given[k]) if k in given and np.asarray(v) is copies[k] else v) for k, v in named.items()}
+    return out if isinstance(results, dict) else next(iter(out.values()))
 
 
 def _is_done(done, results, named) -> bool:

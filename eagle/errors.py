@@ -4,8 +4,8 @@ from __future__ import annotations
 
 
 class InputError(ValueError):
-    """A plane, extent or key that does not fit the kernel; nothing was written to the caller's arrays
-    except, for an error found during the launch, the sinks they passed."""
+    """A plane, extent or key that does not fit the kernel; nothing was written to the caller's arrays (an
+    error found during the launch included: the compiled code then wrote scratch copies)."""
 
 
 class RuntimeMissing(RuntimeError):

@@ -2,12 +2,18 @@
 
 Pure NumPy and ctypes (no MLIR), so that loaded artifacts run where the compiler is not installed. A library
 here is anything with `lanes(void**)` and `finish(void**)` callables (eagle.targets.host.HostLibrary).
+
+Nothing lost: a launch either succeeds or leaves the caller's arrays as they were. Arrays the caller passed for
+outputs and sinks are written in place, unless some check can still fail after the compiled code has written
+them (a scatter's key check at run time, in this stage or a later one; any GPU launch): then the compiled code
+writes scratch copies (`staged`), copied into the caller's arrays by `commit()` once every stage has run.
 """
 
 from __future__ import annotations
 
 import ctypes
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -19,6 +25,7 @@ from hawk.layout import ORDERED_BLOCK, Layout, ordered_segment
 
 _IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf}
 MIN_CHUNK = 1 << 19  # lanes below which handing a chunk to another thread costs more than it saves
+MIN_CHUNK_ENV = "EAGLE_MIN_CHUNK"  # overrides MIN_CHUNK (tests shrink it so that small runs split into chunks)
 OVERSPLIT = 4  # chunks per thread: threads take chunks as they come free, so a thread slowed by other work on
 # its core (another library's spinning pool, say) leaves its later chunks to the others
 PRIVATE_VALUES = 1 << 20  # beyond one chunk per thread, private copies of sinks and cells stay within this
@@ -30,6 +37,33 @@ def _pool(n: int) -> ThreadPoolExecutor:
     if _POOL is None or _POOL._max_workers < n:
         _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="eagle")
     return _POOL
+
+
+def min_chunk_setting(value: int | None = None) -> int:
+    """The fewest lanes a host chunk takes: `value` (deploy's min_chunk=), else $EAGLE_MIN_CHUNK, else MIN_CHUNK.
+    Chunk boundaries stay aligned to ordered blocks, kept spans and ordered scatter segments whatever it is."""
+    where = "min_chunk="
+    if value is None:
+        env = os.environ.get(MIN_CHUNK_ENV, "").strip()
+        if not env:
+            return MIN_CHUNK
+        where = f"${MIN_CHUNK_ENV}"
+        try:
+            value = int(env)
+        except ValueError:
+            raise ValueError(f"{where} must be a whole number of lanes >= 1, got {env!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{where} must be a whole number of lanes >= 1, got {value!r}")
+    return int(value)
+
+
+def run_stages(stages: list) -> None:
+    """Launch every stage of a run in order, then commit them all: a stage that refuses (a bad key found at run
+    time) leaves the caller's arrays as they were, whichever stage it is."""
+    for st in stages:
+        st.launch()
+    for st in stages:
+        st.commit()
 
 
 class PackedArgs:
@@ -61,8 +95,10 @@ def _address(a: np.ndarray) -> int:
 class Launcher:
     """Runs one specialisation of a kernel: buffers in layout order, chunks, finish, results."""
 
-    def __init__(self, binder: Binder, layout: Layout, threads: int):
+    def __init__(self, binder: Binder, layout: Layout, threads: int, min_chunk: int | None = None):
         self.binder, self.lay, self.threads = binder, layout, threads
+        self.min_chunk = min_chunk_setting(min_chunk)
+        self.last_chunks = 0  # chunks of the latest launch prepared (what tests read to see a run split)
         self.red = {r.cell: r for r in layout.reductions}
         self.meta_k = layout.buffer_index("#meta")
         self.span = layout.parallel_span()
@@ -77,7 +113,25 @@ class Launcher:
         copies = self.lay.copy_values()
         if copies:
             most = min(most, max(self.threads, PRIVATE_VALUES // copies))
-        return max(1, min(most, lanes // max(MIN_CHUNK, self.aligned(b))))
+        return max(1, min(most, lanes // max(self.min_chunk, self.aligned(b))))
+
+    @property
+    def checks_at_run_time(self) -> bool:
+        """Whether the compiled code can refuse after writing: every scatter checks its keys as it runs."""
+        return bool(self.lay.sinks)
+
+    def chunk_bounds(self, b: Bound, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The chunks of lanes [lo, hi): every one non-empty, every boundary inside the range aligned (so each
+        ordered block, kept span and ordered scatter segment is run by one chunk, whatever the chunk count)."""
+        n = self.chunks(b, hi - lo)
+        if n == 1:
+            return [(lo, hi)]
+        align = self.aligned(b)
+        step = -(-(hi - lo) // n)
+        step = -(-step // align) * align
+        first = (lo // align) * align  # first + step > lo: the first chunk is never empty
+        cuts = [lo] + [c for c in range(first + step, hi, step)] + [hi]
+        return list(zip(cuts[:-1], cuts[1:], strict=True))
 
     def aligned(self, b: Bound) -> int:
         """Chunk boundaries: the layout's alignment and whole ordered scatter segments for this run."""
@@ -85,24 +139,28 @@ class Launcher:
 
     def run(self, lib, b: Bound, lo: int = 0, hi: int | None = None,
             cuts: dict[str, np.ndarray] | None = None) -> tuple[dict[str, Array], dict[str, np.ndarray]]:
-        """Launch lanes [lo, hi): the results by name, and the internal cells this stage wrote."""
+        """Launch lanes [lo, hi) of a one-stage run: the results by name, and the internal cells it wrote."""
         p = self.prepare(lib, b, lo, hi, cuts)
         p.fire()
         return p.results, p.cells_out
 
     def prepare(self, lib, b: Bound, lo: int = 0, hi: int | None = None,
-                cuts: dict[str, np.ndarray] | None = None) -> Prepared:
-        """Allocate every buffer and build the packed arguments once; `fire()` launches (again and again)."""
+                cuts: dict[str, np.ndarray] | None = None, staged: bool | None = None) -> Prepared:
+        """Allocate every buffer and build the packed arguments once; `fire()` launches (again and again).
+        `staged`: write scratch copies of the caller's arrays (default: when this stage checks keys as it runs;
+        a multi-stage run also asks it of the stages before one that does)."""
         hi = b.lanes if hi is None else hi
         self.binder.check_keys(self.lay, b)
-        nchunks = self.chunks(b, hi - lo)
-        buffers, results, copies, resets = self.buffers(b, nchunks, cuts or {})
+        bounds = self.chunk_bounds(b, lo, hi)
+        nchunks = self.last_chunks = len(bounds)
+        staged = self.checks_at_run_time if staged is None else staged
+        buffers, results, copies, resets, stage = self.buffers(b, nchunks, cuts or {}, staged=staged)
         meta = buffers[self.meta_k]
         meta[0], meta[1] = lo, hi
-        calls = [PackedArgs(buffers)] if nchunks == 1 else self.chunk_args(b, buffers, nchunks, lo, hi)
+        calls = [PackedArgs(buffers)] if nchunks == 1 else self.chunk_args(b, buffers, bounds)
         finish = calls[0] if nchunks == 1 else PackedArgs(buffers)
         out_cells = {c: buffers[self.lay.buffer_index(c, "cell")] for c in self.lay.cells_out}
-        return Prepared(self, lib, buffers, calls, finish, nchunks, results, copies, resets, out_cells)
+        return Prepared(self, lib, buffers, calls, finish, nchunks, results, copies, resets, out_cells, stage)
 
     def check_errors(self, err: np.ndarray) -> None:
         """Raise for lanes that scattered outside a sink: err holds (count, first bad key, sink) per chunk."""
@@ -116,12 +174,16 @@ class Launcher:
                              f"outside it (first bad key: {first}); valid keys on axis '{axes[0].label}' are "
                              f"0..{axes[0].extent - 1}")
 
-    def buffers(self, b: Bound, nchunks: int, cuts: dict[str, np.ndarray], cell_copies: int | None = None):
-        """Every buffer in layout order, plus the results by name and (caller array, result) copies. Kept cells
-        with private copies get `cell_copies` of them (default: one per chunk)."""
+    def buffers(self, b: Bound, nchunks: int, cuts: dict[str, np.ndarray], cell_copies: int | None = None,
+                staged: bool = False):
+        """Every buffer in layout order, the results by name, (caller array, result) copies of given cells, what
+        resets at every launch and, when `staged`, (caller array, scratch copy) pairs: the compiled code then
+        writes the scratch copies of the outputs and sinks the caller passed. Kept cells with private copies get
+        `cell_copies` of them (default: one per chunk)."""
         bufs: list[np.ndarray] = []
         results: dict[str, Array] = {}
         copies = []
+        stage: list[tuple[np.ndarray, np.ndarray]] = []  # (caller's array, the scratch copy written instead)
         resets: list[tuple[np.ndarray, float]] = []  # what starts fresh at every launch
         sig = self.binder.sig
         for buf in self.lay.buffers:
@@ -145,7 +207,12 @@ class Launcher:
                     a = np.zeros(shape, dtype=b.dtype)
                     if role == "sink":
                         resets.append((a, 0.0))
-                bufs.append(a.reshape(-1))
+                    bufs.append(a.reshape(-1))
+                elif staged:
+                    stage.append((a, np.empty_like(a)))
+                    bufs.append(stage[-1][1].reshape(-1))
+                else:
+                    bufs.append(a.reshape(-1))
                 results[name] = Array(a)
             elif role == "cell":
                 r = self.red[name]
@@ -199,7 +266,7 @@ class Launcher:
                 resets.append((bufs[-1], 0))
             else:
                 raise RuntimeError(f"unknown buffer role {role!r} in the layout of '{self.lay.name}'")
-        return bufs, results, copies, resets
+        return bufs, results, copies, resets, stage
 
     def cell_results(self, name, r, a, shape, b: Bound, results, copies):
         given = b.given.get(name)
@@ -219,33 +286,48 @@ class Launcher:
                                  f"{given.dtype} {given.shape}")
             copies.append((given, out))
 
-    def chunk_args(self, b: Bound, buffers, nchunks: int, lo: int, hi: int) -> list[PackedArgs]:
-        align = self.aligned(b)
-        step = -(-(hi - lo) // nchunks)
-        step = -(-step // align) * align  # chunks end on aligned boundaries
-        first = (lo // align) * align
+    def chunk_args(self, b: Bound, buffers, bounds: list[tuple[int, int]]) -> list[PackedArgs]:
+        """One call per chunk: the same buffers, with a meta of its own ([start, stop, chunk, L, extents...])."""
         calls = []
-        for c in range(nchunks):
-            start = lo if c == 0 else min(hi, first + c * step)
-            stop = min(hi, first + (c + 1) * step)
+        for c, (start, stop) in enumerate(bounds):
             bufs = list(buffers)
-            bufs[self.meta_k] = np.array([start, max(start, stop), c, b.lanes, *b.extents], dtype=np.int64)
+            bufs[self.meta_k] = np.array([start, stop, c, b.lanes, *b.extents], dtype=np.int64)
             calls.append(PackedArgs(bufs))
         return calls
 
 
+def commit(copies, staged) -> None:
+    """Hand a stage's results to the caller's arrays: given cells, then the scratch copies of staged arrays."""
+    for dst, src in copies:
+        np.copyto(dst, src.reshape(dst.shape))
+    for dst, src in staged:
+        np.copyto(dst, src)
+
+
 class Prepared:
-    """One stage of one run with every buffer allocated: `fire()` resets what must start fresh and launches."""
+    """One stage of one run with every buffer allocated: `fire()` = `launch()` (reset what must start fresh,
+    run the chunks, finish, check) then `commit()` (write the caller's cells and staged arrays). `nchunks`: the
+    chunks each launch runs."""
 
     def __init__(self, launcher: Launcher, lib, buffers, calls, finish, nchunks, results, copies, resets,
-                 cells_out):
+                 cells_out, staged=()):
         self.launcher, self.lib, self.buffers = launcher, lib, buffers
         self.calls, self.finish_args, self.nchunks = calls, finish, nchunks
         self.results, self.copies, self.resets, self.cells_out = results, copies, resets, cells_out
+        self.staged = list(staged)
         self.meta = buffers[launcher.meta_k]
         self.err = buffers[launcher.err_k]
 
     def fire(self) -> None:
+        self.launch()
+        self.commit()
+
+    def commit(self) -> None:
+        commit(self.copies, self.staged)
+
+    def launch(self) -> None:
+        for dst, src in self.staged:  # the scratch copies start from what the caller's arrays hold now
+            np.copyto(src, dst)
         for a, fill in self.resets:
             a.fill(fill)
         lanes = self.lib.lanes
@@ -269,5 +351,3 @@ class Prepared:
         self.lib.finish(self.finish_args.ptrs)
         if self.err.any():
             self.launcher.check_errors(self.err)
-        for dst, src in self.copies:
-            np.copyto(dst, src.reshape(dst.shape))

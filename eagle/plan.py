@@ -1,26 +1,55 @@
 """eagle.deploy(kernel) -> Plan: compiles a kernel per specialisation and runs it.
 
 The plan owns the compile side (hawk IR -> binary, cached); `eagle.launch.Launcher` owns buffers and launches.
+A run checks what it can for every stage before the first launch, and launches every stage before it commits
+any result to the caller's arrays (eagle.launch.run_stages), so a refused run writes nothing the caller passed.
 """
 
 from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from eagle import cache
-from eagle.binding import Binder
+from eagle.binding import Binder, lane_local_inputs
 from eagle.errors import InputError
-from eagle.launch import Launcher
+from eagle.launch import Launcher, min_chunk_setting, run_stages
 from eagle.targets import auto_target, gpu_target, host
 from eagle.targets.device import DeviceStage, device_binary
 from hawk.compiler import Kernel
+from hawk.errors import KernelError
 from hawk.layout import Spec
 
 
-class Plan:
-    """A kernel deployed for a target. `run(**planes, **extents)` validates, launches and returns results."""
+def threads_setting(kernel: str, threads) -> int:
+    """deploy's threads=, else $EAGLE_THREADS, else the CPU count: a whole number >= 1 (one line otherwise)."""
+    where = "threads="
+    if threads is None:
+        env = os.environ.get("EAGLE_THREADS", "").strip()
+        if not env:
+            return os.cpu_count() or 1
+        where = "$EAGLE_THREADS"
+        try:
+            threads = int(env)
+        except ValueError:
+            raise ValueError(f"eagle.deploy({kernel}): {where} must be a whole number of threads >= 1, "
+                             f"got {env!r}") from None
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise ValueError(f"eagle.deploy({kernel}): {where} must be a whole number of threads >= 1, got {threads!r}")
+    return int(threads)
 
-    def __init__(self, kernel: Kernel, target: str = "host", threads: int | None = None, **options):
+
+class Plan:
+    """A kernel deployed for a target. `run(**planes, **extents)` validates, launches and returns results.
+
+    `threads`: host threads (else $EAGLE_THREADS, else the CPU count). `min_chunk`: the fewest lanes a host
+    chunk takes (else $EAGLE_MIN_CHUNK, else eagle.launch.MIN_CHUNK); tests shrink it so that small runs split.
+    `last_chunks`: the chunks each stage of the latest `run` ran (host: chunks handed to threads; GPU: the
+    launch's sets of partials), a tuple with one entry per stage."""
+
+    def __init__(self, kernel: Kernel, target: str = "host", threads: int | None = None,
+                 min_chunk: int | None = None, **options):
         if not isinstance(kernel, Kernel):
             raise TypeError(f"eagle.deploy takes a @hawk.kernel, got {type(kernel).__name__}")
         if target == "auto":
@@ -31,10 +60,13 @@ class Plan:
             raise ValueError(f"the host target takes no options, got {sorted(options)}")
         self.kernel, self.target = kernel, target
         self.device = None if target == "host" else gpu_target(target, **options)
-        self.threads = threads if threads is not None else int(os.environ.get("EAGLE_THREADS", os.cpu_count() or 1))
-        if self.threads < 1:
-            raise ValueError("threads must be at least 1")
-        self.binder = Binder(kernel.name, kernel.signature, kernel.outputs)
+        self.threads = threads_setting(kernel.name, threads)
+        try:
+            self.min_chunk = min_chunk_setting(min_chunk)
+        except ValueError as exc:
+            raise ValueError(f"eagle.deploy({kernel.name}): {exc}") from None
+        self.last_chunks: tuple[int, ...] = ()
+        self.binder = Binder(kernel.name, kernel.signature, kernel.outputs, lane_local_inputs(kernel))
         self._ready: dict[tuple[Spec, int], tuple] = {}
         self._runtime = None
 
@@ -51,7 +83,7 @@ class Plan:
             key = cache.key(st.key, repr(self.kernel), repr(spec), self.target, "opt3")
             lib = host.load(key, st.name, lambda: self.kernel.lowered(spec, stage).llvm_ir)
             self.kernel.persist()  # so that a later process finds the kernel's facts beside its binary
-            launcher = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads)
+            launcher = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads, self.min_chunk)
             ready = self._ready[(spec, stage)] = (lib, launcher)
         return ready
 
@@ -68,40 +100,56 @@ class Plan:
         """For a GPU target: (finish library for the host, launcher, device binary, entry name)."""
         st = self.kernel.stages(spec)[stage]
         key = cache.key(st.key, repr(self.kernel), repr(spec), self.target, self.device.options)
-        binary = device_binary(key, st.name, self.device,
-                               lambda: self.kernel.lowered_gpu(spec, stage, self.device.subgroup,
-                                                               self.device.float_atomics).gpu_module)
+        try:
+            binary = device_binary(key, st.name, self.device,
+                                   lambda: self.kernel.lowered_gpu(spec, stage, self.device.subgroup,
+                                                                   self.device.float_atomics,
+                                                                   self.device.wide_loops).gpu_module)
+        except KernelError as exc:  # a target's refusal, pointed at the user's line
+            raise self.kernel.located(exc) from None
         finish = host.load(cache.key(key, "finish"), st.name,
                            lambda: self.kernel.gpu_finish(spec, stage))
-        launcher = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads)
+        launcher = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads, self.min_chunk)
         return finish, launcher, binary, f"{st.name}_lanes"
 
     def run(self, base: int | None = None, count: int | None = None, **planes):
         """Run the kernel over every lane (or lanes [base, base + count) of a single-stage kernel)."""
         b = self.binder.bind(planes)
+        lo, hi = self.lane_range(base, count, b.lanes, self.kernel.stage_count)
+        stages, results = self.stages(b, lo, hi)
+        run_stages(stages)
+        self.last_chunks = tuple(st.nchunks for st in stages)
+        if len(results) == 1:
+            return next(iter(results.values()))
+        return {k: results[k] for k in sorted(results)}
+
+    def stages(self, b, lo: int, hi: int) -> tuple[list, dict]:
+        """Every stage of a run prepared (compiled, checked, buffers allocated) before any launches: a bad key or
+        a wrong-shaped plane for a late stage is refused before the first stage writes anything. Stages up to
+        the last one that checks keys as it runs (every stage on a GPU) write scratch copies of the caller's
+        arrays. Returns (stages, results by name)."""
         n = self.kernel.stage_count
-        lo, hi = self.lane_range(base, count, b.lanes, n)
-        results: dict = {}
-        cuts: dict = {}
         runtime = None
         if self.device is not None:
             for k in range(n):  # compile every stage first: a missing runtime is reported after a full build
                 self.prepare(b.spec, k)
             runtime = self.runtime()
+        late = max((k for k in range(n) if self.device is not None or self.prepare(b.spec, k)[1].checks_at_run_time),
+                   default=-1)
+        stages: list = []
+        results: dict = {}
+        cuts: dict = {}
         for k in range(n):
             if runtime is not None:
                 finish, launcher, binary, entry = self.prepare(b.spec, k)
                 stage = DeviceStage(launcher, binary, entry, runtime, finish, b, lo, hi, cuts)
-                stage.fire()
-                out, made = stage.results, stage.cells_out
             else:
                 lib, launcher = self.prepare(b.spec, k)
-                out, made = launcher.run(lib, b, lo, hi, cuts)
-            results.update(out)
-            cuts.update(made)
-        if len(results) == 1:
-            return next(iter(results.values()))
-        return {k: results[k] for k in sorted(results)}
+                stage = launcher.prepare(lib, b, lo, hi, cuts, staged=k <= late)
+            stages.append(stage)
+            results.update(stage.results)
+            cuts.update(stage.cells_out)
+        return stages, results
 
     def bind(self, base: int | None = None, count: int | None = None, **planes):
         """A launch with its planes checked and its buffers allocated once: call `.launch()` repeatedly."""
@@ -124,6 +172,10 @@ class Plan:
     def lane_range(self, base, count, lanes: int, stages: int) -> tuple[int, int]:
         if base is None and count is None:
             return 0, lanes
+        for arg, v in (("base", base), ("count", count)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+                raise InputError(f"kernel '{self.kernel.name}': {arg}= takes a whole number of lanes, got {v!r} "
+                                 f"({type(v).__name__})")
         if stages > 1:
             raise InputError(f"kernel '{self.kernel.name}': this kernel reads a value reduced over every lane, so it "
                              f"runs over every lane (no base= or count=); it runs in {stages} stages")
@@ -134,6 +186,7 @@ class Plan:
         return lo, hi
 
 
-def deploy(kernel: Kernel, target: str = "host", threads: int | None = None, **options) -> Plan:
+def deploy(kernel: Kernel, target: str = "host", threads: int | None = None, min_chunk: int | None = None,
+           **options) -> Plan:
     """Build a plan that runs `kernel` on `target`: 'host' (the CPU), 'nvvm', 'rocdl', 'spirv' or 'auto'."""
-    return Plan(kernel, target, threads, **options)
+    return Plan(kernel, target, threads, min_chunk, **options)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from hawk import math  # noqa: F401  (hawk.math is part of the public surface; no MLIR is imported here)
-from hawk.errors import KernelError
+from hawk.errors import KernelError, RetiredImportError
 from hawk.frontend import retired as _retired
 from hawk.types import Grid, Index, Matrix, Mutable, Param, Scalar, Sorted, Table, Vector
 
@@ -62,8 +62,19 @@ def __getattr__(name: str):
         return importlib.import_module("hawk.artifact")
     if name in _retired.MODULE_NAMES:
         frame = sys._getframe(1)
-        raise KernelError(_retired.MODULE_NAMES[name], file=frame.f_code.co_filename, line=frame.f_lineno)
+        where = {"file": frame.f_code.co_filename, "line": frame.f_lineno}
+        if _importing(frame):  # `from hawk import Accum`: Python would swallow an AttributeError here
+            raise RetiredImportError(_retired.MODULE_NAMES[name], name=name, **where)
+        raise KernelError(_retired.MODULE_NAMES[name], **where)
     raise AttributeError(f"module 'hawk' has no attribute '{name}'")
+
+
+def _importing(frame) -> bool:
+    """Whether `frame` is running a `from hawk import <name>` statement (its current instruction)."""
+    import dis
+
+    code = frame.f_code.co_code
+    return 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] == dis.opmap.get("IMPORT_FROM", -1)
 
 
 # `from hawk import *` brings the plane types and the decorator; the reductions stay spelled hawk.sum(...) so

@@ -12,13 +12,13 @@ import ast
 import hashlib
 import inspect
 import json
-import os
 import textwrap
 import types as pytypes
 from dataclasses import dataclass, field
 
 from hawk import cache
 from hawk.errors import KernelError
+from hawk.frontend.refs import Unkeyable, captured_key
 from hawk.frontend.source import Source
 from hawk.layout import Layout, Spec, layout_from_json, layout_to_json, make_spec
 from hawk.signature import Signature, read_signature
@@ -92,7 +92,7 @@ class Kernel:
         self._lowered: dict[tuple, Lowered | GpuLowered] = {}
         self._layouts: dict[tuple[Spec, int], Layout] = {}
         self._stages: dict[Spec, list[Stage]] = {}
-        self._info_key = _source_key(fn, text, file, first, repr(self))
+        self._info_key = _source_key(fn, fdef, text, file, first, repr(self), self.name)
         self._info = _read_info(_info_path(self.name, self._info_key))
         self.stages(self.default_spec())  # read, check and split the body now, so errors surface at decoration
 
@@ -202,6 +202,19 @@ class Kernel:
         self.stages(spec)
         return self._layouts[(spec, stage)]
 
+    def located(self, exc: KernelError) -> KernelError:
+        """`exc` with the user's file and line filled in when a target refused a call after lowering (which keeps
+        no source locations): the first line of this kernel that calls the function it names."""
+        call = getattr(exc, "call", None)
+        if exc.line is not None or call is None:
+            return exc
+        line = self.source.call_line(call)
+        if line is None:
+            return exc
+        out = KernelError(exc.text, file=self.source.file, line=line, kernel=exc.kernel or self.name)
+        out.call = call
+        return out
+
     # ---- lowering -----------------------------------------------------------------------------------
     def mlir(self, dtype: str = "float64", after: str | None = None, stage: int = 0) -> str:
         """The IR as text: hawk dialect by default, or one stage after the named pass of the host pipeline."""
@@ -230,16 +243,20 @@ class Kernel:
             self._lowered[key] = Lowered(st.name, spec, st.text, text, layout)
         return self._lowered[key]
 
-    def lowered_gpu(self, spec: Spec, stage: int = 0, subgroup: int = 0, atomics: bool = False) -> GpuLowered:
+    def lowered_gpu(self, spec: Spec, stage: int = 0, subgroup: int = 0, atomics: bool = False,
+                    wide: bool = False) -> GpuLowered:
         """One stage for a GPU target: its gpu.module (upstream dialects; tree, slots or chunk form) as text,
         and its finish function lowered to LLVM for the host (the runtime finishes on the host). `subgroup` is
         the target's shuffle width (32 for a warp, 64 or 32 for a wavefront; 0 for none); `atomics` whether it
-        has float atomic adds in global memory (plain scatters into sinks too large to privatise use them)."""
-        key = (spec, stage, "gpu", subgroup, atomics)
+        has float atomic adds in global memory (plain scatters into sinks too large to privatise use them);
+        `wide` whether payloads of more than WIDE_PAYLOAD components take loops over components (the target's
+        `wide_loops`: compile time about linear in the payload) rather than straight-line code per component."""
+        key = (spec, stage, "gpu", subgroup, atomics, wide)
         if key not in self._lowered:
             st = self.stage_text(spec, stage)
             gpu_text, finish, layout = _lowering().lower_stage_gpu(self.signature, self.outputs, spec, st,
-                                                                  len(self.stages(spec)) > 1, subgroup, atomics)
+                                                                  len(self.stages(spec)) > 1, subgroup, atomics,
+                                                                  wide)
             self._lowered[key] = GpuLowered(st.name, spec, st.text, gpu_text, finish, layout)
         return self._lowered[key]
 
@@ -257,28 +274,59 @@ def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _source_key(fn, text: str, file: str, first: int, signature: str) -> str:
-    """What decides the hawk IR: the source, where it sits (error lines), the signature, and the Python values
-    the body names (numbers, strings, tuples; modules and functions by name)."""
+def _source_key(fn, fdef: ast.FunctionDef, text: str, file: str, first: int, signature: str, name: str) -> str:
+    """What decides the hawk IR: the source, where it sits (error lines), the signature, and every Python value
+    the body names, by value (hawk.frontend.refs.captured_key), including constants read through modules
+    (`cfg.SCALE`). A value that cannot be keyed is refused here, with the line that names it."""
     parts = [text, file, str(first), signature]
-    code = fn.__code__
-    names = set(code.co_names) | set(code.co_freevars)
-    closure = {}
-    if fn.__closure__:
-        for n, cell in zip(code.co_freevars, fn.__closure__, strict=False):
-            try:
-                closure[n] = cell.cell_contents
-            except ValueError:
-                pass
-    for n in sorted(names):
-        v = closure.get(n, fn.__globals__.get(n))
-        if isinstance(v, (bool, int, float, str, tuple)):
-            parts.append(f"{n}={v!r}")
-        elif isinstance(v, pytypes.ModuleType):
-            parts.append(f"{n}=module:{v.__name__}")
-        elif v is not None:
-            parts.append(f"{n}={type(v).__module__}.{getattr(v, '__qualname__', type(v).__qualname__)}")
+    for path, (v, line) in sorted(_captured(fn, fdef, first).items()):
+        try:
+            parts.append(f"{path}=" + ("<absent>" if v is _ABSENT else captured_key(v)))
+        except Unkeyable as exc:
+            raise KernelError(f"'{path}' is {exc}, which a kernel cannot use as a constant (and hawk cannot key "
+                              "its compiled code by it): pass it as a plane instead (Table for an array, Param "
+                              "for one number per run), or write a Python number", file=file, line=line,
+                              kernel=name) from None
     return cache.key(*parts)
+
+
+_ABSENT = object()
+
+
+def _captured(fn, fdef: ast.FunctionDef, first: int) -> dict[str, tuple[object, int]]:
+    """Each name (and module attribute chain) the body reads from outside the kernel -> (value, source line).
+    A name Python resolves locally (parameters, assigned names) is not a captured value."""
+    code = fn.__code__
+    outer: set[str] = set(code.co_freevars)
+    stack = [code]
+    while stack:  # names of nested code objects too (comprehensions)
+        c = stack.pop()
+        outer |= set(c.co_names)
+        stack += [k for k in c.co_consts if isinstance(k, pytypes.CodeType)]
+    outer -= set(code.co_varnames) | set(code.co_cellvars)
+    closure = {}
+    for n, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
+        try:
+            closure[n] = cell.cell_contents
+        except ValueError:
+            pass
+    found: dict[str, tuple[object, int]] = {}
+    for node in (x for stmt in fdef.body for x in ast.walk(stmt)):
+        chain: list[str] = []
+        base = node
+        while isinstance(base, ast.Attribute):
+            chain.insert(0, base.attr)
+            base = base.value
+        if not isinstance(base, ast.Name) or base.id not in outer or not isinstance(base.ctx, ast.Load):
+            continue
+        v = closure.get(base.id, fn.__globals__.get(base.id, _ABSENT))
+        path = base.id
+        for attr in chain:  # through modules only: an attribute of anything else is not a Python value read
+            if not isinstance(v, pytypes.ModuleType):
+                break
+            v, path = getattr(v, attr, _ABSENT), f"{path}.{attr}"
+        found.setdefault(path, (v, first + node.lineno - 1))
+    return found
 
 
 def _info_path(name: str, key: str):
@@ -287,21 +335,29 @@ def _info_path(name: str, key: str):
 
 
 def _read_info(path) -> dict:
+    """The facts recorded for a kernel, if the entry is whole: it holds its own sha256 (of the canonical JSON of the
+    facts), checked here; an empty, truncated or corrupted entry reads as nothing, so the facts are rebuilt."""
     if path is None or not path.exists():
         return {}
     try:
-        info = json.loads(path.read_text())
-        return info if isinstance(info, dict) else {}
-    except (OSError, ValueError):  # a damaged entry is rebuilt
-        return {}
+        entry = json.loads(path.read_bytes())
+        info = entry["facts"]
+        if isinstance(info, dict) and entry.get("sha256") == _facts_hash(info):
+            return info
+    except (OSError, ValueError, TypeError, KeyError):
+        pass
+    return {}
+
+
+def _facts_hash(info: dict) -> str:
+    return hashlib.sha256(json.dumps(info, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def _write_info(path, info: dict) -> None:
+    """Write the facts atomically with their sha256 (a full disk leaves the old entry or none)."""
     if path is None:
         return
-    part = path.with_suffix(f".{os.getpid()}.part")
     try:
-        part.write_text(json.dumps(info))
-        os.replace(part, path)
+        cache.write_atomic(path, json.dumps({"sha256": _facts_hash(info), "facts": info}).encode())
     except OSError:
         pass

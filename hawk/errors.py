@@ -23,3 +23,14 @@ class KernelError(AttributeError):
 
     def __str__(self) -> str:  # AttributeError's str would quote the name only
         return self.args[0]
+
+
+class RetiredImportError(ImportError):
+    """``from hawk import Accum`` (or another retired name): the same ``file:line:`` rewrite message as
+    ``hawk.Accum``. It is an ImportError because Python replaces an AttributeError raised while importing a name
+    by a bare "cannot import name", which would lose the rewrite."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, name: str | None = None):
+        self.file, self.line, self.text = file, line, message
+        where = f"{file}:{line}: " if file and line else ""
+        super().__init__(f"{where}{message}", name=name)

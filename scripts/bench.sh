@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Set up .venv (scripts/setup.sh), install the peers (pip install -e '.[bench]': JAX, torch==2.13.0, Numba, Warp,
 # matplotlib) when they are missing, then run the benchmark suite. Arguments go to the suite:
-#   bash scripts/bench.sh                 # the default suite: 1e5, 1e6, 1e7 lanes, float64 and float32
-#   bash scripts/bench.sh --quick         # 1e5 and 1e6 lanes, 3 repeats
+#   bash scripts/bench.sh                 # the default suite, isolated: each implementation in its own process
+#                                         # (1e5, 1e6, 1e7 lanes, float64 and float32; --budget 1800 s for the cases)
+#   bash scripts/bench.sh --in-process    # the same, every implementation in the suite's process
+#   bash scripts/bench.sh --quick         # 1e5 and 1e6 lanes, 3 repeats, 2 rounds
 #   bash scripts/bench.sh --sizes 1e6 --ops sum,histogram --out /tmp/bench
 # A peer that cannot be installed is skipped by the suite, which prints why.
 set -euo pipefail
@@ -33,4 +35,9 @@ PY
     printf '%s\n' "$want" >"$marker"
 fi
 
-exec "$py" -m benchmarks.suite "$@"
+# Isolated unless the arguments choose the mode (see benchmarks/README.md, "Two modes").
+mode=--isolated
+for a in "$@"; do
+    if [[ $a == --in-process || $a == --isolated ]]; then mode=; fi
+done
+exec "$py" -m benchmarks.suite ${mode:+"$mode"} "$@"

@@ -3,7 +3,8 @@
 #
 #   1. system packages (apt-get, only when something is missing),
 #   2. a virtual environment in .venv (Python >= 3.11),
-#   3. `pip install -e '.[test,gpu]'`, skipped while .venv's marker matches the hash of pyproject.toml.
+#   3. `pip install -e '.[test,gpu,notebooks]'` (the suite executes notebooks/), skipped while .venv's marker
+#      matches the hash of pyproject.toml.
 #
 # Environment: PYTHON=/path/to/python3.x picks the interpreter for a new .venv.
 set -euo pipefail
@@ -112,8 +113,8 @@ if [[ ! -x $venv/bin/python ]]; then
 fi
 
 # ---------------------------------------------------------------------------------------------------------
-# pip install -e '.[test,gpu]', skipped when the marker holds the current hash of pyproject.toml (and of the
-# Python version and the list of top-level packages).
+# pip install -e '.[test,gpu,notebooks]', skipped when the marker holds the current hash of pyproject.toml (and of
+# the Python version and the list of top-level packages).
 # ---------------------------------------------------------------------------------------------------------
 
 marker="$venv/.hawk-eagle-installed"
@@ -131,10 +132,10 @@ if [[ -f $marker && "$(cat "$marker")" == "$want" ]]; then
     exit 0
 fi
 
-say "installing hawk-eagle, its test tools and GPU toolchain wheels into $venv (pip install -e '.[test,gpu]')"
+say "installing hawk-eagle, its test and notebook tools and GPU toolchain wheels into $venv (pip install -e '.[test,gpu,notebooks,bridges]')"
 rm -f "$marker"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 # (setuptools warns at every editable install that a folder named like the package shadows it: by design here)
-PYTHONWARNINGS="ignore:Editable installation:UserWarning" "$venv/bin/python" -m pip install -q -e '.[test,gpu]'
+PYTHONWARNINGS="ignore:Editable installation:UserWarning" "$venv/bin/python" -m pip install -q -e '.[test,gpu,notebooks,bridges]'
 printf '%s\n' "$want" >"$marker"
 say "done"

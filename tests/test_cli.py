@@ -138,6 +138,29 @@ def test_show_refuses_a_tampered_artifact(work, tmp_path):
     refused(cli(work, "show", str(out), "c_energy"), "format version 99")
 
 
+@pytest.mark.parametrize("case,fragments", [
+    ("a-file", ["is a file, not a directory"]),
+    ("under-a-file", ["lies under", "which is a file"]),
+    ("unwritable", ["cannot write in this directory"]),
+    ("uncreatable", ["the directory cannot be created"]),
+])
+def test_bad_out_paths_are_refused_in_one_line(work, tmp_path, case, fragments):
+    (tmp_path / "plain").write_text("not a directory")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    root = os.geteuid() == 0  # root writes through permissions: use kernel file systems that refuse everyone
+    out = {"a-file": tmp_path / "plain", "under-a-file": tmp_path / "plain" / "sub",
+           "unwritable": Path("/sys") if root else locked,
+           "uncreatable": Path("/proc/hawk-artifact-out") if root else locked / "sub"}[case]
+    try:
+        r = cli(work, "build", "--out", str(out), "clikernels:c_energy")
+    finally:
+        locked.chmod(0o700)
+    refused(r, "--out", str(out), *fragments)
+    assert "Traceback" not in r.stderr
+
+
 def test_bad_arguments_exit_2(work):
     r = cli(work, "build", "clikernels:c_energy")  # no --out
     assert r.returncode == 2 and "--out" in r.stderr

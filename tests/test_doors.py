@@ -288,7 +288,9 @@ def test_bind_refuses_base_and_count_on_a_split_kernel(target):
 
 def test_ordered_bound_launches_agree_across_thread_counts(target):
     x = np.random.default_rng(15).normal(size=3 * 65536 + 99)
-    outs = [_np(eagle.deploy(dr_norm, target=target, threads=t).bind(x=x).launch()) for t in (1, 2, 3)]
+    bounds = [eagle.deploy(dr_norm, target=target, threads=t, min_chunk=1024).bind(x=x) for t in (1, 2, 3)]
+    assert all(max(b.chunks) > 1 for b in bounds[1:]), [b.chunks for b in bounds]  # small chunks: a real split
+    outs = [_np(b.launch()) for b in bounds]
     for o in outs[1:]:
         _same(o, outs[0])
     _same(outs[0], _np(eagle.deploy(dr_norm).bind(x=x).launch()))  # and the host's bits on every target

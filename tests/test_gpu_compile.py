@@ -41,6 +41,16 @@ FLOAT32 = ("r_totals", "p_sum_ord", "p_sc_ord", "p_ord_vec_ret", "a_matrix", "bm
            "st_standardize", "a_norm_ord")
 
 
+# A worker's stdout carries the protocol only. Stray prints must not break it, whether from Python or from native
+# code writing to fd 1 (Warp's start-up banner, say, when collecting imports a test module that uses a bridge), so
+# before anything is imported the protocol takes its own copy of fd 1 and fd 1 goes to stderr.
+_PROTOCOL = None
+if __name__ == "__main__" and sys.argv[1:] == ["--worker"]:
+    _PROTOCOL = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+
 # ---- which kernels ------------------------------------------------------------------------------------------
 def _module_names() -> list[str]:
     names = [p.stem for p in sorted(TESTS.glob("test_*.py")) if p.stem != Path(__file__).stem]
@@ -138,8 +148,7 @@ def build_job(module: str, name: str, dtype: str) -> dict:
 
 def _worker() -> None:
     """Worker loop: a JSON job per stdin line, a JSON result per stdout line."""
-    out = sys.stdout
-    sys.stdout = sys.stderr  # stray prints must not break the protocol
+    out = _PROTOCOL
     for line in sys.stdin:
         job = json.loads(line)
         try:

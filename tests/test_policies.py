@@ -244,6 +244,24 @@ def _assert_same_bits(got, want, dtype, what=""):
                              f"got {g.ravel()[bad[:4]].tolist()} want {w.ravel()[bad[:4]].tolist()}")
 
 
+SMALL_CHUNK = 1024  # min_chunk for the thread-count tests: small runs split into several chunks
+
+
+def _split(kernel, target, threads, split=True):
+    """A plan with small chunks (so that threads > 1 really splits the lanes) and a check that it did."""
+    plan = eagle.deploy(kernel, target=target, threads=threads, min_chunk=SMALL_CHUNK)
+    run = plan.run
+
+    def checked(**planes):
+        out = run(**planes)
+        if split and threads > 1:
+            assert max(plan.last_chunks) > 1, f"{kernel.name} threads={threads}: ran {plan.last_chunks} chunk(s)"
+        return out
+
+    plan.run = checked
+    return plan
+
+
 def _k(got, terms, dtype):
     """Error in units of eps(dtype) * sum|terms| against the exact sum of the terms (as rounded to dtype)."""
     return bt_sum_ulps(float(got), np.asarray(terms, dtype=dtype), eps=_eps(dtype))
@@ -333,7 +351,7 @@ def test_compensated_sum_within_one_eps(target, family, n, dtype):
     rng = np.random.default_rng(11_100 + n)
     t = FAMILIES[family](n, dtype, rng)
     for threads in (1, 3):  # one chunk, and several chunks combined (on a GPU target: the host finish's threads)
-        got = np.asarray(eagle.deploy(p_sum_comp, target=target, threads=threads).run(x=t))
+        got = np.asarray(_split(p_sum_comp, target, threads, n > 2048).run(x=t))
         assert got.dtype == dtype
         assert _k(got[0], t, dtype) <= 1.0, f"threads={threads}"
 
@@ -474,7 +492,7 @@ def test_compensated_vector_cell(target, dtype):
     n = 300_001
     v = np.stack([_absorbing(n, dtype), _wide_cancelling(n, dtype, rng)])
     for threads in (1, 3):
-        out = eagle.deploy(p_sum_comp_vec, target=target, threads=threads).run(v=v)
+        out = _split(p_sum_comp_vec, target, threads).run(v=v)
         for c in range(2):
             assert _k(np.asarray(out[f"tot_{c}"])[0], v[c], dtype) <= 1.0, f"component {c} threads={threads}"
 
@@ -592,7 +610,7 @@ def test_ordered_same_bits_every_run_and_thread_count(target, dtype):
     want = _bits(bt_ordered_sum(x, dtype), dtype)
     seen = set()
     for threads in (1, 2, 3):
-        plan = eagle.deploy(p_sum_ord, target=target, threads=threads)
+        plan = _split(p_sum_ord, target, threads)
         for _ in range(2):
             seen.add(_bits(np.asarray(plan.run(x=x))[0], dtype))
     assert seen == {want}
@@ -609,7 +627,7 @@ def test_ordered_mean_same_bits_over_thread_counts(target, dtype):
     want_tot = bt_ordered_sum(x, dtype, mask)
     want_avg = np.asarray(want_tot, dtype) / np.asarray(int(mask.sum()), dtype)
     for threads in (1, 2, 3):
-        out = eagle.deploy(p_ord_masked, target=target, threads=threads).run(x=x, cut=cut)
+        out = _split(p_ord_masked, target, threads).run(x=x, cut=cut)
         _assert_same_bits(np.asarray(out["tot"])[0], want_tot, dtype, f"threads={threads}")
         _assert_same_bits(np.asarray(out["avg"])[0], want_avg, dtype, f"threads={threads}")
 
@@ -636,7 +654,7 @@ def test_ordered_vector_payload_returned_over_thread_counts(target, dtype):
     terms = (v * x).astype(dtype)  # the lane's product, rounded once, is the term
     want = np.array([bt_ordered_sum(terms[c], dtype) for c in range(2)], dtype=dtype)
     for threads in (1, 3):
-        got = np.asarray(eagle.deploy(p_ord_vec_ret, target=target, threads=threads).run(v=v, x=x))
+        got = np.asarray(_split(p_ord_vec_ret, target, threads).run(v=v, x=x))
         assert got.shape == (2,)
         _assert_same_bits(got, want, dtype, f"threads={threads}")
 
@@ -694,8 +712,7 @@ def test_ordered_scatter_same_bits_over_thread_counts_and_runs(target):
     x = _mixed(n, np.float64, rng)
     key = rng.integers(0, 8, size=n).astype(np.int32)
     want = _bits(_lane_order_scatter(np.zeros(8), key, x, np.float64), np.float64)
-    seen = {_bits(eagle.deploy(p_sc_ord, target=target, threads=t).run(key=key, x=x), np.float64)
-            for t in (1, 2, 3, 3)}
+    seen = {_bits(_split(p_sc_ord, target, t).run(key=key, x=x), np.float64) for t in (1, 2, 3, 3)}
     assert seen == {want}
 
 
@@ -720,7 +737,8 @@ def test_ordered_scatter_segments_follow_lane_count_and_sink_size(target):
         x = _mixed(n, np.float64, rng)
         key = rng.integers(0, slots, size=n).astype(np.int32)
         want = _bits(_lane_order_scatter(np.zeros(slots), key, x, np.float64), np.float64)
-        seen = {_bits(eagle.deploy(kernel, target=target, threads=t).run(key=key, x=x), np.float64) for t in (1, 3)}
+        split = slots < 70_000  # one segment runs as one chunk
+        seen = {_bits(_split(kernel, target, t, split).run(key=key, x=x), np.float64) for t in (1, 3)}
         assert seen == {want}, kernel.name
 
 
@@ -735,7 +753,7 @@ def test_ordered_scatter_over_a_lane_range_keeps_the_run_segments(target, base, 
     inside = np.full(n, -1, dtype=np.int32)
     inside[base:base + count] = key[base:base + count]
     want = _bits(_lane_order_scatter(np.zeros(8), inside, x, np.float64), np.float64)
-    seen = {_bits(eagle.deploy(p_sc_ord, target=target, threads=t).run(key=key, x=x, base=base, count=count),
+    seen = {_bits(_split(p_sc_ord, target, t).run(key=key, x=x, base=base, count=count),
                   np.float64) for t in (1, 2, 3)}
     assert seen == {want}
 
@@ -835,7 +853,7 @@ def test_ordered_scatter_in_a_for_is_lane_major(target):
     n = 100_000
     x = _mixed(n, np.float64, rng)
     key = rng.integers(0, 8, size=n).astype(np.int32)
-    seen = {_bits(eagle.deploy(p_sc_ord_twice, target=target, threads=t).run(key=key, x=x), np.float64)
+    seen = {_bits(_split(p_sc_ord_twice, target, t).run(key=key, x=x), np.float64)
             for t in (1, 2, 3)}
     assert len(seen) == 1
     got = np.frombuffer(seen.pop(), dtype=np.float64)

@@ -428,3 +428,168 @@ def test_a_tuple_used_as_a_value_is_described_as_one():
             return pair
 
     _check(excinfo, "pair_value", "rf_pair_value", "cannot assign a tuple of 2 values to 'pair'")
+
+
+# --- range arguments, constant limits and operators on floats ----------------------------------------------
+
+
+def test_range_of_a_float_constant_is_refused():
+    with pytest.raises(hawk.KernelError) as excinfo:
+
+        @hawk.kernel
+        def rf_range_float(x: Scalar) -> Scalar:
+            t = 0.0 * x
+            for _k in range(2.5):  # @range_float
+                t = t + x
+            return t
+
+    _check(excinfo, "range_float", "rf_range_float", "range(...) takes integers", "range(int(2.5))")
+
+
+def test_range_of_a_float_lane_value_or_param_is_refused():
+    with pytest.raises(hawk.KernelError) as excinfo:
+
+        @hawk.kernel
+        def rf_range_lane(x: Scalar) -> Scalar:
+            t = 0.0 * x
+            for _k in range(1, x * 2.0):  # @range_lane
+                t = t + x
+            return t
+
+    _check(excinfo, "range_lane", "rf_range_lane", "'x * 2.0' is a float", "range(int(x * 2.0))")
+    with pytest.raises(hawk.KernelError) as excinfo:
+
+        @hawk.kernel
+        def rf_range_param(x: Scalar, n: hawk.Param) -> Scalar:
+            t = 0.0 * x
+            for _k in range(n):  # @range_param
+                t = t + x
+            return t
+
+    _check(excinfo, "range_param", "rf_range_param", "range(int(n))")
+
+
+def test_range_of_an_integer_lane_value_is_accepted():
+    @hawk.kernel
+    def ok_range_int(x: Scalar, i: Index) -> Scalar:
+        t = 0.0 * x
+        for _k in range(i):
+            t = t + x
+        return t
+
+    x, i = np.arange(5.0), np.arange(5)
+    np.testing.assert_array_equal(np.asarray(eagle.deploy(ok_range_int).run(x=x, i=i)), x * i)
+
+
+_HUGE = {"pow_int": ("big_pow_int", ("2 ** 70", "int64")),
+         "pow_huge": ("big_pow_huge", ("10 ** 400", "int64", "1e30")),
+         "pow_float": ("big_pow_float", ("2.0 ** 10000", "float range")),
+         "literal": ("big_literal", ("18446744073709551616", "int64")),
+         "range_huge": ("big_range", ("10 ** 30", "int64")),
+         "sum_over": ("big_sum", ("9223372036854775807 + 1 = 9223372036854775808", "int64"))}
+
+
+@pytest.mark.parametrize("case", sorted(_HUGE))
+def test_huge_constants_are_kernel_errors_naming_the_value_and_the_range(case):
+    with pytest.raises(hawk.KernelError) as excinfo:
+        if case == "pow_int":
+
+            @hawk.kernel
+            def rf_big(x: Scalar) -> Scalar:
+                return x + (2 ** 70) // 3  # @big_pow_int
+
+        elif case == "pow_huge":
+
+            @hawk.kernel
+            def rf_big(x: Scalar) -> Scalar:
+                return x * 10 ** 400  # @big_pow_huge
+
+        elif case == "pow_float":
+
+            @hawk.kernel
+            def rf_big(x: Scalar) -> Scalar:
+                return x * 2.0 ** 10000  # @big_pow_float
+
+        elif case == "literal":
+
+            @hawk.kernel
+            def rf_big(x: Scalar) -> Scalar:
+                return x + 18446744073709551616  # @big_literal
+
+        elif case == "range_huge":
+
+            @hawk.kernel
+            def rf_big(x: Scalar) -> Scalar:
+                t = 0.0 * x
+                for _k in range(10 ** 30):  # @big_range
+                    t = t + x
+                return t
+
+        else:
+
+            @hawk.kernel
+            def rf_big(x: Scalar) -> Scalar:
+                return x + (9223372036854775807 + 1)  # @big_sum
+
+    tag, needles = _HUGE[case]
+    _check(excinfo, tag, "rf_big", *needles)
+
+
+def test_bitwise_operator_on_floats_is_a_kernel_error():
+    with pytest.raises(hawk.KernelError) as excinfo:
+
+        @hawk.kernel
+        def rf_float_and(x: Scalar) -> Scalar:
+            return x & 3  # @float_and
+
+    _check(excinfo, "float_and", "rf_float_and", "operator & takes integers")
+
+
+def test_scalar_passed_to_dot_is_a_kernel_error():
+    with pytest.raises(hawk.KernelError) as excinfo:
+
+        @hawk.kernel
+        def rf_dot_scalar(x: Scalar) -> Scalar:
+            return hawk.math.dot(x, x)  # @dot_scalar
+
+    _check(excinfo, "dot_scalar", "rf_dot_scalar", "m.vec")
+
+
+# --- retired forms: the user's own names, and `from hawk import` --------------------------------------------
+
+
+def test_all_samples_keyed_add_rewrite_uses_the_users_names():
+    with pytest.raises(hawk.KernelError) as excinfo:
+
+        @hawk.kernel
+        def rf_as_names(slot: Index, w: Scalar, counts: Mutable["bin":4]):
+            hawk.all_samples(counts)[slot] += w * 2.0  # @as_names
+
+    msg = _check(excinfo, "as_names", "rf_as_names",
+                 "hawk.all_samples(counts)[slot] += w * 2.0 is hawk.scatter(counts)[slot] += w * 2.0")
+    assert "+= v" not in msg and "[key]" not in msg, msg
+
+
+def test_all_samples_keyed_store_rewrite_uses_the_users_names():
+    with pytest.raises(hawk.KernelError) as excinfo:
+
+        @hawk.kernel
+        def rf_as_store_names(slot: Index, w: Scalar, counts: Mutable["bin":4]):
+            hawk.all_samples(counts)[slot] = w  # @as_store_names
+
+    msg = _check(excinfo, "as_store_names", "rf_as_store_names", "hawk.scatter(counts)[slot] = w",
+                 "counts = m.where(slot, w, counts)")
+    assert "(mask" not in msg and "[key]" not in msg and "= v" not in msg, msg
+
+
+@pytest.mark.parametrize("name", ["Accum", "Reduce", "all_samples"])
+def test_from_hawk_import_of_a_retired_name_gives_its_rewrite(name):
+    with pytest.raises(hawk.KernelError) as attr:
+        getattr(hawk, name)
+    with pytest.raises(ImportError) as imp:
+        exec(f"from hawk import {name}", {})
+    from hawk.errors import RetiredImportError
+
+    assert isinstance(imp.value, RetiredImportError), repr(imp.value)
+    assert imp.value.text == attr.value.text, (imp.value.text, attr.value.text)
+    assert str(imp.value).startswith("<string>:1: ")

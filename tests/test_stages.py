@@ -56,7 +56,11 @@ def _np(out):
 
 
 def _run(target, kernel, threads=None, **planes):
-    return _np(eagle.deploy(kernel, target=target, threads=threads).run(**planes))
+    """Run on `target`; with `threads`, in small chunks (min_chunk=1024), checked to split when threads > 1."""
+    plan = eagle.deploy(kernel, target=target, threads=threads, min_chunk=1024 if threads else None)
+    out = _np(plan.run(**planes))
+    assert not threads or threads == 1 or min(plan.last_chunks) > 1, f"threads={threads}: {plan.last_chunks}"
+    return out
 
 
 # ============================================================================================ kernels

@@ -15,6 +15,7 @@ import pytest
 
 import eagle
 import hawk
+import hawk.math as m
 from hawk import Grid, Index, Mutable, Param, Scalar, Table, Vector
 
 RNG = np.random.default_rng(20240607)
@@ -372,3 +373,230 @@ def test_param_and_table_arrays_not_modified(target):
     wgt = np.arange(4.0)
     _run_and_check_untouched(_param(target), wgt * 1.5, wgt=wgt, gain=gain)
     _run_and_check_untouched(_table(target), wgt * 2.0, wgt=wgt, coef=coef)
+
+
+# --- aliasing: an array the run writes that is also one it reads ------------------------------------------
+
+
+@functools.cache
+def _reverse(target):
+    @hawk.kernel
+    def vk_reverse(src: Scalar, pick: Index, out: Mutable[Scalar]):
+        out = src.at(pick) * 2.0
+
+    return eagle.deploy(vk_reverse, target=target)
+
+
+@functools.cache
+def _affine(target):
+    @hawk.kernel
+    def vk_affine(src: Scalar, out: Mutable[Scalar]):
+        out = src * 2.0 + 1.0
+
+    return eagle.deploy(vk_affine, target=target)
+
+
+@functools.cache
+def _affine_vec(target):
+    @hawk.kernel
+    def vk_affine_vec(vel: Vector[3], out: Mutable[Vector[3]]):
+        out = vel * 0.5 - 3.0
+
+    return eagle.deploy(vk_affine_vec, target=target)
+
+
+@functools.cache
+def _table_out(target):
+    @hawk.kernel
+    def vk_table_out(pick: Index, coef: Table["slot":5], out: Mutable[Scalar]):
+        out = coef.at(slot=4 - pick) + 0.25
+
+    return eagle.deploy(vk_table_out, target=target)
+
+
+@functools.cache
+def _put_self(target):
+    @hawk.kernel
+    def vk_put_self(slot_key: Index, wgt: Scalar, bins: Mutable["bin":6]):
+        hawk.scatter(bins)[slot_key] += wgt * 10.0
+
+    return eagle.deploy(vk_put_self, target=target)
+
+
+@functools.cache
+def _share(target):
+    @hawk.kernel
+    def vk_share(src: Scalar, out: Mutable[Scalar]):
+        out = src / hawk.sum(src)
+
+    return eagle.deploy(vk_share, target=target)
+
+
+@functools.cache
+def _two_out(target):
+    @hawk.kernel
+    def vk_two_out(src: Scalar, lo: Mutable[Scalar], hi: Mutable[Scalar]):
+        lo = src - 1.0
+        hi = src + 1.0
+
+    return eagle.deploy(vk_two_out, target=target)
+
+
+@functools.cache
+def _total(target):
+    @hawk.kernel
+    def vk_total(src: Scalar, total: Mutable[Scalar]):
+        total = hawk.sum(src)
+
+    return eagle.deploy(vk_total, target=target)
+
+
+def test_at_read_of_the_array_the_run_writes(target):
+    src = RNG.normal(size=8)
+    want = src[::-1] * 2.0
+    pick = np.arange(7, -1, -1, dtype=np.int32)
+    got = _reverse(target).run(src=src, pick=pick, out=src)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(src, want)  # the output was written in place, from the input as it was before
+
+
+def test_at_read_of_a_shifted_view_of_the_output(target):
+    buf = RNG.normal(size=9)
+    src, out = buf[:-1], buf[1:]  # overlapping, one lane apart
+    want = src[np.arange(8) ^ 1] * 2.0
+    got = _reverse(target).run(src=src, pick=(np.arange(8) ^ 1).astype(np.int64), out=out)
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_lane_local_input_updated_in_place(target):
+    src = RNG.normal(size=11)
+    want = src * 2.0 + 1.0
+    got = _affine(target).run(src=src, out=src)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(src, want)
+    if target == "host":  # read and written in place: the bound input is the caller's own memory, not a copy
+        bound = _affine(target).bind(src=src, out=src)
+        assert np.shares_memory(bound.inputs["src"], src)
+
+
+def test_lane_local_input_overlapping_output_by_one_lane(target):
+    buf = RNG.normal(size=12)
+    src, out = buf[:-1], buf[1:]
+    want = src * 2.0 + 1.0
+    got = _affine(target).run(src=src, out=out)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(buf[1:], want)
+
+
+def test_vector_lane_local_input_updated_in_place(target):
+    vel = RNG.normal(size=(3, 7))
+    want = vel * 0.5 - 3.0
+    _affine_vec(target).run(vel=vel, out=vel)
+    np.testing.assert_array_equal(vel, want)
+
+
+def test_table_that_is_the_output(target):
+    coef = RNG.normal(size=5)
+    want = coef[::-1] + 0.25
+    got = _table_out(target).run(pick=np.arange(5, dtype=np.int32), coef=coef, out=coef)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(coef, want)
+
+
+def test_sink_that_is_an_input(target):
+    bins = RNG.normal(size=6)
+    start = bins.copy()
+    key = np.array([5, 4, 3, 2, 1, 0], dtype=np.int32)
+    _put_self(target).run(slot_key=key, wgt=bins, bins=bins)
+    want = start.copy()
+    np.add.at(want, key, start * 10.0)  # every lane adds its value from before the launch
+    np.testing.assert_allclose(bins, want, rtol=1e-14)
+
+
+def test_split_kernel_output_that_is_its_input(target):
+    src = RNG.uniform(1.0, 2.0, size=10)
+    want = src / src.sum()
+    _share(target).run(src=src, out=src)
+    np.testing.assert_allclose(src, want, rtol=1e-13)
+
+
+def test_cell_output_that_is_an_input(target):
+    src = RNG.normal(size=6)
+    want = src.sum()
+    _total(target).run(src=src, total=src[2:3])
+    assert abs(src[2] - want) <= 1e-13 * np.abs(src).sum()
+
+
+def test_two_outputs_sharing_memory_are_refused(target):
+    buf = np.zeros(8)
+    _refused(target, _two_out, "vk_two_out", "lo", "hi", src=np.ones(8), lo=buf, hi=buf)
+    np.testing.assert_array_equal(buf, 0.0)
+
+
+# --- huge Grid extents -------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _wide(target):
+    @hawk.kernel
+    def vk_wide(lane: Grid["row", "col":4], out: Mutable[Vector[2]]):
+        out = m.vec(lane.row, lane.col)
+
+    return eagle.deploy(vk_wide, target=target)
+
+
+@functools.cache
+def _wide_sum(target):
+    @hawk.kernel
+    def vk_wide_sum(lane: Grid["row", "col":4], total: Mutable[Scalar]):
+        total = hawk.sum(1.0, where=lane.col > 1)
+
+    return eagle.deploy(vk_wide_sum, target=target)
+
+
+def test_grid_extent_larger_than_memory_is_refused_before_allocating(target):
+    with _raises("vk_wide", "row") as info:
+        _wide(target).run(row=2 ** 40)
+    msg = str(info.value)
+    assert "bytes" in msg and str(2 ** 40 * 4 * 2 * 8) in msg, msg
+
+
+def test_grid_extent_overflowing_lane_indices_is_refused(target):
+    with _raises("vk_wide_sum", "row", any_of=("64-bit",)):
+        _wide_sum(target).run(row=2 ** 62)
+
+
+def test_grid_extent_that_fits_still_runs(target):
+    got = np.asarray(_wide(target).run(row=3))
+    np.testing.assert_array_equal(got, np.stack([np.repeat(np.arange(3.0), 4).reshape(3, 4),
+                                                 np.tile(np.arange(4.0), (3, 1))]))
+
+
+# --- read-only arrays the run would write ------------------------------------------------------------------
+
+
+def _read_only(a):
+    a.flags.writeable = False
+    return a
+
+
+def test_read_only_cell_output_is_refused(target):
+    cell = _read_only(np.zeros(1))
+    _refused(target, _total, "vk_total", "total", any_of=("read-only",), src=np.ones(4), total=cell)
+
+
+def test_read_only_lane_output_is_refused(target):
+    out = _read_only(np.zeros(4))
+    _refused(target, _affine, "vk_affine", "out", any_of=("read-only",), src=np.ones(4), out=out)
+
+
+def test_read_only_sink_is_refused(target):
+    bins = _read_only(np.full(6, 2.0))
+    _refused(target, _put, "vk_put", "bins", any_of=("read-only",), slot_key=np.array([0, 1], dtype=np.int32),
+             wgt=np.ones(2), bins=bins)
+    np.testing.assert_array_equal(bins, 2.0)
+
+
+def test_read_only_inputs_are_fine(target):
+    src = _read_only(RNG.normal(size=5))
+    np.testing.assert_array_equal(np.asarray(_affine(target).run(src=src)), src * 2.0 + 1.0)

@@ -12,7 +12,6 @@ ptxas, ld.lld, spirv-val), and `runtime()` -> a DeviceRuntime, or RuntimeMissing
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,18 +93,20 @@ class DeviceRuntime:
 
 
 def device_binary(key: str, name: str, target, gpu_module) -> bytes:
-    """The device binary for `key`: from the disk cache, else compiled from `gpu_module()` by the target."""
+    """The device binary for `key`: from the disk cache if its bytes match their recorded sha256, else compiled
+    from `gpu_module()` by the target and cached (atomically, with its seal). The key is extended with the LLVM
+    version, which compiles every GPU target."""
     from eagle import cache
 
     d = cache.cache_dir()
-    path = d / f"{name}-{key}.{target.suffix}" if d else None
-    if path is not None and path.exists():
-        return path.read_bytes()
+    path = d / f"{name}-{cache.key(key, 'llvm=' + cache.host_cpu()['llvm'])}.{target.suffix}" if d else None
+    if path is not None:
+        binary = cache.read_entry(path)
+        if binary:
+            return binary
     binary = target.compile(gpu_module())
     if path is not None:
-        part = path.with_suffix(f".{os.getpid()}.part")
-        part.write_bytes(binary)
-        os.replace(part, path)
+        cache.write_entry(path, binary)
     return binary
 
 
@@ -115,7 +116,9 @@ def missing(target: str, what: str, how: str) -> RuntimeMissing:
 
 
 class DeviceStage:
-    """One stage of one run on a device, buffers allocated: `fire()` launches it and finishes on the host."""
+    """One stage of one run on a device, buffers allocated: `fire()` = `launch()` (copy in, launch, copy back,
+    finish on the host, check) then `commit()`. The caller's arrays are always staged: the device's results
+    reach them only once every stage of the run has succeeded. `nchunks`: the grid's sets of partials."""
 
     def __init__(self, launcher, binary: bytes, entry: str, runtime: DeviceRuntime, finish_lib, b, lo: int, hi: int,
                  cuts: dict):
@@ -125,7 +128,9 @@ class DeviceStage:
         self.launcher, self.binary, self.entry, self.runtime, self.finish_lib = launcher, binary, entry, runtime, \
             finish_lib
         copies = self.grid.chunks if self.grid.form == "chunks" else 1  # tree forms: one thread per kept slot
-        self.buffers, self.results, self.copies, self.resets = launcher.buffers(b, self.grid.chunks, cuts, copies)
+        self.buffers, self.results, self.copies, self.resets, self.staged = launcher.buffers(
+            b, self.grid.chunks, cuts, copies, staged=True)
+        self.nchunks = launcher.last_chunks = self.grid.chunks
         meta_k = launcher.meta_k
         self.buffers[meta_k] = device_meta(b, self.grid, lo, hi)
         self.host_meta = np.array([lo, hi, self.grid.chunks, b.lanes, *b.extents], dtype=np.int64)
@@ -133,8 +138,19 @@ class DeviceStage:
         self.cells_out = {c: self.buffers[lay.buffer_index(c, "cell")] for c in lay.cells_out}
 
     def fire(self) -> None:
+        self.launch()
+        self.commit()
+
+    def commit(self) -> None:
+        from eagle.launch import commit
+
+        commit(self.copies, self.staged)
+
+    def launch(self) -> None:
         from eagle.launch import PackedArgs
 
+        for dst, src in self.staged:
+            np.copyto(src, dst)
         for a, fill in self.resets:
             a.fill(fill)
         self.runtime.launch(self.binary, self.entry, self.buffers, self.written, self.grid)
@@ -145,5 +161,3 @@ class DeviceStage:
         err = self.buffers[self.launcher.err_k]
         if err.any():
             self.launcher.check_errors(err)
-        for dst, src in self.copies:
-            np.copyto(dst, src.reshape(dst.shape))

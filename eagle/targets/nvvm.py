@@ -29,6 +29,10 @@ class NvvmTarget:
     suffix = "ptx"
     subgroup = 32  # a warp: the last levels of a workgroup's tree are register shuffles
     float_atomics = True  # atom.global.add.f32/f64: plain scatters into sinks too large to privatise
+    # wide payloads (more than hawk.passes.host_emit.WIDE_PAYLOAD components) take loops over components through
+    # per-thread buffers in private memory: compile time about linear in the payload. A class constant, so the
+    # binary cache key (target name, options, and the fingerprint of this source) covers it.
+    wide_loops = True
 
     def __init__(self, chip: str = "sm_80"):
         if chip not in CHIPS:

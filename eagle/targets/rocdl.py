@@ -113,6 +113,10 @@ class RocdlTarget:
     suffix = "hsaco"
 
     float_atomics = True  # global float atomic adds (a compare-and-swap loop where the chip has no native one)
+    # wide payloads (more than hawk.passes.host_emit.WIDE_PAYLOAD components) take loops over components through
+    # per-thread buffers in private memory: compile time about linear in the payload. A class constant, so the
+    # binary cache key (target name, options, and the fingerprint of this source) covers it.
+    wide_loops = True
 
     @property
     def subgroup(self) -> int:

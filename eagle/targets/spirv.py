@@ -85,6 +85,9 @@ class SpirvTarget:
     name = "spirv"
     suffix = "spv"
     float_atomics = False  # core Vulkan has none (lavapipe: float32 only, through an extension)
+    # wide payloads stay one op per component here: lavapipe counts the trips of component loops against its
+    # per-invocation loop budget (spirv_lower.add_loop_canary), which a chunk of lanes with wide sums exceeds
+    wide_loops = False
 
     def __init__(self, subgroup: int | str = 0):
         if subgroup == "device":
@@ -202,7 +205,7 @@ def refuse_math(gpu_module) -> None:
 
     from hawk.errors import KernelError
 
-    bad: list[tuple[str, str]] = []
+    bad: list[tuple[str, str, tuple[str | None, int | None]]] = []
 
     def visit(op):
         name = op.name
@@ -212,21 +215,31 @@ def refuse_math(gpu_module) -> None:
             elem = _element(t)
             f64 = elem is not None and isinstance(elem, ir.F64Type)
             if fn in NO_SPIRV or (f64 and fn in F32_ONLY):
-                bad.append((SPELLING.get(fn, fn), "float64" if f64 else str(elem)))
+                bad.append((SPELLING.get(fn, fn), "float64" if f64 else str(elem), _source_line(op.location)))
         return ir.WalkResult.ADVANCE
 
     gpu_module.operation.walk(visit)
     if bad:
-        fn, dtype = bad[0]
-        names = ", ".join(sorted({f"hawk.math.{f}" for f, _ in bad}))
+        fn, dtype, (file, line) = bad[0]
+        names = ", ".join(sorted({f"hawk.math.{f}" for f, _, _ in bad}))
         kernel = gpu_module.sym_name.value.removesuffix("_gpu")
         why = ("GLSL.std.450, the only math library a Vulkan shader has, works in 32 bits only, and eagle's own "
                "float64 code covers exp, log, exp2, log2, log10, sin, cos, tan, asin, acos, atan and atan2"
                if fn not in NO_SPIRV else "GLSL.std.450, the only math library a Vulkan shader has, has no such "
                "function")
-        raise KernelError(f"target 'spirv' cannot compute {names} on {dtype} lanes: {why}. Run this kernel on "
+        err = KernelError(f"target 'spirv' cannot compute {names} on {dtype} lanes: {why}. Run this kernel on "
                           f"target 'host', 'nvvm' or 'rocdl'" + (", or with float32 data on 'spirv'"
-                                                                  if fn not in NO_SPIRV else ""), kernel=kernel)
+                                                                  if fn not in NO_SPIRV else ""),
+                          kernel=kernel, file=file, line=line)
+        err.call = fn  # Kernel.located finds the user's line of the call when the IR kept no location
+        raise err
+
+
+def _source_line(loc) -> tuple[str | None, int | None]:
+    """The user's file and line an op came from (the front end gives every op a file location; lowering may wrap
+    it in fused or named locations), or (None, None)."""
+    m = re.search(r'"([^"]+)":(\d+):\d+', str(loc))
+    return (m.group(1), int(m.group(2))) if m and m.group(1) != "-" else (None, None)
 
 
 def workgroup_allocs(f) -> None:

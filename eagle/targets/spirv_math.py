@@ -429,6 +429,58 @@ def pow_32(b: _B, x, y):
     return b.sel(b.fcmp("oeq", y, 0.0), 1.0, r)
 
 
+FMOD_STEP = 10  # bits of the exponent gap one i64 step of fmod takes (a remainder < 2^53, shifted, stays < 2^63)
+
+
+def fmod(b: _B, x, y):
+    """C's fmod(x, y) exactly (SPIR-V's OpFRem is only x - y trunc(x/y)): with x = mx 2^ex and y = my 2^ey (integer
+    significands), the remainder is (mx 2^(ex-ey) mod my) 2^ey with x's sign. A gap of up to FMOD_STEP bits takes
+    one i64 remainder; a larger one (|x/y| >= 2^10) takes one per FMOD_STEP bits, in straight code under an if (a
+    loop would spend lavapipe's loop budget). NaN for an infinite or NaN x, a NaN or zero y; x when |x| < |y|."""
+    from mlir.dialects import scf
+
+    sign, mag = -(1 << 63), (1 << 63) - 1
+    frac, hidden, inf_bits = (1 << 52) - 1, 1 << 52, 0x7FF0000000000000
+    bx, by = b.bits(x), b.bits(y)
+    ax, ay = b.iand(bx, mag), b.iand(by, mag)
+
+    def split(a):  # a = m 2^(e - 1075), e >= 1 (subnormals: the hidden bit off, e = 1)
+        e = b.shr(a, 52)
+        normal = b.icmp("ne", e, 0)
+        m = b.ior(b.iand(a, frac), b.sel(normal, b.ci(hidden), b.ci(0)))
+        return m, b.sel(normal, e, b.ci(1))
+
+    (mx, ex), (my, ey) = split(ax), split(ay)
+    my = b.sel(b.icmp("eq", my, 0), b.ci(1), my)  # y = 0 gives NaN below; never divide by zero
+    gap = b.op("arith.maxsi", [b.isub(ex, ey), b.ci(0)], b.i)
+
+    def rem(v):
+        return b.op("arith.remui", [v, my], b.i)
+
+    far = b.icmp("sgt", gap, FMOD_STEP)
+    branch = scf.IfOp(far, [b.i], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        r = rem(mx)
+        for k in range((2046 + FMOD_STEP - 1) // FMOD_STEP):
+            shift = b.op("arith.minsi", [b.op("arith.maxsi", [b.isub(gap, k * FMOD_STEP), b.ci(0)], b.i),
+                                         b.ci(FMOD_STEP)], b.i)
+            r = rem(b.shl(r, shift))
+        scf.YieldOp([r])
+    with ir.InsertionPoint(branch.else_block):
+        scf.YieldOp([rem(b.shl(mx, gap))])
+    r = branch.results[0]
+    # r 2^(ey - 1075), exact: in one step where 2^(ey - 1075) is normal, else through 2^(ey - 947) and 2^-128
+    e = b.isub(ey, 1075)
+    low = b.icmp("slt", e, -1022)
+    e1 = b.sel(low, b.iadd(e, 128), e)
+    v = b.mul(b.to_real(r), b.real(b.shl(b.iadd(e1, 1023), 52)))
+    v = b.sel(low, b.mul(v, 2.0 ** -128), v)
+    v = b.real(b.ior(b.bits(v), b.iand(bx, sign)))
+    v = b.sel(b.icmp("slt", ax, ay), x, v)
+    bad = b.lor(b.lor(b.icmp("sge", ax, inf_bits), b.icmp("sgt", ay, inf_bits)), b.icmp("eq", ay, 0))
+    return b.sel(bad, float("nan"), v)
+
+
 F64_FUNCS = ("exp", "log", "sin", "cos", "tan", "exp2", "log2", "log10", "atan", "atan2", "asin", "acos")
 F32_FUNCS = (*F64_FUNCS, "expm1", "log1p", "sinh", "cosh", "tanh", "powf")
 INV_LN2_TAIL = 2.0355273740931033e-17  # 1/ln 2 - INV_LN2
@@ -475,7 +527,8 @@ def lower_math(gpu_func, status) -> None:
     arith code above, the F32_FUNCS on float32 by the same code in float64 rounded once, trunc (which
     convert-math-to-spirv does not lower) by floor or ceil, and float32 division and square root by the float64 ones
     rounded once: Vulkan lets a driver be 2.5 ulps off for those, while a float64 quotient or root of float32
-    values rounded to float32 is exactly the IEEE float32 result (53 >= 2 x 24 + 2), as on the host. A lane whose
+    values rounded to float32 is exactly the IEEE float32 result (53 >= 2 x 24 + 2), as on the host; arith.remf
+    (OpFRem is inexact) by the exact `fmod` above. A lane whose
     sin/cos/tan argument is beyond TRIG_LIMIT stores STATUS_TRIG into status[2]."""
     from mlir.dialects import scf
 
@@ -490,14 +543,26 @@ def lower_math(gpu_func, status) -> None:
                 ops.append(op.operation)
         return ir.WalkResult.ADVANCE
 
-    def exact(op):  # float32 division and square root, exactly rounded through float64
+    def exact(op):  # float32 division and square root, exactly rounded through float64; fmod at both widths
         if op.name in ("arith.divf", "math.sqrt") and isinstance(op.results[0].type, ir.F32Type):
+            ops.append(op.operation)
+        if op.name == "arith.remf" and isinstance(op.results[0].type, (ir.F32Type, ir.F64Type)):
             ops.append(op.operation)
         return ir.WalkResult.ADVANCE
 
     gpu_func.operation.walk(visit)
     gpu_func.operation.walk(exact)
     for op in ops:
+        if op.name == "arith.remf":  # exact in float64; a float32 remainder is exact there and rounds to itself
+            t = op.results[0].type
+            with ir.InsertionPoint(op), op.location:
+                b = _B()
+                wide = [a if isinstance(t, ir.F64Type) else b.op("arith.extf", [a], b.f) for a in op.operands]
+                out = fmod(b, *wide)
+                out = out if isinstance(t, ir.F64Type) else b.op("arith.truncf", [out], t)
+            op.results[0].replace_all_uses_with(out)
+            op.erase()
+            continue
         if op.name in ("arith.divf", "math.sqrt"):
             with ir.InsertionPoint(op), op.location:
                 b = _B()

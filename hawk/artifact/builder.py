@@ -8,11 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from hawk import __version__ as HAWK_VERSION
+from hawk import cache
 from hawk.artifact.format import (
     FINISH_SUFFIX,
     FLOAT_DTYPES,
@@ -21,33 +21,32 @@ from hawk.artifact.format import (
     GPU_TARGETS,
     INDEX_DTYPES,
     SUFFIX,
+    check_sidecar,
     content_hash,
+    description,
+    description_symbol,
 )
 from hawk.compiler import Kernel
+from hawk.errors import KernelError
 from hawk.layout import Spec, layout_to_json
 
 
 # ---- targets ------------------------------------------------------------------------------------------------
-def _build_host(kernel: Kernel, spec: Spec, stage: int, path: Path) -> None:
-    """LLVM-dialect IR -> object (MLIR's ExecutionEngine at -O3) -> shared library at `path`."""
-    from eagle.targets import host
-
-    text = kernel.lowered(spec, stage).llvm_ir
-    with tempfile.TemporaryDirectory() as tmp:
-        obj = Path(tmp) / "k.o"
-        host.compile_object(text, obj)
-        host.link(obj, path)
+def _build_host(kernel: Kernel, spec: Spec, stage: int, path: Path, desc: bytes, cpu: str | None) -> None:
+    """LLVM-dialect IR -> object -> shared library at `path`, carrying its description (format.description) as an
+    exported constant string; compiled for this machine's CPU (cpu=None) or the generic CPU `cpu`."""
+    _host_library(kernel.lowered(spec, stage).llvm_ir, kernel.stages(spec)[stage].name, path, desc, cpu)
 
 
-def _build_finish(kernel: Kernel, spec: Spec, stage: int, path: Path) -> None:
+def _build_finish(kernel: Kernel, spec: Spec, stage: int, path: Path, desc: bytes, cpu: str | None) -> None:
     """A GPU stage's host finish (the runtime copies partials back and finishes on the host) as a shared library."""
+    _host_library(kernel.gpu_finish(spec, stage), kernel.stages(spec)[stage].name, path, desc, cpu)
+
+
+def _host_library(text: str, stage: str, path: Path, desc: bytes, cpu: str | None) -> None:
     from eagle.targets import host
 
-    text = kernel.gpu_finish(spec, stage)
-    with tempfile.TemporaryDirectory() as tmp:
-        obj = Path(tmp) / "k.o"
-        host.compile_object(text, obj)
-        host.link(obj, path)
+    host.build(host.with_description(text, description_symbol(stage), desc), path, cpu)
 
 
 def _gpu_builder(name: str):
@@ -57,7 +56,11 @@ def _gpu_builder(name: str):
         from eagle.targets import gpu_target
 
         target = gpu_target(name, **({"chip": chip} if chip else {}))
-        binary = target.compile(kernel.lowered_gpu(spec, stage, target.subgroup, target.float_atomics).gpu_module)
+        try:
+            binary = target.compile(kernel.lowered_gpu(spec, stage, target.subgroup, target.float_atomics,
+                                                       target.wide_loops).gpu_module)
+        except KernelError as exc:  # a target's refusal, pointed at the user's line
+            raise kernel.located(exc) from None
         target.check(binary)
         path.write_bytes(binary)
         return {"chip": getattr(target, "chip", name), "entry": f"{kernel.stages(spec)[stage].name}_lanes"}
@@ -72,8 +75,9 @@ def _has_spirv() -> bool:
     return importlib.util.find_spec("eagle.targets.spirv") is not None
 
 
-# One builder per target: (kernel, spec, stage index, output path) -> writes the binary. A GPU builder also takes
-# chip= and returns {"chip", "entry"}; its stage's host finish is built by _build_finish. A new target adds an
+# One builder per target: (kernel, spec, stage index, output path, ...) -> writes the binary. The host builder also
+# takes the library's description and the CPU; a GPU builder takes chip= and returns {"chip", "entry"}, and its
+# stage's host finish is built by _build_finish. A new target adds an
 # entry here, a suffix in format.SUFFIX and a loader in loader.LOADERS.
 BUILDERS = {"host": _build_host, "nvvm": _gpu_builder("nvvm"), "rocdl": _gpu_builder("rocdl")}
 if _has_spirv():  # the Vulkan target, where this checkout has it
@@ -137,8 +141,22 @@ def _chips(chips, targets: tuple[str, ...]) -> dict[str, str]:
     return given
 
 
+def _host_cpu(cpu: str) -> dict:
+    """The sidecar's host_cpu: what host code is compiled for (format.check_cpu reads it back)."""
+    if cpu not in ("native", "portable"):
+        raise ValueError(f"cpu= is 'native' (this machine's CPU) or 'portable' (any {cache.machine()} CPU), "
+                         f"got {cpu!r}")
+    here = cache.host_cpu()
+    if cpu == "portable":
+        return {"llvm": here["llvm"], "arch": here["arch"], "cpu": cache.portable_cpu(), "features": "",
+                "portable": True}
+    return {"llvm": here["llvm"], "arch": here["arch"], "cpu": here["name"], "features": here["features"],
+            "portable": False}
+
+
 def build(kernel: Kernel, directory, targets: Iterable[str] = ("host",), dtypes: Iterable[str] = ("float64",),
-          index_dtypes: dict[str, str] | None = None, chips: dict[str, str] | None = None) -> Path:
+          index_dtypes: dict[str, str] | None = None, chips: dict[str, str] | None = None,
+          cpu: str = "native") -> Path:
     """Publish `kernel` as exactly one launch into `directory`; returns the sidecar's path.
 
     A kernel that reads a reduced value later in its body runs in several stages (launches): publish it with
@@ -148,6 +166,10 @@ def build(kernel: Kernel, directory, targets: Iterable[str] = ("host",), dtypes:
     GPU targets ("nvvm", "rocdl", "spirv") store, per stage and dtype, the device binary and the host library
     that finishes the stage; `chips={"rocdl": "gfx942"}` picks a chip (defaults: the target's, e.g. sm_80 PTX,
     which newer NVIDIA GPUs compile on load; gfx90a code objects).
+
+    Host code (host builds, and GPU builds' finish libraries) is compiled for this machine's CPU (cpu="native"):
+    hawk.load refuses it on another CPU. cpu="portable" compiles it for the architecture's generic CPU (x86-64:
+    SSE2, no AVX) so that it loads on any machine of that architecture, at some cost in speed.
     """
     kernel = _kernel(kernel)
     n = kernel.stage_count
@@ -157,16 +179,16 @@ def build(kernel: Kernel, directory, targets: Iterable[str] = ("host",), dtypes:
                          f"[{kernel.name}], dir) to publish it with all its stages")
     ts = _targets(targets)
     return _publish(kernel, Path(directory), ts, _dtypes(dtypes), _index_dtypes(kernel, index_dtypes),
-                    _chips(chips, ts))
+                    _chips(chips, ts), _host_cpu(cpu))
 
 
 def build_bundle(kernels: Iterable[Kernel], directory, targets: Iterable[str] = ("host",),
                  dtypes: Iterable[str] = ("float64",), index_dtypes: dict[str, str] | None = None,
-                 chips: dict[str, str] | None = None) -> list[Path]:
+                 chips: dict[str, str] | None = None, cpu: str = "native") -> list[Path]:
     """Publish each kernel with all its stages into `directory` (one sidecar each); returns the sidecars' paths.
 
-    `index_dtypes` maps Index plane names to int32/int64 for every kernel that has such a plane; `chips` as in
-    build.
+    `index_dtypes` maps Index plane names to int32/int64 for every kernel that has such a plane; `chips` and
+    `cpu` as in build.
     """
     ks = [_kernel(k) for k in ([kernels] if isinstance(kernels, Kernel) else list(kernels))]
     if not ks:
@@ -183,8 +205,8 @@ def build_bundle(kernels: Iterable[Kernel], directory, targets: Iterable[str] = 
         raise ValueError(f"index_dtypes names {stray[0]!r}, which is not an Index plane of any of {names}")
     per = [_index_dtypes(k, {p: d for p, d in idx.items()
                              if k.signature.get(p) is not None and k.signature.get(p).kind == "index"}) for k in ks]
-    ch = _chips(chips, ts)
-    return [_publish(k, Path(directory), ts, ds, i, ch) for k, i in zip(ks, per, strict=True)]
+    ch, hc = _chips(chips, ts), _host_cpu(cpu)
+    return [_publish(k, Path(directory), ts, ds, i, ch, hc) for k, i in zip(ks, per, strict=True)]
 
 
 def file_name(kernel: str, stage: str, dtype: str, target: str) -> str:
@@ -211,8 +233,7 @@ def _write(d: Path, name: str, make, kernel: Kernel, spec: Spec, stage: int, *ex
 
 
 def _publish(kernel: Kernel, d: Path, targets: tuple[str, ...], dtypes: tuple[str, ...],
-             index_dtypes: dict[str, str], chips: dict[str, str] | None = None) -> Path:
-    chips = chips or {}
+             index_dtypes: dict[str, str], chips: dict[str, str], host_cpu: dict) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     specs = {dt: kernel.spec_for(dt, index_dtypes, auto_sum="ordered") for dt in dtypes}
     stages = kernel.stages(specs[dtypes[0]])
@@ -220,23 +241,27 @@ def _publish(kernel: Kernel, d: Path, targets: tuple[str, ...], dtypes: tuple[st
     for dt in dtypes[1:]:  # the split does not depend on the dtype; make sure
         if [(s.name, s.cells_in, s.cells_out) for s in kernel.stages(specs[dt])] != shape:
             raise RuntimeError(f"internal error: kernel '{kernel.name}' splits differently for {dt}")
+    head = {"name": kernel.name, "index_dtypes": dict(specs[dtypes[0]].index_dtypes), "host_cpu": host_cpu}
+    cpu = None if not host_cpu["portable"] else host_cpu["cpu"]
     builds = []
     for k, st in enumerate(stages):
         for dt in dtypes:
             layout = layout_to_json(kernel.layout(specs[dt], k))
             for tg in targets:
                 name = file_name(kernel.name, st.name, dt, tg)
-                entry = {"stage": st.name, "dtype": dt, "target": tg, "file": name}
+                entry = {"stage": st.name, "dtype": dt, "target": tg, "file": name, "layout": layout}
                 if tg in GPU_TARGETS:
                     blob, dev = _write(d, name, BUILDERS[tg], kernel, specs[dt], k, chips.get(tg))
                     fin = finish_name(kernel.name, st.name, dt, tg)
-                    fin_blob, _ = _write(d, fin, _build_finish, kernel, specs[dt], k)
-                    entry["device"] = {"chip": dev["chip"], "entry": dev["entry"], "finish": fin,
-                                       "finish_sha256": hashlib.sha256(fin_blob).hexdigest()}
+                    entry["sha256"] = hashlib.sha256(blob).hexdigest()
+                    entry["device"] = {"chip": dev["chip"], "entry": dev["entry"], "finish": fin}
+                    fin_blob, _ = _write(d, fin, _build_finish, kernel, specs[dt], k, description(head, entry), cpu)
+                    entry["device"]["finish_sha256"] = hashlib.sha256(fin_blob).hexdigest()
                 else:
-                    blob, _ = _write(d, name, BUILDERS[tg], kernel, specs[dt], k)
-                entry.update(sha256=hashlib.sha256(blob).hexdigest(), layout=layout)
-                builds.append(entry)
+                    blob, _ = _write(d, name, BUILDERS[tg], kernel, specs[dt], k, description(head, entry), cpu)
+                    entry["sha256"] = hashlib.sha256(blob).hexdigest()
+                builds.append({f: entry[f] for f in ("stage", "dtype", "target", "file", "sha256", "layout",
+                                                      "device") if f in entry})
     outputs = dict(kernel.outputs)
     made = [c for s in stages for c in s.cells_out]
     cells = [{"name": c, "internal": False} for c, m in outputs.items() if m == "cell"]
@@ -253,11 +278,14 @@ def _publish(kernel: Kernel, d: Path, targets: tuple[str, ...], dtypes: tuple[st
         "cells": cells,
         "dtypes": list(dtypes),
         "targets": list(targets),
+        "host_cpu": host_cpu,
         "builds": builds,
     }
     sidecar["content_hash"] = content_hash(sidecar)
     path = d / f"{kernel.name}.json"
+    text = json.dumps(sidecar, indent=1, allow_nan=False) + "\n"
+    check_sidecar(json.loads(text), f"{path} (as built)")  # what a loader will check: a drift fails here
     part = d / f".{kernel.name}.json.{os.getpid()}.part"
-    part.write_text(json.dumps(sidecar, indent=1, allow_nan=False) + "\n")
+    part.write_text(text)
     os.replace(part, path)  # written last: a sidecar only ever names binaries that are complete
     return path

@@ -1,7 +1,7 @@
 """The artifact command line: `python -m hawk.artifact` or `hawk-artifact`.
 
     hawk-artifact build [--bundle] [--target host] [--dtype float64 ...] [--index-dtype PLANE=int64 ...]
-                        --out DIR module:kernel [module:kernel ...]
+                        [--cpu native|portable] --out DIR module:kernel [module:kernel ...]
     hawk-artifact show DIR NAME
 
 A `module` is a dotted module importable from the current directory, or a path to a .py file. Errors print one
@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 PROG = "hawk-artifact"
@@ -43,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="a target to build for (repeatable; default: host)")
     b.add_argument("--dtype", action="append", choices=("float32", "float64"),
                    help="a float dtype to build for (repeatable; default: float64)")
+    b.add_argument("--cpu", choices=("native", "portable"), default="native",
+                   help="host code for this machine's CPU (default) or for the architecture's generic CPU")
     b.add_argument("--index-dtype", action="append", default=[], metavar="PLANE=int32|int64",
                    help="the key dtype of an Index plane (repeatable; default: int32)")
     s = sub.add_parser("show", help="check an artifact and print its sidecar summary",
@@ -114,6 +117,26 @@ def _index_dtypes(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _out_dir(out: str) -> Path:
+    """--out as a directory this process can write in (created if missing), or a one-line UsageError."""
+    d = Path(out)
+    for p in (d, *d.parents):
+        if p.exists() and not p.is_dir():
+            what = "is a file, not a directory" if p == d else f"lies under {str(p)!r}, which is a file"
+            raise UsageError(f"--out {out!r} {what}: give a directory to publish into")
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out!r}: the directory cannot be created ({exc.strerror or exc})") from None
+    try:
+        fd, probe = tempfile.mkstemp(dir=d, prefix=".hawk-artifact-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"--out {out!r}: cannot write in this directory ({exc.strerror or exc})") from None
+    return d
+
+
 def _build(args) -> int:
     from hawk.artifact import builder
 
@@ -130,10 +153,13 @@ def _build(args) -> int:
                 raise UsageError(f"kernel '{k.name}' runs in {k.stage_count} stages (it reads a value reduced over "
                                  "every lane) and build publishes one launch: pass --bundle to publish it with all "
                                  "its stages")
+    out = _out_dir(args.out)
     try:
-        paths = builder.build_bundle(kernels, args.out, targets=targets, dtypes=dtypes, index_dtypes=idx)
+        paths = builder.build_bundle(kernels, out, targets=targets, dtypes=dtypes, index_dtypes=idx, cpu=args.cpu)
     except (ValueError, TypeError) as exc:
         raise UsageError(_one_line(exc)) from None
+    except OSError as exc:  # the directory became unwritable, or the disk is full
+        raise UsageError(f"--out {args.out!r}: writing the artifact failed ({exc.strerror or exc})") from None
     from hawk.artifact.loader import read
 
     for k, path in zip(kernels, paths, strict=True):

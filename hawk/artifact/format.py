@@ -1,8 +1,10 @@
 """The artifact sidecar: its constants, its content hash and the checks a loader runs on it.
 
-Pure Python (no MLIR, no NumPy): a sidecar is data read from disk, so every field is checked for presence, type
-and consistency here, explicitly, before anything else looks at it. Nothing in a sidecar is ever evaluated,
-unpickled or imported.
+Pure Python (no MLIR, no NumPy): a sidecar is data read from disk, so every field is checked before anything else
+looks at it: its structure against the JSON Schema shipped beside this module (sidecar.schema.json, validated by
+hawk.artifact.schema), then what a schema cannot say (fields that must agree with each other) here. Nothing in a
+sidecar is ever evaluated, unpickled or imported. `description` is what each host library says about itself
+(embedded when it is built) and `check_cpu` whether its code can run on this CPU.
 """
 
 from __future__ import annotations
@@ -10,13 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 
 from hawk import __version__ as HAWK_VERSION
 
 FORMAT = "hawk-artifact"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MAX_SIDECAR_BYTES = 16 << 20
 
 # What a binary file is called on each target. A new target adds its suffix here, a builder in
@@ -38,12 +39,9 @@ BUFFER_ROLES = ("in", "index", "param", "table", "cut", "out", "cell", "count", 
                 "scratch", "blocks", "meta", "err")
 BUFFER_DTYPES = ("f", "f64", "i32", "i64")
 _ROLE_KIND = {"in": "lane", "index": "index", "param": "param", "table": "table", "sink": "sink"}
-_BIG = 1 << 31
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_BUFNAME = re.compile(r"#?[A-Za-z_][A-Za-z0-9_]*\Z")
 _FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\Z")
-_SHA = re.compile(r"[0-9a-f]{64}\Z")
 
 
 class ArtifactError(ValueError):
@@ -114,9 +112,6 @@ def parse(raw: bytes, where: str) -> dict:
 
 
 # ---- structure ----------------------------------------------------------------------------------------------
-Checker = Callable[[Any, str], None]
-
-
 class _Refuse:
     def __init__(self, where: str):
         self.where = where
@@ -125,148 +120,20 @@ class _Refuse:
         return ArtifactError(f"{self.where}: {path} {msg}")
 
 
-def _tname(v: Any) -> str:
-    return "null" if v is None else {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-                                     list: "a list", dict: "an object"}.get(type(v), type(v).__name__)
+def _field(path) -> str:
+    return "sidecar" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
 
 
-class _Schema:
-    """Small explicit checkers; each raises an ArtifactError naming the field's path and what it should be."""
+def check_structure(d: dict, where: str) -> None:
+    """Validate `d` against the sidecar's JSON Schema (hawk.artifact.schema); the refusal names the field."""
+    from hawk.artifact import schema
 
-    def __init__(self, refuse: _Refuse):
-        self.refuse = refuse
-
-    def obj(self, fields: dict[str, Checker], optional: dict[str, Checker] | None = None) -> Checker:
-        optional = optional or {}
-
-        def check(v, path):
-            if not isinstance(v, dict):
-                raise self.refuse(path, f"must be an object, got {_tname(v)}")
-            for k, sub in fields.items():
-                if k not in v:
-                    raise self.refuse(path, f"has no field '{k}'")
-                sub(v[k], f"{path}.{k}")
-            for k, sub in optional.items():
-                if k in v:
-                    sub(v[k], f"{path}.{k}")
-            extra = sorted(set(v) - set(fields) - set(optional))
-            if extra:
-                raise self.refuse(path, f"has a field '{extra[0]}' that this format version does not know")
-        return check
-
-    def lst(self, item: Checker, nonempty: bool = False, unique: bool = False) -> Checker:
-        def check(v, path):
-            if not isinstance(v, list):
-                raise self.refuse(path, f"must be a list, got {_tname(v)}")
-            if nonempty and not v:
-                raise self.refuse(path, "must not be empty")
-            for i, x in enumerate(v):
-                item(x, f"{path}[{i}]")
-            if unique and len({json.dumps(x, sort_keys=True) for x in v}) != len(v):
-                raise self.refuse(path, "repeats an entry")
-        return check
-
-    def mapping(self, val: Checker, key: Callable[[Any], bool] = is_name) -> Checker:
-        def check(v, path):
-            if not isinstance(v, dict):
-                raise self.refuse(path, f"must be an object, got {_tname(v)}")
-            for k, x in v.items():
-                if not key(k):
-                    raise self.refuse(path, f"has a key {k!r} that is not a plain name")
-                val(x, f"{path}.{k}")
-        return check
-
-    def pair(self, a: Checker, b: Checker) -> Checker:
-        def check(v, path):
-            if not isinstance(v, list) or len(v) != 2:
-                raise self.refuse(path, f"must be a list of two entries, got {_tname(v)}")
-            a(v[0], f"{path}[0]")
-            b(v[1], f"{path}[1]")
-        return check
-
-    def string(self, v, path):
-        if not isinstance(v, str):
-            raise self.refuse(path, f"must be a string, got {_tname(v)}")
-
-    def name(self, v, path):
-        if not is_name(v):
-            raise self.refuse(path, f"must be a plain name (letters, digits, '_'), got {v!r}")
-
-    def bufname(self, v, path):
-        if not isinstance(v, str) or not _BUFNAME.match(v):
-            raise self.refuse(path, f"must be a buffer name, got {v!r}")
-
-    def boolean(self, v, path):
-        if not isinstance(v, bool):
-            raise self.refuse(path, f"must be true or false, got {_tname(v)}")
-
-    def count(self, v, path):
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < _BIG:
-            raise self.refuse(path, f"must be a non-negative integer, got {v!r}")
-
-    def extent(self, v, path):
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v < _BIG:
-            raise self.refuse(path, f"must be a positive integer, got {v!r}")
-
-    def opt_extent(self, v, path):
-        if v is not None:
-            self.extent(v, path)
-
-    def one_of(self, *words: str) -> Checker:
-        def check(v, path):
-            if v not in words or not isinstance(v, str):
-                raise self.refuse(path, f"must be one of {list(words)}, got {v!r}")
-        return check
-
-    def sha(self, v, path):
-        if not isinstance(v, str) or not _SHA.match(v):
-            raise self.refuse(path, f"must be a sha256 (64 lowercase hex digits), got {v!r}")
-
-    def file(self, v, path):
-        if not is_safe_file(v):
-            raise self.refuse(path, f"must be a plain file name inside the artifact directory (no '/', '\\', '..' "
-                                    f"or absolute path), got {v!r}")
-
-    def opt_shape(self, v, path):
-        if v is not None:
-            self.lst(self.extent)(v, path)
-
-
-def _signature_checker(s: _Schema) -> Checker:
-    plane = s.obj({"name": s.name, "kind": s.one_of(*PLANE_KINDS), "payload": s.lst(s.extent),
-                   "axes": s.lst(s.pair(s.name, s.opt_extent)), "sorted": s.boolean})
-    return s.obj({"planes": s.lst(plane), "returns": s.opt_shape})
-
-
-def _layout_checker(s: _Schema) -> Checker:
-    """Mirrors hawk.layout.layout_to_json field by field: a field added there is added here (tests/test_artifact.py
-    builds kernels of every shape and loads them back, so a mismatch fails there first)."""
-    reduction = s.obj({"kind": s.one_of(*REDUCE_KINDS), "over": s.lst(s.name), "kept": s.lst(s.name),
-                       "policy": s.one_of(*POLICIES), "payload": s.lst(s.extent), "cell": s.name,
-                       "masked": s.boolean})
-    buffer = s.obj({"name": s.bufname, "role": s.one_of(*BUFFER_ROLES), "dtype": s.one_of(*BUFFER_DTYPES)})
-    return s.obj({"name": s.name, "signature": _signature_checker(s),
-                  "outputs": s.mapping(s.one_of("lane", "cell")), "reductions": s.lst(reduction),
-                  "sinks": s.mapping(s.lst(s.extent)), "index_keys": s.mapping(s.lst(s.pair(s.name, s.count))),
-                  "sink_policy": s.mapping(s.one_of(*SINK_POLICIES)), "buffers": s.lst(buffer, nonempty=True),
-                  "cells_in": s.lst(s.name, unique=True), "cells_out": s.lst(s.name, unique=True),
-                  "private": s.mapping(s.extent)}, optional={"stored": s.lst(s.name, unique=True)})
-
-
-def sidecar_checker(s: _Schema) -> Checker:
-    stage = s.obj({"kernel": s.name, "cells_in": s.lst(s.name, unique=True),
-                   "cells_out": s.lst(s.name, unique=True)})
-    cell = s.obj({"name": s.name, "internal": s.boolean})
-    device = s.obj({"chip": s.name, "entry": s.name, "finish": s.file, "finish_sha256": s.sha})
-    build = s.obj({"stage": s.name, "dtype": s.one_of(*FLOAT_DTYPES), "target": s.name, "file": s.file,
-                   "sha256": s.sha, "layout": _layout_checker(s)}, optional={"device": device})
-    return s.obj({"format": s.string, "format_version": s.count, "hawk_version": s.string, "name": s.name,
-                  "planes": _signature_checker(s), "outputs": s.mapping(s.one_of("lane", "cell")),
-                  "index_dtypes": s.mapping(s.one_of(*INDEX_DTYPES)),
-                  "stages": s.lst(stage, nonempty=True), "cells": s.lst(cell),
-                  "dtypes": s.lst(s.one_of(*FLOAT_DTYPES), nonempty=True, unique=True),
-                  "targets": s.lst(s.name, nonempty=True, unique=True), "builds": s.lst(build, nonempty=True),
-                  "content_hash": s.sha})
+    try:
+        schema.validate(d)
+    except schema.Invalid as err:
+        must = f" (it must be {err.want})" if err.want else ""
+        raise ArtifactError(f"{where}: {_field(err.path)} does not fit the sidecar schema: {err.message}{must}") \
+            from None
 
 
 def check_header(d: dict, where: str, name: str | None = None) -> None:
@@ -290,9 +157,8 @@ def check_header(d: dict, where: str, name: str | None = None) -> None:
 def check_sidecar(d: dict, where: str) -> None:
     """Every field of a sidecar: presence, type, then consistency across fields. Raises ArtifactError."""
     check_header(d, where)
-    refuse = _Refuse(where)
-    sidecar_checker(_Schema(refuse))(d, "sidecar")
-    _check_consistency(d, refuse)
+    check_structure(d, where)
+    _check_consistency(d, _Refuse(where))
 
 
 def _check_consistency(d: dict, refuse: _Refuse) -> None:
@@ -429,6 +295,80 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
             raise refuse(f"{path}.buffers", f"has no cut buffer for '{c}', which the stage reads")
 
 
+# ---- what a binary says about itself ---------------------------------------------------------------------------
+def description_symbol(stage: str) -> str:
+    """The exported constant C string in a host library that describes it."""
+    return f"hawk_artifact_{stage}"
+
+
+def description(sidecar: dict, build: dict) -> bytes:
+    """The canonical JSON a build's host library carries (the host binary, or a GPU build's finish): kernel, stage,
+    dtype, target, entry points, layout (planes and extents, buffers in order with roles and dtypes), Index dtypes
+    and CPU; for a GPU build also the device binary's chip, entry and sha256. The loader compares it with the one
+    made from the sidecar before it calls anything in the library."""
+    stage = build["stage"]
+    gpu = "device" in build
+    d = {"kernel": sidecar["name"], "stage": stage, "dtype": build["dtype"], "target": build["target"],
+         "entries": [f"{stage}_finish"] if gpu else [f"{stage}_lanes", f"{stage}_finish"],
+         "layout": build["layout"], "index_dtypes": sidecar["index_dtypes"], "host_cpu": sidecar["host_cpu"]}
+    if gpu:
+        d["device"] = {"chip": build["device"]["chip"], "entry": build["device"]["entry"], "sha256": build["sha256"]}
+    return canonical(d)
+
+
+def description_differs(got: bytes, want: bytes) -> str:
+    """What differs between a binary's description and the sidecar's, in words (the first differing field)."""
+    try:
+        g = json.loads(got)
+    except ValueError:
+        return "the binary's description is not JSON"
+    w = json.loads(want)
+    if not isinstance(g, dict):
+        return "the binary's description is not a JSON object"
+    for k in w:
+        if g.get(k) != w[k]:
+            if isinstance(w[k], dict) and isinstance(g.get(k), dict):
+                sub = next((f for f in w[k] if g[k].get(f) != w[k][f]), None) or \
+                    next(f for f in g[k] if f not in w[k])
+                return f"its {k}.{sub} is {_short(g[k].get(sub))}, the sidecar says {_short(w[k].get(sub))}"
+            return f"its {k} is {_short(g.get(k))}, the sidecar says {_short(w[k])}"
+    return "the binary's description has fields the sidecar does not"
+
+
+def _short(v) -> str:
+    text = json.dumps(v)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def check_cpu(host_cpu: dict, where: str, here: dict | None = None) -> None:
+    """Refuse host code the CPU here cannot run: another architecture, or a native build for another CPU (LLVM's
+    name and features; where LLVM is not installed, the instruction sets /proc/cpuinfo lists). A portable build
+    runs on any CPU of its architecture."""
+    from hawk import cache
+
+    here = here or cache.host_cpu()
+    built = f"'{host_cpu['cpu']}' ({host_cpu['arch']})"
+    mine = f"'{here['name']}' ({here['arch']})"
+    fix = ("rebuild it on this machine, or build it with cpu='portable' (hawk-artifact build --cpu portable) to run "
+           "on any machine of its architecture")
+    if host_cpu["arch"] != here["arch"]:
+        raise ArtifactError(f"{where}: its host code was built for CPU {built}, and this machine's CPU is {mine}: "
+                            f"{fix}")
+    if host_cpu["portable"]:
+        return
+    want = cache.enabled(host_cpu["features"])
+    if here["detected"] == "llvm":
+        missing = sorted(want - cache.enabled(here["features"]))
+        same = host_cpu["cpu"] == here["name"]
+    else:
+        missing = sorted((want & set(cache.X86_CHECKED)) - cache.enabled(here["features"]))
+        same = True  # no LLVM here to name the CPU: its instruction sets decide
+    if not same or missing:
+        lacks = f", which lacks {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}" if missing else ""
+        raise ArtifactError(f"{where}: its host code was built for CPU {built}, and this machine's CPU is "
+                            f"{mine}{lacks}: {fix}")
+
+
 def describe(d: dict) -> str:
     """A human summary of a checked sidecar (what `python -m hawk.artifact show` prints)."""
 
@@ -452,6 +392,9 @@ def describe(d: dict) -> str:
                                           for c in d["cells"]) or "-"))
     lines.append(f"dtypes:  {', '.join(d['dtypes'])}")
     lines.append(f"targets: {', '.join(d['targets'])}")
+    hc = d["host_cpu"]
+    kind = "portable, " if hc["portable"] else ""
+    lines.append(f"host code: {kind}CPU {hc['cpu']} ({hc['arch']}), LLVM {hc['llvm']}")
     lines.append("builds:")
     for b in d["builds"]:
         chip = f"  ({b['device']['chip']})" if "device" in b else ""

@@ -1,10 +1,12 @@
 """Loading and running a published artifact, with no compiler: NumPy, ctypes, hawk.layout and eagle's binder and
 launcher. Nothing here imports MLIR.
 
-A loaded artifact is data, not code to trust: the sidecar is parsed as JSON and checked field by field
-(hawk.artifact.format), its content hash is recomputed, every binary's sha256 is checked against it, and the
-bytes that were checked are the bytes that get loaded (a private copy, never the path a second time). The only
-code that ever runs is the compiled kernel's own.
+A loaded artifact is data, not code to trust: the sidecar is parsed as JSON, validated against its JSON Schema and
+checked for consistency (hawk.artifact.format), its content hash is recomputed, every binary's sha256 is checked
+against it, and the bytes that were checked are the bytes that get loaded (a private copy, never the path a second
+time). Host code built for another CPU is refused before it is mapped, and each library's own description is
+compared with the sidecar before anything in it is called. The only code that ever runs is the compiled kernel's
+own.
 """
 
 from __future__ import annotations
@@ -21,8 +23,12 @@ from eagle.errors import InputError, RuntimeMissing
 from eagle.launch import Launcher
 from hawk.artifact.format import (
     ArtifactError,
+    check_cpu,
     check_header,
     check_sidecar,
+    description,
+    description_differs,
+    description_symbol,
     is_name,
     parse,
     sha256_bytes,
@@ -35,10 +41,15 @@ from hawk.signature import Signature
 # ---- targets ------------------------------------------------------------------------------------------------
 class HostBinary:
     """A host kernel library loaded from verified bytes: `lanes(void**)` and `finish(void**)`, the interface of
-    eagle.targets.host.HostLibrary, without the compiler side. A GPU stage's finish library has no `lanes`."""
+    eagle.targets.host.HostLibrary, without the compiler side. A GPU stage's finish library has no `lanes`.
 
-    def __init__(self, data: bytes, stage: str, where: str, lanes: bool = True):
+    The library carries its own description (format.description: dtype, layout, entries...), read right after it is
+    mapped and compared with `expect`, the one the sidecar implies, before any function of it is looked up or
+    called: a sidecar edited to disagree with its binaries is refused instead of run."""
+
+    def __init__(self, data: bytes, stage: str, where: str, expect: bytes, lanes: bool = True):
         self.lib = _dlopen_bytes(data, stage, where)
+        _check_description(self.lib, stage, where, expect)
         self.lanes = self._fn(f"_mlir_{stage}_lanes", where) if lanes else None
         self.finish = self._fn(f"_mlir_{stage}_finish", where)
 
@@ -51,6 +62,18 @@ class HostBinary:
         f.argtypes = [ctypes.c_void_p]
         f.restype = None
         return f
+
+
+def _check_description(lib: ctypes.CDLL, stage: str, where: str, expect: bytes) -> None:
+    symbol = description_symbol(stage)
+    try:
+        got = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, symbol)))
+    except (ValueError, AttributeError):
+        raise ArtifactError(f"{where}: the binary carries no description of stage '{stage}' ({symbol}): it was not "
+                            "built for this stage, or by a hawk without descriptions; rebuild the artifact") from None
+    if got != expect:
+        raise ArtifactError(f"{where}: the binary does not match the sidecar ({description_differs(got, expect)}): "
+                            "the sidecar or the binary was changed after the build; rebuild the artifact")
 
 
 _LIBS: dict[str, ctypes.CDLL] = {}
@@ -114,11 +137,11 @@ class DeviceBinary:
     """A GPU stage from verified bytes: the device binary (launched by the target's runtime) and the host library
     that finishes the stage."""
 
-    def __init__(self, data: bytes, stage: str, where: str, finish: bytes, device: dict):
+    def __init__(self, data: bytes, stage: str, where: str, expect: bytes, finish: bytes, device: dict):
         self.binary = data
         self.entry: str = device["entry"]
         self.chip: str = device["chip"]
-        self.finish_lib = HostBinary(finish, stage, f"{where} (finish {device['finish']})", lanes=False)
+        self.finish_lib = HostBinary(finish, stage, f"{where} (finish {device['finish']})", expect, lanes=False)
 
 
 def device_runtime(target: str, chip: str):
@@ -133,9 +156,10 @@ def device_runtime(target: str, chip: str):
     return t.runtime()
 
 
-# One loader per target: a host loader takes (bytes, stage name, where) and gives an object with `lanes(void**)`
-# and `finish(void**)`; a GPU target's is DeviceBinary (which also takes the finish library's bytes and the build's
-# "device" entry). A new target adds an entry here, a builder in builder.BUILDERS and a suffix in format.SUFFIX.
+# One loader per target: a host loader takes (bytes, stage name, where, expected description) and gives an object
+# with `lanes(void**)` and `finish(void**)`; a GPU target's is DeviceBinary (which also takes the finish library's
+# bytes and the build's "device" entry). A new target adds an entry here, a builder in builder.BUILDERS and a suffix
+# in format.SUFFIX.
 LOADERS = {"host": HostBinary, "nvvm": DeviceBinary, "rocdl": DeviceBinary, "spirv": DeviceBinary}
 
 
@@ -242,6 +266,7 @@ class LoadedKernel:
             raise ArtifactError(f"{where}: the planes do not describe a signature: {exc}") from None
         self.binder = Binder(self.name, self.signature, self.outputs)
         builds = {(b["stage"], b["dtype"], b["target"]): b for b in sc["builds"]}
+        check_cpu(sc["host_cpu"], where)  # before any host library is mapped
         load = LOADERS[target]
         self._runs: dict[str, list] = {}
         for dtype in self.dtypes:
@@ -253,10 +278,12 @@ class LoadedKernel:
                 except (KeyError, TypeError, ValueError) as exc:  # a backstop, as above
                     raise ArtifactError(f"{where}: the layout of {b['file']!r} is malformed: {exc}") from None
                 at = f"{where}: {b['file']}"
+                expect = description(sc, b)
                 if "device" in b:
-                    lib = load(art.binaries[b["file"]], stage, at, art.binaries[b["device"]["finish"]], b["device"])
+                    lib = load(art.binaries[b["file"]], stage, at, expect, art.binaries[b["device"]["finish"]],
+                               b["device"])
                 else:
-                    lib = load(art.binaries[b["file"]], stage, at)
+                    lib = load(art.binaries[b["file"]], stage, at, expect)
                 runs.append((lib, Launcher(self.binder, layout, self.threads)))
             self._runs[dtype] = runs
         self._runtime = None

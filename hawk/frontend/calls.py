@@ -181,10 +181,17 @@ class CallsMixin:
         if name == "atan2":
             return s.binary_math("atan2", *need(2))
         if name == "copysign":
-            return s.binary_math("copysign", *need(2))
-        if name == "hypot":
-            a, b = need(2)
-            return s.unary_math("sqrt", s.binop("+", s.binop("*", a, a), s.binop("*", b, b)))
+            a, b = s.unify(*need(2), "f")
+            return s.wrap(s.copysign(s.mlir(a), s.mlir(b), a.shape), "f", a.shape)
+        if name == "hypot":  # as np.hypot: no overflow or underflow on the way, inf beats NaN
+            a, b = s.unify(*need(2), "f")
+            a, b = s.abs(a), s.abs(b)
+            hi, lo = s.minmax("max", a, b), s.minmax("min", a, b)
+            t = s.binop("/", lo, hi)
+            r = s.binop("*", hi, s.unary_math("sqrt", s.binop("+", const(1.0), s.binop("*", t, t))))
+            r = s.select(s.compare("==", hi, const(0.0)), const(0.0), r)
+            inf = s.logic("or", s.compare("==", a, const(float("inf"))), s.compare("==", b, const(float("inf"))))
+            return s.select(inf, const(float("inf")), r)
         if name == "fma":
             a, b, c = need(3)
             a, b = s.unify(a, b, "f")
@@ -192,11 +199,13 @@ class CallsMixin:
             b, _ = s.unify(b, c, "f")
             x = s.mlir(a)
             return s.wrap(create("math.fma", [x, s.mlir(b), s.mlir(c)], [x.type]).result, "f", a.shape)
-        if name == "sign":
+        if name == "sign":  # as np.sign: -1, 0 or 1 in the value's own kind; NaN stays NaN
             (a,) = need(1)
-            pos = s.to_float(s.compare(">", a, const(0)))
-            neg = s.to_float(s.compare("<", a, const(0)))
-            return s.binop("-", pos, neg)
+            kind = "i" if a.kind != "f" else "f"
+            pos = s.to_kind(s.compare(">", a, const(0)), kind)
+            neg = s.to_kind(s.compare("<", a, const(0)), kind)
+            r = s.binop("-", pos, neg)
+            return s.select(s.compare("!=", a, a), a, r) if kind == "f" else r
         if name == "isnan":
             (a,) = need(1)
             return s.compare("!=", a, a)
@@ -322,8 +331,8 @@ class CallsMixin:
             raise self.error(f"hawk.{kind} of a value that is already reduced over lanes has nothing to combine")
         v = self.sem.to_float(v)
         policy = self.expr(kw["policy"]) if "policy" in kw else "auto"
-        if policy not in _POLICIES:
-            raise self.error(f"policy= is one of {list(_POLICIES)}, not {policy!r}")
+        if not isinstance(policy, str) or policy not in _POLICIES:
+            raise self.error(f"policy= is one of {list(_POLICIES)}, not {_shown(policy, kw['policy'])}")
         if policy == "plain" and kind in ("sum", "mean"):
             raise self.error("policy=\"plain\" is for scatters; a sum over lanes takes \"auto\", \"compensated\" "
                              "or \"ordered\"")
@@ -374,8 +383,8 @@ class CallsMixin:
             if kw.arg != "policy":
                 raise self.error(f"hawk.scatter takes policy=, not {kw.arg}=")
             policy = self.expr(kw.value)
-        if policy not in _POLICIES:
-            raise self.error(f"policy= is one of {list(_POLICIES)}, not {policy!r}")
+            if not isinstance(policy, str) or policy not in _POLICIES:
+                raise self.error(f"policy= is one of {list(_POLICIES)}, not {_shown(policy, kw.value)}")
         return R.Scatter(sink, policy)
 
     def scatter(self, sc: R.Scatter, key_node: ast.expr, value_node: ast.expr, mode: str, node: ast.stmt):
@@ -399,3 +408,8 @@ class CallsMixin:
         if prev is not None and prev != v.shape:
             raise self.error(f"sink '{spec.name}' gets values of shapes {prev} and {v.shape}", node)
         self.scatter_payloads[spec.name] = v.shape
+
+
+def _shown(value, node: ast.AST) -> str:
+    """How a refused argument is quoted: a string by its value (`'fast'`), anything else as the user wrote it."""
+    return repr(value) if isinstance(value, str) else ast.unparse(node)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
 
 from hawk.signature import PlaneSpec
@@ -73,3 +74,41 @@ class Undefined:
     """A name that is not defined here, with the reason to tell the user."""
 
     why: str
+
+
+# ---- captured Python values --------------------------------------------------------------------------------
+class Unkeyable(ValueError):
+    """A captured value the front end would turn into code but whose value cannot be written into a cache key."""
+
+
+def captured_key(v: object) -> str:
+    """A text that differs whenever the code a kernel body compiles from `v` may differ: numbers by type and exact
+    value (float.hex, NumPy scalars by dtype and bytes), strings and tuples by content, modules by name and
+    callables by what they are. Raises Unkeyable for a NumPy array of more than one value (which no kernel body can
+    use as a constant)."""
+    if type(v).__module__ == "numpy" and hasattr(v, "dtype") and hasattr(v, "tobytes"):
+        size, shape = getattr(v, "size", 1), getattr(v, "shape", ())
+        if size != 1:
+            raise Unkeyable(f"a NumPy array of shape {tuple(shape)}")
+        if v.dtype.kind == "O":
+            return f"numpy-object:{captured_key(v.item())}"
+        return f"numpy.{type(v).__name__}:{v.dtype.str}:{tuple(shape)}:{v.tobytes().hex()}"
+    if isinstance(v, bool):
+        return f"bool:{bool(v)}"
+    if isinstance(v, int):
+        return f"int:{type(v).__qualname__}:{int(v)}"
+    if isinstance(v, float):
+        return f"float:{type(v).__qualname__}:{float(v).hex()}"
+    if isinstance(v, str):
+        return f"str:{str(v)!r}"
+    if isinstance(v, tuple):
+        return "tuple(" + ",".join(captured_key(x) for x in v) + ")"
+    if v is None:
+        return "None"
+    if isinstance(v, types.ModuleType):
+        return f"module:{v.__name__}"
+    if callable(v):
+        what = getattr(v, "__qualname__", None) or getattr(v, "__name__", None)
+        return (f"callable:{type(v).__module__}.{type(v).__qualname__}:{getattr(v, '__module__', None)}.{what}:"
+                f"{getattr(v, '_hawk_builtin', None)!r}")
+    return f"object:{type(v).__module__}.{type(v).__qualname__}"  # the front end refuses these when it meets them

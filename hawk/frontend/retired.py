@@ -69,30 +69,37 @@ def all_samples_message(stmt: ast.stmt) -> str | None:
         if op in ("sum", "max", "min", "mean") and axis is None:
             fix = f"hawk.all_samples({x}).{op}() is hawk.{op}({x})"
         elif op == "sum" and axis is not None:
-            fix = (f"hawk.all_samples({x}).sum(axis=...) is hawk.sum({x}), or hawk.sum({x}, over=...) "
-                   "for some lane axes")
+            fix = (f"hawk.all_samples({x}).sum(axis={ast.unparse(axis.value)}) is hawk.sum({x}), or "
+                   f"hawk.sum({x}, over=...) naming the lane axes to add over")
     elif isinstance(parent, ast.Attribute) and parent.attr in ("rows", "columns", "components") \
             and isinstance(grand, ast.Subscript):
         part = f"{x}.{parent.attr}[{ast.unparse(grand.slice)}]"
-        fix = f"hawk.all_samples({x}).{parent.attr}[...].sum() is hawk.sum({part})"
+        fix = f"hawk.all_samples({x}).{parent.attr}[{ast.unparse(grand.slice)}].sum() is hawk.sum({part})"
     elif isinstance(parent, ast.Subscript) and parent.value is call:
         key = ast.unparse(parent.slice)
         masky = isinstance(parent.slice, (ast.Compare, ast.BoolOp, ast.UnaryOp))
+        old = f"hawk.all_samples({x})[{key}]"
         if isinstance(grand, ast.Attribute) and isinstance(great, ast.Call) and grand.attr == "sum":
-            fix = f"hawk.all_samples({x})[{key}].sum() is hawk.sum({x}, where={key})"
+            fix = f"{old}.sum() is hawk.sum({x}, where={key})"
         elif isinstance(grand, ast.AugAssign) and grand.target is parent:
-            fix = (f"hawk.all_samples({x})[{key}] += v is hawk.scatter({x})[{key}] += "
-                   f"{ast.unparse(grand.value)}")
+            op = _AUG.get(type(grand.op), "+")
+            v = ast.unparse(grand.value)
+            fix = f"{old} {op}= {v} is hawk.scatter({x})[{key}] += {v}"
+            if op != "+":
+                fix += f" (a scatter adds; there is no by-key {op}=)"
         elif isinstance(grand, ast.Assign) and parent in grand.targets:
             v = ast.unparse(grand.value)
             if masky:
-                fix = (f"a masked store hawk.all_samples({x})[{key}] = {v} is {x} = m.where({key}, {v}, {x}) "
-                       "(the old value stays where the mask is false)")
+                fix = (f"a masked store {old} = {v} is {x} = m.where({key}, {v}, {x}) (the old value stays where "
+                       f"{key} is false)")
             else:
-                fix = (f"hawk.all_samples({x})[{key}] = {v} is hawk.scatter({x})[{key}] = {v}; a masked store is "
-                       f"{x} = m.where(mask, {v}, {x})")
+                fix = (f"{old} = {v} is hawk.scatter({x})[{key}] = {v}; if {key} is a mask rather than a key, it "
+                       f"is {x} = m.where({key}, {v}, {x})")
         else:
-            fix = f"hawk.all_samples({x})[{key}] reads another lane: write {x}.at({key})"
+            fix = f"{old} reads another lane: write {x}.at({key})"
     if fix is None:
         return ALL_SAMPLES
-    return f"hawk.all_samples is gone: {fix}. ({ALL_SAMPLES.split('. ', 1)[1]})"
+    return f"hawk.all_samples is gone: {fix}"
+
+
+_AUG = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}

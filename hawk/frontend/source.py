@@ -19,3 +19,16 @@ class Source:
                     pass
         self.closure = closure
         self.globals = fn.__globals__
+
+    def call_line(self, fn_name: str) -> int | None:
+        """The first line of the kernel's file that calls a function named `fn_name` (`m.log1p(...)`,
+        `hawk.math.log1p(...)` or `log1p(...)`): where a refusal made after lowering (which keeps no source
+        locations) points the user."""
+        lines = []
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+                if name == fn_name:
+                    lines.append(self.first_line + node.lineno - 1)
+        return min(lines) if lines else None

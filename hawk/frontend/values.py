@@ -34,14 +34,28 @@ class HVal:
         return not isinstance(self.value, ir.Value)
 
 
-def const(x) -> HVal:
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def const(x, what: str | None = None) -> HVal:
+    """A compile-time number; an integer must fit int64, the type kernel integers have (`what` names it)."""
     if isinstance(x, bool):
         return HVal(x, "b")
     if isinstance(x, int):
+        if not INT64_MIN <= x <= INT64_MAX:
+            raise SemanticError(f"the integer constant {what or _short(x)} is outside the int64 range (-2**63 to "
+                                "2**63 - 1) that kernel integers have: write it as a float (e.g. 1e30) if a float "
+                                "is meant, or keep integers smaller")
         return HVal(x, "i")
     if isinstance(x, float):
         return HVal(x, "f")
     raise SemanticError(f"{x!r} is not a number a kernel can use")
+
+
+def _short(x: int) -> str:
+    """An integer as written, or its size when it is too long to read."""
+    s = str(x)
+    return s if len(s) <= 24 else f"{s[:6]}... ({len(s.lstrip('-'))} digits)"
 
 
 class Semantics:
@@ -86,10 +100,21 @@ class Semantics:
         if v.kind == "i":
             return v
         if v.is_const:
-            return HVal(int(v.value), "i", v.shape)
+            if isinstance(v.value, float) and not -2.0 ** 63 <= v.value < 2.0 ** 63:
+                raise SemanticError(f"the constant {v.value!r} has no int64 value (int64 holds -2**63 to 2**63 - 1)")
+            return const(int(v.value))
         t = self.type_of("i", v.shape)
-        name = "arith.fptosi" if v.kind == "f" else "arith.extui"
-        return self.wrap(create(name, [v.value], [t]).result, "i", v.shape)
+        if v.kind != "f":
+            return self.wrap(create("arith.extui", [v.value], [t]).result, "i", v.shape)
+        # NaN and values beyond int64 become INT64_MIN, as NumPy's astype gives on x86 (fptosi alone is undefined)
+        r = self.op("arith.fptosi", [v.value], t)
+        limit = self.constant(2.0 ** 63, "f", v.shape)
+        bad = self.op("arith.ori", [self.cmp("une", v.value, v.value, v.shape),
+                                    self.op("arith.cmpf", [self.op("math.absf", [v.value], v.value.type), limit],
+                                            self.type_of("b", v.shape),
+                                            {"predicate": ir.IntegerAttr.get(self.i64, 3)})],  # oge
+                      self.type_of("b", v.shape))
+        return self.wrap(self.op("arith.select", [bad, self.constant(INT64_MIN, "i", v.shape), r], t), "i", v.shape)
 
     def to_kind(self, v: HVal, kind: str) -> HVal:
         if kind == "f":
@@ -121,6 +146,21 @@ class Semantics:
         return a, b
 
     # ---- arithmetic ----------------------------------------------------------------------------
+    def constant(self, x, kind: str, shape: tuple[int, ...]) -> ir.Value:
+        """The MLIR constant `x` of `kind`, broadcast to `shape`."""
+        v = HVal(x, kind)
+        return self.mlir(self.broadcast(v, shape) if shape else v)
+
+    def op(self, name: str, operands: list, rtype: ir.Type, attrs: dict | None = None) -> ir.Value:
+        return create(name, list(operands), [rtype], attrs or {}).result
+
+    def cmp(self, pred: str, x: ir.Value, y: ir.Value, shape: tuple[int, ...]) -> ir.Value:
+        """arith.cmpf/cmpi by predicate name (float: oeq ogt olt une; integer: eq ne slt)."""
+        codes = {"oeq": 1, "ogt": 2, "olt": 4, "une": 13, "eq": 0, "ne": 1, "slt": 2}
+        name = "arith.cmpi" if pred in ("eq", "ne", "slt") else "arith.cmpf"
+        return self.op(name, [x, y], self.type_of("b", shape),
+                       {"predicate": ir.IntegerAttr.get(self.i64, codes[pred])})
+
     def binop(self, op: str, a: HVal, b: HVal) -> HVal:
         if a.is_const and b.is_const and not a.shape and not b.shape:
             return self._fold(op, a, b)
@@ -134,34 +174,109 @@ class Semantics:
         x, y = self.mlir(a), self.mlir(b)
         t = x.type
         if kind == "f":
-            if op == "//":
-                q = create("arith.divf", [x, y], [t]).result
-                return self.wrap(create("math.floor", [q], [t]).result, "f", shape)
-            if op == "%":  # Python's modulo: x - floor(x / y) * y
-                q = create("math.floor", [create("arith.divf", [x, y], [t]).result], [t]).result
-                return self.wrap(create("arith.subf", [x, create("arith.mulf", [q, y], [t]).result], [t]).result,
-                                 "f", shape)
-            name = {"+": "arith.addf", "-": "arith.subf", "*": "arith.mulf", "/": "arith.divf"}[op]
-            return self.wrap(create(name, [x, y], [t]).result, "f", shape)
-        names = {"+": "arith.addi", "-": "arith.subi", "*": "arith.muli", "//": "arith.floordivsi",
-                 "%": None, "&": "arith.andi", "|": "arith.ori", "^": "arith.xori"}
-        if op == "%":  # Python's modulo for integers: x - floordiv(x, y) * y
-            q = create("arith.floordivsi", [x, y], [t]).result
-            r = create("arith.subi", [x, create("arith.muli", [q, y], [t]).result], [t]).result
-            return self.wrap(r, "i", shape)
+            if op in ("//", "%"):
+                return self.wrap(self.float_divmod(x, y, shape)[0 if op == "//" else 1], "f", shape)
+            name = {"+": "arith.addf", "-": "arith.subf", "*": "arith.mulf", "/": "arith.divf"}.get(op)
+            if name is None:
+                raise SemanticError(f"operator {op} takes integers (or truth values), not floats: convert with "
+                                    "int(...) first")
+            return self.wrap(self.op(name, [x, y], t), "f", shape)
+        if op in ("//", "%"):
+            return self.wrap(self.int_divmod(x, y, b, shape)[0 if op == "//" else 1], "i", shape)
+        names = {"+": "arith.addi", "-": "arith.subi", "*": "arith.muli", "&": "arith.andi", "|": "arith.ori",
+                 "^": "arith.xori"}
         if op not in names:
             raise SemanticError(f"operator {op} is not defined for these values")
-        return self.wrap(create(names[op], [x, y], [t]).result, "i", shape)
+        return self.wrap(self.op(names[op], [x, y], t), "i", shape)
+
+    def copysign(self, x: ir.Value, y: ir.Value, shape) -> ir.Value:
+        """|x| with the sign bit of y, in bit operations (exact, NaN's sign too, on every target; the host's
+        math-to-libm conversion refuses math.copysign)."""
+        width = 64 if isinstance(self.ftype, ir.F64Type) else 32
+        ie = ir.IntegerType.get_signless(width)
+        it = ir.VectorType.get(list(shape), ie) if shape else ie
+        sign = 1 << (width - 1)
+        bx, by = (self.op("arith.bitcast", [v], it) for v in (x, y))
+        mag = self.op("arith.andi", [bx, self._iconst(it, ie, sign - 1, shape)], it)
+        sgn = self.op("arith.andi", [by, self._iconst(it, ie, -sign, shape)], it)
+        return self.op("arith.bitcast", [self.op("arith.ori", [mag, sgn], it)], x.type)
+
+    def _iconst(self, t: ir.Type, elem: ir.Type, value: int, shape) -> ir.Value:
+        attr = ir.IntegerAttr.get(elem, value)
+        if shape:
+            attr = ir.DenseElementsAttr.get_splat(t, attr)
+        return self.op("arith.constant", [], t, {"value": attr})
+
+    def float_divmod(self, x: ir.Value, y: ir.Value, shape) -> tuple[ir.Value, ir.Value]:
+        """NumPy's floor_divide and remainder of floats, step for step (npy_divmod): mod = fmod(x, y), the
+        quotient (x - mod) / y moved down by one where mod and y differ in sign (mod moves up by y), then rounded
+        to the nearest integer below with NumPy's half correction; zeros signed as NumPy signs them. A zero divisor
+        gives x / y and fmod(x, 0) = NaN. Exact fmod (arith.remf) is libm's fmod on the host, libdevice's and
+        ocml's on nvvm and rocdl, and eagle's own integer code on spirv."""
+        t = x.type
+        zero, one, half = (self.constant(c, "f", shape) for c in (0.0, 1.0, 0.5))
+        mod = self.op("arith.remf", [x, y], t)
+        div = self.op("arith.divf", [self.op("arith.subf", [x, mod], t), y], t)
+        mod_nonzero = self.cmp("une", mod, zero, shape)  # true for NaN, as C's `if (mod)`
+        flip = self.op("arith.xori", [self.cmp("olt", y, zero, shape), self.cmp("olt", mod, zero, shape)],
+                       self.type_of("b", shape))
+        adjust = self.op("arith.andi", [mod_nonzero, flip], flip.type)
+        div = self.op("arith.select", [adjust, self.op("arith.subf", [div, one], t), div], t)
+        fixed = self.op("arith.select", [adjust, self.op("arith.addf", [mod, y], t), mod], t)
+        fixed = self.op("arith.select", [mod_nonzero, fixed, self.copysign(zero, y, shape)], t)
+        floor = self.op("math.floor", [div], t)
+        up = self.cmp("ogt", self.op("arith.subf", [div, floor], t), half, shape)
+        floor = self.op("arith.select", [up, self.op("arith.addf", [floor, one], t), floor], t)
+        ratio = self.op("arith.divf", [x, y], t)
+        quotient = self.op("arith.select", [self.cmp("une", div, zero, shape), floor,
+                                            self.copysign(zero, ratio, shape)], t)
+        by_zero = self.cmp("oeq", y, zero, shape)
+        return (self.op("arith.select", [by_zero, ratio, quotient], t),
+                self.op("arith.select", [by_zero, mod, fixed], t))
+
+    def int_divmod(self, x: ir.Value, y: ir.Value, b: HVal, shape) -> tuple[ir.Value, ir.Value]:
+        """NumPy's floor_divide and remainder of int64s, which never trap: x // 0 and x % 0 are 0, and
+        INT64_MIN // -1 wraps to INT64_MIN (INT64_MIN % -1 is 0). The division runs on a safe divisor (1 where
+        the divisor is 0 or where INT64_MIN meets -1) and a select puts NumPy's 0 back; a constant divisor other
+        than 0 and -1 needs neither."""
+        t = x.type
+        if b.is_const and b.value not in (0, -1):
+            q = self.op("arith.floordivsi", [x, y], t)
+            return q, self.op("arith.subi", [x, self.op("arith.muli", [q, y], t)], t)
+        zero, one, minus_one, lowest = (self.constant(c, "i", shape) for c in (0, 1, -1, INT64_MIN))
+        by_zero = self.cmp("eq", y, zero, shape)
+        overflow = self.op("arith.andi", [self.cmp("eq", x, lowest, shape), self.cmp("eq", y, minus_one, shape)],
+                           by_zero.type)
+        safe = self.op("arith.select", [self.op("arith.ori", [by_zero, overflow], by_zero.type), one, y], t)
+        q = self.op("arith.floordivsi", [x, safe], t)
+        r = self.op("arith.subi", [x, self.op("arith.muli", [q, safe], t)], t)
+        return self.op("arith.select", [by_zero, zero, q], t), r
 
     def _fold(self, op: str, a: HVal, b: HVal) -> HVal:
+        """A constant expression, computed now with Python's rules (which match NumPy's for //, % and ** of
+        floats); a result beyond int64 or the float range is refused, never a raw Python exception."""
         x, y = a.value, b.value
+        text = f"{x!r} {op} {y!r}"
+        if op == "**" and isinstance(x, int) and isinstance(y, int) and abs(x) > 1 and y > 64:
+            raise SemanticError(f"the integer constant {text} is outside the int64 range (-2**63 to 2**63 - 1) "
+                                "that kernel integers have: write it as a float (e.g. 1e30) if a float is meant, "
+                                "or keep integers smaller")
+        if op in ("&", "|", "^") and not (isinstance(x, int) and isinstance(y, int)):
+            raise SemanticError(f"operator {op} takes integers (or truth values), not {text}")
         try:
             r = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "/": lambda: x / y,
                  "//": lambda: x // y, "%": lambda: x % y, "**": lambda: x ** y,
                  "&": lambda: x & y, "|": lambda: x | y, "^": lambda: x ^ y}[op]()
         except ZeroDivisionError as exc:
-            raise SemanticError(f"constant division by zero in {x!r} {op} {y!r}") from exc
-        return const(r if not isinstance(r, bool) else int(r))
+            raise SemanticError(f"constant division by zero in {text}: a kernel refuses it rather than give "
+                                "inf/NaN (or 0 for integers) at run time") from exc
+        except OverflowError as exc:
+            raise SemanticError(f"the constant {text} is beyond the float range (about -1.8e308 to 1.8e308): "
+                                "use a smaller constant") from exc
+        if isinstance(r, complex):  # a negative float to a fractional power: NumPy's float power gives NaN
+            r = float("nan")
+        long = isinstance(r, int) and len(str(r)) > 24
+        return const(r if not isinstance(r, bool) else int(r), what=text if long else f"{text} = {r}")
 
     def power(self, a: HVal, b: HVal) -> HVal:
         if b.is_const and b.kind == "i" and 0 <= b.value <= 8:
@@ -233,9 +348,15 @@ class Semantics:
         return self.wrap(create(f"math.{name}", [x], [x.type]).result, "f", a.shape)
 
     def abs(self, a: HVal) -> HVal:
-        if a.kind == "i":
+        if a.kind in ("i", "b"):  # as np.abs of int64: INT64_MIN stays itself (math.absi has no host lowering)
+            a = self.to_int(a)
+            if a.is_const:
+                return const(abs(a.value)) if a.value != INT64_MIN else a
             x = self.mlir(a)
-            return self.wrap(create("math.absi", [x], [x.type]).result, "i", a.shape)
+            zero = self.constant(0, "i", a.shape)
+            neg = self.op("arith.subi", [zero, x], x.type)
+            return self.wrap(self.op("arith.select", [self.cmp("slt", x, zero, a.shape), neg, x], x.type), "i",
+                             a.shape)
         return self.unary_math("absf", a)
 
     def minmax(self, which: str, a: HVal, b: HVal) -> HVal:
@@ -243,8 +364,11 @@ class Semantics:
         if a.is_const and b.is_const:
             return const(min(a.value, b.value) if which == "min" else max(a.value, b.value))
         x, y = self.mlir(a), self.mlir(b)
-        if a.kind == "f":
-            name = "arith.minimumf" if which == "min" else "arith.maximumf"  # NaN-propagating, as np.minimum
+        if a.kind == "f":  # np.minimum's own rule: a where a < b or a is NaN, else b (so NaN wins, and of two
+            # zeros the second)
+            first = self.cmp("olt" if which == "min" else "ogt", x, y, a.shape)
+            first = self.op("arith.ori", [first, self.cmp("une", x, x, a.shape)], first.type)
+            return self.wrap(self.op("arith.select", [first, x, y], x.type), "f", a.shape)
         else:
             name = "arith.minsi" if which == "min" else "arith.maxsi"
         return self.wrap(create(name, [x, y], [x.type]).result, a.kind, a.shape)
@@ -266,7 +390,7 @@ class Semantics:
         v = self.mlir(f)
         lo = create("arith.maxnumf", [v, self.mlir(HVal(0.0, "f"))], [v.type]).result
         hi = create("arith.minnumf", [lo, self.mlir(top)], [v.type]).result
-        return self.to_int(self.wrap(hi, "f"))
+        return self.wrap(self.op("arith.fptosi", [hi], self.i64), "i")  # in range already: no guard needed
 
     def vec(self, items: list[HVal]) -> HVal:
         if not items:
@@ -306,7 +430,8 @@ class Semantics:
     def fold(self, v: HVal, axis: str | None) -> HVal:
         """Sum a value's own axes inside the lane: components, rows or columns (None: all)."""
         if not v.shape:
-            raise SemanticError("rank-0")
+            raise SemanticError("this value is a scalar, with no axes of its own to fold: m.dot, m.norm and "
+                                ".sum(axis=...) take a vector or a matrix (build one with m.vec / m.mat)")
         a = self.to_float(v) if v.kind == "b" else v
         x = self.mlir(a)
         names = {1: {"components": 0}, 2: {"rows": 0, "columns": 1}}[len(v.shape)]

@@ -65,7 +65,10 @@ class KernelBuilder(CallsMixin):
                     body = body[1:]  # docstring
                 self.block(body, top=True)
                 with self.loc(self.src.tree.body[-1]):
-                    self.finish_outputs()
+                    try:
+                        self.finish_outputs()
+                    except SemanticError as exc:
+                        raise self.error(str(exc), self.src.tree.body[-1]) from None
                     func.ReturnOp([])
         return module
 
@@ -281,9 +284,7 @@ class KernelBuilder(CallsMixin):
                 and not it.keywords and 1 <= len(it.args) <= 3):
             raise self.error("a kernel loops only over range(...): write for k in range(n) "
                              "(or range(a, b), range(a, b, step))", s)
-        args = [self.sem.to_int(self.value(self.expr(a), a)) for a in it.args]
-        if any(a.shape for a in args):
-            raise self.error("range bounds must be scalars", s)
+        args = [self.range_bound(a) for a in it.args]
         start, stop, step = (const(0), args[0], const(1)) if len(args) == 1 else \
             (args[0], args[1], args[2] if len(args) == 3 else const(1))
         if not step.is_const or step.value == 0:
@@ -338,6 +339,17 @@ class KernelBuilder(CallsMixin):
                                           f"{self.src.first_line + s.lineno - 1}; assign it before the loop to use "
                                           "it after")
 
+    def range_bound(self, node: ast.expr) -> HVal:
+        """One argument of range(...): an integer scalar, as in Python (a float is refused, never truncated)."""
+        v = self.value(self.expr(node), node)
+        src = ast.unparse(node)
+        if v.shape:
+            raise self.error(f"range(...) takes integer scalars, and '{src}' has shape {v.shape}", node)
+        if v.kind == "f":
+            raise self.error(f"range(...) takes integers, and '{src}' is a float: write range(int({src})) to "
+                             "truncate it toward zero (or use an integer)", node)
+        return self.sem.to_int(v)
+
     # ---- expressions ------------------------------------------------------------------------------
     def value(self, v, node: ast.AST | None = None) -> HVal:
         """Coerce what an expression gave into a lane value."""
@@ -360,6 +372,18 @@ class KernelBuilder(CallsMixin):
             return f"module {v.__name__}"
         if isinstance(v, tuple):
             return f"a tuple of {len(v)} values"
+        if isinstance(v, R.Method):
+            return f"the method {v.base_src}.{v.name} (call it: {v.base_src}.{v.name}(...))"
+        if isinstance(v, R.AxisView):
+            return f"the axis view .{v.axis} (pick one with .{v.axis}[k])"
+        if isinstance(v, R.Scatter):
+            return f"hawk.scatter({v.sink.spec.name}) (write into it: hawk.scatter({v.sink.spec.name})[key] += v)"
+        tag = getattr(v, "_hawk_builtin", None)
+        if tag is not None:
+            where = "hawk.math" if tag[0] == "math" else "hawk"
+            return f"the function {where}.{tag[1]} (call it)"
+        if callable(v):
+            return f"the function {getattr(v, '__name__', '?')} (call it)"
         return repr(v)
 
     def expr(self, e: ast.expr):

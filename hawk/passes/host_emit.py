@@ -14,6 +14,21 @@ from hawk.ir.build import create
 _FAST = "#arith.fastmath<reassoc,contract>"
 _SGE, _SLT, _EQ = 5, 2, 0
 
+# Payloads with more components than this are "wide": the host lowering moves them between memory and one vector
+# value with loops over components (through a small per-function buffer) and keeps the running state of their
+# sums in a buffer updated by loops over components (hawk/passes/host_wide.py), instead of one scalar op (and one
+# loop-carried register) per component. Straight-line code per component makes LLVM's SLP vectorizer and
+# MLIR's canonicalizer superlinear: a Vector[256] kernel took 20-40 s to compile, a Vector[1024] one minutes,
+# and an ordered or compensated sum of a Vector[16] already 2-5 s.
+WIDE_PAYLOAD = 8
+
+
+def like(shape_of: ir.Type, elem: ir.Type) -> ir.Type:
+    """`elem`, or a vector of `elem` shaped like `shape_of` when that is a vector type."""
+    if isinstance(shape_of, ir.VectorType):
+        return ir.VectorType.get(ir.VectorType(shape_of).shape, elem)
+    return elem
+
 
 def size(shape) -> int:
     n = 1
@@ -48,7 +63,8 @@ class Emit:
         return self.op("arith.cmpi", a, b, t=self.i1, attrs={"predicate": ir.IntegerAttr.get(self.i64, pred)})
 
     def cmpf(self, pred: int, a: ir.Value, b: ir.Value) -> ir.Value:
-        return self.op("arith.cmpf", a, b, t=self.i1, attrs={"predicate": ir.IntegerAttr.get(self.i64, pred)})
+        pred_attr = ir.IntegerAttr.get(self.i64, pred)
+        return self.op("arith.cmpf", a, b, t=like(a.type, self.i1), attrs={"predicate": pred_attr})
 
     def to_index(self, v: ir.Value) -> ir.Value:
         return v if v.type == self.index else self.op("arith.index_cast", v, t=self.index)
@@ -57,9 +73,11 @@ class Emit:
         return v if v.type == self.i64 else self.op("arith.index_cast", v, t=self.i64)
 
     def widen(self, v: ir.Value, t: ir.Type) -> ir.Value:
+        t = like(v.type, t)
         return v if v.type == t else self.op("arith.extf", v, t=t)
 
     def narrow(self, v: ir.Value, t: ir.Type) -> ir.Value:
+        t = like(v.type, t)
         return v if v.type == t else self.op("arith.truncf", v, t=t)
 
     def load(self, buf: ir.Value, i: ir.Value) -> ir.Value:
@@ -102,6 +120,40 @@ class Emit:
             out.append(vector.extract(v, [], list(reversed(pos))))
         return out
 
+    def wide(self, shape) -> bool:
+        return size(shape) > WIDE_PAYLOAD if shape else False
+
+    def flat(self, v: ir.Value) -> ir.Value:
+        """A vector value as a 1-D vector (row-major), for loads and stores of whole payloads."""
+        t = ir.VectorType(v.type)
+        if t.rank == 1:
+            return v
+        return create("vector.shape_cast", [v], [ir.VectorType.get([size(t.shape)], t.element_type)]).result
+
+    def shaped(self, v: ir.Value, shape) -> ir.Value:
+        if len(shape) == 1:
+            return v
+        return create("vector.shape_cast", [v], [ir.VectorType.get(list(shape), ir.VectorType(v.type).element_type)]
+                      ).result
+
+    def splat(self, value: float, like: ir.Type) -> ir.Value:
+        """A constant vector of `like`'s type with every entry `value` (a float vector)."""
+        t = ir.VectorType(like)
+        attr = ir.DenseElementsAttr.get_splat(t, ir.FloatAttr.get(t.element_type, value))
+        return create("arith.constant", [], [t], {"value": attr}).result
+
+    def bcast(self, v: ir.Value, like_type: ir.Type) -> ir.Value:
+        """A scalar spread over a vector of `like_type` (unchanged when `like_type` is a scalar type)."""
+        if not isinstance(like_type, ir.VectorType):
+            return v
+        return create("vector.broadcast", [v], [like_type]).result
+
+    def vload(self, buf: ir.Value, at: ir.Value, n: int, elem: ir.Type) -> ir.Value:
+        return create("vector.load", [buf, at], [ir.VectorType.get([n], elem)]).result
+
+    def vstore(self, v: ir.Value, buf: ir.Value, at: ir.Value):
+        create("vector.store", [v, buf, at], [])
+
     def pack(self, vals: list[ir.Value], shape) -> ir.Value:
         if not shape:
             return vals[0]
@@ -126,10 +178,21 @@ class Emit:
     def neumaier(self, s: ir.Value, c: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:
         """One compensated step: s + x rounded, and the rounding error folded into c (Neumaier's variant)."""
         t = self.add(s, x)
-        big = self.cmpf(3, self.op("math.absf", s), self.op("math.absf", x))  # oge: |s| >= |x|
+        big = self.cmpf(3, self.abs(s), self.abs(x))  # oge: |s| >= |x|
         lost_x = self.add(self.op("arith.subf", s, t), x)
         lost_s = self.add(self.op("arith.subf", x, t), s)
-        return t, self.add(c, self.select(big, lost_x, lost_s))
+        # An infinite or NaN t has no rounding error to keep (inf - inf would turn c into NaN): c stays as it was,
+        # so the finish's t + c is t, as IEEE addition of the terms gives.
+        inf = self.splat(float("inf"), t.type) if isinstance(t.type, ir.VectorType) else self.cf(float("inf"), t.type)
+        finite = self.cmpf(4, self.abs(t), inf)  # olt: false for inf and NaN
+        return t, self.select(finite, self.add(c, self.select(big, lost_x, lost_s)), c)
+
+    def abs(self, v: ir.Value) -> ir.Value:
+        """|v|; on a vector as max(v, -v) (the same comparisons, NaN included): the LLVM pipeline sends math.absf
+        to libm one element at a time."""
+        if not isinstance(v.type, ir.VectorType):
+            return self.op("math.absf", v)
+        return self.op("arith.maximumf", v, self.op("arith.negf", v))
 
     def tree(self, vals: list[ir.Value]) -> ir.Value:
         """Pairwise sum, level by level ((v0+v1)+(v2+v3))...; an odd last value moves up unchanged."""

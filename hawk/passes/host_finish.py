@@ -32,8 +32,12 @@ class HostFinish:
             for acc in self.full:
                 r = acc.r
                 t = e.f64
+                if acc.wide and acc.policy != "ordered":  # a loop over components (lower_host.finish_wide)
+                    self.finish_wide(acc, width)
+                    continue
                 if acc.policy == "ordered":
-                    vals = [self.block_tree(nblocks, off + c) for c in range(acc.n)]
+                    vals = [self.block_trees(nblocks, off, acc.n)] if acc.wide else \
+                        [self.block_tree(nblocks, off + c) for c in range(acc.n)]
                     off += acc.n
                     stored = 0
                 else:
@@ -67,10 +71,10 @@ class HostFinish:
                 vals = [e.narrow(v, e.f) if v.type != e.f else v for v in vals]
                 if count:
                     n = e.narrow(res[-1], e.f) if res[-1].type != e.f else res[-1]
-                    vals = [e.op("arith.divf", v, n) for v in vals]
+                    vals = [e.op("arith.divf", v, e.bcast(n, v.type)) for v in vals]
                 cell = self.bufs[(r.cell, "cell")]
                 for k, v in enumerate(vals):
-                    e.store(v, cell, e.c(k))
+                    (e.vstore if isinstance(v.type, ir.VectorType) else e.store)(v, cell, e.c(k))
             self.finish_private()
             self.finish_companions()
             for r in self.lay.reductions:
@@ -78,11 +82,12 @@ class HostFinish:
                     self.finish_kept_mean(r)
             func.ReturnOp([])
 
-    def block_tree(self, nblocks: ir.Value, slot: int) -> ir.Value:
+    def block_tree(self, nblocks: ir.Value, slot: int | ir.Value) -> ir.Value:
         """The ordered total of one component: block partials added pairwise, level by level, in place."""
         e = self.e
         blocks = self.bufs[("#blocks", "blocks")]
         w = e.c(max(self.lay.block_width, 1))
+        slot = slot if isinstance(slot, ir.Value) else e.c(slot)
         levels = scf.ForOp(e.c(0), e.c(64), e.c(1), [nblocks])
         with ir.InsertionPoint(levels.body):
             n = levels.inner_iter_args[0]
@@ -90,22 +95,22 @@ class HostFinish:
             pairs = scf.ForOp(e.c(0), half, e.c(1), [])
             with ir.InsertionPoint(pairs.body):
                 i = pairs.induction_variable
-                a = e.add_i(e.mul_i(e.mul_i(i, e.c(2)), w), e.c(slot))
+                a = e.add_i(e.mul_i(e.mul_i(i, e.c(2)), w), slot)
                 b = e.add_i(a, w)
-                e.store(e.add(e.load(blocks, a), e.load(blocks, b)), blocks, e.add_i(e.mul_i(i, w), e.c(slot)))
+                e.store(e.add(e.load(blocks, a), e.load(blocks, b)), blocks, e.add_i(e.mul_i(i, w), slot))
                 scf.YieldOp([])
             odd = e.op("arith.remui", n, e.c(2))
             has_odd = e.cmpi(_EQ, odd, e.c(1))
             move = scf.IfOp(has_odd, [], has_else=False)
             with ir.InsertionPoint(move.then_block):
-                last = e.add_i(e.mul_i(e.op("arith.subi", n, e.c(1)), w), e.c(slot))
-                e.store(e.load(blocks, last), blocks, e.add_i(e.mul_i(half, w), e.c(slot)))
+                last = e.add_i(e.mul_i(e.op("arith.subi", n, e.c(1)), w), slot)
+                e.store(e.load(blocks, last), blocks, e.add_i(e.mul_i(half, w), slot))
                 scf.YieldOp([])
             nxt = e.add_i(half, odd)
             scf.YieldOp([e.select(e.op("arith.cmpi", n, e.c(1), t=e.i1,
                                         attrs={"predicate": ir.IntegerAttr.get(e.i64, 8)}), nxt, n)])
         empty = e.cmpi(_EQ, nblocks, e.c(0))  # the runtime always allocates at least one block
-        return e.select(empty, e.cf(0.0), e.load(blocks, e.c(slot)))
+        return e.select(empty, e.cf(0.0), e.load(blocks, slot))
 
     def finish_private(self):
         """Add the private copies of each sink, in order, into the sink (plain), or its companion (compensated:

@@ -1,5 +1,7 @@
 """Per-op lowering of hawk ops for the host lane loop: lane coordinates, plane reads and writes, `.at`,
-scatters and reductions that keep some lane axes (a scatter into the reduced output by kept index).
+scatters (sorted runs too) and reductions that keep some lane axes (a scatter into the reduced output by kept
+index). Wide payloads (host_emit.WIDE_PAYLOAD) move between memory and values through loops over components
+(`gather`, `components`), so code size and compile time grow linearly with the payload.
 
 Mixed into HostLowering, which provides the loop state: `self.lane` (this lane's index), `self.L`, `self.ext`
 and `self.stride` (lane extents and strides) and `self.bufs` (function arguments by (name, role)).
@@ -8,7 +10,7 @@ and `self.stride` (lane extents and strides) and `self.bufs` (function arguments
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import scf
+from mlir.dialects import memref, scf
 
 from hawk.ir.dialect import attr_str, attr_strs
 from hawk.layout import SEGMENT_BUDGET, SEGMENT_MIN, SEGMENT_SHARE, sum_policy
@@ -22,6 +24,54 @@ class HostOps:
     # ---- lanes and planes ---------------------------------------------------------------------------
     known_coords: dict = {}  # coordinates a driver's loops already hold (no division needed)
     interior: dict = {}  # axis -> margin: the driver runs lanes at least this far from both edges of the axis
+    wide_ok = True  # wide payloads (host_emit.WIDE_PAYLOAD) go through component loops; False: per component
+    wide_sums = True  # and sums over every lane and sorted runs of them keep their state in memory (host_wide.py)
+    entry: ir.Block | None = None  # the function's entry block, where component buffers are allocated
+
+    # ---- wide payloads: loops over components -----------------------------------------------------------
+    def is_wide(self, shape) -> bool:
+        return self.wide_ok and self.e.wide(shape)
+
+    def temp(self, n: int, elem: ir.Type, tag: str = "") -> ir.Value:
+        """A buffer of n components in the function's entry block, shared by every wide read and write of that
+        size and type (and tag): each fills it and empties it before the next one starts."""
+        key = (n, str(elem), tag)
+        if key not in self.temps:
+            with ir.InsertionPoint.at_block_begin(self.entry):
+                self.temps[key] = memref.AllocaOp(ir.MemRefType.get([n], elem), [], []).result
+        return self.temps[key]
+
+    def gather(self, shape, elem: ir.Type, at) -> ir.Value:
+        """A wide payload read component by component in a loop: component c from `at(c)` (buffer, index)."""
+        e = self.e
+        n = size(shape)
+        tmp = self.temp(n, elem)
+        loop = scf.ForOp(e.c(0), e.c(n), e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            c = loop.induction_variable
+            buf, i = at(c)
+            e.store(e.load(buf, i), tmp, c)
+            scf.YieldOp([])
+        return e.shaped(e.vload(tmp, e.c(0), n, elem), shape)
+
+    def components(self, v: ir.Value, shape):
+        """(component index, value) of each component of v in row-major order: unrolled for a narrow payload;
+        for a wide one, a single step inside a loop over components (v is parked in a buffer first), so the
+        caller's code for one component is emitted once."""
+        e = self.e
+        if not self.is_wide(shape):
+            for c, x in enumerate(e.elems(v, shape)):
+                yield e.c(c), x
+            return
+        n = size(shape)
+        elem = ir.VectorType(v.type).element_type
+        tmp = self.temp(n, elem)
+        e.vstore(e.flat(v), tmp, e.c(0))
+        loop = scf.ForOp(e.c(0), e.c(n), e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            c = loop.induction_variable
+            yield c, e.load(tmp, c)
+            scf.YieldOp([])
 
     def coord(self, axis: str) -> ir.Value:
         if axis in self.known_coords:
@@ -40,6 +90,9 @@ class HostOps:
         shape = payload_of(t)
         if not shape:
             return e.load(buf, lane)
+        if self.is_wide(shape):
+            return self.gather(shape, ir.VectorType(t).element_type,
+                               lambda c: (buf, e.add_i(e.mul_i(c, self.L), lane)))
         return e.pack([e.load(buf, e.add_i(e.mul_i(e.c(c), self.L), lane)) for c in range(size(shape))], shape)
 
     def lower_load(self, op):
@@ -51,9 +104,14 @@ class HostOps:
         buf = self.bufs[(attr_str(op, "name"), "cut")]
         shape = payload_of(op.results[0].type)
         kept = attr_strs(op, "axes")
+        elem = ir.VectorType(op.results[0].type).element_type if shape else None
         if not kept:
+            if self.is_wide(shape):
+                return self.gather(shape, elem, lambda c: (buf, c))
             return e.pack([e.load(buf, e.c(c)) for c in range(size(shape))], shape)
         idx, n = self.kept_index(kept)  # a total per kept position: this lane's one
+        if self.is_wide(shape):
+            return self.gather(shape, elem, lambda c: (buf, e.add_i(e.mul_i(c, n), idx)))
         return e.pack([e.load(buf, e.add_i(e.mul_i(e.c(c), n), idx)) for c in range(size(shape))], shape)
 
     def lower_param(self, op):
@@ -90,8 +148,8 @@ class HostOps:
         buf = self.buf(attr_str(op, "plane"), ("out",))
         v = op.operands[0]
         shape = payload_of(v.type)
-        for c, x in enumerate(e.elems(v, shape)):
-            e.store(x, buf, e.add_i(e.mul_i(e.c(c), self.L), self.lane) if shape else self.lane)
+        for c, x in self.components(v, shape):
+            e.store(x, buf, e.add_i(e.mul_i(c, self.L), self.lane) if shape else self.lane)
 
     # ---- adding into a slot under a policy -----------------------------------------------------------
     def plan_segments(self) -> None:
@@ -191,8 +249,8 @@ class HostOps:
         branch = scf.IfOp(ok, [], has_else=True)
         with ir.InsertionPoint(branch.then_block):
             buf = self.bufs[(sink, "sink")]
-            for c, x in enumerate(e.elems(v, shape)):
-                at = e.add_i(e.mul_i(e.c(c), e.c(n)), idx) if shape else idx
+            for c, x in self.components(v, shape):
+                at = e.add_i(e.mul_i(c, e.c(n)), idx) if shape else idx
                 if mode == "add":
                     self.add_into(policy, sink, at, x, "sink")
                 elif (sink, "mark") in self.bufs:  # this chunk's copy, and a mark: the finish takes the last chunk's
@@ -203,8 +261,9 @@ class HostOps:
                     e.store(x, buf, at)
             scf.YieldOp([])
         with ir.InsertionPoint(branch.else_block):
-            bad = e.op("arith.xori", skip, e.c(1, e.i1)) if policy == "ordered" else e.c(1, e.i1)
-            report = scf.IfOp(bad, [], has_else=False)
+            # a key of -1 (on any axis) adds and stores nothing under every policy; any other key outside is
+            # reported below, by sink, through the #err buffer
+            report = scf.IfOp(e.op("arith.xori", skip, e.c(1, e.i1)), [], has_else=False)
             with ir.InsertionPoint(report.then_block):
                 # each chunk reports in its own three slots (count, first bad key, sink): chunks never race, and
                 # the runtime reads the first bad key of the earliest chunk, which is the earliest bad lane's
@@ -216,6 +275,58 @@ class HostOps:
                 e.store(e.select(first, keys[0], e.load(err, key_at)), err, key_at)
                 e.store(e.c(self.lay.buffer_index(sink, "sink"), e.i64), err, sink_at)
                 scf.YieldOp([])
+            scf.YieldOp([])
+
+    # ---- sorted runs (lower_host._Run: a run of equal keys summed in registers) -------------------------
+    def sorted_step(self, run, op):
+        e = self.e
+        s = self.accs
+        key, v = op.operands[1], op.operands[0]
+        state = s[run.slot:run.slot + run.width]
+        same = e.cmpi(_EQ, state[0], key)
+        if run.segmented:  # the same key in a new segment starts a new run
+            segment = e.op("arith.shrui", self.lane, self.segments[run.sink][0])
+            same = e.op("arith.andi", same, e.cmpi(_EQ, state[-1], segment))
+            s[run.slot + run.width - 1] = segment
+        differs = e.op("arith.xori", same, e.c(1, e.i1))
+        branch = scf.IfOp(differs, [], has_else=False)
+        with ir.InsertionPoint(branch.then_block):
+            self.flush_run(run, state)
+            scf.YieldOp([])
+        xs = [e.flat(v)] if run.wide else e.elems(v, payload_of(v.type))
+        s[run.slot] = key
+        for c in range(run.k):
+            if run.policy == "compensated":
+                x = e.widen(xs[c], e.f64)
+                ns, nc = e.neumaier(state[1 + c], state[1 + run.k + c], x)
+                s[run.slot + 1 + c] = e.select(same, ns, x)
+                s[run.slot + 1 + run.k + c] = e.select(same, nc, e.splat(0.0, x.type) if run.wide else e.cf(0.0, e.f64))
+            else:
+                s[run.slot + 1 + c] = e.select(same, e.add(state[1 + c], xs[c]), xs[c])
+
+    def flush_run(self, run, state: list[ir.Value]):
+        """Add a finished run of equal keys into its slot (nothing before the first run: key -1)."""
+        e = self.e
+        sink = run.sink
+        n = e.c(self.lay.sig.get(sink).axes[0].extent)
+        started = e.cmpi(_SGE, state[0], e.c(0, e.i64))
+        branch = scf.IfOp(started, [], has_else=False)
+        with ir.InsertionPoint(branch.then_block):
+            idx = e.to_index(state[0])
+            comp = run.policy == "compensated"
+            if run.wide:  # the run's sums in a loop over components (corrections parked in a second buffer)
+                carry = self.temp(run.n, e.f64, tag="carry") if comp else None
+                if comp:
+                    e.vstore(state[2], carry, e.c(0))
+                parts = ((c, x, e.load(carry, c) if comp else None) for c, x in self.components(state[1], (run.n,)))
+            else:
+                parts = ((e.c(c), state[1 + c], state[1 + run.n + c] if comp else None) for c in range(run.n))
+            for c, x, extra in parts:
+                at = e.add_i(e.mul_i(c, n), idx) if run.n > 1 else idx
+                if comp:
+                    self.comp_add(sink, at, x, carry=extra)
+                else:
+                    self.add_into(run.policy, sink, at, x, "sink", state[-1] if run.segmented else None)
             scf.YieldOp([])
 
     # ---- reductions that keep some lane axes ---------------------------------------------------------
@@ -243,8 +354,8 @@ class HostOps:
         e = self.e
         out, base = self.kept_out(r)
         mask = op.operands[1] if len(op.operands) > 1 else None
-        for c, x in enumerate(e.elems(op.operands[0], r.payload)):
-            at = e.add_i(e.mul_i(e.c(c), n), idx)
+        for c, x in self.components(op.operands[0], r.payload):
+            at = e.add_i(e.mul_i(c, n), idx)
             at = at if base is None else e.add_i(at, base)
             old = e.load(out, at)
             if r.kind in ("max", "min"):
@@ -281,8 +392,8 @@ class HostOps:
         with ir.InsertionPoint(where.then_block) if where is not None else _Here():
             out, base = self.kept_out(r)
             policy = "fast" if r.policy == "auto" else sum_policy(r.policy, True)
-            for c, x in enumerate(e.elems(v, r.payload)):
-                at = e.add_i(e.mul_i(e.c(c), n), idx)
+            for c, x in self.components(v, r.payload):
+                at = e.add_i(e.mul_i(c, n), idx)
                 if r.kind in ("max", "min"):
                     at = at if base is None else e.add_i(at, base)
                     e.store(e.extremum(r.kind, e.load(out, at), x), out, at)

@@ -26,9 +26,23 @@ GPU_MODULE_SUFFIX = "_gpu"
 
 
 class GpuLowering(HostLowering):
-    def __init__(self, module, layout, ftype, itypes, atomics: bool = False):
+    # Wide payloads (host_emit.WIDE_PAYLOAD) take the host's component loops when the target asks for them
+    # (`wide`: nvvm and rocdl, whose per-thread buffers live in private memory); else they stay per component
+    # (spirv: lavapipe counts every component loop's trips against its per-invocation loop budget).
+    wide_ok = wide_sums = False
+
+    def __init__(self, module, layout, ftype, itypes, atomics: bool = False, wide: bool = False):
         super().__init__(module, layout, ftype, itypes)
         self.atomic = set(layout.atomic_sinks()) if atomics else set()
+        self.wide_ok = self.wide_sums = wide
+
+    def build_finish(self, finish):
+        """The finish runs on the host whatever the device variant: wide sums always take the host's component
+        loops there. Their #scratch and #blocks layouts are those of per-component state, so one finish serves
+        every variant of a stage (Kernel.gpu_finish) and the host's bits are kept."""
+        for acc in self.full:
+            acc.wide = self.e.wide(acc.r.payload)
+        super().build_finish(finish)
 
     def add_into(self, policy: str, name: str, at, x, role: str, segment=None):
         """A plain add into a large sink: one float atomic add where the target has them (the runtime then
@@ -77,12 +91,13 @@ class GpuLowering(HostLowering):
 
 
 def lower_gpu(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Type], subgroup: int = 0,
-              atomics: bool = False) -> None:
-    """The form `gpu_form` picks (the runtime asks it too): "tree" and "slots" in lower_gpu_tree, else chunks."""
+              atomics: bool = False, wide: bool = False) -> None:
+    """The form `gpu_form` picks (the runtime asks it too): "tree" and "slots" in lower_gpu_tree, else chunks.
+    `wide`: wide payloads through component loops (per-thread buffers) rather than one op per component."""
     from hawk.passes.lower_gpu_tree import TreeLowering
 
     form = gpu_form(layout, 8 if isinstance(ftype, ir.F64Type) else 4)
     if form == "chunks":
-        GpuLowering(module, layout, ftype, itypes, atomics).run()
+        GpuLowering(module, layout, ftype, itypes, atomics, wide).run()
     else:
-        TreeLowering(module, layout, ftype, itypes, subgroup).run()
+        TreeLowering(module, layout, ftype, itypes, subgroup, wide).run()

@@ -44,11 +44,15 @@ _ULT = 6
 
 
 class TreeLowering(GpuLowering):
-    def __init__(self, module, layout, ftype, itypes, subgroup: int = 0):
-        super().__init__(module, layout, ftype, itypes)
+    def __init__(self, module, layout, ftype, itypes, subgroup: int = 0, wide: bool = False):
+        super().__init__(module, layout, ftype, itypes, wide=wide)
         if subgroup and WORKGROUP % subgroup:
             raise ValueError(f"a subgroup of {subgroup} threads does not divide a workgroup of {WORKGROUP}")
         self.subgroup = subgroup
+        # Reads, writes and kept-axis sums of wide payloads take component loops (`wide`); sums over every lane
+        # keep per-thread registers: a tree form's shared memory (SHARED_BUDGET) holds their states only up to
+        # a few dozen components, and ordered ones keep the per-component terms and chains of docs/ordered.md.
+        self.wide_sums = False
 
     def lanes_func(self):
         f = super().lanes_func()
@@ -69,6 +73,7 @@ class TreeLowering(GpuLowering):
         with kfunc.location:
             self.shared = {name: entry.add_argument(t, kfunc.location) for name, t in self.shared_types.items()}
         self.bufs = self.args(lanes)
+        self.entry, self.temps = entry, {}  # component buffers of wide payloads
         body = kfunc.regions[0].blocks[0]
         self._in_lanes = True
         with ir.InsertionPoint(entry), kfunc.location:
@@ -264,7 +269,7 @@ class TreeLowering(GpuLowering):
             s[k] = e.add(s[k], x) if mask is None else e.select(mask, e.add(s[k], x), s[k])
         if acc.r.kind == "mean":
             one = e.c(1, e.i64) if mask is None else e.op("arith.extui", mask, t=e.i64)
-            s[acc.chunk] = e.op("arith.addi", s[acc.chunk], one)
+            s[acc.slot] = e.op("arith.addi", s[acc.slot], one)
 
     # ---- the group's partials -------------------------------------------------------------------------------
     def barrier(self):
@@ -350,7 +355,7 @@ class TreeLowering(GpuLowering):
         e = self.e
         out = list(a)
         for acc in self.full:
-            at, n = acc.chunk, acc.n
+            at, n = acc.slot, acc.n  # the state slot (as the scratch slot: no wide sums on GPUs)
             if acc.policy == "compensated":
                 for c in range(n):
                     ns, nc = e.neumaier(a[at + c], a[at + n + c], b[at + c])

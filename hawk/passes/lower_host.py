@@ -12,7 +12,8 @@ The kernel func becomes two functions with the same arguments (flat `memref<?xT>
 
 Loop shapes ("drivers"): a flat loop over lanes; a loop over blocks with ORDERED_CHAINS interleaved chains inside
 each block when the kernel has an ordered or compensated sum (docs/ordered.md defines the tree); register
-accumulators per kept slot (nested) or rows of lanes (column) for reductions that keep lane axes.
+accumulators per kept slot (nested) or rows of lanes (column) for reductions that keep lane axes. Sums of wide
+payloads keep their state in memory instead of registers (hawk/passes/host_wide.py).
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from hawk.ir.dialect import attr_str, is_hawk
 from hawk.layout import ORDERED_BLOCK, ORDERED_CHAINS, Layout, Reduction, sum_policy
 from hawk.passes.analysis import key_source, payload_of
 from hawk.passes.grid_interior import GridInterior, own_offsets
-from hawk.passes.host_emit import _EQ, _SGE, Emit, size
+from hawk.passes.host_emit import _EQ, Emit, size
 from hawk.passes.host_finish import HostFinish
 from hawk.passes.host_ops import HostOps
+from hawk.passes.host_wide import HostWide
 from hawk.passes.speculate import NO_SPECULATE
 
 
@@ -39,8 +41,12 @@ class _Acc:
     r: Reduction
     policy: str  # fast | compensated | ordered | max | min
     n: int  # components
-    chunk: int  # first chunk-state slot: [values (n)] [corrections (n) if compensated] [count if mean]
+    chunk: int  # where its chunk partials start in #scratch: [values (n)] [corrections (n) if compensated] [count]
+    slot: int  # its first chunk-state slot among the iter_args (the same layout; a wide one: only its count)
+    wide: bool = False  # a wide payload: its chunk and chain state live in `mem` (hawk/passes/host_wide.py)
     chain: int = -1  # ordered: first chain-state slot, ORDERED_CHAINS x n
+    mem: ir.Value | None = None  # wide: [chunk state (values, corrections)] [chain state (CHAINS x ...)]
+    chain_at: int = 0  # wide: where the chain state starts in `mem`
 
 
 @dataclass
@@ -50,15 +56,20 @@ class _Run:
     sink: str
     policy: str
     n: int
-    slot: int  # [key] [run sums (n)] [run corrections (n) if compensated] [the run's segment if segmented]
+    slot: int  # [key] [run sums (k)] [run corrections (k) if compensated] [the run's segment if segmented]
     segmented: bool = False  # an ordered sink with a copy per segment: a run ends where a segment ends
+    wide: bool = False  # a wide payload: the run's sums (and corrections) are one vector each (k = 1)
+
+    @property
+    def k(self) -> int:
+        return 1 if self.wide else self.n
 
     @property
     def width(self) -> int:
-        return 1 + self.n * (2 if self.policy == "compensated" else 1) + self.segmented
+        return 1 + self.k * (2 if self.policy == "compensated" else 1) + self.segmented
 
 
-class HostLowering(HostOps, HostFinish, GridInterior):
+class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
     def __init__(self, module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[str, ir.Type]):
         self.module, self.lay, self.e = module, layout, Emit(ftype)
         self.itypes = itypes
@@ -114,39 +125,54 @@ class HostLowering(HostOps, HostFinish, GridInterior):
         e = self.e
         chunk, chain = [], []
         self.full: list[_Acc] = []
+        self.scratch_at: list[int] = []  # where each chunk-state slot's value (or vector's first entry) is stored
+        off = 0
         for r in self.lay.reductions:
             if r.kept:
                 continue
             n = size(r.payload)
             pol = r.kind if r.kind in ("max", "min") else sum_policy(r.policy, False)
-            acc = _Acc(r, pol, n, len(chunk))
-            t = e.f64  # chunk partials are float64 (ordered chains stay in the kernel's type)
-            if pol == "ordered":
+            acc = _Acc(r, pol, n, off, len(chunk), self.wide_sums and self.is_wide(r.payload))
+            if acc.wide:
+                off += self.plan_wide(acc)  # its state in memory; only its count below is an iter_arg
+            elif pol == "ordered":
                 acc.chain = len(chain)
                 chain += [e.cf(-0.0)] * (ORDERED_CHAINS * n)
             else:
+                t = e.f64  # chunk partials are float64 (ordered chains stay in the kernel's type)
                 chunk += [e.identity(r.kind, t)] * n
                 if pol == "compensated":
                     chunk += [e.cf(0.0, t)] * n
                     acc.chain = len(chain)  # CHAINS x (sums (n), corrections (n)), merged at each block's end
                     chain += [e.cf(0.0, t)] * (ORDERED_CHAINS * 2 * n)
+                self.scratch_at += range(off, off + len(chunk) - acc.slot)
+                off += len(chunk) - acc.slot
             if r.kind == "mean":
                 chunk.append(e.c(0, e.i64))  # lanes counted exactly as an integer
+                self.scratch_at.append(off)
+                off += 1
             self.full.append(acc)
         self.nchunk_red = len(chunk)
         self.runs: list[_Run] = []
         for op in body.operations:
             if self.is_sorted_scatter(op):
                 pol = self.lay.sink_policy[attr_str(op, "sink")]
-                n = size(payload_of(op.operands[0].type))
+                shape = payload_of(op.operands[0].type)
+                n = size(shape)
                 sink = attr_str(op, "sink")
                 # copies of the body keep the mark, so every copy's scatter finds its run (ops are not compared:
                 # a moved op is erased once lowered, a cloned one is another op)
                 op.attributes["hawk.run"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(self.runs))
-                run = _Run(sink, pol, n, len(chunk), pol == "ordered" and sink in self.lay.private)
+                run = _Run(sink, pol, n, len(chunk), pol == "ordered" and sink in self.lay.private,
+                           self.wide_sums and self.is_wide(shape))
                 self.runs.append(run)
                 t = e.f64 if pol == "compensated" else e.f
-                chunk += [e.c(-1, e.i64)] + [e.cf(-0.0, t)] * n + ([e.cf(0.0, t)] * n if pol == "compensated" else [])
+
+                def init(v: float, t, run=run):
+                    return e.splat(v, ir.VectorType.get([run.n], t)) if run.wide else e.cf(v, t)
+
+                k = run.k
+                chunk += [e.c(-1, e.i64)] + [init(-0.0, t)] * k + ([init(0.0, t)] * k if pol == "compensated" else [])
                 chunk += [e.c(0)] * run.segmented
         return chunk, chain
 
@@ -163,6 +189,7 @@ class HostLowering(HostOps, HostFinish, GridInterior):
     def build_lanes(self, lanes, kfunc):
         entry = lanes.add_entry_block()
         self.bufs = self.args(lanes)
+        self.entry, self.temps = entry, {}
         body = kfunc.regions[0].blocks[0]
         self._in_lanes = True
         with ir.InsertionPoint(entry), kfunc.location:
@@ -198,7 +225,8 @@ class HostLowering(HostOps, HostFinish, GridInterior):
         base = e.mul_i(self.chunk, e.c(max(self.lay.width, 1)))
         for k, v in enumerate(final[:self.nchunk_red]):
             v = e.op("arith.sitofp", v, t=e.f64) if v.type == e.i64 else e.widen(v, e.f64)
-            e.store(v, scratch, e.add_i(base, e.c(k)))
+            e.store(v, scratch, e.add_i(base, e.c(self.scratch_at[k])))
+        self.wide_chunk_partials(scratch, base)
         for run in self.runs:
             self.flush_run(run, final[run.slot:run.slot + run.width])
 
@@ -271,7 +299,8 @@ class HostLowering(HostOps, HostFinish, GridInterior):
         if not kept or len({r.kept for r in kept}) != 1:
             return None
         k = kept[0].kept
-        if list(k) != self.axes[:len(k)] or any(r.kind in ("sum", "mean") and r.policy != "auto" for r in kept):
+        if list(k) != self.axes[:len(k)] or any(r.kind in ("sum", "mean") and r.policy != "auto" for r in kept) \
+                or any(self.is_wide(r.payload) for r in kept):  # wide: the component loops of reduce_kept
             return None
         span = 1
         for a in self.lay.sig.lane_axes()[len(k):]:
@@ -288,7 +317,8 @@ class HostLowering(HostOps, HostFinish, GridInterior):
             return None
         k = kept[0].kept
         if list(k) != self.axes[len(self.axes) - len(k):] or len(k) == len(self.axes) or \
-                any(r.kind in ("sum", "mean") and r.policy != "auto" for r in kept):
+                any(r.kind in ("sum", "mean") and r.policy != "auto" for r in kept) or \
+                any(self.is_wide(r.payload) for r in kept):
             return None
         span = 1
         for a in self.lay.sig.lane_axes()[len(self.axes) - len(k):]:
@@ -385,6 +415,7 @@ class HostLowering(HostOps, HostFinish, GridInterior):
         outer = scf.ForOp(blo, bhi, e.c(1), chunk0)
         with ir.InsertionPoint(outer.body):
             blk = outer.induction_variable
+            self.wide_block_start()
             start = e.mul_i(blk, e.c(B))
             end = e.op("arith.minui", e.add_i(start, e.c(B)), self.hi)
             inits = list(outer.inner_iter_args) + list(chain0)  # every block's chains start afresh
@@ -423,17 +454,22 @@ class HostLowering(HostOps, HostFinish, GridInterior):
             for acc in self.full:
                 if acc.policy != "compensated":
                     continue
+                if acc.wide:
+                    self.wide_merge_chains(acc)
+                    continue
                 for c in range(acc.n):
                     for w in range(W):
                         ks = nchunk + acc.chain + w * 2 * acc.n + c
-                        ns, nc = e.neumaier(res[acc.chunk + c], res[acc.chunk + acc.n + c], res[ks])
-                        res[acc.chunk + c], res[acc.chunk + acc.n + c] = ns, e.add(nc, res[ks + acc.n])
+                        ns, nc = e.neumaier(res[acc.slot + c], res[acc.slot + acc.n + c], res[ks])
+                        res[acc.slot + c], res[acc.slot + acc.n + c] = ns, e.add(nc, res[ks + acc.n])
             blocks = self.bufs[("#blocks", "blocks")]
             off = 0
             for acc in self.full:
                 if acc.policy != "ordered":
                     continue
-                for c in range(acc.n):
+                if acc.wide:
+                    self.wide_block_partials(acc, e.add_i(e.mul_i(blk, e.c(self.lay.block_width)), e.c(off)))
+                for c in range(0 if acc.wide else acc.n):
                     chains = [res[nchunk + acc.chain + w * acc.n + c] for w in range(W)]
                     at = e.add_i(e.mul_i(blk, e.c(self.lay.block_width)), e.c(off + c))
                     e.store(e.tree(chains), blocks, at)
@@ -491,7 +527,11 @@ class HostLowering(HostOps, HostFinish, GridInterior):
         r, s = acc.r, self.accs
         v = op.operands[0]
         mask = op.operands[1] if len(op.operands) > 1 else None
-        xs = e.elems(v, r.payload)
+        if acc.wide:
+            self.reduce_wide(acc, v, mask)
+            xs = []
+        else:
+            xs = e.elems(v, r.payload)
 
         def keep(new, old):  # a masked lane adds nothing
             return new if mask is None else e.select(mask, new, old)
@@ -516,7 +556,7 @@ class HostLowering(HostOps, HostFinish, GridInterior):
                     ks = self.nchunk_red_total() + acc.chain + self.j * 2 * acc.n + c
                     kc = ks + acc.n
                 else:
-                    ks, kc = acc.chunk + c, acc.chunk + acc.n + c
+                    ks, kc = acc.slot + c, acc.slot + acc.n + c
                 ns, nc = e.neumaier(s[ks], s[kc], x)
                 s[ks] = keep(ns, s[ks])
                 s[kc] = keep(nc, s[kc])
@@ -526,11 +566,12 @@ class HostLowering(HostOps, HostFinish, GridInterior):
                 if acc.policy == "fast":
                     if mask is not None:
                         x = e.select(mask, x, e.cf(0.0, e.f64))
-                    s[acc.chunk + c] = e.fast_add(s[acc.chunk + c], x)
+                    s[acc.slot + c] = e.fast_add(s[acc.slot + c], x)
                 else:
-                    s[acc.chunk + c] = keep(e.extremum(acc.policy, s[acc.chunk + c], x), s[acc.chunk + c])
+                    s[acc.slot + c] = keep(e.extremum(acc.policy, s[acc.slot + c], x), s[acc.slot + c])
         if r.kind == "mean":
-            k = acc.chunk + (0 if acc.policy == "ordered" else acc.n * (2 if acc.policy == "compensated" else 1))
+            k = acc.slot + (0 if acc.policy == "ordered" or acc.wide else
+                            acc.n * (2 if acc.policy == "compensated" else 1))
             one = e.c(1, e.i64) if mask is None else e.op("arith.extui", mask, t=e.i64)
             s[k] = e.op("arith.addi", s[k], one)
 
@@ -556,50 +597,6 @@ class HostLowering(HostOps, HostFinish, GridInterior):
     def nchunk_red_total(self) -> int:
         """Chain state follows the whole chunk state (reductions and sorted runs) in the iter_args."""
         return self.nchunk_red + sum(r.width for r in self.runs)
-
-    # ---- sorted runs --------------------------------------------------------------------------------------
-    def sorted_step(self, run: _Run, op):
-        e = self.e
-        s = self.accs
-        key, v = op.operands[1], op.operands[0]
-        state = s[run.slot:run.slot + run.width]
-        same = e.cmpi(_EQ, state[0], key)
-        if run.segmented:  # the same key in a new segment starts a new run
-            segment = e.op("arith.shrui", self.lane, self.segments[run.sink][0])
-            same = e.op("arith.andi", same, e.cmpi(_EQ, state[-1], segment))
-            s[run.slot + run.width - 1] = segment
-        differs = e.op("arith.xori", same, e.c(1, e.i1))
-        branch = scf.IfOp(differs, [], has_else=False)
-        with ir.InsertionPoint(branch.then_block):
-            self.flush_run(run, state)
-            scf.YieldOp([])
-        xs = e.elems(v, payload_of(v.type))
-        s[run.slot] = key
-        for c in range(run.n):
-            if run.policy == "compensated":
-                x = e.widen(xs[c], e.f64)
-                ns, nc = e.neumaier(state[1 + c], state[1 + run.n + c], x)
-                s[run.slot + 1 + c] = e.select(same, ns, x)
-                s[run.slot + 1 + run.n + c] = e.select(same, nc, e.cf(0.0, e.f64))
-            else:
-                s[run.slot + 1 + c] = e.select(same, e.add(state[1 + c], xs[c]), xs[c])
-
-    def flush_run(self, run: _Run, state: list[ir.Value]):
-        """Add a finished run of equal keys into its slot (nothing before the first run: key -1)."""
-        e = self.e
-        sink = run.sink
-        n = e.c(self.lay.sig.get(sink).axes[0].extent)
-        started = e.cmpi(_SGE, state[0], e.c(0, e.i64))
-        branch = scf.IfOp(started, [], has_else=False)
-        with ir.InsertionPoint(branch.then_block):
-            idx = e.to_index(state[0])
-            for c in range(run.n):
-                at = e.add_i(e.mul_i(e.c(c), n), idx) if run.n > 1 else idx
-                if run.policy == "compensated":
-                    self.comp_add(sink, at, state[1 + c], carry=state[1 + run.n + c])
-                else:
-                    self.add_into(run.policy, sink, at, state[1 + c], "sink", state[-1] if run.segmented else None)
-            scf.YieldOp([])
 
 
 def lower_host(module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[str, ir.Type]) -> None:

@@ -19,8 +19,9 @@ from hawk.passes.lower_host import lower_host
 from hawk.passes.speculate import speculate_ifs
 from hawk.passes.verify import verify_hawk
 
+# math-to-libm before vector-to-llvm: it splits math on vector values into element calls with vector ops
 LLVM_PIPELINE = ("builtin.module(func.func(lower-vector-multi-reduction),convert-vector-to-scf,"
-                 "convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-libm,convert-math-to-llvm,"
+                 "convert-scf-to-cf,convert-math-to-libm,convert-vector-to-llvm,convert-math-to-llvm,"
                  "expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
                  "convert-func-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)")
 
@@ -34,6 +35,7 @@ class Job:
     itypes: dict[str, ir.Type]
     subgroup: int = 0  # GPU: threads that shuffle registers (a warp, a wavefront); 0: shared memory only
     atomics: bool = False  # GPU: float atomic adds into global memory (plain scatters into large sinks)
+    wide: bool = False  # GPU: wide payloads through component loops (hawk/passes/lower_gpu.py), not per component
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ PASSES: dict[str, Pass] = {p.name: p for p in (
     Pass("verify-hawk", lambda m, j: verify_hawk(m), "refuse reductions/scatters where they may not sit"),
     Pass("lower-host-lanes", lambda m, j: lower_host(m, j.layout, j.ftype, j.itypes),
          "hawk ops -> a chunked lane loop and a finish function (scf, memref, arith, vector)"),
-    Pass("lower-gpu-lanes", lambda m, j: lower_gpu(m, j.layout, j.ftype, j.itypes, j.subgroup, j.atomics),
+    Pass("lower-gpu-lanes", lambda m, j: lower_gpu(m, j.layout, j.ftype, j.itypes, j.subgroup, j.atomics,
+                                                    j.wide),
          "hawk ops -> a gpu.module kernel (tree, slots or chunk form) and a host finish function"),
     Pass("speculate-ifs", lambda m, j: speculate_ifs(m), "pure if/else branches -> both evaluated and a select"),
     Pass("canonicalize", _upstream("builtin.module(canonicalize,cse)"), "upstream clean-up"),

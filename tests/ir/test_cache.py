@@ -32,9 +32,9 @@ def compiles(monkeypatch, tmp_path):
     calls: list[str] = []
     real = host.compile_object
 
-    def counting(text, obj):
+    def counting(text, obj, *args):
         calls.append(text)
-        return real(text, obj)
+        return real(text, obj, *args)
 
     monkeypatch.setattr(host, "compile_object", counting)
     return calls
@@ -51,8 +51,9 @@ def _run(kernel, **planes):
 
 
 def _libraries(tmp_path) -> list[str]:
-    """The compiled libraries in the cache (it also keeps each kernel's facts as <name>-<key>.kernel.json)."""
-    return sorted(p.name for p in (tmp_path / "cache").iterdir() if not p.name.endswith(".kernel.json"))
+    """The compiled libraries in the cache (it also keeps each kernel's facts as <name>-<key>.kernel.json, and each
+    entry's seal as <entry>.sha256)."""
+    return sorted(p.name for p in (tmp_path / "cache").iterdir() if not p.name.endswith((".kernel.json", ".sha256")))
 
 
 def test_second_deploy_and_run_reuses_the_compiled_kernel(compiles):

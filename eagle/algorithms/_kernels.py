@@ -1,0 +1,173 @@
+"""The hawk kernels behind eagle.asarray's reductions and eagle.algorithms (compiled like any user kernel).
+
+Every floating sum here uses policy="ordered": the same bits on every run, thread count and target.
+Integer inputs arrive as Index planes (hawk has no integer accumulator and no integer outputs): exact integer
+sums split each value into 21-bit limbs whose float64 sums stay exact, and exact integer extrema compare the
+high 32 bits first, then the low 32 bits among the lanes that hold the highest (lowest) high part. Lanes
+that must not count take a sentinel through m.where rather than `where=`: a masked max/min is not vectorized
+on the host (about 6x slower).
+`unsigned` Params are 2**64 for a uint64 array read as int64, else 0.0: added to a value read negative.
+
+Mutable outputs are assigned in the body (pyproject ignores F841/F821 for eagle/algorithms). No
+`from __future__ import annotations`: the histogram factory's annotation names a closure variable.
+"""
+
+import functools
+
+import hawk
+import hawk.math as m
+from hawk import Index, Mutable, Param, Scalar
+
+LIMB = 2097152  # 2**21: n limbs of 21 bits sum exactly in float64 for n < 2**32
+HALF = 4294967296  # 2**32
+
+
+# --- Array.sum / min / max --------------------------------------------------------------------------------
+@hawk.kernel
+def float_sum(x: Scalar, total: Mutable[Scalar]):
+    total = hawk.sum(x, policy="ordered")
+
+
+@hawk.kernel
+def float_min(x: Scalar, lo: Mutable[Scalar], zero_sign: Mutable[Scalar]):
+    lo = hawk.min(x)
+    zero_sign = hawk.min(m.where(x == 0.0, m.copysign(1.0, x), 2.0))  # -1 when some zero is -0.0
+
+
+@hawk.kernel
+def float_max(x: Scalar, hi: Mutable[Scalar], zero_sign: Mutable[Scalar]):
+    hi = hawk.max(x)
+    zero_sign = hawk.max(m.where(x == 0.0, m.copysign(1.0, x), -2.0))  # +1 when some zero is +0.0
+
+
+@hawk.kernel
+def int_sum(k: Index, s0: Mutable[Scalar], s1: Mutable[Scalar], s2: Mutable[Scalar]):
+    upper = k // LIMB
+    s0 = hawk.sum(k % LIMB)  # k == s0 + s1 * 2**21 + s2 * 2**42, every limb summed exactly
+    s1 = hawk.sum(upper % LIMB)
+    s2 = hawk.sum(upper // LIMB)
+
+
+@hawk.kernel
+def int_min(k: Index, unsigned: Param, hi: Mutable[Scalar], lo: Mutable[Scalar]):
+    h = k // HALF
+    hf = float(h) + m.where(h < 0, unsigned / HALF, 0.0)  # unsigned high words count from 2**31 up
+    hi = hawk.min(hf)
+    lo = hawk.min(m.where(hf == hi, float(k % HALF), 4294967296.0))
+
+
+@hawk.kernel
+def int_max(k: Index, unsigned: Param, hi: Mutable[Scalar], lo: Mutable[Scalar]):
+    h = k // HALF
+    hf = float(h) + m.where(h < 0, unsigned / HALF, 0.0)
+    hi = hawk.max(hf)
+    lo = hawk.max(m.where(hf == hi, float(k % HALF), -1.0))
+
+
+# --- statistics: float inputs, and integer twins converting in the kernel ----------------------------------
+@hawk.kernel
+def float_var(x: Scalar, total: Mutable[Scalar]):
+    mu = hawk.mean(x, policy="ordered")
+    d = x - mu
+    total = hawk.sum(d * d, policy="ordered")
+
+
+@hawk.kernel
+def int_var(k: Index, unsigned: Param, total: Mutable[Scalar]):
+    x = float(k) + m.where(k < 0, unsigned, 0.0)
+    mu = hawk.mean(x, policy="ordered")
+    d = x - mu
+    total = hawk.sum(d * d, policy="ordered")
+
+
+@hawk.kernel
+def float_abs_sum(x: Scalar, total: Mutable[Scalar]):
+    total = hawk.sum(m.abs(x), policy="ordered")
+
+
+@hawk.kernel
+def int_abs_sum(k: Index, unsigned: Param, total: Mutable[Scalar]):
+    total = hawk.sum(m.abs(float(k) + m.where(k < 0, unsigned, 0.0)), policy="ordered")
+
+
+@hawk.kernel
+def float_abs_max(x: Scalar, total: Mutable[Scalar]):
+    total = hawk.max(m.abs(x))
+
+
+@hawk.kernel
+def int_abs_max(k: Index, unsigned: Param, total: Mutable[Scalar]):
+    total = hawk.max(m.abs(float(k) + m.where(k < 0, unsigned, 0.0)))
+
+
+@hawk.kernel
+def float_dot(a: Scalar, b: Scalar, total: Mutable[Scalar]):
+    total = hawk.sum(a * b, policy="ordered")
+
+
+@hawk.kernel
+def float_int_dot(a: Scalar, k: Index, unsigned: Param, total: Mutable[Scalar]):
+    total = hawk.sum(a * (float(k) + m.where(k < 0, unsigned, 0.0)), policy="ordered")
+
+
+@hawk.kernel
+def int_dot(j: Index, k: Index, uj: Param, uk: Param, total: Mutable[Scalar]):
+    a = float(j) + m.where(j < 0, uj, 0.0)
+    b = float(k) + m.where(k < 0, uk, 0.0)
+    total = hawk.sum(a * b, policy="ordered")
+
+
+@hawk.kernel
+def float_nonzero(x: Scalar, count: Mutable[Scalar]):
+    count = hawk.sum(x != 0.0)  # float64 data: sums of 0/1 flags are exact to 2**53
+
+
+@hawk.kernel
+def f32_bits_nonzero(k: Index, count: Mutable[Scalar]):
+    count = hawk.sum(k % 2147483648 != 0)  # float32 bits read as int32: all but the sign bit
+
+
+@hawk.kernel
+def int_nonzero(k: Index, count: Mutable[Scalar]):
+    count = hawk.sum(k != 0)
+
+
+# --- histogram (one kernel per bin count: a sink's extent is part of its type) -----------------------------
+@functools.cache
+def float_histogram(bins: int):
+    @hawk.kernel
+    def histogram_bins(x: Scalar, lo: Param, scale: Param, counts: Mutable["bin":bins]):
+        hawk.scatter(counts, policy="ordered")[m.index((x - lo) * scale, bins)] += 1.0
+
+    return histogram_bins
+
+
+@functools.cache
+def int_histogram(bins: int):
+    @hawk.kernel
+    def histogram_int_bins(k: Index, unsigned: Param, lo: Param, scale: Param, counts: Mutable["bin":bins]):
+        x = float(k) + m.where(k < 0, unsigned, 0.0)
+        hawk.scatter(counts, policy="ordered")[m.index((x - lo) * scale, bins)] += 1.0
+
+    return histogram_int_bins
+
+
+# --- copies, fills, gathers (float destinations: hawk outputs are float planes) ---------------------------
+@hawk.kernel
+def float_copy(x: Scalar, out: Mutable[Scalar]):
+    out = x
+
+
+@hawk.kernel
+def int_to_float_copy(k: Index, unsigned: Param, out: Mutable[Scalar]):
+    out = float(k) + m.where(k < 0, unsigned, 0.0)
+
+
+@hawk.kernel
+def float_fill(value: Param, out: Mutable[Scalar]):
+    out = value
+
+
+@hawk.kernel
+def float_gather(values: Scalar, perm: Index, out: Mutable[Scalar]):
+    out = values.at(perm)

@@ -1,0 +1,81 @@
+"""eagle.warp: a hawk kernel called with Warp arrays.
+
+    f = eagle.warp.wrap(kernel, target="host", **deploy_options)
+    out = f(x=x, w=w, scale=0.5)   # wp.arrays (or NumPy arrays, numbers) by name, as Plan.run takes them
+
+Arrays are read and written where they lie: a CPU `wp.array` is handed to `Plan.run` as a NumPy view of its memory
+(`.numpy()`, no copy), results come back as `wp.array`s over eagle's result buffers (`copy=False`), and an output
+or sink the caller passes is written in place and handed back as the very same `wp.array`. Split kernels run
+their stages in sequence. Arrays on a CUDA device are refused by name (the host target reads host memory; device
+memory waits for the C-level launch runner). Under an active `wp.Tape`, a call whose inputs require gradients
+records itself (`Tape.record_func`); its backward raises until the reverse exists. See docs/bridges.md.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import warp as wp
+
+from eagle.interop import refuse_device
+
+NOT_YET = "gradients arrive with plan.reverse, which is not built yet"
+MAX_DIMS = 4  # the most dimensions a wp.array has
+
+
+def wrap(kernel, target: str = "host", **options) -> WarpKernel:
+    """`kernel` deployed on `target` (options as eagle.deploy takes them), called with Warp arrays."""
+    return WarpKernel(kernel, target, **options)
+
+
+def active_tape():
+    """The wp.Tape being recorded now, or None (Warp keeps it on its runtime; there is no public getter)."""
+    runtime = getattr(getattr(getattr(wp, "_src", None), "context", None), "runtime", None)
+    return getattr(runtime, "tape", None)
+
+
+class WarpKernel:
+    """A deployed kernel called with `wp.array`s: `f(**planes)` returns what Plan.run returns, as `wp.array`s."""
+
+    def __init__(self, kernel, target: str = "host", **options):
+        import eagle
+
+        self.plan = eagle.deploy(kernel, target=target, **options)
+        self.name = kernel.name
+
+    def __repr__(self) -> str:
+        return f"<eagle.warp kernel {self.name} target={self.plan.target}>"
+
+    def __call__(self, **planes):
+        host = {n: self._host(n, v) for n, v in planes.items()}
+        out = self.plan.run(**host)
+        results = out if isinstance(out, dict) else {None: out}
+        grads = [v for v in planes.values() if isinstance(v, wp.array) and v.requires_grad]
+        tape = active_tape() if grads else None
+        wrapped = {n: self._result(n, a, planes, host, tape is not None) for n, a in results.items()}
+        if tape is not None:
+            outs = [a for a in wrapped.values() if a.requires_grad and all(a is not g for g in grads)]
+            tape.record_func(backward=self._backward, arrays=grads + outs)
+        return wrapped[None] if None in wrapped else wrapped
+
+    def _host(self, name: str, v):
+        """A plane for Plan.run: a CPU wp.array as a NumPy view of its memory; anything else as it is."""
+        if not isinstance(v, wp.array):
+            return v
+        if not v.device.is_cpu:
+            raise refuse_device(v, name, self.name, str(v.device))
+        return v.numpy()  # the same memory, writable (outputs and sinks are written through it)
+
+    def _result(self, name, a, planes, host, grad: bool):
+        """A result as a wp.array: the caller's own array when the run wrote into it, else a view of eagle's."""
+        data = np.asarray(a)
+        for n, v in planes.items():
+            if isinstance(v, wp.array) and host[n] is data:
+                return v
+        if data.ndim > MAX_DIMS:
+            raise ValueError(f"eagle.warp: kernel '{self.name}': result '{name}' has {data.ndim} dimensions "
+                             f"{data.shape}, more than a wp.array holds ({MAX_DIMS}); use eagle.deploy(...).run")
+        return wp.array(data, dtype=wp.dtype_from_numpy(data.dtype), copy=False, device="cpu", requires_grad=grad)
+
+    def _backward(self):
+        raise NotImplementedError(f"eagle.warp: kernel '{self.name}': {NOT_YET}. Record the call outside the "
+                                  f"wp.Tape (or pass arrays without requires_grad) until then.")

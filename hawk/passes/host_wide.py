@@ -1,0 +1,181 @@
+"""Sums over every lane of wide payloads (more than host_emit.WIDE_PAYLOAD components) on the host.
+
+A narrow payload keeps one register per component (and per chain) among the lane loop's iter_args and is updated
+by straight-line code per component. For a wide one that is n registers per chain, and LLVM (SLP vectorizer,
+register allocation) and MLIR's canonicalizer grow superlinearly with n. Here instead the running state of a
+wide sum lives in a buffer of the lanes function (`_Acc.mem`: [chunk state] [chain state]) and every step is a
+loop over components. The steps and their order per component are exactly the narrow ones, so results are the
+same bits (ordered sums: the same chains, the same block tree). Only a mean's lane count stays an iter_arg.
+
+Mixed into HostLowering (hawk/passes/lower_host.py), which provides the emitter, the buffers, the chain index
+`self.j` and `self.full`; `components` (hawk/passes/host_ops.py) parks a lane's value for the loops.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import memref, scf
+
+from hawk.layout import ORDERED_CHAINS
+
+
+class HostWide:
+    # ---- the lanes function ------------------------------------------------------------------------------
+    def plan_wide(self, acc) -> int:
+        """Give a wide sum its state buffer and start its chunk state; the partials it writes to #scratch."""
+        e = self.e
+        n, W = acc.n, ORDERED_CHAINS
+        comp, ordered = acc.policy == "compensated", acc.policy == "ordered"
+        chunk_len = 0 if ordered else n * (2 if comp else 1)
+        chain_len = W * n if ordered else (W * 2 * n if comp else 0)
+        t = e.f if ordered else e.f64  # chunk partials are float64; ordered chains stay in the kernel's type
+        with ir.InsertionPoint.at_block_begin(self.entry):
+            acc.mem = memref.AllocaOp(ir.MemRefType.get([chunk_len + chain_len], t), [], []).result
+        acc.chain_at = chunk_len
+        identity = {"sum": 0.0, "mean": 0.0, "max": float("-inf"), "min": float("inf")}[acc.r.kind]
+        if chunk_len:
+            self.fill(acc.mem, 0, n, identity)
+            if comp:
+                self.fill(acc.mem, n, n, 0.0)
+        return chunk_len
+
+    def fill(self, buf: ir.Value, start: int, count: int, value: float) -> None:
+        e = self.e
+        t = ir.MemRefType(buf.type).element_type
+        loop = scf.ForOp(e.c(start), e.c(start + count), e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            e.store(e.cf(value, t), buf, loop.induction_variable)
+            scf.YieldOp([])
+
+    def wide_block_start(self) -> None:
+        """Every ordered block's chains start afresh (-0.0; compensated chains: 0.0), as narrow ones do."""
+        for acc in self.full:
+            if acc.wide and acc.policy in ("ordered", "compensated"):
+                size = acc.n * ORDERED_CHAINS * (1 if acc.policy == "ordered" else 2)
+                self.fill(acc.mem, acc.chain_at, size, -0.0 if acc.policy == "ordered" else 0.0)
+
+    def reduce_wide(self, acc, v: ir.Value, mask: ir.Value | None) -> None:
+        """One lane's terms into a wide sum's state, a loop over components: the narrow reduce_full's step for
+        each component (chain j of an ordered or compensated sum in a block; the chunk state otherwise)."""
+        e = self.e
+        n, mem = acc.n, acc.mem
+        j = self.j
+        chain = None
+        if j is not None:
+            chain = e.c(j) if isinstance(j, int) else j
+
+        def keep(new, old):  # a masked lane adds nothing
+            return new if mask is None else e.select(mask, new, old)
+
+        for c, x in self.components(v, acc.r.payload):
+            if acc.policy == "ordered":
+                at = e.add_i(e.c(acc.chain_at), e.mul_i(chain, e.c(n)), c)
+                old = e.load(mem, at)
+                e.store(keep(e.add(old, x), old), mem, at)
+            elif acc.policy == "compensated":
+                x = e.widen(x, e.f64)
+                if isinstance(j, int):  # a straight-line copy of the body: its own chain
+                    ks = e.add_i(e.c(acc.chain_at + j * 2 * n), c)
+                else:
+                    ks = c
+                kc = e.add_i(ks, e.c(n))
+                s, cc = e.load(mem, ks), e.load(mem, kc)
+                ns, nc = e.neumaier(s, cc, x)
+                e.store(keep(ns, s), mem, ks)
+                e.store(keep(nc, cc), mem, kc)
+            elif acc.policy == "fast":
+                x = e.widen(x, e.f64)
+                if mask is not None:
+                    x = e.select(mask, x, e.cf(0.0, e.f64))
+                e.store(e.fast_add(e.load(mem, c), x), mem, c)
+            else:
+                x = e.widen(x, e.f64)
+                old = e.load(mem, c)
+                e.store(keep(e.extremum(acc.policy, old, x), old), mem, c)
+
+    def _each(self, n: int):
+        """A loop over n components: yields its index once, inside the loop."""
+        e = self.e
+        loop = scf.ForOp(e.c(0), e.c(n), e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            yield loop.induction_variable
+            scf.YieldOp([])
+
+    def wide_merge_chains(self, acc) -> None:
+        """A block's compensated chains into the chunk state, chain by chain (Neumaier), per component."""
+        e = self.e
+        n, mem = acc.n, acc.mem
+        for c in self._each(n):
+            s, cc = e.load(mem, c), e.load(mem, e.add_i(c, e.c(n)))
+            for w in range(ORDERED_CHAINS):
+                ks = e.add_i(e.c(acc.chain_at + w * 2 * n), c)
+                s, nc = e.neumaier(s, cc, e.load(mem, ks))
+                cc = e.add(nc, e.load(mem, e.add_i(ks, e.c(n))))
+            e.store(s, mem, c)
+            e.store(cc, mem, e.add_i(c, e.c(n)))
+
+    def wide_block_partials(self, acc, at: ir.Value) -> None:
+        """A block's ordered partial per component: its chains' pairwise tree, stored from `at` in #blocks."""
+        e = self.e
+        blocks = self.bufs[("#blocks", "blocks")]
+        for c in self._each(acc.n):
+            chains = [e.load(acc.mem, e.add_i(e.c(acc.chain_at + w * acc.n), c)) for w in range(ORDERED_CHAINS)]
+            e.store(e.tree(chains), blocks, e.add_i(at, c))
+
+    def wide_chunk_partials(self, scratch: ir.Value, base: ir.Value) -> None:
+        """The chunk state of wide sums into #scratch, where the finish reads narrow ones' partials."""
+        e = self.e
+        for acc in self.full:
+            if not acc.wide or not acc.chain_at:
+                continue
+            for c in self._each(acc.chain_at):
+                e.store(e.load(acc.mem, c), scratch, e.add_i(base, e.c(acc.chunk), c))
+
+    # ---- the finish function ------------------------------------------------------------------------------
+    def finish_wide(self, acc, width: ir.Value) -> None:
+        """The finish of a wide sum, max or min over every lane: for each component (a loop), its chunk partials
+        combined in chunk order exactly as host_finish does for a narrow one (the same steps, one component at a
+        time rather than n at once), then divided by the count for a mean and stored into the cell."""
+        e = self.e
+        r, n = acc.r, acc.n
+        scratch = self.bufs[("#scratch", "scratch")]
+        comp, count = acc.policy == "compensated", r.kind == "mean"
+        stored = n * (2 if comp else 1)
+        outer = scf.ForOp(e.c(0), e.c(n), e.c(1), [])
+        with ir.InsertionPoint(outer.body):
+            c = outer.induction_variable
+            inits = [e.identity(r.kind, e.f64)] + [e.cf(0.0, e.f64)] * (comp + count)
+            loop = scf.ForOp(e.c(0), self.chunk, e.c(1), inits)
+            with ir.InsertionPoint(loop.body):
+                base = e.add_i(e.mul_i(loop.induction_variable, width), e.c(acc.chunk))
+                cur = list(loop.inner_iter_args)
+                part = e.load(scratch, e.add_i(base, c))
+                if comp:
+                    ns, nc = e.neumaier(cur[0], cur[1], part)
+                    out = [ns, e.add(nc, e.load(scratch, e.add_i(base, e.c(n), c)))]
+                elif acc.policy == "fast":
+                    out = [e.add(cur[0], part)]
+                else:
+                    out = [e.extremum(acc.policy, cur[0], part)]
+                if count:
+                    out.append(e.add(cur[-1], e.load(scratch, e.add_i(base, e.c(stored)))))
+                scf.YieldOp(out)
+            res = list(loop.results)
+            val = e.narrow(e.add(res[0], res[1]) if comp else res[0], e.f)
+            if count:
+                val = e.op("arith.divf", val, e.narrow(res[-1], e.f))
+            e.store(val, self.bufs[(r.cell, "cell")], c)
+            scf.YieldOp([])
+
+    def block_trees(self, nblocks: ir.Value, off: int, n: int) -> ir.Value:
+        """The finish of a wide ordered sum: each component's block tree (host_finish.block_tree) in a loop over
+        the components, rather than n trees one after another; the totals as one vector."""
+        e = self.e
+        totals = memref.AllocaOp(ir.MemRefType.get([n], e.f), [], []).result  # the finish's top level: once
+        loop = scf.ForOp(e.c(0), e.c(n), e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            c = loop.induction_variable
+            e.store(self.block_tree(nblocks, e.add_i(e.c(off), c)), totals, c)
+            scf.YieldOp([])
+        return e.vload(totals, e.c(0), n, e.f)
+

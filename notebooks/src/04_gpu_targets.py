@@ -1,0 +1,169 @@
+# Source of notebooks/04_gpu_targets.ipynb: edit here, then `.venv/bin/python scripts/notebooks.py build 04`.
+# ruff: noqa: E402
+
+# %% [markdown]
+# # One kernel, four targets
+#
+# The same kernel source compiles for the CPU and for three kinds of GPU. `eagle.deploy(kernel, target=...)`
+# picks one:
+#
+# | target | binary | compiles here | runs on |
+# |---|---|---|---|
+# | `host` | a shared library (LLVM, multi-threaded) | yes | this CPU |
+# | `spirv` | a Vulkan SPIR-V module | yes | any Vulkan device; without a GPU, Mesa's lavapipe runs it on the CPU |
+# | `nvvm` | PTX (checked by assembling it with `ptxas`) | yes, no CUDA install needed | an NVIDIA GPU with its driver |
+# | `rocdl` | an AMD code object (LLVM 22 and lld) | yes | an AMD GPU with the ROCm (HIP) runtime |
+#
+# On a GPU, a sum over lanes is a workgroup tree (subgroup shuffles, then shared memory), a scatter adds into
+# private copies, and the partial results are finished on the host. The `ordered` policy computes the host's very
+# tree, so its bits match across targets. Cells below that need a device skip with the reason when it is absent.
+
+# %%
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import eagle
+import hawk
+import hawk.artifact
+import hawk.math as m
+from eagle.targets import gpu_target
+from hawk import Index, Mutable, Scalar
+
+# %% [markdown]
+# ## The kernel
+#
+# A small signal-statistics kernel: an ordered total of the energy, a per-lane output, and a scatter of each
+# lane's value into one of eight bins by its `Index` key.
+
+# %%
+@hawk.kernel
+def signal_stats(x: Scalar, band: Index, energy: Mutable[Scalar], soft: Mutable[Scalar],
+                 per_band: Mutable["band":8]):
+    energy = hawk.sum(x * x, policy="ordered")
+    soft = x / m.sqrt(1.0 + x * x)
+    hawk.scatter(per_band)[band] += x
+
+
+rng = np.random.default_rng(404)
+x = rng.normal(size=20_000)
+band = rng.integers(0, 8, x.size).astype(np.int32)
+want_bands = np.bincount(band, weights=x, minlength=8)
+
+host = eagle.deploy(signal_stats).run(x=x, band=band)
+print("host energy:", float(host["energy"][0]).hex(), " numpy:", float((x * x).sum()).hex())
+print("soft   ok:", np.allclose(host["soft"], x / np.sqrt(1 + x * x)))
+print("bands  ok:", np.allclose(host["per_band"], want_bands))
+
+# %% [markdown]
+# ## spirv: a GPU target you can run without a GPU
+#
+# The spirv target emits the same SPIR-V a Vulkan GPU would run. Without one, Mesa's lavapipe driver runs it on the
+# CPU, so the GPU code path (workgroup trees, private copies, the host finish) is exercised on any machine with
+# `mesa-vulkan-drivers` installed. The ordered energy has the host's bits.
+
+# %% machine
+try:
+    gpu = eagle.deploy(signal_stats, target="spirv").run(x=x, band=band)
+except eagle.RuntimeMissing as why:
+    print("spirv skipped:", why)
+else:
+    from eagle.targets.vulkan_runtime import VulkanRuntime
+
+    print("Vulkan device:", VulkanRuntime.shared().device_name)
+    print("energy:", float(gpu["energy"][0]).hex(), " same bits as the host:", gpu["energy"][0] == host["energy"][0])
+    print("soft   ok:", np.allclose(gpu["soft"], host["soft"]))
+    print("bands  ok:", np.allclose(gpu["per_band"], want_bands))
+
+# %% [markdown]
+# ## Compiling for every target
+#
+# `hawk.artifact.build` compiles a kernel ahead of time for any list of targets, whatever this machine has:
+# compiling needs no GPU. `chips=` picks the GPU generation. `CHIP` below holds the defaults, `sm_80` (PTX for
+# it also runs on every later NVIDIA GPU: the driver compiles it for the chip at hand) and `gfx90a` (an AMD code
+# object runs only on its own chip: set yours, e.g. `gfx942` for an MI300). Each GPU build writes the device
+# binary and, beside it, the stage's host finish. `cpu="portable"` compiles the host code (the host build and
+# every GPU build's finish) for a generic CPU of this architecture, so the artifact loads on another machine; a
+# build for this machine's own CPU is refused elsewhere, naming both CPUs.
+
+# %%
+CHIP = {"nvvm": "sm_80", "rocdl": "gfx90a"}
+out = Path(tempfile.mkdtemp(prefix="hawk-gpu-"))
+hawk.artifact.build(signal_stats, out, targets=("host", "spirv", "nvvm", "rocdl"), chips=CHIP, cpu="portable")
+for path in sorted(out.iterdir()):
+    print(path.name)
+
+# %% [markdown]
+# ### nvvm: PTX
+#
+# PTX is text, so it can be read. Its header names the PTX version and the chip, then comes the entry, which takes
+# the planes' buffers. Counting a few instructions finds the pieces of the kernel: the square root of `soft`, the
+# reads of the `Index` keys, and the adds and subtractions of the scatter (its default policy is compensated: each
+# add also keeps the rounding error it made). Last, `ptxas` assembles it, as a driver would.
+
+# %%
+ptx_file = next(out.glob("*.nvvm.ptx"))
+ptx = ptx_file.read_text().splitlines()
+print("\n".join(line for line in ptx[:12] if line.strip()))
+print("...")
+for needle in ("sqrt.rn.f64", "ld.global.s32", "add.rn.f64", "sub.rn.f64"):
+    first = next(line.strip() for line in ptx if needle in line)
+    print(f"{sum(needle in line for line in ptx):>3} x {needle:<15} e.g.  {first}")
+print(len(ptx), "lines of PTX")
+cubin = gpu_target("nvvm", chip=CHIP["nvvm"]).check(ptx_file.read_bytes())   # ptxas, from the `gpu` extra
+print(f"ptxas assembles it for {CHIP['nvvm']} (an ELF cubin):", cubin[:4] == b"\x7fELF")
+
+# %% [markdown]
+# ### rocdl and spirv: binary objects
+#
+# The AMD build is an ELF code object for the `amdgcn` architecture (`e_machine` 224, EM_AMDGPU), linked with
+# `ld.lld` against ROCm's device libraries. The spirv build is a SPIR-V module (it starts with the magic number
+# `0x07230203`), validated with `spirv-val` when it was compiled.
+
+# %%
+hsaco = next(out.glob("*.rocdl.hsaco")).read_bytes()
+print("rocdl: ELF:", hsaco[:4] == b"\x7fELF", " e_machine:", int.from_bytes(hsaco[18:20], "little"))
+spv = next(out.glob("*.spirv.spv")).read_bytes()
+print(f"spirv: magic: 0x{int.from_bytes(spv[:4], 'little'):08x}", " whole 32-bit words:", len(spv) % 4 == 0)
+
+# %% [markdown]
+# ## Running on a real GPU
+#
+# On a machine with an NVIDIA GPU and its driver (plus the `cuda-bindings` package, in the `gpu` extra), or an AMD
+# GPU with ROCm:
+#
+# ```python
+# eagle.deploy(signal_stats, target="nvvm").run(x=x, band=band)                  # NVIDIA (chip="sm_90"...)
+# eagle.deploy(signal_stats, target="rocdl", chip="gfx942").run(x=x, band=band)  # AMD: your GPU's chip
+# eagle.deploy(signal_stats, target="auto").run(x=x, band=band)   # a GPU if one is present, else the host
+# ```
+#
+# or load the artifact built above there: `hawk.load(dir, "signal_stats", target="nvvm")` needs NumPy and the GPU's
+# runtime, not MLIR. `bash scripts/gpu_check.sh build` packs the whole contract suite as such a bundle, and
+# `bash scripts/gpu_check.sh run` on the GPU machine checks it. The cell below tries each GPU target here; it
+# prints why it skips one that this machine cannot run.
+
+# %% machine
+print("target='auto' picks:", eagle.deploy(signal_stats, target="auto").target)
+for target in ("nvvm", "rocdl"):
+    try:
+        got = eagle.deploy(signal_stats, target=target, chip=CHIP[target]).run(x=x, band=band)
+    except eagle.RuntimeMissing as why:
+        print(f"{target}: skipped, {why}")
+        continue
+    print(f"{target}: energy same bits as the host: {got['energy'][0] == host['energy'][0]},",
+          f"bands ok: {np.allclose(got['per_band'], want_bands)}")
+
+# %% [markdown]
+# The same from the artifact, through `hawk.load` (the path that needs no compiler):
+
+# %% machine
+for target in ("spirv", "nvvm", "rocdl"):
+    try:
+        loaded = hawk.load(out, "signal_stats", target=target)
+        got = hawk.run(loaded, x=x, band=band)
+    except eagle.RuntimeMissing as why:
+        print(f"{target}: skipped, {why}")
+        continue
+    print(f"{target}: energy same bits as the host: {got['energy'][0] == host['energy'][0]}")

@@ -1,0 +1,480 @@
+"""A seeded generator of hawk kernels with NumPy references, and the runner that checks them (tests/test_fuzz.py).
+
+Case `i` of seed `s` is drawn from `np.random.default_rng([s, i])` alone, so any case is reproduced by its two
+numbers. Each case is one kernel's module source, its planes and what it must do: match a NumPy reference
+computed here while generating (values and error scales are evaluated alongside the source), raise
+`hawk.KernelError` at a known line (deliberately wrong kernels), or raise `eagle.InputError` naming a sink
+(scatter keys outside it). Run as a script it checks a range of cases, one JSON line per case:
+
+    python tests/fuzz_kernels.py --seed 7 --start 0 --count 50 --dir /tmp/fz    # check cases 0..49
+    python tests/fuzz_kernels.py --seed 7 --start 12 --show                     # print case 12's module
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import traceback
+
+import numpy as np
+from fuzz_grammar import BINS, COLS, KNOWN, REL, ROWS, TABLE, Case, E, Grammar, N, absf, union
+
+_HEAD = ("import hawk\nimport hawk.math as m\nfrom hawk import Grid, Index, Mutable, Param, Scalar, Table, Vector\n"
+         f"\nN = {N}\nB = {BINS}\n\n\n")
+_HEAD_LINES = _HEAD.count("\n")
+
+__all__ = ["KNOWN", "case", "check", "main"]
+
+
+class Gen(Grammar):
+    """Whole kernels: statements, then a per-lane result, a reduction, a scatter or a deliberately wrong line."""
+
+    # ---- statements ------------------------------------------------------------------------------------
+    def local(self, e: E) -> str:
+        name = f"t{self.tmp}"
+        self.tmp += 1
+        self.lines.append(f"    {name} = {e.src}")
+        self.locals[name] = E(name, e.val, e.kind, e.mag, False, e.fuzzy, e.exact)
+        return name
+
+    def body_stmts(self, depth: int):
+        for _ in range(int(self.rng.integers(0, 4))):
+            r = self.rng.random()
+            if r < 0.5:
+                self.local(self.f(depth) if self.rng.random() < 0.8 else self.i(depth))
+            elif r < 0.75:
+                self.if_stmt(depth)
+            else:
+                self.for_stmt(depth)
+
+    def if_stmt(self, depth: int):
+        c = self.b(depth - 1)
+        a, b = self.f(depth - 1), self.f(depth - 1)
+        name = f"t{self.tmp}"
+        self.tmp += 1
+        self.lines += [f"    if {c.src}:", f"        {name} = {a.src}", "    else:", f"        {name} = {b.src}"]
+        v = np.where(c.val, a.val, b.val)
+        self.locals[name] = E(name, v, "f", np.where(c.val, a.mag, b.mag), False, union(c, a, b), a.sure and b.sure)
+
+    def for_stmt(self, depth: int):
+        acc = f"t{self.tmp}"
+        self.tmp += 1
+        r = self.rng.random()
+        if r < 0.1:
+            self.tags.add("range_float")
+            self.lines += [f"    {acc} = 0.0", "    for j in range(2.5):", f"        {acc} = {acc} + x"]
+            if self.refusal_line is None:
+                self.refusal_line = _HEAD_LINES + 3 + len(self.lines) - 2
+            self.locals[acc] = E(acc, self.data["x"] * 2.0, "f", absf(self.data["x"]) * 2.0)
+            return
+        if r < 0.55:
+            lo, hi = int(self.rng.integers(-2, 2)), int(self.rng.integers(0, 5))
+            step = int(self.pick([1, 1, 2, -1]))
+            if step < 0:
+                lo, hi = hi, lo
+            trips = [np.full(self.shape, j) for j in range(lo, hi, step)]
+            head = f"range({lo}, {hi}, {step})" if step != 1 else f"range({lo}, {hi})"
+            masks = [np.ones(self.shape, bool)] * len(trips)
+            n = None
+        else:  # a per-lane trip count
+            n = self.i(0)
+            if self.rng.random() < 0.5:
+                n = E("m.index(x, 5)", np.where(np.isnan(self.data["x"]), 0,
+                                                 np.clip(np.floor(self.data["x"]), 0, 4)).astype(np.int64), "i",
+                      None, False, self.jump_int(self.env["x"]))
+            top = int(max(0, np.max(n.val)))
+            trips = [np.full(self.shape, j) for j in range(top)]
+            masks = [n.val > j for j in range(top)]
+            head = f"range({n.src})"
+        term = self.f(max(depth - 1, 0))
+        form = self.rng.random()
+        self.lines += [f"    {acc} = 0.0", f"    for j in {head}:"]
+        v, mag = np.zeros(self.shape), np.zeros(self.shape)
+        with np.errstate(all="ignore"):
+            if form < 0.5:
+                self.lines.append(f"        {acc} = {acc} + {term.src} * j")
+                for j, mk in zip(trips, masks, strict=True):
+                    step = term.val * j
+                    v = np.where(mk, v + step, v)
+                    mag = np.where(mk, mag + term.mag * np.abs(j), mag)
+            else:
+                self.lines.append(f"        {acc} += m.max({term.src}, m.to_float(j))")
+                for j, mk in zip(trips, masks, strict=True):
+                    step = np.maximum(term.val, j.astype(np.float64))
+                    v = np.where(mk, v + step, v)
+                    mag = np.where(mk, mag + np.maximum(term.mag, np.abs(j)), mag)
+        self.locals[acc] = E(acc, v, "f", mag + np.abs(v), False, union(term, n) if n is not None else term.fuzzy)
+
+    # ---- whole kernels ---------------------------------------------------------------------------------
+    def signature(self, extra: str, ret: str | None) -> str:
+        params = ([f'lane: Grid["row", "col":{COLS}]'] if self.grid else []) + \
+            ["x: Scalar", "y: Scalar", "k: Index", "kb: Index", "p: Param", "v: Vector[3]",
+             f'tb: Table["slot":{TABLE}]'] + ([extra] if extra else [])
+        return f"def {self.name}({', '.join(params)})" + (f" -> {ret}:" if ret else ":")
+
+    def make(self) -> Case:
+        r = self.rng
+        self.grid = r.random() < 0.25
+        self.name = f"fz_{self.seed}_{self.index}"
+        self.refusal_line = None
+        self.planes()
+        depth = int(r.integers(1, 4))
+        shape_kind = r.random()
+        want: dict = {}
+        expect = "match"
+        line = None
+        what = ""
+        if shape_kind < 0.12:
+            return self.wrong(depth)
+        if shape_kind < 0.14:
+            return self.wide_vector()
+        self.body_stmts(depth)
+        if shape_kind < 0.45:  # a per-lane result: a float, or an integer or truth value made a float
+            r = self.rng.random()
+            e = self.f(depth) if r < 0.8 else (self.i(depth) if r < 0.9 else self.b(depth))
+            self.lines.append(f"    return {e.src}")
+            header = self.signature("", "Scalar")
+            val = e.val.astype(np.float64)
+            want["result"] = (val, e.mag if e.kind == "f" else None, e.fuzzy)
+            what = f"per-lane ({e.kind})"
+        elif shape_kind < 0.55:  # a Mutable per-lane output, passed with contents and updated in a loop
+            start = self.rng.normal(size=self.shape)
+            self.data["out"] = start.copy()
+            e = self.f(max(depth - 1, 0))
+            reps = int(self.rng.integers(1, 4))
+            self.lines += [f"    for j in range({reps}):", f"        out = out * 0.5 + {e.src}"]
+            v, mag = start.copy(), np.abs(start)
+            with np.errstate(all="ignore"):
+                for _ in range(reps):
+                    v = v * 0.5 + e.val
+                    mag = mag * 0.5 + e.mag
+            header = self.signature("out: Mutable[Scalar]", None)
+            want["out"] = (v, mag, e.fuzzy)
+            what = "Mutable per-lane output"
+        elif shape_kind < 0.78:  # a reduction, perhaps with a per-lane output beside it
+            header, what = self.reduction(depth, want)
+        else:
+            header, what, expect = self.scatter(depth, want)
+        if self.refusal_line is not None:  # range(2.5): Python refuses it, so must hawk, at the for
+            expect, line = "kernel_error", self.refusal_line
+        src = _HEAD + "@hawk.kernel\n" + header + "\n" + "\n".join(self.lines) + "\n"
+        return Case(self.seed, self.index, self.name, src, self.plane_args(), expect, want, line, self.tags, what)
+
+    def plane_args(self) -> dict:
+        d = dict(self.data)
+        if self.grid:
+            d["row"] = ROWS
+        return d
+
+    def reduction(self, depth: int, want: dict):
+        kind = self.pick(["sum", "sum", "mean", "max", "min"])
+        e = self.f(depth)
+        c = self.b(max(depth - 1, 0)) if self.rng.random() < 0.7 else None
+        over = None
+        if self.grid and self.rng.random() < 0.5:
+            over = self.pick(['"col"', '"row"', "-1"])
+        policy = self.pick([None, "auto", "compensated", "ordered"]) if kind in ("sum", "mean") else None
+        args = [e.src] + ([f"where={c.src}"] if c is not None else []) + ([f"over={over}"] if over else []) + \
+            ([f'policy="{policy}"'] if policy else [])
+        mask = c.val if c is not None else np.ones(self.shape, bool)
+        axis = None if over is None else (1 if over in ('"col"', "-1") else 0)
+        with np.errstate(all="ignore"):
+            vals = np.where(mask, e.val, {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf}[kind])
+            mag = np.where(mask, e.mag + np.abs(e.val), 0.0)
+            if kind in ("sum", "mean"):
+                if np.any(mask & np.isnan(e.val)):
+                    vals = np.where(mask, e.val, 0.0)
+                tot = np.sum(vals, axis=axis)
+                cnt = np.sum(mask, axis=axis)
+                v = tot if kind == "sum" else tot / cnt
+                m_ = np.sum(mag, axis=axis) / (1 if kind == "sum" else np.maximum(cnt, 1))
+            else:
+                v = (np.max if kind == "max" else np.min)(vals, axis=axis)
+                m_ = np.max(mag, axis=axis)
+        v, m_ = np.atleast_1d(v).astype(np.float64), np.atleast_1d(m_)
+        if policy == "compensated" and (np.any(mask & np.isinf(e.val)) or np.any(np.isinf(v))):
+            self.tags.add("compensated_inf")  # an infinite term or total
+        lanes_fz = union(e, c)  # a fuzzy term or mask makes the total (per kept slot) fuzzy
+        fz = None if lanes_fz is None else np.atleast_1d(np.any(lanes_fz, axis=axis))
+        staged = over is None and kind in ("sum", "mean") and self.rng.random() < 0.3
+        if staged:  # read the total later in the body: a second stage
+            g = self.f(max(depth - 1, 0))
+            self.lines.append(f"    s = hawk.{kind}({', '.join(args)})")
+            self.lines.append(f"    return {g.src} * s")
+            with np.errstate(all="ignore"):
+                out = g.val * v[0]
+                want["result"] = (out, g.mag * absf(v[0]) + absf(g.val) * m_[0],
+                                  union(g, None if fz is None else np.broadcast_to(fz[0], self.shape)))
+            return self.signature("", "Scalar"), f"staged {kind}"
+        self.lines.append(f"    total = hawk.{kind}({', '.join(args)})")
+        want["total"] = (v, m_, fz)
+        extra = "total: Mutable[Scalar]"
+        if self.rng.random() < 0.4:
+            g = self.f(max(depth - 1, 0))
+            self.lines.append(f"    return {g.src}")
+            want["result"] = (g.val, g.mag, g.fuzzy)
+            return self.signature(extra, "Scalar"), f"{kind} over {over} + per-lane"
+        return self.signature(extra, None), f"{kind} over {over}"
+
+    def scatter(self, depth: int, want: dict):
+        policy = self.pick([None, "auto", "compensated", "plain", "ordered"])
+        mode = "=" if self.rng.random() < 0.25 else "+="
+        if mode == "=" and policy == "ordered":
+            policy = None
+        v = self.f(depth)
+        r = self.rng.random()
+        if r < 0.3:
+            key = E("kb", self.data["kb"].astype(np.int64), "i")
+        elif r < 0.6:
+            a = self.i(max(depth - 1, 0))
+            key = E(f"({a.src}) % B", np.mod(a.val, BINS), "i", None, False, a.fuzzy)
+        elif r < 0.85:
+            a = self.f(max(depth - 1, 0))
+            with np.errstate(all="ignore"):
+                kv = np.where(np.isnan(a.val), 0, np.clip(np.floor(a.val), 0, BINS - 1)).astype(np.int64)
+            key = E(f"m.index({a.src}, B)", kv, "i", None, False, union(a, self.jump_int(a)))
+        else:  # may fall outside the sink: key -1 adds (or stores) nothing, any other outside key is an error
+            c = int(self.rng.integers(1, 3))
+            key = E(f"kb - {c}", self.data["kb"].astype(np.int64) - c, "i")
+        loop = mode == "+=" and self.rng.random() < 0.25
+        call = f"hawk.scatter(bins{', policy=' + repr(policy).replace(chr(39), chr(34)) if policy else ''})"
+        if loop:
+            self.lines += ["    for j in range(2):", f"        {call}[({key.src} + j) % B] {mode} {v.src}"]
+            keys = [np.mod(key.val + j, BINS) for j in range(2)]
+        else:
+            self.lines.append(f"    {call}[{key.src}] {mode} {v.src}")
+            keys = [key.val]
+        start = self.rng.normal(size=BINS) if self.rng.random() < 0.5 else None
+        if start is not None:
+            self.data["bins"] = start.copy()
+        out = np.zeros(BINS) if start is None else start.copy()
+        mag = np.abs(out)
+        expect = "match"
+        outside = [kk for kk in keys if np.any((kk < 0) | (kk >= BINS))]
+        if outside:
+            bad = np.concatenate([kk.reshape(-1) for kk in outside])
+            bad = bad[(bad < 0) | (bad >= BINS)]
+            if np.all(bad == -1):
+                self.tags.add("key_minus1")
+            else:
+                expect = "input_error"
+        with np.errstate(all="ignore"):
+            for kk in keys:
+                flat_k, flat_v = kk.reshape(-1), v.val.reshape(-1)
+                flat_m = (v.mag + np.abs(v.val)).reshape(-1)
+                for lane in range(flat_k.size):
+                    s = flat_k[lane]
+                    if not 0 <= s < BINS:
+                        continue
+                    if mode == "+=":
+                        out[s] += flat_v[lane]
+                        mag[s] += flat_m[lane]
+                    else:
+                        out[s], mag[s] = flat_v[lane], flat_m[lane]
+        if policy in (None, "auto", "compensated") and (np.any(np.isinf(v.val)) or np.any(np.isinf(out))):
+            self.tags.add("compensated_inf")  # an infinite term or total (a scatter's "auto" is compensated)
+        fz = None
+        if key.fuzzy is not None and np.any(key.fuzzy):  # a lane may add into another bin: no bin is sure
+            fz = np.ones(BINS, bool)
+        elif v.fuzzy is not None and np.any(v.fuzzy):
+            fz = np.zeros(BINS, bool)
+            for kk in keys:
+                sel = kk[v.fuzzy]
+                fz[sel[(sel >= 0) & (sel < BINS)]] = True
+        want["bins"] = (out, mag, fz)
+        return self.signature('bins: Mutable["bin":B]', None), f"scatter {mode} policy={policy}", expect
+
+    def wide_vector(self) -> Case:
+        """A Vector[1024] plane folded in the lane."""
+        self.tags.add("vector_1024")
+        w = self.rng.normal(size=(1024, N))
+        src = (_HEAD + "@hawk.kernel\n" + f"def {self.name}(w: Vector[1024], x: Scalar) -> Scalar:\n"
+               "    return w.sum() * x\n")
+        x = self.rng.normal(size=N)
+        val = w.sum(axis=0) * x
+        mag = np.abs(w).sum(axis=0) * np.abs(x)
+        return Case(self.seed, self.index, self.name, src, {"w": w, "x": x}, "match",
+                    {"result": (val, mag, None)}, None, self.tags, "Vector[1024]")
+
+    _WRONG = [
+        ("bad name", "    t99 = zz_nowhere + 1.0"),
+        ("bad hawk.math name", "    t99 = m.no_such_fn(x)"),
+        ("float lane index", "    t99 = x.at(1.5)"),
+        ("float Index key", "    t99 = k.at(x)"),
+        ("assign an input", "    x = 2.0"),
+        ("while", "    while x > 0.0:\n        pass"),
+        ("list", "    t99 = [x, y]"),
+        ("lambda", "    t99 = lambda: x"),
+        ("dict", "    t99 = {1: x}"),
+        ("index a scalar", "    t99 = x[0]"),
+        ("reduce in an if", "    if x > 0.0:\n        t99 = hawk.sum(x)"),
+        ("where arity", "    t99 = m.where(x > 0.0, 1.0)"),
+        ("sqrt arity", "    t99 = m.sqrt(x, y)"),
+        ("del", "    del k"),
+        ("import", "    import os"),
+        ("matmul", "    t99 = x @ y"),
+        ("is", "    t99 = m.where(x is y, 1.0, 0.0)"),
+        ("attribute", "    t99 = x.foo"),
+        ("print", "    t99 = print(x)"),
+        ("range value", "    t99 = range(3)"),
+        ("for over list", "    for j in [1, 2]:\n        pass"),
+        ("shape clash", "    t99 = m.vec(x, y) + m.vec(x, y, x)"),
+        ("logic of floats", "    t99 = m.land(x, y)"),
+        ("invert float", "    t99 = ~x"),
+        ("shift", "    t99 = k << 2"),
+        ("string arithmetic", "    t99 = \"a\" + x"),
+        ("scatter into a plane", "    hawk.scatter(x)[0] += 1.0"),
+        ("where not bool", "    t99 = hawk.sum(x, where=x)"),
+        ("over bad axis", "    t99 = hawk.sum(x, over=\"nope\")"),
+        ("try", "    try:\n        t99 = x\n    except Exception:\n        t99 = y"),
+        ("with", "    with x:\n        pass"),
+        ("starred", "    t99 = m.max(*x)"),
+        ("huge int", "    t99 = k + 123456789012345678901234567890"),
+        ("string constant call", "    t99 = m.sqrt(\"x\")"),
+        ("bad policy", "    t99 = hawk.sum(x, policy=\"fast\")"),
+        ("global", "    global N"),
+        ("walrus", "    t99 = (q := x)"),
+        ("set", "    t99 = {x, y}"),
+        ("fstring", "    t99 = f\"{x}\""),
+        ("chained assign", "    t98 = t99 = x"),
+        ("yield", "    yield x"),
+        ("nonlocal-free name in loop", "    for j in range(3):\n        t99 = zz_nowhere * j"),
+    ]
+
+    def wrong(self, depth: int) -> Case:
+        what, stmt = self.pick(self._WRONG)
+        if what == "huge int":
+            self.tags.add("huge_const")
+        self.body_stmts(max(depth - 1, 0))
+        pos = len(self.lines)
+        self.lines.append(stmt)
+        e = self.f(max(depth - 1, 0))
+        self.lines.append(f"    return {e.src}")
+        header = self.signature("", "Scalar")
+        src = _HEAD + "@hawk.kernel\n" + header + "\n" + "\n".join(self.lines) + "\n"
+        first = _HEAD_LINES + 3 + sum(s.count("\n") + 1 for s in self.lines[:pos])
+        if what in ("reduce in an if", "nonlocal-free name in loop"):
+            first += 1  # the error is the inner statement's
+        if self.refusal_line is not None:  # a range(2.5) before the wrong statement is refused first
+            first = min(first, self.refusal_line)
+        return Case(self.seed, self.index, self.name, src, self.plane_args(), "kernel_error", {}, first,
+                    self.tags, f"wrong: {what}")
+
+
+def case(seed: int, index: int) -> Case:
+    """Case `index` of `seed` (NumPy's overflow and invalid-value warnings are part of the reference: quiet)."""
+    with np.errstate(all="ignore"):
+        return Gen(seed, index).make()
+
+
+# ---- checking one case (in the runner process) -------------------------------------------------------------
+
+
+def _close(got: np.ndarray, want: np.ndarray, mag: np.ndarray | None, fuzzy: np.ndarray | None) -> str | None:
+    """None when `got` matches `want`: exactly (mag None), or within REL of the error scale; NaN meets NaN and
+    infinities match exactly. Fuzzy lanes (within rounding of a jump) are not compared."""
+    if np.size(got) != np.size(want):
+        return f"shape {np.shape(got)} != {want.shape}"
+    got = np.asarray(got, dtype=np.float64).reshape(want.shape)
+    rel = REL
+    if mag is None:
+        bad = ~((got == want) | (np.isnan(got) & np.isnan(want)))
+    else:
+        with np.errstate(all="ignore"):
+            tol = rel * (np.broadcast_to(mag, want.shape) + np.abs(want)) + 1e-300
+            fin = np.isfinite(want) & np.isfinite(tol)
+            bad = np.where(np.isnan(want), ~np.isnan(got),
+                           np.where(fin, ~(np.abs(got - want) <= tol),
+                                    np.where(np.isinf(want), got != want, False)))
+    if fuzzy is not None:
+        bad = bad & ~np.broadcast_to(fuzzy, want.shape)
+    if np.any(bad):
+        j = np.flatnonzero(bad.reshape(-1))
+        return (f"{j.size} of {want.size} differ; first at {j[:3].tolist()}: got "
+                f"{got.reshape(-1)[j[:3]].tolist()} want {want.reshape(-1)[j[:3]].tolist()}")
+    return None
+
+
+def check(c: Case, workdir: str, target: str = "host") -> dict:
+    """Write the case's module, import it (which compiles the kernel's front end), run it, compare."""
+    import eagle
+    import hawk
+
+    path = os.path.join(workdir, f"{c.name}.py")
+    with open(path, "w") as fh:
+        fh.write(c.source)
+    out = {"index": c.index, "what": c.what, "tags": sorted(c.tags)}
+    try:
+        spec = importlib.util.spec_from_file_location(c.name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        kernel = getattr(mod, c.name)
+        planes = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in c.planes.items()}
+        res = eagle.deploy(kernel, target=target).run(**planes)
+    except hawk.KernelError as exc:
+        msg = str(exc)
+        if exc.line is None or not msg.startswith(f"{path}:{exc.line}:"):
+            return {**out, "status": "fail", "why": f"KernelError without file:line: {msg}"}
+        if c.expect == "kernel_error":
+            if c.line is not None and exc.line != c.line:
+                return {**out, "status": "fail", "why": f"KernelError at line {exc.line}, not {c.line}: {msg}"}
+            return {**out, "status": "ok", "why": "refused"}
+        return {**out, "status": "fail", "why": f"valid kernel refused: {msg}"}
+    except eagle.InputError as exc:
+        if c.expect == "input_error" and "'bins'" in str(exc):
+            return {**out, "status": "ok", "why": "key refused"}
+        return {**out, "status": "fail", "why": f"InputError: {exc}"}
+    except Exception as exc:  # anything else is a bug: the kind and where it came from
+        tb = traceback.extract_tb(exc.__traceback__)[-1]
+        return {**out, "status": "fail",
+                "why": f"{type(exc).__name__}: {str(exc)[:300]} (at {os.path.basename(tb.filename)}:{tb.lineno})"}
+    if c.expect == "kernel_error":
+        return {**out, "status": "fail", "why": "expected a KernelError, the kernel compiled and ran"}
+    if c.expect == "input_error":
+        return {**out, "status": "fail", "why": "expected an InputError for a key outside the sink, it ran"}
+    got = res if isinstance(res, dict) else {next(iter(c.want)): res}
+    if sorted(got) != sorted(c.want):
+        return {**out, "status": "fail", "why": f"outputs {sorted(got)} != {sorted(c.want)}"}
+    for name, (val, mag, fuzzy) in c.want.items():
+        why = _close(np.asarray(got[name]), np.asarray(val, dtype=np.float64), mag, fuzzy)
+        if why:
+            return {**out, "status": "fail", "why": f"{name}: {why}"}
+    return {**out, "status": "ok", "why": "match"}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--count", type=int, default=1)
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--show", action="store_true", help="print the cases' modules instead of running them")
+    ap.add_argument("--target", default=os.environ.get("HAWK_FUZZ_TARGET", "host"), help="eagle target to run on")
+    ap.add_argument("--skip", default=os.environ.get("HAWK_FUZZ_SKIP", ""),
+                    help="comma-separated known-class tags to leave out (see KNOWN)")
+    a = ap.parse_args(argv)
+    skip = {t for t in a.skip.split(",") if t}
+    import tempfile
+
+    workdir = a.dir or tempfile.mkdtemp(prefix="hawk_fuzz_")
+    os.makedirs(workdir, exist_ok=True)
+    for i in range(a.start, a.start + a.count):
+        c = case(a.seed, i)
+        if a.show:
+            print(f"# case {a.seed}:{i} expect={c.expect} line={c.line} tags={sorted(c.tags)} ({c.what})")
+            print(c.source)
+            continue
+        if c.tags & skip:
+            print(json.dumps({"index": i, "status": "skipped", "tags": sorted(c.tags)}), flush=True)
+            continue
+        print(json.dumps({"begin": i}), flush=True)
+        print(json.dumps(check(c, workdir, a.target)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.exit(main())

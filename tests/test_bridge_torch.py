@@ -1,0 +1,258 @@
+"""eagle.torch: a hawk kernel as a torch.library custom op, checked against Plan.run.
+
+Pinned here: the forward of every plane kind (Grid, Scalar, Vector, Index, Table, Param, a passed sink) and of a
+split kernel gives Plan.run's very bits (ordered cells included); results are tensors, one or a dict by name; a
+passed sink is written in place and handed back as the caller's tensor; bad inputs raise Plan.run's own error;
+`torch.library.opcheck` passes (schema, fake tensors, AOT dispatch with dynamic shapes on plain inputs; the
+autograd registration on inputs that require grad); torch.compile(fullgraph=True) traces the op without a graph
+break or a recompile across dynamic sizes; gradients are refused clearly until the reverse exists.
+"""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import eagle  # noqa: E402
+import eagle.torch  # noqa: E402
+import hawk  # noqa: E402
+from eagle import InputError  # noqa: E402
+from hawk import Grid, Index, Mutable, Param, Scalar, Table, Vector  # noqa: E402
+
+FORWARD_TESTS = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic")
+# torch's own modules warn on import under torch.compile (torch.jit.script_method): not this suite's to fix
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:torch.jit")
+
+
+@hawk.kernel
+def tb_all(lane: Grid["row", "col":5], x: Scalar, v: Vector[3], key: Index, t: Table["col":5], s: Param,
+           acc: Mutable["slot":4], y: Mutable[Scalar], total: Mutable[Scalar]):
+    hawk.scatter(acc)[key] += x
+    y = s * x * t.at(col=lane.col) + v[0] - v[2]
+    total = hawk.sum(x * v[1], policy="ordered")
+
+
+@hawk.kernel
+def tb_axpy(x: Scalar, w: Scalar, s: Param) -> Scalar:
+    return s * x + w
+
+
+@hawk.kernel
+def tb_split(v: Vector[3], tot: Mutable[Vector[3]], z: Mutable[Vector[3]]):
+    tot = hawk.sum(v, policy="ordered")
+    z = v / tot
+
+
+@hawk.kernel
+def tb_ramp(lane: Grid["row", "col":4], s: Param) -> Scalar:
+    return s * (lane.row * 4 + lane.col)
+
+
+def _planes(rows=3, dtype=np.float64, seed=0):
+    rng = np.random.default_rng(seed)
+    return dict(x=rng.normal(size=(rows, 5)).astype(dtype), v=rng.normal(size=(3, rows, 5)).astype(dtype),
+                key=rng.integers(0, 4, size=(rows, 5)), t=rng.normal(size=5).astype(dtype), s=0.5)
+
+
+def _torch(planes):
+    return {k: (torch.from_numpy(v) if isinstance(v, np.ndarray) else v) for k, v in planes.items()}
+
+
+def _same_bits(got, want):
+    """Tensors (or a dict of them) against Plan.run's eagle.Arrays, bit for bit."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and sorted(got) == sorted(want)
+        for k in want:
+            _same_bits(got[k], want[k])
+        return
+    assert isinstance(got, torch.Tensor)
+    w = np.asarray(want)
+    g = got.detach().numpy()
+    assert g.dtype == w.dtype and g.shape == w.shape and g.tobytes() == w.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_every_plane_kind_gives_plan_runs_bits(dtype):
+    planes = _planes(dtype=dtype)
+    want = eagle.deploy(tb_all).run(**planes)
+    got = eagle.torch.wrap(tb_all)(**_torch(planes))
+    _same_bits(got, want)
+    assert got["y"].dtype == (torch.float64 if dtype == np.float64 else torch.float32)
+
+
+def test_a_passed_sink_is_written_in_place_and_handed_back():
+    planes = _planes()
+    f = eagle.torch.wrap(tb_all)
+    start = np.arange(4.0)
+    want = eagle.deploy(tb_all).run(**planes, acc=start.copy())
+    acc = torch.from_numpy(start.copy())
+    ptr = acc.data_ptr()
+    got = f(**_torch(planes), acc=acc)
+    assert got["acc"] is acc and acc.data_ptr() == ptr
+    _same_bits(got, want)
+    y = torch.zeros(3, 5, dtype=torch.float64)  # a per-lane output passed too (two mutated planes)
+    got = f(**_torch(planes), acc=torch.from_numpy(start.copy()), y=y)
+    assert got["y"] is y
+    _same_bits(got, want)
+
+
+def test_single_output_and_numbers():
+    x, w = np.linspace(-1.0, 2.0, 11), np.ones(11)
+    want = eagle.deploy(tb_axpy).run(x=x, w=w, s=0.25)
+    f = eagle.torch.wrap(tb_axpy)
+    _same_bits(f(x=torch.from_numpy(x), w=torch.from_numpy(w), s=0.25), want)
+    _same_bits(f(x=x, w=w, s=torch.tensor(0.25, dtype=torch.float64)), want)  # NumPy arrays, a 0-d tensor Param
+
+
+def test_split_kernel_runs_its_stages_with_the_same_bits():
+    v = np.random.default_rng(3).normal(size=(3, 40))
+    assert tb_split.stage_count == 2
+    want = eagle.deploy(tb_split).run(v=v)
+    got = eagle.torch.wrap(tb_split)(v=torch.from_numpy(v))
+    _same_bits(got, want)
+    assert sorted(got) == ["tot_0", "tot_1", "tot_2", "z"]
+
+
+def test_grid_extent_by_label():
+    want = eagle.deploy(tb_ramp).run(row=3, s=2.0)
+    _same_bits(eagle.torch.wrap(tb_ramp)(row=3, s=2.0), want)
+
+
+@pytest.mark.parametrize("change", [
+    {"x": np.ones((3, 5), dtype=np.int64)},  # wrong dtype
+    {"v": np.ones((2, 3, 5))},  # wrong shape
+    {"t": np.ones(4)},  # a table of the wrong shape
+    {"key": np.zeros((3, 5))},  # float keys
+    {"nope": np.ones(3)},  # unknown plane
+    {"s": np.ones(2)},  # a Param that is not one number
+    {"x": np.ones((3, 5), dtype=np.float32)},  # two float dtypes
+])
+def test_bad_inputs_raise_plan_runs_error(change):
+    planes = {**_planes(), **change}
+    with pytest.raises(InputError) as want:
+        eagle.deploy(tb_all).run(**planes)
+    with pytest.raises(InputError) as got:
+        eagle.torch.wrap(tb_all)(**_torch(planes))
+    assert str(got.value) == str(want.value)
+
+
+def test_a_missing_plane_and_a_device_array_raise_plan_runs_error():
+    planes = _planes()
+    del planes["t"]
+    with pytest.raises(InputError) as want:
+        eagle.deploy(tb_all).run(**planes)
+    with pytest.raises(InputError) as got:
+        eagle.torch.wrap(tb_all)(**_torch(planes))
+    assert str(got.value) == str(want.value) and "'t'" in str(got.value)
+
+    class OnCuda:  # what a CUDA tensor or array looks like through DLPack (this machine may have no CUDA)
+        def __dlpack__(self, **kw):
+            raise AssertionError("never read")
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    planes = {**_planes(), "x": OnCuda()}
+    with pytest.raises(InputError) as want:
+        eagle.deploy(tb_all).run(**planes)
+    with pytest.raises(InputError) as got:
+        eagle.torch.wrap(tb_all)(**_torch(planes))
+    assert str(got.value) == str(want.value) and "cuda:0" in str(got.value) and "plane 'x'" in str(got.value)
+
+
+def test_opcheck_single_dict_split_and_inplace():
+    x, w = torch.linspace(0.0, 1.0, 9, dtype=torch.float64), torch.ones(9, dtype=torch.float64)
+    s = torch.tensor(0.5, dtype=torch.float64)
+    f = eagle.torch.wrap(tb_axpy)
+    assert torch.library.opcheck(f.op, (x, w, s), test_utils=FORWARD_TESTS)
+    # the autograd registration check needs inputs that require grad (it does not run the backward)
+    torch.library.opcheck(f.op, (x.clone().requires_grad_(), w, s), test_utils="test_autograd_registration")
+    g = eagle.torch.wrap(tb_all)
+    args = [torch.from_numpy(v) if isinstance(v, np.ndarray) else torch.tensor(v, dtype=torch.float64)
+            for v in _planes().values()]
+    torch.library.opcheck(g.op, tuple(args), test_utils=FORWARD_TESTS)
+    grad_args = [a.clone().requires_grad_() if a.is_floating_point() else a for a in args]
+    torch.library.opcheck(g.op, tuple(grad_args), test_utils="test_autograd_registration")
+    acc = torch.zeros(4, dtype=torch.float64)  # the in-place op, a sink passed
+    torch.library.opcheck(g.op_inplace, (*args, None, acc, None, None), test_utils=FORWARD_TESTS)
+    torch.library.opcheck(g.op_inplace, (*grad_args, None, acc, None, None), test_utils="test_autograd_registration")
+    h = eagle.torch.wrap(tb_split)
+    v = torch.from_numpy(np.random.default_rng(5).normal(size=(3, 12)))
+    torch.library.opcheck(h.op, (v,), test_utils=FORWARD_TESTS)
+    torch.library.opcheck(h.op, (v.clone().requires_grad_(),), test_utils="test_autograd_registration")
+
+
+def test_gradients_are_refused_until_the_reverse_exists():
+    f = eagle.torch.wrap(tb_axpy)
+    x = torch.linspace(0.0, 1.0, 9, dtype=torch.float64, requires_grad=True)
+    w = torch.ones(9, dtype=torch.float64)
+    with torch.no_grad():
+        _same_bits(f(x=x, w=w, s=0.5), eagle.deploy(tb_axpy).run(x=x.detach().numpy(), w=w.numpy(), s=0.5))
+    out = f(x=x, w=w, s=0.5)  # the forward runs; the error comes only when a gradient is asked for
+    assert out.requires_grad
+    with pytest.raises(NotImplementedError, match="gradients arrive with plan.reverse"):
+        out.sum().backward()
+    acc = torch.zeros(4, dtype=torch.float64)  # the in-place op too
+    planes = _torch(_planes())
+    planes["x"] = planes["x"].clone().requires_grad_()
+    res = eagle.torch.wrap(tb_all)(**planes, acc=acc)
+    with pytest.raises(NotImplementedError, match="gradients arrive with plan.reverse"):
+        res["y"].sum().backward()
+
+
+def test_compile_fullgraph_without_recompiles_across_dynamic_sizes():
+    from torch._dynamo.utils import counters
+
+    f = eagle.torch.wrap(tb_split)
+    torch.compiler.reset()
+    counters.clear()
+
+    @torch.compile(fullgraph=True, backend="aot_eager")
+    def step(v):
+        out = f(v=v)
+        return out["z"] * 2.0, out["tot_1"]
+
+    for n in (7, 9, 12):
+        v = torch.from_numpy(np.random.default_rng(n).normal(size=(3, n)))
+        if n == 7:
+            torch._dynamo.mark_dynamic(v, 1)
+        z, tot = step(v)
+        want = eagle.deploy(tb_split).run(v=v.numpy())
+        assert z.numpy().tobytes() == (np.asarray(want["z"]) * 2.0).tobytes()
+        assert tot.numpy().tobytes() == np.asarray(want["tot_1"]).tobytes()
+    assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_compile_with_inductor_every_plane_kind():
+    g = eagle.torch.wrap(tb_all)
+    torch.compiler.reset()
+
+    @torch.compile(fullgraph=True, dynamic=True)
+    def step(planes):
+        out = g(**planes)
+        return out["y"] + 1.0, out["total"], out["acc"]
+
+    for rows in (3, 4):
+        planes = _planes(rows=rows, seed=rows)
+        y, total, acc = step(_torch(planes))
+        want = eagle.deploy(tb_all).run(**planes)
+        assert np.array_equal(y.numpy(), np.asarray(want["y"]) + 1.0)
+        assert total.numpy().tobytes() == np.asarray(want["total"]).tobytes()  # ordered: the same bits
+        assert acc.numpy().tobytes() == np.asarray(want["acc"]).tobytes()
+
+
+def test_compile_with_a_passed_sink_writes_it_in_place():
+    g = eagle.torch.wrap(tb_all)
+    torch.compiler.reset()
+
+    @torch.compile(fullgraph=True, backend="aot_eager")
+    def step(planes, acc):
+        out = g(**planes, acc=acc)
+        return out["y"] * 2.0, out["acc"]
+
+    planes = _planes()
+    want = eagle.deploy(tb_all).run(**planes, acc=np.ones(4))
+    acc = torch.ones(4, dtype=torch.float64)
+    y, got = step(_torch(planes), acc)
+    assert acc.numpy().tobytes() == np.asarray(want["acc"]).tobytes() and got.data_ptr() == acc.data_ptr()
+    assert y.numpy().tobytes() == (np.asarray(want["y"]) * 2.0).tobytes()

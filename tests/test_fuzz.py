@@ -1,0 +1,110 @@
+"""A seeded front-end fuzzer: a few hundred generated kernels (tests/fuzz_kernels.py), each checked against the
+NumPy reference the generator computed, or against the refusal it must give.
+
+Kernels run in subprocesses, a batch of them each, so that a crash (a signal, an abort in MLIR or LLVM) is
+caught and reported with the kernel's source instead of taking pytest down. A failure names the case as
+`seed:index`; `python tests/fuzz_kernels.py --seed S --start I --show` prints its module, and
+`python tests/fuzz_kernels.py --seed S --start I --count 1` checks it alone. HAWK_FUZZ_SEED, HAWK_FUZZ_COUNT,
+HAWK_FUZZ_TARGET (default host) and HAWK_FUZZ_SKIP (known-class tags to leave out, comma-separated) change the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import fuzz_kernels as fk
+import pytest
+
+SEED = int(os.environ.get("HAWK_FUZZ_SEED", "20261201"))
+COUNT = int(os.environ.get("HAWK_FUZZ_COUNT", "300"))
+BATCH = 50
+RUNNER = Path(__file__).with_name("fuzz_kernels.py")
+ROOT = RUNNER.parent.parent
+
+
+def _run_batch(start: int, stop: int, workdir: Path, runner: Path = RUNNER) -> list[dict]:
+    """Check cases [start, stop) in fresh processes: a process that dies is reported as a crash of the case it
+    had begun (with its source), and the rest of the batch goes on in a new process."""
+    results: list[dict] = []
+    env = {**os.environ, "HAWK_CACHE_DIR": str(workdir / "cache"), "PYTHONPATH": str(ROOT)}
+    while start < stop:
+        proc = subprocess.run([sys.executable, str(runner), "--seed", str(SEED), "--start", str(start), "--count",
+                               str(stop - start), "--dir", str(workdir)], capture_output=True, text=True, env=env,
+                              timeout=900)
+        begun = None
+        for line in proc.stdout.splitlines():
+            rec = json.loads(line)
+            if "begin" in rec:
+                begun = rec["begin"]
+            else:
+                results.append(rec)
+                begun = None
+        if proc.returncode == 0:
+            break
+        if begun is None:  # died outside any case: report it once and stop this batch
+            results.append({"index": start, "status": "fail", "what": "runner", "tags": [],
+                            "why": f"runner exited {proc.returncode}: {proc.stderr[-2000:]}"})
+            break
+        c = fk.case(SEED, begun)
+        results.append({"index": begun, "status": "fail", "what": c.what, "tags": sorted(c.tags), "crash": True,
+                        "why": f"the process died (exit {proc.returncode}): {proc.stderr[-600:]}\n{c.source}"})
+        start = begun + 1
+    return results
+
+
+def test_generated_kernels_match_numpy_or_are_refused_by_line(tmp_path):
+    starts = range(0, COUNT, BATCH)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        batches = pool.map(lambda s: _run_batch(s, min(s + BATCH, COUNT), tmp_path), starts)
+        results = [r for b in batches for r in b]
+    seen = {r["index"] for r in results}
+    assert seen == set(range(COUNT)), f"cases never reported: {sorted(set(range(COUNT)) - seen)[:10]}"
+    failed = [r for r in results if r["status"] == "fail"]
+    if failed:
+        lines = []
+        for r in sorted(failed, key=lambda r: r["index"]):
+            why = r["why"] if r.get("crash") else r["why"][:400]  # a crash carries the kernel's whole source
+            lines.append(f"case {SEED}:{r['index']} ({r['what']}; known tags {r['tags']}): {why}")
+        first = fk.case(SEED, failed[0]["index"])
+        pytest.fail(f"{len(failed)} of {COUNT} generated kernels failed:\n" + "\n".join(lines) +
+                    f"\n\nsource of case {SEED}:{first.index}:\n{first.source}")
+
+
+def test_generation_is_reproducible():
+    a, b = fk.case(SEED, 17), fk.case(SEED, 17)
+    assert a.source == b.source and a.expect == b.expect
+    assert fk.case(SEED, 18).source != a.source
+
+
+def test_generator_covers_the_grammar():
+    """The first cases of the seed draw every form the fuzzer is meant to exercise."""
+    text = "\n".join(fk.case(SEED, i).source for i in range(300))
+    for form in ("hawk.sum(", "where=", "hawk.scatter(", ".at(", "for j in range(", "if ", "else:", "m.where(",
+                 "hawk.max(", "hawk.mean(", "Grid[", "m.index(", "policy=\"ordered\"", " // ", " % ", "m.exp("):
+        assert form in text, f"no generated kernel uses {form!r}"
+    kinds = {fk.case(SEED, i).expect for i in range(300)}
+    assert {"match", "kernel_error", "input_error"} <= kinds, kinds
+
+
+def test_a_crashing_case_is_reported_with_its_source(tmp_path):
+    """The batch runner sees a process killed by a signal, names the case it had begun and goes on after it."""
+    fake = tmp_path / "fake_runner.py"
+    fake.write_text(
+        "import json, os, signal, sys\n"
+        "start, count = int(sys.argv[sys.argv.index('--start') + 1]), int(sys.argv[sys.argv.index('--count') + 1])\n"
+        "for i in range(start, start + count):\n"
+        "    print(json.dumps({'begin': i}), flush=True)\n"
+        "    if i == 2:\n"
+        "        os.kill(os.getpid(), signal.SIGSEGV)\n"
+        "    print(json.dumps({'index': i, 'status': 'ok', 'what': 'fake', 'tags': []}), flush=True)\n")
+    results = _run_batch(0, 5, tmp_path, runner=fake)
+    assert [r["index"] for r in results] == [0, 1, 2, 3, 4]
+    crash = results[2]
+    assert crash["status"] == "fail" and crash.get("crash"), crash
+    assert "died" in crash["why"] and fk.case(SEED, 2).source in crash["why"]
+    assert all(r["status"] == "ok" for k, r in enumerate(results) if k != 2)
