@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -21,11 +20,10 @@ import numpy as np
 from eagle.array import Array
 from eagle.binding import Binder, Bound, reduced_shape
 from eagle.errors import InputError
+from eagle.settings import min_chunk_setting
 from hawk.layout import ORDERED_BLOCK, Layout, ordered_segment
 
 _IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf}
-MIN_CHUNK = 1 << 19  # lanes below which handing a chunk to another thread costs more than it saves
-MIN_CHUNK_ENV = "EAGLE_MIN_CHUNK"  # overrides MIN_CHUNK (tests shrink it so that small runs split into chunks)
 OVERSPLIT = 4  # chunks per thread: threads take chunks as they come free, so a thread slowed by other work on
 # its core (another library's spinning pool, say) leaves its later chunks to the others
 PRIVATE_VALUES = 1 << 20  # beyond one chunk per thread, private copies of sinks and cells stay within this
@@ -37,24 +35,6 @@ def _pool(n: int) -> ThreadPoolExecutor:
     if _POOL is None or _POOL._max_workers < n:
         _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="eagle")
     return _POOL
-
-
-def min_chunk_setting(value: int | None = None) -> int:
-    """The fewest lanes a host chunk takes: `value` (deploy's min_chunk=), else $EAGLE_MIN_CHUNK, else MIN_CHUNK.
-    Chunk boundaries stay aligned to ordered blocks, kept spans and ordered scatter segments whatever it is."""
-    where = "min_chunk="
-    if value is None:
-        env = os.environ.get(MIN_CHUNK_ENV, "").strip()
-        if not env:
-            return MIN_CHUNK
-        where = f"${MIN_CHUNK_ENV}"
-        try:
-            value = int(env)
-        except ValueError:
-            raise ValueError(f"{where} must be a whole number of lanes >= 1, got {env!r}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{where} must be a whole number of lanes >= 1, got {value!r}")
-    return int(value)
 
 
 def run_stages(stages: list) -> None:
@@ -154,7 +134,8 @@ class Launcher:
         bounds = self.chunk_bounds(b, lo, hi)
         nchunks = self.last_chunks = len(bounds)
         staged = self.checks_at_run_time if staged is None else staged
-        buffers, results, copies, resets, stage = self.buffers(b, nchunks, cuts or {}, staged=staged)
+        buffers, results, copies, resets, stage = self.buffers(b, nchunks, {} if cuts is None else cuts,
+                                                               staged=staged)
         meta = buffers[self.meta_k]
         meta[0], meta[1] = lo, hi
         calls = [PackedArgs(buffers)] if nchunks == 1 else self.chunk_args(b, buffers, bounds)
@@ -203,13 +184,18 @@ class Launcher:
                 if p is not None and p.kind == "output" and len(p.payload.shape) == 2:
                     alt = (math.prod(p.payload.shape), *b.extents)
                 a = self.binder.given_buffer(name, shape, b, alt)
-                if a is None:
-                    a = np.zeros(shape, dtype=b.dtype)
+                shared = cuts.get(f"#run:{name}")  # what an earlier stage of this run writes it into: add to that
+                if shared is not None:  # (the earlier stage resets or stages and commits it)
+                    a = shared if a is None else a
+                    bufs.append(shared.reshape(-1))
+                elif a is None:
+                    a = cuts[f"#run:{name}"] = np.zeros(shape, dtype=b.dtype)
                     if role == "sink":
                         resets.append((a, 0.0))
                     bufs.append(a.reshape(-1))
                 elif staged:
                     stage.append((a, np.empty_like(a)))
+                    cuts[f"#run:{name}"] = stage[-1][1]
                     bufs.append(stage[-1][1].reshape(-1))
                 else:
                     bufs.append(a.reshape(-1))

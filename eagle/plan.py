@@ -7,14 +7,13 @@ any result to the caller's arrays (eagle.launch.run_stages), so a refused run wr
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from eagle import cache
 from eagle.binding import Binder, lane_local_inputs
 from eagle.errors import InputError
-from eagle.launch import Launcher, min_chunk_setting, run_stages
+from eagle.launch import Launcher, run_stages
+from eagle.settings import min_chunk_setting, threads_setting
 from eagle.targets import auto_target, gpu_target, host
 from eagle.targets.device import DeviceStage, device_binary
 from hawk.compiler import Kernel
@@ -22,29 +21,11 @@ from hawk.errors import KernelError
 from hawk.layout import Spec
 
 
-def threads_setting(kernel: str, threads) -> int:
-    """deploy's threads=, else $EAGLE_THREADS, else the CPU count: a whole number >= 1 (one line otherwise)."""
-    where = "threads="
-    if threads is None:
-        env = os.environ.get("EAGLE_THREADS", "").strip()
-        if not env:
-            return os.cpu_count() or 1
-        where = "$EAGLE_THREADS"
-        try:
-            threads = int(env)
-        except ValueError:
-            raise ValueError(f"eagle.deploy({kernel}): {where} must be a whole number of threads >= 1, "
-                             f"got {env!r}") from None
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise ValueError(f"eagle.deploy({kernel}): {where} must be a whole number of threads >= 1, got {threads!r}")
-    return int(threads)
-
-
 class Plan:
     """A kernel deployed for a target. `run(**planes, **extents)` validates, launches and returns results.
 
     `threads`: host threads (else $EAGLE_THREADS, else the CPU count). `min_chunk`: the fewest lanes a host
-    chunk takes (else $EAGLE_MIN_CHUNK, else eagle.launch.MIN_CHUNK); tests shrink it so that small runs split.
+    chunk takes (else $EAGLE_MIN_CHUNK, else eagle.settings.MIN_CHUNK); tests shrink it so that small runs split.
     `last_chunks`: the chunks each stage of the latest `run` ran (host: chunks handed to threads; GPU: the
     launch's sets of partials), a tuple with one entry per stage."""
 
@@ -60,8 +41,8 @@ class Plan:
             raise ValueError(f"the host target takes no options, got {sorted(options)}")
         self.kernel, self.target = kernel, target
         self.device = None if target == "host" else gpu_target(target, **options)
-        self.threads = threads_setting(kernel.name, threads)
         try:
+            self.threads = threads_setting(threads)
             self.min_chunk = min_chunk_setting(min_chunk)
         except ValueError as exc:
             raise ValueError(f"eagle.deploy({kernel.name}): {exc}") from None

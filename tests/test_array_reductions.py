@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import eagle
+from eagle.algorithms import _common
 
 THREADS = (1, 2, 3)
 
@@ -17,6 +18,14 @@ THREADS = (1, 2, 3)
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch):
     monkeypatch.setenv("EAGLE_MIN_CHUNK", "1024")  # so that a few thousand values split over threads
+    monkeypatch.setattr(_common, "_PLANS", {})  # this test's plans only, so _assert_split sees its own runs
+
+
+def _assert_split():
+    """Several threads really split a run into chunks (what a thread-count test claims to test)."""
+    runs = [max(p.last_chunks) for (_, _, threads, _), p in _common._PLANS.items() if threads and threads > 1
+            and p.last_chunks]
+    assert runs and max(runs) > 1, f"no run split into chunks: {runs}"
 
 
 def _values(n: int, dtype, seed: int = 0) -> np.ndarray:
@@ -45,6 +54,7 @@ def test_float_sum_against_fsum_and_same_bits_for_every_thread_count(dtype):
     x = _values(5000, dtype)
     sums = {t: eagle.asarray(x).sum(threads=t) for t in THREADS}
     assert len({s.hex() for s in sums.values()}) == 1, sums  # ordered: the thread count changes no bit
+    _assert_split()
     exact = math.fsum(x.astype(np.float64))
     eps = np.finfo(dtype).eps
     assert abs(sums[1] - exact) <= 20 * eps * math.fsum(np.abs(x.astype(np.float64)))
@@ -122,6 +132,8 @@ def test_integer_sums_exact_modulo_2_64_and_exact_extrema(name):
     a = eagle.asarray(x)
     for t in THREADS:
         assert a.sum(threads=t) == float(_exact_sum(x))
+    if x.size > 4096:
+        _assert_split()
     assert a.min() == float(int(x.min())) and a.max() == float(int(x.max()))
     assert a.mean() == float(_exact_sum(x)) / x.size
     assert all(type(v) is float for v in (a.sum(), a.min(), a.max(), a.mean()))

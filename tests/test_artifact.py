@@ -340,17 +340,23 @@ def test_bundle_publishes_single_stage_kernels_too(tmp_path):
 
 # ====================================================================================== the ordered contract
 def test_artifact_sum_is_bitwise_the_ordered_policy_at_every_thread_count(published, monkeypatch):
-    monkeypatch.setenv("EAGLE_MIN_CHUNK", "1024")  # small chunks: threads > 1 really split the lanes
     x = rng(11).normal(size=200_003) * 10.0 ** rng(12).uniform(-6, 6, 200_003)
     want = eagle.deploy(a_energy_ord, threads=1).run(x=x)
     assert np.asarray(want)[0] == bt_ordered_sum(x * x)
+    monkeypatch.delenv("EAGLE_MIN_CHUNK", raising=False)
     for threads in (1, 2, 3):
-        cell = np.zeros(1)
-        art = hawk.load(published, "a_energy", threads=threads)
-        hawk.run(art, x=x, total=cell)
-        assert same_bits(cell, want), threads
-        chunks = [launcher.last_chunks for _, launcher in art._runs["float64"]]
-        assert threads == 1 or max(chunks) > 1, chunks
+        for setting in ("min_chunk", "env"):  # small chunks, so that threads > 1 really split the lanes
+            if setting == "env":
+                monkeypatch.setenv("EAGLE_MIN_CHUNK", "1024")
+            cell = np.zeros(1)
+            art = hawk.load(published, "a_energy", threads=threads, min_chunk=1024 if setting == "min_chunk" else None)
+            monkeypatch.delenv("EAGLE_MIN_CHUNK", raising=False)
+            hawk.run(art, x=x, total=cell)
+            assert same_bits(cell, want), (threads, setting)
+            assert len(art.last_chunks) == 1 and (threads == 1 or art.last_chunks[0] > 1), (setting, art.last_chunks)
+    art = hawk.load(published, "a_energy", threads=3)  # the default chunk: 200003 lanes are one chunk
+    hawk.run(art, x=x)
+    assert art.last_chunks == (1,)
 
 
 def test_scalar_cell_bound_as_the_output(published):
@@ -608,10 +614,12 @@ NO_MLIR = textwrap.dedent("""
     d = sys.argv[1]
     x = np.random.default_rng(21).normal(size=50_000)
     cell = np.zeros(1)
-    hawk.run(hawk.load(d, "a_energy", threads=2), x=x, total=cell)
-    z = hawk.run(hawk.load(d, "a_share"), x=np.abs(x) + 1.0)
+    energy, share = hawk.load(d, "a_energy", threads=2), hawk.load(d, "a_share", threads=2)
+    hawk.run(energy, x=x, total=cell)
+    z = hawk.run(share, x=np.abs(x) + 1.0)
     assert "hawk.compiler" not in sys.modules
     assert not [m for m in sys.modules if m == "mlir" or m.startswith("mlir.")]
+    assert min(energy.last_chunks + share.last_chunks) > 1, (energy.last_chunks, share.last_chunks)
     print(cell[0].hex(), float(np.asarray(z).sum()).hex())
 """)
 

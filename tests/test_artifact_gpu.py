@@ -217,7 +217,8 @@ def _spirv_runtime():
 
 def test_a_device_build_runs_through_its_runtime_like_the_host(tmp_path):
     """The device path of a loaded artifact end to end (device binary + host finish, split stages, both dtypes),
-    on the one GPU runtime this machine can run: Vulkan on lavapipe."""
+    on the one GPU runtime this machine can run: Vulkan on lavapipe; the host's bits, which the device must give,
+    are the same at 1, 2 and 3 threads in small chunks (each run checked to split)."""
     rt, why = _spirv_runtime()
     if rt is None:
         pytest.skip(f"needs the spirv target and a Vulkan device: {why}")
@@ -226,7 +227,14 @@ def test_a_device_build_runs_through_its_runtime_like_the_host(tmp_path):
     x = np.random.default_rng(11).normal(size=60_013)
     for name in ("ag_energy", "ag_share"):
         for dt in (np.float64, np.float32):
-            host = np.asarray(hawk.run(hawk.load(tmp_path, name), x=x.astype(dt)))
-            dev = np.asarray(hawk.run(hawk.load(tmp_path, name, target="spirv"), x=x.astype(dt)))
+            host = np.asarray(hawk.run(hawk.load(tmp_path, name, threads=1), x=x.astype(dt)))
+            for threads in (2, 3):  # small chunks: the host's split must not change a bit
+                split = hawk.load(tmp_path, name, threads=threads, min_chunk=1024)
+                got = np.asarray(hawk.run(split, x=x.astype(dt)))
+                assert min(split.last_chunks) > 1, (name, threads, split.last_chunks)
+                assert got.tobytes() == host.tobytes(), f"{name} {dt.__name__}: threads={threads} differs"
+            loaded = hawk.load(tmp_path, name, target="spirv")
+            dev = np.asarray(hawk.run(loaded, x=x.astype(dt)))
+            assert min(loaded.last_chunks) > 1, loaded.last_chunks  # workgroups' partials, combined on the host
             assert dev.dtype == host.dtype and dev.shape == host.shape
             assert dev.tobytes() == host.tobytes(), f"{name} {dt.__name__}: spirv differs from the host"

@@ -329,28 +329,47 @@ def gf_col_means(g: Grid["row", "col":9], x: Scalar) -> Scalar:
     return hawk.mean(x, over="row", where=x > -0.5)
 
 
-@pytest.mark.parametrize("target", ["host", "spirv"])
-def test_kept_mean_copies_carry_their_counts(target):
-    if target == "spirv":
-        _spirv()
+SMALL_CHUNK = 1024  # min_chunk for the thread-count tests: small runs split into several host chunks
+
+
+def _host_runs(kernel, **planes) -> list:
+    """The host's results at 1, 2 and 3 threads, in small chunks; a run with threads > 1 must really split."""
+    runs = []
+    for threads in (1, 2, 3):
+        plan = eagle.deploy(kernel, threads=threads, min_chunk=SMALL_CHUNK)
+        out = plan.run(**planes)
+        assert threads == 1 or min(plan.last_chunks) > 1, f"{kernel.name} threads={threads}: {plan.last_chunks}"
+        runs.append({k: np.asarray(v) for k, v in out.items()} if isinstance(out, dict) else np.asarray(out))
+    return runs
+
+
+def _slots_run(kernel, slots: int, **planes):
+    """A run on spirv, whose grid gives every kept slot a GPU thread of its own (host threads play no part)."""
+    _spirv()
+    x = planes["x"]
+    grid = plan_grid(_layout(kernel), x.size, 8, x.shape)
+    assert grid.form == "slots" and grid.block * grid.groups >= slots and grid.span * slots == x.size, grid
+    return bt_run_on("spirv", kernel, **planes)
+
+
+def test_kept_mean_copies_carry_their_counts():
     assert _layout(gf_col_means).private == {"result": 18}  # 9 sums, then 9 counts, per copy
-    x = np.random.default_rng(5).standard_normal((300_000, 9))
+    x = np.random.default_rng(5).standard_normal((30_000, 9))
     want = np.array([x[:, c][x[:, c] > -0.5].mean() for c in range(9)])
-    for threads in (1, 2, 3):
-        got = np.asarray(eagle.deploy(gf_col_means, target=target, threads=threads).run(x=x))
-        np.testing.assert_allclose(got, want, rtol=1e-10)
+    for threads, got in enumerate(_host_runs(gf_col_means, x=x), 1):
+        np.testing.assert_allclose(got, want, rtol=1e-10, err_msg=f"threads={threads}")
+    np.testing.assert_allclose(_slots_run(gf_col_means, 9, x=x), want, rtol=1e-10)
 
 
-@pytest.mark.parametrize("target", ["host", "spirv"])
-def test_kept_cell_copies_give_the_same_bits_at_every_thread_count(target):
-    if target == "spirv":
-        _spirv()
-    x = np.random.default_rng(21).standard_normal((400_000, 7, 3))
+def test_kept_cell_copies_give_the_same_bits_at_every_thread_count():
+    x = np.random.default_rng(21).standard_normal((40_000, 7, 3))
     want = np.where(x > -1.0, x, np.inf).min(axis=0)
-    for threads in (1, 2, 3):
-        out = eagle.deploy(gf_col_min_and_low, target=target, threads=threads).run(x=x)
-        np.testing.assert_array_equal(np.asarray(out["result"]), want)
-        assert np.asarray(out["low"])[0] == x.min()
+    for threads, out in enumerate(_host_runs(gf_col_min_and_low, x=x), 1):
+        np.testing.assert_array_equal(out["result"], want, err_msg=f"threads={threads}")
+        assert out["low"][0] == x.min(), threads
+    out = _slots_run(gf_col_min_and_low, 21, x=x)
+    np.testing.assert_array_equal(out["result"], want)
+    assert out["low"][0] == x.min()
 
 
 def test_the_host_finish_is_the_same_for_every_gpu_variant():

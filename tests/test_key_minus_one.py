@@ -117,7 +117,11 @@ def _targets():
 def _run(kernel, target, threads, **planes):
     # several host threads: chunks of >= 500 lanes, so each chunk adds into its own private copy of the sink
     opts = {"threads": threads, "min_chunk": 500} if target == "host" else {}
-    return np.asarray(eagle.deploy(kernel, target=target, **opts).run(**planes))
+    plan = eagle.deploy(kernel, target=target, **opts)
+    out = np.asarray(plan.run(**planes))
+    if target == "host" and threads > 1:  # the private-copy path really ran
+        assert max(plan.last_chunks) > 1, f"{kernel.name}: one chunk ({plan.last_chunks})"
+    return out
 
 
 def _terms(n: int, seed: int) -> np.ndarray:

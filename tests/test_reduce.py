@@ -291,6 +291,11 @@ for dtype in (np.float64, np.float32):
         print(dtype.__name__, n, flush=True)
         out = eagle.deploy(r_edge, target=TARGET).run(x=x)
         assert np.isclose(float(np.asarray(out["c"])[0]), float(x.astype(np.float64).sum()), rtol=1e-4, atol=1e-4)
+        if TARGET == "host":  # in small chunks too (the last one ends at the last lane): the same ordered bits
+            plan = eagle.deploy(r_edge, target=TARGET, threads=3, min_chunk=1024)
+            split = plan.run(x=x)
+            assert n < 4096 or plan.last_chunks[0] > 1, plan.last_chunks
+            assert np.asarray(split["o"]).tobytes() == np.asarray(out["o"]).tobytes(), n
 print("OK")
 """
 

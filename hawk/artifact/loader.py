@@ -7,6 +7,10 @@ against it, and the bytes that were checked are the bytes that get loaded (a pri
 time). Host code built for another CPU is refused before it is mapped, and each library's own description is
 compared with the sidecar before anything in it is called. The only code that ever runs is the compiled kernel's
 own.
+
+Nothing lost: a run prepares every stage (key checks, shape checks, buffers) before the first launch and hands
+results to the caller's arrays only once every stage has run (eagle.launch.run_stages), as eagle's Plan.run does:
+a refusal in any stage leaves every array the caller passed as it was.
 """
 
 from __future__ import annotations
@@ -18,9 +22,12 @@ import threading
 import uuid
 from pathlib import Path
 
+import numpy as np
+
 from eagle.binding import Binder
 from eagle.errors import InputError, RuntimeMissing
-from eagle.launch import Launcher
+from eagle.launch import Launcher, run_stages
+from eagle.settings import min_chunk_setting, threads_setting
 from hawk.artifact.format import (
     ArtifactError,
     check_cpu,
@@ -239,7 +246,8 @@ def _read_checked(d: Path, file: str, sha: str, where: str, what: str) -> bytes:
 class LoadedKernel:
     """A published kernel loaded for one target: run it with hawk.run(loaded, **planes) or loaded.run(...)."""
 
-    def __init__(self, art: Artifact, target: str = "host", threads: int | None = None):
+    def __init__(self, art: Artifact, target: str = "host", threads: int | None = None,
+                 min_chunk: int | None = None):
         sc = art.sidecar
         where = str(art.directory / f"{sc['name']}.json")
         if target not in sc["targets"]:
@@ -250,9 +258,12 @@ class LoadedKernel:
         self.name: str = sc["name"]
         self.directory = art.directory
         self.target = target
-        self.threads = threads if threads is not None else int(os.environ.get("EAGLE_THREADS", os.cpu_count() or 1))
-        if self.threads < 1:
-            raise ValueError("threads must be at least 1")
+        try:
+            self.threads = threads_setting(threads)
+            self.min_chunk = min_chunk_setting(min_chunk)
+        except ValueError as exc:
+            raise ValueError(f"hawk.load({sc['name']}): {exc}") from None
+        self.last_chunks: tuple[int, ...] = ()  # the chunks each stage of the latest run ran
         self.content_hash: str = sc["content_hash"]
         self.hawk_version: str = sc["hawk_version"]
         self.dtypes: tuple[str, ...] = tuple(sc["dtypes"])
@@ -284,7 +295,7 @@ class LoadedKernel:
                                b["device"])
                 else:
                     lib = load(art.binaries[b["file"]], stage, at, expect)
-                runs.append((lib, Launcher(self.binder, layout, self.threads)))
+                runs.append((lib, Launcher(self.binder, layout, self.threads, self.min_chunk)))
             self._runs[dtype] = runs
         self._runtime = None
 
@@ -322,28 +333,43 @@ class LoadedKernel:
                                  f"got {got.get(plane)} (convert with .astype(np.{want}), or rebuild with "
                                  f"index_dtypes={{'{plane}': '{got.get(plane)}'}})")
         lo, hi = self._lane_range(base, count, b.lanes)
-        results: dict = {}
-        cuts: dict = {}
-        runtime = self.runtime() if self.target != "host" else None
-        for lib, launcher in runs:
-            if runtime is not None:
-                from eagle.targets.device import DeviceStage
-
-                stage = DeviceStage(launcher, lib.binary, lib.entry, runtime, lib.finish_lib, b, lo, hi, cuts)
-                stage.fire()
-                out, made = stage.results, stage.cells_out
-            else:
-                out, made = launcher.run(lib, b, lo, hi, cuts)
-            results.update(out)
-            cuts.update(made)
+        stages, results = self._prepare(runs, b, lo, hi)
+        run_stages(stages)
+        self.last_chunks = tuple(st.nchunks for st in stages)
         results = {k: v for k, v in results.items() if not self.cells.get(k, False)}
         if len(results) == 1:
             return next(iter(results.values()))
         return {k: results[k] for k in sorted(results)}
 
+    def _prepare(self, runs: list, b, lo: int, hi: int) -> tuple[list, dict]:
+        """Every stage prepared (keys and shapes checked, buffers allocated) before any launches, as eagle's
+        Plan.stages: stages up to the last one that checks keys as it runs (every stage on a GPU) write scratch
+        copies of the caller's arrays. Returns (stages, results by name)."""
+        runtime = self.runtime() if self.target != "host" else None
+        late = max((k for k, (_, launcher) in enumerate(runs) if runtime is not None or launcher.checks_at_run_time),
+                   default=-1)
+        stages: list = []
+        results: dict = {}
+        cuts: dict = {}
+        for k, (lib, launcher) in enumerate(runs):
+            if runtime is not None:
+                from eagle.targets.device import DeviceStage
+
+                stage = DeviceStage(launcher, lib.binary, lib.entry, runtime, lib.finish_lib, b, lo, hi, cuts)
+            else:
+                stage = launcher.prepare(lib, b, lo, hi, cuts, staged=k <= late)
+            stages.append(stage)
+            results.update(stage.results)
+            cuts.update(stage.cells_out)
+        return stages, results
+
     def _lane_range(self, base, count, lanes: int) -> tuple[int, int]:
         if base is None and count is None:
             return 0, lanes
+        for arg, v in (("base", base), ("count", count)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+                raise InputError(f"kernel '{self.name}': {arg}= takes a whole number of lanes, got {v!r} "
+                                 f"({type(v).__name__})")
         if self.stage_count > 1:
             raise InputError(f"kernel '{self.name}' runs in {self.stage_count} stages: it reads a value reduced over "
                              "every lane, so it runs over every lane (no base= or count=)")
@@ -355,13 +381,14 @@ class LoadedKernel:
 
 
 def load(directory, name: str, target: str = "host", threads: int | None = None,
-         content_hash: str | None = None) -> LoadedKernel:
+         content_hash: str | None = None, min_chunk: int | None = None) -> LoadedKernel:
     """Load kernel `name` published in `directory` by hawk.artifact.build or build_bundle.
 
     The sidecar and binaries are checked first (ArtifactError on anything amiss); `content_hash=` pins the
-    artifact to a hash you recorded. `threads` is the number of host threads (EAGLE_THREADS or every core).
+    artifact to a hash you recorded. `threads` is the number of host threads (EAGLE_THREADS or every core);
+    `min_chunk` the fewest lanes a host chunk takes (as eagle.deploy's: else $EAGLE_MIN_CHUNK, else the default).
     """
-    return LoadedKernel(read(directory, name, content_hash), target, threads)
+    return LoadedKernel(read(directory, name, content_hash), target, threads, min_chunk)
 
 
 def run(loaded: LoadedKernel, base: int | None = None, count: int | None = None, **planes):

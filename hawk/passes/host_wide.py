@@ -29,8 +29,7 @@ class HostWide:
         chunk_len = 0 if ordered else n * (2 if comp else 1)
         chain_len = W * n if ordered else (W * 2 * n if comp else 0)
         t = e.f if ordered else e.f64  # chunk partials are float64; ordered chains stay in the kernel's type
-        with ir.InsertionPoint.at_block_begin(self.entry):
-            acc.mem = memref.AllocaOp(ir.MemRefType.get([chunk_len + chain_len], t), [], []).result
+        acc.mem = self.local_buffer(chunk_len + chain_len, t)
         acc.chain_at = chunk_len
         identity = {"sum": 0.0, "mean": 0.0, "max": float("-inf"), "min": float("inf")}[acc.r.kind]
         if chunk_len:
@@ -38,6 +37,12 @@ class HostWide:
             if comp:
                 self.fill(acc.mem, n, n, 0.0)
         return chunk_len
+
+    def local_buffer(self, n: int, elem: ir.Type) -> ir.Value:
+        """A buffer of n values allocated once at the top of the lanes function (GPU lowerings: per thread, in
+        private memory)."""
+        with ir.InsertionPoint.at_block_begin(self.entry):
+            return memref.AllocaOp(ir.MemRefType.get([n], elem), [], []).result
 
     def fill(self, buf: ir.Value, start: int, count: int, value: float) -> None:
         e = self.e

@@ -16,13 +16,50 @@ meta for a GPU launch = [C (lanes per chunk), base, T (chunks), L, extents..., e
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import gpu, scf
+from mlir.dialects import gpu, memref, scf
 
 from hawk.ir.build import create
 from hawk.layout import gpu_form
+from hawk.passes.host_emit import Emit, size
 from hawk.passes.lower_host import HostLowering
 
 GPU_MODULE_SUFFIX = "_gpu"
+
+
+class GpuEmit(Emit):
+    """Emit for GPU kernels: a matrix payload becomes one flat vector (and back) through row extracts, shuffles
+    and inserts, since the GPU conversions take no vector.shape_cast between ranks (its lowering leaves strided
+    slices they cannot translate). A handful of ops per row: still linear in the payload."""
+
+    def flat(self, v: ir.Value) -> ir.Value:
+        t = ir.VectorType(v.type)
+        if t.rank == 1:
+            return v
+        parts = [self.flat(create("vector.extract", [v], [ir.VectorType.get(t.shape[1:], t.element_type)],
+                                  {"static_position": ir.DenseI64ArrayAttr.get([i])}).result)
+                 for i in range(t.shape[0])]
+        while len(parts) > 1:  # concatenate pairwise
+            nxt = [self._cat(parts[k], parts[k + 1]) for k in range(0, len(parts) - 1, 2)]
+            parts = nxt + (parts[-1:] if len(parts) % 2 else [])
+        return parts[0]
+
+    def _cat(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        na, nb = ir.VectorType(a.type).shape[0], ir.VectorType(b.type).shape[0]
+        t = ir.VectorType.get([na + nb], ir.VectorType(a.type).element_type)
+        return create("vector.shuffle", [a, b], [t], {"mask": ir.DenseI64ArrayAttr.get(list(range(na + nb)))}).result
+
+    def shaped(self, v: ir.Value, shape) -> ir.Value:
+        if len(shape) == 1:
+            return v
+        elem = ir.VectorType(v.type).element_type
+        inner = size(shape[1:])
+        out = self.splat(0.0, ir.VectorType.get(list(shape), elem))
+        for i in range(shape[0]):
+            mask = ir.DenseI64ArrayAttr.get(list(range(i * inner, (i + 1) * inner)))
+            row = create("vector.shuffle", [v, v], [ir.VectorType.get([inner], elem)], {"mask": mask}).result
+            out = create("vector.insert", [self.shaped(row, shape[1:]), out], [out.type],
+                         {"static_position": ir.DenseI64ArrayAttr.get([i])}).result
+        return out
 
 
 class GpuLowering(HostLowering):
@@ -35,6 +72,20 @@ class GpuLowering(HostLowering):
         super().__init__(module, layout, ftype, itypes)
         self.atomic = set(layout.atomic_sinks()) if atomics else set()
         self.wide_ok = self.wide_sums = wide
+        self.e = GpuEmit(ftype)
+
+    def local_buffer(self, n: int, elem: ir.Type) -> ir.Value:
+        """A per-thread buffer: private memory (address space 5 on AMD GPUs, where allocas must live)."""
+        space = ir.Attribute.parse("#gpu.address_space<private>")
+        with ir.InsertionPoint.at_block_begin(self.entry):
+            return memref.AllocaOp(ir.MemRefType.get([n], elem, memory_space=space), [], []).result
+
+    def temp(self, n: int, elem: ir.Type, tag: str = "") -> ir.Value:
+        """host_ops.temp's shared component buffer, in private memory."""
+        key = (n, str(elem), tag)
+        if key not in self.temps:
+            self.temps[key] = self.local_buffer(n, elem)
+        return self.temps[key]
 
     def build_finish(self, finish):
         """The finish runs on the host whatever the device variant: wide sums always take the host's component

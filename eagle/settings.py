@@ -1,0 +1,44 @@
+"""Run settings that come from an argument or an environment variable: checked once, refused in one line.
+
+`threads=` / $EAGLE_THREADS (host threads; default every core) and `min_chunk=` / $EAGLE_MIN_CHUNK (the fewest
+lanes a host chunk takes; tests shrink it so that small runs split into chunks). A refusal is a ValueError naming
+the setting as the user wrote it; callers put the kernel in front.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+MIN_CHUNK = 1 << 19  # lanes below which handing a chunk to another thread costs more than it saves
+MIN_CHUNK_ENV = "EAGLE_MIN_CHUNK"
+THREADS_ENV = "EAGLE_THREADS"
+
+
+def whole_setting(value, option: str, env: str, default: int, unit: str) -> int:
+    """`value` (the argument `option`), else $`env`, else `default`: a whole number >= 1 of `unit`."""
+    where = f"{option}="
+    if value is None:
+        text = os.environ.get(env, "").strip()
+        if not text:
+            return default
+        where = f"${env}"
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{where} must be a whole number of {unit} >= 1, got {text!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{where} must be a whole number of {unit} >= 1, got {value!r}")
+    return int(value)
+
+
+def threads_setting(value=None) -> int:
+    """Host threads: `threads=`, else $EAGLE_THREADS, else the CPU count."""
+    return whole_setting(value, "threads", THREADS_ENV, os.cpu_count() or 1, "threads")
+
+
+def min_chunk_setting(value=None) -> int:
+    """The fewest lanes a host chunk takes: `min_chunk=`, else $EAGLE_MIN_CHUNK, else MIN_CHUNK. Chunk boundaries
+    stay aligned to ordered blocks, kept spans and ordered scatter segments whatever it is."""
+    return whole_setting(value, "min_chunk", MIN_CHUNK_ENV, MIN_CHUNK, "lanes")
