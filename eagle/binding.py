@@ -74,8 +74,8 @@ class Binder:
         self._specs: dict = {}
         # what every bind checks against, made once
         self._labels = {a.label for a in self.axes} if self.sig.grid is not None else set()
-        self._planes = {p.name: p for p in self.sig.planes if p.kind != "grid"}
-        self._required = [p.name for p in self._planes.values() if p.kind in ("lane", "index", "param", "table")]
+        self.plane_specs = {p.name: p for p in self.sig.planes if p.kind != "grid"}
+        self._required = [p.name for p in self.plane_specs.values() if p.kind in ("lane", "index", "param", "table")]
         # values each lane adds to what a run allocates: its per-lane outputs (when the caller does not pass them)
         self._per_lane = [(n, math.prod(self._payload(n))) for n, mode in outputs.items() if mode == "lane"]
         self._small = (1 << 30) // (8 * max(1, sum(size for _, size in self._per_lane)))  # lanes surely fine
@@ -92,7 +92,7 @@ class Binder:
 
     # ---- step 1: names and dtypes -------------------------------------------------------------------
     def bind(self, kwargs: dict) -> Bound:
-        labels, planes = self._labels, self._planes
+        labels, planes = self._labels, self.plane_specs
         unknown = [n for n in kwargs if n not in planes and n not in labels]
         if unknown:
             extra = f" and grid axes {sorted(labels)}" if labels else ""
@@ -100,8 +100,8 @@ class Binder:
         missing = [n for n in self._required if n not in kwargs]
         if missing:
             raise self.fail(missing[0], "is missing: pass it by name to run(...)")
-        arrays = {n: self._as_array(planes[n], kwargs[n]) for n in kwargs if n in planes}
-        dtype = self._float_dtype(arrays)
+        arrays = {n: self.as_array(planes[n], kwargs[n]) for n in kwargs if n in planes}
+        dtype = self.float_dtype(arrays)
         idt = {}
         for p in planes.values():
             if p.kind == "index":
@@ -113,7 +113,7 @@ class Binder:
         spec = self._specs.get(key)
         if spec is None:
             spec = self._specs[key] = make_spec(self.sig, dtype.name, idt)
-        extents = self._extents(kwargs, arrays)
+        extents = self.extents_of(kwargs, arrays)
         b = Bound(spec, extents, math.prod(extents), dtype)
         self._check_size(b)
         for name, a in arrays.items():
@@ -126,7 +126,7 @@ class Binder:
             self._check_written(b)
         return b
 
-    def _as_array(self, p: PlaneSpec, v) -> np.ndarray:
+    def as_array(self, p: PlaneSpec, v) -> np.ndarray:
         if p.kind == "param":
             a = np.asarray(v)
             if a.size != 1:
@@ -142,7 +142,7 @@ class Binder:
                                     f".astype(np.float64))")
         return a
 
-    def _float_dtype(self, arrays: dict[str, np.ndarray]) -> np.dtype:
+    def float_dtype(self, arrays: dict[str, np.ndarray]) -> np.dtype:
         seen: dict[np.dtype, str] = {}
         for n, a in arrays.items():
             p = self.sig.get(n)
@@ -154,7 +154,7 @@ class Binder:
         return next(iter(seen), np.dtype(np.float64))
 
     # ---- step 2: the lane extents ---------------------------------------------------------------------
-    def _lane_shape_of(self, p: PlaneSpec, a: np.ndarray) -> tuple[tuple[int, ...], str]:
+    def lane_shape_of(self, p: PlaneSpec, a: np.ndarray) -> tuple[tuple[int, ...], str]:
         """The lane part of a per-lane plane's shape, and how its payload was laid out."""
         pay = p.payload.shape
         n = len(self.axes)
@@ -168,7 +168,7 @@ class Binder:
         raise self.fail(p.name, f"is {p.describe()} and must be shaped {want} (payload first, lanes last), "
                                 f"got {a.shape}")
 
-    def _extents(self, kwargs: dict, arrays: dict[str, np.ndarray]) -> tuple[int, ...]:
+    def extents_of(self, kwargs: dict, arrays: dict[str, np.ndarray]) -> tuple[int, ...]:
         ext: list[int | None] = [a.extent for a in self.axes]
         if self.sig.grid is not None:
             first = self.axes[0]
@@ -182,7 +182,7 @@ class Binder:
         for n, a in arrays.items():
             p = self.sig.get(n)
             if p.kind in ("lane", "index") or (p.kind == "output" and self.outputs.get(n) == "lane"):
-                lane_shape, _ = self._lane_shape_of(p, a)
+                lane_shape, _ = self.lane_shape_of(p, a)
                 if len(lane_shape) != len(self.axes):
                     raise self.fail(n, f"has {len(lane_shape)} lane axes but the kernel has "
                                        f"{len(self.axes)} ({[x.label for x in self.axes]}); shape {a.shape}")

@@ -3,7 +3,7 @@ shapes and dtypes of the planes alone, without running anything.
 
 PyTorch's fake tensors and torch.compile need a kernel's output shapes before (or instead of) a run, possibly as
 symbolic sizes. The rules are the binder's and the launcher's own: the lane extents come from
-`Binder._extents` and the output shapes from `Binder.output_shape` / `reduced_shape`, fed stand-ins that carry
+`Binder.extents_of` and the output shapes from `Binder.output_shape` / `reduced_shape`, fed stand-ins that carry
 only a shape and a dtype, so a bridge cannot drift from what `Plan.run` hands back (the torch tests check the
 two against each other through opcheck's fake-tensor test).
 """
@@ -78,12 +78,12 @@ def check_dtypes(plan, planes: dict[str, Shaped]) -> np.dtype:
     non-integer keys, two float dtypes in one run)."""
     b = plan.binder
     for name, s in planes.items():
-        p = b._planes[name]
+        p = b.plane_specs[name]
         if p.kind in _FLOAT_KINDS:
-            b._as_array(p, np.zeros(1, s.dtype))  # raises the binder's message for a non-float dtype
+            b.as_array(p, np.zeros(1, s.dtype))  # raises the binder's message for a non-float dtype
         elif p.kind == "index" and s.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
             raise b.fail(name, f"is an Index plane and takes int32 or int64 keys, got {s.dtype}")
-    return b._float_dtype(planes)
+    return b.float_dtype(planes)
 
 
 def result_shapes(plan, planes: dict[str, Shaped], grid: dict, passed: frozenset[str] = frozenset()) -> Results:
@@ -92,7 +92,7 @@ def result_shapes(plan, planes: dict[str, Shaped], grid: dict, passed: frozenset
     `passed`: the outputs, sinks and cells the caller passes to be written in place."""
     kernel, b = plan.kernel, plan.binder
     dtype = check_dtypes(plan, planes)
-    idt = {n: s.dtype.name for n, s in planes.items() if b._planes[n].kind == "index"}
+    idt = {n: s.dtype.name for n, s in planes.items() if b.plane_specs[n].kind == "index"}
     spec = kernel.spec_for(dtype.name, idt)
     ext = SimpleNamespace(extents=_extents(plan, planes, grid))
     shapes: dict[str, tuple] = {}
@@ -122,22 +122,22 @@ def result_shapes(plan, planes: dict[str, Shaped], grid: dict, passed: frozenset
 
 def _extents(plan, planes: dict[str, Shaped], grid: dict) -> tuple:
     """The lane extents by the binder's rules (and with its messages). Symbolic sizes (torch.SymInt under
-    torch.compile) skip `Binder._extents`, which would turn them into plain ints (a recompile per size): the
+    torch.compile) skip `Binder.extents_of`, which would turn them into plain ints (a recompile per size): the
     extents are then read off the planes the same way, and the run itself checks that they agree."""
     b = plan.binder
     sizes = [d for s in planes.values() for d in s.shape] + list(grid.values())
     if all(isinstance(d, (int, np.integer)) for d in sizes):
-        return tuple(b._extents({**grid, **planes}, planes))
+        return tuple(b.extents_of({**grid, **planes}, planes))
     ext: list = [a.extent for a in b.axes]
     if b.sig.grid is not None and b.axes[0].label in grid:
         ext[0] = grid[b.axes[0].label]
     for name, s in planes.items():
-        p = b._planes[name]
+        p = b.plane_specs[name]
         if p.kind in _PER_LANE or (p.kind == "output" and b.outputs.get(name) == "lane"):
-            lane_shape, _ = b._lane_shape_of(p, s)
+            lane_shape, _ = b.lane_shape_of(p, s)
             for k, have in enumerate(lane_shape[:len(ext)]):
                 if ext[k] is None:
                     ext[k] = have
     if ext[0] is None:
-        return tuple(b._extents({}, {}))  # raises the binder's "cannot tell how many lanes" message
+        return tuple(b.extents_of({}, {}))  # raises the binder's "cannot tell how many lanes" message
     return tuple(ext)

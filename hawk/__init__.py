@@ -2,7 +2,8 @@
 
 A kernel is a Python function whose parameters are typed planes; its body is one lane's code. Cross-lane work is
 explicit: `hawk.sum/mean/max/min` reduce over lanes, `hawk.scatter(sink)[key] += v` adds by key, and `u.at(i)`
-reads another lane's input. `eagle.deploy(kernel).run(...)` compiles and runs it.
+reads another lane's input. `@hawk.func` helpers are called from kernel bodies on lane values and inlined there.
+`eagle.deploy(kernel).run(...)` compiles and runs a kernel.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 from hawk import math  # noqa: F401  (hawk.math is part of the public surface; no MLIR is imported here)
 from hawk.errors import KernelError, RetiredImportError
 from hawk.frontend import retired as _retired
+from hawk.frontend.funcs import Func, func
 from hawk.types import Grid, Index, Matrix, Mutable, Param, Scalar, Sorted, Table, Vector
 
 __version__ = "0.1.0"
@@ -77,7 +79,7 @@ def _importing(frame) -> bool:
     return 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] == dis.opmap.get("IMPORT_FROM", -1)
 
 
-# `from hawk import *` brings the plane types and the decorator; the reductions stay spelled hawk.sum(...) so
+# `from hawk import *` brings the plane types and the decorators; the reductions stay spelled hawk.sum(...) so
 # that they never shadow Python's own sum/min/max.
-__all__ = ["Grid", "Index", "Kernel", "KernelError", "Matrix", "Mutable", "Param", "Scalar", "Sorted", "Table",
-           "Vector", "kernel"]
+__all__ = ["Func", "Grid", "Index", "Kernel", "KernelError", "Matrix", "Mutable", "Param", "Scalar", "Sorted",
+           "Table", "Vector", "func", "kernel"]

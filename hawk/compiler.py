@@ -13,12 +13,11 @@ import hashlib
 import inspect
 import json
 import textwrap
-import types as pytypes
 from dataclasses import dataclass, field
 
 from hawk import cache
 from hawk.errors import KernelError
-from hawk.frontend.refs import Unkeyable, captured_key
+from hawk.frontend.refs import captured_parts
 from hawk.frontend.source import Source
 from hawk.layout import Layout, Spec, layout_from_json, layout_to_json, make_spec
 from hawk.signature import Signature, read_signature
@@ -278,55 +277,12 @@ def _source_key(fn, fdef: ast.FunctionDef, text: str, file: str, first: int, sig
     """What decides the hawk IR: the source, where it sits (error lines), the signature, and every Python value
     the body names, by value (hawk.frontend.refs.captured_key), including constants read through modules
     (`cfg.SCALE`). A value that cannot be keyed is refused here, with the line that names it."""
-    parts = [text, file, str(first), signature]
-    for path, (v, line) in sorted(_captured(fn, fdef, first).items()):
-        try:
-            parts.append(f"{path}=" + ("<absent>" if v is _ABSENT else captured_key(v)))
-        except Unkeyable as exc:
-            raise KernelError(f"'{path}' is {exc}, which a kernel cannot use as a constant (and hawk cannot key "
-                              "its compiled code by it): pass it as a plane instead (Table for an array, Param "
-                              "for one number per run), or write a Python number", file=file, line=line,
-                              kernel=name) from None
-    return cache.key(*parts)
+    def refuse(path: str, why: str, line: int) -> KernelError:
+        return KernelError(f"'{path}' is {why}, which a kernel cannot use as a constant (and hawk cannot key its "
+                           "compiled code by it): pass it as a plane instead (Table for an array, Param for one "
+                           "number per run), or write a Python number", file=file, line=line, kernel=name)
 
-
-_ABSENT = object()
-
-
-def _captured(fn, fdef: ast.FunctionDef, first: int) -> dict[str, tuple[object, int]]:
-    """Each name (and module attribute chain) the body reads from outside the kernel -> (value, source line).
-    A name Python resolves locally (parameters, assigned names) is not a captured value."""
-    code = fn.__code__
-    outer: set[str] = set(code.co_freevars)
-    stack = [code]
-    while stack:  # names of nested code objects too (comprehensions)
-        c = stack.pop()
-        outer |= set(c.co_names)
-        stack += [k for k in c.co_consts if isinstance(k, pytypes.CodeType)]
-    outer -= set(code.co_varnames) | set(code.co_cellvars)
-    closure = {}
-    for n, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
-        try:
-            closure[n] = cell.cell_contents
-        except ValueError:
-            pass
-    found: dict[str, tuple[object, int]] = {}
-    for node in (x for stmt in fdef.body for x in ast.walk(stmt)):
-        chain: list[str] = []
-        base = node
-        while isinstance(base, ast.Attribute):
-            chain.insert(0, base.attr)
-            base = base.value
-        if not isinstance(base, ast.Name) or base.id not in outer or not isinstance(base.ctx, ast.Load):
-            continue
-        v = closure.get(base.id, fn.__globals__.get(base.id, _ABSENT))
-        path = base.id
-        for attr in chain:  # through modules only: an attribute of anything else is not a Python value read
-            if not isinstance(v, pytypes.ModuleType):
-                break
-            v, path = getattr(v, attr, _ABSENT), f"{path}.{attr}"
-        found.setdefault(path, (v, first + node.lineno - 1))
-    return found
+    return cache.key(text, file, str(first), signature, *captured_parts(fn, fdef, first, refuse))
 
 
 def _info_path(name: str, key: str):

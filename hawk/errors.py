@@ -15,11 +15,15 @@ class KernelError(AttributeError):
     """
 
     def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
-                 kernel: str | None = None):
+                 kernel: str | None = None, func: str | None = None, called_from: str | None = None):
         self.file, self.line, self.kernel, self.text = file, line, kernel, message
+        self.func, self.called_from = func, called_from
         where = f"{file}:{line}: " if file and line else ""
-        who = f"kernel '{kernel}': " if kernel else ""
-        super().__init__(f"{where}{who}{message}")
+        if func:  # inside a @hawk.func: its own line, and the chain of calls that led there
+            who, tail = f"func '{func}': ", f" (called from {called_from})" if called_from else ""
+        else:
+            who, tail = (f"kernel '{kernel}': " if kernel else ""), ""
+        super().__init__(f"{where}{who}{message}{tail}")
 
     def __str__(self) -> str:  # AttributeError's str would quote the name only
         return self.args[0]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import bt_run, bt_run_on, bt_sum_k, bt_sum_ulps, bt_target_missing
+from conftest import bt_run, bt_run_on, bt_spirv_missing, bt_sum_k, bt_sum_ulps, bt_target_missing
 
 import eagle
 import hawk
@@ -33,7 +33,7 @@ COMPILE_ONLY = {"test_every_kernel_of_the_suite_compiles_and_passes_spirv_val", 
 def vulkan():
     why = bt_target_missing("spirv")
     if why:
-        pytest.skip(f"target 'spirv' cannot run here: {why}")
+        bt_spirv_missing(f"target 'spirv' cannot run here: {why}")
     from eagle.targets.spirv import SpirvTarget
 
     return SpirvTarget().runtime()
@@ -44,7 +44,7 @@ def validated(request, monkeypatch):
     """spirv-val (Vulkan 1.2) accepts every binary a test launches, once per binary; a test that launches skips
     (saying why) without a Vulkan device."""
     if shutil.which("spirv-val") is None:
-        pytest.skip("spirv-val is missing (apt-get install spirv-tools)")
+        bt_spirv_missing("spirv-val is missing (apt-get install spirv-tools)")
     if request.node.originalname in COMPILE_ONLY:
         return
     vulkan = request.getfixturevalue("vulkan")

@@ -86,7 +86,9 @@ class SpirvTarget:
     suffix = "spv"
     float_atomics = False  # core Vulkan has none (lavapipe: float32 only, through an extension)
     # wide payloads stay one op per component here: lavapipe counts the trips of component loops against its
-    # per-invocation loop budget (spirv_lower.add_loop_canary), which a chunk of lanes with wide sums exceeds
+    # per-invocation loop budget (spirv_lower.add_loop_canary); a thread's chunk of 1024 lanes (ordered and
+    # compensated sums) runs out of it from Vector[64], elementwise Vector[1024] at 16 lanes a thread too.
+    # The loops themselves lower and run here (tests/test_wide_payload_gpu.py runs them at Vector[16]).
     wide_loops = False
 
     def __init__(self, subgroup: int | str = 0):
@@ -100,7 +102,8 @@ class SpirvTarget:
     @property
     def options(self) -> str:
         sg = f",subgroup={self.subgroup}" if self.subgroup else ""
-        return f"spirv={VERSION},wg={WORKGROUP},unroll={UNROLL}{sg}"
+        wide = ",wide=loops" if self.wide_loops else ""  # (set on the class by tests of the loops on lavapipe)
+        return f"spirv={VERSION},wg={WORKGROUP},unroll={UNROLL}{sg}{wide}"
 
     def compile(self, gpu_module: str) -> bytes:
         """SPIR-V words (little-endian bytes) for the stage's kernel."""
@@ -117,6 +120,8 @@ class SpirvTarget:
         from eagle.targets.spirv_math import lower_math
         from hawk.ir.dialect import new_context
 
+        # per-thread buffers (wide payloads' component loops) are Function-class variables in SPIR-V
+        gpu_module = gpu_module.replace("#gpu.address_space<private>", "#spirv.storage_class<Function>")
         with new_context(), ir.Location.unknown():
             module = ir.Module.parse(gpu_module)
             g = _only(module, "gpu.module")

@@ -12,6 +12,7 @@ import numpy as np
 
 from hawk.frontend import refs as R
 from hawk.frontend import retired
+from hawk.frontend.funcs import Func
 from hawk.frontend.values import HVal, const
 from hawk.ir.build import create, strs
 from hawk.passes.verify import SCATTER_IN_IF, reduction_nested
@@ -109,6 +110,8 @@ class CallsMixin:
         f = self.expr(e.func)
         if isinstance(f, R.Method):
             return self.method(f, e)
+        if isinstance(f, Func):
+            return self.func_call(f, e)
         tag = getattr(f, "_hawk_builtin", None)
         if tag is None:
             try:
@@ -120,7 +123,8 @@ class CallsMixin:
             if what == "range":
                 raise self.error("range(...) is only allowed as the iterable of a for loop")
             raise self.error(f"calling '{what}' is not supported in a kernel body: use hawk.math functions "
-                             "(import hawk.math as m) and hawk reductions")
+                             "(import hawk.math as m) and hawk reductions; to call a helper of your own, decorate "
+                             f"it with @hawk.func (def {what}(...) under @hawk.func)")
         space, name = tag
         if space == "math":
             return self.math_call(name, e)
@@ -236,6 +240,7 @@ class CallsMixin:
         if name == "write":
             raise self.error(retired.WRITE_AT.format(name=src))
         if name == "at":
+            self.lane_local(f"{src}.at(...)", "read other lanes in the kernel and pass the value in")
             return self.at(base, src, e)
         if name == "sum":
             return self.own_sum(base, src, e)
@@ -318,6 +323,7 @@ class CallsMixin:
 
     # ---- reductions and scatters -------------------------------------------------------------------
     def reduction(self, kind: str, e: ast.Call):
+        self.lane_local(f"hawk.{kind}", "reduce in the kernel and pass the result in as an argument")
         if self.nesting:
             raise self.error(reduction_nested(kind, self.nesting[-1]))
         if len(e.args) != 1:
@@ -372,6 +378,7 @@ class CallsMixin:
         return [a for a in axes if a in out]
 
     def scatter_call(self, e: ast.Call) -> R.Scatter:
+        self.lane_local("hawk.scatter", "scatter in the kernel; a func can compute the key and the value")
         if len(e.args) != 1:
             raise self.error("hawk.scatter takes the sink: hawk.scatter(sink)[key] += v")
         sink = self.expr(e.args[0])

@@ -17,6 +17,7 @@ from hawk.errors import KernelError
 from hawk.frontend import refs as R
 from hawk.frontend import retired
 from hawk.frontend.calls import CallsMixin
+from hawk.frontend.inline import RET, FuncsMixin
 from hawk.frontend.source import Source
 from hawk.frontend.values import HVal, SemanticError, Semantics, const
 from hawk.ir.build import create, strs
@@ -27,7 +28,7 @@ _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
-class KernelBuilder(CallsMixin):
+class KernelBuilder(CallsMixin, FuncsMixin):
     """Builds `func.func @<kernel>` holding one lane's code in hawk ops."""
 
     def __init__(self, source: Source, sig: Signature, ftype: ir.Type, itypes: dict[str, ir.Type]):
@@ -39,11 +40,16 @@ class KernelBuilder(CallsMixin):
         self._node: ast.AST | None = None
         self.scatter_payloads: dict[str, tuple[int, ...]] = {}
         self.nesting: list[str] = []  # enclosing 'if'/'for' statements of the code being read
+        self.kernel_name = source.name
+        self.frames: list = []  # the @hawk.func calls being inlined (inline.Frame), outermost first
 
     # ---- errors and locations -------------------------------------------------------------------
     def error(self, msg: str, node: ast.AST | None = None) -> KernelError:
         node = node or self._node
         line = self.src.first_line + (getattr(node, "lineno", 1) - 1)
+        if self.frames:  # inside a func: its own file and line, and who called it
+            return KernelError(msg, file=self.src.file, line=line, kernel=self.kernel_name, func=self.src.name,
+                               called_from=self.called_from())
         return KernelError(msg, file=self.src.file, line=line, kernel=self.src.name)
 
     def loc(self, node: ast.AST) -> ir.Location:
@@ -113,7 +119,7 @@ class KernelBuilder(CallsMixin):
                     self.stmt(s, top)
                 except SemanticError as exc:
                     raise self.error(str(exc), s) from None
-            if isinstance(s, ast.Return) and (not top or k != len(stmts) - 1):
+            if isinstance(s, ast.Return) and not self.frames and (not top or k != len(stmts) - 1):
                 raise self.error("return must be the last statement of the kernel body, outside any if/for: "
                                  "assign the value to a variable in each branch and return it at the end", s)
 
@@ -144,7 +150,7 @@ class KernelBuilder(CallsMixin):
             kind = type(s).__name__.lower()
             hint = {"while": "use for k in range(n) with a fixed bound",
                     "with": "remove it", "try": "remove it: kernels do not raise",
-                    "functiondef": "define helpers outside the kernel and inline their arithmetic"}.get(kind, "")
+                    "functiondef": "define helpers outside the kernel with @hawk.func and call them"}.get(kind, "")
             raise self.error(f"'{kind}' statements are not supported in a kernel body" + (f": {hint}" if hint else ""))
 
     def assign(self, target: ast.expr, value: ast.expr, node: ast.stmt):
@@ -171,7 +177,7 @@ class KernelBuilder(CallsMixin):
         if not isinstance(target, ast.Name):
             raise self.error("only plain names can be assigned in a kernel body (no attributes or subscripts)")
         name = target.id
-        spec = self.sig.get(name)
+        spec = self.plane_spec(name)
         if spec is not None and spec.kind != "output":
             if spec.kind == "sink":
                 raise self.error(f"'{name}' is a sink: write into it with hawk.scatter({name})[key] += v")
@@ -208,6 +214,9 @@ class KernelBuilder(CallsMixin):
         self.bind(s.target, self.sem.binop(op, self.value(cur, s.target), self.value(self.expr(s.value), s.value)), s)
 
     def return_stmt(self, s: ast.Return):
+        if self.frames:
+            self.func_return(s)
+            return
         if self.sig.returns is None:
             raise self.error("the kernel returns a value but has no return annotation: add -> Scalar "
                              "(or Vector[n], Matrix[r, c]) to the def line", s)
@@ -233,17 +242,20 @@ class KernelBuilder(CallsMixin):
             return
         before = dict(self.env)
         dry = scf.IfOp(c.value, [], has_else=True)
-        envs = []
+        envs, rets = [], []
         self.nesting.append("if")
         for blk, stmts in ((dry.then_block, s.body), (dry.else_block, s.orelse)):
-            self.env = dict(before)
+            self.env, self.returned = dict(before), False
             with ir.InsertionPoint(blk):
                 self.block(stmts)
             envs.append(self.env)
+            rets.append(self.returned)
         self.nesting.pop()
-        self.env = dict(before)
+        self.env, self.returned = dict(before), all(rets)
         merged = []
-        for name in sorted(set(envs[0]) | set(envs[1])):
+        # a func's if whose branches both return: only the returned value leaves it
+        names = [RET] if self.returned else sorted(set(envs[0]) | set(envs[1]))
+        for name in names:
             a, b = envs[0].get(name), envs[1].get(name)
             if a is before.get(name) and b is before.get(name):
                 continue
@@ -252,12 +264,13 @@ class KernelBuilder(CallsMixin):
                                              f"{self.src.first_line + s.lineno - 1}; assign it before the if "
                                              "or in both branches")
                 continue
+            what = "the returned value" if name == RET else f"'{name}'"
             if a.reduced is not None or b.reduced is not None:
-                raise self.error(f"'{name}' holds a reduction in one branch of an if: reduce at the top level and "
+                raise self.error(f"{what} holds a reduction in one branch of an if: reduce at the top level and "
                                  "fold the condition into where=", s)
             kind = "f" if "f" in (a.kind, b.kind) else ("i" if "i" in (a.kind, b.kind) else "b")
             if a.shape != b.shape:
-                raise self.error(f"'{name}' has shape {a.shape} in one branch and {b.shape} in the other", s)
+                raise self.error(f"{what} has shape {a.shape} in one branch and {b.shape} in the other", s)
             merged.append((name, kind, a.shape))
         branch_vals = []
         for blk, env in zip((dry.then_block, dry.else_block), envs, strict=True):
@@ -295,7 +308,7 @@ class KernelBuilder(CallsMixin):
         trips = self.sem.minmax("max", trips, const(0))
         assigned = sorted({t.id for n in ast.walk(s) for t in _store_targets(n)})
         for n in assigned:  # a Mutable output updated in the loop starts from its current value
-            spec = self.sig.get(n)
+            spec = self.plane_spec(n)
             if spec is not None and spec.kind == "output" and n not in self.env:
                 self.env[n] = self.read(R.OutRef(spec))
         carried = [n for n in assigned if n != s.target.id and isinstance(self.env.get(n), HVal)]
@@ -464,7 +477,7 @@ class KernelBuilder(CallsMixin):
             if isinstance(v, R.Undefined):
                 raise self.error(v.why)
             return v
-        spec = self.sig.get(n)
+        spec = self.plane_spec(n)
         if spec is not None:
             return {"lane": R.PlaneRef, "index": R.PlaneRef, "output": R.OutRef, "sink": R.SinkRef,
                     "table": R.TableRef, "grid": R.GridRef, "param": R.ParamRef}[spec.kind](spec)
@@ -473,6 +486,10 @@ class KernelBuilder(CallsMixin):
                 return self.python_value(n, space[n])
         if hasattr(builtins, n):
             return getattr(builtins, n)
+        if self.frames:
+            raise self.error(f"name '{n}' is not defined in this func: assign it before use, or make "
+                             "it a parameter (a func sees its arguments, its own names and module constants, not "
+                             "the kernel's planes)")
         raise self.error(f"name '{n}' is not defined: assign it before use, or pass it as a plane (Param for a "
                          "run-wide number)")
 

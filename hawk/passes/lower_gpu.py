@@ -20,46 +20,10 @@ from mlir.dialects import gpu, memref, scf
 
 from hawk.ir.build import create
 from hawk.layout import gpu_form
-from hawk.passes.host_emit import Emit, size
+from hawk.passes.gpu_wide import WideBuffers
 from hawk.passes.lower_host import HostLowering
 
 GPU_MODULE_SUFFIX = "_gpu"
-
-
-class GpuEmit(Emit):
-    """Emit for GPU kernels: a matrix payload becomes one flat vector (and back) through row extracts, shuffles
-    and inserts, since the GPU conversions take no vector.shape_cast between ranks (its lowering leaves strided
-    slices they cannot translate). A handful of ops per row: still linear in the payload."""
-
-    def flat(self, v: ir.Value) -> ir.Value:
-        t = ir.VectorType(v.type)
-        if t.rank == 1:
-            return v
-        parts = [self.flat(create("vector.extract", [v], [ir.VectorType.get(t.shape[1:], t.element_type)],
-                                  {"static_position": ir.DenseI64ArrayAttr.get([i])}).result)
-                 for i in range(t.shape[0])]
-        while len(parts) > 1:  # concatenate pairwise
-            nxt = [self._cat(parts[k], parts[k + 1]) for k in range(0, len(parts) - 1, 2)]
-            parts = nxt + (parts[-1:] if len(parts) % 2 else [])
-        return parts[0]
-
-    def _cat(self, a: ir.Value, b: ir.Value) -> ir.Value:
-        na, nb = ir.VectorType(a.type).shape[0], ir.VectorType(b.type).shape[0]
-        t = ir.VectorType.get([na + nb], ir.VectorType(a.type).element_type)
-        return create("vector.shuffle", [a, b], [t], {"mask": ir.DenseI64ArrayAttr.get(list(range(na + nb)))}).result
-
-    def shaped(self, v: ir.Value, shape) -> ir.Value:
-        if len(shape) == 1:
-            return v
-        elem = ir.VectorType(v.type).element_type
-        inner = size(shape[1:])
-        out = self.splat(0.0, ir.VectorType.get(list(shape), elem))
-        for i in range(shape[0]):
-            mask = ir.DenseI64ArrayAttr.get(list(range(i * inner, (i + 1) * inner)))
-            row = create("vector.shuffle", [v, v], [ir.VectorType.get([inner], elem)], {"mask": mask}).result
-            out = create("vector.insert", [self.shaped(row, shape[1:]), out], [out.type],
-                         {"static_position": ir.DenseI64ArrayAttr.get([i])}).result
-        return out
 
 
 class GpuLowering(HostLowering):
@@ -72,7 +36,6 @@ class GpuLowering(HostLowering):
         super().__init__(module, layout, ftype, itypes)
         self.atomic = set(layout.atomic_sinks()) if atomics else set()
         self.wide_ok = self.wide_sums = wide
-        self.e = GpuEmit(ftype)
 
     def local_buffer(self, n: int, elem: ir.Type) -> ir.Value:
         """A per-thread buffer: private memory (address space 5 on AMD GPUs, where allocas must live)."""
@@ -111,11 +74,14 @@ class GpuLowering(HostLowering):
             f = gpu.GPUFuncOp(ir.TypeAttr.get(ir.FunctionType.get(self.arg_types(), [])),
                               sym_name=f"{self.lay.name}_lanes", kernel=True)
         self._in_lanes = True
+        self._kernel = f
         return f
 
     def lanes_return(self):
         gpu.ReturnOp([])
         self._in_lanes = False
+        if self.wide_ok:  # wide vector values into per-thread buffers, their ops into component loops
+            WideBuffers(self.local_buffer).run(self._kernel)
 
     def read_meta(self):
         if not getattr(self, "_in_lanes", False):
