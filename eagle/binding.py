@@ -137,6 +137,9 @@ class Binder:
         if p.kind in ("output", "sink") and not isinstance(v, np.ndarray):
             raise self.fail(p.name, f"is written in place, so pass a NumPy array (got {type(v).__name__})")
         a = v if isinstance(v, np.ndarray) else as_host_array(v, p.name, self.name)  # DLPack, NumPy-likes
+        if isinstance(a, np.ma.MaskedArray) and np.ma.is_masked(a):  # the kernel would read the hidden values
+            raise self.fail(p.name, "is a masked array with masked entries; a kernel reads every value, masked "
+                                    "or not: pass a.filled(value), or the mask as a plane and where= on it")
         if p.kind in ("lane", "table", "output", "sink") and a.dtype not in _FLOATS:
             raise self.fail(p.name, f"takes float32 or float64 values, got {a.dtype} (convert with "
                                     f".astype(np.float64))")

@@ -86,6 +86,16 @@ def _step_loop(plan, door: str, planes: dict, carry: Mapping[str, str], steps: i
     sig = plan.kernel.signature
     given = {k: v for k, v in planes.items() if isinstance(v, np.ndarray) and sig.get(k) is not None
              and sig.get(k).kind in ("output", "sink")}
+    seen = []
+    for k, a in given.items():  # the loop steps private copies: check here what the binder would have checked
+        if not a.flags.writeable:
+            raise plan.binder.fail(k, "is written in place but the array passed is read-only (writeable=False): "
+                                      "pass a writable array, or omit it and read the result the loop hands back")
+        other = next((o for o, b in seen if np.may_share_memory(a, b)), None)
+        if other is not None:
+            raise plan.binder.fail(k, f"shares memory with plane '{other}', which this loop also writes: the result "
+                                      "would depend on which is written last; pass separate arrays")
+        seen.append((k, a))
     planes = {k: (np.array(v, copy=True) if k in carried or k in given else v) for k, v in planes.items()}
     bound = BoundLaunch(plan, planes)
     results = bound.results
@@ -129,15 +139,23 @@ def simulate(plan, steps: int, carry: Mapping[str, str] | None = None, **planes)
 
     Returns the results of the last step (as `run` does). The caller's arrays are not modified.
     """
-    if steps < 1:
-        raise InputError(f"kernel '{plan.kernel.name}': simulate needs steps >= 1, got {steps}")
+    steps = _count_of_steps(plan, "simulate", "steps", steps)
     return _step_loop(plan, "simulate", planes, carry or {}, steps, None)[0]
+
+
+def _count_of_steps(plan, door: str, arg: str, v) -> int:
+    """`steps=` / `max_steps=`: a whole number >= 1 (a bool, a float or a string is refused, not truncated)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise InputError(f"kernel '{plan.kernel.name}': {door} needs {arg} >= 1, a whole number, got {v!r} "
+                         f"({type(v).__name__})")
+    return int(v)
 
 
 def until_done(plan, done: Callable | str, carry: Mapping[str, str] | None = None, max_steps: int = 10_000,
                **planes):
     """Step the kernel until `done` holds: a callable given the step's results, or the name of a scalar cell
     whose value is nonzero. Returns (results, steps taken); raises if max_steps pass first."""
+    max_steps = _count_of_steps(plan, "until_done", "max_steps", max_steps)
     results, taken, finished = _step_loop(plan, "until_done", planes, carry or {}, max_steps, done)
     if not finished:
         raise InputError(f"kernel '{plan.kernel.name}': until_done did not finish within max_steps={max_steps}")

@@ -28,6 +28,9 @@ class ReduceNode:
         if not isinstance(out, np.ndarray) or out.dtype != v.dtype or not out.flags.c_contiguous:
             raise InputError(f"eagle.reduce: out must be a C-contiguous {v.dtype} array (a (1,) array for one sum, "
                              f"(k,) for k rows of values)")
+        if not out.flags.writeable:
+            raise InputError("eagle.reduce: out is written in place but the array passed is read-only "
+                             "(writeable=False): pass a writable array")
         rows = v.reshape(1, -1) if v.ndim <= 1 else v.reshape(v.shape[0], -1)
         if out.ndim != 1 or out.size != rows.shape[0]:
             raise InputError(f"eagle.reduce: out has {out.size} entries but values give {rows.shape[0]} sum(s): "
@@ -41,9 +44,10 @@ class ReduceNode:
         self.launches = [plan.bind(values=np.ascontiguousarray(r)) for r in rows]
 
     def launch(self) -> np.ndarray:
-        flat = self.out.reshape(-1)
-        for k, b in enumerate(self.launches):
-            flat[k] = np.asarray(b.launch())[0]
+        """Every sum first, then `out`: `out` may share memory with the values (a row of them, say), and writing
+        one sum must not change the terms of the next."""
+        sums = [np.asarray(b.launch())[0] for b in self.launches]
+        self.out.reshape(-1)[:] = sums
         return self.out
 
     def __repr__(self) -> str:

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from eagle.array import Array
-from eagle.binding import Binder, Bound, reduced_shape
+from eagle.binding import Binder, Bound, physical_memory, reduced_shape
 from eagle.errors import InputError
 from eagle.settings import min_chunk_setting
 from hawk.layout import ORDERED_BLOCK, Layout, ordered_segment
@@ -28,6 +28,7 @@ OVERSPLIT = 4  # chunks per thread: threads take chunks as they come free, so a 
 # its core (another library's spinning pool, say) leaves its later chunks to the others
 PRIVATE_VALUES = 1 << 20  # beyond one chunk per thread, private copies of sinks and cells stay within this
 _POOL: ThreadPoolExecutor | None = None
+PHYSICAL = physical_memory()
 
 
 def _pool(n: int) -> ThreadPoolExecutor:
@@ -189,6 +190,7 @@ class Launcher:
                     a = shared if a is None else a
                     bufs.append(shared.reshape(-1))
                 elif a is None:
+                    self.check_room(name, role, shape, b)
                     a = cuts[f"#run:{name}"] = np.zeros(shape, dtype=b.dtype)
                     if role == "sink":
                         resets.append((a, 0.0))
@@ -253,6 +255,17 @@ class Launcher:
             else:
                 raise RuntimeError(f"unknown buffer role {role!r} in the layout of '{self.lay.name}'")
         return bufs, results, copies, resets, stage
+
+    def check_room(self, name: str, role: str, shape: tuple[int, ...], b: Bound) -> None:
+        """Refuse, naming the plane, an output or sink the run would allocate beyond the machine's memory (a sink's
+        size is fixed by its declaration and its payload, not by the lanes the binder checks), instead of NumPy's
+        bare MemoryError."""
+        need = math.prod(shape) * b.dtype.itemsize
+        if PHYSICAL is not None and need > PHYSICAL:
+            what = "sink" if role == "sink" else "output"
+            raise InputError(f"{what} '{name}' of kernel '{self.binder.name}': shaped {shape}, it would need {need} "
+                             f"bytes ({need / 2**30:.1f} GiB) but this machine has {PHYSICAL} bytes "
+                             f"({PHYSICAL / 2**30:.1f} GiB) of memory: declare fewer slots")
 
     def cell_results(self, name, r, a, shape, b: Bound, results, copies):
         given = b.given.get(name)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from hawk import cache
 from hawk.errors import KernelError
-from hawk.frontend.refs import captured_parts
+from hawk.frontend.refs import ABSENT, Unkeyable, captured_key, captured_parts, captured_values
 from hawk.frontend.source import Source
 from hawk.layout import Layout, Spec, layout_from_json, layout_to_json, make_spec
 from hawk.signature import Signature, read_signature
@@ -94,6 +94,7 @@ class Kernel:
         self._info_key = _source_key(fn, fdef, text, file, first, repr(self), self.name)
         self._info = _read_info(_info_path(self.name, self._info_key))
         self.stages(self.default_spec())  # read, check and split the body now, so errors surface at decoration
+        self._captured = (fdef, first, self._captured_now(fdef, first))  # what the key above was made from
 
     @staticmethod
     def _param_lines(fdef: ast.FunctionDef, first: int) -> dict[str, int]:
@@ -132,10 +133,38 @@ class Kernel:
             self.hawk_ir()
         return self._info["outputs"]
 
+    def _captured_now(self, fdef: ast.FunctionDef, first: int) -> dict[str, tuple[str, int]]:
+        """Each Python value the body reads from outside, as its cache-key text, with the line that reads it."""
+        out = {}
+        for path, (v, line) in captured_values(self.fn, fdef, first).items():
+            try:
+                out[path] = ("<absent>" if v is ABSENT else captured_key(v), line)
+            except Unkeyable:
+                out[path] = ("<unkeyable>", line)
+        return out
+
+    def _check_captured(self) -> None:
+        """Another specialisation (float32 planes, int64 keys) is built from the kernel's source when first run,
+        reading the Python values the body captures again. Its code and its facts in the disk cache are filed under
+        the key made at decoration, so a value changed since then would compile code that key does not describe
+        (and a later process would load it). Refuse instead, naming the value."""
+        fdef, first, then = self._captured
+        now = self._captured_now(fdef, first)
+        changed = [p for p in sorted(set(then) | set(now)) if then.get(p, ("",))[0] != now.get(p, ("",))[0]]
+        if changed:
+            path = changed[0]
+            line = (now.get(path) or then[path])[1]
+            raise KernelError(f"'{path}' has changed since the kernel was decorated: a kernel is compiled from the "
+                              "values it captures at decoration, for every dtype. Decorate the kernel again after "
+                              "changing it, or pass it as a plane (Param for one number per run)",
+                              file=self.source.file, line=line, kernel=self.name)
+
     def hawk_ir(self, spec: Spec | None = None) -> str:
         """The kernel's hawk-dialect module as text (checked, not yet lowered)."""
         spec = spec or self.default_spec()
         if spec not in self._hawk:
+            if "_captured" in self.__dict__:  # after decoration: built from the values the key was made from
+                self._check_captured()
             text, outputs = _lowering().build_hawk(self.source, self.signature, self.name, spec)
             self._hawk[spec] = (text, outputs)
             self._info.setdefault("outputs", outputs)
@@ -165,7 +194,10 @@ class Kernel:
         self._stages[spec] = stages
         multi = len(stages) > 1
         for k, st in enumerate(stages):
-            self._layouts[(spec, k)] = lw.stage_layout(self.signature, self.outputs, spec, st, multi)
+            try:
+                self._layouts[(spec, k)] = lw.stage_layout(self.signature, self.outputs, spec, st, multi)
+            except KernelError as exc:  # found on the IR, which keeps no source lines: point at the user's call
+                raise self.located(exc) from None
         specs = self._info.setdefault("specs", {})
         specs[repr(spec)] = {
             "stages": [{"name": s.name, "key": s.key, "cells_in": list(s.cells_in), "cells_out": list(s.cells_out),
@@ -243,13 +275,14 @@ class Kernel:
         return self._lowered[key]
 
     def lowered_gpu(self, spec: Spec, stage: int = 0, subgroup: int = 0, atomics: bool = False,
-                    wide: bool = False) -> GpuLowered:
+                    wide: bool | str = False) -> GpuLowered:
         """One stage for a GPU target: its gpu.module (upstream dialects; tree, slots or chunk form) as text,
         and its finish function lowered to LLVM for the host (the runtime finishes on the host). `subgroup` is
         the target's shuffle width (32 for a warp, 64 or 32 for a wavefront; 0 for none); `atomics` whether it
         has float atomic adds in global memory (plain scatters into sinks too large to privatise use them);
-        `wide` whether payloads of more than WIDE_PAYLOAD components take loops over components (the target's
-        `wide_loops`: compile time about linear in the payload) rather than straight-line code per component."""
+        `wide` where payloads of more than WIDE_PAYLOAD components take loops over components (the target's
+        `wide_loops`: True everywhere, "tree" in the tree form only; compile time about linear in the payload)
+        rather than straight-line code per component."""
         key = (spec, stage, "gpu", subgroup, atomics, wide)
         if key not in self._lowered:
             st = self.stage_text(spec, stage)

@@ -80,10 +80,10 @@ def lower_stage(sig, outputs, spec: Spec, st, multi: bool, dump=None, stop_after
 
 
 def lower_stage_gpu(sig, outputs, spec: Spec, st, multi: bool, subgroup: int = 0,
-                    atomics: bool = False, wide: bool = False) -> tuple[str, str, Layout]:
+                    atomics: bool = False, wide: bool | str = False) -> tuple[str, str, Layout]:
     """A stage for a GPU target: its gpu.module text, its host finish (LLVM dialect) and its layout. `subgroup`:
-    the target's shuffle width (0: none); `atomics`: whether it has float atomic adds; `wide`: whether wide
-    payloads take component loops through per-thread buffers (the target's `wide_loops`)."""
+    the target's shuffle width (0: none); `atomics`: whether it has float atomic adds; `wide`: where wide
+    payloads take component loops through per-thread buffers (the target's `wide_loops`: True, "tree", False)."""
     with new_context(), ir.Location.unknown():
         module = ir.Module.parse(st.text)
         ftype, itypes = types(spec)

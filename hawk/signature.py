@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass
 
 from hawk import types as T
@@ -110,6 +111,19 @@ def _spec(name: str, ann, where_at) -> PlaneSpec:
                 "Matrix[r, c], Index, Sorted[Index], Param, Table[...], Grid[...] or Mutable[...]")
 
 
+INDEX_LIMIT = (1 << 63) - 1  # compiled code indexes every plane, and numbers lanes, with 64-bit integers
+
+
+def _check_fixed_size(p: PlaneSpec, where_at) -> None:
+    """Refuse a plane whose declared extents alone (payload and fixed axes) overflow 64-bit indices: Vector[2**70],
+    Mutable["slot":2**40, "k":2**40]. Such a plane could never be addressed, and the compiler would fail on it
+    with an internal error instead."""
+    size = math.prod(p.payload.shape) * math.prod(a.extent for a in p.axes if a.extent is not None)
+    if size > INDEX_LIMIT:
+        raise where_at(f"parameter '{p.name}': {p.describe()} declares {size} values, more than 64-bit indices "
+                       f"reach ({INDEX_LIMIT}); declare smaller extents", p.name)
+
+
 def _closure(fn) -> dict:
     """The values a nested function closes over, so string annotations (`from __future__ import annotations`)
     that name them evaluate as they would have eagerly."""
@@ -146,6 +160,7 @@ def read_signature(fn, file: str, lines: dict[str, int], name: str, scope: dict 
         if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
             raise where_at(f"parameter '{p.name}': *args/**kwargs are not planes; declare each plane by name")
         planes.append(_spec(p.name, p.annotation, where_at))
+        _check_fixed_size(planes[-1], where_at)
     grids = [p for p in planes if p.kind == "grid"]
     if len(grids) > 1:
         raise where("a kernel has at most one Grid parameter; put every lane axis in it")

@@ -1,9 +1,10 @@
 """Wide payloads on the GPU targets. nvvm and rocdl lower them with component loops (`wide_loops`: per-thread
 buffers in private memory, every op on a wide value a loop; hawk/passes/gpu_wide.py): Vector[1024] and
 Matrix[32, 32] kernels build for sm_80 (ptxas) and gfx90a (ld.lld) with no wide vector left in the module. spirv
-keeps one op per component (lavapipe's loop budget); its runs are compared bitwise with the host, and the loops
-themselves run on lavapipe at a width its budget allows, bitwise equal to the host (ordered and compensated
-sums included), which checks the very lowering nvvm and rocdl compile."""
+takes the loops in the tree form only (lavapipe's loop budget; chunk-form stages stay one op per component); its
+runs are compared bitwise with the host, and the loops in every form run on lavapipe at a width its budget
+allows, bitwise equal to the host (ordered and compensated sums included): the very lowering nvvm and rocdl
+compile."""
 
 import functools
 import re
@@ -55,10 +56,6 @@ def kernels() -> SimpleNamespace:
         down = mm.sum(axis="rows")
 
     @hawk.kernel
-    def g_elementwise_256(a: Vector[256], b: Vector[256], s: Scalar, out: Mutable[Vector[256]]):
-        out = (a + b) * s - a / 2.0
-
-    @hawk.kernel
     def n_elementwise(a: Vector[16], b: Vector[16], s: Scalar, out: Mutable[Vector[16]]):
         out = (a + b) * s - a / 2.0
 
@@ -85,19 +82,22 @@ WIDE = ["g_elementwise", "g_sum_auto", "g_sum_comp", "g_sum_ordered", "g_scatter
 _WIDE_VECTOR = re.compile(r"vector<(\d+)(?:x(\d+))?x?f(?:32|64)>")
 
 
-def _gpu_modules(kernel, target) -> list[tuple[str, str]]:
-    """(entry, gpu.module text) of every stage, lowered with the target's switch; no vector in it is wider than
-    WIDE_PAYLOAD components (they are buffers and loops)."""
+def _no_wide_vectors(text: str, name: str) -> None:
+    """No vector in a GPU module is wider than WIDE_PAYLOAD components (they are buffers and loops)."""
     from hawk.passes.host_emit import WIDE_PAYLOAD
 
-    assert target.wide_loops
+    for m in _WIDE_VECTOR.finditer(text):
+        assert int(m.group(1)) * int(m.group(2) or 1) <= WIDE_PAYLOAD, f"{name}: a wide vector is left: {m.group(0)}"
+
+
+def _gpu_modules(kernel, target) -> list[tuple[str, str]]:
+    """(entry, gpu.module text) of every stage, lowered with the target's switch (loops in every form)."""
+    assert target.wide_loops is True
     spec = kernel.default_spec()
     out = []
     for k, st in enumerate(kernel.stages(spec)):
         text = kernel.lowered_gpu(spec, k, target.subgroup, target.float_atomics, target.wide_loops).gpu_module
-        for m in _WIDE_VECTOR.finditer(text):
-            n = int(m.group(1)) * int(m.group(2) or 1)
-            assert n <= WIDE_PAYLOAD, f"{kernel.name}: a wide vector is left in the GPU module: {m.group(0)}"
+        _no_wide_vectors(text, kernel.name)
         out.append((f"{st.name}_lanes", text))
     return out
 
@@ -161,13 +161,21 @@ def _same_bits(kernel, **planes):
         assert np.asarray(got).tobytes() == np.asarray(host).tobytes(), kernel.name
 
 
-def test_spirv_wide_payloads_per_component_match_the_host_bitwise():
+def test_spirv_wide_payloads_match_the_host_bitwise():
+    # Vector[1024] and Matrix[32, 32] in the tree form (component loops within lavapipe's budget); ordered and
+    # compensated Vector[16] sums in the chunk form (one op per component)
     _spirv()
+    from eagle.targets.spirv import SpirvTarget
+
     k = kernels()
-    a, b, s, _ = _data(256, 1)
-    _same_bits(k.g_elementwise_256, a=a, b=b, s=s)
-    mm = np.random.default_rng(2).normal(size=(32 * 32, 500))
-    _same_bits(k.g_matrix, mm=mm, s=s[:500])
+    t = SpirvTarget()
+    _no_wide_vectors(k.g_elementwise.lowered_gpu(k.g_elementwise.default_spec(), 0, 0, False, t.wide_loops).gpu_module,
+                     "g_elementwise")
+    rng = np.random.default_rng(1)
+    a, b, s = rng.normal(size=(1024, 300)), rng.normal(size=(1024, 300)), rng.normal(size=300)
+    _same_bits(k.g_elementwise, a=a, b=b, s=s)
+    mm = rng.normal(size=(32 * 32, 500))
+    _same_bits(k.g_matrix, mm=mm, s=rng.normal(size=500))
     a, _, x, _ = _data(16, 3)
     _same_bits(k.n_sum_ordered, a=a)
     _same_bits(k.n_sum_comp, a=a, x=x)
@@ -180,12 +188,12 @@ def test_component_loops_on_lavapipe_match_the_host_bitwise(name, monkeypatch, t
     _spirv()
     from eagle.targets.spirv import SpirvTarget
 
-    monkeypatch.setattr(SpirvTarget, "wide_loops", True)  # part of its options, so of the binary's cache key
+    monkeypatch.setattr(SpirvTarget, "wide_loops", True)  # every form; part of options, so of the cache key
     monkeypatch.setenv("HAWK_CACHE_DIR", str(tmp_path))
     kernel = getattr(kernels(), name)
     n = 12 if name == "n_mean_ordered" else 16
     a, b, s, key = _data(n, 4)
     planes = {"n_elementwise": dict(a=a, b=b, s=s), "n_sum_comp": dict(a=a, x=s), "n_sum_ordered": dict(a=a),
               "n_mean_ordered": dict(a=a, x=s), "n_scatter": dict(key=key, v=a)}[name]
-    assert "vector<16x" not in kernel.lowered_gpu(kernel.default_spec(), 0, 0, False, True).gpu_module
+    _no_wide_vectors(kernel.lowered_gpu(kernel.default_spec(), 0, 0, False, True).gpu_module, name)
     _same_bits(kernel, **planes)

@@ -15,16 +15,29 @@ def gpu_target(name: str, **options):
     if name == "nvvm":
         from eagle.targets.nvvm import NvvmTarget
 
-        return NvvmTarget(**options)
+        return _made(name, NvvmTarget, options)
     if name == "rocdl":
         from eagle.targets.rocdl import RocdlTarget
 
-        return RocdlTarget(**options)
+        return _made(name, RocdlTarget, options)
     if name == "spirv":
         from eagle.targets.spirv import SpirvTarget
 
-        return SpirvTarget(**options)
+        return _made(name, SpirvTarget, options)
     raise ValueError(f"unknown target {name!r}; the targets are {list(TARGETS)} (or 'auto')")
+
+
+def _made(name: str, cls, options: dict):
+    """`cls(**options)`, refusing an option the target does not take in one line that lists the ones it does
+    (instead of Python's "__init__() got an unexpected keyword argument")."""
+    import inspect
+
+    params = inspect.signature(cls).parameters
+    if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(options) - set(params))
+        if unknown:
+            raise ValueError(f"the {name} target takes the options {sorted(params)}, got {unknown}")
+    return cls(**options)
 
 
 def auto_target() -> str:

@@ -173,19 +173,22 @@ def load(key: str, name: str, lower) -> HostLibrary:
             except (OSError, AttributeError):  # sealed yet not loadable (another machine's file): rebuild it
                 lib = None
         if lib is None:
-            lib = HostLibrary(_build_into(so, name, lower()), name)
+            lib = _build_into(so, name, lower())
         _MEMORY[key] = lib
         return lib
 
 
-def _build_into(so: Path | None, name: str, text: str) -> Path:
-    """Build the library and put it in the cache at `so` (atomically, with its seal); where the cache cannot take
-    it (off, or a full disk), in a private temporary directory."""
+def _build_into(so: Path | None, name: str, text: str) -> HostLibrary:
+    """Build the library in a private temporary directory, load it from there and put a copy in the cache at `so`
+    (atomically, with its seal). It is never loaded back from `so`: another process may find the entry between
+    its rename and its seal, take it for a damaged one and remove it. The private copy is removed once it is mapped
+    (where the cache cannot take it, off or on a full disk, it stays: the library's only file)."""
     tmp = Path(tempfile.mkdtemp(prefix="hawk-host-"))
     built = tmp / f"{name}.so"
     build(text, built)
+    lib = HostLibrary(built, name)
     if so is not None and cache.write_entry(so, built.read_bytes()):
+        lib.path = so
         built.unlink()
         tmp.rmdir()
-        return so
-    return built
+    return lib

@@ -105,7 +105,12 @@ def device_libs_dir() -> Path:
 def _run(cmd: list[str], what: str) -> None:
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError(f"{what} failed ({Path(cmd[0]).name}): {(r.stderr or r.stdout).strip()[:4000]}")
+        words = (r.stderr or r.stdout).strip()[:4000]
+        if "stack frame size" in words:  # private memory a thread: wide payloads' per-thread buffers
+            words += (" -- the kernel needs more private memory per thread than the chip allows: its wide payloads'"
+                      " per-thread state (a compensated sum keeps 18 float64 a component, an ordered one 8 in the"
+                      " kernel's type) is too large; use a narrower payload here, or run it on 'nvvm' or 'host'")
+        raise RuntimeError(f"{what} failed ({Path(cmd[0]).name}): {words}")
 
 
 class RocdlTarget:
@@ -173,8 +178,11 @@ class RocdlTarget:
                   str(linked)], "linking the ROCm device libraries")
             # IR optimisation as MLIR's own GPU serializers do (O3): inlines the library calls. No fast-math flag
             # is added, so the ordered paths keep their separate, unfused adds.
-            _run([tool("opt"), "-O3", f"-mtriple={TRIPLE}", f"-mcpu={self.chip}", str(linked), "-o", str(optimized)],
-                 f"optimising for {self.chip}")
+            # -amdgpu-unroll-threshold-private=0: AMDGPU otherwise unrolls loops over private arrays far more
+            # eagerly (to promote the arrays to registers); wide payloads' component loops over per-thread
+            # buffers then became straight-line code again, and a compensated Vector[64] sum took 20 s in llc
+            _run([tool("opt"), "-O3", f"-mtriple={TRIPLE}", f"-mcpu={self.chip}", "-amdgpu-unroll-threshold-private=0",
+                  str(linked), "-o", str(optimized)], f"optimising for {self.chip}")
             _run([tool("llc"), f"-mtriple={TRIPLE}", f"-mcpu={self.chip}", "-O3", "-filetype=obj",
                   f"--amdhsa-code-object-version={ABI_VERSION // 100}", str(optimized), "-o", str(obj)],
                  f"compiling for {self.chip}")

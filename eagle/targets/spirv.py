@@ -85,11 +85,12 @@ class SpirvTarget:
     name = "spirv"
     suffix = "spv"
     float_atomics = False  # core Vulkan has none (lavapipe: float32 only, through an extension)
-    # wide payloads stay one op per component here: lavapipe counts the trips of component loops against its
-    # per-invocation loop budget (spirv_lower.add_loop_canary); a thread's chunk of 1024 lanes (ordered and
-    # compensated sums) runs out of it from Vector[64], elementwise Vector[1024] at 16 lanes a thread too.
-    # The loops themselves lower and run here (tests/test_wide_payload_gpu.py runs them at Vector[16]).
-    wide_loops = False
+    # wide payloads take component loops in the tree form only (about 16 lanes a thread; the long loops are
+    # unrolled 8x, spirv_lower.unroll_innermost_loops): lavapipe counts every loop trip against its
+    # per-invocation budget (spirv_lower.add_loop_canary), and a chunk-form thread's 1024 lanes (ordered and
+    # compensated sums, scatters) with loops run out of it from about Vector[64]; those stay one op per
+    # component. Part of `options`, so of the binary's cache key.
+    wide_loops = "tree"
 
     def __init__(self, subgroup: int | str = 0):
         if subgroup == "device":
@@ -102,7 +103,7 @@ class SpirvTarget:
     @property
     def options(self) -> str:
         sg = f",subgroup={self.subgroup}" if self.subgroup else ""
-        wide = ",wide=loops" if self.wide_loops else ""  # (set on the class by tests of the loops on lavapipe)
+        wide = f",wide={self.wide_loops}" if self.wide_loops else ""
         return f"spirv={VERSION},wg={WORKGROUP},unroll={UNROLL}{sg}{wide}"
 
     def compile(self, gpu_module: str) -> bytes:

@@ -331,8 +331,9 @@ def _innermost(gpu_module) -> list:
 def unroll_innermost_loops(gpu_module, factor: int) -> None:
     """Unroll loops so that an invocation makes fewer loop trips: small innermost constant-trip loops completely
     (their parent becomes innermost and is treated next), innermost loops with a trip count known only at run time
-    (the loops over lanes) by up to `factor` (a main loop of copies of the body, in order, then a remainder
-    loop). The same operations run in the same order, so the results carry the same bits. Lavapipe counts trips
+    (the loops over lanes) and long constant-trip ones (at least 8 x `factor` trips: a wide payload's component
+    loops) by up to `factor` (a main loop of copies of the body, in order, then a remainder loop). The same
+    operations run in the same order, so the results carry the same bits. Lavapipe counts trips
     against a budget per invocation (see add_loop_canary); a GPU does not mind. A loop with a trip count only known
     at run time is first guarded by `lb < ub`, so the unroller's trip-count arithmetic never sees an empty range."""
     from mlir.dialects.transform import interpreter
@@ -343,7 +344,10 @@ def unroll_innermost_loops(gpu_module, factor: int) -> None:
         full = False
         for loop, size in _innermost(gpu_module):
             trips = _trips(loop)
-            if trips is not None:  # a loop inside a block or a `for` over a constant range
+            if trips is not None and trips >= 8 * factor:
+                # a long constant-trip loop (over a wide payload's components): `factor` copies of a small body
+                k = factor if factor * size <= 2 * MAX_UNROLLED_OPS else 1
+            elif trips is not None:  # a loop inside a block or a `for` over a constant range
                 k = trips if trips <= FULL_UNROLL_TRIPS and trips * size <= MAX_UNROLLED_OPS else 1
                 full = full or k > 1
             else:  # a loop over lanes

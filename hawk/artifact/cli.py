@@ -119,12 +119,14 @@ def _index_dtypes(items: list[str]) -> dict[str, str]:
 
 def _out_dir(out: str) -> Path:
     """--out as a directory this process can write in (created if missing), or a one-line UsageError."""
+    if not out.strip():  # an unset shell variable (--out "$DIR") would publish into the current directory
+        raise UsageError(f"--out {out!r} is empty: give a directory to publish into (--out . for this one)")
     d = Path(out)
-    for p in (d, *d.parents):
-        if p.exists() and not p.is_dir():
-            what = "is a file, not a directory" if p == d else f"lies under {str(p)!r}, which is a file"
-            raise UsageError(f"--out {out!r} {what}: give a directory to publish into")
     try:
+        for p in (d, *d.parents):
+            if p.exists() and not p.is_dir():
+                what = "is a file, not a directory" if p == d else f"lies under {str(p)!r}, which is a file"
+                raise UsageError(f"--out {out!r} {what}: give a directory to publish into")
         d.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--out {out!r}: the directory cannot be created ({exc.strerror or exc})") from None

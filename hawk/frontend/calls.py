@@ -174,8 +174,16 @@ class CallsMixin:
             return s.logic("or", *need(2))
         if name == "lnot":
             return s.lnot(*need(1))
-        if name == "index":
+        if name == "index":  # n counts slots: an integer of at least 1, as range(...) takes integers
             x, n = need(2)
+            src = ast.unparse(e.args[1])
+            if n.kind == "f" or n.shape:
+                raise self.error(f"m.index(x, n) takes the number of slots n as an integer, and '{src}' is "
+                                 f"{'a float' if not n.shape else f'of shape {n.shape}'}: write m.index(x, int({src}))"
+                                 " to truncate it toward zero (or use an integer)")
+            if n.is_const and n.value < 1:
+                got = src if src == str(n.value) else f"{src} = {n.value}"
+                raise self.error(f"m.index(x, n) maps x to a slot 0..n-1, so n must be at least 1, got {got}")
             return s.index(x, n)
         if name == "clamp":
             x, lo, hi = need(3)
@@ -283,8 +291,10 @@ class CallsMixin:
             raise self.error(f"'{src}' is a plane this launch writes; .at reads inputs as they were before the "
                              "launch, so only an input plane can be read at another lane")
         if not isinstance(base, R.PlaneRef):
+            inputs = [p.name for p in self.sig.planes if p.kind == "lane"]
+            example = f"{inputs[0]}.at(i)" if inputs else "x.at(i) of an input plane x"
             raise self.error(f"'{src}' is a value this kernel computes; only an input plane can be read at another "
-                             "lane: call .at on the input plane itself (e.g. u.at(i)) and compute from that")
+                             f"lane: call .at on the input plane itself (e.g. {example}) and compute from that")
         spec = base.spec
         axes = [a.label for a in self.sig.lane_axes()]
         if e.args and e.keywords:

@@ -48,12 +48,13 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
         elif is_hawk(op, "scatter"):
             sink = attr_str(op, "sink")
             sinks[sink] = payload_of(op.operands[0].type)
+            had_add = sink in added  # a store's "plain" is no policy of its own: only adds must agree
             (stored if attr_str(op, "mode") == "set" else added).add(sink)
             pol = sum_policy(attr_str(op, "policy"), True) if attr_str(op, "mode") == "add" else "plain"
             if attr_str(op, "mode") == "add":
                 counts[sink] = counts.get(sink, True) and attr_str(op, "policy") == "auto" and \
                     _exact_count(op.operands[0])
-            if sink_policy.get(sink, pol) != pol and attr_str(op, "mode") == "add":
+            if had_add and sink_policy.get(sink, pol) != pol and attr_str(op, "mode") == "add":
                 raise KernelError(f"sink '{sink}' gets scatters with policies {sink_policy[sink]!r} and {pol!r}: "
                                   "give every scatter into one sink the same policy=", kernel=name)
             if attr_str(op, "mode") == "add" or sink not in sink_policy:
@@ -70,6 +71,14 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     for sink, exact in counts.items():
         if exact:  # only whole-number float64 increments: they add exactly, compensation has nothing to keep
             sink_policy[sink] = "plain"
+    for sink in sorted(stored & added):
+        if sink_policy[sink] != "plain":  # its adds are kept apart from the slots (companions, per-segment copies)
+            err = KernelError(f"sink '{sink}' is both stored into (=) and added into (+=): in lane order each lane's "
+                              f"store replaces the slot, and only plain adds can follow that order; write "
+                              f"hawk.scatter({sink}, policy=\"plain\")[...] += ... (its policy is "
+                              f"{sink_policy[sink]!r}), or use two sinks", kernel=name)
+            err.call = "scatter"  # the compiler points it at the kernel's first scatter
+            raise err
 
     def mine(n: str) -> bool:
         return owns is None or n in owns

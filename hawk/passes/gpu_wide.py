@@ -24,6 +24,19 @@ _SCALAR_OPS = ("arith.", "math.")
 _NOT_ELEMENTWISE = {"arith.constant", "arith.index_cast"}
 
 
+def _stored(elem: ir.Type) -> ir.Type:
+    """How a buffer holds an element: booleans as bytes."""
+    return ir.IntegerType.get_signless(8) if elem == ir.IntegerType.get_signless(1) else elem
+
+
+def _as_stored(v: ir.Value) -> ir.Value:
+    """A vector value as its buffer holds it (booleans widened to bytes)."""
+    t = ir.VectorType(v.type)
+    if _stored(t.element_type) == t.element_type:
+        return v
+    return create("arith.extui", [v], [ir.VectorType.get(t.shape, _stored(t.element_type))]).result
+
+
 def _wide(t: ir.Type) -> bool:
     return isinstance(t, ir.VectorType) and size(ir.VectorType(t).shape) > WIDE_PAYLOAD
 
@@ -53,11 +66,22 @@ class WideBuffers:
             scf.YieldOp([])
 
     def new_buf(self, t: ir.Type) -> ir.Value:
-        """A buffer for a value of type t: one a dead value left (same size and type), else a new one."""
+        """A buffer for a value of type t: one a dead value left (same size and type), else a new one. Booleans
+        are kept as bytes (memrefs of i1 do not lower to LLVM)."""
         vt = ir.VectorType(t)
         key = (size(vt.shape), str(vt.element_type))
         pool = self.free.setdefault(key, [])
-        return pool.pop() if pool else self.alloc(size(vt.shape), vt.element_type)
+        return pool.pop() if pool else self.alloc(size(vt.shape), _stored(vt.element_type))
+
+    def ld(self, buf: ir.Value, i: ir.Value, elem: ir.Type) -> ir.Value:
+        """Component i of a buffer of this pass, as `elem`."""
+        x = create("memref.load", [buf, i], [_stored(elem)]).result
+        return create("arith.trunci", [x], [elem]).result if _stored(elem) != elem else x
+
+    def st(self, x: ir.Value, buf: ir.Value, i: ir.Value) -> None:
+        if _stored(x.type) != x.type:
+            x = create("arith.extui", [x], [_stored(x.type)]).result
+        create("memref.store", [x, buf, i], [])
 
     def own(self, v: ir.Value, buf: ir.Value) -> None:
         """v now lives in buf until its last use in its own block (self.last); then buf can be reused."""
@@ -89,18 +113,21 @@ class WideBuffers:
         if v in self.bufs:
             return self.bufs[v]
         buf = self.new_buf(v.type)
-        flat = v
+        flat = _as_stored(v)
         if ir.VectorType(v.type).rank != 1:
-            flat = create("vector.shape_cast", [v], [ir.VectorType.get([size(ir.VectorType(v.type).shape)],
-                                                                     ir.VectorType(v.type).element_type)]).result
+            flat = create("vector.shape_cast", [flat], [ir.VectorType.get([size(ir.VectorType(v.type).shape)],
+                                                                        ir.VectorType(flat.type).element_type)]
+                          ).result
         create("vector.store", [flat, buf, self.c(0)], [])
         return buf
 
     def value_of(self, v: ir.Value) -> ir.Value:
         """A wide value as a vector again (for an op that keeps its vector form)."""
         t = ir.VectorType(v.type)
-        flat_t = ir.VectorType.get([size(t.shape)], t.element_type)
+        flat_t = ir.VectorType.get([size(t.shape)], _stored(t.element_type))
         out = create("vector.load", [self.bufs[v], self.c(0)], [flat_t]).result
+        if _stored(t.element_type) != t.element_type:
+            out = create("arith.trunci", [out], [ir.VectorType.get([size(t.shape)], t.element_type)]).result
         return out if t.rank == 1 else create("vector.shape_cast", [out], [v.type]).result
 
     def run(self, func_op) -> None:
@@ -148,7 +175,7 @@ class WideBuffers:
             v, dst, at = op.operands
             buf = self.buf_of(v)
             for c in self.loop(size(ir.VectorType(v.type).shape)):
-                x = create("memref.load", [buf, c], [ir.VectorType(v.type).element_type]).result
+                x = self.ld(buf, c, ir.VectorType(v.type).element_type)
                 create("memref.store", [x, dst, create("arith.addi", [at, c], [self.index]).result], [])
             self.done.append(op)
         elif name == "vector.extract" and not isinstance(res.type, ir.VectorType) and len(op.operands) == 1:
@@ -156,7 +183,7 @@ class WideBuffers:
             k = 0
             for d, p in zip(shape, ir.DenseI64ArrayAttr(op.attributes["static_position"]), strict=True):
                 k = k * d + p
-            x = create("memref.load", [self.buf_of(op.operands[0]), self.c(k)], [res.type]).result
+            x = self.ld(self.buf_of(op.operands[0]), self.c(k), res.type)
             res.replace_all_uses_with(x)
             self.done.append(op)
         elif name == "vector.reduction" and len(op.operands) in (1, 2) and \
@@ -175,7 +202,7 @@ class WideBuffers:
     def fill(self, res: ir.Value, comp) -> None:
         buf = self.new_buf(res.type)
         for c in self.loop(size(ir.VectorType(res.type).shape)):
-            create("memref.store", [comp(c), buf, c], [])
+            self.st(comp(c), buf, c)
         self.own(res, buf)
         self.done.append(res.owner)
 
@@ -187,7 +214,7 @@ class WideBuffers:
                for v in op.operands]
 
         def comp(c):
-            args = [create("memref.load", [x[0], c], [x[1]]).result if isinstance(x, tuple) else x for x in ins]
+            args = [self.ld(x[0], c, x[1]) if isinstance(x, tuple) else x for x in ins]
             return create(op.name, args, [elem], attrs).result
         self.fill(res, comp)
 

@@ -18,6 +18,7 @@ from hawk.passes.analysis import payload_of
 from hawk.passes.host_emit import _EQ, _SGE, _SLT, size
 
 _UGT = 8
+_NE = 1  # arith.cmpi "ne"
 
 
 class HostOps:
@@ -263,18 +264,23 @@ class HostOps:
         with ir.InsertionPoint(branch.else_block):
             # a key of -1 (on any axis) adds and stores nothing under every policy; any other key outside is
             # reported below, by sink, through the #err buffer
-            report = scf.IfOp(e.op("arith.xori", skip, e.c(1, e.i1)), [], has_else=False)
-            with ir.InsertionPoint(report.then_block):
-                # each chunk reports in its own three slots (count, first bad key, sink): chunks never race, and
-                # the runtime reads the first bad key of the earliest chunk, which is the earliest bad lane's
-                err = self.bufs[("#err", "err")]
-                base = e.mul_i(self.chunk, e.c(3))
-                count_at, key_at, sink_at = base, e.add_i(base, e.c(1)), e.add_i(base, e.c(2))
-                first = e.cmpi(_EQ, e.load(err, count_at), e.c(0, e.i64))
-                e.store(e.op("arith.addi", e.load(err, count_at), e.c(1, e.i64)), err, count_at)
-                e.store(e.select(first, keys[0], e.load(err, key_at)), err, key_at)
-                e.store(e.c(self.lay.buffer_index(sink, "sink"), e.i64), err, sink_at)
-                scf.YieldOp([])
+            self.report_bad_key(sink, keys[0], e.op("arith.xori", skip, e.c(1, e.i1)))
+            scf.YieldOp([])
+
+    def report_bad_key(self, sink: str, key: ir.Value, bad: ir.Value) -> None:
+        """When `bad`, count a key outside `sink` in this chunk's three slots of the #err buffer (count, first bad
+        key, sink): chunks never race, and the runtime reads the first bad key of the earliest chunk, which is the
+        earliest bad lane's."""
+        e = self.e
+        report = scf.IfOp(bad, [], has_else=False)
+        with ir.InsertionPoint(report.then_block):
+            err = self.bufs[("#err", "err")]
+            base = e.mul_i(self.chunk, e.c(3))
+            count_at, key_at, sink_at = base, e.add_i(base, e.c(1)), e.add_i(base, e.c(2))
+            first = e.cmpi(_EQ, e.load(err, count_at), e.c(0, e.i64))
+            e.store(e.op("arith.addi", e.load(err, count_at), e.c(1, e.i64)), err, count_at)
+            e.store(e.select(first, key, e.load(err, key_at)), err, key_at)
+            e.store(e.c(self.lay.buffer_index(sink, "sink"), e.i64), err, sink_at)
             scf.YieldOp([])
 
     # ---- sorted runs (lower_host._Run: a run of equal keys summed in registers) -------------------------
@@ -305,11 +311,17 @@ class HostOps:
                 s[run.slot + 1 + c] = e.select(same, e.add(state[1 + c], xs[c]), xs[c])
 
     def flush_run(self, run, state: list[ir.Value]):
-        """Add a finished run of equal keys into its slot (nothing before the first run: key -1)."""
+        """Add a finished run of equal keys into its slot (nothing before the first run, or for key -1). A key
+        outside the sink is reported, never written: the binder checks the keys before a run, but a bound launch
+        reads its Index plane again at every launch, and the caller may have changed it since."""
         e = self.e
         sink = run.sink
-        n = e.c(self.lay.sig.get(sink).axes[0].extent)
-        started = e.cmpi(_SGE, state[0], e.c(0, e.i64))
+        extent = self.lay.sig.get(sink).axes[0].extent
+        n = e.c(extent)
+        started = e.op("arith.andi", e.cmpi(_SGE, state[0], e.c(0, e.i64)),
+                       e.cmpi(_SLT, state[0], e.c(extent, e.i64)))
+        self.report_bad_key(sink, state[0], e.op("arith.andi", e.op("arith.xori", started, e.c(1, e.i1)),
+                                                 e.cmpi(_NE, state[0], e.c(-1, e.i64))))
         branch = scf.IfOp(started, [], has_else=False)
         with ir.InsertionPoint(branch.then_block):
             idx = e.to_index(state[0])

@@ -11,6 +11,10 @@ results are bitwise equal to the host's.
 
 meta for a GPU launch = [C (lanes per chunk), base, T (chunks), L, extents..., end]: thread t runs lanes
 [max(base, t*C), min(end, t*C + C)), so chunks start on multiples of C counted from lane 0.
+
+Wide payloads (host_emit.WIDE_PAYLOAD), where the target asks (`wide`): the host's component loops, with
+per-thread buffers in private memory, and every op on a wide vector value a loop too (gpu_wide.py), so compile
+time grows about linearly with the payload; per component otherwise. The finish takes the loops either way.
 """
 
 from __future__ import annotations
@@ -108,13 +112,14 @@ class GpuLowering(HostLowering):
 
 
 def lower_gpu(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Type], subgroup: int = 0,
-              atomics: bool = False, wide: bool = False) -> None:
+              atomics: bool = False, wide: bool | str = False) -> None:
     """The form `gpu_form` picks (the runtime asks it too): "tree" and "slots" in lower_gpu_tree, else chunks.
-    `wide`: wide payloads through component loops (per-thread buffers) rather than one op per component."""
+    `wide`: wide payloads through component loops (per-thread buffers) rather than one op per component: True
+    in every form, "tree" in the tree form only (spirv: a thread there runs few lanes), False nowhere."""
     from hawk.passes.lower_gpu_tree import TreeLowering
 
     form = gpu_form(layout, 8 if isinstance(ftype, ir.F64Type) else 4)
     if form == "chunks":
-        GpuLowering(module, layout, ftype, itypes, atomics, wide).run()
+        GpuLowering(module, layout, ftype, itypes, atomics, wide is True).run()
     else:
-        TreeLowering(module, layout, ftype, itypes, subgroup, wide).run()
+        TreeLowering(module, layout, ftype, itypes, subgroup, wide is True or (wide == "tree" and form == "tree")).run()

@@ -35,7 +35,7 @@ class Job:
     itypes: dict[str, ir.Type]
     subgroup: int = 0  # GPU: threads that shuffle registers (a warp, a wavefront); 0: shared memory only
     atomics: bool = False  # GPU: float atomic adds into global memory (plain scatters into large sinks)
-    wide: bool = False  # GPU: wide payloads through component loops (hawk/passes/lower_gpu.py), not per component
+    wide: bool | str = False  # GPU: wide payloads through component loops (True, or "tree": that form only)
 
 
 @dataclass(frozen=True)
