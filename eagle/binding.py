@@ -132,7 +132,9 @@ class Binder:
             if a.size != 1:
                 raise self.fail(p.name, f"is a Param and takes one number, got an array of shape {a.shape}")
             if a.dtype.kind not in "fiub":
-                raise self.fail(p.name, f"is a Param and takes a number, got {a.dtype}")
+                got = (f"the integer {v}, beyond int64 (a Param is read as a float: pass float({v}))"
+                       if isinstance(v, int) else f"{type(v).__name__} {a.dtype}")
+                raise self.fail(p.name, f"is a Param and takes a number, got {got}")
             return a
         if p.kind in ("output", "sink") and not isinstance(v, np.ndarray):
             raise self.fail(p.name, f"is written in place, so pass a NumPy array (got {type(v).__name__})")
@@ -141,8 +143,8 @@ class Binder:
             raise self.fail(p.name, "is a masked array with masked entries; a kernel reads every value, masked "
                                     "or not: pass a.filled(value), or the mask as a plane and where= on it")
         if p.kind in ("lane", "table", "output", "sink") and a.dtype not in _FLOATS:
-            raise self.fail(p.name, f"takes float32 or float64 values, got {a.dtype} (convert with "
-                                    f".astype(np.float64))")
+            how = "np.asarray(..., dtype=np.float64)" if isinstance(v, (list, tuple)) else ".astype(np.float64)"
+            raise self.fail(p.name, f"takes float32 or float64 values, got {a.dtype} (convert with {how})")
         return a
 
     def float_dtype(self, arrays: dict[str, np.ndarray]) -> np.dtype:

@@ -131,7 +131,12 @@ def _is_done(done, results, named) -> bool:
         return bool(done(results))
     if done not in named:
         raise InputError(f"until_done(done={done!r}): the kernel has no output named {done!r}")
-    return bool(np.asarray(named[done]).reshape(-1)[0])
+    value = np.asarray(named[done])
+    if value.size != 1:
+        raise InputError(f"until_done(done={done!r}): '{done}' holds {value.size} values, not one: done= names a "
+                         f"cell of one value; for an array pass a callable, e.g. done=lambda r: "
+                         f"(r['{done}'] < 1e-6).all()")
+    return bool(value.reshape(-1)[0])
 
 
 def simulate(plan, steps: int, carry: Mapping[str, str] | None = None, **planes):

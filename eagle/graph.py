@@ -90,7 +90,9 @@ class BuiltGraph:
         self.nodes = nodes
 
     def launch(self) -> dict[str, object]:
-        """Run every node in order; each node's results by its name."""
+        """Run every node in order; each node's results by its name. A node that refuses writes nothing (every
+        launch is all or nothing) and stops the graph there: the nodes before it have run, and their writes stay
+        (a later node may have read them), the nodes after it do not run."""
         return {name: node.launch() for name, node in self.nodes}
 
     def __repr__(self) -> str:

@@ -512,6 +512,13 @@ def test_until_done_with_a_cell_name(target):
     np.testing.assert_array_equal(y0, keep)
 
 
+def test_until_done_refuses_a_name_of_many_values():
+    y0 = np.array([1.0, 5.0, 0.2, 10.0])
+    with pytest.raises(eagle.InputError, match=r"'y_next' holds 4 values, not one: done= names a cell"):
+        eagle.deploy(dr_fall).until_done("y_next", carry={"y_next": "y", "v_next": "v"}, y=y0, v=np.zeros(4),
+                                         dt=0.01)
+
+
 def test_until_done_with_a_callable(target):
     n, kappa = 40, 0.25
     u0 = np.zeros(n)

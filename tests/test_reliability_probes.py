@@ -24,7 +24,7 @@ import pytest
 
 import eagle
 import hawk
-from hawk import Index, Mutable, Scalar, Sorted, Vector
+from hawk import Index, Mutable, Param, Scalar, Sorted, Vector
 
 # ============================================================================================ kernels
 
@@ -352,3 +352,31 @@ def test_a_sink_stored_into_and_added_into_keeps_lane_order_or_is_refused(tmp_pa
             buf = np.full(4, 100.0)
             eagle.deploy(kernel, threads=threads, min_chunk=1024).run(key=key, x=x, buf=buf)
             np.testing.assert_allclose(buf, _lane_order(key, x, ops), rtol=1e-13)
+
+
+def test_a_dump_dir_that_cannot_hold_files_is_refused_naming_the_setting(tmp_path, monkeypatch):
+    """$HAWK_DUMP_DIR naming a file (here /dev/null's kind: something that is not a folder) gives one line that
+    names the setting, not an OSError from inside the compile."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("HAWK_DUMP_DIR", str(blocker))
+    monkeypatch.setenv("HAWK_CACHE_DIR", str(tmp_path / "cache"))  # compiled here, never found in a cache
+    with pytest.raises(ValueError, match=r"^\$HAWK_DUMP_DIR='.*not-a-folder' cannot hold the IR dumps"):
+
+        @hawk.kernel
+        def rp_dumped(x: Scalar) -> Scalar:
+            return x * 3.0 + 0.5
+
+
+@hawk.kernel
+def rp_scaled(x: Scalar, p: Param) -> Scalar:
+    return x * p
+
+
+def test_a_param_beyond_int64_and_a_list_of_integers_get_messages_that_say_what_to_pass():
+    with pytest.raises(eagle.InputError, match=r"plane 'p' of kernel 'rp_scaled': is a Param and takes a number, "
+                                               r"got the integer 1180591620717411303424, beyond int64 .*float\("):
+        eagle.deploy(rp_scaled).run(x=np.ones(3), p=2**70)
+    with pytest.raises(eagle.InputError, match=r"plane 'x' of kernel 'rp_scaled': takes float32 or float64 values, "
+                                               r"got int64 \(convert with np.asarray\(\.\.\., dtype=np.float64\)\)"):
+        eagle.deploy(rp_scaled).run(x=[1, 2, 3], p=1.0)

@@ -388,3 +388,22 @@ def test_runs_with_nothing_to_check_at_run_time_write_in_place():
     assert not bound.stages[0].staged  # no scatter: the compiled code writes the caller's array itself
     assert np.asarray(bound.launch()) is y
     np.testing.assert_array_equal(y, x * 3.0)
+
+
+def test_a_graph_stops_at_the_node_that_refuses():
+    """A graph is a sequence of launches: the nodes before the one that refuses have run (a later node may read
+    their writes, so they are not undone), the refusing node writes nothing, and the nodes after it do not run."""
+    first = _planes(20_000, 5)
+    bad = _planes(20_000, 6)
+    sums = np.zeros(1)
+    graph = (eagle.Graph()
+             .add_node(eagle.deploy(rs_split).bind(**first), name="first")
+             .add_node(eagle.deploy(rs_bad_plain, threads=3, min_chunk=1024).bind(**bad), name="bad")
+             .add_node(eagle.reduce(first["x"], sums), name="after"))
+    built = graph.build()
+    snap_first, snap_bad = _snapshot(first), _snapshot(bad)
+    with pytest.raises(eagle.InputError, match="sink 'acc' of kernel 'rs_bad_plain'"):
+        built.launch()
+    assert not np.array_equal(first["y"], snap_first["y"]), "the first node ran and wrote its output"
+    _unchanged(bad, snap_bad, "the refusing node")
+    assert sums[0] == 0.0, "the node after the refusal did not run"

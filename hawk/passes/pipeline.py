@@ -94,9 +94,18 @@ class Pipeline:
             if dump is not None:
                 dump(p.name, str(module))
             if dump_dir:
-                d = Path(dump_dir)
-                d.mkdir(parents=True, exist_ok=True)
-                (d / f"{_module_name(module, job)}.{k + 1:02d}.{p.name}.mlir").write_text(str(module))
+                _dump(Path(dump_dir), f"{_module_name(module, job)}.{k + 1:02d}.{p.name}.mlir", str(module))
             if p.name == stop_after:
                 break
         return module
+
+
+def _dump(d: Path, name: str, text: str) -> None:
+    """Write one pass's IR into $HAWK_DUMP_DIR; a folder that cannot be made or written is refused in one line
+    naming the setting (not an OSError from deep inside a compile)."""
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        (d / name).write_text(text)
+    except OSError as exc:
+        raise ValueError(f"$HAWK_DUMP_DIR={str(d)!r} cannot hold the IR dumps ({exc.strerror or exc}): set it to "
+                         "a writable folder, or unset it") from None
