@@ -322,3 +322,17 @@ def test_a_native_build_records_this_cpu(built):
 def test_an_unknown_cpu_option_is_refused(tmp_path):
     with pytest.raises(ValueError, match="cpu= is 'native'"):
         hawk.artifact.build(ai_energy, tmp_path, cpu="skylake")
+
+
+def test_a_description_mismatch_names_the_differing_leaf():
+    """The refusal names the one field that differs (`layout.buffers[1].role`), not the whole value holding it."""
+    from hawk.artifact.format import description_differs
+
+    want = {"kernel": "k", "layout": {"buffers": [{"name": "x", "role": "in"}, {"name": "y", "role": "out"}]}}
+    got = json.loads(json.dumps(want))
+    got["layout"]["buffers"][1]["role"] = "sink"
+    assert description_differs(json.dumps(got).encode(), json.dumps(want).encode()) == \
+        'its layout.buffers[1].role is "sink", the sidecar says "out"'
+    got = dict(want, extra=1)
+    assert description_differs(json.dumps(got).encode(), json.dumps(want).encode()) == \
+        'its extra is 1, the sidecar says "<missing>"'

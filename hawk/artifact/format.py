@@ -317,7 +317,8 @@ def description(sidecar: dict, build: dict) -> bytes:
 
 
 def description_differs(got: bytes, want: bytes) -> str:
-    """What differs between a binary's description and the sidecar's, in words (the first differing field)."""
+    """What differs between a binary's description and the sidecar's, in words: the first differing field, followed
+    down through objects and lists (`layout.buffers[3].role`), not the whole value that holds it."""
     try:
         g = json.loads(got)
     except ValueError:
@@ -325,14 +326,31 @@ def description_differs(got: bytes, want: bytes) -> str:
     w = json.loads(want)
     if not isinstance(g, dict):
         return "the binary's description is not a JSON object"
-    for k in w:
-        if g.get(k) != w[k]:
-            if isinstance(w[k], dict) and isinstance(g.get(k), dict):
-                sub = next((f for f in w[k] if g[k].get(f) != w[k][f]), None) or \
-                    next(f for f in g[k] if f not in w[k])
-                return f"its {k}.{sub} is {_short(g[k].get(sub))}, the sidecar says {_short(w[k].get(sub))}"
-            return f"its {k} is {_short(g.get(k))}, the sidecar says {_short(w[k])}"
-    return "the binary's description has fields the sidecar does not"
+    found = _first_difference(g, w, "")
+    if found is None:
+        return "the binary's description has fields the sidecar does not"
+    path, gv, wv = found
+    return f"its {path} is {_short(gv)}, the sidecar says {_short(wv)}"
+
+
+_MISSING = "<missing>"
+
+
+def _first_difference(g, w, path: str):
+    """(path, the binary's value, the sidecar's) of the first leaf where `g` and `w` differ, or None."""
+    if isinstance(g, dict) and isinstance(w, dict):
+        for k in [*w, *(k for k in g if k not in w)]:
+            found = _first_difference(g.get(k, _MISSING), w.get(k, _MISSING), f"{path}.{k}" if path else k)
+            if found is not None:
+                return found
+        return None
+    if isinstance(g, list) and isinstance(w, list) and len(g) == len(w):
+        for i, (a, b) in enumerate(zip(g, w, strict=True)):
+            found = _first_difference(a, b, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return None if g == w else (path, g, w)
 
 
 def _short(v) -> str:
