@@ -238,23 +238,27 @@ class Binder:
         """The arrays the caller passed for the run to write: writable, not overlapping each other, and not
         overlapping an input the run reads (such an input is copied first, unless it is lane-local, above)."""
         outs = b.given
-        for name, a in outs.items():
-            if not a.flags.writeable:
-                raise self.fail(name, "is written in place but the array passed is read-only (writeable=False): "
-                                      "pass a writable array, or omit it and read the result the run hands back")
-        if len(outs) > 1:
-            seen = list(outs.items())
-            for k, (name, a) in enumerate(seen):
-                for other, o in seen[:k]:
-                    if a.flags.c_contiguous and o.flags.c_contiguous and np.may_share_memory(a, o):
-                        raise self.fail(name, f"shares memory with plane '{other}', which this run also writes: "
-                                              "the result would depend on which is written last; pass separate "
-                                              "arrays")
+        self.check_writable(outs, "run", strided_later=True)
         for name, x in b.arrays.items():
             for out, o in outs.items():
                 if np.may_share_memory(x, o) and not self._same_lanes(name, x, out, o):
                     b.arrays[name] = x.copy()  # read as it was before the launch, as `.at` and tables promise
                     break
+
+    def check_writable(self, outs: dict[str, np.ndarray], door: str, strided_later: bool = False) -> None:
+        """The arrays the caller passed for a `door` ("run", "loop") to write: writable, and not sharing memory
+        with one another (the result would depend on which is written last). `strided_later`: a strided array is
+        refused afterwards for its layout, so only C-contiguous ones are compared here."""
+        for name, a in outs.items():
+            if not a.flags.writeable:
+                raise self.fail(name, "is written in place but the array passed is read-only (writeable=False): "
+                                      f"pass a writable array, or omit it and read the result the {door} hands back")
+        seen = list(outs.items())
+        for k, (name, a) in enumerate(seen):
+            for other, o in seen[:k]:
+                if (not strided_later or a.flags.c_contiguous and o.flags.c_contiguous) and np.may_share_memory(a, o):
+                    raise self.fail(name, f"shares memory with plane '{other}', which this {door} also writes: the "
+                                          "result would depend on which is written last; pass separate arrays")
 
     def _same_lanes(self, name: str, x: np.ndarray, out: str, o: np.ndarray) -> bool:
         """Whether input `name` (flat, contiguous) is the very array of per-lane output `out`, and each lane reads

@@ -19,6 +19,7 @@ import numpy as np
 
 from eagle.errors import InputError
 from eagle.launch import run_stages
+from eagle.settings import is_whole
 
 
 def single_stage_only(kernel: str, stages: int, door: str) -> InputError:
@@ -86,16 +87,7 @@ def _step_loop(plan, door: str, planes: dict, carry: Mapping[str, str], steps: i
     sig = plan.kernel.signature
     given = {k: v for k, v in planes.items() if isinstance(v, np.ndarray) and sig.get(k) is not None
              and sig.get(k).kind in ("output", "sink")}
-    seen = []
-    for k, a in given.items():  # the loop steps private copies: check here what the binder would have checked
-        if not a.flags.writeable:
-            raise plan.binder.fail(k, "is written in place but the array passed is read-only (writeable=False): "
-                                      "pass a writable array, or omit it and read the result the loop hands back")
-        other = next((o for o, b in seen if np.may_share_memory(a, b)), None)
-        if other is not None:
-            raise plan.binder.fail(k, f"shares memory with plane '{other}', which this loop also writes: the result "
-                                      "would depend on which is written last; pass separate arrays")
-        seen.append((k, a))
+    plan.binder.check_writable(given, "loop")  # the loop steps private copies: the binder never sees these
     planes = {k: (np.array(v, copy=True) if k in carried or k in given else v) for k, v in planes.items()}
     bound = BoundLaunch(plan, planes)
     results = bound.results
@@ -150,7 +142,7 @@ def simulate(plan, steps: int, carry: Mapping[str, str] | None = None, **planes)
 
 def _count_of_steps(plan, door: str, arg: str, v) -> int:
     """`steps=` / `max_steps=`: a whole number >= 1 (a bool, a float or a string is refused, not truncated)."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+    if not is_whole(v) or v < 1:
         raise InputError(f"kernel '{plan.kernel.name}': {door} needs {arg} >= 1, a whole number, got {v!r} "
                          f"({type(v).__name__})")
     return int(v)

@@ -20,7 +20,7 @@ import numpy as np
 from eagle.array import Array
 from eagle.binding import Binder, Bound, physical_memory, reduced_shape
 from eagle.errors import InputError
-from eagle.settings import min_chunk_setting
+from eagle.settings import is_whole, min_chunk_setting
 from hawk.layout import ORDERED_BLOCK, Layout, ordered_segment
 
 _IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf}
@@ -36,6 +36,47 @@ def _pool(n: int) -> ThreadPoolExecutor:
     if _POOL is None or _POOL._max_workers < n:
         _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="eagle")
     return _POOL
+
+
+def lane_range(kernel: str, base, count, lanes: int, stages: int) -> tuple[int, int]:
+    """Lanes [lo, hi) of a run given `base=` / `count=` (every lane when neither is given): whole numbers inside
+    the lanes, and only for a single-stage kernel (a split one reads totals over every lane)."""
+    if base is None and count is None:
+        return 0, lanes
+    for arg, v in (("base", base), ("count", count)):
+        if v is not None and not is_whole(v):
+            raise InputError(f"kernel '{kernel}': {arg}= takes a whole number of lanes, got {v!r} "
+                             f"({type(v).__name__})")
+    if stages > 1:
+        raise InputError(f"kernel '{kernel}': this kernel reads a value reduced over every lane, so it runs over "
+                         f"every lane (no base= or count=); it runs in {stages} stages")
+    lo = 0 if base is None else int(base)
+    hi = lanes if count is None else lo + int(count)
+    if not 0 <= lo <= hi <= lanes:
+        raise InputError(f"kernel '{kernel}': base={base} count={count} is outside the {lanes} lanes")
+    return lo, hi
+
+
+def prepare_stages(runs: list, b: Bound, lo: int, hi: int, device_stage=None) -> tuple[list, dict]:
+    """Every stage of a run prepared (keys and shapes checked, buffers allocated) before any launches, so a bad
+    key or a wrong-shaped plane for a late stage is refused before the first stage writes anything. `runs`: (host
+    library, Launcher) per stage; `device_stage(k, cuts)`: stage k's DeviceStage on a GPU target (None on the
+    host). Stages up to the last one that checks keys as it runs (every stage on a GPU) write scratch copies of
+    the caller's arrays. Returns (stages, results by name)."""
+    late = max((k for k, (_, launcher) in enumerate(runs) if device_stage is not None or launcher.checks_at_run_time),
+               default=-1)
+    stages: list = []
+    results: dict = {}
+    cuts: dict = {}
+    for k, (lib, launcher) in enumerate(runs):
+        if device_stage is not None:
+            stage = device_stage(k, cuts)
+        else:
+            stage = launcher.prepare(lib, b, lo, hi, cuts, staged=k <= late)
+        stages.append(stage)
+        results.update(stage.results)
+        cuts.update(stage.cells_out)
+    return stages, results
 
 
 def run_stages(stages: list) -> None:

@@ -7,12 +7,9 @@ any result to the caller's arrays (eagle.launch.run_stages), so a refused run wr
 
 from __future__ import annotations
 
-import numpy as np
-
 from eagle import cache
 from eagle.binding import Binder, lane_local_inputs
-from eagle.errors import InputError
-from eagle.launch import Launcher, run_stages
+from eagle.launch import Launcher, lane_range, prepare_stages, run_stages
 from eagle.settings import min_chunk_setting, threads_setting
 from eagle.targets import auto_target, gpu_target, host
 from eagle.targets.device import DeviceStage, device_binary
@@ -105,32 +102,19 @@ class Plan:
         return {k: results[k] for k in sorted(results)}
 
     def stages(self, b, lo: int, hi: int) -> tuple[list, dict]:
-        """Every stage of a run prepared (compiled, checked, buffers allocated) before any launches: a bad key or
-        a wrong-shaped plane for a late stage is refused before the first stage writes anything. Stages up to
-        the last one that checks keys as it runs (every stage on a GPU) write scratch copies of the caller's
-        arrays. Returns (stages, results by name)."""
-        n = self.kernel.stage_count
-        runtime = None
-        if self.device is not None:
-            for k in range(n):  # compile every stage first: a missing runtime is reported after a full build
-                self.prepare(b.spec, k)
-            runtime = self.runtime()
-        late = max((k for k in range(n) if self.device is not None or self.prepare(b.spec, k)[1].checks_at_run_time),
-                   default=-1)
-        stages: list = []
-        results: dict = {}
-        cuts: dict = {}
-        for k in range(n):
-            if runtime is not None:
-                finish, launcher, binary, entry = self.prepare(b.spec, k)
-                stage = DeviceStage(launcher, binary, entry, runtime, finish, b, lo, hi, cuts)
-            else:
-                lib, launcher = self.prepare(b.spec, k)
-                stage = launcher.prepare(lib, b, lo, hi, cuts, staged=k <= late)
-            stages.append(stage)
-            results.update(stage.results)
-            cuts.update(stage.cells_out)
-        return stages, results
+        """Every stage of a run prepared before any launches (eagle.launch.prepare_stages); on a GPU target every
+        stage is compiled before the runtime is asked for, so a missing runtime is reported after a full build.
+        Returns (stages, results by name)."""
+        parts = [self.prepare(b.spec, k) for k in range(self.kernel.stage_count)]
+        if self.device is None:
+            return prepare_stages(parts, b, lo, hi)
+        runtime = self.runtime()
+
+        def device_stage(k: int, cuts: dict) -> DeviceStage:
+            finish, launcher, binary, entry = parts[k]
+            return DeviceStage(launcher, binary, entry, runtime, finish, b, lo, hi, cuts)
+
+        return prepare_stages([(p[0], p[1]) for p in parts], b, lo, hi, device_stage)
 
     def bind(self, base: int | None = None, count: int | None = None, **planes):
         """A launch with its planes checked and its buffers allocated once: call `.launch()` repeatedly."""
@@ -151,20 +135,7 @@ class Plan:
         return until_done(self, done, carry, max_steps, **planes)
 
     def lane_range(self, base, count, lanes: int, stages: int) -> tuple[int, int]:
-        if base is None and count is None:
-            return 0, lanes
-        for arg, v in (("base", base), ("count", count)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
-                raise InputError(f"kernel '{self.kernel.name}': {arg}= takes a whole number of lanes, got {v!r} "
-                                 f"({type(v).__name__})")
-        if stages > 1:
-            raise InputError(f"kernel '{self.kernel.name}': this kernel reads a value reduced over every lane, so it "
-                             f"runs over every lane (no base= or count=); it runs in {stages} stages")
-        lo = 0 if base is None else int(base)
-        hi = lanes if count is None else lo + int(count)
-        if not 0 <= lo <= hi <= lanes:
-            raise InputError(f"kernel '{self.kernel.name}': base={base} count={count} is outside the {lanes} lanes")
-        return lo, hi
+        return lane_range(self.kernel.name, base, count, lanes, stages)
 
 
 def deploy(kernel: Kernel, target: str = "host", threads: int | None = None, min_chunk: int | None = None,

@@ -16,6 +16,12 @@ MIN_CHUNK_ENV = "EAGLE_MIN_CHUNK"
 THREADS_ENV = "EAGLE_THREADS"
 
 
+def is_whole(v) -> bool:
+    """A whole number as a count may be given: a Python or NumPy integer, not a bool (nor a float or string,
+    which would be truncated or parsed)."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
 def whole_setting(value, option: str, env: str, default: int, unit: str) -> int:
     """`value` (the argument `option`), else $`env`, else `default`: a whole number >= 1 of `unit`."""
     where = f"{option}="
@@ -28,7 +34,7 @@ def whole_setting(value, option: str, env: str, default: int, unit: str) -> int:
             value = int(text)
         except ValueError:
             raise ValueError(f"{where} must be a whole number of {unit} >= 1, got {text!r}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    if not is_whole(value) or value < 1:
         raise ValueError(f"{where} must be a whole number of {unit} >= 1, got {value!r}")
     return int(value)
 

@@ -22,11 +22,9 @@ import threading
 import uuid
 from pathlib import Path
 
-import numpy as np
-
 from eagle.binding import Binder
 from eagle.errors import InputError, RuntimeMissing
-from eagle.launch import Launcher, run_stages
+from eagle.launch import Launcher, lane_range, prepare_stages, run_stages
 from eagle.settings import min_chunk_setting, threads_setting
 from hawk.artifact.format import (
     ArtifactError,
@@ -342,42 +340,20 @@ class LoadedKernel:
         return {k: results[k] for k in sorted(results)}
 
     def _prepare(self, runs: list, b, lo: int, hi: int) -> tuple[list, dict]:
-        """Every stage prepared (keys and shapes checked, buffers allocated) before any launches, as eagle's
-        Plan.stages: stages up to the last one that checks keys as it runs (every stage on a GPU) write scratch
-        copies of the caller's arrays. Returns (stages, results by name)."""
-        runtime = self.runtime() if self.target != "host" else None
-        late = max((k for k, (_, launcher) in enumerate(runs) if runtime is not None or launcher.checks_at_run_time),
-                   default=-1)
-        stages: list = []
-        results: dict = {}
-        cuts: dict = {}
-        for k, (lib, launcher) in enumerate(runs):
-            if runtime is not None:
-                from eagle.targets.device import DeviceStage
+        """Every stage prepared before any launches, as eagle's Plan.stages (eagle.launch.prepare_stages)."""
+        if self.target == "host":
+            return prepare_stages(runs, b, lo, hi)
+        runtime = self.runtime()
+        from eagle.targets.device import DeviceStage
 
-                stage = DeviceStage(launcher, lib.binary, lib.entry, runtime, lib.finish_lib, b, lo, hi, cuts)
-            else:
-                stage = launcher.prepare(lib, b, lo, hi, cuts, staged=k <= late)
-            stages.append(stage)
-            results.update(stage.results)
-            cuts.update(stage.cells_out)
-        return stages, results
+        def device_stage(k: int, cuts: dict):
+            lib, launcher = runs[k]
+            return DeviceStage(launcher, lib.binary, lib.entry, runtime, lib.finish_lib, b, lo, hi, cuts)
+
+        return prepare_stages(runs, b, lo, hi, device_stage)
 
     def _lane_range(self, base, count, lanes: int) -> tuple[int, int]:
-        if base is None and count is None:
-            return 0, lanes
-        for arg, v in (("base", base), ("count", count)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
-                raise InputError(f"kernel '{self.name}': {arg}= takes a whole number of lanes, got {v!r} "
-                                 f"({type(v).__name__})")
-        if self.stage_count > 1:
-            raise InputError(f"kernel '{self.name}' runs in {self.stage_count} stages: it reads a value reduced over "
-                             "every lane, so it runs over every lane (no base= or count=)")
-        lo = 0 if base is None else int(base)
-        hi = lanes if count is None else lo + int(count)
-        if not 0 <= lo <= hi <= lanes:
-            raise InputError(f"kernel '{self.name}': base={base} count={count} is outside the {lanes} lanes")
-        return lo, hi
+        return lane_range(self.name, base, count, lanes, self.stage_count)
 
 
 def load(directory, name: str, target: str = "host", threads: int | None = None,
