@@ -21,7 +21,8 @@ from eagle.array import Array
 from eagle.binding import Binder, Bound, physical_memory, reduced_shape
 from eagle.errors import InputError
 from eagle.settings import is_whole, min_chunk_setting
-from hawk.layout import ORDERED_BLOCK, Layout, ordered_segment
+from hawk.exact import words as exact_words
+from hawk.layout import ORDERED_BLOCK, Layout
 
 _IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf}
 OVERSPLIT = 4  # chunks per thread: threads take chunks as they come free, so a thread slowed by other work on
@@ -156,8 +157,8 @@ class Launcher:
         return list(zip(cuts[:-1], cuts[1:], strict=True))
 
     def aligned(self, b: Bound) -> int:
-        """Chunk boundaries: the layout's alignment and whole ordered scatter segments for this run."""
-        return math.lcm(self.align, self.lay.segment_align(b.lanes))
+        """Chunk boundaries: the layout's alignment (compensated blocks, spans of lanes that share a kept slot)."""
+        return self.align
 
     def run(self, lib, b: Bound, lo: int = 0, hi: int | None = None,
             cuts: dict[str, np.ndarray] | None = None) -> tuple[dict[str, Array], dict[str, np.ndarray]]:
@@ -262,10 +263,6 @@ class Launcher:
                 resets.append((bufs[-1], fill))
             elif role == "priv":
                 slots = self.lay.private[name]
-                if self.lay.policy_of(name) == "ordered":  # a copy per segment, each starting at -0.0
-                    bufs.append(np.full(slots * ordered_segment(slots, b.lanes)[1], -0.0, dtype=b.dtype))
-                    resets.append((bufs[-1], -0.0))
-                    continue
                 if self.lay.policy_of(name) == "compensated":
                     bufs.append(np.zeros(2 * slots * nchunks, dtype=np.float64))
                 else:
@@ -276,16 +273,13 @@ class Launcher:
                 resets.append((bufs[-1], 0))
             elif role == "scratch":
                 bufs.append(np.zeros(max(self.lay.width, 1) * nchunks, dtype=np.float64))
-            elif role == "blocks":
-                nblocks = max(1, -(-b.lanes // ORDERED_BLOCK))
-                bufs.append(np.zeros(max(self.lay.block_width, 1) * nblocks, dtype=b.dtype))
-            elif role == "comp":
+            elif role == "exact":  # exact accumulators (hawk/exact.py): per chunk, or per slot of a sink or cell
+                bufs.append(np.zeros(max(self.exact_words(name, b.dtype, bufs, nchunks), 1), dtype=np.int64))
+                resets.append((bufs[-1], 0))
+            elif role == "comp":  # compensated: (sum, correction) of the lanes' terms in float64
                 target = next(a for bb, a in zip(self.lay.buffers, bufs, strict=False)
                               if bb.name == name and bb.role in ("sink", "cell"))
-                if self.lay.policy_of(name) == "ordered":
-                    fill, comp = -0.0, np.full(target.size, -0.0, dtype=b.dtype)
-                else:  # compensated: (sum, correction) of the lanes' terms in float64
-                    fill, comp = 0.0, np.zeros(2 * target.size, dtype=np.float64)
+                fill, comp = 0.0, np.zeros(2 * target.size, dtype=np.float64)
                 bufs.append(comp)
                 resets.append((bufs[-1], fill))
             elif role == "meta":
@@ -296,6 +290,19 @@ class Launcher:
             else:
                 raise RuntimeError(f"unknown buffer role {role!r} in the layout of '{self.lay.name}'")
         return bufs, results, copies, resets, stage
+
+    def exact_words(self, name: str, dtype, bufs: list[np.ndarray], nchunks: int) -> int:
+        """int64 words of an "exact" buffer: every chunk's accumulators of the ordered sums over every lane
+        (#exact), or an accumulator per slot of an ordered sink or kept cell (a mean's counts after its values):
+        a copy per chunk when the layout privatises it, else one copy that every chunk adds into atomically."""
+        w = exact_words(np.dtype(dtype).name)
+        if name == "#exact":
+            return self.lay.exact_width(np.dtype(dtype).name) * nchunks
+        if name in self.lay.private:
+            return self.lay.private[name] * w * nchunks
+        slots = sum(a.size for bb, a in zip(self.lay.buffers, bufs, strict=False)
+                    if bb.name == name and bb.role in ("sink", "cell", "count"))
+        return slots * w
 
     def check_room(self, name: str, role: str, shape: tuple[int, ...], b: Bound) -> None:
         """Refuse, naming the plane, an output or sink the run would allocate beyond the machine's memory (a sink's

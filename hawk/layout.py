@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from hawk.exact import words as exact_words
 from hawk.signature import Signature
 
 
@@ -66,12 +67,20 @@ class Layout:
 
     @property
     def block_width(self) -> int:
-        """Partials one block of ORDERED_BLOCK lanes writes: one per component of each ordered full sum."""
+        """Components of the ordered sums over every lane (each keeps an exact accumulator per chunk)."""
         return sum(_size(r.payload) for r in self.reductions if not r.kept and ordered(r))
 
     @property
     def blocked(self) -> bool:
         return self.block_width > 0
+
+    def exact_width(self, dtype: str) -> int:
+        """int64 words of one chunk's exact accumulators for its ordered sums over every lane (hawk/exact.py)."""
+        return self.block_width * exact_words(dtype)
+
+    def exact_names(self) -> list[str]:
+        """Ordered sinks and ordered kept cells: each slot keeps an exact accumulator."""
+        return [b.name for b in self.buffers if b.role == "exact" and b.name != "#exact"]
 
     def private_cells(self) -> list[str]:
         """Cells of reductions keeping lane axes that each chunk accumulates in its own copy."""
@@ -79,11 +88,13 @@ class Layout:
 
     def copy_values(self) -> int:
         """Values one chunk's private copies hold in all, which is what grows with the number of chunks: a
-        plain sink's slots, a stored one's slots and marks, a compensated one's pairs, a kept cell's slots (an
-        ordered sink's copies are per segment, not per chunk)."""
+        plain sink's slots, a stored one's slots and marks, a compensated one's pairs, a kept cell's slots, an
+        ordered sink's or cell's exact accumulators (float64 words)."""
         n = 0
         for name, slots in self.private.items():
-            if name not in self.sinks:
+            if self.policy_of(name) == "ordered":
+                n += slots * exact_words("float64")
+            elif name not in self.sinks:
                 n += slots
             elif name in self.stored:
                 n += 2 * slots
@@ -101,13 +112,15 @@ class Layout:
         run one chunk). Private sinks never collide, nor do atomic sinks where `atomics`; a reduction keeping
         leading lane axes writes each kept slot from one contiguous span of lanes."""
         shared = set(self.atomic_sinks()) if atomics else set()
+        # an ordered sink too large for copies shares one exact accumulator per slot, added into atomically
+        shared |= {n for n in self.sinks if self.sink_policy.get(n) == "ordered" and n not in self.stored}
         if any(n not in self.private and n not in shared for n in self.sinks):
             return None
         span = 1
         axes = [a.label for a in self.sig.lane_axes()]
         for r in self.reductions:
-            if not r.kept or r.cell in self.private:  # a kept cell with a copy per chunk never collides
-                continue
+            if not r.kept or r.cell in self.private or (r.kind in ("sum", "mean") and r.policy == "ordered"):
+                continue  # a kept cell with a copy per chunk, or exact accumulators, never collides
             if list(r.kept) != axes[:len(r.kept)]:
                 return None
             inner = [a.extent for a in self.sig.lane_axes()[len(r.kept):]]
@@ -115,14 +128,6 @@ class Layout:
                 return None
             span = math.lcm(span, _size(tuple(inner)))
         return span
-
-    def segment_align(self, lanes: int) -> int:
-        """Lanes a chunk boundary must be a multiple of so that no ordered scatter segment is split."""
-        q = 1
-        for name, slots in self.private.items():
-            if self.sink_policy.get(name) == "ordered":
-                q = max(q, ordered_segment(slots, lanes)[0])  # powers of two times SEGMENT_MIN: the largest
-        return q
 
     def policy_of(self, name: str) -> str:
         """The sum policy of a sink, or of a cell kept by a reduction over some axes."""
@@ -138,9 +143,9 @@ class Layout:
         raise KeyError(name)
 
 
-# The "ordered" summation tree, defined once (docs/ordered.md): lanes form blocks of ORDERED_BLOCK; inside a
-# block, lane i feeds chain i % ORDERED_CHAINS, each chain a strict sequential sum in lane order; the chains meet
-# in a fixed pairwise tree, and the block partials meet in a pairwise tree, level by level.
+# Compensated sums over every lane run lanes in blocks of ORDERED_BLOCK, each with ORDERED_CHAINS interleaved
+# Neumaier chains (independent chains let the loop pipeline). "ordered" sums are exact (hawk/exact.py): any
+# split gives the same bits, so they need no block structure.
 ORDERED_BLOCK = 1024
 ORDERED_CHAINS = 8
 
@@ -193,8 +198,8 @@ def gpu_form(lay: Layout, fbytes: int) -> str:
     """How a stage runs on a GPU: "tree", "slots" or "chunks" (see above). The lowering and the runtime both
     ask, so they always agree."""
     red, terms, chains = tree_shared(lay, fbytes)
-    if lay.sinks or red * 8 + (terms + chains) * fbytes > SHARED_BUDGET:
-        return "chunks"
+    if lay.sinks or red * 8 + (terms + chains) * fbytes > SHARED_BUDGET or has_ordered(lay):
+        return "chunks"  # ordered sums: each thread deposits into its own exact accumulators
     if not any(r.kept for r in lay.reductions):
         return "tree"
     if lay.blocked or kept_run(lay) is None:
@@ -202,28 +207,14 @@ def gpu_form(lay: Layout, fbytes: int) -> str:
     return "slots"
 
 
-# An "ordered" scatter adds each slot's lanes in lane order within fixed segments of the lanes, then the segments'
-# partials in segment order (docs/ordered.md). A segment is SEGMENT_MIN * 2**k lanes, the fewest lanes that keep
-# all of one sink's segment partials within SEGMENT_BUDGET values and within 1/SEGMENT_SHARE of the lane count;
-# a sink of more than PRIVATE_SLOTS slots takes one segment. So the bits depend on the run's lane count and the
-# sink's size only: never on threads or target.
-SEGMENT_MIN = ORDERED_BLOCK
-SEGMENT_BUDGET = 1 << 14  # values: 128 KiB of float64 partials per sink at most
-SEGMENT_SHARE = 8
-PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get private copies (per chunk, or per segment if ordered)
+PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get private copies (one per chunk)
+EXACT_PRIVATE_SLOTS = 1 << 11  # ordered sinks and kept cells up to this many slots: an exact copy per chunk
+# (576 bytes a float64 slot); larger ones share one accumulator per slot, added into with integer atomics
 
 
-def ordered_segment(slots: int, lanes: int) -> tuple[int, int]:
-    """(lanes per segment, segments) of an ordered scatter into `slots` slots over a run of `lanes` lanes."""
-    q = SEGMENT_MIN
-    if slots > PRIVATE_SLOTS:
-        while q < lanes:
-            q *= 2
-        return q, 1
-    most = max(1, min(lanes // (SEGMENT_SHARE * slots), SEGMENT_BUDGET // slots))  # segments
-    while lanes > q * most:
-        q *= 2
-    return q, max(1, -(-lanes // q))
+def has_ordered(lay: Layout) -> bool:
+    """Whether a stage has any ordered sum (over every lane, keeping axes, or an ordered sink)."""
+    return any(ordered(r) for r in lay.reductions) or "ordered" in lay.sink_policy.values()
 
 
 def ordered(r: Reduction) -> bool:

@@ -9,7 +9,7 @@ from mlir import ir
 
 from hawk.errors import KernelError
 from hawk.ir.dialect import attr_str, attr_strs, is_hawk
-from hawk.layout import PRIVATE_SLOTS, Buffer, Layout, Reduction, sum_policy
+from hawk.layout import EXACT_PRIVATE_SLOTS, PRIVATE_SLOTS, Buffer, Layout, Reduction, sum_policy
 from hawk.signature import Signature
 
 
@@ -109,29 +109,40 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
         if c not in lay.outputs:  # internal: only a later stage reads it
             bufs.append(Buffer(c, "cell", "f"))
     for r in reductions:
+        exact = r.kept and r.kind in ("sum", "mean") and r.policy == "ordered"
         slots = _private_cell_slots(r, sig)
         if slots:  # each chunk adds into its own copy of the cell; the finish combines them in chunk order
             lay.private[r.cell] = slots
-            bufs.append(Buffer(r.cell, "priv", "f"))
+            if not exact:
+                bufs.append(Buffer(r.cell, "priv", "f"))
         if r.kind == "mean" and r.kept:
             bufs.append(Buffer(r.cell, "count", "f"))
-        if r.kept and r.kind in ("sum", "mean") and sum_policy(r.policy, True) != "plain" and r.policy != "auto":
+        if exact:  # an exact accumulator per kept slot (and per count, for a mean): hawk/exact.py
+            bufs.append(Buffer(r.cell, "exact", "i64"))
+        elif r.kept and r.kind in ("sum", "mean") and sum_policy(r.policy, True) != "plain" and r.policy != "auto":
             bufs.append(Buffer(r.cell, "comp", _comp_dtype(sum_policy(r.policy, True))))
     for p in sig.planes:
         if p.kind == "sink" and mine(p.name):
             bufs.append(Buffer(p.name, "sink", "f"))
+            slots = _size(sinks.get(p.name, ())) * _size(tuple(a.extent for a in p.axes))
+            if sink_policy.get(p.name) == "ordered":
+                # an exact accumulator per slot: a copy per chunk when small, else one shared by every chunk
+                # (integer atomic adds); a sink also stored into runs as one chunk and keeps one copy
+                if p.name in sinks and p.name not in stored and slots <= EXACT_PRIVATE_SLOTS:
+                    lay.private[p.name] = slots
+                bufs.append(Buffer(p.name, "exact", "i64"))
+                continue
             if sink_policy.get(p.name, "plain") != "plain":
                 bufs.append(Buffer(p.name, "comp", _comp_dtype(sink_policy[p.name])))
-            slots = _size(sinks.get(p.name, ())) * _size(tuple(a.extent for a in p.axes))
             if p.name in sinks and (p.name in stored) != (p.name in added) and slots <= PRIVATE_SLOTS:
-                # each chunk of lanes (each segment, if ordered) adds into its own copy; the finish adds the
+                # each chunk of lanes adds into its own copy; the finish adds the
                 # copies in order. A sink only stored into: each chunk stores into its own copy and marks the slots
                 # it stored; the finish takes each slot from the last chunk that marked it (the last lane wins)
                 lay.private[p.name] = slots
                 bufs.append(Buffer(p.name, "priv", _comp_dtype(sink_policy[p.name])))
                 if p.name in stored:
                     bufs.append(Buffer(p.name, "mark", "i64"))
-    bufs += [Buffer("#scratch", "scratch", "f64"), Buffer("#blocks", "blocks", "f"), Buffer("#meta", "meta", "i64"),
+    bufs += [Buffer("#scratch", "scratch", "f64"), Buffer("#exact", "exact", "i64"), Buffer("#meta", "meta", "i64"),
              Buffer("#err", "err", "i64")]
     return lay
 
@@ -139,18 +150,20 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
 def _private_cell_slots(r: Reduction, sig: Signature) -> int:
     """Slots of a private copy for a reduction that keeps lane axes other than the leading ones (those already
     give chunks whole slots): an "auto" sum or mean, a max or a min whose kept extents are fixed and few; else
-    0. Ordered and compensated sums keep their lane-order companions: one chunk."""
+    0. Ordered sums keep exact accumulators: a copy per chunk while they are few (any kept axes), else one shared
+    copy. Compensated sums keep their lane-order companions: one chunk."""
     axes = sig.lane_axes()
-    if not r.kept or (r.kind in ("sum", "mean") and r.policy != "auto"):
+    exact = r.kind in ("sum", "mean") and r.policy == "ordered"
+    if not r.kept or (r.kind in ("sum", "mean") and r.policy not in ("auto", "ordered")):
         return 0
     labels = [a.label for a in axes]
-    if list(r.kept) == labels[:len(r.kept)]:
+    if list(r.kept) == labels[:len(r.kept)] and not exact:
         return 0
     extents = [axes[labels.index(k)].extent for k in r.kept]
     if any(x is None for x in extents):
         return 0
     slots = (_size(r.payload) + (r.kind == "mean")) * _size(tuple(extents))  # a mean's counts follow its values
-    return slots if slots <= PRIVATE_SLOTS else 0
+    return slots if slots <= (EXACT_PRIVATE_SLOTS if exact else PRIVATE_SLOTS) else 0
 
 
 def _size(shape) -> int:
@@ -170,8 +183,7 @@ def _exact_count(v: ir.Value) -> bool:
 
 
 def _comp_dtype(policy: str) -> str:
-    """A compensated companion holds (sum, correction) of the lanes' terms in float64, twice the slots; an
-    ordered one holds the lane-order sum in the kernel's float type."""
+    """A compensated companion holds (sum, correction) of the lanes' terms in float64, twice the slots."""
     return "f64" if policy == "compensated" else "f"
 
 

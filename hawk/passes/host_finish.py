@@ -1,7 +1,8 @@
 """The finish function of a stage (`@<k>_finish`), run once on the host after every chunk (or GPU thread or
-workgroup) has run its lanes: it combines the chunk partials of sums over every lane in chunk order, the ordered
-block partials in their fixed pairwise tree (docs/ordered.md), the private copies of sinks in order (stores:
-the last chunk that stored a slot), folds companions into their slots and divides means by their counts.
+workgroup) has run its lanes: it combines the chunk partials of sums over every lane in chunk order, adds up the
+exact accumulators of ordered sums and rounds them once (docs/ordered.md), combines the private copies of sinks
+in order (stores: the last chunk that stored a slot), folds companions into their slots and divides means by
+their counts.
 
 Mixed into HostLowering (hawk/passes/lower_host.py), which provides the emitter, the buffers, the meta reading
 and the reductions' slots (`self.full`)."""
@@ -11,8 +12,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import func, scf
 
-from hawk.layout import ORDERED_BLOCK
-from hawk.passes.host_emit import _EQ, size
+from hawk.passes import exact_emit
+from hawk.passes.host_emit import size
 
 _NE = 1
 
@@ -24,11 +25,8 @@ class HostFinish:
         self.bufs = self.args(finish)
         with ir.InsertionPoint(entry), finish.location:
             self.read_meta()
-            self.plan_segments()
             scratch = self.bufs[("#scratch", "scratch")]
             width = e.c(max(self.lay.width, 1))
-            nblocks = e.op("arith.divui", e.add_i(self.L, e.c(ORDERED_BLOCK - 1)), e.c(ORDERED_BLOCK))
-            off = 0
             for acc in self.full:
                 r = acc.r
                 t = e.f64
@@ -36,10 +34,8 @@ class HostFinish:
                     self.finish_wide(acc, width)
                     continue
                 if acc.policy == "ordered":
-                    vals = [self.block_trees(nblocks, off, acc.n)] if acc.wide else \
-                        [self.block_tree(nblocks, off + c) for c in range(acc.n)]
-                    off += acc.n
-                    stored = 0
+                    self.finish_ordered(acc, scratch, width)
+                    continue
                 else:
                     stored = acc.n * (2 if acc.policy == "compensated" else 1)
                 count = 1 if r.kind == "mean" else 0
@@ -82,41 +78,79 @@ class HostFinish:
                     self.finish_kept_mean(r)
             func.ReturnOp([])
 
-    def block_tree(self, nblocks: ir.Value, slot: int | ir.Value) -> ir.Value:
-        """The ordered total of one component: block partials added pairwise, level by level, in place."""
+    def finish_ordered(self, acc, scratch: ir.Value, width: ir.Value) -> None:
+        """An ordered sum over every lane, component by component (a loop): its exact total, divided once by the
+        lane count for a mean (counted exactly, per chunk, in #scratch)."""
         e = self.e
-        blocks = self.bufs[("#blocks", "blocks")]
-        w = e.c(max(self.lay.block_width, 1))
-        slot = slot if isinstance(slot, ir.Value) else e.c(slot)
-        levels = scf.ForOp(e.c(0), e.c(64), e.c(1), [nblocks])
-        with ir.InsertionPoint(levels.body):
-            n = levels.inner_iter_args[0]
-            half = e.op("arith.divui", n, e.c(2))
-            pairs = scf.ForOp(e.c(0), half, e.c(1), [])
-            with ir.InsertionPoint(pairs.body):
-                i = pairs.induction_variable
-                a = e.add_i(e.mul_i(e.mul_i(i, e.c(2)), w), slot)
-                b = e.add_i(a, w)
-                e.store(e.add(e.load(blocks, a), e.load(blocks, b)), blocks, e.add_i(e.mul_i(i, w), slot))
+        count = None
+        if acc.r.kind == "mean":
+            loop = scf.ForOp(e.c(0), self.chunk, e.c(1), [e.cf(0.0, e.f64)])
+            with ir.InsertionPoint(loop.body):
+                at = e.add_i(e.mul_i(loop.induction_variable, width), e.c(acc.chunk))
+                scf.YieldOp([e.add(loop.inner_iter_args[0], e.load(scratch, at))])
+            count = e.narrow(loop.results[0], e.f)
+        cell = self.bufs[(acc.r.cell, "cell")]
+        each = scf.ForOp(e.c(0), e.c(acc.n), e.c(1), [])
+        with ir.InsertionPoint(each.body):
+            c = each.induction_variable
+            v = self.exact_total(acc, c)
+            e.store(v if count is None else e.op("arith.divf", v, count), cell, c)
+            scf.YieldOp([])
+
+    def exact_total(self, acc, c: ir.Value) -> ir.Value:
+        """Component c of an ordered sum over every lane: every chunk's exact accumulator added into chunk 0's,
+        rounded once to the kernel's float type."""
+        e = self.e
+        exact = self.bufs[("#exact", "exact")]
+        width = self.lay.exact_width(exact_emit.fmt(e.f))
+        first = e.add_i(e.c(acc.exact_at), e.mul_i(c, e.c(exact_emit.words_of(e.f))))
+        loop = scf.ForOp(e.c(1), self.chunk, e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            exact_emit.accumulate(e, exact, first, exact, e.add_i(first, e.mul_i(loop.induction_variable,
+                                                                                 e.c(width))), e.f)
+            scf.YieldOp([])
+        return exact_emit.round_acc(e, exact, first, e.f)
+
+    def finish_exact(self, name: str) -> None:
+        """An ordered sink or kept cell: each slot's accumulators (every chunk's copy, or the shared one) added
+        up with the slot's prior content (a sink's) as one more term, rounded once into the slot; a kept mean's
+        counts (accumulated after its values) go to its count plane."""
+        e = self.e
+        exact = self.bufs[(name, "exact")]
+        w = e.c(exact_emit.words_of(e.f))
+        is_sink = (name, "sink") in self.bufs
+        target = self.bufs[(name, "sink")] if is_sink else self.bufs[(name, "cell")]
+        values = e.dim(target)
+        parts = [(target, e.c(0), values)]
+        if (name, "count") in self.bufs:
+            parts.append((self.bufs[(name, "count")], values, e.add_i(values, e.dim(self.bufs[(name, "count")]))))
+        copies = self.chunk if name in self.lay.private else e.c(1)
+        slots = e.c(self.lay.private[name]) if name in self.lay.private else parts[-1][2]
+        for out, first, last in parts:
+            loop = scf.ForOp(first, last, e.c(1), [])
+            with ir.InsertionPoint(loop.body):
+                i = loop.induction_variable
+                at = e.mul_i(i, w)
+                each = scf.ForOp(e.c(1), copies, e.c(1), [])
+                with ir.InsertionPoint(each.body):
+                    src = e.mul_i(e.add_i(e.mul_i(each.induction_variable, slots), i), w)
+                    exact_emit.accumulate(e, exact, at, exact, src, e.f)
+                    scf.YieldOp([])
+                j = e.op("arith.subi", i, first)
+                if is_sink:
+                    exact_emit.deposit(e, exact, at, e.load(out, j))
+                e.store(exact_emit.round_acc(e, exact, at, e.f), out, j)
                 scf.YieldOp([])
-            odd = e.op("arith.remui", n, e.c(2))
-            has_odd = e.cmpi(_EQ, odd, e.c(1))
-            move = scf.IfOp(has_odd, [], has_else=False)
-            with ir.InsertionPoint(move.then_block):
-                last = e.add_i(e.mul_i(e.op("arith.subi", n, e.c(1)), w), slot)
-                e.store(e.load(blocks, last), blocks, e.add_i(e.mul_i(half, w), slot))
-                scf.YieldOp([])
-            nxt = e.add_i(half, odd)
-            scf.YieldOp([e.select(e.op("arith.cmpi", n, e.c(1), t=e.i1,
-                                        attrs={"predicate": ir.IntegerAttr.get(e.i64, 8)}), nxt, n)])
-        empty = e.cmpi(_EQ, nblocks, e.c(0))  # the runtime always allocates at least one block
-        return e.select(empty, e.cf(0.0), e.load(blocks, slot))
 
     def finish_private(self):
         """Add the private copies of each sink, in order, into the sink (plain), or its companion (compensated:
-        Neumaier pairs; ordered: one copy per segment, added to the companion's -0.0 in segment order)."""
+        Neumaier pairs); ordered sinks and kept cells from their exact accumulators (finish_exact)."""
         e = self.e
+        for name in self.lay.exact_names():
+            self.finish_exact(name)
         for name, slots in self.lay.private.items():
+            if name in self.lay.exact_names():
+                continue
             priv = self.bufs[(name, "priv")]
             n = e.c(slots)
             if (name, "mark") in self.bufs:
@@ -128,7 +162,7 @@ class HostFinish:
             policy = self.lay.policy_of(name)
             compensated = policy == "compensated"
             target = self.bufs[(name, "comp")] if policy != "plain" else self.bufs[(name, "sink")]
-            copies = self.segments[name][1] if policy == "ordered" else self.chunk
+            copies = self.chunk
             loop = scf.ForOp(e.c(0), n, e.c(1), [])
             with ir.InsertionPoint(loop.body):
                 i = loop.induction_variable
@@ -191,23 +225,19 @@ class HostFinish:
             scf.YieldOp([])
 
     def finish_companions(self):
-        """Fold each companion (compensated corrections, ordered lane-order sums) into its slot."""
+        """Fold each compensated companion into its slot: slot = (prior + sum) + correction, rounded once to the
+        slot's type."""
         e = self.e
         for (name, role), comp in self.bufs.items():
             if role != "comp":
                 continue
             target = self.bufs.get((name, "sink"), self.bufs.get((name, "cell")))
-            compensated = ir.MemRefType(comp.type).element_type != e.f or self.lay.policy_of(name) == "compensated"
             n = e.dim(target)
             loop = scf.ForOp(e.c(0), n, e.c(1), [])
             with ir.InsertionPoint(loop.body):
                 i = loop.induction_variable
-                if compensated:  # slot = (prior + sum) + correction, rounded once to the slot's type
-                    total = e.add(e.add(e.widen(e.load(target, i), e.f64), e.load(comp, i)),
-                                  e.load(comp, e.add_i(i, n)))
-                    e.store(e.narrow(total, e.f), target, i)
-                else:
-                    e.store(e.add(e.load(target, i), e.load(comp, i)), target, i)
+                total = e.add(e.add(e.widen(e.load(target, i), e.f64), e.load(comp, i)), e.load(comp, e.add_i(i, n)))
+                e.store(e.narrow(total, e.f), target, i)
                 scf.YieldOp([])
 
     def finish_kept_mean(self, r):

@@ -13,7 +13,8 @@ from mlir import ir
 from mlir.dialects import memref, scf
 
 from hawk.ir.dialect import attr_str, attr_strs
-from hawk.layout import SEGMENT_BUDGET, SEGMENT_MIN, SEGMENT_SHARE, sum_policy
+from hawk.layout import sum_policy
+from hawk.passes import exact_emit
 from hawk.passes.analysis import payload_of
 from hawk.passes.host_emit import _EQ, _SGE, _SLT, size
 
@@ -153,28 +154,9 @@ class HostOps:
             e.store(x, buf, e.add_i(e.mul_i(c, self.L), self.lane) if shape else self.lane)
 
     # ---- adding into a slot under a policy -----------------------------------------------------------
-    def plan_segments(self) -> None:
-        """For each privatised ordered sink: (log2 of its segment's lanes, number of segments) for this run's
-        lane count, as hawk.layout.ordered_segment computes them."""
-        e = self.e
-        self.segments = {}
-        for name, slots in self.lay.private.items():
-            if self.lay.sink_policy.get(name) != "ordered":
-                continue
-            share = e.op("arith.divui", self.L, e.c(SEGMENT_SHARE * slots))
-            most = e.op("arith.maxui", e.op("arith.minui", share, e.c(SEGMENT_BUDGET // slots)), e.c(1))
-            grow = scf.ForOp(e.c(0), e.c(54), e.c(1), [e.c(SEGMENT_MIN), e.c(SEGMENT_MIN.bit_length() - 1)])
-            with ir.InsertionPoint(grow.body):
-                q, shift = grow.inner_iter_args
-                more = e.cmpi(_UGT, self.L, e.mul_i(q, most))
-                scf.YieldOp([e.select(more, e.add_i(q, q), q), e.select(more, e.add_i(shift, e.c(1)), shift)])
-            q, shift = grow.results
-            count = e.op("arith.maxui", e.op("arith.divui", e.add_i(self.L, e.op("arith.subi", q, e.c(1))), q), e.c(1))
-            self.segments[name] = (shift, count)
-
-    def add_into(self, policy: str, name: str, at: ir.Value, x: ir.Value, role: str, segment=None):
-        """Add x into slot `at` of buffer (name, role): plain, compensated or ordered (through the companion, or
-        into the copy of `segment`, by default this lane's)."""
+    def add_into(self, policy: str, name: str, at: ir.Value, x: ir.Value, role: str):
+        """Add x into slot `at` of buffer (name, role): plain, compensated or ordered (into the slot's exact
+        accumulator: this chunk's copy, or the one copy every chunk shares, added into atomically)."""
         e = self.e
         if policy == "plain" and name in self.lay.private:  # this chunk's own copy of the sink
             buf = self.bufs[(name, "priv")]
@@ -185,15 +167,17 @@ class HostOps:
             e.store(e.add(e.load(buf, at), x), buf, at)
         elif policy == "compensated":
             self.comp_add(name, at, e.widen(x, e.f64))
-        elif name in self.lay.private:  # ordered: lane order within this lane's segment, in the segment's copy
-            buf = self.bufs[(name, "priv")]
-            if segment is None:
-                segment = e.op("arith.shrui", self.lane, self.segments[name][0])
-            at = e.add_i(at, e.mul_i(segment, e.c(self.lay.private[name])))
-            e.store(e.add(e.load(buf, at), x), buf, at)
-        else:  # ordered: this slot's lanes add up in lane order in the companion; finish adds it to the slot
-            comp = self.bufs[(name, "comp")]
-            e.store(e.add(e.load(comp, at), x), comp, at)
+        else:
+            self.exact_add(name, at, x)
+
+    def exact_add(self, name: str, at: ir.Value, x: ir.Value, live: ir.Value | None = None) -> None:
+        """Deposit x into the exact accumulator of slot `at` of an ordered sink or kept cell."""
+        e = self.e
+        buf = self.bufs[(name, "exact")]
+        if name in self.lay.private:
+            at = e.add_i(at, self.copy_start(name))
+        shared = name not in self.lay.private and name not in self.lay.stored
+        exact_emit.deposit(e, buf, e.mul_i(at, e.c(exact_emit.words_of(e.f))), x, live, atomic=shared)
 
     def comp_add(self, name: str, at: ir.Value, x: ir.Value, carry: ir.Value | None = None):
         """Neumaier-add x (float64) into the companion's (sum, correction) pair of slot `at`; `carry` is a
@@ -290,10 +274,6 @@ class HostOps:
         key, v = op.operands[1], op.operands[0]
         state = s[run.slot:run.slot + run.width]
         same = e.cmpi(_EQ, state[0], key)
-        if run.segmented:  # the same key in a new segment starts a new run
-            segment = e.op("arith.shrui", self.lane, self.segments[run.sink][0])
-            same = e.op("arith.andi", same, e.cmpi(_EQ, state[-1], segment))
-            s[run.slot + run.width - 1] = segment
         differs = e.op("arith.xori", same, e.c(1, e.i1))
         branch = scf.IfOp(differs, [], has_else=False)
         with ir.InsertionPoint(branch.then_block):
@@ -338,7 +318,7 @@ class HostOps:
                 if comp:
                     self.comp_add(sink, at, x, carry=extra)
                 else:
-                    self.add_into(run.policy, sink, at, x, "sink", state[-1] if run.segmented else None)
+                    self.add_into(run.policy, sink, at, x, "sink")
             scf.YieldOp([])
 
     # ---- reductions that keep some lane axes ---------------------------------------------------------
@@ -399,6 +379,13 @@ class HostOps:
         v = op.operands[0]
         if getattr(self, "kept_slot", None) is not None and (r.kind in ("max", "min") or r.policy == "auto"):
             self.reduce_kept_branchless(op, r, idx, n)
+            return
+        if r.kind in ("sum", "mean") and r.policy == "ordered":  # exact accumulators; a mean counts in one more
+            mask = op.operands[1] if len(op.operands) > 1 else None
+            for c, x in self.components(v, r.payload):
+                self.exact_add(r.cell, e.add_i(e.mul_i(c, n), idx), x, mask)
+            if r.kind == "mean":
+                self.exact_add(r.cell, e.add_i(e.mul_i(e.c(size(r.payload)), n), idx), e.cf(1.0), mask)
             return
         where = scf.IfOp(op.operands[1], [], has_else=False) if len(op.operands) > 1 else None
         with ir.InsertionPoint(where.then_block) if where is not None else _Here():

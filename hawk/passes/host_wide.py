@@ -5,7 +5,8 @@ by straight-line code per component. For a wide one that is n registers per chai
 register allocation) and MLIR's canonicalizer grow superlinearly with n. Here instead the running state of a
 wide sum lives in a buffer of the lanes function (`_Acc.mem`: [chunk state] [chain state]) and every step is a
 loop over components. The steps and their order per component are exactly the narrow ones, so results are the
-same bits (ordered sums: the same chains, the same block tree). Only a mean's lane count stays an iter_arg.
+same bits. Only a mean's lane count stays an iter_arg. (Ordered sums keep exact accumulators in memory whatever
+the payload: hawk/passes/exact_emit.py.)
 
 Mixed into HostLowering (hawk/passes/lower_host.py), which provides the emitter, the buffers, the chain index
 `self.j` and `self.full`; `components` (hawk/passes/host_ops.py) parks a lane's value for the loops.
@@ -25,11 +26,10 @@ class HostWide:
         """Give a wide sum its state buffer and start its chunk state; the partials it writes to #scratch."""
         e = self.e
         n, W = acc.n, ORDERED_CHAINS
-        comp, ordered = acc.policy == "compensated", acc.policy == "ordered"
-        chunk_len = 0 if ordered else n * (2 if comp else 1)
-        chain_len = W * n if ordered else (W * 2 * n if comp else 0)
-        t = e.f if ordered else e.f64  # chunk partials are float64; ordered chains stay in the kernel's type
-        acc.mem = self.local_buffer(chunk_len + chain_len, t)
+        comp = acc.policy == "compensated"
+        chunk_len = n * (2 if comp else 1)
+        chain_len = W * 2 * n if comp else 0
+        acc.mem = self.local_buffer(chunk_len + chain_len, e.f64)  # chunk partials are float64
         acc.chain_at = chunk_len
         identity = {"sum": 0.0, "mean": 0.0, "max": float("-inf"), "min": float("inf")}[acc.r.kind]
         if chunk_len:
@@ -53,31 +53,23 @@ class HostWide:
             scf.YieldOp([])
 
     def wide_block_start(self) -> None:
-        """Every ordered block's chains start afresh (-0.0; compensated chains: 0.0), as narrow ones do."""
+        """Every block's compensated chains start afresh (0.0), as narrow ones do."""
         for acc in self.full:
-            if acc.wide and acc.policy in ("ordered", "compensated"):
-                size = acc.n * ORDERED_CHAINS * (1 if acc.policy == "ordered" else 2)
-                self.fill(acc.mem, acc.chain_at, size, -0.0 if acc.policy == "ordered" else 0.0)
+            if acc.wide and acc.policy == "compensated":
+                self.fill(acc.mem, acc.chain_at, acc.n * ORDERED_CHAINS * 2, 0.0)
 
     def reduce_wide(self, acc, v: ir.Value, mask: ir.Value | None) -> None:
         """One lane's terms into a wide sum's state, a loop over components: the narrow reduce_full's step for
-        each component (chain j of an ordered or compensated sum in a block; the chunk state otherwise)."""
+        each component (chain j of a compensated sum in a block; the chunk state otherwise)."""
         e = self.e
         n, mem = acc.n, acc.mem
         j = self.j
-        chain = None
-        if j is not None:
-            chain = e.c(j) if isinstance(j, int) else j
 
         def keep(new, old):  # a masked lane adds nothing
             return new if mask is None else e.select(mask, new, old)
 
         for c, x in self.components(v, acc.r.payload):
-            if acc.policy == "ordered":
-                at = e.add_i(e.c(acc.chain_at), e.mul_i(chain, e.c(n)), c)
-                old = e.load(mem, at)
-                e.store(keep(e.add(old, x), old), mem, at)
-            elif acc.policy == "compensated":
+            if acc.policy == "compensated":
                 x = e.widen(x, e.f64)
                 if isinstance(j, int):  # a straight-line copy of the body: its own chain
                     ks = e.add_i(e.c(acc.chain_at + j * 2 * n), c)
@@ -118,14 +110,6 @@ class HostWide:
                 cc = e.add(nc, e.load(mem, e.add_i(ks, e.c(n))))
             e.store(s, mem, c)
             e.store(cc, mem, e.add_i(c, e.c(n)))
-
-    def wide_block_partials(self, acc, at: ir.Value) -> None:
-        """A block's ordered partial per component: its chains' pairwise tree, stored from `at` in #blocks."""
-        e = self.e
-        blocks = self.bufs[("#blocks", "blocks")]
-        for c in self._each(acc.n):
-            chains = [e.load(acc.mem, e.add_i(e.c(acc.chain_at + w * acc.n), c)) for w in range(ORDERED_CHAINS)]
-            e.store(e.tree(chains), blocks, e.add_i(at, c))
 
     def wide_chunk_partials(self, scratch: ir.Value, base: ir.Value) -> None:
         """The chunk state of wide sums into #scratch, where the finish reads narrow ones' partials."""
@@ -171,16 +155,3 @@ class HostWide:
                 val = e.op("arith.divf", val, e.narrow(res[-1], e.f))
             e.store(val, self.bufs[(r.cell, "cell")], c)
             scf.YieldOp([])
-
-    def block_trees(self, nblocks: ir.Value, off: int, n: int) -> ir.Value:
-        """The finish of a wide ordered sum: each component's block tree (host_finish.block_tree) in a loop over
-        the components, rather than n trees one after another; the totals as one vector."""
-        e = self.e
-        totals = memref.AllocaOp(ir.MemRefType.get([n], e.f), [], []).result  # the finish's top level: once
-        loop = scf.ForOp(e.c(0), e.c(n), e.c(1), [])
-        with ir.InsertionPoint(loop.body):
-            c = loop.induction_variable
-            e.store(self.block_tree(nblocks, e.add_i(e.c(off), c)), totals, c)
-            scf.YieldOp([])
-        return e.vload(totals, e.c(0), n, e.f)
-

@@ -5,13 +5,13 @@ The kernel func becomes two functions with the same arguments (flat `memref<?xT>
 
   @<k>_lanes   runs lanes [lo, hi): per-lane outputs, kept-axis reductions and sinks are written in place; the
                partials of every-lane reductions go to #scratch[chunk * width ...] (f64) and, for "ordered" sums,
-               one partial per block of ORDERED_BLOCK lanes to #blocks.
-  @<k>_finish  (meta[2] = number of chunks) combines chunk partials in chunk order, the ordered block partials
-               in their fixed pairwise tree, folds companions into sinks and divides means by their counts
+               into the chunk's exact accumulators in #exact (hawk/exact.py, hawk/passes/exact_emit.py).
+  @<k>_finish  (meta[2] = number of chunks) combines chunk partials in chunk order, adds up and rounds the exact
+               accumulators, folds companions into sinks and divides means by their counts
                (hawk/passes/host_finish.py).
 
 Loop shapes ("drivers"): a flat loop over lanes; a loop over blocks with ORDERED_CHAINS interleaved chains inside
-each block when the kernel has an ordered or compensated sum (docs/ordered.md defines the tree); register
+each block when the kernel has a compensated sum over every lane; register
 accumulators per kept slot (nested) or rows of lanes (column) for reductions that keep lane axes. Sums of wide
 payloads keep their state in memory instead of registers (hawk/passes/host_wide.py).
 """
@@ -25,9 +25,10 @@ from mlir.dialects import func, scf
 
 from hawk.ir.dialect import attr_str, is_hawk
 from hawk.layout import ORDERED_BLOCK, ORDERED_CHAINS, Layout, Reduction, sum_policy
+from hawk.passes import exact_emit
 from hawk.passes.analysis import key_source, payload_of
 from hawk.passes.grid_interior import GridInterior, own_offsets
-from hawk.passes.host_emit import _EQ, Emit, size
+from hawk.passes.host_emit import Emit, size
 from hawk.passes.host_finish import HostFinish
 from hawk.passes.host_ops import HostOps
 from hawk.passes.host_wide import HostWide
@@ -44,7 +45,8 @@ class _Acc:
     chunk: int  # where its chunk partials start in #scratch: [values (n)] [corrections (n) if compensated] [count]
     slot: int  # its first chunk-state slot among the iter_args (the same layout; a wide one: only its count)
     wide: bool = False  # a wide payload: its chunk and chain state live in `mem` (hawk/passes/host_wide.py)
-    chain: int = -1  # ordered: first chain-state slot, ORDERED_CHAINS x n
+    chain: int = -1  # compensated: first chain-state slot, ORDERED_CHAINS x 2n
+    exact_at: int = 0  # ordered: where its accumulators (one per component) start in a chunk's #exact words
     mem: ir.Value | None = None  # wide: [chunk state (values, corrections)] [chain state (CHAINS x ...)]
     chain_at: int = 0  # wide: where the chain state starts in `mem`
 
@@ -56,8 +58,7 @@ class _Run:
     sink: str
     policy: str
     n: int
-    slot: int  # [key] [run sums (k)] [run corrections (k) if compensated] [the run's segment if segmented]
-    segmented: bool = False  # an ordered sink with a copy per segment: a run ends where a segment ends
+    slot: int  # [key] [run sums (k)] [run corrections (k) if compensated]
     wide: bool = False  # a wide payload: the run's sums (and corrections) are one vector each (k = 1)
 
     @property
@@ -66,7 +67,7 @@ class _Run:
 
     @property
     def width(self) -> int:
-        return 1 + self.k * (2 if self.policy == "compensated" else 1) + self.segmented
+        return 1 + self.k * (2 if self.policy == "compensated" else 1)
 
 
 class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
@@ -126,18 +127,18 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
         chunk, chain = [], []
         self.full: list[_Acc] = []
         self.scratch_at: list[int] = []  # where each chunk-state slot's value (or vector's first entry) is stored
-        off = 0
+        off = exact_off = 0
         for r in self.lay.reductions:
             if r.kept:
                 continue
             n = size(r.payload)
             pol = r.kind if r.kind in ("max", "min") else sum_policy(r.policy, False)
-            acc = _Acc(r, pol, n, off, len(chunk), self.wide_sums and self.is_wide(r.payload))
+            acc = _Acc(r, pol, n, off, len(chunk), pol != "ordered" and self.wide_sums and self.is_wide(r.payload))
             if acc.wide:
                 off += self.plan_wide(acc)  # its state in memory; only its count below is an iter_arg
-            elif pol == "ordered":
-                acc.chain = len(chain)
-                chain += [e.cf(-0.0)] * (ORDERED_CHAINS * n)
+            elif pol == "ordered":  # exact accumulators in #exact; only a mean's count is an iter_arg
+                acc.exact_at = exact_off
+                exact_off += n * exact_emit.words_of(e.f)
             else:
                 t = e.f64  # chunk partials are float64 (ordered chains stay in the kernel's type)
                 chunk += [e.identity(r.kind, t)] * n
@@ -163,8 +164,7 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
                 # copies of the body keep the mark, so every copy's scatter finds its run (ops are not compared:
                 # a moved op is erased once lowered, a cloned one is another op)
                 op.attributes["hawk.run"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(self.runs))
-                run = _Run(sink, pol, n, len(chunk), pol == "ordered" and sink in self.lay.private,
-                           self.wide_sums and self.is_wide(shape))
+                run = _Run(sink, pol, n, len(chunk), self.wide_sums and self.is_wide(shape))
                 self.runs.append(run)
                 t = e.f64 if pol == "compensated" else e.f
 
@@ -173,13 +173,14 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
 
                 k = run.k
                 chunk += [e.c(-1, e.i64)] + [init(-0.0, t)] * k + ([init(0.0, t)] * k if pol == "compensated" else [])
-                chunk += [e.c(0)] * run.segmented
         return chunk, chain
 
     def is_sorted_scatter(self, op) -> bool:
-        """A += scatter keyed by a Sorted[Index] plane: runs of equal keys are summed in registers (an ordered
-        sink's runs also end where its segments do)."""
+        """A += scatter keyed by a Sorted[Index] plane: runs of equal keys are summed in registers (not into an
+        ordered sink: each of its terms goes into the slot's exact accumulator as it is)."""
         if not is_hawk(op, "scatter") or attr_str(op, "mode") != "add" or len(op.operands) != 2:
+            return False
+        if self.lay.sink_policy.get(attr_str(op, "sink")) == "ordered":
             return False
         src = key_source(op.operands[1])
         spec = self.lay.sig.get(src) if src else None
@@ -194,7 +195,6 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
         self._in_lanes = True
         with ir.InsertionPoint(entry), kfunc.location:
             self.read_meta()
-            self.plan_segments()
             live = self.chunk_guard()
             if live is not None:  # a GPU thread past the last chunk does nothing
                 with ir.InsertionPoint(live.then_block):
@@ -211,7 +211,7 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
         e = self.e
         chunk0, chain0 = self.plan_state(body)
         self.nested = None
-        if any(a.policy in ("ordered", "compensated") for a in self.full):
+        if any(a.policy == "compensated" for a in self.full):
             final = self.blocked_driver(body, chunk0, chain0)
         elif self.nest_span() is not None:
             final = self.nested_driver(body, chunk0)
@@ -462,18 +462,6 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
                         ks = nchunk + acc.chain + w * 2 * acc.n + c
                         ns, nc = e.neumaier(res[acc.slot + c], res[acc.slot + acc.n + c], res[ks])
                         res[acc.slot + c], res[acc.slot + acc.n + c] = ns, e.add(nc, res[ks + acc.n])
-            blocks = self.bufs[("#blocks", "blocks")]
-            off = 0
-            for acc in self.full:
-                if acc.policy != "ordered":
-                    continue
-                if acc.wide:
-                    self.wide_block_partials(acc, e.add_i(e.mul_i(blk, e.c(self.lay.block_width)), e.c(off)))
-                for c in range(0 if acc.wide else acc.n):
-                    chains = [res[nchunk + acc.chain + w * acc.n + c] for w in range(W)]
-                    at = e.add_i(e.mul_i(blk, e.c(self.lay.block_width)), e.c(off + c))
-                    e.store(e.tree(chains), blocks, at)
-                off += acc.n
             scf.YieldOp(res[:nchunk])
         return list(outer.results)
 
@@ -530,25 +518,18 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
         if acc.wide:
             self.reduce_wide(acc, v, mask)
             xs = []
-        else:
+        elif acc.policy != "ordered":
             xs = e.elems(v, r.payload)
 
         def keep(new, old):  # a masked lane adds nothing
             return new if mask is None else e.select(mask, new, old)
 
-        if acc.policy == "ordered" and isinstance(self.j, int):  # a straight-line copy: chain j is known
-            for c, x in enumerate(xs):
-                k = self.nchunk_red_total() + acc.chain + self.j * acc.n + c
-                s[k] = keep(e.add(s[k], x), s[k])
-        elif acc.policy == "ordered":
-            for c, x in enumerate(xs):
-                for w in range(ORDERED_CHAINS):  # after unrolling j is a constant and one chain remains
-                    k = acc.chain + w * acc.n + c
-                    k += self.nchunk_red_total()
-                    hit = e.cmpi(_EQ, self.j, e.c(w))
-                    if mask is not None:
-                        hit = e.op("arith.andi", hit, mask)
-                    s[k] = e.select(hit, e.add(s[k], x), s[k])
+        if acc.policy == "ordered":  # each component into this chunk's exact accumulator for it
+            exact = self.bufs[("#exact", "exact")]
+            w = exact_emit.words_of(e.f)
+            base = e.add_i(e.mul_i(self.chunk, e.c(self.lay.exact_width(exact_emit.fmt(e.f)))), e.c(acc.exact_at))
+            for c, x in self.components(v, r.payload):
+                exact_emit.deposit(e, exact, e.add_i(base, e.mul_i(c, e.c(w))), x, mask)
         elif acc.policy == "compensated":
             for c, x in enumerate(xs):
                 x = e.widen(x, e.f64)
