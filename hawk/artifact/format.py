@@ -17,7 +17,7 @@ from typing import Any
 from hawk import __version__ as HAWK_VERSION
 
 FORMAT = "hawk-artifact"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: "ordered" is exact (#exact and per-slot "exact" accumulators replace #blocks)
 MAX_SIDECAR_BYTES = 16 << 20
 
 # What a binary file is called on each target. A new target adds its suffix here, a builder in
@@ -36,7 +36,7 @@ POLICIES = ("auto", "compensated", "plain", "ordered")
 SINK_POLICIES = ("plain", "compensated", "ordered")
 # The buffer roles eagle.launch.Launcher allocates; a role it does not know is refused before anything runs.
 BUFFER_ROLES = ("in", "index", "param", "table", "cut", "out", "cell", "count", "sink", "comp", "priv", "mark",
-                "scratch", "blocks", "meta", "err")
+                "scratch", "exact", "meta", "err")
 BUFFER_DTYPES = ("f", "f64", "i32", "i64")
 _ROLE_KIND = {"in": "lane", "index": "index", "param": "param", "table": "table", "sink": "sink"}
 
@@ -282,8 +282,10 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
         if role in ("priv", "mark") and (bname not in lay["private"] or bname not in roles.get("sink", []) and
                                           (role == "mark" or bname not in cells)):
             raise refuse(where, f"is a private copy of '{bname}', which is not a sink or cell with private slots")
-        if role in ("meta", "err", "scratch", "blocks") and bname != f"#{role}":
+        if role in ("meta", "err", "scratch") and bname != f"#{role}":
             raise refuse(where, f"must be named '#{role}'")
+        if role == "exact" and bname != "#exact" and bname not in roles.get("sink", []) + roles.get("cell", []):
+            raise refuse(where, f"holds exact accumulators of '{bname}', which has no sink or cell buffer before it")
     for role in ("meta", "err"):
         if roles.get(role) != [f"#{role}"]:
             raise refuse(f"{path}.buffers", f"must hold one '#{role}' buffer")

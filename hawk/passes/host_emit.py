@@ -187,6 +187,14 @@ class Emit:
         finite = self.cmpf(4, self.abs(t), inf)  # olt: false for inf and NaN
         return t, self.select(finite, self.add(c, self.select(big, lost_x, lost_s)), c)
 
+    def two_sum(self, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(s, err) with s = fl(a + b) and s + err = a + b exactly (Knuth's TwoSum; strict IEEE, any order of
+        magnitudes; not exact when a sum overflows)."""
+        s = self.add(a, b)
+        bb = self.op("arith.subf", s, a)
+        err = self.add(self.op("arith.subf", a, self.op("arith.subf", s, bb)), self.op("arith.subf", b, bb))
+        return s, err
+
     def abs(self, v: ir.Value) -> ir.Value:
         """|v|; on a vector as max(v, -v) (the same comparisons, NaN included): the LLVM pipeline sends math.absf
         to libm one element at a time."""

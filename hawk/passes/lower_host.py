@@ -21,8 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import func, scf
+from mlir.dialects import func, scf, vector
 
+from hawk.ir.build import create
 from hawk.ir.dialect import attr_str, is_hawk
 from hawk.layout import ORDERED_BLOCK, ORDERED_CHAINS, Layout, Reduction, sum_policy
 from hawk.passes import exact_emit
@@ -33,6 +34,8 @@ from hawk.passes.host_finish import HostFinish
 from hawk.passes.host_ops import HostOps
 from hawk.passes.host_wide import HostWide
 from hawk.passes.speculate import NO_SPECULATE
+
+_UNE = 13  # arith.cmpf "une": unordered or not equal
 
 
 @dataclass
@@ -47,6 +50,8 @@ class _Acc:
     wide: bool = False  # a wide payload: its chunk and chain state live in `mem` (hawk/passes/host_wide.py)
     chain: int = -1  # compensated: first chain-state slot, ORDERED_CHAINS x 2n
     exact_at: int = 0  # ordered: where its accumulators (one per component) start in a chunk's #exact words
+    pairs: bool = False  # ordered, host: full blocks keep two-float chains (ordered_chain_step), exact or redone
+    term_at: int = 0  # pairs: where its components' terms start in the block's term buffer (x ORDERED_BLOCK)
     mem: ir.Value | None = None  # wide: [chunk state (values, corrections)] [chain state (CHAINS x ...)]
     chain_at: int = 0  # wide: where the chain state starts in `mem`
 
@@ -71,6 +76,10 @@ class _Run:
 
 
 class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
+    # Ordered sums over every lane keep error-free two-float chains in full blocks (exact, or the block's terms
+    # are deposited one by one): host only; GPU threads deposit every term.
+    exact_pairs = True
+
     def __init__(self, module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[str, ir.Type]):
         self.module, self.lay, self.e = module, layout, Emit(ftype)
         self.itypes = itypes
@@ -128,6 +137,7 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
         self.full: list[_Acc] = []
         self.scratch_at: list[int] = []  # where each chunk-state slot's value (or vector's first entry) is stored
         off = exact_off = 0
+        self.n_terms = 0  # components of ordered sums kept in pairs: their terms' block buffer
         for r in self.lay.reductions:
             if r.kept:
                 continue
@@ -139,6 +149,11 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
             elif pol == "ordered":  # exact accumulators in #exact; only a mean's count is an iter_arg
                 acc.exact_at = exact_off
                 exact_off += n * exact_emit.words_of(e.f)
+                if self.exact_pairs and not self.is_wide(r.payload):
+                    acc.pairs, acc.chain, acc.term_at = True, len(chain), self.n_terms
+                    lanes = ir.VectorType.get([ORDERED_CHAINS], e.f)  # the chains side by side
+                    chain += [e.splat(0.0, lanes)] * (2 * n)  # (high, low) per component
+                    self.n_terms += n
             else:
                 t = e.f64  # chunk partials are float64 (ordered chains stay in the kernel's type)
                 chunk += [e.identity(r.kind, t)] * n
@@ -153,6 +168,10 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
                 self.scratch_at.append(off)
                 off += 1
             self.full.append(acc)
+        self.exact_flag = None
+        if self.n_terms:  # whether a chain lost a bit in this block (then its terms are deposited one by one)
+            self.exact_flag = len(chain)
+            chain.append(e.c(0, e.i1))
         self.nchunk_red = len(chunk)
         self.runs: list[_Run] = []
         for op in body.operations:
@@ -211,7 +230,7 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
         e = self.e
         chunk0, chain0 = self.plan_state(body)
         self.nested = None
-        if any(a.policy == "compensated" for a in self.full):
+        if any(a.policy == "compensated" or a.pairs for a in self.full):
             final = self.blocked_driver(body, chunk0, chain0)
         elif self.nest_span() is not None:
             final = self.nested_driver(body, chunk0)
@@ -419,12 +438,14 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
             start = e.mul_i(blk, e.c(B))
             end = e.op("arith.minui", e.add_i(start, e.c(B)), self.hi)
             inits = list(outer.inner_iter_args) + list(chain0)  # every block's chains start afresh
+            self.block_start = start
             full = e.op("arith.andi", e.cmpi(9, start, self.lo), e.cmpi(0, e.op("arith.subi", end, start), e.c(B)))
             split = scf.IfOp(full, [v.type for v in inits], has_else=True)
             with ir.InsertionPoint(split.then_block):
                 fast = scf.ForOp(e.c(0), e.c(B // W), e.c(1), inits)
                 with ir.InsertionPoint(fast.body):
                     fast_anchor = scf.YieldOp(list(fast.inner_iter_args))
+                self.flush_pairs(list(fast.results), nchunk)
                 scf.YieldOp(list(fast.results))
             with ir.InsertionPoint(split.else_block):
                 groups = scf.ForOp(e.c(0), e.c(B // W), e.c(1), inits)
@@ -440,11 +461,14 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
                 scf.YieldOp(list(groups.results))
             # full blocks: CHAINS copies, lane j feeding chain j
             self.accs = list(fast.inner_iter_args)
+            self.pending = {}
             for jj in range(W):
                 with ir.InsertionPoint(fast_anchor), body.owner.location:
                     self.lane = e.add_i(start, e.mul_i(fast.induction_variable, e.c(W)), e.c(jj))
                 self.j = jj
                 self.rewrite_ops(self.clone_body(body, fast_anchor))
+            with ir.InsertionPoint(fast_anchor), body.owner.location:
+                self.ordered_chains_step()
             fast_anchor.operation.erase()
             with ir.InsertionPoint(fast.body):
                 scf.YieldOp(self.accs)
@@ -524,7 +548,9 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
         def keep(new, old):  # a masked lane adds nothing
             return new if mask is None else e.select(mask, new, old)
 
-        if acc.policy == "ordered":  # each component into this chunk's exact accumulator for it
+        if acc.policy == "ordered" and acc.pairs and isinstance(self.j, int):  # a full block: chain j
+            self.ordered_chain_step(acc, v, mask)
+        elif acc.policy == "ordered":  # each component into this chunk's exact accumulator for it
             exact = self.bufs[("#exact", "exact")]
             w = exact_emit.words_of(e.f)
             base = e.add_i(e.mul_i(self.chunk, e.c(self.lay.exact_width(exact_emit.fmt(e.f)))), e.c(acc.exact_at))
@@ -555,6 +581,90 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
                             acc.n * (2 if acc.policy == "compensated" else 1))
             one = e.c(1, e.i64) if mask is None else e.op("arith.extui", mask, t=e.i64)
             s[k] = e.op("arith.addi", s[k], one)
+
+    def term_buffer(self) -> ir.Value:
+        """The current block's terms of the ordered sums kept in pairs (component-major, ORDERED_BLOCK each)."""
+        return self.temp(self.n_terms * ORDERED_BLOCK, self.e.f, tag="terms")
+
+    def ordered_chain_step(self, acc: _Acc, v: ir.Value, mask: ir.Value | None) -> None:
+        """Copy j of a group in a full block: the lane's terms into the block's term buffer, and kept for
+        ordered_chains_step, which adds the group's terms to the chains once every copy has run."""
+        e = self.e
+        at = e.op("arith.subi", self.lane, self.block_start)
+        for c, x in enumerate(e.elems(v, acc.r.payload)):
+            if mask is not None:
+                x = e.select(mask, x, e.cf(0.0))
+            e.store(x, self.term_buffer(), e.add_i(at, e.c((acc.term_at + c) * ORDERED_BLOCK)))
+            self.pending.setdefault((acc.chain, c), [None] * ORDERED_CHAINS)[self.j] = x
+
+    def ordered_chains_step(self) -> None:
+        """A group's terms (one per chain) into the chains' (high, low) pairs: two error-free TwoSums on
+        vectors of ORDERED_CHAINS lanes. When the second TwoSum's error is not zero a pair no longer holds its
+        chain's exact sum: the block's flag is set and flush_pairs deposits the block's terms instead (as it does
+        when a sum overflowed: once inf or NaN, a pair stays so to the block's end)."""
+        e = self.e
+        s = self.accs
+        lanes = ir.VectorType.get([ORDERED_CHAINS], e.f)
+        zero = e.splat(0.0, lanes)
+        bad = None
+        for acc in self.full:
+            if not acc.pairs:
+                continue
+            for c in range(acc.n):
+                xv = create("vector.from_elements", self.pending[(acc.chain, c)], [lanes]).result
+                k = self.nchunk_red_total() + acc.chain + 2 * c
+                s1, e1 = e.two_sum(s[k], xv)
+                s2, e2 = e.two_sum(s[k + 1], e1)
+                s[k], s[k + 1] = s1, s2
+                lost = e.cmpf(_UNE, e2, zero)  # (a sum that overflows stays inf or NaN: flush_pairs looks)
+                bad = lost if bad is None else e.op("arith.ori", bad, lost)
+        if bad is None:
+            return
+        k = self.nchunk_red_total() + self.exact_flag
+        anyv = create("vector.reduction", [bad], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
+        s[k] = e.op("arith.ori", s[k], anyv)
+
+    def flush_pairs(self, res: list[ir.Value], nchunk: int) -> None:
+        """The end of a full block: deposit each chain's (high, low) pair into the chunk's exact accumulators,
+        or, when a chain lost a bit, the block's terms one by one. Either way the accumulators gain exactly
+        the block's terms."""
+        if self.exact_flag is None:
+            return
+        e = self.e
+        exact = self.bufs[("#exact", "exact")]
+        w = exact_emit.words_of(e.f)
+        chunk_base = e.mul_i(self.chunk, e.c(self.lay.exact_width(exact_emit.fmt(e.f))))
+        redo = res[nchunk + self.exact_flag]
+        lanes = ir.VectorType.get([ORDERED_CHAINS], e.f)
+        for acc in self.full:
+            for k in range(acc.chain, acc.chain + 2 * acc.n) if acc.pairs else ():
+                v = res[nchunk + k]  # v - v is NaN where v is inf or NaN
+                odd = e.cmpf(_UNE, e.op("arith.subf", v, v), e.splat(0.0, lanes))
+                redo = e.op("arith.ori", redo, create("vector.reduction", [odd], [e.i1],
+                                                      {"kind": ir.Attribute.parse("#vector.kind<or>")}).result)
+        branch = scf.IfOp(redo, [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            for acc in self.full:
+                if not acc.pairs:
+                    continue
+                for c in range(acc.n):
+                    base = e.add_i(chunk_base, e.c(acc.exact_at + c * w))
+                    each = scf.ForOp(e.c(0), e.c(ORDERED_BLOCK), e.c(1), [])
+                    with ir.InsertionPoint(each.body):
+                        at = e.add_i(each.induction_variable, e.c((acc.term_at + c) * ORDERED_BLOCK))
+                        exact_emit.deposit(e, exact, base, e.load(self.term_buffer(), at))
+                        scf.YieldOp([])
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            for acc in self.full:
+                if not acc.pairs:
+                    continue
+                for c in range(acc.n):
+                    base = e.add_i(chunk_base, e.c(acc.exact_at + c * w))
+                    for k in (nchunk + acc.chain + 2 * c, nchunk + acc.chain + 2 * c + 1):
+                        for j in range(ORDERED_CHAINS):
+                            exact_emit.deposit(e, exact, base, vector.extract(res[k], [], [j]))
+            scf.YieldOp([])
 
     def reduce_nested(self, op, r):
         """A kept-axis total of this slot's lanes, in registers (fast sums may be reassociated)."""
