@@ -199,11 +199,12 @@ class Launcher:
                              f"0..{axes[0].extent - 1}")
 
     def buffers(self, b: Bound, nchunks: int, cuts: dict[str, np.ndarray], cell_copies: int | None = None,
-                staged: bool = False):
+                staged: bool = False, pair_copies: int | None = None):
         """Every buffer in layout order, the results by name, (caller array, result) copies of given cells, what
         resets at every launch and, when `staged`, (caller array, scratch copy) pairs: the compiled code then
         writes the scratch copies of the outputs and sinks the caller passed. Kept cells with private copies get
-        `cell_copies` of them (default: one per chunk)."""
+        `cell_copies` of them (default: one per chunk), ordered ones `pair_copies` copies of their pairs (default:
+        one per chunk; a GPU stage, whose threads deposit every term, none)."""
         bufs: list[np.ndarray] = []
         results: dict[str, Array] = {}
         copies = []
@@ -275,7 +276,12 @@ class Launcher:
                 bufs.append(np.zeros(max(self.lay.width, 1) * nchunks, dtype=np.float64))
             elif role == "exact":  # exact accumulators (hawk/exact.py): per chunk, or per slot of a sink or cell
                 bufs.append(np.zeros(max(self.exact_words(name, b.dtype, bufs, nchunks), 1), dtype=np.int64))
-                resets.append((bufs[-1], 0))
+                if name == "#exact":  # (a sink's or cell's: zeroed here, and the finish leaves them zeroed)
+                    resets.append((bufs[-1], 0))
+            elif role == "pairs":  # each chunk's (high, low) float pairs of an ordered sink or kept cell
+                n = nchunks if pair_copies is None else pair_copies
+                bufs.append(np.zeros(2 * self.lay.private[name] * n, dtype=b.dtype))
+                resets.append((bufs[-1], 0.0))
             elif role == "comp":  # compensated: (sum, correction) of the lanes' terms in float64
                 target = next(a for bb, a in zip(self.lay.buffers, bufs, strict=False)
                               if bb.name == name and bb.role in ("sink", "cell"))
@@ -293,16 +299,14 @@ class Launcher:
 
     def exact_words(self, name: str, dtype, bufs: list[np.ndarray], nchunks: int) -> int:
         """int64 words of an "exact" buffer: every chunk's accumulators of the ordered sums over every lane
-        (#exact), or an accumulator per slot of an ordered sink or kept cell (a mean's counts after its values):
-        a copy per chunk when the layout privatises it, else one copy that every chunk adds into atomically."""
+        (#exact), or one accumulator per slot of an ordered sink or kept cell (a mean's counts after its values)
+        that every chunk adds into atomically, then a count of the terms the chunks' pairs could not take."""
         w = exact_words(np.dtype(dtype).name)
         if name == "#exact":
             return self.lay.exact_width(np.dtype(dtype).name) * nchunks
-        if name in self.lay.private:
-            return self.lay.private[name] * w * nchunks
         slots = sum(a.size for bb, a in zip(self.lay.buffers, bufs, strict=False)
                     if bb.name == name and bb.role in ("sink", "cell", "count"))
-        return slots * w
+        return slots * w + 1
 
     def check_room(self, name: str, role: str, shape: tuple[int, ...], b: Bound) -> None:
         """Refuse, naming the plane, an output or sink the run would allocate beyond the machine's memory (a sink's

@@ -89,11 +89,11 @@ class Layout:
     def copy_values(self) -> int:
         """Values one chunk's private copies hold in all, which is what grows with the number of chunks: a
         plain sink's slots, a stored one's slots and marks, a compensated one's pairs, a kept cell's slots, an
-        ordered sink's or cell's exact accumulators (float64 words)."""
+        ordered sink's or cell's (high, low) pairs."""
         n = 0
         for name, slots in self.private.items():
-            if self.policy_of(name) == "ordered":
-                n += slots * exact_words("float64")
+            if self.policy_of(name) == "ordered":  # (high, low) pairs
+                n += 2 * slots
             elif name not in self.sinks:
                 n += slots
             elif name in self.stored:
@@ -208,8 +208,11 @@ def gpu_form(lay: Layout, fbytes: int) -> str:
 
 
 PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get private copies (one per chunk)
-EXACT_PRIVATE_SLOTS = 1 << 11  # ordered sinks and kept cells up to this many slots: an exact copy per chunk
-# (576 bytes a float64 slot); larger ones share one accumulator per slot, added into with integer atomics
+# Ordered sinks and kept cells: one exact accumulator per slot (hawk/exact.py: 576 bytes a float64 slot) that
+# every chunk shares (integer atomic adds), allocated zeroed once and left zeroed by the finish. Up to
+# PAIR_SLOTS slots, each host chunk also keeps its own (high, low) float pair per slot (two error-free TwoSums a
+# term, 16 bytes a float64 slot), and only a term the pair cannot take exactly goes to the accumulator.
+PAIR_SLOTS = 1 << 22
 
 
 def has_ordered(lay: Layout) -> bool:

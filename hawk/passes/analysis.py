@@ -9,7 +9,7 @@ from mlir import ir
 
 from hawk.errors import KernelError
 from hawk.ir.dialect import attr_str, attr_strs, is_hawk
-from hawk.layout import EXACT_PRIVATE_SLOTS, PRIVATE_SLOTS, Buffer, Layout, Reduction, sum_policy
+from hawk.layout import PAIR_SLOTS, PRIVATE_SLOTS, Buffer, Layout, Reduction, sum_policy
 from hawk.signature import Signature
 
 
@@ -117,8 +117,10 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
                 bufs.append(Buffer(r.cell, "priv", "f"))
         if r.kind == "mean" and r.kept:
             bufs.append(Buffer(r.cell, "count", "f"))
-        if exact:  # an exact accumulator per kept slot (and per count, for a mean): hawk/exact.py
+        if exact:  # an exact accumulator per kept slot (and per count, for a mean): hawk/exact.py; and pairs
             bufs.append(Buffer(r.cell, "exact", "i64"))
+            if slots:
+                bufs.append(Buffer(r.cell, "pairs", "f"))
         elif r.kept and r.kind in ("sum", "mean") and sum_policy(r.policy, True) != "plain" and r.policy != "auto":
             bufs.append(Buffer(r.cell, "comp", _comp_dtype(sum_policy(r.policy, True))))
     for p in sig.planes:
@@ -126,11 +128,12 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
             bufs.append(Buffer(p.name, "sink", "f"))
             slots = _size(sinks.get(p.name, ())) * _size(tuple(a.extent for a in p.axes))
             if sink_policy.get(p.name) == "ordered":
-                # an exact accumulator per slot: a copy per chunk when small, else one shared by every chunk
-                # (integer atomic adds); a sink also stored into runs as one chunk and keeps one copy
-                if p.name in sinks and p.name not in stored and slots <= EXACT_PRIVATE_SLOTS:
-                    lay.private[p.name] = slots
+                # an exact accumulator per slot that every chunk shares (integer atomic adds), and per chunk a
+                # (high, low) pair per slot (hawk.layout.PAIR_SLOTS); a sink also stored into runs as one chunk
                 bufs.append(Buffer(p.name, "exact", "i64"))
+                if p.name in sinks and p.name not in stored and slots <= PAIR_SLOTS:
+                    lay.private[p.name] = slots
+                    bufs.append(Buffer(p.name, "pairs", "f"))
                 continue
             if sink_policy.get(p.name, "plain") != "plain":
                 bufs.append(Buffer(p.name, "comp", _comp_dtype(sink_policy[p.name])))
@@ -150,8 +153,8 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
 def _private_cell_slots(r: Reduction, sig: Signature) -> int:
     """Slots of a private copy for a reduction that keeps lane axes other than the leading ones (those already
     give chunks whole slots): an "auto" sum or mean, a max or a min whose kept extents are fixed and few; else
-    0. Ordered sums keep exact accumulators: a copy per chunk while they are few (any kept axes), else one shared
-    copy. Compensated sums keep their lane-order companions: one chunk."""
+    0. Ordered sums keep (high, low) pairs per chunk (any kept axes) beside one shared exact accumulator per slot.
+    Compensated sums keep their lane-order companions: one chunk."""
     axes = sig.lane_axes()
     exact = r.kind in ("sum", "mean") and r.policy == "ordered"
     if not r.kept or (r.kind in ("sum", "mean") and r.policy not in ("auto", "ordered")):
@@ -163,7 +166,7 @@ def _private_cell_slots(r: Reduction, sig: Signature) -> int:
     if any(x is None for x in extents):
         return 0
     slots = (_size(r.payload) + (r.kind == "mean")) * _size(tuple(extents))  # a mean's counts follow its values
-    return slots if slots <= (EXACT_PRIVATE_SLOTS if exact else PRIVATE_SLOTS) else 0
+    return slots if slots <= (PAIR_SLOTS if exact else PRIVATE_SLOTS) else 0
 
 
 def _size(shape) -> int:

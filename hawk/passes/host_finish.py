@@ -13,7 +13,7 @@ from mlir import ir
 from mlir.dialects import func, scf
 
 from hawk.passes import exact_emit
-from hawk.passes.host_emit import size
+from hawk.passes.host_emit import _EQ, size
 
 _NE = 1
 
@@ -112,35 +112,81 @@ class HostFinish:
         return exact_emit.round_acc(e, exact, first, e.f)
 
     def finish_exact(self, name: str) -> None:
-        """An ordered sink or kept cell: each slot's accumulators (every chunk's copy, or the shared one) added
-        up with the slot's prior content (a sink's) as one more term, rounded once into the slot; a kept mean's
-        counts (accumulated after its values) go to its count plane."""
+        """An ordered sink or kept cell, slot by slot: the exact sum of the slot's shared accumulator, each chunk's
+        (high, low) pair and (a sink's) prior content, rounded once into the slot; a kept mean's counts (after its
+        values) go to its count plane. When no term went to the accumulators (their count word is zero), a slot's
+        few floats are added by TwoSums into one pair that holds their sum exactly, and fl(high + low) is the
+        correctly rounded sum; otherwise (or when that pair loses a bit) they are deposited into the slot's
+        accumulator, which is rounded and zeroed again."""
         e = self.e
         exact = self.bufs[(name, "exact")]
-        w = e.c(exact_emit.words_of(e.f))
+        w = exact_emit.words_of(e.f)
         is_sink = (name, "sink") in self.bufs
         target = self.bufs[(name, "sink")] if is_sink else self.bufs[(name, "cell")]
         values = e.dim(target)
         parts = [(target, e.c(0), values)]
         if (name, "count") in self.bufs:
             parts.append((self.bufs[(name, "count")], values, e.add_i(values, e.dim(self.bufs[(name, "count")]))))
-        copies = self.chunk if name in self.lay.private else e.c(1)
-        slots = e.c(self.lay.private[name]) if name in self.lay.private else parts[-1][2]
+        pairs = self.bufs.get((name, "pairs"))
+        slots = parts[-1][2]
+        copies = e.op("arith.divui", e.dim(pairs), e.mul_i(slots, e.c(2))) if pairs is not None else e.c(0)
+        spill_at = e.op("arith.subi", e.dim(exact), e.c(1))
+        quiet = e.cmpi(_EQ, e.load(exact, spill_at), e.c(0, e.i64))
+        if not self.exact_pairs or pairs is None:  # every term went to the accumulators (GPU threads; no pairs)
+            quiet = e.c(0, e.i1)
         for out, first, last in parts:
             loop = scf.ForOp(first, last, e.c(1), [])
             with ir.InsertionPoint(loop.body):
                 i = loop.induction_variable
-                at = e.mul_i(i, w)
-                each = scf.ForOp(e.c(1), copies, e.c(1), [])
-                with ir.InsertionPoint(each.body):
-                    src = e.mul_i(e.add_i(e.mul_i(each.induction_variable, slots), i), w)
-                    exact_emit.accumulate(e, exact, at, exact, src, e.f)
-                    scf.YieldOp([])
                 j = e.op("arith.subi", i, first)
-                if is_sink:
-                    exact_emit.deposit(e, exact, at, e.load(out, j))
-                e.store(exact_emit.round_acc(e, exact, at, e.f), out, j)
+                terms = [e.load(out, j)] if is_sink else []
+                fast = scf.IfOp(quiet, [e.f, e.f, e.i1], has_else=True)
+                with ir.InsertionPoint(fast.then_block):
+                    hi, lo, ok = e.cf(0.0), e.cf(0.0), e.c(1, e.i1)
+                    for x in terms:
+                        hi, lo, ok = self._pair_add(hi, lo, ok, x)
+                    if pairs is not None:
+                        each = scf.ForOp(e.c(0), copies, e.c(1), [hi, lo, ok])
+                        with ir.InsertionPoint(each.body):
+                            at = e.mul_i(e.add_i(e.mul_i(each.induction_variable, slots), i), e.c(2))
+                            hi, lo, ok = each.inner_iter_args
+                            hi, lo, ok = self._pair_add(hi, lo, ok, e.load(pairs, at))
+                            hi, lo, ok = self._pair_add(hi, lo, ok, e.load(pairs, e.add_i(at, e.c(1))))
+                            scf.YieldOp([hi, lo, ok])
+                        hi, lo, ok = each.results
+                    scf.YieldOp([hi, lo, ok])
+                with ir.InsertionPoint(fast.else_block):
+                    scf.YieldOp([e.cf(0.0), e.cf(0.0), e.c(0, e.i1)])
+                hi, lo, ok = fast.results
+                done = scf.IfOp(ok, [e.f], has_else=True)
+                with ir.InsertionPoint(done.then_block):
+                    scf.YieldOp([e.add(hi, lo)])
+                with ir.InsertionPoint(done.else_block):
+                    base = e.mul_i(i, e.c(w))
+                    for x in terms:
+                        exact_emit.deposit(e, exact, base, x)
+                    for _ in () if pairs is None else (1,):
+                        each = scf.ForOp(e.c(0), copies, e.c(1), [])
+                        with ir.InsertionPoint(each.body):
+                            at = e.mul_i(e.add_i(e.mul_i(each.induction_variable, slots), i), e.c(2))
+                            exact_emit.deposit(e, exact, base, e.load(pairs, at))
+                            exact_emit.deposit(e, exact, base, e.load(pairs, e.add_i(at, e.c(1))))
+                            scf.YieldOp([])
+                    v = exact_emit.round_acc(e, exact, base, e.f)
+                    exact_emit.clear(e, exact, base, e.f)
+                    scf.YieldOp([v])
+                e.store(done.results[0], out, j)
                 scf.YieldOp([])
+        e.store(e.c(0, e.i64), exact, spill_at)
+
+    def _pair_add(self, hi: ir.Value, lo: ir.Value, ok: ir.Value, x: ir.Value):
+        """(hi, lo) += x by two TwoSums; ok stays true while the pair holds the exact sum (finite, no error)."""
+        e = self.e
+        zero = e.cf(0.0)
+        s1, e1 = e.two_sum(hi, x)
+        s2, e2 = e.two_sum(lo, e1)
+        fine = e.cmpf(1, e2, zero)  # oeq: false for NaN too (a sum that is inf or NaN makes the error NaN)
+        return s1, s2, e.op("arith.andi", ok, fine)
 
     def finish_private(self):
         """Add the private copies of each sink, in order, into the sink (plain), or its companion (compensated:

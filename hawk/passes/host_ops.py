@@ -12,6 +12,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import memref, scf
 
+from hawk.ir.build import create
 from hawk.ir.dialect import attr_str, attr_strs
 from hawk.layout import sum_policy
 from hawk.passes import exact_emit
@@ -20,6 +21,7 @@ from hawk.passes.host_emit import _EQ, _SGE, _SLT, size
 
 _UGT = 8
 _NE = 1  # arith.cmpi "ne"
+_OEQ = 1  # arith.cmpf "oeq"
 
 
 class HostOps:
@@ -171,13 +173,39 @@ class HostOps:
             self.exact_add(name, at, x)
 
     def exact_add(self, name: str, at: ir.Value, x: ir.Value, live: ir.Value | None = None) -> None:
-        """Deposit x into the exact accumulator of slot `at` of an ordered sink or kept cell."""
+        """x into slot `at` of an ordered sink or kept cell: on the host, into this chunk's (high, low) pair of
+        the slot by two error-free TwoSums, and only a term the pair cannot take exactly (the second TwoSum
+        errs, or a sum is not finite) into the slot's shared exact accumulator, counted in its last word; on a
+        GPU (and for a sink also stored into) every term into the accumulator."""
         e = self.e
         buf = self.bufs[(name, "exact")]
-        if name in self.lay.private:
-            at = e.add_i(at, self.copy_start(name))
-        shared = name not in self.lay.private and name not in self.lay.stored
-        exact_emit.deposit(e, buf, e.mul_i(at, e.c(exact_emit.words_of(e.f))), x, live, atomic=shared)
+        w = exact_emit.words_of(e.f)
+        shared = name not in self.lay.stored  # every chunk adds into the one accumulator
+        if not (self.exact_pairs and name in self.lay.private):
+            exact_emit.deposit(e, buf, e.mul_i(at, e.c(w)), x, live, atomic=shared)
+            return
+        pairs = self.bufs[(name, "pairs")]
+        p = e.mul_i(e.add_i(at, self.copy_start(name)), e.c(2))
+        q = e.add_i(p, e.c(1))
+        zero = e.cf(0.0)
+        if live is not None:
+            x = e.select(live, x, zero)
+        hi, lo = e.load(pairs, p), e.load(pairs, q)
+        s1, e1 = e.two_sum(hi, x)
+        s2, e2 = e.two_sum(lo, e1)
+        ok = e.cmpf(_OEQ, e2, zero)  # false for NaN too: a sum that is inf or NaN makes the error NaN
+        keep = scf.IfOp(ok, [], has_else=True)
+        with ir.InsertionPoint(keep.then_block):
+            e.store(s1, pairs, p)
+            e.store(s2, pairs, q)
+            scf.YieldOp([])
+        with ir.InsertionPoint(keep.else_block):
+            exact_emit.deposit(e, buf, e.mul_i(at, e.c(w)), x, atomic=True)
+            count = e.dim(buf)
+            spill = e.op("arith.subi", count, e.c(1))
+            create("memref.atomic_rmw", [e.c(1, e.i64), buf, spill], [e.i64],
+                   {"kind": ir.IntegerAttr.get(e.i64, 1)})  # addi
+            scf.YieldOp([])
 
     def comp_add(self, name: str, at: ir.Value, x: ir.Value, carry: ir.Value | None = None):
         """Neumaier-add x (float64) into the companion's (sum, correction) pair of slot `at`; `carry` is a
