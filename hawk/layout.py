@@ -66,17 +66,13 @@ class Layout:
         return sum(chunk_slots(r) for r in self.reductions if not r.kept)
 
     @property
-    def block_width(self) -> int:
+    def exact_components(self) -> int:
         """Components of the ordered sums over every lane (each keeps an exact accumulator per chunk)."""
         return sum(_size(r.payload) for r in self.reductions if not r.kept and ordered(r))
 
-    @property
-    def blocked(self) -> bool:
-        return self.block_width > 0
-
     def exact_width(self, dtype: str) -> int:
         """int64 words of one chunk's exact accumulators for its ordered sums over every lane (hawk/exact.py)."""
-        return self.block_width * exact_words(dtype)
+        return self.exact_components * exact_words(dtype)
 
     def exact_names(self) -> list[str]:
         """Ordered sinks and ordered kept cells: each slot keeps an exact accumulator."""
@@ -151,22 +147,23 @@ ORDERED_CHAINS = 8
 
 
 # GPU launch forms (hawk/passes/lower_gpu_tree.py, hawk/passes/lower_gpu.py); workgroups of WORKGROUP threads.
-#   "tree":   no sinks, no reduction keeping lane axes. A workgroup takes a GROUP_ALIGN-aligned span of lanes,
-#             its threads every WORKGROUP-th lane of it (coalesced), its partials meet in shared memory.
-#   "slots":  no sinks, no ordered sum over every lane, and every reduction keeps the same lane axes: a thread
-#             per kept slot runs that slot's lanes in lane order (the host's order, so every policy holds,
-#             "ordered" to the bit); sums over every lane meet in shared memory as in "tree".
-#   "chunks": everything else: a chunk of lanes per thread, as a host chunk runs it.
+#   "tree":   no sinks, no reduction keeping lane axes, no ordered sum. A workgroup takes a GROUP_ALIGN-aligned
+#             span of lanes, its threads every WORKGROUP-th lane of it (coalesced), its partials meet in shared
+#             memory.
+#   "slots":  no sinks, no ordered sum, and every reduction keeps the same lane axes: a thread per kept slot runs
+#             that slot's lanes in lane order (the host's order); sums over every lane meet in shared memory as in
+#             "tree".
+#   "chunks": everything else (ordered sums and sinks included): a chunk of lanes per thread, as a host chunk runs
+#             it; ordered terms go into exact accumulators (the thread's own for sums over every lane, one per
+#             slot shared by every thread, with integer atomics, for sinks and kept cells).
 WORKGROUP = 64
 GROUP_ALIGN = ORDERED_BLOCK
-ORDERED_STRIP = 256  # lanes of an ordered block whose terms sit in workgroup memory at once
 SHARED_BUDGET = 16384  # bytes of workgroup memory every Vulkan device offers
 
 
-def tree_shared(lay: Layout, fbytes: int) -> tuple[int, int, int]:
-    """Elements of the tree forms' three workgroup arrays: per-thread partials (float64), ordered terms and
-    ordered chains (the kernel's float)."""
-    return lay.width * WORKGROUP, lay.block_width * ORDERED_STRIP, lay.block_width * ORDERED_CHAINS
+def tree_shared(lay: Layout) -> int:
+    """float64 elements of the tree forms' workgroup array: every thread's partials."""
+    return lay.width * WORKGROUP
 
 
 def kept_run(lay: Layout) -> tuple[str, tuple[str, ...]] | None:
@@ -197,12 +194,11 @@ def kept_slots(lay: Layout, extents: tuple[int, ...]) -> int:
 def gpu_form(lay: Layout, fbytes: int) -> str:
     """How a stage runs on a GPU: "tree", "slots" or "chunks" (see above). The lowering and the runtime both
     ask, so they always agree."""
-    red, terms, chains = tree_shared(lay, fbytes)
-    if lay.sinks or red * 8 + (terms + chains) * fbytes > SHARED_BUDGET or has_ordered(lay):
-        return "chunks"  # ordered sums: each thread deposits into its own exact accumulators
+    if lay.sinks or tree_shared(lay) * 8 > SHARED_BUDGET or has_ordered(lay):
+        return "chunks"
     if not any(r.kept for r in lay.reductions):
         return "tree"
-    if lay.blocked or kept_run(lay) is None:
+    if kept_run(lay) is None:
         return "chunks"
     return "slots"
 

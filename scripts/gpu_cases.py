@@ -23,7 +23,7 @@ BINS = 256
 WIDE = 100_000  # slots of a plain scatter too large for private copies: float atomics on nvvm and rocdl
 COLS = 16  # the fast axis of the contract grids
 BENCH_COLS = 1000  # the fast axis of the benchmark grids
-N = 30_011  # lanes of most contract cases: many ordered blocks and GPU threads, small enough to store
+N = 30_011  # lanes of most contract cases: many GPU threads, small enough to store
 
 
 # ============================================================================== contract kernels
@@ -219,11 +219,29 @@ def _keys(n, dt, rng, sort=False, vec=False):
     return {"key": key, ("v" if vec else "x"): x}
 
 
+def _adversarial(n, dt, rng):
+    """Terms where any fixed order of float adds goes wrong, shuffled: cancellation to a tiny rest, magnitudes
+    across the whole range, subnormals, partial sums past the largest finite value (whose exact sum is 0), -0.0."""
+    info = np.finfo(dt)
+    big = float(info.max)
+    k = max(1, n // 6)
+    parts = [np.array([1.0, 1e30, -1e30, float(info.eps) / 4] * (k // 4 + 1))[:k],
+             rng.standard_normal(k) * 10.0 ** rng.integers(info.minexp // 4, info.maxexp // 4, k),
+             rng.uniform(-1, 1, k) * float(info.tiny),
+             np.array([big, big, -big, -big] * (k // 4)),  # adds up to 0 exactly
+             np.full(k, -0.0)]
+    x = np.concatenate(parts).astype(dt)
+    x = np.concatenate([x, rng.standard_normal(max(0, n - x.size)).astype(dt)])[:n]
+    rng.shuffle(x)
+    return {"x": x}
+
+
 def contract_cases() -> list[Case]:
     lengths = (1, 7, 1000, 4097, 100_003)  # ordered sums: many sizes
     both = ("float64", "float32")
     return [
         Case("sum_ordered", gk_sum_ordered, lengths, both, _x),
+        Case("sum_ordered_adversarial", gk_sum_ordered, (6, 1000, N), both, _adversarial),  # the exact sum
         Case("sum_auto", gk_sum_auto, (1000, N), both, _x),
         Case("sum_compensated", gk_sum_compensated, (1000, N), both, _x, exact=()),
         Case("masked_ordered", gk_masked, (7, N), both, lambda n, dt, r: {**_x(n, dt, r), "cut": 0.5}),
@@ -243,6 +261,8 @@ def contract_cases() -> list[Case]:
         Case("scatter_auto", gk_scatter_auto, (N,), both, _keys, exact=()),
         Case("scatter_compensated", gk_scatter_compensated, (N,), both, _keys, exact=()),
         Case("scatter_ordered", gk_scatter_ordered, (7, N), both, _keys),
+        Case("scatter_ordered_adversarial", gk_scatter_ordered, (N,), both,
+             lambda n, dt, r: {**_keys(n, dt, r), **_adversarial(n, dt, r)}),
         Case("scatter_sorted_ordered", gk_scatter_sorted_ordered, (N,), both,
              lambda n, dt, r: _keys(n, dt, r, sort=True)),
         Case("scatter_vector_ordered", gk_scatter_vector, (N,), ("float64",),

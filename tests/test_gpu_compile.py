@@ -304,7 +304,7 @@ def test_amd_code_object_links_for_gfx90a_and_gfx1100(job, gpu_builds):
 # ---- what the code looks like ---------------------------------------------------------------------------------
 @hawk.kernel
 def gc_ordered_dot(a: Scalar, b: Scalar, total: Mutable[Scalar]):
-    total = hawk.sum(a * b, policy="ordered")
+    total = hawk.sum(a * b + b, policy="ordered")  # each term a*b + b: fused, it would round once, not twice
 
 
 @hawk.kernel
@@ -314,8 +314,9 @@ def gc_fast_dot(a: Scalar, b: Scalar, total: Mutable[Scalar]):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_ordered_sums_stay_unfused_on_amd_and_nvidia(dtype):
-    """An ordered sum of products keeps separate multiplies and adds on every chip (no contraction flags in the
-    LLVM IR, no fused instruction in the ISA/PTX), so its bits can equal the host's."""
+    """An ordered sum's terms (a product plus a value) keep separate multiplies and adds on every chip (no
+    contraction flags in the LLVM IR, no fused instruction in the ISA/PTX), so they are the host's terms and
+    the exact sum of them has the host's bits."""
     from eagle.targets.nvvm import NvvmTarget
     from eagle.targets.rocdl import RocdlTarget, tool
 

@@ -1,18 +1,20 @@
 """The three GPU launch forms (hawk.layout.gpu_form): which stages take which, how the grid is planned, and, run on
-spirv (lavapipe), that each form gives the host's bits where the contract promises bits, and NumPy's values
-elsewhere, across workgroup boundaries, partial ordered blocks and base=/count= ranges."""
+spirv (lavapipe), that each form gives the host's bits where the contract promises bits (ordered sums: the exact
+sum rounded once, which every stage with one gets in the chunk form), and NumPy's values elsewhere, across
+workgroup boundaries and base=/count= ranges."""
 
 import math
 import re
 
 import numpy as np
 import pytest
-from conftest import bt_run_on, bt_same_bits, bt_target_missing
+from conftest import bt_ordered_sum, bt_run_on, bt_same_bits, bt_target_missing
 
 import eagle
 import hawk
-from eagle.targets.device import MAX_GROUPS, PRIVATE_BUDGET, plan_grid
+from eagle.targets.device import EXACT_BUDGET, MAX_GROUPS, PRIVATE_BUDGET, device_copy_values, plan_grid
 from hawk import Grid, Index, Mutable, Scalar, Vector
+from hawk.exact import words as exact_words
 from hawk.layout import GROUP_ALIGN, WORKGROUP, gpu_form
 
 
@@ -21,6 +23,13 @@ def gf_energy(x: Scalar, e: Mutable[Scalar], c: Mutable[Scalar], big: Mutable[Sc
     e = hawk.sum(x * x, policy="ordered")
     c = hawk.mean(x, policy="compensated")
     big = hawk.sum(x, where=x > 0.5)
+
+
+@hawk.kernel
+def gf_tree(x: Scalar, c: Mutable[Scalar], big: Mutable[Scalar], sq: Mutable[Scalar]):
+    c = hawk.mean(x, policy="compensated")
+    big = hawk.sum(x, where=x > 0.5)
+    sq = hawk.sum(x * x)
 
 
 @hawk.kernel
@@ -38,6 +47,12 @@ def gf_pair(v: Vector[2]) -> Vector[2]:
 def gf_row_means(g: Grid["row", "col":45], x: Scalar, total: Mutable[Scalar]) -> Scalar:
     total = hawk.sum(x, policy="compensated")
     return hawk.mean(x * 3.0, over="col", policy="ordered")
+
+
+@hawk.kernel
+def gf_row_means_comp(g: Grid["row", "col":45], x: Scalar, total: Mutable[Scalar]) -> Scalar:
+    total = hawk.sum(x, policy="compensated")
+    return hawk.mean(x * 3.0, over="col", policy="compensated")
 
 
 @hawk.kernel
@@ -81,18 +96,28 @@ def _layout(kernel):
 
 
 @pytest.mark.parametrize("kernel, form", [
-    (gf_energy, "tree"), (gf_lowest, "tree"), (gf_pair, "tree"),
-    (gf_row_means, "slots"), (gf_col_sums, "slots"), (gf_col_comp, "slots"), (gf_col_max, "slots"),
+    (gf_tree, "tree"), (gf_lowest, "tree"),
+    (gf_row_means_comp, "slots"), (gf_col_comp, "slots"), (gf_col_max, "slots"),
     (gf_histogram, "chunks"),  # a sink: privatised per chunk
     (gf_middle, "slots"),  # kept axes neither leading nor trailing: coordinates counted per slot
-    (gf_ordered_rows_and_total, "chunks"),  # an ordered sum over every lane next to a kept-axis sum
+    # ordered sums, over every lane or keeping axes: each thread deposits into exact accumulators
+    (gf_energy, "chunks"), (gf_pair, "chunks"), (gf_row_means, "chunks"), (gf_col_sums, "chunks"),
+    (gf_middle_ordered, "chunks"), (gf_ordered_rows_and_total, "chunks"),
 ], ids=lambda v: getattr(v, "name", v))
 def test_each_stage_gets_its_form(kernel, form):
     assert gpu_form(_layout(kernel), 8) == form
 
 
+def test_the_tree_lowering_refuses_ordered_sums_and_sinks():
+    from hawk.passes.lower_gpu_tree import TreeLowering
+
+    for kernel, what in ((gf_energy, "'e'"), (gf_row_means, "'result'"), (gf_histogram, "'bins'")):
+        with pytest.raises(ValueError, match=f"tree forms take neither sinks nor ordered sums.*{what}"):
+            TreeLowering(None, _layout(kernel), None, {})
+
+
 def test_tree_grid_spans_are_aligned_and_fit_the_group_limit():
-    lay = _layout(gf_energy)
+    lay = _layout(gf_tree)
     for n in (1, 1023, 1024, 1025, 10**6 + 7, 10**8 + 3):
         g = plan_grid(lay, n, 8, (n,))
         assert g.form == "tree" and g.block == WORKGROUP and g.span % GROUP_ALIGN == 0
@@ -100,10 +125,10 @@ def test_tree_grid_spans_are_aligned_and_fit_the_group_limit():
 
 
 def test_slots_grid_has_a_thread_per_kept_slot():
-    g = plan_grid(_layout(gf_row_means), 1000 * 45, 8, (1000, 45))
+    g = plan_grid(_layout(gf_row_means_comp), 1000 * 45, 8, (1000, 45))
     assert (g.form, g.groups, g.block, g.span) == ("slots", math.ceil(1000 / WORKGROUP), WORKGROUP, 45)
-    g = plan_grid(_layout(gf_col_sums), 500 * 42, 8, (500, 6, 7))
-    assert (g.groups, g.span) == (1, 500)  # 42 column slots: one workgroup, 500 rows each
+    g = plan_grid(_layout(gf_middle), 500 * 20, 8, (500, 4, 5))
+    assert (g.groups, g.span) == (1, 2500)  # 4 kept slots: one workgroup, 500 x 5 lanes each
 
 
 @hawk.kernel
@@ -115,7 +140,10 @@ def gf_store_and_ordered(key: Index, x: Scalar, last: Mutable["slot":10], tot: M
 def test_copy_values_count_what_grows_with_the_chunks():
     # host threads and GPU chunks are capped by what their private copies hold together
     assert _layout(gf_histogram).copy_values() == 2 * 16  # "auto" on a scatter is compensated: pairs
-    assert _layout(gf_store_and_ordered).copy_values() == 2 * 10  # a stored slot and its mark; ordered: per segment
+    # a stored slot and its mark; an ordered slot's (high, low) pair on the host, none on a GPU, whose threads add
+    # every term into the slot's shared exact accumulator
+    lay = _layout(gf_store_and_ordered)
+    assert lay.copy_values() == 2 * 10 + 2 * 20 and device_copy_values(lay) == 2 * 10
     assert _layout(gf_col_max).copy_values() == 33  # a kept cell's copy
     assert _layout(gf_col_means).copy_values() == 18  # a mean's sums and counts
 
@@ -124,6 +152,24 @@ def test_private_sink_copies_fit_their_budget():
     lay = _layout(gf_histogram)  # 16 slots, compensated: a private copy of (sum, correction) pairs per chunk
     g = plan_grid(lay, 10**6, 8, (10**6,))
     assert g.form == "chunks" and 256 < g.chunks <= PRIVATE_BUDGET // 32 and g.chunks * g.span >= 10**6
+
+
+@hawk.kernel
+def gf_wide_ordered(v: Vector[64]) -> Vector[64]:
+    return hawk.sum(v, policy="ordered")
+
+
+def test_exact_accumulators_of_the_threads_fit_their_budget():
+    """Each chunk-form thread keeps exact accumulators (72 words a float64 component, 16 a float32 one) for the
+    ordered sums over every lane: the threads are capped so that they all fit EXACT_BUDGET words."""
+    for fbytes, dtype in ((8, "float64"), (4, "float32")):
+        lay = _layout(gf_wide_ordered)
+        width = lay.exact_width(dtype)
+        assert width == 64 * exact_words(dtype)
+        for n in (10**3, 10**6, 10**8 + 7):
+            g = plan_grid(lay, n, fbytes, (n,))
+            assert g.form == "chunks" and g.chunks * width <= EXACT_BUDGET and g.chunks * g.span >= n, (n, g)
+        assert plan_grid(lay, 10**8, fbytes, (10**8,)).chunks >= EXACT_BUDGET // width - 1  # as many as fit
 
 
 def _spirv():
@@ -136,59 +182,91 @@ SIZES = (1, 63, 64, 65, 1023, 1024, 1025, 64 * 1024 + 5, 300_001)
 
 
 @pytest.mark.parametrize("n", SIZES)
-def test_tree_form_matches_the_host(n):
+def test_tree_form_matches_numpy(n):
     _spirv()
     rng = np.random.default_rng(n)
     x = rng.standard_normal(n) * np.exp(rng.uniform(-20, 20, n))
-    host = bt_run_on("host", gf_energy, x=x)
-    dev = bt_run_on("spirv", gf_energy, x=x)
-    bt_same_bits(dev["e"], host["e"], f"ordered sum of squares, n={n}")
-    assert dev["e"][0] == host["e"][0]
+    assert plan_grid(_layout(gf_tree), n, 8, (n,)).form == "tree"
+    dev = bt_run_on("spirv", gf_tree, x=x)
     eps = np.finfo(float).eps
     assert math.isclose(dev["c"][0], math.fsum(x) / n, rel_tol=0, abs_tol=2 * eps * np.abs(x).sum() / n)
     np.testing.assert_allclose(dev["big"], x[x > 0.5].sum(), rtol=1e-12)
+    np.testing.assert_allclose(dev["sq"], (x * x).sum(), rtol=1e-12)
     low = bt_run_on("spirv", gf_lowest, x=x)
     bt_same_bits(low, bt_run_on("host", gf_lowest, x=x), "min and per-lane output")
 
 
+@pytest.mark.parametrize("n", SIZES)
+def test_ordered_sums_in_the_chunk_form_are_exact_and_the_hosts_bits(n):
+    _spirv()
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n) * np.exp(rng.uniform(-20, 20, n))
+    grid = plan_grid(_layout(gf_energy), n, 8, (n,))
+    assert grid.form == "chunks" and (n < 2048 or grid.chunks > 1), grid  # the lanes really split over threads
+    host = bt_run_on("host", gf_energy, x=x)
+    dev = bt_run_on("spirv", gf_energy, x=x)
+    bt_same_bits(dev["e"], host["e"], f"ordered sum of squares, n={n}")
+    assert dev["e"][0] == bt_ordered_sum(x * x), "the exact sum of the squares, rounded once"
+    eps = np.finfo(float).eps
+    assert math.isclose(dev["c"][0], math.fsum(x) / n, rel_tol=0, abs_tol=2 * eps * np.abs(x).sum() / n)
+    np.testing.assert_allclose(dev["big"], x[x > 0.5].sum(), rtol=1e-12)
+
+
 @pytest.mark.parametrize("n", (5, 2049, 70_001))
-def test_tree_form_vector_ordered_mean(n):
+def test_vector_ordered_mean(n):
     _spirv()
     v = np.random.default_rng(7).standard_normal((2, n))
     got = bt_run_on("spirv", gf_pair, v=v)
     bt_same_bits(got, bt_run_on("host", gf_pair, v=v), "ordered masked vector mean")
     keep = v[0] > 0
-    np.testing.assert_allclose(got, v[:, keep].mean(axis=1), rtol=1e-12)
+    want = [bt_ordered_sum(v[c], mask=keep) / keep.sum() for c in range(2)]  # the exact sum, divided once
+    bt_same_bits(got, np.array(want), "the exact sums divided by the count")
 
 
 @pytest.mark.parametrize("base, count", [(0, 1), (3, 1500), (1000, 2100), (4095, 4097)])
-def test_tree_form_over_a_lane_range(base, count):
+def test_lane_ranges(base, count):
     _spirv()
     x = np.random.default_rng(base).uniform(-1, 1, 9000)
 
-    def run(t):
-        out = eagle.deploy(gf_energy, target=t).run(base=base, count=count, x=x)
+    def run(kernel, t):
+        out = eagle.deploy(kernel, target=t).run(base=base, count=count, x=x)
         return {k: np.asarray(v) for k, v in out.items()}
 
-    host, dev = run("host"), run("spirv")
+    host, dev = run(gf_energy, "host"), run(gf_energy, "spirv")
+    part = x[base:base + count]
     bt_same_bits(dev["e"], host["e"], f"ordered sum over lanes [{base}, {base + count})")
-    np.testing.assert_allclose(dev["e"], (x[base:base + count] ** 2).sum(), rtol=1e-13)
-    np.testing.assert_allclose(dev["c"], x[base:base + count].mean(), rtol=1e-12)
+    assert dev["e"][0] == bt_ordered_sum(part * part)
+    np.testing.assert_allclose(dev["c"], part.mean(), rtol=1e-12)
+    tree = run(gf_tree, "spirv")
+    np.testing.assert_allclose(tree["c"], part.mean(), rtol=1e-12)
+    np.testing.assert_allclose(tree["sq"], (part * part).sum(), rtol=1e-12)
 
 
 @pytest.mark.parametrize("rows", (1, 64, 65, 3001))
-def test_slots_form_matches_the_host(rows):
+def test_ordered_kept_axis_sums_are_exact_and_the_hosts_bits(rows):
     _spirv()
     rng = np.random.default_rng(rows)
     x = rng.standard_normal((rows, 45)) * 10.0 ** rng.integers(-8, 8, (rows, 45))
     dev, host = bt_run_on("spirv", gf_row_means, x=x), bt_run_on("host", gf_row_means, x=x)
     bt_same_bits(dev["result"], host["result"], "ordered row means")
-    np.testing.assert_allclose(dev["result"], (x * 3.0).mean(axis=1), rtol=1e-9, atol=1e-300)
+    bt_same_bits(dev["result"], np.array([bt_ordered_sum(x[r] * 3.0) / 45 for r in range(rows)]), "exact row means")
     assert math.isclose(dev["total"][0], math.fsum(x.ravel()), rel_tol=1e-15, abs_tol=1e-12)
     y = rng.uniform(-1, 2, (rows, 6, 7))
     got = bt_run_on("spirv", gf_col_sums, x=y)
     bt_same_bits(got, bt_run_on("host", gf_col_sums, x=y), "ordered masked column sums")
-    np.testing.assert_allclose(got, np.where(y < 1.5, y, 0).sum(axis=0), rtol=1e-12, atol=1e-12)
+    bt_same_bits(got, np.array([[bt_ordered_sum(y[:, c, k], mask=y[:, c, k] < 1.5) for k in range(7)]
+                                for c in range(6)]), "exact masked column sums")
+
+
+@pytest.mark.parametrize("rows", (1, 64, 65, 3001))
+def test_slots_form_matches_numpy(rows):
+    _spirv()
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 45)) * 10.0 ** rng.integers(-8, 8, (rows, 45))
+    dev = bt_run_on("spirv", gf_row_means_comp, x=x)
+    want = np.array([math.fsum(r) for r in x * 3.0]) / 45
+    np.testing.assert_allclose(dev["result"], want, rtol=4 * np.finfo(float).eps, atol=1e-300)
+    assert math.isclose(dev["total"][0], math.fsum(x.ravel()), rel_tol=1e-15, abs_tol=1e-12)
     z = rng.standard_normal((rows, 33))
     bt_same_bits(bt_run_on("spirv", gf_col_max, x=z), z.max(axis=0), "column max")
     comp = bt_run_on("spirv", gf_col_comp, x=z)
@@ -202,7 +280,11 @@ def test_slots_form_with_middle_kept_axes(rows):
     x = np.random.default_rng(rows).standard_normal((rows, 4, 5))
     got = bt_run_on("spirv", gf_middle, x=x)
     np.testing.assert_allclose(got, x.sum(axis=(0, 2)), rtol=1e-12)
-    bt_same_bits(bt_run_on("spirv", gf_middle_ordered, x=x), bt_run_on("host", gf_middle_ordered, x=x), "ordered")
+    got = bt_run_on("spirv", gf_middle_ordered, x=x)
+    bt_same_bits(got, bt_run_on("host", gf_middle_ordered, x=x), "ordered")
+    keep = x > -1.0
+    want = [bt_ordered_sum(x[:, c, :], mask=keep[:, c, :]) / keep[:, c, :].sum() for c in range(4)]
+    bt_same_bits(got, np.array(want), "exact masked means over rows and k")
 
 
 def test_chunk_form_still_runs_scatters():
@@ -247,11 +329,10 @@ def test_spirv_with_the_device_subgroup_size(n):
     size = _device_subgroup()
     rng = np.random.default_rng(n + 5)
     x = rng.standard_normal(n) * 1e3
-    host = bt_run_on("host", gf_energy, x=x)
-    dev = {k: np.asarray(v) for k, v in eagle.deploy(gf_energy, target="spirv", subgroup=size).run(x=x).items()}
-    bt_same_bits(dev["e"], host["e"], "ordered")
+    dev = {k: np.asarray(v) for k, v in eagle.deploy(gf_tree, target="spirv", subgroup=size).run(x=x).items()}
     np.testing.assert_allclose(dev["c"], x.mean(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(dev["big"], x[x > 0.5].sum(), rtol=1e-12)
+    np.testing.assert_allclose(dev["sq"], (x * x).sum(), rtol=1e-12)
     low = eagle.deploy(gf_lowest, target="spirv", subgroup=size).run(x=x)
     bt_same_bits({k: np.asarray(v) for k, v in low.items()}, bt_run_on("host", gf_lowest, x=x), "min")
 
@@ -316,10 +397,12 @@ def gf_col_min_and_low(g: Grid["row", "col":7, "k":3], x: Scalar, low: Mutable[S
 
 
 def test_kept_cells_off_the_leading_axes_get_a_copy_per_chunk():
-    for kernel, private in ((gf_col_max, ["result"]), (gf_col_sums, []), (gf_col_comp, []), (gf_middle, ["result"]),
-                            (gf_row_means, [])):
+    # compensated sums keep lane order; ordered ones exact accumulators, a copy per chunk while few (the column
+    # sums' 42 slots) and one shared copy when the kept axis is the unbounded leading one (the row means)
+    for kernel, private in ((gf_col_max, ["result"]), (gf_col_sums, ["result"]), (gf_col_comp, []),
+                            (gf_middle, ["result"]), (gf_row_means, [])):
         lay = _layout(kernel)
-        assert lay.private_cells() == private, kernel.name  # ordered/compensated keep lane order; means counts
+        assert lay.private_cells() == private, kernel.name
         if private:
             assert lay.parallel_span() == 1  # so host threads and GPU chunks may split the rows anywhere
 

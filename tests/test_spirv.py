@@ -6,13 +6,14 @@ every test skips and says why (pytest -ra prints it).
 """
 
 import importlib
+import math
 import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import bt_run, bt_run_on, bt_spirv_missing, bt_sum_k, bt_sum_ulps, bt_target_missing
+from conftest import bt_ordered_sum, bt_run, bt_run_on, bt_spirv_missing, bt_sum_k, bt_sum_ulps, bt_target_missing
 
 import eagle
 import hawk
@@ -462,9 +463,48 @@ def test_ordered_sum_same_bits_as_host(n, dtype):
     z[::3] = rng.normal(size=z[::3].size).astype(dtype)
     host, dev = both(v_ord, x=x)
     same_bits(host, dev, f"ordered sum n={n}")
+    same_bits(dev, [bt_ordered_sum(x)], f"the exact sum rounded once, n={n}")
     host, dev = both(v_ord_terms, x=x, y=y, z=z, cut=0.0)
     for name in ("tot", "avg", "part"):
         same_bits(host[name], dev[name], f"{name} n={n}")
+    keep = x > 0.0
+    same_bits(dev["tot"], [bt_ordered_sum(x * y + z)], f"exact tot n={n}")  # NumPy forms the terms unfused too
+    same_bits(dev["part"], [bt_ordered_sum(x, mask=keep)], f"exact part n={n}")
+    if keep.any():
+        same_bits(dev["avg"], [bt_ordered_sum(x * y - z, mask=keep) / dtype(keep.sum())], f"exact avg n={n}")
+
+
+def _adversarial(dtype, rng):
+    """Sets whose naive sums go wrong: cancellation to a tiny rest, magnitudes across the whole range, subnormals
+    only, partial sums past the largest finite value whose exact sum is finite, long runs of one value."""
+    info = np.finfo(dtype)
+    big, tiny = float(info.max), float(info.tiny)
+    spread = rng.standard_normal(5000) * 10.0 ** rng.integers(info.minexp // 4, info.maxexp // 4, 5000)
+    return {
+        "cancellation": np.array([1.0, 1e100 if dtype == np.float64 else 1e30, 1.0, -1e100 if dtype == np.float64
+                                  else -1e30] * 300 + [info.eps / 4]),
+        "range": np.concatenate([spread, -spread[::2]]),
+        "subnormals": rng.uniform(-1, 1, 4000) * tiny,
+        "overflowing partials": np.array([big, big, 0.5 * big, -big, -big] * 50 + [1.0]),
+        "runs": np.full(70_001, 0.1),
+        "signed zeros": np.array([-0.0] * 1000 + [0.0] + [-0.0] * 99),
+    }
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_ordered_sum_of_adversarial_sets_is_exact(dtype):
+    """math.fsum's answer (the exact sum rounded once; float32 rounded from the exact value), on the host and on
+    spirv, for sets where any fixed order of float adds goes wrong."""
+    rng = np.random.default_rng(23)
+    for what, terms in _adversarial(dtype, rng).items():
+        x = terms.astype(dtype)
+        rng.shuffle(x)
+        want = bt_ordered_sum(x)
+        host, dev = both(v_ord, x=x)
+        same_bits(dev, [want], f"{what}: spirv")
+        same_bits(host, [want], f"{what}: host")
+        if dtype == np.float64 and what != "overflowing partials":
+            assert dev[0] == math.fsum(x.tolist()), what
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -478,6 +518,11 @@ def test_ordered_sum_special_values(dtype):
             x[1777] = fill
         host, dev = both(v_ord, x=x)
         same_bits(host, dev, f"fill {fill}")
+        want = {-0.0: 0.0, np.inf: np.inf, np.nan: np.nan}[fill]  # a zero sum is +0.0
+        same_bits(dev, np.array([want], dtype), f"fill {fill}: the IEEE answer")
+    x = rng.normal(size=3001).astype(dtype)
+    x[5], x[2900] = np.inf, -np.inf
+    same_bits(both(v_ord, x=x)[1], np.array([np.nan], dtype), "+inf and -inf: NaN")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -488,8 +533,11 @@ def test_ordered_scatter_same_bits_as_host(dtype):
     y = rng.normal(size=n).astype(dtype)
     key = rng.integers(-1, 8, size=n).astype(np.int32)
     prior = rng.normal(size=8).astype(dtype)
-    host, dev = both(v_ord_scatter, key=key, x=x, y=y, acc=prior)
+    host, dev = both(v_ord_scatter, key=key, x=x, y=y, acc=prior.copy())
     same_bits(host, dev, "ordered scatter")
+    terms = x * y  # the prior content is one more term of each slot; key -1 adds nothing
+    want = [bt_ordered_sum(np.r_[prior[k:k + 1], terms[key == k]]) for k in range(8)]
+    same_bits(dev, np.array(want, dtype), "each slot's exact sum, the prior content included")
 
 
 # ============================================================================================ refusals, limits

@@ -3,7 +3,11 @@
 A GPU stage is the host lane function turned into a kernel where each thread runs one chunk of lanes (see
 hawk/passes/lower_gpu.py). A launch: allocate the stage's buffers on the host exactly as for a host run (with T
 chunks), copy them to the device, run T threads, copy the written buffers back, and run the stage's finish on
-the host — the same compiled finish as a host run, so ordered totals carry the host's bits.
+the host — the same compiled finish as a host run. An ordered sum's threads deposit its terms into exact integer
+accumulators (hawk/exact.py): each thread its own for sums over every lane (#exact), and every term of an
+ordered sink or kept cell into the slot's one accumulator that all threads share (64-bit integer atomics; a
+GPU keeps none of the host chunks' two-float pairs). The host finish combines and rounds them once: the same
+bits as the host's under any grid.
 
 A target supplies: `compile(lowered) -> bytes` (the device binary), `check(binary)` (the offline validator:
 ptxas, ld.lld, spirv-val), and `runtime()` -> a DeviceRuntime, or RuntimeMissing naming what is missing.
@@ -11,19 +15,23 @@ ptxas, ld.lld, spirv-val), and `runtime()` -> a DeviceRuntime, or RuntimeMissing
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from eagle.errors import RuntimeMissing
-from hawk.layout import GROUP_ALIGN, ORDERED_BLOCK, WORKGROUP, Layout, gpu_form, kept_slots
+from hawk.layout import GROUP_ALIGN, ORDERED_BLOCK, WORKGROUP, Layout, gpu_form, kept_slots, ordered
 
-WRITTEN = ("out", "cell", "count", "sink", "comp", "priv", "mark", "scratch", "blocks", "err")
+WRITTEN = ("out", "cell", "count", "sink", "comp", "priv", "mark", "scratch", "exact", "err")
 MAX_THREADS = 1 << 16  # chunks per launch (chunk form)
 MAX_GROUPS = 65535  # workgroups per launch (tree form): Vulkan's guaranteed minimum
 MAX_PRIVATE_THREADS = 256  # chunks when sinks are privatised (each chunk owns a copy of each sink) ...
 PRIVATE_BUDGET = 1 << 18  # ... or more, while all the copies together hold at most this many values
+COPY_LIMIT = 1 << 24  # values of all the private copies together, whatever the floor above (128 MiB of 8-byte
+# values: Vulkan devices bind storage buffers of 128 MiB at least)
+EXACT_BUDGET = 1 << 22  # int64 words of the threads' exact accumulators for ordered sums over every lane (32 MiB)
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,8 @@ class Grid:
 def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], atomics: bool = False) -> Grid:
     """The launch for lanes [0, end) of a run with these lane extents. "tree": workgroups take GROUP_ALIGN-aligned
     spans; "slots": a thread per kept slot; "chunks": one chunk when threads would collide, else chunks that start
-    on ordered blocks and on the spans of lanes that share a kept slot."""
+    on the spans of lanes that share a kept slot (and on compensated blocks), as many as the memory of the
+    threads' private copies and exact accumulators allows."""
     form = gpu_form(layout, fbytes)
     if form == "tree":
         c = max(GROUP_ALIGN, -(-end // MAX_GROUPS))
@@ -63,17 +72,35 @@ def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], a
     if span is None or end == 0:
         return Grid(max(end, 1), 1, 1)
     align = span
-    if layout.blocked or any(r.kind in ("sum", "mean") and not r.kept for r in layout.reductions):
-        align = math.lcm(align, ORDERED_BLOCK)
-    align = math.lcm(align, layout.segment_align(math.prod(extents)))  # whole ordered scatter segments per thread
-    cap = MAX_THREADS
-    copies = layout.copy_values()
-    if copies:
-        cap = min(MAX_THREADS, max(MAX_PRIVATE_THREADS, PRIVATE_BUDGET // copies))
-    c = max(align, -(-end // cap))
+    if any(r.kind in ("sum", "mean") and not r.kept and not ordered(r) for r in layout.reductions):
+        align = math.lcm(align, ORDERED_BLOCK)  # whole blocks of a compensated sum's chains (as host chunks)
+    c = max(align, -(-end // thread_cap(layout, fbytes)))
     c = -(-c // align) * align
     t = -(-end // c)
     return Grid(c, t, min(WORKGROUP, t))
+
+
+def thread_cap(layout: Layout, fbytes: int) -> int:
+    """The most chunk-form threads a launch may have: each owns a copy of every private sink and cell (plain,
+    compensated or stored; ordered ones have none on a GPU) and exact accumulators for the ordered sums over
+    every lane, so their memory grows with the threads. Order never changes an exact sum, so capping the
+    threads changes no result."""
+    cap = MAX_THREADS
+    copies = device_copy_values(layout)
+    if copies:
+        cap = min(cap, max(MAX_PRIVATE_THREADS, PRIVATE_BUDGET // copies), max(1, COPY_LIMIT // copies))
+    exact = layout.exact_width("float64" if fbytes == 8 else "float32")
+    if exact:
+        cap = min(cap, max(1, EXACT_BUDGET // exact))
+    return cap
+
+
+def device_copy_values(layout: Layout) -> int:
+    """Layout.copy_values for a GPU stage: its ordered sinks and cells keep no per-thread pairs (DeviceStage
+    allocates none), their threads add every term into the shared exact accumulators."""
+    private = {n: s for n, s in layout.private.items() if layout.policy_of(n) != "ordered"}
+    return dataclasses.replace(layout, private=private).copy_values() if private != layout.private else \
+        layout.copy_values()
 
 
 def device_meta(b, grid: Grid, lo: int, hi: int) -> np.ndarray:
@@ -129,7 +156,7 @@ class DeviceStage:
             finish_lib
         copies = self.grid.chunks if self.grid.form == "chunks" else 1  # tree forms: one thread per kept slot
         self.buffers, self.results, self.copies, self.resets, self.staged = launcher.buffers(
-            b, self.grid.chunks, cuts, copies, staged=True)
+            b, self.grid.chunks, cuts, copies, staged=True, pair_copies=0)  # threads deposit every ordered term
         self.nchunks = launcher.last_chunks = self.grid.chunks
         meta_k = launcher.meta_k
         self.buffers[meta_k] = device_meta(b, self.grid, lo, hi)

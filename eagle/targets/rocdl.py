@@ -108,8 +108,8 @@ def _run(cmd: list[str], what: str) -> None:
         words = (r.stderr or r.stdout).strip()[:4000]
         if "stack frame size" in words:  # private memory a thread: wide payloads' per-thread buffers
             words += (" -- the kernel needs more private memory per thread than the chip allows: its wide payloads'"
-                      " per-thread state (a compensated sum keeps 18 float64 a component, an ordered one 8 in the"
-                      " kernel's type) is too large; use a narrower payload here, or run it on 'nvvm' or 'host'")
+                      " per-thread state (a compensated sum keeps 18 float64 a component) is too large; use a"
+                      " narrower payload here, or run it on 'nvvm' or 'host'")
         raise RuntimeError(f"{what} failed ({Path(cmd[0]).name}): {words}")
 
 

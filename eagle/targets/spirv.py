@@ -6,8 +6,10 @@ The kernel keeps the shape lower_gpu gives it: one `<stage>_lanes` entry point, 
 (set 0, binding k) holding a runtime array of its element type, so the runtime binds buffers in argument order.
 
 Exactness: every floating-point arithmetic instruction is decorated NoContraction, so a Vulkan driver neither
-fuses a multiply into an add nor rewrites `(a + b) + c`; the partials a thread writes are then the same bits as a
-host chunk's, and the host finish turns them into the same totals (ordered sums are bitwise equal to the host's).
+fuses a multiply into an add nor rewrites `(a + b) + c`; a lane's terms are then the host's bits, and an ordered
+sum deposits them into exact integer accumulators (hawk/exact.py) that the host finish rounds once: bitwise
+equal to the host's. Threads that share an accumulator add with 64-bit integer atomics (Int64Atomics; the
+Vulkan runtime enables shaderBufferInt64Atomics).
 Vulkan lets a driver round float32 division and sqrt 2.5 ulps off (and promises no more for float64, though the GPUs
 we know and lavapipe round float64 ones correctly): float32 ones are computed in float64 and rounded once, which is
 exactly the IEEE float32 result (see spirv_math). Denormals are left to the driver's
@@ -20,14 +22,17 @@ sinh, cosh, tanh and pow in float64, rounded once. The float64 functions it lack
 pow) and erf/cbrt at any width are refused at compile time with the function named, rather than silently run at
 lower precision; the host, nvvm and rocdl targets run them. sin/cos/tan of |x| > 2^19 pi are refused at run time.
 
-Workarounds for this MLIR (22.1.8) and for Mesa's lavapipe, each in eagle/targets/spirv_lower.py:
+Workarounds for this MLIR (22.1.8) and for Mesa's lavapipe, in eagle/targets/spirv_lower.py (the last two below):
 - scf.for with iter_args that runs zero times returns garbage (llvm/llvm-project#211981): such loops are guarded;
 - lavapipe (Mesa 22.3) miscompiles comparisons of OpSConvert'ed values: sign extensions become xor/sub;
 - lavapipe ends every loop of an invocation after 65535 trips in all, silently: loops over lanes are unrolled
   (so an invocation takes ~500k lanes), and a canary loop at the end of the kernel sets a status word the runtime
   checks, so a launch past the budget is refused instead of returning wrong numbers;
 - 2-D vectors and vector.multi_reduction do not convert: vectors are scalarised (in the host's order);
-- spirv-update-vce lowers the version to 1.0, which cannot list storage buffers in the entry point: reset to 1.5.
+- spirv-update-vce lowers the version to 1.0, which cannot list storage buffers in the entry point: reset to 1.5;
+  it also misses Int64Atomics for 64-bit atomics, which fix_version adds;
+- lavapipe loses AcquireRelease atomic adds in loops when whole SIMD groups of a workgroup have left the loop:
+  atomics are made relaxed (relax_atomics), all the ordering they need.
 The kernel gets one extra argument after its own: eagle's status buffer (i64 x 3), bound by the runtime.
 """
 
@@ -42,7 +47,7 @@ from pathlib import Path
 from hawk.layout import WORKGROUP
 
 VERSION = "v1.5"  # SPIR-V 1.5 = Vulkan 1.2: storage buffers listed in the entry point interface, no extension needed
-CAPABILITIES = ("Shader", "Int64", "Float64")
+CAPABILITIES = ("Shader", "Int64", "Float64", "Int64Atomics")
 EXTENSIONS = ("SPV_KHR_storage_buffer_storage_class",)
 VALIDATE_ENV = "vulkan1.2"
 UNROLL = 8  # innermost loops: 8x fewer trips against lavapipe's loop budget (see spirv_lower)
@@ -87,8 +92,8 @@ class SpirvTarget:
     float_atomics = False  # core Vulkan has none (lavapipe: float32 only, through an extension)
     # wide payloads take component loops in the tree form only (about 16 lanes a thread; the long loops are
     # unrolled 8x, spirv_lower.unroll_innermost_loops): lavapipe counts every loop trip against its
-    # per-invocation budget (spirv_lower.add_loop_canary), and a chunk-form thread's 1024 lanes (ordered and
-    # compensated sums, scatters) with loops run out of it from about Vector[64]; those stay one op per
+    # per-invocation budget (spirv_lower.add_loop_canary), and a chunk-form thread's lanes (a thousand or more:
+    # ordered and compensated sums, scatters) with loops run out of it from about Vector[64]; those stay one op per
     # component. Part of `options`, so of the binary's cache key.
     wide_loops = "tree"
 
@@ -150,6 +155,7 @@ class SpirvTarget:
             passmanager.PassManager.parse(LOWER).run(module.operation)
             s = _only(module, "spirv.module")
             no_contraction(s)
+            relax_atomics(s)
             fix_version(s)
             # gpu-module-to-binary serialises the spirv.module found inside a gpu.module with a SPIR-V target
             text = (f"module attributes {{gpu.container_module}} {{\ngpu.module @{g.sym_name.value} [{env}] {{\n"
@@ -284,13 +290,53 @@ def no_contraction(spirv_module) -> None:
     spirv_module.operation.walk(visit)
 
 
+def relax_atomics(spirv_module) -> None:
+    """Give every atomic instruction relaxed memory semantics (MLIR emits AcquireRelease).
+
+    The kernels' atomics are integer adds into exact accumulators (hawk/exact.py) that nothing reads before the
+    launch ends, so they need atomicity only, no ordering. And lavapipe (Mesa 22.3) loses AcquireRelease atomic
+    adds inside a loop once a whole SIMD group of the workgroup has left the loop (idle threads of a partly used
+    workgroup): every trip after the second went missing; relaxed ones are all kept."""
+    from mlir import ir
+
+    relaxed = ir.Attribute.parse("#spirv.memory_semantics<None>")
+
+    def visit(op):
+        if op.name.startswith("spirv.Atomic") and "semantics" in op.attributes:
+            op.attributes["semantics"] = relaxed
+        return ir.WalkResult.ADVANCE
+
+    spirv_module.operation.walk(visit)
+
+
 def fix_version(spirv_module) -> None:
     """spirv-update-vce picks the lowest version the ops need (often 1.0), but the entry point lists storage
-    buffers in its interface, which only 1.4+ allows: keep the capabilities and extensions, reset the version."""
+    buffers in its interface, which only 1.4+ allows: keep the capabilities and extensions, reset the version.
+    It also misses Int64Atomics for 64-bit atomics (the exact accumulators' shared adds), which is added here."""
     from mlir import ir
 
     vce = str(spirv_module.operation.attributes["vce_triple"])
-    spirv_module.operation.attributes["vce_triple"] = ir.Attribute.parse(re.sub(r"<v\d+\.\d+", f"<{VERSION}", vce))
+    vce = re.sub(r"<v\d+\.\d+", f"<{VERSION}", vce)
+    if _atomics64(spirv_module) and "Int64Atomics" not in vce:
+        vce = re.sub(r"\[", "[Int64Atomics, ", vce, count=1)
+    spirv_module.operation.attributes["vce_triple"] = ir.Attribute.parse(vce)
+
+
+def _atomics64(spirv_module) -> bool:
+    """Whether any spirv.Atomic* op works on 64-bit integers."""
+    from mlir import ir
+
+    found = []
+
+    def visit(op):
+        if op.name.startswith("spirv.Atomic") and any(isinstance(r.type, ir.IntegerType) and
+                                                      r.type.width == 64 for r in op.results):
+            found.append(op.name)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    spirv_module.operation.walk(visit)
+    return bool(found)
 
 
 def _element(t):

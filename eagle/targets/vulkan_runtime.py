@@ -7,9 +7,10 @@ works; a real GPU is preferred over a CPU implementation, and on a machine witho
 A launch: argument k of the kernel is the storage buffer at (set 0, binding k). Each argument's numpy array is
 copied into a host-visible, coherent buffer (kept between launches and grown as needed), one compute dispatch of
 `grid.groups` workgroups run, and the written arrays are copied back. Pipelines are cached per
-(binary, entry point). The lowering emits no atomics (each chunk writes its own partials and private sink copies),
-so no atomic feature is needed; Float64 and Int64 are enabled when the device has them and a kernel that needs
-one the device lacks is refused with the feature named.
+(binary, entry point). The only atomics the lowering emits are 64-bit integer adds into the exact accumulators
+of policy="ordered" (hawk/exact.py) that threads share; Float64, Int64 and 64-bit buffer (and workgroup) atomics
+are enabled when the device has them, and a kernel that needs a feature the device lacks is refused with the
+feature named.
 
 Binaries from eagle's SPIR-V target take one more binding after their arguments: a status buffer (i64 [2, 0, 0])
 the runtime adds and reads back. Word 1 set: an invocation ran out of lavapipe's loop budget (LoopBudgetExceeded);
@@ -28,8 +29,11 @@ import numpy as np
 from eagle.targets.device import DeviceRuntime, Grid, missing
 
 MIN_BUFFER = 16  # bytes: a zero-size plane still binds a (tiny) buffer
-# SPIR-V OpCapability operands -> the VkPhysicalDeviceFeatures field they need
-_CAP_FEATURE = {10: "shaderFloat64", 11: "shaderInt64", 22: "shaderInt16"}
+# SPIR-V OpCapability operands -> the device feature they need (VkPhysicalDeviceFeatures, or Vulkan 1.2's
+# VkPhysicalDeviceVulkan12Features for Int64Atomics: 64-bit atomics on storage buffers)
+_CAP_FEATURE = {10: "shaderFloat64", 11: "shaderInt64", 12: "shaderBufferInt64Atomics", 22: "shaderInt16"}
+_CORE_FEATURES = ("shaderFloat64", "shaderInt64", "shaderInt16")
+_VK12_FEATURES = ("shaderBufferInt64Atomics", "shaderSharedInt64Atomics")
 _OP_CAPABILITY = 17
 _OP_DECORATE, _BINDING = 71, 33
 CANARY_TRIPS = 2
@@ -185,16 +189,25 @@ class VulkanRuntime(DeviceRuntime):
         vk = self.vk
         self.physical, self.device_name, self.device_type = self._pick_device()
         self.family = self._compute_family()
-        feats = vk.vkGetPhysicalDeviceFeatures(self.physical)
-        self.features = {f for f in set(_CAP_FEATURE.values()) if getattr(feats, f)}
-        enabled = vk.VkPhysicalDeviceFeatures(**{f: vk.VK_TRUE for f in self.features})
+        have12 = vk.VkPhysicalDeviceVulkan12Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
+        have = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=have12)
+        vk.vkGetPhysicalDeviceFeatures2(self.physical, have)
+        self.features = {f for f in _CORE_FEATURES if getattr(have.features, f)} | \
+            {f for f in _VK12_FEATURES if getattr(have12, f)}
+        # every create-info struct a pointer reaches is kept in a variable (inline temporaries are freed early)
+        core = vk.VkPhysicalDeviceFeatures(**{f: vk.VK_TRUE for f in _CORE_FEATURES if f in self.features})
+        enabled12 = vk.VkPhysicalDeviceVulkan12Features(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+            **{f: vk.VK_TRUE for f in _VK12_FEATURES if f in self.features})
+        enabled = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                               pNext=enabled12, features=core)
         priorities = [1.0]
         queue_info = vk.VkDeviceQueueCreateInfo(sType=vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                                 queueFamilyIndex=self.family, queueCount=1,
                                                 pQueuePriorities=priorities)
         queue_infos = [queue_info]
-        dev_info = vk.VkDeviceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, queueCreateInfoCount=1,
-                                         pQueueCreateInfos=queue_infos, pEnabledFeatures=enabled)
+        dev_info = vk.VkDeviceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, pNext=enabled,
+                                         queueCreateInfoCount=1, pQueueCreateInfos=queue_infos)
         self.device = vk.vkCreateDevice(self.physical, dev_info, None)
         self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
         props = vk.vkGetPhysicalDeviceProperties(self.physical)

@@ -1,13 +1,16 @@
 """lower-gpu-lanes, chunk form: the host lowering's lane function as a GPU kernel, one chunk of lanes per thread.
 
-For the stages `hawk.layout.gpu_form` gives "chunks" (scatters, reductions keeping different axes, a kept-axis
-reduction next to an ordered sum over every lane); the others take the tree forms of lower_gpu_tree.py.
+For the stages `hawk.layout.gpu_form` gives "chunks" (scatters, reductions keeping different axes, every stage
+with an ordered sum); the others take the tree forms of lower_gpu_tree.py.
 
-Every thread runs exactly the code a host chunk runs (the same drivers, the same ordered blocks), on lanes
-[chunk * C, chunk * C + C) with chunk = its global id; it writes its partials where a host chunk would. The
-finish stays a host function: the runtime copies partials back and finishes on the host, so the ordered tree
-across blocks, the chunk-order combines and the companions are the very same code as on the host, and ordered
-results are bitwise equal to the host's.
+Every thread runs exactly the code a host chunk runs (the same drivers), on lanes [chunk * C, chunk * C + C)
+with chunk = its global id; it writes its partials where a host chunk would. It deposits the terms of ordered
+sums over every lane into its own exact accumulators (#exact), and every term of an ordered sink or kept cell
+into the slot's one accumulator that all threads share, with 64-bit integer atomics (hawk/exact.py; no
+two-float pairs as host chunks keep them: `exact_pairs`). The finish stays a host function: the runtime copies
+partials back and finishes on the host, so the chunk-order combines, the companions and the rounding of the
+exact accumulators are the very same code as on the host, and ordered results are bitwise equal to the host's
+(an exact sum does not depend on how the lanes were split).
 
 meta for a GPU launch = [C (lanes per chunk), base, T (chunks), L, extents..., end]: thread t runs lanes
 [max(base, t*C), min(end, t*C + C)), so chunks start on multiples of C counted from lane 0.
@@ -35,6 +38,7 @@ class GpuLowering(HostLowering):
     # (`wide`: nvvm and rocdl, whose per-thread buffers live in private memory); else they stay per component
     # (spirv: lavapipe counts every component loop's trips against its per-invocation loop budget).
     wide_ok = wide_sums = False
+    exact_pairs = False  # every thread deposits each ordered term (no two-float chains)
 
     def __init__(self, module, layout, ftype, itypes, atomics: bool = False, wide: bool = False):
         super().__init__(module, layout, ftype, itypes)
@@ -56,17 +60,18 @@ class GpuLowering(HostLowering):
 
     def build_finish(self, finish):
         """The finish runs on the host whatever the device variant: wide sums always take the host's component
-        loops there. Their #scratch and #blocks layouts are those of per-component state, so one finish serves
-        every variant of a stage (Kernel.gpu_finish) and the host's bits are kept."""
+        loops there. Their #scratch layout is that of per-component state, so one finish serves every variant
+        of a stage (Kernel.gpu_finish) and the host's bits are kept."""
         for acc in self.full:
             acc.wide = self.e.wide(acc.r.payload)
         super().build_finish(finish)
 
-    def add_into(self, policy: str, name: str, at, x, role: str, segment=None):
+    def add_into(self, policy: str, name: str, at, x, role: str):
         """A plain add into a large sink: one float atomic add where the target has them (the runtime then
-        spreads the lanes over threads: `Layout.parallel_span(atomics=True)`)."""
+        spreads the lanes over threads: `Layout.parallel_span(atomics=True)`). Ordered adds go to the host's
+        exact accumulators (integer atomics where threads share one: every target has them)."""
         if name not in self.atomic or role != "sink" or policy != "plain":
-            return super().add_into(policy, name, at, x, role, segment)
+            return super().add_into(policy, name, at, x, role)
         kind = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)  # arith::AtomicRMWKind::addf
         create("memref.atomic_rmw", [x, self.bufs[(name, "sink")], at], [x.type], {"kind": kind})
 

@@ -1,24 +1,18 @@
 """lower-gpu-lanes, tree form: workgroups take spans of lanes, threads take every WORKGROUP-th lane of their
 group's span, and the group's partials meet in a tree in workgroup (shared) memory.
 
-Used for the "tree" and "slots" forms of `hawk.layout.gpu_form` (stages without scatters); "chunks" stages keep
-the chunk-per-thread form of lower_gpu.py. In "slots" form a thread owns a kept slot of the stage's reductions
-that keep lane axes and runs that slot's lanes in lane order (see slots_driver). In "tree" form group g of G
-runs lanes [max(base, g*C), min(end, g*C+C)) with C a multiple of ORDERED_BLOCK (meta = [C, base, G, L,
-extents..., end], as in the chunk form), so every ordered block belongs to one group and neighbouring threads
-read neighbouring lanes.
+Used for the "tree" and "slots" forms of `hawk.layout.gpu_form` (stages without scatters and without
+policy="ordered"); the others keep the chunk-per-thread form of lower_gpu.py, where an ordered sum deposits its
+terms into exact accumulators (hawk/exact.py) as a host chunk does. In "slots" form a thread owns a kept slot of
+the stage's reductions that keep lane axes and runs that slot's lanes in lane order (see slots_driver). In "tree"
+form group g of G runs lanes [max(base, g*C), min(end, g*C+C)) with C a multiple of GROUP_ALIGN (meta = [C,
+base, G, L, extents..., end], as in the chunk form), so neighbouring threads read neighbouring lanes.
 
-- Every-lane reductions other than "ordered" keep per-thread state exactly as a host chunk does (float64
-  partials; Neumaier pairs for "compensated"; an exact lane count for means). The WORKGROUP states then meet in
-  a fixed pairwise tree in shared memory (compensated pairs combined with their corrections), and thread 0
-  writes the group's partials to #scratch[g * width ...]: the host finish then combines the G group partials in
-  group order, as it combines host chunks ("two passes", no float atomics needed on any target).
-- "ordered" sums follow docs/ordered.md to the bit: for each block of ORDERED_BLOCK lanes, strip by strip of
-  ORDERED_STRIP lanes, the group's threads compute the lanes' terms (a lane that is masked out or past the end
-  gives -0.0, which leaves a chain's bits unchanged) into shared memory; ORDERED_CHAINS threads per component
-  then carry the strict sequential chains on through the strip; at the block's end one thread adds the chains in
-  the fixed tree and writes the block partial to #blocks, where the host finish adds them in the block tree.
-  Same terms, same adds, same order: the host's bits.
+Every-lane reductions keep per-thread state exactly as a host chunk does (float64 partials; Neumaier pairs for
+"compensated"; an exact lane count for means). The WORKGROUP states then meet in a fixed pairwise tree in shared
+memory (compensated pairs combined with their corrections), and thread 0 writes the group's partials to
+#scratch[g * width ...]: the host finish then combines the G group partials in group order, as it combines host
+chunks ("two passes", no float atomics needed on any target).
 
 Subgroups: for a target with a known subgroup width (`subgroup`: 32 for an NVIDIA warp, 64 or 32 for an AMD
 wavefront; on spirv, the size deployed with `subgroup=`) the per-thread states first combine in registers with
@@ -26,8 +20,7 @@ wavefront; on spirv, the size deployed with `subgroup=`) the per-thread states f
 state per subgroup goes through shared memory. gpu.subgroup_reduce is not used: MLIR 22 lowers it for floats on
 neither NVVM nor ROCDL. SPIR-V gets the shared-memory tree by default: MLIR lowers gpu.shuffle to SPIR-V only at
 the one subgroup size of the target environment, and a Vulkan device's size is known only at run time
-(lavapipe's is 8); `shuffle down` does not lower to SPIR-V with 64-bit indices. The ordered chains never
-shuffle: their adds are fixed.
+(lavapipe's is 8); `shuffle down` does not lower to SPIR-V with 64-bit indices.
 """
 
 from __future__ import annotations
@@ -36,7 +29,7 @@ from mlir import ir
 from mlir.dialects import scf
 
 from hawk.ir.build import create
-from hawk.layout import ORDERED_BLOCK, ORDERED_CHAINS, ORDERED_STRIP, WORKGROUP, kept_run, tree_shared
+from hawk.layout import WORKGROUP, kept_run
 from hawk.passes.host_emit import _EQ
 from hawk.passes.lower_gpu import GpuLowering
 
@@ -45,26 +38,27 @@ _ULT = 6
 
 class TreeLowering(GpuLowering):
     def __init__(self, module, layout, ftype, itypes, subgroup: int = 0, wide: bool = False):
+        bad = [r.cell for r in layout.reductions if r.kind in ("sum", "mean") and r.policy == "ordered"]
+        if bad or layout.sinks:  # ordered sums deposit into exact accumulators, in the chunk form only
+            raise ValueError(f"kernel '{layout.name}': the tree forms take neither sinks nor ordered sums "
+                             f"({sorted(set(bad)) or sorted(layout.sinks)}): hawk.layout.gpu_form gives such a "
+                             "stage the chunk form")
         super().__init__(module, layout, ftype, itypes, wide=wide)
         if subgroup and WORKGROUP % subgroup:
             raise ValueError(f"a subgroup of {subgroup} threads does not divide a workgroup of {WORKGROUP}")
         self.subgroup = subgroup
         # Reads, writes and kept-axis sums of wide payloads take component loops (`wide`); sums over every lane
         # keep per-thread registers: a tree form's shared memory (SHARED_BUDGET) holds their states only up to
-        # a few dozen components, and ordered ones keep the per-component terms and chains of docs/ordered.md.
+        # a few dozen components.
         self.wide_sums = False
 
     def lanes_func(self):
         f = super().lanes_func()
         e = self.e
-        fbytes = 8 if self.e.f == self.e.f64 else 4
-        red, terms, chains = tree_shared(self.lay, fbytes)
-        if self.subgroup:  # shuffles reduce each subgroup; shared memory holds one state per subgroup
-            red = red // WORKGROUP * (WORKGROUP // self.subgroup)
+        # per-thread float64 states; with shuffles, one state per subgroup
+        red = self.lay.width * (WORKGROUP // self.subgroup if self.subgroup else WORKGROUP)
         space = ir.Attribute.parse("#gpu.address_space<workgroup>")
-        self.shared_types = {name: ir.MemRefType.get([n], t, memory_space=space)
-                             for name, n, t in (("red", red, e.f64), ("terms", terms, e.f), ("chains", chains, e.f))
-                             if n}
+        self.shared_types = {"red": ir.MemRefType.get([red], e.f64, memory_space=space)} if red else {}
         f.operation.attributes["workgroup_attributions"] = ir.IntegerAttr.get(e.i64, len(self.shared_types))
         return f
 
@@ -106,14 +100,8 @@ class TreeLowering(GpuLowering):
     def lanes_body(self, body: ir.Block):
         chunk0, _ = self.plan_state(body)
         self.nested, self.j = None, None
-        self.terms: dict[int, int] = {}  # id(acc) -> first term slot after the chunk state
-        for acc in self.full:
-            if acc.policy == "ordered":
-                self.terms[id(acc)] = sum(a.n for a in self.full if id(a) in self.terms)
         if any(r.kept for r in self.lay.reductions):
             final = self.slots_driver(body, chunk0)
-        elif self.terms:
-            final = self.blocks_driver(body, chunk0)
         else:
             final = self.strided_driver(body, chunk0)
         self.group_tree(final[:self.nchunk_red])
@@ -130,7 +118,7 @@ class TreeLowering(GpuLowering):
         """Thread g*WORKGROUP + t owns kept slot s and runs its lanes in lane order: s*S ... s*S + S-1 when the
         leading axes are kept (S lanes per slot), s, s+K, s+2K ... when the trailing ones are (K slots), else the
         reduced axes' coordinates counted row-major with the kept ones fixed. It alone updates its slot, so the
-        slot sees the host's sequence of adds (every policy, "ordered" to the bit)."""
+        slot sees the host's sequence of adds (every policy: compensated pairs and means as on the host)."""
         e = self.e
         side, kept = kept_run(self.lay)
         axes = self.lay.sig.lane_axes()
@@ -199,77 +187,6 @@ class TreeLowering(GpuLowering):
             scf.YieldOp(list(guard.results))
         self.known_coords = {axes[i].label: coords[i] for i in range(len(axes))}
         return loop, anchor, guard, lane, cur
-
-    def blocks_driver(self, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
-        """for each ordered block of the group, for each strip of ORDERED_STRIP lanes: the lanes' terms into shared
-        memory, then ORDERED_CHAINS threads per term add the strip's lanes of their chain (kept in a register
-        across strips); at the block's end one thread per term adds the chains into the block partial."""
-        e = self.e
-        B, W, S = ORDERED_BLOCK, ORDERED_CHAINS, ORDERED_STRIP
-        nterm = self.lay.block_width
-        nchunk = len(chunk0)
-        terms, chains = self.shared["terms"], self.shared["chains"]
-        chain_thread = e.cmpi(_ULT, self.tid, e.c(W * nterm))  # thread q*W + j runs chain j of term q
-        first = e.add_i(e.mul_i(e.op("arith.divui", self.tid, e.c(W)), e.c(S)), e.op("arith.remui", self.tid, e.c(W)))
-        blo = e.op("arith.divui", self.lo, e.c(B))
-        bhi = e.op("arith.divui", e.add_i(self.hi, e.c(B - 1)), e.c(B))
-        outer = scf.ForOp(blo, bhi, e.c(1), chunk0)
-        with ir.InsertionPoint(outer.body):
-            blk = outer.induction_variable
-            strips = scf.ForOp(e.c(0), e.c(B // S), e.c(1), list(outer.inner_iter_args) + [e.cf(-0.0)])
-            with ir.InsertionPoint(strips.body):
-                strip = e.add_i(e.mul_i(blk, e.c(B)), e.mul_i(strips.induction_variable, e.c(S)))
-                steps = scf.ForOp(e.c(0), e.c(S // WORKGROUP), e.c(1), list(strips.inner_iter_args)[:nchunk])
-                with ir.InsertionPoint(steps.body):
-                    at = e.add_i(e.mul_i(steps.induction_variable, e.c(WORKGROUP)), self.tid)  # lane in strip
-                    lane = e.add_i(strip, at)
-                    cur = list(steps.inner_iter_args) + [e.cf(-0.0)] * nterm
-                    guard, anchor = self.lane_guard(lane, self.lo, self.hi, cur)
-                    res = list(guard.results)
-                    for q in range(nterm):
-                        e.store(res[nchunk + q], terms, e.add_i(e.c(q * S), at))
-                    scf.YieldOp(res[:nchunk])
-                self.barrier()
-                acc = strips.inner_iter_args[nchunk]
-                run = scf.IfOp(chain_thread, [e.f], has_else=True)
-                with ir.InsertionPoint(run.then_block):
-                    chain = scf.ForOp(e.c(0), e.c(S // W), e.c(1), [acc])
-                    with ir.InsertionPoint(chain.body):
-                        x = e.load(terms, e.add_i(first, e.mul_i(chain.induction_variable, e.c(W))))
-                        scf.YieldOp([e.add(chain.inner_iter_args[0], x)])
-                    scf.YieldOp([chain.results[0]])
-                with ir.InsertionPoint(run.else_block):
-                    scf.YieldOp([acc])
-                self.barrier()  # the next strip's terms overwrite these
-                scf.YieldOp(list(steps.results) + [run.results[0]])
-            keep = scf.IfOp(chain_thread, [], has_else=False)
-            with ir.InsertionPoint(keep.then_block):
-                e.store(strips.results[nchunk], chains, self.tid)
-                scf.YieldOp([])
-            self.barrier()
-            tree = scf.IfOp(e.cmpi(_ULT, self.tid, e.c(nterm)), [], has_else=False)
-            with ir.InsertionPoint(tree.then_block):
-                base = e.mul_i(self.tid, e.c(W))
-                partial = e.tree([e.load(chains, e.add_i(base, e.c(w))) for w in range(W)])
-                blocks = self.bufs[("#blocks", "blocks")]
-                e.store(partial, blocks, e.add_i(e.mul_i(blk, e.c(self.lay.block_width)), self.tid))
-                scf.YieldOp([])
-            scf.YieldOp(list(strips.results)[:nchunk])
-        self.lower_body(body, anchor, guard, lane, cur)
-        return list(outer.results)
-
-    def reduce_full(self, op, acc):
-        if acc.policy != "ordered":
-            return super().reduce_full(op, acc)
-        e = self.e
-        s = self.accs
-        mask = op.operands[1] if len(op.operands) > 1 else None
-        for c, x in enumerate(e.elems(op.operands[0], acc.r.payload)):
-            k = self.nchunk_red + self.terms[id(acc)] + c  # this lane's term, from -0.0
-            s[k] = e.add(s[k], x) if mask is None else e.select(mask, e.add(s[k], x), s[k])
-        if acc.r.kind == "mean":
-            one = e.c(1, e.i64) if mask is None else e.op("arith.extui", mask, t=e.i64)
-            s[acc.slot] = e.op("arith.addi", s[acc.slot], one)
 
     # ---- the group's partials -------------------------------------------------------------------------------
     def barrier(self):
