@@ -31,7 +31,7 @@ class BoundLaunch:
     """`plan.bind(**planes)`: a launch with its buffers allocated once. `launch()` returns the results."""
 
     def __init__(self, plan, planes: dict, base: int | None = None, count: int | None = None):
-        self.plan = plan
+        self.plan, self.planes = plan, planes
         self.bound = plan.binder.bind(planes)
         lo, hi = plan.lane_range(base, count, self.bound.lanes, plan.kernel.stage_count)
         self.stages, results = plan.stages(self.bound, lo, hi)
@@ -53,6 +53,12 @@ class BoundLaunch:
         return self.results
 
     __call__ = launch
+
+    def reverse(self, cotangent, wrt=None) -> dict:
+        """Gradients for the bound planes, the adjoint's buffers bound once (the reverse: eagle/reverse.py)."""
+        from eagle.reverse import reverse_bound
+
+        return reverse_bound(self, cotangent, wrt)
 
     def __repr__(self) -> str:
         return f"<eagle.BoundLaunch {self.plan.kernel.name} lanes={self.bound.lanes} stages={len(self.stages)}>"

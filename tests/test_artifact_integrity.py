@@ -208,7 +208,8 @@ def test_a_sidecar_outside_the_schema_is_refused_naming_the_field(work, path, va
 def test_the_schema_ships_with_the_package():
     text = (Path(hawk.artifact.__file__).parent / hschema.SCHEMA_FILE).read_text()
     s = json.loads(text)
-    assert s["$schema"].endswith("2020-12/schema") and s["properties"]["format_version"]["const"] == hawk.artifact.FORMAT_VERSION
+    assert s["$schema"].endswith("2020-12/schema")
+    assert s["properties"]["format_version"]["const"] == hawk.artifact.FORMAT_VERSION
     toml = (ROOT / "pyproject.toml").read_text()
     assert hschema.SCHEMA_FILE in toml  # package data: installed beside the module
 

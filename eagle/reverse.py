@@ -1,0 +1,197 @@
+"""The reverse door: `plan.reverse(cotangent, **planes)` gives the gradients of a kernel's outputs, weighted by
+`cotangent`, with respect to its float inputs.
+
+The work is one or two hawk kernels made from the forward kernel's hawk IR (hawk/reverse): the adjoint, and for
+sinks stored into with `=` a "winners" kernel that finds the lane that won each slot. Both are deployed like any
+kernel (same target, threads, chunking; compiled and cached per stage), so a gradient run is as deterministic as
+a forward one: every sum across lanes in the adjoint is an ordered (exact) sum. This module only checks the
+request, shapes the cotangents into the adjoint's planes and the gradients back into the inputs' shapes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from eagle.array import Array
+from eagle.errors import InputError
+from eagle.launch import run_stages
+
+
+def _fail(plan, msg: str, plane: str | None = None) -> InputError:
+    who = f"plane '{plane}' of " if plane else ""
+    return InputError(f"{who}kernel '{plan.kernel.name}': reverse: {msg}")
+
+
+def choose_wrt(plan, wrt, given: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(inputs the adjoint differentiates, sinks whose initial contents get a gradient)."""
+    sig = plan.kernel.signature
+    floats = [p.name for p in sig.planes if p.kind in ("lane", "param", "table")]
+    if wrt is None:
+        return tuple(floats), tuple(n for n in given if sig.get(n) is not None and sig.get(n).kind == "sink")
+    names = (wrt,) if isinstance(wrt, str) else tuple(wrt)
+    for n in names:
+        p = sig.get(n)
+        if p is None:
+            raise _fail(plan, f"wrt= names '{n}', which is not a plane; its float inputs are {floats}")
+        if p.kind in ("index", "grid"):
+            raise _fail(plan, "is an integer plane (keys, indices, extents) and has no gradient: leave it out of "
+                              "wrt=", n)
+        if p.kind == "output":
+            raise _fail(plan, "is an output; wrt= names inputs (its cotangent is the cotangent= argument)", n)
+    return (tuple(n for n in names if sig.get(n).kind in ("lane", "param", "table")),
+            tuple(n for n in names if sig.get(n).kind == "sink"))
+
+
+def adjoint_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
+    """The adjoint kernel (and the winners kernel, if any) deployed like `plan`, made once per wrt (and lane
+    extents, when the adjoint depends on them)."""
+    import eagle
+    from hawk.reverse import adjoint, needs_extents, winners
+
+    kernel = plan.kernel
+    cache = plan.__dict__.setdefault("_reverse", {})
+    ext = extents if needs_extents(kernel, wrt) else None
+    key = (wrt, ext)
+    if key not in cache:
+        made = kernel.__dict__.setdefault("_adjoints", {})  # the kernels, shared by every plan of `kernel`
+        if key not in made:
+            adj, design = adjoint(kernel, wrt, ext)
+            made[key] = (adj, design, winners(kernel, ext) if design.win else None)
+        adj, design, win = made[key]
+        opts = dict(threads=plan.threads, min_chunk=plan.min_chunk, **getattr(plan, "options", {}))
+        cache[key] = (eagle.deploy(adj, plan.target, **opts), design,
+                      eagle.deploy(win, plan.target, **opts) if win is not None else None)
+    return cache[key]
+
+
+def cotangents(plan, design, cotangent, extents: tuple[int, ...], dtype) -> dict[str, np.ndarray]:
+    """The adjoint's cotangent planes from what the caller passed (a missing one is zero)."""
+    kernel, sig = plan.kernel, plan.kernel.signature
+    names = list(design.ct)
+    if not isinstance(cotangent, Mapping):
+        if len(names) != 1:
+            raise _fail(plan, f"the kernel has outputs {sorted(names)}: pass cotangent= as a dict by output name")
+        cotangent = {names[0]: cotangent}
+    given = dict(cotangent)
+    for out in names:  # a vector cell's components, as run hands them back
+        size = math.prod(design.payload[out])
+        if design.ct_kind[out] == "table" and out in kernel.outputs and out not in given \
+                and all(f"{out}_{k}" in given for k in range(size)):
+            given[out] = np.concatenate([np.asarray(given.pop(f"{out}_{k}"), dtype=dtype).reshape(-1)
+                                         for k in range(size)])
+    unknown = [n for n in given if n not in design.ct]
+    if unknown:
+        raise _fail(plan, f"cotangent names '{unknown[0]}', which is not an output; the outputs are {sorted(names)}")
+    out_planes = {}
+    for out in names:
+        kind, pay = design.ct_kind[out], design.payload[out]
+        labels = [a.label for a in sig.lane_axes()]
+        kept = tuple(extents[labels.index(a)] for a in design.kept.get(out, ()))
+        if out in kernel.outputs and kind == "lane":
+            want = (*pay, *extents)
+        elif out in kernel.outputs:
+            want = (*pay, *kept) if kept else (math.prod(pay),)
+        else:
+            want = (*pay, *(a.extent for a in sig.get(out).axes))
+        a = np.zeros(want, dtype) if out not in given else np.asarray(given[out])
+        if a.dtype.kind != "f":
+            a = a.astype(dtype)
+        if a.size != math.prod(want):
+            raise _fail(plan, f"the cotangent of '{out}' must be shaped {want} (as run hands it back), got {a.shape}")
+        a = np.ascontiguousarray(a, dtype=dtype)
+        if kind == "param":
+            out_planes[design.ct[out]] = a.reshape(-1)[:1]
+        elif kind == "lane":
+            out_planes[design.ct[out]] = a.reshape(want) if len(pay) < 2 else a.reshape(math.prod(pay), *extents)
+        else:  # a Table: payload components first (flattened), then the sink's or kept cell's axes
+            axes = kept if out in kernel.outputs else tuple(a_.extent for a_ in sig.get(out).axes)
+            size = math.prod(pay)
+            out_planes[design.ct[out]] = a.reshape(((size,) if size > 1 or not axes else ()) + axes)
+    return out_planes
+
+
+class _Prepared:
+    """One kernel's launch with its planes bound and buffers allocated once (as plan.bind does)."""
+
+    def __init__(self, plan, planes: dict):
+        self.plan = plan
+        self.bound = plan.binder.bind(planes)
+        self.stages, self.results = plan.stages(self.bound, 0, self.bound.lanes)
+
+    def set(self, name: str, a: np.ndarray) -> None:
+        """Write an input of the next launch (into the buffer bound for it, which this module owns)."""
+        self.bound.arrays[name][...] = np.asarray(a).reshape(-1)
+
+    def launch(self) -> dict[str, np.ndarray]:
+        run_stages(self.stages)
+        self.plan.last_chunks = tuple(st.nchunks for st in self.stages)
+        return {k: np.asarray(v) for k, v in self.results.items()}
+
+
+class Reverse:
+    """The reverse of one plan for one set of planes: the adjoint (and winners) launches prepared once; each call
+    takes a cotangent and hands back the gradients (in buffers reused by the next call, as plan.bind's results)."""
+
+    def __init__(self, plan, planes: dict, wrt=None):
+        self.plan, self.planes = plan, dict(planes)
+        sig = plan.kernel.signature
+        b = plan.binder.bind(self.planes)  # the forward's own checks: names, shapes, dtypes, extents
+        self.dtype, self.extents = b.dtype, b.extents
+        self.kwrt, self.swrt = choose_wrt(plan, wrt, b.given)
+        adj, self.design, win = adjoint_for(plan, self.kwrt, b.extents)
+        inputs = {n: v for n, v in self.planes.items() if sig.get(n) is None or sig.get(n).kind not in ("output",
+                                                                                                      "sink")}
+        zero = cotangents(plan, self.design, {}, b.extents, b.dtype)
+        self.fills = {s: np.full(tuple(a.extent for a in sig.get(s).axes), -1.0, b.dtype) for s in self.design.win}
+        self.wins = {s: f.copy() for s, f in self.fills.items()}
+        self.win_run = _Prepared(win, {**inputs, **self.fills}) if win is not None else None
+        tables = {self.design.win[s]: w for s, w in self.wins.items()}
+        self.adj_run = _Prepared(adj, {**inputs, **zero, **tables}) if self.kwrt else None
+
+    def __call__(self, cotangent) -> dict[str, Array]:
+        plan, design, sig = self.plan, self.design, self.plan.kernel.signature
+        cts = cotangents(plan, design, cotangent, self.extents, self.dtype)
+        if not isinstance(cotangent, Mapping):  # one output (cotangents() checked it)
+            cotangent = {next(iter(design.ct)): cotangent}
+        if self.win_run is not None:
+            for f in self.fills.values():
+                f[...] = -1.0
+            got = self.win_run.launch()
+            for s in design.win:
+                self.wins[s][...] = got[s]
+                if self.adj_run is not None:
+                    self.adj_run.set(design.win[s], got[s])
+        results = {}
+        if self.adj_run is not None:  # (wrt= may name sinks only)
+            for name, a in cts.items():
+                self.adj_run.set(name, a)
+            results = self.adj_run.launch()
+            plan.last_reverse_chunks = self.adj_run.plan.last_chunks
+        grads = {}
+        for x in self.kwrt:
+            shape = (1,) if sig.get(x).kind == "param" else np.shape(self.planes[x])
+            grads[x] = Array(results[design.grad[x]].reshape(shape))
+        for s in self.swrt:  # a sink's initial contents: added to (the cotangent), or replaced where a lane stored
+            shape = (*design.payload.get(s, ()), *(a.extent for a in sig.get(s).axes))
+            ct = np.broadcast_to(np.asarray(cotangent.get(s, 0.0), self.dtype), shape)
+            if s in design.win:
+                ct = np.where(self.wins[s] < 0, ct, 0.0)
+            grads[s] = Array(np.array(ct, dtype=self.dtype))
+        return grads
+
+
+def reverse(plan, cotangent, wrt=None, planes: dict | None = None) -> dict[str, Array]:
+    """Gradients by input name, each an eagle.Array shaped like the input (a Param's: one element)."""
+    return Reverse(plan, planes or {}, wrt)(cotangent)
+
+
+def reverse_bound(launch, cotangent, wrt=None) -> dict[str, Array]:
+    """`plan.bind(**planes).reverse(cotangent)`: the adjoint's launches are bound once per wrt and reused."""
+    cache = launch.__dict__.setdefault("_reverse", {})
+    key = None if wrt is None else ((wrt,) if isinstance(wrt, str) else tuple(wrt))
+    if key not in cache:
+        cache[key] = Reverse(launch.plan, launch.planes, wrt)
+    return cache[key](cotangent)

@@ -1,0 +1,297 @@
+"""The adjoint of a kernel as a kernel: its planes (hawk/reverse/sweep.Design), its signature, and a `Kernel`
+made from hawk IR instead of a Python function, so that it is split into stages, laid out, lowered, compiled and
+cached exactly as a decorated kernel is (every target, the same disk cache).
+
+`adjoint(kernel, wrt, extents)` reads the forward kernel's hawk IR once to decide the adjoint's planes:
+- each per-lane output `y` gets a cotangent plane of its payload; each cell a Param (a Table of its components
+  for a vector or matrix cell); each sink a Table shaped like the sink (payload first);
+- each differentiated per-lane input gets a per-lane gradient output, or, when some lane reads it with `.at`, a
+  gradient sink over the lanes (ordered scatters); each Param a cell (an ordered sum); each Table a gradient
+  sink with the table's axes;
+- a sink stored into with `=` needs the lane that won each slot: a small "winners" kernel stores each lane's
+  index by the same keys, and the adjoint reads the result as a Table.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hawk import cache
+from hawk import types as T
+from hawk.compiler import Kernel, _info_path, _read_info
+from hawk.errors import KernelError
+from hawk.signature import PlaneSpec, Signature, _annotation
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the forward hawk IR says that the adjoint's planes depend on."""
+
+    at_read: frozenset[str]  # per-lane planes some lane reads with .at
+    sink_payload: dict  # sink -> payload shape of what is scattered into it
+    stored: frozenset[str]  # sinks stored into with =
+    kept: dict  # cell -> the lane axes its reduction keeps (cells over every lane are left out)
+    stores: dict  # stored sink -> how many `=` statements store into it
+
+
+def facts(kernel: Kernel) -> Facts:
+    """Read the forward IR (float64) and refuse what the reverse cannot take, naming kernel and plane."""
+    from mlir import ir
+
+    from hawk.ir.dialect import attr_str, is_hawk, new_context
+    from hawk.passes.verify import error_at
+
+    known = kernel.__dict__.get("_reverse_facts")
+    if known is not None:
+        return known
+    sig = kernel.signature
+    at, pay, stored, added, kept, counts = set(), {}, set(), set(), {}, {}
+    with new_context(), ir.Location.unknown():
+        module = ir.Module.parse(located_ir(kernel, kernel.default_spec()))
+        found = []
+        module.operation.walk(lambda o: (found.append(o), ir.WalkResult.ADVANCE)[1])
+        for op in found:
+            if is_hawk(op, "at") and sig.get(attr_str(op, "plane")).kind == "lane":
+                at.add(attr_str(op, "plane"))
+            elif is_hawk(op, "load") and sig.get(attr_str(op, "plane")).kind == "output":
+                raise error_at(op, f"the reverse cannot take a read of output "
+                                   f"'{attr_str(op, 'plane')}' before it is assigned (its initial contents): pass "
+                                   "those values as an input plane instead")
+            elif is_hawk(op, "scatter"):
+                sink = attr_str(op, "sink")
+                t = op.operands[0].type
+                pay[sink] = tuple(ir.VectorType(t).shape) if isinstance(t, ir.VectorType) else ()
+                if attr_str(op, "mode") == "set":
+                    p = op.parent
+                    while p is not None and p.name != "func.func":
+                        if p.name == "scf.for":
+                            raise error_at(op, f"the reverse does not take a store (=) into sink '{sink}' inside "
+                                               "a for loop yet (which pass wins a slot is not known to the "
+                                               "adjoint): store after the loop")
+                        p = p.parent
+                    stored.add(sink)
+                    counts[sink] = counts.get(sink, 0) + 1
+                else:
+                    added.add(sink)
+            elif is_hawk(op, "cell") and attr_str(op, "name") in kernel.outputs:
+                axes = _kept_axes(op.operands[0], sig)
+                if axes:
+                    kept[attr_str(op, "name")] = axes
+    both = stored & added
+    if both:
+        raise KernelError(f"the reverse cannot take sink '{sorted(both)[0]}', both stored into (=) and added "
+                          "into (+=): use two sinks", kernel=kernel.name)
+    kernel._reverse_facts = Facts(frozenset(at), pay, frozenset(stored), kept, counts)
+    return kernel._reverse_facts
+
+
+def located_ir(kernel: Kernel, spec) -> str:
+    """The kernel's hawk IR for `spec` with its source locations (the compiler's text drops them), so that a
+    refusal found on an op points at the user's line."""
+    from mlir import ir
+
+    from hawk.frontend.visitor import KernelBuilder
+    from hawk.ir.dialect import new_context
+    from hawk.lowering import types
+
+    kernel.hawk_ir(spec)  # the compiler's checks (captured values unchanged since decoration, verify-hawk)
+    with new_context(), ir.Location.unknown():
+        ftype, itypes = types(spec)
+        module = KernelBuilder(kernel.source, kernel.signature, ftype, itypes).build()
+        return module.operation.get_asm(enable_debug_info=True)
+
+
+def _kept_axes(v, sig: Signature) -> tuple[str, ...]:
+    """The lane axes kept by the reduction a cell's value comes from (through ops on reduced values)."""
+    from hawk.ir.dialect import attr_strs, is_hawk
+
+    owner = v.owner
+    if not hasattr(owner, "operands"):
+        return ()
+    if is_hawk(owner, "reduce"):
+        over = set(attr_strs(owner, "over"))
+        return tuple(a.label for a in sig.lane_axes() if a.label not in over)
+    for u in owner.operands:
+        kept = _kept_axes(u, sig)
+        if kept:
+            return kept
+    return ()
+
+
+def ct_axes(size: int, keyed: tuple) -> tuple:
+    """A cotangent Table's axes: its payload's components ("p", when more than one or nothing else), then the
+    sink's or kept cell's axes ("a0", "a1", ...)."""
+    return ((T.Axis("p", size),) if size > 1 or not keyed else ()) + keyed
+
+
+def _fresh(base: str, used: set[str]) -> str:
+    name = base
+    while name in used:
+        name = "_" + name
+    used.add(name)
+    return name
+
+
+def _payload_type(shape: tuple[int, ...]):
+    return _annotation("lane", T.Payload(tuple(shape)), (), False)
+
+
+def design(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None, float_dtype: str):
+    """The adjoint's Design (hawk/reverse/sweep.py), its Signature and its outputs' modes."""
+    from hawk.reverse.sweep import Design
+
+    sig, f = kernel.signature, facts(kernel)
+    used = {p.name for p in sig.planes} | {a.label for a in sig.lane_axes()} | {"result"}
+    planes = [p for p in sig.planes if p.kind in ("lane", "index", "param", "table", "grid")]
+    ct, ct_kind, payload, grad, grad_kind, win, outputs = {}, {}, {}, {}, {}, {}, {}
+    for out, mode in sorted(kernel.outputs.items()):
+        shape = sig.returns.shape if out == "result" else sig.get(out).payload.shape
+        ct[out], payload[out] = _fresh(f"ct_{out}", used), shape
+        if mode == "lane":
+            ct_kind[out] = "lane"
+            planes.append(PlaneSpec(ct[out], "lane", _payload_type(shape), T.Payload(shape)))
+        elif not shape and out not in f.kept:
+            ct_kind[out] = "param"
+            planes.append(PlaneSpec(ct[out], "param", T.Param))
+        else:
+            ct_kind[out] = "table"
+            labels = [a.label for a in sig.lane_axes()]
+            keyed = tuple(T.Axis(f"a{k}", extents[labels.index(a)]) for k, a in enumerate(f.kept.get(out, ())))
+            axes = ct_axes(math.prod(shape), keyed)
+            planes.append(PlaneSpec(ct[out], "table", T.TableType(axes), axes=axes))
+    for p in sig.planes:
+        if p.kind != "sink" or p.name not in f.sink_payload:
+            continue
+        shape = f.sink_payload[p.name]
+        ct[p.name], ct_kind[p.name], payload[p.name] = _fresh(f"ct_{p.name}", used), "table", shape
+        keyed = tuple(T.Axis(f"a{k}", a.extent) for k, a in enumerate(p.axes))
+        axes = ct_axes(math.prod(shape), keyed)
+        planes.append(PlaneSpec(ct[p.name], "table", T.TableType(axes), axes=axes))
+        if p.name in f.stored:
+            win[p.name] = _fresh(f"win_{p.name}", used)
+            planes.append(PlaneSpec(win[p.name], "table", T.TableType(keyed), axes=keyed))
+    lanes = math.prod(extents) if extents else None
+    for x in wrt:
+        p = sig.get(x)
+        grad[x] = _fresh(f"grad_{x}", used)
+        if p.kind == "lane":
+            payload[x] = p.payload.shape
+            if x in f.at_read:
+                grad_kind[x] = "sink"
+                axes = (T.Axis("lane", lanes),)
+                planes.append(PlaneSpec(grad[x], "sink", T.SinkType(axes), axes=axes))
+            else:
+                grad_kind[x], outputs[grad[x]] = "lane", "lane"
+                planes.append(PlaneSpec(grad[x], "output", T.Mutable[_payload_type(p.payload.shape)],
+                                        p.payload))
+        elif p.kind == "param":
+            grad_kind[x], outputs[grad[x]] = "cell", "cell"
+            planes.append(PlaneSpec(grad[x], "output", T.Mutable[T.Scalar], T.Payload(())))
+        else:  # a Table: a sink with its axes
+            grad_kind[x] = "sink"
+            planes.append(PlaneSpec(grad[x], "sink", T.SinkType(p.axes), axes=p.axes))
+    tables = {p.name: [(a.label, a.extent) for a in p.axes] for p in sig.planes if p.kind == "table"}
+    d = Design(kernel.name, f"{kernel.name}__reverse", [a.label for a in sig.lane_axes()], extents, ct, ct_kind,
+               payload, grad, grad_kind, win, tables, float_dtype, dict(f.kept), dict(f.stores))
+    return d, Signature(tuple(planes), None), outputs, f
+
+
+def needs_extents(kernel: Kernel, wrt: tuple[str, ...]) -> bool:
+    """Whether the adjoint is specialised to the lane extents: a gradient sink over the lanes (a plane read
+    with .at), or the lane index of a grid lane (stores by key)."""
+    f = facts(kernel)
+    return bool(f.at_read & set(wrt)) or bool(f.stored and len(kernel.signature.lane_axes()) > 1) or bool(f.kept)
+
+
+class IRKernel(Kernel):
+    """A kernel whose hawk IR is made from another kernel's (per specialisation) rather than read from Python.
+    Everything after the hawk IR (stages, layouts, lowering, caches) is the decorated kernel's own code."""
+
+    def __init__(self, forward: Kernel, name: str, signature: Signature, outputs: dict[str, str],
+                 transform, key: str):
+        self.fn = None
+        self.forward, self.name, self.transform = forward, name, transform
+        self.__doc__ = f"made from the hawk IR of kernel '{forward.name}'"
+        self.source = forward.source  # errors point at the forward kernel's lines
+        self.signature = signature
+        self._hawk, self._lowered, self._layouts, self._stages = {}, {}, {}, {}
+        self._info_key = cache.key(forward._info_key, name, key)
+        self._info = _read_info(_info_path(name, self._info_key))
+        self._info["outputs"] = dict(outputs)
+        self.stages(self.default_spec())  # build and split now: refusals come before any launch
+
+    def hawk_ir(self, spec=None) -> str:
+        spec = spec or self.default_spec()
+        if spec not in self._hawk:
+            fwd = self.forward
+            idt = {n: d for n, d in spec.index_dtypes if fwd.signature.get(n) is not None}
+            text = self.transform(located_ir(fwd, fwd.spec_for(spec.float_dtype, idt)), spec.float_dtype)
+            self._hawk[spec] = (text, self._info["outputs"])
+        return self._hawk[spec][0]
+
+
+def _transform(fn):
+    """Run `fn(module, float_dtype)` on a parsed copy of the forward IR and give back the verified text."""
+
+    def run(text: str, float_dtype: str) -> str:
+        from mlir import ir
+
+        from hawk.ir.dialect import new_context
+
+        with new_context(), ir.Location.unknown():
+            module = ir.Module.parse(text)
+            fn(module, float_dtype)
+            try:
+                module.operation.verify()
+            except ir.MLIRError as exc:  # a bug of the reverse, not the user's
+                raise RuntimeError(f"internal error: the adjoint IR does not verify: {exc}\n{module}") from exc
+            return str(module)
+
+    return run
+
+
+def adjoint(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None) -> tuple[IRKernel, object]:
+    """The adjoint kernel of `kernel` for the inputs `wrt` (and the lane extents, when it needs them)."""
+    from hawk.reverse.sweep import Sweep
+
+    d, sig, outputs, f = design(kernel, wrt, extents, "float64")
+
+    def build(module, float_dtype):
+        d.float_dtype = float_dtype
+        Sweep(module, d).build()
+
+    return IRKernel(kernel, d.name, sig, outputs, _transform(build), repr((wrt, extents))), d
+
+
+def winners(kernel: Kernel, extents: tuple[int, ...] | None) -> IRKernel:
+    """The kernel that stores each lane's store number (lane index x stores into the sink + the statement's
+    position) into the sinks `kernel` stores into with `=`, by the same keys: run on sinks filled with -1, it
+    leaves each slot's winning store (the last in lane order, then statement order), or -1."""
+    from hawk.ir.dialect import attr_str, is_hawk
+    from hawk.reverse.loops import dce
+    from hawk.reverse.sweep import Sweep, kernel_func
+
+    sig, f = kernel.signature, facts(kernel)
+    planes = [p for p in sig.planes if p.kind in ("lane", "index", "param", "table", "grid")
+              or (p.kind == "sink" and p.name in f.stored)]
+    name = f"{kernel.name}__winners"
+
+    def build(module, float_dtype):
+        from mlir import ir
+
+        d, _, _, _ = design(kernel, (), extents, float_dtype)
+        d.name = name
+        s = Sweep(module, d)
+        for op in list(s.block.operations):
+            if not is_hawk(op) or op.operation.name not in ("hawk.store", "hawk.cell", "hawk.scatter"):
+                continue
+            if is_hawk(op, "scatter") and attr_str(op, "mode") == "set":
+                with ir.InsertionPoint(op), op.location:  # the lane's store number, whatever the payload stored
+                    op.operands[0] = s.store_number(op)
+            else:
+                op.operation.erase()
+        kernel_func(module).attributes["sym_name"] = ir.StringAttr.get(name)
+        dce(kernel_func(module))
+
+    return IRKernel(kernel, name, Signature(tuple(planes), None), {}, _transform(build), repr(extents))

@@ -1,0 +1,382 @@
+"""The reverse sweep: a forward kernel's hawk IR becomes its adjoint's hawk IR, in one function.
+
+The adjoint function starts with the forward body (recomputed: its values, reductions included, are what the
+reverse reads), with the forward's side effects removed, then walks the forward ops backwards and accumulates a
+cotangent per float value (hawk/reverse/rules.py has the derivative of each op):
+
+- `if`/`else` bodies are hoisted to the top level (they are lane-local and pure, so computing the untaken side is
+  harmless) with their results chosen by selects; their reverse runs under an `scf.if` on the same condition, so
+  the untaken side gets exactly zero, and never a NaN from a derivative the lane did not need;
+- a cotangent is either per lane or *uniform* (the same in every lane: a cell's cotangent, flowing back through
+  ops on reduced values). The cotangent of a reduced value is the sum over lanes of the per-lane shares (an
+  ordered sum, exact, so the bits never depend on the split) plus its uniform part, which is added once (as the
+  share of the first lane). That sum reads lanes, so split-stages turns it into a stage of its own: the reverse of
+  a staged kernel is staged, in reverse order;
+- `.at` reads and Table lookups scatter their cotangent (ordered) into the plane's gradient sink at the clamped
+  coordinates the forward read; Param cotangents are ordered sums over lanes.
+
+Loops are reversed in hawk/reverse/loops.py; the forward's outputs seed the sweep and the gradients leave it in
+hawk/reverse/outputs.py; each op's derivative is in hawk/reverse/rules.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlir import ir
+from mlir.dialects import vector
+
+from hawk.ir.build import create, strs
+from hawk.ir.dialect import attr_str, attr_strs, is_hawk
+from hawk.passes.verify import error_at
+from hawk.reverse.loops import LoopsMixin, dce, deep_operands, nested_ops
+from hawk.reverse.outputs import OutputsMixin
+from hawk.reverse.rules import LEAVES, RULES, Emit, is_float
+
+_EFFECTS = ("hawk.store", "hawk.cell", "hawk.scatter")
+
+
+@dataclass
+class If:
+    """A forward `if` after hoisting: its condition, the ops of each side, what each side yields, and the
+    selects that replaced its results."""
+
+    cond: ir.Value
+    then_items: list
+    else_items: list
+    then_yields: list
+    else_yields: list
+    results: list
+    origin: int = -1  # its position among the ops hoisted
+
+
+@dataclass
+class Design:
+    """What the adjoint's planes are called (hawk/reverse/design.py decides them)."""
+
+    kernel: str  # the forward kernel's name, for errors
+    name: str  # the adjoint function's name
+    axes: list[str]  # lane axes, in grid order
+    extents: tuple[int, ...] | None  # lane extents when the adjoint needs them (sinks over lanes), else None
+    ct: dict[str, str]  # forward output, cell or sink -> its cotangent plane
+    ct_kind: dict[str, str]  # ... -> "lane" | "param" | "table" (a Table for vector cells and sinks)
+    payload: dict[str, tuple[int, ...]]  # ... -> payload shape of the cotangent
+    grad: dict[str, str]  # forward input -> its gradient plane
+    grad_kind: dict[str, str]  # ... -> "lane" (a per-lane output) | "sink" (a scatter sink) | "cell"
+    win: dict[str, str]  # stored sink -> the table that holds its winning lane per slot
+    tables: dict[str, list[tuple[str, int]]]  # forward Table -> its axes (label, extent)
+    float_dtype: str = "float64"
+    kept: dict = field(default_factory=dict)  # cell -> lane axes its reduction keeps (its cotangent: a Table)
+    stores: dict = field(default_factory=dict)  # stored sink -> its `=` statements
+
+
+def kernel_func(module: ir.Module):
+    return next(op for op in module.body.operations if "hawk.kernel" in op.attributes)
+
+
+class Sweep(LoopsMixin, OutputsMixin, Emit):
+    """Builds the adjoint inside a parsed forward module (the current MLIR context)."""
+
+    def __init__(self, module: ir.Module, plan: Design):
+        self.module, self.p = module, plan
+        self.func = kernel_func(module)
+        self.block = self.func.regions[0].blocks[0]
+        self.ret = self.block.operations[len(self.block.operations) - 1]
+        self.adj: dict = {}  # value -> (cotangent, uniform)
+        self.local: dict[str, tuple] = {}  # lane plane / param -> accumulated cotangent
+        self.ftype = ir.F64Type.get() if plan.float_dtype == "float64" else ir.F32Type.get()
+        self._first = None
+        self._linear = None
+        self.barrier: list = []  # results of the forward's max/min reductions
+        self.store_pos: list = []  # (store op, its position among the stores into its sink), in body order
+        seen: dict = {}
+        for op in nested_ops(self.func):
+            if op.name == "hawk.scatter" and attr_str(op, "mode") == "set":
+                sink = attr_str(op, "sink")
+                self.store_pos.append((op, seen.get(sink, 0)))
+                seen[sink] = seen.get(sink, 0) + 1
+        self.in_if = 0  # reverse-ifs around the code being built (a scatter may not sit in one)
+
+    # ---- structure ----------------------------------------------------------------------------------
+    def hoist(self, block, anchor=None) -> list:
+        """The items of a block (ops and Ifs) with every if-body moved before `anchor` (the top-level if)."""
+        return self.hoist_ops(list(block.operations), anchor)
+
+    def hoist_ops(self, ops: list, anchor=None) -> list:
+        items = []
+        for pos, op in enumerate(ops):
+            name = op.operation.name
+            if name in ("scf.yield", "func.return"):
+                continue
+            if name == "scf.if":
+                top = anchor or op
+                then_items = self.hoist(op.regions[0].blocks[0], top)
+                else_items = self.hoist(op.regions[1].blocks[0], top) if len(op.regions[1].blocks) else []
+                ty = list(_yield(op, 0).operands)
+                ey = list(_yield(op, 1).operands)
+                cond = op.operands[0]
+                with ir.InsertionPoint(top), op.location:
+                    sels = [self.select(cond, a, b) for a, b in zip(ty, ey, strict=True)]
+                for r, s in zip(op.results, sels, strict=True):
+                    r.replace_all_uses_with(s)
+                leaves = [x for x in then_items + else_items if not isinstance(x, If) and is_hawk(x)]
+                items += leaves
+                items.append(If(cond, [x for x in then_items if x not in leaves],
+                                [x for x in else_items if x not in leaves], ty, ey, sels, pos))
+                op.operation.erase()
+                continue
+            if anchor is not None:
+                op.operation.move_before(anchor)
+            items.append(op)
+        return items
+
+    # ---- cotangents -----------------------------------------------------------------------------------
+    def first(self) -> ir.Value:
+        """True in the first lane (every coordinate 0): a uniform cotangent is added there, once."""
+        return self._first
+
+    def linear(self) -> ir.Value:
+        """This lane's linear index (row-major over the lane axes)."""
+        if self._linear is None:
+            with ir.InsertionPoint(self.block.operations[0]), self.func.location:
+                self._linear = self._coords_linear([self.lane(a) for a in self.p.axes], clamp=False)
+        return self._linear
+
+    def lane(self, axis: str) -> ir.Value:
+        return create("hawk.lane", [], [ir.IntegerType.get_signless(64)], {"axis": axis}).result
+
+    def _coords_linear(self, coords: list, clamp: bool) -> ir.Value:
+        ext = self.p.extents
+        if len(coords) == 1 and not clamp:
+            return coords[0]
+        lin, stride = None, 1
+        for k in reversed(range(len(coords))):
+            c = coords[k]
+            if clamp:
+                c = self.clamp_i(c, ext[k])
+            term = c if stride == 1 else self.op("arith.muli", c, self.iconst(stride))
+            lin = term if lin is None else self.op("arith.addi", lin, term)
+            stride *= ext[k]
+        return lin
+
+    def store_number(self, op) -> ir.Value:
+        """A store's number as a float: this lane's index times the stores into the sink, plus the statement's
+        position; the last in lane order, then statement order, has the largest (exact below 2**53)."""
+        k = next(pos for o, pos in self.store_pos if o == op.operation)
+        n = self.p.stores.get(attr_str(op, "sink"), 1)
+        num = self.linear() if n == 1 else self.op("arith.addi", self.op("arith.muli", self.linear(),
+                                                                           self.iconst(n)), self.iconst(k))
+        return self.op("arith.sitofp", num, t=self.ftype)
+
+    def clamp_i(self, c: ir.Value, n: int) -> ir.Value:
+        return self.op("arith.minsi", self.op("arith.maxsi", c, self.iconst(0)), self.iconst(n - 1))
+
+    def share(self, entry) -> ir.Value:
+        """A cotangent as a per-lane share: a uniform one counts in the first lane only."""
+        v, uni = entry
+        return self.where(self.first(), v) if uni else v
+
+    def acc(self, v: ir.Value, c: ir.Value, uni: bool, table: dict | None = None) -> None:
+        table = self.adj if table is None else table
+        if not is_float(v.type):
+            return
+        old = table.get(v)
+        if old is None:
+            table[v] = (c, uni)
+        elif old[1] == uni:
+            table[v] = (self.add(old[0], c), uni)
+        else:
+            table[v] = (self.add(self.share(old), self.share((c, uni))), False)
+
+    # ---- the sweep --------------------------------------------------------------------------------------
+    def reverse(self, items: list, adj: dict) -> None:
+        for item in reversed(items):
+            if isinstance(item, If):
+                self.reverse_if(item, adj)
+            else:
+                self.reverse_op(item, adj)
+
+    def reverse_if(self, it: If, adj: dict) -> None:
+        seeds = {}
+        for r, a, b in zip(it.results, it.then_yields, it.else_yields, strict=True):
+            if r in adj:
+                g = self.share(adj.pop(r))
+                seeds.setdefault(0, []).append((a, g))
+                seeds.setdefault(1, []).append((b, g))
+        if not seeds:
+            return
+        inner = _defined(it.then_items) | _defined(it.else_items)
+        outer = [v for v in _used(it.then_items + it.else_items, it.then_yields + it.else_yields)
+                 if is_float(v.type) and v not in inner]
+        op = create("scf.if", [it.cond], [v.type for v in outer], regions=2)
+        for side, items in ((0, it.then_items), (1, it.else_items)):
+            blk = op.regions[side].blocks.append()
+            with ir.InsertionPoint(blk):
+                local: dict = {}
+                for v, g in seeds.get(side, []):
+                    self.acc(v, g, False, local)
+                self.in_if += 1
+                self.reverse(items, local)
+                self.in_if -= 1
+                create("scf.yield", [local[v][0] if v in local else self.zero(v.type) for v in outer])
+        for v, r in zip(outer, op.results, strict=True):
+            self.acc(v, r, False, adj)
+
+    def reverse_op(self, op, adj: dict) -> None:
+        name = op.operation.name
+        if name in _EFFECTS:
+            self.seed(op, adj)
+            return
+        if name == "scf.for":
+            self.reverse_for(op, adj)
+            return
+        if not op.results or not any(r in adj for r in op.results):
+            return
+        if len(op.results) != 1:
+            raise error_at(op, f"the reverse does not know the op {name}")
+        g, uni = adj.pop(op.results[0])
+        if name.startswith("hawk."):
+            self.reverse_hawk(op, g, uni, adj)
+            return
+        if name in LEAVES:
+            return
+        rule = RULES.get(name)
+        if rule is None:
+            raise error_at(op, f"the reverse has no derivative for {name} (used on "
+                               "this line); rewrite it with differentiable hawk.math functions")
+        try:
+            parts = rule(self, op, g)
+        except NotImplementedError as exc:
+            raise error_at(op, f"the reverse cannot differentiate {exc}") from None
+        for pos, c in parts:
+            self.acc(op.operands[pos] if isinstance(pos, int) else pos, c, uni, adj)
+
+    def reverse_hawk(self, op, g, uni: bool, adj: dict) -> None:
+        if is_hawk(op, "load") or is_hawk(op, "param"):
+            plane = attr_str(op, "plane")
+            if plane in self.p.grad:
+                self.acc(op.results[0], g, uni, self.local.setdefault(plane, {}))
+        elif is_hawk(op, "at"):
+            self.reverse_at(op, self.share((g, uni)))
+        elif is_hawk(op, "reduce"):
+            self.reverse_reduce(op, g, uni, adj)
+
+    def reverse_at(self, op, g) -> None:
+        plane = attr_str(op, "plane")
+        if plane not in self.p.grad:
+            return
+        if self.in_if:
+            raise error_at(op, "the reverse of a .at read inside a for loop inside an "
+                               "if is a scatter inside an if, which hawk refuses: read it outside the if (m.where "
+                               "picks the value)")
+        axes = attr_strs(op, "axes")
+        coords = list(op.operands)
+        if plane in self.p.tables:
+            keys = [self.clamp_i(c, n) for c, (_, n) in zip(coords, self.p.tables[plane], strict=True)]
+        elif axes == ["#"]:
+            keys = [self.clamp_i(coords[0], _prod(self.p.extents))]
+        else:
+            keys = [self._coords_linear(coords, clamp=True)]
+        self.scatter(self.p.grad[plane], g, keys)
+
+    def scatter(self, sink: str, v, keys) -> None:
+        create("hawk.scatter", [v, *keys], [], {"sink": sink, "mode": "add", "policy": "ordered"})
+
+    def total(self, value, over: list[str]) -> ir.Value:
+        """An ordered sum over the lanes of `over` (read back, per kept slot, by the lanes after a stage).
+
+        A launch reduces with one operation (sum, or max, or min), so when the forward takes maxima or minima each
+        of these sums is made to read all of them (a select whose two sides are the same value): split-stages
+        then puts it in a stage after theirs, and the select costs nothing once compiled."""
+        for r in self.barrier:
+            if isinstance(r.type, ir.VectorType):
+                r = vector.extract(r, [], [0] * len(ir.VectorType(r.type).shape))
+            value = create("arith.select", [self.cmp("oeq", r, r), value, value], [value.type]).result
+        return create("hawk.reduce", [value], [value.type],
+                      {"kind": "sum", "over": strs(over), "policy": "ordered"}).result
+
+    def reverse_reduce(self, op, g, uni: bool, adj: dict) -> None:
+        kind, over = attr_str(op, "kind"), attr_strs(op, "over")
+        t = g if uni else self.total(g, over)
+        v = op.operands[0]
+        mask = op.operands[1] if len(op.operands) > 1 else None
+        one = self.const(1.0, v.type)
+        if kind == "sum":
+            dv = t
+        elif kind == "mean":
+            n = self.total(self.where(mask, one) if mask is not None else one, over)
+            dv = self.div(t, n)
+        else:  # max/min: ties share the cotangent equally (as jax.grad does)
+            tie = self.cmp("oeq", v, op.results[0])
+            if mask is not None:
+                tie = self.land(tie, vector.broadcast(tie.type, mask) if isinstance(v.type, ir.VectorType) else mask)
+            n = self.total(self.where(tie, one), over)
+            dv = self.where(tie, self.div(t, n))
+        if mask is not None and kind in ("sum", "mean"):
+            dv = self.where(mask, dv)
+        self.acc(v, dv, False, adj)
+
+    # ---- the whole adjoint ------------------------------------------------------------------------------
+    def build(self) -> None:
+        entry = self.block.operations[0]
+        for op in nested_ops(self.func)[1:]:  # reads with no operands: to the entry, so every region sees them
+            if op.name in ("hawk.load", "hawk.param", "hawk.lane", "arith.constant") and op != entry.operation:
+                op.move_before(entry)
+        effects = [op for op in nested_ops(self.func) if op.name in _EFFECTS]
+        self.barrier = [op.results[0] for op in nested_ops(self.func)
+                         if op.name == "hawk.reduce" and attr_str(op, "kind") in ("max", "min")]
+        items = self.hoist(self.block)
+        for op in items:  # recomputed sums are ordered: the point the reverse linearises at has the same bits
+            if not isinstance(op, If) and is_hawk(op, "reduce") and attr_str(op, "kind") in ("sum", "mean"):
+                op.attributes["policy"] = ir.StringAttr.get("ordered")
+        with ir.InsertionPoint(self.ret), self.func.location:
+            lanes = [self.lane(a) for a in self.p.axes]
+            first = None
+            for c in lanes:
+                z = self.icmp_eq(c, self.iconst(0))
+                first = z if first is None else self.land(first, z)
+            self._first = first
+            self.reverse(items, self.adj)
+            self.finish()
+        for op in effects:
+            op.erase()
+        self.func.attributes["sym_name"] = ir.StringAttr.get(self.p.name)
+        dce(self.func)
+
+
+def _prod(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _yield(if_op, side: int):
+    blocks = if_op.regions[side].blocks
+    return blocks[0].operations[len(blocks[0].operations) - 1]
+
+
+def _defined(items) -> set:
+    out = set()
+    for it in items:
+        if isinstance(it, If):
+            out |= _defined(it.then_items) | _defined(it.else_items) | set(it.results)
+        else:
+            out |= set(it.results)
+    return out
+
+
+def _used(items, extra) -> list:
+    seen, out = set(), []
+    for v in [v for it in items for v in _operands(it)] + list(extra):
+        if v not in seen:
+            seen.add(v)
+            out.append(v)
+    return out
+
+
+def _operands(it) -> list:
+    if isinstance(it, If):
+        return [it.cond, *[v for x in it.then_items + it.else_items for v in _operands(x)],
+                *it.then_yields, *it.else_yields]
+    return deep_operands(it)
