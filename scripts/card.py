@@ -5,12 +5,15 @@
 For each target (by default "host" and "spirv"; spirv runs on any Vulkan device, Mesa's lavapipe where there is no
 GPU) it measures, for every sum policy, k = |result - fsum(terms)| / (eps * sum|terms|), where fsum is Python's
 exactly rounded math.fsum of the terms as the kernel saw them (rounded to the run's dtype) and eps is that dtype's
-machine epsilon (2**-52 for float64, 2**-23 for float32). It keeps the worst k over several input families for
-each (operation, policy, dtype, run length) and writes a markdown card with a table per target plus a JSON copy
-next to it (docs/card.md and docs/card.json by default). Every target sees the very same terms. A target that
-cannot run here is listed with the reason; a run the target refuses (a documented limit, such as lavapipe's loop
-budget) is listed as refused, never as a k. `measure(quick, targets)` does the measuring and returns the card as a
-dict; tests/test_card.py imports this file and calls it.
+machine epsilon (2**-52 for float64, 2**-23 for float32). "ordered" promises the correctly rounded sum, so its
+entries also carry the error in ulps of the exact sum (a Fraction, float32 rounded straight from it) and whether
+every result was bit for bit the exact sum rounded once. A second table runs adversarial sets (cancellation, a
+huge dynamic range, subnormals) through the policies and reports the error in ulps. It keeps the worst k over
+several input families for each (operation, policy, dtype, run length) and writes a markdown card with a table
+per target plus a JSON copy next to it (docs/card.md and docs/card.json by default). Every target sees the very
+same terms. A target that cannot run here is listed with the reason; a run the target refuses (a documented
+limit, such as lavapipe's loop budget) is listed as refused, never as a k. `measure(quick, targets)` does the
+measuring and returns the card as a dict; tests/test_card.py imports this file and calls it.
 """
 
 import argparse
@@ -29,11 +32,13 @@ import eagle
 import hawk
 from hawk import Index, Mutable, Scalar, Sorted
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # card_inputs, also when this file is loaded by path
+from card_inputs import ADVERSARIAL, ADVERSARIAL_LENGTH, FAMILIES, KEYS, LAYOUTS, Exact, eps_of  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = (100, 10_000, 1_000_000)
 QUICK_LENGTHS = (100, 10_000)
 DTYPES = ("float64", "float32")
-KEYS = 4  # slots the spread and grouped scatter layouts use; every slot gets a full run of the length
 SEED = 20_240
 
 # ---------------------------------------------------------------------------------------------- kernels
@@ -101,79 +106,20 @@ SCATTERS = {  # policy -> (Index-key kernel, Sorted[Index]-key kernel)
     "compensated": (card_sc_compensated, card_ss_compensated),
     "ordered": (card_sc_ordered, card_ss_ordered),
 }
-# what each policy promises, in units of eps * sum|terms| ("n" = grows with the run length)
-BOUND = {("sum", "auto"): "n", ("sum", "compensated"): 1, ("sum", "ordered"): "n",
+# what each policy promises: k <= 1 (units of eps * sum|terms|), "n" (grows with the run length) or "0.5 ulp"
+# (correctly rounded: the exact sum rounded once)
+BOUND = {("sum", "auto"): "n", ("sum", "compensated"): 1, ("sum", "ordered"): "0.5 ulp",
          ("scatter", "plain"): "n", ("scatter", "auto"): 1, ("scatter", "compensated"): 1,
-         ("scatter", "ordered"): "n"}
+         ("scatter", "ordered"): "0.5 ulp"}
 
-# ---------------------------------------------------------------------------------------------- inputs
+# ---------------------------------------------------------------------------------------------- inputs and references
 
+# (scripts/card_inputs.py: the families, the adversarial sets and the exact references)
+ADV_ROWS = [("sum", "auto"), ("sum", "compensated"), ("sum", "ordered"), ("scatter", "compensated"),
+            ("scatter", "ordered")]
 
-def _eps(dtype) -> float:
-    return float(np.finfo(dtype).eps)
-
-
-def cancelling(n, dtype, rng):
-    """Pairs b and r - b: big values (1 .. 2e7) that cancel up to small residues r (|r| < 1e-3), shuffled."""
-    half = n // 2
-    b = (rng.uniform(1.0, 2.0, half) * 10.0 ** rng.uniform(0.0, 7.0, half)).astype(dtype)
-    r = rng.uniform(-1e-3, 1e-3, half).astype(dtype)
-    t = np.concatenate([b, (r - b).astype(dtype), np.full(n % 2, 0.625, dtype=dtype)])
-    return rng.permutation(t).astype(dtype)
-
-
-def wide(n, dtype, rng):
-    """Random signs, decimal exponents uniform over 1e-290 .. 1e283 (float32: 1e-30 .. 1e23): no overflow."""
-    d = 290.0 if np.dtype(dtype) == np.float64 else 30.0
-    mant = rng.uniform(1.0, 10.0, n) * rng.choice([-1.0, 1.0], n)
-    return (mant * 10.0 ** rng.uniform(-d, d - 7.0, n)).astype(dtype)
-
-
-def wide_cancelling(n, dtype, rng):
-    """Wide exponents where each huge term also appears negated; what is left is small (|v| ~ 1e-3 .. 1e3)."""
-    w = wide(n // 2 - n // 8, dtype, rng)
-    rest = n - 2 * w.size
-    tail = (rng.normal(size=rest) * 10.0 ** rng.uniform(-3.0, 3.0, rest)).astype(dtype)
-    return rng.permutation(np.concatenate([w, -w, tail])).astype(dtype)
-
-
-def absorbing(n, dtype, rng):
-    """1.0, then n - 1 terms of 0.49 eps: each lies under half an ulp of the running sum (a plain add drops it)."""
-    t = np.full(n, 0.49 * _eps(dtype), dtype=dtype)
-    t[0] = 1.0
-    return t
-
-
-def positive(n, dtype, rng):
-    """Uniform on [0, 1): no cancellation, the running sum grows steadily (the usual case for a plain sum)."""
-    return rng.uniform(0.0, 1.0, n).astype(dtype)
-
-
-FAMILIES = {"cancelling": cancelling, "wide": wide, "wide_cancelling": wide_cancelling,
-            "absorbing": absorbing, "positive": positive}
-LAYOUTS = {  # how the lanes of a scatter meet the slots
-    "one": "every lane to key 0 (Index key)",
-    "one_sorted": "every lane to key 0 (Sorted[Index] key)",
-    "spread": f"{KEYS} keys, a run of the length each, lanes shuffled (Index key)",
-    "grouped": f"{KEYS} keys, a run of the length each, keys grouped (Sorted[Index] key)",
-}
 
 # ---------------------------------------------------------------------------------------------- measuring
-
-
-class _Exact:
-    """fsum(terms) and fsum(|terms|) of one run, computed once."""
-
-    def __init__(self, terms: np.ndarray):
-        t = terms.astype(np.float64)
-        self.sum = math.fsum(t.tolist())
-        self.scale = math.fsum(np.abs(t).tolist())
-
-    def k(self, got, eps: float) -> float:
-        err = abs(float(got) - self.sum)
-        if self.scale == 0.0:
-            return 0.0 if err == 0.0 else math.inf
-        return err / (eps * self.scale)
 
 
 TARGETS = ("host", "spirv")
@@ -210,6 +156,30 @@ def _refusals() -> tuple[type, ...]:
     return (LoopBudgetExceeded,)
 
 
+def adversarial(target: str, run, refusals) -> list[dict]:
+    """Each adversarial set through each row of ADV_ROWS on `target` (every lane into key 0 for a scatter): the
+    error in ulps of the exact sum, k, and whether the result is the exact sum rounded once."""
+    rows = []
+    for dtype_name in DTYPES:
+        dtype = np.dtype(dtype_name).type
+        for si, (name, make) in enumerate(ADVERSARIAL.items()):
+            t = make(ADVERSARIAL_LENGTH, dtype, np.random.default_rng([SEED, 99, si, int(dtype_name == "float32")]))
+            exact = Exact(t)
+            for op, policy in ADV_ROWS:
+                if op == "sum":
+                    got = run(target, SUMS[policy], x=t)
+                else:
+                    got = run(target, SCATTERS[policy][0], key=np.zeros(t.size, dtype=np.int32), x=t)
+                row = {"set": name, "dtype": dtype_name, "op": op, "policy": policy}
+                if isinstance(got, refusals):
+                    row["refused"] = f"{type(got).__name__}: {got}"
+                else:
+                    row.update(ulps=exact.ulps(got[0]), k=exact.k(got[0], eps_of(dtype)),
+                               correctly_rounded=exact.correct(got[0]))
+                rows.append(row)
+    return rows
+
+
 def measure(quick: bool = False, targets=TARGETS) -> dict:
     """Measure every policy on each of `targets` that can run here; the card as a dict (the module docstring says
     what k is). The same terms go to every target."""
@@ -232,7 +202,10 @@ def measure(quick: bool = False, targets=TARGETS) -> dict:
             return exc
 
     def entry(target, op, policy, dtype, n):
-        return worst[target].setdefault((op, policy, dtype, n), {"k": None, "case": None, "cases": {}, "refused": {}})
+        new = {"k": None, "case": None, "cases": {}, "refused": {}}
+        if policy == "ordered":  # the error in ulps of the exact sum, and whether every result was its rounding
+            new.update(ulps=None, ulps_cases={}, correctly_rounded=True)
+        return worst[target].setdefault((op, policy, dtype, n), new)
 
     def note(target, op, policy, dtype, n, case, got, exact, eps):
         e = entry(target, op, policy, dtype, n)
@@ -243,24 +216,29 @@ def measure(quick: bool = False, targets=TARGETS) -> dict:
         e["cases"][case] = max(k, e["cases"].get(case, -1.0))
         if e["k"] is None or not k <= e["k"]:  # a NaN k wins too
             e["k"], e["case"] = k, case
+        if policy == "ordered":
+            u = exact.ulps(got)
+            e["ulps_cases"][case] = max(u, e["ulps_cases"].get(case, -1.0))
+            e["ulps"] = u if e["ulps"] is None or not u <= e["ulps"] else e["ulps"]
+            e["correctly_rounded"] = e["correctly_rounded"] and exact.correct(got)
 
     def pick(got, s):
         return got if isinstance(got, Exception) else got[s]
 
     for dtype_name in DTYPES:
         dtype = np.dtype(dtype_name).type
-        eps = _eps(dtype)
+        eps = eps_of(dtype)
         for n in lengths:
             for fi, (fam, make) in enumerate(FAMILIES.items()):
                 start = time.perf_counter()
                 rng = np.random.default_rng([SEED, fi, n, int(dtype_name == "float32")])
                 # one run of n terms: a sum over every lane, and a scatter of every lane into one key
                 t = make(n, dtype, rng)
-                ex = _Exact(t)
+                ex = Exact(t)
                 zero = np.zeros(n, dtype=np.int32)
                 # KEYS runs of n terms each (fresh draws), grouped by key, and the same lanes shuffled
                 runs = [t] + [make(n, dtype, rng) for _ in range(KEYS - 1)]
-                exacts = [ex] + [_Exact(r) for r in runs[1:]]
+                exacts = [ex] + [Exact(r) for r in runs[1:]]
                 grouped_x = np.concatenate(runs)
                 grouped_k = np.repeat(np.arange(KEYS, dtype=np.int32), n)
                 perm = rng.permutation(grouped_x.size)
@@ -291,8 +269,10 @@ def measure(quick: bool = False, targets=TARGETS) -> dict:
         for (op, policy, dtype_name, n), e in worst[target].items():
             entries.append({"op": op, "policy": policy, "dtype": dtype_name, "length": n, "k": e["k"],
                             "worst_case": e["case"], "bound": BOUND[op, policy], "cases": e["cases"],
-                            "refused": e["refused"]})
+                            "refused": e["refused"],
+                            **{f: e[f] for f in ("ulps", "ulps_cases", "correctly_rounded") if f in e}})
         cards[target] = {"device": _device(target), "entries": entries,
+                         "adversarial": adversarial(target, run, refusals),
                          "kernel_seconds_per_input": kernel_time[target]}
     return {
         "targets": cards,
@@ -301,8 +281,10 @@ def measure(quick: bool = False, targets=TARGETS) -> dict:
         "quick": quick,
         "lengths": list(lengths),
         "dtypes": list(DTYPES),
-        "eps": {d: _eps(np.dtype(d)) for d in DTYPES},
+        "eps": {d: eps_of(np.dtype(d)) for d in DTYPES},
         "families": {name: (f.__doc__ or "").strip() for name, f in FAMILIES.items()},
+        "adversarial_sets": {name: (f.__doc__ or "").strip() for name, f in ADVERSARIAL.items()},
+        "adversarial_length": ADVERSARIAL_LENGTH,
         "layouts": LAYOUTS,
         "seconds_per_input": timing,
     }
@@ -333,8 +315,17 @@ def _lookup(entries: list) -> dict:
 
 
 def _over(e) -> bool:
-    """An entry that breaks a k <= 1 promise (a NaN k does too)."""
+    """An entry that breaks its promise: k <= 1 (a NaN k does too), or for "ordered" the correctly rounded sum."""
+    if e["bound"] == "0.5 ulp":
+        return e["ulps"] is not None and not (e["correctly_rounded"] and e["ulps"] <= 0.5)
     return e["bound"] == 1 and e["k"] is not None and not e["k"] <= 1.0
+
+
+PROMISE = {1: "k <= 1", "n": "grows with n", "0.5 ulp": "0.5 ulp (correctly rounded)"}
+
+
+def _ulps(u: float) -> str:
+    return f"{u:.2g} ulp" if 0.01 <= u < 1000 or u == 0.0 or not math.isfinite(u) else f"{u:.1e} ulp"
 
 
 def _same_ordered(card: dict) -> list[str]:
@@ -364,6 +355,31 @@ def _why(messages) -> str:
     return text
 
 
+def adversarial_table(card: dict, rows: list[dict]) -> list[str]:
+    """The adversarial sets' table: a row per (operation, policy), the error in ulps of the exact sum per set."""
+    sets = list(card.get("adversarial_sets", {}))
+    cols = [(s, d) for d in card["dtypes"] for s in sets]
+    short = {"float64": "f64", "float32": "f32"}
+    by = {(r["op"], r["policy"], r["set"], r["dtype"]): r for r in rows}
+    lines = [f"Error in ulps of the exact sum, {card.get('adversarial_length', 0):,} terms per set (a scatter adds",
+             "every term into key 0); `ordered` must be the exact sum rounded once.", "",
+             "| operation | policy | " + " | ".join(f"{s} {short[d]}" for s, d in cols) + " |",
+             "|---|---|" + "---|" * len(cols)]
+    for op, policy in ADV_ROWS:
+        cells = []
+        for s, d in cols:
+            r = by.get((op, policy, s, d))
+            if r is None or "refused" in r:
+                cells.append("-" if r is None else "refused")
+                continue
+            text = _ulps(r["ulps"])
+            if policy == "ordered" and not (r["correctly_rounded"] and r["ulps"] <= 0.5):
+                text = f"**{text} (not correctly rounded)**"
+            cells.append(text)
+        lines.append(f"| {LABEL[op]} | `{policy}` | " + " | ".join(cells) + " |")
+    return lines
+
+
 def render(card: dict) -> str:
     cols = [(d, n) for d in card["dtypes"] for n in card["lengths"]]
     short = {"float64": "f64", "float32": "f32"}
@@ -377,7 +393,7 @@ def render(card: dict) -> str:
     def table(by: dict, cell) -> list[str]:
         rows = []
         for op, policy in ROWS:
-            bound = "k <= 1" if BOUND[op, policy] == 1 else "grows with n"
+            bound = PROMISE[BOUND[op, policy]]
             cells = [cell(by.get((op, policy, d, n))) for d, n in cols]
             rows.append(f"| {LABEL[op]} | `{policy}` | {bound} | " + " | ".join(cells) + " |")
         return rows
@@ -387,8 +403,13 @@ def render(card: dict) -> str:
             return "-"
         if e["k"] is None:
             return "refused"
-        text = _fmt(e["k"])
-        if _over(e):
+        if e["bound"] == "0.5 ulp":  # ordered: the error in ulps of the exact sum
+            text = _ulps(e["ulps"])
+            if _over(e):
+                text = f"**{text} (not correctly rounded)**"
+        else:
+            text = _fmt(e["k"])
+        if _over(e) and e["bound"] == 1:
             text = f"**{text} (over 1)**"
         if e["refused"]:
             text += f" ({len(e['refused'])} refused)"
@@ -397,6 +418,9 @@ def render(card: dict) -> str:
     def worst_case(e) -> str:
         if e is None or e["k"] is None:
             return "refused" if e is not None else "-"
+        if e["bound"] == "0.5 ulp":  # ordered: the input furthest from the exact sum, in ulps
+            worst = max(e["ulps_cases"].items(), key=lambda kv: kv[1], default=(None, 0.0))
+            return "-" if worst[1] == 0.0 else str(worst[0])
         return "-" if e["k"] == 0.0 else str(e["worst_case"])
 
     title = " and ".join(targets) if targets else "no"
@@ -425,17 +449,28 @@ def render(card: dict) -> str:
         "against the exact sum of its float32 terms. Each cell below is the worst k over every input family and",
         "scatter layout (and over every slot) at that run length, where the run length is the number of terms",
         "added into one slot. The contract: `compensated` (and `auto` on a scatter, which is the compensated",
-        "form) promises k <= 1 at any length; `auto` on a sum over lanes, `plain` and `ordered` promise a",
-        "bound that grows with the number of terms (at worst that many). A cell marked **over 1** breaks the",
-        "k <= 1 promise. `ordered` gives the same bits on every target, so the same k; `auto` and `plain` may",
-        "differ between targets (they add in whatever order the target's threads make). A run the target",
-        "refuses (a documented limit, listed below) gives no k: the cell says `refused`, or how many of its",
-        "inputs were refused next to the worst k of the others.",
+        "form) promises k <= 1 at any length; `auto` on a sum over lanes and `plain` promise a bound that",
+        "grows with the number of terms (at worst that many). A cell marked **over 1** breaks the k <= 1",
+        "promise. `auto` and `plain` may differ between targets (they add in whatever order the target's",
+        "threads make). A run the target refuses (a documented limit, listed below) gives no k: the cell says",
+        "`refused`, or how many of its inputs were refused next to the worst k of the others.",
+        "",
+        "`ordered` promises more: the exact sum of the terms rounded once (docs/ordered.md), the same bits on",
+        "every target. Its cells give the worst error in ulps of the exact sum,",
+        "",
+        "    |result - exact(t)| / ulp(exact(t))",
+        "",
+        "where `exact(t)` is the exact sum as a Fraction and the ulp is the dtype's spacing at that value. A",
+        "correctly rounded result is at most 0.5 ulp away (exactly 0.5 on a tie); the card also checks every",
+        "result bit for bit against the exact sum rounded once (float32 straight from the exact value, never",
+        "through float64) and marks a miss **not correctly rounded**. The JSON copy keeps k for `ordered` too.",
     ]
     for name, t in targets.items():
         lines += ["", f"## Worst k: {name}", "", *head("promise"), *table(_lookup(t["entries"]), worst_k)]
     for name, t in targets.items():
-        lines += ["", f"## Which input gave the worst k: {name}", "", *head("promise"),
+        lines += ["", f"## Adversarial sets: {name}", "", *adversarial_table(card, t.get("adversarial", []))]
+    for name, t in targets.items():
+        lines += ["", f"## Which input gave the worst k (ordered: the worst ulps): {name}", "", *head("promise"),
                   *table(_lookup(t["entries"]), worst_case)]
     differ = _same_ordered(card)
     if len(targets) > 1:
@@ -460,6 +495,9 @@ def render(card: dict) -> str:
         "",
     ]
     lines += [f"- `{name}`: {doc}" for name, doc in card["families"].items()]
+    lines += ["", f"The adversarial sets ({card.get('adversarial_length', 0):,} terms each, the same on every target):",
+              ""]
+    lines += [f"- `{name}`: {doc}" for name, doc in card.get("adversarial_sets", {}).items()]
     lines += [
         "",
         "A sum over lanes adds one run of n terms. A scatter is measured in four layouts (the `worst_case`",
@@ -476,8 +514,9 @@ def render(card: dict) -> str:
         "Seconds per (dtype, length, family) for the inputs and their exact reference: the largest is "
         f"{max(card['seconds_per_input'].values()):.1f} s"
         + (f"; over 20 s: {', '.join(slow)}." if slow else "; every family runs at every listed length.")
-        + " Most of the time goes to the exact reference: math.fsum keeps more partials the wider the exponent"
-        f" range, so the `wide` families cost the most. The kernels, every policy and layout, all lengths: {kernels}"
+        + " Most of the time goes to the exact references: math.fsum (for k) keeps more partials the wider the"
+        " exponent range, so the `wide` families cost the most, and the exact sum as a Fraction (for the ulps of"
+        f" `ordered`) grows with the exponent range too. The kernels, every policy and layout, all lengths: {kernels}"
         + (f"; the whole card {card['seconds']} s." if "seconds" in card else ".")
         + " Every target runs every listed length (" + ", ".join(f"{n:,}" for n in card["lengths"]) + " terms)"
         + (", the quick set." if card["quick"] else ": lavapipe is fast enough here for the full set."),
@@ -508,8 +547,13 @@ def main(argv=None) -> int:
     for name, t in card["targets"].items():
         for e in t["entries"]:
             if _over(e):
-                print(f"over the k <= 1 promise on {name}: {e['op']} policy={e['policy']} {e['dtype']} "
-                      f"n={e['length']} k={e['k']:.4g} ({e['worst_case']})", file=sys.stderr)
+                print(f"over the {PROMISE[e['bound']]} promise on {name}: {e['op']} policy={e['policy']} "
+                      f"{e['dtype']} n={e['length']} k={e['k']:.4g} ulps={e.get('ulps')} ({e['worst_case']})",
+                      file=sys.stderr)
+        for r in t.get("adversarial", []):
+            if r["policy"] == "ordered" and not r.get("correctly_rounded", True):
+                print(f"ordered not correctly rounded on {name}: {r['op']} {r['set']} {r['dtype']} "
+                      f"ulps={r['ulps']:.4g}", file=sys.stderr)
     for line in _same_ordered(card):
         print(f"ordered k differs between targets: {line}", file=sys.stderr)
     return 0

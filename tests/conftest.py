@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -132,28 +133,78 @@ def bt_close(got, want, rtol=1e-14):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * max(scale, 1e-300))
 
 
+def bt_exact_fraction(terms) -> Fraction:
+    """The exact sum of finite float terms (any float dtype) as a Fraction: nothing is rounded. Independent of
+    hawk's accumulator: each term is split by np.frexp into a 53-bit integer times a power of two, the integers
+    are added per exponent (in two int64 halves, so no sum can overflow) and the groups joined as Python ints."""
+    t = np.asarray(terms, dtype=np.float64).ravel()
+    if not np.isfinite(t).all():
+        raise ValueError("bt_exact_fraction takes finite terms only")
+    t = t[t != 0.0]
+    if t.size == 0:
+        return Fraction(0)
+    m, e = np.frexp(t)
+    mant = (m * 2.0**53).astype(np.int64)  # exact: |m| < 1 has at most 53 significant bits
+    e = e.astype(np.int64) - 53  # term = mant * 2**e
+    order = np.argsort(e, kind="stable")
+    e, mant = e[order], mant[order]
+    starts = np.flatnonzero(np.r_[True, e[1:] != e[:-1]])
+    hi = np.add.reduceat(mant >> 26, starts)  # |mant >> 26| < 2**27: no int64 overflow below 2**36 terms
+    lo = np.add.reduceat(mant & ((1 << 26) - 1), starts)
+    low = int(e[0])
+    total = sum(((int(h) << 26) + int(q)) << (int(x) - low) for h, q, x in zip(hi, lo, e[starts], strict=True))
+    return Fraction(total << low) if low >= 0 else Fraction(total, 1 << -low)
+
+
 def bt_ordered_sum(terms, dtype=None, mask=None):
-    """The "ordered" sum of docs/ordered.md, written out independently of hawk, in the terms' dtype (or `dtype`):
-    blocks of 1024 lanes, 8 strict chains per block from -0.0 (lane i feeds chain i % 8; a lane masked out adds
-    nothing, as a -0.0 term would), a fixed tree over the chains, then the block partials paired level by level.
-    No lanes give +0.0."""
+    """The "ordered" result of docs/ordered.md, in the terms' dtype (or `dtype`): the exact sum of the terms (a lane
+    masked out by `mask` is no term) rounded once to nearest-even in that dtype (the Fraction sum rounded by
+    hawk.exact.round_fraction: float32 straight from the exact value, never through float64). NaN anywhere, or
+    +inf with -inf, gives NaN; one kind of infinity gives it; an exact sum past the largest finite value gives inf
+    of its sign; a zero result (no terms, -0.0 terms, cancellation) is +0.0."""
+    from hawk.exact import round_fraction
+
     t = np.asarray(terms, dtype=dtype)
     dt = t.dtype.type
+    t = t.ravel()
     if mask is not None:
-        t = np.where(np.asarray(mask, dtype=bool), t, dt(-0.0))
-    if t.size == 0:
-        return dt(0.0)
-    nblocks = -(-t.size // 1024)
-    padded = np.full(nblocks * 1024, -0.0, dtype=t.dtype)
-    padded[:t.size] = t
-    rows = padded.reshape(nblocks, 128, 8)
-    c = np.full((nblocks, 8), -0.0, dtype=t.dtype)
-    for r in range(128):  # every block's chains at once, each strictly in lane order
-        c = c + rows[:, r, :]
-    parts = list(((c[:, 0] + c[:, 1]) + (c[:, 2] + c[:, 3])) + ((c[:, 4] + c[:, 5]) + (c[:, 6] + c[:, 7])))
-    while len(parts) > 1:
-        nxt = [dt(parts[i] + parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
-        if len(parts) % 2:
-            nxt.append(parts[-1])
-        parts = nxt
-    return dt(parts[0])
+        t = t[np.asarray(mask, dtype=bool).ravel()]
+    if np.isnan(t).any() or (np.isposinf(t).any() and np.isneginf(t).any()):
+        return dt(np.nan)
+    if np.isinf(t).any():
+        return dt(np.inf) if np.isposinf(t).any() else dt(-np.inf)
+    return dt(round_fraction(bt_exact_fraction(t), t.dtype.name))
+
+
+def _bt_slot_sum(terms, prior, dtype):
+    """One slot: the exact sum of its terms and its prior content, rounded once (math.fsum where it applies)."""
+    if dtype == np.float64 and np.isfinite(prior) and np.isfinite(terms).all():
+        try:
+            return math.fsum([*terms.tolist(), float(prior)]) + 0.0
+        except OverflowError:
+            pass
+    return bt_ordered_sum(np.append(terms, prior), dtype)
+
+
+def bt_ordered_scatter(prior, keys, terms, dtype, slots=None):
+    """An "ordered" scatter (docs/ordered.md): each slot of the sink is the exact sum of its prior content and of
+    every term scattered to it, rounded once (the order of the adds does not matter).
+    `keys` is one int array or a tuple (one per sink axis) with an entry per add, -1 on any axis adding nothing;
+    `terms` is (adds,) or (payload, adds); `prior` is (*sink) or (payload, *sink). `slots` limits the work to
+    some flat slot numbers (the others come back as NaN)."""
+    keys = tuple(np.asarray(k).ravel() for k in (keys if isinstance(keys, tuple) else (keys,)))
+    terms = np.asarray(terms, dtype=dtype)
+    comps = terms[None] if terms.ndim == 1 else terms
+    prior = np.asarray(prior, dtype=dtype)
+    sink = prior.shape if terms.ndim == 1 else prior.shape[1:]
+    pri = prior.reshape(comps.shape[0], -1)
+    live = np.all([k != -1 for k in keys], axis=0)
+    flat = np.ravel_multi_index(tuple(k[live] for k in keys), sink)
+    order = np.argsort(flat, kind="stable")
+    bounds = np.searchsorted(flat[order], np.arange(pri.shape[1] + 1))
+    out = np.full(pri.shape, np.nan, dtype=dtype)
+    for c in range(comps.shape[0]):
+        vals = comps[c][live][order]
+        for s in range(pri.shape[1]) if slots is None else slots:
+            out[c, s] = _bt_slot_sum(vals[bounds[s]:bounds[s + 1]], pri[c, s], dtype)
+    return out.reshape(prior.shape)

@@ -2,11 +2,11 @@
 
 What is checked:
 
-* chunks: ordered sums next to a kept-axis sum or an ordered scatter give the same bits (and the tree
-  reference's) for every chunk size (`min_chunk=`) and thread count 1..4, on lane counts that leave a partial
-  last block and used to leave an empty trailing chunk that wrote over that block's partial; the run really
-  splits (`plan.last_chunks`); the chunk setting (`min_chunk=`, $EAGLE_MIN_CHUNK) and `threads=` /
-  $EAGLE_THREADS are validated with one line naming the setting; base= and count= take whole numbers only;
+* chunks: ordered sums next to a kept-axis sum or an ordered scatter give the same bits (the exact sum rounded
+  once, conftest.bt_ordered_sum) for every chunk size (`min_chunk=`) and thread count 1..4, on lane counts that
+  are no multiple of any chunk size (a short last chunk); the run really splits (`plan.last_chunks`); the
+  chunk setting (`min_chunk=`, $EAGLE_MIN_CHUNK) and `threads=` / $EAGLE_THREADS are validated with one line
+  naming the setting; base= and count= take whole numbers only;
 * nothing lost: a run refused for a late stage's bad key, a wrong-shaped sink in stage 2, or a key computed
   out of range (found as the compiled code runs) under each scatter policy leaves every array the caller
   passed as it was, bit for bit: through run, bind(...).launch(), simulate and until_done, on the host and on
@@ -20,7 +20,6 @@ from conftest import bt_ordered_sum, bt_same_bits
 import eagle
 import hawk
 from hawk import Grid, Index, Mutable, Scalar
-from hawk.layout import ORDERED_BLOCK
 
 # ============================================================================================ kernels
 
@@ -131,7 +130,7 @@ def _planes(n: int, seed: int, keys: int = 8) -> dict:
 @pytest.mark.parametrize("kernel", [rs_ord_keep, rs_ord_keep_ord])
 def test_ordered_sum_beside_a_kept_sum_is_the_same_for_every_chunk_split(kernel, rows):
     x = np.random.default_rng(rows).normal(size=(rows, 100))
-    assert x.size % ORDERED_BLOCK  # a partial last block
+    assert x.size % 1024  # a short last chunk
     want = eagle.deploy(kernel, threads=1).run(x=x)
     assert np.asarray(want["total"])[0] == bt_ordered_sum(x.ravel())
     np.testing.assert_allclose(np.asarray(want["rows"]), x.sum(axis=1), rtol=1e-12, atol=1e-12)
@@ -193,7 +192,7 @@ def test_chunks_are_never_empty_and_tile_the_lanes():
 
 def test_runs_below_the_default_chunk_are_one_chunk(monkeypatch):
     monkeypatch.delenv("EAGLE_MIN_CHUNK", raising=False)
-    x = np.ones(100_000)
+    x = np.ones(10_000)  # below eagle.settings.MIN_CHUNK
     plan = eagle.deploy(rs_plain, threads=4)
     plan.run(x=x)
     assert plan.last_chunks == (1,)

@@ -12,7 +12,7 @@
 # | `"auto"` (the default) | over lanes, the fast form (bound grows with the terms); on a scatter, `compensated` |
 # | `"compensated"` | an error of at most about one rounding of the total, however many terms |
 # | `"plain"` | scatters only: the bare add, error growing with the number of terms |
-# | `"ordered"` | one fixed order of additions: the same bits on every run, thread count and target |
+# | `"ordered"` | the exact sum rounded once (`math.fsum`'s value): the same bits on every run, thread count, target |
 #
 # The error is measured as **k**: how far the result lands from the exactly rounded sum (`math.fsum`), in units of
 # `eps * sum(|terms|)`. This notebook measures k for each policy as the number of terms grows, checks the bits of
@@ -142,8 +142,9 @@ plt.show()
 
 # %% [markdown]
 # What the plot shows: `auto` over lanes and `plain` scatters drift away as n grows, though far below the k = n
-# line; `ordered` grows while the terms fit in one chunk of its fixed tree, then levels off; `compensated` (and
-# `auto` on a scatter, which is the compensated form) returns the exactly rounded sum of these terms, k = 0.
+# line; `ordered` is the exact sum rounded once, which is what `math.fsum` returns, so its k is 0 at every n;
+# `compensated` (and `auto` on a scatter, which is the compensated form) also lands on the exactly rounded sum of
+# these terms, k = 0, though it promises only k <= 1.
 #
 # The same numbers as a table. `auto` and `plain` add in whatever order the machine's vector units and threads make,
 # so their k can differ from machine to machine (this cell's output is this machine's); the promises below hold
@@ -157,17 +158,19 @@ for i, n in enumerate(LENGTHS):
 
 # %%
 tight = over_lanes["compensated"] + by_key["compensated"] + by_key["auto"]
-grows = over_lanes["auto"] + over_lanes["ordered"] + by_key["plain"] + by_key["ordered"]
-bounds = LENGTHS * 4
+grows = over_lanes["auto"] + by_key["plain"]
+bounds = LENGTHS * 2
 print("k <= 1 for compensated sums and auto/compensated scatters:", all(k <= 1.0 for k in tight))
-print("k <= n for the others:", all(k <= n for k, n in zip(grows, bounds, strict=True)))
-print("ordered sum, k per n:", [round(k, 2) for k in over_lanes["ordered"]])
+print("k <= n for auto sums and plain scatters:", all(k <= n for k, n in zip(grows, bounds, strict=True)))
+exact = over_lanes["ordered"] + by_key["ordered"]
+print("ordered is math.fsum's value (k = 0) at every n:", all(k == 0.0 for k in exact))
 
 # %% [markdown]
 # ## `ordered`: the same bits everywhere
 #
-# An ordered sum adds in one fixed tree, whatever the thread count. `float.hex` shows every bit. `eagle.reduce`
-# with `policy="ordered"` adds plain NumPy values in that same tree, so it gives the same bits too.
+# An ordered sum keeps the exact sum of its terms in an integer accumulator and rounds it once at the end
+# (docs/ordered.md). Integer adds do not care about order, so the thread count cannot change the result.
+# `float.hex` shows every bit. `eagle.reduce` with `policy="ordered"` gives the same bits, and so does `math.fsum`.
 
 # %%
 x = np.random.default_rng(11).normal(size=50_000) * 10.0 ** np.random.default_rng(12).uniform(-3, 3, 50_000)
@@ -177,11 +180,13 @@ for threads, b in bits.items():
 ref = np.zeros(1)
 eagle.reduce(x, ref, policy="ordered").launch()
 print("eagle.reduce    :", float(ref[0]).hex())
-print("one value:", len(set(bits.values()) | {float(ref[0]).hex()}) == 1)
+print("math.fsum       :", math.fsum(x.tolist()).hex())
+print("one value:", len(set(bits.values()) | {float(ref[0]).hex(), math.fsum(x.tolist()).hex()}) == 1)
 
 # %% [markdown]
-# Targets too: the spirv target (Vulkan) adds in the very same tree. Without a GPU it runs on Mesa's lavapipe, a
-# Vulkan driver on the CPU. This cell skips a target whose runtime is not on this machine, saying why.
+# Targets too: on the spirv target (Vulkan) the GPU threads deposit into the same exact accumulators and the host
+# rounds them, so the bits are the host's. Without a GPU it runs on Mesa's lavapipe, a Vulkan driver on the CPU.
+# This cell skips a target whose runtime is not on this machine, saying why.
 
 # %% machine
 for target in ("spirv", "nvvm", "rocdl"):
@@ -210,8 +215,8 @@ for (op, policy), ks in rows.items():
 
 # %% [markdown]
 # Recomputing a small part: the card's quick mode (100 and 10,000 terms) on the host, a few seconds. The
-# `ordered` entries are bits that do not depend on the machine, so they must match the published card exactly;
-# the `compensated` ones must keep k <= 1.
+# `ordered` entries are bits that do not depend on the machine, so they must match the published card exactly
+# (and be the correctly rounded sum); the `compensated` ones must keep k <= 1.
 
 # %%
 spec = importlib.util.spec_from_file_location("card", ROOT / "scripts" / "card.py")
@@ -223,6 +228,6 @@ published = {(e["op"], e["policy"], e["dtype"], e["length"]): e for e in card["t
 for e in quick["targets"]["host"]["entries"]:
     if e["policy"] in ("ordered", "compensated") and e["dtype"] == "float64":
         same = e["cases"] == published[e["op"], e["policy"], e["dtype"], e["length"]]["cases"]
-        verdict = f"worst k {e['k']:.3g}, same as the card: {same}" if e["policy"] == "ordered" \
-            else f"worst k <= 1: {e['k'] <= 1}"
+        verdict = f"worst {e['ulps']:.2g} ulp, correctly rounded: {e['correctly_rounded']}, same as the card: " \
+            f"{same}" if e["policy"] == "ordered" else f"worst k <= 1: {e['k'] <= 1}"
         print(f"{e['op']:>8} {e['policy']:>12} n={e['length']:>6}: {verdict}")
