@@ -5,10 +5,12 @@
 
 Each wrapped kernel is a `torch.library` custom op (`eagle::<kernel>_<n>`) with a fake-tensor registration (the
 output shapes come from eagle.bridge, the binder's own shape rules, so torch.compile traces it without running it,
-with symbolic sizes) and an autograd registration. When the caller passes outputs or sinks to be written in place,
-a second op (`..._inplace`) declares them in `mutates_args`. The op runs `Plan.run` on the tensors' memory (DLPack,
-no copy when the layout allows) and hands back tensors over eagle's result buffers (torch.from_numpy, no copy);
-split kernels run their stages in sequence inside the one op. Gradients wait for the reverse: see docs/bridges.md.
+with symbolic sizes) and an autograd registration whose backward is `plan.reverse` (the adjoint kernel: exact,
+deterministic gradients). When the caller passes outputs or sinks to be written in place, a second op
+(`..._inplace`) declares them in `mutates_args` (no gradients through it: torch refuses autograd formulas for ops
+that mutate). The op runs `Plan.run` on the tensors' memory (DLPack, no copy when the layout allows) and hands back
+tensors over eagle's result buffers (torch.from_numpy, no copy); split kernels run their stages in sequence inside
+the one op.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from eagle.bridge import Shaped, result_names, result_shapes
 from eagle.errors import InputError
 from eagle.interop import HOST_DEVICES, as_host_array, dlpack_device, refuse_device
 
-NOT_YET = "gradients arrive with plan.reverse, which is not built yet"
+NO_INPLACE_GRAD = ("gradients do not flow through outputs or sinks written in place: leave them out (the results "
+                   "come back as new tensors) when you need gradients")
 _COUNT = itertools.count()
 _SCHEMA_RESERVED = {"self", "out"}  # names a torch schema gives a meaning of its own
 _NUMPY = {torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16, torch.int64: np.int64,
@@ -56,14 +59,17 @@ class TorchKernel:
         self.names, self.own = result_names(self.plan)
         base = f"{kernel.name}_{next(_COUNT)}"
         self.op = self._define(base, inplace=False)
-        self.op.register_autograd(self._backward)
+        floats = {p.name for p in sig.planes if p.kind in ("lane", "table", "param")}
+        self.grad_inputs = [n for n in self.inputs if n in floats]
+        self.rop = self._define_reverse(f"{base}_reverse")
+        self.op.register_autograd(self._backward, setup_context=self._setup)
         self.op_inplace = None
         if self.mutable:
             self.op_inplace = self._define(f"{base}_inplace", inplace=True)
             # torch.library.register_autograd refuses ops that mutate (a formula could not see the writes); the
             # autograd kernel every custom op has reads this hook at backward time, so the error below is ours.
             if hasattr(self.op_inplace, "_backward_fn"):
-                self.op_inplace._backward_fn = self._backward
+                self.op_inplace._backward_fn = self._no_backward
 
     def __repr__(self) -> str:
         return f"<eagle.torch kernel {self.name} ({self.op._qualname}) target={self.plan.target}>"
@@ -131,9 +137,65 @@ class TorchKernel:
                      for n, shape in res.shapes.items())
         return outs[0] if len(outs) == 1 else outs
 
+    # ---- gradients: the reverse ------------------------------------------------------------------------------
+    def _define_reverse(self, opname: str):
+        """The backward as a custom op of its own (so torch.compile's AOT autograd traces it like the forward):
+        the forward's planes and one cotangent per result in, one gradient per float input out (plan.reverse)."""
+        args = self._args(False)
+        cts = [f"ct{k}" for k in range(len(self.names))]
+        names = [f"a{k}" for k in range(len(args))]
+        params = [f"{a}: Optional[int] = None" if n in self.grid else f"{a}: Tensor" for a, n in zip(names, args,
+                                                                                                   strict=True)]
+        params += [f"{c}: Optional[Tensor] = None" for c in cts]
+        ret = f"tuple[{', '.join(['Tensor'] * len(self.grad_inputs))}]" if len(self.grad_inputs) != 1 else "Tensor"
+        values = f"({', '.join(names)},), ({', '.join(cts)},)"
+        src = "".join(f"def {fn}({', '.join(params)}) -> {ret}:\n    return {call}({values})\n"
+                      for fn, call in ((opname, "_eagle_rev"), ("_eagle_rev_fake_fn", "_eagle_rev_fake")))
+        scope = {"Tensor": Tensor, "Optional": Optional, "_eagle_rev": self._reverse, "_eagle_rev_fake": self._rfake}
+        exec(src, scope)  # noqa: S102 - a signature of generated names
+        op = torch.library.custom_op(f"eagle::{opname}", scope[opname], mutates_args=())
+        op.register_fake(scope["_eagle_rev_fake_fn"])
+        return op
+
+    def _reverse(self, values: tuple, cts: tuple):
+        """plan.reverse on the tensors' memory: the gradients of the float inputs, shaped and typed like them."""
+        planes = {}
+        for name, v in zip(self._args(False), values, strict=True):
+            if name in self.grid:
+                if v is not None:
+                    planes[name] = v
+            else:
+                planes[name] = as_host_array(v.detach(), name, self.name) if v.dim() else v.detach().item()
+        cot = {n: np.ascontiguousarray(as_host_array(c.detach(), n, self.name))
+               for n, c in zip(self.names, cts, strict=True) if c is not None}
+        got = self.plan.reverse(cot if len(self.names) > 1 else cot[self.names[0]], **planes)
+        given = dict(zip(self._args(False), values, strict=True))
+        outs = tuple(torch.from_numpy(np.array(np.asarray(got[n]), copy=True)).to(given[n].dtype)
+                     .reshape(given[n].shape) for n in self.grad_inputs)
+        return outs[0] if len(outs) == 1 else outs
+
+    def _rfake(self, values: tuple, cts: tuple):
+        given = dict(zip(self._args(False), values, strict=True))
+        outs = tuple(torch.empty_like(given[n]) for n in self.grad_inputs)
+        return outs[0] if len(outs) == 1 else outs
+
+    def _setup(self, ctx, inputs, output) -> None:
+        ctx.save_for_backward(*[v for v in inputs if isinstance(v, Tensor)])
+        ctx.extents = [(isinstance(v, Tensor), None if isinstance(v, Tensor) else v) for v in inputs]
+
     def _backward(self, ctx, *grads):
-        raise NotImplementedError(f"eagle.torch: kernel '{self.name}': {NOT_YET}. Run the forward under "
-                                  f"torch.no_grad() (or pass detached tensors) until then.")
+        """Gradients of the float inputs through the reverse op, the cotangents being the incoming gradients (a
+        result torch gives no gradient for has a zero cotangent); integer planes and grid extents get None."""
+        saved = iter(ctx.saved_tensors)
+        values = [next(saved) if tensor else v for tensor, v in ctx.extents]
+        if all(g is None for g in grads) or not self.grad_inputs:
+            return tuple(None for _ in values)
+        got = self.rop(*values, *grads)
+        got = dict(zip(self.grad_inputs, (got,) if len(self.grad_inputs) == 1 else got, strict=True))
+        return tuple(got.get(n) for n in self._args(False))
+
+    def _no_backward(self, ctx, *grads):
+        raise RuntimeError(f"eagle.torch: kernel '{self.name}': {NO_INPLACE_GRAD}")
 
     def _aliased(self, passed) -> frozenset[str]:
         return frozenset(n for n in passed if n in self.own)

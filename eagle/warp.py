@@ -8,7 +8,10 @@ Arrays are read and written where they lie: a CPU `wp.array` is handed to `Plan.
 or sink the caller passes is written in place and handed back as the very same `wp.array`. Split kernels run
 their stages in sequence. Arrays on a CUDA device are refused by name (the host target reads host memory; device
 memory waits for the C-level launch runner). Under an active `wp.Tape`, a call whose inputs require gradients
-records itself (`Tape.record_func`); its backward raises until the reverse exists. See docs/bridges.md.
+records itself (`Tape.record_func`); its backward runs `plan.reverse` with the results' gradient arrays as
+cotangents and adds the gradients into the inputs' `.grad` (as Warp's own adjoints accumulate). The inputs are
+kept as they were at the call (Warp's tape would read their current values: Warp issue #1350). See
+docs/bridges.md.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import warp as wp
 
 from eagle.interop import refuse_device
 
-NOT_YET = "gradients arrive with plan.reverse, which is not built yet"
 MAX_DIMS = 4  # the most dimensions a wp.array has
 
 
@@ -53,8 +55,15 @@ class WarpKernel:
         tape = active_tape() if grads else None
         wrapped = {n: self._result(n, a, planes, host, tape is not None) for n, a in results.items()}
         if tape is not None:
-            outs = [a for a in wrapped.values() if a.requires_grad and all(a is not g for g in grads)]
-            tape.record_func(backward=self._backward, arrays=grads + outs)
+            outs = {n: a for n, a in wrapped.items() if a.requires_grad and all(a is not g for g in grads)}
+            kept = {n: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for n, v in host.items()}
+            wants = {n: v for n, v in planes.items() if isinstance(v, wp.array) and v.requires_grad}
+
+            def backward(outs=outs, kept=kept, wants=wants):
+                self._backward(outs, kept, wants)
+
+            backward.__self__ = self  # (the tape's record says whose it is)
+            tape.record_func(backward=backward, arrays=grads + list(outs.values()))
         return wrapped[None] if None in wrapped else wrapped
 
     def _host(self, name: str, v):
@@ -76,6 +85,20 @@ class WarpKernel:
                              f"{data.shape}, more than a wp.array holds ({MAX_DIMS}); use eagle.deploy(...).run")
         return wp.array(data, dtype=wp.dtype_from_numpy(data.dtype), copy=False, device="cpu", requires_grad=grad)
 
-    def _backward(self):
-        raise NotImplementedError(f"eagle.warp: kernel '{self.name}': {NOT_YET}. Record the call outside the "
-                                  f"wp.Tape (or pass arrays without requires_grad) until then.")
+    def _backward(self, outs: dict, kept: dict, wants: dict) -> None:
+        """The recorded call's adjoint: cotangents from the results' .grad arrays, gradients added into the
+        inputs' .grad arrays (float inputs only: keys and extents have none)."""
+        cot = {n: np.ascontiguousarray(a.grad.numpy()) for n, a in outs.items() if a.grad is not None}
+        if not cot:
+            return
+        sig = self.plan.kernel.signature
+        wrt = tuple(n for n in wants if sig.get(n) is not None and sig.get(n).kind in ("lane", "table", "param"))
+        if not wrt:
+            return
+        got = self.plan.reverse(cot if None not in cot else cot[None], wrt=wrt, **kept)
+        for n in wrt:
+            g = wants[n].grad
+            if g is None:
+                continue
+            view = g.numpy()
+            view += np.asarray(got[n]).reshape(view.shape).astype(view.dtype, copy=False)
