@@ -15,8 +15,9 @@
 # | `rocdl` | an AMD code object (LLVM 22 and lld) | yes | an AMD GPU with the ROCm (HIP) runtime |
 #
 # On a GPU, a sum over lanes is a workgroup tree (subgroup shuffles, then shared memory), a scatter adds into
-# private copies, and the partial results are finished on the host. The `ordered` policy computes the host's very
-# tree, so its bits match across targets. Cells below that need a device skip with the reason when it is absent.
+# private copies, and the partial results are finished on the host. An `ordered` sum is exact (the exact sum of
+# its terms, rounded once), so its bits match across targets whatever the split. Cells below that need a device
+# skip with the reason when it is absent.
 
 # %%
 import tempfile
@@ -60,8 +61,8 @@ print("bands  ok:", np.allclose(host["per_band"], want_bands))
 # ## spirv: a GPU target you can run without a GPU
 #
 # The spirv target emits the same SPIR-V a Vulkan GPU would run. Without one, Mesa's lavapipe driver runs it on the
-# CPU, so the GPU code path (workgroup trees, private copies, the host finish) is exercised on any machine with
-# `mesa-vulkan-drivers` installed. The ordered energy has the host's bits.
+# CPU, so the GPU code path (workgroup trees, private copies, exact accumulators, the host finish) is exercised on
+# any machine with `mesa-vulkan-drivers` installed. The ordered energy has the host's bits.
 
 # %% machine
 try:
