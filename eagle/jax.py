@@ -8,7 +8,7 @@ inside XLA: `vmap_method="sequential"`, never a Python callback per element) and
 custom VJP whose backward is the reverse's adjoint kernel, called through this bridge the same way, so gradients
 stay inside XLA and carry the reverse's bits). Per kernel and per shape, eagle prepares every
 stage of a run once (buffers, chunk argument blocks of the native executor) and a plan for the C handler
-(eagle/jax_ffi.c) saying which stage buffers stand for each operand and result; a call patches XLA's buffer
+(eagle/call_plan.c) saying which stage buffers stand for each operand and result; a call patches XLA's buffer
 addresses into them and fires the stages in order. Passed outputs and sinks alias their operands
 (`input_output_aliases`). float64 planes need `jax_enable_x64` (the error says so). The host target only: GPU
 targets run through `eagle.deploy` (device memory from a framework is not wired yet: docs/bridges.md).
@@ -16,26 +16,19 @@ targets run through `eagle.deploy` (device memory from a framework is not wired 
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
-import platform
-import subprocess
-import tempfile
 import threading
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from eagle import native
 from eagle.bridge import Shaped, result_shapes
 from eagle.errors import InputError
+from eagle.prepared import PreparedRun, library
 
-SOURCE = Path(__file__).with_name("jax_ffi.c")
 TARGET = "eagle_hawk_call"
 _LOCK = threading.Lock()
-_LIB: dict = {}
+_REGISTERED: list = []
 
 
 def wrap(kernel, target: str = "host", **options) -> JaxKernel:
@@ -43,149 +36,25 @@ def wrap(kernel, target: str = "host", **options) -> JaxKernel:
     return JaxKernel(kernel, target, **options)
 
 
-# ---- the C handler: built once, registered with XLA once ----------------------------------------------------------
-class _CallStage(ctypes.Structure):
-    _fields_ = [("stage", ctypes.c_void_p), ("err", ctypes.c_void_p), ("nchunks", ctypes.c_int64),
-                ("messages", ctypes.c_void_p)]
-
-
-class _CallPlan(ctypes.Structure):  # the head of jax_ffi.c's call_plan; its mutex follows (eagle_jax_plan_size)
-    _fields_ = [("fire", ctypes.c_void_p), ("nstages", ctypes.c_int64), ("stages", ctypes.c_void_p),
-                ("nargs", ctypes.c_int64), ("nrets", ctypes.c_int64), ("first", ctypes.c_void_p),
-                ("slots", ctypes.c_void_p), ("kernel", ctypes.c_char_p)]
-
-
-def _handler() -> ctypes.CDLL:
-    """jax_ffi.c built with the system C compiler against jaxlib's FFI headers (cached like the native executor,
-    sealed), loaded, and registered as the FFI target once per process."""
+# ---- the C handler (eagle/call_plan.c), registered with XLA once ---------------------------------------------------
+def _handler() -> None:
     with _LOCK:
-        if "lib" in _LIB:
-            return _LIB["lib"]
-        from hawk import cache
-
-        cc = native._compiler()
-        if cc is None or native.library() is None:
-            raise RuntimeError("eagle.jax needs a C compiler (cc, gcc or clang; or $CC) to build its XLA FFI handler "
-                               "and eagle's native executor"
-                               + (f": {native.unavailable_reason()}" if native.unavailable_reason() else ""))
-        inc = jax.ffi.include_dir()
-        tag = hashlib.sha256(SOURCE.read_bytes() + f"\0{cc}\0{platform.machine()}\0{inc}".encode()).hexdigest()[:20]
-        d = cache.cache_dir()
-        so = d / f"eagle-jax-ffi-{tag}.so" if d else None
-        if so is None or not cache.entry_ok(so):
-            tmp = Path(tempfile.mkdtemp(prefix="eagle-jax-"))
-            built = tmp / "jax_ffi.so"
-            argv = [cc, "-O2", "-std=gnu11", "-fPIC", "-shared", "-pthread", f"-I{inc}", "-o", str(built),
-                    str(SOURCE)]
-            r = subprocess.run(argv, capture_output=True, text=True)
-            if r.returncode != 0:
-                raise RuntimeError(f"eagle.jax: building the FFI handler failed: {r.stderr.strip()[-400:]}")
-            if so is None or not cache.write_entry(so, built.read_bytes()):
-                so = built
-        lib = ctypes.CDLL(str(so))
-        for fn in ("eagle_jax_plan_size", "eagle_jax_stage_size"):
-            getattr(lib, fn).restype = ctypes.c_int64
-        lib.eagle_jax_plan_init.argtypes = [ctypes.c_void_p]
-        if lib.eagle_jax_stage_size() != ctypes.sizeof(_CallStage):
-            raise RuntimeError("eagle.jax: the FFI handler's structures do not match eagle.jax's")
-        jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.eagle_jax_call), platform="cpu")
-        _LIB["lib"] = lib
-        return lib
+        if not _REGISTERED:
+            lib = library()
+            jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.eagle_jax_call), platform="cpu")
+            _REGISTERED.append(lib)
 
 
-# ---- one prepared call: every stage for one set of shapes ----------------------------------------------------------
-class _Call:
-    """Every stage of a run for fixed shapes, prepared once, and the call plan the C handler reads. `operands`: the
-    plane names in operand order; `rets`: (shape, dtype) of each FFI result (a whole stage buffer); `picks`: result
-    name -> (FFI result, offset, shape) that the Python side slices out after the call."""
+class _Call(PreparedRun):
+    """A PreparedRun (eagle/prepared.py) with its native call plan built: its address is the custom call's `plan`
+    attribute, read by the XLA FFI handler in eagle/call_plan.c."""
 
     def __init__(self, jk: JaxKernel, shaped: dict[str, Shaped], params: dict[str, np.dtype], grid: dict,
                  passed: tuple[str, ...]):
-        lib = _handler()
-        plan = jk.plan
-        dummy = {n: np.zeros(s.shape, s.dtype) for n, s in shaped.items()}
-        dummy.update({n: 0.0 for n in params})
-        b = plan.binder.bind({**dummy, **grid})
-        parts = [plan.prepare(b.spec, k) for k in range(plan.kernel.stage_count)]
-        cuts: dict = {}
-        self.stages, results = [], {}
-        for host_lib, launcher in parts:
-            st = launcher.prepare(host_lib, b, 0, b.lanes, cuts, staged=False)
-            if st.args.lib is None:
-                raise RuntimeError("eagle.jax: the native executor did not take this stage")
-            self.stages.append(st)
-            results.update(st.results)
-            cuts.update(st.cells_out)
-        self.operands = [n for n in jk.order if n in shaped or n in params]
-        self.extents = tuple(b.extents)
-        planes = {n: (b.arrays[n] if n in b.arrays else dummy[n]) for n in self.operands}
-        for n in passed:  # a passed output or sink: the stage buffer the binder took for it
-            planes[n] = np.asarray(results[n])
-        # the FFI results: each distinct stage buffer holding a result (a vector cell's components share one)
-        self.rets, self.picks, ret_bufs = [], {}, []
-        for name in sorted(results):
-            a = np.asarray(results[name])
-            at = native.address(a)
-            owner = self._owner(at, a.nbytes)
-            if owner is None:
-                raise RuntimeError(f"eagle.jax: kernel '{jk.name}': result '{name}' is not a stage buffer")
-            if not any(native.address(o) == native.address(owner) for o in ret_bufs):
-                ret_bufs.append(owner)
-                self.rets.append(jax.ShapeDtypeStruct((owner.size,), owner.dtype))
-            j = next(k for k, o in enumerate(ret_bufs) if native.address(o) == native.address(owner))
-            self.picks[name] = (j, (at - native.address(owner)) // a.itemsize, a.shape)
-        self.aliases = {self.operands.index(n): self.picks[n][0] for n in passed}
-        # patches: every stage buffer slot with the address of operand i (then of result j)
-        targets = [planes[n] for n in self.operands] + ret_bufs
-        slots, first = [], [0]
-        for t in targets:
-            for st in self.stages:
-                base = ctypes.addressof(st.args.vals)
-                for k, a in enumerate(st.args.keep):
-                    if a.size and t.size and native.address(a) == native.address(t):
-                        slots.append(base + 40 * k)
-            first.append(len(slots))
-        self._slots = (ctypes.c_void_p * max(len(slots), 1))(*slots)
-        self._first = (ctypes.c_int64 * len(first))(*first)
-        self._messages = [self._sink_messages(jk, st) for st in self.stages]
-        self._cstages = (_CallStage * len(self.stages))()
-        for cs, st, msgs in zip(self._cstages, self.stages, self._messages, strict=True):
-            cs.stage, cs.err = st.args.stage_address, native.address(st.err)
-            cs.nchunks, cs.messages = st.err.size // 3, ctypes.addressof(msgs)
-        self._kernel = jk.name.encode()
-        self._raw = ctypes.create_string_buffer(lib.eagle_jax_plan_size())
-        head = _CallPlan.from_buffer(self._raw)
-        head.fire = native.function_address(native.library().eagle_fire)
-        head.nstages, head.stages = len(self.stages), ctypes.addressof(self._cstages)
-        head.nargs, head.nrets = len(self.operands), len(self.rets)
-        head.first, head.slots, head.kernel = ctypes.addressof(self._first), ctypes.addressof(self._slots), self._kernel
-        if lib.eagle_jax_plan_init(ctypes.addressof(self._raw)) != 0:
-            raise RuntimeError("eagle.jax: could not set up the call plan's lock")
-        self.address = ctypes.addressof(self._raw)
-
-    def _owner(self, at: int, nbytes: int):
-        for st in self.stages:
-            for a in st.args.keep:
-                lo = native.address(a) if a.size else -1
-                if lo <= at and at + nbytes <= lo + a.nbytes:
-                    return a
-        return None
-
-    @staticmethod
-    def _sink_messages(jk, st):
-        """printf formats (count, first bad key) of Launcher.check_errors's message, per sink buffer index."""
-        lay = st.launcher.lay
-        msgs = (ctypes.c_char_p * len(lay.buffers))()
-        keep = []
-        for k, buf in enumerate(lay.buffers):
-            if buf.role == "sink":
-                ax = jk.plan.binder.sig.get(buf.name).axes[0]
-                text = (f"sink '{buf.name}' of kernel '{jk.name}': %lld lane(s) scattered to a key outside it (first "
-                        f"bad key: %lld); valid keys on axis '{ax.label}' are 0..{ax.extent - 1}").encode()
-                keep.append(text)
-                msgs[k] = text
-        msgs._keep = keep  # the strings live as long as the table
-        return msgs
+        _handler()
+        super().__init__(jk.plan, shaped, params, grid, passed, jk.order)
+        self.rets = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in self.rets]
+        self.address = self.native_plan()
 
 
 class JaxKernel:

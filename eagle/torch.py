@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import keyword
+import math
 import numbers
 from typing import Optional  # noqa: F401  (used by the generated op signatures)
 
@@ -24,9 +25,11 @@ import numpy as np
 import torch
 from torch import Tensor  # noqa: F401
 
+from eagle import native
 from eagle.bridge import Shaped, result_names, result_shapes
 from eagle.errors import InputError
 from eagle.interop import HOST_DEVICES, as_host_array, dlpack_device, refuse_device
+from eagle.prepared import PreparedRun
 
 NO_INPLACE_GRAD = ("gradients do not flow through outputs or sinks written in place: leave them out (the results "
                    "come back as new tensors) when you need gradients")
@@ -57,6 +60,7 @@ class TorchKernel:
         self.grid = [b.axes[0].label] if sig.grid is not None and b.axes[0].extent is None else []
         self.mutable = [p.name for p in sig.planes if p.kind in ("output", "sink")]
         self.names, self.own = result_names(self.plan)
+        self._prepared: dict = {}
         base = f"{kernel.name}_{next(_COUNT)}"
         self.op = self._define(base, inplace=False)
         floats = {p.name for p in sig.planes if p.kind in ("lane", "table", "param")}
@@ -102,7 +106,8 @@ class TorchKernel:
         return op
 
     def _run(self, values: tuple, inplace: bool):
-        """The op's CPU (and any device's) implementation: Plan.run on the tensors' memory."""
+        """The op's CPU (and any device's) implementation: a run prepared once per shape (eagle/prepared.py) with
+        the tensors' memory swapped in, or Plan.run where that cannot be (a GPU target, no native executor)."""
         planes = {}
         for name, v in zip(self._args(inplace), values, strict=True):
             if v is None:
@@ -111,11 +116,64 @@ class TorchKernel:
                 planes[name] = as_host_array(v.detach(), name, self.name)
             else:
                 planes[name] = v.detach() if isinstance(v, Tensor) else v
+        skip = self._aliased(planes)
+        fast = self._fast(planes)
+        if fast is not None:
+            outs = tuple(torch.empty(0, dtype=fast[n].dtype) if n in skip else fast[n] for n in self.names)
+            return outs[0] if len(outs) == 1 else outs
         out = self.plan.run(**planes)
         results = out if isinstance(out, dict) else {self.names[0]: out}
-        skip = self._aliased(planes)
         outs = tuple(_placeholder(results[n]) if n in skip else _tensor(results[n]) for n in self.names)
         return outs[0] if len(outs) == 1 else outs
+
+    def _fast(self, planes: dict) -> dict | None:
+        """The results as tensors from a prepared run, or None when the planes need Plan.run's full path."""
+        if self.plan.device is not None or native.library() is None:
+            return None
+        arrays, params, grid = {}, {}, {}
+        for name, v in planes.items():
+            if name in self.grid:
+                grid[name] = int(v)
+            elif name in self.params:
+                if not isinstance(v, (int, float, np.floating)) and not (isinstance(v, Tensor) and v.numel() == 1
+                                                                         and v.dtype.is_floating_point):
+                    return None  # the binder says what is wrong with it
+                params[name] = float(v.item() if isinstance(v, Tensor) else v)
+            elif isinstance(v, Tensor) and v.device.type == "cpu" and v.dtype in _NUMPY and v.is_contiguous():
+                arrays[name] = v.numpy()
+            elif isinstance(v, np.ndarray) and v.flags.c_contiguous:
+                arrays[name] = v
+            else:
+                return None
+        passed = tuple(sorted(n for n in arrays if n in self.mutable))
+        key = (tuple((n, a.shape, a.dtype.str) for n, a in sorted(arrays.items())), tuple(sorted(params)),
+               tuple(sorted(grid.items())), passed)
+        run = self._prepared.get(key)
+        if run is None:
+            if len(self._prepared) > 64:
+                self._prepared.clear()
+            shaped = {n: Shaped(a.shape, a.dtype) for n, a in arrays.items()}
+            run = self._prepared[key] = PreparedRun(self.plan, shaped, dict.fromkeys(params), grid, passed,
+                                                    [p.name for p in self.plan.kernel.signature.planes])
+        fdt = run.dtype
+        keep = [np.array([params[n]], dtype=fdt) for n in run.operands if n in params]  # alive during the call
+        kept = iter(keep)
+        addrs = [(arrays[n].ctypes.data if n in arrays else next(kept).ctypes.data) for n in run.operands]
+        rets = [torch.empty(shape, dtype=torch.float64 if dtype == np.float64 else torch.float32)
+                for shape, dtype in run.rets]
+        addrs += [t.data_ptr() for t in rets]
+        for i, j in run.aliases.items():  # a passed output or sink is its own result
+            addrs[len(run.operands) + j] = addrs[i]
+        run.run_native(addrs)
+        out = {}
+        for name, (j, off, shape) in run.picks.items():
+            if name in passed:
+                out[name] = torch.from_numpy(arrays[name])
+                continue
+            size = math.prod(shape)
+            whole = off == 0 and size == rets[j].numel()
+            out[name] = rets[j].reshape(shape) if whole else rets[j][off:off + size].reshape(shape).clone()
+        return out
 
     def _fake(self, values: tuple, inplace: bool):
         """Output tensors with the shapes and dtype the run would give (fake or meta tensors; sizes may be
