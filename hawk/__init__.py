@@ -34,6 +34,9 @@ sum = _marker("reduce", "sum", "hawk.sum(x, where=mask, over=axes, policy=...): 
 mean = _marker("reduce", "mean", "hawk.mean(x, where=mask, over=axes): the mean of x over the lanes.")
 max = _marker("reduce", "max", "hawk.max(x, where=mask, over=axes): the largest x over the lanes.")
 min = _marker("reduce", "min", "hawk.min(x, where=mask, over=axes): the smallest x over the lanes.")
+reduce = _marker("reduce", "reduce", "hawk.reduce(op, x, where=mask, over=axes, identity=v): fold x over the "
+                 "lanes with op (a @hawk.func of two values, or m.add, m.mul, m.min, m.max, m.land, m.lor) in a "
+                 "fixed order (docs/semantics.md).")
 scatter = _marker("scatter", "scatter", "hawk.scatter(sink, policy=...)[key] += v (or = v): add/store by key.")
 
 

@@ -27,7 +27,7 @@ class Spec:
 
 @dataclass(frozen=True)
 class Reduction:
-    kind: str  # sum | mean | max | min
+    kind: str  # sum | mean | max | min | fold (hawk.reduce with an operator of the user's: hawk/passes/fold.py)
     over: tuple[str, ...]  # reduced lane axes
     kept: tuple[str, ...]  # kept lane axes, in grid order
     policy: str
@@ -114,6 +114,8 @@ class Layout:
             return None
         span = 1
         axes = [a.label for a in self.sig.lane_axes()]
+        if any(r.kind == "fold" and not r.kept for r in self.reductions):
+            span = ORDERED_BLOCK  # a fold's blocks of lanes each belong to one chunk (or GPU thread)
         for r in self.reductions:
             if not r.kept or r.cell in self.private or (r.kind in ("sum", "mean") and r.policy == "ordered"):
                 continue  # a kept cell with a copy per chunk, or exact accumulators, never collides
@@ -194,7 +196,8 @@ def kept_slots(lay: Layout, extents: tuple[int, ...]) -> int:
 def gpu_form(lay: Layout, fbytes: int) -> str:
     """How a stage runs on a GPU: "tree", "slots" or "chunks" (see above). The lowering and the runtime both
     ask, so they always agree."""
-    if lay.sinks or tree_shared(lay) * 8 > SHARED_BUDGET or has_ordered(lay):
+    if lay.sinks or tree_shared(lay) * 8 > SHARED_BUDGET or has_ordered(lay) or \
+            any(r.kind == "fold" for r in lay.reductions):  # folds: the host's lane code per thread
         return "chunks"
     if not any(r.kept for r in lay.reductions):
         return "tree"
@@ -230,6 +233,8 @@ def sum_policy(policy: str, scatter: bool) -> str:
 def chunk_slots(r: Reduction) -> int:
     """Partials per chunk for one full reduction: components (x2 when compensated), plus a count for mean."""
     n = _size(r.payload)
+    if r.kind == "fold":  # its partials live in its "fold" buffer
+        return 0
     if r.kind in ("sum", "mean"):
         p = sum_policy(r.policy, False)
         n = 0 if p == "ordered" else (2 * n if p == "compensated" else n)
@@ -241,6 +246,14 @@ def _size(shape: tuple[int, ...]) -> int:
     for d in shape:
         n *= d
     return n
+
+
+def fold_values(r: Reduction, lanes: int, cell_values: int) -> int:
+    """Floats of a fold's "fold" buffer (hawk/passes/fold.py) for a run of `lanes` lanes whose cell holds
+    `cell_values` values: a flag and the payload per block of ORDERED_BLOCK lanes, or per kept slot."""
+    n = _size(r.payload)
+    entries = cell_values // n if r.kept else -(-lanes // ORDERED_BLOCK)
+    return entries * (n + 1)
 
 
 

@@ -10,7 +10,7 @@ _NAMES = (
     "vec", "mat", "index", "land", "lor", "lnot", "where", "min", "max", "abs", "sqrt", "exp", "exp2", "log",
     "log2", "log10", "log1p", "expm1", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh",
     "tanh", "erf", "floor", "ceil", "round", "trunc", "clamp", "pow", "fma", "sign", "isnan", "isinf",
-    "isfinite", "dot", "norm", "rsqrt", "hypot", "copysign", "to_float", "to_int", "select",
+    "isfinite", "dot", "norm", "rsqrt", "hypot", "copysign", "to_float", "to_int", "select", "add", "mul",
 )
 
 

@@ -230,6 +230,8 @@ CASES = {
     "copysign": ("m.copysign(x, y)", lambda x, y, z: np.copysign(x, y), True),
     "to_float": ("m.to_float(m.to_int(x)) + m.to_float(x)", lambda x, y, z: _int(x) + x, True),
     "to_int": ("m.to_int(x) * 1.0", lambda x, y, z: _int(x), True),
+    "add": ("m.add(x, y)", lambda x, y, z: x + y, True),
+    "mul": ("m.mul(x, y)", lambda x, y, z: x * y, True),
 }
 
 

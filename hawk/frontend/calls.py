@@ -13,6 +13,7 @@ import numpy as np
 from hawk.frontend import refs as R
 from hawk.frontend import retired
 from hawk.frontend.funcs import Func
+from hawk.frontend.reduce import custom_reduce
 from hawk.frontend.values import HVal, const
 from hawk.ir.build import create, strs
 from hawk.passes.verify import SCATTER_IN_IF, reduction_nested
@@ -128,6 +129,8 @@ class CallsMixin:
         space, name = tag
         if space == "math":
             return self.math_call(name, e)
+        if space == "reduce" and name == "reduce":  # an operator of the user's: hawk/frontend/reduce.py
+            return custom_reduce(self, e)
         if space == "reduce":
             return self.reduction(name, e)
         if space == "scatter":
@@ -168,6 +171,8 @@ class CallsMixin:
             return r
         if name in ("where", "select"):
             return s.select(*need(3))
+        if name in ("add", "mul"):  # (also operators of hawk.reduce)
+            return s.binop("+" if name == "add" else "*", *need(2))
         if name == "land":
             return s.logic("and", *need(2))
         if name == "lor":

@@ -6,7 +6,9 @@ Ops (generic form; all attributes are strings or arrays):
   hawk.param   {plane}                () -> T               a run-wide number
   hawk.at      {plane, axes}          (i64...) -> T         an input plane read at other coordinates
   hawk.store   {plane}                (T) -> ()             this lane's value of a per-lane output
-  hawk.reduce  {kind, over, policy}   (T, i1?) -> T         a reduction over lanes (optionally masked)
+  hawk.reduce  {kind, over, policy}   (T, i1?) -> T         a reduction over lanes (optionally masked); kind
+                                                            "fold" also names its combiner func {combine} and
+                                                            may carry {identity} (hawk/frontend/reduce.py)
   hawk.cell    {name}                 (T) -> ()             hands a reduced value out as a cell/result
   hawk.scatter {sink, mode, policy}   (T, i64...) -> ()     adds (or stores) a value into a sink by key
   hawk.cut_read {name, axes}          () -> T               a total an earlier stage reduced (a staged kernel),
@@ -58,7 +60,8 @@ irdl.dialect @hawk {
     %k2 = irdl.is "mean"
     %k3 = irdl.is "max"
     %k4 = irdl.is "min"
-    %k = irdl.any_of(%k1, %k2, %k3, %k4)
+    %k5 = irdl.is "fold"
+    %k = irdl.any_of(%k1, %k2, %k3, %k4, %k5)
     %o = irdl.base "#builtin.array"
     %p1 = irdl.is "auto"
     %p2 = irdl.is "compensated"

@@ -117,6 +117,8 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
                 bufs.append(Buffer(r.cell, "priv", "f"))
         if r.kind == "mean" and r.kept:
             bufs.append(Buffer(r.cell, "count", "f"))
+        if r.kind == "fold":  # per block of lanes or per kept slot: a flag and the value (hawk/passes/fold.py)
+            bufs.append(Buffer(r.cell, "fold", "f"))
         if exact:  # an exact accumulator per kept slot (and per count, for a mean): hawk/exact.py; and pairs
             bufs.append(Buffer(r.cell, "exact", "i64"))
             if slots:
@@ -157,6 +159,8 @@ def _private_cell_slots(r: Reduction, sig: Signature) -> int:
     Compensated sums keep their lane-order companions: one chunk."""
     axes = sig.lane_axes()
     exact = r.kind in ("sum", "mean") and r.policy == "ordered"
+    if r.kind == "fold":  # a kept slot's lanes go to one chunk, in lane order (no copies)
+        return 0
     if not r.kept or (r.kind in ("sum", "mean") and r.policy not in ("auto", "ordered")):
         return 0
     labels = [a.label for a in axes]

@@ -72,6 +72,7 @@ class HostFinish:
                 for k, v in enumerate(vals):
                     (e.vstore if isinstance(v.type, ir.VectorType) else e.store)(v, cell, e.c(k))
             self.finish_private()
+            self.finish_folds()  # hawk/passes/fold.py
             self.finish_companions()
             for r in self.lay.reductions:
                 if r.kept and r.kind == "mean":

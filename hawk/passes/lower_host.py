@@ -28,6 +28,7 @@ from hawk.ir.dialect import attr_str, is_hawk
 from hawk.layout import ORDERED_BLOCK, ORDERED_CHAINS, Layout, Reduction, sum_policy
 from hawk.passes import exact_emit
 from hawk.passes.analysis import key_source, payload_of
+from hawk.passes.fold import HostFold
 from hawk.passes.grid_interior import GridInterior, own_offsets
 from hawk.passes.host_emit import Emit, size
 from hawk.passes.host_finish import HostFinish
@@ -75,7 +76,7 @@ class _Run:
         return 1 + self.k * (2 if self.policy == "compensated" else 1)
 
 
-class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
+class HostLowering(HostOps, HostFinish, GridInterior, HostWide, HostFold):
     # Ordered sums over every lane keep error-free two-float chains in full blocks (exact, or the block's terms
     # are deposited one by one): host only; GPU threads deposit every term.
     exact_pairs = True
@@ -116,12 +117,14 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
 
     def run(self):
         kfunc = next(op for op in self.module.body.operations if "hawk.kernel" in op.attributes)
+        self.collect_folds(kfunc)  # hawk.reduce with a user's operator: hawk/passes/fold.py
         with ir.InsertionPoint(self.module.body), kfunc.location:
             lanes = self.lanes_func()
             finish = func.FuncOp(f"{self.lay.name}_finish", (self.arg_types(), []))
         self.build_lanes(lanes, kfunc)
         self.build_finish(finish)
         kfunc.operation.erase()
+        self.drop_combiners()
 
     def lanes_func(self):
         return func.FuncOp(f"{self.lay.name}_lanes", (self.arg_types(), []))
@@ -139,7 +142,7 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
         off = exact_off = 0
         self.n_terms = 0  # components of ordered sums kept in pairs: their terms' block buffer
         for r in self.lay.reductions:
-            if r.kept:
+            if r.kept or r.kind == "fold":  # a fold keeps its state in its buffer (hawk/passes/fold.py)
                 continue
             n = size(r.payload)
             pol = r.kind if r.kind in ("max", "min") else sum_policy(r.policy, False)
@@ -315,7 +318,7 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
         """Lanes per kept slot when every reduction keeping axes keeps the same leading lane axes with a sum
         ("auto"), max or min: those lanes are contiguous, so one register accumulator serves each slot."""
         kept = [r for r in self.lay.reductions if r.kept]
-        if not kept or len({r.kept for r in kept}) != 1:
+        if not kept or len({r.kept for r in kept}) != 1 or any(r.kind == "fold" for r in self.lay.reductions):
             return None
         k = kept[0].kept
         if list(k) != self.axes[:len(k)] or any(r.kind in ("sum", "mean") and r.policy != "auto" for r in kept) \
@@ -332,7 +335,7 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
         """Kept slots when every reduction keeping axes keeps the same trailing lane axes (a sum "auto", max or
         min): lane = row * span + slot, so the slot is affine in the lane and the update loop vectorizes."""
         kept = [r for r in self.lay.reductions if r.kept]
-        if not kept or len({r.kept for r in kept}) != 1:
+        if not kept or len({r.kept for r in kept}) != 1 or any(r.kind == "fold" for r in self.lay.reductions):
             return None
         k = kept[0].kept
         if list(k) != self.axes[len(self.axes) - len(k):] or len(k) == len(self.axes) or \
@@ -515,7 +518,9 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide):
             with ir.InsertionPoint(op), op.location:
                 if name == "reduce":
                     r = next(reductions)
-                    if r.kept and self.nested is not None:
+                    if r.kind == "fold":
+                        self.reduce_fold(op, r)
+                    elif r.kept and self.nested is not None:
                         self.reduce_nested(op, r)
                     elif r.kept:
                         self.reduce_kept(op, r)

@@ -70,9 +70,12 @@ def verify_hawk(module: ir.Module) -> None:
             group = "sum" if kind in ("sum", "mean") else kind
             if groups and groups[0][0] != group:
                 first = groups[0][1]
-                raise error_at(op, f"this kernel already reduces with hawk.{attr_str(first, 'kind')}; one kernel "
-                                   f"reduces with one operation (sum and mean together, or max, or min): split the "
-                                   f"kernel and put hawk.{kind} in a kernel of its own")
+                said = {"fold": "reduce"}  # a fold is written hawk.reduce(op, x)
+                before = attr_str(first, "kind")
+                raise error_at(op, f"this kernel already reduces with hawk.{said.get(before, before)}; one kernel "
+                                   f"reduces with one operation (sum and mean together, or max, or min, or "
+                                   f"hawk.reduce folds): split the kernel and put hawk.{said.get(kind, kind)} in a "
+                                   "kernel of its own")
             groups.append((group, op))
         elif "scf.if" in around:
             raise error_at(op, SCATTER_IN_IF)
