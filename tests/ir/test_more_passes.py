@@ -139,24 +139,17 @@ TREE = """
 # CHECK-NOT: func.func
 """
 
-TREE_ORDERED = """
-# ordered sums in tree form: per block, per strip of 256 lanes, each lane's term into workgroup memory, a
-# barrier, 8 threads carry the strict chains on (32 adds each), a barrier; after the 4 strips the chains go to
-# workgroup memory, and one thread adds them pairwise into the block's partial
+EXACT_CHUNKS = """
+# ordered sums take the chunk form: each thread deposits its lanes' terms into its own exact accumulator (integer
+# adds into #exact, no workgroup memory, no float add on the ordered path); the host finish rounds
 # CHECK: gpu.func @ir_m_ordered_lanes(
-# CHECK-SAME: workgroup(%[[TERMS:.+]] : memref<256xf64, #gpu.address_space<workgroup>>,
-# CHECK-SAME: %[[CHAINS:.+]] : memref<8xf64, #gpu.address_space<workgroup>>)
-# CHECK: scf.for
-# CHECK: scf.for {{.+}} = %c0 to %c4 step %c1
-# CHECK: scf.for
-# CHECK: scf.if
-# CHECK: } {hawk.no_speculate}
-# CHECK: memref.store {{.+}}, %[[TERMS]]
-# CHECK: gpu.barrier
-# CHECK: scf.for {{.+}} = %c0 to %c32 step %c1 iter_args
-# CHECK: gpu.barrier
-# CHECK: memref.store {{.+}}, %[[CHAINS]]
-# CHECK: gpu.barrier
+# CHECK-NOT: workgroup(
+# CHECK-SAME: kernel
+# CHECK: gpu.thread_id x
+# CHECK: arith.bitcast %{{.+}} : f64 to i64
+# CHECK: arith.shrui
+# CHECK: arith.addi
+# CHECK: gpu.return
 """
 
 CHUNKS = """
@@ -179,8 +172,8 @@ def test_lower_gpu_lanes_tree_form(filecheck):
     assert "_finish" in lowered.finish_llvm_ir and "gpu.module" not in lowered.finish_llvm_ir
 
 
-def test_lower_gpu_lanes_tree_form_ordered_blocks(filecheck):
-    filecheck(ir_m_ordered.lowered_gpu(ir_m_ordered.default_spec()).gpu_module, TREE_ORDERED)
+def test_lower_gpu_lanes_ordered_sums_take_the_chunk_form(filecheck):
+    filecheck(ir_m_ordered.lowered_gpu(ir_m_ordered.default_spec()).gpu_module, EXACT_CHUNKS)
 
 
 def test_lower_gpu_lanes_chunk_form_for_scatters(filecheck):
