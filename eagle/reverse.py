@@ -6,12 +6,17 @@ sinks stored into with `=` a "winners" kernel that finds the lane that won each 
 kernel (same target, threads, chunking; compiled and cached per stage), so a gradient run is as deterministic as
 a forward one: every sum across lanes in the adjoint is an ordered (exact) sum. This module only checks the
 request, shapes the cotangents into the adjoint's planes and the gradients back into the inputs' shapes.
+
+The same door serves a loaded artifact built with `reverse=True` (hawk.artifact): there the adjoint and winners
+kernels are loaded artifacts and the adjoint's planes (`Info`) come from the sidecar; nothing here imports MLIR
+unless a Plan asks for its adjoint to be made.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,28 +24,101 @@ from eagle.array import Array
 from eagle.errors import InputError
 from eagle.launch import run_stages
 
+# The adjoint's planes as a sidecar records them (hawk/reverse/sweep.Design's fields that the door reads).
+INFO_FIELDS = ("ct", "ct_kind", "payload", "grad", "grad_kind", "win", "kept")
 
-def _fail(plan, msg: str, plane: str | None = None) -> InputError:
+
+@dataclass(frozen=True)
+class Forward:
+    """What the door needs of the forward kernel, whether a Plan or a loaded artifact runs it."""
+
+    name: str
+    signature: object
+    outputs: dict
+
+
+def forward_of(runner) -> Forward:
+    k = getattr(runner, "kernel", None)
+    if k is not None:  # a Plan
+        return Forward(k.name, k.signature, k.outputs)
+    return Forward(runner.name, runner.signature, runner.outputs)  # a LoadedKernel
+
+
+@dataclass(frozen=True)
+class Info:
+    """The adjoint's planes (cotangent and gradient names and kinds) read back from a sidecar."""
+
+    ct: dict
+    ct_kind: dict
+    payload: dict
+    grad: dict
+    grad_kind: dict
+    win: dict
+    kept: dict
+
+
+def info_to_json(design) -> dict:
+    """The fields of a Design (or Info) that a sidecar records, as JSON data."""
+    d = {f: dict(getattr(design, f)) for f in INFO_FIELDS}
+    d["payload"] = {k: list(v) for k, v in d["payload"].items()}
+    d["kept"] = {k: list(v) for k, v in d["kept"].items()}
+    return d
+
+
+def info_from_json(d: dict) -> Info:
+    return Info(dict(d["ct"]), dict(d["ct_kind"]), {k: tuple(v) for k, v in d["payload"].items()}, dict(d["grad"]),
+                dict(d["grad_kind"]), dict(d["win"]), {k: tuple(v) for k, v in d["kept"].items()})
+
+
+def _fail(fwd: Forward, msg: str, plane: str | None = None) -> InputError:
     who = f"plane '{plane}' of " if plane else ""
-    return InputError(f"{who}kernel '{plan.kernel.name}': reverse: {msg}")
+    return InputError(f"{who}kernel '{fwd.name}': reverse: {msg}")
 
 
-def choose_wrt(plan, wrt, given: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(inputs the adjoint differentiates, sinks whose initial contents get a gradient)."""
-    sig = plan.kernel.signature
+def split_args(runner, cotangent, wrt, planes: dict) -> tuple[object, object, dict]:
+    """(cotangent, wrt, planes) from `reverse(cotangent, wrt, /, **planes)`: a kernel with a plane named
+    `cotangent` or `wrt` passes that plane by keyword and the argument positionally; otherwise the keyword is the
+    argument (so `wrt=("x",)` keeps working)."""
+    fwd = forward_of(runner)
+    planes = dict(planes)
+    for arg in ("cotangent", "wrt"):
+        if arg in planes and fwd.signature.get(arg) is None:
+            if (cotangent if arg == "cotangent" else wrt) is not None:
+                raise _fail(fwd, f"{arg} is given twice (positionally and as {arg}=)")
+            if arg == "cotangent":
+                cotangent = planes.pop(arg)
+            else:
+                wrt = planes.pop(arg)
+    if cotangent is None:
+        clash = " (the kernel has a plane named 'cotangent': pass the cotangent positionally)" \
+            if fwd.signature.get("cotangent") is not None else ""
+        raise _fail(fwd, f"no cotangent given: pass an array shaped like run's result, or a dict by output name "
+                         f"({{}} for all zero){clash}")
+    return cotangent, wrt, planes
+
+
+def choose_wrt(fwd: Forward, wrt, given: dict, built: tuple[str, ...] | None = None
+               ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(inputs the adjoint differentiates, sinks whose initial contents get a gradient). `built`: the inputs a
+    loaded artifact's adjoint was built for (None for a Plan, which builds the adjoint it is asked for)."""
+    sig = fwd.signature
     floats = [p.name for p in sig.planes if p.kind in ("lane", "param", "table")]
     if wrt is None:
-        return tuple(floats), tuple(n for n in given if sig.get(n) is not None and sig.get(n).kind == "sink")
+        return (tuple(floats) if built is None else tuple(built),
+                tuple(n for n in given if sig.get(n) is not None and sig.get(n).kind == "sink"))
     names = (wrt,) if isinstance(wrt, str) else tuple(wrt)
     for n in names:
         p = sig.get(n)
         if p is None:
-            raise _fail(plan, f"wrt= names '{n}', which is not a plane; its float inputs are {floats}")
+            raise _fail(fwd, f"wrt= names '{n}', which is not a plane; its float inputs are {floats}")
         if p.kind in ("index", "grid"):
-            raise _fail(plan, "is an integer plane (keys, indices, extents) and has no gradient: leave it out of "
-                              "wrt=", n)
+            raise _fail(fwd, "is an integer plane (keys, indices, extents) and has no gradient: leave it out of "
+                             "wrt=", n)
         if p.kind == "output":
-            raise _fail(plan, "is an output; wrt= names inputs (its cotangent is the cotangent= argument)", n)
+            raise _fail(fwd, "is an output; wrt= names inputs (its cotangent is the cotangent= argument)", n)
+        if built is not None and p.kind != "sink" and n not in built:
+            raise _fail(fwd, f"this artifact's reverse was built for {list(built)}: rebuild it with "
+                             f"reverse=(..., '{n}') to differentiate it", n)
     return (tuple(n for n in names if sig.get(n).kind in ("lane", "param", "table")),
             tuple(n for n in names if sig.get(n).kind == "sink"))
 
@@ -67,32 +145,32 @@ def adjoint_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
     return cache[key]
 
 
-def cotangents(plan, design, cotangent, extents: tuple[int, ...], dtype) -> dict[str, np.ndarray]:
+def cotangents(fwd: Forward, design, cotangent, extents: tuple[int, ...], dtype) -> dict[str, np.ndarray]:
     """The adjoint's cotangent planes from what the caller passed (a missing one is zero)."""
-    kernel, sig = plan.kernel, plan.kernel.signature
+    sig = fwd.signature
     names = list(design.ct)
     if not isinstance(cotangent, Mapping):
         if len(names) != 1:
-            raise _fail(plan, f"the kernel has outputs {sorted(names)}: pass cotangent= as a dict by output name")
+            raise _fail(fwd, f"the kernel has outputs {sorted(names)}: pass cotangent= as a dict by output name")
         cotangent = {names[0]: cotangent}
     given = dict(cotangent)
     for out in names:  # a vector cell's components, as run hands them back
         size = math.prod(design.payload[out])
-        if design.ct_kind[out] == "table" and out in kernel.outputs and out not in given \
+        if design.ct_kind[out] == "table" and out in fwd.outputs and out not in given \
                 and all(f"{out}_{k}" in given for k in range(size)):
             given[out] = np.concatenate([np.asarray(given.pop(f"{out}_{k}"), dtype=dtype).reshape(-1)
                                          for k in range(size)])
     unknown = [n for n in given if n not in design.ct]
     if unknown:
-        raise _fail(plan, f"cotangent names '{unknown[0]}', which is not an output; the outputs are {sorted(names)}")
+        raise _fail(fwd, f"cotangent names '{unknown[0]}', which is not an output; the outputs are {sorted(names)}")
     out_planes = {}
     for out in names:
         kind, pay = design.ct_kind[out], design.payload[out]
         labels = [a.label for a in sig.lane_axes()]
         kept = tuple(extents[labels.index(a)] for a in design.kept.get(out, ()))
-        if out in kernel.outputs and kind == "lane":
+        if out in fwd.outputs and kind == "lane":
             want = (*pay, *extents)
-        elif out in kernel.outputs:
+        elif out in fwd.outputs:
             want = (*pay, *kept) if kept else (math.prod(pay),)
         else:
             want = (*pay, *(a.extent for a in sig.get(out).axes))
@@ -100,26 +178,28 @@ def cotangents(plan, design, cotangent, extents: tuple[int, ...], dtype) -> dict
         if a.dtype.kind != "f":
             a = a.astype(dtype)
         if a.size != math.prod(want):
-            raise _fail(plan, f"the cotangent of '{out}' must be shaped {want} (as run hands it back), got {a.shape}")
+            raise _fail(fwd, f"the cotangent of '{out}' must be shaped {want} (as run hands it back), got {a.shape}")
         a = np.ascontiguousarray(a, dtype=dtype)
         if kind == "param":
             out_planes[design.ct[out]] = a.reshape(-1)[:1]
         elif kind == "lane":
             out_planes[design.ct[out]] = a.reshape(want) if len(pay) < 2 else a.reshape(math.prod(pay), *extents)
         else:  # a Table: payload components first (flattened), then the sink's or kept cell's axes
-            axes = kept if out in kernel.outputs else tuple(a_.extent for a_ in sig.get(out).axes)
+            axes = kept if out in fwd.outputs else tuple(a_.extent for a_ in sig.get(out).axes)
             size = math.prod(pay)
             out_planes[design.ct[out]] = a.reshape(((size,) if size > 1 or not axes else ()) + axes)
     return out_planes
 
 
 class _Prepared:
-    """One kernel's launch with its planes bound and buffers allocated once (as plan.bind does)."""
+    """One kernel's launch with its planes bound and buffers allocated once (as plan.bind does). `runner`: a Plan,
+    or a loaded artifact (its `prepare_run`)."""
 
-    def __init__(self, plan, planes: dict):
-        self.plan = plan
-        self.bound = plan.binder.bind(planes)
-        self.stages, self.results = plan.stages(self.bound, 0, self.bound.lanes)
+    def __init__(self, runner, planes: dict):
+        self.runner = runner
+        self.bound = runner.binder.bind(planes)
+        prepare = getattr(runner, "prepare_run", None) or runner.stages
+        self.stages, self.results = prepare(self.bound, 0, self.bound.lanes)
 
     def set(self, name: str, a: np.ndarray) -> None:
         """Write an input of the next launch (into the buffer bound for it, which this module owns)."""
@@ -127,24 +207,36 @@ class _Prepared:
 
     def launch(self) -> dict[str, np.ndarray]:
         run_stages(self.stages)
-        self.plan.last_chunks = tuple(st.nchunks for st in self.stages)
+        self.runner.last_chunks = tuple(st.nchunks for st in self.stages)
         return {k: np.asarray(v) for k, v in self.results.items()}
+
+
+def plan_source(plan):
+    """The adjoint of a Plan: made (and compiled) for exactly the inputs asked for."""
+    def source(fwd: Forward, kwrt: tuple[str, ...], extents: tuple[int, ...]):
+        return adjoint_for(plan, kwrt, extents)
+
+    source.built = None
+    return source
 
 
 class Reverse:
     """The reverse of one plan for one set of planes: the adjoint (and winners) launches prepared once; each call
-    takes a cotangent and hands back the gradients (in buffers reused by the next call, as plan.bind's results)."""
+    takes a cotangent and hands back the gradients (in buffers reused by the next call, as plan.bind's results).
+    `source(fwd, wrt, extents)` gives (adjoint runner, its planes, winners runner or None); a Plan's by default."""
 
-    def __init__(self, plan, planes: dict, wrt=None):
+    def __init__(self, plan, planes: dict, wrt=None, source=None):
+        source = source or plan_source(plan)
         self.plan, self.planes = plan, dict(planes)
-        sig = plan.kernel.signature
+        fwd = self.fwd = forward_of(plan)
+        sig = fwd.signature
         b = plan.binder.bind(self.planes)  # the forward's own checks: names, shapes, dtypes, extents
         self.dtype, self.extents = b.dtype, b.extents
-        self.kwrt, self.swrt = choose_wrt(plan, wrt, b.given)
-        adj, self.design, win = adjoint_for(plan, self.kwrt, b.extents)
+        self.kwrt, self.swrt = choose_wrt(fwd, wrt, b.given, source.built)
+        adj, self.design, win = source(fwd, self.kwrt, b.extents)
         inputs = {n: v for n, v in self.planes.items() if sig.get(n) is None or sig.get(n).kind not in ("output",
                                                                                                       "sink")}
-        zero = cotangents(plan, self.design, {}, b.extents, b.dtype)
+        zero = cotangents(fwd, self.design, {}, b.extents, b.dtype)
         self.fills = {s: np.full(tuple(a.extent for a in sig.get(s).axes), -1.0, b.dtype) for s in self.design.win}
         self.wins = {s: f.copy() for s, f in self.fills.items()}
         self.win_run = _Prepared(win, {**inputs, **self.fills}) if win is not None else None
@@ -152,8 +244,8 @@ class Reverse:
         self.adj_run = _Prepared(adj, {**inputs, **zero, **tables}) if self.kwrt else None
 
     def __call__(self, cotangent) -> dict[str, Array]:
-        plan, design, sig = self.plan, self.design, self.plan.kernel.signature
-        cts = cotangents(plan, design, cotangent, self.extents, self.dtype)
+        fwd, design, sig = self.fwd, self.design, self.fwd.signature
+        cts = cotangents(fwd, design, cotangent, self.extents, self.dtype)
         if not isinstance(cotangent, Mapping):  # one output (cotangents() checked it)
             cotangent = {next(iter(design.ct)): cotangent}
         if self.win_run is not None:
@@ -169,7 +261,7 @@ class Reverse:
             for name, a in cts.items():
                 self.adj_run.set(name, a)
             results = self.adj_run.launch()
-            plan.last_reverse_chunks = self.adj_run.plan.last_chunks
+            self.plan.last_reverse_chunks = self.adj_run.runner.last_chunks
         grads = {}
         for x in self.kwrt:
             shape = (1,) if sig.get(x).kind == "param" else np.shape(self.planes[x])
@@ -185,11 +277,18 @@ class Reverse:
 
 def reverse(plan, cotangent, wrt=None, planes: dict | None = None) -> dict[str, Array]:
     """Gradients by input name, each an eagle.Array shaped like the input (a Param's: one element)."""
-    return Reverse(plan, planes or {}, wrt)(cotangent)
+    cotangent, wrt, planes = split_args(plan, cotangent, wrt, planes or {})
+    return Reverse(plan, planes, wrt)(cotangent)
 
 
 def reverse_bound(launch, cotangent, wrt=None) -> dict[str, Array]:
-    """`plan.bind(**planes).reverse(cotangent)`: the adjoint's launches are bound once per wrt and reused."""
+    """`plan.bind(**planes).reverse(cotangent)`: the adjoint's launches are bound once per wrt and reused. A
+    launch bound to a lane range (base=/count=) is refused: the adjoint covers every lane."""
+    lo, hi = getattr(launch, "lane_span", (0, launch.bound.lanes))
+    if (lo, hi) != (0, launch.bound.lanes):
+        raise _fail(forward_of(launch.plan), f"this launch is bound to lanes [{lo}, {hi}) of {launch.bound.lanes} "
+                                             "(base=/count=), and the reverse covers every lane: bind without "
+                                             "base= and count=, or pass the planes' slices [base:base+count]")
     cache = launch.__dict__.setdefault("_reverse", {})
     key = None if wrt is None else ((wrt,) if isinstance(wrt, str) else tuple(wrt))
     if key not in cache:

@@ -156,7 +156,8 @@ def _host_cpu(cpu: str) -> dict:
 
 def build(kernel: Kernel, directory, targets: Iterable[str] = ("host",), dtypes: Iterable[str] = ("float64",),
           index_dtypes: dict[str, str] | None = None, chips: dict[str, str] | None = None,
-          cpu: str = "native") -> Path:
+          cpu: str = "native", reverse: bool | Iterable[str] = False,
+          reverse_extents: Iterable[int] | None = None) -> Path:
     """Publish `kernel` as exactly one launch into `directory`; returns the sidecar's path.
 
     A kernel that reads a reduced value later in its body runs in several stages (launches): publish it with
@@ -170,6 +171,12 @@ def build(kernel: Kernel, directory, targets: Iterable[str] = ("host",), dtypes:
     Host code (host builds, and GPU builds' finish libraries) is compiled for this machine's CPU (cpu="native"):
     hawk.load refuses it on another CPU. cpu="portable" compiles it for the architecture's generic CPU (x86-64:
     SSE2, no AVX) so that it loads on any machine of that architecture, at some cost in speed.
+
+    reverse=True also publishes the kernel's adjoint (docs/reverse.md) for every float input (or for the inputs
+    named, reverse=("x", "w")), with all its stages, so that `hawk.load(dir, name).reverse(cotangent, **planes)`
+    gives plan.reverse's gradients without MLIR. An adjoint whose gradient spans the lanes (a plane read with
+    .at, a cell that keeps an axis, stores by key on a grid) is specialised to the lane extents: give them as
+    reverse_extents=(n,) or (rows, columns).
     """
     kernel = _kernel(kernel)
     n = kernel.stage_count
@@ -178,17 +185,21 @@ def build(kernel: Kernel, directory, targets: Iterable[str] = ("host",), dtypes:
                          f"hawk.artifact.build publishes exactly one launch: use hawk.artifact.build_bundle("
                          f"[{kernel.name}], dir) to publish it with all its stages")
     ts = _targets(targets)
-    return _publish(kernel, Path(directory), ts, _dtypes(dtypes), _index_dtypes(kernel, index_dtypes),
-                    _chips(chips, ts), _host_cpu(cpu))
+    args = (Path(directory), ts, _dtypes(dtypes), _index_dtypes(kernel, index_dtypes), _chips(chips, ts),
+            _host_cpu(cpu))
+    rev = _publish_reverse(kernel, reverse, reverse_extents, *args)
+    return _publish(kernel, *args, rev)
 
 
 def build_bundle(kernels: Iterable[Kernel], directory, targets: Iterable[str] = ("host",),
                  dtypes: Iterable[str] = ("float64",), index_dtypes: dict[str, str] | None = None,
-                 chips: dict[str, str] | None = None, cpu: str = "native") -> list[Path]:
+                 chips: dict[str, str] | None = None, cpu: str = "native", reverse: bool | Iterable[str] = False,
+                 reverse_extents: Iterable[int] | dict | None = None) -> list[Path]:
     """Publish each kernel with all its stages into `directory` (one sidecar each); returns the sidecars' paths.
 
     `index_dtypes` maps Index plane names to int32/int64 for every kernel that has such a plane; `chips` and
-    `cpu` as in build.
+    `cpu` as in build. `reverse` as in build, for every kernel (True, or the inputs to differentiate in each
+    kernel that has them); `reverse_extents` one tuple for every kernel or a dict by kernel name.
     """
     ks = [_kernel(k) for k in ([kernels] if isinstance(kernels, Kernel) else list(kernels))]
     if not ks:
@@ -206,7 +217,88 @@ def build_bundle(kernels: Iterable[Kernel], directory, targets: Iterable[str] = 
     per = [_index_dtypes(k, {p: d for p, d in idx.items()
                              if k.signature.get(p) is not None and k.signature.get(p).kind == "index"}) for k in ks]
     ch, hc = _chips(chips, ts), _host_cpu(cpu)
-    return [_publish(k, Path(directory), ts, ds, i, ch, hc) for k, i in zip(ks, per, strict=True)]
+    made = [n for k in ks for n in (f"{k.name}__reverse", f"{k.name}__winners")] if reverse is not False else []
+    clash = next((n for n in names if n in made), None)
+    if clash is not None:
+        raise ValueError(f"build_bundle(reverse=...) publishes the adjoint kernels beside the kernels, and kernel "
+                         f"'{clash}' has the name of one of them: rename it")
+    if reverse not in (False, True):
+        stray = [x for x in _words(reverse, "reverse") if all(k.signature.get(x) is None for k in ks)]
+        if stray:
+            raise ValueError(f"reverse= names {stray[0]!r}, which is not a plane of any of {names}")
+    paths = []
+    for k, i in zip(ks, per, strict=True):
+        if reverse is False:
+            rev = None
+        else:
+            ext = reverse_extents.get(k.name) if isinstance(reverse_extents, dict) else reverse_extents
+            wrt = reverse if reverse is True else [x for x in _words(reverse, "reverse")
+                                                   if k.signature.get(x) is not None]
+            rev = _publish_reverse(k, wrt, ext, Path(directory), ts, ds, i, ch, hc) if wrt else None
+        paths.append(_publish(k, Path(directory), ts, ds, i, ch, hc, rev))
+    return paths
+
+
+def _reverse_wrt(kernel: Kernel, reverse) -> tuple[str, ...]:
+    sig = kernel.signature
+    floats = [p.name for p in sig.planes if p.kind in ("lane", "param", "table")]
+    names = tuple(floats) if reverse is True else _words(reverse, "reverse")
+    bad = [n for n in names if n not in floats]
+    if bad:
+        raise ValueError(f"reverse= names '{bad[0]}', which is not a float input of kernel '{kernel.name}' (its float "
+                         f"inputs: {floats}); reverse=True differentiates all of them")
+    if not names:
+        raise ValueError(f"kernel '{kernel.name}' has no float input to differentiate: build it without reverse=")
+    return names
+
+
+def _reverse_extents(kernel: Kernel, wrt: tuple[str, ...], extents) -> tuple[int, ...] | None:
+    """The lane extents the adjoint is specialised to, where it needs them (hawk.reverse.needs_extents)."""
+    from hawk.reverse import needs_extents
+
+    axes = kernel.signature.lane_axes()
+    labels = [a.label for a in axes]
+    if not needs_extents(kernel, wrt):
+        return None
+    if extents is None:
+        raise ValueError(f"kernel '{kernel.name}': its reverse is specialised to the lane extents (a gradient spans "
+                         f"the lanes: a plane read with .at, a cell that keeps an axis, or stores by key on a grid): "
+                         f"pass reverse_extents=({', '.join(labels)}) for the runs it will differentiate")
+    ext = tuple(extents)
+    if len(ext) != len(axes) or not all(isinstance(e, int) and not isinstance(e, bool) and e > 0 for e in ext):
+        raise ValueError(f"kernel '{kernel.name}': reverse_extents= takes {len(axes)} positive whole number(s), one "
+                         f"per lane axis {labels}, got {extents!r}")
+    for a, e in zip(axes, ext, strict=True):
+        if a.extent is not None and a.extent != e:
+            raise ValueError(f"kernel '{kernel.name}': reverse_extents= gives {e} lanes on axis '{a.label}', which "
+                             f"the kernel fixes at {a.extent}")
+    return ext
+
+
+def _publish_reverse(kernel: Kernel, reverse, extents, d: Path, targets, dtypes, index_dtypes, chips,
+                     host_cpu) -> dict | None:
+    """Publish the adjoint (and winners) kernels of `kernel` into `d`; returns the sidecar's reverse entry."""
+    if reverse is False or reverse is None:
+        if extents is not None:
+            raise ValueError(f"kernel '{kernel.name}': reverse_extents= is for a build with reverse=True")
+        return None
+    from eagle.reverse import info_to_json
+    from hawk.reverse import adjoint, winners
+
+    wrt = _reverse_wrt(kernel, reverse)
+    ext = _reverse_extents(kernel, wrt, extents)
+    adj, design = adjoint(kernel, wrt, ext)
+    win = winners(kernel, ext) if design.win else None
+
+    def publish(k) -> dict:
+        idx = {p: t for p, t in index_dtypes.items() if k.signature.get(p) is not None}
+        path = _publish(k, d, targets, dtypes, idx, chips, host_cpu)
+        return {"kernel": k.name, "content_hash": json.loads(path.read_text())["content_hash"]}
+
+    entry = publish(adj)
+    entry.update(winners=None if win is None else publish(win), wrt=list(wrt),
+                 extents=None if ext is None else list(ext), **info_to_json(design))
+    return entry
 
 
 def file_name(kernel: str, stage: str, dtype: str, target: str) -> str:
@@ -233,7 +325,7 @@ def _write(d: Path, name: str, make, kernel: Kernel, spec: Spec, stage: int, *ex
 
 
 def _publish(kernel: Kernel, d: Path, targets: tuple[str, ...], dtypes: tuple[str, ...],
-             index_dtypes: dict[str, str], chips: dict[str, str], host_cpu: dict) -> Path:
+             index_dtypes: dict[str, str], chips: dict[str, str], host_cpu: dict, reverse: dict | None = None) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     specs = {dt: kernel.spec_for(dt, index_dtypes, auto_sum="ordered") for dt in dtypes}
     stages = kernel.stages(specs[dtypes[0]])
@@ -281,6 +373,8 @@ def _publish(kernel: Kernel, d: Path, targets: tuple[str, ...], dtypes: tuple[st
         "host_cpu": host_cpu,
         "builds": builds,
     }
+    if reverse is not None:
+        sidecar["reverse"] = reverse
     sidecar["content_hash"] = content_hash(sidecar)
     path = d / f"{kernel.name}.json"
     text = json.dumps(sidecar, indent=1, allow_nan=False) + "\n"

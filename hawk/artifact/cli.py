@@ -1,7 +1,7 @@
 """The artifact command line: `python -m hawk.artifact` or `hawk-artifact`.
 
     hawk-artifact build [--bundle] [--target host] [--dtype float64 ...] [--index-dtype PLANE=int64 ...]
-                        [--cpu native|portable] --out DIR module:kernel [module:kernel ...]
+                        [--cpu native|portable] [--reverse [--reverse-extents N,M]] --out DIR module:kernel ...
     hawk-artifact show DIR NAME
 
 A `module` is a dotted module importable from the current directory, or a path to a .py file. Errors print one
@@ -48,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="host code for this machine's CPU (default) or for the architecture's generic CPU")
     b.add_argument("--index-dtype", action="append", default=[], metavar="PLANE=int32|int64",
                    help="the key dtype of an Index plane (repeatable; default: int32)")
+    b.add_argument("--reverse", action="store_true",
+                   help="also publish each kernel's adjoint, so that the loaded kernel has .reverse (docs/reverse.md)")
+    b.add_argument("--reverse-extents", metavar="N[,M]", default=None,
+                   help="the lane extents an adjoint whose gradient spans the lanes is built for (with --reverse)")
     s = sub.add_parser("show", help="check an artifact and print its sidecar summary",
                        description="Check DIR/NAME.json and its binaries, and print what the sidecar describes.")
     s.add_argument("dir", metavar="DIR")
@@ -157,7 +161,9 @@ def _build(args) -> int:
                                  "its stages")
     out = _out_dir(args.out)
     try:
-        paths = builder.build_bundle(kernels, out, targets=targets, dtypes=dtypes, index_dtypes=idx, cpu=args.cpu)
+        ext = None if args.reverse_extents is None else tuple(int(e) for e in args.reverse_extents.split(","))
+        paths = builder.build_bundle(kernels, out, targets=targets, dtypes=dtypes, index_dtypes=idx, cpu=args.cpu,
+                                     reverse=args.reverse, reverse_extents=ext)
     except (ValueError, TypeError) as exc:
         raise UsageError(_one_line(exc)) from None
     except OSError as exc:  # the directory became unwritable, or the disk is full

@@ -227,6 +227,44 @@ def _check_consistency(d: dict, refuse: _Refuse) -> None:
         _check_layout(b["layout"], d, st, refuse, f"{path}.layout")
     if seen != combos:
         raise refuse("sidecar.builds", f"lacks the build {sorted(combos - seen)[0]}")
+    if "reverse" in d:
+        _check_reverse(d, d["reverse"], planes, refuse)
+
+
+def _check_reverse(d: dict, rev: dict, planes: dict, refuse: _Refuse) -> None:
+    """The reverse entry names the kernel's own float inputs, outputs and sinks, and distinct adjoint planes."""
+    path = "sidecar.reverse"
+    kernels = [d["name"], rev["kernel"]] + ([] if rev["winners"] is None else [rev["winners"]["kernel"]])
+    if len(set(kernels)) != len(kernels):
+        raise refuse(path, f"names kernels {kernels}, which must differ from each other and from the kernel")
+    for x in rev["wrt"]:
+        if planes.get(x, {}).get("kind") not in ("lane", "param", "table"):
+            raise refuse(f"{path}.wrt", f"names '{x}', which is not a float input plane (Scalar, Vector, Matrix, "
+                                        "Param or Table)")
+    if set(rev["grad"]) != set(rev["wrt"]) or set(rev["grad_kind"]) != set(rev["wrt"]):
+        raise refuse(f"{path}.grad", "must name a gradient plane and its kind for each input of wrt")
+    sinks = {n for n, p in planes.items() if p["kind"] == "sink"}
+    for o in rev["ct"]:
+        if o not in d["outputs"] and o not in sinks:
+            raise refuse(f"{path}.ct.{o}", "is neither an output nor a sink of the kernel")
+    if set(rev["ct_kind"]) != set(rev["ct"]):
+        raise refuse(f"{path}.ct_kind", "must give a kind for each cotangent plane")
+    if not set(rev["ct"]) <= set(rev["payload"]) <= set(rev["ct"]) | set(rev["wrt"]):
+        raise refuse(f"{path}.payload", "must give the payload of each cotangent (and of per-lane inputs only)")
+    if not set(rev["win"]) <= set(rev["ct"]) & sinks:
+        raise refuse(f"{path}.win", "names a sink without a cotangent")
+    if (rev["winners"] is None) != (not rev["win"]):
+        raise refuse(f"{path}.winners", "must name a winners kernel exactly when a sink is stored into (win)")
+    adjoint = [*rev["ct"].values(), *rev["grad"].values(), *rev["win"].values()]
+    if len(set(adjoint)) != len(adjoint) or set(adjoint) & set(planes):
+        raise refuse(path, "names an adjoint plane twice, or one that is a plane of the kernel")
+    grid = next((p for p in planes.values() if p["kind"] == "grid"), None)
+    labels = [a[0] for a in grid["axes"]] if grid else ["sample"]
+    for c, axes in rev["kept"].items():
+        if d["outputs"].get(c) != "cell" or not set(axes) <= set(labels):
+            raise refuse(f"{path}.kept.{c}", "must name a cell output and lane axes of the kernel")
+    if rev["extents"] is not None and len(rev["extents"]) != len(labels):
+        raise refuse(f"{path}.extents", f"must give one extent per lane axis {labels}")
 
 
 def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> None:

@@ -11,6 +11,10 @@ own.
 Nothing lost: a run prepares every stage (key checks, shape checks, buffers) before the first launch and hands
 results to the caller's arrays only once every stage has run (eagle.launch.run_stages), as eagle's Plan.run does:
 a refusal in any stage leaves every array the caller passed as it was.
+
+A sidecar with a `reverse` entry (hawk.artifact.build(..., reverse=True)) names the adjoint's own artifacts in the
+same directory, pinned by their content hashes; they are read, checked and loaded with the kernel, and
+`loaded.reverse(cotangent, **planes)` runs them through eagle's reverse door (eagle/reverse.py).
 """
 
 from __future__ import annotations
@@ -296,6 +300,8 @@ class LoadedKernel:
                 runs.append((lib, Launcher(self.binder, layout, self.threads, self.min_chunk)))
             self._runs[dtype] = runs
         self._runtime = None
+        self.last_reverse_chunks: tuple[int, ...] = ()
+        self._reverse = ReverseSource(self, art, sc["reverse"], where) if "reverse" in sc else None
 
     @property
     def planes(self) -> tuple[str, ...]:
@@ -320,6 +326,18 @@ class LoadedKernel:
         """Run over every lane (or lanes [base, base + count) of a single-stage kernel); results as Plan.run:
         one output as an eagle.Array, several as a dict sorted by name. Internal cells are not handed back."""
         b = self.binder.bind(planes)
+        lo, hi = self._lane_range(base, count, b.lanes)
+        stages, results = self.prepare_run(b, lo, hi)
+        run_stages(stages)
+        self.last_chunks = tuple(st.nchunks for st in stages)
+        results = {k: v for k, v in results.items() if not self.cells.get(k, False)}
+        if len(results) == 1:
+            return next(iter(results.values()))
+        return {k: results[k] for k in sorted(results)}
+
+    def prepare_run(self, b, lo: int, hi: int) -> tuple[list, dict]:
+        """Every stage of a run over lanes [lo, hi) of the bound planes `b` prepared (dtype and key dtypes
+        checked against the build): (stages, results by name), as eagle's Plan.stages."""
         runs = self._runs.get(b.dtype.name)
         if runs is None:
             raise InputError(f"kernel '{self.name}': this artifact was built for {list(self.dtypes)}, the planes are "
@@ -330,14 +348,7 @@ class LoadedKernel:
                 raise InputError(f"plane '{plane}' of kernel '{self.name}': this artifact was built for {want} keys, "
                                  f"got {got.get(plane)} (convert with .astype(np.{want}), or rebuild with "
                                  f"index_dtypes={{'{plane}': '{got.get(plane)}'}})")
-        lo, hi = self._lane_range(base, count, b.lanes)
-        stages, results = self._prepare(runs, b, lo, hi)
-        run_stages(stages)
-        self.last_chunks = tuple(st.nchunks for st in stages)
-        results = {k: v for k, v in results.items() if not self.cells.get(k, False)}
-        if len(results) == 1:
-            return next(iter(results.values()))
-        return {k: results[k] for k in sorted(results)}
+        return self._prepare(runs, b, lo, hi)
 
     def _prepare(self, runs: list, b, lo: int, hi: int) -> tuple[list, dict]:
         """Every stage prepared before any launches, as eagle's Plan.stages (eagle.launch.prepare_stages)."""
@@ -352,8 +363,83 @@ class LoadedKernel:
 
         return prepare_stages(runs, b, lo, hi, device_stage)
 
+    def reverse(self, cotangent=None, wrt=None, /, **planes) -> dict:
+        """The gradients of the outputs weighted by `cotangent`, by input name, as eagle's plan.reverse gives
+        them (docs/reverse.md), from the adjoint built into the artifact (hawk.artifact.build(..., reverse=True)).
+        A kernel with a plane named `cotangent` or `wrt` passes that plane by keyword, the argument positionally."""
+        from eagle.reverse import Reverse, split_args
+
+        if self._reverse is None:
+            raise InputError(f"kernel '{self.name}': this artifact was built without its reverse: rebuild it with "
+                             "hawk.artifact.build(..., reverse=True) (hawk-artifact build --reverse)")
+        cotangent, wrt, planes = split_args(self, cotangent, wrt, planes)
+        return Reverse(self, planes, wrt, self._reverse)(cotangent)
+
+    @property
+    def reverse_wrt(self) -> tuple[str, ...]:
+        """The inputs the artifact's reverse differentiates (empty when it was built without one)."""
+        return () if self._reverse is None else self._reverse.built
+
     def _lane_range(self, base, count, lanes: int) -> tuple[int, int]:
         return lane_range(self.name, base, count, lanes, self.stage_count)
+
+
+_CT_PLANE = {"lane": "lane", "param": "param", "table": "table"}
+_GRAD_PLANE = {"lane": "output", "cell": "output", "sink": "sink"}
+
+
+class ReverseSource:
+    """The adjoint (and winners) kernels an artifact was built with, loaded like the forward and checked against
+    it: their sidecars are pinned by the content hashes the forward's sidecar records, their planes hold the
+    forward's inputs unchanged and the cotangent and gradient planes the sidecar names. Called by eagle.reverse's
+    door as `source(forward, wrt, extents)`."""
+
+    def __init__(self, fwd: LoadedKernel, art: Artifact, rev: dict, where: str):
+        from eagle.reverse import info_from_json
+
+        self.forward, self.info = fwd, info_from_json(rev)
+        self.built: tuple[str, ...] = tuple(rev["wrt"])
+        self.extents = None if rev["extents"] is None else tuple(rev["extents"])
+        opts = dict(target=fwd.target, threads=fwd.threads, min_chunk=fwd.min_chunk)
+        self.adjoint = LoadedKernel(read(art.directory, rev["kernel"], rev["content_hash"]), **opts)
+        win = rev["winners"]
+        self.winners = None if win is None else LoadedKernel(read(art.directory, win["kernel"],
+                                                                  win["content_hash"]), **opts)
+        for k in (self.adjoint, self.winners):
+            if k is not None:
+                self._check(k, where)
+
+    def _check(self, k: LoadedKernel, where: str) -> None:
+        fwd, info = self.forward.signature, self.info
+        if k.dtypes != self.forward.dtypes or k.index_dtypes != {n: d for n, d in self.forward.index_dtypes.items()
+                                                                 if k.signature.get(n) is not None}:
+            raise ArtifactError(f"{where}: the reverse kernel '{k.name}' was built for other dtypes than the kernel")
+
+        def same(p, q) -> bool:
+            return q is not None and (p.kind, p.payload.shape, tuple(p.axes), p.sorted) == \
+                (q.kind, q.payload.shape, tuple(q.axes), q.sorted)
+
+        for p in fwd.planes:
+            if p.kind in ("lane", "index", "param", "table", "grid") and not same(p, k.signature.get(p.name)):
+                raise ArtifactError(f"{where}: the reverse kernel '{k.name}' does not take plane '{p.name}' as the "
+                                    "kernel does: the artifact was not built as one")
+        if k is not self.adjoint:
+            return
+        want = {**{info.ct[o]: _CT_PLANE[info.ct_kind[o]] for o in info.ct},
+                **{info.grad[x]: _GRAD_PLANE[info.grad_kind[x]] for x in info.grad},
+                **{t: "table" for t in info.win.values()}}
+        for name, kind in want.items():
+            got = k.signature.get(name)
+            if got is None or got.kind != kind:
+                raise ArtifactError(f"{where}: the reverse kernel '{k.name}' has no {kind} plane '{name}', which the "
+                                    "sidecar's reverse names")
+
+    def __call__(self, fwd, wrt: tuple[str, ...], extents: tuple[int, ...]):
+        if self.extents is not None and tuple(extents) != self.extents:
+            raise InputError(f"kernel '{self.forward.name}': reverse: this artifact's reverse was built for lane "
+                             f"extents {self.extents} (a gradient spans the lanes), the planes have "
+                             f"{tuple(extents)}: rebuild it with reverse_extents={tuple(extents)}")
+        return self.adjoint, self.info, self.winners
 
 
 def load(directory, name: str, target: str = "host", threads: int | None = None,
