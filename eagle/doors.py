@@ -34,6 +34,7 @@ class BoundLaunch:
         self.plan, self.planes = plan, planes
         self.bound = plan.binder.bind(planes)
         lo, hi = plan.lane_range(base, count, self.bound.lanes, plan.kernel.stage_count)
+        self.lane_span = (lo, hi)  # the reverse refuses a range (eagle/reverse.py)
         self.stages, results = plan.stages(self.bound, lo, hi)
         self.results = results[next(iter(results))] if len(results) == 1 else {k: results[k] for k in sorted(results)}
 
