@@ -35,8 +35,9 @@ def tool():
 NAMES = sorted(p.stem for p in (ROOT / "notebooks" / "src").glob("[0-9][0-9]_*.py"))
 
 
-def test_there_are_four_notebooks():
-    assert NAMES == ["01_across_lanes", "02_sum_contract", "03_stages_and_artifacts", "04_gpu_targets"]
+def test_every_notebook_is_here():
+    assert NAMES == ["01_across_lanes", "02_sum_contract", "03_stages_and_artifacts", "04_gpu_targets",
+                     "05_reverse", "06_jax", "07_torch", "08_warp"]
 
 
 def test_notebooks_match_their_sources(tool):

@@ -433,3 +433,34 @@ def test_other_refusals():
             a = hawk.sum(x)
             b = hawk.reduce(lerp, x)  # @mixed
     _refused(exc, "mixed", "already reduces with hawk.sum", "put hawk.reduce in a kernel of its own", "k_mixed")
+
+
+def test_a_fold_builds_into_an_artifact_with_the_same_bits(tmp_path):
+    import hawk.artifact
+
+    @hawk.func
+    def half_then_add(a, b):
+        return a * 0.5 + b
+
+    @hawk.kernel
+    def art_fold(x: Scalar, t: Mutable[Scalar]):
+        t = hawk.reduce(half_then_add, x)
+
+    hawk.artifact.build(art_fold, tmp_path)
+    x = np.random.default_rng(0).normal(size=5000)
+    got = hawk.run(hawk.load(tmp_path, "art_fold", threads=3, min_chunk=1024), x=x)
+    got = got["t"] if isinstance(got, dict) else got
+    assert np.asarray(got).tobytes() == np.asarray(eagle.deploy(art_fold).run(x=x)).tobytes()
+
+
+def test_the_reverse_refuses_a_fold_by_name():
+    @hawk.func
+    def keep_second(a, b):
+        return b
+
+    @hawk.kernel
+    def rev_fold(x: Scalar, t: Mutable[Scalar]):
+        t = hawk.reduce(keep_second, x * x)
+
+    with pytest.raises(hawk.KernelError, match="hawk.reduce with an operator"):
+        eagle.deploy(rev_fold).reverse(np.ones(1), x=np.ones(8))

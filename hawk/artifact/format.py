@@ -31,12 +31,12 @@ FINISH_SUFFIX = ".finish.so"
 FLOAT_DTYPES = ("float32", "float64")
 INDEX_DTYPES = ("int32", "int64")
 PLANE_KINDS = ("lane", "index", "param", "table", "grid", "output", "sink")
-REDUCE_KINDS = ("sum", "mean", "max", "min")
+REDUCE_KINDS = ("sum", "mean", "max", "min", "fold")
 POLICIES = ("auto", "compensated", "plain", "ordered")
 SINK_POLICIES = ("plain", "compensated", "ordered")
 # The buffer roles eagle.launch.Launcher allocates; a role it does not know is refused before anything runs.
 BUFFER_ROLES = ("in", "index", "param", "table", "cut", "out", "cell", "count", "sink", "comp", "priv", "mark",
-                "scratch", "exact", "pairs", "meta", "err")
+                "scratch", "exact", "pairs", "fold", "meta", "err")
 BUFFER_DTYPES = ("f", "f64", "i32", "i64")
 _ROLE_KIND = {"in": "lane", "index": "index", "param": "param", "table": "table", "sink": "sink"}
 
@@ -309,6 +309,8 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
             raise refuse(where, f"has dtype {b['dtype']!r}, not the one of Index plane '{bname}'")
         if role == "out" and d["outputs"].get(bname) != "lane":
             raise refuse(where, f"is an 'out' buffer but '{bname}' is not a per-lane output")
+        if role == "fold" and bname not in {r["cell"] for r in lay["reductions"] if r["kind"] == "fold"}:
+            raise refuse(where, f"is a fold's state but no hawk.reduce with an operator lands in '{bname}'")
         if role in ("cell", "count") and bname not in cells:
             raise refuse(where, f"is a '{role}' buffer but no reduction lands in '{bname}'")
         if role == "cell" and bname not in d["outputs"] and bname not in st["cells_out"]:

@@ -54,6 +54,10 @@ def facts(kernel: Kernel) -> Facts:
         for op in found:
             if is_hawk(op, "at") and sig.get(attr_str(op, "plane")).kind == "lane":
                 at.add(attr_str(op, "plane"))
+            elif is_hawk(op, "reduce") and attr_str(op, "kind") == "fold":
+                raise error_at(op, "the reverse does not differentiate hawk.reduce with an operator (a fold's "
+                                   "adjoint depends on the operator's own derivative): use hawk.sum, hawk.mean, "
+                                   "hawk.max or hawk.min where a gradient is needed")
             elif is_hawk(op, "load") and sig.get(attr_str(op, "plane")).kind == "output":
                 raise error_at(op, f"the reverse cannot take a read of output "
                                    f"'{attr_str(op, 'plane')}' before it is assigned (its initial contents): pass "
