@@ -49,6 +49,61 @@ def own_offsets(body: ir.Block, axes: list[str]) -> dict[str, int]:
     return {a: m for a, m in margins.items() if a in axes}
 
 
+_SWAP = {0: 0, 1: 1, 2: 4, 3: 5, 4: 2, 5: 3}  # arith.cmpi eq ne slt sle sgt sge: operands swapped
+
+
+def _decide(pred: int, lo: float, hi: float, k: int) -> bool | None:
+    """The value of `x pred k` for every x in [lo, hi], or None when it depends on x."""
+    if pred in (0, 1):
+        same = True if lo == hi == k else False if k < lo or k > hi else None
+        return same if same is None or pred == 0 else not same
+    if pred in (2, 3):  # slt, sle
+        k2 = k if pred == 2 else k + 1
+        return True if hi < k2 else False if lo >= k2 else None
+    if pred in (4, 5):  # sgt, sge
+        k2 = k if pred == 5 else k + 1
+        return True if lo >= k2 else False if hi < k2 else None
+    return None
+
+
+def fold_coordinate_tests(roots: list, ranges: dict[str, tuple[int, int | None]]) -> None:
+    """Replace each signed comparison of a lane coordinate (`g.col`) with a constant by its value when every
+    coordinate in `ranges[axis]` (lowest, highest or None for no known top) gives the same answer."""
+    tests = []
+
+    def visit(op):
+        if op.name == "arith.cmpi":
+            tests.append(op)
+        return ir.WalkResult.ADVANCE
+
+    for root in roots:
+        root.operation.walk(visit)
+    for op in tests:
+        pred = ir.IntegerAttr(op.attributes["predicate"]).value
+        found = _coordinate_vs_constant(op.operands[0], op.operands[1], ranges)
+        if found is None:
+            found = _coordinate_vs_constant(op.operands[1], op.operands[0], ranges)
+            pred = _SWAP.get(pred, -1)
+        if found is None:
+            continue
+        (lo, hi), k = found
+        known = _decide(pred, lo, float("inf") if hi is None else hi, k)
+        if known is None:
+            continue
+        with ir.InsertionPoint(op), op.location:
+            t = ir.IntegerType.get_signless(1)
+            const = ir.Operation.create("arith.constant", [t], [], {"value": ir.IntegerAttr.get(t, int(known))})
+        op.results[0].replace_all_uses_with(const.results[0])
+
+
+def _coordinate_vs_constant(a, b, ranges):
+    """((lowest, highest), constant) when `a` is a hawk.lane coordinate with a known range and `b` a constant."""
+    if isinstance(a.owner, ir.Block) or isinstance(b.owner, ir.Block) or not is_hawk(a.owner, "lane") or \
+            b.owner.name != "arith.constant" or attr_str(a.owner, "axis") not in ranges:
+        return None
+    return ranges[attr_str(a.owner, "axis")], ir.IntegerAttr(b.owner.attributes["value"]).value
+
+
 class GridInterior:
     def interior_rows(self, body, outer, row0, start, end, span, margins) -> list[ir.Value]:
         """A row of a 2-D grid as three loops: its first and last columns with the general body, the columns in
@@ -70,7 +125,10 @@ class GridInterior:
                 anchor = scf.YieldOp(list(loop.inner_iter_args))
             self.lane, self.accs, self.j = loop.induction_variable, list(loop.inner_iter_args), None
             self.interior = margins if interior else {}
-            self.rewrite_ops(self.clone_body(body, anchor))
+            copies = self.clone_body(body, anchor)
+            if interior:  # c > 0, c < cols - 1... hold on every interior lane: the loop needs no guard per lane
+                fold_coordinate_tests(copies, {self.axes[0]: (kr, None), self.axes[1]: (kc, span - 1 - kc)})
+            self.rewrite_ops(copies)
             self.interior = {}
             anchor.operation.erase()
             with ir.InsertionPoint(loop.body):

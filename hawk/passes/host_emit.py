@@ -12,6 +12,7 @@ from mlir.dialects import memref, vector
 from hawk.ir.build import create
 
 _FAST = "#arith.fastmath<reassoc,contract>"
+_NNAN_NSZ = "#arith.fastmath<nnan,nsz>"
 _SGE, _SLT, _EQ = 5, 2, 0
 
 # Payloads with more components than this are "wide": the host lowering moves them between memory and one vector
@@ -166,11 +167,21 @@ class Emit:
     def fast_add(self, a, b) -> ir.Value:
         return self.op("arith.addf", a, b, attrs={"fastmath": ir.Attribute.parse(_FAST)})
 
+    def fast_sub(self, a, b) -> ir.Value:
+        return self.op("arith.subf", a, b, attrs={"fastmath": ir.Attribute.parse(_FAST)})
+
     def add(self, a, b) -> ir.Value:
         return self.op("arith.addf", a, b)
 
     def extremum(self, kind: str, a, b) -> ir.Value:
         return self.op("arith.maximumf" if kind == "max" else "arith.minimumf", a, b)
+
+    def fast_extremum(self, kind: str, a, b) -> ir.Value:
+        """max/min as one packed instruction once vectorized: NaNs and the sign of a zero result are left open
+        (nnan, nsz), so the caller must track both apart and restore them (lower_host's extremum flags): the value
+        is exact otherwise, since max/min return one of their operands."""
+        name = "arith.maxnumf" if kind == "max" else "arith.minnumf"
+        return self.op(name, a, b, attrs={"fastmath": ir.Attribute.parse(_NNAN_NSZ)})
 
     def combine_kind(self, kind: str, a, b) -> ir.Value:
         return self.add(a, b) if kind in ("sum", "mean") else self.extremum(kind, a, b)

@@ -16,7 +16,7 @@ from hawk.ir.build import create
 from hawk.ir.dialect import attr_str, attr_strs
 from hawk.layout import sum_policy
 from hawk.passes import exact_emit
-from hawk.passes.analysis import payload_of
+from hawk.passes.analysis import key_source, payload_of
 from hawk.passes.host_emit import _EQ, _SGE, _SLT, size
 
 _UGT = 8
@@ -431,6 +431,96 @@ class HostOps:
                 e.store(e.add(e.load(cnt, at), e.cf(1.0)), cnt, at)
             if where is not None:
                 scf.YieldOp([])
+
+
+class SplitScatters:
+    """Scatter-adds with computed keys (`hawk.scatter(counts)[m.index(t * 256.0, 256)] += 1.0`) in two passes per
+    block of lanes: the first computes every lane's keys and values into small buffers with no store into a sink,
+    so LLVM vectorizes it; the second adds them into the sink lane by lane, in lane order (the same adds, in the
+    same order, as one pass). Fused, the sink's loads and stores sit between the key computations and the loop
+    stays scalar. Host only, for kernels whose only effects are plain adds of scalars into sinks."""
+
+    SPLIT_BLOCK = 256  # lanes per block: the key and value buffers stay in L1
+
+    def split_scatters(self, body: ir.Block) -> list | None:
+        """The body's scatters when the two-pass form applies (else None): every effect a top-level plain add of
+        a scalar into a sink no lane stores into, at least one with a key computed in the kernel (a key read
+        straight from an Index plane gains nothing), and no reduction."""
+        from hawk.ir.dialect import is_hawk
+
+        if not self.exact_pairs or self.lay.reductions or len(self.axes) != 1:
+            return None
+        scatters, ok = [], [True]
+
+        def visit(op):
+            if is_hawk(op, "reduce") or is_hawk(op, "store") or op.name.startswith("scf.") or \
+                    (is_hawk(op) and op.name[5:] not in ("load", "param", "lane", "at", "scatter", "cell")):
+                ok[0] = False
+            return ir.WalkResult.ADVANCE
+
+        for op in body.operations:
+            op.operation.walk(visit)
+            if op.operation.name == "hawk.scatter":
+                scatters.append(op)
+        if not ok[0] or not scatters:
+            return None
+        computed = False
+        for op in scatters:
+            sink = attr_str(op, "sink")
+            if attr_str(op, "mode") != "add" or self.lay.sink_policy.get(sink) != "plain" or \
+                    sink in self.lay.stored or payload_of(op.operands[0].type):
+                return None
+            computed = computed or any(key_source(k) is None for k in list(op.operands)[1:])
+        return scatters if computed else None
+
+    def split_driver(self, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
+        """for block: for lane: keys and values into buffers; for lane: the scatter-adds from the buffers."""
+        e = self.e
+        B = self.SPLIT_BLOCK
+        outer = scf.ForOp(self.lo, self.hi, e.c(B), chunk0)
+        with ir.InsertionPoint(outer.body):
+            start = outer.induction_variable
+            end = e.op("arith.minui", e.add_i(start, e.c(B)), self.hi)
+            first = scf.ForOp(start, end, e.c(1), [])
+            with ir.InsertionPoint(first.body):
+                anchor = scf.YieldOp([])
+            copies = self.clone_body(body, anchor)
+            # each scatter's operands: constants are made again in the second pass, the rest go through buffers
+            parked = []
+            with ir.InsertionPoint(anchor), body.owner.location:
+                at = e.op("arith.subi", first.induction_variable, start)
+                for n, op in enumerate(c for c in copies if c.operation.name == "hawk.scatter"):
+                    slots = []
+                    for k, v in enumerate(op.operands):
+                        if not isinstance(v.owner, ir.Block) and v.owner.name == "arith.constant":
+                            slots.append(("const", v.owner))
+                        else:
+                            buf = self.temp(B, v.type, tag=f"split{n}.{k}")
+                            e.store(v, buf, at)
+                            slots.append(("buf", buf))
+                    parked.append((op, slots))
+            self.lane, self.accs, self.j = first.induction_variable, [], None
+            self.rewrite_ops([c for c in copies if c.operation.name != "hawk.scatter"])
+            second = scf.ForOp(start, end, e.c(1), [])
+            with ir.InsertionPoint(second.body), body.owner.location:
+                at = e.op("arith.subi", second.induction_variable, start)
+                again = []
+                for op, slots in parked:
+                    vals = [slot.operation.clone().results[0] if how == "const" else e.load(slot, at)
+                            for how, slot in slots]
+                    new = op.operation.clone()
+                    for k, v in enumerate(vals):
+                        new.operands[k] = v
+                    again.append(new)
+                    op.operation.erase()
+                self.lane = second.induction_variable
+                self.rewrite_ops(again)
+                scf.YieldOp([])
+            anchor.operation.erase()
+            with ir.InsertionPoint(first.body):
+                scf.YieldOp([])
+            scf.YieldOp(list(outer.inner_iter_args))
+        return list(outer.results)
 
 
 class _Here:

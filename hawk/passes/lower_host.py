@@ -10,8 +10,9 @@ The kernel func becomes two functions with the same arguments (flat `memref<?xT>
                accumulators, folds companions into sinks and divides means by their counts
                (hawk/passes/host_finish.py).
 
-Loop shapes ("drivers"): a flat loop over lanes; a loop over blocks with ORDERED_CHAINS interleaved chains inside
-each block when the kernel has a compensated sum over every lane; register
+Loop shapes ("drivers"): a flat loop over lanes (two passes per block of lanes when its only effects are
+scatter-adds with computed keys: host_ops.SplitScatters); a loop over blocks with ORDERED_CHAINS interleaved
+chains inside each block when the kernel has a compensated sum over every lane; register
 accumulators per kept slot (nested) or rows of lanes (column) for reductions that keep lane axes. Sums of wide
 payloads keep their state in memory instead of registers (hawk/passes/host_wide.py).
 """
@@ -32,11 +33,12 @@ from hawk.passes.fold import HostFold
 from hawk.passes.grid_interior import GridInterior, own_offsets
 from hawk.passes.host_emit import Emit, size
 from hawk.passes.host_finish import HostFinish
-from hawk.passes.host_ops import HostOps
+from hawk.passes.host_ops import HostOps, SplitScatters
 from hawk.passes.host_wide import HostWide
 from hawk.passes.speculate import NO_SPECULATE
 
 _UNE = 13  # arith.cmpf "une": unordered or not equal
+_UNO, _OEQ, _UEQ = 14, 1, 8  # arith.cmpf "uno" (either is NaN), "oeq", "ueq" (equal or either is NaN)
 
 
 @dataclass
@@ -55,6 +57,7 @@ class _Acc:
     term_at: int = 0  # pairs: where its components' terms start in the block's term buffer (x ORDERED_BLOCK)
     mem: ir.Value | None = None  # wide: [chunk state (values, corrections)] [chain state (CHAINS x ...)]
     chain_at: int = 0  # wide: where the chain state starts in `mem`
+    flags: int = -1  # max/min, host: its sums of NaN and zero lanes (n, float64) among the iter_args
 
 
 @dataclass
@@ -76,10 +79,11 @@ class _Run:
         return 1 + self.k * (2 if self.policy == "compensated" else 1)
 
 
-class HostLowering(HostOps, HostFinish, GridInterior, HostWide, HostFold):
+class HostLowering(HostOps, HostFinish, GridInterior, HostWide, HostFold, SplitScatters):
     # Ordered sums over every lane keep error-free two-float chains in full blocks (exact, or the block's terms
     # are deposited one by one): host only; GPU threads deposit every term.
     exact_pairs = True
+    n_flags = 0  # iter_args after the sorted runs' that track NaNs and zeros of max/min (plan_extremum_flags)
 
     def __init__(self, module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[str, ir.Type]):
         self.module, self.lay, self.e = module, layout, Emit(ftype)
@@ -159,6 +163,8 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide, HostFold):
                     self.n_terms += n
             else:
                 t = e.f64  # chunk partials are float64 (ordered chains stay in the kernel's type)
+                if self.exact_pairs and pol in ("max", "min") and not acc.wide:
+                    t = e.f  # (widened when stored: a max is one of its operands, so exact; plan_extremum_flags)
                 chunk += [e.identity(r.kind, t)] * n
                 if pol == "compensated":
                     chunk += [e.cf(0.0, t)] * n
@@ -195,7 +201,48 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide, HostFold):
 
                 k = run.k
                 chunk += [e.c(-1, e.i64)] + [init(-0.0, t)] * k + ([init(0.0, t)] * k if pol == "compensated" else [])
+        self.n_flags = self.plan_extremum_flags(chunk)
         return chunk, chain
+
+    def plan_extremum_flags(self, chunk: list[ir.Value]) -> int:
+        """State that lets a max/min over every lane run as a plain packed max (host_emit.fast_extremum): per
+        component, a flag that starts at -0.0 and takes the lanes that are NaN or zero: max adds them (and -0.0 for
+        every other lane), min subtracts them (and +0.0). In any order of the adds it ends NaN when a NaN was met
+        (x86 keeps a NaN operand's bits), else +0.0 exactly when a zero of the winning sign was met (+0.0 for max,
+        -0.0 for min). All in the kernel's type. Host only: GPU lowerings keep arith.maximumf in float64."""
+        if not self.exact_pairs:
+            return 0
+        e, before = self.e, len(chunk)
+        for acc in self.full:
+            if acc.policy in ("max", "min") and not acc.wide:
+                acc.flags = len(chunk)
+                chunk += [e.cf(-0.0)] * acc.n
+        return len(chunk) - before
+
+    def extremum_step(self, acc: _Acc, c: int, x: ir.Value, mask: ir.Value | None) -> None:
+        """One lane into a max/min with flags: the packed max and the sum of NaNs and zeros (both masked)."""
+        e, s = self.e, self.accs
+        k, nk = acc.slot + c, acc.flags + c
+        new = e.fast_extremum(acc.policy, s[k], x)
+        s[k] = new if mask is None else e.select(mask, new, s[k])
+        special = e.cmpf(_UEQ, x, e.cf(0.0))  # NaN, +0.0 or -0.0
+        if mask is not None:
+            special = e.op("arith.andi", special, mask)
+        if acc.policy == "max":
+            s[nk] = e.fast_add(s[nk], e.select(special, x, e.cf(-0.0)))
+        else:  # (not an add of -x: LLVM may turn that into a subtraction, which keeps a NaN's sign)
+            s[nk] = e.fast_sub(s[nk], e.select(special, x, e.cf(0.0)))
+
+    def finish_extrema(self, final: list[ir.Value]) -> None:
+        """A chunk's max/min as arith.maximumf/minimumf would give it: a NaN met wins; a zero result is +0.0 for
+        max when a +0.0 was met, else -0.0 (min: -0.0 when a -0.0 was met). Both come from the flag sum."""
+        e = self.e
+        for acc in self.full:
+            for c in range(acc.n) if acc.flags >= 0 else ():
+                m, flag = final[acc.slot + c], final[acc.flags + c]
+                zero = flag if acc.policy == "max" else e.op("arith.negf", flag)
+                m = e.select(e.cmpf(_OEQ, m, e.cf(0.0)), zero, m)
+                final[acc.slot + c] = e.select(e.cmpf(_UNO, flag, flag), flag, m)
 
     def is_sorted_scatter(self, op) -> bool:
         """A += scatter keyed by a Sorted[Index] plane: runs of equal keys are summed in registers (not into an
@@ -243,6 +290,8 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide, HostFold):
             final = self.column_driver(body, chunk0, None)  # rows of a grid: coordinates without div/mod
         else:
             final = self.flat_driver(body, chunk0)
+        final = list(final)
+        self.finish_extrema(final)
         scratch = self.bufs[("#scratch", "scratch")]
         base = e.mul_i(self.chunk, e.c(max(self.lay.width, 1)))
         for k, v in enumerate(final[:self.nchunk_red]):
@@ -284,6 +333,8 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide, HostFold):
 
     def flat_driver(self, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
         e = self.e
+        if self.split_scatters(body):  # computed keys in a vectorized pass first (host_ops.SplitScatters)
+            return self.split_driver(body, chunk0)
         loop = scf.ForOp(self.lo, self.hi, e.c(1), chunk0)
         with ir.InsertionPoint(loop.body):
             anchor = scf.YieldOp(list(loop.inner_iter_args))
@@ -574,6 +625,9 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide, HostFold):
                 s[kc] = keep(nc, s[kc])
         else:
             for c, x in enumerate(xs):
+                if acc.flags >= 0:  # in the kernel's type (plan_state)
+                    self.extremum_step(acc, c, x, mask)
+                    continue
                 x = e.widen(x, e.f64)
                 if acc.policy == "fast":
                     if mask is not None:
@@ -692,7 +746,7 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide, HostFold):
 
     def nchunk_red_total(self) -> int:
         """Chain state follows the whole chunk state (reductions and sorted runs) in the iter_args."""
-        return self.nchunk_red + sum(r.width for r in self.runs)
+        return self.nchunk_red + sum(r.width for r in self.runs) + self.n_flags
 
 
 def lower_host(module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[str, ir.Type]) -> None:

@@ -1,0 +1,369 @@
+"""Host loops that LLVM vectorizes (issue 12): max/min, masked sums, histograms through m.index and .at stencils.
+
+Correctness only: results equal NumPy's (bitwise for max/min and whole-number histograms, within a bound for
+sums) on data with NaNs, -0.0, empty masks and keys at the edges, on one chunk and on several. Where the CPU has
+AVX2, the optimized assembly of a kernel's lane loop is checked for packed vector instructions. Speed is measured
+elsewhere (benchmarks/), never here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import eagle
+import hawk
+import hawk.math as m
+from hawk import Grid, Mutable, Param, Scalar, Vector
+
+# ruff: noqa: UP037 (axis labels in annotations are strings, not forward references)
+
+BINS = 256
+
+
+@hawk.kernel
+def vmax(x: Scalar) -> Scalar:
+    return hawk.max(x)
+
+
+@hawk.kernel
+def vmin(x: Scalar) -> Scalar:
+    return hawk.min(x)
+
+
+@hawk.kernel
+def vmax_where(x: Scalar, w: Scalar) -> Scalar:
+    return hawk.max(x, where=w > 0.5)
+
+
+@hawk.kernel
+def vmin_where(x: Scalar, w: Scalar) -> Scalar:
+    return hawk.min(x, where=w > 0.5)
+
+
+@hawk.kernel
+def vmax3(v: Vector[3]) -> Vector[3]:
+    return hawk.max(v)
+
+
+@hawk.kernel
+def positive_sum(x: Scalar) -> Scalar:
+    return hawk.sum(x, where=x > 0.0)
+
+
+@hawk.kernel
+def hist_auto(t: Scalar, counts: Mutable["bin":BINS]):
+    hawk.scatter(counts)[m.index(t * 256.0, BINS)] += 1.0
+
+
+@hawk.kernel
+def hist_plain(t: Scalar, counts: Mutable["bin":BINS]):
+    hawk.scatter(counts, policy="plain")[m.index(t * 256.0, BINS)] += 1.0
+
+
+@hawk.kernel
+def hist_weighted(t: Scalar, w: Scalar, counts: Mutable["bin":BINS]):
+    hawk.scatter(counts, policy="plain")[m.index(t * 256.0, BINS)] += w
+
+
+COLS = 40
+
+
+@hawk.kernel
+def diffuse(g: Grid["row", "col":COLS], u: Scalar, rate: Param, last_row: Param) -> Scalar:
+    r = g.row
+    c = g.col
+    if m.land(m.land(r > 0, m.to_float(r) < last_row), m.land(c > 0, c < COLS - 1)):
+        nxt = u + rate * (u.at(row=r - 1) + u.at(row=r + 1) + u.at(col=c - 1) + u.at(col=c + 1) - 4.0 * u)
+    else:
+        nxt = u
+    return nxt
+
+
+def _bits(a) -> bytes:
+    return np.asarray(a, dtype=np.float64).tobytes()
+
+
+def _run(kernel, chunks: bool, **planes):
+    """One chunk, or small chunks over two threads (so the finish combines several chunk results)."""
+    plan = eagle.deploy(kernel, threads=2, min_chunk=37) if chunks else eagle.deploy(kernel, threads=1)
+    out = plan.run(**planes)
+    return {k: np.asarray(v) for k, v in out.items()} if isinstance(out, dict) else np.asarray(out)
+
+
+def _special_arrays(n: int, dtype) -> list[np.ndarray]:
+    rng = np.random.default_rng(n)
+    base = rng.standard_normal(n).astype(dtype)
+    out = [base]
+    for at in (0, 1, n // 2, n - 1):  # a NaN in the vector body, the epilogue and the first lane
+        a = base.copy()
+        a[at] = np.nan
+        out.append(a)
+    neg_nan = base.copy()
+    neg_nan[n // 3] = -np.float64(np.nan)
+    out.append(neg_nan)
+    out.append(np.full(n, -0.0, dtype))  # every lane -0.0
+    out.append(np.full(n, 0.0, dtype))
+    mixed = -np.abs(base)  # zeros of both signs are the largest values
+    mixed[n // 4], mixed[n // 2] = -0.0, 0.0
+    out.append(mixed)
+    mixed_min = np.abs(base)
+    mixed_min[n // 5], mixed_min[n - 2] = 0.0, -0.0
+    out.append(mixed_min)
+    inf = base.copy()
+    inf[3], inf[n - 3] = np.inf, -np.inf
+    out.append(inf)
+    return out
+
+
+def _expect(kind: str, x: np.ndarray) -> float:
+    """np.max / np.min, with the sign of a zero result as arith.maximumf / minimumf give it (NumPy's depends on
+    the order of the lanes): +0.0 for max when a +0.0 is present, -0.0 for min when a -0.0 is."""
+    if x.size == 0:
+        return -math.inf if kind == "max" else math.inf
+    r = (np.max if kind == "max" else np.min)(x)
+    if r == 0:
+        want = 0.0 if kind == "max" else -0.0
+        r = want if np.any(np.signbit(x[x == 0]) == (kind == "min")) else -want
+    return r
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("chunks", [False, True])
+@pytest.mark.parametrize("n", [1, 7, 1000, 4099])
+def test_max_min_bits(n, chunks, dtype):
+    for x in _special_arrays(n, dtype) if n > 4 else [np.array([v] * n, dtype) for v in (1.5, -0.0, np.nan)]:
+        for kind, k in (("max", vmax), ("min", vmin)):
+            got = _run(k, chunks, x=x)
+            want = np.asarray([_expect(kind, x)], dtype=dtype)
+            assert got.dtype == dtype
+            if np.any(np.isnan(x) & np.signbit(x)):  # NumPy's own NaN sign then depends on its code path
+                assert np.isnan(got[0]), (kind, n, got)
+                continue
+            assert got.tobytes() == want.tobytes(), (kind, n, x[:8], got, want)
+
+
+@pytest.mark.parametrize("chunks", [False, True])
+def test_max_min_where(chunks):
+    rng = np.random.default_rng(5)
+    n = 2003
+    x = rng.standard_normal(n)
+    x[[10, 500, 1500]] = [np.nan, -0.0, 0.0]
+    for w in (rng.random(n), np.zeros(n), np.ones(n)):
+        keep = w > 0.5
+        for kind, k in (("max", vmax_where), ("min", vmin_where)):
+            got = _run(k, chunks, x=x, w=w)
+            assert _bits(got) == _bits([_expect(kind, x[keep])]), (kind, keep.sum())
+    # a NaN in a lane the mask drops does not reach the result
+    w = np.ones(n)
+    w[10] = 0.0
+    assert _bits(_run(vmax_where, chunks, x=x, w=w)) == _bits([_expect("max", np.delete(x, 10))])
+
+
+def test_max_vector_payload():
+    rng = np.random.default_rng(9)
+    v = rng.standard_normal((3, 3001))
+    v[1, 77] = np.nan
+    v[2] = -np.abs(v[2])
+    v[2, 100] = 0.0
+    got = _run(vmax3, True, v=v)
+    assert _bits(got) == _bits([_expect("max", v[c]) for c in range(3)])
+
+
+@pytest.mark.parametrize("chunks", [False, True])
+def test_masked_sum(chunks):
+    rng = np.random.default_rng(3)
+    for x in (rng.standard_normal(100_003), -np.abs(rng.standard_normal(5000)), np.full(64, -0.0)):
+        got = float(_run(positive_sum, chunks, x=x)[0])
+        terms = x[x > 0.0]
+        want = math.fsum(terms)
+        # "auto": a fast sum in float64 partials: within n * eps * sum|terms|
+        assert abs(got - want) <= terms.size * np.finfo(np.float64).eps * np.sum(np.abs(terms)) + 0.0
+        if terms.size == 0:
+            assert got == 0.0
+
+
+def _hist(t: np.ndarray, w=None) -> np.ndarray:
+    idx = np.clip(np.floor(t * t.dtype.type(256.0)), 0, BINS - 1).astype(np.int64)
+    return np.bincount(idx, weights=w, minlength=BINS).astype(np.float64)
+
+
+def _hist_data(n: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(n)
+    t = rng.random(n)
+    edges = t.copy()
+    edges[: min(n, 8)] = [-1e300, -1.0, -0.0, 0.0, 1.0 - 2 ** -53, 1.0, 7.5, np.inf][: min(n, 8)]
+    nan = t.copy()
+    nan[n // 2] = np.nan  # floor(NaN) clamps to bin 0, as np.clip(NaN) ... is NaN: counted below by hand
+    same = np.full(n, 0.5)  # every lane into one bin
+    return [t, edges, same, nan]
+
+
+@pytest.mark.parametrize("chunks", [False, True])
+@pytest.mark.parametrize("kernel", [hist_auto, hist_plain])
+@pytest.mark.parametrize("n", [1, 300, 100_000])
+def test_histogram_counts_exact(kernel, n, chunks):
+    for t in _hist_data(n):
+        got = _run(kernel, chunks, t=t)
+        finite = ~np.isnan(t)
+        want = _hist(t[finite])
+        want[0] += np.count_nonzero(~finite)  # m.index(NaN) is slot 0: clamp(floor(NaN)) as maxnum/minnum give it
+        assert got.tobytes() == want.tobytes(), (n, np.flatnonzero(got != want)[:5])
+
+
+def test_histogram_adds_onto_given_sink():
+    t = np.random.default_rng(1).random(5000)
+    given = np.arange(BINS, dtype=np.float64)
+    out = eagle.deploy(hist_plain, threads=1).run(t=t, counts=given.copy())
+    assert np.asarray(out).tobytes() == (given + _hist(t)).tobytes()
+
+
+def test_histogram_weighted():
+    rng = np.random.default_rng(2)
+    t, w = rng.random(20_000), rng.standard_normal(20_000)
+    got = _run(hist_weighted, False, t=t, w=w)
+    want = _hist(t, np.abs(w))
+    assert np.all(np.abs(got - _hist(t, w)) <= 20_000 * np.finfo(np.float64).eps * want)
+
+
+@hawk.kernel
+def hist_keys(t: Scalar, counts: Mutable["bin":BINS]):
+    hawk.scatter(counts)[m.to_int(m.floor(t))] += 1.0
+
+
+@pytest.mark.parametrize("chunks", [False, True])
+def test_histogram_computed_keys_minus_one_and_outside(chunks):
+    t = np.random.default_rng(4).random(3000) * BINS
+    t[[5, 700, 2999]] = -1.0  # key -1: the lane adds nothing
+    want = np.bincount(np.floor(t[t >= 0]).astype(np.int64), minlength=BINS).astype(np.float64)
+    assert _run(hist_keys, chunks, t=t).tobytes() == want.tobytes()
+    bad = t.copy()
+    bad[[1000, 2000]] = [BINS + 3.0, -7.0]
+    given = np.full(BINS, 2.0)
+    with pytest.raises(eagle.InputError, match="counts"):
+        eagle.deploy(hist_keys, threads=1).run(t=bad, counts=given)
+    assert np.all(given == 2.0)  # a refused run leaves the caller's sink as it was
+
+
+@pytest.mark.parametrize("chunks", [False, True])
+@pytest.mark.parametrize("rows", [3, 4, 57])
+def test_stencil(rows, chunks):
+    rng = np.random.default_rng(rows)
+    u = rng.standard_normal((rows, COLS))
+    u[1, 1] = np.nan
+    got = _run(diffuse, chunks, u=u, rate=0.1, last_row=float(rows - 1))
+    o = u.copy()
+    c = u[1:-1, 1:-1]
+    o[1:-1, 1:-1] = c + 0.1 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:] - 4.0 * c)
+    np.testing.assert_allclose(got, o, rtol=1e-15, atol=1e-15, equal_nan=True)
+
+
+@hawk.kernel
+def coordinate_tests(g: Grid["row", "col":COLS], u: Scalar) -> Scalar:
+    c = g.col
+    r = g.row
+    s = u.at(col=c - 1) + u.at(col=c + 1) + u.at(row=r - 1)
+    if c == 1:
+        s = s + 100.0
+    if c >= COLS - 2:
+        s = s + 1000.0
+    if r > 1:
+        s = s + 10000.0
+    if c != 0:
+        s = s + 0.5
+    if 0 < c:
+        s = s + 0.25
+    return s
+
+
+@pytest.mark.parametrize("chunks", [False, True])
+def test_interior_coordinate_tests(chunks):
+    """Tests of the column against constants are decided once for the interior lanes only where every interior
+    lane agrees: the others still vary lane by lane."""
+    rows = 9
+    u = np.random.default_rng(8).standard_normal((rows, COLS))
+    col = np.arange(COLS)[None, :] + np.zeros((rows, 1), int)
+    row = np.arange(rows)[:, None] + np.zeros((1, COLS), int)
+    left = u[:, np.clip(np.arange(COLS) - 1, 0, COLS - 1)]
+    right = u[:, np.clip(np.arange(COLS) + 1, 0, COLS - 1)]
+    up = u[np.clip(np.arange(rows) - 1, 0, rows - 1), :]
+    want = left + right + up
+    want = want + np.where(col == 1, 100.0, 0.0)
+    want = want + np.where(col >= COLS - 2, 1000.0, 0.0)
+    want = want + np.where(row > 1, 10000.0, 0.0)
+    want = want + np.where(col != 0, 0.5, 0.0)
+    want = want + np.where(col > 0, 0.25, 0.0)
+    assert _bits(_run(coordinate_tests, chunks, u=u)) == _bits(want)
+
+
+# ---- the assembly of the lane loops --------------------------------------------------------------------------
+def _has_avx2() -> bool:
+    try:
+        return " avx2" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+def _lanes_asm(kernel, name: str) -> str:
+    """The lane function's assembly as the host build makes it (opt -O3 and llc -O3 for this CPU)."""
+    from mlir import ir
+    from mlir.dialects import llvm
+
+    from eagle import cache
+    from eagle.targets.host import _llvm_tool
+    from hawk.ir.dialect import new_context
+
+    text = kernel.mlir(after="lower-to-llvm")
+    with new_context(), ir.Location.unknown():
+        ll = str(llvm.translate_module_to_llvmir(ir.Module.parse(text).operation))
+    triple = f"{cache.machine()}-unknown-linux-gnu"
+    opt = subprocess.run([_llvm_tool("opt"), "-O3", f"-mtriple={triple}", "-mcpu=native", "-S", "-"],
+                         input=ll, capture_output=True, text=True, check=True).stdout
+    asm = subprocess.run([_llvm_tool("llc"), "-O3", f"-mtriple={triple}", "-mcpu=native", "-"],
+                         input=opt, capture_output=True, text=True, check=True).stdout
+    start = asm.index(f"{name}_lanes:")
+    return asm[start:asm.index(".Lfunc_end", start)]
+
+
+def _vector_body(asm: str) -> str:
+    """The instructions of the loop LLVM's vectorizer made: its `vector.body` blocks, up to its middle block."""
+    at = asm.find("# %vector.body")
+    assert at >= 0, "no vectorized loop in the lane function:\n" + asm[:3000]
+    end = asm.find("%middle.block", at)
+    return asm[at: end if end >= 0 else len(asm)]
+
+
+needs_avx2 = pytest.mark.skipif(not _has_avx2(), reason="the packed-instruction checks look for AVX2 registers")
+
+
+@needs_avx2
+@pytest.mark.parametrize("kernel, op", [(vmax, "vmaxpd"), (vmin, "vminpd")])
+def test_extremum_loop_is_packed(kernel, op):
+    body = _vector_body(_lanes_asm(kernel, kernel.name))
+    assert re.search(rf"{op}\s+%[yz]mm", body), body
+    assert "vpmovq2m" not in body and "vblendm" not in body, body  # no per-element NaN/zero selects left
+
+
+@needs_avx2
+def test_masked_sum_loop_is_packed():
+    body = _vector_body(_lanes_asm(positive_sum, "positive_sum"))
+    assert re.search(r"vaddpd\s+%[yz]mm", body), body
+
+
+@needs_avx2
+def test_histogram_keys_loop_is_packed():
+    """The keys of m.index are computed by a vectorized loop (the adds into the bins stay one lane at a time)."""
+    body = _vector_body(_lanes_asm(hist_auto, "hist_auto"))
+    assert re.search(r"vroundpd\s+\$9, %[yz]mm", body) and re.search(r"vmulpd\s+.*%[yz]mm", body), body
+
+
+@needs_avx2
+def test_stencil_interior_loop_is_packed():
+    """The interior columns run packed adds, with no per-lane test of the column left in the loop."""
+    body = _vector_body(_lanes_asm(diffuse, "diffuse"))
+    assert re.search(r"vaddpd\s+.*%[yz]mm", body) and "vpcmp" not in body, body
