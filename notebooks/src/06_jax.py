@@ -13,6 +13,7 @@
 # %%
 import jax
 import jax.numpy as jnp
+import matplotlib.pyplot as plt
 import numpy as np
 
 jax.config.update("jax_enable_x64", True)  # float64 planes need it (eagle.jax refuses them without)
@@ -82,11 +83,23 @@ def step(p):
 
 
 p = p0
+history = []
 for k in range(300):
     p, value = step(p)
+    history.append(float(value))
     if k % 60 == 0:
         print(f"step {k:3d}: loss {float(value):.6f}")
 print("fitted a, b, c:", np.round(np.asarray(p), 3), " (the data: 1.7, 1.3, 0.4)")
+
+fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
+left.semilogy(history)
+left.set_xlabel("step")
+left.set_ylabel("loss (ordered mean of squares)")
+right.plot(x, y, ".", markersize=1, label="data")
+right.plot(x, p[0] * np.sin(p[1] * x) + p[2], label="fitted model")
+right.legend()
+plt.tight_layout()
+plt.show()
 
 # %% [markdown]
 # ## The same bits on every run

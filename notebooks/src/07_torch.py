@@ -12,6 +12,7 @@
 # neighbouring bins with learnable weights), summed into bins with an `ordered` scatter.
 
 # %%
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
@@ -92,6 +93,16 @@ for k in range(60):
     if k % 15 == 0:
         print(f"step {k:2d}: loss {loss.item():.3f}")
 print("final loss:", round(loss_fn(model, x, bins).item(), 3))
+
+with torch.no_grad():
+    fitted = model(x, bins).numpy()
+plt.figure(figsize=(6, 3.2))
+plt.bar(np.arange(17), fitted, label="soft histogram (trained)")
+plt.plot(np.arange(17), target.numpy(), "k.-", label="target")
+plt.xlabel("bin")
+plt.legend()
+plt.tight_layout()
+plt.show()
 
 # %% [markdown]
 # ## The same bits on every thread count

@@ -16,6 +16,7 @@
 import contextlib
 import io
 
+import matplotlib.pyplot as plt
 import numpy as np
 import warp as wp
 
@@ -67,6 +68,12 @@ with contextlib.redirect_stdout(io.StringIO()):  # Warp reports its module compi
         out = measure(v=v1, cell=wp.array(cell, device="cpu"), mass=wp.array(mass, device="cpu"))
 print("kinetic energy after the step:", round(float(out["total"].numpy()[0]), 6))
 print("per cell:", np.round(out["per_cell"].numpy(), 3))
+plt.figure(figsize=(6, 3))
+plt.bar(np.arange(8), out["per_cell"].numpy())
+plt.xlabel("cell")
+plt.ylabel("kinetic energy")
+plt.tight_layout()
+plt.show()
 
 # %% [markdown]
 # ## Backward through both
