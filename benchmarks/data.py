@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
-
-from hawk.layout import ORDERED_BLOCK, ORDERED_CHAINS
 
 KEYS = 1024
 BINS = 256
@@ -56,43 +56,45 @@ class Data:
         return self.memo("abs_sum", lambda: float(np.abs(self.x).sum(dtype=np.float64)))
 
 
-def ordered_sum(x: np.ndarray) -> np.generic:
-    """The "ordered" tree of docs/ordered.md, step by step in NumPy, in x's own dtype (no wider accumulator).
+def exact_sum(x: np.ndarray) -> Fraction:
+    """The exact sum of finite float values as a Fraction, nothing rounded: each value is an integer mantissa
+    (np.frexp, scaled to 53 bits) times a power of two; mantissas are added per exponent in NumPy (split in two
+    halves so no int64 sum overflows) and the few per-exponent totals joined as Python integers."""
+    t = np.asarray(x, dtype=np.float64).ravel()
+    t = t[t != 0.0]
+    if t.size == 0:
+        return Fraction(0)
+    m, e = np.frexp(t)
+    mant, e = (m * 2.0**53).astype(np.int64), e.astype(np.int64) - 53
+    order = np.argsort(e, kind="stable")
+    mant, e = mant[order], e[order]
+    starts = np.flatnonzero(np.r_[True, e[1:] != e[:-1]])
+    hi = np.add.reduceat(mant >> 26, starts)
+    lo = np.add.reduceat(mant & ((1 << 26) - 1), starts)
+    base = int(e[0])
+    total = sum(((int(h) << 26) + int(q)) << (int(k) - base) for h, q, k in zip(hi, lo, e[starts], strict=True))
+    return Fraction(total << base) if base >= 0 else Fraction(total, 1 << -base)
 
-    Blocks of ORDERED_BLOCK lanes; inside a block lane i feeds chain i mod ORDERED_CHAINS, a strict sequential sum
-    from -0.0; the block partial is ((c0+c1)+(c2+c3))+((c4+c5)+(c6+c7)); block partials are added pairwise level by
-    level, an odd last one moving up unchanged. Padding the last block with -0.0 changes no bit (x + -0.0 == x).
-    """
-    dt = x.dtype
-    if x.size == 0:
-        return dt.type(0.0)
-    nblocks = -(-x.size // ORDERED_BLOCK)
-    padded = np.full(nblocks * ORDERED_BLOCK, -0.0, dtype=dt)
-    padded[: x.size] = x
-    lanes = padded.reshape(nblocks, ORDERED_BLOCK // ORDERED_CHAINS, ORDERED_CHAINS)
-    chains = np.full((nblocks, ORDERED_CHAINS), -0.0, dtype=dt)
-    for i in range(lanes.shape[1]):  # strict lane order inside each chain
-        chains += lanes[:, i, :]
-    level = chains.T.copy()  # (chains, blocks)
-    while level.shape[0] > 1:  # ((c0+c1)+(c2+c3))+((c4+c5)+(c6+c7))
-        level = level[0::2] + level[1::2]
-    parts = level[0]
-    while parts.size > 1:
-        pairs = parts[: parts.size // 2 * 2]
-        summed = pairs[0::2] + pairs[1::2]
-        parts = np.concatenate([summed, parts[pairs.size:]])
-    return parts[0]
+
+def ordered_sum(x: np.ndarray) -> np.generic:
+    """The "ordered" policy's result (docs/ordered.md): the exact sum of the finite values rounded once to nearest
+    even in x's own dtype (float32 straight from the exact value, never through float64); zero gives +0.0."""
+    from hawk.exact import round_fraction
+
+    if x.dtype == np.float64:
+        return np.float64(math.fsum(x.tolist()) + 0.0)
+    return x.dtype.type(round_fraction(exact_sum(x), x.dtype.name))
 
 
 def ordered_scatter(keys: np.ndarray, x: np.ndarray, slots: int) -> np.ndarray:
-    """Ordered scatter (docs/ordered.md), in x's dtype: within each segment of lanes each slot's lanes are added
-    in lane order (np.add.at is sequential in index order), then the segments' partials in segment order."""
-    from hawk.layout import ordered_segment
-
-    q, count = ordered_segment(slots, keys.size)
-    total = np.full(slots, -0.0, dtype=x.dtype)
-    for s in range(count):
-        part = np.full(slots, -0.0, dtype=x.dtype)
-        np.add.at(part, keys[s * q:(s + 1) * q], x[s * q:(s + 1) * q])
-        total += part
-    return np.zeros(slots, dtype=x.dtype) + total
+    """Ordered scatter (docs/ordered.md), in x's dtype: each slot gets the exact sum of its lanes' values rounded
+    once (slots no lane adds to stay +0.0)."""
+    order = np.argsort(keys, kind="stable")
+    k, v = keys[order], x[order]
+    edges = np.searchsorted(k, np.arange(slots + 1))
+    out = np.zeros(slots, dtype=x.dtype)
+    for s in range(slots):
+        seg = v[edges[s]:edges[s + 1]]
+        if seg.size:
+            out[s] = ordered_sum(seg)
+    return out

@@ -3,6 +3,11 @@
 Pure NumPy and ctypes (no MLIR), so that loaded artifacts run where the compiler is not installed. A library
 here is anything with `lanes(void**)` and `finish(void**)` callables (eagle.targets.host.HostLibrary).
 
+A launch is one call into the native executor (eagle/native: resets, every chunk on a pool of pthreads, finish)
+where it could be built, else the same steps from Python with a Python thread pool (`Prepared.executor` says
+which). A prepared stage can be rebound to another run's arrays of the same shapes (`Prepared.rebind`), which is
+how Plan.run reuses its buffers and argument blocks (eagle/native/reuse.py).
+
 Nothing lost: a launch either succeeds or leaves the caller's arrays as they were. Arrays the caller passed for
 outputs and sinks are written in place, unless some check can still fail after the compiled code has written
 them (a scatter's key check at run time, in this stage or a later one; any GPU launch): then the compiled code
@@ -17,17 +22,19 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from eagle import native
 from eagle.array import Array
 from eagle.binding import Binder, Bound, physical_memory, reduced_shape
 from eagle.errors import InputError
 from eagle.settings import is_whole, min_chunk_setting
 from hawk.exact import words as exact_words
-from hawk.layout import ORDERED_BLOCK, Layout
+from hawk.layout import ORDERED_BLOCK, Layout, fold_values
 
-_IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf}
+_IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf, "fold": 0.0}  # (a fold's finish writes it)
 OVERSPLIT = 4  # chunks per thread: threads take chunks as they come free, so a thread slowed by other work on
 # its core (another library's spinning pool, say) leaves its later chunks to the others
 PRIVATE_VALUES = 1 << 20  # beyond one chunk per thread, private copies of sinks and cells stay within this
+_GONE = np.empty(0)  # what a released stage (Prepared.release) holds where a run's arrays were
 _POOL: ThreadPoolExecutor | None = None
 PHYSICAL = physical_memory()
 
@@ -101,18 +108,9 @@ class PackedArgs:
         self.keep = buffers
         flat = []
         for a in buffers:
-            p = _address(a)
+            p = native.address(a)
             flat += (p, p, 0, a.size, 1)
         self.vals[:] = flat
-
-
-def _address(a: np.ndarray) -> int:
-    """The address of an array's first element: through the buffer protocol (~0.2 us), or `ndarray.ctypes`
-    (~0.8 us) for what that refuses (read-only or empty arrays)."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(a))
-    except (TypeError, ValueError, BufferError):
-        return a.ctypes.data
 
 
 class Launcher:
@@ -136,12 +134,14 @@ class Launcher:
         copies = self.lay.copy_values()
         if copies:
             most = min(most, max(self.threads, PRIVATE_VALUES // copies))
-        return max(1, min(most, lanes // max(self.min_chunk, self.aligned(b))))
+        # a chunk takes at least as many lanes as its private copies hold values: resetting and combining a copy
+        # would otherwise cost more than the lanes it saves
+        return max(1, min(most, lanes // max(self.min_chunk, self.aligned(b), copies)))
 
     @property
     def checks_at_run_time(self) -> bool:
         """Whether the compiled code can refuse after writing: every scatter checks its keys as it runs."""
-        return bool(self.lay.sinks)
+        return bool(self.lay.sinks) or any(b.role == "fold" for b in self.lay.buffers)  # (an empty fold)
 
     def chunk_bounds(self, b: Bound, lo: int, hi: int) -> list[tuple[int, int]]:
         """The chunks of lanes [lo, hi): every one non-empty, every boundary inside the range aligned (so each
@@ -177,14 +177,14 @@ class Launcher:
         bounds = self.chunk_bounds(b, lo, hi)
         nchunks = self.last_chunks = len(bounds)
         staged = self.checks_at_run_time if staged is None else staged
+        recipe: list[tuple] = []
         buffers, results, copies, resets, stage = self.buffers(b, nchunks, {} if cuts is None else cuts,
-                                                               staged=staged)
+                                                               staged=staged, recipe=recipe)
         meta = buffers[self.meta_k]
         meta[0], meta[1] = lo, hi
-        calls = [PackedArgs(buffers)] if nchunks == 1 else self.chunk_args(b, buffers, bounds)
-        finish = calls[0] if nchunks == 1 else PackedArgs(buffers)
-        out_cells = {c: buffers[self.lay.buffer_index(c, "cell")] for c in self.lay.cells_out}
-        return Prepared(self, lib, buffers, calls, finish, nchunks, results, copies, resets, out_cells, stage)
+        metas = None if nchunks == 1 else [np.array([start, stop, c, b.lanes, *b.extents], dtype=np.int64)
+                                           for c, (start, stop) in enumerate(bounds)]
+        return Prepared(self, lib, buffers, metas, nchunks, results, copies, resets, stage, recipe)
 
     def check_errors(self, err: np.ndarray) -> None:
         """Raise for lanes that scattered outside a sink: err holds (count, first bad key, sink) per chunk."""
@@ -193,19 +193,23 @@ class Launcher:
         if bad.size:
             count, first, sink_k = int(per[:, 0].sum()), int(per[bad[0], 1]), int(per[bad[0], 2])
             sink = self.lay.buffers[sink_k].name
+            if self.lay.buffers[sink_k].role == "fold":  # hawk.reduce: an empty slice and no identity=
+                raise InputError(fold_refusal(self.binder.name, self.red[sink], count, first))
             axes = self.binder.sig.get(sink).axes
             raise InputError(f"sink '{sink}' of kernel '{self.binder.name}': {count} lane(s) scattered to a key "
                              f"outside it (first bad key: {first}); valid keys on axis '{axes[0].label}' are "
                              f"0..{axes[0].extent - 1}")
 
     def buffers(self, b: Bound, nchunks: int, cuts: dict[str, np.ndarray], cell_copies: int | None = None,
-                staged: bool = False, pair_copies: int | None = None):
+                staged: bool = False, pair_copies: int | None = None, recipe: list | None = None):
         """Every buffer in layout order, the results by name, (caller array, result) copies of given cells, what
         resets at every launch and, when `staged`, (caller array, scratch copy) pairs: the compiled code then
         writes the scratch copies of the outputs and sinks the caller passed. Kept cells with private copies get
         `cell_copies` of them (default: one per chunk), ordered ones `pair_copies` copies of their pairs (default:
-        one per chunk; a GPU stage, whose threads deposit every term, none)."""
+        one per chunk; a GPU stage, whose threads deposit every term, none). `recipe`, when given, gets one entry
+        per buffer saying where a run's buffer comes from (what `Prepared.rebind` redoes for another run)."""
         bufs: list[np.ndarray] = []
+        how = [] if recipe is None else recipe
         results: dict[str, Array] = {}
         copies = []
         stage: list[tuple[np.ndarray, np.ndarray]] = []  # (caller's array, the scratch copy written instead)
@@ -213,10 +217,13 @@ class Launcher:
         sig = self.binder.sig
         for buf in self.lay.buffers:
             role, name = buf.role, buf.name
+            n_before = len(bufs)
             if role in ("in", "index", "param", "table"):
                 bufs.append(b.arrays[name])
+                how.append(("in", name))
             elif role == "cut":
                 bufs.append(cuts[name])
+                how.append(("cut", name))
             elif role == "cell" and name in self.lay.cells_out and name not in self.lay.outputs:
                 r = self.red[name]  # internal: a total (per kept position) that only later stages read
                 bufs.append(np.full(math.prod(reduced_shape(r, b, sig.lane_axes())), _IDENT[r.kind], dtype=b.dtype))
@@ -232,18 +239,22 @@ class Launcher:
                 if shared is not None:  # (the earlier stage resets or stages and commits it)
                     a = shared if a is None else a
                     bufs.append(shared.reshape(-1))
+                    how.append(("shared", name))
                 elif a is None:
                     self.check_room(name, role, shape, b)
                     a = cuts[f"#run:{name}"] = np.zeros(shape, dtype=b.dtype)
                     if role == "sink":
                         resets.append((a, 0.0))
                     bufs.append(a.reshape(-1))
+                    how.append(("fresh", name, shape))
                 elif staged:
                     stage.append((a, np.empty_like(a)))
                     cuts[f"#run:{name}"] = stage[-1][1]
                     bufs.append(stage[-1][1].reshape(-1))
+                    how.append(("staged", name))
                 else:
                     bufs.append(a.reshape(-1))
+                    how.append(("given", name))
                 results[name] = Array(a)
             elif role == "cell":
                 r = self.red[name]
@@ -252,6 +263,7 @@ class Launcher:
                 bufs.append(a)
                 resets.append((a, _IDENT[r.kind]))
                 self.cell_results(name, r, a, shape, b, results, copies)
+                how.append(("cell", name, shape))
             elif role == "count":
                 r = self.red[name]
                 bufs.append(np.zeros(math.prod(reduced_shape(r, b, sig.lane_axes())[len(r.payload):]), dtype=b.dtype))
@@ -288,6 +300,11 @@ class Launcher:
                 fill, comp = 0.0, np.zeros(2 * target.size, dtype=np.float64)
                 bufs.append(comp)
                 resets.append((bufs[-1], fill))
+            elif role == "fold":  # hawk.reduce's per-block (or per-kept-slot) flags and values, zeroed
+                r = self.red[name]
+                cell_values = math.prod(reduced_shape(r, b, sig.lane_axes()))
+                bufs.append(np.zeros(max(fold_values(r, b.lanes, cell_values), 1), dtype=b.dtype))
+                resets.append((bufs[-1], 0.0))
             elif role == "meta":
                 bufs.append(np.array([0, b.lanes, 0, b.lanes, *b.extents], dtype=np.int64))
             elif role == "err":
@@ -295,6 +312,8 @@ class Launcher:
                 resets.append((bufs[-1], 0))
             else:
                 raise RuntimeError(f"unknown buffer role {role!r} in the layout of '{self.lay.name}'")
+            if len(how) == n_before:
+                how.append(("keep",))  # internal: the same buffer serves every run of this shape
         return bufs, results, copies, resets, stage
 
     def exact_words(self, name: str, dtype, bufs: list[np.ndarray], nchunks: int) -> int:
@@ -337,15 +356,6 @@ class Launcher:
                                  f"{given.dtype} {given.shape}")
             copies.append((given, out))
 
-    def chunk_args(self, b: Bound, buffers, bounds: list[tuple[int, int]]) -> list[PackedArgs]:
-        """One call per chunk: the same buffers, with a meta of its own ([start, stop, chunk, L, extents...])."""
-        calls = []
-        for c, (start, stop) in enumerate(bounds):
-            bufs = list(buffers)
-            bufs[self.meta_k] = np.array([start, stop, c, b.lanes, *b.extents], dtype=np.int64)
-            calls.append(PackedArgs(bufs))
-        return calls
-
 
 def commit(copies, staged) -> None:
     """Hand a stage's results to the caller's arrays: given cells, then the scratch copies of staged arrays."""
@@ -358,40 +368,67 @@ def commit(copies, staged) -> None:
 class Prepared:
     """One stage of one run with every buffer allocated: `fire()` = `launch()` (reset what must start fresh,
     run the chunks, finish, check) then `commit()` (write the caller's cells and staged arrays). `nchunks`: the
-    chunks each launch runs."""
+    chunks each launch runs; `executor`: "native" (one call into eagle/native) or "python" (a Python pool)."""
 
-    def __init__(self, launcher: Launcher, lib, buffers, calls, finish, nchunks, results, copies, resets,
-                 cells_out, staged=()):
+    def __init__(self, launcher: Launcher, lib, buffers, metas, nchunks, results, copies, resets, staged=(),
+                 recipe=None):
         self.launcher, self.lib, self.buffers = launcher, lib, buffers
-        self.calls, self.finish_args, self.nchunks = calls, finish, nchunks
-        self.results, self.copies, self.resets, self.cells_out = results, copies, resets, cells_out
+        self.nchunks, self.results, self.copies = nchunks, results, copies
         self.staged = list(staged)
+        self.recipe, self._kept = recipe, None
+        self.per_run = [(k, how) for k, how in enumerate(recipe or ()) if how[0] != "keep"]  # what rebind redoes
+        sig = launcher.binder.sig
+        self.checks_keys = bool(launcher.lay.index_keys) or any(p.kind == "index" and p.sorted for p in sig.planes)
         self.meta = buffers[launcher.meta_k]
         self.err = buffers[launcher.err_k]
+        self.out_k = [launcher.lay.buffer_index(c, "cell") for c in launcher.lay.cells_out]
+        self.cells_out = {c: buffers[k] for c, k in zip(launcher.lay.cells_out, self.out_k, strict=True)}
+        at = {native.address(a): k for k, a in enumerate(buffers) if a.size}
+        self.resets = [(at[native.address(a)], fill) for a, fill in resets if a.size]
+        copies_in = [(at[native.address(scratch)], dst) for dst, scratch in self.staged if scratch.size]
+        self.copy_slot = []  # staged pair j -> its copy in the argument block (-1: empty, nothing to copy)
+        for _, scratch in self.staged:
+            self.copy_slot.append(len([s for s in self.copy_slot if s >= 0]) if scratch.size else -1)
+        nat = native.library() if getattr(lib, "lanes", None) is not None else None
+        self.executor = "native" if nat is not None else "python"
+        self.args = native.StageArgs(nat, buffers, metas, launcher.meta_k, launcher.err_k, self.resets, copies_in,
+                                     launcher.threads)
+        if nat is not None:
+            self.args.functions(lib.lanes, lib.finish)
 
     def fire(self) -> None:
         self.launch()
         self.commit()
 
     def commit(self) -> None:
-        commit(self.copies, self.staged)
+        if self.copies or self.staged:
+            commit(self.copies, self.staged)
 
     def launch(self) -> None:
+        if self.args.lib is not None:
+            if self.args.fire():
+                self.launcher.check_errors(self.err)
+            return
+        self.launch_python()
+
+    def launch_python(self) -> None:
+        """The launch without the native executor: the same steps, chunks handed to a Python thread pool."""
+        keep = self.args.keep
         for dst, src in self.staged:  # the scratch copies start from what the caller's arrays hold now
             np.copyto(src, dst)
-        for a, fill in self.resets:
-            a.fill(fill)
+        for k, fill in self.resets:
+            keep[k].fill(fill)
         lanes = self.lib.lanes
         if self.nchunks == 1:
             self.meta[2] = 0
-            lanes(self.calls[0].ptrs)
+            lanes(self.args.chunk_ptrs[0])
         else:  # the calling thread and the pool's take the chunks as they come free (the order of the partials,
             # and so the results, do not depend on which thread ran which chunk)
-            todo = iter(self.calls)
+            todo = iter(self.args.chunk_ptrs)
 
             def work():
-                for a in todo:
-                    lanes(a.ptrs)
+                for ptrs in todo:
+                    lanes(ptrs)
 
             workers = min(self.launcher.threads, self.nchunks)
             futures = [_pool(workers).submit(work) for _ in range(workers - 1)]
@@ -399,6 +436,104 @@ class Prepared:
             for f in futures:
                 f.result()
         self.meta[2] = self.nchunks
-        self.lib.finish(self.finish_args.ptrs)
+        self.lib.finish(self.args.finish_ptrs)
         if self.err.any():
             self.launcher.check_errors(self.err)
+
+    def rebind(self, b: Bound, cuts: dict) -> None:
+        """Point this stage at another run's arrays (`b`: bound with the same specialisation, shapes and given
+        planes as the run it was prepared for; `cuts`: what the run's earlier stages hand on). The run's outputs
+        and cells are allocated afresh (they are its results); every internal buffer is reused."""
+        lc = self.launcher
+        results: dict[str, Array] = {}
+        copies: list = []
+        j = 0
+        bufs, args = self.buffers, self.args
+        for k, how in self.per_run:
+            tag, name = how[0], how[1]
+            if tag == "in":
+                flat = b.arrays[name]
+            elif tag == "cut":
+                flat = cuts[name]
+            elif tag == "fresh":
+                a = cuts[f"#run:{name}"] = np.zeros(how[2], dtype=b.dtype)
+                flat = a.reshape(-1)
+                results[name] = Array(a)
+            elif tag == "shared":
+                shared = cuts[f"#run:{name}"]
+                flat = shared.reshape(-1)
+                results[name] = Array(b.given.get(name, shared))
+            elif tag == "given":
+                a = b.given[name]
+                flat = a.reshape(-1)
+                results[name] = Array(a)
+            elif tag == "staged":
+                a, scratch = b.given[name], self.staged[j][1]
+                self.staged[j] = (a, scratch)
+                if self.copy_slot[j] >= 0:
+                    args.set_copy(self.copy_slot[j], a)
+                j += 1
+                cuts[f"#run:{name}"] = scratch
+                results[name] = Array(a)
+                continue
+            else:  # "cell": a result of the run
+                shape = how[2]
+                flat = np.full(math.prod(shape), _IDENT[lc.red[name].kind], dtype=b.dtype)
+                lc.cell_results(name, lc.red[name], flat, shape, b, results, copies)
+            bufs[k] = flat
+            args.set_buffer(k, flat)
+        self.results, self.copies = results, copies
+        if self.out_k:
+            self.cells_out = {c: bufs[k] for c, k in zip(lc.lay.cells_out, self.out_k, strict=True)}
+
+
+    def release(self) -> None:
+        """Let go of one run's arrays (its inputs, results and the caller's arrays) while this stage waits in a
+        cache for its next `rebind`, which points every one of those slots at new arrays before any launch."""
+        args = self.args
+        for k, how in self.per_run:
+            if how[0] == "staged":  # the scratch copy stays: only the caller's array it starts from goes
+                continue
+            self.buffers[k] = args.keep[k] = _GONE
+            args.vals[5 * k] = args.vals[5 * k + 1] = 0
+        for j, slot in enumerate(self.copy_slot):
+            self.staged[j] = (_GONE, self.staged[j][1])
+            if slot >= 0:
+                args.copies[slot].src = None
+                args.copy_src[slot] = _GONE
+        self.results, self.copies = {}, []
+        if self.out_k:
+            self.cells_out = {}
+
+    def kept_bytes(self) -> int:
+        """Bytes of the buffers this stage keeps from one run to the next (internal ones and scratch copies)."""
+        if self._kept is None:
+            keep = {k for k, how in enumerate(self.recipe or ()) if how[0] == "keep"}
+            self._kept = sum(a.nbytes for k, a in enumerate(self.buffers) if k in keep) + \
+                sum(s.nbytes for _, s in self.staged)
+        return self._kept
+
+
+def rebind_stages(stages: list[Prepared], b: Bound) -> dict:
+    """Every prepared stage of a run pointed at another run's arrays (keys checked first, as `prepare_stages`
+    does): the results by name."""
+    for st in stages:
+        if st.checks_keys:
+            st.launcher.binder.check_keys(st.launcher.lay, b)
+    results: dict = {}
+    cuts: dict = {}
+    for st in stages:
+        st.rebind(b, cuts)
+        results.update(st.results)
+        cuts.update(st.cells_out)
+    return results
+
+
+def fold_refusal(kernel: str, r, count: int, first: int) -> str:
+    """The refusal of a hawk.reduce whose operator has no identity= when some slice had no lanes to fold."""
+    none = "where= kept no lane" if r.masked else "there were no lanes"
+    where = none if not r.kept else \
+        f"{count} kept slot(s) had none to fold (the first: slot {first} along {list(r.kept)}; {none} there)"
+    what = "the return value" if r.cell == "result" else f"'{r.cell}'"
+    return (f"kernel '{kernel}': hawk.reduce into {what} has nothing to fold: {where}, and its operator has no "
+            "identity; pass identity=<value> for empty slices, or make sure every slice gets a lane")

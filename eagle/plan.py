@@ -10,6 +10,7 @@ from __future__ import annotations
 from eagle import cache
 from eagle.binding import Binder, lane_local_inputs
 from eagle.launch import Launcher, lane_range, prepare_stages, run_stages
+from eagle.native.reuse import RunCache
 from eagle.settings import min_chunk_setting, threads_setting
 from eagle.targets import auto_target, gpu_target, host
 from eagle.targets.device import DeviceStage, device_binary
@@ -36,7 +37,7 @@ class Plan:
             target = "host"
         if target == "host" and options:
             raise ValueError(f"the host target takes no options, got {sorted(options)}")
-        self.kernel, self.target = kernel, target
+        self.kernel, self.target, self.options = kernel, target, options
         self.device = None if target == "host" else gpu_target(target, **options)
         try:
             self.threads = threads_setting(threads)
@@ -47,6 +48,7 @@ class Plan:
         self.binder = Binder(kernel.name, kernel.signature, kernel.outputs, lane_local_inputs(kernel))
         self._ready: dict[tuple[Spec, int], tuple] = {}
         self._runtime = None
+        self._runs = RunCache(self) if self.device is None else None  # prepared host runs reused by shape
 
     def __repr__(self) -> str:
         return f"<eagle.Plan {self.kernel.name} target={self.target} threads={self.threads}>"
@@ -92,6 +94,8 @@ class Plan:
 
     def run(self, base: int | None = None, count: int | None = None, **planes):
         """Run the kernel over every lane (or lanes [base, base + count) of a single-stage kernel)."""
+        if self._runs is not None:
+            return self._runs.run(base, count, planes)
         b = self.binder.bind(planes)
         lo, hi = self.lane_range(base, count, b.lanes, self.kernel.stage_count)
         stages, results = self.stages(b, lo, hi)
@@ -115,6 +119,13 @@ class Plan:
             return DeviceStage(launcher, binary, entry, runtime, finish, b, lo, hi, cuts)
 
         return prepare_stages([(p[0], p[1]) for p in parts], b, lo, hi, device_stage)
+
+    def reverse(self, cotangent=None, wrt=None, /, **planes) -> dict:
+        """Gradients of the outputs weighted by `cotangent`, by input name (the reverse: eagle/reverse.py). A
+        kernel with a plane named `cotangent` or `wrt` passes that plane by keyword and the argument positionally."""
+        from eagle.reverse import reverse
+
+        return reverse(self, cotangent, wrt, planes)
 
     def bind(self, base: int | None = None, count: int | None = None, **planes):
         """A launch with its planes checked and its buffers allocated once: call `.launch()` repeatedly."""

@@ -24,7 +24,7 @@ import numpy as np
 from eagle.errors import RuntimeMissing
 from hawk.layout import GROUP_ALIGN, ORDERED_BLOCK, WORKGROUP, Layout, gpu_form, kept_slots, ordered
 
-WRITTEN = ("out", "cell", "count", "sink", "comp", "priv", "mark", "scratch", "exact", "err")
+WRITTEN = ("out", "cell", "count", "sink", "comp", "priv", "mark", "scratch", "exact", "err", "fold")
 MAX_THREADS = 1 << 16  # chunks per launch (chunk form)
 MAX_GROUPS = 65535  # workgroups per launch (tree form): Vulkan's guaranteed minimum
 MAX_PRIVATE_THREADS = 256  # chunks when sinks are privatised (each chunk owns a copy of each sink) ...

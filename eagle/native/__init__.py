@@ -1,0 +1,224 @@
+"""The native stage executor: a host stage launch in one foreign call (executor.c), and the argument block it runs.
+
+`library()` builds executor.c with the system C compiler into hawk's disk cache (keyed by the source's hash, the
+compiler and the machine; sealed and checked like every cache entry) and loads it with ctypes; a run then costs
+one ctypes call per stage (the GIL released) that resets buffers, runs every chunk on a persistent pool of
+pthreads plus the calling thread, waits and finishes. Where no C compiler is found or the build fails, eagle
+runs stages as before (a Python thread pool) and says why once, in a debug-level log ("eagle.native").
+
+Why a small pool of our own and not OpenMP in the compiled code (`convert-scf-to-openmp`): the C compiler is
+already required (scripts/setup.sh installs it to link kernels), while OpenMP would add libomp to every machine
+that runs an artifact and change the artifacts' ABI (their packed `lanes`/`finish` functions stay as they are
+here, so artifacts built before run unchanged). Chunking stays in Python, a fixed function of the lane count and
+the settings, so an ordered sum's bits never depend on the thread count or on which thread ran a chunk.
+
+`StageArgs` is one stage's argument block, shared by both executors: every buffer's descriptor once (5 int64
+slots), each chunk's packed pointer array pointing at those slots (and at a meta of its own), the resets, the
+staged copies and the stage struct executor.c reads. Replacing a buffer is two stores (`set_buffer`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from eagle.settings import native_setting
+
+SOURCE = Path(__file__).with_name("executor.c")
+LOG = logging.getLogger("eagle.native")
+_LOCK = threading.Lock()
+_STATE: dict = {}  # "lib": the loaded library or None, "why": why not
+FIRES = [0]  # native launches so far in this process (tests read it to see the native path taken)
+
+
+class Reset(ctypes.Structure):
+    _fields_ = [("buf", ctypes.c_int64), ("kind", ctypes.c_int64), ("bytes", ctypes.c_int64),
+                ("value", ctypes.c_double)]
+
+
+class Copy(ctypes.Structure):
+    _fields_ = [("buf", ctypes.c_int64), ("src", ctypes.c_void_p), ("bytes", ctypes.c_int64)]
+
+
+class Stage(ctypes.Structure):
+    _fields_ = [("lanes", ctypes.c_void_p), ("finish", ctypes.c_void_p), ("vals", ctypes.c_void_p),
+                ("chunk_args", ctypes.c_void_p), ("finish_args", ctypes.c_void_p), ("nchunks", ctypes.c_int64),
+                ("threads", ctypes.c_int64), ("resets", ctypes.c_void_p), ("nresets", ctypes.c_int64),
+                ("copies", ctypes.c_void_p), ("ncopies", ctypes.c_int64), ("meta_buf", ctypes.c_int64),
+                ("err_buf", ctypes.c_int64)]
+
+
+def _compiler() -> str | None:
+    for c in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if c and shutil.which(c):
+            return shutil.which(c)
+    return None
+
+
+def _build(cc: str, out: Path) -> None:
+    argv = [cc, "-O2", "-std=gnu11", "-fPIC", "-shared", "-pthread", "-o", str(out), str(SOURCE)]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {r.stderr.strip()[-400:]}")
+
+
+def _load_or_build() -> ctypes.CDLL:
+    from hawk import cache
+
+    cc = _compiler()
+    if cc is None:
+        raise RuntimeError("no C compiler (cc, gcc or clang; or $CC) was found")
+    tag = hashlib.sha256(SOURCE.read_bytes() + f"\0{cc}\0{platform.machine()}".encode()).hexdigest()[:20]
+    d = cache.cache_dir()
+    so = d / f"eagle-native-{tag}.so" if d else None
+    if so is not None and cache.entry_ok(so):
+        try:
+            return _bind(ctypes.CDLL(str(so)))
+        except (OSError, AttributeError):
+            pass  # sealed but not loadable here: build it again
+    tmp = Path(tempfile.mkdtemp(prefix="eagle-native-"))
+    built = tmp / "executor.so"
+    _build(cc, built)
+    lib = _bind(ctypes.CDLL(str(built)))
+    # never loaded back from the cache path just written (another process may be checking it): the private copy
+    # is mapped already and can go, unless the cache could not take it
+    if so is not None and cache.write_entry(so, built.read_bytes()):
+        built.unlink()
+        tmp.rmdir()
+    return lib
+
+
+def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
+    lib.eagle_fire.argtypes = [ctypes.c_void_p]
+    lib.eagle_fire.restype = ctypes.c_int
+    lib.eagle_pool_size.argtypes = []
+    lib.eagle_pool_size.restype = ctypes.c_int
+    return lib
+
+
+def library() -> ctypes.CDLL | None:
+    """The native executor, built and loaded once per process; None when it is turned off ($EAGLE_NATIVE=0) or
+    cannot be built here (the reason: `unavailable_reason()`, logged once at debug level)."""
+    lib = _STATE.get("lib", False)
+    if lib is not False:
+        return lib
+    with _LOCK:
+        if "lib" not in _STATE:
+            if not native_setting():
+                _STATE["lib"], _STATE["why"] = None, "turned off by $EAGLE_NATIVE"
+            else:
+                try:
+                    _STATE["lib"], _STATE["why"] = _load_or_build(), None
+                except (OSError, RuntimeError, AttributeError) as exc:
+                    _STATE["lib"], _STATE["why"] = None, str(exc)
+            if _STATE["lib"] is None:
+                LOG.debug("eagle runs host stages on a Python thread pool: the native executor is unavailable "
+                          "(%s)", _STATE["why"])
+        return _STATE["lib"]
+
+
+def unavailable_reason() -> str | None:
+    """Why `library()` is None (None when it loaded, or was not asked for yet)."""
+    return _STATE.get("why")
+
+
+def pool_size() -> int:
+    """Threads of the native pool started so far (0 without the native executor)."""
+    lib = library()
+    return 0 if lib is None else lib.eagle_pool_size()
+
+
+def address(a: np.ndarray) -> int:
+    """The address of an array's first element: through the buffer protocol (~0.2 us), or `ndarray.ctypes`
+    (~0.8 us) for what that refuses (read-only or empty arrays)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    except (TypeError, ValueError, BufferError):
+        return a.ctypes.data
+
+
+def function_address(fn) -> int:
+    """The raw address of a ctypes foreign function (a library's `lanes` or `finish`)."""
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+class StageArgs:
+    """One stage's arguments for `nchunks` chunks: `buffers` in layout order (flat), chunk c's meta
+    `metas[c]` ([start, stop, c, L, extents...]; None for a single chunk, which reads buffer `meta_k`),
+    `resets` ((buffer index, fill) pairs) and `copies` ((buffer index, caller's array) pairs: the scratch copy in
+    that buffer starts from the caller's array). `chunk_ptrs[c]` / `finish_ptrs`: what `_mlir_<fn>(void **)`
+    takes; `fire()` runs a launch natively (see executor.c) and returns whether #err holds a refusal."""
+
+    def __init__(self, lib, buffers: list[np.ndarray], metas: list | None, meta_k: int, err_k: int,
+                 resets: list[tuple[int, float]], copies: list[tuple[int, np.ndarray]], threads: int):
+        n = len(buffers)
+        self.keep = list(buffers)  # the arrays whose addresses the slots hold
+        self.vals = (ctypes.c_int64 * (5 * n))()
+        base = ctypes.addressof(self.vals)
+        for k, a in enumerate(buffers):
+            self.set_buffer(k, a)
+            self.vals[5 * k + 3], self.vals[5 * k + 4] = a.size, 1
+        self.finish_ptrs = (ctypes.c_void_p * (5 * n))(*range(base, base + 40 * n, 8))
+        self.metas, self.meta_vals, self.chunk_ptrs = metas or [], [], []
+        for m in self.metas:  # each chunk: the shared slots, but a meta of its own
+            mv = (ctypes.c_int64 * 5)(address(m), address(m), 0, m.size, 1)
+            ptrs = (ctypes.c_void_p * (5 * n))(*range(base, base + 40 * n, 8))
+            mb = ctypes.addressof(mv)
+            ptrs[5 * meta_k:5 * meta_k + 5] = list(range(mb, mb + 40, 8))
+            self.meta_vals.append(mv)
+            self.chunk_ptrs.append(ptrs)
+        if not self.chunk_ptrs:
+            self.chunk_ptrs = [self.finish_ptrs]
+        nchunks = len(self.chunk_ptrs)
+        self.chunk_table = (ctypes.c_void_p * nchunks)(*(ctypes.addressof(p) for p in self.chunk_ptrs))
+        self.resets = (Reset * max(len(resets), 1))()
+        for r, (k, fill) in zip(self.resets, resets, strict=False):
+            a = buffers[k]
+            zero = fill == 0 and not np.signbit(fill)
+            r.buf, r.bytes, r.value = k, a.itemsize, float(fill)
+            r.kind = 0 if zero else 1 if a.dtype == np.float64 else 2
+            if not zero and a.dtype not in (np.float64, np.float32):
+                raise RuntimeError(f"internal error: buffer {k} ({a.dtype}) resets to {fill}, which only float "
+                                   "buffers take")
+        self.copies = (Copy * max(len(copies), 1))()
+        self.copy_src = []
+        for j, (k, src) in enumerate(copies):
+            self.copies[j].buf, self.copies[j].bytes = k, src.nbytes
+            self.set_copy(j, src)
+        self.lib = lib
+        self.stage = Stage(0, 0, base, ctypes.addressof(self.chunk_table), ctypes.addressof(self.finish_ptrs),
+                           nchunks, threads, ctypes.addressof(self.resets), len(resets),
+                           ctypes.addressof(self.copies), len(copies), meta_k, err_k)
+        self.stage_address = ctypes.addressof(self.stage)
+
+    def functions(self, lanes, finish) -> None:
+        """The compiled lanes and finish functions the native launch calls (ctypes foreign functions)."""
+        self.stage.lanes, self.stage.finish = function_address(lanes), function_address(finish)
+
+    def set_buffer(self, k: int, a: np.ndarray) -> None:
+        """Buffer k is now `a` (flat, C-contiguous, of the size buffer k had when the block was built)."""
+        v = self.vals
+        v[5 * k] = v[5 * k + 1] = address(a)
+        self.keep[k] = a
+
+    def set_copy(self, j: int, src: np.ndarray) -> None:
+        """Staged copy j now starts from the caller's array `src` (C-contiguous, of the same size)."""
+        self.copies[j].src = address(src)
+        if j < len(self.copy_src):
+            self.copy_src[j] = src
+        else:
+            self.copy_src.append(src)
+
+    def fire(self) -> bool:
+        FIRES[0] += 1
+        return bool(self.lib.eagle_fire(self.stage_address))

@@ -1,0 +1,262 @@
+/* eagle's native stage executor: one call runs a host stage launch from start to end.
+ *
+ * eagle_fire(stage) copies the caller's arrays into their scratch copies (staged stages), resets what starts fresh
+ * at every launch, runs the compiled lanes function on every chunk's packed arguments (the calling thread and a
+ * persistent pool of pthreads take chunks from one atomic counter), waits for the last chunk, runs the finish and
+ * says whether the #err buffer holds anything. Which thread runs which chunk never changes a result: every chunk
+ * writes partials of its own, combined by the finish in chunk order.
+ *
+ * The pool is created on first use and grows when a launch asks for more threads than it has; it is never
+ * shrunk. Launches from several caller threads at once do not wait for each other: one that finds the pool busy
+ * runs its chunks alone. Workers poll for about 50 us after a launch (the next one often follows at once), then
+ * sleep on a condition variable, so an idle pool costs nothing. The caller waits only for chunks a worker has
+ * claimed: on a loaded machine a worker that wakes late finds every chunk taken and the launch already over.
+ *
+ * No headers of eagle's own and no Python: built by eagle/native/__init__.py with the system C compiler.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+typedef void (*eagle_fn)(void **);
+
+typedef struct { /* one buffer that starts fresh at every launch */
+    int64_t buf;   /* its index in the layout: its pointer is vals[5 * buf], its element count vals[5 * buf + 3] */
+    int64_t kind;  /* 0: zero bytes, 1: fill float64 values, 2: fill float32 values */
+    int64_t bytes; /* element size in bytes */
+    double value;  /* the fill of kinds 1 and 2 */
+} eagle_reset;
+
+typedef struct { /* a staged array: its scratch copy (buffer `buf`) starts from what the caller's array holds */
+    int64_t buf;
+    const void *src;
+    int64_t bytes;
+} eagle_copy;
+
+typedef struct {
+    eagle_fn lanes, finish;
+    int64_t *vals;        /* 5 descriptor slots per buffer (pointer, pointer, offset, size, stride) */
+    void ***chunk_args;   /* per chunk: the packed argument array (void *[5 * buffers]) */
+    void **finish_args;
+    int64_t nchunks, threads;
+    const eagle_reset *resets;
+    int64_t nresets;
+    const eagle_copy *copies;
+    int64_t ncopies;
+    int64_t meta_buf, err_buf;
+} eagle_stage;
+
+#define MAX_WORKERS 1024
+#define WORKER_SPIN_NS 50000 /* a worker polls this long for the next launch before it sleeps */
+#define CALLER_SPIN_NS 200000 /* the caller polls this long for chunks still running before it sleeps */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t done = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t submit = PTHREAD_MUTEX_INITIALIZER; /* one launch at a time uses the pool */
+static int workers;                /* pool threads started */
+static int sleepers;               /* workers waiting on `wake` */
+static uint32_t gen;               /* bumped for every launch handed to the pool (atomic reads outside mu) */
+static const eagle_stage *current; /* the launch of generation `gen`, and its chunk count */
+static int64_t current_n;
+static int wanted;                 /* workers 0 .. wanted-1 are asked to join it */
+static int waiting;                /* the caller sleeps on `done` */
+static uint64_t born[MAX_WORKERS]; /* the generation when each worker was started: it joins only later ones */
+/* (generation << 32) | the next chunk to hand out: a chunk is claimed only while its launch is current, so a
+ * worker that wakes late finds nothing to do and never touches a finished launch; the caller waits only for
+ * chunks that were claimed, never for workers that have not woken yet */
+static uint64_t ticket;
+static int64_t completed;          /* chunks of the current launch run to the end */
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int claim(uint32_t g, int64_t n, int64_t *chunk) {
+    uint64_t t = __atomic_load_n(&ticket, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if ((uint32_t)(t >> 32) != g || (int64_t)(t & 0xffffffffu) >= n)
+            return 0;
+        if (__atomic_compare_exchange_n(&ticket, &t, t + 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            *chunk = (int64_t)(t & 0xffffffffu);
+            return 1;
+        }
+    }
+}
+
+/* Run chunks of launch `g` until none is left to claim (`s` is dereferenced only after a successful claim: the
+ * launch is then still running, its caller waiting for that very chunk). */
+static void run_chunks(uint32_t g, const eagle_stage *s, int64_t n) {
+    int64_t c;
+    while (claim(g, n, &c)) {
+        s->lanes(s->chunk_args[c]);
+        if (__atomic_add_fetch(&completed, 1, __ATOMIC_ACQ_REL) == n) {
+            pthread_mutex_lock(&mu);
+            if (waiting)
+                pthread_cond_signal(&done);
+            pthread_mutex_unlock(&mu);
+        }
+    }
+}
+
+static void *worker(void *arg) {
+    int me = (int)(intptr_t)arg;
+    uint32_t seen = (uint32_t)born[me];
+    int join = 0;
+    for (;;) {
+        int64_t until = now_ns() + WORKER_SPIN_NS; /* (only a worker that just ran chunks polls) */
+        for (int k = 0; join && __atomic_load_n(&gen, __ATOMIC_ACQUIRE) == seen; k++) {
+            cpu_relax();
+            if ((k & 63) == 63 && now_ns() > until)
+                break;
+        }
+        pthread_mutex_lock(&mu);
+        while (gen == seen) {
+            sleepers++;
+            pthread_cond_wait(&wake, &mu);
+            sleepers--;
+        }
+        seen = gen;
+        const eagle_stage *s = current;
+        int64_t n = current_n;
+        join = me < wanted && s != NULL;
+        pthread_mutex_unlock(&mu);
+        if (join)
+            run_chunks(seen, s, n);
+    }
+    return NULL;
+}
+
+/* Start workers until there are `n` (or as many as the system gives); returns how many there are. */
+static int grow(int n) {
+    if (n > MAX_WORKERS)
+        n = MAX_WORKERS;
+    while (workers < n) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        born[workers] = gen; /* (gen changes only under `submit`, which the caller of grow holds) */
+        int rc = pthread_create(&t, &attr, worker, (void *)(intptr_t)workers);
+        pthread_attr_destroy(&attr);
+        if (rc != 0)
+            break;
+        pthread_mutex_lock(&mu);
+        workers++;
+        pthread_mutex_unlock(&mu);
+    }
+    return workers;
+}
+
+/* After fork() only the forking thread exists in the child: start from an empty pool there. */
+static void after_fork_child(void) {
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    mu = m;
+    submit = m;
+    wake = c;
+    done = c;
+    workers = sleepers = wanted = waiting = 0;
+    current = NULL;
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static void init_once(void) { pthread_atfork(NULL, NULL, after_fork_child); }
+
+static void run_all(const eagle_stage *s, int helpers) {
+    int64_t n = s->nchunks;
+    if (helpers <= 0 || pthread_mutex_trylock(&submit) != 0) { /* one thread, or the pool is busy with another
+                                                                   caller's launch: run alone */
+        for (int64_t c = 0; c < n; c++)
+            s->lanes(s->chunk_args[c]);
+        return;
+    }
+    grow(helpers);
+    pthread_mutex_lock(&mu);
+    uint32_t g = gen + 1;
+    current = s;
+    current_n = n;
+    wanted = helpers;
+    __atomic_store_n(&completed, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&ticket, (uint64_t)g << 32, __ATOMIC_RELEASE);
+    __atomic_store_n(&gen, g, __ATOMIC_RELEASE);
+    if (sleepers)
+        pthread_cond_broadcast(&wake);
+    pthread_mutex_unlock(&mu);
+    run_chunks(g, s, n);
+    int64_t until = now_ns() + CALLER_SPIN_NS;
+    for (int k = 0; __atomic_load_n(&completed, __ATOMIC_ACQUIRE) < n; k++) {
+        cpu_relax();
+        if ((k & 63) == 63 && now_ns() > until)
+            break;
+    }
+    pthread_mutex_lock(&mu);
+    while (__atomic_load_n(&completed, __ATOMIC_ACQUIRE) < n) {
+        waiting = 1;
+        pthread_cond_wait(&done, &mu);
+    }
+    waiting = 0;
+    current = NULL;
+    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&submit);
+}
+
+static void reset(const eagle_stage *s, const eagle_reset *r) {
+    void *p = (void *)(intptr_t)s->vals[5 * r->buf];
+    int64_t n = s->vals[5 * r->buf + 3];
+    if (r->kind == 0) {
+        memset(p, 0, (size_t)(n * r->bytes));
+    } else if (r->kind == 1) {
+        double *d = p;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = r->value;
+    } else {
+        float *f = p, v = (float)r->value;
+        for (int64_t i = 0; i < n; i++)
+            f[i] = v;
+    }
+}
+
+/* Run one launch of a stage (see the top of this file). Returns 1 when the #err buffer holds a refusal. */
+int eagle_fire(const eagle_stage *s) {
+    pthread_once(&once, init_once);
+    for (int64_t k = 0; k < s->ncopies; k++)
+        memcpy((void *)(intptr_t)s->vals[5 * s->copies[k].buf], s->copies[k].src, (size_t)s->copies[k].bytes);
+    for (int64_t k = 0; k < s->nresets; k++)
+        reset(s, &s->resets[k]);
+    int64_t *meta = (int64_t *)(intptr_t)s->vals[5 * s->meta_buf];
+    if (s->nchunks == 1) {
+        meta[2] = 0;
+        s->lanes(s->chunk_args[0]);
+    } else {
+        int64_t t = s->threads < s->nchunks ? s->threads : s->nchunks;
+        run_all(s, (int)(t - 1));
+    }
+    meta[2] = s->nchunks;
+    s->finish(s->finish_args);
+    const int64_t *err = (const int64_t *)(intptr_t)s->vals[5 * s->err_buf];
+    int64_t n = s->vals[5 * s->err_buf + 3];
+    for (int64_t i = 0; i < n; i++)
+        if (err[i])
+            return 1;
+    return 0;
+}
+
+/* Pool threads started so far (tests and benchmarks read it). */
+int eagle_pool_size(void) {
+    pthread_mutex_lock(&mu);
+    int n = workers;
+    pthread_mutex_unlock(&mu);
+    return n;
+}

@@ -1,0 +1,112 @@
+"""Plan.run's fast path on the host: a run's prepared stages kept and rebound to the next run of the same shape.
+
+Preparing a run (checking its planes, allocating every buffer, building the argument blocks) costs far more than
+launching a small one. A host plan therefore keeps the prepared stages of recent runs, keyed by what decides
+every outcome of the binder's checks and every buffer's size: the planes' names in order, each array's type,
+dtype, shape, strides and (for arrays the run writes) writability, the type of each Param, the value of each
+grid extent passed, and base=/count=. A later run with the same key rebinds those stages to its own arrays
+(eagle.launch.Prepared.rebind): its inputs are converted as the binder converts them, its outputs and cells are
+allocated afresh (they are the results it hands back), every internal buffer is reused.
+
+What depends on the values and not on the key is checked again at every run: keys of Index planes against their
+sinks (`check_keys`), and, when the run writes arrays the caller passed, their overlaps with each other and with
+the inputs (the binder's `_check_written`). Anything else (masked arrays, DLPack producers, lists, NumPy scalar
+types other than float32/float64) takes the full path. An entry is taken out of the cache while its run uses
+it, so runs from several threads never share buffers; a run that raises does not put its entry back. A kept
+entry holds none of its last run's arrays (Prepared.release), and a run whose internal buffers and scratch copies
+exceed MAX_KEPT_BYTES is not kept.
+
+After a run, `plan.last_executor` says which executor ran each stage ("native" or "python"), as
+`plan.last_chunks` says how many chunks.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from eagle.binding import Bound
+from eagle.launch import Prepared, rebind_stages, run_stages
+
+MAX_ENTRIES = 8  # shapes kept per plan (least recently used dropped first)
+MAX_KEPT_BYTES = 64 << 20  # a run whose internal buffers and scratch copies hold more is not kept (preparing it
+# costs little next to running it, and the cache would hold the memory until the plan goes)
+_INT64 = (-(1 << 63), 1 << 63)
+
+
+class RunCache:
+    """Prepared host stages of one plan's recent runs, by run key (see the module docstring)."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.entries: OrderedDict = OrderedDict()
+        self.hits = 0  # runs that reused prepared stages (tests read it)
+
+    def key(self, base, count, planes: dict) -> tuple | None:
+        """What decides a run's checks and buffer sizes, or None when the run must take the full path."""
+        labels = self.plan.binder._labels
+        parts: list = [base, count]
+        for name, v in planes.items():
+            t = type(v)
+            if t is np.ndarray:
+                parts.append((name, v.dtype, v.shape, v.strides, v.flags.writeable))
+            elif t is float or t is np.float64 or t is np.float32:
+                parts.append((name, t))
+            elif t is int and _INT64[0] <= v < _INT64[1]:
+                parts.append((name, t, v if name in labels else None))
+            else:
+                return None
+        if not (base is None or type(base) is int) or not (count is None or type(count) is int):
+            return None
+        return tuple(parts)
+
+    def run(self, base, count, planes: dict):
+        """Plan.run on the host: the results (one Array, or a dict of them by name)."""
+        plan = self.plan
+        key = self.key(base, count, planes)
+        entry = self.entries.pop(key, None) if key is not None else None
+        if entry is None:
+            b = plan.binder.bind(planes)
+            lo, hi = plan.lane_range(base, count, b.lanes, plan.kernel.stage_count)
+            stages, results = plan.stages(b, lo, hi)
+            if key is not None and not all(isinstance(st, Prepared) and st.recipe is not None for st in stages):
+                key = None
+        else:
+            template, stages = entry
+            b = self.rebound(template, planes)
+            results = rebind_stages(stages, b)
+            self.hits += 1
+        run_stages(stages)
+        plan.last_chunks = tuple(st.nchunks for st in stages)
+        plan.last_executor = tuple(st.executor for st in stages)
+        if key is not None:
+            for st in stages:  # the cache holds no array of this run: not the caller's, not the results
+                st.release()
+            if entry is not None:
+                self.entries[key] = entry
+            elif sum(st.kept_bytes() for st in stages) <= MAX_KEPT_BYTES:
+                self.entries[key] = (Bound(b.spec, b.extents, b.lanes, b.dtype), stages)
+                while len(self.entries) > MAX_ENTRIES:
+                    self.entries.popitem(last=False)
+        if len(results) == 1:
+            return next(iter(results.values()))
+        return {k: results[k] for k in sorted(results)}
+
+    def rebound(self, template: Bound, planes: dict) -> Bound:
+        """The binder's Bound for `planes`, whose key matches the run `template` was bound for: what the key
+        fixes is taken from the template, the arrays are converted and checked as the binder does."""
+        binder = self.plan.binder
+        specs = binder.plane_specs
+        b = Bound(template.spec, template.extents, template.lanes, template.dtype)
+        for name, v in planes.items():
+            p = specs.get(name)
+            if p is None:  # a grid extent (in the key)
+                continue
+            if p.kind in ("output", "sink"):
+                b.given[name] = v
+            else:
+                b.arrays[name] = binder._input(p, v if type(v) is np.ndarray else np.asarray(v), b)
+        if b.given:
+            binder._check_written(b)
+        return b
