@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -26,7 +27,7 @@ from eagle import native
 from eagle.array import Array
 from eagle.binding import Binder, Bound, physical_memory, reduced_shape
 from eagle.errors import InputError
-from eagle.settings import is_whole, min_chunk_setting
+from eagle.settings import MIN_CHUNK_ENV, is_whole, min_chunk_setting
 from hawk.exact import words as exact_words
 from hawk.layout import ORDERED_BLOCK, Layout, fold_values
 
@@ -119,6 +120,9 @@ class Launcher:
     def __init__(self, binder: Binder, layout: Layout, threads: int, min_chunk: int | None = None):
         self.binder, self.lay, self.threads = binder, layout, threads
         self.min_chunk = min_chunk_setting(min_chunk)
+        # a chunk size the caller chose (min_chunk= or $EAGLE_MIN_CHUNK) is taken as it is; the default one also
+        # keeps chunks at least as long as their private copies (see chunks)
+        self.chosen_chunk = min_chunk is not None or os.environ.get(MIN_CHUNK_ENV, "") != ""
         self.last_chunks = 0  # chunks of the latest launch prepared (what tests read to see a run split)
         self.red = {r.cell: r for r in layout.reductions}
         self.meta_k = layout.buffer_index("#meta")
@@ -134,9 +138,10 @@ class Launcher:
         copies = self.lay.copy_values()
         if copies:
             most = min(most, max(self.threads, PRIVATE_VALUES // copies))
-        # a chunk takes at least as many lanes as its private copies hold values: resetting and combining a copy
-        # would otherwise cost more than the lanes it saves
-        return max(1, min(most, lanes // max(self.min_chunk, self.aligned(b), copies)))
+        # by default a chunk takes at least as many lanes as its private copies hold values: resetting and
+        # combining a copy would otherwise cost more than the lanes it saves
+        least = max(self.min_chunk, self.aligned(b), 0 if self.chosen_chunk else copies)
+        return max(1, min(most, lanes // least))
 
     @property
     def checks_at_run_time(self) -> bool:
