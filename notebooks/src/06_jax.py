@@ -16,13 +16,13 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-jax.config.update("jax_enable_x64", True)  # float64 planes need it (eagle.jax refuses them without)
-
 import eagle
 import eagle.jax
 import hawk
 import hawk.math as m
 from hawk import Mutable, Param, Scalar
+
+jax.config.update("jax_enable_x64", True)  # float64 planes need it (eagle.jax refuses them without)
 
 # %% [markdown]
 # ## The model and its loss, as one hawk kernel

@@ -20,14 +20,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import warp as wp
 
-wp.config.quiet = True
-with contextlib.redirect_stdout(io.StringIO()):  # Warp's device banner
-    wp.init()
-
 import eagle
 import eagle.warp
 import hawk
 from hawk import Index, Mutable, Scalar
+
+wp.config.quiet = True
+with contextlib.redirect_stdout(io.StringIO()):  # Warp's device banner
+    wp.init()
 
 # %% [markdown]
 # ## A Warp step: gravity and a drag force
