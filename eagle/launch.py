@@ -34,6 +34,7 @@ from hawk.layout import ORDERED_BLOCK, Layout, fold_values
 _IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf, "fold": 0.0}  # (a fold's finish writes it)
 OVERSPLIT = 4  # chunks per thread: threads take chunks as they come free, so a thread slowed by other work on
 # its core (another library's spinning pool, say) leaves its later chunks to the others
+COPY_BYTES = 1 << 30  # the most memory every chunk's private copies may take together (one copy always)
 PRIVATE_VALUES = 1 << 20  # beyond one chunk per thread, private copies of sinks and cells stay within this
 _GONE = np.empty(0)  # what a released stage (Prepared.release) holds where a run's arrays were
 _POOL: ThreadPoolExecutor | None = None
@@ -138,6 +139,7 @@ class Launcher:
         copies = self.lay.copy_values()
         if copies:
             most = min(most, max(self.threads, PRIVATE_VALUES // copies))
+            most = min(most, max(1, COPY_BYTES // (8 * copies)))  # all the copies together: at most COPY_BYTES
         # by default a chunk takes at least as many lanes as its private copies hold values: resetting and
         # combining a copy would otherwise cost more than the lanes it saves
         least = max(self.min_chunk, self.aligned(b), 0 if self.chosen_chunk else copies)

@@ -210,8 +210,9 @@ PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get private copies (one p
 # Ordered sinks and kept cells: one exact accumulator per slot (hawk/exact.py: 576 bytes a float64 slot) that
 # every chunk shares (integer atomic adds), allocated zeroed once and left zeroed by the finish. Up to
 # PAIR_SLOTS slots, each host chunk also keeps its own (high, low) float pair per slot (two error-free TwoSums a
-# term, 16 bytes a float64 slot), and only a term the pair cannot take exactly goes to the accumulator.
-PAIR_SLOTS = 1 << 22
+# term, 16 bytes a float64 slot; the launcher keeps all the copies within eagle.launch.COPY_BYTES), and only a
+# term the pair cannot take exactly goes to the accumulator, which then stays mostly untouched (zero pages).
+PAIR_SLOTS = 1 << 25
 
 
 def has_ordered(lay: Layout) -> bool:
