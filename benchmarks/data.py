@@ -57,23 +57,10 @@ class Data:
 
 
 def exact_sum(x: np.ndarray) -> Fraction:
-    """The exact sum of finite float values as a Fraction, nothing rounded: each value is an integer mantissa
-    (np.frexp, scaled to 53 bits) times a power of two; mantissas are added per exponent in NumPy (split in two
-    halves so no int64 sum overflows) and the few per-exponent totals joined as Python integers."""
-    t = np.asarray(x, dtype=np.float64).ravel()
-    t = t[t != 0.0]
-    if t.size == 0:
-        return Fraction(0)
-    m, e = np.frexp(t)
-    mant, e = (m * 2.0**53).astype(np.int64), e.astype(np.int64) - 53
-    order = np.argsort(e, kind="stable")
-    mant, e = mant[order], e[order]
-    starts = np.flatnonzero(np.r_[True, e[1:] != e[:-1]])
-    hi = np.add.reduceat(mant >> 26, starts)
-    lo = np.add.reduceat(mant & ((1 << 26) - 1), starts)
-    base = int(e[0])
-    total = sum(((int(h) << 26) + int(q)) << (int(k) - base) for h, q, k in zip(hi, lo, e[starts], strict=True))
-    return Fraction(total << base) if base >= 0 else Fraction(total, 1 << -base)
+    """The exact sum of finite float values as a Fraction, nothing rounded (hawk.exact.fraction_sum)."""
+    from hawk.exact import fraction_sum
+
+    return fraction_sum(x)
 
 
 def ordered_sum(x: np.ndarray) -> np.generic:

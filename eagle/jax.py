@@ -107,11 +107,7 @@ class JaxKernel:
         fn = self._fns.get(key)
         if fn is None:
             fn = self._fns[key] = self._differentiable(call)
-        outs = fn(*ops)
-        results = {}
-        for name, (j, off, shape) in call.picks.items():
-            size = int(np.prod(shape)) if shape else 1
-            results[name] = outs[j][off:off + size].reshape(shape)
+        results = call.results(fn(*ops))
         return results[next(iter(results))] if len(results) == 1 else results
 
     # ---- gradients: the reverse as a second FFI call ------------------------------------------------------------
@@ -135,10 +131,7 @@ class JaxKernel:
         wrt = tuple(n for n in call.operands if self.kinds[n] in floats)
         sinks = [n for n in call.operands if self.kinds[n] == "sink"]
         grads: dict = {}
-        cot = {}
-        for name, (j, off, shape) in call.picks.items():
-            size = int(np.prod(shape)) if shape else 1
-            cot[name] = gs[j][off:off + size].reshape(shape)
+        cot = call.results(gs)
         if wrt:
             adj_plan, design, win = adjoint_for(self.plan, wrt, call.extents)
             if win is not None:

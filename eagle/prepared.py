@@ -5,7 +5,7 @@ that XLA or torch place where they like). `PreparedRun` binds stand-ins of those
 the run once (its buffers and the native executor's argument blocks: eagle/native) and records where each
 operand and result lives among the stages' buffers. A call then writes the real arrays' addresses into those
 buffer slots and fires the stages in order: no binding, no allocation, no argument packing. eagle.torch calls
-`run` (one ctypes call into eagle/call_plan.c per launch); eagle.jax hands the same plan to XLA, whose FFI
+`run_native` (one ctypes call into eagle/call_plan.c per launch); eagle.jax hands the same plan to XLA, whose FFI
 handler (in the same C file) does the same per call.
 
 Operands are the kernel's input planes (Params as one-element arrays) and the outputs and sinks the caller
@@ -134,7 +134,6 @@ class PreparedRun:
         for t in [planes[n] for n in self.operands] + ret_bufs:
             self.places.append([(s, k) for s, st in enumerate(self.stages) for k, a in enumerate(st.args.keep)
                                 if a.size and t.size and native.address(a) == native.address(t)])
-        self.lock = threading.Lock()
         self._table = None
 
     def _owner(self, at: int, nbytes: int):
@@ -144,18 +143,6 @@ class PreparedRun:
                 if lo <= at and at + nbytes <= lo + a.nbytes:
                     return a
         return None
-
-    def run(self, operands: list[np.ndarray], rets: list[np.ndarray]) -> None:
-        """One launch of every stage with these arrays (flat, C-contiguous, of the prepared sizes and dtypes) in
-        place of the stand-ins; a refusal (a key outside a sink) raises eagle's InputError."""
-        with self.lock:
-            for arrays, base in ((operands, 0), (rets, len(operands))):
-                for i, a in enumerate(arrays):
-                    for s, k in self.places[base + i]:
-                        self.stages[s].args.set_buffer(k, a)
-            for st in self.stages:
-                if st.args.fire():
-                    st.launcher.check_errors(st.err)
 
     def slot_table(self) -> tuple[ctypes.Array, ctypes.Array]:
         """(first, slots): the patches of operand i (then result j) are slots[first[i]:first[i + 1]], each the

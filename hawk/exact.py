@@ -22,6 +22,8 @@ import math
 import struct
 from fractions import Fraction
 
+import numpy as np
+
 # dtype -> (significand bits incl. the hidden one, exponent field bits, BASE, LIMBS)
 FORMATS = {"float64": (53, 11, -1074, 67), "float32": (24, 8, -149, 11)}
 DIGIT = 32
@@ -115,6 +117,30 @@ def round_fraction(v: Fraction, dtype: str = "float64") -> float:
         return -math.inf if neg else math.inf
     out = math.ldexp(q, lsb)
     return -out if neg else out
+
+
+def fraction_sum(terms) -> Fraction:
+    """The exact sum of finite float terms (any float dtype) as a Fraction, nothing rounded, and independent of the
+    accumulator above: np.frexp splits each term into a 53-bit integer times a power of two, the integers are added
+    per exponent in two int64 halves (no overflow below 2**36 terms) and the groups joined as Python integers.
+    Fast enough for millions of terms: what tests, the card and the benchmarks use as their reference."""
+    t = np.asarray(terms, dtype=np.float64).ravel()
+    if not np.isfinite(t).all():
+        raise ValueError("fraction_sum takes finite terms only")
+    t = t[t != 0.0]
+    if t.size == 0:
+        return Fraction(0)
+    m, e = np.frexp(t)
+    mant = (m * 2.0**53).astype(np.int64)  # exact: |m| < 1 has at most 53 significant bits
+    e = e.astype(np.int64) - 53  # term = mant * 2**e
+    order = np.argsort(e, kind="stable")
+    e, mant = e[order], mant[order]
+    starts = np.flatnonzero(np.r_[True, e[1:] != e[:-1]])
+    hi = np.add.reduceat(mant >> 26, starts)  # |mant >> 26| < 2**27
+    lo = np.add.reduceat(mant & ((1 << 26) - 1), starts)
+    low = int(e[0])
+    total = sum(((int(h) << 26) + int(q)) << (int(x) - low) for h, q, x in zip(hi, lo, e[starts], strict=True))
+    return Fraction(total << low) if low >= 0 else Fraction(total, 1 << -low)
 
 
 def exact_sum(terms, dtype: str = "float64") -> float:

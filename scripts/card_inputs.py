@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from hawk.exact import FORMATS, round_fraction
+from hawk.exact import FORMATS, fraction_sum, round_fraction
 
 KEYS = 4  # slots the spread and grouped scatter layouts use; every slot gets a full run of the length
 
@@ -100,22 +100,8 @@ ADVERSARIAL_LENGTH = 10_000
 
 
 def exact_sum(terms: np.ndarray) -> Fraction:
-    """The exact sum of finite float terms, as a Fraction: each term is a 53-bit integer times a power of two
-    (np.frexp); the integers are added per exponent in two int64 halves (no overflow below 2**36 terms) and the
-    groups joined as Python integers."""
-    t = np.asarray(terms, dtype=np.float64).ravel()
-    t = t[t != 0.0]
-    if t.size == 0:
-        return Fraction(0)
-    m, e = np.frexp(t)
-    mant, e = (m * 2.0**53).astype(np.int64), e.astype(np.int64) - 53
-    order = np.argsort(e, kind="stable")
-    e, mant = e[order], mant[order]
-    starts = np.flatnonzero(np.r_[True, e[1:] != e[:-1]])
-    hi, lo = np.add.reduceat(mant >> 26, starts), np.add.reduceat(mant & ((1 << 26) - 1), starts)
-    low = int(e[0])
-    total = sum(((int(h) << 26) + int(q)) << (int(x) - low) for h, q, x in zip(hi, lo, e[starts], strict=True))
-    return Fraction(total << low) if low >= 0 else Fraction(total, 1 << -low)
+    """The exact sum of finite float terms, as a Fraction (hawk.exact.fraction_sum)."""
+    return fraction_sum(terms)
 
 
 class Exact:

@@ -134,26 +134,11 @@ def bt_close(got, want, rtol=1e-14):
 
 
 def bt_exact_fraction(terms) -> Fraction:
-    """The exact sum of finite float terms (any float dtype) as a Fraction: nothing is rounded. Independent of
-    hawk's accumulator: each term is split by np.frexp into a 53-bit integer times a power of two, the integers
-    are added per exponent (in two int64 halves, so no sum can overflow) and the groups joined as Python ints."""
-    t = np.asarray(terms, dtype=np.float64).ravel()
-    if not np.isfinite(t).all():
-        raise ValueError("bt_exact_fraction takes finite terms only")
-    t = t[t != 0.0]
-    if t.size == 0:
-        return Fraction(0)
-    m, e = np.frexp(t)
-    mant = (m * 2.0**53).astype(np.int64)  # exact: |m| < 1 has at most 53 significant bits
-    e = e.astype(np.int64) - 53  # term = mant * 2**e
-    order = np.argsort(e, kind="stable")
-    e, mant = e[order], mant[order]
-    starts = np.flatnonzero(np.r_[True, e[1:] != e[:-1]])
-    hi = np.add.reduceat(mant >> 26, starts)  # |mant >> 26| < 2**27: no int64 overflow below 2**36 terms
-    lo = np.add.reduceat(mant & ((1 << 26) - 1), starts)
-    low = int(e[0])
-    total = sum(((int(h) << 26) + int(q)) << (int(x) - low) for h, q, x in zip(hi, lo, e[starts], strict=True))
-    return Fraction(total << low) if low >= 0 else Fraction(total, 1 << -low)
+    """The exact sum of finite float terms as a Fraction (hawk.exact.fraction_sum: np.frexp per term, independent
+    of hawk's accumulator); refuses infinities and NaN."""
+    from hawk.exact import fraction_sum
+
+    return fraction_sum(terms)
 
 
 def bt_ordered_sum(terms, dtype=None, mask=None):
