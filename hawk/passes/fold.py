@@ -66,26 +66,10 @@ class HostFold:
         fn = self.folds[cell][0]
         block = fn.regions[0].blocks[0]
         mapping = {block.arguments[0]: a, block.arguments[1]: b}
-        result = None
-        for op in block.operations:
-            if op.operation.name == "func.return":
-                result = mapping.get(op.operands[0], op.operands[0])
-                break
-            new = op.clone(ip=ir.InsertionPoint.current)
-            inner = []
-
-            def visit(o, inner=inner):
-                inner.append(o)
-                return ir.WalkResult.ADVANCE
-
-            new.operation.walk(visit)
-            for o in inner:
-                for v in list(o.operands):
-                    if v in mapping:
-                        o.operation.replace_uses_of_with(v, mapping[v])
-            for old_r, new_r in zip(op.results, new.results, strict=True):
-                mapping[old_r] = new_r
-        return result
+        ops = list(block.operations)
+        ret = next(op for op in ops if op.operation.name == "func.return")
+        self.clone_ops([op for op in ops if op.operation.name != "func.return"], ir.InsertionPoint.current, mapping)
+        return mapping.get(ret.operands[0], ret.operands[0])
 
     def fold_into(self, cell: str, seen: ir.Value, acc: ir.Value, x: ir.Value) -> ir.Value:
         """x when nothing was folded yet (`seen` false), else op(acc, x). The operator's code is pure (a func

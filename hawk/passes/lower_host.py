@@ -343,12 +343,16 @@ class HostLowering(HostOps, HostFinish, GridInterior, HostWide, HostFold, SplitS
 
     def clone_body(self, body: ir.Block, anchor) -> list:
         """Copy the kernel body's ops before `anchor` (values remapped); the copies' top-level ops."""
-        mapping: dict = {}
+        ops = [op for op in body.operations if op.operation.name != "func.return"]
+        return self.clone_ops(ops, ir.InsertionPoint(anchor), {})
+
+    @staticmethod
+    def clone_ops(ops, ip, mapping: dict) -> list:
+        """Copy `ops` at `ip`, each use of a value in `mapping` (and of an earlier op's result) replaced by its
+        copy; `mapping` gains the copies' results. The copies' top-level ops."""
         out = []
-        for op in body.operations:
-            if op.operation.name == "func.return":
-                continue
-            new = op.clone(ip=ir.InsertionPoint(anchor))
+        for op in ops:
+            new = op.clone(ip=ip)
             nested = []
 
             def visit(o, nested=nested):
