@@ -202,6 +202,7 @@ def artifact_round_trip() -> None:
 
 def gpu_targets() -> None:
     from eagle.targets import gpu_target
+    from hawk.targets import gpu_target as compile_target
 
     @hawk.kernel
     def spread(x: Scalar, total: Mutable[Scalar], y: Mutable[Scalar]):
@@ -220,7 +221,7 @@ def gpu_targets() -> None:
          exact=True)
     show("spirv per-lane output", out["y"], np.sqrt(x * x + 1.0))
     for name, chip in (("nvvm", "sm_90"), ("rocdl", "gfx90a")):
-        target = gpu_target(name, chip=chip)
+        target = compile_target(name, chip=chip)
         binary = target.compile(spread.lowered_gpu(spread.default_spec()).gpu_module)
         print(f"  {name} {chip}: {len(binary)} bytes of {target.suffix}")
 

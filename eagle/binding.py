@@ -20,8 +20,8 @@ import numpy as np
 
 from eagle.errors import InputError
 from eagle.interop import as_host_array
-from hawk.layout import Layout, Reduction, Spec, make_spec
-from hawk.signature import PlaneSpec, Signature
+from hawk.abi.layout import Layout, Reduction, Spec, make_spec
+from hawk.abi.signature import PlaneSpec, Signature
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # dtype equality is cheap; dtype.name is not
 _INDEX = (np.dtype(np.int32), np.dtype(np.int64))

@@ -1,18 +1,10 @@
-"""eagle's view of the compile cache (kept in hawk.cache, which the compiler shares)."""
+"""eagle's view of the compile cache: the very module hawk.abi.cache, which the compiler shares.
 
-from hawk.cache import (
-    VERSION,
-    cache_dir,
-    compiler_fingerprint,
-    entry_ok,
-    host_cpu,
-    host_key,
-    key,
-    machine,
-    read_entry,
-    write_atomic,
-    write_entry,
-)
+This name is the same module object as hawk.abi.cache (not a copy), so state and monkeypatches are shared.
+"""
 
-__all__ = ["VERSION", "cache_dir", "compiler_fingerprint", "entry_ok", "host_cpu", "host_key", "key", "machine",
-           "read_entry", "write_atomic", "write_entry"]
+import sys
+
+from hawk.abi import cache as _cache
+
+sys.modules[__name__] = _cache

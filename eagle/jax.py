@@ -29,11 +29,18 @@ from eagle.prepared import PreparedRun, library
 TARGET = "eagle_hawk_call"
 _LOCK = threading.Lock()
 _REGISTERED: list = []
+# Every call plan a compiled XLA program may name by address. A jitted program can outlive the wrapper that made
+# it (and run asynchronously after the wrapper is gone), so plans are kept for the life of the process: one per
+# kernel, shape and passed-output set.
+_LIVE: list = []
 
 
-def wrap(kernel, target: str = "host", **options) -> JaxKernel:
-    """`kernel` deployed on `target` (options as eagle.deploy takes them), called with JAX arrays."""
-    return JaxKernel(kernel, target, **options)
+def wrap(kernel, target: str = "host", axis_name=None, partition: bool = False, **options) -> JaxKernel:
+    """`kernel` deployed on `target` (options as eagle.deploy takes them), called with JAX arrays. With
+    `axis_name`, called inside `jax.shard_map` on each shard's lanes: cells and sinks are combined across that
+    mesh axis (eagle/distributed/jax_shard.py). With `partition=True`, under `jax.jit` the call follows its
+    inputs' shardings (eagle/distributed/jit_shard.py)."""
+    return JaxKernel(kernel, target, axis_name=axis_name, partition=partition, **options)
 
 
 # ---- the C handler (eagle/call_plan.c), registered with XLA once ---------------------------------------------------
@@ -55,14 +62,17 @@ class _Call(PreparedRun):
         super().__init__(jk.plan, shaped, params, grid, passed, jk.order)
         self.rets = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in self.rets]
         self.address = self.native_plan()
+        _LIVE.append(self)
 
 
 class JaxKernel:
     """A deployed kernel called with JAX arrays: `f(**planes)` returns what Plan.run returns, as jax.Arrays."""
 
-    def __init__(self, kernel, target: str = "host", plan=None, **options):
+    def __init__(self, kernel, target: str = "host", plan=None, axis_name=None, partition: bool = False,
+                 **options):
         import eagle
 
+        self.axis_name, self.partition = axis_name, partition
         if target != "host":
             raise ValueError(f"eagle.jax: kernel '{kernel.name}': the JAX bridge runs on the host target; deploy "
                              f"on '{target}' with eagle.deploy")
@@ -79,6 +89,17 @@ class JaxKernel:
         return f"<eagle.jax kernel {self.name} target=host>"
 
     def __call__(self, **planes):
+        if self.axis_name is not None:  # inside jax.shard_map: eagle/distributed/jax_shard.py
+            from eagle.distributed.jax_shard import sharded_call
+
+            return sharded_call(self, self.axis_name, planes)
+        if self.partition:  # under jax.jit, split by the inputs' shardings: eagle/distributed/jit_shard.py
+            from eagle.distributed.jit_shard import partitioned_call
+
+            return partitioned_call(self, planes)
+        return self._call_whole(**planes)
+
+    def _call_whole(self, **planes):
         arrays, params, grid = {}, {}, {}
         for name, v in planes.items():
             kind = self.kinds.get(name)

@@ -27,15 +27,20 @@ from eagle import native
 from eagle.array import Array
 from eagle.binding import Binder, Bound, physical_memory, reduced_shape
 from eagle.errors import InputError
+from eagle.native import folds as large_folds
 from eagle.settings import MIN_CHUNK_ENV, is_whole, min_chunk_setting
-from hawk.exact import words as exact_words
-from hawk.layout import ORDERED_BLOCK, Layout, fold_values
+from hawk.abi.exact import words as exact_words
+from hawk.abi.layout import ORDERED_BLOCK, Layout, fold_values
 
 _IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf, "fold": 0.0}  # (a fold's finish writes it)
 OVERSPLIT = 4  # chunks per thread: threads take chunks as they come free, so a thread slowed by other work on
 # its core (another library's spinning pool, say) leaves its later chunks to the others
 COPY_BYTES = 1 << 30  # the most memory every chunk's private copies may take together (one copy always)
 PRIVATE_VALUES = 1 << 20  # beyond one chunk per thread, private copies of sinks and cells stay within this
+SPLIT_CHUNKS = 32  # the most chunks of a stage whose chunking ignores the thread count (Layout.fixed_chunks: a
+# large sink's or a stored-and-added sink's copies): its chunks, and so its bits, are the same at every thread count
+COPY_LANES = 2  # ... and each of its chunks runs at least this many lanes per value of its copies: a copy costs
+# about half a random-key lane per value to reset and fold (1e7 lanes into 1e6 compensated slots: 2 chunks)
 _GONE = np.empty(0)  # what a released stage (Prepared.release) holds where a run's arrays were
 _POOL: ThreadPoolExecutor | None = None
 PHYSICAL = physical_memory()
@@ -128,22 +133,30 @@ class Launcher:
         self.red = {r.cell: r for r in layout.reductions}
         self.meta_k = layout.buffer_index("#meta")
         self.span = layout.parallel_span()
+        self.fixed = layout.fixed_chunks()  # chunks that do not depend on the thread count (see chunks)
         # chunk boundaries fall on ordered blocks and on the spans of lanes that share a kept slot
         self.align = 0 if self.span is None else math.lcm(self.span, ORDERED_BLOCK)
         self.err_k = layout.buffer_index("#err")
 
     def chunks(self, b: Bound, lanes: int) -> int:
-        if self.span is None or self.threads == 1:
+        """How many chunks lanes [lo, lo + lanes) run in. A stage with Layout.fixed_chunks takes as many as its
+        lanes, its copies and SPLIT_CHUNKS allow (each chunk at least COPY_LANES lanes per value its copies hold,
+        whatever min_chunk; a power of two, so that 2, 4, 8... threads share them evenly), whatever the thread
+        count (one thread runs them in turn); any other takes up to OVERSPLIT per thread, one with one thread."""
+        if self.span is None or (self.threads == 1 and not self.fixed):
             return 1
-        most = self.threads * OVERSPLIT
+        most = SPLIT_CHUNKS if self.fixed else self.threads * OVERSPLIT
         copies = self.lay.copy_values()
         if copies:
-            most = min(most, max(self.threads, PRIVATE_VALUES // copies))
+            if not self.fixed:
+                most = min(most, max(self.threads, PRIVATE_VALUES // copies))
             most = min(most, max(1, COPY_BYTES // (8 * copies)))  # all the copies together: at most COPY_BYTES
         # by default a chunk takes at least as many lanes as its private copies hold values: resetting and
         # combining a copy would otherwise cost more than the lanes it saves
-        least = max(self.min_chunk, self.aligned(b), 0 if self.chosen_chunk else copies)
-        return max(1, min(most, lanes // least))
+        least = max(self.min_chunk, self.aligned(b), COPY_LANES * copies if self.fixed else
+                    0 if self.chosen_chunk else copies)
+        n = max(1, min(most, lanes // least))
+        return 1 << (n.bit_length() - 1) if self.fixed else n
 
     @property
     def checks_at_run_time(self) -> bool:
@@ -191,7 +204,7 @@ class Launcher:
         meta[0], meta[1] = lo, hi
         metas = None if nchunks == 1 else [np.array([start, stop, c, b.lanes, *b.extents], dtype=np.int64)
                                            for c, (start, stop) in enumerate(bounds)]
-        return Prepared(self, lib, buffers, metas, nchunks, results, copies, resets, stage, recipe)
+        return Prepared(self, lib, buffers, metas, nchunks, results, copies, resets, stage, recipe, fold=True)
 
     def check_errors(self, err: np.ndarray) -> None:
         """Raise for lanes that scattered outside a sink: err holds (count, first bad key, sink) per chunk."""
@@ -208,13 +221,15 @@ class Launcher:
                              f"0..{axes[0].extent - 1}")
 
     def buffers(self, b: Bound, nchunks: int, cuts: dict[str, np.ndarray], cell_copies: int | None = None,
-                staged: bool = False, pair_copies: int | None = None, recipe: list | None = None):
+                staged: bool = False, pair_copies: int | None = None, recipe: list | None = None,
+                no_copies: frozenset[str] = frozenset()):
         """Every buffer in layout order, the results by name, (caller array, result) copies of given cells, what
         resets at every launch and, when `staged`, (caller array, scratch copy) pairs: the compiled code then
         writes the scratch copies of the outputs and sinks the caller passed. Kept cells with private copies get
         `cell_copies` of them (default: one per chunk), ordered ones `pair_copies` copies of their pairs (default:
         one per chunk; a GPU stage, whose threads deposit every term, none). `recipe`, when given, gets one entry
-        per buffer saying where a run's buffer comes from (what `Prepared.rebind` redoes for another run)."""
+        per buffer saying where a run's buffer comes from (what `Prepared.rebind` redoes for another run).
+        `no_copies`: sinks whose private copies are left empty (a GPU adding into them with float atomics)."""
         bufs: list[np.ndarray] = []
         how = [] if recipe is None else recipe
         results: dict[str, Array] = {}
@@ -282,7 +297,7 @@ class Launcher:
                 bufs.append(np.full(n, fill, dtype=b.dtype))
                 resets.append((bufs[-1], fill))
             elif role == "priv":
-                slots = self.lay.private[name]
+                slots = 0 if name in no_copies else self.lay.private[name]
                 if self.lay.policy_of(name) == "compensated":
                     bufs.append(np.zeros(2 * slots * nchunks, dtype=np.float64))
                 else:
@@ -375,10 +390,12 @@ def commit(copies, staged) -> None:
 class Prepared:
     """One stage of one run with every buffer allocated: `fire()` = `launch()` (reset what must start fresh,
     run the chunks, finish, check) then `commit()` (write the caller's cells and staged arrays). `nchunks`: the
-    chunks each launch runs; `executor`: "native" (one call into eagle/native) or "python" (a Python pool)."""
+    chunks each launch runs; `executor`: "native" (one call into eagle/native) or "python" (a Python pool);
+    `fold`: fold a large sink's copies on every thread before the finish (eagle/native/folds.py), for a launch
+    that runs the stage's own lanes and finish (a caller that swaps either leaves it off)."""
 
     def __init__(self, launcher: Launcher, lib, buffers, metas, nchunks, results, copies, resets, staged=(),
-                 recipe=None):
+                 recipe=None, *, fold: bool = False):
         self.launcher, self.lib, self.buffers = launcher, lib, buffers
         self.nchunks, self.results, self.copies = nchunks, results, copies
         self.staged = list(staged)
@@ -392,14 +409,20 @@ class Prepared:
         self.cells_out = {c: buffers[k] for c, k in zip(launcher.lay.cells_out, self.out_k, strict=True)}
         at = {native.address(a): k for k, a in enumerate(buffers) if a.size}
         self.resets = [(at[native.address(a)], fill) for a, fill in resets if a.size]
+        # each chunk's copies (of sinks and kept cells) laid out chunk by chunk: each chunk resets its own part
+        self.split = frozenset(k for k, _ in self.resets if launcher.lay.buffers[k].role in ("priv", "mark", "pairs")
+                               and nchunks > 1 and buffers[k].size % nchunks == 0)
         copies_in = [(at[native.address(scratch)], dst) for dst, scratch in self.staged if scratch.size]
         self.copy_slot = []  # staged pair j -> its copy in the argument block (-1: empty, nothing to copy)
         for _, scratch in self.staged:
             self.copy_slot.append(len([s for s in self.copy_slot if s >= 0]) if scratch.size else -1)
         nat = native.library() if getattr(lib, "lanes", None) is not None else None
         self.executor = "native" if nat is not None else "python"
+        # a large sink's parallel finish (`fold`: a whole launch, lanes then finish, as Launcher.prepare makes)
+        self.folds = large_folds.fold_plan(launcher.lay, buffers, nchunks) if fold else []
+        nparts = large_folds.parts(self.folds, OVERSPLIT * launcher.threads)
         self.args = native.StageArgs(nat, buffers, metas, launcher.meta_k, launcher.err_k, self.resets, copies_in,
-                                     launcher.threads)
+                                     launcher.threads, self.split, self.folds, nparts)
         if nat is not None:
             self.args.functions(lib.lanes, lib.finish)
 
@@ -424,17 +447,21 @@ class Prepared:
         for dst, src in self.staged:  # the scratch copies start from what the caller's arrays hold now
             np.copyto(src, dst)
         for k, fill in self.resets:
-            keep[k].fill(fill)
+            if k not in self.split:
+                keep[k].fill(fill)
         lanes = self.lib.lanes
         if self.nchunks == 1:
             self.meta[2] = 0
             lanes(self.args.chunk_ptrs[0])
         else:  # the calling thread and the pool's take the chunks as they come free (the order of the partials,
             # and so the results, do not depend on which thread ran which chunk)
-            todo = iter(self.args.chunk_ptrs)
+            todo = iter(enumerate(self.args.chunk_ptrs))
+            parts = [(keep[k].reshape(self.nchunks, -1), fill) for k, fill in self.resets if k in self.split]
 
             def work():
-                for ptrs in todo:
+                for c, ptrs in todo:
+                    for part, fill in parts:  # this chunk's own copies
+                        part[c].fill(fill)
                     lanes(ptrs)
 
             workers = min(self.launcher.threads, self.nchunks)
@@ -443,7 +470,14 @@ class Prepared:
             for f in futures:
                 f.result()
         self.meta[2] = self.nchunks
+        vals = self.args.vals
+        if self.folds:
+            large_folds.fold_python(self.args.keep, self.folds, self.nchunks)
+            for priv, *_ in self.folds:  # the finish finds no copies of these sinks left to fold
+                vals[5 * priv + 3] = 0
         self.lib.finish(self.args.finish_ptrs)
+        for priv, *_ in self.folds:
+            vals[5 * priv + 3] = self.args.keep[priv].size
         if self.err.any():
             self.launcher.check_errors(self.err)
 

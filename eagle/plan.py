@@ -12,11 +12,9 @@ from eagle.binding import Binder, lane_local_inputs
 from eagle.launch import Launcher, lane_range, prepare_stages, run_stages
 from eagle.native.reuse import RunCache
 from eagle.settings import min_chunk_setting, threads_setting
-from eagle.targets import auto_target, gpu_target, host
+from eagle.targets import auto_target, host, runtime
 from eagle.targets.device import DeviceStage, device_binary
-from hawk.compiler import Kernel
-from hawk.errors import KernelError
-from hawk.layout import Spec
+from hawk.abi.layout import Spec
 
 
 class Plan:
@@ -27,9 +25,9 @@ class Plan:
     `last_chunks`: the chunks each stage of the latest `run` ran (host: chunks handed to threads; GPU: the
     launch's sets of partials), a tuple with one entry per stage."""
 
-    def __init__(self, kernel: Kernel, target: str = "host", threads: int | None = None,
+    def __init__(self, kernel, target: str = "host", threads: int | None = None,
                  min_chunk: int | None = None, **options):
-        if not isinstance(kernel, Kernel):
+        if not _is_kernel(kernel):
             raise TypeError(f"eagle.deploy takes a @hawk.kernel, got {type(kernel).__name__}")
         if target == "auto":
             target = auto_target()
@@ -38,7 +36,11 @@ class Plan:
         if target == "host" and options:
             raise ValueError(f"the host target takes no options, got {sorted(options)}")
         self.kernel, self.target, self.options = kernel, target, options
-        self.device = None if target == "host" else gpu_target(target, **options)
+        if target == "spirv" and options.get("subgroup") == "device":  # this machine's Vulkan device says
+            from eagle.targets.spirv import device_subgroup
+
+            options = {**options, "subgroup": device_subgroup()}
+        self.device = None if target == "host" else kernel.target(target, **options)
         try:
             self.threads = threads_setting(threads)
             self.min_chunk = min_chunk_setting(min_chunk)
@@ -61,7 +63,7 @@ class Plan:
         if ready is None:
             st = self.kernel.stages(spec)[stage]
             key = cache.key(st.key, repr(self.kernel), repr(spec), self.target, "opt3")
-            lib = host.load(key, st.name, lambda: self.kernel.lowered(spec, stage).llvm_ir)
+            lib = host.load(key, st.name, lambda path: self.kernel.build_library(spec, stage, path))
             self.kernel.persist()  # so that a later process finds the kernel's facts beside its binary
             launcher = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads, self.min_chunk)
             ready = self._ready[(spec, stage)] = (lib, launcher)
@@ -70,7 +72,7 @@ class Plan:
     def runtime(self):
         """The GPU target's runtime, made once per plan (RuntimeMissing when the machine lacks it)."""
         if self._runtime is None:
-            rt = self.device.runtime()
+            rt = runtime(self.target)
             if getattr(self.device, "subgroup", 0) and hasattr(rt, "check_subgroup"):
                 rt.check_subgroup(self.device.subgroup)  # shuffles compiled for one subgroup size
             self._runtime = rt
@@ -80,15 +82,10 @@ class Plan:
         """For a GPU target: (finish library for the host, launcher, device binary, entry name)."""
         st = self.kernel.stages(spec)[stage]
         key = cache.key(st.key, repr(self.kernel), repr(spec), self.target, self.device.options)
-        try:
-            binary = device_binary(key, st.name, self.device,
-                                   lambda: self.kernel.lowered_gpu(spec, stage, self.device.subgroup,
-                                                                   self.device.float_atomics,
-                                                                   self.device.wide_loops).gpu_module)
-        except KernelError as exc:  # a target's refusal, pointed at the user's line
-            raise self.kernel.located(exc) from None
+        binary = device_binary(key, st.name, self.device.suffix,
+                               lambda: self.kernel.device_binary(spec, stage, self.device))
         finish = host.load(cache.key(key, "finish"), st.name,
-                           lambda: self.kernel.gpu_finish(spec, stage))
+                           lambda path: self.kernel.build_library(spec, stage, path, finish=True))
         launcher = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads, self.min_chunk)
         return finish, launcher, binary, f"{st.name}_lanes"
 
@@ -149,7 +146,13 @@ class Plan:
         return lane_range(self.kernel.name, base, count, lanes, stages)
 
 
-def deploy(kernel: Kernel, target: str = "host", threads: int | None = None, min_chunk: int | None = None,
+def deploy(kernel, target: str = "host", threads: int | None = None, min_chunk: int | None = None,
            **options) -> Plan:
     """Build a plan that runs `kernel` on `target`: 'host' (the CPU), 'nvvm', 'rocdl', 'spirv' or 'auto'."""
     return Plan(kernel, target, threads, min_chunk, **options)
+
+
+def _is_kernel(obj) -> bool:
+    """Whether `obj` is a hawk kernel, by what the plan asks of it (eagle imports no compiler class)."""
+    return all(callable(getattr(obj, m, None))
+               for m in ("stages", "layout", "build_library", "device_binary", "target"))

@@ -51,7 +51,7 @@ def library() -> ctypes.CDLL:
     with _LOCK:
         if "lib" in _LIB:
             return _LIB["lib"]
-        from hawk import cache
+        from hawk.abi import cache
 
         cc = native._compiler()
         if cc is None or native.library() is None:

@@ -23,9 +23,7 @@ import numpy as np
 from eagle.array import Array
 from eagle.errors import InputError
 from eagle.launch import run_stages
-
-# The adjoint's planes as a sidecar records them (hawk/reverse/sweep.Design's fields that the door reads).
-INFO_FIELDS = ("ct", "ct_kind", "payload", "grad", "grad_kind", "win", "kept")
+from hawk.abi.reverse import INFO_FIELDS, Info, info_from_json, info_to_json  # noqa: F401  (the door's names)
 
 
 @dataclass(frozen=True)
@@ -42,32 +40,6 @@ def forward_of(runner) -> Forward:
     if k is not None:  # a Plan
         return Forward(k.name, k.signature, k.outputs)
     return Forward(runner.name, runner.signature, runner.outputs)  # a LoadedKernel
-
-
-@dataclass(frozen=True)
-class Info:
-    """The adjoint's planes (cotangent and gradient names and kinds) read back from a sidecar."""
-
-    ct: dict
-    ct_kind: dict
-    payload: dict
-    grad: dict
-    grad_kind: dict
-    win: dict
-    kept: dict
-
-
-def info_to_json(design) -> dict:
-    """The fields of a Design (or Info) that a sidecar records, as JSON data."""
-    d = {f: dict(getattr(design, f)) for f in INFO_FIELDS}
-    d["payload"] = {k: list(v) for k, v in d["payload"].items()}
-    d["kept"] = {k: list(v) for k, v in d["kept"].items()}
-    return d
-
-
-def info_from_json(d: dict) -> Info:
-    return Info(dict(d["ct"]), dict(d["ct_kind"]), {k: tuple(v) for k, v in d["payload"].items()}, dict(d["grad"]),
-                dict(d["grad_kind"]), dict(d["win"]), {k: tuple(v) for k, v in d["kept"].items()})
 
 
 def _fail(fwd: Forward, msg: str, plane: str | None = None) -> InputError:
@@ -127,17 +99,15 @@ def adjoint_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
     """The adjoint kernel (and the winners kernel, if any) deployed like `plan`, made once per wrt (and lane
     extents, when the adjoint depends on them)."""
     import eagle
-    from hawk.reverse import adjoint, needs_extents, winners
 
     kernel = plan.kernel
     cache = plan.__dict__.setdefault("_reverse", {})
-    ext = extents if needs_extents(kernel, wrt) else None
+    ext = extents if kernel.adjoint_needs_extents(wrt) else None
     key = (wrt, ext)
     if key not in cache:
         made = kernel.__dict__.setdefault("_adjoints", {})  # the kernels, shared by every plan of `kernel`
         if key not in made:
-            adj, design = adjoint(kernel, wrt, ext)
-            made[key] = (adj, design, winners(kernel, ext) if design.win else None)
+            made[key] = kernel.adjoint(wrt, ext)  # (adjoint, design, winners or None): hawk/reverse
         adj, design, win = made[key]
         opts = dict(threads=plan.threads, min_chunk=plan.min_chunk, **getattr(plan, "options", {}))
         cache[key] = (eagle.deploy(adj, plan.target, **opts), design,

@@ -40,18 +40,21 @@ _NUMPY = {torch.float64: np.float64, torch.float32: np.float32, torch.float16: n
           torch.bool: np.bool_}
 
 
-def wrap(kernel, target: str = "host", **options) -> TorchKernel:
-    """`kernel` as a PyTorch operator deployed on `target` (options as eagle.deploy takes them)."""
-    return TorchKernel(kernel, target, **options)
+def wrap(kernel, target: str = "host", group=None, **options) -> TorchKernel:
+    """`kernel` as a PyTorch operator deployed on `target` (options as eagle.deploy takes them). With `group` (a
+    torch.distributed process group, e.g. `torch.distributed.group.WORLD`), each rank passes its shard of the
+    lanes and cells and sinks are combined across the group (eagle/distributed/torch_shard.py)."""
+    return TorchKernel(kernel, target, group=group, **options)
 
 
 class TorchKernel:
     """A deployed kernel called with tensors: `f(**planes)` returns what Plan.run returns, as tensors.
     `op` is the custom op, `op_inplace` the one that writes passed outputs and sinks (None when there are none)."""
 
-    def __init__(self, kernel, target: str = "host", **options):
+    def __init__(self, kernel, target: str = "host", group=None, **options):
         import eagle
 
+        self.group = group
         self.plan = eagle.deploy(kernel, target=target, **options)
         self.name = kernel.name
         sig, b = kernel.signature, self.plan.binder
@@ -260,6 +263,10 @@ class TorchKernel:
 
     # ---- the call ---------------------------------------------------------------------------------------------
     def __call__(self, **planes):
+        if self.group is not None:  # each rank's shard, combined across the group: eagle/distributed/torch_shard.py
+            from eagle.distributed.torch_shard import sharded_call
+
+            return sharded_call(self, self.group, planes)
         for arg in ("base", "count"):
             if arg in planes:
                 raise TypeError(f"eagle.torch: kernel '{self.name}': {arg}= is Plan.run's; a bridge runs every lane "

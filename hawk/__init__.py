@@ -12,8 +12,6 @@ import sys
 
 from hawk import math  # noqa: F401  (hawk.math is part of the public surface; no MLIR is imported here)
 from hawk.errors import KernelError, RetiredImportError
-from hawk.frontend import retired as _retired
-from hawk.frontend.funcs import Func, func
 from hawk.types import Grid, Index, Matrix, Mutable, Param, Scalar, Sorted, Table, Vector
 
 __version__ = "0.1.0"
@@ -53,18 +51,25 @@ def kernel(fn):
 
 
 def __getattr__(name: str):
+    if name in ("Func", "func"):  # @hawk.func (the front end's), imported on first use: hawk.abi needs no front end
+        from hawk.frontend import funcs
+
+        globals()[name] = getattr(funcs, name)
+        return globals()[name]
     if name == "Kernel":
         from hawk.compiler import Kernel
 
         return Kernel
-    if name in ("load", "run"):  # published artifacts (hawk.artifact): loading and running need no MLIR
-        from hawk.artifact import loader
+    if name in ("load", "run"):  # published artifacts: the runtime's (eagle.artifact), forwarded when first used
+        from eagle import artifact
 
-        return getattr(loader, name)
+        return getattr(artifact, name)
     if name == "artifact":
         import importlib
 
         return importlib.import_module("hawk.artifact")
+    from hawk.frontend import retired as _retired
+
     if name in _retired.MODULE_NAMES:
         frame = sys._getframe(1)
         where = {"file": frame.f_code.co_filename, "line": frame.f_lineno}

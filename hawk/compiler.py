@@ -15,11 +15,11 @@ import json
 import textwrap
 from dataclasses import dataclass, field
 
-from hawk import cache
+from hawk.abi import cache
+from hawk.abi.layout import Layout, Spec, layout_from_json, layout_to_json, make_spec
 from hawk.errors import KernelError
 from hawk.frontend.refs import ABSENT, Unkeyable, captured_key, captured_parts, captured_values
 from hawk.frontend.source import Source
-from hawk.layout import Layout, Spec, layout_from_json, layout_to_json, make_spec
 from hawk.signature import Signature, read_signature
 
 
@@ -257,12 +257,12 @@ class Kernel:
             return self.hawk_ir(spec) if self.stage_count == 1 else self.stage_text(spec, stage).text
         from hawk.passes.pipeline import HOST
 
+        if after not in HOST:
+            raise ValueError(f"no pass named {after!r}; the host pipeline is {list(HOST)}")
         dumps: dict[str, str] = {}
         st = self.stage_text(spec, stage)
         _lowering().lower_stage(self.signature, self.outputs, spec, st, self.stage_count > 1,
                                 dump=lambda n, t: dumps.__setitem__(n, t), stop_after=after)
-        if after not in dumps:
-            raise ValueError(f"no pass named {after!r}; the host pipeline is {list(HOST)}")
         return dumps[after]
 
     def lowered(self, spec: Spec, stage: int = 0) -> Lowered:
@@ -299,6 +299,47 @@ class Kernel:
             if key[:3] == (spec, stage, "gpu"):
                 return low.finish_llvm_ir
         return self.lowered_gpu(spec, stage).finish_llvm_ir
+
+    # ---- what the runtime asks of a kernel (eagle imports none of the compiler: hawk/targets/build.py) ----------
+    def target(self, name: str, **options):
+        """The GPU target `name` compiles for (hawk.targets.gpu_target), options checked."""
+        from hawk.targets import gpu_target
+
+        return gpu_target(name, **options)
+
+    def build_library(self, spec: Spec, stage: int, path, finish: bool = False) -> None:
+        """The stage's host shared library at `path` (finish=True: a GPU stage's host finish)."""
+        from hawk.targets.build import host_library
+
+        host_library(self, spec, stage, path, finish)
+
+    def device_binary(self, spec: Spec, stage: int, target) -> bytes:
+        """The stage compiled by the GPU `target` (from `self.target`)."""
+        from hawk.targets.build import device_binary
+
+        return device_binary(self, spec, stage, target)
+
+    def adjoint(self, wrt: tuple[str, ...], extents: tuple[int, ...] | None):
+        """(adjoint kernel, its design, winners kernel or None) for the inputs `wrt` (hawk/reverse)."""
+        from hawk.reverse import adjoint, winners
+
+        adj, design = adjoint(self, wrt, extents)
+        return adj, design, winners(self, extents) if design.win else None
+
+    def lane_reach(self, spec: Spec | None = None) -> tuple[dict[str, int | None], bool]:
+        """How far `.at` reads reach along the leading lane axis, per per-lane plane (None: any lane), and whether
+        the kernel reads its leading coordinate (hawk/ir/reach.py; what eagle.distributed shards by)."""
+        from hawk.ir.reach import lane_reach
+
+        axes = self.signature.lane_axes()
+        per_lane = frozenset(p.name for p in self.signature.planes if p.kind in ("lane", "index"))
+        return lane_reach(self.hawk_ir(spec), axes[0].label if axes else None, per_lane)
+
+    def adjoint_needs_extents(self, wrt: tuple[str, ...]) -> bool:
+        """Whether the adjoint for `wrt` is specialised to the lane extents (hawk.reverse.needs_extents)."""
+        from hawk.reverse import needs_extents
+
+        return needs_extents(self, wrt)
 
 
 # ---- the kernel-info disk cache --------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""The exact accumulator behind policy="ordered": its format, with no MLIR in it.
+"""The exact accumulator behind policy="ordered": its Python reference, with no MLIR in it.
+
+The word counts the runtime needs live in hawk/abi/exact.py (re-exported here).
 
 An ordered sum keeps the exact sum of its terms in a fixed-point integer accumulator (a "superaccumulator") and
 rounds it once, to nearest-even, when the launch ends. Integer adds commute and associate, so any split of the
@@ -24,19 +26,7 @@ from fractions import Fraction
 
 import numpy as np
 
-# dtype -> (significand bits incl. the hidden one, exponent field bits, BASE, LIMBS)
-FORMATS = {"float64": (53, 11, -1074, 67), "float32": (24, 8, -149, 11)}
-DIGIT = 32
-SPECIAL = 5  # +inf, -inf, NaN counts and two spare words
-
-
-def words(dtype: str) -> int:
-    """int64 words of one accumulator for terms of this dtype."""
-    return FORMATS[str(dtype)][3] + SPECIAL
-
-
-def limbs(dtype: str) -> int:
-    return FORMATS[str(dtype)][3]
+from hawk.abi.exact import DIGIT, FORMATS, SPECIAL, limbs, words  # noqa: F401  (the format lives in the ABI)
 
 
 def _bits(x: float, dtype: str) -> int:

@@ -4,13 +4,15 @@ kernel found in the disk cache (and a loaded artifact) runs without MLIR."""
 
 from __future__ import annotations
 
-from mlir import ir, passmanager
+from mlir import ir
 
+from hawk.abi.layout import Layout, Spec
 from hawk.frontend.visitor import KernelBuilder, Source
-from hawk.ir.dialect import attr_str, attr_strs, is_hawk, new_context
-from hawk.layout import Layout, Spec
-from hawk.passes.analysis import analyse, written_names
-from hawk.passes.pipeline import GPU, HOST, LLVM_PIPELINE, Job, Pipeline
+from hawk.ir.access import enclosing_func, kernel_axes, policy, reduce_kind, reduce_over, set_policy
+from hawk.ir.dialect import is_hawk, new_context
+from hawk.passes.analysis import written_names
+from hawk.passes.pipeline import HOST, Pipeline, gpu_pipeline
+from hawk.passes.plan import annotate, module_layout
 from hawk.passes.stages import split_stages
 from hawk.signature import Signature
 
@@ -39,7 +41,7 @@ def build_hawk(source: Source, sig: Signature, name: str, spec: Spec) -> tuple[s
             module.operation.verify()
         except ir.MLIRError as exc:  # a front-end bug, not a user error
             raise RuntimeError(f"internal error: hawk IR of kernel '{name}' does not verify: {exc}") from exc
-        Pipeline(("verify-hawk",)).run(module, None)
+        Pipeline(("verify-hawk",)).run(module)
         if spec.auto_sum == "ordered":
             _auto_sums_ordered(module)
         return str(module), builder.outputs
@@ -58,25 +60,28 @@ def split(text: str, name: str, sig: Signature, outputs: dict[str, str]) -> list
                 for k, (p, w) in enumerate(zip(parts, written, strict=True))]
 
 
-def _analyse(module, sig, outputs, spec, st, multi: bool) -> Layout:
-    return analyse(module, sig, outputs, st.name, short_dtypes(spec), set(st.owns) if multi else None,
-                   st.cells_out)
+def _stage_module(sig: Signature, outputs: dict[str, str], spec: Spec, st, multi: bool) -> ir.Module:
+    """A stage's hawk module with the facts plan-buffers reads written onto its kernel func (hawk/passes/plan.py)."""
+    module = ir.Module.parse(st.text)
+    annotate(module, sig, outputs, spec, (st.cells_in, st.cells_out, st.owns) if multi else None)
+    return module
 
 
 def stage_layout(sig: Signature, outputs: dict[str, str], spec: Spec, st, multi: bool) -> Layout:
+    """A stage's Layout without lowering it: plan-buffers, read back from the attribute it writes."""
     with new_context(), ir.Location.unknown():
-        return _analyse(ir.Module.parse(st.text), sig, outputs, spec, st, multi)
+        module = _stage_module(sig, outputs, spec, st, multi)
+        Pipeline(("plan-buffers",)).run(module)
+        return module_layout(module)
 
 
 def lower_stage(sig, outputs, spec: Spec, st, multi: bool, dump=None, stop_after=None) -> tuple[str, Layout]:
-    """A stage through the host pipeline: LLVM-dialect text and its layout."""
+    """A stage through the host pipeline: LLVM-dialect text and the layout read off the lowered module."""
     with new_context() as ctx, ir.Location.unknown():
         ctx.allow_unregistered_dialects = False
-        module = ir.Module.parse(st.text)
-        ftype, itypes = types(spec)
-        layout = _analyse(module, sig, outputs, spec, st, multi)
-        Pipeline(HOST).run(module, Job(layout, ftype, itypes), dump=dump, stop_after=stop_after)
-        return str(module), layout
+        module = _stage_module(sig, outputs, spec, st, multi)
+        Pipeline(HOST).run(module, dump=dump, stop_after=stop_after)
+        return str(module), None if stop_after else module_layout(module)
 
 
 def lower_stage_gpu(sig, outputs, spec: Spec, st, multi: bool, subgroup: int = 0,
@@ -85,34 +90,26 @@ def lower_stage_gpu(sig, outputs, spec: Spec, st, multi: bool, subgroup: int = 0
     the target's shuffle width (0: none); `atomics`: whether it has float atomic adds; `wide`: where wide
     payloads take component loops through per-thread buffers (the target's `wide_loops`: True, "tree", False)."""
     with new_context(), ir.Location.unknown():
-        module = ir.Module.parse(st.text)
-        ftype, itypes = types(spec)
-        layout = _analyse(module, sig, outputs, spec, st, multi)
-        Pipeline(GPU).run(module, Job(layout, ftype, itypes, subgroup, atomics, wide))
-        gpu_text = "module attributes {gpu.container_module} {\n" + "\n".join(
-            str(op) for op in module.body.operations if op.operation.name == "gpu.module") + "\n}\n"
-        for op in list(module.body.operations):
-            if op.operation.name == "gpu.module":
-                op.operation.erase()
-        passmanager.PassManager.parse(LLVM_PIPELINE).run(module.operation)
-        return gpu_text, str(module), layout
+        module = _stage_module(sig, outputs, spec, st, multi)
+        Pipeline(gpu_pipeline(subgroup, atomics, wide)).run(module)
+        gpu_ops = [op for op in module.body.operations if op.operation.name == "gpu.module"]
+        gpu_text = "module attributes {gpu.container_module} {\n" + "\n".join(str(op) for op in gpu_ops) + "\n}\n"
+        for op in gpu_ops:
+            op.operation.erase()
+        return gpu_text, str(module), module_layout(module)
 
 
 def _auto_sums_ordered(module: ir.Module) -> None:
     """Make every policy="auto" sum over all lanes an ordered one (artifact builds)."""
 
     def visit(op):
-        if is_hawk(op, "reduce") and attr_str(op, "policy") == "auto" and attr_str(op, "kind") in ("sum", "mean") \
+        if is_hawk(op, "reduce") and policy(op) == "auto" and reduce_kind(op) in ("sum", "mean") \
                 and not _keeps_axes(op):
-            op.attributes["policy"] = ir.StringAttr.get("ordered")
+            set_policy(op, "ordered")
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
 
 
 def _keeps_axes(op) -> bool:
-    over = set(attr_strs(op, "over"))
-    func_op = op.operation.parent
-    while func_op.name != "func.func":
-        func_op = func_op.parent
-    return False if "hawk.axes" not in func_op.attributes else bool(set(attr_strs(func_op, "hawk.axes")) - over)
+    return bool(set(kernel_axes(enclosing_func(op))) - set(reduce_over(op)))

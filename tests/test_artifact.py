@@ -18,8 +18,8 @@ import eagle
 import hawk
 import hawk.artifact
 from hawk import Grid, Index, Matrix, Mutable, Param, Scalar, Sorted, Table, Vector
+from hawk.abi.artifact.format import content_hash
 from hawk.artifact import ArtifactError
-from hawk.artifact.format import content_hash
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -568,7 +568,7 @@ def test_binary_that_is_not_a_library_is_refused(copy):
 
 
 def test_binary_loads_from_a_private_copy_without_memfd(published, monkeypatch):
-    from hawk.artifact import loader
+    from eagle import artifact as loader
 
     monkeypatch.delattr(os, "memfd_create", raising=False)
     monkeypatch.setattr(loader, "_LIBS", {})

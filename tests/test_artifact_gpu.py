@@ -18,8 +18,8 @@ import eagle
 import hawk
 import hawk.artifact
 from hawk import Mutable, Scalar
+from hawk.abi.artifact.format import describe
 from hawk.artifact import ArtifactError
-from hawk.artifact.format import describe
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,7 +100,7 @@ def test_a_changed_finish_library_is_refused(gpu_bundle, tmp_path):
 
 
 def _rewrite(d: Path, name: str, change) -> None:
-    from hawk.artifact.format import content_hash
+    from hawk.abi.artifact.format import content_hash
 
     p = d / f"{name}.json"
     sc = json.loads(p.read_text())

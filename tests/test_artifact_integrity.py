@@ -22,11 +22,12 @@ import pytest
 
 import hawk
 import hawk.artifact
-from hawk import Index, Mutable, Scalar, cache
+from hawk import Index, Mutable, Scalar
+from hawk.abi import cache
+from hawk.abi.artifact import format as fmt
+from hawk.abi.artifact import schema as hschema
+from hawk.abi.artifact.format import content_hash
 from hawk.artifact import ArtifactError
-from hawk.artifact import format as fmt
-from hawk.artifact import schema as hschema
-from hawk.artifact.format import content_hash
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -153,7 +154,7 @@ def test_the_binary_says_what_it_was_built_for(built):
 
 
 def test_a_binary_without_a_description_is_refused(work, tmp_path):
-    from eagle.targets import host
+    from hawk.targets import host
 
     lib = tmp_path / "plain.so"
     host.build(ai_energy.lowered(ai_energy.spec_for("float64", {}, auto_sum="ordered")).llvm_ir, lib)
@@ -206,7 +207,7 @@ def test_a_sidecar_outside_the_schema_is_refused_naming_the_field(work, path, va
 
 
 def test_the_schema_ships_with_the_package():
-    text = (Path(hawk.artifact.__file__).parent / hschema.SCHEMA_FILE).read_text()
+    text = (Path(hschema.__file__).parent / hschema.SCHEMA_FILE).read_text()
     s = json.loads(text)
     assert s["$schema"].endswith("2020-12/schema")
     assert s["properties"]["format_version"]["const"] == hawk.artifact.FORMAT_VERSION
@@ -327,7 +328,7 @@ def test_an_unknown_cpu_option_is_refused(tmp_path):
 
 def test_a_description_mismatch_names_the_differing_leaf():
     """The refusal names the one field that differs (`layout.buffers[1].role`), not the whole value holding it."""
-    from hawk.artifact.format import description_differs
+    from hawk.abi.artifact.format import description_differs
 
     want = {"kernel": "k", "layout": {"buffers": [{"name": "x", "role": "in"}, {"name": "y", "role": "out"}]}}
     got = json.loads(json.dumps(want))

@@ -207,3 +207,18 @@ def test_vmap_of_grad_and_a_store_kernel_refused_by_name():
     key = rng.integers(0, 6, size=40).astype(np.int32)
     with pytest.raises(InputError, match="jb_store"):
         jax.grad(lambda x: jnp.sum(s(key=key, x=x)))(xs[0])
+
+
+def test_a_jitted_program_outlives_its_wrapper():
+    """A compiled program names its call plan by address: dropping every Python reference to the wrapper (and
+    the traced function) must not free the plan under it."""
+    import gc
+
+    x = np.arange(1.0, 301.0)
+    f = eagle.jax.wrap(jb_centre)
+    want = np.asarray(f(x=x))
+    compiled = jax.jit(lambda a: f(x=a)).lower(x).compile()
+    del f
+    gc.collect()
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(compiled(x + 0.0)), want)

@@ -22,7 +22,7 @@ import pytest
 import hawk
 from eagle import cache as ecache
 from eagle.targets import host
-from hawk import cache
+from hawk.abi import cache
 
 ROOT = Path(__file__).resolve().parent.parent
 

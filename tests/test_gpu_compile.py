@@ -87,7 +87,7 @@ JOBS = [(m, n, "float64") for m, n in KERNELS] + [(m, n, "float32") for m, n in 
 # as XFAIL with the reason and the error, never skipped; once fixed those kernels simply pass.
 KNOWN_NVVM = (re.compile(r"vector\.multi_reduction|Translation failed for operation: builtin\.unrealized_conversion"),
               "n-D vector ops (vector.multi_reduction, 2-D from_elements/transpose) reach the NVVM conversion "
-              "unlowered; eagle.targets.rocdl.lower_vectors applied in Kernel.lowered_gpu would fix it for every GPU "
+              "unlowered; hawk.targets.gpu_vectors.lower_vectors in Kernel.lowered_gpu would fix it for every GPU "
               "target")
 
 
@@ -109,8 +109,8 @@ def _words(exc: BaseException) -> str:
 
 def build_job(module: str, name: str, dtype: str) -> dict:
     """Build one kernel for every GPU chip: {"stages": [{stage, lower, nvvm: {chip: error|None}, rocdl: ...}]}."""
-    from eagle.targets.nvvm import NvvmTarget
-    from eagle.targets.rocdl import RocdlTarget
+    from hawk.targets.nvvm import NvvmTarget
+    from hawk.targets.rocdl import RocdlTarget
 
     _ensure_path()
     t0 = time.perf_counter()
@@ -317,8 +317,8 @@ def test_ordered_sums_stay_unfused_on_amd_and_nvidia(dtype):
     """An ordered sum's terms (a product plus a value) keep separate multiplies and adds on every chip (no
     contraction flags in the LLVM IR, no fused instruction in the ISA/PTX), so they are the host's terms and
     the exact sum of them has the host's bits."""
-    from eagle.targets.nvvm import NvvmTarget
-    from eagle.targets.rocdl import RocdlTarget, tool
+    from hawk.targets.nvvm import NvvmTarget
+    from hawk.targets.rocdl import RocdlTarget, tool
 
     spec = gc_ordered_dot.spec_for(dtype, {})
     gpu = gc_ordered_dot.lowered_gpu(spec, 0).gpu_module
@@ -350,7 +350,7 @@ def test_ordered_sums_stay_unfused_on_amd_and_nvidia(dtype):
 
 def test_fast_sums_may_fuse_but_ordered_ones_may_not():
     """The contrast that makes the test above meaningful: the fast policy does carry contraction flags."""
-    from eagle.targets.rocdl import RocdlTarget
+    from hawk.targets.rocdl import RocdlTarget
 
     spec = gc_fast_dot.spec_for("float64", {})
     llvm_ir = RocdlTarget().llvm_ir(gc_fast_dot.lowered_gpu(spec, 0).gpu_module)
@@ -358,7 +358,7 @@ def test_fast_sums_may_fuse_but_ordered_ones_may_not():
 
 
 def test_rocdl_controls_follow_the_chip():
-    from eagle.targets.rocdl import controls, isa_version, wave64
+    from hawk.targets.rocdl import controls, isa_version, wave64
 
     assert isa_version("gfx90a") == 9010 and isa_version("gfx942") == 9402 and isa_version("gfx1100") == 11000
     assert wave64("gfx90a") and wave64("gfx942") and not wave64("gfx1100")
@@ -369,7 +369,7 @@ def test_rocdl_controls_follow_the_chip():
 
 
 def test_rocdl_check_refuses_undefined_symbols_and_missing_kernels():
-    from eagle.targets.rocdl import RocdlTarget
+    from hawk.targets.rocdl import RocdlTarget
 
     target = RocdlTarget()
     binary = target.compile(gc_fast_dot.lowered_gpu(gc_fast_dot.default_spec(), 0).gpu_module)

@@ -91,7 +91,7 @@ def _vulkan():
 
 
 def _spirv(text: str) -> bytes:
-    from eagle.targets.spirv import SpirvTarget
+    from hawk.targets.spirv import SpirvTarget
 
     t = SpirvTarget()
     binary = t.compile(text)
@@ -147,8 +147,8 @@ def test_a_device_without_64_bit_atomics_is_named(monkeypatch):
 def test_i64_atomic_adds_assemble_for_nvidia_and_amd():
     """ptxas assembles the native 64-bit atomic add; the AMD code object links and uses the native one (no
     compare-and-swap loop)."""
-    from eagle.targets.nvvm import NvvmTarget, find_ptxas
-    from eagle.targets.rocdl import RocdlTarget, tool
+    from hawk.targets.nvvm import NvvmTarget, find_ptxas
+    from hawk.targets.rocdl import RocdlTarget, tool
 
     try:
         find_ptxas()

@@ -19,7 +19,7 @@ import hawk
 import hawk.math as m
 from eagle.errors import InputError
 from hawk import Grid, Matrix, Mutable, Scalar, Vector
-from hawk.layout import ORDERED_BLOCK
+from hawk.abi.layout import ORDERED_BLOCK
 
 _SOURCE = pathlib.Path(__file__).read_text().splitlines()
 N = 5 * ORDERED_BLOCK + 333  # six blocks, the last one partial

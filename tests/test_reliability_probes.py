@@ -84,7 +84,7 @@ def rp_cache_race(x: Scalar, total: Mutable[Scalar]):
 def test_a_library_built_here_loads_even_if_another_process_removes_its_fresh_cache_entry(tmp_path, monkeypatch):
     """Process A renames its new library into the cache; before A writes the seal, process B reads the entry,
     finds it unsealed and removes it as damaged. A must still run (it used to dlopen the removed path: OSError)."""
-    from hawk import cache as hawk_cache
+    from hawk.abi import cache as hawk_cache
 
     monkeypatch.setenv("HAWK_CACHE_DIR", str(tmp_path))
     real_seal = hawk_cache.seal

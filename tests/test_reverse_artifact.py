@@ -21,9 +21,9 @@ import hawk
 import hawk.artifact
 import hawk.math as m
 from hawk import Grid, Index, Mutable, Param, Scalar
+from hawk.abi.artifact import schema as hschema
+from hawk.abi.artifact.format import content_hash
 from hawk.artifact import ArtifactError
-from hawk.artifact import schema as hschema
-from hawk.artifact.format import content_hash
 
 ROOT = Path(__file__).resolve().parent.parent
 RNG = np.random.default_rng(813)

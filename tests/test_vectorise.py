@@ -315,8 +315,8 @@ def _lanes_asm(kernel, name: str) -> str:
     from mlir.dialects import llvm
 
     from eagle import cache
-    from eagle.targets.host import _llvm_tool
     from hawk.ir.dialect import new_context
+    from hawk.targets.host import _llvm_tool
 
     text = kernel.mlir(after="lower-to-llvm")
     with new_context(), ir.Location.unknown():

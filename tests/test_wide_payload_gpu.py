@@ -104,7 +104,7 @@ def _gpu_modules(kernel, target) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("name", WIDE)
 def test_wide_payloads_assemble_for_sm80(name):
-    from eagle.targets.nvvm import NvvmTarget, find_ptxas
+    from hawk.targets.nvvm import NvvmTarget, find_ptxas
 
     try:
         find_ptxas()
@@ -121,7 +121,7 @@ def test_wide_payloads_assemble_for_sm80(name):
 def test_wide_payloads_link_for_gfx90a(name):
     # a compensated Vector[1024] sum keeps 18 x 1024 float64 of state per thread (chunk pairs and 8 chains of
     # pairs): more than gfx90a's 128 KiB of private memory a thread, which llc refuses; 512 fits
-    from eagle.targets.rocdl import RocdlTarget, tool
+    from hawk.targets.rocdl import RocdlTarget, tool
 
     try:
         tool("ld.lld")
@@ -165,7 +165,7 @@ def test_spirv_wide_payloads_match_the_host_bitwise():
     # Vector[1024] and Matrix[32, 32] in the tree form (component loops within lavapipe's budget); ordered and
     # compensated Vector[16] sums in the chunk form (one op per component)
     _spirv()
-    from eagle.targets.spirv import SpirvTarget
+    from hawk.targets.spirv import SpirvTarget
 
     k = kernels()
     t = SpirvTarget()
@@ -186,7 +186,7 @@ def test_component_loops_on_lavapipe_match_the_host_bitwise(name, monkeypatch, t
     # the lowering nvvm and rocdl compile (component loops, per-thread buffers, wide sums' state in memory), run
     # where a GPU is not needed: lavapipe, at a width its loop budget allows
     _spirv()
-    from eagle.targets.spirv import SpirvTarget
+    from hawk.targets.spirv import SpirvTarget
 
     monkeypatch.setattr(SpirvTarget, "wide_loops", True)  # every form; part of options, so of the cache key
     monkeypatch.setenv("HAWK_CACHE_DIR", str(tmp_path))

@@ -43,11 +43,16 @@ FIRES = [0]  # native launches so far in this process (tests read it to see the 
 
 class Reset(ctypes.Structure):
     _fields_ = [("buf", ctypes.c_int64), ("kind", ctypes.c_int64), ("bytes", ctypes.c_int64),
-                ("value", ctypes.c_double)]
+                ("value", ctypes.c_double), ("split", ctypes.c_int64)]
 
 
 class Copy(ctypes.Structure):
     _fields_ = [("buf", ctypes.c_int64), ("src", ctypes.c_void_p), ("bytes", ctypes.c_int64)]
+
+
+class Fold(ctypes.Structure):
+    _fields_ = [("priv", ctypes.c_int64), ("target", ctypes.c_int64), ("kind", ctypes.c_int64),
+                ("slots", ctypes.c_int64)]
 
 
 class Stage(ctypes.Structure):
@@ -55,7 +60,8 @@ class Stage(ctypes.Structure):
                 ("chunk_args", ctypes.c_void_p), ("finish_args", ctypes.c_void_p), ("nchunks", ctypes.c_int64),
                 ("threads", ctypes.c_int64), ("resets", ctypes.c_void_p), ("nresets", ctypes.c_int64),
                 ("copies", ctypes.c_void_p), ("ncopies", ctypes.c_int64), ("meta_buf", ctypes.c_int64),
-                ("err_buf", ctypes.c_int64)]
+                ("err_buf", ctypes.c_int64), ("folds", ctypes.c_void_p), ("nfolds", ctypes.c_int64),
+                ("nparts", ctypes.c_int64)]
 
 
 def _compiler() -> str | None:
@@ -66,14 +72,14 @@ def _compiler() -> str | None:
 
 
 def _build(cc: str, out: Path) -> None:
-    argv = [cc, "-O2", "-std=gnu11", "-fPIC", "-shared", "-pthread", "-o", str(out), str(SOURCE)]
+    argv = [cc, "-O2", "-std=gnu11", "-ffp-contract=off", "-fPIC", "-shared", "-pthread", "-o", str(out), str(SOURCE)]
     r = subprocess.run(argv, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed: {r.stderr.strip()[-400:]}")
 
 
 def _load_or_build() -> ctypes.CDLL:
-    from hawk import cache
+    from hawk.abi import cache
 
     cc = _compiler()
     if cc is None:
@@ -155,12 +161,17 @@ def function_address(fn) -> int:
 class StageArgs:
     """One stage's arguments for `nchunks` chunks: `buffers` in layout order (flat), chunk c's meta
     `metas[c]` ([start, stop, c, L, extents...]; None for a single chunk, which reads buffer `meta_k`),
-    `resets` ((buffer index, fill) pairs) and `copies` ((buffer index, caller's array) pairs: the scratch copy in
-    that buffer starts from the caller's array). `chunk_ptrs[c]` / `finish_ptrs`: what `_mlir_<fn>(void **)`
-    takes; `fire()` runs a launch natively (see executor.c) and returns whether #err holds a refusal."""
+    `resets` ((buffer index, fill) pairs; those in `split`, a copy per chunk laid out chunk by chunk, are reset by
+    each chunk, its own part just before its lanes), `folds` ((copies, sink or companion, kind, slots): a large
+    sink's copies, folded in chunk order by `nparts` ranges of slots in parallel before the finish, which then
+    finds none; executor.c) and `copies` ((buffer index, caller's array) pairs: the
+    scratch copy in that buffer starts from the caller's array). `chunk_ptrs[c]` / `finish_ptrs`: what
+    `_mlir_<fn>(void **)` takes; `fire()` runs a launch natively (see executor.c) and returns whether #err holds
+    a refusal."""
 
     def __init__(self, lib, buffers: list[np.ndarray], metas: list | None, meta_k: int, err_k: int,
-                 resets: list[tuple[int, float]], copies: list[tuple[int, np.ndarray]], threads: int):
+                 resets: list[tuple[int, float]], copies: list[tuple[int, np.ndarray]], threads: int,
+                 split: frozenset[int] = frozenset(), folds: tuple = (), nparts: int = 1):
         n = len(buffers)
         self.keep = list(buffers)  # the arrays whose addresses the slots hold
         self.vals = (ctypes.c_int64 * (5 * n))()
@@ -185,7 +196,7 @@ class StageArgs:
         for r, (k, fill) in zip(self.resets, resets, strict=False):
             a = buffers[k]
             zero = fill == 0 and not np.signbit(fill)
-            r.buf, r.bytes, r.value = k, a.itemsize, float(fill)
+            r.buf, r.bytes, r.value, r.split = k, a.itemsize, float(fill), int(k in split)
             r.kind = 0 if zero else 1 if a.dtype == np.float64 else 2
             if not zero and a.dtype not in (np.float64, np.float32):
                 raise RuntimeError(f"internal error: buffer {k} ({a.dtype}) resets to {fill}, which only float "
@@ -196,9 +207,11 @@ class StageArgs:
             self.copies[j].buf, self.copies[j].bytes = k, src.nbytes
             self.set_copy(j, src)
         self.lib = lib
+        self.folds = (Fold * max(len(folds), 1))(*(Fold(*f) for f in folds))
         self.stage = Stage(0, 0, base, ctypes.addressof(self.chunk_table), ctypes.addressof(self.finish_ptrs),
                            nchunks, threads, ctypes.addressof(self.resets), len(resets),
-                           ctypes.addressof(self.copies), len(copies), meta_k, err_k)
+                           ctypes.addressof(self.copies), len(copies), meta_k, err_k,
+                           ctypes.addressof(self.folds), len(folds), max(1, nparts))
         self.stage_address = ctypes.addressof(self.stage)
 
     def functions(self, lanes, finish) -> None:

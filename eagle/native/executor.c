@@ -1,8 +1,10 @@
 /* eagle's native stage executor: one call runs a host stage launch from start to end.
  *
  * eagle_fire(stage) copies the caller's arrays into their scratch copies (staged stages), resets what starts fresh
- * at every launch, runs the compiled lanes function on every chunk's packed arguments (the calling thread and a
- * persistent pool of pthreads take chunks from one atomic counter), waits for the last chunk, runs the finish and
+ * at every launch (per-chunk copies: each chunk its own part, just before its lanes), runs the compiled lanes
+ * function on every chunk's packed arguments (the calling thread and a persistent pool of pthreads take chunks
+ * from one atomic counter), waits for the last chunk, folds a large sink's per-chunk copies into it by ranges of
+ * slots on the same threads (eagle/native/folds.py: the finish's own steps, in chunk order), runs the finish and
  * says whether the #err buffer holds anything. Which thread runs which chunk never changes a result: every chunk
  * writes partials of its own, combined by the finish in chunk order.
  *
@@ -14,6 +16,7 @@
  *
  * No headers of eagle's own and no Python: built by eagle/native/__init__.py with the system C compiler.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -26,6 +29,7 @@ typedef struct { /* one buffer that starts fresh at every launch */
     int64_t kind;  /* 0: zero bytes, 1: fill float64 values, 2: fill float32 values */
     int64_t bytes; /* element size in bytes */
     double value;  /* the fill of kinds 1 and 2 */
+    int64_t split; /* 1: a copy per chunk, chunk-major: each chunk resets its own part just before its lanes */
 } eagle_reset;
 
 typedef struct { /* a staged array: its scratch copy (buffer `buf`) starts from what the caller's array holds */
@@ -33,6 +37,14 @@ typedef struct { /* a staged array: its scratch copy (buffer `buf`) starts from 
     const void *src;
     int64_t bytes;
 } eagle_copy;
+
+typedef struct { /* a large sink's per-chunk copies, folded into it in chunk order by ranges of slots in parallel
+                  * (the finish's own fold then finds no copies: their size is 0 while it runs) */
+    int64_t priv;   /* the copies: chunk after chunk, `slots` values each (kind 2: `slots` sums, then corrections) */
+    int64_t target; /* the sink (kinds 0, 1), or its companion (kind 2: `slots` sums, then `slots` corrections) */
+    int64_t kind;   /* 0: float64 adds, 1: float32 adds, 2: Neumaier steps on float64 (sum, correction) pairs */
+    int64_t slots;
+} eagle_fold;
 
 typedef struct {
     eagle_fn lanes, finish;
@@ -45,7 +57,11 @@ typedef struct {
     const eagle_copy *copies;
     int64_t ncopies;
     int64_t meta_buf, err_buf;
+    const eagle_fold *folds;
+    int64_t nfolds, nparts; /* the folds run in `nparts` ranges of slots */
 } eagle_stage;
+
+typedef void (*eagle_task)(const eagle_stage *, int64_t); /* task k of a launch's phase (a chunk, a fold part) */
 
 #define MAX_WORKERS 1024
 #define WORKER_SPIN_NS 50000 /* a worker polls this long for the next launch before it sleeps */
@@ -58,8 +74,9 @@ static pthread_mutex_t submit = PTHREAD_MUTEX_INITIALIZER; /* one launch at a ti
 static int workers;                /* pool threads started */
 static int sleepers;               /* workers waiting on `wake` */
 static uint32_t gen;               /* bumped for every launch handed to the pool (atomic reads outside mu) */
-static const eagle_stage *current; /* the launch of generation `gen`, and its chunk count */
+static const eagle_stage *current; /* the launch of generation `gen`, its task count and its task */
 static int64_t current_n;
+static eagle_task current_task;
 static int wanted;                 /* workers 0 .. wanted-1 are asked to join it */
 static int waiting;                /* the caller sleeps on `done` */
 static uint64_t born[MAX_WORKERS]; /* the generation when each worker was started: it joins only later ones */
@@ -95,12 +112,81 @@ static int claim(uint32_t g, int64_t n, int64_t *chunk) {
     }
 }
 
+static void reset_range(const eagle_stage *s, const eagle_reset *r, int64_t first, int64_t n) {
+    char *p = (char *)(intptr_t)s->vals[5 * r->buf] + first * r->bytes;
+    if (r->kind == 0) {
+        memset(p, 0, (size_t)(n * r->bytes));
+    } else if (r->kind == 1) {
+        double *d = (double *)p;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = r->value;
+    } else {
+        float *f = (float *)p, v = (float)r->value;
+        for (int64_t i = 0; i < n; i++)
+            f[i] = v;
+    }
+}
+
+/* Chunk c's lanes, after resetting its own part of every per-chunk copy (so the copies of a large sink are reset
+ * by every thread at once, each just before it writes it, rather than by the caller alone). */
+static void run_chunk(const eagle_stage *s, int64_t c) {
+    for (int64_t k = 0; k < s->nresets; k++) {
+        const eagle_reset *r = &s->resets[k];
+        if (r->split && s->nchunks > 1) {
+            int64_t per = s->vals[5 * r->buf + 3] / s->nchunks;
+            reset_range(s, r, c * per, per);
+        }
+    }
+    s->lanes(s->chunk_args[c]);
+}
+
+#define MAX_FOLDS 64
+
+/* Slots [lo, hi) of one fold: each slot from its copies in chunk order, with the very steps of the compiled
+ * finish (hawk/passes/lower/finish.py: plain adds, or host_emit.neumaier), so the bits are the finish's. */
+static void fold_range(const eagle_stage *s, const eagle_fold *f, int64_t lo, int64_t hi) {
+    int64_t n = f->slots, copies = s->nchunks;
+    void *pv = (void *)(intptr_t)s->vals[5 * f->priv], *tv = (void *)(intptr_t)s->vals[5 * f->target];
+    /* copy by copy, each over the range's slots (streaming reads; each slot still sees its copies in order) */
+    for (int64_t c = 0; c < copies; c++) {
+        if (f->kind == 0) {
+            double *acc = tv;
+            const double *x = (const double *)pv + c * n;
+            for (int64_t i = lo; i < hi; i++)
+                acc[i] = acc[i] + x[i];
+        } else if (f->kind == 1) {
+            float *acc = tv;
+            const float *x = (const float *)pv + c * n;
+            for (int64_t i = lo; i < hi; i++)
+                acc[i] = acc[i] + x[i];
+        } else {
+            double *sum = tv, *corr = (double *)tv + n;
+            const double *x = (const double *)pv + c * 2 * n, *xc = x + n;
+            for (int64_t i = lo; i < hi; i++) {
+                double a = sum[i], t = a + x[i];
+                double lost = fabs(a) >= fabs(x[i]) ? (a - t) + x[i] : (x[i] - t) + a;
+                corr[i] = (fabs(t) < INFINITY ? corr[i] + lost : corr[i]) + xc[i]; /* (an infinite or NaN sum
+                                                                                      keeps no rounding error) */
+                sum[i] = t;
+            }
+        }
+    }
+}
+
+/* Part p of the fold phase: its share of every fold's slots. */
+static void fold_part(const eagle_stage *s, int64_t p) {
+    for (int64_t k = 0; k < s->nfolds && k < MAX_FOLDS; k++) {
+        const eagle_fold *f = &s->folds[k];
+        fold_range(s, f, f->slots * p / s->nparts, f->slots * (p + 1) / s->nparts);
+    }
+}
+
 /* Run chunks of launch `g` until none is left to claim (`s` is dereferenced only after a successful claim: the
  * launch is then still running, its caller waiting for that very chunk). */
-static void run_chunks(uint32_t g, const eagle_stage *s, int64_t n) {
+static void run_chunks(uint32_t g, const eagle_stage *s, int64_t n, eagle_task task) {
     int64_t c;
     while (claim(g, n, &c)) {
-        s->lanes(s->chunk_args[c]);
+        task(s, c);
         if (__atomic_add_fetch(&completed, 1, __ATOMIC_ACQ_REL) == n) {
             pthread_mutex_lock(&mu);
             if (waiting)
@@ -130,10 +216,11 @@ static void *worker(void *arg) {
         seen = gen;
         const eagle_stage *s = current;
         int64_t n = current_n;
+        eagle_task task = current_task;
         join = me < wanted && s != NULL;
         pthread_mutex_unlock(&mu);
         if (join)
-            run_chunks(seen, s, n);
+            run_chunks(seen, s, n, task);
     }
     return NULL;
 }
@@ -174,12 +261,12 @@ static void after_fork_child(void) {
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void init_once(void) { pthread_atfork(NULL, NULL, after_fork_child); }
 
-static void run_all(const eagle_stage *s, int helpers) {
-    int64_t n = s->nchunks;
+/* Run tasks 0..n-1 of one phase of a launch on the caller and `helpers` pool threads. */
+static void run_all(const eagle_stage *s, int helpers, int64_t n, eagle_task task) {
     if (helpers <= 0 || pthread_mutex_trylock(&submit) != 0) { /* one thread, or the pool is busy with another
                                                                    caller's launch: run alone */
         for (int64_t c = 0; c < n; c++)
-            s->lanes(s->chunk_args[c]);
+            task(s, c);
         return;
     }
     grow(helpers);
@@ -187,6 +274,7 @@ static void run_all(const eagle_stage *s, int helpers) {
     uint32_t g = gen + 1;
     current = s;
     current_n = n;
+    current_task = task;
     wanted = helpers;
     __atomic_store_n(&completed, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&ticket, (uint64_t)g << 32, __ATOMIC_RELEASE);
@@ -194,7 +282,7 @@ static void run_all(const eagle_stage *s, int helpers) {
     if (sleepers)
         pthread_cond_broadcast(&wake);
     pthread_mutex_unlock(&mu);
-    run_chunks(g, s, n);
+    run_chunks(g, s, n, task);
     int64_t until = now_ns() + CALLER_SPIN_NS;
     for (int k = 0; __atomic_load_n(&completed, __ATOMIC_ACQUIRE) < n; k++) {
         cpu_relax();
@@ -212,21 +300,6 @@ static void run_all(const eagle_stage *s, int helpers) {
     pthread_mutex_unlock(&submit);
 }
 
-static void reset(const eagle_stage *s, const eagle_reset *r) {
-    void *p = (void *)(intptr_t)s->vals[5 * r->buf];
-    int64_t n = s->vals[5 * r->buf + 3];
-    if (r->kind == 0) {
-        memset(p, 0, (size_t)(n * r->bytes));
-    } else if (r->kind == 1) {
-        double *d = p;
-        for (int64_t i = 0; i < n; i++)
-            d[i] = r->value;
-    } else {
-        float *f = p, v = (float)r->value;
-        for (int64_t i = 0; i < n; i++)
-            f[i] = v;
-    }
-}
 
 /* Run one launch of a stage (see the top of this file). Returns 1 when the #err buffer holds a refusal. */
 int eagle_fire(const eagle_stage *s) {
@@ -234,17 +307,30 @@ int eagle_fire(const eagle_stage *s) {
     for (int64_t k = 0; k < s->ncopies; k++)
         memcpy((void *)(intptr_t)s->vals[5 * s->copies[k].buf], s->copies[k].src, (size_t)s->copies[k].bytes);
     for (int64_t k = 0; k < s->nresets; k++)
-        reset(s, &s->resets[k]);
+        if (!s->resets[k].split || s->nchunks == 1)
+            reset_range(s, &s->resets[k], 0, s->vals[5 * s->resets[k].buf + 3]);
     int64_t *meta = (int64_t *)(intptr_t)s->vals[5 * s->meta_buf];
     if (s->nchunks == 1) {
         meta[2] = 0;
         s->lanes(s->chunk_args[0]);
     } else {
         int64_t t = s->threads < s->nchunks ? s->threads : s->nchunks;
-        run_all(s, (int)(t - 1));
+        run_all(s, (int)(t - 1), s->nchunks, run_chunk);
     }
     meta[2] = s->nchunks;
+    int64_t sizes[MAX_FOLDS];
+    int64_t nfolds = s->nchunks > 1 && s->nfolds <= MAX_FOLDS ? s->nfolds : 0;
+    if (nfolds) {
+        int64_t t = s->threads < s->nparts ? s->threads : s->nparts;
+        run_all(s, (int)(t - 1), s->nparts, fold_part);
+        for (int64_t k = 0; k < nfolds; k++) { /* the finish finds no copies of these sinks left to fold */
+            sizes[k] = s->vals[5 * s->folds[k].priv + 3];
+            s->vals[5 * s->folds[k].priv + 3] = 0;
+        }
+    }
     s->finish(s->finish_args);
+    for (int64_t k = 0; k < nfolds; k++)
+        s->vals[5 * s->folds[k].priv + 3] = sizes[k];
     const int64_t *err = (const int64_t *)(intptr_t)s->vals[5 * s->err_buf];
     int64_t n = s->vals[5 * s->err_buf + 3];
     for (int64_t i = 0; i < n; i++)

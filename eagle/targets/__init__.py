@@ -1,43 +1,49 @@
-"""Targets: each turns lowered IR into a binary and launches it.
+"""Targets' runtimes: each loads a binary hawk compiled (hawk/targets/) and launches it.
 
-"host" is the LLVM CPU target (eagle/targets/host.py). The GPU targets share eagle/targets/device.py: "nvvm"
-(PTX, CUDA), "rocdl" (AMD code objects, HIP) and "spirv" (Vulkan; runs on lavapipe without a GPU).
+"host" loads a shared library (eagle/targets/host.py). The GPU targets share eagle/targets/device.py: "nvvm"
+(CUDA), "rocdl" (HIP) and "spirv" (Vulkan; lavapipe runs it without a GPU).
 """
 
 from __future__ import annotations
 
-GPU_TARGETS = ("nvvm", "rocdl", "spirv")
-TARGETS = ("host", *GPU_TARGETS)
+from hawk.abi.targets import GPU_TARGETS, TARGETS, unknown_target
+
+__all__ = ["GPU_TARGETS", "TARGETS", "GpuTarget", "auto_target", "gpu_target", "runtime"]
 
 
-def gpu_target(name: str, **options):
-    """The GPU target object for `name` with its options (chip=..., ...)."""
+def runtime(name: str):
+    """The DeviceRuntime of the GPU target `name` (RuntimeMissing naming what this machine lacks). It imports the
+    target's launch code, which needs NumPy and the vendor runtime, not the compiler."""
     if name == "nvvm":
-        from eagle.targets.nvvm import NvvmTarget
+        from eagle.targets.nvvm import CudaRuntime
 
-        return _made(name, NvvmTarget, options)
+        return CudaRuntime()
     if name == "rocdl":
-        from eagle.targets.rocdl import RocdlTarget
+        from eagle.targets.rocdl import HipRuntime
 
-        return _made(name, RocdlTarget, options)
+        return HipRuntime()
     if name == "spirv":
-        from eagle.targets.spirv import SpirvTarget
+        from eagle.targets.vulkan_runtime import VulkanRuntime
 
-        return _made(name, SpirvTarget, options)
-    raise ValueError(f"unknown target {name!r}; the targets are {list(TARGETS)} (or 'auto')")
+        return VulkanRuntime.shared()
+    raise unknown_target(name)
 
 
-def _made(name: str, cls, options: dict):
-    """`cls(**options)`, refusing an option the target does not take in one line that lists the ones it does
-    (instead of Python's "__init__() got an unexpected keyword argument")."""
-    import inspect
+class GpuTarget:
+    """The launch side of a GPU target (its options are the compiler's: hawk.targets.gpu_target checks them)."""
 
-    params = inspect.signature(cls).parameters
-    if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        unknown = sorted(set(options) - set(params))
-        if unknown:
-            raise ValueError(f"the {name} target takes the options {sorted(params)}, got {unknown}")
-    return cls(**options)
+    def __init__(self, name: str, **options):
+        if name not in GPU_TARGETS:
+            raise unknown_target(name)
+        self.name, self.options = name, options
+
+    def runtime(self):
+        return runtime(self.name)
+
+
+def gpu_target(name: str, **options) -> GpuTarget:
+    """The launch side of the GPU target `name`: `gpu_target(name).runtime()` is its DeviceRuntime."""
+    return GpuTarget(name, **options)
 
 
 def auto_target() -> str:
@@ -45,7 +51,7 @@ def auto_target() -> str:
     host. A CPU Vulkan device (Mesa's lavapipe) is never preferred to the host."""
     for name in ("nvvm", "rocdl"):
         try:
-            gpu_target(name).runtime()
+            runtime(name)
             return name
         except Exception:  # no runtime or no device: try the next
             continue

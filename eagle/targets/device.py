@@ -9,20 +9,21 @@ ordered sink or kept cell into the slot's one accumulator that all threads share
 GPU keeps none of the host chunks' two-float pairs). The host finish combines and rounds them once: the same
 bits as the host's under any grid.
 
-A target supplies: `compile(lowered) -> bytes` (the device binary), `check(binary)` (the offline validator:
-ptxas, ld.lld, spirv-val), and `runtime()` -> a DeviceRuntime, or RuntimeMissing naming what is missing.
+A target's compiler (hawk/targets/) supplies the device binary; its runtime here (eagle/targets/__init__.py's
+`runtime(name)`) is a DeviceRuntime, or RuntimeMissing naming what is missing.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from eagle.errors import RuntimeMissing
-from hawk.layout import GROUP_ALIGN, ORDERED_BLOCK, WORKGROUP, Layout, gpu_form, kept_slots, ordered
+from hawk.abi.layout import GROUP_ALIGN, ORDERED_BLOCK, WORKGROUP, Layout, gpu_form, kept_slots, ordered
 
 WRITTEN = ("out", "cell", "count", "sink", "comp", "priv", "mark", "scratch", "exact", "err", "fold")
 MAX_THREADS = 1 << 16  # chunks per launch (chunk form)
@@ -37,7 +38,7 @@ EXACT_BUDGET = 1 << 22  # int64 words of the threads' exact accumulators for ord
 @dataclass(frozen=True)
 class Grid:
     """How a stage's lanes are spread over a launch: `chunks` sets of partials for the host finish to combine,
-    made by `groups` workgroups of `block` threads (hawk.layout's forms: "tree" and "slots" write a set per
+    made by `groups` workgroups of `block` threads (hawk.abi.layout's forms: "tree" and "slots" write a set per
     workgroup, "chunks" a set per thread, each thread running `span` consecutive lanes)."""
 
     span: int  # lanes per chunk ("tree": per workgroup; "slots": per kept slot)
@@ -74,19 +75,19 @@ def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], a
     align = span
     if any(r.kind in ("sum", "mean") and not r.kept and not ordered(r) for r in layout.reductions):
         align = math.lcm(align, ORDERED_BLOCK)  # whole blocks of a compensated sum's chains (as host chunks)
-    c = max(align, -(-end // thread_cap(layout, fbytes)))
+    c = max(align, -(-end // thread_cap(layout, fbytes, atomics)))
     c = -(-c // align) * align
     t = -(-end // c)
     return Grid(c, t, min(WORKGROUP, t))
 
 
-def thread_cap(layout: Layout, fbytes: int) -> int:
+def thread_cap(layout: Layout, fbytes: int, atomics: bool = False) -> int:
     """The most chunk-form threads a launch may have: each owns a copy of every private sink and cell (plain,
     compensated or stored; ordered ones have none on a GPU) and exact accumulators for the ordered sums over
     every lane, so their memory grows with the threads. Order never changes an exact sum, so capping the
     threads changes no result."""
     cap = MAX_THREADS
-    copies = device_copy_values(layout)
+    copies = device_copy_values(layout, atomics)
     if copies:
         cap = min(cap, max(MAX_PRIVATE_THREADS, PRIVATE_BUDGET // copies), max(1, COPY_LIMIT // copies))
     exact = layout.exact_width("float64" if fbytes == 8 else "float32")
@@ -95,10 +96,12 @@ def thread_cap(layout: Layout, fbytes: int) -> int:
     return cap
 
 
-def device_copy_values(layout: Layout) -> int:
+def device_copy_values(layout: Layout, atomics: bool = False) -> int:
     """Layout.copy_values for a GPU stage: its ordered sinks and cells keep no per-thread pairs (DeviceStage
-    allocates none), their threads add every term into the shared exact accumulators."""
-    private = {n: s for n, s in layout.private.items() if layout.policy_of(n) != "ordered"}
+    allocates none), their threads add every term into the shared exact accumulators; with float `atomics`,
+    neither do its large plain sinks (Layout.atomic_sinks), added into directly."""
+    direct = set(layout.atomic_sinks()) if atomics else set()
+    private = {n: s for n, s in layout.private.items() if layout.policy_of(n) != "ordered" and n not in direct}
     return dataclasses.replace(layout, private=private).copy_values() if private != layout.private else \
         layout.copy_values()
 
@@ -119,19 +122,19 @@ class DeviceRuntime:
         raise NotImplementedError
 
 
-def device_binary(key: str, name: str, target, gpu_module) -> bytes:
-    """The device binary for `key`: from the disk cache if its bytes match their recorded sha256, else compiled
-    from `gpu_module()` by the target and cached (atomically, with its seal). The key is extended with the LLVM
-    version, which compiles every GPU target."""
+def device_binary(key: str, name: str, suffix: str, compile: Callable[[], bytes]) -> bytes:
+    """The device binary for `key`: from the disk cache if its bytes match their recorded sha256, else made by
+    `compile()` (the compiler's, e.g. a kernel's `device_binary` for a target) and cached (atomically, with its
+    seal) as `<name>-<key>.<suffix>`. The key is extended with the LLVM version, which compiles every GPU target."""
     from eagle import cache
 
     d = cache.cache_dir()
-    path = d / f"{name}-{cache.key(key, 'llvm=' + cache.host_cpu()['llvm'])}.{target.suffix}" if d else None
+    path = d / f"{name}-{cache.key(key, 'llvm=' + cache.host_cpu()['llvm'])}.{suffix}" if d else None
     if path is not None:
         binary = cache.read_entry(path)
         if binary:
             return binary
-    binary = target.compile(gpu_module())
+    binary = compile()
     if path is not None:
         cache.write_entry(path, binary)
     return binary
@@ -155,8 +158,10 @@ class DeviceStage:
         self.launcher, self.binary, self.entry, self.runtime, self.finish_lib = launcher, binary, entry, runtime, \
             finish_lib
         copies = self.grid.chunks if self.grid.form == "chunks" else 1  # tree forms: one thread per kept slot
+        direct = frozenset(lay.atomic_sinks()) if runtime.float_atomics else frozenset()  # float atomic adds
         self.buffers, self.results, self.copies, self.resets, self.staged = launcher.buffers(
-            b, self.grid.chunks, cuts, copies, staged=True, pair_copies=0)  # threads deposit every ordered term
+            b, self.grid.chunks, cuts, copies, staged=True, pair_copies=0,  # threads deposit every ordered term
+            no_copies=direct)
         self.nchunks = launcher.last_chunks = self.grid.chunks
         meta_k = launcher.meta_k
         self.buffers[meta_k] = device_meta(b, self.grid, lo, hi)

@@ -6,15 +6,18 @@ their stages; each kernel gets one binary per (stage, dtype, target) and a JSON 
 See docs/artifacts.md.
 
 Importing this package (and loading or running an artifact) does not import MLIR; `build` and `build_bundle`
-import the compiler when they are first used.
+import the compiler when they are first used. The artifact format and its reading live in hawk.abi.artifact.
+Loading and running are the runtime's (eagle/artifact.py): `load`, `run` and `LoadedKernel` here are a lazy
+forwarding to it (the one place, with hawk.load / hawk.run, where hawk reaches eagle, and only when called).
 """
 
 from __future__ import annotations
 
-from hawk.artifact.format import FORMAT, FORMAT_VERSION, ArtifactError
-from hawk.artifact.loader import LoadedKernel, load, read, run
+from hawk.abi.artifact.format import FORMAT, FORMAT_VERSION, ArtifactError
+from hawk.abi.artifact.read import Artifact, read
 
 _BUILD_SIDE = ("build", "build_bundle", "BUILDERS", "known_targets")
+_RUN_SIDE = ("load", "run", "LoadedKernel")
 
 
 def __getattr__(name: str):
@@ -22,8 +25,12 @@ def __getattr__(name: str):
         from hawk.artifact import builder
 
         return getattr(builder, name)
+    if name in _RUN_SIDE:  # the runtime's: forwarded to eagle.artifact on first use
+        from eagle import artifact
+
+        return getattr(artifact, name)
     raise AttributeError(f"module 'hawk.artifact' has no attribute '{name}'")
 
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "ArtifactError", "LoadedKernel", "build", "build_bundle", "load", "read",
-           "run"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "Artifact", "ArtifactError", "LoadedKernel", "build", "build_bundle", "load",
+           "read", "run"]

@@ -1,6 +1,7 @@
 """Publishing kernels ahead of time: one binary per (stage, dtype, target) and a JSON sidecar per kernel.
 
-This is the compiler side (it needs MLIR); loading what it writes does not (hawk.artifact.loader).
+This is the compiler side (it needs MLIR; each target's code generation is hawk/targets/); loading what it writes
+does not (eagle/artifact.py, reading the format of hawk.abi.artifact).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from hawk import __version__ as HAWK_VERSION
-from hawk import cache
-from hawk.artifact.format import (
+from hawk.abi import cache
+from hawk.abi.artifact.format import (
     FINISH_SUFFIX,
     FLOAT_DTYPES,
     FORMAT,
@@ -26,41 +27,39 @@ from hawk.artifact.format import (
     description,
     description_symbol,
 )
+from hawk.abi.layout import Spec, layout_to_json
 from hawk.compiler import Kernel
-from hawk.errors import KernelError
-from hawk.layout import Spec, layout_to_json
 
 
 # ---- targets ------------------------------------------------------------------------------------------------
 def _build_host(kernel: Kernel, spec: Spec, stage: int, path: Path, desc: bytes, cpu: str | None) -> None:
     """LLVM-dialect IR -> object -> shared library at `path`, carrying its description (format.description) as an
     exported constant string; compiled for this machine's CPU (cpu=None) or the generic CPU `cpu`."""
-    _host_library(kernel.lowered(spec, stage).llvm_ir, kernel.stages(spec)[stage].name, path, desc, cpu)
+    _host_library(kernel, spec, stage, path, desc, cpu, finish=False)
 
 
 def _build_finish(kernel: Kernel, spec: Spec, stage: int, path: Path, desc: bytes, cpu: str | None) -> None:
     """A GPU stage's host finish (the runtime copies partials back and finishes on the host) as a shared library."""
-    _host_library(kernel.gpu_finish(spec, stage), kernel.stages(spec)[stage].name, path, desc, cpu)
+    _host_library(kernel, spec, stage, path, desc, cpu, finish=True)
 
 
-def _host_library(text: str, stage: str, path: Path, desc: bytes, cpu: str | None) -> None:
-    from eagle.targets import host
+def _host_library(kernel: Kernel, spec: Spec, stage: int, path: Path, desc: bytes, cpu: str | None,
+                  finish: bool) -> None:
+    from hawk.targets.build import host_library
 
-    host.build(host.with_description(text, description_symbol(stage), desc), path, cpu)
+    symbol = description_symbol(kernel.stages(spec)[stage].name)
+    host_library(kernel, spec, stage, path, finish, cpu, (symbol, desc))
 
 
 def _gpu_builder(name: str):
     def build(kernel: Kernel, spec: Spec, stage: int, path: Path, chip: str | None = None) -> dict:
         """The device binary at `path`, checked by the target's offline tool (ptxas, ld.lld, spirv-val);
         returns the build's chip and entry name."""
-        from eagle.targets import gpu_target
+        from hawk.targets import gpu_target
+        from hawk.targets.build import device_binary
 
         target = gpu_target(name, **({"chip": chip} if chip else {}))
-        try:
-            binary = target.compile(kernel.lowered_gpu(spec, stage, target.subgroup, target.float_atomics,
-                                                       target.wide_loops).gpu_module)
-        except KernelError as exc:  # a target's refusal, pointed at the user's line
-            raise kernel.located(exc) from None
+        binary = device_binary(kernel, spec, stage, target)  # a target's refusal points at the user's line
         target.check(binary)
         path.write_bytes(binary)
         return {"chip": getattr(target, "chip", name), "entry": f"{kernel.stages(spec)[stage].name}_lanes"}
@@ -72,13 +71,13 @@ def _gpu_builder(name: str):
 def _has_spirv() -> bool:
     import importlib.util
 
-    return importlib.util.find_spec("eagle.targets.spirv") is not None
+    return importlib.util.find_spec("hawk.targets.spirv") is not None
 
 
 # One builder per target: (kernel, spec, stage index, output path, ...) -> writes the binary. The host builder also
 # takes the library's description and the CPU; a GPU builder takes chip= and returns {"chip", "entry"}, and its
 # stage's host finish is built by _build_finish. A new target adds an
-# entry here, a suffix in format.SUFFIX and a loader in loader.LOADERS.
+# entry here, a suffix in hawk.abi.artifact.format.SUFFIX and a loader in eagle.artifact.LOADERS.
 BUILDERS = {"host": _build_host, "nvvm": _gpu_builder("nvvm"), "rocdl": _gpu_builder("rocdl")}
 if _has_spirv():  # the Vulkan target, where this checkout has it
     BUILDERS["spirv"] = _gpu_builder("spirv")
@@ -282,7 +281,7 @@ def _publish_reverse(kernel: Kernel, reverse, extents, d: Path, targets, dtypes,
         if extents is not None:
             raise ValueError(f"kernel '{kernel.name}': reverse_extents= is for a build with reverse=True")
         return None
-    from eagle.reverse import info_to_json
+    from hawk.abi.reverse import info_to_json
     from hawk.reverse import adjoint, winners
 
     wrt = _reverse_wrt(kernel, reverse)

@@ -168,7 +168,7 @@ def _build(args) -> int:
         raise UsageError(_one_line(exc)) from None
     except OSError as exc:  # the directory became unwritable, or the disk is full
         raise UsageError(f"--out {args.out!r}: writing the artifact failed ({exc.strerror or exc})") from None
-    from hawk.artifact.loader import read
+    from hawk.abi.artifact.read import read
 
     for k, path in zip(kernels, paths, strict=True):
         sc = read(path.parent, k.name).sidecar
@@ -178,8 +178,8 @@ def _build(args) -> int:
 
 
 def _show(args) -> int:
-    from hawk.artifact.format import ArtifactError, describe
-    from hawk.artifact.loader import read
+    from hawk.abi.artifact.format import ArtifactError, describe
+    from hawk.abi.artifact.read import read
 
     try:
         art = read(args.dir, args.name)

@@ -16,6 +16,7 @@ from hawk.frontend.funcs import Func
 from hawk.frontend.reduce import custom_reduce
 from hawk.frontend.values import HVal, const
 from hawk.ir.build import create, strs
+from hawk.ir.types import of_value, parts
 from hawk.passes.verify import SCATTER_IN_IF, reduction_nested
 
 _PY_MATH = {pymath.sqrt: "sqrt", pymath.exp: "exp", pymath.log: "log", pymath.sin: "sin", pymath.cos: "cos",
@@ -290,7 +291,8 @@ class CallsMixin:
                 raise self.error(f"table '{src}' has axes {axes}: name each once in {src}.at(...)" +
                                  (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
             coords = [self.key_int(self.expr(given[a].value), given[a].value) for a in axes]
-            r = create("hawk.at", coords, [self.sem.ftype], {"plane": base.spec.name, "axes": strs(axes)}).result
+            r = create("hawk.at", [self.plane_arg(base.spec.name), *coords], [self.sem.ftype],
+                       {"axes": strs(axes)}).result
             return HVal(r, "f")
         if isinstance(base, R.OutRef) or isinstance(base, R.SinkRef):
             raise self.error(f"'{src}' is a plane this launch writes; .at reads inputs as they were before the "
@@ -321,12 +323,12 @@ class CallsMixin:
                       create("hawk.lane", [], [self.sem.i64], {"axis": a}).result for a in axes]
         if spec.kind == "index":
             t = self.itypes[spec.name]
-            r = create("hawk.at", coords, [t], {"plane": spec.name, "axes": strs(labels)}).result
+            r = create("hawk.at", [self.plane_arg(spec.name), *coords], [t], {"axes": strs(labels)}).result
             if t != self.sem.i64:
                 r = create("arith.extsi", [r], [self.sem.i64]).result
             return HVal(r, "i")
         t = self.sem.type_of("f", spec.payload.shape)
-        r = create("hawk.at", coords, [t], {"plane": spec.name, "axes": strs(labels)}).result
+        r = create("hawk.at", [self.plane_arg(spec.name), *coords], [t], {"axes": strs(labels)}).result
         return HVal(r, "f", spec.payload.shape)
 
     def key_int(self, v, node) -> object:
@@ -425,7 +427,10 @@ class CallsMixin:
         v = self.sem.to_float(v)
         if v.is_const:
             v = HVal(self.sem.mlir(v), "f")
-        create("hawk.scatter", [v.value, *ks], [], {"sink": spec.name, "mode": mode, "policy": sc.policy})
+        sink = self.plane_arg(spec.name)
+        if v.shape != parts(sink.type).shape and spec.name not in self.scatter_payloads:  # the first scatter
+            sink.set_type(of_value("sink", v.value.type, parts(sink.type).axes))
+        create("hawk.scatter", [sink, v.value, *ks], [], {"mode": mode, "policy": sc.policy})
         prev = self.scatter_payloads.get(spec.name)
         if prev is not None and prev != v.shape:
             raise self.error(f"sink '{spec.name}' gets values of shapes {prev} and {v.shape}", node)

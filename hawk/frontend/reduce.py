@@ -4,7 +4,7 @@ The operator is a hawk.math built-in or a `@hawk.func` of two values. `m.add`, `
 reductions they already are (`m.add` is the exact sum, policy="ordered"); every other operator becomes a
 `hawk.reduce` of kind "fold" whose combiner is a private `func.func` of the module (attribute `hawk.combiner`,
 named by the reduce's `combine` attribute) holding the operator's code in upstream dialects: the func is
-inlined into it once here, typed by the reduced values, and the lowering (hawk/passes/fold.py) copies that code
+inlined into it once here, typed by the reduced values, and the lowering (hawk/passes/lower/folds.py) copies that code
 wherever two values are combined, in the lane code and in the finish. The combine order is fixed (docs/
 semantics.md, "Custom reductions"): it never depends on threads, chunks or target.
 """
@@ -19,6 +19,7 @@ from mlir.dialects import func
 
 from hawk.frontend.funcs import Func
 from hawk.frontend.values import HVal
+from hawk.ir.access import is_combiner
 from hawk.ir.build import create, strs
 
 # built-in operators: (reduction kind, identity for a fold) -- a kind other than "fold" is an existing reduction
@@ -113,7 +114,7 @@ def combiner(kb, f, t: ir.Type, shape: tuple[int, ...], node: ast.Call) -> str:
     if isinstance(f, Func):
         _check_arity(kb, f, node)
     body = _module_body(kb)
-    n = sum(1 for op in body.operations if "hawk.combiner" in op.attributes)
+    n = sum(1 for op in body.operations if is_combiner(op))
     name = f"{kb.kernel_name}.fold{n}"
     with ir.InsertionPoint.at_block_begin(body):
         fn = func.FuncOp(name, ([t, t], [t]), visibility="private")

@@ -16,11 +16,14 @@ from mlir.dialects import func, scf
 from hawk.errors import KernelError
 from hawk.frontend import refs as R
 from hawk.frontend import retired
+from hawk.frontend.args import plane_type
 from hawk.frontend.calls import CallsMixin
 from hawk.frontend.inline import RET, FuncsMixin
 from hawk.frontend.source import Source
 from hawk.frontend.values import HVal, SemanticError, Semantics, const
+from hawk.ir.access import reduced_kept_axes
 from hawk.ir.build import create, strs
+from hawk.ir.types import add_arg, hawk_type, sync_signature
 from hawk.signature import Signature
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
@@ -64,6 +67,7 @@ class KernelBuilder(CallsMixin, FuncsMixin):
             f.attributes["hawk.kernel"] = ir.UnitAttr.get()
             f.attributes["hawk.axes"] = strs([a.label for a in self.sig.lane_axes()])
             block = f.add_entry_block()
+            self.make_args(f)
             with ir.InsertionPoint(block):
                 body = list(self.src.tree.body)
                 if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
@@ -76,7 +80,34 @@ class KernelBuilder(CallsMixin, FuncsMixin):
                     except SemanticError as exc:
                         raise self.error(str(exc), self.src.tree.body[-1]) from None
                     func.ReturnOp([])
+            sync_signature(f)
         return module
+
+    # ---- the kernel func's typed arguments ------------------------------------------------------------
+    def make_args(self, f) -> None:
+        """One typed, named block argument per plane of the signature (hawk/ir/types.py); outputs start as
+        per-lane outputs and become totals when a reduced value is handed out."""
+        self.func_op, self.plane_args = f, {}
+        lane = [a.label for a in self.sig.lane_axes()]
+        for p in self.sig.planes:
+            t = plane_type(p, self.sem.ftype, self.itypes, lane)
+            if t is not None:
+                self.plane_args[p.name] = add_arg(f, p.name, t)
+
+    def plane_arg(self, name: str) -> ir.Value:
+        """The block argument of a plane, sink or output."""
+        return self.plane_args[name]
+
+    def output_arg(self, name: str, shape: tuple[int, ...], v: ir.Value, cell: bool) -> ir.Value:
+        """The argument an output (or the return value) is written through, typed as what it gets."""
+        lane = [a.label for a in self.sig.lane_axes()]
+        t = hawk_type("total", self.sem.ftype, shape, reduced_kept_axes(v, lane)) if cell else \
+            hawk_type("output", self.sem.ftype, shape, lane)
+        if name not in self.plane_args:
+            self.plane_args[name] = add_arg(self.func_op, name, t)
+        elif self.plane_args[name].type != t:
+            self.plane_args[name].set_type(t)
+        return self.plane_args[name]
 
     def finish_outputs(self):
         if self.sig.returns is not None and not self.returned:
@@ -97,13 +128,15 @@ class KernelBuilder(CallsMixin, FuncsMixin):
                              f"{v.shape}", node)
         if v.reduced is not None:
             self.outputs[name] = "cell"
-            create("hawk.cell", [self.sem.mlir(v)], [], {"name": name})
+            value = self.sem.mlir(v)
+            create("hawk.cell", [self.output_arg(name, shape, value, True), value], [])
             return
         self.outputs[name] = "lane"
         v = self.sem.to_float(v)
         if v.is_const:
             v = self.sem.broadcast(v, shape) if shape else v
-        create("hawk.store", [self.sem.mlir(v)], [], {"plane": name})
+        value = self.sem.mlir(v)
+        create("hawk.store", [self.output_arg(name, shape, value, False), value], [])
 
     # ---- statements -------------------------------------------------------------------------------
     def block(self, stmts: list[ast.stmt], top: bool = False):
@@ -510,14 +543,14 @@ class KernelBuilder(CallsMixin, FuncsMixin):
         if isinstance(ref, R.OutRef) and spec.name in self.env:
             return self.env[spec.name]
         if isinstance(ref, R.ParamRef):
-            return HVal(create("hawk.param", [], [self.sem.ftype], {"plane": spec.name}).result, "f")
+            return HVal(create("hawk.param", [self.plane_arg(spec.name)], [self.sem.ftype]).result, "f")
         if spec.kind == "index":
-            raw = create("hawk.load", [], [self.itypes[spec.name]], {"plane": spec.name}).result
+            raw = create("hawk.load", [self.plane_arg(spec.name)], [self.itypes[spec.name]]).result
             if self.itypes[spec.name] != self.sem.i64:
                 raw = create("arith.extsi", [raw], [self.sem.i64]).result
             return HVal(raw, "i")
         t = self.sem.type_of("f", spec.payload.shape)
-        return HVal(create("hawk.load", [], [t], {"plane": spec.name}).result, "f", spec.payload.shape)
+        return HVal(create("hawk.load", [self.plane_arg(spec.name)], [t]).result, "f", spec.payload.shape)
 
 
 def _store_targets(n: ast.AST):

@@ -1,6 +1,8 @@
-"""The hawk dialect and small helpers to build and read its ops."""
+"""The hawk dialect (dialect.py), its types (types.py), the accessors every reader of hawk IR uses (access.py)
+and one door to create ops (build.py)."""
 
+from hawk.ir import access
 from hawk.ir.build import create, strs
-from hawk.ir.dialect import attr_str, attr_strs, is_hawk, new_context
+from hawk.ir.dialect import is_hawk, new_context
 
-__all__ = ["attr_str", "attr_strs", "create", "is_hawk", "new_context", "strs"]
+__all__ = ["access", "create", "is_hawk", "new_context", "strs"]

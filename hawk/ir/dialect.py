@@ -1,18 +1,24 @@
-"""The hawk dialect, declared with IRDL so that every hawk op is verified.
+"""The hawk dialect, declared with IRDL so that every hawk op is verified (types: hawk/ir/types.py).
 
-Ops (generic form; all attributes are strings or arrays):
-  hawk.lane    {axis}                 () -> i64             this lane's coordinate on a Grid axis
-  hawk.load    {plane}                () -> T               this lane's value of a per-lane plane
-  hawk.param   {plane}                () -> T               a run-wide number
-  hawk.at      {plane, axes}          (i64...) -> T         an input plane read at other coordinates
-  hawk.store   {plane}                (T) -> ()             this lane's value of a per-lane output
-  hawk.reduce  {kind, over, policy}   (T, i1?) -> T         a reduction over lanes (optionally masked); kind
-                                                            "fold" also names its combiner func {combine} and
-                                                            may carry {identity} (hawk/frontend/reduce.py)
-  hawk.cell    {name}                 (T) -> ()             hands a reduced value out as a cell/result
-  hawk.scatter {sink, mode, policy}   (T, i64...) -> ()     adds (or stores) a value into a sink by key
-  hawk.cut_read {name, axes}          () -> T               a total an earlier stage reduced (a staged kernel),
-                                                            at this lane's coordinates on the kept `axes`
+A kernel is a `func.func` with `hawk.kernel` and `hawk.axes` (its lane axes); each plane, sink and cell it
+uses is a typed block argument named by its `hawk.name` argument attribute. Ops (generic form):
+
+  hawk.lane     {axis}               () -> i64                    this lane's coordinate on a Grid axis
+  hawk.load                          (plane|output|total) -> T    this lane's value of a per-lane plane (an
+                                                                  output or cell: before the launch writes it)
+  hawk.param                         (scalar) -> T                a run-wide number
+  hawk.at       {axes}               (plane|table, i64...) -> T   a plane read at other coordinates ("#": flat)
+  hawk.store                         (output, T) -> ()            this lane's value of a per-lane output
+  hawk.reduce   {kind, over, policy} (T, i1?) -> T                a reduction over lanes (optionally masked);
+                                                                  kind "fold" also names its combiner func
+                                                                  {combine}, may carry {identity}
+  hawk.cell                          (total, T) -> ()             hands a reduced value out as a cell/result
+  hawk.scatter  {mode, policy}       (sink, T, i64...) -> ()      adds (or stores) a value into a sink by key
+  hawk.cut_read                      (total) -> T                 a total an earlier stage reduced, at this
+                                                                  lane's coordinates on the type's kept axes
+
+IRDL checks operand kinds and attribute values; hawk/passes/verify.py checks what IRDL cannot say (a value's
+type against its plane's element and payload, key and coordinate counts).
 """
 
 from __future__ import annotations
@@ -20,42 +26,74 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import irdl
 
-_IRDL = """
-irdl.dialect @hawk {
-  irdl.operation @lane {
+
+def _type(name: str, axes: bool = True) -> str:
+    extra = ', axes: %a' if axes else ''
+    a = '\n    %a = irdl.base "#builtin.array"' if axes else ''
+    return f"""
+  irdl.type @{name} {{
+    %e = irdl.any
+    %s = irdl.base "#builtin.dense_array"{a}
+    irdl.parameters(elem: %e, shape: %s{extra})
+  }}"""
+
+
+def _plane(var: str, *kinds: str) -> str:
+    """IRDL lines binding %{var} to any type of the given kinds (each with its own parameter variables)."""
+    lines = []
+    for k in kinds:
+        v = f"{var}_{k}"
+        lines += [f"    %{v}_e = irdl.any", f'    %{v}_s = irdl.base "#builtin.dense_array"']
+        if k == "scalar":
+            lines.append(f"    %{v} = irdl.parametric @hawk::@{k}<%{v}_e, %{v}_s>")
+        else:
+            lines += [f'    %{v}_a = irdl.base "#builtin.array"',
+                      f"    %{v} = irdl.parametric @hawk::@{k}<%{v}_e, %{v}_s, %{v}_a>"]
+    lines.append(f"    %{var} = irdl.any_of({', '.join(f'%{var}_{k}' for k in kinds)})")
+    return "\n".join(lines)
+
+
+_POLICY = """    %p1 = irdl.is "auto"
+    %p2 = irdl.is "compensated"
+    %p3 = irdl.is "plain"
+    %p4 = irdl.is "ordered"
+    %p = irdl.any_of(%p1, %p2, %p3, %p4)"""
+
+_IRDL = "irdl.dialect @hawk {" + "".join(_type(k, k != "scalar") for k in
+                                          ("plane", "scalar", "table", "output", "sink", "total")) + f"""
+  irdl.operation @lane {{
     %s = irdl.base "#builtin.string"
     %i = irdl.is i64
-    irdl.attributes {"axis" = %s}
+    irdl.attributes {{"axis" = %s}}
     irdl.results(value: %i)
-  }
-  irdl.operation @load {
-    %s = irdl.base "#builtin.string"
+  }}
+  irdl.operation @load {{
+{_plane("x", "plane", "output", "total")}
     %t = irdl.any
-    irdl.attributes {"plane" = %s}
+    irdl.operands(plane: %x)
     irdl.results(value: %t)
-  }
-  irdl.operation @param {
-    %s = irdl.base "#builtin.string"
+  }}
+  irdl.operation @param {{
+{_plane("x", "scalar")}
     %t = irdl.any
-    irdl.attributes {"plane" = %s}
+    irdl.operands(plane: %x)
     irdl.results(value: %t)
-  }
-  irdl.operation @at {
-    %s = irdl.base "#builtin.string"
+  }}
+  irdl.operation @at {{
+{_plane("x", "plane", "table")}
     %a = irdl.base "#builtin.array"
     %i = irdl.is i64
     %t = irdl.any
-    irdl.attributes {"plane" = %s, "axes" = %a}
-    irdl.operands(coords: variadic %i)
+    irdl.attributes {{"axes" = %a}}
+    irdl.operands(plane: %x, coords: variadic %i)
     irdl.results(value: %t)
-  }
-  irdl.operation @store {
-    %s = irdl.base "#builtin.string"
+  }}
+  irdl.operation @store {{
+{_plane("x", "output")}
     %t = irdl.any
-    irdl.attributes {"plane" = %s}
-    irdl.operands(value: %t)
-  }
-  irdl.operation @reduce {
+    irdl.operands(plane: %x, value: %t)
+  }}
+  irdl.operation @reduce {{
     %k1 = irdl.is "sum"
     %k2 = irdl.is "mean"
     %k3 = irdl.is "max"
@@ -63,46 +101,36 @@ irdl.dialect @hawk {
     %k5 = irdl.is "fold"
     %k = irdl.any_of(%k1, %k2, %k3, %k4, %k5)
     %o = irdl.base "#builtin.array"
-    %p1 = irdl.is "auto"
-    %p2 = irdl.is "compensated"
-    %p3 = irdl.is "plain"
-    %p4 = irdl.is "ordered"
-    %p = irdl.any_of(%p1, %p2, %p3, %p4)
+{_POLICY}
     %t = irdl.any
     %b = irdl.is i1
-    irdl.attributes {"kind" = %k, "over" = %o, "policy" = %p}
+    irdl.attributes {{"kind" = %k, "over" = %o, "policy" = %p}}
     irdl.operands(value: %t, mask: optional %b)
     irdl.results(total: %t)
-  }
-  irdl.operation @cell {
-    %s = irdl.base "#builtin.string"
+  }}
+  irdl.operation @cell {{
+{_plane("x", "total")}
     %t = irdl.any
-    irdl.attributes {"name" = %s}
-    irdl.operands(value: %t)
-  }
-  irdl.operation @cut_read {
-    %s = irdl.base "#builtin.string"
-    %a = irdl.base "#builtin.array"
+    irdl.operands(cell: %x, value: %t)
+  }}
+  irdl.operation @cut_read {{
+{_plane("x", "total")}
     %t = irdl.any
-    irdl.attributes {"name" = %s, "axes" = %a}
+    irdl.operands(cell: %x)
     irdl.results(value: %t)
-  }
-  irdl.operation @scatter {
-    %s = irdl.base "#builtin.string"
+  }}
+  irdl.operation @scatter {{
+{_plane("x", "sink")}
     %m1 = irdl.is "add"
     %m2 = irdl.is "set"
     %m = irdl.any_of(%m1, %m2)
-    %p1 = irdl.is "auto"
-    %p2 = irdl.is "compensated"
-    %p3 = irdl.is "plain"
-    %p4 = irdl.is "ordered"
-    %p = irdl.any_of(%p1, %p2, %p3, %p4)
+{_POLICY}
     %t = irdl.any
     %i = irdl.is i64
-    irdl.attributes {"sink" = %s, "mode" = %m, "policy" = %p}
-    irdl.operands(value: %t, keys: variadic %i)
-  }
-}
+    irdl.attributes {{"mode" = %m, "policy" = %p}}
+    irdl.operands(sink: %x, value: %t, keys: variadic %i)
+  }}
+}}
 """
 
 
@@ -119,10 +147,3 @@ def is_hawk(op, name: str | None = None) -> bool:
     n = op.operation.name
     return n.startswith("hawk.") and (name is None or n == f"hawk.{name}")
 
-
-def attr_str(op, key: str) -> str:
-    return ir.StringAttr(op.operation.attributes[key]).value
-
-
-def attr_strs(op, key: str) -> list[str]:
-    return [ir.StringAttr(a).value for a in ir.ArrayAttr(op.operation.attributes[key])]

@@ -7,9 +7,21 @@ from __future__ import annotations
 
 from mlir import ir
 
+from hawk.abi.layout import PAIR_SLOTS, PRIVATE_SLOTS, Buffer, Layout, Reduction, private_sink_slots, sum_policy
 from hawk.errors import KernelError
-from hawk.ir.dialect import attr_str, attr_strs, is_hawk
-from hawk.layout import PAIR_SLOTS, PRIVATE_SLOTS, Buffer, Layout, Reduction, sum_policy
+from hawk.ir.access import (
+    cell_name,
+    plane_name,
+    policy,
+    reduce_kind,
+    reduce_over,
+    scatter_keys,
+    scatter_mode,
+    sink_name,
+    stored_value,
+    written_name,
+)
+from hawk.ir.dialect import is_hawk
 from hawk.signature import Signature
 
 
@@ -37,29 +49,29 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
 
     def visit(op):
         if is_hawk(op, "cut_read"):
-            cuts_in.append((attr_str(op, "name"), payload_of(op.results[0].type)))
+            cuts_in.append((cell_name(op), payload_of(op.results[0].type)))
         if is_hawk(op, "reduce"):
-            over = tuple(attr_strs(op, "over"))
+            over = tuple(reduce_over(op))
             cells = [u.owner for u in op.results[0].uses if is_hawk(u.owner, "cell")]
-            cell = attr_str(cells[0], "name") if cells else ""
-            reductions.append(Reduction(attr_str(op, "kind"), over, tuple(a for a in axes if a not in over),
-                                        attr_str(op, "policy"), payload_of(op.results[0].type), cell,
+            cell = cell_name(cells[0]) if cells else ""
+            reductions.append(Reduction(reduce_kind(op), over, tuple(a for a in axes if a not in over),
+                                        policy(op), payload_of(op.results[0].type), cell,
                                         len(op.operands) > 1))
         elif is_hawk(op, "scatter"):
-            sink = attr_str(op, "sink")
-            sinks[sink] = payload_of(op.operands[0].type)
+            sink = sink_name(op)
+            sinks[sink] = payload_of(stored_value(op).type)
             had_add = sink in added  # a store's "plain" is no policy of its own: only adds must agree
-            (stored if attr_str(op, "mode") == "set" else added).add(sink)
-            pol = sum_policy(attr_str(op, "policy"), True) if attr_str(op, "mode") == "add" else "plain"
-            if attr_str(op, "mode") == "add":
-                counts[sink] = counts.get(sink, True) and attr_str(op, "policy") == "auto" and \
-                    _exact_count(op.operands[0])
-            if had_add and sink_policy.get(sink, pol) != pol and attr_str(op, "mode") == "add":
+            (stored if scatter_mode(op) == "set" else added).add(sink)
+            pol = sum_policy(policy(op), True) if scatter_mode(op) == "add" else "plain"
+            if scatter_mode(op) == "add":
+                counts[sink] = counts.get(sink, True) and policy(op) == "auto" and \
+                    _exact_count(stored_value(op))
+            if had_add and sink_policy.get(sink, pol) != pol and scatter_mode(op) == "add":
                 raise KernelError(f"sink '{sink}' gets scatters with policies {sink_policy[sink]!r} and {pol!r}: "
                                   "give every scatter into one sink the same policy=", kernel=name)
-            if attr_str(op, "mode") == "add" or sink not in sink_policy:
+            if scatter_mode(op) == "add" or sink not in sink_policy:
                 sink_policy[sink] = pol
-            for pos, k in enumerate(list(op.operands)[1:]):
+            for pos, k in enumerate(scatter_keys(op)):
                 src = key_source(k)
                 if src is not None:
                     uses = index_keys.setdefault(src, [])
@@ -87,6 +99,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
                  sink_policy)
     lay.cells_in = [c for c, _ in cuts_in]
     lay.stored = sorted(stored)
+    lay.mixed = sorted(stored & added)
     lay.cells_out = list(cells_out)
     bufs = lay.buffers
     for p in sig.planes:
@@ -117,7 +130,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
                 bufs.append(Buffer(r.cell, "priv", "f"))
         if r.kind == "mean" and r.kept:
             bufs.append(Buffer(r.cell, "count", "f"))
-        if r.kind == "fold":  # per block of lanes or per kept slot: a flag and the value (hawk/passes/fold.py)
+        if r.kind == "fold":  # per block of lanes or per kept slot: a flag and the value (hawk/passes/lower/folds.py)
             bufs.append(Buffer(r.cell, "fold", "f"))
         if exact:  # an exact accumulator per kept slot (and per count, for a mean): hawk/exact.py; and pairs
             bufs.append(Buffer(r.cell, "exact", "i64"))
@@ -131,7 +144,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
             slots = _size(sinks.get(p.name, ())) * _size(tuple(a.extent for a in p.axes))
             if sink_policy.get(p.name) == "ordered":
                 # an exact accumulator per slot that every chunk shares (integer atomic adds), and per chunk a
-                # (high, low) pair per slot (hawk.layout.PAIR_SLOTS); a sink also stored into runs as one chunk
+                # (high, low) pair per slot (hawk.abi.layout.PAIR_SLOTS); a sink also stored into runs as one chunk
                 bufs.append(Buffer(p.name, "exact", "i64"))
                 if p.name in sinks and p.name not in stored and slots <= PAIR_SLOTS:
                     lay.private[p.name] = slots
@@ -139,7 +152,8 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
                 continue
             if sink_policy.get(p.name, "plain") != "plain":
                 bufs.append(Buffer(p.name, "comp", _comp_dtype(sink_policy[p.name])))
-            if p.name in sinks and (p.name in stored) != (p.name in added) and slots <= PRIVATE_SLOTS:
+            if p.name in sinks and private_sink_slots(slots, sink_policy[p.name], p.name in stored,
+                                                      p.name in added):  # (hawk/abi/layout.py)
                 # each chunk of lanes adds into its own copy; the finish adds the
                 # copies in order. A sink only stored into: each chunk stores into its own copy and marks the slots
                 # it stored; the finish takes each slot from the last chunk that marked it (the last lane wins)
@@ -199,10 +213,8 @@ def written_names(module: ir.Module) -> set[str]:
     out: set[str] = set()
 
     def visit(op):
-        if is_hawk(op, "store") or is_hawk(op, "scatter"):
-            out.add(attr_str(op, "plane" if is_hawk(op, "store") else "sink"))
-        elif is_hawk(op, "cell"):
-            out.add(attr_str(op, "name"))
+        if is_hawk(op, "store") or is_hawk(op, "scatter") or is_hawk(op, "cell"):
+            out.add(written_name(op))
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
@@ -217,5 +229,5 @@ def key_source(v: ir.Value) -> str | None:
     if owner.name == "arith.extsi":
         return key_source(owner.operands[0])
     if is_hawk(owner, "load"):
-        return attr_str(owner, "plane")
+        return plane_name(owner)
     return None

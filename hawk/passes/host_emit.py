@@ -17,7 +17,7 @@ _SGE, _SLT, _EQ = 5, 2, 0
 
 # Payloads with more components than this are "wide": the host lowering moves them between memory and one vector
 # value with loops over components (through a small per-function buffer) and keeps the running state of their
-# sums in a buffer updated by loops over components (hawk/passes/host_wide.py), instead of one scalar op (and one
+# sums in a buffer updated by loops over components (hawk/passes/lower/wide.py), instead of one scalar op (and one
 # loop-carried register) per component. Straight-line code per component makes LLVM's SLP vectorizer and
 # MLIR's canonicalizer superlinear: a Vector[256] kernel took 20-40 s to compile, a Vector[1024] one minutes,
 # and an ordered or compensated sum of a Vector[16] already 2-5 s.

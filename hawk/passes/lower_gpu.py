@@ -1,13 +1,14 @@
-"""lower-gpu-lanes, chunk form: the host lowering's lane function as a GPU kernel, one chunk of lanes per thread.
+"""lower-gpu-lanes, chunk form: the host's chunk loops as a GPU kernel, one chunk of lanes per thread.
 
-For the stages `hawk.layout.gpu_form` gives "chunks" (scatters, reductions keeping different axes, every stage
+For the stages `hawk.abi.layout.gpu_form` gives "chunks" (scatters, reductions keeping different axes, every stage
 with an ordered sum); the others take the tree forms of lower_gpu_tree.py.
 
-Every thread runs exactly the code a host chunk runs (the same drivers), on lanes [chunk * C, chunk * C + C)
-with chunk = its global id; it writes its partials where a host chunk would. It deposits the terms of ordered
-sums over every lane into its own exact accumulators (#exact), and every term of an ordered sink or kept cell
-into the slot's one accumulator that all threads share, with 64-bit integer atomics (hawk/exact.py; no
-two-float pairs as host chunks keep them: `exact_pairs`). The finish stays a host function: the runtime copies
+Every thread runs exactly the code a host chunk runs (the same loop shapes, hawk/passes/lower/chunk_loops.py,
+and the same rules, with the "gpu" variant where one is registered), on lanes [chunk * C, chunk * C + C) with
+chunk = its global id; it writes its partials where a host chunk would. It deposits the terms of ordered sums
+over every lane into its own exact accumulators (#exact), and every term of an ordered sink or kept cell into
+the slot's one accumulator that all threads share, with 64-bit integer atomics (hawk/exact.py; no two-float
+pairs as host chunks keep them: `exact_pairs=False`). The finish stays a host function: the runtime copies
 partials back and finishes on the host, so the chunk-order combines, the companions and the rounding of the
 exact accumulators are the very same code as on the host, and ordered results are bitwise equal to the host's
 (an exact sum does not depend on how the lanes were split).
@@ -23,97 +24,92 @@ time grows about linearly with the payload; per component otherwise. The finish 
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import gpu, memref, scf
+from mlir.dialects import func, gpu, scf
 
+import hawk.passes.lower  # noqa: F401  (registers the rules)
+from hawk.abi.layout import gpu_form
+from hawk.ir.access import kernel_func
 from hawk.ir.build import create
-from hawk.layout import gpu_form
 from hawk.passes.gpu_wide import WideBuffers
-from hawk.passes.lower_host import HostLowering
+from hawk.passes.lower import chunk_loops, finish, folds
+from hawk.passes.lower.context import Lowering
 
 GPU_MODULE_SUFFIX = "_gpu"
 
 
-class GpuLowering(HostLowering):
-    # Wide payloads (host_emit.WIDE_PAYLOAD) take the host's component loops when the target asks for them
-    # (`wide`: nvvm and rocdl, whose per-thread buffers live in private memory); else they stay per component
-    # (spirv: lavapipe counts every component loop's trips against its per-invocation loop budget).
-    wide_ok = wide_sums = False
-    exact_pairs = False  # every thread deposits each ordered term (no two-float chains)
+def gpu_context(module, layout, ftype, itypes, atomics: bool = False, wide: bool = False) -> Lowering:
+    """The lowering context of a GPU kernel: "gpu" rules, per-thread buffers in private memory, every ordered
+    term deposited (no two-float chains), wide payloads through component loops only where the target asks
+    (nvvm and rocdl; spirv: lavapipe counts every loop's trips against its per-invocation budget)."""
+    return Lowering(module, layout, ftype, itypes, "gpu", exact_pairs=False, wide=wide, private=True,
+                    atomic=set(layout.atomic_sinks()) if atomics else set())
 
-    def __init__(self, module, layout, ftype, itypes, atomics: bool = False, wide: bool = False):
-        super().__init__(module, layout, ftype, itypes)
-        self.atomic = set(layout.atomic_sinks()) if atomics else set()
-        self.wide_ok = self.wide_sums = wide
 
-    def local_buffer(self, n: int, elem: ir.Type) -> ir.Value:
-        """A per-thread buffer: private memory (address space 5 on AMD GPUs, where allocas must live)."""
-        space = ir.Attribute.parse("#gpu.address_space<private>")
-        with ir.InsertionPoint.at_block_begin(self.entry):
-            return memref.AllocaOp(ir.MemRefType.get([n], elem, memory_space=space), [], []).result
+def gpu_lanes_func(cx: Lowering) -> gpu.GPUFuncOp:
+    """The gpu.module with the kernel's gpu.func (its arguments: the layout's buffers)."""
+    cx.module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
+    mod = gpu.GPUModuleOp(f"{cx.lay.name}{GPU_MODULE_SUFFIX}")
+    mod.regions[0].blocks.append()
+    with ir.InsertionPoint(mod.regions[0].blocks[0]):
+        return gpu.GPUFuncOp(ir.TypeAttr.get(ir.FunctionType.get(cx.arg_types(), [])),
+                             sym_name=f"{cx.lay.name}_lanes", kernel=True)
 
-    def temp(self, n: int, elem: ir.Type, tag: str = "") -> ir.Value:
-        """host_ops.temp's shared component buffer, in private memory."""
-        key = (n, str(elem), tag)
-        if key not in self.temps:
-            self.temps[key] = self.local_buffer(n, elem)
-        return self.temps[key]
 
-    def build_finish(self, finish):
-        """The finish runs on the host whatever the device variant: wide sums always take the host's component
-        loops there. Their #scratch layout is that of per-component state, so one finish serves every variant
-        of a stage (Kernel.gpu_finish) and the host's bits are kept."""
-        for acc in self.full:
-            acc.wide = self.e.wide(acc.r.payload)
-        super().build_finish(finish)
+def gpu_return(cx: Lowering, kernel) -> None:
+    gpu.ReturnOp([])
+    if cx.wide_ok:  # wide vector values into per-thread buffers, their ops into component loops
+        WideBuffers(cx.local_buffer).run(kernel)
 
-    def add_into(self, policy: str, name: str, at, x, role: str):
-        """A plain add into a large sink: one float atomic add where the target has them (the runtime then
-        spreads the lanes over threads: `Layout.parallel_span(atomics=True)`). Ordered adds go to the host's
-        exact accumulators (integer atomics where threads share one: every target has them)."""
-        if name not in self.atomic or role != "sink" or policy != "plain":
-            return super().add_into(policy, name, at, x, role)
-        kind = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)  # arith::AtomicRMWKind::addf
-        create("memref.atomic_rmw", [x, self.bufs[(name, "sink")], at], [x.type], {"kind": kind})
 
-    def lanes_func(self):
-        self.module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
-        mod = gpu.GPUModuleOp(f"{self.lay.name}{GPU_MODULE_SUFFIX}")
-        mod.regions[0].blocks.append()
-        with ir.InsertionPoint(mod.regions[0].blocks[0]):
-            f = gpu.GPUFuncOp(ir.TypeAttr.get(ir.FunctionType.get(self.arg_types(), [])),
-                              sym_name=f"{self.lay.name}_lanes", kernel=True)
-        self._in_lanes = True
-        self._kernel = f
-        return f
+def gpu_finish(cx: Lowering, fin) -> None:
+    """The finish runs on the host whatever the device variant: wide sums always take the host's component
+    loops there. Their #scratch layout is that of per-component state, so one finish serves every variant of a
+    stage (Kernel.gpu_finish) and the host's bits are kept."""
+    for acc in cx.full:
+        acc.wide = cx.e.wide(acc.r.payload)
+    finish.build_finish(cx, fin)
 
-    def lanes_return(self):
-        gpu.ReturnOp([])
-        self._in_lanes = False
-        if self.wide_ok:  # wide vector values into per-thread buffers, their ops into component loops
-            WideBuffers(self.local_buffer).run(self._kernel)
 
-    def read_meta(self):
-        if not getattr(self, "_in_lanes", False):
-            return super().read_meta()
-        e = self.e
-        super().read_meta()  # extents, strides and L as on the host; lo, hi and chunk come from the thread id
-        meta = self.bufs[("#meta", "meta")]
-        span = e.to_index(e.load(meta, e.c(0)))
-        base = e.to_index(e.load(meta, e.c(1)))
-        self.nthreads = e.to_index(e.load(meta, e.c(2)))
-        end = e.to_index(e.load(meta, e.c(4 + len(self.axes))))
-        dim = ir.Attribute.parse("#gpu<dim x>")
-        tid = create("gpu.thread_id", [], [e.index], {"dimension": dim}).result
-        bid = create("gpu.block_id", [], [e.index], {"dimension": dim}).result
-        bdim = create("gpu.block_dim", [], [e.index], {"dimension": dim}).result
-        self.chunk = self.copy = e.add_i(e.mul_i(bid, bdim), tid)
-        start = e.mul_i(self.chunk, span)
-        self.hi = e.op("arith.minui", e.add_i(start, span), end)
-        self.lo = e.op("arith.minui", e.op("arith.maxui", start, base), self.hi)
+def read_thread_meta(cx: Lowering) -> None:
+    """Extents, strides and L as on the host; lo, hi and chunk from the thread's global id."""
+    e = cx.e
+    cx.read_meta()
+    meta = cx.bufs[("#meta", "meta")]
+    span = e.to_index(e.load(meta, e.c(0)))
+    base = e.to_index(e.load(meta, e.c(1)))
+    cx.nthreads = e.to_index(e.load(meta, e.c(2)))
+    end = e.to_index(e.load(meta, e.c(4 + len(cx.axes))))
+    dim = ir.Attribute.parse("#gpu<dim x>")
+    tid = create("gpu.thread_id", [], [e.index], {"dimension": dim}).result
+    bid = create("gpu.block_id", [], [e.index], {"dimension": dim}).result
+    bdim = create("gpu.block_dim", [], [e.index], {"dimension": dim}).result
+    cx.chunk = cx.copy = e.add_i(e.mul_i(bid, bdim), tid)
+    start = e.mul_i(cx.chunk, span)
+    cx.hi = e.op("arith.minui", e.add_i(start, span), end)
+    cx.lo = e.op("arith.minui", e.op("arith.maxui", start, base), cx.hi)
 
-    def chunk_guard(self):
-        e = self.e
-        return scf.IfOp(e.cmpi(6, self.chunk, self.nthreads), [], has_else=False)  # ult
+
+def lower_gpu_chunks(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Type], atomics: bool = False,
+                     wide: bool = False) -> None:
+    cx = gpu_context(module, layout, ftype, itypes, atomics, wide)
+    kfunc = kernel_func(module)
+    folds.collect_folds(cx, kfunc)
+    with ir.InsertionPoint(module.body), kfunc.location:
+        lanes = gpu_lanes_func(cx)
+        fin = func.FuncOp(f"{layout.name}_finish", (cx.arg_types(), []))
+    entry = lanes.add_entry_block()
+    cx.bufs = cx.args(lanes)
+    cx.entry, cx.temps = entry, {}
+    with ir.InsertionPoint(entry), kfunc.location:
+        read_thread_meta(cx)
+        live = scf.IfOp(cx.e.cmpi(6, cx.chunk, cx.nthreads), [], has_else=False)  # ult: past the last chunk, nothing
+        with ir.InsertionPoint(live.then_block):
+            chunk_loops.lanes_body(cx, kfunc.regions[0].blocks[0])
+            scf.YieldOp([])
+        gpu_return(cx, lanes)
+    gpu_finish(cx, fin)
+    kfunc.operation.erase()
+    folds.drop_combiners(cx)
 
 
 def lower_gpu(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Type], subgroup: int = 0,
@@ -125,6 +121,6 @@ def lower_gpu(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Ty
 
     form = gpu_form(layout, 8 if isinstance(ftype, ir.F64Type) else 4)
     if form == "chunks":
-        GpuLowering(module, layout, ftype, itypes, atomics, wide is True).run()
+        lower_gpu_chunks(module, layout, ftype, itypes, atomics, wide is True)
     else:
         TreeLowering(module, layout, ftype, itypes, subgroup, wide is True or (wide == "tree" and form == "tree")).run()

@@ -1,7 +1,7 @@
 """lower-gpu-lanes, tree form: workgroups take spans of lanes, threads take every WORKGROUP-th lane of their
 group's span, and the group's partials meet in a tree in workgroup (shared) memory.
 
-Used for the "tree" and "slots" forms of `hawk.layout.gpu_form` (stages without scatters and without
+Used for the "tree" and "slots" forms of `hawk.abi.layout.gpu_form` (stages without scatters and without
 policy="ordered"); the others keep the chunk-per-thread form of lower_gpu.py, where an ordered sum deposits its
 terms into exact accumulators (hawk/exact.py) as a host chunk does. In "slots" form a thread owns a kept slot of
 the stage's reductions that keep lane axes and runs that slot's lanes in lane order (see slots_driver). In "tree"
@@ -26,34 +26,53 @@ the one subgroup size of the target environment, and a Vulkan device's size is k
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import scf
+from mlir.dialects import func, scf
 
+import hawk.passes.lower  # noqa: F401  (registers the rules)
+from hawk.abi.layout import WORKGROUP, kept_run
+from hawk.ir.access import kernel_func
 from hawk.ir.build import create
-from hawk.layout import WORKGROUP, kept_run
 from hawk.passes.host_emit import _EQ
-from hawk.passes.lower_gpu import GpuLowering
+from hawk.passes.lower import folds, state
+from hawk.passes.lower.chunk_loops import lane_guard, lower_body
+from hawk.passes.lower_gpu import gpu_context, gpu_finish, gpu_lanes_func, gpu_return
 
 _ULT = 6
 
 
-class TreeLowering(GpuLowering):
+class TreeLowering:
+    """The driver of the tree and slots forms: a lowering context of the "gpu" target (hawk/passes/lower/), the
+    group's shared memory, and the strided or per-slot lane loops; the per-thread states meet in a tree."""
+
     def __init__(self, module, layout, ftype, itypes, subgroup: int = 0, wide: bool = False):
         bad = [r.cell for r in layout.reductions if r.kind in ("sum", "mean") and r.policy == "ordered"]
         if bad or layout.sinks:  # ordered sums deposit into exact accumulators, in the chunk form only
             raise ValueError(f"kernel '{layout.name}': the tree forms take neither sinks nor ordered sums "
-                             f"({sorted(set(bad)) or sorted(layout.sinks)}): hawk.layout.gpu_form gives such a "
+                             f"({sorted(set(bad)) or sorted(layout.sinks)}): hawk.abi.layout.gpu_form gives such a "
                              "stage the chunk form")
-        super().__init__(module, layout, ftype, itypes, wide=wide)
         if subgroup and WORKGROUP % subgroup:
             raise ValueError(f"a subgroup of {subgroup} threads does not divide a workgroup of {WORKGROUP}")
-        self.subgroup = subgroup
+        self.cx = cx = gpu_context(module, layout, ftype, itypes, wide=wide)
+        self.e, self.lay, self.subgroup = cx.e, layout, subgroup
         # Reads, writes and kept-axis sums of wide payloads take component loops (`wide`); sums over every lane
         # keep per-thread registers: a tree form's shared memory (SHARED_BUDGET) holds their states only up to
         # a few dozen components.
-        self.wide_sums = False
+        cx.wide_sums = False
+
+    def run(self) -> None:
+        cx = self.cx
+        kfunc = kernel_func(cx.module)
+        folds.collect_folds(cx, kfunc)
+        with ir.InsertionPoint(cx.module.body), kfunc.location:
+            lanes = self.lanes_func()
+            fin = func.FuncOp(f"{self.lay.name}_finish", (cx.arg_types(), []))
+        self.build_lanes(lanes, kfunc)
+        gpu_finish(cx, fin)
+        kfunc.operation.erase()
+        folds.drop_combiners(cx)
 
     def lanes_func(self):
-        f = super().lanes_func()
+        f = gpu_lanes_func(self.cx)
         e = self.e
         # per-thread float64 states; with shuffles, one state per subgroup
         red = self.lay.width * (WORKGROUP // self.subgroup if self.subgroup else WORKGROUP)
@@ -63,55 +82,53 @@ class TreeLowering(GpuLowering):
         return f
 
     def build_lanes(self, lanes, kfunc):
+        cx = self.cx
         entry = lanes.add_entry_block()
         with kfunc.location:
             self.shared = {name: entry.add_argument(t, kfunc.location) for name, t in self.shared_types.items()}
-        self.bufs = self.args(lanes)
-        self.entry, self.temps = entry, {}  # component buffers of wide payloads
+        cx.bufs = cx.args(lanes)
+        cx.entry, cx.temps = entry, {}  # component buffers of wide payloads
         body = kfunc.regions[0].blocks[0]
-        self._in_lanes = True
         with ir.InsertionPoint(entry), kfunc.location:
             self.read_meta()
             self.lanes_body(body)
-            self.lanes_return()
+            gpu_return(cx, lanes)
 
     def read_meta(self):
-        if not getattr(self, "_in_lanes", False):
-            return super().read_meta()
-        e = self.e
-        super(GpuLowering, self).read_meta()  # extents, strides and L as on the host
-        meta = self.bufs[("#meta", "meta")]
+        cx, e = self.cx, self.e
+        cx.read_meta()  # extents, strides and L as on the host
+        meta = cx.bufs[("#meta", "meta")]
         span = e.to_index(e.load(meta, e.c(0)))
         base = e.to_index(e.load(meta, e.c(1)))
-        end = e.to_index(e.load(meta, e.c(4 + len(self.axes))))
+        end = e.to_index(e.load(meta, e.c(4 + len(cx.axes))))
         dim = ir.Attribute.parse("#gpu<dim x>")
         self.tid = create("gpu.thread_id", [], [e.index], {"dimension": dim}).result
-        self.chunk = create("gpu.block_id", [], [e.index], {"dimension": dim}).result  # the group's scratch slot
-        self.copy = e.c(0)  # a kept cell's one copy: each of its slots has one thread
+        cx.chunk = create("gpu.block_id", [], [e.index], {"dimension": dim}).result  # the group's scratch slot
+        cx.copy = e.c(0)  # a kept cell's one copy: each of its slots has one thread
         if any(r.kept for r in self.lay.reductions):  # "slots": threads pick their lanes by kept slot
-            self.hi = end
-            self.lo = e.op("arith.minui", base, end)
+            cx.hi = end
+            cx.lo = e.op("arith.minui", base, end)
             return
-        start = e.mul_i(self.chunk, span)
-        self.hi = e.op("arith.minui", e.add_i(start, span), end)
-        self.lo = e.op("arith.minui", e.op("arith.maxui", start, base), self.hi)
+        start = e.mul_i(cx.chunk, span)
+        cx.hi = e.op("arith.minui", e.add_i(start, span), end)
+        cx.lo = e.op("arith.minui", e.op("arith.maxui", start, base), cx.hi)
 
     # ---- the lanes ------------------------------------------------------------------------------------------
     def lanes_body(self, body: ir.Block):
-        chunk0, _ = self.plan_state(body)
-        self.nested, self.j = None, None
+        chunk0, _ = state.plan_state(self.cx, body)
+        self.cx.nested, self.cx.j = None, None
         if any(r.kept for r in self.lay.reductions):
             final = self.slots_driver(body, chunk0)
         else:
             final = self.strided_driver(body, chunk0)
-        self.group_tree(final[:self.nchunk_red])
+        self.group_tree(final[:self.cx.nchunk_red])
 
     def strided_driver(self, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
         e = self.e
-        loop = scf.ForOp(e.add_i(self.lo, self.tid), self.hi, e.c(WORKGROUP), chunk0)
+        loop = scf.ForOp(e.add_i(self.cx.lo, self.tid), self.cx.hi, e.c(WORKGROUP), chunk0)
         with ir.InsertionPoint(loop.body):
             anchor = scf.YieldOp(list(loop.inner_iter_args))
-        self.lower_body(body, anchor, loop, loop.induction_variable, loop.inner_iter_args)
+        lower_body(self.cx, body, anchor, loop, loop.induction_variable, loop.inner_iter_args)
         return list(loop.results)
 
     def slots_driver(self, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
@@ -122,39 +139,39 @@ class TreeLowering(GpuLowering):
         e = self.e
         side, kept = kept_run(self.lay)
         axes = self.lay.sig.lane_axes()
-        slot = e.add_i(e.mul_i(self.chunk, e.c(WORKGROUP)), self.tid)
+        slot = e.add_i(e.mul_i(self.cx.chunk, e.c(WORKGROUP)), self.tid)
         if side == "leading":
             span = 1
             for a in axes[len(kept):]:
                 span *= a.extent
             start = e.mul_i(slot, e.c(span))  # a slot past the last starts past hi: no lanes
-            lo = e.op("arith.maxui", start, self.lo)
-            hi = e.op("arith.minui", e.add_i(start, e.c(span)), self.hi)
-            self.kept_slot, self.kept_count = slot, e.op("arith.divui", self.L, e.c(span))  # before the loop
+            lo = e.op("arith.maxui", start, self.cx.lo)
+            hi = e.op("arith.minui", e.add_i(start, e.c(span)), self.cx.hi)
+            self.cx.kept_slot, self.cx.kept_count = slot, e.op("arith.divui", self.cx.L, e.c(span))  # before the loop
             loop = scf.ForOp(lo, e.op("arith.maxui", lo, hi), e.c(1), chunk0)
             with ir.InsertionPoint(loop.body):
                 anchor = scf.YieldOp(list(loop.inner_iter_args))
-            self.lower_body(body, anchor, loop, loop.induction_variable, loop.inner_iter_args)
+            lower_body(self.cx, body, anchor, loop, loop.induction_variable, loop.inner_iter_args)
         elif side == "any":
             loop, anchor, guard, lane, cur = self.any_slot_loop(slot, kept, chunk0)
-            self.lower_body(body, anchor, guard, lane, cur)
+            lower_body(self.cx, body, anchor, guard, lane, cur)
         else:
             k = 1
             for a in axes[len(axes) - len(kept):]:
                 k *= a.extent
-            rlo = e.op("arith.divui", self.lo, e.c(k))
-            rhi = e.op("arith.divui", e.add_i(self.hi, e.c(k - 1)), e.c(k))
-            self.kept_slot, self.kept_count = slot, e.c(k)
+            rlo = e.op("arith.divui", self.cx.lo, e.c(k))
+            rhi = e.op("arith.divui", e.add_i(self.cx.hi, e.c(k - 1)), e.c(k))
+            self.cx.kept_slot, self.cx.kept_count = slot, e.c(k)
             loop = scf.ForOp(rlo, e.select(e.cmpi(_ULT, slot, e.c(k)), rhi, rlo), e.c(1), chunk0)
             with ir.InsertionPoint(loop.body):
                 lane = e.add_i(e.mul_i(loop.induction_variable, e.c(k)), slot)
                 cur = list(loop.inner_iter_args)
-                guard, anchor = self.lane_guard(lane, self.lo, self.hi, cur)
+                guard, anchor = lane_guard(self.cx, lane, self.cx.lo, self.cx.hi, cur)
                 scf.YieldOp(list(guard.results))
             if len(axes) == 2:  # rows and columns: both coordinates without a division
-                self.known_coords = {axes[0].label: loop.induction_variable, axes[1].label: slot}
-            self.lower_body(body, anchor, guard, lane, cur)
-        self.kept_slot, self.known_coords = None, {}
+                self.cx.known_coords = {axes[0].label: loop.induction_variable, axes[1].label: slot}
+            lower_body(self.cx, body, anchor, guard, lane, cur)
+        self.cx.kept_slot, self.cx.known_coords = None, {}
         return list(loop.results)
 
     def any_slot_loop(self, slot, kept, chunk0):
@@ -166,26 +183,26 @@ class TreeLowering(GpuLowering):
         rpos = [i for i in range(len(axes)) if i not in kpos]
         coords, rest, slots = {}, slot, e.c(1)
         for i in reversed(kpos):
-            coords[i] = e.op("arith.remui", rest, self.ext[i])
-            rest = e.op("arith.divui", rest, self.ext[i])
-            slots = e.mul_i(slots, self.ext[i])
+            coords[i] = e.op("arith.remui", rest, self.cx.ext[i])
+            rest = e.op("arith.divui", rest, self.cx.ext[i])
+            slots = e.mul_i(slots, self.cx.ext[i])
         count = e.c(1)
         for i in rpos:
-            count = e.mul_i(count, self.ext[i])
-        self.kept_slot, self.kept_count = slot, slots
+            count = e.mul_i(count, self.cx.ext[i])
+        self.cx.kept_slot, self.cx.kept_count = slot, slots
         loop = scf.ForOp(e.c(0), e.select(e.cmpi(_ULT, slot, slots), count, e.c(0)), e.c(1), chunk0)
         with ir.InsertionPoint(loop.body):
             rest = loop.induction_variable
             for i in reversed(rpos):
-                coords[i] = e.op("arith.remui", rest, self.ext[i])
-                rest = e.op("arith.divui", rest, self.ext[i])
+                coords[i] = e.op("arith.remui", rest, self.cx.ext[i])
+                rest = e.op("arith.divui", rest, self.cx.ext[i])
             lane = e.c(0)
             for i in range(len(axes)):
-                lane = e.add_i(lane, e.mul_i(coords[i], self.stride[i]))
+                lane = e.add_i(lane, e.mul_i(coords[i], self.cx.stride[i]))
             cur = list(loop.inner_iter_args)
-            guard, anchor = self.lane_guard(lane, self.lo, self.hi, cur)
+            guard, anchor = lane_guard(self.cx, lane, self.cx.lo, self.cx.hi, cur)
             scf.YieldOp(list(guard.results))
-        self.known_coords = {axes[i].label: coords[i] for i in range(len(axes))}
+        self.cx.known_coords = {axes[i].label: coords[i] for i in range(len(axes))}
         return loop, anchor, guard, lane, cur
 
     # ---- the group's partials -------------------------------------------------------------------------------
@@ -262,8 +279,8 @@ class TreeLowering(GpuLowering):
 
     def store_scratch(self, vals: list[ir.Value]) -> None:
         e = self.e
-        scratch = self.bufs[("#scratch", "scratch")]
-        base = e.mul_i(self.chunk, e.c(max(self.lay.width, 1)))
+        scratch = self.cx.bufs[("#scratch", "scratch")]
+        base = e.mul_i(self.cx.chunk, e.c(max(self.lay.width, 1)))
         for k, v in enumerate(vals):
             e.store(v, scratch, e.add_i(base, e.c(k)))
 
@@ -271,7 +288,7 @@ class TreeLowering(GpuLowering):
         """Two threads' chunk states as one, slot by slot, as the host finish combines chunks."""
         e = self.e
         out = list(a)
-        for acc in self.full:
+        for acc in self.cx.full:
             at, n = acc.slot, acc.n  # the state slot (as the scratch slot: no wide sums on GPUs)
             if acc.policy == "compensated":
                 for c in range(n):

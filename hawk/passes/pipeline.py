@@ -1,100 +1,81 @@
-"""The pass pipeline: small named passes run in order over one module, every intermediate can be dumped.
+"""Running passes: `Pipeline` runs registered passes (hawk/passes/units.py) in order over one module, verifies
+the IR after each, and lets every intermediate be seen.
 
-`Pipeline.run(module, job)` runs each pass; with `dump=` a callback receives (pass name, IR text) after each
-pass, which is how `Kernel.mlir(after=...)`, the IR tests and `HAWK_DUMP_DIR` see every stage.
+`Pipeline.run(module, dump=)` hands (pass name, IR text) to the callback after each pass, which is how
+`Kernel.mlir(after=...)` and the IR tests see every stage; `$HAWK_DUMP_DIR` gets one file per pass. The
+default pipeline of each target is here too (`target_pipeline`): what `hawk-opt --target` and the compiler run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mlir import ir, passmanager
+from mlir import ir
 
-from hawk.passes.analysis import Layout
-from hawk.passes.lower_gpu import lower_gpu
-from hawk.passes.lower_host import lower_host
-from hawk.passes.speculate import speculate_ifs
-from hawk.passes.verify import verify_hawk
+from hawk.passes import plan as _plan  # noqa: F401  (registers plan-buffers)
+from hawk.passes import units as _units  # noqa: F401  (registers the passes)
+from hawk.passes.base import PASSES, ModulePass, PassError, kernel_funcs, parse_pipeline, pipeline_text
+from hawk.passes.units import LLVM_PIPELINE
 
-# math-to-libm before vector-to-llvm: it splits math on vector values into element calls with vector ops
-LLVM_PIPELINE = ("builtin.module(func.func(lower-vector-multi-reduction),convert-vector-to-scf,"
-                 "convert-scf-to-cf,convert-math-to-libm,convert-vector-to-llvm,convert-math-to-llvm,"
-                 "expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
-                 "convert-func-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)")
+__all__ = ["GPU", "HOST", "LLVM_PIPELINE", "PASSES", "TARGETS", "PassError", "Pipeline", "gpu_pipeline",
+           "target_pipeline"]
 
-
-@dataclass
-class Job:
-    """What the passes of one compile share: the kernel's layout and element types."""
-
-    layout: Layout
-    ftype: ir.Type
-    itypes: dict[str, ir.Type]
-    subgroup: int = 0  # GPU: threads that shuffle registers (a warp, a wavefront); 0: shared memory only
-    atomics: bool = False  # GPU: float atomic adds into global memory (plain scatters into large sinks)
-    wide: bool | str = False  # GPU: wide payloads through component loops (True, or "tree": that form only)
+HOST = ("verify-hawk", "plan-buffers", "lower-host-lanes", "speculate-ifs", "canonicalize", "lower-to-llvm")
+GPU = ("verify-hawk", "plan-buffers", "lower-gpu-lanes", "canonicalize", "lower-finish-to-llvm")
 
 
-@dataclass(frozen=True)
-class Pass:
-    name: str
-    fn: Callable[[ir.Module, Job], None]
-    doc: str
+def gpu_pipeline(subgroup: int = 0, atomics: bool = False, wide: bool | str = False) -> str:
+    """The GPU pipeline for a target's options: the gpu.module (upstream dialects) beside the LLVM finish."""
+    w = {True: "true", False: "false"}.get(wide, wide)
+    opts = f"lower-gpu-lanes{{subgroup={subgroup} atomics={'true' if atomics else 'false'} wide={w}}}"
+    return ",".join(opts if n == "lower-gpu-lanes" else n for n in GPU)
 
 
-def _upstream(pipeline: str) -> Callable[[ir.Module, Job], None]:
-    def run(module: ir.Module, job: Job) -> None:
-        passmanager.PassManager.parse(pipeline).run(module.operation)
-
-    return run
+TARGETS = ("host", "nvvm", "rocdl", "spirv")
 
 
-PASSES: dict[str, Pass] = {p.name: p for p in (
-    Pass("verify-hawk", lambda m, j: verify_hawk(m), "refuse reductions/scatters where they may not sit"),
-    Pass("lower-host-lanes", lambda m, j: lower_host(m, j.layout, j.ftype, j.itypes),
-         "hawk ops -> a chunked lane loop and a finish function (scf, memref, arith, vector)"),
-    Pass("lower-gpu-lanes", lambda m, j: lower_gpu(m, j.layout, j.ftype, j.itypes, j.subgroup, j.atomics,
-                                                    j.wide),
-         "hawk ops -> a gpu.module kernel (tree, slots or chunk form) and a host finish function"),
-    Pass("speculate-ifs", lambda m, j: speculate_ifs(m), "pure if/else branches -> both evaluated and a select"),
-    Pass("canonicalize", _upstream("builtin.module(canonicalize,cse)"), "upstream clean-up"),
-    Pass("lower-to-llvm", _upstream(LLVM_PIPELINE), "upstream dialects -> LLVM dialect"),
-)}
+def target_pipeline(target: str) -> str:
+    """A target's whole default pipeline: the GPU options are those of hawk.targets' target object by default."""
+    if target == "host":
+        return ",".join(HOST)
+    from hawk.targets import gpu_target
 
-HOST = ("verify-hawk", "lower-host-lanes", "speculate-ifs", "canonicalize", "lower-to-llvm")
-GPU = ("verify-hawk", "lower-gpu-lanes", "canonicalize")  # then: the gpu.module per target, the finish per host
+    t = gpu_target(target)
+    return gpu_pipeline(t.subgroup, t.float_atomics, t.wide_loops)
 
 
-def _module_name(module: ir.Module, job: Job | None) -> str:
-    if job is not None:
-        return job.layout.name
-    for op in module.body.operations:
-        if "sym_name" in op.attributes:
-            return ir.StringAttr(op.attributes["sym_name"]).value
-    return "module"
+def _module_name(module: ir.Module) -> str:
+    funcs = kernel_funcs(module) or [op for op in module.body.operations if "sym_name" in op.operation.attributes]
+    return ir.StringAttr(funcs[0].operation.attributes["sym_name"]).value if funcs else "module"
 
 
 class Pipeline:
-    def __init__(self, names: tuple[str, ...] = HOST):
-        unknown = [n for n in names if n not in PASSES]
-        if unknown:
-            raise ValueError(f"unknown passes {unknown}; known: {sorted(PASSES)}")
-        self.passes = [PASSES[n] for n in names]
+    """Passes to run in order: a textual pipeline (`a,b{opt=v}`), or a sequence of pass texts or objects."""
 
-    def run(self, module: ir.Module, job: Job, dump: Callable[[str, str], None] | None = None,
+    def __init__(self, passes: str | Sequence[str | ModulePass] = HOST):
+        items = [passes] if isinstance(passes, str) else list(passes)
+        self.passes: list[ModulePass] = []
+        for p in items:
+            self.passes += parse_pipeline(p) if isinstance(p, str) else [p]
+
+    def __str__(self) -> str:
+        return pipeline_text(self.passes)
+
+    def run(self, module: ir.Module, dump: Callable[[str, str], None] | None = None,
             stop_after: str | None = None) -> ir.Module:
         dump_dir = os.environ.get("HAWK_DUMP_DIR")
+        name = _module_name(module)
         for k, p in enumerate(self.passes):
-            p.fn(module, job)
+            p.apply(module)
             if not module.operation.verify():  # a hawk pass must leave valid IR (raises with the reason)
                 raise RuntimeError(f"internal error: pass {p.name} left invalid IR")
             if dump is not None:
                 dump(p.name, str(module))
             if dump_dir:
-                _dump(Path(dump_dir), f"{_module_name(module, job)}.{k + 1:02d}.{p.name}.mlir", str(module))
+                _dump(Path(dump_dir), f"{name}.{k + 1:02d}.{p.name}.mlir", str(module))
             if p.name == stop_after:
                 break
         return module
@@ -109,3 +90,14 @@ def _dump(d: Path, name: str, text: str) -> None:
     except OSError as exc:
         raise ValueError(f"$HAWK_DUMP_DIR={str(d)!r} cannot hold the IR dumps ({exc.strerror or exc}): set it to "
                          "a writable folder, or unset it") from None
+
+
+def known_passes() -> dict[str, str]:
+    """Each registered pass with its one-line summary (and options), for `hawk-opt --list-passes`."""
+    out = {}
+    for name, cls in sorted(PASSES.items()):
+        opts = " ".join(f"{f.name}={f.type if isinstance(f.type, str) else f.type.__name__}"
+                        for f in dataclasses.fields(cls))
+        out[name + (f"{{{opts}}}" if opts else "")] = cls.summary
+    return out
+

@@ -3,8 +3,10 @@
 A total exists only once every lane has been added, so each read of one is a launch boundary. Every top-level
 op gets a level: the highest level among the values it uses, where a reduction's result counts one level
 above the reduction. Stage s keeps the side effects (stores, scatters, cells) and the reductions of level s,
-recomputes the per-lane values they need, and reads earlier totals through `hawk.cut_read` of internal cells
-`cut0, cut1, ...` that earlier stages write. Stage 0 keeps the kernel's name; stage s is `<name>_<s+1>`.
+recomputes the per-lane values they need, and reads earlier totals through `hawk.cut_read` of cells (the
+kernel's own, or internal cells `cut0, cut1, ...`) that earlier stages write. Each stage func takes as block
+arguments the planes, sinks and cells it uses, cut cells included (typed `!hawk.total`). Stage 0 keeps the
+kernel's name; stage s is `<name>_<s+1>`.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from hawk.ir.build import create, strs
-from hawk.ir.dialect import attr_str, attr_strs, is_hawk
+from hawk.ir.access import cell_name, kernel_axes, kernel_func, reduce_over
+from hawk.ir.build import create
+from hawk.ir.dialect import is_hawk
+from hawk.ir.types import add_arg, drop_unused_args, of_value
 
 
 @dataclass(frozen=True)
@@ -85,13 +89,9 @@ def _analyse(func_op):
 
 
 def stage_count(module: ir.Module) -> int:
-    func_op = _kernel_func(module)
+    func_op = kernel_func(module)
     ops, _, level, _ = _analyse(func_op)
     return 1 + max((level[k] for k, op in enumerate(ops) if _has_effect(op) or is_hawk(op, "reduce")), default=0)
-
-
-def _kernel_func(module: ir.Module):
-    return next(op for op in module.body.operations if "hawk.kernel" in op.attributes)
 
 
 def split_stages(text: str, name: str, reserved: frozenset[str] = frozenset()) -> list[StageIR]:
@@ -104,7 +104,7 @@ def split_stages(text: str, name: str, reserved: frozenset[str] = frozenset()) -
     stages = []
     for s in range(n):
         module = ir.Module.parse(text)
-        func_op = _kernel_func(module)
+        func_op = kernel_func(module)
         ops, producer, level, reduces = _analyse(func_op)
         cut = _cut_names(ops, reduces, reserved)
         later_use = {k for k in reduces if any(level[j] > level[k] and any(producer.get(v) == k
@@ -128,18 +128,22 @@ def split_stages(text: str, name: str, reserved: frozenset[str] = frozenset()) -
         entry = func_op.regions[0].blocks[0]
         with ir.InsertionPoint(entry.operations[0]), func_op.location:
             for k in sorted(reads):
-                r = create("hawk.cut_read", [], [ops[k].results[0].type],
-                           {"name": cut[k], "axes": _kept_axes(func_op, ops[k])}).result
+                rt = ops[k].results[0].type
+                cell = add_arg(func_op, cut[k], of_value("total", rt, _kept_axes(func_op, ops[k])))
+                r = create("hawk.cut_read", [cell], [rt]).result
                 ops[k].results[0].replace_all_uses_with(r)
         for k in sorted(keep):
             if k in later_use and level[k] == s:
                 if not _user_cell(ops[k]):  # a total only later stages read: an internal cell
                     with ir.InsertionPoint(entry.operations[len(entry.operations) - 1]), ops[k].location:
-                        create("hawk.cell", [ops[k].results[0]], [], {"name": cut[k]})
+                        v = ops[k].results[0]
+                        cell = add_arg(func_op, cut[k], of_value("total", v.type, _kept_axes(func_op, ops[k])))
+                        create("hawk.cell", [cell, v], [])
                 cells_out.append(cut[k])
         for k in reversed(range(len(ops))):
             if k not in keep:
                 ops[k].operation.erase()
+        drop_unused_args(func_op)  # each stage takes the planes, sinks and cells it uses
         stage_name = name if s == 0 else f"{name}_{s + 1}"
         func_op.attributes["sym_name"] = ir.StringAttr.get(stage_name)
         stages.append(StageIR(stage_name, str(module), tuple(cut[k] for k in sorted(reads)), tuple(cells_out)))
@@ -150,7 +154,7 @@ def _user_cell(reduce_op) -> str | None:
     """The output a reduction is stored to, if any (a later stage then reads that cell)."""
     for u in reduce_op.results[0].uses:
         if is_hawk(u.owner, "cell"):
-            return attr_str(u.owner, "name")
+            return cell_name(u.owner)
     return None
 
 
@@ -166,8 +170,7 @@ def _cut_names(ops, reduces, reserved: frozenset[str]) -> dict[int, str]:
     return names
 
 
-def _kept_axes(func_op, reduce_op) -> ir.ArrayAttr:
+def _kept_axes(func_op, reduce_op) -> list[str]:
     """The lane axes a reduction keeps, in grid order (empty for a total over every lane)."""
-    over = set(attr_strs(reduce_op, "over"))
-    axes = attr_strs(func_op, "hawk.axes")
-    return strs([a for a in axes if a not in over])
+    over = set(reduce_over(reduce_op))
+    return [a for a in kernel_axes(func_op) if a not in over]

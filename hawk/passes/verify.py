@@ -2,7 +2,10 @@
 
 - a reduction is a collective every lane reaches: not under an `if`, not in a `for`;
 - a scatter may sit in a `for` over range (each pass is its own scatter) but not under an `if`;
-- one kernel reduces with one operation: sum and mean together, or max, or min.
+- one kernel reduces with one operation: sum and mean together, or max, or min;
+- what IRDL cannot say about typed operands (`check_types`): a value read from or written to a plane, sink or
+  cell has the type its argument's hawk type holds (element and payload shape), a scatter has one key per sink
+  axis, a `.at` one coordinate per indexed axis.
 """
 
 from __future__ import annotations
@@ -10,7 +13,18 @@ from __future__ import annotations
 from mlir import ir
 
 from hawk.errors import KernelError
-from hawk.ir.dialect import attr_str, is_hawk
+from hawk.ir.access import (
+    at_coords,
+    coord_axes,
+    enclosing_func,
+    func_name,
+    plane_name,
+    plane_type,
+    reduce_kind,
+    scatter_keys,
+    stored_value,
+)
+from hawk.ir.dialect import is_hawk
 
 
 def error_at(op, message: str) -> KernelError:
@@ -22,13 +36,8 @@ def error_at(op, message: str) -> KernelError:
             file, line = loc.filename, loc.start_line
     except Exception:  # an unknown location has no file
         pass
-    kernel = None
-    p = op.operation
-    while p is not None:
-        if p.name == "func.func":
-            kernel = ir.StringAttr(p.attributes["sym_name"]).value
-            break
-        p = p.parent
+    func_op = enclosing_func(op)
+    kernel = None if func_op is None else func_name(func_op)
     return KernelError(message, file=file, line=line, kernel=kernel)
 
 
@@ -51,7 +60,38 @@ def _enclosing(op) -> list[str]:
     return names
 
 
+_VALUE_OUT = {"load": "reads", "param": "reads", "at": "reads", "cut_read": "reads"}
+_VALUE_IN = {"store": "stores", "cell": "hands out", "scatter": "scatters"}
+
+
+def check_types(op) -> None:
+    """Raise when a hawk op's values do not match the hawk type of the plane, sink or cell it names."""
+    short = op.operation.name[5:]
+    if short not in _VALUE_OUT and short not in _VALUE_IN:
+        return
+    pt = plane_type(op)
+    name = plane_name(op)
+    want = pt.value_type() if not (short == "at" and pt.kind == "table") else pt.elem
+    got = op.results[0].type if short in _VALUE_OUT else stored_value(op).type
+    if got != want:
+        raise error_at(op, f"internal error: hawk.{short} {_VALUE_OUT.get(short) or _VALUE_IN[short]} a {got} "
+                           f"value but '{name}' ({pt.kind}) holds {want}")
+    if short == "scatter" and len(scatter_keys(op)) != len(pt.axes):
+        raise error_at(op, f"internal error: a scatter into sink '{name}' has {len(scatter_keys(op))} keys; the "
+                           f"sink has {len(pt.axes)} axes {list(pt.axes)}")
+    if short == "at":
+        axes = coord_axes(op)
+        if len(at_coords(op)) != len(axes) or (pt.kind == "table" and len(axes) != len(pt.axes)):
+            raise error_at(op, f"internal error: '{name}'.at(...) has {len(at_coords(op))} coordinates for axes "
+                               f"{axes} of a {pt.kind} with axes {list(pt.axes)}")
+
+
 def verify_hawk(module: ir.Module) -> None:
+    """Raise a KernelError at the first op that breaks a rule above."""
+    every: list = []
+    module.operation.walk(lambda op: (every.append(op), ir.WalkResult.ADVANCE)[1])
+    for op in every:  # (an exception raised inside a walk's callback would come out as a RuntimeError)
+        check_types(op)
     groups: list[tuple[str, object]] = []
     found: list[object] = []
 
@@ -64,14 +104,14 @@ def verify_hawk(module: ir.Module) -> None:
     for op in found:
         around = _enclosing(op)
         if is_hawk(op, "reduce"):
-            kind = attr_str(op, "kind")
+            kind = reduce_kind(op)
             if around:
                 raise error_at(op, reduction_nested(kind, "for" if "scf.for" in around else "if"))
             group = "sum" if kind in ("sum", "mean") else kind
             if groups and groups[0][0] != group:
                 first = groups[0][1]
                 said = {"fold": "reduce"}  # a fold is written hawk.reduce(op, x)
-                before = attr_str(first, "kind")
+                before = reduce_kind(first)
                 raise error_at(op, f"this kernel already reduces with hawk.{said.get(before, before)}; one kernel "
                                    f"reduces with one operation (sum and mean together, or max, or min, or "
                                    f"hawk.reduce folds): split the kernel and put hawk.{said.get(kind, kind)} in a "

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hawk import cache
 from hawk import types as T
+from hawk.abi import cache
 from hawk.compiler import Kernel, _info_path, _read_info
 from hawk.errors import KernelError
 from hawk.signature import PlaneSpec, Signature, _annotation
@@ -39,7 +39,8 @@ def facts(kernel: Kernel) -> Facts:
     """Read the forward IR (float64) and refuse what the reverse cannot take, naming kernel and plane."""
     from mlir import ir
 
-    from hawk.ir.dialect import attr_str, is_hawk, new_context
+    from hawk.ir.access import cell_name, plane_name, reduce_kind, scatter_mode, sink_name, stored_value
+    from hawk.ir.dialect import is_hawk, new_context
     from hawk.passes.verify import error_at
 
     known = kernel.__dict__.get("_reverse_facts")
@@ -52,21 +53,21 @@ def facts(kernel: Kernel) -> Facts:
         found = []
         module.operation.walk(lambda o: (found.append(o), ir.WalkResult.ADVANCE)[1])
         for op in found:
-            if is_hawk(op, "at") and sig.get(attr_str(op, "plane")).kind == "lane":
-                at.add(attr_str(op, "plane"))
-            elif is_hawk(op, "reduce") and attr_str(op, "kind") == "fold":
+            if is_hawk(op, "at") and sig.get(plane_name(op)).kind == "lane":
+                at.add(plane_name(op))
+            elif is_hawk(op, "reduce") and reduce_kind(op) == "fold":
                 raise error_at(op, "the reverse does not differentiate hawk.reduce with an operator (a fold's "
                                    "adjoint depends on the operator's own derivative): use hawk.sum, hawk.mean, "
                                    "hawk.max or hawk.min where a gradient is needed")
-            elif is_hawk(op, "load") and sig.get(attr_str(op, "plane")).kind == "output":
+            elif is_hawk(op, "load") and sig.get(plane_name(op)).kind == "output":
                 raise error_at(op, f"the reverse cannot take a read of output "
-                                   f"'{attr_str(op, 'plane')}' before it is assigned (its initial contents): pass "
+                                   f"'{plane_name(op)}' before it is assigned (its initial contents): pass "
                                    "those values as an input plane instead")
             elif is_hawk(op, "scatter"):
-                sink = attr_str(op, "sink")
-                t = op.operands[0].type
+                sink = sink_name(op)
+                t = stored_value(op).type
                 pay[sink] = tuple(ir.VectorType(t).shape) if isinstance(t, ir.VectorType) else ()
-                if attr_str(op, "mode") == "set":
+                if scatter_mode(op) == "set":
                     p = op.parent
                     while p is not None and p.name != "func.func":
                         if p.name == "scf.for":
@@ -78,10 +79,10 @@ def facts(kernel: Kernel) -> Facts:
                     counts[sink] = counts.get(sink, 0) + 1
                 else:
                     added.add(sink)
-            elif is_hawk(op, "cell") and attr_str(op, "name") in kernel.outputs:
-                axes = _kept_axes(op.operands[0], sig)
+            elif is_hawk(op, "cell") and cell_name(op) in kernel.outputs:
+                axes = _kept_axes(stored_value(op), sig)
                 if axes:
-                    kept[attr_str(op, "name")] = axes
+                    kept[cell_name(op)] = axes
     both = stored & added
     if both:
         raise KernelError(f"the reverse cannot take sink '{sorted(both)[0]}', both stored into (=) and added "
@@ -108,13 +109,14 @@ def located_ir(kernel: Kernel, spec) -> str:
 
 def _kept_axes(v, sig: Signature) -> tuple[str, ...]:
     """The lane axes kept by the reduction a cell's value comes from (through ops on reduced values)."""
-    from hawk.ir.dialect import attr_strs, is_hawk
+    from hawk.ir.access import reduce_over
+    from hawk.ir.dialect import is_hawk
 
     owner = v.owner
     if not hasattr(owner, "operands"):
         return ()
     if is_hawk(owner, "reduce"):
-        over = set(attr_strs(owner, "over"))
+        over = set(reduce_over(owner))
         return tuple(a.label for a in sig.lane_axes() if a.label not in over)
     for u in owner.operands:
         kept = _kept_axes(u, sig)
@@ -272,9 +274,11 @@ def winners(kernel: Kernel, extents: tuple[int, ...] | None) -> IRKernel:
     """The kernel that stores each lane's store number (lane index x stores into the sink + the statement's
     position) into the sinks `kernel` stores into with `=`, by the same keys: run on sinks filled with -1, it
     leaves each slot's winning store (the last in lane order, then statement order), or -1."""
-    from hawk.ir.dialect import attr_str, is_hawk
-    from hawk.reverse.loops import dce
-    from hawk.reverse.sweep import Sweep, kernel_func
+    from hawk.ir.access import kernel_func, plane_type, plane_value, scatter_mode, set_stored_value, stored_value
+    from hawk.ir.dialect import is_hawk
+    from hawk.ir.types import drop_unused_args, of_value, retype_arg
+    from hawk.reverse.loops import dce, nested_ops
+    from hawk.reverse.sweep import Sweep
 
     sig, f = kernel.signature, facts(kernel)
     planes = [p for p in sig.planes if p.kind in ("lane", "index", "param", "table", "grid")
@@ -290,12 +294,16 @@ def winners(kernel: Kernel, extents: tuple[int, ...] | None) -> IRKernel:
         for op in list(s.block.operations):
             if not is_hawk(op) or op.operation.name not in ("hawk.store", "hawk.cell", "hawk.scatter"):
                 continue
-            if is_hawk(op, "scatter") and attr_str(op, "mode") == "set":
+            if is_hawk(op, "scatter") and scatter_mode(op) == "set":
                 with ir.InsertionPoint(op), op.location:  # the lane's store number, whatever the payload stored
-                    op.operands[0] = s.store_number(op)
+                    set_stored_value(op, s.store_number(op))
             else:
                 op.operation.erase()
         kernel_func(module).attributes["sym_name"] = ir.StringAttr.get(name)
         dce(kernel_func(module))
+        for op in nested_ops(kernel_func(module)):  # a sink now gets store numbers, whatever it held
+            if is_hawk(op, "scatter"):
+                retype_arg(plane_value(op), of_value("sink", stored_value(op).type, plane_type(op).axes))
+        drop_unused_args(kernel_func(module))
 
     return IRKernel(kernel, name, Signature(tuple(planes), None), {}, _transform(build), repr(extents))

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from mlir import ir
 
+from hawk.ir.access import cell_name, plane_name, scatter_keys, scatter_mode, sink_name, stored_value
 from hawk.ir.build import create, strs
-from hawk.ir.dialect import attr_str, is_hawk
+from hawk.ir.dialect import is_hawk
+from hawk.ir.types import add_arg, of_value
 
 
 def _prod(shape) -> int:
@@ -22,13 +24,13 @@ class OutputsMixin:
     # ---- seeds: the cotangents of the forward's outputs -------------------------------------------------
     def seed(self, op, adj: dict) -> None:
         if is_hawk(op, "store"):
-            out = attr_str(op, "plane")
-            v = op.operands[0]
-            ct = create("hawk.load", [], [v.type], {"plane": self.p.ct[out]}).result
+            out = plane_name(op)
+            v = stored_value(op)
+            ct = create("hawk.load", [self.arg(self.p.ct[out], "plane", v.type, self.p.axes)], [v.type]).result
             self.acc(v, ct, False, adj)
         elif is_hawk(op, "cell"):
-            out = attr_str(op, "name")
-            v = op.operands[0]
+            out = cell_name(op)
+            v = stored_value(op)
             kept = self.p.kept.get(out)
             if not kept:
                 self.acc(v, self.read_ct(out, v.type, []), True, adj)
@@ -41,15 +43,17 @@ class OutputsMixin:
                     first = z if first is None else self.land(first, z)
             self.acc(v, self.where(first, self.read_ct(out, v.type, [self.lane(a) for a in kept])), False, adj)
         else:
-            sink = attr_str(op, "sink")
-            v, keys = op.operands[0], list(op.operands)[1:]
+            sink = sink_name(op)
+            v, keys = stored_value(op), scatter_keys(op)
             ok = None
             for k in keys:
                 valid = self.op("arith.xori", self.icmp_eq(k, self.iconst(-1)), self.true())
                 ok = valid if ok is None else self.land(ok, valid)
-            if attr_str(op, "mode") == "set":
-                win = create("hawk.at", keys, [self.ftype_of(v.type)],
-                             {"plane": self.p.win[sink], "axes": strs([f"a{k}" for k in range(len(keys))])}).result
+            if scatter_mode(op) == "set":
+                labels = [f"a{k}" for k in range(len(keys))]
+                ft = self.ftype_of(v.type)
+                win = create("hawk.at", [self.arg(self.p.win[sink], "table", ft, labels), *keys], [ft],
+                             {"axes": strs(labels)}).result
                 mine = self.cmp("oeq", win, self.store_number(op))
                 ok = self.land(ok, mine)
             self.acc(v, self.where(ok, self.read_ct(sink, v.type, keys)), False, adj)
@@ -58,6 +62,10 @@ class OutputsMixin:
         i1 = ir.IntegerType.get_signless(1)
         return create("arith.constant", [], [i1], {"value": ir.IntegerAttr.get(i1, 1)}).result
 
+    def arg(self, name: str, kind: str, value_type: ir.Type, axes=()) -> ir.Value:
+        """The adjoint func's argument for plane `name` (added on first use), typed by the values it holds."""
+        return add_arg(self.func, name, of_value(kind, value_type, axes))
+
     def ftype_of(self, t: ir.Type) -> ir.Type:
         return ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
 
@@ -65,14 +73,15 @@ class OutputsMixin:
         """The cotangent of a cell (a Param, or a Table of its components) or of a sink's slot at `keys`."""
         plane, kind = self.p.ct[out], self.p.ct_kind[out]
         if kind == "param":
-            return create("hawk.param", [], [t], {"plane": plane}).result
+            return create("hawk.param", [self.arg(plane, "scalar", t)], [t]).result
         ft = self.ftype_of(t)
         size = _prod(self.p.payload[out])
         labels = (["p"] if size > 1 or not keys else []) + [f"a{k}" for k in range(len(keys))]
         parts = []
         for c in range(size):
             coords = ([self.iconst(c)] if size > 1 or not keys else []) + list(keys)
-            parts.append(create("hawk.at", coords, [ft], {"plane": plane, "axes": strs(labels)}).result)
+            table = self.arg(plane, "table", ft, labels)
+            parts.append(create("hawk.at", [table, *coords], [ft], {"axes": strs(labels)}).result)
         if not isinstance(t, ir.VectorType):
             return parts[0]
         return create("vector.from_elements", parts, [t]).result
@@ -94,11 +103,13 @@ class OutputsMixin:
                 t = self.ftype
                 share = self.share(entry) if entry is not None else self.zero(t)
                 r = self.total(share, self.p.axes)
-                create("hawk.cell", [r], [], {"name": out})
+                create("hawk.cell", [self.arg(out, "total", r.type), r], [])
             elif kind == "lane" and entry is not None:
-                create("hawk.store", [self.share(entry)], [], {"plane": out})
+                v = self.share(entry)
+                create("hawk.store", [self.arg(out, "output", v.type, self.p.axes), v], [])
             elif kind == "lane":
-                create("hawk.store", [self.zero(self.lane_type(plane))], [], {"plane": out})
+                v = self.zero(self.lane_type(plane))
+                create("hawk.store", [self.arg(out, "output", v.type, self.p.axes), v], [])
             elif kind == "sink" and entry is not None:
                 self.scatter(out, self.share(entry), [self.linear()])
 

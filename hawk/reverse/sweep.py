@@ -26,8 +26,20 @@ from dataclasses import dataclass, field
 from mlir import ir
 from mlir.dialects import vector
 
+from hawk.ir.access import (
+    at_coords,
+    coord_axes,
+    kernel_func,
+    plane_name,
+    reduce_kind,
+    reduce_over,
+    scatter_mode,
+    set_policy,
+    sink_name,
+)
 from hawk.ir.build import create, strs
-from hawk.ir.dialect import attr_str, attr_strs, is_hawk
+from hawk.ir.dialect import is_hawk
+from hawk.ir.types import drop_unused_args
 from hawk.passes.verify import error_at
 from hawk.reverse.loops import LoopsMixin, dce, deep_operands, nested_ops
 from hawk.reverse.outputs import OutputsMixin
@@ -70,10 +82,6 @@ class Design:
     stores: dict = field(default_factory=dict)  # stored sink -> its `=` statements
 
 
-def kernel_func(module: ir.Module):
-    return next(op for op in module.body.operations if "hawk.kernel" in op.attributes)
-
-
 class Sweep(LoopsMixin, OutputsMixin, Emit):
     """Builds the adjoint inside a parsed forward module (the current MLIR context)."""
 
@@ -91,8 +99,8 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         self.store_pos: list = []  # (store op, its position among the stores into its sink), in body order
         seen: dict = {}
         for op in nested_ops(self.func):
-            if op.name == "hawk.scatter" and attr_str(op, "mode") == "set":
-                sink = attr_str(op, "sink")
+            if op.name == "hawk.scatter" and scatter_mode(op) == "set":
+                sink = sink_name(op)
                 self.store_pos.append((op, seen.get(sink, 0)))
                 seen[sink] = seen.get(sink, 0) + 1
         self.in_if = 0  # reverse-ifs around the code being built (a scatter may not sit in one)
@@ -163,7 +171,7 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         """A store's number as a float: this lane's index times the stores into the sink, plus the statement's
         position; the last in lane order, then statement order, has the largest (exact below 2**53)."""
         k = next(pos for o, pos in self.store_pos if o == op.operation)
-        n = self.p.stores.get(attr_str(op, "sink"), 1)
+        n = self.p.stores.get(sink_name(op), 1)
         num = self.linear() if n == 1 else self.op("arith.addi", self.op("arith.muli", self.linear(),
                                                                            self.iconst(n)), self.iconst(k))
         return self.op("arith.sitofp", num, t=self.ftype)
@@ -253,7 +261,7 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
 
     def reverse_hawk(self, op, g, uni: bool, adj: dict) -> None:
         if is_hawk(op, "load") or is_hawk(op, "param"):
-            plane = attr_str(op, "plane")
+            plane = plane_name(op)
             if plane in self.p.grad:
                 self.acc(op.results[0], g, uni, self.local.setdefault(plane, {}))
         elif is_hawk(op, "at"):
@@ -262,15 +270,15 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
             self.reverse_reduce(op, g, uni, adj)
 
     def reverse_at(self, op, g) -> None:
-        plane = attr_str(op, "plane")
+        plane = plane_name(op)
         if plane not in self.p.grad:
             return
         if self.in_if:
             raise error_at(op, "the reverse of a .at read inside a for loop inside an "
                                "if is a scatter inside an if, which hawk refuses: read it outside the if (m.where "
                                "picks the value)")
-        axes = attr_strs(op, "axes")
-        coords = list(op.operands)
+        axes = coord_axes(op)
+        coords = at_coords(op)
         if plane in self.p.tables:
             keys = [self.clamp_i(c, n) for c, (_, n) in zip(coords, self.p.tables[plane], strict=True)]
         elif axes == ["#"]:
@@ -280,7 +288,8 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         self.scatter(self.p.grad[plane], g, keys)
 
     def scatter(self, sink: str, v, keys) -> None:
-        create("hawk.scatter", [v, *keys], [], {"sink": sink, "mode": "add", "policy": "ordered"})
+        arg = self.arg(sink, "sink", v.type, [f"k{n}" for n in range(len(keys))])
+        create("hawk.scatter", [arg, v, *keys], [], {"mode": "add", "policy": "ordered"})
 
     def total(self, value, over: list[str]) -> ir.Value:
         """An ordered sum over the lanes of `over` (read back, per kept slot, by the lanes after a stage).
@@ -296,7 +305,7 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
                       {"kind": "sum", "over": strs(over), "policy": "ordered"}).result
 
     def reverse_reduce(self, op, g, uni: bool, adj: dict) -> None:
-        kind, over = attr_str(op, "kind"), attr_strs(op, "over")
+        kind, over = reduce_kind(op), reduce_over(op)
         t = g if uni else self.total(g, over)
         v = op.operands[0]
         mask = op.operands[1] if len(op.operands) > 1 else None
@@ -324,11 +333,11 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
                 op.move_before(entry)
         effects = [op for op in nested_ops(self.func) if op.name in _EFFECTS]
         self.barrier = [op.results[0] for op in nested_ops(self.func)
-                         if op.name == "hawk.reduce" and attr_str(op, "kind") in ("max", "min")]
+                         if op.name == "hawk.reduce" and reduce_kind(op) in ("max", "min")]
         items = self.hoist(self.block)
         for op in items:  # recomputed sums are ordered: the point the reverse linearises at has the same bits
-            if not isinstance(op, If) and is_hawk(op, "reduce") and attr_str(op, "kind") in ("sum", "mean"):
-                op.attributes["policy"] = ir.StringAttr.get("ordered")
+            if not isinstance(op, If) and is_hawk(op, "reduce") and reduce_kind(op) in ("sum", "mean"):
+                set_policy(op, "ordered")
         with ir.InsertionPoint(self.ret), self.func.location:
             lanes = [self.lane(a) for a in self.p.axes]
             first = None
@@ -342,6 +351,7 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
             op.erase()
         self.func.attributes["sym_name"] = ir.StringAttr.get(self.p.name)
         dce(self.func)
+        drop_unused_args(self.func)  # the forward's outputs and the planes only the forward read
 
 
 def _prod(shape) -> int:

@@ -29,8 +29,8 @@ import eagle
 import hawk
 import hawk.artifact
 import hawk.math as m
-from eagle.targets import gpu_target
 from hawk import Index, Mutable, Scalar
+from hawk.targets import gpu_target
 
 # %% [markdown]
 # ## The kernel

@@ -16,6 +16,7 @@ import hawk
 from eagle import cache
 from eagle.targets import host
 from hawk import Index, Mutable, Scalar, Table
+from hawk.targets import host as codegen
 
 from .cache_kernels import ir_c_bykey, ir_c_energy
 
@@ -30,13 +31,13 @@ def compiles(monkeypatch, tmp_path):
     monkeypatch.setattr(host, "_MEMORY", {})
     monkeypatch.setenv("HAWK_CACHE_DIR", str(tmp_path / "cache"))
     calls: list[str] = []
-    real = host.compile_object
+    real = codegen.compile_object
 
     def counting(text, obj, *args):
         calls.append(text)
         return real(text, obj, *args)
 
-    monkeypatch.setattr(host, "compile_object", counting)
+    monkeypatch.setattr(codegen, "compile_object", counting)
     return calls
 
 
@@ -88,7 +89,7 @@ _FRESH_PROCESS = textwrap.dedent("""
     import importlib.util, json, sys
     import numpy as np
     import eagle
-    from eagle.targets import host
+    from hawk.targets import host
 
     def refuse(*args, **kwargs):
         raise SystemExit("compile_object was called: the disk cache was not used")

@@ -1,0 +1,10 @@
+"""eagle.distributed: hawk kernels over sharded data, on JAX meshes and in torch.distributed process groups.
+
+The user-facing doors are hooks of the bridges: `eagle.jax.wrap(kernel, axis_name=...)` inside `jax.shard_map`,
+`eagle.jax.wrap(kernel, partition=True)` under `jax.jit` with sharded inputs, and `eagle.torch.wrap(kernel,
+group=...)`. Underneath, each stage runs in two halves (stages.py): the lanes on every shard, the finish once
+the shards' partial states are combined with the framework's collectives (run.py; jax_shard.py, jit_shard.py,
+torch_shard.py), so ordered sums are rounded once from the exact total of every shard's terms. reach.py reads
+what a kernel reads across lanes (halos, global coordinates, refusals), geometry.py where a shard's lanes sit
+in the whole grid, dist.c the native side. docs/distributed.md describes it all.
+"""

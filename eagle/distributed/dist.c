@@ -1,0 +1,111 @@
+/* eagle.distributed's native side (eagle/distributed/stages.py, jax_shard.py).
+ *
+ * `eagle_dist_skip`: a no-op stage function: the finish of a "lanes only" launch and the lanes of a "finish only"
+ * one, so that a stage split in two still runs through the native executor unchanged.
+ *
+ * `eagle_dist_lanes`: an XLA FFI handler firing a lanes half on one shard. Operand 0 is the shard's geometry
+ * (int64): one element shift per further operand and per result, then every chunk's meta ([start, stop, chunk,
+ * L, extents...]). A shard that runs with the whole grid's lane numbers (halos, global coordinates) reads lane g
+ * of a plane at the plane's (aligned) address + g elements, so the aligned pointer patched into the stage is the
+ * buffer's own minus its shift (the lanes only ever touch the shard's lanes and its halo rows, which the buffer
+ * holds); the allocated pointer stays the buffer's own, which is what the executor's resets write through. Built with
+ * the system C compiler against jaxlib's XLA FFI headers (EAGLE_NO_XLA: the no-op only).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+void eagle_dist_skip(void **args) { (void)args; }
+
+typedef int (*eagle_fire_fn)(const void *stage);
+
+typedef struct {
+    eagle_fire_fn fire;
+    const void *stage;      /* the executor's eagle_stage */
+    const int64_t *err;     /* its #err buffer: (count, first bad key, sink) per chunk */
+    int64_t nchunks;
+    int64_t nargs, nrets;   /* operands after the geometry, results */
+    const int64_t *first;   /* patches of operand i (then result j): slots[first[i] .. first[i + 1]) */
+    int64_t *const *slots;  /* each: &vals[5 * buffer] of the stage (pointer, aligned pointer) */
+    const int64_t *elem;    /* bytes per element of operand i (then result j) */
+    int64_t nmetas, meta_len;
+    int64_t *const *metas;  /* each chunk's meta array */
+    const char *kernel;
+    pthread_mutex_t mu;     /* one call at a time uses the stage's buffers */
+} dist_plan;
+
+int64_t eagle_dist_plan_size(void) { return (int64_t)sizeof(dist_plan); }
+int eagle_dist_plan_init(dist_plan *p) { return pthread_mutex_init(&p->mu, NULL); }
+
+/* Patch (shifted) addresses and metas, fire; 0, or 1 with a refusal in msg. ptrs: operands then results. */
+int eagle_dist_run(dist_plan *p, const int64_t *geo, void *const *ptrs, char *msg, int64_t n) {
+    pthread_mutex_lock(&p->mu);
+    for (int64_t i = 0; i < p->nargs + p->nrets; i++) {
+        int64_t base = (int64_t)(intptr_t)ptrs[i];
+        for (int64_t k = p->first[i]; k < p->first[i + 1]; k++) {
+            p->slots[k][0] = base;                        /* the allocation: what the executor resets */
+            p->slots[k][1] = base - geo[i] * p->elem[i];  /* the aligned pointer the compiled code indexes */
+        }
+    }
+    const int64_t *m = geo + p->nargs + p->nrets;
+    for (int64_t c = 0; c < p->nmetas; c++)
+        memcpy(p->metas[c], m + c * p->meta_len, (size_t)(p->meta_len * 8));
+    int bad = p->fire(p->stage);
+    if (bad) {
+        int64_t count = 0, key = 0;
+        for (int64_t c = p->nchunks - 1; c >= 0; c--) {
+            if (p->err[3 * c]) key = p->err[3 * c + 1];
+            count += p->err[3 * c];
+        }
+        snprintf(msg, (size_t)n, "kernel '%s': %lld lane(s) scattered to a key outside a sink (first bad key: %lld)",
+                 p->kernel, (long long)count, (long long)key);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return bad;
+}
+
+#ifndef EAGLE_NO_XLA
+#include "xla/ffi/api/c_api.h"
+
+static XLA_FFI_Error *fail(const XLA_FFI_Api *api, const char *msg) {
+    XLA_FFI_Error_Create_Args a;
+    memset(&a, 0, sizeof a);
+    a.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
+    a.message = msg;
+    a.errc = XLA_FFI_Error_Code_INVALID_ARGUMENT;
+    return api->XLA_FFI_Error_Create(&a);
+}
+
+XLA_FFI_Error *eagle_dist_lanes(XLA_FFI_CallFrame *cf) {
+    XLA_FFI_Extension_Base *ext = cf->extension_start;
+    if (ext != NULL && ext->type == XLA_FFI_Extension_Metadata) {
+        XLA_FFI_Metadata *md = ((XLA_FFI_Metadata_Extension *)ext)->metadata;
+        md->api_version.major_version = XLA_FFI_API_MAJOR;
+        md->api_version.minor_version = XLA_FFI_API_MINOR;
+        md->traits = 0;
+        return NULL;
+    }
+    if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE)
+        return NULL;
+    dist_plan *p = NULL;
+    for (int64_t i = 0; i < cf->attrs.size; i++) {
+        XLA_FFI_ByteSpan *name = cf->attrs.names[i];
+        if (cf->attrs.types[i] == XLA_FFI_AttrType_SCALAR && name->len == 4 && memcmp(name->ptr, "plan", 4) == 0)
+            p = (dist_plan *)(uintptr_t)(*(const int64_t *)((XLA_FFI_Scalar *)cf->attrs.attrs[i])->value);
+    }
+    if (p == NULL)
+        return fail(cf->api, "eagle.distributed: the call carries no plan");
+    if (cf->args.size != p->nargs + 1 || cf->rets.size != p->nrets || p->nargs + p->nrets > 256)
+        return fail(cf->api, "eagle.distributed: operand count differs from the plan");
+    void *ptrs[256];
+    for (int64_t i = 0; i < p->nargs; i++)
+        ptrs[i] = ((XLA_FFI_Buffer *)cf->args.args[i + 1])->data;
+    for (int64_t j = 0; j < p->nrets; j++)
+        ptrs[p->nargs + j] = ((XLA_FFI_Buffer *)cf->rets.rets[j])->data;
+    char msg[512];
+    if (eagle_dist_run(p, (const int64_t *)((XLA_FFI_Buffer *)cf->args.args[0])->data, ptrs, msg, sizeof msg))
+        return fail(cf->api, msg);
+    return NULL;
+}
+#endif

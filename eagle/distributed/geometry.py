@@ -1,0 +1,105 @@
+"""Where a shard's lanes sit in the whole run: each chunk's meta and each plane's address shift.
+
+A lanes half runs one shard's lanes in a fixed number of chunks; each chunk's meta is [start, stop, chunk, L,
+extents...]. Without global lane numbers (no halo, no read of the leading coordinate) a shard is a run of its
+own: lanes 0..n, its own extents. With them, the shard's lanes are its run of the whole grid, rows [r0, r0 + n)
+of R: the metas carry the whole grid's L and extents and the shard's global lane range, so coordinates, `.at`
+clamps at the grid's edges and ordered-block boundaries are those of the one-device run. The compiled code
+then reads lane g of a plane at address + g elements; a shard's buffer holds only its rows (and a plane read
+with `.at` its halo rows above and below), so the address the stage is given is the buffer's minus a shift:
+(r0 - halo) x W elements for an input plane, r0 x W for a per-lane output (W: lanes per row).
+
+`geometry` gives one shard's int64 vector: the shift of every operand and result of the lanes half, then every
+chunk's meta; dist.c applies it (eagle.jax: as operand 0 of its XLA handler; eagle.torch: `run_python`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import numpy as np
+
+from eagle import native
+from eagle.distributed.reach import Reach
+
+
+def bounds(plan, b, k: int, how: Reach, r0: int, rows: int) -> tuple[list[tuple[int, int]], int, tuple]:
+    """Stage k's chunk bounds for the shard holding rows [r0, r0 + rows) of `rows` in all (b: the shard's own
+    binding), with the L and extents its metas carry."""
+    _, launcher = plan.prepare(b.spec, k)
+    w = math.prod(b.extents[1:])
+    if how.global_lanes:
+        ext = (rows, *b.extents[1:])
+        lo, hi = r0 * w, (r0 + b.extents[0]) * w
+    else:
+        ext, lo, hi = tuple(b.extents), 0, b.lanes
+    return launcher.chunk_bounds(b, lo, hi), math.prod(ext), ext
+
+
+def geometry(plan, b, k: int, half, how: Reach, r0: int, rows: int) -> np.ndarray:
+    """One shard's geometry vector for stage k's lanes half (see above)."""
+    cuts, lanes, ext = bounds(plan, b, k, how, r0, rows)
+    chunks = len(half.call.stages[0].args.metas)
+    if len(cuts) > chunks:
+        raise RuntimeError(f"kernel '{plan.kernel.name}': a shard needs {len(cuts)} chunks, prepared for {chunks}")
+    hi = cuts[-1][1]
+    cuts = cuts + [(hi, hi)] * (chunks - len(cuts))
+    w = math.prod(b.extents[1:])
+    shifts = []
+    for role, name in zip(half.roles, half.planes, strict=True):
+        if not how.global_lanes or role not in ("in", "index", "out"):
+            shifts.append(0)
+        elif role == "out":
+            shifts.append(r0 * w)
+        else:
+            shifts.append((r0 - how.halo.get(name, 0)) * w)
+    metas = [[lo, hi_, c, lanes, *ext] for c, (lo, hi_) in enumerate(cuts)]
+    return np.array(shifts + [v for m in metas for v in m], dtype=np.int64)
+
+
+def dist_plan(half) -> int:
+    """The address of the lanes half's dist_plan (eagle/distributed/dist.c), built once: what the XLA handler
+    `eagle_dist_lanes` reads."""
+    if getattr(half, "_dist", None) is not None:
+        return half._dist
+    from eagle.distributed.stages import _DistPlan, library
+
+    lib = library()
+    call = half.call
+    st = call.stages[0]
+    first, slots = call.slot_table()
+    elem = half.elem
+    metas = st.args.metas
+    keep = {"first": first, "slots": slots, "elem": (ctypes.c_int64 * max(len(elem), 1))(*elem),
+            "metas": (ctypes.c_void_p * len(metas))(*[native.address(m) for m in metas]),
+            "kernel": call.name.encode(), "raw": ctypes.create_string_buffer(lib.eagle_dist_plan_size())}
+    head = _DistPlan.from_buffer(keep["raw"])
+    head.fire = native.function_address(native.library().eagle_fire)
+    head.stage, head.err, head.nchunks = st.args.stage_address, native.address(st.err), st.err.size // 3
+    head.nargs, head.nrets = len(half.operands), len(half.results)
+    head.first, head.slots = ctypes.addressof(first), ctypes.addressof(slots)
+    head.elem, head.metas = ctypes.addressof(keep["elem"]), ctypes.addressof(keep["metas"])
+    head.nmetas, head.meta_len, head.kernel = len(metas), metas[0].size, keep["kernel"]
+    if lib.eagle_dist_plan_init(ctypes.addressof(keep["raw"])) != 0:
+        raise RuntimeError("could not set up a sharded call plan's lock")
+    half._keep = keep
+    half._dist = ctypes.addressof(keep["raw"])
+    return half._dist
+
+
+def run_python(half, geo: np.ndarray, operands: list[np.ndarray], results: list[np.ndarray]) -> None:
+    """Fire a lanes half from Python (eagle.torch) with this shard's geometry, through dist.c."""
+    from eagle.distributed.stages import library
+    from eagle.errors import InputError
+
+    plan = dist_plan(half)
+    arrays = operands + results
+    ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[native.address(a) if a.size else 0 for a in arrays])
+    g = np.ascontiguousarray(geo, dtype=np.int64)
+    msg = ctypes.create_string_buffer(512)
+    if library().eagle_dist_run(plan, native.address(g), ptrs, msg, 512):
+        st = half.call.stages[0]
+        if st.err.any():
+            st.launcher.check_errors(st.err)
+        raise InputError(msg.value.decode())

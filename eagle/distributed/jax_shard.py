@@ -1,0 +1,135 @@
+"""eagle.jax inside `jax.shard_map`: `eagle.jax.wrap(kernel, axis_name="d")` runs the kernel on each shard's
+lanes and combines cells and sinks across the named mesh axis.
+
+Per stage, inside the shard_map body: the lanes half as one XLA custom call (the same C handler as eagle.jax,
+eagle/call_plan.c) giving the per-lane outputs and the shard's partial state; the state combined with JAX's own
+collectives over `axis_name` (`all_gather(tiled=True)` of per-chunk buffers, `psum` of the int64 exact
+accumulators of ordered sinks, `psum` of a plain sink's float adds; a passed sink's prior content added once);
+then the finish half as a second custom call, the same on every shard, handing back the cells (and the cut cells
+the next stage reads). Ordered cells and sinks are rounded once from the exact total over every shard: bitwise
+equal to the one-device run. The state is a few values per chunk (an exact accumulator is 576 bytes), never the
+lanes. int64 state needs `jax_enable_x64`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from eagle.distributed.geometry import dist_plan
+from eagle.distributed.run import ShardedRun, bind_sharded, needed_chunks, pick
+from eagle.distributed.stages import GATHER
+from eagle.errors import InputError
+
+TARGET = "eagle_hawk_call"
+LANES = "eagle_dist_lanes"
+_LIVE: list = []  # every sharded run whose call plans a compiled XLA program may still name: kept for the process
+# (a jitted program can outlive the wrapped kernel that traced it, and runs asynchronously after the call returns)
+
+
+def _lanes_handler() -> None:
+    """dist.c's XLA handler for lanes halves, registered once."""
+    if not _REGISTERED:
+        from eagle.distributed.stages import library
+
+        jax.ffi.register_ffi_target(LANES, jax.ffi.pycapsule(library().eagle_dist_lanes), platform="cpu")
+        _REGISTERED.append(True)
+
+
+_REGISTERED: list = []
+
+
+def axis_size(axis_name) -> int:
+    """Shards along `axis_name` (static: inside shard_map)."""
+    try:
+        return int(jax.lax.axis_size(axis_name))
+    except (NameError, ValueError, TypeError) as exc:
+        raise InputError(f"eagle.jax.wrap(..., axis_name={axis_name!r}): call it inside jax.shard_map over a mesh "
+                         f"with that axis ({exc})") from None
+
+
+def sharded_call(jk, axis_name, planes: dict):
+    """`jk` (an eagle.jax.JaxKernel) over this shard's planes, cells and sinks combined over `axis_name`."""
+    from eagle.jax import _handler
+
+    _handler()
+    _lanes_handler()
+    if not jax.config.jax_enable_x64:
+        raise InputError(f"kernel '{jk.name}': a sharded run combines exact int64 accumulators across shards: set "
+                         f"jax.config.update('jax_enable_x64', True)")
+    arrays, params, grid, priors = {}, {}, {}, {}
+    for name, v in planes.items():
+        kind = jk.kinds.get(name)
+        if kind is None and isinstance(v, (int, np.integer)):
+            grid[name] = int(v)
+        elif kind == "param":
+            params[name] = v
+        elif kind == "sink":
+            priors[name] = jnp.asarray(v)
+        elif kind == "output":
+            raise InputError(f"plane '{name}' of kernel '{jk.name}': a sharded run hands per-lane outputs back as "
+                             f"new arrays; leave '{name}' out")
+        elif kind is not None and v is not None:
+            arrays[name] = jnp.asarray(v)
+        else:
+            jk.plan.binder.bind(planes)  # the binder's own message for an unknown plane
+    jk._check_x64(arrays, params)
+    shards = axis_size(axis_name)
+    key = ("shard", axis_name, shards, tuple(sorted((n, a.shape, np.dtype(a.dtype).str) for n, a in arrays.items())),
+           tuple(sorted(params)), tuple(sorted(grid.items())))
+    run = jk._calls.get(key)
+    if run is None:
+        stand = {n: np.zeros(a.shape, np.dtype(a.dtype)) for n, a in arrays.items()}
+        stand.update({n: 0.0 for n in params})
+        b, how = bind_sharded(jk.plan, {**stand, **grid}, f"mesh axis '{axis_name}'")
+        rows = b.extents[0]
+        spans = [(s * rows, shards * rows) for s in range(shards)]  # shard_map's shards: equal runs of rows
+        run = jk._calls[key] = ShardedRun(jk.plan, b, how, shards, spans, needed_chunks(jk.plan, b, how, spans))
+        _LIVE.append(run)
+    fdt = run.dtype
+    ops = dict(arrays)
+    ops.update({n: jnp.asarray(v, dtype=fdt).reshape(1) for n, v in params.items()})
+    for n, p in priors.items():
+        priors[n] = p.astype(fdt).reshape(-1)
+
+    def fire(half, operands, aliases=None):
+        rets = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in half.call.rets]
+        return list(jax.ffi.ffi_call(TARGET, rets, input_output_aliases=aliases or None)(
+            *[o.reshape(-1) for o in operands], plan=np.int64(half.call.native_plan())))
+
+    def lanes(half, operands):  # dist.c's handler: this shard's row of the geometry table first
+        rets = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in half.call.rets]
+        geo = jnp.asarray(half.geo)[jax.lax.axis_index(axis_name)]
+        return list(jax.ffi.ffi_call(LANES, rets)(geo, *[o.reshape(-1) for o in operands],
+                                                  plan=np.int64(dist_plan(half))))
+
+    def halo(a, h):  # h rows of each neighbour around this shard's rows (zeros past the grid's edges)
+        if h > a.shape[0]:
+            raise InputError(f"kernel '{jk.name}': a shard of {a.shape[0]} row(s) cannot hand its neighbours a "
+                             f"halo of {h} rows: use fewer shards along '{axis_name}'")
+        up = jax.lax.ppermute(a[-h:], axis_name, [(s, s + 1) for s in range(shards - 1)])
+        down = jax.lax.ppermute(a[:h], axis_name, [(s + 1, s) for s in range(shards - 1)])
+        return jnp.concatenate([up, a, down])
+
+    def combine(kind, a):
+        if kind == GATHER:
+            return jax.lax.all_gather(a, axis_name, tiled=True)
+        return jax.lax.psum(a, axis_name)  # ISUM: int64 limbs, exact; FSUM: a plain sink's float adds
+
+    names = list(ops) + [f"#prior:{n}" for n in priors]
+
+    def body(*values):
+        planes = dict(zip(names, values, strict=True))
+        got = run.drive({n: planes[n] for n in ops}, {n: planes[f"#prior:{n}"] for n in priors}, lanes,
+                        lambda h, o: fire(h, o, h.call.aliases), combine, lambda a, b: a + b, halo)
+        return {n: pick(*v) for n, v in got.items()}
+
+    def no_gradient(res, g):
+        raise InputError(f"kernel '{jk.name}': gradients through a sharded call are not supported yet; "
+                         f"differentiate the unsharded call (eagle.jax.wrap without axis_name=) or use plan.reverse")
+
+    call = jax.custom_vjp(body)
+    call.defvjp(lambda *values: (body(*values), None), no_gradient)
+    results = call(*ops.values(), *priors.values())
+    return results[next(iter(results))] if len(results) == 1 else results

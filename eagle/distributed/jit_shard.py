@@ -1,0 +1,141 @@
+"""eagle.jax under plain `jax.jit` with sharded inputs: `eagle.jax.wrap(kernel, partition=True)` lets XLA's
+partitioner split the call by the inputs' shardings (`jax.experimental.custom_partitioning`).
+
+When the per-lane planes arrive sharded along their leading lane axis over one mesh axis (a `NamedSharding`),
+the partition rule keeps them where they are and runs the sharded path of eagle/distributed/jax_shard.py on each
+shard with that mesh axis: per-lane outputs stay sharded the same way, cells and sinks are combined with
+collectives of the partial state only (so the compiled HLO holds no all-gather of a lane input) and come back
+replicated. Unsharded (or replicated) inputs run the ordinary one-device call. The rule is given both ways XLA
+asks for it: the callbacks (GSPMD) and a Shardy `sharding_rule` in which the planes share one factor per lane
+axis.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.experimental.custom_partitioning import custom_partitioning
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from eagle.errors import InputError
+
+
+class Partitioned:
+    """One kernel's partitioned call for one set of operand names, shapes and static grid extents."""
+
+    def __init__(self, jk, names: list[str], lane_dims: list[int | None], grid: dict, avals: list):
+        self.jk, self.names, self.lane_dims, self.grid = jk, names, lane_dims, grid
+        whole = self._whole
+        out = jax.eval_shape(whole, *avals)
+        self.result_names = sorted(out)
+        nla = len(jk.plan.kernel.signature.lane_axes())
+        outputs = _lane_outputs(jk.plan)
+        self.result_dims = [(out[n].ndim - nla) if n in outputs else None for n in self.result_names]
+        f = custom_partitioning(lambda *ops: self._tuple(whole(*ops)))
+        f.def_partition(partition=self._partition, infer_sharding_from_operands=self._infer,
+                        sharding_rule=self._rule(avals, out, nla))
+        self.fn = f
+
+    def _planes(self, ops) -> dict:
+        planes = dict(zip(self.names, ops, strict=True))
+        for n in self.names:
+            if self.jk.kinds[n] == "param":
+                planes[n] = planes[n].reshape(())
+        return {**planes, **self.grid}
+
+    def _whole(self, *ops) -> dict:
+        got = self.jk._call_whole(**self._planes(ops))
+        return got if isinstance(got, dict) else {_only_name(self.jk.plan): got}
+
+    def _tuple(self, res: dict) -> tuple:
+        return tuple(res[n] for n in self.result_names)
+
+    def _axis(self, arg_shapes) -> str | None:
+        """The mesh axis the first per-lane operand is sharded over along its leading lane axis (None: not)."""
+        for s, d in zip(arg_shapes, self.lane_dims, strict=True):
+            if d is None or not isinstance(s.sharding, NamedSharding):
+                continue
+            spec = tuple(s.sharding.spec) + (None,) * (len(s.shape) - len(s.sharding.spec))
+            ax = spec[d]
+            if isinstance(ax, tuple):
+                if len(ax) != 1:
+                    raise InputError(f"kernel '{self.jk.name}': plane '{self.names[self.lane_dims.index(d)]}' is "
+                                     f"sharded over mesh axes {ax}; shard its lanes over one mesh axis")
+                ax = ax[0]
+            return ax
+        return None
+
+    def _shardings(self, mesh, axis, dims) -> tuple:
+        return tuple(NamedSharding(mesh, P(*([None] * d + [axis])) if d is not None and axis is not None else P())
+                     for d in dims)
+
+    def _infer(self, mesh, arg_shapes, result_shape):
+        return self._shardings(mesh, self._axis(arg_shapes), self.result_dims)
+
+    def _partition(self, mesh, arg_shapes, result_shape):
+        axis = self._axis(arg_shapes)
+        args = self._shardings(mesh, axis, self.lane_dims)
+        results = self._shardings(mesh, axis, self.result_dims)
+        if axis is None:
+            return mesh, lambda *ops: self._tuple(self._whole(*ops)), results, args
+        from eagle.distributed.jax_shard import sharded_call
+
+        def lower(*ops):
+            got = sharded_call(self.jk, axis, self._planes(ops))
+            return self._tuple(got if isinstance(got, dict) else {self.result_names[0]: got})
+
+        return mesh, lower, results, args
+
+    def _rule(self, avals, out: dict, nla: int) -> str:
+        """Shardy's rule: a factor per lane axis shared by every per-lane plane and output, one of its own for
+        every other dimension."""
+        count = [0]
+
+        def dims(ndim, lane_dim):
+            fs = []
+            for k in range(ndim):
+                if lane_dim is not None and k >= lane_dim:
+                    fs.append(f"l{k - lane_dim}")
+                else:
+                    count[0] += 1
+                    fs.append(f"u{count[0]}")
+            return " ".join(fs)
+
+        ins = [dims(a.ndim, d) for a, d in zip(avals, self.lane_dims, strict=True)]
+        outs = [dims(out[n].ndim, d) for n, d in zip(self.result_names, self.result_dims, strict=True)]
+        return ", ".join(ins) + " -> " + ", ".join(outs)
+
+
+def _lane_outputs(plan) -> set[str]:
+    spec = plan.kernel.default_spec()
+    return {b.name for k in range(plan.kernel.stage_count) for b in plan.kernel.layout(spec, k).buffers
+            if b.role == "out"}
+
+
+def _only_name(plan) -> str:
+    from eagle.bridge import result_names
+
+    return result_names(plan)[0][0]
+
+
+def partitioned_call(jk, planes: dict):
+    """`jk`'s call as a custom_partitioning function of its planes: XLA splits it by the inputs' shardings."""
+    import jax.numpy as jnp
+
+    grid = {n: int(v) for n, v in planes.items() if jk.kinds.get(n) is None and isinstance(v, (int, np.integer))}
+    arrays = {n: v for n, v in planes.items() if n not in grid and v is not None}
+    names = [n for n in jk.order if n in arrays]
+    if any(n not in jk.kinds for n in arrays):
+        jk.plan.binder.bind(planes)  # the binder's own message for an unknown plane
+    ops = [jnp.asarray(arrays[n]).reshape(1) if jk.kinds[n] == "param" else jnp.asarray(arrays[n]) for n in names]
+    nla = len(jk.plan.kernel.signature.lane_axes())
+    lane_dims = [o.ndim - nla if jk.kinds[n] in ("lane", "index") else None for n, o in zip(names, ops, strict=True)]
+    key = ("partition", tuple((n, o.shape, np.dtype(o.dtype).str) for n, o in zip(names, ops, strict=True)),
+           tuple(sorted(grid.items())))
+    part = jk._calls.get(key)
+    if part is None:
+        avals = [jax.ShapeDtypeStruct(o.shape, o.dtype) for o in ops]
+        part = jk._calls[key] = Partitioned(jk, names, lane_dims, grid, avals)
+    res = dict(zip(part.result_names, part.fn(*ops), strict=True))
+    return res[part.result_names[0]] if len(res) == 1 else res

@@ -1,0 +1,100 @@
+"""A sharded run of a kernel for one set of per-shard shapes: every stage's two halves (eagle/distributed/
+stages.py), and the walk through them that a framework drives with its own collectives.
+
+`bind_sharded` binds one shard's planes and checks the kernel can run sharded (its Reach: halos, global
+coordinates); `needed_chunks` says how many chunks the shards need per stage; `ShardedRun` prepares per stage a
+lanes half (C chunks, and each shard's geometry) and a finish half (S * C chunks; S shards). `drive` walks the
+stages with callables the framework supplies: `lanes(half, operands)` and `finish(half, operands)` fire a half
+(an XLA custom call, or a ctypes call), `combine(kind, array)` is the cross-shard collective for one state buffer
+(gather along the chunk axis, int64 sum, float sum), `add(a, b)` adds a sink's prior content, `halo(a, rows)`
+surrounds a plane with its neighbours' rows. What comes back says where each of Plan.run's results lies:
+per-lane outputs are the shard's own (its lanes), cells and sinks are the whole run's, the same on every shard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from eagle.distributed.geometry import bounds, geometry
+from eagle.distributed.stages import FSUM, Half, check_shardable, finish_stage, lanes_stage
+from eagle.errors import InputError
+
+
+def bind_sharded(plan, planes: dict, where: str):
+    """(binding, Reach) of one shard's planes: bound as Plan.run binds them, the kernel checked for sharding."""
+    kernel = plan.kernel
+    if plan.target != "host":
+        raise InputError(f"kernel '{kernel.name}': sharded runs take the host target (got '{plan.target}')")
+    b = plan.binder.bind(planes)
+    for n in b.given:
+        raise InputError(f"plane '{n}' of kernel '{kernel.name}': a sharded run does not take outputs or sinks to "
+                         f"write in place here; leave it out (a sink's prior content: pass it as `{n}=` to the "
+                         f"wrapped call, which adds it once)")
+    cache = plan.__dict__.setdefault("_shard_reach", {})
+    how = cache.get((b.spec, where))
+    if how is None:
+        how = cache[(b.spec, where)] = check_shardable(plan, b.spec, where)
+    return b, how
+
+
+def needed_chunks(plan, b, how, spans: list[tuple[int, int]]) -> list[int]:
+    """Per stage, the most chunks any of these shards (first row, rows in all) runs."""
+    return [max(len(bounds(plan, b, k, how, r0, rows)[0]) for r0, rows in spans)
+            for k in range(plan.kernel.stage_count)]
+
+
+class ShardedRun:
+    """Every stage of a sharded run, prepared once for one shard's binding `b`: `spans` are (first row, rows in
+    all) of each shard whose geometry a call may need (every shard for JAX, whose program is the same on all;
+    this rank's for torch); `counts` the chunks every shard runs per stage (at least `needed_chunks`)."""
+
+    def __init__(self, plan, b, how, shards: int, spans: list[tuple[int, int]], counts: list[int]):
+        self.name, self.shards, self.how = plan.kernel.name, shards, how
+        self.halves: list[tuple[Half, Half]] = []
+        cuts: dict = {}
+        for k, c in enumerate(counts):
+            lh = lanes_stage(plan, b, k, c, cuts)
+            lh.geo = np.stack([geometry(plan, b, k, lh, how, r0, rows) for r0, rows in spans])
+            fh = finish_stage(plan, b, k, c * shards, cuts)
+            self.halves.append((lh, fh))
+            cuts.update(fh.call.stages[0].cells_out)
+        self.dtype = b.dtype
+
+    def drive(self, planes: dict, priors: dict, lanes: Callable, finish: Callable, combine: Callable,
+              add: Callable, halo: Callable) -> dict:
+        """Run every stage: `planes` by name (inputs as the lanes half takes them, Params as 1-element arrays),
+        `priors` a sink's prior content by name; `halo(array, rows)` gives a plane with `rows` rows of each
+        neighbour shard around it (zeros past the grid's edges). Returns, by name, where each result lies."""
+        planes = dict(planes)
+        for n, h in self.how.halo.items():
+            if h and n in planes:
+                planes[n] = halo(planes[n], h)
+        out: dict = {}
+        cut: dict = {}
+        for lh, fh in self.halves:
+            got = lanes(lh, [planes[n] if n in planes else cut[n] for n in lh.names])
+            for name, (j, off, shape) in lh.picks.items():
+                out[name] = (got, j, off, shape)
+            fs = fh.call.stages[0]
+            sinks = {j: bb.name for j, bb in enumerate(fs.launcher.lay.buffers) if bb.role == "sink"}
+            state = []
+            for k, kind, arr in zip(lh.results, lh.kinds, got, strict=True):
+                if kind is None:
+                    continue
+                v = combine(kind, arr)
+                if kind == FSUM and k in sinks and sinks[k] in priors:
+                    v = add(v, priors[sinks[k]])
+                state.append(v)
+            done = finish(fh, [cut[n] for n in fh.names] + state)
+            for name, (j, off, shape) in fh.picks.items():
+                out[name] = (done, j, off, shape)
+            cut.update({c: done[j] for c, j in fh.cells_out.items()})
+        return {name: (rets, j, off, shape) for name, (rets, j, off, shape) in sorted(out.items())}
+
+
+def pick(rets, j: int, off: int, shape: tuple):
+    """A named result out of a half's result buffers (any array type that slices and reshapes)."""
+    size = int(np.prod(shape)) if shape else 1
+    return rets[j][off:off + size].reshape(shape)

@@ -1,0 +1,285 @@
+"""A stage split in two for sharded data: "lanes only" on every shard, "finish only" once the shards' partial
+states are combined.
+
+A host stage launch resets its partial state, runs its lane function over chunks of lanes (each chunk writing
+partials of its own: #scratch and #exact accumulators per chunk, private copies and (high, low) pairs of sinks per
+chunk, one shared exact accumulator per sink slot) and runs its finish, which combines the chunks in chunk order
+and rounds. Over shards the same state is simply longer: shard s's chunk c becomes chunk s * C + c of one finish.
+So a sharded stage runs
+
+* `lanes_stage`: the stage's lanes over the shard's lanes in exactly C chunks (empty chunks pad a short shard),
+  its finish skipped; results: the per-lane outputs and every partial-state buffer;
+* a combine in the framework (eagle/distributed/jax_shard.py, torch_shard.py): per-chunk buffers gathered along
+  the chunk axis (`GATHER`), shared exact accumulators added as int64 (`ISUM`: integer adds, exact and
+  order-free), shared float buffers (a plain sink's adds) added (`FSUM`);
+* `finish_stage`: the compiled finish alone over S * C chunks of that combined state: ordered sums are rounded
+  once from the exact total of every shard's terms, so they are bitwise equal to the one-device run whatever the
+  shard count or sizes; max/min and counts are exact; auto sums are the finish's own chunk-order combine.
+
+Both halves are `eagle.launch.Prepared` stages whose other function is dist.c's no-op: the lanes half fired
+through dist.c's plan (which places the shard in the whole run: eagle/distributed/geometry.py), the finish half
+through the bridges' call plan (eagle/prepared.py, eagle/call_plan.c): one foreign call each, no Python inside
+jit.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import platform
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from eagle import native
+from eagle.distributed.reach import Reach, reach
+from eagle.errors import InputError
+from eagle.launch import Prepared
+from eagle.prepared import PreparedRun
+
+GATHER, ISUM, FSUM = "gather", "isum", "fsum"
+_SOURCE = Path(__file__).with_name("dist.c")
+_LOCK = threading.Lock()
+_LIB: list = []
+
+
+class _DistPlan(ctypes.Structure):  # the head of dist.c's dist_plan; its mutex follows (eagle_dist_plan_size)
+    _fields_ = [("fire", ctypes.c_void_p), ("stage", ctypes.c_void_p), ("err", ctypes.c_void_p),
+                ("nchunks", ctypes.c_int64), ("nargs", ctypes.c_int64), ("nrets", ctypes.c_int64),
+                ("first", ctypes.c_void_p), ("slots", ctypes.c_void_p), ("elem", ctypes.c_void_p),
+                ("nmetas", ctypes.c_int64), ("meta_len", ctypes.c_int64), ("metas", ctypes.c_void_p),
+                ("kernel", ctypes.c_char_p)]
+
+
+def library() -> ctypes.CDLL:
+    """dist.c built once with the system C compiler (against jaxlib's XLA FFI headers when jax is installed) into
+    hawk's cache, sealed like every cache entry, and loaded."""
+    with _LOCK:
+        if _LIB:
+            return _LIB[0]
+        from hawk.abi import cache
+
+        cc = native._compiler()
+        if cc is None:
+            raise RuntimeError("eagle.distributed needs a C compiler (cc, gcc or clang; or $CC)")
+        try:
+            import jax.ffi
+
+            flags = [f"-I{jax.ffi.include_dir()}"]
+        except ImportError:
+            flags = ["-DEAGLE_NO_XLA"]
+        tag = hashlib.sha256(_SOURCE.read_bytes() + f"\0{cc}\0{platform.machine()}\0{flags}".encode()).hexdigest()
+        d = cache.cache_dir()
+        so = d / f"eagle-dist-{tag[:20]}.so" if d else None
+        if so is None or not cache.entry_ok(so):
+            built = Path(tempfile.mkdtemp(prefix="eagle-dist-")) / "dist.so"
+            argv = [cc, "-O2", "-std=gnu11", "-fPIC", "-shared", "-pthread", *flags, "-o", str(built), str(_SOURCE)]
+            r = subprocess.run(argv, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"building eagle/distributed/dist.c failed: {r.stderr.strip()[-400:]}")
+            if so is None or not cache.write_entry(so, built.read_bytes()):
+                so = built
+        lib = ctypes.CDLL(str(so))
+        lib.eagle_dist_plan_size.restype = ctypes.c_int64
+        lib.eagle_dist_plan_init.argtypes = [ctypes.c_void_p]
+        lib.eagle_dist_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
+                                       ctypes.c_int64]
+        _LIB.append(lib)
+        return lib
+
+
+def skip_address() -> int:
+    """The address of dist.c's no-op stage function."""
+    return native.function_address(library().eagle_dist_skip)
+
+
+# ---- what a kernel may do across shards -----------------------------------------------------------------------
+def check_shardable(plan, spec, where: str) -> Reach:
+    """How the kernel runs sharded (eagle/distributed/reach.py), refusing, by kernel and plane, what shards cannot
+    compute from their own lanes and halos: `.at` reads that can reach any lane, reductions that keep lane axes,
+    stores with `= v` into sinks, hawk.reduce folds, and (with global lane numbers) per-lane planes with a
+    payload, whose components the compiled code strides by the whole grid's lane count."""
+    kernel = plan.kernel
+    name = kernel.name
+    how = reach(kernel, spec, where)
+    for k in range(kernel.stage_count):
+        lay = kernel.layout(spec, k)
+        for r in lay.reductions:
+            if r.kind == "fold":
+                raise InputError(f"kernel '{name}': hawk.reduce into '{r.cell}' folds blocks of lanes in a fixed "
+                                 f"order that a sharded run cannot keep; use hawk.sum/max/min, or run unsharded")
+            if r.kept:
+                raise InputError(f"kernel '{name}': '{r.cell}' keeps lane axes {list(r.kept)}; sharded runs take "
+                                 f"reductions over every lane and scatters into sinks (scatter into a sink keyed "
+                                 f"by the kept coordinates instead)")
+        for s in lay.stored:
+            raise InputError(f"kernel '{name}': sink '{s}' is stored into with `= v` (the last lane wins), which "
+                             f"has no order across shards; scatter with `+=` (or max/min) instead")
+    if how.global_lanes:
+        for p in kernel.signature.planes:
+            if p.kind in ("lane", "output") and p.payload.shape and not _is_cell(kernel, spec, p.name):
+                raise InputError(f"plane '{p.name}' of kernel '{name}': a {p.payload.shape} payload per lane, in "
+                                 f"a kernel that reads its {how.axis} coordinate or neighbours across shards; "
+                                 f"sharded stencils take Scalar planes (split the components into planes)")
+    return how
+
+
+def _is_cell(kernel, spec, name: str) -> bool:
+    return not any(b.name == name and b.role == "out" for k in range(kernel.stage_count)
+                   for b in kernel.layout(spec, k).buffers)
+
+
+# ---- the two halves ---------------------------------------------------------------------------------------------
+def _combine_kind(buf, lay) -> str | None:
+    """How a partial-state buffer of the lanes half is combined across shards (None: not state, or a
+    placeholder: #scratch with no partials, #exact with no ordered sums over every lane)."""
+    if (buf.role == "scratch" and not lay.width) or (buf.name == "#exact" and not lay.exact_components):
+        return None
+    if buf.role in ("scratch", "pairs", "priv", "mark") or (buf.role == "exact" and buf.name == "#exact"):
+        return GATHER
+    if buf.role == "exact":
+        return ISUM
+    if buf.role in ("sink", "comp", "count"):
+        return FSUM
+    return None
+
+
+@dataclass
+class Half:
+    """One half of a stage, fired through a call plan: operand and result buffer indices, and the results' names."""
+
+    call: StageCall
+    operands: list[int]
+    results: list[int]
+    kinds: list[str | None] = field(default_factory=list)  # lanes half: each result's combine (None: per-lane)
+    names: list[str] = field(default_factory=list)  # lanes: each operand's plane or cut name; finish: the cuts
+    picks: dict[str, tuple[int, int, tuple]] = field(default_factory=dict)  # name -> (result j, offset, shape)
+    cells_out: dict[str, int] = field(default_factory=dict)  # finish half: cell for later stages -> result j
+    roles: list[str] = field(default_factory=list)  # lanes half: each operand's, then each result's buffer role
+    planes: list[str] = field(default_factory=list)  # ... and its plane name
+    geo: np.ndarray | None = None  # lanes half: per shard, its geometry (eagle/distributed/geometry.py)
+    elem: list[int] = field(default_factory=list)  # lanes half: bytes per element of each operand and result
+
+
+class StageCall(PreparedRun):
+    """One prepared stage behind a call plan: operand and result i are stage buffers (PreparedRun's native plan,
+    call_plan.c's handler and `run_native` as they are)."""
+
+    def __init__(self, name: str, stage: Prepared, operands: list[int], results: list[int],
+                 aliases: dict[int, int] | None = None):
+        self.stages, self.name = [stage], name
+        self.operands = list(operands)
+        self.rets = [((stage.buffers[k].size,), stage.buffers[k].dtype) for k in results]
+        self.places = [[(0, k)] for k in list(operands) + list(results)]
+        self.aliases = aliases or {}
+        self.picks = {}  # (PreparedRun's; a Half keeps its own)
+        self._table = None
+        self._address = None
+
+
+def _picks(stage: Prepared, wanted: set[str], results: list[int]) -> dict:
+    """Where each named result of `stage` lies among the result buffers: (j, element offset, shape)."""
+    out = {}
+    for name, arr in stage.results.items():
+        base, _, tail = name.rpartition("_")  # a vector cell's components: <cell>_<k>
+        if name not in wanted and not (tail.isdigit() and base in wanted):
+            continue
+        a = np.asarray(arr)
+        at = native.address(a)
+        for j, k in enumerate(results):
+            buf = stage.buffers[k]
+            lo = native.address(buf) if buf.size else -1
+            if lo <= at and at + a.nbytes <= lo + buf.nbytes:
+                out[name] = (j, (at - lo) // a.itemsize, a.shape)
+                break
+    return out
+
+
+def lanes_stage(plan, b, k: int, chunks: int, cuts: dict) -> Half:
+    """Stage k's lanes over one shard in exactly `chunks` chunks, finish skipped (each chunk's meta is filled per
+    call: eagle/distributed/geometry.py). Operands: the input planes then the cut cells; results: per-lane outputs
+    (kind None), then the partial state."""
+    lib, launcher = plan.prepare(b.spec, k)
+    recipe: list = []
+    bufs, res, copies, resets, _ = launcher.buffers(b, chunks, dict(cuts), staged=False, recipe=recipe)
+    bufs[launcher.meta_k][:2] = (0, b.lanes)
+    lay = launcher.lay
+    ops, outs, kinds, names = [], [], [], []
+    for j, buf in enumerate(lay.buffers):
+        kind = _combine_kind(buf, lay)
+        if buf.role in ("in", "index", "param", "table", "cut"):
+            ops.append(j)
+            names.append(buf.name)
+        elif buf.role == "out" or kind is not None:
+            outs.append(j)
+            kinds.append(kind)
+            if kind in (ISUM, FSUM) or buf.role == "out":  # added into by the lanes: starts at zero here
+                resets.append((bufs[j], 0))
+    metas = [np.zeros(4 + len(b.extents), dtype=np.int64) for _ in range(chunks)]
+    st = Prepared(launcher, lib, bufs, metas, chunks, res, copies, _unique(resets), (), recipe)
+    st.args.stage.finish = skip_address()
+    half = Half(StageCall(plan.kernel.name, st, ops, outs), ops, outs, kinds, names)
+    outputs = {bb.name for bb in lay.buffers if bb.role == "out"}
+    half.picks = _picks(st, outputs, outs)
+    half.roles = [lay.buffers[j].role for j in ops + outs]
+    half.planes = [lay.buffers[j].name for j in ops + outs]
+    half.elem = [bufs[j].itemsize for j in ops + outs]  # (bytes per element: what dist.c shifts by)
+    _let_go(st)
+    return half
+
+
+def finish_stage(plan, b, k: int, chunks: int, cuts: dict) -> Half:
+    """Stage k's finish alone over `chunks` chunks of combined state. Operands: the cut cells, then the state in
+    the lanes half's order (each aliased to a result, since the finish combines in place); results: the aliased
+    state, then the cells (user cells and cells for later stages)."""
+    lib, launcher = plan.prepare(b.spec, k)
+    recipe: list = []
+    bufs, res, copies, _, _ = launcher.buffers(b, chunks, dict(cuts), staged=False, recipe=recipe)
+    bufs[launcher.meta_k][:2] = (0, b.lanes)
+    lay = launcher.lay
+    cut_ops = [j for j, buf in enumerate(lay.buffers) if buf.role == "cut"]
+    state = [j for j, buf in enumerate(lay.buffers) if _combine_kind(buf, lay) is not None]
+    cells = [j for j, buf in enumerate(lay.buffers) if buf.role == "cell"]
+    metas = [np.array([0, 0, c, b.lanes, *b.extents], dtype=np.int64) for c in range(chunks)] if chunks > 1 \
+        else None
+    st = Prepared(launcher, lib, bufs, metas, chunks, res, copies, [], (), recipe)
+    st.args.stage.lanes = skip_address()
+    st.args.stage.threads = 1
+    ops = cut_ops + state
+    results = state + cells
+    aliases = {len(cut_ops) + i: i for i in range(len(state))}
+    half = Half(StageCall(plan.kernel.name, st, ops, results, aliases), ops, results,
+                names=[lay.buffers[j].name for j in cut_ops])
+    wanted = {bb.name for bb in lay.buffers if bb.role in ("cell", "sink")}
+    half.picks = _picks(st, wanted, results)
+    half.cells_out = {c: results.index(lay.buffer_index(c, "cell")) for c in lay.cells_out}
+    _let_go(st)
+    return half
+
+
+_SPARE = np.zeros(64)  # where a finish half's per-lane slots point: it never reads them
+
+
+def _let_go(st: Prepared) -> None:
+    """Drop the stand-ins and per-lane buffers a half was prepared with (each the size of a shard's lanes): a
+    lanes half gets the framework's arrays patched in at every call, a finish half never touches lanes."""
+    lanes_half = st.args.stage.finish == skip_address()
+    for k, buf in enumerate(st.launcher.lay.buffers):
+        if buf.role in ("in", "index", "table", "out"):
+            st.buffers[k] = st.args.keep[k] = _SPARE
+            if not lanes_half:  # (a lanes half's slots are patched before every launch; their sizes stay)
+                st.args.vals[5 * k] = st.args.vals[5 * k + 1] = native.address(_SPARE)
+    st.results = {}
+
+
+def _unique(resets: list) -> list:
+    seen, out = set(), []
+    for a, fill in resets:
+        if a.size and native.address(a) not in seen:
+            seen.add(native.address(a))
+            out.append((a, fill))
+    return out

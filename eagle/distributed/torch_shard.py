@@ -1,0 +1,128 @@
+"""eagle.torch inside a torch.distributed process group: `eagle.torch.wrap(kernel, group=g)` runs the kernel on
+each rank's shard of the lanes and combines cells and sinks across the group.
+
+Every rank calls the wrapped kernel with its own shard (any sizes: shards need not be equal). Per stage: the
+lanes half in one native call, the partial state combined with torch.distributed collectives on the group
+(`all_gather` of per-chunk buffers, `all_reduce(SUM)` of the int64 exact accumulators of ordered sinks and of a
+plain sink's adds; a passed sink's prior content added once), then the finish half in one native call, the same
+on every rank; cut cells pass to the next stage, so the stages of a split kernel run in step on every rank.
+Ordered cells and sinks are bitwise equal to the one-process run whatever the rank count and the shard sizes.
+Shards that run fewer chunks pad with empty ones, so every rank's state has one shape: the chunk counts are
+agreed by one `all_reduce(MAX)` per call. gloo on CPU (NCCL works for the collectives, but the kernel runs on the
+host: tensors must be CPU tensors). No gradients through a sharded call yet.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from eagle import native
+from eagle.distributed.geometry import run_python
+from eagle.distributed.run import ShardedRun, bind_sharded, needed_chunks, pick
+from eagle.distributed.stages import GATHER
+from eagle.errors import InputError
+from eagle.interop import as_host_array
+
+
+def _host(tk, name: str, v) -> np.ndarray:
+    if isinstance(v, torch.Tensor):
+        if v.device.type != "cpu":
+            raise InputError(f"plane '{name}' of kernel '{tk.name}': a sharded eagle.torch call runs on the host "
+                             f"and takes CPU tensors, got one on {v.device}: pass `.cpu()`")
+        v = v.detach()
+    return as_host_array(v, name, tk.name)
+
+
+def sharded_call(tk, group, planes: dict):
+    """`tk` (an eagle.torch.TorchKernel) over this rank's planes, cells and sinks combined across `group`."""
+    if not dist.is_initialized():
+        raise InputError(f"kernel '{tk.name}': eagle.torch.wrap(..., group=...) runs inside a torch.distributed "
+                         f"process group: call torch.distributed.init_process_group first")
+    kinds = {p.name: p.kind for p in tk.plan.kernel.signature.planes}
+    arrays, params, grid, priors = {}, {}, {}, {}
+    for name, v in planes.items():
+        kind = kinds.get(name)
+        if kind is None and isinstance(v, (int, np.integer)):
+            grid[name] = int(v)
+        elif kind == "param":
+            params[name] = float(v.item() if isinstance(v, torch.Tensor) else v)
+        elif kind == "sink":
+            priors[name] = _host(tk, name, v)
+        elif kind == "output":
+            raise InputError(f"plane '{name}' of kernel '{tk.name}': a sharded run hands per-lane outputs back as "
+                             f"new tensors; leave '{name}' out")
+        elif kind is not None and not isinstance(v, numbers.Number):
+            arrays[name] = _host(tk, name, v)
+        else:
+            tk.plan.binder.bind(planes)  # the binder's own message
+    shards, rank = dist.get_world_size(group), dist.get_rank(group)
+    b, how = bind_sharded(tk.plan, {**arrays, **{n: 0.0 for n in params}, **grid}, "the process group")
+    rows = torch.zeros(shards, dtype=torch.int64)
+    rows[rank] = b.extents[0] if b.extents else b.lanes
+    dist.all_reduce(rows, op=dist.ReduceOp.SUM, group=group)  # every rank's rows: where this one's start
+    r0, total = int(rows[:rank].sum()), int(rows.sum())
+    span = [(r0, total)]
+    agreed = torch.tensor(needed_chunks(tk.plan, b, how, span), dtype=torch.int64)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=group)
+    counts = [int(c) for c in agreed]
+    key = ("shard", id(group), shards, r0, total, tuple(counts),
+           tuple(sorted((n, a.shape, a.dtype.str) for n, a in b.arrays.items())), tuple(sorted(grid.items())))
+    runs = tk.__dict__.setdefault("_shard_runs", {})
+    run = runs.get(key)
+    if run is None:
+        run = runs[key] = ShardedRun(tk.plan, b, how, shards, span, counts)
+    ops = {n: b.arrays[n] for n in arrays}
+    ops.update({n: np.array([v], dtype=run.dtype) for n, v in params.items()})
+    pri = {n: np.ascontiguousarray(p, dtype=run.dtype).reshape(-1) for n, p in priors.items()}
+    edges = _edges(group, shards, rank, rows)
+
+    def lanes(half, operands):
+        operands = [np.ascontiguousarray(o).reshape(-1) for o in operands]
+        rets = [np.empty(shape, dtype) for shape, dtype in half.call.rets]
+        run_python(half, half.geo[0], operands, rets)
+        return rets
+
+    def finish(half, operands):
+        operands = [np.ascontiguousarray(o).reshape(-1) for o in operands]
+        rets = [np.empty(shape, dtype) for shape, dtype in half.call.rets]
+        for i, j in half.call.aliases.items():
+            rets[j] = operands[i]
+        half.call.run_native([native.address(a) if a.size else 0 for a in operands + rets])
+        return rets
+
+    def combine(kind, a):
+        t = torch.from_numpy(a)
+        if kind == GATHER:
+            parts = [torch.empty_like(t) for _ in range(shards)]
+            dist.all_gather(parts, t, group=group)
+            return torch.cat(parts).numpy()
+        dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
+        return a
+
+    got = run.drive(ops, pri, lanes, finish, combine, lambda a, p: a + p, edges)
+    results = {n: torch.from_numpy(np.array(pick(*v))) for n, v in got.items()}
+    return results[next(iter(results))] if len(results) == 1 else results
+
+
+def _edges(group, shards: int, rank: int, rows: torch.Tensor):
+    """`halo(a, h)` for this rank: a plane with h rows of each neighbour rank around its own (zeros past the grid's
+    edges), exchanged with one all_gather of every rank's first and last h rows."""
+
+    def halo(a: np.ndarray, h: int) -> np.ndarray:
+        a = a.reshape(int(rows[rank]), -1)  # (the binder's plane may be flat)
+        if int(rows.min()) < h:
+            raise InputError(f"a rank holds {int(rows.min())} row(s), fewer than the halo of {h} rows its "
+                             f"neighbours read: give every rank at least {h} rows")
+        t = torch.from_numpy(np.ascontiguousarray(np.concatenate([a[:h], a[-h:]])))
+        parts = [torch.empty_like(t) for _ in range(shards)]
+        dist.all_gather(parts, t, group=group)
+        zero = np.zeros_like(a[:h])
+        up = parts[rank - 1].numpy()[h:] if rank > 0 else zero
+        down = parts[rank + 1].numpy()[:h] if rank + 1 < shards else zero
+        return np.concatenate([up, a, down])
+
+    return halo

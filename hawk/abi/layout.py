@@ -1,0 +1,312 @@
+"""A kernel's layout: the contract between its compiled code and the runtime, with no MLIR in it.
+
+`Layout` says which buffers the compiled lane function takes, in which order and with which element type, and
+what the reductions and sinks are. It round-trips through JSON, which is how an artifact's sidecar carries it
+to a machine that has only NumPy and the target's runtime.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from hawk.abi.exact import words as exact_words
+from hawk.abi.signature import Signature
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One specialisation: the float dtype, the integer dtype of each Index plane, and what policy="auto"
+    means for a sum over lanes ("fast", or "ordered" for artifacts, whose partials the host adds in the
+    ordered tree)."""
+
+    float_dtype: str
+    index_dtypes: tuple[tuple[str, str], ...]
+    auto_sum: str = "fast"
+
+
+@dataclass(frozen=True)
+class Reduction:
+    kind: str  # sum | mean | max | min | fold (hawk.reduce with an operator of the user's: hawk/passes/lower/folds.py)
+    over: tuple[str, ...]  # reduced lane axes
+    kept: tuple[str, ...]  # kept lane axes, in grid order
+    policy: str
+    payload: tuple[int, ...]
+    cell: str  # the output it lands in ('result' for a return)
+    masked: bool
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One argument of the compiled lane function."""
+
+    name: str
+    role: str  # in | index | param | table | out | cell | count | sink | scratch | meta | err
+    dtype: str  # 'f' (the kernel's float), 'i32', 'i64'
+
+
+@dataclass
+class Layout:
+    name: str
+    sig: Signature
+    outputs: dict[str, str]  # output name -> 'lane' | 'cell'
+    reductions: list[Reduction]
+    sinks: dict[str, tuple[int, ...]]  # sink -> payload shape of what is scattered into it
+    index_keys: dict[str, list[tuple[str, int]]]  # Index plane used directly as a key -> (sink, key position)
+    sink_policy: dict[str, str] = field(default_factory=dict)  # sink -> plain | compensated | ordered
+    buffers: list[Buffer] = field(default_factory=list)
+    cells_in: list[str] = field(default_factory=list)  # internal cells an earlier stage wrote (split kernels)
+    cells_out: list[str] = field(default_factory=list)  # internal cells this stage writes for a later one
+    private: dict[str, int] = field(default_factory=dict)  # sink or kept cell -> slots of each chunk's own copy
+    stored: list[str] = field(default_factory=list)  # sinks some scatter stores into with =
+    mixed: list[str] = field(default_factory=list)  # stored sinks that some scatter also adds into with +=
+
+    @property
+    def width(self) -> int:
+        """Partials one chunk writes for the reductions over every lane (see chunk_slots)."""
+        return sum(chunk_slots(r) for r in self.reductions if not r.kept)
+
+    @property
+    def exact_components(self) -> int:
+        """Components of the ordered sums over every lane (each keeps an exact accumulator per chunk)."""
+        return sum(_size(r.payload) for r in self.reductions if not r.kept and ordered(r))
+
+    def exact_width(self, dtype: str) -> int:
+        """int64 words of one chunk's exact accumulators for its ordered sums over every lane (hawk/exact.py)."""
+        return self.exact_components * exact_words(dtype)
+
+    def exact_names(self) -> list[str]:
+        """Ordered sinks and ordered kept cells: each slot keeps an exact accumulator."""
+        return [b.name for b in self.buffers if b.role == "exact" and b.name != "#exact"]
+
+    def private_cells(self) -> list[str]:
+        """Cells of reductions keeping lane axes that each chunk accumulates in its own copy."""
+        return [n for n in self.private if n not in self.sinks]
+
+    def copy_values(self) -> int:
+        """Values one chunk's private copies hold in all, which is what grows with the number of chunks: a
+        plain sink's slots, a stored one's slots and marks, a compensated one's pairs, a kept cell's slots, an
+        ordered sink's or cell's (high, low) pairs."""
+        n = 0
+        for name, slots in self.private.items():
+            if self.policy_of(name) == "ordered":  # (high, low) pairs
+                n += 2 * slots
+            elif name not in self.sinks:
+                n += slots
+            elif name in self.stored:
+                n += 2 * slots
+            else:
+                n += {"plain": 1, "compensated": 2}.get(self.sink_policy.get(name), 0) * slots
+        return n
+
+    def fixed_chunks(self) -> bool:
+        """Whether this stage's chunks are a fixed function of its lanes and sizes, never of the thread count (one
+        thread runs them all in turn): a stage with a private copy of a large sink (over PRIVATE_SLOTS) or of a
+        sink both stored and added into, whose results then have the same bits at every thread count."""
+        return any(n in self.sinks and self.policy_of(n) != "ordered" and (slots > PRIVATE_SLOTS or n in self.mixed)
+                   for n, slots in self.private.items())
+
+    def atomic_sinks(self) -> list[str]:
+        """Sinks a GPU with float atomics adds into directly: plain, added to only, over PRIVATE_SLOTS slots. Those
+        up to PAIR_SLOTS have a private copy per chunk on the host and spirv; a GPU that adds atomically gives them
+        none (eagle.targets.device: no copies, so every thread of a large grid can run)."""
+        return [n for n in self.sinks if self.private.get(n, PRIVATE_SLOTS + 1) > PRIVATE_SLOTS
+                and n not in self.stored and self.sink_policy.get(n) == "plain"]
+
+    def parallel_span(self, atomics: bool = False) -> int | None:
+        """Lanes a chunk boundary must be a multiple of so that chunks never write one slot (None: they would,
+        run one chunk). Private sinks never collide, nor do atomic sinks where `atomics`; a reduction keeping
+        leading lane axes writes each kept slot from one contiguous span of lanes."""
+        shared = set(self.atomic_sinks()) if atomics else set()
+        # an ordered sink too large for copies shares one exact accumulator per slot, added into atomically
+        shared |= {n for n in self.sinks if self.sink_policy.get(n) == "ordered" and n not in self.stored}
+        if any(n not in self.private and n not in shared for n in self.sinks):
+            return None
+        span = 1
+        axes = [a.label for a in self.sig.lane_axes()]
+        if any(r.kind == "fold" and not r.kept for r in self.reductions):
+            span = ORDERED_BLOCK  # a fold's blocks of lanes each belong to one chunk (or GPU thread)
+        for r in self.reductions:
+            if not r.kept or r.cell in self.private or (r.kind in ("sum", "mean") and r.policy == "ordered"):
+                continue  # a kept cell with a copy per chunk, or exact accumulators, never collides
+            if list(r.kept) != axes[:len(r.kept)]:
+                return None
+            inner = [a.extent for a in self.sig.lane_axes()[len(r.kept):]]
+            if any(e is None for e in inner):
+                return None
+            span = math.lcm(span, _size(tuple(inner)))
+        return span
+
+    def policy_of(self, name: str) -> str:
+        """The sum policy of a sink, or of a cell kept by a reduction over some axes."""
+        if name in self.sink_policy:
+            return self.sink_policy[name]
+        r = next(r for r in self.reductions if r.cell == name)
+        return sum_policy(r.policy, True)
+
+    def buffer_index(self, name: str, role: str | None = None) -> int:
+        for k, b in enumerate(self.buffers):
+            if b.name == name and (role is None or b.role == role):
+                return k
+        raise KeyError(name)
+
+
+# Compensated sums over every lane run lanes in blocks of ORDERED_BLOCK, each with ORDERED_CHAINS interleaved
+# Neumaier chains (independent chains let the loop pipeline). "ordered" sums are exact (hawk/exact.py): any
+# split gives the same bits, so they need no block structure.
+ORDERED_BLOCK = 1024
+ORDERED_CHAINS = 8
+
+
+# GPU launch forms (hawk/passes/lower_gpu_tree.py, hawk/passes/lower_gpu.py); workgroups of WORKGROUP threads.
+#   "tree":   no sinks, no reduction keeping lane axes, no ordered sum. A workgroup takes a GROUP_ALIGN-aligned
+#             span of lanes, its threads every WORKGROUP-th lane of it (coalesced), its partials meet in shared
+#             memory.
+#   "slots":  no sinks, no ordered sum, and every reduction keeps the same lane axes: a thread per kept slot runs
+#             that slot's lanes in lane order (the host's order); sums over every lane meet in shared memory as in
+#             "tree".
+#   "chunks": everything else (ordered sums and sinks included): a chunk of lanes per thread, as a host chunk runs
+#             it; ordered terms go into exact accumulators (the thread's own for sums over every lane, one per
+#             slot shared by every thread, with integer atomics, for sinks and kept cells).
+WORKGROUP = 64
+GROUP_ALIGN = ORDERED_BLOCK
+SHARED_BUDGET = 16384  # bytes of workgroup memory every Vulkan device offers
+
+
+def tree_shared(lay: Layout) -> int:
+    """float64 elements of the tree forms' workgroup array: every thread's partials."""
+    return lay.width * WORKGROUP
+
+
+def kept_run(lay: Layout) -> tuple[str, tuple[str, ...]] | None:
+    """("leading" | "trailing" | "any", kept axes) when every reduction keeps the same lane axes (a proper part
+    of them): leading ones give each kept slot a contiguous span of lanes, trailing ones evenly spaced lanes;
+    None when reductions keep different axes."""
+    kept = {r.kept for r in lay.reductions if r.kept}
+    if len(kept) != 1:
+        return None
+    (k,) = kept
+    axes = tuple(a.label for a in lay.sig.lane_axes())
+    if len(k) >= len(axes):
+        return None
+    if axes[:len(k)] == k:
+        return "leading", k
+    if axes[len(axes) - len(k):] == k:
+        return "trailing", k
+    return "any", k
+
+
+def kept_slots(lay: Layout, extents: tuple[int, ...]) -> int:
+    """Kept slots of a "slots" stage for a run with these lane extents."""
+    _, k = kept_run(lay)
+    labels = [a.label for a in lay.sig.lane_axes()]
+    return _size(tuple(extents[labels.index(a)] for a in k))
+
+
+def gpu_form(lay: Layout, fbytes: int) -> str:
+    """How a stage runs on a GPU: "tree", "slots" or "chunks" (see above). The lowering and the runtime both
+    ask, so they always agree."""
+    if lay.sinks or tree_shared(lay) * 8 > SHARED_BUDGET or has_ordered(lay) or \
+            any(r.kind == "fold" for r in lay.reductions):  # folds: the host's lane code per thread
+        return "chunks"
+    if not any(r.kept for r in lay.reductions):
+        return "tree"
+    if kept_run(lay) is None:
+        return "chunks"
+    return "slots"
+
+
+PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get private copies (one per chunk, thread-count chunking)
+# Larger plain, auto and compensated sinks, and sinks both stored and added into, get private copies up to
+# PAIR_SLOTS slots too, in a fixed number of chunks (Layout.fixed_chunks; eagle.launch.SPLIT_CHUNKS, all the
+# copies within eagle.launch.COPY_BYTES): fewer, larger chunks as the sink grows, so a big sink never runs as one
+# chunk on the host or one GPU thread for want of room. Beyond PAIR_SLOTS such a sink runs as one chunk.
+# Ordered sinks and kept cells: one exact accumulator per slot (hawk/exact.py: 576 bytes a float64 slot) that
+# every chunk shares (integer atomic adds), allocated zeroed once and left zeroed by the finish. Up to
+# PAIR_SLOTS slots, each host chunk also keeps its own (high, low) float pair per slot (two error-free TwoSums a
+# term, 16 bytes a float64 slot; the launcher keeps all the copies within eagle.launch.COPY_BYTES), and only a
+# term the pair cannot take exactly goes to the accumulator, which then stays mostly untouched (zero pages).
+PAIR_SLOTS = 1 << 25
+
+
+def private_sink_slots(slots: int, policy: str, stored: bool, added: bool) -> int:
+    """Slots of each chunk's private copy of a sink that is not ordered (0: none, the stage runs as one chunk): a
+    sink only added into (plain or compensated), only stored into (with marks), or both stored and plain-added
+    into (marks; the finish replaces a slot a chunk stored, else adds the chunk's copy), up to PAIR_SLOTS."""
+    if policy == "ordered" or not (stored or added) or (stored and added and policy != "plain"):
+        return 0
+    return slots if slots <= PAIR_SLOTS else 0
+
+
+def has_ordered(lay: Layout) -> bool:
+    """Whether a stage has any ordered sum (over every lane, keeping axes, or an ordered sink)."""
+    return any(ordered(r) for r in lay.reductions) or "ordered" in lay.sink_policy.values()
+
+
+def ordered(r: Reduction) -> bool:
+    return r.kind in ("sum", "mean") and r.policy == "ordered"
+
+
+def sum_policy(policy: str, scatter: bool) -> str:
+    """What a policy word means for one sum: 'fast' | 'plain' | 'compensated' | 'ordered'."""
+    if policy == "auto":
+        return "compensated" if scatter else "fast"
+    return policy
+
+
+def chunk_slots(r: Reduction) -> int:
+    """Partials per chunk for one full reduction: components (x2 when compensated), plus a count for mean."""
+    n = _size(r.payload)
+    if r.kind == "fold":  # its partials live in its "fold" buffer
+        return 0
+    if r.kind in ("sum", "mean"):
+        p = sum_policy(r.policy, False)
+        n = 0 if p == "ordered" else (2 * n if p == "compensated" else n)
+    return n + (r.kind == "mean")
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def fold_values(r: Reduction, lanes: int, cell_values: int) -> int:
+    """Floats of a fold's "fold" buffer (hawk/passes/lower/folds.py) for a run of `lanes` lanes whose cell holds
+    `cell_values` values: a flag and the payload per block of ORDERED_BLOCK lanes, or per kept slot."""
+    n = _size(r.payload)
+    entries = cell_values // n if r.kept else -(-lanes // ORDERED_BLOCK)
+    return entries * (n + 1)
+
+
+
+def make_spec(sig: Signature, float_dtype: str, index_dtypes: dict[str, str], auto_sum: str = "fast") -> Spec:
+    """The specialisation for a run: its float dtype and each Index plane's dtype (int32 unless given)."""
+    return Spec(float_dtype, tuple((p.name, index_dtypes.get(p.name, "int32")) for p in sig.planes
+                                   if p.kind == "index"), auto_sum)
+
+
+def layout_to_json(lay: Layout) -> dict:
+    return {"name": lay.name, "signature": lay.sig.to_json(), "outputs": lay.outputs,
+            "reductions": [asdict(r) for r in lay.reductions],
+            "sinks": {k: list(v) for k, v in lay.sinks.items()},
+            "index_keys": {k: [list(u) for u in v] for k, v in lay.index_keys.items()},
+            "sink_policy": lay.sink_policy, "buffers": [asdict(b) for b in lay.buffers],
+            "cells_in": lay.cells_in, "cells_out": lay.cells_out, "private": lay.private, "stored": lay.stored,
+            **({"mixed": lay.mixed} if lay.mixed else {})}
+
+
+def layout_from_json(d: dict) -> Layout:
+    reds = [Reduction(r["kind"], tuple(r["over"]), tuple(r["kept"]), r["policy"], tuple(r["payload"]), r["cell"],
+                      bool(r["masked"])) for r in d["reductions"]]
+    lay = Layout(d["name"], Signature.from_json(d["signature"]), dict(d["outputs"]), reds,
+                 {k: tuple(v) for k, v in d["sinks"].items()},
+                 {k: [(s, int(p)) for s, p in v] for k, v in d["index_keys"].items()})
+    lay.sink_policy = dict(d["sink_policy"])
+    lay.cells_in, lay.cells_out = list(d["cells_in"]), list(d["cells_out"])
+    lay.private = {k: int(v) for k, v in d["private"].items()}
+    lay.stored = [str(n) for n in d.get("stored", [])]
+    lay.mixed = [str(n) for n in d.get("mixed", [])]
+    lay.buffers = [Buffer(b["name"], b["role"], b["dtype"]) for b in d["buffers"]]
+    return lay

@@ -1,0 +1,36 @@
+"""The reverse's record in an artifact's sidecar: the adjoint's planes (cotangent and gradient names and kinds),
+with no MLIR in it. The artifact builder writes it from a Design (hawk/reverse/sweep.py); eagle/reverse.py reads it
+back for a loaded artifact's reverse."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The adjoint's planes as a sidecar records them (hawk/reverse/sweep.Design's fields that the door reads).
+INFO_FIELDS = ("ct", "ct_kind", "payload", "grad", "grad_kind", "win", "kept")
+
+
+@dataclass(frozen=True)
+class Info:
+    """The adjoint's planes (cotangent and gradient names and kinds) read back from a sidecar."""
+
+    ct: dict
+    ct_kind: dict
+    payload: dict
+    grad: dict
+    grad_kind: dict
+    win: dict
+    kept: dict
+
+
+def info_to_json(design) -> dict:
+    """The fields of a Design (or Info) that a sidecar records, as JSON data."""
+    d = {f: dict(getattr(design, f)) for f in INFO_FIELDS}
+    d["payload"] = {k: list(v) for k, v in d["payload"].items()}
+    d["kept"] = {k: list(v) for k, v in d["kept"].items()}
+    return d
+
+
+def info_from_json(d: dict) -> Info:
+    return Info(dict(d["ct"]), dict(d["ct_kind"]), {k: tuple(v) for k, v in d["payload"].items()}, dict(d["grad"]),
+                dict(d["grad_kind"]), dict(d["win"]), {k: tuple(v) for k, v in d["kept"].items()})

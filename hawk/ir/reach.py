@@ -1,0 +1,55 @@
+"""How far a kernel reads across lanes along its leading lane axis: what a sharded run needs (eagle/distributed).
+
+A run split into shards along the leading lane axis (rows of a Grid) needs, per per-lane plane read with `.at`,
+how many rows away a read can reach: a leading coordinate that is the lane's own plus a constant reaches that
+constant's size; anything else (a flat index, a coordinate computed from data) can reach any lane. It also needs
+whether the kernel reads the leading coordinate itself (then a shard must see the whole grid's coordinates).
+Read off the hawk IR through hawk.ir.access; plain data out, so eagle needs no MLIR (Kernel.lane_reach).
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+from hawk.ir import access
+from hawk.ir.dialect import is_hawk, new_context
+
+
+def lane_reach(text: str, lead: str | None, per_lane: frozenset[str]) -> tuple[dict[str, int | None], bool]:
+    """({plane: the most rows a `.at` read of it reaches along `lead`, None when it can reach any lane}, whether
+    the kernel reads its `lead` coordinate) for the hawk module `text`; `per_lane`: the per-lane planes."""
+    reach: dict[str, int | None] = {}
+    coords = [False]
+
+    def offset(v, axis):
+        """k when v is the lane's own coordinate on `axis` plus the constant k, else None."""
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            return None
+        if is_hawk(owner, "lane"):
+            return 0 if access.lane_axis(owner) == axis else None
+        if owner.name in ("arith.addi", "arith.subi"):
+            base, k = owner.operands
+            if isinstance(k.owner, ir.Block) or k.owner.name != "arith.constant" or offset(base, axis) != 0:
+                return None
+            value = ir.IntegerAttr(k.owner.attributes["value"]).value
+            return value if owner.name == "arith.addi" else -value
+        return None
+
+    def visit(op):
+        if is_hawk(op, "lane") and access.lane_axis(op) == lead:
+            coords[0] = True
+        elif is_hawk(op, "at") and access.plane_name(op) in per_lane:
+            plane, axes = access.plane_name(op), access.coord_axes(op)
+            if axes == ["#"] or lead is None:
+                reach[plane] = None
+            elif lead in axes and reach.get(plane, 0) is not None:
+                k = offset(access.at_coords(op)[axes.index(lead)], lead)
+                reach[plane] = None if k is None else max(reach.get(plane, 0), abs(k))
+            else:
+                reach.setdefault(plane, 0)
+        return ir.WalkResult.ADVANCE
+
+    with new_context(), ir.Location.unknown():
+        ir.Module.parse(text).operation.walk(visit)
+    return reach, coords[0]

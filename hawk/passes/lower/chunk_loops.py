@@ -1,0 +1,277 @@
+"""The loop shapes a chunk of lanes runs in (host chunks and GPU threads of the chunk form alike):
+
+  flat      for lane in [lo, hi): body (split_scatters.py: two passes per block for computed scatter keys)
+  blocked   for block: full blocks run ORDERED_CHAINS straight-line copies of the body per group of lanes (a
+            chain each: compensated sums, ordered two-float chains); a partial block runs lane by lane, guarded
+  nested    for kept slot: for its contiguous lanes: body, kept totals in registers (leading kept axes)
+  column    for row: for its lanes (trailing kept axes: each lane's slot is affine; a grid: coordinates from
+            the loops; neighbour reads: the interior without clamps, grid.py)
+
+`lanes_body` plans the chunk state (state.py), picks the shape and writes the chunk's partials to #scratch.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import scf
+
+from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
+from hawk.passes.host_emit import size
+from hawk.passes.lower import grid, reduce_full, sorted_runs, split_scatters, state, wide
+from hawk.passes.lower.context import Lowering, clone_body, rewrite, rewrite_ops
+from hawk.passes.lower.grid import own_offsets
+from hawk.passes.speculate import NO_SPECULATE
+
+
+def lanes_body(cx: Lowering, body: ir.Block) -> None:
+    e = cx.e
+    chunk0, chain0 = state.plan_state(cx, body)
+    cx.nested = None
+    if any(a.policy == "compensated" or a.pairs for a in cx.full):
+        final = blocked_driver(cx, body, chunk0, chain0)
+    elif nest_span(cx) is not None:
+        final = nested_driver(cx, body, chunk0)
+    elif column_span(cx) is not None:
+        final = column_driver(cx, body, chunk0, column_span(cx))
+    elif len(cx.axes) > 1 and not any(r.kept for r in cx.lay.reductions):
+        final = column_driver(cx, body, chunk0, None)  # rows of a grid: coordinates without div/mod
+    else:
+        final = flat_driver(cx, body, chunk0)
+    final = list(final)
+    reduce_full.finish_extrema(cx, final)
+    scratch = cx.bufs[("#scratch", "scratch")]
+    base = e.mul_i(cx.chunk, e.c(max(cx.lay.width, 1)))
+    for k, v in enumerate(final[:cx.nchunk_red]):
+        v = e.op("arith.sitofp", v, t=e.f64) if v.type == e.i64 else e.widen(v, e.f64)
+        e.store(v, scratch, e.add_i(base, e.c(cx.scratch_at[k])))
+    wide.wide_chunk_partials(cx, scratch, base)
+    for run in cx.runs:
+        sorted_runs.flush_run(cx, run, final[run.slot:run.slot + run.width])
+
+
+def lane_guard(cx: Lowering, lane: ir.Value, lo: ir.Value, hi: ir.Value,
+               cur: list[ir.Value]) -> tuple[scf.IfOp, scf.YieldOp]:
+    """An if that runs one lane's body only when lo <= lane < hi, never speculated (a lane past the end must
+    not read): (the if, the placeholder yield of `cur` ending its then-block, for lower_body to fill); its
+    else-block yields `cur` unchanged."""
+    e = cx.e
+    live = e.op("arith.andi", e.cmpi(6, lane, hi), e.cmpi(9, lane, lo))  # ult, uge
+    guard = scf.IfOp(live, [v.type for v in cur], has_else=True)
+    guard.operation.attributes[NO_SPECULATE] = ir.UnitAttr.get()
+    with ir.InsertionPoint(guard.else_block):
+        scf.YieldOp(cur)
+    with ir.InsertionPoint(guard.then_block):
+        anchor = scf.YieldOp(cur)
+    return guard, anchor
+
+
+def move_body(cx: Lowering, body: ir.Block, anchor) -> None:
+    for op in list(body.operations):
+        if op.operation.name != "func.return":
+            op.move_before(anchor)
+
+
+def lower_body(cx: Lowering, body: ir.Block, anchor, region_op, lane: ir.Value, accs, j=None) -> None:
+    """Move the kernel body before `anchor` (a placeholder yield), lower it for `lane` with the accumulators
+    `accs` (and chain `j`), and end the anchor's block with a yield of the updated accumulators."""
+    block = anchor.operation.block
+    move_body(cx, body, anchor)
+    cx.lane, cx.accs, cx.j = lane, list(accs), j
+    rewrite(cx, region_op)
+    anchor.operation.erase()
+    with ir.InsertionPoint(block):
+        scf.YieldOp(cx.accs)
+
+
+def flat_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
+    e = cx.e
+    if split_scatters.split_scatters(cx, body):  # computed keys in a vectorized pass first (split_scatters.py)
+        return split_scatters.split_driver(cx, body, chunk0)
+    loop = scf.ForOp(cx.lo, cx.hi, e.c(1), chunk0)
+    with ir.InsertionPoint(loop.body):
+        anchor = scf.YieldOp(list(loop.inner_iter_args))
+    lower_body(cx, body, anchor, loop, loop.induction_variable, loop.inner_iter_args)
+    return list(loop.results)
+
+
+def nest_span(cx: Lowering) -> int | None:
+    """Lanes per kept slot when every reduction keeping axes keeps the same leading lane axes with a sum
+    ("auto"), max or min: those lanes are contiguous, so one register accumulator serves each slot."""
+    kept = [r for r in cx.lay.reductions if r.kept]
+    if not kept or len({r.kept for r in kept}) != 1 or any(r.kind == "fold" for r in cx.lay.reductions):
+        return None
+    k = kept[0].kept
+    if list(k) != cx.axes[:len(k)] or any(r.kind in ("sum", "mean") and r.policy != "auto" for r in kept) \
+            or any(cx.is_wide(r.payload) for r in kept):  # wide: the component loops of reduce_kept
+        return None
+    span = 1
+    for a in cx.lay.sig.lane_axes()[len(k):]:
+        if a.extent is None:
+            return None
+        span *= a.extent
+    return span
+
+
+def column_span(cx: Lowering) -> int | None:
+    """Kept slots when every reduction keeping axes keeps the same trailing lane axes (a sum "auto", max or
+    min): lane = row * span + slot, so the slot is affine in the lane and the update loop vectorizes."""
+    kept = [r for r in cx.lay.reductions if r.kept]
+    if not kept or len({r.kept for r in kept}) != 1 or any(r.kind == "fold" for r in cx.lay.reductions):
+        return None
+    k = kept[0].kept
+    if list(k) != cx.axes[len(cx.axes) - len(k):] or len(k) == len(cx.axes) or \
+            any(r.kind in ("sum", "mean") and r.policy != "auto" for r in kept) or \
+            any(cx.is_wide(r.payload) for r in kept):
+        return None
+    span = 1
+    for a in cx.lay.sig.lane_axes()[len(cx.axes) - len(k):]:
+        span *= a.extent
+    return span
+
+
+def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_span: int | None) -> list[ir.Value]:
+    """for each row: for its `span` lanes: body. With kept_span, the rows are those of the reduced axes and
+    each lane updates its own kept slot (lane - row start); else the rows are the grid's first axis, whose
+    coordinate (and, on a 2-D grid, the second's) the loops give without a division."""
+    e = cx.e
+    span = kept_span
+    if span is None:
+        span = 1
+        for a in cx.lay.sig.lane_axes()[1:]:
+            span *= a.extent
+    rlo = e.op("arith.divui", cx.lo, e.c(span))
+    rhi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
+    outer = scf.ForOp(rlo, rhi, e.c(1), chunk0)
+    with ir.InsertionPoint(outer.body):
+        row0 = e.mul_i(outer.induction_variable, e.c(span))
+        start = e.op("arith.maxui", row0, cx.lo)
+        end = e.op("arith.minui", e.add_i(row0, e.c(span)), cx.hi)
+        count = e.c(span)  # defined before the loop that uses it
+        inner = scf.ForOp(start, end, e.c(1), list(outer.inner_iter_args))
+        with ir.InsertionPoint(inner.body):
+            offset = e.op("arith.subi", inner.induction_variable, row0)
+            anchor = scf.YieldOp(list(inner.inner_iter_args))
+        if kept_span is not None:
+            cx.kept_slot, cx.kept_count = offset, count
+        else:
+            cx.known_coords = {cx.axes[0]: outer.induction_variable}
+            if len(cx.axes) == 2:
+                cx.known_coords[cx.axes[1]] = offset
+        margins = own_offsets(body, cx.axes) if kept_span is None and len(cx.axes) == 2 else {}
+        if any(margins.values()):  # neighbour reads: the interior of the grid runs without their clamps
+            inner.operation.erase()
+            results = grid.interior_rows(cx, body, outer, row0, start, end, span, margins)
+        else:
+            lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
+            results = list(inner.results)
+        cx.kept_slot, cx.known_coords = None, {}
+        scf.YieldOp(results)
+    return list(outer.results)
+
+
+def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
+    """for each kept slot: for its contiguous lanes: body, the kept totals in registers; then into the slot."""
+    e = cx.e
+    span = nest_span(cx)
+    kept = [r for r in cx.lay.reductions if r.kept]
+    klo = e.op("arith.divui", cx.lo, e.c(span))
+    khi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
+    outer = scf.ForOp(klo, khi, e.c(1), chunk0)
+    with ir.InsertionPoint(outer.body):
+        slot = outer.induction_variable
+        start = e.op("arith.maxui", e.mul_i(slot, e.c(span)), cx.lo)
+        end = e.op("arith.minui", e.add_i(e.mul_i(slot, e.c(span)), e.c(span)), cx.hi)
+        inits = list(outer.inner_iter_args)
+        cx.nested = {}
+        for r in kept:
+            cx.nested[r.cell] = len(inits)
+            inits += [e.identity(r.kind)] * size(r.payload) + ([e.c(0, e.i64)] if r.kind == "mean" else [])
+        inner = scf.ForOp(start, end, e.c(1), inits)
+        with ir.InsertionPoint(inner.body):
+            anchor = scf.YieldOp(list(inner.inner_iter_args))
+        lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
+        res = list(inner.results)
+        n = e.c(1)
+        for a in kept[0].kept:
+            n = e.mul_i(n, cx.ext[cx.axes.index(a)])
+        for r in kept:
+            at0 = cx.nested[r.cell]
+            out = cx.bufs[(r.cell, "cell")]
+            for c in range(size(r.payload)):
+                at = e.add_i(e.mul_i(e.c(c), n), slot)
+                e.store(e.combine_kind(r.kind, e.load(out, at), res[at0 + c]), out, at)
+            if r.kind == "mean":
+                cnt = cx.bufs[(r.cell, "count")]
+                got = e.op("arith.uitofp", res[at0 + size(r.payload)], t=e.f)
+                e.store(e.add(e.load(cnt, slot), got), cnt, slot)
+        scf.YieldOp(res[:len(chunk0)])
+    cx.nested = None
+    return list(outer.results)
+
+
+def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.Value]) -> list[ir.Value]:
+    """for block: full blocks run groups of CHAINS lanes as CHAINS straight-line copies of the body (lane j
+    of a group feeds chain j; LLVM's SLP vectorizer packs the copies); a partial block runs lane by lane
+    under a guard."""
+    e = cx.e
+    B, W = ORDERED_BLOCK, ORDERED_CHAINS
+    blo = e.op("arith.divui", cx.lo, e.c(B))
+    bhi = e.op("arith.divui", e.add_i(cx.hi, e.c(B - 1)), e.c(B))
+    nchunk = len(chunk0)
+    outer = scf.ForOp(blo, bhi, e.c(1), chunk0)
+    with ir.InsertionPoint(outer.body):
+        blk = outer.induction_variable
+        wide.wide_block_start(cx)
+        start = e.mul_i(blk, e.c(B))
+        end = e.op("arith.minui", e.add_i(start, e.c(B)), cx.hi)
+        inits = list(outer.inner_iter_args) + list(chain0)  # every block's chains start afresh
+        cx.block_start = start
+        full = e.op("arith.andi", e.cmpi(9, start, cx.lo), e.cmpi(0, e.op("arith.subi", end, start), e.c(B)))
+        split = scf.IfOp(full, [v.type for v in inits], has_else=True)
+        with ir.InsertionPoint(split.then_block):
+            fast = scf.ForOp(e.c(0), e.c(B // W), e.c(1), inits)
+            with ir.InsertionPoint(fast.body):
+                fast_anchor = scf.YieldOp(list(fast.inner_iter_args))
+            reduce_full.flush_pairs(cx, list(fast.results), nchunk)
+            scf.YieldOp(list(fast.results))
+        with ir.InsertionPoint(split.else_block):
+            groups = scf.ForOp(e.c(0), e.c(B // W), e.c(1), inits)
+            with ir.InsertionPoint(groups.body):
+                inner = scf.ForOp(e.c(0), e.c(W), e.c(1), list(groups.inner_iter_args))
+                with ir.InsertionPoint(inner.body):
+                    j = inner.induction_variable
+                    lane = e.add_i(start, e.mul_i(groups.induction_variable, e.c(W)), j)
+                    cur = list(inner.inner_iter_args)
+                    guard, anchor = lane_guard(cx, lane, cx.lo, end, cur)
+                    scf.YieldOp(list(guard.results))
+                scf.YieldOp(list(inner.results))
+            scf.YieldOp(list(groups.results))
+        # full blocks: CHAINS copies, lane j feeding chain j
+        cx.accs = list(fast.inner_iter_args)
+        cx.pending = {}
+        for jj in range(W):
+            with ir.InsertionPoint(fast_anchor), body.owner.location:
+                cx.lane = e.add_i(start, e.mul_i(fast.induction_variable, e.c(W)), e.c(jj))
+            cx.j = jj
+            rewrite_ops(cx, clone_body(cx, body, fast_anchor))
+        with ir.InsertionPoint(fast_anchor), body.owner.location:
+            reduce_full.ordered_chains_step(cx)
+        fast_anchor.operation.erase()
+        with ir.InsertionPoint(fast.body):
+            scf.YieldOp(cx.accs)
+        # the partial block: one lane at a time, guarded
+        lower_body(cx, body, anchor, guard, lane, cur, j)
+        res = list(split.results)
+        for acc in cx.full:
+            if acc.policy != "compensated":
+                continue
+            if acc.wide:
+                wide.wide_merge_chains(cx, acc)
+                continue
+            for c in range(acc.n):
+                for w in range(W):
+                    ks = nchunk + acc.chain + w * 2 * acc.n + c
+                    ns, nc = e.neumaier(res[acc.slot + c], res[acc.slot + acc.n + c], res[ks])
+                    res[acc.slot + c], res[acc.slot + acc.n + c] = ns, e.add(nc, res[ks + acc.n])
+        scf.YieldOp(res[:nchunk])
+    return list(outer.results)

@@ -1,0 +1,316 @@
+"""The finish function of a stage (`@<k>_finish`), run once on the host after every chunk (or GPU thread or
+workgroup) has run its lanes: it combines the chunk partials of sums over every lane in chunk order, adds up the
+exact accumulators of ordered sums and rounds them once (docs/ordered.md), combines the private copies of sinks
+in order (stores: the last chunk that stored a slot), folds companions into their slots and divides means by
+their counts.
+
+Built by every driver the same way (a GPU stage's finish runs on the host too); the context gives the emitter,
+the buffers, the meta reading and the reductions' slots (`cx.full`)."""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import func, scf
+
+from hawk.passes import exact_emit
+from hawk.passes.host_emit import _EQ, size
+from hawk.passes.lower import folds, wide
+from hawk.passes.lower.context import Lowering
+
+_NE = 1
+
+
+def build_finish(cx: Lowering, finish) -> None:
+    e = cx.e
+    entry = finish.add_entry_block()
+    cx.bufs = cx.args(finish)
+    with ir.InsertionPoint(entry), finish.location:
+        cx.read_meta()
+        scratch = cx.bufs[("#scratch", "scratch")]
+        width = e.c(max(cx.lay.width, 1))
+        for acc in cx.full:
+            r = acc.r
+            t = e.f64
+            if acc.wide and acc.policy != "ordered":  # a loop over components (lower_host.finish_wide)
+                wide.finish_wide(cx, acc, width)
+                continue
+            if acc.policy == "ordered":
+                finish_ordered(cx, acc, scratch, width)
+                continue
+            else:
+                stored = acc.n * (2 if acc.policy == "compensated" else 1)
+            count = 1 if r.kind == "mean" else 0
+            inits = [e.identity(r.kind, t)] * acc.n if acc.policy != "ordered" else []
+            inits += [e.cf(0.0, t)] * (acc.n if acc.policy == "compensated" else 0) + [e.cf(0.0, t)] * count
+            loop = scf.ForOp(e.c(0), cx.chunk, e.c(1), inits)
+            with ir.InsertionPoint(loop.body):
+                base = e.add_i(e.mul_i(loop.induction_variable, width), e.c(acc.chunk))
+                cur = list(loop.inner_iter_args)
+                part = [e.load(scratch, e.add_i(base, e.c(k))) for k in range(stored + count)]
+                out = []
+                if acc.policy == "compensated":
+                    for c in range(acc.n):
+                        ns, nc = e.neumaier(cur[c], cur[acc.n + c], part[c])
+                        out.append(ns)
+                        cur[acc.n + c] = e.add(nc, part[acc.n + c])
+                    out += cur[acc.n:2 * acc.n]
+                elif acc.policy != "ordered":
+                    out = [e.add(cur[c], part[c]) if acc.policy == "fast" else
+                           e.extremum(acc.policy, cur[c], part[c]) for c in range(acc.n)]
+                if count:
+                    out.append(e.add(cur[-1], part[-1]))
+                scf.YieldOp(out)
+            res = list(loop.results)
+            if acc.policy == "compensated":
+                vals = [e.add(res[c], res[acc.n + c]) for c in range(acc.n)]
+            elif acc.policy != "ordered":
+                vals = res[:acc.n]
+            vals = [e.narrow(v, e.f) if v.type != e.f else v for v in vals]
+            if count:
+                n = e.narrow(res[-1], e.f) if res[-1].type != e.f else res[-1]
+                vals = [e.op("arith.divf", v, e.bcast(n, v.type)) for v in vals]
+            cell = cx.bufs[(r.cell, "cell")]
+            for k, v in enumerate(vals):
+                (e.vstore if isinstance(v.type, ir.VectorType) else e.store)(v, cell, e.c(k))
+        finish_private(cx)
+        folds.finish_folds(cx)
+        finish_companions(cx)
+        for r in cx.lay.reductions:
+            if r.kept and r.kind == "mean":
+                finish_kept_mean(cx, r)
+        func.ReturnOp([])
+
+
+def finish_ordered(cx: Lowering, acc, scratch: ir.Value, width: ir.Value) -> None:
+    """An ordered sum over every lane, component by component (a loop): its exact total, divided once by the
+    lane count for a mean (counted exactly, per chunk, in #scratch)."""
+    e = cx.e
+    count = None
+    if acc.r.kind == "mean":
+        loop = scf.ForOp(e.c(0), cx.chunk, e.c(1), [e.cf(0.0, e.f64)])
+        with ir.InsertionPoint(loop.body):
+            at = e.add_i(e.mul_i(loop.induction_variable, width), e.c(acc.chunk))
+            scf.YieldOp([e.add(loop.inner_iter_args[0], e.load(scratch, at))])
+        count = e.narrow(loop.results[0], e.f)
+    cell = cx.bufs[(acc.r.cell, "cell")]
+    each = scf.ForOp(e.c(0), e.c(acc.n), e.c(1), [])
+    with ir.InsertionPoint(each.body):
+        c = each.induction_variable
+        v = exact_total(cx, acc, c)
+        e.store(v if count is None else e.op("arith.divf", v, count), cell, c)
+        scf.YieldOp([])
+
+
+def exact_total(cx: Lowering, acc, c: ir.Value) -> ir.Value:
+    """Component c of an ordered sum over every lane: every chunk's exact accumulator added into chunk 0's,
+    rounded once to the kernel's float type."""
+    e = cx.e
+    exact = cx.bufs[("#exact", "exact")]
+    width = cx.lay.exact_width(exact_emit.fmt(e.f))
+    first = e.add_i(e.c(acc.exact_at), e.mul_i(c, e.c(exact_emit.words_of(e.f))))
+    loop = scf.ForOp(e.c(1), cx.chunk, e.c(1), [])
+    with ir.InsertionPoint(loop.body):
+        exact_emit.accumulate(e, exact, first, exact, e.add_i(first, e.mul_i(loop.induction_variable,
+                                                                             e.c(width))), e.f)
+        scf.YieldOp([])
+    return exact_emit.round_acc(e, exact, first, e.f)
+
+
+def finish_exact(cx: Lowering, name: str) -> None:
+    """An ordered sink or kept cell, slot by slot: the exact sum of the slot's shared accumulator, each chunk's
+    (high, low) pair and (a sink's) prior content, rounded once into the slot; a kept mean's counts (after its
+    values) go to its count plane. When no term went to the accumulators (their count word is zero), a slot's
+    few floats are added by TwoSums into one pair that holds their sum exactly, and fl(high + low) is the
+    correctly rounded sum; otherwise (or when that pair loses a bit) they are deposited into the slot's
+    accumulator, which is rounded and zeroed again."""
+    e = cx.e
+    exact = cx.bufs[(name, "exact")]
+    w = exact_emit.words_of(e.f)
+    is_sink = (name, "sink") in cx.bufs
+    target = cx.bufs[(name, "sink")] if is_sink else cx.bufs[(name, "cell")]
+    values = e.dim(target)
+    parts = [(target, e.c(0), values)]
+    if (name, "count") in cx.bufs:
+        parts.append((cx.bufs[(name, "count")], values, e.add_i(values, e.dim(cx.bufs[(name, "count")]))))
+    pairs = cx.bufs.get((name, "pairs"))
+    slots = parts[-1][2]
+    copies = e.op("arith.divui", e.dim(pairs), e.mul_i(slots, e.c(2))) if pairs is not None else e.c(0)
+    spill_at = e.op("arith.subi", e.dim(exact), e.c(1))
+    quiet = e.cmpi(_EQ, e.load(exact, spill_at), e.c(0, e.i64))
+    if not cx.exact_pairs or pairs is None:  # every term went to the accumulators (GPU threads; no pairs)
+        quiet = e.c(0, e.i1)
+    for out, first, last in parts:
+        loop = scf.ForOp(first, last, e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            i = loop.induction_variable
+            j = e.op("arith.subi", i, first)
+            terms = [e.load(out, j)] if is_sink else []
+            fast = scf.IfOp(quiet, [e.f, e.f, e.i1], has_else=True)
+            with ir.InsertionPoint(fast.then_block):
+                hi, lo, ok = e.cf(0.0), e.cf(0.0), e.c(1, e.i1)
+                for x in terms:
+                    hi, lo, ok = _pair_add(cx, hi, lo, ok, x)
+                if pairs is not None:
+                    each = scf.ForOp(e.c(0), copies, e.c(1), [hi, lo, ok])
+                    with ir.InsertionPoint(each.body):
+                        at = e.mul_i(e.add_i(e.mul_i(each.induction_variable, slots), i), e.c(2))
+                        hi, lo, ok = each.inner_iter_args
+                        hi, lo, ok = _pair_add(cx, hi, lo, ok, e.load(pairs, at))
+                        hi, lo, ok = _pair_add(cx, hi, lo, ok, e.load(pairs, e.add_i(at, e.c(1))))
+                        scf.YieldOp([hi, lo, ok])
+                    hi, lo, ok = each.results
+                scf.YieldOp([hi, lo, ok])
+            with ir.InsertionPoint(fast.else_block):
+                scf.YieldOp([e.cf(0.0), e.cf(0.0), e.c(0, e.i1)])
+            hi, lo, ok = fast.results
+            done = scf.IfOp(ok, [e.f], has_else=True)
+            with ir.InsertionPoint(done.then_block):
+                scf.YieldOp([e.add(hi, lo)])
+            with ir.InsertionPoint(done.else_block):
+                base = e.mul_i(i, e.c(w))
+                for x in terms:
+                    exact_emit.deposit(e, exact, base, x)
+                for _ in () if pairs is None else (1,):
+                    each = scf.ForOp(e.c(0), copies, e.c(1), [])
+                    with ir.InsertionPoint(each.body):
+                        at = e.mul_i(e.add_i(e.mul_i(each.induction_variable, slots), i), e.c(2))
+                        exact_emit.deposit(e, exact, base, e.load(pairs, at))
+                        exact_emit.deposit(e, exact, base, e.load(pairs, e.add_i(at, e.c(1))))
+                        scf.YieldOp([])
+                v = exact_emit.round_acc(e, exact, base, e.f)
+                exact_emit.clear(e, exact, base, e.f)
+                scf.YieldOp([v])
+            e.store(done.results[0], out, j)
+            scf.YieldOp([])
+    e.store(e.c(0, e.i64), exact, spill_at)
+
+
+def _pair_add(cx: Lowering, hi: ir.Value, lo: ir.Value, ok: ir.Value, x: ir.Value):
+    """(hi, lo) += x by two TwoSums; ok stays true while the pair holds the exact sum (finite, no error)."""
+    e = cx.e
+    zero = e.cf(0.0)
+    s1, e1 = e.two_sum(hi, x)
+    s2, e2 = e.two_sum(lo, e1)
+    fine = e.cmpf(1, e2, zero)  # oeq: false for NaN too (a sum that is inf or NaN makes the error NaN)
+    return s1, s2, e.op("arith.andi", ok, fine)
+
+
+def finish_private(cx: Lowering) -> None:
+    """Add the private copies of each sink, in order, into the sink (plain), or its companion (compensated:
+    Neumaier pairs); ordered sinks and kept cells from their exact accumulators (finish_exact)."""
+    e = cx.e
+    for name in cx.lay.exact_names():
+        finish_exact(cx, name)
+    for name, slots in cx.lay.private.items():
+        if name in cx.lay.exact_names():
+            continue
+        priv = cx.bufs[(name, "priv")]
+        n = e.c(slots)
+        if (name, "mark") in cx.bufs:
+            finish_stores(cx, name, priv, cx.bufs[(name, "mark")], n)
+            continue
+        if (name, "cell") in cx.bufs:
+            finish_cell_copies(cx, name, priv, n)
+            continue
+        policy = cx.lay.policy_of(name)
+        compensated = policy == "compensated"
+        target = cx.bufs[(name, "comp")] if policy != "plain" else cx.bufs[(name, "sink")]
+        copies = e.op("arith.divui", e.dim(priv), e.c(slots * (2 if compensated else 1)))  # (a GPU adding
+        # atomically into a large plain sink allocates it none: eagle.targets.device; CLIFF)
+        loop = scf.ForOp(e.c(0), n, e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            i = loop.induction_variable
+            if compensated:
+                inits = [e.load(target, i), e.load(target, e.add_i(i, n))]
+            else:
+                inits = [e.load(target, i)]
+            chunks = scf.ForOp(e.c(0), copies, e.c(1), inits)
+            with ir.InsertionPoint(chunks.body):
+                c = chunks.induction_variable
+                cur = list(chunks.inner_iter_args)
+                if compensated:
+                    base = e.add_i(e.mul_i(c, e.c(2 * slots)), i)
+                    ns, nc = e.neumaier(cur[0], cur[1], e.load(priv, base))
+                    scf.YieldOp([ns, e.add(nc, e.load(priv, e.add_i(base, n)))])
+                else:
+                    scf.YieldOp([e.add(cur[0], e.load(priv, e.add_i(e.mul_i(c, n), i)))])
+            res = list(chunks.results)
+            e.store(res[0], target, i)
+            if compensated:
+                e.store(res[1], target, e.add_i(i, n))
+            scf.YieldOp([])
+
+
+def finish_cell_copies(cx: Lowering, name: str, priv: ir.Value, n: ir.Value) -> None:
+    """A kept cell from its copies, in copy order (as many as the launch made: the host and a GPU chunk form
+    one per chunk, a GPU slots form one, each slot written by its own thread)."""
+    e = cx.e
+    r = next(r for r in cx.lay.reductions if r.cell == name)
+    cell = cx.bufs[(name, "cell")]
+    copies = e.op("arith.divui", e.dim(priv), n)
+    values = e.dim(cell)
+    parts = [(cell, e.c(0), values)]
+    if r.kind == "mean":  # a mean's copies hold its counts after its values
+        parts.append((cx.bufs[(name, "count")], values, n))
+    for target, first, last in parts:
+        loop = scf.ForOp(first, last, e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            i = loop.induction_variable
+            at = e.op("arith.subi", i, first)
+            each = scf.ForOp(e.c(0), copies, e.c(1), [e.load(target, at)])
+            with ir.InsertionPoint(each.body):
+                part = e.load(priv, e.add_i(e.mul_i(each.induction_variable, n), i))
+                scf.YieldOp([e.combine_kind(r.kind, each.inner_iter_args[0], part)])
+            e.store(each.results[0], target, at)
+            scf.YieldOp([])
+
+
+def finish_stores(cx: Lowering, name: str, priv: ir.Value, mark: ir.Value, n: ir.Value) -> None:
+    """Each slot of a stored-into sink from the last chunk that stored into it (else it keeps its content); a
+    sink also added into adds, in chunk order, the copies of the chunks that stored nothing into the slot."""
+    e = cx.e
+    sink = cx.bufs[(name, "sink")]
+    loop = scf.ForOp(e.c(0), n, e.c(1), [])
+    with ir.InsertionPoint(loop.body):
+        i = loop.induction_variable
+        chunks = scf.ForOp(e.c(0), cx.chunk, e.c(1), [e.load(sink, i)])
+        with ir.InsertionPoint(chunks.body):
+            at = e.add_i(e.mul_i(chunks.induction_variable, n), i)
+            stored = e.cmpi(_NE, e.load(mark, at), e.c(0, e.i64))
+            cur, mine = chunks.inner_iter_args[0], e.load(priv, at)
+            if name in cx.lay.mixed:  # a chunk that stored nothing here adds its copy (CLIFF: large_sinks)
+                cur = e.select(e.cmpf(1, mine, e.cf(0.0)), cur, e.add(cur, mine))  # (oeq 0: untouched)
+            scf.YieldOp([e.select(stored, mine, cur)])
+        e.store(chunks.results[0], sink, i)
+        scf.YieldOp([])
+
+
+def finish_companions(cx: Lowering) -> None:
+    """Fold each compensated companion into its slot: slot = (prior + sum) + correction, rounded once to the
+    slot's type."""
+    e = cx.e
+    for (name, role), comp in cx.bufs.items():
+        if role != "comp":
+            continue
+        target = cx.bufs.get((name, "sink"), cx.bufs.get((name, "cell")))
+        n = e.dim(target)
+        loop = scf.ForOp(e.c(0), n, e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            i = loop.induction_variable
+            total = e.add(e.add(e.widen(e.load(target, i), e.f64), e.load(comp, i)), e.load(comp, e.add_i(i, n)))
+            e.store(e.narrow(total, e.f), target, i)
+            scf.YieldOp([])
+
+
+def finish_kept_mean(cx: Lowering, r) -> None:
+    e = cx.e
+    out, cnt = cx.bufs[(r.cell, "cell")], cx.bufs[(r.cell, "count")]
+    n = e.dim(cnt)
+    loop = scf.ForOp(e.c(0), n, e.c(1), [])
+    with ir.InsertionPoint(loop.body):
+        i = loop.induction_variable
+        c = e.load(cnt, i)
+        for p in range(size(r.payload)):
+            at = e.add_i(e.mul_i(e.c(p), n), i)
+            e.store(e.op("arith.divf", e.load(out, at), c), out, at)
+        scf.YieldOp([])

@@ -1,0 +1,138 @@
+"""The interior of a 2-D grid: where a kernel reads its neighbours (`u.at(col=c - 1)`, `u.at(row=r + 2)`...),
+the lanes farther from every edge than the largest offset cannot read past an edge, so their reads need no clamp.
+
+`own_offsets` marks each `.at` coordinate that is the lane's own coordinate plus a constant and returns the
+largest offset per axis; `interior_rows` (used by chunk_loops.column_driver) runs
+each row as three loops, the middle one with a copy of the body whose marked reads skip their clamps, so its
+loads are contiguous and LLVM vectorizes the loop. The edge loops keep the clamps: results are the same bits."""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import scf
+
+from hawk.ir.access import at_coords, coord_axes, lane_axis
+from hawk.ir.dialect import is_hawk
+from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
+
+
+def own_offsets(body: ir.Block, axes: list[str]) -> dict[str, int]:
+    """Mark each `.at` coordinate that is the lane's own coordinate plus a constant (`hawk.own_offsets`, one
+    entry per coordinate, -1 << 62 where not) and return the largest such |offset| per axis."""
+    none = -(1 << 62)
+    margins: dict[str, int] = {}
+
+    def offset(v, axis):
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            return none
+        if is_hawk(owner, "lane"):
+            return 0 if lane_axis(owner) == axis else none
+        if owner.name in ("arith.addi", "arith.subi"):
+            base, k = owner.operands
+            konst = k.owner if not isinstance(k.owner, ir.Block) else None
+            if konst is None or konst.name != "arith.constant" or offset(base, axis) != 0:
+                return none
+            value = ir.IntegerAttr(konst.attributes["value"]).value
+            return value if owner.name == "arith.addi" else -value
+        return none
+
+    def visit(op):
+        if is_hawk(op, "at") and coord_axes(op) != ["#"]:
+            found = [offset(v, a) for v, a in zip(at_coords(op), coord_axes(op), strict=True)]
+            op.attributes["hawk.own_offsets"] = ir.DenseI64ArrayAttr.get(found)
+            for a, k in zip(coord_axes(op), found, strict=True):
+                if k != none:
+                    margins[a] = max(margins.get(a, 0), abs(k))
+        return ir.WalkResult.ADVANCE
+
+    for op in body.operations:
+        op.operation.walk(visit)
+    return {a: m for a, m in margins.items() if a in axes}
+
+
+_SWAP = {0: 0, 1: 1, 2: 4, 3: 5, 4: 2, 5: 3}  # arith.cmpi eq ne slt sle sgt sge: operands swapped
+
+
+def _decide(pred: int, lo: float, hi: float, k: int) -> bool | None:
+    """The value of `x pred k` for every x in [lo, hi], or None when it depends on x."""
+    if pred in (0, 1):
+        same = True if lo == hi == k else False if k < lo or k > hi else None
+        return same if same is None or pred == 0 else not same
+    if pred in (2, 3):  # slt, sle
+        k2 = k if pred == 2 else k + 1
+        return True if hi < k2 else False if lo >= k2 else None
+    if pred in (4, 5):  # sgt, sge
+        k2 = k if pred == 5 else k + 1
+        return True if lo >= k2 else False if hi < k2 else None
+    return None
+
+
+def fold_coordinate_tests(roots: list, ranges: dict[str, tuple[int, int | None]]) -> None:
+    """Replace each signed comparison of a lane coordinate (`g.col`) with a constant by its value when every
+    coordinate in `ranges[axis]` (lowest, highest or None for no known top) gives the same answer."""
+    tests = []
+
+    def visit(op):
+        if op.name == "arith.cmpi":
+            tests.append(op)
+        return ir.WalkResult.ADVANCE
+
+    for root in roots:
+        root.operation.walk(visit)
+    for op in tests:
+        pred = ir.IntegerAttr(op.attributes["predicate"]).value
+        found = _coordinate_vs_constant(op.operands[0], op.operands[1], ranges)
+        if found is None:
+            found = _coordinate_vs_constant(op.operands[1], op.operands[0], ranges)
+            pred = _SWAP.get(pred, -1)
+        if found is None:
+            continue
+        (lo, hi), k = found
+        known = _decide(pred, lo, float("inf") if hi is None else hi, k)
+        if known is None:
+            continue
+        with ir.InsertionPoint(op), op.location:
+            t = ir.IntegerType.get_signless(1)
+            const = ir.Operation.create("arith.constant", [t], [], {"value": ir.IntegerAttr.get(t, int(known))})
+        op.results[0].replace_all_uses_with(const.results[0])
+
+
+def _coordinate_vs_constant(a, b, ranges):
+    """((lowest, highest), constant) when `a` is a hawk.lane coordinate with a known range and `b` a constant."""
+    if isinstance(a.owner, ir.Block) or isinstance(b.owner, ir.Block) or not is_hawk(a.owner, "lane") or \
+            b.owner.name != "arith.constant" or lane_axis(a.owner) not in ranges:
+        return None
+    return ranges[lane_axis(a.owner)], ir.IntegerAttr(b.owner.attributes["value"]).value
+
+
+def interior_rows(cx: Lowering, body, outer, row0, start, end, span, margins) -> list[ir.Value]:
+    """A row of a 2-D grid as three loops: its first and last columns with the general body, the columns in
+    between, on rows in between, with a body whose neighbour reads (`u.at(col=c - 1)`...) skip the clamps,
+    which cannot bind there: the loads become contiguous and the loop vectorizes."""
+    e = cx.e
+    row = outer.induction_variable
+    kr, kc = margins.get(cx.axes[0], 0), margins.get(cx.axes[1], 0)
+    inside = e.op("arith.andi", e.cmpi(9, row, e.c(kr)), e.cmpi(6, e.add_i(row, e.c(kr)), cx.ext[0]))
+    a = e.op("arith.minui", e.op("arith.maxui", start, e.add_i(row0, e.c(kc))), end)
+    b = e.op("arith.maxui", a, e.op("arith.minui", end, e.add_i(row0, e.c(span - kc))))
+    a, b = e.select(inside, a, end), e.select(inside, b, end)
+    accs = list(outer.inner_iter_args)
+    for lo, hi, interior in ((start, a, False), (a, b, True), (b, end, False)):
+        loop = scf.ForOp(lo, hi, e.c(1), accs)
+        with ir.InsertionPoint(loop.body):
+            cx.known_coords = {cx.axes[0]: row,
+                                 cx.axes[1]: e.op("arith.subi", loop.induction_variable, row0)}
+            anchor = scf.YieldOp(list(loop.inner_iter_args))
+        cx.lane, cx.accs, cx.j = loop.induction_variable, list(loop.inner_iter_args), None
+        cx.interior = margins if interior else {}
+        copies = clone_body(cx, body, anchor)
+        if interior:  # c > 0, c < cols - 1... hold on every interior lane: the loop needs no guard per lane
+            fold_coordinate_tests(copies, {cx.axes[0]: (kr, None), cx.axes[1]: (kc, span - 1 - kc)})
+        rewrite_ops(cx, copies)
+        cx.interior = {}
+        anchor.operation.erase()
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp(cx.accs)
+        accs = list(loop.results)
+    return accs

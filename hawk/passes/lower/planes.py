@@ -1,0 +1,159 @@
+"""Rules for reading and writing planes: lane coordinates (hawk.lane), plane reads (hawk.load, hawk.param),
+totals of earlier stages (hawk.cut_read), reads at other lanes or table entries (hawk.at) and per-lane outputs
+(hawk.store). Wide payloads (host_emit.WIDE_PAYLOAD) move between memory and values through loops over
+components (`gather`, `components`), so code size and compile time grow linearly with the payload.
+
+The loop state comes from the context (hawk/passes/lower/context.py): `cx.lane`, `cx.L`, `cx.ext`, `cx.stride`,
+`cx.known_coords` and `cx.interior` (set by the driver), `cx.bufs` (the function's buffers by (name, role)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from mlir import ir
+from mlir.dialects import scf
+
+from hawk.ir.access import at_coords, cell_name, coord_axes, lane_axis, plane_name, stored_value
+from hawk.passes.analysis import payload_of
+from hawk.passes.host_emit import size
+from hawk.passes.lower.context import Lowering, rule
+
+
+def gather(cx: Lowering, shape, elem: ir.Type, at) -> ir.Value:
+    """A wide payload read component by component in a loop: component c from `at(c)` (buffer, index)."""
+    e = cx.e
+    n = size(shape)
+    tmp = cx.temp(n, elem)
+    loop = scf.ForOp(e.c(0), e.c(n), e.c(1), [])
+    with ir.InsertionPoint(loop.body):
+        c = loop.induction_variable
+        buf, i = at(c)
+        e.store(e.load(buf, i), tmp, c)
+        scf.YieldOp([])
+    return e.shaped(e.vload(tmp, e.c(0), n, elem), shape)
+
+
+def components(cx: Lowering, v: ir.Value, shape) -> Iterator[tuple[ir.Value, ir.Value]]:
+    """(component index, value) of each component of v in row-major order: unrolled for a narrow payload;
+    for a wide one, a single step inside a loop over components (v is parked in a buffer first), so the
+    caller's code for one component is emitted once."""
+    e = cx.e
+    if not cx.is_wide(shape):
+        for c, x in enumerate(e.elems(v, shape)):
+            yield e.c(c), x
+        return
+    n = size(shape)
+    elem = ir.VectorType(v.type).element_type
+    tmp = cx.temp(n, elem)
+    e.vstore(e.flat(v), tmp, e.c(0))
+    loop = scf.ForOp(e.c(0), e.c(n), e.c(1), [])
+    with ir.InsertionPoint(loop.body):
+        c = loop.induction_variable
+        yield c, e.load(tmp, c)
+        scf.YieldOp([])
+
+
+def coord(cx: Lowering, axis: str) -> ir.Value:
+    if axis in cx.known_coords:
+        return cx.known_coords[axis]
+    k = cx.axes.index(axis)
+    e = cx.e
+    q = e.op("arith.divui", cx.lane, cx.stride[k]) if k < len(cx.axes) - 1 else cx.lane
+    return q if k == 0 else e.op("arith.remui", q, cx.ext[k])
+
+
+@rule("hawk.lane")
+def lower_lane(cx: Lowering, op) -> ir.Value:
+    return cx.e.to_i64(coord(cx, lane_axis(op)))
+
+
+def plane_read(cx: Lowering, name: str, lane: ir.Value, t: ir.Type) -> ir.Value:
+    e = cx.e
+    buf = cx.buf(name)
+    shape = payload_of(t)
+    if not shape:
+        return e.load(buf, lane)
+    if cx.is_wide(shape):
+        return gather(cx, shape, ir.VectorType(t).element_type,
+                           lambda c: (buf, e.add_i(e.mul_i(c, cx.L), lane)))
+    return e.pack([e.load(buf, e.add_i(e.mul_i(e.c(c), cx.L), lane)) for c in range(size(shape))], shape)
+
+
+@rule("hawk.load")
+def lower_load(cx: Lowering, op) -> ir.Value:
+    return plane_read(cx, plane_name(op), cx.lane, op.results[0].type)
+
+
+@rule("hawk.cut_read")
+def lower_cut_read(cx: Lowering, op) -> ir.Value:
+    """A total an earlier stage wrote: the same value on every lane."""
+    e = cx.e
+    buf = cx.bufs[(cell_name(op), "cut")]
+    shape = payload_of(op.results[0].type)
+    kept = coord_axes(op)
+    elem = ir.VectorType(op.results[0].type).element_type if shape else None
+    if not kept:
+        if cx.is_wide(shape):
+            return gather(cx, shape, elem, lambda c: (buf, c))
+        return e.pack([e.load(buf, e.c(c)) for c in range(size(shape))], shape)
+    idx, n = kept_index(cx, kept)  # a total per kept position: this lane's one
+    if cx.is_wide(shape):
+        return gather(cx, shape, elem, lambda c: (buf, e.add_i(e.mul_i(c, n), idx)))
+    return e.pack([e.load(buf, e.add_i(e.mul_i(e.c(c), n), idx)) for c in range(size(shape))], shape)
+
+
+@rule("hawk.param")
+def lower_param(cx: Lowering, op) -> ir.Value:
+    return cx.e.load(cx.buf(plane_name(op)), cx.e.c(0))
+
+
+@rule("hawk.at")
+def lower_at(cx: Lowering, op) -> ir.Value:
+    e = cx.e
+    plane = plane_name(op)
+    axes = coord_axes(op)
+    coords = [e.to_index(v) for v in at_coords(op)]
+    spec = cx.lay.sig.get(plane)
+    if spec.kind == "table":
+        idx, stride = e.c(0), 1
+        for a, cv in reversed(list(zip(spec.axes, coords, strict=True))):
+            idx = e.add_i(idx, e.mul_i(e.clamp(cv, e.c(a.extent)), e.c(stride)))
+            stride *= a.extent
+        return e.load(cx.buf(plane), idx)
+    if axes == ["#"]:
+        return plane_read(cx, plane, e.clamp(coords[0], cx.L), op.results[0].type)
+    own = list(ir.DenseI64ArrayAttr(op.attributes["hawk.own_offsets"])) if "hawk.own_offsets" in \
+        op.attributes else [None] * len(axes)
+    lane = e.c(0)
+    for a, cv, off in zip(axes, coords, own, strict=True):  # each coordinate clamped: the lane is in range too
+        k = cx.axes.index(a)
+        if off is not None and a in cx.interior and abs(off) <= cx.interior[a]:
+            inside = cv  # own coordinate + off, off no further than the margin the driver keeps: in range
+        else:
+            inside = e.clamp(cv, cx.ext[k])
+        lane = e.add_i(lane, e.mul_i(inside, cx.stride[k]))
+    return plane_read(cx, plane, lane, op.results[0].type)
+
+
+@rule("hawk.store")
+def lower_store(cx: Lowering, op) -> None:
+    e = cx.e
+    buf = cx.buf(plane_name(op), ("out",))
+    v = stored_value(op)
+    shape = payload_of(v.type)
+    for c, x in components(cx, v, shape):
+        e.store(x, buf, e.add_i(e.mul_i(c, cx.L), cx.lane) if shape else cx.lane)
+
+
+def kept_index(cx: Lowering, kept) -> tuple[ir.Value, ir.Value]:
+    """Linear index of this lane's kept coordinates, and the number of kept positions."""
+    e = cx.e
+    if cx.kept_slot is not None:  # the column driver knows it: lane - row * span
+        return cx.kept_slot, cx.kept_count
+    idx, n = e.c(0), e.c(1)
+    for a in reversed(kept):
+        k = cx.axes.index(a)
+        idx = e.add_i(idx, e.mul_i(coord(cx, a), n))
+        n = e.mul_i(n, cx.ext[k])
+    return idx, n

@@ -1,0 +1,187 @@
+"""Rules for scatters into sinks (hawk.scatter: `+=` and `=` by key tuple, keys outside reported through #err)
+and the shared step that adds a value into a slot of a sink or kept cell under its policy ("add-into": plain,
+into this chunk's private copy, compensated through a companion, or ordered into exact accumulators). The "gpu"
+variant of add-into takes float atomic adds into sinks too large to privatise where the target has them.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import scf
+
+from hawk.ir.access import scatter_keys, scatter_mode, sink_name, stored_value
+from hawk.ir.build import create
+from hawk.passes import exact_emit
+from hawk.passes.analysis import payload_of
+from hawk.passes.host_emit import _EQ, _SGE, _SLT, size
+from hawk.passes.lower import planes, sorted_runs
+from hawk.passes.lower.context import Lowering, rule
+
+_OEQ = 1  # arith.cmpf "oeq"
+
+
+@rule("add-into")
+def add_into(cx: Lowering, policy: str, name: str, at: ir.Value, x: ir.Value, role: str) -> None:
+    """Add x into slot `at` of buffer (name, role): plain, compensated or ordered (into the slot's exact
+    accumulator: this chunk's copy, or the one copy every chunk shares, added into atomically)."""
+    e = cx.e
+    if policy == "plain" and name in cx.lay.private:  # this chunk's own copy of the sink
+        buf = cx.bufs[(name, "priv")]
+        at = e.add_i(at, copy_start(cx, name))
+        e.store(e.add(e.load(buf, at), x), buf, at)
+    elif policy == "plain":
+        buf = cx.bufs[(name, role)]
+        e.store(e.add(e.load(buf, at), x), buf, at)
+    elif policy == "compensated":
+        comp_add(cx, name, at, e.widen(x, e.f64))
+    else:
+        exact_add(cx, name, at, x)
+
+
+@rule("add-into", target="gpu")
+def add_into_gpu(cx: Lowering, policy: str, name: str, at: ir.Value, x: ir.Value, role: str) -> None:
+    """A plain add into a large sink: one float atomic add where the target has them (the runtime then spreads
+    the lanes over threads: `Layout.parallel_span(atomics=True)`). Ordered adds go to the exact accumulators
+    (integer atomics where threads share one: every target has them)."""
+    if name not in cx.atomic or role != "sink" or policy != "plain":
+        return add_into(cx, policy, name, at, x, role)
+    kind = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)  # arith::AtomicRMWKind::addf
+    create("memref.atomic_rmw", [x, cx.bufs[(name, "sink")], at], [x.type], {"kind": kind})
+
+
+def exact_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, live: ir.Value | None = None) -> None:
+    """x into slot `at` of an ordered sink or kept cell: on the host, into this chunk's (high, low) pair of
+    the slot by two error-free TwoSums, and only a term the pair cannot take exactly (the second TwoSum
+    errs, or a sum is not finite) into the slot's shared exact accumulator, counted in its last word; on a
+    GPU (and for a sink also stored into) every term into the accumulator."""
+    e = cx.e
+    buf = cx.bufs[(name, "exact")]
+    w = exact_emit.words_of(e.f)
+    shared = name not in cx.lay.stored  # every chunk adds into the one accumulator
+    if not (cx.exact_pairs and name in cx.lay.private):
+        exact_emit.deposit(e, buf, e.mul_i(at, e.c(w)), x, live, atomic=shared)
+        return
+    pairs = cx.bufs[(name, "pairs")]
+    p = e.mul_i(e.add_i(at, copy_start(cx, name)), e.c(2))
+    q = e.add_i(p, e.c(1))
+    zero = e.cf(0.0)
+    if live is not None:
+        x = e.select(live, x, zero)
+    hi, lo = e.load(pairs, p), e.load(pairs, q)
+    s1, e1 = e.two_sum(hi, x)
+    s2, e2 = e.two_sum(lo, e1)
+    ok = e.cmpf(_OEQ, e2, zero)  # false for NaN too: a sum that is inf or NaN makes the error NaN
+    keep = scf.IfOp(ok, [], has_else=True)
+    with ir.InsertionPoint(keep.then_block):
+        e.store(s1, pairs, p)
+        e.store(s2, pairs, q)
+        scf.YieldOp([])
+    with ir.InsertionPoint(keep.else_block):
+        exact_emit.deposit(e, buf, e.mul_i(at, e.c(w)), x, atomic=True)
+        count = e.dim(buf)
+        spill = e.op("arith.subi", count, e.c(1))
+        create("memref.atomic_rmw", [e.c(1, e.i64), buf, spill], [e.i64],
+               {"kind": ir.IntegerAttr.get(e.i64, 1)})  # addi
+        scf.YieldOp([])
+
+
+def comp_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, carry: ir.Value | None = None) -> None:
+    """Neumaier-add x (float64) into the companion's (sum, correction) pair of slot `at`; `carry` is a
+    correction already gathered elsewhere (a sorted run's)."""
+    e = cx.e
+    if name in cx.lay.private:  # this chunk's own (sums, corrections) pair block
+        comp = cx.bufs[(name, "priv")]
+        half = e.c(cx.lay.private[name])
+        at = e.add_i(at, copy_start(cx, name, 2))
+    else:
+        comp = cx.bufs[(name, "comp")]
+        half = slots_of(cx, name)
+    at_c = e.add_i(at, half)
+    s, c = e.neumaier(e.load(comp, at), e.load(comp, at_c), x)
+    e.store(s, comp, at)
+    e.store(c if carry is None else e.add(c, carry), comp, at_c)
+
+
+def slots_of(cx: Lowering, name: str) -> ir.Value:
+    """Slots of a sink (static) or of a cell kept by a reduction over some axes (from the lane extents)."""
+    e = cx.e
+    spec = cx.lay.sig.get(name)
+    if spec is not None and spec.kind == "sink":
+        return e.c(size(cx.lay.sinks.get(name, ())) * size(tuple(a.extent for a in spec.axes)))
+    r = next(r for r in cx.lay.reductions if r.cell == name)
+    n = e.c(size(r.payload))
+    for a in r.kept:
+        n = e.mul_i(n, cx.ext[cx.axes.index(a)])
+    return n
+
+
+def key_index(cx: Lowering, spec, keys: list[ir.Value]) -> tuple[ir.Value, ir.Value, ir.Value, int]:
+    """(in range, any key is -1, linear slot, number of slots) of a key tuple."""
+    e = cx.e
+    ok = skip = None
+    idx, stride = e.c(0), 1
+    for a, kv in reversed(list(zip(spec.axes, keys, strict=True))):
+        inside = e.op("arith.andi", e.cmpi(_SGE, kv, e.c(0, e.i64)), e.cmpi(_SLT, kv, e.c(a.extent, e.i64)))
+        minus = e.cmpi(_EQ, kv, e.c(-1, e.i64))
+        ok = inside if ok is None else e.op("arith.andi", ok, inside)
+        skip = minus if skip is None else e.op("arith.ori", skip, minus)
+        idx = e.add_i(idx, e.mul_i(e.to_index(kv), e.c(stride)))
+        stride *= a.extent
+    return ok, skip, idx, stride
+
+
+@rule("hawk.scatter")
+def lower_scatter(cx: Lowering, op) -> None:
+    if "hawk.run" in op.attributes:  # keys from a Sorted[Index] plane: the run is summed in registers
+        sorted_runs.sorted_step(cx, cx.runs[ir.IntegerAttr(op.attributes["hawk.run"]).value], op)
+        return None
+    e = cx.e
+    sink = sink_name(op)
+    spec = cx.lay.sig.get(sink)
+    v, keys = stored_value(op), scatter_keys(op)
+    ok, skip, idx, n = key_index(cx, spec, keys)
+    shape = payload_of(v.type)
+    mode = scatter_mode(op)
+    policy = cx.lay.sink_policy.get(sink, "plain")
+    branch = scf.IfOp(ok, [], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        buf = cx.bufs[(sink, "sink")]
+        for c, x in planes.components(cx, v, shape):
+            at = e.add_i(e.mul_i(c, e.c(n)), idx) if shape else idx
+            if mode == "add":
+                cx.apply("add-into", policy, sink, at, x, "sink")
+            elif (sink, "mark") in cx.bufs:  # this chunk's copy, and a mark: the finish takes the last chunk's
+                at = e.add_i(at, copy_start(cx, sink))
+                e.store(x, cx.bufs[(sink, "priv")], at)
+                e.store(e.c(1, e.i64), cx.bufs[(sink, "mark")], at)
+            else:
+                e.store(x, buf, at)
+        scf.YieldOp([])
+    with ir.InsertionPoint(branch.else_block):
+        # a key of -1 (on any axis) adds and stores nothing under every policy; any other key outside is
+        # reported below, by sink, through the #err buffer
+        report_bad_key(cx, sink, keys[0], e.op("arith.xori", skip, e.c(1, e.i1)))
+        scf.YieldOp([])
+
+
+def report_bad_key(cx: Lowering, sink: str, key: ir.Value, bad: ir.Value) -> None:
+    """When `bad`, count a key outside `sink` in this chunk's three slots of the #err buffer (count, first bad
+    key, sink): chunks never race, and the runtime reads the first bad key of the earliest chunk, which is the
+    earliest bad lane's."""
+    e = cx.e
+    report = scf.IfOp(bad, [], has_else=False)
+    with ir.InsertionPoint(report.then_block):
+        err = cx.bufs[("#err", "err")]
+        base = e.mul_i(cx.chunk, e.c(3))
+        count_at, key_at, sink_at = base, e.add_i(base, e.c(1)), e.add_i(base, e.c(2))
+        first = e.cmpi(_EQ, e.load(err, count_at), e.c(0, e.i64))
+        e.store(e.op("arith.addi", e.load(err, count_at), e.c(1, e.i64)), err, count_at)
+        e.store(e.select(first, key, e.load(err, key_at)), err, key_at)
+        e.store(e.c(cx.lay.buffer_index(sink, "sink"), e.i64), err, sink_at)
+        scf.YieldOp([])
+
+
+def copy_start(cx: Lowering, name: str, width: int = 1) -> ir.Value:
+    """Where this chunk's private copy of a sink or cell starts in its "priv" buffer (copies of `width`
+    values per slot: 2 for compensated pairs)."""
+    return cx.e.mul_i(cx.copy, cx.e.c(width * cx.lay.private[name]))

@@ -1,0 +1,173 @@
+"""The Layout as IR: the facts a kernel func carries, the `plan-buffers` pass, and the attribute codec.
+
+A kernel func carries what the analysis needs beyond its body, as attributes (written by `annotate`):
+  hawk.signature  its planes (kind, payload, axes) and return payload, as Signature.to_json in attribute form
+  hawk.outputs    [[name, "lane" | "cell"], ...] each output's mode
+  hawk.spec       {float = f64, index = {i = i32}}: the specialisation's element types
+  hawk.stage      {cells_in, cells_out, owns}: one stage of a split kernel (written by split-stages)
+`plan-buffers` runs hawk/passes/analysis.py on that and writes the result as `hawk.layout` on the func, a
+dictionary whose ordered maps are arrays of [key, value] pairs and whose buffers read "name:role:dtype". The
+lowering passes read it there and move it onto the module, where it survives the LLVM lowering; the compiler
+reads the Layout the runtime gets back from the lowered module (`module_layout`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mlir import ir
+
+from hawk.abi.layout import Layout, Spec, layout_from_json, layout_to_json
+from hawk.abi.signature import Signature
+from hawk.passes.analysis import analyse
+from hawk.passes.base import ModulePass, kernel_funcs, register
+
+LAYOUT = "hawk.layout"
+_ORDERED_MAPS = ("outputs", "sinks", "index_keys", "sink_policy", "private")
+_FLOATS = {"float64": ir.F64Type, "float32": ir.F32Type}
+
+
+# ---- plain values <-> attributes ---------------------------------------------------------------------------
+def to_attr(v: object) -> ir.Attribute:
+    """A JSON-like value as an attribute: dict -> dictionary, list -> array, None -> unit."""
+    if isinstance(v, dict):
+        return ir.DictAttr.get({str(k): to_attr(x) for k, x in v.items()})
+    if isinstance(v, (list, tuple)):
+        return ir.ArrayAttr.get([to_attr(x) for x in v])
+    if isinstance(v, bool):
+        return ir.BoolAttr.get(v)
+    if isinstance(v, int):
+        return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+    if isinstance(v, str):
+        return ir.StringAttr.get(v)
+    if v is None:
+        return ir.UnitAttr.get()
+    raise TypeError(f"no attribute form for {type(v).__name__}")
+
+
+def from_attr(a: ir.Attribute) -> object:
+    """The JSON-like value of an attribute written by `to_attr`."""
+    if isinstance(a, ir.DictAttr):
+        return {n.name: from_attr(n.attr) for n in a}
+    if isinstance(a, ir.ArrayAttr):
+        return [from_attr(x) for x in a]
+    if isinstance(a, ir.BoolAttr):
+        return bool(a.value)
+    if isinstance(a, ir.IntegerAttr):
+        return int(a.value)
+    if isinstance(a, ir.StringAttr):
+        return a.value
+    if isinstance(a, ir.UnitAttr):
+        return None
+    raise ValueError(f"unexpected attribute {a} in a hawk fact")
+
+
+def _get(op, name: str, what: str) -> ir.Attribute:
+    attrs = op.operation.attributes
+    if name not in attrs:
+        sym = ir.StringAttr(attrs["sym_name"]).value if "sym_name" in attrs else op.operation.name
+        hint = "" if name == LAYOUT else (": Kernel.mlir(after=\"verify-hawk\") prints a kernel's IR with its facts, "
+                                          "hawk.passes.plan.annotate writes them")
+        raise ValueError(f"'{sym}' has no {name} attribute ({what}){hint}")
+    return attrs[name]
+
+
+# ---- the layout ---------------------------------------------------------------------------------------------
+def layout_attr(lay: Layout) -> ir.Attribute:
+    d = layout_to_json(lay)
+    for k in _ORDERED_MAPS:
+        d[k] = [[n, v] for n, v in d[k].items()]
+    d["buffers"] = [f"{b['name']}:{b['role']}:{b['dtype']}" for b in d["buffers"]]
+    return to_attr(d)
+
+
+def layout_of_attr(a: ir.Attribute) -> Layout:
+    d = from_attr(a)
+    for k in _ORDERED_MAPS:
+        d[k] = {n: v for n, v in d[k]}
+    d["buffers"] = [dict(zip(("name", "role", "dtype"), b.rsplit(":", 2), strict=True)) for b in d["buffers"]]
+    return layout_from_json(d)
+
+
+def module_layout(module: ir.Module) -> Layout:
+    """The Layout a lowered (or planned single-stage) module carries."""
+    if LAYOUT in module.operation.attributes:
+        return layout_of_attr(module.operation.attributes[LAYOUT])
+    funcs = kernel_funcs(module)
+    if len(funcs) != 1:
+        raise ValueError(f"the module carries no {LAYOUT}: run plan-buffers (and a lowering pass) first")
+    return layout_of_attr(_get(funcs[0], LAYOUT, "run plan-buffers first"))
+
+
+def take_layout(module: ir.Module, what: str) -> tuple[object, Layout]:
+    """For a lowering pass: the module's one kernel func and its planned Layout, which moves onto the module."""
+    funcs = kernel_funcs(module)
+    if len(funcs) != 1:
+        raise ValueError(f"{what} lowers a module holding one kernel func (one stage), found {len(funcs)}: run "
+                         "split-stages and lower each stage in its own module")
+    attr = _get(funcs[0], LAYOUT, "run plan-buffers first")
+    module.operation.attributes[LAYOUT] = attr
+    return funcs[0], layout_of_attr(attr)
+
+
+# ---- the facts ----------------------------------------------------------------------------------------------
+def annotate(module: ir.Module, sig: Signature, outputs: dict[str, str], spec: Spec,
+             stage: tuple[tuple[str, ...], tuple[str, ...], frozenset[str]] | None = None) -> None:
+    """Write the Python-side facts onto the module's kernel func (`stage`: cells_in, cells_out, owns)."""
+    (func,) = kernel_funcs(module)
+    attrs = func.operation.attributes
+    attrs["hawk.signature"] = to_attr(sig.to_json())
+    attrs["hawk.outputs"] = to_attr([[n, m] for n, m in outputs.items()])
+    width = {"int32": 32, "int64": 64}
+    attrs["hawk.spec"] = ir.DictAttr.get({
+        "float": ir.TypeAttr.get(_FLOATS[spec.float_dtype].get()),
+        "index": ir.DictAttr.get({n: ir.TypeAttr.get(ir.IntegerType.get_signless(width[d]))
+                                  for n, d in spec.index_dtypes})})
+    if stage is not None:
+        set_stage(func, *stage)
+
+
+def set_stage(func, cells_in, cells_out, owns) -> None:
+    func.operation.attributes["hawk.stage"] = to_attr({"cells_in": list(cells_in), "cells_out": list(cells_out),
+                                                       "owns": sorted(owns)})
+
+
+def signature_of(func) -> Signature:
+    return Signature.from_json(from_attr(_get(func, "hawk.signature", "the kernel's planes")))
+
+
+def outputs_of(func) -> dict[str, str]:
+    return {n: m for n, m in from_attr(_get(func, "hawk.outputs", "each output's mode"))}
+
+
+def types_of(func) -> tuple[ir.Type, dict[str, ir.Type]]:
+    """The float type and each Index plane's integer type of the func's specialisation."""
+    spec = ir.DictAttr(_get(func, "hawk.spec", "the float and index types"))
+    return ir.TypeAttr(spec["float"]).value, {n.name: ir.TypeAttr(n.attr).value
+                                              for n in ir.DictAttr(spec["index"])}
+
+
+def stage_of(func) -> dict | None:
+    attrs = func.operation.attributes
+    return from_attr(attrs["hawk.stage"]) if "hawk.stage" in attrs else None
+
+
+def plan(func) -> Layout:
+    """Run the analysis over one kernel func from its facts."""
+    _, itypes = types_of(func)
+    short = {n: f"i{ir.IntegerType(t).width}" for n, t in itypes.items()}
+    st = stage_of(func)
+    return analyse(func, signature_of(func), outputs_of(func), ir.StringAttr(func.attributes["sym_name"]).value,
+                   short, None if st is None else set(st["owns"]), tuple(st["cells_out"]) if st else ())
+
+
+@register
+@dataclasses.dataclass
+class PlanBuffers(ModulePass):
+    name = "plan-buffers"
+    summary = ("the Layout (buffer order and roles, private copies, policies, reduction slots) as the "
+               "hawk.layout attribute of each kernel func")
+
+    def apply(self, module: ir.Module) -> None:
+        for func in kernel_funcs(module):
+            func.operation.attributes[LAYOUT] = layout_attr(plan(func))

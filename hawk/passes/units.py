@@ -1,0 +1,143 @@
+"""The registered passes: each a small class with its name, a one-line summary and typed options.
+
+The work itself lives in the modules named by each pass (verify.py, stages.py, plan.py, lower_host.py, ...);
+a pass class reads what it needs from the IR (the kernel func's facts and `hawk.layout`, see plan.py) and its
+options, never from Python objects handed beside the module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mlir import ir
+
+from hawk.passes.analysis import written_names
+from hawk.passes.base import ModulePass, UpstreamPass, kernel_funcs, register
+from hawk.passes.plan import outputs_of, set_stage, signature_of, take_layout, types_of
+from hawk.passes.speculate import speculate_ifs
+from hawk.passes.verify import verify_hawk
+
+# math-to-libm before vector-to-llvm: it splits math on vector values into element calls with vector ops
+LLVM_PIPELINE = ("builtin.module(func.func(lower-vector-multi-reduction),convert-vector-to-scf,"
+                 "convert-scf-to-cf,convert-math-to-libm,convert-vector-to-llvm,convert-math-to-llvm,"
+                 "expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
+                 "convert-func-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)")
+
+
+@register
+@dataclasses.dataclass
+class VerifyHawk(ModulePass):
+    name = "verify-hawk"
+    summary = "refuse reductions and scatters where they may not sit (KernelError at the op's line)"
+
+    def apply(self, module: ir.Module) -> None:
+        verify_hawk(module)
+
+
+@register
+@dataclasses.dataclass
+class SplitStages(ModulePass):
+    name = "split-stages"
+    summary = ("a kernel func that reads a reduced value becomes one func per stage, each with its hawk.stage "
+               "facts (cells in, cells out, outputs owned)")
+
+    def apply(self, module: ir.Module) -> None:
+        from hawk.passes.stages import split_stages
+
+        for func in kernel_funcs(module):
+            sig, outputs = signature_of(func), outputs_of(func)
+            name = ir.StringAttr(func.attributes["sym_name"]).value
+            reserved = frozenset(p.name for p in sig.planes) | {"result"}
+            parts = split_stages(f"module {{\n{func}\n}}", name, reserved)
+            if len(parts) == 1:
+                continue
+            names = {p.name for p in sig.planes if p.kind in ("output", "sink")} | set(outputs)
+            staged = [ir.Module.parse(p.text) for p in parts]
+            written = [written_names(m) & names for m in staged]
+            unwritten = names - set().union(*written)
+            with ir.InsertionPoint(func):
+                for k, (p, m, w) in enumerate(zip(parts, staged, written, strict=True)):
+                    (stage_func,) = kernel_funcs(m)
+                    owns = w | (unwritten if k == len(parts) - 1 else set())
+                    set_stage(stage_func, p.cells_in, p.cells_out, owns)
+                    ir.InsertionPoint.current.insert(stage_func.operation.detach_from_parent())
+            func.operation.erase()
+
+
+@register
+@dataclasses.dataclass
+class LowerHostLanes(ModulePass):
+    name = "lower-host-lanes"
+    summary = ("hawk ops -> a chunked lane loop and a finish function (scf, memref, arith, vector); reads the "
+               "kernel's hawk.layout and moves it onto the module")
+
+    def apply(self, module: ir.Module) -> None:
+        from hawk.passes.lower_host import lower_host
+
+        func, layout = take_layout(module, self.name)
+        ftype, itypes = types_of(func)
+        lower_host(module, layout, ftype, itypes)
+
+
+@register
+@dataclasses.dataclass
+class LowerGpuLanes(ModulePass):
+    name = "lower-gpu-lanes"
+    summary = ("hawk ops -> a gpu.module kernel (tree, slots or chunk form, hawk.abi.layout.gpu_form) and a host "
+               "finish function")
+    choices = {"wide": ("false", "true", "tree")}
+
+    subgroup: int = 0  # threads that shuffle registers (a warp, a wavefront); 0: shared memory only
+    atomics: bool = False  # float atomic adds into global memory (plain scatters into large sinks)
+    wide: str = "false"  # wide payloads through component loops: true, tree (that form only), false
+
+    def apply(self, module: ir.Module) -> None:
+        from hawk.passes.lower_gpu import lower_gpu
+
+        func, layout = take_layout(module, self.name)
+        ftype, itypes = types_of(func)
+        wide = {"true": True, "false": False}.get(self.wide, self.wide)
+        lower_gpu(module, layout, ftype, itypes, self.subgroup, self.atomics, wide)
+
+
+@register
+@dataclasses.dataclass
+class SpeculateIfs(ModulePass):
+    name = "speculate-ifs"
+    summary = "pure if/else branches -> both evaluated and an arith.select"
+
+    def apply(self, module: ir.Module) -> None:
+        speculate_ifs(module)
+
+
+@register
+@dataclasses.dataclass
+class Canonicalize(UpstreamPass):
+    name = "canonicalize"
+    summary = "upstream clean-up: canonicalize, then cse"
+    pipeline = "builtin.module(canonicalize,cse)"
+
+
+@register
+@dataclasses.dataclass
+class LowerToLLVM(UpstreamPass):
+    name = "lower-to-llvm"
+    summary = "upstream dialects -> the LLVM dialect (the host's code)"
+    pipeline = LLVM_PIPELINE
+
+
+@register
+@dataclasses.dataclass
+class LowerFinishToLLVM(ModulePass):
+    name = "lower-finish-to-llvm"
+    summary = "everything outside the gpu.module (the host finish) -> the LLVM dialect; the gpu.module stays"
+
+    def apply(self, module: ir.Module) -> None:
+        from mlir import passmanager
+
+        gpu = [op.operation.detach_from_parent() for op in list(module.body.operations)
+               if op.operation.name == "gpu.module"]
+        passmanager.PassManager.parse(LLVM_PIPELINE).run(module.operation)
+        ip = ir.InsertionPoint(module.body)
+        for op in gpu:
+            ip.insert(op)

@@ -1,0 +1,23 @@
+// PASSES: lower-host-lanes
+// KERNEL: opt_ordered (input written by tests/ir/make_inputs.py; edit the CHECK lines, not the IR)
+// policy "ordered": terms go through two-float chains and an exact accumulator (integer words in #exact):
+// float bits split by shifts and added as integers; the finish rounds the accumulator once.
+// CHECK: module attributes {hawk.layout = {buffers = ["x:in:f", "t:cell:f", "#scratch:scratch:f64", "#exact:exact:i64"
+// CHECK-LABEL: func.func @opt_ordered_lanes(
+// CHECK-NOT: reassoc
+// CHECK: arith.bitcast %{{.+}} : f64 to i64
+// CHECK: arith.shrui
+// CHECK: arith.addi
+// CHECK-LABEL: func.func @opt_ordered_finish(
+// CHECK-NOT: reassoc
+// CHECK: memref.load %arg3
+// CHECK: memref.store %{{.+}}, %arg1[
+
+module {
+  func.func @opt_ordered(%arg0: !hawk.plane<f64, array<i64>, ["sample"]> {hawk.name = "x"}, %arg1: !hawk.total<f64, array<i64>, []> {hawk.name = "t"}) attributes {hawk.axes = ["sample"], hawk.kernel, hawk.layout = {buffers = ["x:in:f", "t:cell:f", "#scratch:scratch:f64", "#exact:exact:i64", "#meta:meta:i64", "#err:err:i64"], cells_in = [], cells_out = [], index_keys = [], name = "opt_ordered", outputs = [["t", "cell"]], private = [], reductions = [{cell = "t", kept = [], kind = "sum", masked = false, over = ["sample"], payload = [], policy = "ordered"}], signature = {planes = [{axes = [], kind = "lane", name = "x", payload = [], sorted = false}, {axes = [], kind = "output", name = "t", payload = [], sorted = false}], returns}, sink_policy = [], sinks = [], stored = []}, hawk.outputs = [["t", "cell"]], hawk.signature = {planes = [{axes = [], kind = "lane", name = "x", payload = [], sorted = false}, {axes = [], kind = "output", name = "t", payload = [], sorted = false}], returns}, hawk.spec = {float = f64, index = {}}} {
+    %0 = "hawk.load"(%arg0) : (!hawk.plane<f64, array<i64>, ["sample"]>) -> f64
+    %1 = "hawk.reduce"(%0) {kind = "sum", over = ["sample"], policy = "ordered"} : (f64) -> f64
+    "hawk.cell"(%arg1, %1) : (!hawk.total<f64, array<i64>, []>, f64) -> ()
+    return
+  }
+}

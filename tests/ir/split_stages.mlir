@@ -1,0 +1,42 @@
+// PASSES: split-stages
+// KERNEL: opt_staged (input written by tests/ir/make_inputs.py; edit the CHECK lines, not the IR)
+// The mean is read per lane after it is complete: two stage funcs. Stage 1 keeps the sums and the scatter and
+// hands the mean on as the internal cell cut0 (a new block argument); stage 2 reads it (hawk.cut_read) and stores c.
+// CHECK-LABEL: func.func @opt_staged(
+// CHECK-SAME: %[[TOTAL:arg[0-9]+]]: !hawk.total<f64, array<i64>, []> {hawk.name = "total"}
+// CHECK-SAME: %[[CUT:arg[0-9]+]]: !hawk.total<f64, array<i64>, []> {hawk.name = "cut0"}
+// CHECK-SAME: hawk.stage = {cells_in = [], cells_out = ["cut0"], owns = ["bins", "total"]}
+// CHECK: hawk.reduce{{.*}}kind = "sum"
+// CHECK: hawk.reduce{{.*}}kind = "mean"
+// CHECK: hawk.scatter
+// CHECK: hawk.cell{{.*}}(%[[TOTAL]],
+// CHECK: hawk.cell{{.*}}(%[[CUT]],
+// CHECK-NOT: hawk.store
+// CHECK-LABEL: func.func @opt_staged_2(
+// CHECK-SAME: %[[IN:arg[0-9]+]]: !hawk.total<f64, array<i64>, []> {hawk.name = "cut0"}
+// CHECK-SAME: hawk.stage = {cells_in = ["cut0"], cells_out = [], owns = ["c"]}
+// CHECK-NOT: hawk.reduce
+// CHECK: %[[T:.+]] = {{.*}}hawk.cut_read{{.*}}(%[[IN]])
+// CHECK: arith.subf %{{.+}}, %[[T]] : f64
+// CHECK: hawk.store
+// CHECK-NOT: hawk.reduce
+
+module {
+  func.func @opt_staged(%arg0: !hawk.plane<f64, array<i64>, ["sample"]> {hawk.name = "x"}, %arg1: !hawk.plane<f64, array<i64>, ["sample"]> {hawk.name = "w"}, %arg2: !hawk.plane<i32, array<i64>, ["sample"]> {hawk.name = "i"}, %arg3: !hawk.total<f64, array<i64>, []> {hawk.name = "total"}, %arg4: !hawk.output<f64, array<i64>, ["sample"]> {hawk.name = "c"}, %arg5: !hawk.sink<f64, array<i64>, ["b"]> {hawk.name = "bins"}) attributes {hawk.axes = ["sample"], hawk.kernel, hawk.outputs = [["total", "cell"], ["c", "lane"]], hawk.signature = {planes = [{axes = [], kind = "lane", name = "x", payload = [], sorted = false}, {axes = [], kind = "lane", name = "w", payload = [], sorted = false}, {axes = [], kind = "index", name = "i", payload = [], sorted = false}, {axes = [], kind = "output", name = "total", payload = [], sorted = false}, {axes = [], kind = "output", name = "c", payload = [], sorted = false}, {axes = [["b", 8]], kind = "sink", name = "bins", payload = [], sorted = false}], returns}, hawk.spec = {float = f64, index = {i = i32}}} {
+    %0 = "hawk.load"(%arg0) : (!hawk.plane<f64, array<i64>, ["sample"]>) -> f64
+    %1 = "hawk.load"(%arg1) : (!hawk.plane<f64, array<i64>, ["sample"]>) -> f64
+    %2 = arith.mulf %0, %1 : f64
+    %3 = "hawk.reduce"(%2) {kind = "sum", over = ["sample"], policy = "auto"} : (f64) -> f64
+    %4 = "hawk.load"(%arg0) : (!hawk.plane<f64, array<i64>, ["sample"]>) -> f64
+    %5 = "hawk.load"(%arg0) : (!hawk.plane<f64, array<i64>, ["sample"]>) -> f64
+    %6 = "hawk.reduce"(%5) {kind = "mean", over = ["sample"], policy = "auto"} : (f64) -> f64
+    %7 = arith.subf %4, %6 : f64
+    %8 = "hawk.load"(%arg2) : (!hawk.plane<i32, array<i64>, ["sample"]>) -> i32
+    %9 = arith.extsi %8 : i32 to i64
+    %10 = "hawk.load"(%arg0) : (!hawk.plane<f64, array<i64>, ["sample"]>) -> f64
+    "hawk.scatter"(%arg5, %10, %9) {mode = "add", policy = "auto"} : (!hawk.sink<f64, array<i64>, ["b"]>, f64, i64) -> ()
+    "hawk.cell"(%arg3, %3) : (!hawk.total<f64, array<i64>, []>, f64) -> ()
+    "hawk.store"(%arg4, %7) : (!hawk.output<f64, array<i64>, ["sample"]>, f64) -> ()
+    return
+  }
+}

@@ -1,0 +1,406 @@
+"""eagle.jax over sharded data (issue #16): `eagle.jax.wrap(kernel, axis_name="d")` inside `jax.shard_map` on 4 and
+8 CPU host devices, against the one-device `Plan.run`.
+
+Pinned here: ordered sums, means and scatters (and the cells of a split kernel, whose cut cells are combined
+between stages) are bitwise equal to the one-device run for 4 and 8 shards, with shard sizes that are not
+multiples of the chunk alignment; max is exact; an auto sum is within the fast form's bound (n * eps * sum|x|);
+per-lane outputs stay sharded and equal the one-device outputs; a passed sink's prior content is added once;
+float32 ordered sums round once; a 2-D stencil exchanges halo rows between shards (ppermute) and runs with the
+whole grid's coordinates, bitwise equal to one device; `.at` reads that can reach any lane (a flat index, a
+computed row), `= v` stores into sinks, reductions that keep axes and gradients are refused by name; under plain
+`jax.jit` with NamedSharding inputs (`partition=True`: custom_partitioning) the compiled HLO runs one launch per
+shard and gathers no lane input, and a stencil partitions too; two processes under `jax.distributed` (2 devices
+each, gloo) give the one-device bits. JAX fixes its device
+count at start-up, so the cases run in one subprocess with XLA_FLAGS=--xla_force_host_platform_device_count=8
+and report back per case.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("jax")
+
+ROOT = Path(__file__).resolve().parents[1]
+NR, NC = 8 * 6, 16  # the stencil's grid: 6 rows per shard on 8 devices (12 on 4)
+
+
+# ---- the cases (run in the subprocess) ----------------------------------------------------------------------------
+def _setup():
+    import jax
+    import numpy as np
+
+    jax.config.update("jax_enable_x64", True)
+    import hawk
+    import hawk.math as hm
+    from hawk import Grid, Index, Mutable, Param, Scalar, Vector
+
+    @hawk.kernel
+    def dj_sums(x: Scalar, key: Index, acc: Mutable["slot":5], tot: Mutable[Scalar], m: Mutable[Scalar],
+                fast: Mutable[Scalar]):
+        hawk.scatter(acc, policy="ordered")[key] += x
+        tot = hawk.sum(x, policy="ordered")
+        m = hawk.mean(x, policy="ordered")
+        fast = hawk.sum(x)
+
+    @hawk.kernel
+    def dj_max(x: Scalar, s: Param, mx: Mutable[Scalar], y: Mutable[Scalar]):
+        mx = hawk.max(x * s)
+        y = x * s
+
+    @hawk.kernel
+    def dj_split(v: Vector[3], tot: Mutable[Vector[3]], z: Mutable[Vector[3]]):
+        tot = hawk.sum(v, policy="ordered")
+        z = v / tot
+
+    @hawk.kernel
+    def dj_shift(x: Scalar, src: Index) -> Scalar:
+        return x.at(src) - x
+
+    @hawk.kernel
+    def dj_heat(lane: Grid["row", "col":NC], u: Scalar, k: Param, out: Mutable[Scalar], tot: Mutable[Scalar]):
+        i, j = lane.row, lane.col
+        if hm.land(hm.land(i > 0, i < NR - 1), hm.land(j > 0, j < NC - 1)):
+            v = u + k * (u.at(row=i - 1, col=j) + u.at(row=i + 1, col=j) + u.at(row=i, col=j - 1)
+                         + u.at(row=i, col=j + 1) - 4.0 * u)
+        else:
+            v = u * 0.5 + u.at(row=i + 2, col=j) * 0.25 + u.at(row=i - 2, col=j) * 0.25  # clamped at the edges
+        out = v
+        tot = hawk.sum(v * v, policy="ordered")
+
+    @hawk.kernel
+    def dj_far(lane: Grid["row", "col":NC], u: Scalar, r: Index) -> Scalar:
+        return u.at(row=r, col=lane.col)
+
+    @hawk.kernel
+    def dj_store(x: Scalar, key: Index, last: Mutable["slot":5]):
+        hawk.scatter(last)[key] = x
+
+    @hawk.kernel
+    def dj_rows(lane: Grid["row", "col":NC], u: Scalar, per_row: Mutable[Scalar]):
+        per_row = hawk.sum(u, over="col")
+
+    return np, dict(sums=dj_sums, max=dj_max, split=dj_split, shift=dj_shift, heat=dj_heat, far=dj_far,
+                    store=dj_store, rows=dj_rows)
+
+
+def _mesh(n):
+    import jax
+
+    return jax.make_mesh((n,), ("d",), devices=jax.devices()[:n])
+
+
+def _sharded(kernel, mesh, planes, in_specs, out_specs, **fixed):
+    import jax
+    from jax.sharding import NamedSharding
+
+    import eagle.jax
+
+    f = eagle.jax.wrap(kernel, axis_name="d")
+    names = list(planes)
+    g = jax.jit(jax.shard_map(lambda *a: f(**dict(zip(names, a, strict=True)), **fixed), mesh=mesh,
+                              in_specs=tuple(in_specs[n] for n in names), out_specs=out_specs))
+    args = [jax.device_put(planes[n], NamedSharding(mesh, in_specs[n])) for n in names]
+    return g(*args)
+
+
+def _bits_equal(got, want, names):
+    import numpy as np
+
+    for k in names:
+        g, w = np.asarray(got[k]), np.asarray(want[k])
+        assert g.shape == w.shape and g.dtype == w.dtype, (k, g.shape, w.shape, g.dtype, w.dtype)
+        assert g.tobytes() == w.tobytes(), (k, g, w)
+
+
+def case_sums_bitwise_on_4_and_8_devices():
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    from hawk.exact import fraction_sum
+
+    np, ks = _setup()
+    rng = np.random.default_rng(1)
+    for shards, n in ((4, 4 * 12_345), (8, 8 * 7_777)):
+        x = rng.normal(size=n) * np.exp(rng.normal(size=n) * 8)
+        key = rng.integers(-1, 5, size=n).astype(np.int32)
+        want = eagle.deploy(ks["sums"]).run(x=x, key=key)
+        got = _sharded(ks["sums"], _mesh(shards), dict(x=x, key=key), dict(x=P("d"), key=P("d")), P())
+        _bits_equal(got, want, ["acc", "m", "tot"])
+        exact = float(fraction_sum(x))
+        assert np.asarray(got["tot"])[0] == exact  # the exact sum, rounded once
+        bound = n * np.finfo(np.float64).eps * np.abs(x).sum()  # the fast form's: grows with the terms
+        assert abs(float(np.asarray(got["fast"])[0]) - exact) <= bound
+
+
+def case_max_and_sharded_lane_outputs():
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+
+    np, ks = _setup()
+    x = np.random.default_rng(2).normal(size=8 * 3001)
+    want = eagle.deploy(ks["max"]).run(x=x, s=-1.5)
+    got = _sharded(ks["max"], _mesh(8), dict(x=x), dict(x=P("d")), {"mx": P(), "y": P("d")}, s=-1.5)
+    _bits_equal(got, want, ["mx", "y"])
+    assert len(got["y"].sharding.device_set) == 8  # the per-lane output stays sharded
+
+
+def case_prior_sink_content_added_once():
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+
+    np, ks = _setup()
+    rng = np.random.default_rng(3)
+    x, key = rng.normal(size=4 * 2000), rng.integers(0, 5, size=4 * 2000).astype(np.int32)
+    prior = rng.normal(size=5)
+    want = eagle.deploy(ks["sums"]).run(x=x, key=key, acc=prior.copy())
+    got = _sharded(ks["sums"], _mesh(4), dict(x=x, key=key, acc=prior),
+                   dict(x=P("d"), key=P("d"), acc=P()), P())
+    _bits_equal(got, want, ["acc", "tot"])
+
+
+def case_split_kernel_cut_cells_combined():
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+
+    np, ks = _setup()
+    v = np.random.default_rng(4).normal(size=(3, 8 * 1001))
+    want = eagle.deploy(ks["split"]).run(v=v)
+    outs = {f"tot_{k}": P() for k in range(3)} | {"z": P(None, "d")}
+    got = _sharded(ks["split"], _mesh(8), dict(v=v), dict(v=P(None, "d")), outs)
+    _bits_equal(got, want, sorted(want))
+
+
+def case_float32_ordered():
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+
+    np, ks = _setup()
+    rng = np.random.default_rng(5)
+    x = (rng.normal(size=8 * 4099) * 1e3).astype(np.float32)
+    key = rng.integers(0, 5, size=x.size).astype(np.int32)
+    want = eagle.deploy(ks["sums"]).run(x=x, key=key)
+    got = _sharded(ks["sums"], _mesh(8), dict(x=x, key=key), dict(x=P("d"), key=P("d")), P())
+    _bits_equal(got, want, ["acc", "m", "tot"])
+
+
+def case_at_on_a_lane_plane_is_refused():
+    from jax.sharding import PartitionSpec as P
+
+    from eagle import InputError
+
+    np, ks = _setup()
+    x = np.zeros(8 * 16)
+    src = np.zeros(x.size, dtype=np.int32)
+    try:
+        _sharded(ks["shift"], _mesh(8), dict(x=x, src=src), dict(x=P("d"), src=P("d")), P("d"))
+    except InputError as exc:
+        assert "plane 'x'" in str(exc) and "dj_shift" in str(exc) and "shard" in str(exc), str(exc)
+    else:
+        raise AssertionError("a .at read of a sharded per-lane plane ran")
+
+
+def case_jit_with_named_sharding_partitions_without_gathering_lanes():
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    rng = np.random.default_rng(6)
+    n = 8 * 5003
+    x, key = rng.normal(size=n) * 1e3, rng.integers(0, 5, size=n).astype(np.int32)
+    want = eagle.deploy(ks["sums"]).run(x=x, key=key)
+    f = eagle.jax.wrap(ks["sums"], partition=True)
+    g = jax.jit(lambda x, key: f(x=x, key=key))
+    sh = NamedSharding(_mesh(8), P("d"))
+    xs, keys = jax.device_put(x, sh), jax.device_put(key, sh)
+    _bits_equal(g(xs, keys), want, ["acc", "m", "tot"])
+    hlo = g.lower(xs, keys).compile().as_text()
+    assert "eagle_hawk_call" in hlo and f"f64[{n // 8}]" in hlo  # one launch per shard, on the shard's lanes
+    for line in hlo.splitlines():  # collectives move partial state only: never a lane input
+        if "all-gather(" in line or "all-to-all(" in line or "collective-permute(" in line:
+            assert f"[{n}]" not in line and f"[{n // 8}]" not in line, line
+    assert f"f64[{n}]" not in hlo  # nothing the size of every lane anywhere
+    _bits_equal(g(x, key), want, ["acc", "m", "tot"])  # unsharded inputs: the one-device call
+    kmax = eagle.jax.wrap(ks["max"], partition=True)
+    got = jax.jit(lambda x: kmax(x=x, s=2.0))(xs)
+    _bits_equal(got, eagle.deploy(ks["max"]).run(x=x, s=2.0), ["mx", "y"])
+    assert got["y"].sharding.spec == P("d")  # per-lane outputs stay sharded like the inputs
+
+
+def case_stencil_with_halo_exchange():
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+
+    np, ks = _setup()
+    u = np.random.default_rng(7).normal(size=(NR, NC))
+    want = eagle.deploy(ks["heat"]).run(u=u, k=0.1)
+    for shards in (4, 8):  # halos of 2 rows (the edge rows' reads) between shards of 12 and 6 rows
+        got = _sharded(ks["heat"], _mesh(shards), dict(u=u), dict(u=P("d")), {"out": P("d"), "tot": P()}, k=0.1)
+        _bits_equal(got, want, ["out", "tot"])
+    u32 = u.astype(np.float32)  # 4-byte elements: the shards' address shifts scale with them
+    got = _sharded(ks["heat"], _mesh(8), dict(u=u32), dict(u=P("d")), {"out": P("d"), "tot": P()}, k=0.1)
+    _bits_equal(got, eagle.deploy(ks["heat"]).run(u=u32, k=0.1), ["out", "tot"])
+
+
+def case_at_with_a_computed_row_is_refused():
+    from jax.sharding import PartitionSpec as P
+
+    from eagle import InputError
+
+    np, ks = _setup()
+    u, r = np.zeros((NR, NC)), np.zeros((NR, NC), dtype=np.int32)
+    try:
+        _sharded(ks["far"], _mesh(8), dict(u=u, r=r), dict(u=P("d"), r=P("d")), P("d"))
+    except InputError as exc:
+        assert "plane 'u'" in str(exc) and "dj_far" in str(exc) and "row" in str(exc), str(exc)
+    else:
+        raise AssertionError("a .at read at a computed row ran sharded")
+
+
+def case_what_shards_cannot_do_is_refused_by_name():
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from eagle import InputError
+
+    np, ks = _setup()
+    x, key = np.ones(8 * 64), np.zeros(8 * 64, dtype=np.int32)
+    for kernel, planes, specs, words in (
+            (ks["store"], dict(x=x, key=key), dict(x=P("d"), key=P("d")), ("sink 'last'", "= v", "+=")),
+            (ks["rows"], dict(u=np.ones((NR, NC))), dict(u=P("d")), ("'per_row'", "keeps lane axes"))):
+        try:
+            _sharded(kernel, _mesh(8), planes, specs, P())
+        except InputError as exc:
+            assert kernel.name in str(exc) and all(w in str(exc) for w in words), str(exc)
+        else:
+            raise AssertionError(f"{kernel.name} ran sharded")
+    import eagle.jax
+
+    f = eagle.jax.wrap(ks["sums"], axis_name="d")
+    mesh = _mesh(8)
+    loss = jax.shard_map(lambda x, key: f(x=x, key=key)["tot"][0], mesh=mesh, in_specs=(P("d"), P("d")),
+                         out_specs=P())
+    sh = NamedSharding(mesh, P("d"))
+    try:
+        jax.jit(jax.grad(loss))(jax.device_put(x, sh), jax.device_put(key, sh))
+    except InputError as exc:
+        assert "gradients through a sharded call" in str(exc) and "dj_sums" in str(exc), str(exc)
+    else:
+        raise AssertionError("a gradient through a sharded call ran")
+
+
+def case_partitioned_stencil_under_jit():
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    u = np.random.default_rng(8).normal(size=(NR, NC))
+    f = eagle.jax.wrap(ks["heat"], partition=True)
+    us = jax.device_put(u, NamedSharding(_mesh(8), P("d")))
+    got = jax.jit(lambda u: f(u=u, k=0.1))(us)
+    _bits_equal(got, eagle.deploy(ks["heat"]).run(u=u, k=0.1), ["out", "tot"])
+    assert got["out"].sharding.spec == P("d")
+
+
+CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def _process(pid: int, port: int) -> None:
+    """One of two JAX processes (jax.distributed, gloo CPU collectives, 2 devices each): a 4-shard run whose
+    ordered results must be the one-device bits on both processes."""
+    import jax
+
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=pid)
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    mesh = jax.make_mesh((4,), ("d",))
+    n = 4 * 3001
+    rng = np.random.default_rng(10)
+    x, key = rng.normal(size=n) * np.exp(rng.normal(size=n) * 8), rng.integers(0, 5, size=n).astype(np.int32)
+    sh = NamedSharding(mesh, P("d"))
+    xs = jax.make_array_from_callback((n,), sh, lambda idx: x[idx])
+    keys = jax.make_array_from_callback((n,), sh, lambda idx: key[idx])
+    f = eagle.jax.wrap(ks["sums"], axis_name="d")
+    g = jax.jit(jax.shard_map(lambda x, key: f(x=x, key=key), mesh=mesh, in_specs=(P("d"), P("d")), out_specs=P()))
+    got = g(xs, keys)
+    want = eagle.deploy(ks["sums"]).run(x=x, key=key)
+    same = all(np.asarray(got[k].addressable_data(0)).tobytes() == np.asarray(want[k]).tobytes()
+               for k in ("acc", "m", "tot"))
+    print(f"@@PROCESS@@{pid} {jax.process_count()} {jax.device_count()} {same}", flush=True)
+    jax.distributed.shutdown()
+
+
+def _main():
+    if len(sys.argv) > 1:
+        _process(int(sys.argv[1]), int(sys.argv[2]))
+        return
+    report = {}
+    for name, fn in CASES.items():
+        try:
+            fn()
+            report[name] = "ok"
+        except Exception:  # noqa: BLE001 (reported to the parent test)
+            report[name] = traceback.format_exc()
+    print("@@REPORT@@" + json.dumps(report))
+
+
+# ---- the tests (run by pytest) --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def report():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, __file__], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("@@REPORT@@")), None)
+    assert line is not None, r.stdout[-2000:] + r.stderr[-4000:]
+    return json.loads(line[len("@@REPORT@@"):])
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_sharded(report, case):
+    assert report[case] == "ok", report[case]
+
+
+def test_two_jax_processes_under_jax_distributed():
+    """The multi-node form on one machine: two processes, jax.distributed.initialize, 2 CPU devices each."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    procs = [subprocess.Popen([sys.executable, __file__, str(pid), str(port)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT) for pid in (0, 1)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for pid, (out, err) in enumerate(outs):
+        line = next((ln for ln in out.splitlines() if ln.startswith("@@PROCESS@@")), None)
+        assert line == f"@@PROCESS@@{pid} 2 4 True", out[-2000:] + err[-3000:]
+
+
+if __name__ == "__main__":
+    _main()
