@@ -5,13 +5,14 @@
 
 `f` composes with `jax.jit` (the call is a custom call of the compiled program), `jax.vmap` (a loop of launches
 inside XLA: `vmap_method="sequential"`, never a Python callback per element) and `jax.grad` / `jax.vjp` (a
-custom VJP whose backward is the reverse's adjoint kernel, called through this bridge the same way, so gradients
-stay inside XLA and carry the reverse's bits). Per kernel and per shape, eagle prepares every
-stage of a run once (buffers, chunk argument blocks of the native executor) and a plan for the C handler
-(eagle/call_plan.c) saying which stage buffers stand for each operand and result; a call patches XLA's buffer
-addresses into them and fires the stages in order. Passed outputs and sinks alias their operands
-(`input_output_aliases`). float64 planes need `jax_enable_x64` (the error says so). The host target only: GPU
-targets run through `eagle.deploy` (device memory from a framework is not wired yet: docs/bridges.md).
+custom VJP whose backward is the reverse's adjoint kernel, after its winners kernel for sinks stored into with
+`= v`, called through this bridge the same way, so gradients stay inside XLA and carry the reverse's bits). Per
+kernel and per shape, eagle prepares every stage of a run once (buffers, chunk argument blocks of the native
+executor) and a plan for the C handler (eagle/call_plan.c) saying which stage buffers stand for each operand and
+result; a call patches XLA's buffer addresses into them and fires the stages in order. Passed outputs and sinks
+alias their operands (`input_output_aliases`). float64 planes need `jax_enable_x64` (the error says so). The host
+target only: GPU targets run through `eagle.deploy` (device memory from a framework is not wired yet:
+docs/bridges.md).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class _Call(PreparedRun):
                  passed: tuple[str, ...]):
         _handler()
         super().__init__(jk.plan, shaped, params, grid, passed, jk.order)
+        self.grid = dict(grid)
         self.rets = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in self.rets]
         self.address = self.native_plan()
         _LIVE.append(self)
@@ -153,23 +155,41 @@ class JaxKernel:
         sinks = [n for n in call.operands if self.kinds[n] == "sink"]
         grads: dict = {}
         cot = call.results(gs)
+        if not wrt and not sinks:
+            return tuple(None for _ in call.operands)
+        adj_plan, design, win = adjoint_for(self.plan, wrt, call.extents)
+        inputs = {n: (planes[n].reshape(()) if self.kinds[n] == "param" else planes[n])
+                  for n in call.operands if self.kinds[n] not in ("output", "sink")}
+        inputs.update(call.grid)
+        # sinks stored into with `= v`: the winners kernel finds the store that won each slot (or -1), as
+        # plan.reverse does; the adjoint reads it as a Table, and a won slot's initial content has no gradient
+        wins = self._winners(win, design, inputs, call) if win is not None else {}
         if wrt:
-            adj_plan, design, win = adjoint_for(self.plan, wrt, call.extents)
-            if win is not None:
-                raise InputError(f"kernel '{self.name}': eagle.jax differentiates kernels without `= v` stores into "
-                                 f"sinks for now (use plan.reverse for those)")
-            ak = self._adjoints.get(id(adj_plan))
-            if ak is None:
-                ak = self._adjoints[id(adj_plan)] = JaxKernel(adj_plan.kernel, plan=adj_plan)
-            inputs = {n: (planes[n].reshape(()) if self.kinds[n] == "param" else planes[n])
-                      for n in call.operands if self.kinds[n] not in ("output", "sink")}
-            got = ak(**inputs, **self._cotangent_planes(design, cot, call))
+            tables = {design.win[s]: w for s, w in wins.items()}
+            got = self._bridge(adj_plan)(**inputs, **self._cotangent_planes(design, cot, call), **tables)
             got = got if isinstance(got, dict) else {next(iter(design.grad.values())): got}
             for x in wrt:
                 grads[x] = got[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype)
-        for s in sinks:  # a sink's initial contents: each slot is one more term of its sums
-            grads[s] = cot[s].astype(planes[s].dtype)
+        for s in sinks:  # a sink's initial contents: each slot is one more term of its sums, unless a lane stored
+            g = cot[s].astype(planes[s].dtype)
+            grads[s] = jnp.where(wins[s] < 0, g, jnp.zeros_like(g)) if s in wins else g
         return tuple(grads.get(n) for n in call.operands)
+
+    def _bridge(self, plan) -> JaxKernel:
+        """The adjoint's (or winners') plan wrapped like this kernel, once per plan."""
+        jk = self._adjoints.get(id(plan))
+        if jk is None:
+            jk = self._adjoints[id(plan)] = JaxKernel(plan.kernel, plan=plan)
+        return jk
+
+    def _winners(self, win, design, inputs: dict, call: _Call) -> dict:
+        """Per sink stored into with `= v`: its winning store number per slot (-1 where no lane stored), from
+        the winners kernel run on sinks filled with -1 (passed sinks: aliased operands, as in any call)."""
+        sig = self.plan.kernel.signature
+        fills = {s: jnp.full(tuple(a.extent for a in sig.get(s).axes), -1.0, call.dtype) for s in design.win}
+        wk = self._bridge(win)
+        got = wk(**{n: v for n, v in inputs.items() if n in wk.kinds or n in call.grid}, **fills)
+        return got if isinstance(got, dict) else {next(iter(design.win)): got}
 
     def _cotangent_planes(self, design, cot: dict, call: _Call) -> dict:
         """The adjoint's cotangent planes from the results' cotangents (eagle.reverse.cotangents, on JAX arrays)."""

@@ -32,6 +32,7 @@ from eagle.errors import InputError
 SOURCE = Path(__file__).with_name("call_plan.c")
 _LOCK = threading.Lock()
 _LIB: dict = {}
+_TLS = threading.local()  # per thread: the buffer eagle_call_run writes a refusal's message into
 
 
 class _CallStage(ctypes.Structure):
@@ -176,22 +177,25 @@ class PreparedRun:
         head.first, head.slots, head.kernel = ctypes.addressof(self._first), ctypes.addressof(self._slots), self._kernel
         if lib.eagle_call_plan_init(ctypes.addressof(self._raw)) != 0:
             raise RuntimeError("could not set up a call plan's lock")
-        self._ptrs = (ctypes.c_void_p * max(len(self.places), 1))()
-        self._msg = ctypes.create_string_buffer(512)
+        self._ptr_type = ctypes.c_void_p * max(len(self.places), 1)
         self._run = lib.eagle_call_run
         self._address = ctypes.addressof(self._raw)
         return self._address
 
     def run_native(self, addresses: list[int]) -> None:
         """One launch, in one foreign call: the operands' then the results' data addresses swapped in, every stage
-        fired; a refusal raises eagle's InputError with its message."""
-        plan = self.native_plan()
-        self._ptrs[:len(addresses)] = addresses
-        if self._run(plan, self._ptrs, self._msg, 512):
+        fired; a refusal raises eagle's InputError with its message. Safe from several threads: the addresses travel
+        in this call's own array, the message in this thread's buffer, and the C side runs one call of a plan at a
+        time."""
+        plan = self._address if getattr(self, "_address", None) is not None else self.native_plan()
+        msg = getattr(_TLS, "msg", None)
+        if msg is None:
+            msg = _TLS.msg = ctypes.create_string_buffer(512)
+        if self._run(plan, self._ptr_type(*addresses), msg, 512):
             for st in self.stages:  # the launcher's own words for what its #err buffer holds
                 if st.err.any():
                     st.launcher.check_errors(st.err)
-            raise InputError(self._msg.value.decode())
+            raise InputError(msg.value.decode())
 
     def _sink_messages(self, st):
         """printf formats (count, first bad key) of Launcher.check_errors's message, per sink buffer index."""

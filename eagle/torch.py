@@ -8,9 +8,13 @@ output shapes come from eagle.bridge, the binder's own shape rules, so torch.com
 with symbolic sizes) and an autograd registration whose backward is `plan.reverse` (the adjoint kernel: exact,
 deterministic gradients). When the caller passes outputs or sinks to be written in place, a second op
 (`..._inplace`) declares them in `mutates_args` (no gradients through it: torch refuses autograd formulas for ops
-that mutate). The op runs `Plan.run` on the tensors' memory (DLPack, no copy when the layout allows) and hands back
-tensors over eagle's result buffers (torch.from_numpy, no copy); split kernels run their stages in sequence inside
-the one op.
+that mutate). Split kernels run their stages in sequence inside the one op.
+
+The op's CPU implementation keeps, per set of shapes, a run prepared once (eagle/prepared.py): a call reads the
+tensors' data pointers, allocates the result tensors and fires every stage in one foreign call (eagle/call_plan.c),
+which is what keeps its cost near an empty custom op's (benchmarks/torch_overhead.py). An eager call whose inputs
+are all CPU tensors skips the general argument handling (`_eager`). What the prepared path cannot take (a GPU
+target, a non-contiguous tensor, a Param that is not one float) goes through `Plan.run` on the tensors' memory.
 """
 
 from __future__ import annotations
@@ -63,13 +67,18 @@ class TorchKernel:
         self.grid = [b.axes[0].label] if sig.grid is not None and b.axes[0].extent is None else []
         self.mutable = [p.name for p in sig.planes if p.kind in ("output", "sink")]
         self.names, self.own = result_names(self.plan)
-        self._prepared: dict = {}
+        self._calls: dict = {}  # the prepared path per set of shapes (_FastCall), or None: Plan.run
+        self._native = self.plan.device is None and native.library() is not None
         base = f"{kernel.name}_{next(_COUNT)}"
         self.op = self._define(base, inplace=False)
         floats = {p.name for p in sig.planes if p.kind in ("lane", "table", "param")}
         self.grad_inputs = [n for n in self.inputs if n in floats]
         self.rop = self._define_reverse(f"{base}_reverse")
         self.op.register_autograd(self._backward, setup_context=self._setup)
+        self._op = getattr(self.op, "_opoverload", self.op)  # what CustomOpDef.__call__ calls
+        self._plain_order = self.inputs + self.grid
+        self._plain, self._plain_grid = frozenset(self.inputs), frozenset(self._plain_order)
+        self._floats: dict = {}
         self.op_inplace = None
         if self.mutable:
             self.op_inplace = self._define(f"{base}_inplace", inplace=True)
@@ -111,6 +120,9 @@ class TorchKernel:
     def _run(self, values: tuple, inplace: bool):
         """The op's CPU (and any device's) implementation: a run prepared once per shape (eagle/prepared.py) with
         the tensors' memory swapped in, or Plan.run where that cannot be (a GPU target, no native executor)."""
+        fast = self._fast(values, inplace)
+        if fast is not None:
+            return fast
         planes = {}
         for name, v in zip(self._args(inplace), values, strict=True):
             if v is None:
@@ -120,63 +132,54 @@ class TorchKernel:
             else:
                 planes[name] = v.detach() if isinstance(v, Tensor) else v
         skip = self._aliased(planes)
-        fast = self._fast(planes)
-        if fast is not None:
-            outs = tuple(torch.empty(0, dtype=fast[n].dtype) if n in skip else fast[n] for n in self.names)
-            return outs[0] if len(outs) == 1 else outs
         out = self.plan.run(**planes)
         results = out if isinstance(out, dict) else {self.names[0]: out}
         outs = tuple(_placeholder(results[n]) if n in skip else _tensor(results[n]) for n in self.names)
         return outs[0] if len(outs) == 1 else outs
 
-    def _fast(self, planes: dict) -> dict | None:
-        """The results as tensors from a prepared run, or None when the planes need Plan.run's full path."""
-        if self.plan.device is not None or native.library() is None:
+    def _fast(self, values: tuple, inplace: bool):
+        """The op's results from a prepared run (a _FastCall per set of shapes), or None when the values need
+        Plan.run's full path. The key is read straight off the tensors: shapes, dtypes, grid extents."""
+        if not self._native:
             return None
+        key = [inplace]
+        for v in values:
+            if v is None or type(v) is int:
+                key.append(v)
+            elif isinstance(v, Tensor) and v.is_cpu and v.is_contiguous():
+                key.append((v.shape, v.dtype))
+            else:
+                return None
+        key = tuple(key)
+        call = self._calls.get(key)
+        if call is None:
+            if len(self._calls) > 64:
+                self._calls.clear()
+            call = self._calls[key] = self._fast_call(values, inplace)
+        return None if call is None else call(values)
+
+    def _fast_call(self, values: tuple, inplace: bool) -> _FastCall | None:
+        """A prepared run for these values' shapes, or None when they need Plan.run (a Param that is not one float,
+        a dtype the prepared path does not read)."""
         arrays, params, grid = {}, {}, {}
-        for name, v in planes.items():
+        for name, v in zip(self._args(inplace), values, strict=True):
+            if v is None:
+                continue
             if name in self.grid:
                 grid[name] = int(v)
             elif name in self.params:
-                if not isinstance(v, (int, float, np.floating)) and not (isinstance(v, Tensor) and v.numel() == 1
-                                                                         and v.dtype.is_floating_point):
+                if v.numel() != 1 or not v.dtype.is_floating_point:
                     return None  # the binder says what is wrong with it
-                params[name] = float(v.item() if isinstance(v, Tensor) else v)
-            elif isinstance(v, Tensor) and v.device.type == "cpu" and v.dtype in _NUMPY and v.is_contiguous():
-                arrays[name] = v.numpy()
-            elif isinstance(v, np.ndarray) and v.flags.c_contiguous:
+                params[name] = v
+            elif v.dtype in _NUMPY:
                 arrays[name] = v
             else:
                 return None
         passed = tuple(sorted(n for n in arrays if n in self.mutable))
-        key = (tuple((n, a.shape, a.dtype.str) for n, a in sorted(arrays.items())), tuple(sorted(params)),
-               tuple(sorted(grid.items())), passed)
-        run = self._prepared.get(key)
-        if run is None:
-            if len(self._prepared) > 64:
-                self._prepared.clear()
-            shaped = {n: Shaped(a.shape, a.dtype) for n, a in arrays.items()}
-            run = self._prepared[key] = PreparedRun(self.plan, shaped, dict.fromkeys(params), grid, passed,
-                                                    [p.name for p in self.plan.kernel.signature.planes])
-        fdt = run.dtype
-        keep = [np.array([params[n]], dtype=fdt) for n in run.operands if n in params]  # alive during the call
-        kept = iter(keep)
-        addrs = [(arrays[n].ctypes.data if n in arrays else next(kept).ctypes.data) for n in run.operands]
-        rets = [torch.empty(shape, dtype=torch.float64 if dtype == np.float64 else torch.float32)
-                for shape, dtype in run.rets]
-        addrs += [t.data_ptr() for t in rets]
-        for i, j in run.aliases.items():  # a passed output or sink is its own result
-            addrs[len(run.operands) + j] = addrs[i]
-        run.run_native(addrs)
-        out = {}
-        for name, (j, off, shape) in run.picks.items():
-            if name in passed:
-                out[name] = torch.from_numpy(arrays[name])
-                continue
-            size = math.prod(shape)
-            whole = off == 0 and size == rets[j].numel()
-            out[name] = rets[j].reshape(shape) if whole else rets[j][off:off + size].reshape(shape).clone()
-        return out
+        shaped = {n: Shaped(tuple(a.shape), _NUMPY[a.dtype]) for n, a in arrays.items()}
+        run = PreparedRun(self.plan, shaped, dict.fromkeys(params), grid, passed,
+                          [p.name for p in self.plan.kernel.signature.planes])
+        return _FastCall(run, self._args(inplace), self.names, passed, self.params, values)
 
     def _fake(self, values: tuple, inplace: bool):
         """Output tensors with the shapes and dtype the run would give (fake or meta tensors; sizes may be
@@ -267,6 +270,37 @@ class TorchKernel:
             from eagle.distributed.torch_shard import sharded_call
 
             return sharded_call(self, self.group, planes)
+        if not torch.compiler.is_compiling():
+            out = self._eager(planes)
+            if out is not None:
+                return out
+        return self._call(planes)
+
+    def _eager(self, planes: dict):
+        """The common eager call in few steps: every input a CPU tensor (a Param may be a float), no output or sink
+        passed. None for anything else, which _call handles (and traces, under torch.compile)."""
+        keys = planes.keys()
+        if keys != self._plain and keys != self._plain_grid:
+            return None
+        args = []
+        for n in self._plain_order:
+            v = planes.get(n)
+            if isinstance(v, Tensor):  # (an nn.Parameter too)
+                if not v.is_cpu:
+                    return None
+            elif type(v) is float and n in self.params:
+                last = self._floats.get(n)
+                if last is None or last[0] is not v:  # the same float object: its 0-d tensor is reused
+                    last = self._floats[n] = (v, torch.tensor(v, dtype=torch.float64))
+                v = last[1]
+            elif n not in self.grid:
+                return None
+            args.append(v)
+        outs = self._op(*args)
+        return outs if len(self.names) == 1 else dict(zip(self.names, outs, strict=True))
+
+    def _call(self, planes: dict):
+        """Any call: checks the planes (the binder's messages), turns them into tensors and picks the op."""
         for arg in ("base", "count"):
             if arg in planes:
                 raise TypeError(f"eagle.torch: kernel '{self.name}': {arg}= is Plan.run's; a bridge runs every lane "
@@ -316,6 +350,88 @@ class TorchKernel:
         self.plan.run(**host)
         raise InputError(f"kernel '{self.name}': eagle.torch cannot pass these planes to its operator "
                          f"({sorted(planes)})")
+
+
+class _FastCall:
+    """One op call on a run prepared for these shapes: the values' data pointers (operands, then fresh result
+    tensors) go to the native call plan in one foreign call; no NumPy, no dicts per call. A result that fills its
+    buffer is allocated in its own shape (`empty_like` of a one-element template: cheaper than `torch.empty`); a
+    vector cell's components, which share one buffer, are copied out."""
+
+    def __init__(self, run: PreparedRun, args: list[str], names: tuple[str, ...], passed: tuple[str, ...],
+                 params: frozenset, values: tuple):
+        self.run = run
+        pos = {n: k for k, n in enumerate(args)}
+        fdt = torch.float64 if run.dtype == np.float64 else torch.float32
+        # per operand: its position in values, and the float dtype to convert a Param to (None: read it in place)
+        self.operands = [(pos[n], fdt if n in params and values[pos[n]].dtype != fdt else None)
+                         for n in run.operands]
+        self.convert = any(c is not None for _, c in self.operands)
+        self.positions = [k for k, _ in self.operands]
+        alias = {j: i for i, j in run.aliases.items()}  # result buffer j is operand i (a passed output or sink)
+        users: dict[int, list] = {}
+        for name, (j, off, shape) in run.picks.items():
+            users.setdefault(j, []).append((name, off, tuple(shape)))
+        self.allocs = []  # per result buffer: a template to allocate like, or the operand position it aliases
+        whole = {}
+        for j, (shape, dtype) in enumerate(run.rets):
+            if j in alias:
+                self.allocs.append(self.operands[alias[j]][0])
+                continue
+            used = users.get(j, [])
+            one = len(used) == 1 and used[0][1] == 0 and math.prod(used[0][2]) == shape[0]
+            self.allocs.append(_template(used[0][2] if one else shape, torch.float64 if dtype == np.float64 else
+                                         torch.float32))
+            if one:
+                whole[used[0][0]] = j
+        # per result name (the op's return order): ("whole", j), ("slice", j, off, shape) or ("passed", position)
+        self.outs = []
+        for name in names:
+            j, off, shape = run.picks[name]
+            if name in passed:
+                self.outs.append(("passed", self.allocs[j]))
+            elif name in whole:
+                self.outs.append(("whole", j))
+            else:
+                self.outs.append(("slice", j, off, tuple(shape)))
+        self.single = len(names) == 1
+        # the common case: every result a fresh tensor of its own, in the op's order, no Param to convert
+        self.plain = not self.convert and not alias and [o[:2] for o in self.outs] == [("whole", j) for j in
+                                                                                        range(len(self.allocs))]
+        run.native_plan()
+
+    def __call__(self, values: tuple):
+        if self.plain:
+            rets = [torch.empty_like(t) for t in self.allocs]
+            self.run.run_native([values[k].data_ptr() for k in self.positions] + [t.data_ptr() for t in rets])
+            return rets[0] if self.single else tuple(rets)
+        if self.convert:  # a Param in another float dtype: one converted value, alive during the call
+            vals = list(values)
+            for k, c in self.operands:
+                if c is not None:
+                    vals[k] = vals[k].to(c)
+        else:
+            vals = values
+        rets = [vals[t] if type(t) is int else torch.empty_like(t) for t in self.allocs]
+        self.run.run_native([vals[k].data_ptr() for k in self.positions] + [t.data_ptr() for t in rets])
+        outs = []
+        for o in self.outs:
+            if o[0] == "whole":
+                outs.append(rets[o[1]])
+            elif o[0] == "passed":
+                outs.append(torch.empty(0, dtype=values[o[1]].dtype))
+            else:
+                _, j, off, shape = o
+                outs.append(rets[j][off:off + math.prod(shape)].reshape(shape).clone())
+        return outs[0] if self.single else tuple(outs)
+
+
+def _template(shape: tuple, dtype: torch.dtype) -> Tensor:
+    """A one-element tensor seen as `shape` (stride 0), whose `empty_like` is a fresh contiguous tensor."""
+    t = torch.empty((), dtype=dtype).expand(shape)
+    if not torch.empty_like(t).is_contiguous():  # (empty_like of an overlapping tensor is contiguous)
+        raise RuntimeError(f"eagle.torch: empty_like of a stride-0 tensor of shape {shape} is not contiguous")
+    return t
 
 
 def _tensor(a) -> Tensor:

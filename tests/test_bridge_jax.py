@@ -5,7 +5,8 @@ jax.jit; a passed sink aliases its operand and holds prior content + the lanes' 
 component; jax.vmap runs a loop of launches with each element's own bits; a key outside a sink inside jit raises
 eagle's own message (an XLA error); float64 with x64 off is refused with the fix named; the call plan is made
 once per shape and reused. Gradients (a custom VJP running the adjoint kernel through the same FFI path) match
-jax.grad of the same jax.numpy code, carry plan.reverse's bits, are the same under jit, and vmap of grad runs.
+jax.grad of the same jax.numpy code, carry plan.reverse's bits, are the same under jit, and vmap of grad runs;
+kernels that store into sinks with `= v` get the reverse's winners-kernel gradients the same way.
 """
 
 import numpy as np
@@ -196,17 +197,85 @@ def test_grad_through_a_split_kernel_a_scatter_and_a_stencil():
         assert np.allclose(a, b, rtol=1e-12, atol=1e-14)
 
 
-def test_vmap_of_grad_and_a_store_kernel_refused_by_name():
+def test_vmap_of_grad_runs_each_elements_reverse():
     c = eagle.jax.wrap(jb_centre)
     rng = np.random.default_rng(12)
     xs, ct = rng.normal(size=(3, 40)), rng.normal(size=40)
     got = jax.vmap(jax.grad(lambda x: jnp.sum(c(x=x) * ct)))(xs)
     for k in range(3):
         assert np.asarray(got[k]).tobytes() == np.asarray(jax.grad(lambda x: jnp.sum(c(x=x) * ct))(xs[k])).tobytes()
+
+
+@hawk.kernel
+def jb_two_stores(x: Scalar, k: Index, w: Param, h: Mutable["slot":5]):
+    hawk.scatter(h)[k] = w * x * x
+    hawk.scatter(h)[k + 1] = hm.sin(x)
+
+
+def _winners(keys_per_stmt, slots):
+    """The store that won each slot: the last in lane order, then statement order (-1 keys store nothing)."""
+    won = {}
+    for lane in range(len(keys_per_stmt[0])):
+        for stmt, keys in enumerate(keys_per_stmt):
+            if 0 <= keys[lane] < slots:
+                won[int(keys[lane])] = (lane, stmt)
+    return won
+
+
+def test_grad_of_a_store_kernel_is_the_reverses_with_winners():
+    rng = np.random.default_rng(13)
+    x = rng.normal(size=40)
+    key = rng.integers(-1, 6, size=40).astype(np.int32)
+    ct = rng.normal(size=6)
     s = eagle.jax.wrap(jb_store)
+    loss = lambda x: jnp.sum(s(key=key, x=x) * ct)  # noqa: E731
+    ours = jax.grad(loss)(x)
+    want = eagle.deploy(jb_store).reverse(ct, key=key, x=x)["x"]
+    assert np.asarray(ours).tobytes() == np.asarray(want).tobytes()
+    won = _winners([key], 6)
+    by_hand = np.zeros(40)
+    for slot, (lane, _) in won.items():
+        by_hand[lane] = ct[slot]  # only the lane that won a slot feeds its cotangent back
+    assert np.asarray(ours).tobytes() == by_hand.tobytes()
+    assert np.asarray(jax.jit(jax.grad(loss))(x)).tobytes() == by_hand.tobytes()
+    out, pull = jax.vjp(lambda x: s(key=key, x=x), x)
+    assert np.asarray(out).tobytes() == np.asarray(eagle.deploy(jb_store).run(key=key, x=x)).tobytes()
+    assert np.asarray(pull(jnp.asarray(ct))[0]).tobytes() == by_hand.tobytes()
+
+
+def test_grad_of_two_stores_a_param_and_a_passed_sink_is_the_reverses():
+    rng = np.random.default_rng(14)
+    x = rng.normal(size=30)
+    k = rng.choice(np.array([-1, 1, 2], np.int32), size=30)  # slot 4: no store
+    prior, ct = rng.normal(size=5), rng.normal(size=5)
+    f = eagle.jax.wrap(jb_two_stores)
+    loss = lambda x, w, h: jnp.sum(f(x=x, k=k, w=w, h=h) * ct)  # noqa: E731
+    ours = jax.grad(loss, argnums=(0, 1, 2))(x, 0.7, prior)
+    jitted = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(x, 0.7, prior)
+    want = eagle.deploy(jb_two_stores).reverse(ct, x=x, k=k, w=0.7, h=prior.copy())
+    for a, b, name in zip(ours, jitted, ("x", "w", "h"), strict=True):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+        assert np.asarray(a).reshape(-1).tobytes() == np.asarray(want[name]).reshape(-1).tobytes(), name
+    won = _winners([k, k + 1], 5)  # key -1 skips the first store; k + 1 = 0 is slot 0
+    kept = np.array([slot not in won for slot in range(5)])
+    assert kept[4] and not kept[0] and np.array_equal(np.asarray(ours[2]), np.where(kept, ct, 0.0))  # won: no grad
+    gx = np.zeros(30)
+    gw = 0.0
+    for slot, (lane, stmt) in won.items():  # d(w x^2)/dx, d(sin x)/dx of the winning store
+        gx[lane] += ct[slot] * (2.0 * 0.7 * x[lane] if stmt == 0 else np.cos(x[lane]))
+        gw += ct[slot] * x[lane] ** 2 if stmt == 0 else 0.0
+    assert np.allclose(ours[0], gx, rtol=1e-13, atol=1e-15) and np.isclose(ours[1], gw, rtol=1e-12)
+
+
+def test_vmap_of_grad_of_a_store_kernel():
+    rng = np.random.default_rng(15)
+    xs, ct = rng.normal(size=(3, 40)), rng.normal(size=6)
     key = rng.integers(0, 6, size=40).astype(np.int32)
-    with pytest.raises(InputError, match="jb_store"):
-        jax.grad(lambda x: jnp.sum(s(key=key, x=x)))(xs[0])
+    s = eagle.jax.wrap(jb_store)
+    got = jax.jit(jax.vmap(jax.grad(lambda x: jnp.sum(s(key=key, x=x) * ct))))(xs)
+    plan = eagle.deploy(jb_store)
+    for k in range(3):
+        assert np.asarray(got[k]).tobytes() == np.asarray(plan.reverse(ct, key=key, x=xs[k])["x"]).tobytes()
 
 
 def test_a_jitted_program_outlives_its_wrapper():

@@ -5,9 +5,11 @@ split kernel gives Plan.run's very bits (ordered cells included); results are te
 passed sink is written in place and handed back as the caller's tensor; bad inputs raise Plan.run's own error;
 `torch.library.opcheck` passes (schema, fake tensors, AOT dispatch with dynamic shapes on plain inputs; the
 autograd registration on inputs that require grad); torch.compile(fullgraph=True) traces the op without a graph
-break or a recompile across dynamic sizes. Gradients come from plan.reverse through a backward custom op: they match
-torch's own autograd of the same computation written in torch, pass gradcheck (float64), carry the reverse's
-very bits, and run under torch.compile; outputs written in place refuse gradients by name.
+break or a recompile across dynamic sizes; the prepared per-shape path is safe from several threads. Gradients
+come from plan.reverse through a backward custom op: they match torch's own autograd of the same computation
+written in torch, pass gradcheck (float64), carry the reverse's very bits (a kernel storing into a sink with
+`= v` included: only the winning lane gets a slot's cotangent), and run under torch.compile; outputs written in
+place refuse gradients by name.
 """
 
 import numpy as np
@@ -105,6 +107,49 @@ def test_single_output_and_numbers():
     f = eagle.torch.wrap(tb_axpy)
     _same_bits(f(x=torch.from_numpy(x), w=torch.from_numpy(w), s=0.25), want)
     _same_bits(f(x=x, w=w, s=torch.tensor(0.25, dtype=torch.float64)), want)  # NumPy arrays, a 0-d tensor Param
+
+
+def test_the_prepared_path_per_shape_with_params_strides_and_threads():
+    """The op's prepared path (a call plan per set of shapes, the tensors' addresses swapped in) against Plan.run:
+    a Param that changes call after call (a float; a float64 0-d tensor into a float32 run), an nn.Parameter, a
+    non-contiguous tensor (Plan.run's path), a size change, fresh result tensors per call, and several threads
+    calling at once."""
+    import threading
+
+    f, plan = eagle.torch.wrap(tb_axpy), eagle.deploy(tb_axpy)
+    rng = np.random.default_rng(20)
+    x, w = rng.normal(size=64), rng.normal(size=64)
+    for s in (0.25, 0.5, -3.0, 0.25):
+        _same_bits(f(x=torch.from_numpy(x), w=torch.from_numpy(w), s=s), plan.run(x=x, w=w, s=s))
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    _same_bits(f(x=torch.from_numpy(x32), w=torch.from_numpy(w32), s=torch.tensor(0.1, dtype=torch.float64)),
+               plan.run(x=x32, w=w32, s=0.1))
+    p = torch.nn.Parameter(torch.from_numpy(x.copy()))  # a tensor subclass, requiring grad
+    _same_bits(f(x=p, w=torch.from_numpy(w), s=0.5), plan.run(x=x, w=w, s=0.5))
+    f(x=p, w=torch.from_numpy(w), s=0.5).sum().backward()
+    assert p.grad.numpy().tobytes() == np.full(64, 0.5).tobytes()
+    strided = torch.from_numpy(rng.normal(size=128))[::2]
+    _same_bits(f(x=strided, w=torch.from_numpy(w), s=0.5), plan.run(x=strided.numpy(), w=w, s=0.5))
+    _same_bits(f(x=torch.from_numpy(x[:30]), w=torch.from_numpy(w[:30]), s=0.5), plan.run(x=x[:30], w=w[:30], s=0.5))
+    xt, wt = torch.from_numpy(x), torch.from_numpy(w)
+    a, b = f(x=xt, w=wt, s=1.0), f(x=xt, w=wt, s=2.0)
+    assert a.data_ptr() != b.data_ptr() and a.numpy().tobytes() != b.numpy().tobytes()
+    xs = [rng.normal(size=64) for _ in range(4)]
+    wants = [np.asarray(plan.run(x=xk, w=w, s=0.5)).tobytes() for xk in xs]
+    bad = []
+
+    def work(k):
+        xt, wt = torch.from_numpy(xs[k]), torch.from_numpy(w)
+        for _ in range(300):
+            if f(x=xt, w=wt, s=0.5).numpy().tobytes() != wants[k]:
+                bad.append(k)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
 
 
 def test_split_kernel_runs_its_stages_with_the_same_bits():
@@ -344,3 +389,29 @@ def test_compile_with_a_passed_sink_writes_it_in_place():
     y, got = step(_torch(planes), acc)
     assert acc.numpy().tobytes() == np.asarray(want["acc"]).tobytes() and got.data_ptr() == acc.data_ptr()
     assert y.numpy().tobytes() == (np.asarray(want["y"]) * 2.0).tobytes()
+
+
+@hawk.kernel
+def tb_store(key: Index, x: Scalar, s: Param, acc: Mutable["bin":6]):
+    hawk.scatter(acc)[key] = s * x * x
+
+
+def test_gradients_of_a_store_kernel_are_the_reverses_with_winners():
+    """`= v` into a sink: only the lane that won a slot (the last in lane order) gets its cotangent back."""
+    rng = np.random.default_rng(16)
+    x = torch.from_numpy(rng.normal(size=40))
+    key = torch.from_numpy(rng.integers(-1, 6, size=40).astype(np.int32))
+    s = torch.tensor(0.7, dtype=torch.float64)
+    f = eagle.torch.wrap(tb_store)
+    leaves = (x.clone().requires_grad_(), s.clone().requires_grad_())
+    assert torch.autograd.gradcheck(lambda x, s: f(key=key, x=x, s=s), leaves, eps=1e-6, atol=1e-7, rtol=1e-6)
+    ct = torch.from_numpy(rng.normal(size=6))
+    gx, gs = torch.autograd.grad(f(key=key, x=leaves[0], s=leaves[1]), leaves, ct)
+    want = eagle.deploy(tb_store).reverse(ct.numpy(), key=key.numpy(), x=x.numpy(), s=0.7)
+    assert gx.numpy().tobytes() == np.asarray(want["x"]).tobytes()
+    assert gs.numpy().tobytes() == np.asarray(want["s"]).reshape(()).tobytes()
+    won = {int(k): lane for lane, k in enumerate(key.numpy()) if k >= 0}  # the last lane per slot
+    by_hand = np.zeros(40)
+    for slot, lane in won.items():
+        by_hand[lane] = ct[slot].item() * 2.0 * 0.7 * x[lane].item()
+    assert np.allclose(gx.numpy(), by_hand, rtol=1e-14, atol=0)

@@ -1,0 +1,126 @@
+"""Per-call overhead of an eagle.torch operator on a one-lane kernel (issue #15's target: < 10 us over an empty
+custom op).
+
+    .venv/bin/python -m benchmarks.torch_overhead [--calls 5000] [--rounds 15] [--clock cpu|wall] [--json FILE]
+
+Times, per call, on a 1-lane float64 tensor: an empty `torch.library` custom op (it only allocates its output, as
+any op must), the same with an autograd registration (eagle's op has one: its backward is the reverse), the
+wrapped kernel `f(x=x)`, its op called directly (`f.op(x)`), and, for scale, `Plan.run` and a bound launch on a
+NumPy array. Kernels: `x + 1` (one per-lane output) and `sum(x)` (one cell). Each round times every
+implementation once (`--calls` calls each), in an order rotated by one per round, so slow changes of the machine's
+load fall on every implementation alike. The clock is the process's CPU time by default (on a shared, busy
+machine the time spent waiting for a core is not the call's), `--clock wall` for elapsed time. The table gives
+the median over rounds, the overhead over the empty op (the median over rounds of the per-round difference) and
+the ratio to it. Every eagle result is checked against
+`x + 1` / `sum(x)` first. A measurement, not a test: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+
+import eagle
+import eagle.torch
+from benchmarks import kernels as K
+
+TARGET_US = 10.0
+
+
+@torch.library.custom_op("eagle_bench::empty", mutates_args=())
+def _empty(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("eagle_bench::empty_grad", mutates_args=())
+def _empty_grad(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+_empty.register_fake(lambda x: torch.empty_like(x))
+_empty_grad.register_fake(lambda x: torch.empty_like(x))
+_empty_grad.register_autograd(lambda ctx, g: g)
+
+
+def implementations(kernel) -> dict:
+    """name -> a no-argument call; each eagle call is checked once against NumPy before it is timed."""
+    x = torch.ones(1, dtype=torch.float64)
+    xn = np.ones(1)
+    f = eagle.torch.wrap(kernel)
+    plan = eagle.deploy(kernel)
+    bound = plan.bind(x=xn)
+    want = np.asarray(plan.run(x=xn)).reshape(-1)
+    assert want.tolist() == ([2.0] if kernel is K.tiny_map else [1.0])
+    for got in (f(x=x), f.op(x)):
+        assert got.numpy().reshape(-1).tobytes() == want.tobytes(), kernel.name
+    return {
+        "empty custom op": lambda: _empty(x),
+        "empty custom op + autograd": lambda: _empty_grad(x),
+        "eagle.torch f(x=x)": lambda: f(x=x),
+        "eagle.torch f.op(x)": lambda: f.op(x),
+        "Plan.run (NumPy)": lambda: plan.run(x=xn),
+        "bound launch (NumPy)": bound.launch,
+    }
+
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def _time(call, calls: int, clock=time.perf_counter) -> float:
+    t0 = clock()
+    for _ in range(calls):
+        call()
+    return (clock() - t0) / calls * 1e6
+
+
+def measure(kernel, calls: int, rounds: int, clock: str = "wall") -> dict:
+    impls = implementations(kernel)
+    names = list(impls)
+    for call in impls.values():  # warm up
+        _time(call, max(1, calls // 10))
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            samples[n].append(_time(impls[n], calls, CLOCKS[clock]))
+    base = samples["empty custom op"]
+    return {n: {"median_us": statistics.median(s),
+                "over_empty_us": statistics.median(a - b for a, b in zip(s, base, strict=True)),
+                "ratio_to_empty": statistics.median(a / b for a, b in zip(s, base, strict=True))}
+            for n, s in samples.items()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=5000, help="calls per implementation per round")
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
+                   help="cpu: the process's CPU time (time a busy machine gives other processes does not count); "
+                        "wall: elapsed time")
+    p.add_argument("--json", default=None, help="also write the rows here")
+    a = p.parse_args(argv)
+    torch.set_num_threads(1)
+    load = os.getloadavg()[0]
+    out = {"load_before": load, "cores": os.cpu_count(), "clock": a.clock, "kernels": {}}
+    for kernel in (K.tiny_map, K.tiny_sum):
+        out["kernels"][kernel.name] = rows = measure(kernel, a.calls, a.rounds, a.clock)
+        print(f"\n{kernel.name}, one lane, float64: median over {a.rounds} rounds of {a.calls} calls ({a.clock} time)")
+        print(f"{'':<28} {'us/call':>9} {'over empty op':>14} {'/ empty op':>11}")
+        for n, r in rows.items():
+            print(f"{n:<28} {r['median_us']:9.2f} {r['over_empty_us']:14.2f} {r['ratio_to_empty']:11.2f}")
+    out["load_after"] = os.getloadavg()[0]
+    over = max(r["eagle.torch f(x=x)"]["over_empty_us"] for r in out["kernels"].values())
+    print(f"\nf(x=x) over an empty custom op: {over:.2f} us (target < {TARGET_US:.0f} us); load average "
+          f"{out['load_before']:.1f} -> {out['load_after']:.1f} on {out['cores']} cores")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(out, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
