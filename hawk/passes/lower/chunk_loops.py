@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import scf
+from mlir.dialects import memref, scf
 
 from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
 from hawk.passes.host_emit import size
@@ -26,6 +26,8 @@ from hawk.passes.speculate import NO_SPECULATE
 def lanes_body(cx: Lowering, body: ir.Block) -> None:
     e = cx.e
     chunk0, chain0 = state.plan_state(cx, body)
+    # a full block whose chains lost a bit reruns the body rather than keep its terms (reduce_full.redo_block)
+    cx.recompute = bool(cx.n_terms) and reduce_full.can_recompute(cx, body)
     cx.nested = None
     if any(a.policy == "compensated" or a.pairs for a in cx.full):
         final = blocked_driver(cx, body, chunk0, chain0)
@@ -232,7 +234,7 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
             fast = scf.ForOp(e.c(0), e.c(B // W), e.c(1), inits)
             with ir.InsertionPoint(fast.body):
                 fast_anchor = scf.YieldOp(list(fast.inner_iter_args))
-            reduce_full.flush_pairs(cx, list(fast.results), nchunk)
+            reduce_full.flush_pairs(cx, list(fast.results), nchunk, body)
             scf.YieldOp(list(fast.results))
         with ir.InsertionPoint(split.else_block):
             groups = scf.ForOp(e.c(0), e.c(B // W), e.c(1), inits)
@@ -249,6 +251,9 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
         # full blocks: CHAINS copies, lane j feeding chain j
         cx.accs = list(fast.inner_iter_args)
         cx.pending = {}
+        if cx.n_terms:
+            with ir.InsertionPoint(fast_anchor), body.owner.location:
+                prefetch_ahead(cx, e.add_i(start, e.mul_i(fast.induction_variable, e.c(W))))
         for jj in range(W):
             with ir.InsertionPoint(fast_anchor), body.owner.location:
                 cx.lane = e.add_i(start, e.mul_i(fast.induction_variable, e.c(W)), e.c(jj))
@@ -275,3 +280,16 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
                     res[acc.slot + c], res[acc.slot + acc.n + c] = ns, e.add(nc, res[ks + acc.n])
         scf.YieldOp(res[:nchunk])
     return list(outer.results)
+
+
+PREFETCH_LANES = 1024  # how far ahead of a full block's group the ordered sums' loop asks for its inputs
+
+
+def prefetch_ahead(cx: Lowering, lane: ir.Value) -> None:
+    """Prefetch hints for the lane planes PREFETCH_LANES lanes ahead (clamped to the last lane): the TwoSum
+    chains' loop is long enough per cache line that the hardware prefetcher alone leaves it waiting on memory."""
+    e = cx.e
+    at = e.op("arith.minui", e.add_i(lane, e.c(PREFETCH_LANES)), e.op("arith.subi", cx.L, e.c(1)))
+    for b in cx.lay.buffers:
+        if b.role in ("in", "index"):
+            memref.PrefetchOp(cx.bufs[(b.name, b.role)], [at], False, 3, True)

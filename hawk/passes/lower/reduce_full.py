@@ -1,8 +1,10 @@
 """Rules for reductions over every lane (hawk.reduce without kept axes), per policy: "fast" sums and max/min in
 the chunk state (max/min with NaN/zero flags on the host: host_emit.fast_extremum), "compensated" Neumaier
 pairs per chain, "ordered" terms into exact accumulators (hawk/passes/exact_emit.py), on the host through
-two-float chains over full blocks (`ordered_chain_step`, `flush_pairs`). Wide payloads: wide.py. The
-hawk.reduce rule picks the reduction's form: a fold (folds.py), a kept-axis total (reduce_kept.py) or this.
+two-float chains over full blocks (`ordered_chain_step`, `flush_pairs`; a block whose chains lost a bit
+deposits its terms again, from a term buffer or by rerunning a body that writes nothing: `redo_block`).
+Wide payloads: wide.py. The hawk.reduce rule picks the reduction's form: a fold (folds.py), a kept-axis total
+(reduce_kept.py) or this.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from hawk.ir.access import reduce_mask, reduce_value
 from hawk.ir.build import create
 from hawk.passes import exact_emit
 from hawk.passes.lower import folds, planes, reduce_kept, wide
-from hawk.passes.lower.context import Lowering, rule
+from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops, rule
 from hawk.passes.lower.state import Acc
 
 _UNE = 13  # arith.cmpf "une": unordered or not equal
@@ -122,14 +124,16 @@ def term_buffer(cx: Lowering) -> ir.Value:
 
 
 def ordered_chain_step(cx: Lowering, acc: Acc, v: ir.Value, mask: ir.Value | None) -> None:
-    """Copy j of a group in a full block: the lane's terms into the block's term buffer, and kept for
-    ordered_chains_step, which adds the group's terms to the chains once every copy has run."""
+    """Copy j of a group in a full block: the lane's terms kept for ordered_chains_step, which adds the
+    group's terms to the chains once every copy has run (one vector per component, its lanes loaded side by
+    side), and stored in the block's term buffer unless a lost-bit block reruns the body (cx.recompute)."""
     e = cx.e
-    at = e.op("arith.subi", cx.lane, cx.block_start)
+    at = None if cx.recompute else e.op("arith.subi", cx.lane, cx.block_start)
     for c, x in enumerate(e.elems(v, acc.r.payload)):
         if mask is not None:
             x = e.select(mask, x, e.cf(0.0))
-        e.store(x, term_buffer(cx), e.add_i(at, e.c((acc.term_at + c) * ORDERED_BLOCK)))
+        if at is not None:
+            e.store(x, term_buffer(cx), e.add_i(at, e.c((acc.term_at + c) * ORDERED_BLOCK)))
         cx.pending.setdefault((acc.chain, c), [None] * ORDERED_CHAINS)[cx.j] = x
 
 
@@ -156,15 +160,20 @@ def ordered_chains_step(cx: Lowering) -> None:
             bad = lost if bad is None else e.op("arith.ori", bad, lost)
     if bad is None:
         return
-    k = nchunk_red_total(cx) + cx.exact_flag
-    anyv = create("vector.reduction", [bad], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
-    s[k] = e.op("arith.ori", s[k], anyv)
+    k = nchunk_red_total(cx) + cx.exact_flag  # a flag per chain, reduced once at the block's end
+    s[k] = e.op("arith.ori", s[k], bad)
 
 
-def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int) -> None:
+def any_of(cx: Lowering, flags: ir.Value) -> ir.Value:
+    """Whether any entry of a vector of i1 is set."""
+    kind = {"kind": ir.Attribute.parse("#vector.kind<or>")}
+    return create("vector.reduction", [flags], [cx.e.i1], kind).result
+
+
+def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int, body: ir.Block) -> None:
     """The end of a full block: deposit each chain's (high, low) pair into the chunk's exact accumulators,
-    or, when a chain lost a bit, the block's terms one by one. Either way the accumulators gain exactly
-    the block's terms."""
+    or, when a chain lost a bit, the block's terms one by one (from the term buffer, or recomputed by the
+    body when cx.recompute). Either way the accumulators gain exactly the block's terms."""
     if cx.exact_flag is None:
         return
     e = cx.e
@@ -176,12 +185,12 @@ def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int) -> None:
     for acc in cx.full:
         for k in range(acc.chain, acc.chain + 2 * acc.n) if acc.pairs else ():
             v = res[nchunk + k]  # v - v is NaN where v is inf or NaN
-            odd = e.cmpf(_UNE, e.op("arith.subf", v, v), e.splat(0.0, lanes))
-            redo = e.op("arith.ori", redo, create("vector.reduction", [odd], [e.i1],
-                                                  {"kind": ir.Attribute.parse("#vector.kind<or>")}).result)
-    branch = scf.IfOp(redo, [], has_else=True)
+            redo = e.op("arith.ori", redo, e.cmpf(_UNE, e.op("arith.subf", v, v), e.splat(0.0, lanes)))
+    branch = scf.IfOp(any_of(cx, redo), [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
-        for acc in cx.full:
+        if cx.recompute:  # the block's lanes again, one by one, each term deposited (no term buffer)
+            redo_block(cx, body, res)
+        for acc in cx.full if not cx.recompute else ():
             if not acc.pairs:
                 continue
             for c in range(acc.n):
@@ -202,6 +211,40 @@ def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int) -> None:
                     for j in range(ORDERED_CHAINS):
                         exact_emit.deposit(e, exact, base, vector.extract(res[k], [], [j]))
         scf.YieldOp([])
+
+
+def can_recompute(cx: Lowering, body: ir.Block) -> bool:
+    """Whether a full block's terms may be recomputed by running the body again rather than kept in a term
+    buffer: the body writes nothing (no store, no scatter) and every other reduction keeps its state in the
+    loop's values (which a rerun discards), none in memory (kept totals, folds, wide states, deposits)."""
+    if any(r.kept or r.kind == "fold" for r in cx.lay.reductions) or cx.runs:
+        return False
+    if any(a.wide or (a.policy == "ordered" and not a.pairs) for a in cx.full):
+        return False
+    writes = []
+
+    def visit(op):
+        if op.name in ("hawk.store", "hawk.scatter"):
+            writes.append(op)
+        return ir.WalkResult.ADVANCE
+
+    for op in body.operations:
+        op.operation.walk(visit)
+    return not writes
+
+
+def redo_block(cx: Lowering, body: ir.Block, state: list[ir.Value]) -> None:
+    """A full block's lanes one by one, each lane's ordered terms deposited into the chunk's accumulators
+    (reduce_full with no chain); what the rerun does to the loop state is dropped, so other reductions count
+    each lane once."""
+    e = cx.e
+    each = scf.ForOp(e.c(0), e.c(ORDERED_BLOCK), e.c(1), [])
+    with ir.InsertionPoint(each.body):
+        anchor = scf.YieldOp([])
+    with ir.InsertionPoint(anchor), body.owner.location:
+        cx.lane = e.add_i(cx.block_start, each.induction_variable)
+    cx.accs, cx.j = list(state), each.induction_variable
+    rewrite_ops(cx, clone_body(cx, body, anchor))
 
 
 def nchunk_red_total(cx: Lowering) -> int:

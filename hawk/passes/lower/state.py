@@ -11,6 +11,7 @@ from mlir import ir
 
 from hawk.abi.layout import ORDERED_CHAINS, Reduction, sum_policy
 from hawk.ir.access import sink_name, stored_value
+from hawk.ir.build import create
 from hawk.passes import exact_emit
 from hawk.passes.analysis import payload_of
 from hawk.passes.host_emit import size
@@ -79,9 +80,11 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
             off += 1
         cx.full.append(acc)
     cx.exact_flag = None
-    if cx.n_terms:  # whether a chain lost a bit in this block (then its terms are deposited one by one)
+    if cx.n_terms:  # per chain, whether it lost a bit in this block (then its terms are deposited one by one)
         cx.exact_flag = len(chain)
-        chain.append(e.c(0, e.i1))
+        flags = ir.VectorType.get([ORDERED_CHAINS], ir.IntegerType.get_signless(1))
+        no = ir.DenseElementsAttr.get_splat(flags, ir.IntegerAttr.get(ir.IntegerType.get_signless(1), 0))
+        chain.append(create("arith.constant", [], [flags], {"value": no}).result)
     cx.nchunk_red = len(chunk)
     cx.runs: list[Run] = []
     for op in body.operations:
@@ -103,6 +106,7 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
             k = run.k
             chunk += [e.c(-1, e.i64)] + [init(-0.0, t)] * k + ([init(0.0, t)] * k if pol == "compensated" else [])
     cx.n_flags = plan_extremum_flags(cx, chunk)
+    cx.recompute = False  # full blocks rerun the body instead of keeping a term buffer (chunk_loops.lanes_body)
     return chunk, chain
 
 
