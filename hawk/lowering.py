@@ -11,8 +11,9 @@ from hawk.frontend.visitor import KernelBuilder, Source
 from hawk.ir.access import enclosing_func, kernel_axes, policy, reduce_kind, reduce_over, set_policy
 from hawk.ir.dialect import is_hawk, new_context
 from hawk.passes.analysis import written_names
+from hawk.passes.base import kernel_funcs
 from hawk.passes.pipeline import HOST, Pipeline, gpu_pipeline
-from hawk.passes.plan import annotate, module_layout
+from hawk.passes.plan import annotate, module_layout, set_stage
 from hawk.passes.stages import split_stages
 from hawk.signature import Signature
 
@@ -44,6 +45,7 @@ def build_hawk(source: Source, sig: Signature, name: str, spec: Spec) -> tuple[s
         Pipeline(("verify-hawk",)).run(module)
         if spec.auto_sum == "ordered":
             _auto_sums_ordered(module)
+        annotate(module, sig, builder.outputs, spec)  # the printed IR carries its facts: hawk-opt can compile it
         return str(module), builder.outputs
 
 
@@ -55,9 +57,17 @@ def split(text: str, name: str, sig: Signature, outputs: dict[str, str]) -> list
         names = {p.name for p in sig.planes if p.kind in ("output", "sink")} | set(outputs)
         written = [written_names(ir.Module.parse(p.text)) & names for p in parts]
         unwritten = names - set().union(*written)
-        return [(p.name, p.text, p.cells_in, p.cells_out,
-                 frozenset(w | (unwritten if k == len(parts) - 1 else set())))
-                for k, (p, w) in enumerate(zip(parts, written, strict=True))]
+        out = []
+        for k, (p, w) in enumerate(zip(parts, written, strict=True)):
+            owns = frozenset(w | (unwritten if k == len(parts) - 1 else set()))
+            text = p.text
+            if len(parts) > 1:  # each stage's text carries its own facts, so hawk-opt can compile it alone
+                module = ir.Module.parse(text)
+                (func,) = kernel_funcs(module)
+                set_stage(func, p.cells_in, p.cells_out, owns)
+                text = str(module)
+            out.append((p.name, text, p.cells_in, p.cells_out, owns))
+        return out
 
 
 def _stage_module(sig: Signature, outputs: dict[str, str], spec: Spec, st, multi: bool) -> ir.Module:

@@ -45,7 +45,7 @@ func.func @every_op(%xp: !x {hawk.name = "x"}, %pp: !p {hawk.name = "p"}, %tp: !
 EVERY_OP_CHECKS = """
 # CHECK-LABEL: func.func @every_op(
 # CHECK-SAME: %[[XP:[a-z0-9]+]]: !hawk.plane<f64, array<i64>, ["row"]> {hawk.name = "x"}
-# CHECK-SAME: !hawk.total<f64, array<i64>, []> {hawk.name = "cut0"}) attributes {hawk.axes = ["row"], hawk.kernel}
+# CHECK-SAME: !hawk.total<f64, array<i64>, []> {hawk.name = "cut0"}) attributes {hawk.axes = ["row"], hawk.kernel
 # CHECK: %[[R:.+]] = "hawk.lane"() {axis = "row"} : () -> i64
 # CHECK: %[[X:.+]] = "hawk.load"(%[[XP]]) : (!hawk.plane<f64, array<i64>, ["row"]>) -> f64
 # CHECK: %[[P:.+]] = "hawk.param"(%{{.+}}) : (!hawk.scalar<f64, array<i64>>) -> f64

@@ -28,7 +28,7 @@ POSITIVE_TOTAL = """
 # CHECK-LABEL: func.func @ir_positive_total(
 # CHECK-SAME: %v: !hawk.plane<f64, array<i64>, ["sample"]> {hawk.name = "v"}
 # CHECK-SAME: %result: !hawk.total<f64, array<i64>, []> {hawk.name = "result"}
-# CHECK-SAME: attributes {hawk.axes = ["sample"], hawk.kernel}
+# CHECK-SAME: attributes {hawk.axes = ["sample"], hawk.kernel
 # CHECK-DAG: %[[V:.+]] = "hawk.load"(%v) : ({{.+}}) -> f64
 # CHECK-DAG: %[[W:.+]] = "hawk.load"(%w) : ({{.+}}) -> f64
 # CHECK: %[[VW:.+]] = arith.mulf %[[V]], %[[W]] : f64
@@ -363,7 +363,7 @@ BLEND_ARGS = """
 # CHECK-SAME: %k: !hawk.plane<i32, array<i64>, ["row", "col"]> {hawk.name = "k"},
 # CHECK-SAME: %total: !hawk.total<f64, array<i64: 2>, []> {hawk.name = "total"},
 # CHECK-SAME: %bins: !hawk.sink<f64, array<i64>, ["bin"]> {hawk.name = "bins"})
-# CHECK-SAME: attributes {hawk.axes = ["row", "col"], hawk.kernel}
+# CHECK-SAME: attributes {hawk.axes = ["row", "col"], hawk.kernel
 """
 
 
