@@ -5,9 +5,10 @@
     hawk-opt --list-passes
 
 The input is a hawk module whose kernel func carries its facts (hawk.signature, hawk.outputs, hawk.spec; see
-hawk/passes/plan.py): `Kernel.mlir(after="verify-hawk")` prints one, and tests/ir/make_inputs.py writes the
-test inputs that way. `--target` first splits a staged kernel, then lowers each stage in its own module,
-printing them one after another separated by `// -----`. Any error prints one line and exits non-zero.
+hawk/passes/plan.py): `Kernel.mlir()` prints one (each stage of a split kernel with its hawk.stage facts:
+`Kernel.mlir(stage=k)`), and tests/ir/make_inputs.py writes the test inputs that way. `--target` first splits
+a staged kernel, then lowers each stage in its own module, printing them one after another separated by
+`// -----`. Any error prints one line and exits non-zero.
 """
 
 from __future__ import annotations

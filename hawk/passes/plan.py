@@ -1,6 +1,7 @@
 """The Layout as IR: the facts a kernel func carries, the `plan-buffers` pass, and the attribute codec.
 
-A kernel func carries what the analysis needs beyond its body, as attributes (written by `annotate`):
+A kernel func carries what the analysis needs beyond its body, as attributes (written by `annotate` when the
+front end builds a kernel's IR, so `Kernel.mlir()` text compiles alone):
   hawk.signature  its planes (kind, payload, axes) and return payload, as Signature.to_json in attribute form
   hawk.outputs    [[name, "lane" | "cell"], ...] each output's mode
   hawk.spec       {float = f64, index = {i = i32}}: the specialisation's element types
@@ -66,7 +67,7 @@ def _get(op, name: str, what: str) -> ir.Attribute:
     attrs = op.operation.attributes
     if name not in attrs:
         sym = ir.StringAttr(attrs["sym_name"]).value if "sym_name" in attrs else op.operation.name
-        hint = "" if name == LAYOUT else (": Kernel.mlir(after=\"verify-hawk\") prints a kernel's IR with its facts, "
+        hint = "" if name == LAYOUT else (": Kernel.mlir() prints a kernel's IR with its facts, "
                                           "hawk.passes.plan.annotate writes them")
         raise ValueError(f"'{sym}' has no {name} attribute ({what}){hint}")
     return attrs[name]
