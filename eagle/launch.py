@@ -471,13 +471,12 @@ class Prepared:
                 f.result()
         self.meta[2] = self.nchunks
         vals = self.args.vals
-        if self.folds:
-            large_folds.fold_python(self.args.keep, self.folds, self.nchunks)
-            for priv, *_ in self.folds:  # the finish finds no copies of these sinks left to fold
-                vals[5 * priv + 3] = 0
+        hidden = large_folds.fold_python(self.args.keep, self.folds, self.nchunks) if self.folds else []
+        for k, size in hidden:  # the finish finds the folded copies empty (a folded ordered sink: one slot)
+            vals[5 * k + 3] = size
         self.lib.finish(self.args.finish_ptrs)
-        for priv, *_ in self.folds:
-            vals[5 * priv + 3] = self.args.keep[priv].size
+        for k, _ in hidden:
+            vals[5 * k + 3] = self.args.keep[k].size
         if self.err.any():
             self.launcher.check_errors(self.err)
 

@@ -51,8 +51,17 @@ class Copy(ctypes.Structure):
 
 
 class Fold(ctypes.Structure):
+    """executor.c's eagle_fold: what to fold, and (written by each launch) how it went: `skip`/`failed` (an
+    ordered sink left to the compiled finish: a term spilled / a slot's pair lost a bit), `parts` and `threads`
+    (the ranges of slots run, the threads that ran them)."""
     _fields_ = [("priv", ctypes.c_int64), ("target", ctypes.c_int64), ("kind", ctypes.c_int64),
-                ("slots", ctypes.c_int64)]
+                ("slots", ctypes.c_int64), ("exact", ctypes.c_int64), ("lost", ctypes.c_void_p),
+                ("skip", ctypes.c_int64), ("failed", ctypes.c_int64), ("parts", ctypes.c_int64),
+                ("threads", ctypes.c_int64)]
+
+
+def _fold(priv: int, target: int, kind: int, slots: int, exact: int = -1, lost: np.ndarray | None = None) -> Fold:
+    return Fold(priv, target, kind, slots, exact, 0 if lost is None else address(lost))
 
 
 class Stage(ctypes.Structure):
@@ -162,9 +171,10 @@ class StageArgs:
     """One stage's arguments for `nchunks` chunks: `buffers` in layout order (flat), chunk c's meta
     `metas[c]` ([start, stop, c, L, extents...]; None for a single chunk, which reads buffer `meta_k`),
     `resets` ((buffer index, fill) pairs; those in `split`, a copy per chunk laid out chunk by chunk, are reset by
-    each chunk, its own part just before its lanes), `folds` ((copies, sink or companion, kind, slots): a large
-    sink's copies, folded in chunk order by `nparts` ranges of slots in parallel before the finish, which then
-    finds none; executor.c) and `copies` ((buffer index, caller's array) pairs: the
+    each chunk, its own part just before its lanes), `folds` ((copies, sink or companion, kind, slots, exact
+    accumulators, lost flags), eagle/native/folds.py: a large sink's copies or an ordered sink's pairs,
+    folded in chunk order by `nparts` ranges of slots in parallel before the finish, which then finds none;
+    executor.c) and `copies` ((buffer index, caller's array) pairs: the
     scratch copy in that buffer starts from the caller's array). `chunk_ptrs[c]` / `finish_ptrs`: what
     `_mlir_<fn>(void **)` takes; `fire()` runs a launch natively (see executor.c) and returns whether #err holds
     a refusal."""
@@ -207,7 +217,8 @@ class StageArgs:
             self.copies[j].buf, self.copies[j].bytes = k, src.nbytes
             self.set_copy(j, src)
         self.lib = lib
-        self.folds = (Fold * max(len(folds), 1))(*(Fold(*f) for f in folds))
+        self.fold_plan = list(folds)  # (keeps each fold's `lost` flags alive)
+        self.folds = (Fold * max(len(folds), 1))(*(_fold(*f) for f in folds))
         self.stage = Stage(0, 0, base, ctypes.addressof(self.chunk_table), ctypes.addressof(self.finish_ptrs),
                            nchunks, threads, ctypes.addressof(self.resets), len(resets),
                            ctypes.addressof(self.copies), len(copies), meta_k, err_k,
@@ -231,6 +242,13 @@ class StageArgs:
             self.copy_src[j] = src
         else:
             self.copy_src.append(src)
+
+    def fold_report(self) -> list[dict]:
+        """How the latest native launch's folds went, per fold: kind, parts (ranges of slots) and threads that
+        ran, and for an ordered sink whether it was left to the compiled finish (skip: a term spilled; failed: a
+        slot's pair lost a bit)."""
+        return [{"kind": f.kind, "slots": f.slots, "parts": f.parts, "threads": f.threads, "skip": bool(f.skip),
+                 "failed": bool(f.failed)} for f in self.folds[:len(self.fold_plan)]]
 
     def fire(self) -> bool:
         FIRES[0] += 1

@@ -3,10 +3,10 @@
  * eagle_fire(stage) copies the caller's arrays into their scratch copies (staged stages), resets what starts fresh
  * at every launch (per-chunk copies: each chunk its own part, just before its lanes), runs the compiled lanes
  * function on every chunk's packed arguments (the calling thread and a persistent pool of pthreads take chunks
- * from one atomic counter), waits for the last chunk, folds a large sink's per-chunk copies into it by ranges of
- * slots on the same threads (eagle/native/folds.py: the finish's own steps, in chunk order), runs the finish and
- * says whether the #err buffer holds anything. Which thread runs which chunk never changes a result: every chunk
- * writes partials of its own, combined by the finish in chunk order.
+ * from one atomic counter), waits for the last chunk, folds a large sink's per-chunk copies (or an ordered sink's
+ * per-chunk (high, low) pairs) into it by ranges of slots on the same threads (eagle/native/folds.py: the finish's
+ * own steps, in chunk order), runs the finish and says whether the #err buffer holds anything. Which thread runs
+ * which chunk never changes a result: every chunk writes partials of its own, combined by the finish in chunk order.
  *
  * The pool is created on first use and grows when a launch asks for more threads than it has; it is never
  * shrunk. Launches from several caller threads at once do not wait for each other: one that finds the pool busy
@@ -40,10 +40,19 @@ typedef struct { /* a staged array: its scratch copy (buffer `buf`) starts from 
 
 typedef struct { /* a large sink's per-chunk copies, folded into it in chunk order by ranges of slots in parallel
                   * (the finish's own fold then finds no copies: their size is 0 while it runs) */
-    int64_t priv;   /* the copies: chunk after chunk, `slots` values each (kind 2: `slots` sums, then corrections) */
-    int64_t target; /* the sink (kinds 0, 1), or its companion (kind 2: `slots` sums, then `slots` corrections) */
-    int64_t kind;   /* 0: float64 adds, 1: float32 adds, 2: Neumaier steps on float64 (sum, correction) pairs */
+    int64_t priv;   /* the copies: chunk after chunk, `slots` values each (kind 2: `slots` sums, then corrections;
+                     * kinds 3, 4: `slots` (high, low) pairs) */
+    int64_t target; /* the sink (kinds 0, 1, 3, 4), or its companion (kind 2: `slots` sums, then `slots` corrections) */
+    int64_t kind;   /* 0: float64 adds, 1: float32 adds, 2: Neumaier steps on float64 (sum, correction) pairs,
+                     * 3, 4: an ordered sink's float64 / float32 (high, low) pairs (pairs_range) */
     int64_t slots;
+    int64_t exact;  /* kinds 3, 4: the sink's exact accumulators (their last word counts the terms that spilled) */
+    uint8_t *lost;  /* kinds 3, 4: a flag per slot, all zero between launches: set where a slot's pair lost a bit */
+    int64_t skip;   /* kinds 3, 4, per launch: some term spilled, so the compiled finish does this sink alone */
+    int64_t failed; /* kinds 3, 4, per launch: some slot's pair lost a bit: the compiled finish does every slot
+                     * (unlost_part first empties the pairs of the slots the fold wrote: the finish gives them back) */
+    int64_t parts;  /* per launch: parts of this fold run, and the threads that ran them (tests read these) */
+    int64_t threads;
 } eagle_fold;
 
 typedef struct {
@@ -57,7 +66,7 @@ typedef struct {
     const eagle_copy *copies;
     int64_t ncopies;
     int64_t meta_buf, err_buf;
-    const eagle_fold *folds;
+    eagle_fold *folds;
     int64_t nfolds, nparts; /* the folds run in `nparts` ranges of slots */
 } eagle_stage;
 
@@ -173,11 +182,150 @@ static void fold_range(const eagle_stage *s, const eagle_fold *f, int64_t lo, in
     }
 }
 
+/* (hi, lo) += x by two TwoSums, the compiled finish's _pair_add step for step; ok stays 1 while the pair holds the
+ * exact sum (the second error is zero: false for NaN too, which an infinite or NaN sum makes it). */
+#define PAIR_ADD(T, hi, lo, ok, x)                                         \
+    do {                                                                   \
+        T s1_ = (hi) + (x), b1_ = s1_ - (hi);                              \
+        T e1_ = ((hi) - (s1_ - b1_)) + ((x) - b1_);                        \
+        T s2_ = (lo) + e1_, b2_ = s2_ - (lo);                              \
+        T e2_ = ((lo) - (s2_ - b2_)) + (e1_ - b2_);                        \
+        (hi) = s1_;                                                        \
+        (lo) = s2_;                                                        \
+        (ok) &= e2_ == (T)0;                                               \
+    } while (0)
+
+typedef double eagle_v2d __attribute__((vector_size(16)));
+typedef int64_t eagle_v2l __attribute__((vector_size(16)));
+#if defined(__clang__)
+#define PICK(a, b, i, j) __builtin_shufflevector(a, b, i, j)
+#else
+#define PICK(a, b, i, j) __builtin_shuffle(a, b, (eagle_v2l){i, j})
+#endif
+
+/* PAIR_ADD on two slots at once (the same IEEE steps in each lane of the vector); bad: lanes that lost a bit. */
+#define PAIR_ADD2(hi, lo, bad, x)                                          \
+    do {                                                                   \
+        eagle_v2d s1_ = (hi) + (x), b1_ = s1_ - (hi);                      \
+        eagle_v2d e1_ = ((hi) - (s1_ - b1_)) + ((x) - b1_);                \
+        eagle_v2d s2_ = (lo) + e1_, b2_ = s2_ - (lo);                      \
+        eagle_v2d e2_ = ((lo) - (s2_ - b2_)) + (e1_ - b2_);                \
+        (hi) = s1_;                                                        \
+        (lo) = s2_;                                                        \
+        (bad) |= e2_ != (eagle_v2d){0.0, 0.0};                             \
+    } while (0)
+
+static inline eagle_v2d load2(const double *p) {
+    eagle_v2d v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Slot i of an ordered sink (the compiled finish's fast path, hawk/passes/lower/finish.py finish_exact): its prior
+ * content, then every chunk's (high, low) pair in chunk order, added by TwoSums into one pair; the sink gets
+ * fl(high + low), the correctly rounded exact sum. A slot whose pair lost a bit keeps its content and its flag in
+ * `lost` is set (and the fold marked failed: see unlost_part). */
+#define PAIR_SLOT(T, sink, pairs, n, copies, f, i)                                           \
+    do {                                                                                     \
+        T h_ = (T)0, l_ = (T)0;                                                              \
+        int ok_ = 1;                                                                         \
+        PAIR_ADD(T, h_, l_, ok_, (sink)[i]);                                                 \
+        for (int64_t c_ = 0; c_ < (copies); c_++) {                                          \
+            const T *p_ = (pairs) + 2 * (c_ * (n) + (i));                                    \
+            PAIR_ADD(T, h_, l_, ok_, p_[0]);                                                 \
+            PAIR_ADD(T, h_, l_, ok_, p_[1]);                                                 \
+        }                                                                                    \
+        if (ok_) {                                                                           \
+            (sink)[i] = h_ + l_;                                                             \
+        } else {                                                                             \
+            (f)->lost[i] = 1;                                                                \
+            __atomic_store_n(&(f)->failed, 1, __ATOMIC_RELAXED);                             \
+        }                                                                                    \
+    } while (0)
+
+/* Slots [first, last) of a float64 ordered sink: four slots at a time in two vectors (their pairs de-interleaved),
+ * the rest one by one; every slot gets exactly PAIR_SLOT's steps. */
+static void pairs_range_f64(const eagle_stage *s, eagle_fold *f, int64_t first, int64_t last) {
+    int64_t n = f->slots, copies = s->vals[5 * f->priv + 3] / (2 * n), i = first;
+    double *sink = (double *)(intptr_t)s->vals[5 * f->target];
+    const double *pairs = (const double *)(intptr_t)s->vals[5 * f->priv];
+    for (; i + 4 <= last; i += 4) {
+        eagle_v2d h0 = {0.0, 0.0}, l0 = h0, h1 = h0, l1 = h0;
+        eagle_v2l bad0 = {0, 0}, bad1 = bad0;
+        PAIR_ADD2(h0, l0, bad0, load2(sink + i));
+        PAIR_ADD2(h1, l1, bad1, load2(sink + i + 2));
+        for (int64_t c = 0; c < copies; c++) {
+            const double *p = pairs + 2 * (c * n + i);
+            eagle_v2d a = load2(p), b = load2(p + 2), d = load2(p + 4), e = load2(p + 6);
+            PAIR_ADD2(h0, l0, bad0, PICK(a, b, 0, 2));
+            PAIR_ADD2(h1, l1, bad1, PICK(d, e, 0, 2));
+            PAIR_ADD2(h0, l0, bad0, PICK(a, b, 1, 3));
+            PAIR_ADD2(h1, l1, bad1, PICK(d, e, 1, 3));
+        }
+        eagle_v2d r0 = h0 + l0, r1 = h1 + l1;
+        if (!(bad0[0] | bad0[1] | bad1[0] | bad1[1])) {
+            memcpy(sink + i, &r0, sizeof r0);
+            memcpy(sink + i + 2, &r1, sizeof r1);
+            continue;
+        }
+        for (int64_t j = i; j < i + 4; j++) /* (some slot lost a bit: these four again, one by one) */
+            PAIR_SLOT(double, sink, pairs, n, copies, f, j);
+    }
+    for (; i < last; i++)
+        PAIR_SLOT(double, sink, pairs, n, copies, f, i);
+}
+
+/* Slots [first, last) of a float32 ordered sink, one by one. */
+static void pairs_range_f32(const eagle_stage *s, eagle_fold *f, int64_t first, int64_t last) {
+    int64_t n = f->slots, copies = s->vals[5 * f->priv + 3] / (2 * n);
+    float *sink = (float *)(intptr_t)s->vals[5 * f->target];
+    const float *pairs = (const float *)(intptr_t)s->vals[5 * f->priv];
+    for (int64_t i = first; i < last; i++)
+        PAIR_SLOT(float, sink, pairs, n, copies, f, i);
+}
+
+/* Part p after a fold that lost a bit somewhere: the slots the fold wrote get empty pairs (so the compiled finish,
+ * which then runs over every slot, rounds their written value again and gives it back: a finite value comes
+ * back as itself, an infinity through the exact path); the lost slots keep theirs, and their flags are cleared. */
+static void unlost_part(const eagle_stage *s, int64_t p) {
+    for (int64_t k = 0; k < s->nfolds && k < MAX_FOLDS; k++) {
+        eagle_fold *f = &s->folds[k];
+        if ((f->kind != 3 && f->kind != 4) || f->skip || !f->failed)
+            continue;
+        int64_t n = f->slots, lo = n * p / s->nparts, hi = n * (p + 1) / s->nparts;
+        int64_t copies = s->vals[5 * f->priv + 3] / (2 * n), size = f->kind == 3 ? 8 : 4;
+        char *pairs = (char *)(intptr_t)s->vals[5 * f->priv];
+        for (int64_t c = 0; c < copies; c++)
+            for (int64_t i = lo; i < hi; i++)
+                if (!f->lost[i])
+                    memset(pairs + 2 * size * (c * n + i), 0, (size_t)(2 * size));
+        memset(f->lost + lo, 0, (size_t)(hi - lo));
+    }
+}
+
+static __thread const eagle_fold *seen_fold; /* the fold whose launch this thread last ran a part of */
+static __thread int64_t seen_launch;
+static int64_t fold_launches; /* fold phases so far (tells one launch's parts from the next one's) */
+
 /* Part p of the fold phase: its share of every fold's slots. */
 static void fold_part(const eagle_stage *s, int64_t p) {
     for (int64_t k = 0; k < s->nfolds && k < MAX_FOLDS; k++) {
-        const eagle_fold *f = &s->folds[k];
-        fold_range(s, f, f->slots * p / s->nparts, f->slots * (p + 1) / s->nparts);
+        eagle_fold *f = &s->folds[k];
+        int64_t lo = f->slots * p / s->nparts, hi = f->slots * (p + 1) / s->nparts;
+        if (f->kind == 3 || f->kind == 4) {
+            if (f->skip)
+                continue;
+            (f->kind == 3 ? pairs_range_f64 : pairs_range_f32)(s, f, lo, hi);
+        } else {
+            fold_range(s, f, lo, hi);
+        }
+        __atomic_add_fetch(&f->parts, 1, __ATOMIC_RELAXED);
+        int64_t launch = __atomic_load_n(&fold_launches, __ATOMIC_RELAXED);
+        if (seen_fold != f || seen_launch != launch) {
+            seen_fold = f;
+            seen_launch = launch;
+            __atomic_add_fetch(&f->threads, 1, __ATOMIC_RELAXED);
+        }
     }
 }
 
@@ -318,19 +466,43 @@ int eagle_fire(const eagle_stage *s) {
         run_all(s, (int)(t - 1), s->nchunks, run_chunk);
     }
     meta[2] = s->nchunks;
-    int64_t sizes[MAX_FOLDS];
+    int64_t hidden[2 * MAX_FOLDS][2]; /* (buffer, size) the finish must not see while it runs */
+    int64_t nhidden = 0;
     int64_t nfolds = s->nchunks > 1 && s->nfolds <= MAX_FOLDS ? s->nfolds : 0;
     if (nfolds) {
-        int64_t t = s->threads < s->nparts ? s->threads : s->nparts;
+        for (int64_t k = 0; k < nfolds; k++) {
+            eagle_fold *f = &s->folds[k];
+            f->parts = f->threads = f->failed = 0;
+            if (f->kind == 3 || f->kind == 4) { /* a term that spilled: every slot takes the finish's exact path */
+                const int64_t *ex = (const int64_t *)(intptr_t)s->vals[5 * f->exact];
+                f->skip = ex[s->vals[5 * f->exact + 3] - 1] != 0;
+            }
+        }
+        __atomic_add_fetch(&fold_launches, 1, __ATOMIC_RELAXED);
+        int64_t t = s->threads < s->nparts ? s->threads : s->nparts, failed = 0;
         run_all(s, (int)(t - 1), s->nparts, fold_part);
-        for (int64_t k = 0; k < nfolds; k++) { /* the finish finds no copies of these sinks left to fold */
-            sizes[k] = s->vals[5 * s->folds[k].priv + 3];
-            s->vals[5 * s->folds[k].priv + 3] = 0;
+        for (int64_t k = 0; k < nfolds; k++)
+            failed |= (s->folds[k].kind == 3 || s->folds[k].kind == 4) && !s->folds[k].skip && s->folds[k].failed;
+        if (failed)
+            run_all(s, (int)(t - 1), s->nparts, unlost_part);
+        for (int64_t k = 0; k < nfolds; k++) {
+            eagle_fold *f = &s->folds[k];
+            if (f->kind == 3 || f->kind == 4) {
+                if (f->skip || f->failed) /* the compiled finish does every slot */
+                    continue;
+                /* the finish sees one slot and no pairs: it rounds slot 0's value again, which gives it back */
+                hidden[nhidden][0] = f->target;
+                hidden[nhidden++][1] = s->vals[5 * f->target + 3];
+                s->vals[5 * f->target + 3] = 1;
+            }
+            hidden[nhidden][0] = f->priv; /* the finish finds no copies of these sinks left to fold */
+            hidden[nhidden++][1] = s->vals[5 * f->priv + 3];
+            s->vals[5 * f->priv + 3] = 0;
         }
     }
     s->finish(s->finish_args);
-    for (int64_t k = 0; k < nfolds; k++)
-        s->vals[5 * s->folds[k].priv + 3] = sizes[k];
+    for (int64_t k = 0; k < nhidden; k++)
+        s->vals[5 * hidden[k][0] + 3] = hidden[k][1];
     const int64_t *err = (const int64_t *)(intptr_t)s->vals[5 * s->err_buf];
     int64_t n = s->vals[5 * s->err_buf + 3];
     for (int64_t i = 0; i < n; i++)

@@ -1,11 +1,21 @@
-"""The parallel finish of a large sink (issue 10, "no single-thread cliffs").
+"""The parallel finish of a large sink (issue 10, "no single-thread cliffs") and of an ordered sink's pairs (#13).
 
 A sink over hawk.abi.layout.PRIVATE_SLOTS slots that is only added into keeps a private copy per chunk (a fixed
 number of chunks: Layout.fixed_chunks). The compiled finish would fold every copy into the sink (or, compensated,
 into its companion) on one thread. Instead the executor (executor.c's fold_part) folds them first, in chunk order
 and with the compiled finish's very steps (plain adds in the sink's type, or host_emit.neumaier on float64 pairs),
 by ranges of slots on every thread; while the finish runs, the copies' size reads 0, so it folds none and the
-bits are the finish's own. The Python pool's launch does the same folds here in NumPy, slot by slot.
+bits are the finish's own.
+
+An ordered sink (up to PAIR_SLOTS slots) keeps a (high, low) pair per slot per chunk. When no term spilled into
+its exact accumulators (their last word is zero), the finish's fast path adds each slot's prior content and its
+pairs by TwoSums into one pair and rounds once, fl(high + low). The executor runs that very path by ranges of
+slots on every thread; if every slot's pair stayed exact, the finish then sees a one-slot sink and no pairs (it
+rounds slot 0's result again, which gives it back). If some slot's pair lost a bit, that slot is left as it was
+(flagged) and the others' pairs are emptied; the compiled finish then runs over every slot: a written slot with
+no pairs rounds back to itself, a flagged one takes the finish's own path (its exact accumulator). When a term
+spilled at lane time, the compiled finish does the sink alone. The bits are the finish's in every case. The
+Python pool's launch does the same folds here in NumPy (all or nothing).
 """
 
 from __future__ import annotations
@@ -16,14 +26,17 @@ from hawk.abi.layout import PRIVATE_SLOTS, Layout
 
 PARALLEL_FINISH = True  # turned off, the compiled finish folds every copy alone (tests compare the bits)
 FOLD_SLOTS = 1 << 14  # the fewest slots a part of the fold takes
+PAIR_KINDS = (3, 4)  # an ordered sink's float64 / float32 (high, low) pairs
 
 
-def fold_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tuple[int, int, int, int]]:
-    """(copies buffer, target buffer, kind, slots) per sink over PRIVATE_SLOTS slots that is only added into:
-    plain (kind 0: float64, 1: float32; into the sink) or compensated (kind 2: into its companion's pairs)."""
+def fold_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tuple]:
+    """(copies buffer, target buffer, kind, slots, exact buffer, lost flags) per sink over PRIVATE_SLOTS slots
+    that is only added into: plain (kind 0: float64, 1: float32; into the sink) or compensated (kind 2: into its
+    companion's pairs); and per ordered sink of at least FOLD_SLOTS values with a pair per chunk (kinds 3, 4: the
+    sink's pairs, the sink, its exact accumulators, a zeroed flag per slot)."""
     if not PARALLEL_FINISH or nchunks == 1:
         return []
-    folds = []
+    folds: list[tuple] = []
     for name, slots in lay.private.items():
         policy = lay.sink_policy.get(name)
         if name not in lay.sinks or name in lay.stored or slots <= PRIVATE_SLOTS or \
@@ -35,7 +48,27 @@ def fold_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tupl
         if buffers[priv].size != width * slots * nchunks or buffers[target].size != width * slots:
             continue  # (copies not made one per chunk: the finish folds them)
         kind = 2 if policy == "compensated" else 0 if buffers[target].dtype == np.float64 else 1
-        folds.append((priv, target, kind, slots))
+        folds.append((priv, target, kind, slots, -1, None))
+    return folds + pair_plan(lay, buffers, nchunks)
+
+
+def pair_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tuple]:
+    """The ordered sinks whose pairs the executor folds (see fold_plan): a sink (not a kept cell, whose mean has
+    counts too) with one pair per value per chunk, float64 or float32."""
+    folds = []
+    for name in lay.exact_names():
+        if name not in lay.sinks or name not in lay.private or name in lay.stored or name in lay.mixed:
+            continue
+        try:
+            pairs, target, exact = (lay.buffer_index(name, r) for r in ("pairs", "sink", "exact"))
+        except (KeyError, ValueError, StopIteration):
+            continue
+        sink = buffers[target]
+        n = sink.size
+        if n < FOLD_SLOTS or buffers[pairs].size != 2 * n * nchunks or buffers[pairs].dtype != sink.dtype or \
+                sink.dtype not in (np.float64, np.float32) or buffers[exact].size < 1:
+            continue
+        folds.append((pairs, target, 3 if sink.dtype == np.float64 else 4, n, exact, np.zeros(n, np.uint8)))
     return folds
 
 
@@ -45,10 +78,17 @@ def parts(folds: list, most: int) -> int:
     return min(most, max(1, min(f[3] for f in folds) // FOLD_SLOTS)) if folds else 1
 
 
-def fold_python(keep: list[np.ndarray], folds: list, nchunks: int) -> None:
-    """The folds in NumPy: per copy in chunk order, the same IEEE steps on every slot at once."""
-    for priv, target, kind, slots in folds:
+def fold_python(keep: list[np.ndarray], folds: list, nchunks: int) -> list[tuple[int, int]]:
+    """The folds in NumPy: per copy in chunk order, the same IEEE steps on every slot at once. Returns the
+    (buffer, size) the finish must see while it runs (the folded copies empty, a folded ordered sink one slot)."""
+    hidden = []
+    for priv, target, kind, slots, exact, _ in folds:
         t = keep[target]
+        if kind in PAIR_KINDS:
+            if keep[exact][-1] == 0 and fold_pairs_python(t, keep[priv].reshape(nchunks, -1, 2)):
+                hidden += [(target, 1), (priv, 0)]
+            continue
+        hidden.append((priv, 0))
         copies = keep[priv].reshape(nchunks, -1)
         if kind != 2:
             for c in range(nchunks):
@@ -62,3 +102,24 @@ def fold_python(keep: list[np.ndarray], folds: list, nchunks: int) -> None:
                 lost = np.where(np.abs(s) >= np.abs(x), (s - total) + x, (x - total) + s)
                 corr[:] = np.where(np.abs(total) < np.inf, corr + lost, corr) + copies[c, slots:]
                 s[:] = total
+    return hidden
+
+
+def fold_pairs_python(sink: np.ndarray, pairs: np.ndarray) -> bool:
+    """An ordered sink's fast path (executor.c pairs_range) on every slot at once: writes the sink and returns
+    True when every slot's pair stayed exact, else leaves the sink as it was and returns False."""
+    hi, lo = np.zeros_like(sink), np.zeros_like(sink)
+    ok = True
+    with np.errstate(invalid="ignore", over="ignore"):
+        for x in (sink, *(p for c in pairs for p in (c[:, 0], c[:, 1]))):
+            s1 = hi + x
+            b1 = s1 - hi
+            e1 = (hi - (s1 - b1)) + (x - b1)
+            s2 = lo + e1
+            b2 = s2 - lo
+            e2 = (lo - (s2 - b2)) + (e1 - b2)
+            hi, lo = s1, s2
+            ok = ok and bool(np.all(e2 == 0))
+        if ok:
+            sink[:] = hi + lo
+    return ok
