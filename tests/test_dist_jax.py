@@ -1,18 +1,18 @@
-"""eagle.jax over sharded data (issue #16): `eagle.jax.wrap(kernel, axis_name="d")` inside `jax.shard_map` on 4 and
-8 CPU host devices, against the one-device `Plan.run`.
-
-Pinned here: ordered sums, means and scatters (and the cells of a split kernel, whose cut cells are combined
-between stages) are bitwise equal to the one-device run for 4 and 8 shards, with shard sizes that are not
-multiples of the chunk alignment; max is exact; an auto sum is within the fast form's bound (n * eps * sum|x|);
-per-lane outputs stay sharded and equal the one-device outputs; a passed sink's prior content is added once;
-float32 ordered sums round once; a 2-D stencil exchanges halo rows between shards (ppermute) and runs with the
-whole grid's coordinates, bitwise equal to one device; `.at` reads that can reach any lane (a flat index, a
-computed row), `= v` stores into sinks, reductions that keep axes and gradients are refused by name; under plain
-`jax.jit` with NamedSharding inputs (`partition=True`: custom_partitioning) the compiled HLO runs one launch per
-shard and gathers no lane input, and a stencil partitions too; two processes under `jax.distributed` (2 devices
-each, gloo) give the one-device bits. JAX fixes its device
-count at start-up, so the cases run in one subprocess with XLA_FLAGS=--xla_force_host_platform_device_count=8
-and report back per case.
+"""eagle.jax over sharded data (issue #16): `eagle.jax.wrap(kernel, axis_name="d")` inside `jax.shard_map` on 4 and 8
+CPU host devices, against the one-device `Plan.run`. Pinned here: ordered sums, means and scatters (and the cells of
+a split kernel, whose cut cells are combined between stages) are bitwise equal to the one-device run for 4 and 8
+shards, with shard sizes that are not multiples of the chunk alignment; max is exact; an auto sum is within the fast
+form's bound (n * eps * sum|x|); per-lane outputs stay sharded and equal the one-device outputs; a passed sink's
+prior content is added once; float32 ordered sums round once; a 2-D stencil exchanges halo rows between shards
+(ppermute) and runs with the whole grid's coordinates, bitwise equal to one device; `.at` reads that can reach any
+lane (a flat index, a computed row), `= v` stores into sinks, reductions that keep axes and a stencil's gradient are
+refused by name; `jax.grad` / `jax.vjp` through the sharded call (the adjoint run sharded the same way) give
+per-lane, Table, Param and prior-sink gradients bitwise equal to `plan.reverse` on 4 and 8 shards, and for a split
+kernel whose adjoint recomputes a cell; under plain `jax.jit` with NamedSharding inputs (`partition=True`:
+custom_partitioning) the compiled HLO runs one launch per shard and gathers no lane input, and a stencil partitions
+too; two processes under `jax.distributed` (2 devices each, gloo) give the one-device bits. JAX fixes its device
+count at start-up, so the cases run in one subprocess with XLA_FLAGS=--xla_force_host_platform_device_count=8 and
+report back per case.
 """
 
 import json
@@ -38,7 +38,7 @@ def _setup():
     jax.config.update("jax_enable_x64", True)
     import hawk
     import hawk.math as hm
-    from hawk import Grid, Index, Mutable, Param, Scalar, Vector
+    from hawk import Grid, Index, Mutable, Param, Scalar, Table, Vector
 
     @hawk.kernel
     def dj_sums(x: Scalar, key: Index, acc: Mutable["slot":5], tot: Mutable[Scalar], m: Mutable[Scalar],
@@ -85,8 +85,26 @@ def _setup():
     def dj_rows(lane: Grid["row", "col":NC], u: Scalar, per_row: Mutable[Scalar]):
         per_row = hawk.sum(u, over="col")
 
+    @hawk.kernel
+    def dj_grad(x: Scalar, key: Index, w: Table["slot":5], s: Param, acc: Mutable["slot":5], tot: Mutable[Scalar],
+                m: Mutable[Scalar], y: Mutable[Scalar]):
+        hawk.scatter(acc, policy="ordered")[key] += x * w.at(slot=key)
+        tot = hawk.sum(x * s, policy="ordered")
+        m = hawk.mean(x * x, policy="ordered")
+        y = x * s + w.at(slot=key)
+
+    @hawk.kernel
+    def dj_ratio(x: Scalar, tot: Mutable[Scalar], z: Mutable[Scalar]):
+        tot = hawk.sum(x, policy="ordered")
+        z = x / tot
+
+    @hawk.kernel
+    def dj_gridgrad(lane: Grid["row", "col":NC], u: Scalar, k: Param, out: Mutable[Scalar], tot: Mutable[Scalar]):
+        out = u * k + lane.row * 0.5
+        tot = hawk.sum(u * u * k, policy="ordered")
+
     return np, dict(sums=dj_sums, max=dj_max, split=dj_split, shift=dj_shift, heat=dj_heat, far=dj_far,
-                    store=dj_store, rows=dj_rows)
+                    store=dj_store, rows=dj_rows, grad=dj_grad, ratio=dj_ratio, gridgrad=dj_gridgrad)
 
 
 def _mesh(n):
@@ -291,17 +309,77 @@ def case_what_shards_cannot_do_is_refused_by_name():
             raise AssertionError(f"{kernel.name} ran sharded")
     import eagle.jax
 
-    f = eagle.jax.wrap(ks["sums"], axis_name="d")
+    f = eagle.jax.wrap(ks["heat"], axis_name="d")  # a stencil's gradient: its adjoint adds across shard edges
     mesh = _mesh(8)
-    loss = jax.shard_map(lambda x, key: f(x=x, key=key)["tot"][0], mesh=mesh, in_specs=(P("d"), P("d")),
-                         out_specs=P())
-    sh = NamedSharding(mesh, P("d"))
+    loss = jax.shard_map(lambda u: f(u=u, k=0.1)["tot"][0], mesh=mesh, in_specs=P("d"), out_specs=P())
     try:
-        jax.jit(jax.grad(loss))(jax.device_put(x, sh), jax.device_put(key, sh))
+        jax.jit(jax.grad(loss))(jax.device_put(np.ones((NR, NC)), NamedSharding(mesh, P("d"))))
     except InputError as exc:
-        assert "gradients through a sharded call" in str(exc) and "dj_sums" in str(exc), str(exc)
+        assert "plane 'u'" in str(exc) and "dj_heat" in str(exc) and ".at" in str(exc), str(exc)
     else:
-        raise AssertionError("a gradient through a sharded call ran")
+        raise AssertionError("a stencil's gradient ran sharded")
+
+
+def case_gradients_bitwise_on_4_and_8_devices():
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    rng = np.random.default_rng(11)
+    f = eagle.jax.wrap(ks["grad"], axis_name="d")
+    for shards, n in ((4, 4 * 3_001), (8, 8 * 1_777)):
+        x, key = rng.normal(size=n) * np.exp(rng.normal(size=n) * 4), rng.integers(0, 5, size=n).astype(np.int32)
+        w, s, prior = rng.normal(size=5), 1.3, rng.normal(size=5)
+        cot = dict(acc=rng.normal(size=5), tot=np.array([0.7]), m=np.array([-0.4]), y=rng.normal(size=n))
+        mesh = _mesh(shards)
+        sh, rep = NamedSharding(mesh, P("d")), NamedSharding(mesh, P())
+        g = jax.shard_map(lambda x, key, w, s, acc: f(x=x, key=key, w=w, s=s, acc=acc), mesh=mesh,
+                          in_specs=(P("d"), P("d"), P(), P(), P()),
+                          out_specs={"acc": P(), "tot": P(), "m": P(), "y": P("d")})
+
+        def loss(x, w, s, acc, key, g=g, cot=cot):
+            r = g(x, key, w, s, acc)
+            return sum((r[k] * c).sum() for k, c in cot.items())
+
+        args = (jax.device_put(x, sh), jax.device_put(w, rep), jnp.asarray(s), jax.device_put(prior, rep))
+        got = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))(*args, jax.device_put(key, sh))
+        want = eagle.deploy(ks["grad"]).reverse(cot, x=x, key=key, w=w, s=s, acc=prior.copy())
+        names = ("x", "w", "s", "acc")
+        _bits_equal({k: np.asarray(a).reshape(-1) for k, a in zip(names, got, strict=True)},
+                    {k: np.asarray(want[k]).reshape(-1) for k in names}, names)
+        assert got[0].sharding.spec == P("d")  # per-lane gradients stay sharded
+        keys = jax.device_put(key, sh)
+        _, vjp = jax.vjp(lambda x, g=g, keys=keys, args=args: g(x, keys, *args[1:])["tot"], args[0])
+        assert np.array_equal(np.asarray(vjp(jnp.ones(1))[0]), np.full(n, s))  # jax.vjp: d tot / d x = s
+
+
+def case_gradient_of_a_split_kernel():
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    rng = np.random.default_rng(12)
+    n = 8 * 1_001
+    x, cz = rng.normal(size=n) + 3.0, rng.normal(size=n)
+    f = eagle.jax.wrap(ks["ratio"], axis_name="d")
+    mesh = _mesh(8)
+    g = jax.shard_map(lambda x: f(x=x), mesh=mesh, in_specs=P("d"), out_specs={"tot": P(), "z": P("d")})
+    def loss(x):  # one call: its cotangents go into one adjoint run, as into plan.reverse
+        r = g(x)
+        return (r["z"] * cz).sum() + 2.0 * r["tot"].sum()
+
+    got = jax.jit(jax.grad(loss))(jax.device_put(x, NamedSharding(mesh, P("d"))))
+    want = eagle.deploy(ks["ratio"]).reverse({"z": cz, "tot": np.array([2.0])}, x=x)
+    _bits_equal({"x": got}, want, ["x"])
 
 
 def case_partitioned_stencil_under_jit():
@@ -319,6 +397,34 @@ def case_partitioned_stencil_under_jit():
     got = jax.jit(lambda u: f(u=u, k=0.1))(us)
     _bits_equal(got, eagle.deploy(ks["heat"]).run(u=u, k=0.1), ["out", "tot"])
     assert got["out"].sharding.spec == P("d")
+
+
+def case_gradients_of_a_grid_kernel_in_float64_and_float32():
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    mesh = _mesh(8)  # 6 rows a shard; the adjoint adds tot's cotangent at lane 0 of the whole grid
+    f = eagle.jax.wrap(ks["gridgrad"], axis_name="d")
+    g = jax.shard_map(lambda u, k: f(u=u, k=k), mesh=mesh, in_specs=(P("d"), P()),
+                      out_specs={"out": P("d"), "tot": P()})
+    rng = np.random.default_rng(13)
+    for dt in (np.float64, np.float32):
+        u, co = rng.normal(size=(NR, NC)).astype(dt), rng.normal(size=(NR, NC)).astype(dt)
+
+        def loss(u, k, co=co):
+            r = g(u, k)
+            return (r["out"] * co).sum() + 0.3 * r["tot"].sum()
+
+        gu, gk = jax.jit(jax.grad(loss, argnums=(0, 1)))(jax.device_put(u, NamedSharding(mesh, P("d"))),
+                                                        jnp.asarray(1.7, dt))
+        want = eagle.deploy(ks["gridgrad"]).reverse({"out": co, "tot": np.array([0.3], dt)}, u=u, k=1.7)
+        _bits_equal({"u": gu, "k": np.asarray(gk).reshape(1)}, want, ["u", "k"])
 
 
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}

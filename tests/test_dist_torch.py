@@ -26,7 +26,7 @@ pytest.importorskip("torch")
 
 import hawk  # noqa: E402
 import hawk.math as hm  # noqa: E402
-from hawk import Grid, Index, Mutable, Param, Scalar, Vector  # noqa: E402
+from hawk import Grid, Index, Mutable, Param, Scalar, Table, Vector  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RANKS = 4
@@ -64,6 +64,21 @@ def dt_heat(lane: Grid["row", "col":NC], u: Scalar, k: Param, out: Mutable[Scala
         v = u * 0.5 + u.at(row=i + 2, col=j) * 0.25 + u.at(row=i - 2, col=j) * 0.25  # clamped at the edges
     out = v
     tot = hawk.sum(v * v, policy="ordered")
+
+
+@hawk.kernel
+def dt_grad(x: Scalar, key: Index, w: Table["slot":5], s: Param, acc: Mutable["slot":5], tot: Mutable[Scalar],
+            m: Mutable[Scalar], y: Mutable[Scalar]):
+    hawk.scatter(acc, policy="ordered")[key] += x * w.at(slot=key)
+    tot = hawk.sum(x * s, policy="ordered")
+    m = hawk.mean(x * x, policy="ordered")
+    y = x * s + w.at(slot=key)
+
+
+@hawk.kernel
+def dt_ratio(x: Scalar, tot: Mutable[Scalar], z: Mutable[Scalar]):
+    tot = hawk.sum(x, policy="ordered")
+    z = x / tot
 
 
 def _data(dtype=np.float64, n=70_001, seed=0):
@@ -176,6 +191,84 @@ def case_stencil_halos_uneven_rows(rank, group):
     _bits(got, {"out": np.asarray(want["out"])[lo:hi], "tot": want["tot"]}, ["out", "tot"])
 
 
+def _grad_setup(rank, seed=6):
+    x, key, cuts = _data(seed=seed)
+    key = np.where(key < 0, 0, key).astype(np.int32)
+    rng = np.random.default_rng(seed + 100)
+    w, s = rng.normal(size=5), 1.3
+    cot = dict(acc=rng.normal(size=5), tot=np.array([0.7]), m=np.array([-0.4]), y=rng.normal(size=x.size))
+    return x, key, cuts[rank], cuts[rank + 1], w, s, cot
+
+
+def case_gradients_uneven_shards(rank, group):
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    f = eagle.torch.wrap(dt_grad, group=group)
+    x, key, lo, hi, w, s, cot = _grad_setup(rank)
+    xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
+    wt = torch.from_numpy(w.copy()).requires_grad_()
+    st = torch.tensor(s, dtype=torch.float64, requires_grad=True)
+    prior = torch.from_numpy(np.linspace(-1.0, 1.0, 5)).requires_grad_()
+    got = f(x=xt, key=torch.from_numpy(key[lo:hi]), w=wt, s=st, acc=prior)
+    loss = sum((got[n] * torch.from_numpy(c[lo:hi] if n == "y" else c)).sum() for n, c in cot.items())
+    loss.backward()
+    want = eagle.deploy(dt_grad).reverse(cot, x=x, key=key, w=w, s=s, acc=np.linspace(-1.0, 1.0, 5))
+    _bits({"x": xt.grad, "w": wt.grad, "s": st.grad.reshape(1), "acc": prior.grad},
+          {"x": np.asarray(want["x"])[lo:hi], "w": want["w"], "s": want["s"], "acc": want["acc"]},
+          ["x", "w", "s", "acc"])
+    assert np.array_equal(prior.grad.numpy(), cot["acc"])  # a sink's prior content: its cotangent
+    gx, = torch.autograd.grad(f(x=xt, key=torch.from_numpy(key[lo:hi]), w=w, s=s)["tot"].sum(), [xt])
+    assert np.array_equal(gx.numpy(), np.full(hi - lo, s))  # d tot / d x = s, on this rank's lanes only
+
+
+def case_gradients_of_a_split_kernel(rank, group):
+    import torch
+
+    import eagle
+    import eagle.torch
+    from eagle import InputError
+
+    f = eagle.torch.wrap(dt_ratio, group=group)  # the adjoint recomputes tot (a stage of its own) across ranks
+    x = np.random.default_rng(7).normal(size=9_001) + 3.0
+    cuts = [0, 1_000, 1_001, 5_000, 9_001]
+    lo, hi = cuts[rank], cuts[rank + 1]
+    cz = np.random.default_rng(8).normal(size=x.size)
+    xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
+    got = f(x=xt)
+    ((got["z"] * torch.from_numpy(cz[lo:hi])).sum() + got["tot"].sum() * 2.0).backward()
+    want = eagle.deploy(dt_ratio).reverse({"z": cz, "tot": np.array([2.0])}, x=x)
+    _bits({"x": xt.grad}, {"x": np.asarray(want["x"])[lo:hi]}, ["x"])
+    vt = torch.ones((3, hi - lo), dtype=torch.float64, requires_grad=True)  # Vector planes and cells: refused
+    try:
+        eagle.torch.wrap(dt_split, group=group)(v=vt)["tot_0"].sum().backward()
+    except InputError as exc:
+        assert "plane 'v'" in str(exc) and "dt_split" in str(exc) and "Scalar" in str(exc), str(exc)
+    else:
+        raise AssertionError("a Vector plane's gradient ran sharded in a kernel with cells")
+
+
+def case_gradients_of_a_stencil_are_refused_by_plane(rank, group):
+    import torch
+
+    import eagle
+    import eagle.torch
+    from eagle import InputError
+
+    f = eagle.torch.wrap(dt_heat, group=group)
+    cuts = [0, 2, 19, 33, NR]
+    ut = torch.zeros((cuts[rank + 1] - cuts[rank], NC), dtype=torch.float64, requires_grad=True)
+    got = f(u=ut, k=0.1)
+    try:
+        got["tot"].sum().backward()
+    except InputError as exc:
+        assert "plane 'u'" in str(exc) and "dt_heat" in str(exc) and "sharded" in str(exc), str(exc)
+    else:
+        raise AssertionError("a stencil's gradient ran sharded")
+
+
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
@@ -206,6 +299,9 @@ def _main(out: str) -> None:
                                {"x": np.ones(4), "s": 1.0} if k is dt_max else
                                {"x": np.ones(4), "key": np.zeros(4, np.int32)}))
     eagle.deploy(dt_sums).run(x=np.ones(4, np.float32), key=np.zeros(4, np.int32))
+    x, key, *_, w, s, cot = _grad_setup(0)  # the adjoints too
+    eagle.deploy(dt_grad).reverse(cot, x=x, key=key, w=w, s=s, acc=np.zeros(5))
+    eagle.deploy(dt_ratio).reverse({"z": np.ones(4)}, x=np.ones(4))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -8,7 +8,8 @@ accumulators of ordered sinks, `psum` of a plain sink's float adds; a passed sin
 then the finish half as a second custom call, the same on every shard, handing back the cells (and the cut cells
 the next stage reads). Ordered cells and sinks are rounded once from the exact total over every shard: bitwise
 equal to the one-device run. The state is a few values per chunk (an exact accumulator is 576 bytes), never the
-lanes. int64 state needs `jax_enable_x64`.
+lanes. int64 state needs `jax_enable_x64`. Under jax.grad / jax.vjp a custom VJP runs the adjoint kernel
+sharded the same way (eagle/distributed/grads.py): gradients bitwise plan.reverse's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from eagle.distributed.geometry import dist_plan
+from eagle.distributed.grads import FLOATS, adjoint_plan, renamed
 from eagle.distributed.run import ShardedRun, bind_sharded, needed_chunks, pick
 from eagle.distributed.stages import GATHER
 from eagle.errors import InputError
@@ -101,8 +103,10 @@ def sharded_call(jk, axis_name, planes: dict):
     def lanes(half, operands):  # dist.c's handler: this shard's row of the geometry table first
         rets = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in half.call.rets]
         geo = jnp.asarray(half.geo)[jax.lax.axis_index(axis_name)]
-        return list(jax.ffi.ffi_call(LANES, rets)(geo, *[o.reshape(-1) for o in operands],
-                                                  plan=np.int64(dist_plan(half))))
+        got = jax.ffi.ffi_call(LANES, rets)(geo, *[o.reshape(-1) for o in operands], plan=np.int64(dist_plan(half)))
+        # typed varying along the axis (each shard's own lanes and partials): a per-lane output's cotangent is
+        # then the shard's own slice, not the sum of every shard's
+        return [_like(a, _varying(geo)) for a in got]  # (nothing to type where shard_map does not check)
 
     def halo(a, h):  # h rows of each neighbour around this shard's rows (zeros past the grid's edges)
         if h > a.shape[0]:
@@ -125,11 +129,65 @@ def sharded_call(jk, axis_name, planes: dict):
                         lambda h, o: fire(h, o, h.call.aliases), combine, lambda a, b: a + b, halo)
         return {n: pick(*v) for n, v in got.items()}
 
-    def no_gradient(res, g):
-        raise InputError(f"kernel '{jk.name}': gradients through a sharded call are not supported yet; "
-                         f"differentiate the unsharded call (eagle.jax.wrap without axis_name=) or use plan.reverse")
-
+    args = [*ops.values(), *priors.values()]
+    vma = [_varying(a) for a in args]  # (residuals lose it)
     call = jax.custom_vjp(body)
-    call.defvjp(lambda *values: (body(*values), None), no_gradient)
-    results = call(*ops.values(), *priors.values())
+    call.defvjp(lambda *values: (body(*values), values),
+                lambda values, gs: _backward(jk, axis_name, run, names, grid, values, gs, vma))
+    results = call(*args)
     return results[next(iter(results))] if len(results) == 1 else results
+
+
+def _backward(jk, axis_name, run, names: list[str], grid: dict, values: tuple, gs: dict, vma: list) -> tuple:
+    """The gradients of a sharded call's operands: the adjoint kernel run sharded over `axis_name` the same way
+    (eagle/distributed/grads.py). Per-lane gradients are this shard's; Param and Table gradients (the adjoint's
+    exact sums over every shard's lanes) and a sink's prior content's are the whole run's, the same on every
+    shard."""
+    planes = dict(zip(names, values, strict=True))
+    wrt = tuple(n for n in names if jk.kinds.get(n) in FLOATS)
+    grads: dict = {}
+    for n in names:
+        if n.startswith("#prior:"):  # a sink's prior content: one more term of each slot's sum
+            grads[n] = jnp.asarray(gs[n[len("#prior:"):]]).reshape(-1).astype(planes[n].dtype)
+    if wrt:
+        where = f"mesh axis '{axis_name}'"
+        adj, design = adjoint_plan(jk.plan, wrt, run.extents, where)
+        ak = jk._adjoints.get(("shard", axis_name, id(adj)))
+        if ak is None:
+            from eagle.jax import JaxKernel
+
+            ak = jk._adjoints[("shard", axis_name, id(adj))] = JaxKernel(adj.kernel, plan=adj, axis_name=axis_name)
+        inputs = {n: planes[n] for n in names if jk.kinds.get(n) in (*FLOATS, "index")}
+        cts = jk._cotangent_planes(design, dict(gs), _Extents(run.extents))
+        try:
+            got = ak(**inputs, **cts, **grid)
+        except InputError as exc:
+            raise renamed(jk.name, exc) from None
+        got = got if isinstance(got, dict) else {next(iter(design.grad.values())): got}
+        for x in wrt:
+            grads[x] = got[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype)
+    return tuple(_like(grads.get(n), v) for n, v in zip(names, vma, strict=True))
+
+
+def _like(g, want: frozenset):
+    """`g` typed like its primal under shard_map: the custom calls' results are typed invariant (the same on every
+    shard); a gradient of a per-shard operand is varying along the primal's axes."""
+    if g is None:
+        return None
+    have = _varying(g)
+    missing = tuple(sorted(want - have))
+    return jax.lax.pcast(g, missing, to="varying") if missing else g
+
+
+def _varying(a) -> frozenset:
+    """The mesh axes along which `a` varies inside shard_map (its aval's manual axis type)."""
+    t = jax.typeof(a)
+    mat = getattr(t, "manual_axis_type", None)
+    return frozenset(getattr(mat, "varying", None) or getattr(t, "vma", None) or ())
+
+
+class _Extents:
+    """What JaxKernel._cotangent_planes reads of a call: the lane extents (here: this shard's)."""
+
+    def __init__(self, extents: tuple[int, ...]):
+        self.extents = extents

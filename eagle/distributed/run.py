@@ -60,7 +60,7 @@ class ShardedRun:
             fh = finish_stage(plan, b, k, c * shards, cuts)
             self.halves.append((lh, fh))
             cuts.update(fh.call.stages[0].cells_out)
-        self.dtype = b.dtype
+        self.dtype, self.extents = b.dtype, tuple(b.extents)
 
     def drive(self, planes: dict, priors: dict, lanes: Callable, finish: Callable, combine: Callable,
               add: Callable, halo: Callable) -> dict:

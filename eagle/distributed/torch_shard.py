@@ -9,7 +9,7 @@ on every rank; cut cells pass to the next stage, so the stages of a split kernel
 Ordered cells and sinks are bitwise equal to the one-process run whatever the rank count and the shard sizes.
 Shards that run fewer chunks pad with empty ones, so every rank's state has one shape: the chunk counts are
 agreed by one `all_reduce(MAX)` per call. gloo on CPU (NCCL works for the collectives, but the kernel runs on the
-host: tensors must be CPU tensors). No gradients through a sharded call yet.
+host: tensors must be CPU tensors). Gradients: the backward runs the adjoint kernel sharded the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from eagle import native
 from eagle.distributed.geometry import run_python
+from eagle.distributed.grads import FLOATS, adjoint_plan, renamed
 from eagle.distributed.run import ShardedRun, bind_sharded, needed_chunks, pick
 from eagle.distributed.stages import GATHER
 from eagle.errors import InputError
@@ -38,7 +39,91 @@ def _host(tk, name: str, v) -> np.ndarray:
 
 
 def sharded_call(tk, group, planes: dict):
-    """`tk` (an eagle.torch.TorchKernel) over this rank's planes, cells and sinks combined across `group`."""
+    """`tk` (an eagle.torch.TorchKernel) over this rank's planes, cells and sinks combined across `group`. When a
+    float input or a sink's prior content requires grad, through an autograd Function whose backward runs the
+    adjoint kernel sharded across `group` the same way (eagle/distributed/grads.py)."""
+    kinds = {p.name: p.kind for p in tk.plan.kernel.signature.planes}
+    track = [n for n, v in planes.items() if isinstance(v, torch.Tensor) and v.requires_grad
+             and kinds.get(n) in (*FLOATS, "sink")]
+    if track and torch.is_grad_enabled():
+        spec = _Spec(tk, group, planes, track)
+        outs = _Sharded.apply(spec, *[planes[n] for n in track])
+        results = dict(zip(spec.names, outs, strict=True))
+    else:
+        results = _run(tk, group, planes)[0]
+    return results[next(iter(results))] if len(results) == 1 else results
+
+
+class _Spec:
+    """What a sharded call's backward needs besides the tracked tensors."""
+
+    def __init__(self, tk, group, planes: dict, track: list[str]):
+        self.tk, self.group, self.planes, self.track = tk, group, dict(planes), track
+        self.names: list[str] = []
+        self.binding = None
+
+
+class _Sharded(torch.autograd.Function):
+    """A sharded call as one autograd node: forward the sharded run, backward the sharded adjoint."""
+
+    @staticmethod
+    def forward(ctx, spec: _Spec, *tensors):
+        results, spec.binding = _run(spec.tk, spec.group, spec.planes)
+        spec.names = list(results)
+        ctx.spec = spec
+        return tuple(results.values())
+
+    @staticmethod
+    def backward(ctx, *grads):
+        spec = ctx.spec
+        got = _backward(spec, {n: g for n, g in zip(spec.names, grads, strict=True) if g is not None})
+        return (None, *[got.get(n) for n in spec.track])
+
+
+def _backward(spec: _Spec, cot: dict) -> dict:
+    """Gradients of the tracked planes: the adjoint run sharded across the group (per-lane gradients are this
+    rank's lanes'; Param and Table gradients, exact sums over every rank's lanes, the same on every rank); a
+    sink's prior content gets the sink's cotangent."""
+    from eagle.reverse import cotangents, forward_of
+
+    tk, b = spec.tk, spec.binding
+    kinds = {p.name: p.kind for p in tk.plan.kernel.signature.planes}
+    cot = {n: _host(tk, n, g) for n, g in cot.items()}
+    grads = {}
+    for s in spec.track:
+        if kinds[s] == "sink":
+            shape = spec.planes[s].shape
+            g = cot.get(s)
+            grads[s] = torch.zeros(shape, dtype=spec.planes[s].dtype) if g is None else \
+                torch.from_numpy(np.array(g, dtype=b.dtype).reshape(shape)).to(spec.planes[s].dtype)
+    wrt = tuple(n for n in spec.track if kinds[n] in FLOATS)
+    if not wrt:
+        return grads
+    adj, design = adjoint_plan(tk.plan, wrt, tuple(b.extents), "the process group")
+    runner = tk.__dict__.setdefault("_shard_adjoints", {}).get(id(adj))
+    if runner is None:
+        runner = tk.__dict__["_shard_adjoints"][id(adj)] = _Adjoint(adj)
+    cts = cotangents(forward_of(tk.plan), design, cot, tuple(b.extents), b.dtype)
+    inputs = {n: v for n, v in spec.planes.items() if kinds.get(n) not in ("output", "sink")}
+    try:
+        got = _run(runner, spec.group, {**inputs, **cts})[0]
+    except InputError as exc:
+        raise renamed(tk.name, exc) from None
+    for x in wrt:
+        v = spec.planes[x]
+        grads[x] = got[design.grad[x]].reshape(v.shape).to(v.dtype)
+    return grads
+
+
+class _Adjoint:
+    """The adjoint's plan as `_run` takes a kernel (its name, its plan, a place for its prepared runs)."""
+
+    def __init__(self, plan):
+        self.plan, self.name = plan, plan.kernel.name
+
+
+def _run(tk, group, planes: dict) -> tuple[dict, object]:
+    """(results by name as tensors, this rank's binding) of one sharded run, no autograd."""
     if not dist.is_initialized():
         raise InputError(f"kernel '{tk.name}': eagle.torch.wrap(..., group=...) runs inside a torch.distributed "
                          f"process group: call torch.distributed.init_process_group first")
@@ -49,7 +134,7 @@ def sharded_call(tk, group, planes: dict):
         if kind is None and isinstance(v, (int, np.integer)):
             grid[name] = int(v)
         elif kind == "param":
-            params[name] = float(v.item() if isinstance(v, torch.Tensor) else v)
+            params[name] = float(v.item() if isinstance(v, torch.Tensor) else np.asarray(v).reshape(-1)[0])
         elif kind == "sink":
             priors[name] = _host(tk, name, v)
         elif kind == "output":
@@ -104,8 +189,7 @@ def sharded_call(tk, group, planes: dict):
         return a
 
     got = run.drive(ops, pri, lanes, finish, combine, lambda a, p: a + p, edges)
-    results = {n: torch.from_numpy(np.array(pick(*v))) for n, v in got.items()}
-    return results[next(iter(results))] if len(results) == 1 else results
+    return {n: torch.from_numpy(np.array(pick(*v))) for n, v in got.items()}, b
 
 
 def _edges(group, shards: int, rank: int, rows: torch.Tensor):
