@@ -16,10 +16,6 @@ passes; results are the distinct stage buffers that hold a result (a vector cell
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import platform
-import subprocess
-import tempfile
 import threading
 from pathlib import Path
 
@@ -28,6 +24,7 @@ import numpy as np
 from eagle import native
 from eagle.bridge import Shaped
 from eagle.errors import InputError
+from eagle.native import cbuild
 
 SOURCE = Path(__file__).with_name("call_plan.c")
 _LOCK = threading.Lock()
@@ -52,31 +49,10 @@ def library() -> ctypes.CDLL:
     with _LOCK:
         if "lib" in _LIB:
             return _LIB["lib"]
-        from hawk.abi import cache
-
-        cc = native._compiler()
-        if cc is None or native.library() is None:
-            raise RuntimeError("a prepared run needs a C compiler (cc, gcc or clang; or $CC) and eagle's native "
-                               "executor" + (f": {native.unavailable_reason()}" if native.unavailable_reason() else ""))
-        try:
-            import jax.ffi
-
-            flags = [f"-I{jax.ffi.include_dir()}"]
-        except ImportError:
-            flags = ["-DEAGLE_NO_XLA"]
-        tag = hashlib.sha256(SOURCE.read_bytes() + f"\0{cc}\0{platform.machine()}\0{flags}".encode()).hexdigest()[:20]
-        d = cache.cache_dir()
-        so = d / f"eagle-call-plan-{tag}.so" if d else None
-        if so is None or not cache.entry_ok(so):
-            tmp = Path(tempfile.mkdtemp(prefix="eagle-call-plan-"))
-            built = tmp / "call_plan.so"
-            argv = [cc, "-O2", "-std=gnu11", "-fPIC", "-shared", "-pthread", *flags, "-o", str(built), str(SOURCE)]
-            r = subprocess.run(argv, capture_output=True, text=True)
-            if r.returncode != 0:
-                raise RuntimeError(f"building eagle/call_plan.c failed: {r.stderr.strip()[-400:]}")
-            if so is None or not cache.write_entry(so, built.read_bytes()):
-                so = built
-        lib = ctypes.CDLL(str(so))
+        if native.library() is None:
+            raise RuntimeError("a prepared run needs eagle's native executor" +
+                               (f": {native.unavailable_reason()}" if native.unavailable_reason() else ""))
+        lib = cbuild.load(SOURCE, "eagle-call-plan", cbuild.xla_flags(), "eagle/call_plan.c")
         for fn in ("eagle_call_plan_size", "eagle_call_stage_size"):
             getattr(lib, fn).restype = ctypes.c_int64
         lib.eagle_call_plan_init.argtypes = [ctypes.c_void_p]

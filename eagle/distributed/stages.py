@@ -25,10 +25,6 @@ jit.
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import platform
-import subprocess
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +35,7 @@ from eagle import native
 from eagle.distributed.reach import Reach, reach
 from eagle.errors import InputError
 from eagle.launch import Prepared
+from eagle.native import cbuild
 from eagle.prepared import PreparedRun
 
 GATHER, ISUM, FSUM = "gather", "isum", "fsum"
@@ -61,29 +58,7 @@ def library() -> ctypes.CDLL:
     with _LOCK:
         if _LIB:
             return _LIB[0]
-        from hawk.abi import cache
-
-        cc = native._compiler()
-        if cc is None:
-            raise RuntimeError("eagle.distributed needs a C compiler (cc, gcc or clang; or $CC)")
-        try:
-            import jax.ffi
-
-            flags = [f"-I{jax.ffi.include_dir()}"]
-        except ImportError:
-            flags = ["-DEAGLE_NO_XLA"]
-        tag = hashlib.sha256(_SOURCE.read_bytes() + f"\0{cc}\0{platform.machine()}\0{flags}".encode()).hexdigest()
-        d = cache.cache_dir()
-        so = d / f"eagle-dist-{tag[:20]}.so" if d else None
-        if so is None or not cache.entry_ok(so):
-            built = Path(tempfile.mkdtemp(prefix="eagle-dist-")) / "dist.so"
-            argv = [cc, "-O2", "-std=gnu11", "-fPIC", "-shared", "-pthread", *flags, "-o", str(built), str(_SOURCE)]
-            r = subprocess.run(argv, capture_output=True, text=True)
-            if r.returncode != 0:
-                raise RuntimeError(f"building eagle/distributed/dist.c failed: {r.stderr.strip()[-400:]}")
-            if so is None or not cache.write_entry(so, built.read_bytes()):
-                so = built
-        lib = ctypes.CDLL(str(so))
+        lib = cbuild.load(_SOURCE, "eagle-dist", cbuild.xla_flags(), "eagle/distributed/dist.c (eagle.distributed)")
         lib.eagle_dist_plan_size.restype = ctypes.c_int64
         lib.eagle_dist_plan_init.argtypes = [ctypes.c_void_p]
         lib.eagle_dist_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,

@@ -20,18 +20,13 @@ staged copies and the stage struct executor.c reads. Replacing a buffer is two s
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
-import os
-import platform
-import shutil
-import subprocess
-import tempfile
 import threading
 from pathlib import Path
 
 import numpy as np
 
+from eagle.native import cbuild
 from eagle.settings import native_setting
 
 SOURCE = Path(__file__).with_name("executor.c")
@@ -74,43 +69,15 @@ class Stage(ctypes.Structure):
 
 
 def _compiler() -> str | None:
-    for c in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if c and shutil.which(c):
-            return shutil.which(c)
-    return None
-
-
-def _build(cc: str, out: Path) -> None:
-    argv = [cc, "-O2", "-std=gnu11", "-ffp-contract=off", "-fPIC", "-shared", "-pthread", "-o", str(out), str(SOURCE)]
-    r = subprocess.run(argv, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed: {r.stderr.strip()[-400:]}")
+    return cbuild.compiler()
 
 
 def _load_or_build() -> ctypes.CDLL:
-    from hawk.abi import cache
-
-    cc = _compiler()
-    if cc is None:
-        raise RuntimeError("no C compiler (cc, gcc or clang; or $CC) was found")
-    tag = hashlib.sha256(SOURCE.read_bytes() + f"\0{cc}\0{platform.machine()}".encode()).hexdigest()[:20]
-    d = cache.cache_dir()
-    so = d / f"eagle-native-{tag}.so" if d else None
-    if so is not None and cache.entry_ok(so):
-        try:
-            return _bind(ctypes.CDLL(str(so)))
-        except (OSError, AttributeError):
-            pass  # sealed but not loadable here: build it again
-    tmp = Path(tempfile.mkdtemp(prefix="eagle-native-"))
-    built = tmp / "executor.so"
-    _build(cc, built)
-    lib = _bind(ctypes.CDLL(str(built)))
-    # never loaded back from the cache path just written (another process may be checking it): the private copy
-    # is mapped already and can go, unless the cache could not take it
-    if so is not None and cache.write_entry(so, built.read_bytes()):
-        built.unlink()
-        tmp.rmdir()
-    return lib
+    lib = cbuild.load(SOURCE, "eagle-native", ["-ffp-contract=off"], "eagle/native/executor.c")
+    try:
+        return _bind(lib)
+    except AttributeError as exc:
+        raise RuntimeError(f"eagle/native/executor.c lacks {exc}") from None
 
 
 def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
