@@ -7,7 +7,7 @@ variant of add-into takes float atomic adds into sinks too large to privatise wh
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import scf
+from mlir.dialects import memref, scf
 
 from hawk.ir.access import scatter_keys, scatter_mode, sink_name, stored_value
 from hawk.ir.build import create
@@ -143,6 +143,8 @@ def lower_scatter(cx: Lowering, op) -> None:
     shape = payload_of(v.type)
     mode = scatter_mode(op)
     policy = cx.lay.sink_policy.get(sink, "plain")
+    if mode == "add" and policy == "ordered" and not shape and n >= PREFETCH_SLOTS:
+        prefetch_pair(cx, sink, keys, n)
     branch = scf.IfOp(ok, [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         buf = cx.bufs[(sink, "sink")]
@@ -162,6 +164,36 @@ def lower_scatter(cx: Lowering, op) -> None:
         # reported below, by sink, through the #err buffer
         report_bad_key(cx, sink, keys[0], e.op("arith.xori", skip, e.c(1, e.i1)))
         scf.YieldOp([])
+
+
+PREFETCH_SLOTS = 1 << 16  # ordered sinks from this many slots get their pairs prefetched (16 B a slot: past L2)
+PREFETCH_KEYS = 64  # how many lanes ahead: a random slot's cache miss takes about that many lanes' work
+
+
+def prefetch_pair(cx: Lowering, sink: str, keys: list[ir.Value], n: int) -> None:
+    """A write-prefetch hint for the (high, low) pair the lane PREFETCH_KEYS ahead will add into, when the key
+    is read straight from an Index plane at this lane (a large ordered sink's lanes wait on that miss, with
+    random keys, more than on the TwoSums). Only a hint: the lane is clamped to the last one, the slot into
+    the sink (a key of -1 or outside prefetches a valid slot), and no result depends on it."""
+    e = cx.e
+    if not (cx.exact_pairs and sink in cx.lay.private and len(keys) == 1 and cx.lane is not None
+            and (sink, "pairs") in cx.bufs):
+        return
+    casts, v = [], keys[0]
+    while not isinstance(v.owner, ir.Block) and v.owner.name in ("arith.extsi", "arith.extui"):
+        casts.append(v.owner)
+        v = v.owner.operands[0]
+    load = v.owner
+    if isinstance(load, ir.Block) or load.name != "memref.load" or len(load.operands) != 2 \
+            or load.operands[1] != cx.lane:
+        return
+    ahead = e.op("arith.minui", e.add_i(cx.lane, e.c(PREFETCH_KEYS)), e.op("arith.subi", cx.L, e.c(1)))
+    key = e.load(load.operands[0], ahead)
+    for c in reversed(casts):
+        key = e.op(c.name, key, t=c.results[0].type)
+    slot = e.op("arith.minui", e.to_index(key), e.c(n - 1))
+    at = e.mul_i(e.add_i(slot, copy_start(cx, sink)), e.c(2))
+    memref.PrefetchOp(cx.bufs[(sink, "pairs")], [at], True, 3, True)
 
 
 def report_bad_key(cx: Lowering, sink: str, key: ir.Value, bad: ir.Value) -> None:
