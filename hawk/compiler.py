@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 
 from hawk.abi import cache
 from hawk.abi.layout import Layout, Spec, layout_from_json, layout_to_json, make_spec
+from hawk.abi.signature import Signature
 from hawk.errors import KernelError
 from hawk.frontend.refs import ABSENT, Unkeyable, captured_key, captured_parts, captured_values
 from hawk.frontend.source import Source
-from hawk.signature import Signature, read_signature
+from hawk.signature import read_signature
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from mlir import ir
 
 from hawk.abi.layout import Layout, Spec
+from hawk.abi.signature import Signature
 from hawk.frontend.visitor import KernelBuilder, Source
 from hawk.ir.access import enclosing_func, kernel_axes, policy, reduce_kind, reduce_over, set_policy
 from hawk.ir.dialect import is_hawk, new_context
@@ -15,7 +16,6 @@ from hawk.passes.base import kernel_funcs
 from hawk.passes.pipeline import HOST, Pipeline, gpu_pipeline
 from hawk.passes.plan import annotate, module_layout, set_stage
 from hawk.passes.stages import split_stages
-from hawk.signature import Signature
 
 _FTYPES = {"float64": ir.F64Type, "float32": ir.F32Type}
 _ITYPES = {"int32": 32, "int64": 64}

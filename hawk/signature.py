@@ -1,6 +1,6 @@
 """A kernel's parameters read from its annotations: which planes it has and what each one is.
 
-The data classes (PlaneSpec, Signature) live in hawk/abi/signature.py, re-exported here.
+The data classes it fills (PlaneSpec, Signature) live in hawk/abi/signature.py, where the runtime reads them.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import inspect
 import math
 
 from hawk import types as T
-from hawk.abi.signature import PlaneSpec, Signature, _annotation, _payload_type  # noqa: F401  (re-exported)
+from hawk.abi.signature import PlaneSpec, Signature
 from hawk.errors import KernelError
 
 

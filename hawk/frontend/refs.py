@@ -6,7 +6,7 @@ import ast
 import types
 from dataclasses import dataclass
 
-from hawk.signature import PlaneSpec
+from hawk.abi.signature import PlaneSpec
 
 
 @dataclass(frozen=True)

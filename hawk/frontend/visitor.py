@@ -13,6 +13,7 @@ import types as pytypes
 from mlir import ir
 from mlir.dialects import func, scf
 
+from hawk.abi.signature import Signature
 from hawk.errors import KernelError
 from hawk.frontend import refs as R
 from hawk.frontend import retired
@@ -24,7 +25,6 @@ from hawk.frontend.values import HVal, SemanticError, Semantics, const
 from hawk.ir.access import reduced_kept_axes
 from hawk.ir.build import create, strs
 from hawk.ir.types import add_arg, hawk_type, sync_signature
-from hawk.signature import Signature
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
            ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}

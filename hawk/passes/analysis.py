@@ -8,6 +8,7 @@ from __future__ import annotations
 from mlir import ir
 
 from hawk.abi.layout import PAIR_SLOTS, PRIVATE_SLOTS, Buffer, Layout, Reduction, private_sink_slots, sum_policy
+from hawk.abi.signature import Signature
 from hawk.errors import KernelError
 from hawk.ir.access import (
     cell_name,
@@ -22,7 +23,6 @@ from hawk.ir.access import (
     written_name,
 )
 from hawk.ir.dialect import is_hawk
-from hawk.signature import Signature
 
 
 def payload_of(t: ir.Type) -> tuple[int, ...]:

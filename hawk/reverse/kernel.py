@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from hawk import types as T
 from hawk.abi import cache
+from hawk.abi.signature import PlaneSpec, Signature, _annotation
 from hawk.compiler import Kernel, _info_path, _read_info
 from hawk.errors import KernelError
-from hawk.signature import PlaneSpec, Signature, _annotation
 
 
 @dataclass(frozen=True)
