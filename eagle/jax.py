@@ -32,8 +32,14 @@ _LOCK = threading.Lock()
 _REGISTERED: list = []
 # Every call plan a compiled XLA program may name by address. A jitted program can outlive the wrapper that made
 # it (and run asynchronously after the wrapper is gone), so plans are kept for the life of the process: one per
-# kernel, shape and passed-output set.
+# kernel, shape and passed-output set (and per sharded run: eagle/distributed/jax_shard.py).
 _LIVE: list = []
+
+
+def keep_for_process(obj):
+    """Keep `obj` (a call plan's owner) alive as long as the process: compiled programs name its plans."""
+    _LIVE.append(obj)
+    return obj
 
 
 def wrap(kernel, target: str = "host", axis_name=None, partition: bool = False, **options) -> JaxKernel:
@@ -64,7 +70,7 @@ class _Call(PreparedRun):
         self.grid = dict(grid)
         self.rets = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in self.rets]
         self.address = self.native_plan()
-        _LIVE.append(self)
+        keep_for_process(self)
 
 
 class JaxKernel:

@@ -14,28 +14,14 @@ from hawk.ir.dialect import is_hawk, new_context
 from hawk.passes.analysis import written_names
 from hawk.passes.base import kernel_funcs
 from hawk.passes.pipeline import HOST, Pipeline, gpu_pipeline
-from hawk.passes.plan import annotate, module_layout, set_stage
+from hawk.passes.plan import annotate, module_layout, set_stage, spec_types
 from hawk.passes.stages import split_stages
-
-_FTYPES = {"float64": ir.F64Type, "float32": ir.F32Type}
-_ITYPES = {"int32": 32, "int64": 64}
-
-
-def types(spec: Spec):
-    """The MLIR float type and each Index plane's integer type of a specialisation (in the current context)."""
-    ftype = _FTYPES[spec.float_dtype].get()
-    itypes = {n: ir.IntegerType.get_signless(_ITYPES[d]) for n, d in spec.index_dtypes}
-    return ftype, itypes
-
-
-def short_dtypes(spec: Spec) -> dict[str, str]:
-    return {n: ("i32" if d == "int32" else "i64") for n, d in spec.index_dtypes}
 
 
 def build_hawk(source: Source, sig: Signature, name: str, spec: Spec) -> tuple[str, dict[str, str]]:
     """The checked hawk module of one specialisation, and each output's mode ('lane' or 'cell')."""
     with new_context(), ir.Location.unknown():
-        ftype, itypes = types(spec)
+        ftype, itypes = spec_types(spec)
         builder = KernelBuilder(source, sig, ftype, itypes)
         module = builder.build()
         try:

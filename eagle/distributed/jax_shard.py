@@ -23,11 +23,9 @@ from eagle.distributed.grads import FLOATS, adjoint_plan, renamed
 from eagle.distributed.run import ShardedRun, bind_sharded, needed_chunks, pick
 from eagle.distributed.stages import GATHER
 from eagle.errors import InputError
+from eagle.jax import TARGET, keep_for_process
 
-TARGET = "eagle_hawk_call"
 LANES = "eagle_dist_lanes"
-_LIVE: list = []  # every sharded run whose call plans a compiled XLA program may still name: kept for the process
-# (a jitted program can outlive the wrapped kernel that traced it, and runs asynchronously after the call returns)
 
 
 def _lanes_handler() -> None:
@@ -88,7 +86,7 @@ def sharded_call(jk, axis_name, planes: dict):
         rows = b.extents[0]
         spans = [(s * rows, shards * rows) for s in range(shards)]  # shard_map's shards: equal runs of rows
         run = jk._calls[key] = ShardedRun(jk.plan, b, how, shards, spans, needed_chunks(jk.plan, b, how, spans))
-        _LIVE.append(run)
+        keep_for_process(run)  # a compiled program names its call plans
     fdt = run.dtype
     ops = dict(arrays)
     ops.update({n: jnp.asarray(v, dtype=fdt).reshape(1) for n, v in params.items()})

@@ -26,6 +26,7 @@ from hawk.passes.base import ModulePass, kernel_funcs, register
 LAYOUT = "hawk.layout"
 _ORDERED_MAPS = ("outputs", "sinks", "index_keys", "sink_policy", "private")
 _FLOATS = {"float64": ir.F64Type, "float32": ir.F32Type}
+_INDEX_WIDTHS = {"int32": 32, "int64": 64}
 
 
 # ---- plain values <-> attributes ---------------------------------------------------------------------------
@@ -112,6 +113,12 @@ def take_layout(module: ir.Module, what: str) -> tuple[object, Layout]:
 
 
 # ---- the facts ----------------------------------------------------------------------------------------------
+def spec_types(spec: Spec) -> tuple[ir.Type, dict[str, ir.Type]]:
+    """The MLIR float type and each Index plane's integer type of a specialisation (in the current context)."""
+    return (_FLOATS[spec.float_dtype].get(),
+            {n: ir.IntegerType.get_signless(_INDEX_WIDTHS[d]) for n, d in spec.index_dtypes})
+
+
 def annotate(module: ir.Module, sig: Signature, outputs: dict[str, str], spec: Spec,
              stage: tuple[tuple[str, ...], tuple[str, ...], frozenset[str]] | None = None) -> None:
     """Write the Python-side facts onto the module's kernel func (`stage`: cells_in, cells_out, owns)."""
@@ -119,11 +126,10 @@ def annotate(module: ir.Module, sig: Signature, outputs: dict[str, str], spec: S
     attrs = func.operation.attributes
     attrs["hawk.signature"] = to_attr(sig.to_json())
     attrs["hawk.outputs"] = to_attr([[n, m] for n, m in outputs.items()])
-    width = {"int32": 32, "int64": 64}
+    ftype, itypes = spec_types(spec)
     attrs["hawk.spec"] = ir.DictAttr.get({
-        "float": ir.TypeAttr.get(_FLOATS[spec.float_dtype].get()),
-        "index": ir.DictAttr.get({n: ir.TypeAttr.get(ir.IntegerType.get_signless(width[d]))
-                                  for n, d in spec.index_dtypes})})
+        "float": ir.TypeAttr.get(ftype),
+        "index": ir.DictAttr.get({n: ir.TypeAttr.get(t) for n, t in itypes.items()})})
     if stage is not None:
         set_stage(func, *stage)
 

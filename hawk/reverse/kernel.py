@@ -98,11 +98,11 @@ def located_ir(kernel: Kernel, spec) -> str:
 
     from hawk.frontend.visitor import KernelBuilder
     from hawk.ir.dialect import new_context
-    from hawk.lowering import types
+    from hawk.passes.plan import spec_types
 
     kernel.hawk_ir(spec)  # the compiler's checks (captured values unchanged since decoration, verify-hawk)
     with new_context(), ir.Location.unknown():
-        ftype, itypes = types(spec)
+        ftype, itypes = spec_types(spec)
         module = KernelBuilder(kernel.source, kernel.signature, ftype, itypes).build()
         return module.operation.get_asm(enable_debug_info=True)
 
