@@ -109,6 +109,8 @@ class Binder:
                 if a.dtype not in _INDEX:
                     raise self.fail(p.name, f"is an Index plane and takes int32 or int64 keys, got {a.dtype}")
                 idt[p.name] = a.dtype.name
+            elif p.integer and p.name in arrays:  # an integer output: compiled for the array's dtype
+                idt[p.name] = arrays[p.name].dtype.name
         key = (dtype.char, tuple(idt.items()))
         spec = self._specs.get(key)
         if spec is None:
@@ -142,6 +144,11 @@ class Binder:
         if isinstance(a, np.ma.MaskedArray) and np.ma.is_masked(a):  # the kernel would read the hidden values
             raise self.fail(p.name, "is a masked array with masked entries; a kernel reads every value, masked "
                                     "or not: pass a.filled(value), or the mask as a plane and where= on it")
+        if p.integer:
+            if a.dtype not in _INDEX:
+                raise self.fail(p.name, f"is Mutable[Index], an integer output, and takes an int32 or int64 array, "
+                                        f"got {a.dtype} (allocate it with np.zeros(n, dtype=np.int64), or omit it)")
+            return a
         if p.kind in ("lane", "table", "output", "sink") and a.dtype not in _FLOATS:
             how = "np.asarray(..., dtype=np.float64)" if isinstance(v, (list, tuple)) else ".astype(np.float64)"
             raise self.fail(p.name, f"takes float32 or float64 values, got {a.dtype} (convert with {how})")
@@ -151,7 +158,7 @@ class Binder:
         seen: dict[np.dtype, str] = {}
         for n, a in arrays.items():
             p = self.sig.get(n)
-            if p.kind in ("lane", "table", "output", "sink"):
+            if p.kind in ("lane", "table", "output", "sink") and not p.integer:
                 seen.setdefault(a.dtype, n)
         if len(seen) > 1:
             (d1, n1), (d2, n2) = list(seen.items())[:2]
@@ -282,15 +289,36 @@ class Binder:
         a = b.given.get(name)
         if a is None:
             return None
-        if a.dtype != b.dtype:
-            raise self.fail(name, f"is written in place and must be {b.dtype} like the run's other planes, "
+        want = self.out_dtype(name, b)
+        if a.dtype != want:
+            raise self.fail(name, f"is written in place and must be {want} like the run's other planes, "
                                   f"got {a.dtype}")
+        if self.outputs.get(name, "").startswith("scatter"):  # written by key: any length, flat positions
+            shape = alt = a.shape
         if a.shape != shape and a.shape != alt:
             raise self.fail(name, f"must be shaped {shape}, got {a.shape}")
         if not a.flags.c_contiguous or not a.flags.writeable:
             raise self.fail(name, "is written in place and must be a writable C-contiguous array "
                                   "(pass np.ascontiguousarray(...) and read the result back)")
         return a
+
+    def out_dtype(self, name: str, b: Bound) -> np.dtype:
+        """The dtype of an output's array: the run's float dtype, or an integer output's int32 or int64."""
+        p = self.sig.get(name)
+        if p is not None and p.integer:
+            return np.dtype(dict(b.spec.index_dtypes)[name])
+        return b.dtype
+
+    def key_limit(self, sink: str, pos: int, b: Bound) -> tuple[int, str]:
+        """The slots key position `pos` of a sink reaches, and how the message names them; for an output plane
+        written by key, the length of its array (the caller's, else the lane count)."""
+        p = self.sig.get(sink)
+        if p.kind == "output":
+            a = b.given.get(sink)
+            n = a.size if a is not None else b.lanes
+            return n, f"output plane '{sink}' ({n} values: positions 0..{n - 1}, or -1 to write nothing)"
+        n = p.axes[pos].extent
+        return n, f"sink '{sink}' (axis '{p.axes[pos].label}' has {n} slots: keys 0..{n - 1})"
 
     # ---- step 5: keys --------------------------------------------------------------------------------
     def check_keys(self, layout: Layout, b: Bound) -> None:
@@ -300,11 +328,10 @@ class Binder:
                 continue
             lo, hi = int(keys.min()), int(keys.max())
             for sink, pos in uses:
-                n = self.sig.get(sink).axes[pos].extent
+                n, what = self.key_limit(sink, pos, b)
                 if lo < -1 or hi >= n:  # key -1 adds nothing under every policy
                     bad = lo if lo < -1 else hi
-                    raise self.fail(plane, f"holds key {bad}, outside sink '{sink}' (axis "
-                                           f"'{self.sig.get(sink).axes[pos].label}' has {n} slots: keys 0..{n - 1})")
+                    raise self.fail(plane, f"holds key {bad}, outside {what}")
         if os.environ.get("HAWK_CHECK_SORTED", "") not in ("", "0"):
             for p in self.sig.planes:
                 if p.kind == "index" and p.sorted:

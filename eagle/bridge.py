@@ -48,6 +48,7 @@ class Results:
 def result_names(plan) -> tuple[tuple[str, ...], frozenset[str]]:
     """Every result name of a plan's runs, sorted, and those that are written into the caller's array when
     passed (per-lane outputs and sinks; a passed cell is copied into, and its result is a fresh array)."""
+    refuse_integer_and_keyed(plan)
     kernel = plan.kernel
     spec = kernel.default_spec()
     names: dict[str, bool] = {}
@@ -91,6 +92,7 @@ def result_shapes(plan, planes: dict[str, Shaped], grid: dict, passed: frozenset
     (not Params) by name; `grid`: the free grid axis' extent by label when passed (an int or a symbolic size);
     `passed`: the outputs, sinks and cells the caller passes to be written in place."""
     kernel, b = plan.kernel, plan.binder
+    refuse_integer_and_keyed(plan)
     dtype = check_dtypes(plan, planes)
     idt = {n: s.dtype.name for n, s in planes.items() if b.plane_specs[n].kind == "index"}
     spec = kernel.spec_for(dtype.name, idt)
@@ -118,6 +120,19 @@ def result_shapes(plan, planes: dict[str, Shaped], grid: dict, passed: frozenset
                     for cell in _cell_names(name, r):
                         shapes[cell] = kept or (1,)
     return Results(dict(sorted(shapes.items())), dtype, frozenset(aliased))
+
+
+def refuse_integer_and_keyed(plan) -> None:
+    """The bridges hand back results of the run's one float dtype, each written whole by the run: an integer
+    output (Mutable[Index]) or an output plane written by key (hawk.scatter(out)[k] = v, which keeps what it
+    does not write) is refused by name before anything runs."""
+    b = plan.binder
+    for p in b.sig.planes:
+        keyed = b.outputs.get(p.name, "").startswith("scatter")
+        if p.kind == "output" and (p.integer or keyed):
+            what = "is written by key (hawk.scatter)" if keyed else "is Mutable[Index], an integer output"
+            raise b.fail(p.name, f"{what}; the JAX and torch bridges hand back float outputs written per lane "
+                                 f"only: run this kernel with eagle.deploy(kernel).run(...)")
 
 
 def _extents(plan, planes: dict[str, Shaped], grid: dict) -> tuple:

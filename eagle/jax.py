@@ -153,7 +153,7 @@ class JaxKernel:
         return f
 
     def _backward(self, call: _Call, ops: tuple, gs: tuple) -> tuple:
-        from eagle.reverse import adjoint_for
+        from eagle.reverse import adjoint_for, cotangents, forward_of
 
         planes = dict(zip(call.operands, ops, strict=True))
         floats = ("lane", "table", "param")
@@ -172,7 +172,8 @@ class JaxKernel:
         wins = self._winners(win, design, inputs, call) if win is not None else {}
         if wrt:
             tables = {design.win[s]: w for s, w in wins.items()}
-            got = self._bridge(adj_plan)(**inputs, **self._cotangent_planes(design, cot, call), **tables)
+            cts = cotangents(forward_of(self.plan), design, cot, call.extents, call.dtype, xp=jnp, strict=False)
+            got = self._bridge(adj_plan)(**inputs, **cts, **tables)
             got = got if isinstance(got, dict) else {next(iter(design.grad.values())): got}
             for x in wrt:
                 grads[x] = got[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype)
@@ -196,30 +197,6 @@ class JaxKernel:
         wk = self._bridge(win)
         got = wk(**{n: v for n, v in inputs.items() if n in wk.kinds or n in call.grid}, **fills)
         return got if isinstance(got, dict) else {next(iter(design.win)): got}
-
-    def _cotangent_planes(self, design, cot: dict, call: _Call) -> dict:
-        """The adjoint's cotangent planes from the results' cotangents (eagle.reverse.cotangents, on JAX arrays)."""
-        sig = self.plan.kernel.signature
-        labels = [a.label for a in sig.lane_axes()]
-        out = {}
-        for name in design.ct:
-            kind, pay = design.ct_kind[name], design.payload[name]
-            size = int(np.prod(pay)) if pay else 1
-            if name in cot:
-                a = cot[name]
-            elif all(f"{name}_{k}" in cot for k in range(size)):
-                a = jnp.concatenate([cot[f"{name}_{k}"].reshape(-1) for k in range(size)])
-            else:
-                continue
-            kept = tuple(call.extents[labels.index(ax)] for ax in design.kept.get(name, ()))
-            if kind == "param":
-                out[design.ct[name]] = a.reshape(-1)[:1]
-            elif kind == "lane":
-                out[design.ct[name]] = a.reshape((size, *call.extents) if len(pay) >= 2 else (*pay, *call.extents))
-            else:
-                axes = kept if name in self.plan.kernel.outputs else tuple(ax.extent for ax in sig.get(name).axes)
-                out[design.ct[name]] = a.reshape(((size,) if size > 1 or not axes else ()) + axes)
-        return out
 
     def _check_x64(self, arrays: dict, params: dict) -> None:
         if jax.config.jax_enable_x64:

@@ -30,7 +30,7 @@ from eagle.errors import InputError
 from eagle.native import folds as large_folds
 from eagle.settings import MIN_CHUNK_ENV, is_whole, min_chunk_setting
 from hawk.abi.exact import words as exact_words
-from hawk.abi.layout import ORDERED_BLOCK, Layout, fold_values
+from hawk.abi.layout import ORDERED_BLOCK, Layout, fold_values, scan_values
 
 _IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf, "fold": 0.0}  # (a fold's finish writes it)
 OVERSPLIT = 4  # chunks per thread: threads take chunks as they come free, so a thread slowed by other work on
@@ -64,7 +64,8 @@ def lane_range(kernel: str, base, count, lanes: int, stages: int) -> tuple[int, 
                              f"({type(v).__name__})")
     if stages > 1:
         raise InputError(f"kernel '{kernel}': this kernel reads a value reduced over every lane, so it runs over "
-                         f"every lane (no base= or count=); it runs in {stages} stages")
+                         f"every lane (no base= or count=); it runs in {stages} stages (reading a total or a "
+                         "hawk.scan splits a kernel)")
     lo = 0 if base is None else int(base)
     hi = lanes if count is None else lo + int(count)
     if not 0 <= lo <= hi <= lanes:
@@ -161,7 +162,8 @@ class Launcher:
     @property
     def checks_at_run_time(self) -> bool:
         """Whether the compiled code can refuse after writing: every scatter checks its keys as it runs."""
-        return bool(self.lay.sinks) or any(b.role == "fold" for b in self.lay.buffers)  # (an empty fold)
+        return bool(self.lay.sinks) or any(b.role == "fold" for b in self.lay.buffers) or \
+            "scatter-run" in self.lay.outputs.values()  # (an empty fold; an output plane stored by computed keys)
 
     def chunk_bounds(self, b: Bound, lo: int, hi: int) -> list[tuple[int, int]]:
         """The chunks of lanes [lo, hi): every one non-empty, every boundary inside the range aligned (so each
@@ -213,6 +215,10 @@ class Launcher:
         if bad.size:
             count, first, sink_k = int(per[:, 0].sum()), int(per[bad[0], 1]), int(per[bad[0], 2])
             sink = self.lay.buffers[sink_k].name
+            if self.lay.buffers[sink_k].role == "out":  # an output plane written by key (hawk.scatter(out)[k] = v)
+                raise InputError(f"plane '{sink}' of kernel '{self.binder.name}': {count} lane(s) stored by key to "
+                                 f"a position outside its array (first bad key: {first}); valid positions are "
+                                 "0..len-1, and -1 writes nothing")
             if self.lay.buffers[sink_k].role == "fold":  # hawk.reduce: an empty slice and no identity=
                 raise InputError(fold_refusal(self.binder.name, self.red[sink], count, first))
             axes = self.binder.sig.get(sink).axes
@@ -243,9 +249,11 @@ class Launcher:
             if role in ("in", "index", "param", "table"):
                 bufs.append(b.arrays[name])
                 how.append(("in", name))
-            elif role == "cut":
+            elif role in ("cut", "scanoff"):  # (scanoff: a scan's block offsets an earlier stage's finish left)
                 bufs.append(cuts[name])
                 how.append(("cut", name))
+            elif role == "scan":  # a scan's block totals, every entry written by its block's last lane
+                bufs.append(np.zeros(scan_values(b.lanes), dtype=np.int64 if buf.dtype == "i64" else b.dtype))
             elif role == "cell" and name in self.lay.cells_out and name not in self.lay.outputs:
                 r = self.red[name]  # internal: a total (per kept position) that only later stages read
                 bufs.append(np.full(math.prod(reduced_shape(r, b, sig.lane_axes())), _IDENT[r.kind], dtype=b.dtype))
@@ -264,7 +272,7 @@ class Launcher:
                     how.append(("shared", name))
                 elif a is None:
                     self.check_room(name, role, shape, b)
-                    a = cuts[f"#run:{name}"] = np.zeros(shape, dtype=b.dtype)
+                    a = cuts[f"#run:{name}"] = np.zeros(shape, dtype=self.binder.out_dtype(name, b))
                     if role == "sink":
                         resets.append((a, 0.0))
                     bufs.append(a.reshape(-1))
@@ -329,6 +337,8 @@ class Launcher:
                 resets.append((bufs[-1], 0.0))
             elif role == "meta":
                 bufs.append(np.array([0, b.lanes, 0, b.lanes, *b.extents], dtype=np.int64))
+            elif role == "len":  # the length of an output plane written by key (its keys are checked against it)
+                bufs.append(np.array([bufs[self.lay.buffer_index(name, "out")].size], dtype=np.int64))
             elif role == "err":
                 bufs.append(np.zeros(3 * nchunks, dtype=np.int64))
                 resets.append((bufs[-1], 0))
@@ -379,6 +389,14 @@ class Launcher:
             copies.append((given, out))
 
 
+def cell_index(lay: Layout, name: str) -> int:
+    """The buffer of an internal cell a stage hands to later ones: a total's cell, or a scan's block offsets."""
+    try:
+        return lay.buffer_index(name, "cell")
+    except KeyError:
+        return lay.buffer_index(name, "scan")
+
+
 def commit(copies, staged) -> None:
     """Hand a stage's results to the caller's arrays: given cells, then the scratch copies of staged arrays."""
     for dst, src in copies:
@@ -405,7 +423,7 @@ class Prepared:
         self.checks_keys = bool(launcher.lay.index_keys) or any(p.kind == "index" and p.sorted for p in sig.planes)
         self.meta = buffers[launcher.meta_k]
         self.err = buffers[launcher.err_k]
-        self.out_k = [launcher.lay.buffer_index(c, "cell") for c in launcher.lay.cells_out]
+        self.out_k = [cell_index(launcher.lay, c) for c in launcher.lay.cells_out]
         self.cells_out = {c: buffers[k] for c, k in zip(launcher.lay.cells_out, self.out_k, strict=True)}
         at = {native.address(a): k for k, a in enumerate(buffers) if a.size}
         self.resets = [(at[native.address(a)], fill) for a, fill in resets if a.size]
@@ -496,7 +514,7 @@ class Prepared:
             elif tag == "cut":
                 flat = cuts[name]
             elif tag == "fresh":
-                a = cuts[f"#run:{name}"] = np.zeros(how[2], dtype=b.dtype)
+                a = cuts[f"#run:{name}"] = np.zeros(how[2], dtype=lc.binder.out_dtype(name, b))
                 flat = a.reshape(-1)
                 results[name] = Array(a)
             elif tag == "shared":

@@ -115,8 +115,12 @@ def adjoint_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
     return cache[key]
 
 
-def cotangents(fwd: Forward, design, cotangent, extents: tuple[int, ...], dtype) -> dict[str, np.ndarray]:
-    """The adjoint's cotangent planes from what the caller passed (a missing one is zero)."""
+def cotangents(fwd: Forward, design, cotangent, extents: tuple[int, ...], dtype, xp=np,
+               strict: bool = True) -> dict:
+    """The adjoint's cotangent planes from the cotangents of the forward's results (a missing one is zero): the
+    one shaping of plan.reverse, the torch and the JAX bridges. `xp`: the array module to build them with (NumPy,
+    or jax.numpy inside a traced JAX backward, where no host copy may be taken). `strict`: refuse a name that is
+    not an output (what a caller passed); a bridge passes every result of its call, some without a cotangent."""
     sig = fwd.signature
     names = list(design.ct)
     if not isinstance(cotangent, Mapping):
@@ -128,10 +132,14 @@ def cotangents(fwd: Forward, design, cotangent, extents: tuple[int, ...], dtype)
         size = math.prod(design.payload[out])
         if design.ct_kind[out] == "table" and out in fwd.outputs and out not in given \
                 and all(f"{out}_{k}" in given for k in range(size)):
-            given[out] = np.concatenate([np.asarray(given.pop(f"{out}_{k}"), dtype=dtype).reshape(-1)
+            given[out] = xp.concatenate([xp.asarray(given.pop(f"{out}_{k}"), dtype=dtype).reshape(-1)
                                          for k in range(size)])
     unknown = [n for n in given if n not in design.ct]
-    if unknown:
+    if unknown and strict:
+        spec = fwd.signature.get(unknown[0])
+        if spec is not None and spec.integer:
+            raise _fail(fwd, f"cotangent names '{unknown[0]}', an integer output (Mutable[Index]), which has no "
+                             f"cotangent: leave it out; the outputs that take one are {sorted(names)}")
         raise _fail(fwd, f"cotangent names '{unknown[0]}', which is not an output; the outputs are {sorted(names)}")
     out_planes = {}
     for out in names:
@@ -144,12 +152,14 @@ def cotangents(fwd: Forward, design, cotangent, extents: tuple[int, ...], dtype)
             want = (*pay, *kept) if kept else (math.prod(pay),)
         else:
             want = (*pay, *(a.extent for a in sig.get(out).axes))
-        a = np.zeros(want, dtype) if out not in given else np.asarray(given[out])
+        a = xp.zeros(want, dtype) if out not in given else xp.asarray(given[out])
         if a.dtype.kind != "f":
             a = a.astype(dtype)
         if a.size != math.prod(want):
             raise _fail(fwd, f"the cotangent of '{out}' must be shaped {want} (as run hands it back), got {a.shape}")
-        a = np.ascontiguousarray(a, dtype=dtype)
+        a = xp.asarray(a, dtype=dtype)
+        if isinstance(a, np.ndarray):
+            a = np.ascontiguousarray(a)
         if kind == "param":
             out_planes[design.ct[out]] = a.reshape(-1)[:1]
         elif kind == "lane":

@@ -1,9 +1,9 @@
 """hawk: a lane-oriented kernel language compiled through MLIR.
 
 A kernel is a Python function whose parameters are typed planes; its body is one lane's code. Cross-lane work is
-explicit: `hawk.sum/mean/max/min` reduce over lanes, `hawk.scatter(sink)[key] += v` adds by key, and `u.at(i)`
-reads another lane's input. `@hawk.func` helpers are called from kernel bodies on lane values and inlined there.
-`eagle.deploy(kernel).run(...)` compiles and runs a kernel.
+explicit: `hawk.sum/mean/max/min` reduce over lanes, `hawk.scan` gives running totals, `hawk.scatter(sink)[key]
++= v` adds by key, and `u.at(i)` reads another lane's input. `@hawk.func` helpers are called from kernel bodies on
+lane values and inlined there. `eagle.deploy(kernel).run(...)` compiles and runs a kernel.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ min = _marker("reduce", "min", "hawk.min(x, where=mask, over=axes): the smallest
 reduce = _marker("reduce", "reduce", "hawk.reduce(op, x, where=mask, over=axes, identity=v): fold x over the "
                  "lanes with op (a @hawk.func of two values, or m.add, m.mul, m.min, m.max, m.land, m.lor) in a "
                  "fixed order (docs/semantics.md).")
+scan = _marker("scan", "scan", "hawk.scan(x, exclusive=False, op=m.add, reset=flag): the running total of x over "
+               "the lanes in lane order (op m.add, m.min or m.max; reset= starts a new run at a lane where it is "
+               "true), with the same bits on every thread count and target (docs/semantics.md, \"Scans\").")
 scatter = _marker("scatter", "scatter", "hawk.scatter(sink, policy=...)[key] += v (or = v): add/store by key.")
 
 

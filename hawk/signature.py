@@ -28,7 +28,7 @@ def _spec(name: str, ann, where_at) -> PlaneSpec:
     if isinstance(ann, T.GridType):
         return PlaneSpec(name, "grid", ann, axes=ann.axes)
     if isinstance(ann, T.MutableType):
-        return PlaneSpec(name, "output", ann, ann.payload)
+        return PlaneSpec(name, "output", ann, ann.payload, integer=ann.integer)
     if isinstance(ann, T.SinkType):
         return PlaneSpec(name, "sink", ann, axes=ann.axes)
     if ann is inspect.Parameter.empty:

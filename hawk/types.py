@@ -186,14 +186,19 @@ Grid = _Generic("Grid", lambda *items: _GridType(_axes(items, "Grid", True)))
 
 
 class _MutableType:
-    """Mutable[Scalar | Vector[n] | Matrix[r, c]]: an output plane or cell."""
+    """Mutable[Scalar | Vector[n] | Matrix[r, c]]: an output plane or cell; Mutable[Index]: an integer output
+    plane (int32 or int64, one value per lane or written by key)."""
 
-    def __init__(self, inner: _PayloadType):
+    def __init__(self, inner: _PayloadType | _IndexType):
         self.inner = inner
 
     @property
+    def integer(self) -> bool:
+        return isinstance(self.inner, _IndexType)
+
+    @property
     def payload(self) -> Payload:
-        return self.inner.payload
+        return Payload(()) if self.integer else self.inner.payload
 
     def __repr__(self) -> str:
         return f"Mutable[{self.inner!r}]"
@@ -202,9 +207,14 @@ class _MutableType:
 def _mutable(*items):
     if len(items) == 1 and isinstance(items[0], _PayloadType):
         return _MutableType(items[0])
+    if len(items) == 1 and isinstance(items[0], _IndexType):
+        if items[0].sorted:
+            raise TypeError("Mutable[Sorted[Index]] is not a plane type: an integer output is Mutable[Index]")
+        return _MutableType(items[0])
     if all(isinstance(i, slice) for i in items):
         return _SinkType(_axes(items, "Mutable", False))
-    raise TypeError('Mutable[...] takes Scalar, Vector[n], Matrix[r, c] or sink axes such as Mutable["bin":8]')
+    raise TypeError('Mutable[...] takes Scalar, Vector[n], Matrix[r, c], Index or sink axes such as '
+                    'Mutable["bin":8]')
 
 
 Mutable = _Generic("Mutable", _mutable)

@@ -1,18 +1,19 @@
 """eagle.jax over sharded data (issue #16): `eagle.jax.wrap(kernel, axis_name="d")` inside `jax.shard_map` on 4 and 8
-CPU host devices, against the one-device `Plan.run`. Pinned here: ordered sums, means and scatters (and the cells of
-a split kernel, whose cut cells are combined between stages) are bitwise equal to the one-device run for 4 and 8
-shards, with shard sizes that are not multiples of the chunk alignment; max is exact; an auto sum is within the fast
-form's bound (n * eps * sum|x|); per-lane outputs stay sharded and equal the one-device outputs; a passed sink's
-prior content is added once; float32 ordered sums round once; a 2-D stencil exchanges halo rows between shards
-(ppermute) and runs with the whole grid's coordinates, bitwise equal to one device; `.at` reads that can reach any
-lane (a flat index, a computed row), `= v` stores into sinks, reductions that keep axes and a stencil's gradient are
-refused by name; `jax.grad` / `jax.vjp` through the sharded call (the adjoint run sharded the same way) give
-per-lane, Table, Param and prior-sink gradients bitwise equal to `plan.reverse` on 4 and 8 shards, and for a split
-kernel whose adjoint recomputes a cell; under plain `jax.jit` with NamedSharding inputs (`partition=True`:
-custom_partitioning) the compiled HLO runs one launch per shard and gathers no lane input, and a stencil partitions
-too; two processes under `jax.distributed` (2 devices each, gloo) give the one-device bits. JAX fixes its device
-count at start-up, so the cases run in one subprocess with XLA_FLAGS=--xla_force_host_platform_device_count=8 and
-report back per case.
+CPU host devices, against the one-device `Plan.run`. Pinned here: ordered sums, means and scatters (and the cells of a
+split kernel, whose cut cells are combined between stages) are bitwise equal to the one-device run for 4 and 8 shards,
+with shard sizes that are not multiples of the chunk alignment; max is exact; an auto sum is within the fast form's
+bound (n * eps * sum|x|); per-lane outputs stay sharded and equal the one-device outputs; a passed sink's prior content
+is added once; float32 ordered sums round once; a 2-D stencil exchanges halo rows between shards (ppermute) and runs
+with the whole grid's coordinates, bitwise equal to one device; `.at` reads that can reach any lane (a flat index, a
+computed row), `= v` stores into sinks, reductions that keep axes, hawk.scan and a stencil's gradient are refused by
+name; a key outside a sink on one shard refuses the call on every shard (in Plan.run's words, the arrays passed
+unchanged, the program usable again); `jax.grad` / `jax.vjp` through the sharded call (the adjoint run sharded the same
+way) give per-lane, Table, Param and prior-sink gradients bitwise equal to `plan.reverse` on 4 and 8 shards, and for a
+split kernel whose adjoint recomputes a cell; under plain `jax.jit` with NamedSharding inputs (`partition=True`:
+custom_partitioning) the compiled HLO runs one launch per shard and gathers no lane input, and a stencil partitions too;
+two processes under `jax.distributed` (2 devices each, gloo) give the one-device bits. JAX fixes its device count at
+start-up, so the cases run in one subprocess with XLA_FLAGS=--xla_force_host_platform_device_count=8 and report back per
+case.
 """
 
 import json
@@ -26,85 +27,21 @@ import pytest
 
 pytest.importorskip("jax")
 
+import dist_kernels as dk  # noqa: E402  (the kernels, shared with test_dist_torch.py)
+
 ROOT = Path(__file__).resolve().parents[1]
-NR, NC = 8 * 6, 16  # the stencil's grid: 6 rows per shard on 8 devices (12 on 4)
+NR, NC = dk.NR, dk.NC  # the stencils' grid
 
 
 # ---- the cases (run in the subprocess) ----------------------------------------------------------------------------
 def _setup():
+    """NumPy and the kernels by short name (tests/dist_kernels.py), float64 turned on in JAX."""
     import jax
     import numpy as np
 
     jax.config.update("jax_enable_x64", True)
-    import hawk
-    import hawk.math as hm
-    from hawk import Grid, Index, Mutable, Param, Scalar, Table, Vector
-
-    @hawk.kernel
-    def dj_sums(x: Scalar, key: Index, acc: Mutable["slot":5], tot: Mutable[Scalar], m: Mutable[Scalar],
-                fast: Mutable[Scalar]):
-        hawk.scatter(acc, policy="ordered")[key] += x
-        tot = hawk.sum(x, policy="ordered")
-        m = hawk.mean(x, policy="ordered")
-        fast = hawk.sum(x)
-
-    @hawk.kernel
-    def dj_max(x: Scalar, s: Param, mx: Mutable[Scalar], y: Mutable[Scalar]):
-        mx = hawk.max(x * s)
-        y = x * s
-
-    @hawk.kernel
-    def dj_split(v: Vector[3], tot: Mutable[Vector[3]], z: Mutable[Vector[3]]):
-        tot = hawk.sum(v, policy="ordered")
-        z = v / tot
-
-    @hawk.kernel
-    def dj_shift(x: Scalar, src: Index) -> Scalar:
-        return x.at(src) - x
-
-    @hawk.kernel
-    def dj_heat(lane: Grid["row", "col":NC], u: Scalar, k: Param, out: Mutable[Scalar], tot: Mutable[Scalar]):
-        i, j = lane.row, lane.col
-        if hm.land(hm.land(i > 0, i < NR - 1), hm.land(j > 0, j < NC - 1)):
-            v = u + k * (u.at(row=i - 1, col=j) + u.at(row=i + 1, col=j) + u.at(row=i, col=j - 1)
-                         + u.at(row=i, col=j + 1) - 4.0 * u)
-        else:
-            v = u * 0.5 + u.at(row=i + 2, col=j) * 0.25 + u.at(row=i - 2, col=j) * 0.25  # clamped at the edges
-        out = v
-        tot = hawk.sum(v * v, policy="ordered")
-
-    @hawk.kernel
-    def dj_far(lane: Grid["row", "col":NC], u: Scalar, r: Index) -> Scalar:
-        return u.at(row=r, col=lane.col)
-
-    @hawk.kernel
-    def dj_store(x: Scalar, key: Index, last: Mutable["slot":5]):
-        hawk.scatter(last)[key] = x
-
-    @hawk.kernel
-    def dj_rows(lane: Grid["row", "col":NC], u: Scalar, per_row: Mutable[Scalar]):
-        per_row = hawk.sum(u, over="col")
-
-    @hawk.kernel
-    def dj_grad(x: Scalar, key: Index, w: Table["slot":5], s: Param, acc: Mutable["slot":5], tot: Mutable[Scalar],
-                m: Mutable[Scalar], y: Mutable[Scalar]):
-        hawk.scatter(acc, policy="ordered")[key] += x * w.at(slot=key)
-        tot = hawk.sum(x * s, policy="ordered")
-        m = hawk.mean(x * x, policy="ordered")
-        y = x * s + w.at(slot=key)
-
-    @hawk.kernel
-    def dj_ratio(x: Scalar, tot: Mutable[Scalar], z: Mutable[Scalar]):
-        tot = hawk.sum(x, policy="ordered")
-        z = x / tot
-
-    @hawk.kernel
-    def dj_gridgrad(lane: Grid["row", "col":NC], u: Scalar, k: Param, out: Mutable[Scalar], tot: Mutable[Scalar]):
-        out = u * k + lane.row * 0.5
-        tot = hawk.sum(u * u * k, policy="ordered")
-
-    return np, dict(sums=dj_sums, max=dj_max, split=dj_split, shift=dj_shift, heat=dj_heat, far=dj_far,
-                    store=dj_store, rows=dj_rows, grad=dj_grad, ratio=dj_ratio, gridgrad=dj_gridgrad)
+    names = ("sums", "max", "split", "shift", "heat", "far", "store", "rows", "grad", "ratio", "gridgrad")
+    return np, {n: getattr(dk, f"dist_{n}") for n in names}
 
 
 def _mesh(n):
@@ -222,7 +159,7 @@ def case_at_on_a_lane_plane_is_refused():
     try:
         _sharded(ks["shift"], _mesh(8), dict(x=x, src=src), dict(x=P("d"), src=P("d")), P("d"))
     except InputError as exc:
-        assert "plane 'x'" in str(exc) and "dj_shift" in str(exc) and "shard" in str(exc), str(exc)
+        assert "plane 'x'" in str(exc) and "dist_shift" in str(exc) and "shard" in str(exc), str(exc)
     else:
         raise AssertionError("a .at read of a sharded per-lane plane ran")
 
@@ -284,7 +221,7 @@ def case_at_with_a_computed_row_is_refused():
     try:
         _sharded(ks["far"], _mesh(8), dict(u=u, r=r), dict(u=P("d"), r=P("d")), P("d"))
     except InputError as exc:
-        assert "plane 'u'" in str(exc) and "dj_far" in str(exc) and "row" in str(exc), str(exc)
+        assert "plane 'u'" in str(exc) and "dist_far" in str(exc) and "row" in str(exc), str(exc)
     else:
         raise AssertionError("a .at read at a computed row ran sharded")
 
@@ -307,6 +244,18 @@ def case_what_shards_cannot_do_is_refused_by_name():
             assert kernel.name in str(exc) and all(w in str(exc) for w in words), str(exc)
         else:
             raise AssertionError(f"{kernel.name} ran sharded")
+    import hawk
+
+    @hawk.kernel
+    def dist_scan(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+        y = hawk.scan(x)
+
+    try:  # a scan's block offsets are not carried across shards
+        _sharded(dist_scan, _mesh(8), dict(x=x), dict(x=P("d")), P("d"))
+    except InputError as exc:
+        assert "dist_scan" in str(exc) and "hawk.scan" in str(exc) and "unsharded" in str(exc), str(exc)
+    else:
+        raise AssertionError("a scan ran sharded")
     import eagle.jax
 
     f = eagle.jax.wrap(ks["heat"], axis_name="d")  # a stencil's gradient: its adjoint adds across shard edges
@@ -315,7 +264,7 @@ def case_what_shards_cannot_do_is_refused_by_name():
     try:
         jax.jit(jax.grad(loss))(jax.device_put(np.ones((NR, NC)), NamedSharding(mesh, P("d"))))
     except InputError as exc:
-        assert "plane 'u'" in str(exc) and "dj_heat" in str(exc) and ".at" in str(exc), str(exc)
+        assert "plane 'u'" in str(exc) and "dist_heat" in str(exc) and ".at" in str(exc), str(exc)
     else:
         raise AssertionError("a stencil's gradient ran sharded")
 
@@ -425,6 +374,47 @@ def case_gradients_of_a_grid_kernel_in_float64_and_float32():
                                                         jnp.asarray(1.7, dt))
         want = eagle.deploy(ks["gridgrad"]).reverse({"out": co, "tot": np.array([0.3], dt)}, u=u, k=1.7)
         _bits_equal({"u": gu, "k": np.asarray(gk).reshape(1)}, want, ["u", "k"])
+
+
+def case_a_refused_run_leaves_the_arrays_untouched():
+    """A key outside the sink on one shard refuses the call on every shard (no device is left waiting in a
+    collective: the shards' #err triples are gathered and looked at before any finish), in Plan.run's words;
+    the arrays passed keep their bytes and the same program runs again with good keys, through shard_map and
+    through jit's partitioning."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    rng = np.random.default_rng(14)
+    n = 4 * 2000
+    x, key, prior = rng.normal(size=n), rng.integers(0, 5, size=n).astype(np.int32), rng.normal(size=5)
+    mesh = _mesh(4)
+    sh, rep = NamedSharding(mesh, P("d")), NamedSharding(mesh, P())
+    f = eagle.jax.wrap(ks["sums"], axis_name="d")
+    mapped = jax.jit(jax.shard_map(lambda x, key, acc: f(x=x, key=key, acc=acc), mesh=mesh,
+                                   in_specs=(P("d"), P("d"), P()), out_specs=P()))
+    fp = eagle.jax.wrap(ks["sums"], partition=True)
+    parted = jax.jit(lambda x, key, acc: fp(x=x, key=key, acc=acc))
+    want = eagle.deploy(ks["sums"]).run(x=x, key=key, acc=prior.copy())
+    for g, at, k in ((mapped, 2 * 2000 + 17, 7), (mapped, 0, -2), (parted, n - 1, 5)):
+        bad = key.copy()
+        bad[at] = k  # on shard 2; on shard 0's first lane; on the last shard's last lane
+        args = (jax.device_put(x, sh), jax.device_put(bad, sh), jax.device_put(prior, rep))
+        before = [np.asarray(a).tobytes() for a in args]
+        try:
+            jax.block_until_ready(g(*args))
+        except Exception as exc:  # noqa: BLE001 (XLA's runtime error, carrying eagle's refusal)
+            words = ("sink 'acc'", "dist_sums", f"first bad key: {k}", "0..4")
+            assert all(w in str(exc) for w in words), str(exc)
+        else:
+            raise AssertionError(f"a key {k} outside the sink ran sharded")
+        assert [np.asarray(a).tobytes() for a in args] == before
+        got = g(jax.device_put(x, sh), jax.device_put(key, sh), jax.device_put(prior, rep))
+        _bits_equal(got, want, ["acc", "m", "tot"])
 
 
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}

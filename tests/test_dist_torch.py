@@ -1,13 +1,14 @@
-"""eagle.torch over torch.distributed (issue #16): `eagle.torch.wrap(kernel, group=...)` in 4 gloo processes on
-one machine, each passing its own shard, against the one-process `Plan.run` over all the lanes.
+"""eagle.torch over torch.distributed (issue #16): `eagle.torch.wrap(kernel, group=...)` in 4 gloo processes on one
+machine, each passing its own shard, against the one-process `Plan.run` over all the lanes.
 
-Pinned here: with shards of unequal sizes (one far smaller than a chunk, one empty of ordered blocks), ordered
-sums, means and scatters are bitwise equal to the one-process run on every rank; max is exact; an auto sum is
-within the fast form's bound; per-lane outputs are the rank's own lanes; a passed sink's prior content is added
-once; the cells of a split kernel (its cut cells combined between stages) are bitwise equal; float32 ordered
-sums too; a 2-D stencil over rows split unevenly exchanges halo rows and runs with the whole grid's
-coordinates, bitwise equal to one process. The ranks run in a subprocess (torch.multiprocessing.spawn from this
-file as a script) and report per case to the test.
+Pinned here: with shards of unequal sizes (one far smaller than a chunk, one empty of ordered blocks), ordered sums,
+means and scatters are bitwise equal to the one-process run on every rank; max is exact; an auto sum is within the fast
+form's bound; per-lane outputs are the rank's own lanes; a passed sink's prior content is added once; the cells of a
+split kernel (its cut cells combined between stages) are bitwise equal; float32 ordered sums too; a 2-D stencil over
+rows split unevenly exchanges halo rows and runs with the whole grid's coordinates, bitwise equal to one process; a call
+refused on one rank only (a key outside the sink, a plane the binder refuses, other dtypes) is refused on every rank
+with every tensor unchanged. The ranks run in a subprocess (torch.multiprocessing.spawn from this file as a script) and
+report per case to the test; the kernels are tests/dist_kernels.py's, shared with the JAX tests.
 """
 
 import json
@@ -24,61 +25,19 @@ import pytest
 
 pytest.importorskip("torch")
 
-import hawk  # noqa: E402
-import hawk.math as hm  # noqa: E402
-from hawk import Grid, Index, Mutable, Param, Scalar, Table, Vector  # noqa: E402
+from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_jax.py)
+    NC,
+    NR,
+    dist_grad,
+    dist_heat,
+    dist_max,
+    dist_ratio,
+    dist_split,
+    dist_sums,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RANKS = 4
-NR, NC = 48, 16
-
-
-@hawk.kernel
-def dt_sums(x: Scalar, key: Index, acc: Mutable["slot":5], tot: Mutable[Scalar], m: Mutable[Scalar],
-            fast: Mutable[Scalar]):
-    hawk.scatter(acc, policy="ordered")[key] += x
-    tot = hawk.sum(x, policy="ordered")
-    m = hawk.mean(x, policy="ordered")
-    fast = hawk.sum(x)
-
-
-@hawk.kernel
-def dt_max(x: Scalar, s: Param, mx: Mutable[Scalar], y: Mutable[Scalar]):
-    mx = hawk.max(x * s)
-    y = x * s
-
-
-@hawk.kernel
-def dt_split(v: Vector[3], tot: Mutable[Vector[3]], z: Mutable[Vector[3]]):
-    tot = hawk.sum(v, policy="ordered")
-    z = v / tot
-
-
-@hawk.kernel
-def dt_heat(lane: Grid["row", "col":NC], u: Scalar, k: Param, out: Mutable[Scalar], tot: Mutable[Scalar]):
-    i, j = lane.row, lane.col
-    if hm.land(hm.land(i > 0, i < NR - 1), hm.land(j > 0, j < NC - 1)):
-        v = u + k * (u.at(row=i - 1, col=j) + u.at(row=i + 1, col=j) + u.at(row=i, col=j - 1)
-                     + u.at(row=i, col=j + 1) - 4.0 * u)
-    else:
-        v = u * 0.5 + u.at(row=i + 2, col=j) * 0.25 + u.at(row=i - 2, col=j) * 0.25  # clamped at the edges
-    out = v
-    tot = hawk.sum(v * v, policy="ordered")
-
-
-@hawk.kernel
-def dt_grad(x: Scalar, key: Index, w: Table["slot":5], s: Param, acc: Mutable["slot":5], tot: Mutable[Scalar],
-            m: Mutable[Scalar], y: Mutable[Scalar]):
-    hawk.scatter(acc, policy="ordered")[key] += x * w.at(slot=key)
-    tot = hawk.sum(x * s, policy="ordered")
-    m = hawk.mean(x * x, policy="ordered")
-    y = x * s + w.at(slot=key)
-
-
-@hawk.kernel
-def dt_ratio(x: Scalar, tot: Mutable[Scalar], z: Mutable[Scalar]):
-    tot = hawk.sum(x, policy="ordered")
-    z = x / tot
 
 
 def _data(dtype=np.float64, n=70_001, seed=0):
@@ -104,11 +63,11 @@ def case_sums_uneven_shards(rank, group):
     import eagle.torch
     from hawk.exact import fraction_sum
 
-    f = eagle.torch.wrap(dt_sums, group=group)
+    f = eagle.torch.wrap(dist_sums, group=group)
     x, key, cuts = _data()
     lo, hi = cuts[rank], cuts[rank + 1]
     got = f(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]))
-    want = eagle.deploy(dt_sums).run(x=x, key=key)
+    want = eagle.deploy(dist_sums).run(x=x, key=key)
     _bits(got, want, ["acc", "m", "tot"])
     exact = float(fraction_sum(x))
     assert got["tot"].item() == exact
@@ -123,11 +82,11 @@ def case_max_and_lane_outputs(rank, group):
     import eagle
     import eagle.torch
 
-    f = eagle.torch.wrap(dt_max, group=group)
+    f = eagle.torch.wrap(dist_max, group=group)
     x, _, cuts = _data(seed=1)
     lo, hi = cuts[rank], cuts[rank + 1]
     got = f(x=torch.from_numpy(x[lo:hi]), s=torch.tensor(-0.5, dtype=torch.float64))
-    want = eagle.deploy(dt_max).run(x=x, s=-0.5)
+    want = eagle.deploy(dist_max).run(x=x, s=-0.5)
     _bits(got, {"mx": want["mx"], "y": np.asarray(want["y"])[lo:hi]}, ["mx", "y"])
 
 
@@ -137,12 +96,12 @@ def case_prior_sink_added_once(rank, group):
     import eagle
     import eagle.torch
 
-    f = eagle.torch.wrap(dt_sums, group=group)
+    f = eagle.torch.wrap(dist_sums, group=group)
     x, key, cuts = _data(seed=2)
     lo, hi = cuts[rank], cuts[rank + 1]
     prior = np.linspace(-1.0, 1.0, 5)
     got = f(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]), acc=torch.from_numpy(prior.copy()))
-    want = eagle.deploy(dt_sums).run(x=x, key=key, acc=prior.copy())
+    want = eagle.deploy(dist_sums).run(x=x, key=key, acc=prior.copy())
     _bits(got, want, ["acc", "tot"])
 
 
@@ -152,12 +111,12 @@ def case_split_kernel(rank, group):
     import eagle
     import eagle.torch
 
-    f = eagle.torch.wrap(dt_split, group=group)
+    f = eagle.torch.wrap(dist_split, group=group)
     v = np.random.default_rng(3).normal(size=(3, 9_001))
     cuts = [0, 1_000, 1_001, 5_000, 9_001]
     lo, hi = cuts[rank], cuts[rank + 1]
     got = f(v=torch.from_numpy(np.ascontiguousarray(v[:, lo:hi])))
-    want = eagle.deploy(dt_split).run(v=v)
+    want = eagle.deploy(dist_split).run(v=v)
     _bits(got, {**{f"tot_{k}": want[f"tot_{k}"] for k in range(3)}, "z": np.asarray(want["z"])[:, lo:hi]},
           ["tot_0", "tot_1", "tot_2", "z"])
 
@@ -168,11 +127,11 @@ def case_float32_ordered(rank, group):
     import eagle
     import eagle.torch
 
-    f = eagle.torch.wrap(dt_sums, group=group)
+    f = eagle.torch.wrap(dist_sums, group=group)
     x, key, cuts = _data(np.float32, seed=4)
     lo, hi = cuts[rank], cuts[rank + 1]
     got = f(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]))
-    want = eagle.deploy(dt_sums).run(x=x, key=key)
+    want = eagle.deploy(dist_sums).run(x=x, key=key)
     _bits(got, want, ["acc", "m", "tot"])
 
 
@@ -182,12 +141,12 @@ def case_stencil_halos_uneven_rows(rank, group):
     import eagle
     import eagle.torch
 
-    f = eagle.torch.wrap(dt_heat, group=group)
+    f = eagle.torch.wrap(dist_heat, group=group)
     u = np.random.default_rng(5).normal(size=(NR, NC))
     cuts = [0, 2, 19, 33, NR]  # rank 0 holds exactly the halo's 2 rows
     lo, hi = cuts[rank], cuts[rank + 1]
     got = f(u=torch.from_numpy(u[lo:hi].copy()), k=0.1)
-    want = eagle.deploy(dt_heat).run(u=u, k=0.1)
+    want = eagle.deploy(dist_heat).run(u=u, k=0.1)
     _bits(got, {"out": np.asarray(want["out"])[lo:hi], "tot": want["tot"]}, ["out", "tot"])
 
 
@@ -206,7 +165,7 @@ def case_gradients_uneven_shards(rank, group):
     import eagle
     import eagle.torch
 
-    f = eagle.torch.wrap(dt_grad, group=group)
+    f = eagle.torch.wrap(dist_grad, group=group)
     x, key, lo, hi, w, s, cot = _grad_setup(rank)
     xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
     wt = torch.from_numpy(w.copy()).requires_grad_()
@@ -215,7 +174,7 @@ def case_gradients_uneven_shards(rank, group):
     got = f(x=xt, key=torch.from_numpy(key[lo:hi]), w=wt, s=st, acc=prior)
     loss = sum((got[n] * torch.from_numpy(c[lo:hi] if n == "y" else c)).sum() for n, c in cot.items())
     loss.backward()
-    want = eagle.deploy(dt_grad).reverse(cot, x=x, key=key, w=w, s=s, acc=np.linspace(-1.0, 1.0, 5))
+    want = eagle.deploy(dist_grad).reverse(cot, x=x, key=key, w=w, s=s, acc=np.linspace(-1.0, 1.0, 5))
     _bits({"x": xt.grad, "w": wt.grad, "s": st.grad.reshape(1), "acc": prior.grad},
           {"x": np.asarray(want["x"])[lo:hi], "w": want["w"], "s": want["s"], "acc": want["acc"]},
           ["x", "w", "s", "acc"])
@@ -231,7 +190,7 @@ def case_gradients_of_a_split_kernel(rank, group):
     import eagle.torch
     from eagle import InputError
 
-    f = eagle.torch.wrap(dt_ratio, group=group)  # the adjoint recomputes tot (a stage of its own) across ranks
+    f = eagle.torch.wrap(dist_ratio, group=group)  # the adjoint recomputes tot (a stage of its own) across ranks
     x = np.random.default_rng(7).normal(size=9_001) + 3.0
     cuts = [0, 1_000, 1_001, 5_000, 9_001]
     lo, hi = cuts[rank], cuts[rank + 1]
@@ -239,13 +198,13 @@ def case_gradients_of_a_split_kernel(rank, group):
     xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
     got = f(x=xt)
     ((got["z"] * torch.from_numpy(cz[lo:hi])).sum() + got["tot"].sum() * 2.0).backward()
-    want = eagle.deploy(dt_ratio).reverse({"z": cz, "tot": np.array([2.0])}, x=x)
+    want = eagle.deploy(dist_ratio).reverse({"z": cz, "tot": np.array([2.0])}, x=x)
     _bits({"x": xt.grad}, {"x": np.asarray(want["x"])[lo:hi]}, ["x"])
     vt = torch.ones((3, hi - lo), dtype=torch.float64, requires_grad=True)  # Vector planes and cells: refused
     try:
-        eagle.torch.wrap(dt_split, group=group)(v=vt)["tot_0"].sum().backward()
+        eagle.torch.wrap(dist_split, group=group)(v=vt)["tot_0"].sum().backward()
     except InputError as exc:
-        assert "plane 'v'" in str(exc) and "dt_split" in str(exc) and "Scalar" in str(exc), str(exc)
+        assert "plane 'v'" in str(exc) and "dist_split" in str(exc) and "Scalar" in str(exc), str(exc)
     else:
         raise AssertionError("a Vector plane's gradient ran sharded in a kernel with cells")
 
@@ -257,16 +216,53 @@ def case_gradients_of_a_stencil_are_refused_by_plane(rank, group):
     import eagle.torch
     from eagle import InputError
 
-    f = eagle.torch.wrap(dt_heat, group=group)
+    f = eagle.torch.wrap(dist_heat, group=group)
     cuts = [0, 2, 19, 33, NR]
     ut = torch.zeros((cuts[rank + 1] - cuts[rank], NC), dtype=torch.float64, requires_grad=True)
     got = f(u=ut, k=0.1)
     try:
         got["tot"].sum().backward()
     except InputError as exc:
-        assert "plane 'u'" in str(exc) and "dt_heat" in str(exc) and "sharded" in str(exc), str(exc)
+        assert "plane 'u'" in str(exc) and "dist_heat" in str(exc) and "sharded" in str(exc), str(exc)
     else:
         raise AssertionError("a stencil's gradient ran sharded")
+
+
+def case_a_refused_call_leaves_every_rank_s_tensors_untouched(rank, group):
+    """A call refused on one rank only (a key outside the sink, found as its lanes run; an integer plane the binder
+    refuses; float32 planes where the others pass float64) is refused on every rank, before any rank's finish:
+    no rank is left waiting in a collective, every tensor passed keeps its bytes, and the next call runs."""
+    import torch
+
+    import eagle
+    import eagle.torch
+    from eagle import InputError
+
+    f = eagle.torch.wrap(dist_sums, group=group)
+    x, key, cuts = _data(seed=9)
+    lo, hi = cuts[rank], cuts[rank + 1]
+    prior = np.linspace(-1.0, 1.0, 5)
+    bad_key, bad_int, bad_f32 = key[lo:hi].copy(), x[lo:hi].copy(), x[lo:hi].copy()
+    if rank == 2:
+        bad_key[hi - lo - 1] = 9  # the shard's last lane
+    for words, planes in (
+            (("sink 'acc'", "dist_sums", "first bad key: 9", "0..4"), dict(x=x[lo:hi].copy(), key=bad_key)),
+            (("plane 'x'", "dist_sums") if rank == 3 else ("rank(s) [3]", "dist_sums"),
+             dict(x=bad_int.astype(np.int64) if rank == 3 else bad_int, key=key[lo:hi].copy())),
+            (("dist_sums", "rank 0 with float64 planes", "rank 1 with float32 planes"),
+             dict(x=bad_f32.astype(np.float32) if rank == 1 else bad_f32, key=key[lo:hi].copy()))):
+        tensors = {n: torch.from_numpy(a) for n, a in planes.items()} | {"acc": torch.from_numpy(prior.copy())}
+        before = {n: t.numpy().tobytes() for n, t in tensors.items()}
+        try:
+            f(**tensors)
+        except InputError as exc:
+            assert all(w in str(exc) for w in words), str(exc)
+        else:
+            raise AssertionError(f"rank {rank}: a call refused on one rank ran")
+        for n, t in tensors.items():
+            assert t.numpy().tobytes() == before[n], n
+    got = f(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]), acc=torch.from_numpy(prior.copy()))
+    _bits(got, eagle.deploy(dist_sums).run(x=x, key=key, acc=prior.copy()), ["acc", "m", "tot"])
 
 
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}
@@ -293,15 +289,15 @@ def _main(out: str) -> None:
 
     import eagle
 
-    eagle.deploy(dt_heat).run(u=np.ones((3, NC)), k=0.1)
-    for k in (dt_sums, dt_max, dt_split):  # compile once here, not in four processes at once
-        eagle.deploy(k).run(**({"v": np.ones((3, 4))} if k is dt_split else
-                               {"x": np.ones(4), "s": 1.0} if k is dt_max else
+    eagle.deploy(dist_heat).run(u=np.ones((3, NC)), k=0.1)
+    for k in (dist_sums, dist_max, dist_split):  # compile once here, not in four processes at once
+        eagle.deploy(k).run(**({"v": np.ones((3, 4))} if k is dist_split else
+                               {"x": np.ones(4), "s": 1.0} if k is dist_max else
                                {"x": np.ones(4), "key": np.zeros(4, np.int32)}))
-    eagle.deploy(dt_sums).run(x=np.ones(4, np.float32), key=np.zeros(4, np.int32))
+    eagle.deploy(dist_sums).run(x=np.ones(4, np.float32), key=np.zeros(4, np.int32))
     x, key, *_, w, s, cot = _grad_setup(0)  # the adjoints too
-    eagle.deploy(dt_grad).reverse(cot, x=x, key=key, w=w, s=s, acc=np.zeros(5))
-    eagle.deploy(dt_ratio).reverse({"z": np.ones(4)}, x=np.ones(4))
+    eagle.deploy(dist_grad).reverse(cot, x=x, key=key, w=w, s=s, acc=np.zeros(5))
+    eagle.deploy(dist_ratio).reverse({"z": np.ones(4)}, x=np.ones(4))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -4,7 +4,8 @@ An ordered sink up to PAIR_SLOTS slots keeps a pair per slot per chunk; when no 
 accumulators, the finish adds each slot's prior content and pairs by TwoSums and rounds once. The executor runs
 that step by ranges of slots on every thread (eagle/native/folds.py, executor.c pairs_range) and leaves the sink
 to the compiled finish when a term spilled (skip) or a slot's pair lost a bit (failed). The tests check that the
-ranges really ran on several threads (StageArgs.fold_report), and that the bits equal the compiled finish's alone
+ranges really ran on several threads (StageArgs.fold_report, with the executor dealing its tasks out to every
+thread it asks for: eagle.native.deal_tasks), and that the bits equal the compiled finish's alone
 (folds.PARALLEL_FINISH off), a one-thread run's and math.fsum's (the exact sum rounded once).
 """
 
@@ -26,6 +27,11 @@ SMALL = 4096  # min_chunk: runs split into many chunks
 
 @hawk.kernel
 def pf_ordered(key: Index, x: Scalar, acc: Mutable["slot":40_000]):  # noqa: F821
+    hawk.scatter(acc, policy="ordered")[key] += x
+
+
+@hawk.kernel
+def pf_wide(key: Index, x: Scalar, acc: Mutable["slot":70_000]):  # noqa: F821  (4 ranges of the fold)
     hawk.scatter(acc, policy="ordered")[key] += x
 
 
@@ -127,20 +133,33 @@ def test_ordered_sink_folded_in_parallel_has_the_finishs_bits(monkeypatch, repor
         assert reports[2:4] == [[], []], "PARALLEL_FINISH off: no fold"
 
 
-def test_the_fold_runs_on_several_threads(monkeypatch, reports):
-    # a worker that wakes late (a loaded machine) may find every range taken: up to 400 launches, stopping at the
-    # first one shared out
+@pytest.fixture
+def dealt():
+    """The executor deals each launch's tasks out to every thread it asks for (eagle.native.deal_tasks), so that
+    which threads take part does not hang on the machine's load; the default setting again afterwards."""
+    if eagle.native.library() is None:
+        pytest.skip(f"no native executor here: {eagle.native.unavailable_reason()}")
+    was = eagle.native.deal_tasks(True)
+    assert was is False, "tasks are claimed as they come by default"
+    yield
+    eagle.native.deal_tasks(was)
+
+
+@pytest.mark.parametrize("kernel,threads", [(pf_ordered, 2), (pf_wide, 4)])
+def test_the_fold_runs_on_several_threads(reports, dealt, kernel, threads):
+    slots = kernel.signature.get("acc").axes[0].extent
     key, x, prior = _data("plain", np.float64)
-    plan = eagle.deploy(pf_ordered, target="host", threads=2, min_chunk=SMALL)
-    for _ in range(400):
+    if slots != SLOTS:  # keys over the wider sink's every slot
+        key = np.random.default_rng(17).integers(0, slots, size=N).astype(np.int32)
+        prior = np.random.default_rng(18).normal(size=slots)
+    plan = eagle.deploy(kernel, target="host", threads=threads, min_chunk=SMALL)
+    want = _bits(_fsum(key, x, prior))
+    for _ in range(3):  # every launch: every thread asked for runs a range of the fold
         out = np.asarray(plan.run(key=key, x=x, acc=prior.copy()))
-        if reports and reports[-1] and reports[-1][0]["threads"] >= 2:
-            break
-    folds = [r[0] for r in reports if r]
-    assert folds, "the executor never folded the pairs"
-    assert max(f["threads"] for f in folds) >= 2, folds
-    assert all(f["parts"] == folds[0]["parts"] > 1 for f in folds)
-    np.testing.assert_array_equal(_bits(out), _bits(_fsum(key, x, prior)))
+        (fold,) = reports[-1]
+        assert fold["kind"] == 3 and not fold["skip"] and not fold["failed"], fold
+        assert fold["parts"] >= threads and fold["threads"] == threads, fold
+        np.testing.assert_array_equal(_bits(out), want)
 
 
 def test_stencil_gradient_bits_with_the_parallel_finish(monkeypatch, reports):

@@ -8,8 +8,16 @@
  * L, extents...]). A shard that runs with the whole grid's lane numbers (halos, global coordinates) reads lane g
  * of a plane at the plane's (aligned) address + g elements, so the aligned pointer patched into the stage is the
  * buffer's own minus its shift (the lanes only ever touch the shard's lanes and its halo rows, which the buffer
- * holds); the allocated pointer stays the buffer's own, which is what the executor's resets write through. Built with
- * the system C compiler against jaxlib's XLA FFI headers (EAGLE_NO_XLA: the no-op only).
+ * holds); the allocated pointer stays the buffer's own, which is what the executor's resets write through. A key
+ * outside a sink does not fail this call: the chunks' #err triples are results like the rest of the partial state,
+ * gathered across shards and looked at by `eagle_dist_check` on every shard before the finish, so every shard
+ * refuses alike (one failing alone would leave the others waiting in a collective).
+ *
+ * `eagle_dist_check`: an XLA FFI handler taking the gathered #err triples (count, first bad key, buffer index per
+ * chunk, shards in order) and handing them on to the finish, or failing with eagle's refusal (the message of
+ * Plan.run, from the sink's printf format) when any chunk of any shard refused.
+ *
+ * Built with the system C compiler against jaxlib's XLA FFI headers (EAGLE_NO_XLA: the XLA handlers left out).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -23,23 +31,20 @@ typedef int (*eagle_fire_fn)(const void *stage);
 typedef struct {
     eagle_fire_fn fire;
     const void *stage;      /* the executor's eagle_stage */
-    const int64_t *err;     /* its #err buffer: (count, first bad key, sink) per chunk */
-    int64_t nchunks;
     int64_t nargs, nrets;   /* operands after the geometry, results */
     const int64_t *first;   /* patches of operand i (then result j): slots[first[i] .. first[i + 1]) */
     int64_t *const *slots;  /* each: &vals[5 * buffer] of the stage (pointer, aligned pointer) */
     const int64_t *elem;    /* bytes per element of operand i (then result j) */
     int64_t nmetas, meta_len;
     int64_t *const *metas;  /* each chunk's meta array */
-    const char *kernel;
     pthread_mutex_t mu;     /* one call at a time uses the stage's buffers */
 } dist_plan;
 
 int64_t eagle_dist_plan_size(void) { return (int64_t)sizeof(dist_plan); }
 int eagle_dist_plan_init(dist_plan *p) { return pthread_mutex_init(&p->mu, NULL); }
 
-/* Patch (shifted) addresses and metas, fire; 0, or 1 with a refusal in msg. ptrs: operands then results. */
-int eagle_dist_run(dist_plan *p, const int64_t *geo, void *const *ptrs, char *msg, int64_t n) {
+/* Patch (shifted) addresses and metas, fire. ptrs: operands then results. A refusal stays in the #err result. */
+void eagle_dist_run(dist_plan *p, const int64_t *geo, void *const *ptrs) {
     pthread_mutex_lock(&p->mu);
     for (int64_t i = 0; i < p->nargs + p->nrets; i++) {
         int64_t base = (int64_t)(intptr_t)ptrs[i];
@@ -51,18 +56,36 @@ int eagle_dist_run(dist_plan *p, const int64_t *geo, void *const *ptrs, char *ms
     const int64_t *m = geo + p->nargs + p->nrets;
     for (int64_t c = 0; c < p->nmetas; c++)
         memcpy(p->metas[c], m + c * p->meta_len, (size_t)(p->meta_len * 8));
-    int bad = p->fire(p->stage);
-    if (bad) {
-        int64_t count = 0, key = 0;
-        for (int64_t c = p->nchunks - 1; c >= 0; c--) {
-            if (p->err[3 * c]) key = p->err[3 * c + 1];
-            count += p->err[3 * c];
-        }
-        snprintf(msg, (size_t)n, "kernel '%s': %lld lane(s) scattered to a key outside a sink (first bad key: %lld)",
-                 p->kernel, (long long)count, (long long)key);
-    }
+    (void)p->fire(p->stage); /* (its return says whether #err holds a refusal: the check's business) */
     pthread_mutex_unlock(&p->mu);
-    return bad;
+}
+
+typedef struct {
+    const char *kernel;
+    const char *const *messages; /* per buffer index of the stage: a printf format (count, key) for a sink, or NULL */
+    int64_t nbuffers;
+} dist_check;
+
+/* 0 when no chunk of `err` (n triples) refused, else 1 with the refusal in msg: the first refusing chunk's key and
+ * buffer, every chunk's count. */
+int eagle_dist_refusal(const dist_check *p, const int64_t *err, int64_t n, char *msg, int64_t size) {
+    int64_t count = 0, key = 0, buf = -1;
+    for (int64_t c = 0; c < n; c++) {
+        if (err[3 * c] && buf < 0) {
+            key = err[3 * c + 1];
+            buf = err[3 * c + 2];
+        }
+        count += err[3 * c];
+    }
+    if (count == 0)
+        return 0;
+    const char *fmt = buf >= 0 && buf < p->nbuffers ? p->messages[buf] : NULL;
+    if (fmt != NULL)
+        snprintf(msg, (size_t)size, fmt, (long long)count, (long long)key);
+    else
+        snprintf(msg, (size_t)size, "kernel '%s': %lld lane(s) stored or scattered to a key outside their array "
+                 "(first bad key: %lld)", p->kernel, (long long)count, (long long)key);
+    return 1;
 }
 
 #ifndef EAGLE_NO_XLA
@@ -77,23 +100,34 @@ static XLA_FFI_Error *fail(const XLA_FFI_Api *api, const char *msg) {
     return api->XLA_FFI_Error_Create(&a);
 }
 
-XLA_FFI_Error *eagle_dist_lanes(XLA_FFI_CallFrame *cf) {
+/* 1 when this call has nothing to run: XLA asks which API version the handler speaks (answered here), or calls
+ * it at a stage other than execution. */
+static int idle(XLA_FFI_CallFrame *cf) {
     XLA_FFI_Extension_Base *ext = cf->extension_start;
     if (ext != NULL && ext->type == XLA_FFI_Extension_Metadata) {
         XLA_FFI_Metadata *md = ((XLA_FFI_Metadata_Extension *)ext)->metadata;
         md->api_version.major_version = XLA_FFI_API_MAJOR;
         md->api_version.minor_version = XLA_FFI_API_MINOR;
         md->traits = 0;
-        return NULL;
+        return 1;
     }
-    if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE)
-        return NULL;
-    dist_plan *p = NULL;
+    return cf->stage != XLA_FFI_ExecutionStage_EXECUTE;
+}
+
+/* The call's `plan` attribute (an address), or NULL. */
+static void *plan_of(XLA_FFI_CallFrame *cf) {
     for (int64_t i = 0; i < cf->attrs.size; i++) {
         XLA_FFI_ByteSpan *name = cf->attrs.names[i];
         if (cf->attrs.types[i] == XLA_FFI_AttrType_SCALAR && name->len == 4 && memcmp(name->ptr, "plan", 4) == 0)
-            p = (dist_plan *)(uintptr_t)(*(const int64_t *)((XLA_FFI_Scalar *)cf->attrs.attrs[i])->value);
+            return (void *)(uintptr_t)(*(const int64_t *)((XLA_FFI_Scalar *)cf->attrs.attrs[i])->value);
     }
+    return NULL;
+}
+
+XLA_FFI_Error *eagle_dist_lanes(XLA_FFI_CallFrame *cf) {
+    if (idle(cf))
+        return NULL;
+    dist_plan *p = (dist_plan *)plan_of(cf);
     if (p == NULL)
         return fail(cf->api, "eagle.distributed: the call carries no plan");
     if (cf->args.size != p->nargs + 1 || cf->rets.size != p->nrets || p->nargs + p->nrets > 256)
@@ -103,9 +137,27 @@ XLA_FFI_Error *eagle_dist_lanes(XLA_FFI_CallFrame *cf) {
         ptrs[i] = ((XLA_FFI_Buffer *)cf->args.args[i + 1])->data;
     for (int64_t j = 0; j < p->nrets; j++)
         ptrs[p->nargs + j] = ((XLA_FFI_Buffer *)cf->rets.rets[j])->data;
+    eagle_dist_run(p, (const int64_t *)((XLA_FFI_Buffer *)cf->args.args[0])->data, ptrs);
+    return NULL;
+}
+
+XLA_FFI_Error *eagle_dist_check(XLA_FFI_CallFrame *cf) {
+    if (idle(cf))
+        return NULL;
+    const dist_check *p = (const dist_check *)plan_of(cf);
+    if (p == NULL)
+        return fail(cf->api, "eagle.distributed: the check carries no plan");
+    if (cf->args.size != 1 || cf->rets.size != 1)
+        return fail(cf->api, "eagle.distributed: the check takes one operand and one result");
+    XLA_FFI_Buffer *in = (XLA_FFI_Buffer *)cf->args.args[0], *out = (XLA_FFI_Buffer *)cf->rets.rets[0];
+    int64_t n = 1;
+    for (int64_t d = 0; d < in->rank; d++)
+        n *= in->dims[d];
     char msg[512];
-    if (eagle_dist_run(p, (const int64_t *)((XLA_FFI_Buffer *)cf->args.args[0])->data, ptrs, msg, sizeof msg))
+    if (eagle_dist_refusal(p, (const int64_t *)in->data, n / 3, msg, sizeof msg))
         return fail(cf->api, msg);
+    if (out->data != in->data)
+        memcpy(out->data, in->data, (size_t)n * 8);
     return NULL;
 }
 #endif

@@ -21,19 +21,21 @@ import numpy as np
 from eagle.distributed.geometry import dist_plan
 from eagle.distributed.grads import FLOATS, adjoint_plan, renamed
 from eagle.distributed.run import ShardedRun, bind_sharded, needed_chunks, pick
-from eagle.distributed.stages import GATHER
+from eagle.distributed.stages import ERR, GATHER, check_plan
 from eagle.errors import InputError
 from eagle.jax import TARGET, keep_for_process
+from eagle.reverse import cotangents, forward_of
 
-LANES = "eagle_dist_lanes"
+LANES, CHECK = "eagle_dist_lanes", "eagle_dist_check"
 
 
 def _lanes_handler() -> None:
-    """dist.c's XLA handler for lanes halves, registered once."""
+    """dist.c's XLA handlers for lanes halves and refusals, registered once."""
     if not _REGISTERED:
         from eagle.distributed.stages import library
 
         jax.ffi.register_ffi_target(LANES, jax.ffi.pycapsule(library().eagle_dist_lanes), platform="cpu")
+        jax.ffi.register_ffi_target(CHECK, jax.ffi.pycapsule(library().eagle_dist_check), platform="cpu")
         _REGISTERED.append(True)
 
 
@@ -115,16 +117,20 @@ def sharded_call(jk, axis_name, planes: dict):
         return jnp.concatenate([up, a, down])
 
     def combine(kind, a):
-        if kind == GATHER:
+        if kind in (GATHER, ERR):
             return jax.lax.all_gather(a, axis_name, tiled=True)
         return jax.lax.psum(a, axis_name)  # ISUM: int64 limbs, exact; FSUM: a plain sink's float adds
+
+    def refuse(half, err):  # every shard fails here alike when any shard's lanes refused; the finish waits on it
+        return jax.ffi.ffi_call(CHECK, jax.ShapeDtypeStruct(err.shape, err.dtype), input_output_aliases={0: 0})(
+            err, plan=np.int64(check_plan(half)))
 
     names = list(ops) + [f"#prior:{n}" for n in priors]
 
     def body(*values):
         planes = dict(zip(names, values, strict=True))
         got = run.drive({n: planes[n] for n in ops}, {n: planes[f"#prior:{n}"] for n in priors}, lanes,
-                        lambda h, o: fire(h, o, h.call.aliases), combine, lambda a, b: a + b, halo)
+                        lambda h, o: fire(h, o, h.call.aliases), combine, refuse, lambda a, b: a + b, halo)
         return {n: pick(*v) for n, v in got.items()}
 
     args = [*ops.values(), *priors.values()]
@@ -156,7 +162,8 @@ def _backward(jk, axis_name, run, names: list[str], grid: dict, values: tuple, g
 
             ak = jk._adjoints[("shard", axis_name, id(adj))] = JaxKernel(adj.kernel, plan=adj, axis_name=axis_name)
         inputs = {n: planes[n] for n in names if jk.kinds.get(n) in (*FLOATS, "index")}
-        cts = jk._cotangent_planes(design, dict(gs), _Extents(run.extents))
+        cts = cotangents(forward_of(jk.plan), design, dict(gs), tuple(run.extents), run.dtype, xp=jnp,
+                         strict=False)
         try:
             got = ak(**inputs, **cts, **grid)
         except InputError as exc:
@@ -183,9 +190,3 @@ def _varying(a) -> frozenset:
     mat = getattr(t, "manual_axis_type", None)
     return frozenset(getattr(mat, "varying", None) or getattr(t, "vma", None) or ())
 
-
-class _Extents:
-    """What JaxKernel._cotangent_planes reads of a call: the lane extents (here: this shard's)."""
-
-    def __init__(self, extents: tuple[int, ...]):
-        self.extents = extents

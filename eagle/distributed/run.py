@@ -6,8 +6,10 @@ coordinates); `needed_chunks` says how many chunks the shards need per stage; `S
 lanes half (C chunks, and each shard's geometry) and a finish half (S * C chunks; S shards). `drive` walks the
 stages with callables the framework supplies: `lanes(half, operands)` and `finish(half, operands)` fire a half
 (an XLA custom call, or a ctypes call), `combine(kind, array)` is the cross-shard collective for one state buffer
-(gather along the chunk axis, int64 sum, float sum), `add(a, b)` adds a sink's prior content, `halo(a, rows)`
-surrounds a plane with its neighbours' rows. What comes back says where each of Plan.run's results lies:
+(gather along the chunk axis, int64 sum, float sum; the #err triples are gathered), `refuse(half, err)` looks at
+the gathered #err before the finish half (it raises, or fails the XLA program, on every shard alike: a key outside
+a sink on any shard), `add(a, b)` adds a sink's prior content, `halo(a, rows)` surrounds a plane with its
+neighbours' rows. What comes back says where each of Plan.run's results lies:
 per-lane outputs are the shard's own (its lanes), cells and sinks are the whole run's, the same on every shard.
 """
 
@@ -18,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from eagle.distributed.geometry import bounds, geometry
-from eagle.distributed.stages import FSUM, Half, check_shardable, finish_stage, lanes_stage
+from eagle.distributed.stages import ERR, FSUM, Half, check_shardable, finish_stage, lanes_stage
 from eagle.errors import InputError
 
 
@@ -63,7 +65,7 @@ class ShardedRun:
         self.dtype, self.extents = b.dtype, tuple(b.extents)
 
     def drive(self, planes: dict, priors: dict, lanes: Callable, finish: Callable, combine: Callable,
-              add: Callable, halo: Callable) -> dict:
+              refuse: Callable, add: Callable, halo: Callable) -> dict:
         """Run every stage: `planes` by name (inputs as the lanes half takes them, Params as 1-element arrays),
         `priors` a sink's prior content by name; `halo(array, rows)` gives a plane with `rows` rows of each
         neighbour shard around it (zeros past the grid's edges). Returns, by name, where each result lies."""
@@ -84,6 +86,8 @@ class ShardedRun:
                 if kind is None:
                     continue
                 v = combine(kind, arr)
+                if kind == ERR:
+                    v = refuse(fh, v)
                 if kind == FSUM and k in sinks and sinks[k] in priors:
                     v = add(v, priors[sinks[k]])
                 state.append(v)

@@ -11,7 +11,10 @@ So a sharded stage runs
   its finish skipped; results: the per-lane outputs and every partial-state buffer;
 * a combine in the framework (eagle/distributed/jax_shard.py, torch_shard.py): per-chunk buffers gathered along
   the chunk axis (`GATHER`), shared exact accumulators added as int64 (`ISUM`: integer adds, exact and
-  order-free), shared float buffers (a plain sink's adds) added (`FSUM`);
+  order-free), shared float buffers (a plain sink's adds) added (`FSUM`); in a stage that checks keys as it
+  runs, the per-chunk #err triples gathered too (`ERR`) and looked at on every shard before the finish, so a
+  key outside a sink on one shard refuses the call on all of them alike, before any finish (no shard is left
+  waiting in a collective, and nothing of the caller's is written);
 * `finish_stage`: the compiled finish alone over S * C chunks of that combined state: ordered sums are rounded
   once from the exact total of every shard's terms, so they are bitwise equal to the one-device run whatever the
   shard count or sizes; max/min and counts are exact; auto sums are the finish's own chunk-order combine.
@@ -37,19 +40,23 @@ from eagle.errors import InputError
 from eagle.launch import Prepared
 from eagle.native import cbuild
 from eagle.prepared import PreparedRun
+from hawk.abi.layout import has_scan
 
-GATHER, ISUM, FSUM = "gather", "isum", "fsum"
+GATHER, ISUM, FSUM, ERR = "gather", "isum", "fsum", "err"
 _SOURCE = Path(__file__).with_name("dist.c")
 _LOCK = threading.Lock()
 _LIB: list = []
 
 
 class _DistPlan(ctypes.Structure):  # the head of dist.c's dist_plan; its mutex follows (eagle_dist_plan_size)
-    _fields_ = [("fire", ctypes.c_void_p), ("stage", ctypes.c_void_p), ("err", ctypes.c_void_p),
-                ("nchunks", ctypes.c_int64), ("nargs", ctypes.c_int64), ("nrets", ctypes.c_int64),
-                ("first", ctypes.c_void_p), ("slots", ctypes.c_void_p), ("elem", ctypes.c_void_p),
-                ("nmetas", ctypes.c_int64), ("meta_len", ctypes.c_int64), ("metas", ctypes.c_void_p),
-                ("kernel", ctypes.c_char_p)]
+    _fields_ = [("fire", ctypes.c_void_p), ("stage", ctypes.c_void_p), ("nargs", ctypes.c_int64),
+                ("nrets", ctypes.c_int64), ("first", ctypes.c_void_p), ("slots", ctypes.c_void_p),
+                ("elem", ctypes.c_void_p), ("nmetas", ctypes.c_int64), ("meta_len", ctypes.c_int64),
+                ("metas", ctypes.c_void_p)]
+
+
+class _DistCheck(ctypes.Structure):  # dist.c's dist_check
+    _fields_ = [("kernel", ctypes.c_char_p), ("messages", ctypes.c_void_p), ("nbuffers", ctypes.c_int64)]
 
 
 def library() -> ctypes.CDLL:
@@ -61,10 +68,29 @@ def library() -> ctypes.CDLL:
         lib = cbuild.load(_SOURCE, "eagle-dist", cbuild.xla_flags(), "eagle/distributed/dist.c (eagle.distributed)")
         lib.eagle_dist_plan_size.restype = ctypes.c_int64
         lib.eagle_dist_plan_init.argtypes = [ctypes.c_void_p]
-        lib.eagle_dist_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
-                                       ctypes.c_int64]
+        lib.eagle_dist_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        lib.eagle_dist_run.restype = None
         _LIB.append(lib)
         return lib
+
+
+def check_plan(half: Half) -> int:
+    """The address of a finish half's dist_check (dist.c), built once: the kernel's name and the printf formats of
+    its sinks' refusals (eagle/prepared.py's), in which `eagle_dist_check` says what a combined #err holds."""
+    if getattr(half, "_check", None) is None:
+        st = half.call.stages[0]
+        msgs = half.call._sink_messages(st)
+        name = half.call.name.encode()
+        head = _DistCheck(name, ctypes.addressof(msgs), len(st.launcher.lay.buffers))
+        half._check_keep = (msgs, name, head)
+        half._check = ctypes.addressof(head)
+    return half._check
+
+
+def refusal(half: Half, err: np.ndarray) -> None:
+    """Raise, on every rank alike, the refusal a combined #err holds, in Plan.run's words (eagle.torch)."""
+    if err.any():
+        half.call.stages[0].launcher.check_errors(err)
 
 
 def skip_address() -> int:
@@ -76,13 +102,17 @@ def skip_address() -> int:
 def check_shardable(plan, spec, where: str) -> Reach:
     """How the kernel runs sharded (eagle/distributed/reach.py), refusing, by kernel and plane, what shards cannot
     compute from their own lanes and halos: `.at` reads that can reach any lane, reductions that keep lane axes,
-    stores with `= v` into sinks, hawk.reduce folds, and (with global lane numbers) per-lane planes with a
+    stores with `= v` into sinks, hawk.reduce folds, hawk.scan, and (with global lane numbers) per-lane planes with a
     payload, whose components the compiled code strides by the whole grid's lane count."""
     kernel = plan.kernel
     name = kernel.name
     how = reach(kernel, spec, where)
     for k in range(kernel.stage_count):
         lay = kernel.layout(spec, k)
+        if has_scan(lay):
+            raise InputError(f"kernel '{name}': hawk.scan carries each block of lanes' offset from every block "
+                             f"before it, and a sharded run does not carry those offsets across shards yet; run it "
+                             f"unsharded")
         for r in lay.reductions:
             if r.kind == "fold":
                 raise InputError(f"kernel '{name}': hawk.reduce into '{r.cell}' folds blocks of lanes in a fixed "
@@ -109,9 +139,12 @@ def _is_cell(kernel, spec, name: str) -> bool:
 
 
 # ---- the two halves ---------------------------------------------------------------------------------------------
-def _combine_kind(buf, lay) -> str | None:
+def _combine_kind(buf, lay, checks: bool) -> str | None:
     """How a partial-state buffer of the lanes half is combined across shards (None: not state, or a
-    placeholder: #scratch with no partials, #exact with no ordered sums over every lane)."""
+    placeholder: #scratch with no partials, #exact with no ordered sums over every lane, #err in a stage that
+    cannot refuse: `checks` is its launcher's checks_at_run_time)."""
+    if buf.role == "err":
+        return ERR if checks else None
     if (buf.role == "scratch" and not lay.width) or (buf.name == "#exact" and not lay.exact_components):
         return None
     if buf.role in ("scratch", "pairs", "priv", "mark") or (buf.role == "exact" and buf.name == "#exact"):
@@ -185,7 +218,7 @@ def lanes_stage(plan, b, k: int, chunks: int, cuts: dict) -> Half:
     lay = launcher.lay
     ops, outs, kinds, names = [], [], [], []
     for j, buf in enumerate(lay.buffers):
-        kind = _combine_kind(buf, lay)
+        kind = _combine_kind(buf, lay, launcher.checks_at_run_time)
         if buf.role in ("in", "index", "param", "table", "cut"):
             ops.append(j)
             names.append(buf.name)
@@ -217,7 +250,7 @@ def finish_stage(plan, b, k: int, chunks: int, cuts: dict) -> Half:
     bufs[launcher.meta_k][:2] = (0, b.lanes)
     lay = launcher.lay
     cut_ops = [j for j, buf in enumerate(lay.buffers) if buf.role == "cut"]
-    state = [j for j, buf in enumerate(lay.buffers) if _combine_kind(buf, lay) is not None]
+    state = [j for j, buf in enumerate(lay.buffers) if _combine_kind(buf, lay, launcher.checks_at_run_time) is not None]
     cells = [j for j, buf in enumerate(lay.buffers) if buf.role == "cell"]
     metas = [np.array([0, 0, c, b.lanes, *b.extents], dtype=np.int64) for c in range(chunks)] if chunks > 1 \
         else None

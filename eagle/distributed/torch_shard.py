@@ -14,6 +14,7 @@ host: tensors must be CPU tensors). Gradients: the backward runs the adjoint ker
 
 from __future__ import annotations
 
+import hashlib
 import numbers
 
 import numpy as np
@@ -24,7 +25,7 @@ from eagle import native
 from eagle.distributed.geometry import run_python
 from eagle.distributed.grads import FLOATS, adjoint_plan, renamed
 from eagle.distributed.run import ShardedRun, bind_sharded, needed_chunks, pick
-from eagle.distributed.stages import GATHER
+from eagle.distributed.stages import ERR, GATHER, refusal
 from eagle.errors import InputError
 from eagle.interop import as_host_array
 
@@ -127,28 +128,36 @@ def _run(tk, group, planes: dict) -> tuple[dict, object]:
     if not dist.is_initialized():
         raise InputError(f"kernel '{tk.name}': eagle.torch.wrap(..., group=...) runs inside a torch.distributed "
                          f"process group: call torch.distributed.init_process_group first")
-    kinds = {p.name: p.kind for p in tk.plan.kernel.signature.planes}
-    arrays, params, grid, priors = {}, {}, {}, {}
-    for name, v in planes.items():
-        kind = kinds.get(name)
-        if kind is None and isinstance(v, (int, np.integer)):
-            grid[name] = int(v)
-        elif kind == "param":
-            params[name] = float(v.item() if isinstance(v, torch.Tensor) else np.asarray(v).reshape(-1)[0])
-        elif kind == "sink":
-            priors[name] = _host(tk, name, v)
-        elif kind == "output":
-            raise InputError(f"plane '{name}' of kernel '{tk.name}': a sharded run hands per-lane outputs back as "
-                             f"new tensors; leave '{name}' out")
-        elif kind is not None and not isinstance(v, numbers.Number):
-            arrays[name] = _host(tk, name, v)
-        else:
-            tk.plan.binder.bind(planes)  # the binder's own message
     shards, rank = dist.get_world_size(group), dist.get_rank(group)
-    b, how = bind_sharded(tk.plan, {**arrays, **{n: 0.0 for n in params}, **grid}, "the process group")
-    rows = torch.zeros(shards, dtype=torch.int64)
-    rows[rank] = b.extents[0] if b.extents else b.lanes
-    dist.all_reduce(rows, op=dist.ReduceOp.SUM, group=group)  # every rank's rows: where this one's start
+    refused, call = None, ""
+    try:
+        arrays, params, grid, priors = _split(tk, planes)
+        b, how = bind_sharded(tk.plan, {**arrays, **{n: 0.0 for n in params}, **grid}, "the process group")
+        call = _call_of(b, params, priors)
+    except Exception as exc:  # noqa: BLE001 (told to every rank below, then raised here)
+        refused = exc
+    # one collective for every rank's rows (where this one's start), refusal and call: a rank that refuses
+    # alone, or calls with other dtypes or Params, would leave the others waiting in a collective, or combine
+    # partial states of different shapes; so every rank refuses alike, before any launch
+    meet = torch.zeros((3, shards), dtype=torch.int64)
+    meet[0, rank] = 0 if refused is not None else b.extents[0] if b.extents else b.lanes
+    meet[1, rank] = refused is not None
+    meet[2, rank] = int.from_bytes(hashlib.sha256(call.encode()).digest()[:7], "little")
+    dist.all_reduce(meet, op=dist.ReduceOp.SUM, group=group)
+    if refused is not None:
+        raise refused
+    if int(meet[1].sum()):
+        bad = [r for r in range(shards) if int(meet[1, r])]
+        raise InputError(f"kernel '{tk.name}': rank(s) {bad} of the process group refused this call (their error "
+                         f"says why), so no rank runs it")
+    if len(set(meet[2].tolist())) > 1:
+        calls: list = [None] * shards
+        dist.all_gather_object(calls, call, group=group)
+        other = next(r for r in range(shards) if calls[r] != calls[0])
+        raise InputError(f"kernel '{tk.name}': the ranks of the process group call it differently: rank 0 with "
+                         f"{calls[0]}, rank {other} with {calls[other]}; every rank passes the same planes, "
+                         f"dtypes and Params (only the leading lane axis may differ in length)")
+    rows = meet[0].clone()
     r0, total = int(rows[:rank].sum()), int(rows.sum())
     span = [(r0, total)]
     agreed = torch.tensor(needed_chunks(tk.plan, b, how, span), dtype=torch.int64)
@@ -181,15 +190,50 @@ def _run(tk, group, planes: dict) -> tuple[dict, object]:
 
     def combine(kind, a):
         t = torch.from_numpy(a)
-        if kind == GATHER:
+        if kind in (GATHER, ERR):
             parts = [torch.empty_like(t) for _ in range(shards)]
             dist.all_gather(parts, t, group=group)
             return torch.cat(parts).numpy()
         dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
         return a
 
-    got = run.drive(ops, pri, lanes, finish, combine, lambda a, p: a + p, edges)
+    def refuse(half, err):  # the same gathered #err on every rank: all raise alike, before any finish
+        refusal(half, err)
+        return err
+
+    got = run.drive(ops, pri, lanes, finish, combine, refuse, lambda a, p: a + p, edges)
     return {n: torch.from_numpy(np.array(pick(*v))) for n, v in got.items()}, b
+
+
+def _call_of(b, params: dict, priors: dict) -> str:
+    """What every rank's call must share, in words (what the partial states' shapes and the results depend on):
+    the float dtype, the lane extents after the leading one, the Params, the sinks whose prior content is passed."""
+    ext = f", lane extents {tuple(b.extents[1:])} after the leading one" if len(b.extents) > 1 else ""
+    pri = f", prior contents of {sorted(priors)}" if priors else ""
+    return f"{b.dtype} planes{ext}, Params {dict(sorted(params.items()))}{pri}"
+
+
+def _split(tk, planes: dict) -> tuple[dict, dict, dict, dict]:
+    """(arrays, params, grid extents, sinks' prior contents) of one rank's planes, refusing what a sharded call
+    does not take."""
+    kinds = {p.name: p.kind for p in tk.plan.kernel.signature.planes}
+    arrays, params, grid, priors = {}, {}, {}, {}
+    for name, v in planes.items():
+        kind = kinds.get(name)
+        if kind is None and isinstance(v, (int, np.integer)):
+            grid[name] = int(v)
+        elif kind == "param":
+            params[name] = float(v.item() if isinstance(v, torch.Tensor) else np.asarray(v).reshape(-1)[0])
+        elif kind == "sink":
+            priors[name] = _host(tk, name, v)
+        elif kind == "output":
+            raise InputError(f"plane '{name}' of kernel '{tk.name}': a sharded run hands per-lane outputs back as "
+                             f"new tensors; leave '{name}' out")
+        elif kind is not None and not isinstance(v, numbers.Number):
+            arrays[name] = _host(tk, name, v)
+        else:
+            tk.plan.binder.bind(planes)  # the binder's own message
+    return arrays, params, grid, priors
 
 
 def _edges(group, shards: int, rank: int, rows: torch.Tensor):

@@ -85,6 +85,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.eagle_fire.restype = ctypes.c_int
     lib.eagle_pool_size.argtypes = []
     lib.eagle_pool_size.restype = ctypes.c_int
+    lib.eagle_set_dealt.argtypes = [ctypes.c_int]
+    lib.eagle_set_dealt.restype = ctypes.c_int
     return lib
 
 
@@ -118,6 +120,16 @@ def pool_size() -> int:
     """Threads of the native pool started so far (0 without the native executor)."""
     lib = library()
     return 0 if lib is None else lib.eagle_pool_size()
+
+
+def deal_tasks(on: bool) -> bool:
+    """For tests: with `on`, every phase of a launch (its chunks, the ranges of a fold) is dealt out to the calling
+    thread and each pool thread the launch asks for, task k to the (k mod P)-th of those P, so each of them really
+    runs a share (the caller waits for a worker that wakes late); off (the default), threads claim tasks as they
+    come, and on a loaded machine a late worker may find none left. Never changes a result. Returns the previous
+    setting (False without the native executor)."""
+    lib = library()
+    return False if lib is None else bool(lib.eagle_set_dealt(int(on)))
 
 
 def address(a: np.ndarray) -> int:

@@ -13,6 +13,9 @@
  * runs its chunks alone. Workers poll for about 50 us after a launch (the next one often follows at once), then
  * sleep on a condition variable, so an idle pool costs nothing. The caller waits only for chunks a worker has
  * claimed: on a loaded machine a worker that wakes late finds every chunk taken and the launch already over.
+ * For tests, `eagle_set_dealt(1)` deals each phase's tasks out instead: task k to participant k mod P (the caller
+ * and its P - 1 helpers), each running its own share, so every helper really takes part (the caller waits for the
+ * late ones). Off by default: which thread runs a task never changes a result, only who waits for whom.
  *
  * No headers of eagle's own and no Python: built by eagle/native/__init__.py with the system C compiler.
  */
@@ -87,6 +90,8 @@ static const eagle_stage *current; /* the launch of generation `gen`, its task c
 static int64_t current_n;
 static eagle_task current_task;
 static int wanted;                 /* workers 0 .. wanted-1 are asked to join it */
+static int dealt;                  /* eagle_set_dealt: tasks dealt out (task k to participant k mod (wanted + 1)) */
+static int current_dealt;          /* ... for the current launch */
 static int waiting;                /* the caller sleeps on `done` */
 static uint64_t born[MAX_WORKERS]; /* the generation when each worker was started: it joins only later ones */
 /* (generation << 32) | the next chunk to hand out: a chunk is claimed only while its launch is current, so a
@@ -329,18 +334,32 @@ static void fold_part(const eagle_stage *s, int64_t p) {
     }
 }
 
+/* A task of the current launch (of n) ran to the end: the last one wakes the caller if it sleeps. */
+static void task_done(int64_t n) {
+    if (__atomic_add_fetch(&completed, 1, __ATOMIC_ACQ_REL) == n) {
+        pthread_mutex_lock(&mu);
+        if (waiting)
+            pthread_cond_signal(&done);
+        pthread_mutex_unlock(&mu);
+    }
+}
+
+/* Participant `me` of a dealt launch (0 .. parts-1): tasks me, me + parts, ... (the launch cannot end before they
+ * are done, so `s` stays valid). */
+static void run_share(const eagle_stage *s, int64_t n, eagle_task task, int me, int parts) {
+    for (int64_t c = me; c < n; c += parts) {
+        task(s, c);
+        task_done(n);
+    }
+}
+
 /* Run chunks of launch `g` until none is left to claim (`s` is dereferenced only after a successful claim: the
  * launch is then still running, its caller waiting for that very chunk). */
 static void run_chunks(uint32_t g, const eagle_stage *s, int64_t n, eagle_task task) {
     int64_t c;
     while (claim(g, n, &c)) {
         task(s, c);
-        if (__atomic_add_fetch(&completed, 1, __ATOMIC_ACQ_REL) == n) {
-            pthread_mutex_lock(&mu);
-            if (waiting)
-                pthread_cond_signal(&done);
-            pthread_mutex_unlock(&mu);
-        }
+        task_done(n);
     }
 }
 
@@ -365,9 +384,12 @@ static void *worker(void *arg) {
         const eagle_stage *s = current;
         int64_t n = current_n;
         eagle_task task = current_task;
+        int share = current_dealt, parts = wanted + 1;
         join = me < wanted && s != NULL;
         pthread_mutex_unlock(&mu);
-        if (join)
+        if (join && share)
+            run_share(s, n, task, me, parts);
+        else if (join)
             run_chunks(seen, s, n, task);
     }
     return NULL;
@@ -417,20 +439,25 @@ static void run_all(const eagle_stage *s, int helpers, int64_t n, eagle_task tas
             task(s, c);
         return;
     }
-    grow(helpers);
+    int have = grow(helpers);
     pthread_mutex_lock(&mu);
     uint32_t g = gen + 1;
     current = s;
     current_n = n;
     current_task = task;
-    wanted = helpers;
+    current_dealt = dealt;
+    wanted = dealt && have < helpers ? have : helpers; /* (dealt: only workers that exist get a share) */
     __atomic_store_n(&completed, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&ticket, (uint64_t)g << 32, __ATOMIC_RELEASE);
     __atomic_store_n(&gen, g, __ATOMIC_RELEASE);
     if (sleepers)
         pthread_cond_broadcast(&wake);
+    int parts = wanted + 1;
     pthread_mutex_unlock(&mu);
-    run_chunks(g, s, n, task);
+    if (current_dealt)
+        run_share(s, n, task, parts - 1, parts);
+    else
+        run_chunks(g, s, n, task);
     int64_t until = now_ns() + CALLER_SPIN_NS;
     for (int k = 0; __atomic_load_n(&completed, __ATOMIC_ACQUIRE) < n; k++) {
         cpu_relax();
@@ -509,6 +536,16 @@ int eagle_fire(const eagle_stage *s) {
         if (err[i])
             return 1;
     return 0;
+}
+
+/* Tests: deal every phase's tasks out to the caller and each helper (1) or let them claim tasks as they come
+ * (0, the default); returns the previous setting. Takes effect from the next launch. */
+int eagle_set_dealt(int on) {
+    pthread_mutex_lock(&submit); /* (not while a launch runs) */
+    int was = dealt;
+    dealt = on != 0;
+    pthread_mutex_unlock(&submit);
+    return was;
 }
 
 /* Pool threads started so far (tests and benchmarks read it). */

@@ -25,7 +25,7 @@ import numpy as np
 from eagle.errors import RuntimeMissing
 from hawk.abi.layout import GROUP_ALIGN, ORDERED_BLOCK, WORKGROUP, Layout, gpu_form, kept_slots, ordered
 
-WRITTEN = ("out", "cell", "count", "sink", "comp", "priv", "mark", "scratch", "exact", "err", "fold")
+WRITTEN = ("out", "cell", "count", "sink", "comp", "priv", "mark", "scratch", "exact", "err", "fold", "scan")
 MAX_THREADS = 1 << 16  # chunks per launch (chunk form)
 MAX_GROUPS = 65535  # workgroups per launch (tree form): Vulkan's guaranteed minimum
 MAX_PRIVATE_THREADS = 256  # chunks when sinks are privatised (each chunk owns a copy of each sink) ...
@@ -167,7 +167,9 @@ class DeviceStage:
         self.buffers[meta_k] = device_meta(b, self.grid, lo, hi)
         self.host_meta = np.array([lo, hi, self.grid.chunks, b.lanes, *b.extents], dtype=np.int64)
         self.written = [buf.role in WRITTEN for buf in lay.buffers]
-        self.cells_out = {c: self.buffers[lay.buffer_index(c, "cell")] for c in lay.cells_out}
+        from eagle.launch import cell_index
+
+        self.cells_out = {c: self.buffers[cell_index(lay, c)] for c in lay.cells_out}
 
     def fire(self) -> None:
         self.launch()

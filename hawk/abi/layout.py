@@ -41,7 +41,8 @@ class Buffer:
     """One argument of the compiled lane function."""
 
     name: str
-    role: str  # in | index | param | table | out | cell | count | sink | scratch | meta | err
+    role: str  # in | index | param | table | out | len | cell | count | sink | scan | scanoff | scratch | meta | err
+    # (len: the length of an output written by key, one int64, after its out buffer)
     dtype: str  # 'f' (the kernel's float), 'i32', 'i64'
 
 
@@ -126,6 +127,8 @@ class Layout:
         axes = [a.label for a in self.sig.lane_axes()]
         if any(r.kind == "fold" and not r.kept for r in self.reductions):
             span = ORDERED_BLOCK  # a fold's blocks of lanes each belong to one chunk (or GPU thread)
+        if has_scan(self):
+            span = SCAN_BLOCK  # a scan's blocks of lanes each belong to one chunk (or GPU thread)
         for r in self.reductions:
             if not r.kept or r.cell in self.private or (r.kind in ("sum", "mean") and r.policy == "ordered"):
                 continue  # a kept cell with a copy per chunk, or exact accumulators, never collides
@@ -206,14 +209,33 @@ def kept_slots(lay: Layout, extents: tuple[int, ...]) -> int:
 def gpu_form(lay: Layout, fbytes: int) -> str:
     """How a stage runs on a GPU: "tree", "slots" or "chunks" (see above). The lowering and the runtime both
     ask, so they always agree."""
-    if lay.sinks or tree_shared(lay) * 8 > SHARED_BUDGET or has_ordered(lay) or \
-            any(r.kind == "fold" for r in lay.reductions):  # folds: the host's lane code per thread
+    if lay.sinks or tree_shared(lay) * 8 > SHARED_BUDGET or has_ordered(lay) or has_scan(lay) or \
+            any(r.kind == "fold" for r in lay.reductions):  # folds and scans: the host's lane code per thread
         return "chunks"
     if not any(r.kept for r in lay.reductions):
         return "tree"
     if kept_run(lay) is None:
         return "chunks"
     return "slots"
+
+
+# Scans (hawk.scan, hawk/passes/lower/scan.py): lanes go in blocks of SCAN_BLOCK, counted from lane 0 whatever the
+# threads or target. The stage before the scan writes each block's total (and whether a reset= flag was set in it)
+# into a "scan" buffer of SCAN_ENTRY values per block, which its finish turns into each block's starting offset
+# (the in-order fold of the earlier blocks' totals); the stage that reads the scan starts each block from there.
+SCAN_BLOCK = 4096
+SCAN_ENTRY = 2  # (total, flag) per block; the finish leaves (offset, flag)
+SCAN_ROLES = ("scan", "scanoff")  # the totals a stage writes, the offsets a later stage reads
+
+
+def has_scan(lay: Layout) -> bool:
+    """Whether a stage writes a scan's block totals or reads its offsets (its chunks start on SCAN_BLOCK)."""
+    return any(b.role in SCAN_ROLES for b in lay.buffers)
+
+
+def scan_values(lanes: int) -> int:
+    """Values of a "scan" buffer for a run of `lanes` lanes (at least one entry)."""
+    return SCAN_ENTRY * max(1, -(-lanes // SCAN_BLOCK))
 
 
 PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get private copies (one per chunk, thread-count chunking)
@@ -282,9 +304,10 @@ def fold_values(r: Reduction, lanes: int, cell_values: int) -> int:
 
 
 def make_spec(sig: Signature, float_dtype: str, index_dtypes: dict[str, str], auto_sum: str = "fast") -> Spec:
-    """The specialisation for a run: its float dtype and each Index plane's dtype (int32 unless given)."""
-    return Spec(float_dtype, tuple((p.name, index_dtypes.get(p.name, "int32")) for p in sig.planes
-                                   if p.kind == "index"), auto_sum)
+    """The specialisation for a run: its float dtype and each Index plane's dtype (int32 unless given) and each
+    integer output's (Mutable[Index]: int64 unless given)."""
+    return Spec(float_dtype, tuple((p.name, index_dtypes.get(p.name, "int32" if p.kind == "index" else "int64"))
+                                   for p in sig.planes if p.integer_plane), auto_sum)
 
 
 def layout_to_json(lay: Layout) -> dict:

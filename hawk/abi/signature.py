@@ -17,7 +17,8 @@ class PlaneSpec:
     """One kernel parameter.
 
     kind: 'lane' (per-lane input), 'index' (Index plane), 'param', 'table', 'grid', 'output' (Mutable payload:
-    a per-lane output or a cell), 'sink' (Mutable with named axes).
+    a per-lane output or a cell), 'sink' (Mutable with named axes). `integer`: an output of integers
+    (Mutable[Index]: int32 or int64, its dtype chosen per run like an Index plane's).
     """
 
     name: str
@@ -26,9 +27,15 @@ class PlaneSpec:
     payload: T.Payload = T.Payload(())
     axes: tuple[T.Axis, ...] = ()
     sorted: bool = False
+    integer: bool = False
 
     def describe(self) -> str:
         return repr(self.annotation)
+
+    @property
+    def integer_plane(self) -> bool:
+        """An Index plane or an integer output: its dtype (int32 or int64) is part of the specialisation."""
+        return self.kind == "index" or self.integer
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,8 @@ class Signature:
 
     def to_json(self) -> dict:
         return {"planes": [{"name": p.name, "kind": p.kind, "payload": list(p.payload.shape),
-                            "axes": [[a.label, a.extent] for a in p.axes], "sorted": p.sorted} for p in self.planes],
+                            "axes": [[a.label, a.extent] for a in p.axes], "sorted": p.sorted,
+                            **({"integer": True} if p.integer else {})} for p in self.planes],
                 "returns": None if self.returns is None else list(self.returns.shape)}
 
     @classmethod
@@ -62,8 +70,10 @@ class Signature:
         for p in d["planes"]:
             payload = T.Payload(tuple(int(x) for x in p["payload"]))
             axes = tuple(T.Axis(str(a), None if e is None else int(e)) for a, e in p["axes"])
-            planes.append(PlaneSpec(p["name"], p["kind"], _annotation(p["kind"], payload, axes, bool(p["sorted"])),
-                                    payload, axes, bool(p["sorted"])))
+            integer = bool(p.get("integer", False))
+            planes.append(PlaneSpec(p["name"], p["kind"], _annotation(p["kind"], payload, axes, bool(p["sorted"]),
+                                                                      integer),
+                                    payload, axes, bool(p["sorted"]), integer))
         ret = d.get("returns")
         return cls(tuple(planes), None if ret is None else T.Payload(tuple(int(x) for x in ret)))
 
@@ -73,7 +83,7 @@ def _payload_type(payload: T.Payload) -> T.PayloadType:
     return T.Scalar if not sh else (T.Vector[sh[0]] if len(sh) == 1 else T.Matrix[sh[0], sh[1]])
 
 
-def _annotation(kind: str, payload: T.Payload, axes: tuple[T.Axis, ...], is_sorted: bool):
+def _annotation(kind: str, payload: T.Payload, axes: tuple[T.Axis, ...], is_sorted: bool, integer: bool = False):
     """The annotation object a plane kind stands for (used when a signature is read back from JSON)."""
     if kind == "lane":
         return _payload_type(payload)
@@ -82,7 +92,7 @@ def _annotation(kind: str, payload: T.Payload, axes: tuple[T.Axis, ...], is_sort
     if kind == "param":
         return T.Param
     if kind == "output":
-        return T.Mutable[_payload_type(payload)]
+        return T.Mutable[T.Index if integer else _payload_type(payload)]
     cls = {"table": T.TableType, "grid": T.GridType, "sink": T.SinkType}.get(kind)
     if cls is None:
         raise ValueError(f"unknown plane kind {kind!r}")

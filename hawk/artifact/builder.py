@@ -113,11 +113,11 @@ def _dtypes(dtypes) -> tuple[str, ...]:
 
 def _index_dtypes(kernel: Kernel, index_dtypes) -> dict[str, str]:
     given = dict(index_dtypes or {})
-    index = [p.name for p in kernel.signature.planes if p.kind == "index"]
+    index = [p.name for p in kernel.signature.planes if p.integer_plane]  # Index planes and integer outputs
     for plane, dt in given.items():
         if plane not in index:
-            raise ValueError(f"index_dtypes names {plane!r}, which is not an Index plane of kernel '{kernel.name}' "
-                             f"(its Index planes: {index})")
+            raise ValueError(f"index_dtypes names {plane!r}, which is not an Index plane or integer output of "
+                             f"kernel '{kernel.name}' (its Index planes and integer outputs: {index})")
         if dt not in INDEX_DTYPES:
             raise ValueError(f"index_dtypes[{plane!r}] is {dt!r}: an Index plane is one of {list(INDEX_DTYPES)}")
     return given
@@ -209,12 +209,12 @@ def build_bundle(kernels: Iterable[Kernel], directory, targets: Iterable[str] = 
         raise ValueError(f"build_bundle got two kernels named '{dup}'; a directory holds one sidecar per name")
     ts, ds = _targets(targets), _dtypes(dtypes)
     idx = dict(index_dtypes or {})
-    every_index = {p.name for k in ks for p in k.signature.planes if p.kind == "index"}
+    every_index = {p.name for k in ks for p in k.signature.planes if p.integer_plane}
     stray = sorted(set(idx) - every_index)
     if stray:
         raise ValueError(f"index_dtypes names {stray[0]!r}, which is not an Index plane of any of {names}")
     per = [_index_dtypes(k, {p: d for p, d in idx.items()
-                             if k.signature.get(p) is not None and k.signature.get(p).kind == "index"}) for k in ks]
+                             if k.signature.get(p) is not None and k.signature.get(p).integer_plane}) for k in ks]
     ch, hc = _chips(chips, ts), _host_cpu(cpu)
     made = [n for k in ks for n in (f"{k.name}__reverse", f"{k.name}__winners")] if reverse is not False else []
     clash = next((n for n in names if n in made), None)

@@ -14,9 +14,11 @@ from hawk.frontend import refs as R
 from hawk.frontend import retired
 from hawk.frontend.funcs import Func
 from hawk.frontend.reduce import custom_reduce
+from hawk.frontend.scan import scan_call
 from hawk.frontend.values import HVal, const
 from hawk.ir.build import create, strs
 from hawk.ir.types import of_value, parts
+from hawk.passes.analysis import key_source
 from hawk.passes.verify import SCATTER_IN_IF, reduction_nested
 
 _PY_MATH = {pymath.sqrt: "sqrt", pymath.exp: "exp", pymath.log: "log", pymath.sin: "sin", pymath.cos: "cos",
@@ -136,6 +138,8 @@ class CallsMixin:
             return self.reduction(name, e)
         if space == "scatter":
             return self.scatter_call(e)
+        if space == "scan":  # a running total over lanes: hawk/frontend/scan.py
+            return scan_call(self, e)
         raise self.error(f"hawk.{name} cannot be used inside a kernel body")
 
     def args(self, e: ast.Call) -> list[HVal]:
@@ -398,10 +402,18 @@ class CallsMixin:
         self.lane_local("hawk.scatter", "scatter in the kernel; a func can compute the key and the value")
         if len(e.args) != 1:
             raise self.error("hawk.scatter takes the sink: hawk.scatter(sink)[key] += v")
-        sink = self.expr(e.args[0])
-        if not isinstance(sink, R.SinkRef):
-            raise self.error(f"hawk.scatter needs a sink declared Mutable[\"axis\":n]; "
-                             f"'{ast.unparse(e.args[0])}' is not one")
+        arg = e.args[0]
+        spec = self.plane_spec(arg.id) if isinstance(arg, ast.Name) else None
+        if spec is not None and spec.kind == "output" and arg.id in self.env:
+            raise self.error(f"output '{arg.id}' is assigned per lane and cannot also be written by key "
+                             "(hawk.scatter): use two outputs")
+        sink = self.expr(arg)
+        if isinstance(sink, R.OutRef) and sink.spec.payload.shape:
+            raise self.error(f"hawk.scatter into output '{sink.spec.name}' takes a Mutable[Scalar] or "
+                             f"Mutable[Index] output plane, not {sink.spec.describe()}")
+        if not isinstance(sink, (R.SinkRef, R.OutRef)):
+            raise self.error(f"hawk.scatter needs a sink declared Mutable[\"axis\":n] or an output plane "
+                             f"(Mutable[Scalar], Mutable[Index]); '{ast.unparse(e.args[0])}' is not one")
         policy = "auto"
         for kw in e.keywords:
             if kw.arg != "policy":
@@ -414,6 +426,8 @@ class CallsMixin:
     def scatter(self, sc: R.Scatter, key_node: ast.expr, value_node: ast.expr, mode: str, node: ast.stmt):
         if "if" in self.nesting:
             raise self.error(SCATTER_IN_IF, node)
+        if isinstance(sc.sink, R.OutRef):
+            return self.place(sc, key_node, value_node, mode, node)
         spec = sc.sink.spec
         key = self.expr(key_node)
         keys = key if isinstance(key, tuple) else (key,)
@@ -435,6 +449,46 @@ class CallsMixin:
         if prev is not None and prev != v.shape:
             raise self.error(f"sink '{spec.name}' gets values of shapes {prev} and {v.shape}", node)
         self.scatter_payloads[spec.name] = v.shape
+
+
+    def place(self, sc: R.Scatter, key_node: ast.expr, value_node: ast.expr, mode: str, node: ast.stmt):
+        """`hawk.scatter(out)[k] = v` into an output plane: v at flat position k of the caller's array (a
+        hawk.store with a key). Key -1 writes nothing; other keys outside the array are refused."""
+        spec = sc.sink.spec
+        name = spec.name
+        if mode != "set":
+            raise self.error(f"hawk.scatter({name})[k] += v: an output plane takes stores (= v) only; add into a "
+                             f"sink instead (declare it Mutable[\"slot\":n] and write hawk.scatter(sink)[k] += v)",
+                             node)
+        if sc.policy != "auto":
+            raise self.error(f"hawk.scatter({name}, policy=...): a store into an output plane has no policy; "
+                             "drop policy=", node)
+        key = self.expr(key_node)
+        if isinstance(key, tuple):
+            raise self.error(f"hawk.scatter({name})[k]: an output plane takes one flat position k, not "
+                             f"{len(key)} keys", node)
+        k = self.key_int(key, key_node)
+        v = self.value(self.expr(value_node), value_node)
+        if v.reduced is not None:
+            raise self.error(f"hawk.scatter({name})[k] = v of a reduced value: store per-lane values", node)
+        if v.shape:
+            raise self.error(f"hawk.scatter({name})[k] = v takes one number per lane, got a value of shape "
+                             f"{v.shape}", node)
+        if name in self.env or name in self.out_reads or self.outputs.get(name) in ("lane", "cell"):
+            raise self.error(f"output '{name}' is assigned or read per lane and cannot also be written by key "
+                             "(hawk.scatter): use two outputs", node)
+        if spec.integer:
+            value = self.sem.mlir(self.sem.to_int(v))
+            if self.itypes[name] != self.sem.i64:
+                value = create("arith.trunci", [value], [self.itypes[name]]).result
+        else:
+            value = self.sem.mlir(self.sem.to_float(v))
+        arg = self.plane_arg(name)
+        create("hawk.store", [arg, value, k], [])
+        self.placed.add(name)
+        checked = key_source(k) is not None and self.sig.get(key_source(k)).kind == "index"
+        if self.outputs.get(name) != "scatter-run":  # a key computed in the kernel is checked as the run goes
+            self.outputs[name] = "scatter" if checked else "scatter-run"
 
 
 def _shown(value, node: ast.AST) -> str:

@@ -42,6 +42,8 @@ class KernelBuilder(CallsMixin, FuncsMixin):
         self.returned = False
         self._node: ast.AST | None = None
         self.scatter_payloads: dict[str, tuple[int, ...]] = {}
+        self.placed: set[str] = set()  # outputs written by key (hawk.scatter(out)[k] = v): calls.py
+        self.out_reads: set[str] = set()  # outputs whose lane value the body reads
         self.nesting: list[str] = []  # enclosing 'if'/'for' statements of the code being read
         self.kernel_name = source.name
         self.frames: list = []  # the @hawk.func calls being inlined (inline.Frame), outermost first
@@ -101,8 +103,9 @@ class KernelBuilder(CallsMixin, FuncsMixin):
     def output_arg(self, name: str, shape: tuple[int, ...], v: ir.Value, cell: bool) -> ir.Value:
         """The argument an output (or the return value) is written through, typed as what it gets."""
         lane = [a.label for a in self.sig.lane_axes()]
-        t = hawk_type("total", self.sem.ftype, shape, reduced_kept_axes(v, lane)) if cell else \
-            hawk_type("output", self.sem.ftype, shape, lane)
+        elem = self.itypes[name] if name in self.itypes else self.sem.ftype  # an integer output: its int type
+        t = hawk_type("total", elem, shape, reduced_kept_axes(v, lane)) if cell else \
+            hawk_type("output", elem, shape, lane)
         if name not in self.plane_args:
             self.plane_args[name] = add_arg(self.func_op, name, t)
         elif self.plane_args[name].type != t:
@@ -126,12 +129,24 @@ class KernelBuilder(CallsMixin, FuncsMixin):
         if v.shape != shape:
             raise self.error(f"{what} is declared with payload shape {shape} but gets a value of shape "
                              f"{v.shape}", node)
+        spec = self.sig.get(name)
+        integer = spec is not None and spec.integer
+        if v.reduced is not None and integer:
+            raise self.error(f"output '{name}' is Mutable[Index], an integer plane with one value per lane, and "
+                             "cannot hold a reduced value: declare it Mutable[Scalar] for a total, or store a "
+                             "per-lane value", node)
         if v.reduced is not None:
             self.outputs[name] = "cell"
             value = self.sem.mlir(v)
             create("hawk.cell", [self.output_arg(name, shape, value, True), value], [])
             return
         self.outputs[name] = "lane"
+        if integer:  # int64 in the body; an int32 plane keeps the low 32 bits (wraps, as NumPy's astype)
+            value = self.sem.mlir(self.sem.to_int(v))
+            if self.itypes[name] != self.sem.i64:
+                value = create("arith.trunci", [value], [self.itypes[name]]).result
+            create("hawk.store", [self.output_arg(name, shape, value, False), value], [])
+            return
         v = self.sem.to_float(v)
         if v.is_const:
             v = self.sem.broadcast(v, shape) if shape else v
@@ -221,8 +236,11 @@ class KernelBuilder(CallsMixin, FuncsMixin):
         if not isinstance(v, HVal):
             raise self.error(f"cannot assign {self.describe(v)} to '{name}': only lane values can be stored in "
                              "variables")
-        if spec is not None and v.reduced is None and v.kind != "f":
-            v = self.sem.to_float(v)
+        if spec is not None and name in self.placed:
+            raise self.error(f"output '{name}' is written by key (hawk.scatter({name})[k] = v) and cannot also "
+                             "be assigned per lane: use two outputs")
+        if spec is not None and v.reduced is None and v.kind != ("i" if spec.integer else "f"):
+            v = self.sem.to_int(v) if spec.integer else self.sem.to_float(v)
         self.env[name] = v
 
     def aug_assign(self, s: ast.AugAssign):
@@ -542,9 +560,14 @@ class KernelBuilder(CallsMixin, FuncsMixin):
         spec = ref.spec
         if isinstance(ref, R.OutRef) and spec.name in self.env:
             return self.env[spec.name]
+        if isinstance(ref, R.OutRef):
+            if spec.name in self.placed:
+                raise self.error(f"output '{spec.name}' is written by key (hawk.scatter), so its lane value is not "
+                                 "this lane's: read the array as an input plane instead")
+            self.out_reads.add(spec.name)
         if isinstance(ref, R.ParamRef):
             return HVal(create("hawk.param", [self.plane_arg(spec.name)], [self.sem.ftype]).result, "f")
-        if spec.kind == "index":
+        if spec.integer_plane:
             raw = create("hawk.load", [self.plane_arg(spec.name)], [self.itypes[spec.name]]).result
             if self.itypes[spec.name] != self.sem.i64:
                 raw = create("arith.extsi", [raw], [self.sem.i64]).result

@@ -20,12 +20,16 @@ another func still answers while the kernel func exists.
   reduce_kind(op)    reduce: "sum", "mean", "max", "min" or "fold"
   reduce_over(op)    reduce: the lane axes it reduces over
   stored_value(op)   store / cell / scatter: the value written; set_stored_value(op, v)
-  scatter_keys(op)   scatter: its keys; at_coords(op): a hawk.at's coordinates
+  scatter_keys(op)   scatter: its keys; at_coords(op): a hawk.at's coordinates; store_key(op): a keyed store's
+                     flat position (None: this lane's)
   reduce_value(op)   reduce: the per-lane value; reduce_mask(op): its mask or None
   is_plane_value(v)  a value that stands for a plane, sink or cell (an operand lowerings leave alone)
   combiner_name(op)  fold: the symbol of its combiner func; fold_identity(op): its identity or None
   kernel_func(m)     the module's kernel func; kernel_axes(f): its lane axes in grid order; kernel_args(f): its
                      typed arguments by name
+  scan_op(op)        scan / scan_totals / scan_apply: "add", "min" or "max"; scan_mode(op): "inclusive" or
+                     "exclusive" (scan, scan_apply); scan_value(op), scan_reset(op): the per-lane value, the
+                     reset flag or None; scan_cell(op): scan_totals / scan_apply: the internal cell
   is_combiner(f)     a fold's combiner func; combiners(m): them by name; func_name(f); enclosing_func(op)
 """
 
@@ -133,6 +137,13 @@ def scatter_keys(op) -> list[ir.Value]:
     return list(op.operands)[2:]
 
 
+def store_key(op) -> ir.Value | None:
+    """The flat position a keyed hawk.store writes (`hawk.scatter(out)[k] = v` into an output plane); None for
+    a per-lane store."""
+    ops = list(op.operands)
+    return ops[2] if len(ops) > 2 else None
+
+
 def at_coords(op) -> list[ir.Value]:
     """A hawk.at's coordinates (one per entry of coord_axes(op))."""
     return list(op.operands)[1:]
@@ -179,6 +190,38 @@ def reduced_kept_axes(v: ir.Value, lane_axes) -> list[str]:
             return [a for a in lane_axes if a not in over]
         stack.extend(owner.operands)
     return []
+
+
+def _scan_operands(op) -> list[ir.Value]:
+    """A scan's (value, reset?) operands, past the cell of a split stage's scan_totals or scan_apply."""
+    ops = list(op.operands)
+    return ops if _name(op) == "hawk.scan" else ops[1:]
+
+
+def scan_op(op) -> str:
+    """A hawk.scan's (or a split stage's scan_totals' or scan_apply's) operator: add, min or max."""
+    return _str(op, "op")
+
+
+def scan_mode(op) -> str:
+    """A hawk.scan's or scan_apply's mode: inclusive or exclusive."""
+    return _str(op, "mode")
+
+
+def scan_value(op) -> ir.Value:
+    """The per-lane value a scan runs over."""
+    return _scan_operands(op)[0]
+
+
+def scan_reset(op) -> ir.Value | None:
+    """A scan's reset flag (reset=), if it has one."""
+    ops = _scan_operands(op)
+    return ops[1] if len(ops) > 1 else None
+
+
+def scan_cell(op) -> str:
+    """The internal cell a split stage's scan_totals writes or scan_apply reads."""
+    return arg_name(op.operands[0])
 
 
 def fold_identity(op) -> float | None:

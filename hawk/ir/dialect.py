@@ -8,7 +8,8 @@ uses is a typed block argument named by its `hawk.name` argument attribute. Ops 
                                                                   output or cell: before the launch writes it)
   hawk.param                         (scalar) -> T                a run-wide number
   hawk.at       {axes}               (plane|table, i64...) -> T   a plane read at other coordinates ("#": flat)
-  hawk.store                         (output, T) -> ()            this lane's value of a per-lane output
+  hawk.store                         (output, T, i64?) -> ()      this lane's value of a per-lane output; with a
+                                                                  key: the value at that flat position
   hawk.reduce   {kind, over, policy} (T, i1?) -> T                a reduction over lanes (optionally masked);
                                                                   kind "fold" also names its combiner func
                                                                   {combine}, may carry {identity}
@@ -16,6 +17,13 @@ uses is a typed block argument named by its `hawk.name` argument attribute. Ops 
   hawk.scatter  {mode, policy}       (sink, T, i64...) -> ()      adds (or stores) a value into a sink by key
   hawk.cut_read                      (total) -> T                 a total an earlier stage reduced, at this
                                                                   lane's coordinates on the type's kept axes
+  hawk.scan     {op, mode}           (T, i1?) -> T                running total over lanes in lane order (op
+                                                                  add/min/max, mode inclusive/exclusive,
+                                                                  optional reset flag): the front end's form
+  hawk.scan_totals {op}              (total, T, i1?) -> ()        split-stages: each SCAN_BLOCK's total (and
+                                                                  flag) into the internal cell
+  hawk.scan_apply {op, mode}         (total, T, i1?) -> T         split-stages: the scan, each block started
+                                                                  from the offset the cell holds
 
 IRDL checks operand kinds and attribute values; hawk/passes/verify.py checks what IRDL cannot say (a value's
 type against its plane's element and payload, key and coordinate counts).
@@ -59,6 +67,14 @@ _POLICY = """    %p1 = irdl.is "auto"
     %p4 = irdl.is "ordered"
     %p = irdl.any_of(%p1, %p2, %p3, %p4)"""
 
+_SCAN_ATTRS = """    %o1 = irdl.is "add"
+    %o2 = irdl.is "min"
+    %o3 = irdl.is "max"
+    %o = irdl.any_of(%o1, %o2, %o3)
+    %m1 = irdl.is "inclusive"
+    %m2 = irdl.is "exclusive"
+    %m = irdl.any_of(%m1, %m2)"""
+
 _IRDL = "irdl.dialect @hawk {" + "".join(_type(k, k != "scalar") for k in
                                           ("plane", "scalar", "table", "output", "sink", "total")) + f"""
   irdl.operation @lane {{
@@ -91,7 +107,8 @@ _IRDL = "irdl.dialect @hawk {" + "".join(_type(k, k != "scalar") for k in
   irdl.operation @store {{
 {_plane("x", "output")}
     %t = irdl.any
-    irdl.operands(plane: %x, value: %t)
+    %i = irdl.is i64
+    irdl.operands(plane: %x, value: %t, key: optional %i)
   }}
   irdl.operation @reduce {{
     %k1 = irdl.is "sum"
@@ -118,6 +135,31 @@ _IRDL = "irdl.dialect @hawk {" + "".join(_type(k, k != "scalar") for k in
     %t = irdl.any
     irdl.operands(cell: %x)
     irdl.results(value: %t)
+  }}
+  irdl.operation @scan {{
+{_SCAN_ATTRS}
+    %t = irdl.any
+    %b = irdl.is i1
+    irdl.attributes {{"op" = %o, "mode" = %m}}
+    irdl.operands(value: %t, reset: optional %b)
+    irdl.results(running: %t)
+  }}
+  irdl.operation @scan_totals {{
+{_plane("x", "total")}
+{_SCAN_ATTRS}
+    %t = irdl.any
+    %b = irdl.is i1
+    irdl.attributes {{"op" = %o}}
+    irdl.operands(cell: %x, value: %t, reset: optional %b)
+  }}
+  irdl.operation @scan_apply {{
+{_plane("x", "total")}
+{_SCAN_ATTRS}
+    %t = irdl.any
+    %b = irdl.is i1
+    irdl.attributes {{"op" = %o, "mode" = %m}}
+    irdl.operands(cell: %x, value: %t, reset: optional %b)
+    irdl.results(running: %t)
   }}
   irdl.operation @scatter {{
 {_plane("x", "sink")}

@@ -13,12 +13,16 @@ from hawk.errors import KernelError
 from hawk.ir.access import (
     cell_name,
     plane_name,
+    plane_type,
     policy,
     reduce_kind,
     reduce_over,
+    scan_cell,
+    scan_value,
     scatter_keys,
     scatter_mode,
     sink_name,
+    store_key,
     stored_value,
     written_name,
 )
@@ -47,9 +51,15 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     stored: set[str] = set()  # sinks some scatter stores into with =
     added: set[str] = set()  # sinks some scatter adds into with +=
 
+    scans: dict[str, tuple[str, str]] = {}  # internal cell of a scan -> (role, dtype): hawk/passes/lower/scan.py
+
     def visit(op):
         if is_hawk(op, "cut_read"):
             cuts_in.append((cell_name(op), payload_of(op.results[0].type)))
+        if is_hawk(op, "scan_totals") or is_hawk(op, "scan_apply"):
+            t = scan_value(op).type
+            scans[scan_cell(op)] = ("scan" if is_hawk(op, "scan_totals") else "scanoff",
+                                    "i64" if isinstance(t, ir.IntegerType) else "f")
         if is_hawk(op, "reduce"):
             over = tuple(reduce_over(op))
             cells = [u.owner for u in op.results[0].uses if is_hawk(u.owner, "cell")]
@@ -57,6 +67,10 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
             reductions.append(Reduction(reduce_kind(op), over, tuple(a for a in axes if a not in over),
                                         policy(op), payload_of(op.results[0].type), cell,
                                         len(op.operands) > 1))
+        elif is_hawk(op, "store") and store_key(op) is not None:  # by key into an output plane
+            src = key_source(store_key(op))
+            if src is not None and (plane_name(op), 0) not in index_keys.get(src, []):
+                index_keys.setdefault(src, []).append((plane_name(op), 0))
         elif is_hawk(op, "scatter"):
             sink = sink_name(op)
             sinks[sink] = payload_of(stored_value(op).type)
@@ -97,7 +111,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
 
     lay = Layout(name, sig, {k: v for k, v in outputs.items() if mine(k)}, reductions, sinks, index_keys,
                  sink_policy)
-    lay.cells_in = [c for c, _ in cuts_in]
+    lay.cells_in = [c for c, _ in cuts_in] + [c for c, (role, _) in scans.items() if role == "scanoff"]
     lay.stored = sorted(stored)
     lay.mixed = sorted(stored & added)
     lay.cells_out = list(cells_out)
@@ -113,13 +127,18 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
             bufs.append(Buffer(p.name, "table", "f"))
     for c, _ in cuts_in:
         bufs.append(Buffer(c, "cut", "f"))
+    for c, (role, dtype) in scans.items():  # a scan's block offsets (read) or totals (written)
+        bufs.append(Buffer(c, role, dtype))
     for p in sig.planes:
         if p.kind == "output" and mine(p.name):
-            bufs.append(Buffer(p.name, "cell" if outputs.get(p.name) == "cell" else "out", "f"))
+            bufs.append(Buffer(p.name, "cell" if outputs.get(p.name) == "cell" else "out",
+                               itypes[p.name] if p.integer else "f"))
+            if outputs.get(p.name, "").startswith("scatter"):  # written by key: its array's length (#err checks)
+                bufs.append(Buffer(p.name, "len", "i64"))
     if "result" in lay.outputs:
         bufs.append(Buffer("result", "cell" if outputs["result"] == "cell" else "out", "f"))
     for c in lay.cells_out:
-        if c not in lay.outputs:  # internal: only a later stage reads it
+        if c not in lay.outputs and c not in scans:  # internal: only a later stage reads it
             bufs.append(Buffer(c, "cell", "f"))
     for r in reductions:
         exact = r.kept and r.kind in ("sum", "mean") and r.policy == "ordered"
@@ -228,6 +247,6 @@ def key_source(v: ir.Value) -> str | None:
         return None
     if owner.name == "arith.extsi":
         return key_source(owner.operands[0])
-    if is_hawk(owner, "load"):
+    if is_hawk(owner, "load") and plane_type(owner).kind == "plane":  # an Index plane (not an integer output)
         return plane_name(owner)
     return None

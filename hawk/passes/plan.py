@@ -3,7 +3,8 @@
 A kernel func carries what the analysis needs beyond its body, as attributes (written by `annotate` when the
 front end builds a kernel's IR, so `Kernel.mlir()` text compiles alone):
   hawk.signature  its planes (kind, payload, axes) and return payload, as Signature.to_json in attribute form
-  hawk.outputs    [[name, "lane" | "cell"], ...] each output's mode
+  hawk.outputs    [[name, "lane" | "cell" | "scatter" | "scatter-run"], ...] each output's mode ("scatter":
+                  written by key, every key read straight from an Index plane; "scatter-run": some key computed)
   hawk.spec       {float = f64, index = {i = i32}}: the specialisation's element types
   hawk.stage      {cells_in, cells_out, owns}: one stage of a split kernel (written by split-stages)
 `plan-buffers` runs hawk/passes/analysis.py on that and writes the result as `hawk.layout` on the func, a

@@ -7,6 +7,11 @@ recomputes the per-lane values they need, and reads earlier totals through `hawk
 kernel's own, or internal cells `cut0, cut1, ...`) that earlier stages write. Each stage func takes as block
 arguments the planes, sinks and cells it uses, cut cells included (typed `!hawk.total`). Stage 0 keeps the
 kernel's name; stage s is `<name>_<s+1>`.
+
+A `hawk.scan` counts like a reduction: its result is one level above it. The stage of its level keeps it as
+`hawk.scan_totals` (each SCAN_BLOCK's total into an internal cell, turned into the blocks' offsets by that
+stage's finish), and every later stage that needs the scanned values recomputes them as `hawk.scan_apply`,
+reading the offsets from that cell (hawk/passes/lower/scan.py).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from hawk.ir.access import cell_name, kernel_axes, kernel_func, reduce_over
+from hawk.ir.access import cell_name, kernel_axes, kernel_func, reduce_over, scan_mode, scan_op, scan_reset, scan_value
 from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
 from hawk.ir.types import add_arg, drop_unused_args, of_value
@@ -78,14 +83,19 @@ def _analyse(func_op):
         for v in _used_values(op):
             src = producer.get(v)
             if src is not None:  # a total is ready one level after its reduction; storing it is not a read
-                later = is_hawk(ops[src], "reduce") and not is_hawk(op, "cell")
+                later = _collective(ops[src]) and not is_hawk(op, "cell")
                 lv = max(lv, level[src] + (1 if later else 0))
         level[k] = lv
         for r in op.results:
             producer[r] = k
-        if is_hawk(op, "reduce"):
+        if _collective(op):
             reduces.append(k)
     return ops, producer, level, reduces
+
+
+def _collective(op) -> bool:
+    """A reduction or a scan: its result is ready one level after it."""
+    return is_hawk(op, "reduce") or is_hawk(op, "scan")
 
 
 def stage_count(module: ir.Module) -> int:
@@ -100,7 +110,7 @@ def split_stages(text: str, name: str, reserved: frozenset[str] = frozenset()) -
     Internal cells are named cut0, cut1, ... skipping the `reserved` names (the kernel's planes)."""
     n = stage_count(ir.Module.parse(text))
     if n == 1:
-        return [StageIR(name, text, (), ())]
+        return [StageIR(name, _drop_unread_scans(text), (), ())]
     stages = []
     for s in range(n):
         module = ir.Module.parse(text)
@@ -122,19 +132,25 @@ def split_stages(text: str, name: str, reserved: frozenset[str] = frozenset()) -
                 if is_hawk(ops[src], "reduce") and level[src] < s:
                     reads.add(src)
                     continue
+                if is_hawk(ops[src], "scan") and level[src] < s:
+                    reads.add(src)  # recomputed from the offsets an earlier stage left (hawk.scan_apply)
                 keep.add(src)
                 stack.append(src)
         cells_out = []
         entry = func_op.regions[0].blocks[0]
         with ir.InsertionPoint(entry.operations[0]), func_op.location:
             for k in sorted(reads):
+                if is_hawk(ops[k], "scan"):
+                    continue
                 rt = ops[k].results[0].type
                 cell = add_arg(func_op, cut[k], of_value("total", rt, _kept_axes(func_op, ops[k])))
                 r = create("hawk.cut_read", [cell], [rt]).result
                 ops[k].results[0].replace_all_uses_with(r)
         for k in sorted(keep):
             if k in later_use and level[k] == s:
-                if not _user_cell(ops[k]):  # a total only later stages read: an internal cell
+                if is_hawk(ops[k], "scan"):
+                    pass  # its block totals: hawk.scan_totals below
+                elif not _user_cell(ops[k]):  # a total only later stages read: an internal cell
                     with ir.InsertionPoint(entry.operations[len(entry.operations) - 1]), ops[k].location:
                         v = ops[k].results[0]
                         cell = add_arg(func_op, cut[k], of_value("total", v.type, _kept_axes(func_op, ops[k])))
@@ -143,11 +159,43 @@ def split_stages(text: str, name: str, reserved: frozenset[str] = frozenset()) -
         for k in reversed(range(len(ops))):
             if k not in keep:
                 ops[k].operation.erase()
+        scanned = {k for k in keep if is_hawk(ops[k], "scan")}
+        for k in sorted(scanned):
+            _split_scan(func_op, ops[k], cut[k], totals=level[k] == s)
         drop_unused_args(func_op)  # each stage takes the planes, sinks and cells it uses
         stage_name = name if s == 0 else f"{name}_{s + 1}"
         func_op.attributes["sym_name"] = ir.StringAttr.get(stage_name)
-        stages.append(StageIR(stage_name, str(module), tuple(cut[k] for k in sorted(reads)), tuple(cells_out)))
+        cells_in = [cut[k] for k in sorted(reads) if k not in scanned] + \
+            [cut[k] for k in sorted(reads) if k in scanned]  # (the order plan-buffers lists them in)
+        stages.append(StageIR(stage_name, str(module), tuple(cells_in), tuple(cells_out)))
     return stages
+
+
+def _split_scan(func_op, op, cell_name_: str, totals: bool) -> None:
+    """A hawk.scan as this stage needs it: its block totals into the internal cell (the stage of its level), or
+    the scan itself started from the offsets in that cell (a later stage)."""
+    v = scan_value(op)
+    cell = add_arg(func_op, cell_name_, of_value("total", v.type, []))
+    operands = [cell, v] + ([scan_reset(op)] if scan_reset(op) is not None else [])
+    with ir.InsertionPoint(op), op.location:
+        if totals:
+            create("hawk.scan_totals", operands, [], {"op": scan_op(op)})
+        else:
+            new = create("hawk.scan_apply", operands, [v.type], {"op": scan_op(op), "mode": scan_mode(op)})
+            op.results[0].replace_all_uses_with(new.result)
+    op.operation.erase()
+
+
+def _drop_unread_scans(text: str) -> str:
+    """A kernel in one stage: scans nothing reads go (there is no stage to apply them)."""
+    module = ir.Module.parse(text)
+    ops = [op for op in _top_ops(kernel_func(module)) if is_hawk(op, "scan")]
+    if not ops:
+        return text
+    for op in reversed(ops):
+        if not list(op.results[0].uses):
+            op.operation.erase()
+    return str(module)
 
 
 def _user_cell(reduce_op) -> str | None:
@@ -161,7 +209,7 @@ def _user_cell(reduce_op) -> str | None:
 def _cut_names(ops, reduces, reserved: frozenset[str]) -> dict[int, str]:
     names, internal = {}, 0
     for k in reduces:
-        user = _user_cell(ops[k])
+        user = None if is_hawk(ops[k], "scan") else _user_cell(ops[k])
         if user is None:
             while f"cut{internal}" in reserved:
                 internal += 1

@@ -1,6 +1,7 @@
 """verify-hawk: the rules a kernel must keep that are about where cross-lane ops sit.
 
 - a reduction is a collective every lane reaches: not under an `if`, not in a `for`;
+- a scan (hawk.scan) likewise sits at the top level of the body;
 - a scatter may sit in a `for` over range (each pass is its own scatter) but not under an `if`;
 - one kernel reduces with one operation: sum and mean together, or max, or min;
 - what IRDL cannot say about typed operands (`check_types`): a value read from or written to a plane, sink or
@@ -96,13 +97,18 @@ def verify_hawk(module: ir.Module) -> None:
     found: list[object] = []
 
     def visit(op):
-        if is_hawk(op, "reduce") or is_hawk(op, "scatter"):
+        if is_hawk(op, "reduce") or is_hawk(op, "scatter") or is_hawk(op, "scan"):
             found.append(op)
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
     for op in found:
         around = _enclosing(op)
+        if is_hawk(op, "scan"):
+            if around:
+                raise error_at(op, "hawk.scan(...) runs over every lane in order: it may not sit inside "
+                                   f"{'a for loop' if 'scf.for' in around else 'an if'}; hoist it to the top level")
+            continue
         if is_hawk(op, "reduce"):
             kind = reduce_kind(op)
             if around:

@@ -39,7 +39,7 @@ def facts(kernel: Kernel) -> Facts:
     """Read the forward IR (float64) and refuse what the reverse cannot take, naming kernel and plane."""
     from mlir import ir
 
-    from hawk.ir.access import cell_name, plane_name, reduce_kind, scatter_mode, sink_name, stored_value
+    from hawk.ir.access import cell_name, plane_name, reduce_kind, scatter_mode, sink_name, store_key, stored_value
     from hawk.ir.dialect import is_hawk, new_context
     from hawk.passes.verify import error_at
 
@@ -59,10 +59,17 @@ def facts(kernel: Kernel) -> Facts:
                 raise error_at(op, "the reverse does not differentiate hawk.reduce with an operator (a fold's "
                                    "adjoint depends on the operator's own derivative): use hawk.sum, hawk.mean, "
                                    "hawk.max or hawk.min where a gradient is needed")
+            elif is_hawk(op, "scan"):
+                raise error_at(op, "the reverse does not differentiate hawk.scan yet (its adjoint is a scan in "
+                                   "the other lane order): keep scans out of kernels you take gradients of")
             elif is_hawk(op, "load") and sig.get(plane_name(op)).kind == "output":
                 raise error_at(op, f"the reverse cannot take a read of output "
                                    f"'{plane_name(op)}' before it is assigned (its initial contents): pass "
                                    "those values as an input plane instead")
+            elif is_hawk(op, "store") and store_key(op) is not None:
+                raise error_at(op, f"the reverse does not take a store by key into output plane "
+                                   f"'{plane_name(op)}' (hawk.scatter({plane_name(op)})[k] = v) yet: store into a "
+                                   "sink (Mutable[\"slot\":n]) where a gradient is needed")
             elif is_hawk(op, "scatter"):
                 sink = sink_name(op)
                 t = stored_value(op).type
@@ -152,6 +159,8 @@ def design(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
     planes = [p for p in sig.planes if p.kind in ("lane", "index", "param", "table", "grid")]
     ct, ct_kind, payload, grad, grad_kind, win, outputs = {}, {}, {}, {}, {}, {}, {}
     for out, mode in sorted(kernel.outputs.items()):
+        if out != "result" and sig.get(out).integer:  # an integer output has no cotangent
+            continue
         shape = sig.returns.shape if out == "result" else sig.get(out).payload.shape
         ct[out], payload[out] = _fresh(f"ct_{out}", used), shape
         if mode == "lane":

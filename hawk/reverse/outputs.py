@@ -25,6 +25,8 @@ class OutputsMixin:
     def seed(self, op, adj: dict) -> None:
         if is_hawk(op, "store"):
             out = plane_name(op)
+            if out not in self.p.ct:  # an integer output (Mutable[Index]): no cotangent enters there
+                return
             v = stored_value(op)
             ct = create("hawk.load", [self.arg(self.p.ct[out], "plane", v.type, self.p.axes)], [v.type]).result
             self.acc(v, ct, False, adj)

@@ -68,6 +68,11 @@ def opt_rows(g: Grid["row", "col":64], x: Scalar) -> Scalar:
     return hawk.sum(x, over="col")
 
 
+@hawk.kernel
+def opt_scan(x: Scalar, start: Scalar, y: Mutable[Scalar]):
+    y = hawk.scan(x * x, reset=start > 0.0)
+
+
 @dataclass(frozen=True)
 class Input:
     kernel: object
@@ -95,6 +100,8 @@ INPUTS = {
     "lower_finish_to_llvm": Input(opt_hist, PLANNED + ",lower-gpu-lanes,canonicalize"),
     "target_host": Input(opt_staged),
     "target_nvvm": Input(opt_hist),
+    "split_scan": Input(opt_scan, "verify-hawk"),
+    "host_scan": Input(opt_scan, "verify-hawk,split-stages", stage=1),
 }
 
 

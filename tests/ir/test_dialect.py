@@ -188,7 +188,33 @@ MALFORMED = {
                             'policy = "auto"} : (!s, f64, i32) -> ()', "i64"),
     "scatter into an output": (X + K64 + '"hawk.scatter"(%yp, %x, %k) {mode = "add", policy = "auto"} '
                                          ': (!y, f64, i64) -> ()', "hawk.output"),
+    "scan op mul": (X + '%y = "hawk.scan"(%x) {op = "mul", mode = "inclusive"} : (f64) -> f64', '"mul"'),
+    "scan mode both": (X + '%y = "hawk.scan"(%x) {op = "add", mode = "both"} : (f64) -> f64', '"both"'),
+    "scan without mode": (X + '%y = "hawk.scan"(%x) {op = "add"} : (f64) -> f64', '"mode"'),
+    "scan i32 reset": (X + '%r = arith.constant 1 : i32\n%y = "hawk.scan"(%x, %r) {op = "add", mode = "inclusive"} '
+                           ': (f64, i32) -> f64', "i1"),
+    "scan changes type": (X + '%y = "hawk.scan"(%x) {op = "max", mode = "inclusive"} : (f64) -> f32', "f32"),
+    "scan_totals into an output": (X + '"hawk.scan_totals"(%yp, %x) {op = "add"} : (!y, f64) -> ()', "hawk.output"),
+    "scan_apply of a sink": (X + '%y = "hawk.scan_apply"(%sp, %x) {op = "min", mode = "exclusive"} '
+                                 ': (!s, f64) -> f64', "hawk.sink"),
 }
+
+
+def test_scan_ops_verify_and_answer_their_accessors():
+    body = (X + '%f = arith.cmpf ogt, %x, %x : f64\n'
+            '%a = "hawk.scan"(%x, %f) {op = "min", mode = "exclusive"} : (f64, i1) -> f64\n'
+            '"hawk.scan_totals"(%cp, %a) {op = "add"} : (!c, f64) -> ()\n'
+            '%b = "hawk.scan_apply"(%cp, %a) {op = "add", mode = "inclusive"} : (!c, f64) -> f64')
+    text = _in_func(body)
+    assert _rejection(text) is None
+    with new_context(), ir.Location.unknown():
+        module = ir.Module.parse(text)  # (kept alive while its ops are read)
+        ops = {op.name: op for op in _ops(module)}
+        scan, totals, apply = ops["hawk.scan"], ops["hawk.scan_totals"], ops["hawk.scan_apply"]
+        assert (access.scan_op(scan), access.scan_mode(scan)) == ("min", "exclusive")
+        assert access.scan_reset(scan).owner.name == "arith.cmpf" and access.scan_reset(apply) is None
+        assert access.scan_value(totals) == scan.results[0] and access.scan_cell(totals) == "c"
+        assert (access.scan_op(apply), access.scan_mode(apply), access.scan_cell(apply)) == ("add", "inclusive", "c")
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))

@@ -111,8 +111,14 @@ def rt_control(v: Scalar, scale: Param, lo: Mutable[Scalar], hi: Mutable[Vector[
     hi = m.vec(a, term)
 
 
+@hawk.kernel
+def rt_scan(v: Scalar, k: Index, out: Mutable[Scalar]):
+    c = hawk.scan(k, exclusive=True, reset=k == 0)
+    out = hawk.scan(v, op=m.max) + m.to_float(c)
+
+
 KERNELS = [rt_sums, rt_mean_where, rt_extrema, rt_min_kept, rt_histogram, rt_place, rt_vector_scatter,
-           rt_standardize, rt_staged_mixed, rt_stencil, rt_fold, rt_control]
+           rt_standardize, rt_staged_mixed, rt_stencil, rt_fold, rt_control, rt_scan]
 
 
 # ------------------------------------------------------------------ the round trip

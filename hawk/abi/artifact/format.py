@@ -36,7 +36,7 @@ POLICIES = ("auto", "compensated", "plain", "ordered")
 SINK_POLICIES = ("plain", "compensated", "ordered")
 # The buffer roles eagle.launch.Launcher allocates; a role it does not know is refused before anything runs.
 BUFFER_ROLES = ("in", "index", "param", "table", "cut", "out", "cell", "count", "sink", "comp", "priv", "mark",
-                "scratch", "exact", "pairs", "fold", "meta", "err")
+                "scratch", "exact", "pairs", "fold", "meta", "err", "len", "scan", "scanoff")
 BUFFER_DTYPES = ("f", "f64", "i32", "i64")
 _ROLE_KIND = {"in": "lane", "index": "index", "param": "param", "table": "table", "sink": "sink"}
 
@@ -172,9 +172,10 @@ def _check_consistency(d: dict, refuse: _Refuse) -> None:
     for out in d["outputs"]:
         if not (out == "result" and returns) and planes.get(out, {}).get("kind") != "output":
             raise refuse(f"sidecar.outputs.{out}", "is not an output plane of the kernel")
-    index_planes = {n for n, p in planes.items() if p["kind"] == "index"}
+    index_planes = {n for n, p in planes.items() if p["kind"] == "index" or p.get("integer")}  # + Mutable[Index]
     if set(d["index_dtypes"]) != index_planes:
-        raise refuse("sidecar.index_dtypes", f"must give a dtype for each Index plane {sorted(index_planes)}")
+        raise refuse("sidecar.index_dtypes", f"must give a dtype for each Index plane and integer output "
+                                             f"{sorted(index_planes)}")
 
     stages = d["stages"]
     names = [st["kernel"] for st in stages]
@@ -294,6 +295,8 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
         if plane not in planes or planes[plane]["kind"] != "index":
             raise refuse(f"{path}.index_keys", f"names '{plane}', which is not an Index plane")
         for sink, pos in uses:
+            if d["outputs"].get(sink, "").startswith("scatter") and pos == 0:  # an output plane written by key
+                continue
             if planes.get(sink, {}).get("kind") != "sink" or pos >= len(planes[sink]["axes"]):
                 raise refuse(f"{path}.index_keys.{plane}", f"names key position {pos} of '{sink}', which does "
                                                            "not exist")
@@ -307,15 +310,22 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
             raise refuse(where, f"is a '{role}' buffer but '{bname}' is not such a plane")
         if role == "index" and b["dtype"] != {"int32": "i32", "int64": "i64"}[d["index_dtypes"][bname]]:
             raise refuse(where, f"has dtype {b['dtype']!r}, not the one of Index plane '{bname}'")
-        if role == "out" and d["outputs"].get(bname) != "lane":
+        if role == "out" and d["outputs"].get(bname) not in ("lane", "scatter", "scatter-run"):
             raise refuse(where, f"is an 'out' buffer but '{bname}' is not a per-lane output")
+        if role == "out" and b["dtype"] != ("f" if not planes.get(bname, {}).get("integer") else
+                                            {"int32": "i32", "int64": "i64"}[d["index_dtypes"][bname]]):
+            raise refuse(where, f"has dtype {b['dtype']!r}, not the one of output '{bname}'")
+        if role == "len" and bname not in roles.get("out", []):
+            raise refuse(where, f"is the length of '{bname}', which has no 'out' buffer before it")
         if role == "fold" and bname not in {r["cell"] for r in lay["reductions"] if r["kind"] == "fold"}:
             raise refuse(where, f"is a fold's state but no hawk.reduce with an operator lands in '{bname}'")
         if role in ("cell", "count") and bname not in cells:
             raise refuse(where, f"is a '{role}' buffer but no reduction lands in '{bname}'")
         if role == "cell" and bname not in d["outputs"] and bname not in st["cells_out"]:
             raise refuse(where, f"is a cell buffer '{bname}' that is neither an output nor a cell the stage writes")
-        if role == "cut" and bname not in st["cells_in"]:
+        if role == "scan" and bname not in st["cells_out"]:
+            raise refuse(where, f"holds a scan's block totals '{bname}', which is not one of the stage's cells_out")
+        if role in ("cut", "scanoff") and bname not in st["cells_in"]:
             raise refuse(where, f"reads cell '{bname}', which is not one of the stage's cells_in")
         if role == "comp" and bname not in roles.get("sink", []) + roles.get("cell", []):
             raise refuse(where, f"is a companion of '{bname}', which has no sink or cell buffer before it")
@@ -330,10 +340,10 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
         if roles.get(role) != [f"#{role}"]:
             raise refuse(f"{path}.buffers", f"must hold one '#{role}' buffer")
     for c in st["cells_out"]:
-        if c not in roles.get("cell", []):
+        if c not in roles.get("cell", []) + roles.get("scan", []):
             raise refuse(f"{path}.buffers", f"has no cell buffer for '{c}', which the stage writes")
     for c in st["cells_in"]:
-        if c not in roles.get("cut", []):
+        if c not in roles.get("cut", []) + roles.get("scanoff", []):
             raise refuse(f"{path}.buffers", f"has no cut buffer for '{c}', which the stage reads")
 
 

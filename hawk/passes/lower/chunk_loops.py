@@ -4,6 +4,7 @@
   blocked   for block: full blocks run ORDERED_CHAINS straight-line copies of the body per group of lanes (a
             chain each: compensated sums, ordered two-float chains); a partial block runs lane by lane, guarded
   nested    for kept slot: for its contiguous lanes: body, kept totals in registers (leading kept axes)
+  scan      for block of SCAN_BLOCK lanes: (start the scans) for its lanes: body (write the block totals): scan.py
   column    for row: for its lanes (trailing kept axes: each lane's slot is affine; a grid: coordinates from
             the loops; neighbour reads: the interior without clamps, grid.py)
 
@@ -17,7 +18,7 @@ from mlir.dialects import memref, scf
 
 from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
 from hawk.passes.host_emit import size
-from hawk.passes.lower import grid, reduce_full, sorted_runs, split_scatters, state, wide
+from hawk.passes.lower import grid, reduce_full, scan, sorted_runs, split_scatters, state, wide
 from hawk.passes.lower.context import Lowering, clone_body, rewrite, rewrite_ops
 from hawk.passes.lower.grid import own_offsets
 from hawk.passes.speculate import NO_SPECULATE
@@ -37,6 +38,8 @@ def lanes_body(cx: Lowering, body: ir.Block) -> None:
         final = column_driver(cx, body, chunk0, column_span(cx))
     elif len(cx.axes) > 1 and not any(r.kept for r in cx.lay.reductions):
         final = column_driver(cx, body, chunk0, None)  # rows of a grid: coordinates without div/mod
+    elif scan.has_scans(body):
+        final = scan.scan_driver(cx, body, chunk0)  # the flat loop in blocks of SCAN_BLOCK (scan.py)
     else:
         final = flat_driver(cx, body, chunk0)
     final = list(final)

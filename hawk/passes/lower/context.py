@@ -90,6 +90,9 @@ class Lowering:
         self.pending: dict = {}  # blocked driver: a group's terms per (chain, component), one per copy
         self.block_start: ir.Value | None = None  # blocked driver: the block's first lane
         self.folds: dict = {}
+        self.scans: dict = {}  # scan cell -> (operator, value type) of the block totals this stage writes (scan.py)
+        self.n_scans = 0  # chunk-state slots of scans' running values (the last of the chunk state)
+        self.scan_blocked = False  # scan.scan_driver starts and ends each block's scans around its lane loop
         self.n_flags = 0
         self.reductions = self.full_iter = None  # rewrite_ops: the reductions in op order
 

@@ -14,7 +14,7 @@ from mlir.dialects import func, scf
 
 from hawk.passes import exact_emit
 from hawk.passes.host_emit import _EQ, size
-from hawk.passes.lower import folds, wide
+from hawk.passes.lower import folds, scan, wide
 from hawk.passes.lower.context import Lowering
 
 _NE = 1
@@ -74,6 +74,7 @@ def build_finish(cx: Lowering, finish) -> None:
                 (e.vstore if isinstance(v.type, ir.VectorType) else e.store)(v, cell, e.c(k))
         finish_private(cx)
         folds.finish_folds(cx)
+        scan.finish_scans(cx)  # scans' block totals into block offsets (hawk/passes/lower/scan.py)
         finish_companions(cx)
         for r in cx.lay.reductions:
             if r.kept and r.kind == "mean":

@@ -14,10 +14,12 @@ from collections.abc import Iterator
 from mlir import ir
 from mlir.dialects import scf
 
-from hawk.ir.access import at_coords, cell_name, coord_axes, lane_axis, plane_name, stored_value
+from hawk.ir.access import at_coords, cell_name, coord_axes, lane_axis, plane_name, store_key, stored_value
 from hawk.passes.analysis import payload_of
-from hawk.passes.host_emit import size
+from hawk.passes.host_emit import _SGE, _SLT, size
 from hawk.passes.lower.context import Lowering, rule
+
+_NE = 1  # arith.cmpi "ne"
 
 
 def gather(cx: Lowering, shape, elem: ir.Type, at) -> ir.Value:
@@ -141,9 +143,43 @@ def lower_store(cx: Lowering, op) -> None:
     e = cx.e
     buf = cx.buf(plane_name(op), ("out",))
     v = stored_value(op)
+    if store_key(op) is not None:
+        return keyed_store(cx, plane_name(op), buf, v, store_key(op))
     shape = payload_of(v.type)
     for c, x in components(cx, v, shape):
         e.store(x, buf, e.add_i(e.mul_i(c, cx.L), cx.lane) if shape else cx.lane)
+
+
+def keyed_store(cx: Lowering, name: str, buf: ir.Value, v: ir.Value, key: ir.Value) -> None:
+    """`hawk.scatter(out)[k] = v` into an output plane: v at flat position k of the caller's array, straight
+    into it (no private copy: which of several lanes storing to one position wins is not specified). Key -1
+    stores nothing; any other key outside [0, len) is reported through #err like a sink's bad key."""
+    from hawk.passes.lower.scatters import report_bad_key
+
+    e = cx.e
+    n = array_length(cx, name)
+    inside = e.op("arith.andi", e.cmpi(_SGE, key, e.c(0, e.i64)), e.cmpi(_SLT, key, n))
+    branch = scf.IfOp(inside, [], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        e.store(v, buf, e.to_index(key))
+        scf.YieldOp([])
+    with ir.InsertionPoint(branch.else_block):
+        report_bad_key(cx, name, key, e.cmpi(_NE, key, e.c(-1, e.i64)), role="out")
+        scf.YieldOp([])
+
+
+def array_length(cx: Lowering, name: str) -> ir.Value:
+    """The length of an output written by key, from its "len" buffer (every target can read a buffer; SPIR-V
+    has no memref.dim), loaded once at the top of the function: in the lane loop LLVM could not hoist it past
+    the stores into the output."""
+    e = cx.e
+    if cx.entry is None:
+        return e.load(cx.bufs[(name, "len")], e.c(0))
+    key = ("#len", name)
+    if key not in cx.temps:
+        with ir.InsertionPoint.at_block_begin(cx.entry):
+            cx.temps[key] = e.load(cx.bufs[(name, "len")], e.c(0))
+    return cx.temps[key]
 
 
 def kept_index(cx: Lowering, kept) -> tuple[ir.Value, ir.Value]:

@@ -223,8 +223,8 @@ def can_recompute(cx: Lowering, body: ir.Block) -> bool:
         return False
     writes = []
 
-    def visit(op):
-        if op.name in ("hawk.store", "hawk.scatter"):
+    def visit(op):  # (a scan's running value is loop state a rerun would start from the block's end)
+        if op.name in ("hawk.store", "hawk.scatter", "hawk.scan_totals", "hawk.scan_apply"):
             writes.append(op)
         return ir.WalkResult.ADVANCE
 
@@ -248,5 +248,5 @@ def redo_block(cx: Lowering, body: ir.Block, state: list[ir.Value]) -> None:
 
 
 def nchunk_red_total(cx: Lowering) -> int:
-    """Chain state follows the whole chunk state (reductions and sorted runs) in the iter_args."""
-    return cx.nchunk_red + sum(r.width for r in cx.runs) + cx.n_flags
+    """Chain state follows the whole chunk state (reductions, sorted runs, flags, scans) in the iter_args."""
+    return cx.nchunk_red + sum(r.width for r in cx.runs) + cx.n_flags + cx.n_scans

@@ -15,7 +15,7 @@ from hawk.ir.build import create
 from hawk.passes import exact_emit
 from hawk.passes.analysis import payload_of
 from hawk.passes.host_emit import size
-from hawk.passes.lower import sorted_runs, wide
+from hawk.passes.lower import scan, sorted_runs, wide
 from hawk.passes.lower.context import Lowering
 from hawk.passes.lower.sorted_runs import Run
 
@@ -106,6 +106,7 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
             k = run.k
             chunk += [e.c(-1, e.i64)] + [init(-0.0, t)] * k + ([init(0.0, t)] * k if pol == "compensated" else [])
     cx.n_flags = plan_extremum_flags(cx, chunk)
+    scan.plan_scans(cx, body, chunk)  # running values of scans (hawk/passes/lower/scan.py), last
     cx.recompute = False  # full blocks rerun the body instead of keeping a term buffer (chunk_loops.lanes_body)
     return chunk, chain
 

@@ -1,0 +1,84 @@
+"""`hawk.scan(x, exclusive=False, op=m.add, reset=flag)`: a running total over the lanes, in lane order.
+
+The call becomes one `hawk.scan {op, mode}` op on the lane's scalar value (and its reset flag). Its result is a
+per-lane value like any other, but reading it needs every earlier lane, so split-stages treats it as a reduction:
+the stage of the scan writes each block's total and the next stage applies the offsets (hawk/passes/stages.py,
+hawk/passes/lower/scan.py; the bits contract is in docs/semantics.md, "Scans").
+
+x is a float (the run's float type) or an integer (int64 arithmetic, wrapping as NumPy's int64 does); a truth
+value counts as an integer 0 or 1 (a running count of the lanes where a condition holds).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+from hawk.frontend.values import HVal
+from hawk.ir.build import create
+
+_OPS = ("add", "min", "max")
+
+
+def scan_operator(f) -> str | None:
+    """The scan operator a value names: m.add, m.min, m.max (Python's min and max too), or None."""
+    if f is builtins.min or f is builtins.max:
+        return f.__name__
+    tag = getattr(f, "_hawk_builtin", None)
+    if isinstance(tag, tuple) and tag[0] == "math" and tag[1] in _OPS:
+        return tag[1]
+    return None
+
+
+def scan_call(kb, e: ast.Call) -> HVal:
+    """Read `hawk.scan(x, ...)` in a kernel body (`kb`: the KernelBuilder)."""
+    kb.lane_local("hawk.scan", "scan in the kernel and pass the values a func needs as arguments")
+    if kb.nesting:
+        where = "a for loop" if kb.nesting[-1] == "for" else "an if"
+        raise kb.error(f"hawk.scan(...) runs over every lane in order, a collective every lane must reach: it may "
+                       f"not sit inside {where}; hoist it to the top level of the body (y = hawk.scan(x) before "
+                       "the " + ("loop" if kb.nesting[-1] == "for" else "if") + ") and select the lanes' values "
+                       "with m.where(cond, x, 0.0) or reset=")
+    if len(e.args) != 1 or any(isinstance(a, ast.Starred) for a in e.args):
+        raise kb.error("hawk.scan takes one value: hawk.scan(x, exclusive=False, op=m.add, reset=flag)")
+    kw = {k.arg: k.value for k in e.keywords}
+    bad = [k for k in kw if k not in ("exclusive", "op", "reset")]
+    if bad:
+        raise kb.error(f"hawk.scan takes exclusive=, op= and reset=, not {bad[0]}=")
+    mode = "inclusive"
+    if "exclusive" in kw:
+        ex = kb.expr(kw["exclusive"])
+        flag = ex.value if isinstance(ex, HVal) and ex.is_const and ex.kind == "b" else ex
+        if not isinstance(flag, bool):
+            raise kb.error("exclusive= takes True or False (a constant), not "
+                           f"'{ast.unparse(kw['exclusive'])}'", kw["exclusive"])
+        mode = "exclusive" if flag else "inclusive"
+    op = "add"
+    if "op" in kw:
+        f = kb.expr(kw["op"])
+        op = scan_operator(f)
+        if op is None:
+            raise kb.error(f"hawk.scan(x, op=...): op '{ast.unparse(kw['op'])}' is not a scan operator; use m.add "
+                           "(the default), m.min or m.max (import hawk.math as m)", kw["op"])
+    x_node = e.args[0]
+    x = kb.value(kb.expr(x_node), x_node)
+    if x.reduced is not None:
+        raise kb.error("hawk.scan of a value that is already reduced over lanes: every lane holds the same value; "
+                       "scan a per-lane value", x_node)
+    if x.shape:
+        raise kb.error(f"hawk.scan runs over one number per lane; '{ast.unparse(x_node)}' has shape {x.shape}: "
+                       "scan each component on its own (x[0], x[1], ...)", x_node)
+    s = kb.sem
+    if x.kind == "b":
+        x = s.to_int(x)  # a running count
+    if x.is_const:
+        x = HVal(s.mlir(x), x.kind)
+    operands = [s.mlir(x)]
+    if "reset" in kw:
+        r = kb.value(kb.expr(kw["reset"]), kw["reset"])
+        if r.kind != "b" or r.shape:
+            raise kb.error("reset= takes one truth value per lane (a lane where it is true starts a new run), e.g. "
+                           f"reset=key != key.at(i - 1); got '{ast.unparse(kw['reset'])}'", kw["reset"])
+        operands.append(s.mlir(r))
+    v = create("hawk.scan", operands, [operands[0].type], {"op": op, "mode": mode}).result
+    return HVal(v, x.kind)

@@ -1,0 +1,218 @@
+"""Scans (`hawk.scan`, split by hawk/passes/stages.py into `hawk.scan_totals` and `hawk.scan_apply`).
+
+The bits contract (docs/semantics.md, "Scans"): lanes go in blocks of SCAN_BLOCK counted from lane 0 (a host
+chunk and a GPU thread of the chunk form always start on a block: Layout.parallel_span).
+
+  stage s     `scan_totals`: each block's lanes folded one by one in lane order, starting from the identity,
+              into a running value carried in the lane loop's iter_args; the block's last lane writes the total
+              (and, with reset=, whether a flag was set in the block) into entry b of the "scan" buffer
+              (SCAN_ENTRY values per block). The finish (`finish_scans`, on the host for every target) turns
+              the totals into offsets in place: off_0 = identity, off_b+1 = t_b if f_b else off_b (+) t_b.
+  stage s+1   `scan_apply`: the running value starts each block from its offset and folds the block's lanes
+              one by one in lane order: prev = off_b at a block's first lane, else the previous lane's value;
+              inclusive y = prev (+) x, exclusive y = prev (then prev (+) x carries on); with reset=, a flagged
+              lane starts afresh: inclusive y = x, exclusive y = identity.
+
+Where the lane loop would be flat, `scan_driver` cuts it at block boundaries and starts each block's running
+values (identity or offset) outside the lanes' loop and writes the totals after it; under the other loop shapes
+(blocked chains, nested or column rows) the rules do it per lane with a select at a block's first lane and a
+guarded store at its last. Either way every target runs the same operations (a GPU thread runs a block as a
+host chunk does), so the bits never depend on threads, loop shape or target.
+
+The operators: add (float: arith.addf; integer: wrapping arith.addi), and min/max with np.minimum's rule (a where
+a < b or a is NaN, else b; hawk.math's m.min), integer minsi/maxsi.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import scf
+
+from hawk.abi.layout import SCAN_BLOCK, SCAN_ENTRY
+from hawk.ir.access import scan_cell, scan_mode, scan_op, scan_reset, scan_value
+from hawk.ir.dialect import is_hawk
+from hawk.passes.lower.context import Lowering, rule
+
+_SLOT = "hawk.scan_slot"  # where a scan's running value sits among the loop's iter_args (copies keep it)
+_I64_MAX, _I64_MIN = (1 << 63) - 1, -(1 << 63)
+_EQ, _OLT, _OGT, _UNE = 0, 4, 2, 13
+
+
+def plan_scans(cx: Lowering, body: ir.Block, chunk: list[ir.Value]) -> None:
+    """Give each scan of the body its running value (and, for block totals with reset=, a flag) among the chunk
+    state, and record each scan cell's operator and type for the finish."""
+    before = len(chunk)
+    for op in body.operations:
+        if not (is_hawk(op, "scan_totals") or is_hawk(op, "scan_apply")):
+            continue
+        t = scan_value(op).type
+        op.attributes[_SLOT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(chunk))
+        chunk.append(identity(cx, scan_op(op), t))
+        if is_hawk(op, "scan_totals"):
+            cx.scans[scan_cell(op)] = (scan_op(op), t)
+            if scan_reset(op) is not None:
+                chunk.append(cx.e.c(0, cx.e.i1))
+    cx.n_scans = len(chunk) - before  # (the chains follow: reduce_full.nchunk_red_total)
+
+
+def _slot(op) -> int:
+    return ir.IntegerAttr(op.attributes[_SLOT]).value
+
+
+def identity(cx: Lowering, op: str, t: ir.Type) -> ir.Value:
+    """add: -0.0 (so that -0.0 + x is x, bit for bit) or 0; min: +inf or INT64_MAX; max: -inf or INT64_MIN."""
+    e = cx.e
+    if isinstance(t, ir.IntegerType):
+        return e.c({"add": 0, "min": _I64_MAX, "max": _I64_MIN}[op], t)
+    return e.cf({"add": -0.0, "min": float("inf"), "max": float("-inf")}[op], t)
+
+
+def combine(cx: Lowering, op: str, a: ir.Value, b: ir.Value) -> ir.Value:
+    """a (+) b for the scan's operator: the running value a, then the lane's value b."""
+    e = cx.e
+    if isinstance(a.type, ir.IntegerType):
+        name = {"add": "arith.addi", "min": "arith.minsi", "max": "arith.maxsi"}[op]
+        return e.op(name, a, b)
+    if op == "add":
+        return e.add(a, b)
+    first = e.op("arith.ori", e.cmpf(_OLT if op == "min" else _OGT, a, b), e.cmpf(_UNE, a, a))
+    return e.select(first, a, b)
+
+
+def _block_start(cx: Lowering) -> ir.Value:
+    """Whether this lane is the first of its SCAN_BLOCK."""
+    e = cx.e
+    return e.cmpi(_EQ, e.op("arith.andi", cx.lane, e.c(SCAN_BLOCK - 1)), e.c(0))
+
+
+def _entry(cx: Lowering) -> ir.Value:
+    """Where this lane's block entry starts in a scan buffer."""
+    e = cx.e
+    return e.mul_i(e.op("arith.shrui", cx.lane, e.c(SCAN_BLOCK.bit_length() - 1)), e.c(SCAN_ENTRY))
+
+
+def _flag_value(cx: Lowering, flag: ir.Value, t: ir.Type) -> ir.Value:
+    e = cx.e
+    if isinstance(t, ir.IntegerType):
+        return e.op("arith.extui", flag, t=t)
+    return e.op("arith.uitofp", flag, t=t)
+
+
+def has_scans(body: ir.Block) -> bool:
+    return any(is_hawk(op, "scan_totals") or is_hawk(op, "scan_apply") for op in body.operations)
+
+
+def scan_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
+    """The flat lane loop cut at SCAN_BLOCK boundaries: for block: (start the scans' running values) for lane:
+    body; (write the block totals). A block's running values start outside its lane loop, so each lane costs
+    one operation of the scan's chain (an integer total's loop is a plain reduction LLVM vectorizes). Chunks
+    start on a block (Layout.parallel_span), so a chunk's first block starts from its offset as every other."""
+    from hawk.passes.lower.chunk_loops import lower_body
+
+    e = cx.e
+    ops = [op for op in body.operations if is_hawk(op, "scan_totals") or is_hawk(op, "scan_apply")]
+    B = e.c(SCAN_BLOCK)
+    blo = e.op("arith.divui", cx.lo, B)
+    bhi = e.op("arith.divui", e.add_i(cx.hi, e.c(SCAN_BLOCK - 1)), B)
+    outer = scf.ForOp(blo, bhi, e.c(1), chunk0)
+    with ir.InsertionPoint(outer.body):
+        blk = outer.induction_variable
+        first = e.mul_i(blk, B)
+        start = e.op("arith.maxui", first, cx.lo)
+        end = e.op("arith.minui", e.add_i(first, B), cx.hi)
+        at = e.mul_i(blk, e.c(SCAN_ENTRY))
+        inits = list(outer.inner_iter_args)
+        for op in ops:
+            k, t = _slot(op), scan_value(op).type
+            if is_hawk(op, "scan_apply"):
+                inits[k] = e.load(cx.bufs[(scan_cell(op), "scanoff")], at)
+            else:
+                inits[k] = identity(cx, scan_op(op), t)
+                if scan_reset(op) is not None:
+                    inits[k + 1] = e.c(0, e.i1)
+        inner = scf.ForOp(start, end, e.c(1), inits)
+        with ir.InsertionPoint(inner.body):
+            anchor = scf.YieldOp(list(inner.inner_iter_args))
+        totals = [(scan_cell(op), _slot(op), scan_value(op).type, scan_reset(op) is not None)
+                  for op in ops if is_hawk(op, "scan_totals")]
+        cx.scan_blocked = True
+        lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
+        cx.scan_blocked = False
+        res = list(inner.results)
+        for cell, k, t, flagged in totals:
+            buf = cx.bufs[(cell, "scan")]
+            e.store(res[k], buf, at)
+            e.store(_flag_value(cx, res[k + 1] if flagged else e.c(0, e.i1), t), buf, e.add_i(at, e.c(1)))
+        scf.YieldOp(res)
+    return list(outer.results)
+
+
+@rule("hawk.scan")
+def lower_unsplit_scan(cx: Lowering, op) -> None:
+    """A hawk.scan is never lowered as it is: split-stages makes it scan_totals and scan_apply (and drops one
+    nothing reads)."""
+    raise RuntimeError(f"internal error: kernel '{cx.lay.name}' reached the lowering with an unsplit hawk.scan; "
+                       "run split-stages first (hawk-opt --target T splits a kernel into its stages)")
+
+
+@rule("hawk.scan_totals")
+def lower_scan_totals(cx: Lowering, op) -> None:
+    """This lane into its block's running total; the block's last lane (or the chunk's) writes it out."""
+    e = cx.e
+    k, x, reset, kind = _slot(op), scan_value(op), scan_reset(op), scan_op(op)
+    blocked = cx.scan_blocked  # scan_driver starts each block's total and writes it out itself
+    start = None if blocked else _block_start(cx)
+    prev = cx.accs[k] if blocked else e.select(start, identity(cx, kind, x.type), cx.accs[k])
+    new = combine(cx, kind, prev, x)
+    if reset is not None:
+        new = e.select(reset, x, new)
+        seen = cx.accs[k + 1] if blocked else e.select(start, e.c(0, e.i1), cx.accs[k + 1])
+        cx.accs[k + 1] = e.op("arith.ori", seen, reset)
+    cx.accs[k] = new
+    if blocked:
+        return None
+    nxt = e.add_i(cx.lane, e.c(1))
+    last = e.op("arith.ori", e.cmpi(_EQ, e.op("arith.andi", nxt, e.c(SCAN_BLOCK - 1)), e.c(0)),
+                e.cmpi(_EQ, nxt, cx.hi))
+    write = scf.IfOp(last, [], has_else=False)
+    with ir.InsertionPoint(write.then_block):
+        buf = cx.bufs[(scan_cell(op), "scan")]
+        at = _entry(cx)
+        e.store(new, buf, at)
+        flag = cx.accs[k + 1] if reset is not None else e.c(0, e.i1)
+        e.store(_flag_value(cx, flag, x.type), buf, e.add_i(at, e.c(1)))
+        scf.YieldOp([])
+    return None
+
+
+@rule("hawk.scan_apply")
+def lower_scan_apply(cx: Lowering, op) -> ir.Value:
+    """This lane's scanned value: its block's offset at the block's first lane, else the running value, (+) x."""
+    e = cx.e
+    k, x, reset, kind = _slot(op), scan_value(op), scan_reset(op), scan_op(op)
+    buf = cx.bufs[(scan_cell(op), "scanoff")]
+    prev = cx.accs[k] if cx.scan_blocked else e.select(_block_start(cx), e.load(buf, _entry(cx)), cx.accs[k])
+    new = combine(cx, kind, prev, x)
+    if reset is not None:
+        new = e.select(reset, x, new)
+    cx.accs[k] = new
+    if scan_mode(op) == "inclusive":
+        return new
+    return prev if reset is None else e.select(reset, identity(cx, kind, x.type), prev)
+
+
+def finish_scans(cx: Lowering) -> None:
+    """Each scan buffer's block totals into block offsets, in place and in block order (the finish)."""
+    e = cx.e
+    for cell, (kind, t) in cx.scans.items():
+        buf = cx.bufs[(cell, "scan")]
+        blocks = e.op("arith.divui", e.dim(buf), e.c(SCAN_ENTRY))
+        loop = scf.ForOp(e.c(0), blocks, e.c(1), [identity(cx, kind, t)])
+        with ir.InsertionPoint(loop.body):
+            off = loop.inner_iter_args[0]
+            at = e.mul_i(loop.induction_variable, e.c(SCAN_ENTRY))
+            total, flag = e.load(buf, at), e.load(buf, e.add_i(at, e.c(1)))
+            e.store(off, buf, at)
+            zero = e.c(0, t) if isinstance(t, ir.IntegerType) else e.cf(0.0, t)
+            fresh = e.cmpi(1, flag, zero) if isinstance(t, ir.IntegerType) else e.cmpf(_UNE, flag, zero)
+            scf.YieldOp([e.select(fresh, total, combine(cx, kind, off, total))])

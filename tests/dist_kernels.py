@@ -1,0 +1,88 @@
+"""The kernels of the sharded-run tests (tests/test_dist_jax.py, tests/test_dist_torch.py), defined once.
+
+Both test files run their cases in child processes (a script run of the test file, then `jax.distributed`
+processes or `torch.multiprocessing.spawn` ranks), which import this module by name from tests/ (the test file's
+folder is first on their path): the kernels must live at a module's top level for that. Defining them imports
+neither JAX nor torch, so the children may set those up afterwards.
+"""
+
+import hawk
+import hawk.math as hm
+from hawk import Grid, Index, Mutable, Param, Scalar, Table, Vector
+
+NR, NC = 8 * 6, 16  # the stencils' grid: 6 rows a shard on 8 devices, 12 on 4; uneven row splits under torch
+
+
+@hawk.kernel
+def dist_sums(x: Scalar, key: Index, acc: Mutable["slot":5], tot: Mutable[Scalar], m: Mutable[Scalar],
+              fast: Mutable[Scalar]):
+    hawk.scatter(acc, policy="ordered")[key] += x
+    tot = hawk.sum(x, policy="ordered")
+    m = hawk.mean(x, policy="ordered")
+    fast = hawk.sum(x)
+
+
+@hawk.kernel
+def dist_max(x: Scalar, s: Param, mx: Mutable[Scalar], y: Mutable[Scalar]):
+    mx = hawk.max(x * s)
+    y = x * s
+
+
+@hawk.kernel
+def dist_split(v: Vector[3], tot: Mutable[Vector[3]], z: Mutable[Vector[3]]):
+    tot = hawk.sum(v, policy="ordered")
+    z = v / tot
+
+
+@hawk.kernel
+def dist_heat(lane: Grid["row", "col":NC], u: Scalar, k: Param, out: Mutable[Scalar], tot: Mutable[Scalar]):
+    i, j = lane.row, lane.col
+    if hm.land(hm.land(i > 0, i < NR - 1), hm.land(j > 0, j < NC - 1)):
+        v = u + k * (u.at(row=i - 1, col=j) + u.at(row=i + 1, col=j) + u.at(row=i, col=j - 1)
+                     + u.at(row=i, col=j + 1) - 4.0 * u)
+    else:
+        v = u * 0.5 + u.at(row=i + 2, col=j) * 0.25 + u.at(row=i - 2, col=j) * 0.25  # clamped at the edges
+    out = v
+    tot = hawk.sum(v * v, policy="ordered")
+
+
+@hawk.kernel
+def dist_grad(x: Scalar, key: Index, w: Table["slot":5], s: Param, acc: Mutable["slot":5], tot: Mutable[Scalar],
+              m: Mutable[Scalar], y: Mutable[Scalar]):
+    hawk.scatter(acc, policy="ordered")[key] += x * w.at(slot=key)
+    tot = hawk.sum(x * s, policy="ordered")
+    m = hawk.mean(x * x, policy="ordered")
+    y = x * s + w.at(slot=key)
+
+
+@hawk.kernel
+def dist_ratio(x: Scalar, tot: Mutable[Scalar], z: Mutable[Scalar]):
+    tot = hawk.sum(x, policy="ordered")
+    z = x / tot
+
+
+# ---- what only the JAX tests use: refused reads and stores, a kept-axis reduction, a grid kernel's gradient ---------
+@hawk.kernel
+def dist_shift(x: Scalar, src: Index) -> Scalar:
+    return x.at(src) - x
+
+
+@hawk.kernel
+def dist_far(lane: Grid["row", "col":NC], u: Scalar, r: Index) -> Scalar:
+    return u.at(row=r, col=lane.col)
+
+
+@hawk.kernel
+def dist_store(x: Scalar, key: Index, last: Mutable["slot":5]):
+    hawk.scatter(last)[key] = x
+
+
+@hawk.kernel
+def dist_rows(lane: Grid["row", "col":NC], u: Scalar, per_row: Mutable[Scalar]):
+    per_row = hawk.sum(u, over="col")
+
+
+@hawk.kernel
+def dist_gridgrad(lane: Grid["row", "col":NC], u: Scalar, k: Param, out: Mutable[Scalar], tot: Mutable[Scalar]):
+    out = u * k + lane.row * 0.5
+    tot = hawk.sum(u * u * k, policy="ordered")
