@@ -268,7 +268,8 @@ class LoadedKernel:
         got = dict(b.spec.index_dtypes)
         for plane, want in self.index_dtypes.items():
             if got.get(plane) != want:
-                raise InputError(f"plane '{plane}' of kernel '{self.name}': this artifact was built for {want} keys, "
+                raise InputError(f"plane '{plane}' of kernel '{self.name}': this artifact was built for {want} "
+                                 f"{'outputs' if self.signature.get(plane).kind == 'output' else 'keys'}, "
                                  f"got {got.get(plane)} (convert with .astype(np.{want}), or rebuild with "
                                  f"index_dtypes={{'{plane}': '{got.get(plane)}'}})")
         return self._prepare(runs, b, lo, hi)
