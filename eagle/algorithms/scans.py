@@ -1,0 +1,124 @@
+"""exclusive_scan and inclusive_scan: running sums of the first `n` values of `src` written into `dst`.
+
+The scan runs in dst's dtype (as np.cumsum with dtype=): float32/float64 outputs add in their own precision,
+integer outputs add in int64 and wrap at their own width. The sums come from one hawk kernel (`hawk.scan`): lanes
+are cut into fixed 4096-lane blocks, each block starts from the in-order fold of the earlier blocks' totals, so up
+to 4096 values the result is np.cumsum's bit for bit, and at any size it has the same bits on every run, thread
+count and target. The total (the sum of all n values, in dst's dtype) is returned unless total=False.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from eagle.algorithms._common import as_index, host_array, plan, prefix
+from eagle.array import Array
+
+_INT_OUT = {np.dtype(np.int32): None, np.dtype(np.int64): None, np.dtype(np.uint32): np.int32,
+            np.dtype(np.uint64): np.int64}  # written through a signed view of the same width (same bits)
+_NARROW_OUT = tuple(np.dtype(t) for t in (np.int8, np.int16, np.uint8, np.uint16))  # via an int64 plane
+
+
+def exclusive_scan(src, dst, n: int | None = None, *, total: bool = True, target: str | None = None,
+                   threads: int | None = None) -> int | float | None:
+    """dst[i] = src[0] + ... + src[i-1] for i < n (dst[0] is 0), in dst's dtype; returns the sum of all n values
+    (a Python int for integer dst, a float for float dst), or None with total=False. n=None is src.size; n past
+    either array is a ValueError; later elements of dst are left alone; src may be dst (in place)."""
+    return _scan(src, dst, n, True, total, target, threads, "exclusive_scan")
+
+
+def inclusive_scan(src, dst, n: int | None = None, *, total: bool = True, target: str | None = None,
+                   threads: int | None = None) -> int | float | None:
+    """dst[i] = src[0] + ... + src[i] for i < n, in dst's dtype; returns dst[n-1] (the sum of all n values), or
+    None with total=False. The n rules and the in-place rule are exclusive_scan's."""
+    return _scan(src, dst, n, False, total, target, threads, "inclusive_scan")
+
+
+def _destination(dst, who: str) -> np.ndarray:
+    d = dst.numpy() if isinstance(dst, Array) else dst
+    if not isinstance(d, np.ndarray):
+        raise TypeError(f"{who}: dst is written in place, so pass a NumPy array or an eagle.Array (got "
+                        f"{type(dst).__name__})")
+    if not d.flags.c_contiguous or not d.flags.writeable:
+        raise ValueError(f"{who}: dst must be a writable C-contiguous array (pass np.ascontiguousarray(dst) and "
+                         "read the result from it)")
+    if d.dtype.kind not in "fiu" or d.dtype == np.float16:
+        raise TypeError(f"{who}: dst is {d.dtype}; a scan writes float32, float64 or integer arrays")
+    return d.reshape(-1)
+
+
+def _scan(src, dst, n, exclusive: bool, total: bool, target, threads, who: str):
+    s = host_array(src, who, "src")
+    d = _destination(dst, who)
+    count = s.size if n is None else n
+    x = prefix(s, count, who, "src")
+    out = prefix(d, count, who, "dst")
+    integer = out.dtype.kind in "iu"
+    if x.size == 0:
+        return None if not total else (0 if integer else 0.0)
+    last = x[-1].item() if exclusive and total else None  # read before an in-place scan overwrites it
+    if integer:
+        _integer_scan(x, out, exclusive, target, threads)
+    else:
+        _float_scan(x, out, exclusive, target, threads)
+    if not total:
+        return None
+    if not integer:
+        if not exclusive:
+            return float(out[-1])
+        term = _as_float_term(last, out.dtype)  # dst[0] is +0.0, the scan's own start -0.0: one value is itself
+        return float(term if out.size == 1 else out[-1] + term)
+    end = int(out[-1]) + (_as_int_term(last) if exclusive else 0)
+    bits = 8 * out.dtype.itemsize
+    end %= 1 << bits
+    if out.dtype.kind == "i" and end >= 1 << (bits - 1):
+        end -= 1 << bits
+    return end
+
+
+def _float_scan(x: np.ndarray, out: np.ndarray, exclusive: bool, target, threads) -> None:
+    from eagle.algorithms import _kernels_scan as K
+
+    if x.dtype.kind == "f":
+        if x.dtype != out.dtype:  # a run has one float type: the values convert to dst's first, as np.cumsum's
+            x = x.astype(out.dtype)
+        kern = K.float_scan_exclusive if exclusive else K.float_scan_inclusive
+        plan(kern, target, threads).run(x=x, out=out)
+    else:
+        k, unsigned = as_index(x)
+        kern = K.int_to_float_scan_exclusive if exclusive else K.int_to_float_scan_inclusive
+        plan(kern, target, threads).run(k=k, unsigned=unsigned, out=out)
+
+
+def _integer_scan(x: np.ndarray, out: np.ndarray, exclusive: bool, target, threads) -> None:
+    from eagle.algorithms import _kernels_scan as K
+
+    if out.dtype in _NARROW_OUT:  # Index planes are int32/int64: scan into int64, then wrap into the narrow type
+        wide = np.empty(out.size, np.int64)
+        _integer_scan(x, wide, exclusive, target, threads)
+        out[...] = wide.astype(out.dtype)
+        return
+    view = _INT_OUT.get(out.dtype)
+    plane = out if view is None else out.view(view)
+    if x.dtype.kind == "f":
+        kern = K.float_to_int_scan_exclusive if exclusive else K.float_to_int_scan_inclusive
+        plan(kern, target, threads).run(x=x.astype(np.float32) if x.dtype == np.float16 else x, out=plane)
+    else:
+        kern = K.int_scan_exclusive if exclusive else K.int_scan_inclusive
+        plan(kern, target, threads).run(k=as_index(x)[0], out=plane)
+
+
+def _as_float_term(value, dtype: np.dtype):
+    """The last input as the kernel converts it into dst's float type (an integer rounds once; a uint64 read as
+    int64 gets 2**64 added in that type), so that exclusive total = dst[n-1] + term has the inclusive bits."""
+    if isinstance(value, float):
+        return dtype.type(value)
+    v = int(value)
+    if v >= 1 << 63:  # a uint64 read as int64: float(k) + 2**64, as the kernel does
+        return np.array(v - (1 << 64), np.int64).astype(dtype)[()] + dtype.type(2.0**64)
+    return np.array(v, np.int64).astype(dtype)[()]  # one rounding, int64 -> float, as the kernel's
+
+
+def _as_int_term(value) -> int:
+    """The last input as the kernel converts it into an integer (floats truncate toward zero)."""
+    return int(value)

@@ -1,0 +1,149 @@
+"""argsort and sort_by_key: a stable LSD radix sort over the keys' spread, as hawk kernels.
+
+Keys are int32, uint32, int64 or uint64 (anything else is a TypeError). One kernel finds the smallest and largest
+key exactly; the number of 4-bit passes is that of the spread's bits (max - min), so ids below 2**16 take four
+passes whatever their dtype and all-equal keys take none. One kernel counts every pass's digits (a 256-slot sink),
+an exclusive scan turns the counts into digit starts, and each pass is one kernel (eight scans of packed counters,
+then plane scatters of the order and the shifted keys). Equal keys keep their order; results are identical on
+every run, thread count and target. docs/algorithms.md says what a faster radix sort would need from hawk.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from eagle.algorithms._common import host_array, plan, prefix
+from eagle.array import Array
+
+_I32_MAX = (1 << 31) - 1
+_PACKED_LANES = 1 << 31  # the packed 32-bit counters hold ranks below this
+_KEYS = {np.dtype(np.int32): (np.int32, 0.0, 0.0), np.dtype(np.uint32): (np.int32, 2.0**32, 0.0),
+         np.dtype(np.int64): (np.int64, 0.0, 0.0), np.dtype(np.uint64): (np.int64, 0.0, -(2.0**63))}
+BITS = 4  # digit width of one pass
+
+
+def _index_dtype(index_dtype, size: int, who: str) -> np.dtype:
+    if index_dtype is None:
+        return np.dtype(np.int32 if size <= _I32_MAX else np.int64)
+    try:
+        dt = np.dtype(index_dtype)
+    except TypeError:
+        dt = None
+    if dt not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise TypeError(f"{who}: index_dtype= is np.int32 or np.int64, got {index_dtype!r}")
+    if dt == np.int32 and size > _I32_MAX:
+        raise ValueError(f"{who}: {size} keys do not fit an int32 permutation; use index_dtype=np.int64")
+    return dt
+
+
+def _sort_keys(keys, n, who: str) -> np.ndarray:
+    a = host_array(keys, who, "keys")
+    if a.dtype not in _KEYS:
+        raise TypeError(f"{who}: keys must be int32, uint32, int64 or uint64, got {a.dtype} (convert integer "
+                        "keys with .astype(np.int32); floats have no radix order here)")
+    return a
+
+
+def argsort(keys, n: int | None = None, *, index_dtype=None, target: str | None = None,
+            threads: int | None = None) -> Array:
+    """The stable ascending order of the first n keys (n=None: all) as a new eagle.Array: keys[perm] is sorted
+    and equal keys keep their order. int32 positions up to 2**31 - 1 keys, int64 beyond or with
+    index_dtype=np.int64. TypeError for other key dtypes; ValueError for n past keys; n=0 gives an empty array."""
+    a = _sort_keys(keys, n, "argsort")
+    k = prefix(a, a.size if n is None else n, "argsort", "keys")
+    idt = _index_dtype(index_dtype, k.size, "argsort")
+    return Array(_order(k, idt, target, threads))
+
+
+def sort_by_key(keys, values, n: int | None = None, *, index_dtype=None, target: str | None = None,
+                threads: int | None = None) -> tuple[Array, Array]:
+    """(sorted keys, values in the same order): argsort of the first n keys (n=None: keys.size), then both
+    gathered by it. values may be any number dtype; n past either array is a ValueError."""
+    from eagle.algorithms.copying import gather
+
+    a = _sort_keys(keys, n, "sort_by_key")
+    v = host_array(values, "sort_by_key", "values")
+    count = a.size if n is None else n
+    k = prefix(a, count, "sort_by_key", "keys")
+    vals = prefix(v, count, "sort_by_key", "values")
+    idt = _index_dtype(index_dtype, k.size, "sort_by_key")
+    perm = _order(k, idt, target, threads)
+    kw = {"target": target, "threads": threads}
+    return gather(k, perm, **kw), gather(vals, perm, **kw)
+
+
+def passes_for(spread: int) -> int:
+    """4-bit passes for keys whose max - min is `spread` (0 for all-equal keys)."""
+    return -(-spread.bit_length() // BITS)
+
+
+def key_range(k: np.ndarray, target, threads) -> tuple[int, int]:
+    """The smallest and largest key as the kernels order them (uint64 keys with the top bit flipped, so as
+    int64), Python ints, from one kernel."""
+    from eagle.algorithms import _kernels_sort as K
+
+    plane, wrap, flip = _plane(k)
+    cells = {name: np.zeros(1, np.float64) for name in ("top", "bottom")}
+    if plane.dtype == np.int32:
+        plan(K.key_range_narrow, target, threads).run(k=plane, wrap=wrap, **cells)
+        lo, hi = -int(cells["bottom"][0]), int(cells["top"][0])
+    else:
+        cells = {name: np.zeros(1, np.float64) for name in ("top_hi", "top_lo", "bottom_hi", "bottom_lo")}
+        plan(K.key_range_wide, target, threads).run(k=plane, flip=flip, **cells)
+        hi = int(cells["top_hi"][0]) * (1 << 32) + int(cells["top_lo"][0])
+        lo = -int(cells["bottom_hi"][0]) * (1 << 32) - int(cells["bottom_lo"][0])
+    return lo, hi
+
+
+def _plane(k: np.ndarray) -> tuple[np.ndarray, float, float]:
+    view, wrap, flip = _KEYS[k.dtype]
+    return k.view(view), wrap, flip
+
+
+def _order(k: np.ndarray, idt: np.dtype, target, threads) -> np.ndarray:
+    from eagle.algorithms import _kernels_sort as K
+    from eagle.algorithms.scans import exclusive_scan
+
+    if k.size == 0:
+        return np.zeros(0, idt)
+    if k.size >= _PACKED_LANES:
+        raise ValueError(f"argsort: {k.size} keys; the radix passes count ranks in 32-bit halves, so at most "
+                         f"{_PACKED_LANES - 1} keys per call for now")
+    lo, hi = key_range(k, target, threads)
+    passes = passes_for(hi - lo)
+    order = np.empty(k.size, idt)
+    if passes == 0:  # all keys equal: the identity order
+        plan(K.lane_order, target, threads).run(i=k.size, out=order)
+        return order
+    plane, wrap, flip = _plane(k)
+    low = {"low_hi": float(lo >> 32), "low_lo": float(lo & 0xFFFFFFFF)}  # lo in the kernels' int64 order
+    hist = np.zeros(K.SLOTS, np.float64)
+    shifted = np.int32 if passes * BITS <= 32 else np.int64  # keys minus the smallest (wrapped: low bits kept)
+    moved, spare = np.empty(k.size, shifted), np.empty(k.size, shifted)
+    nbytes = (passes + 1) // 2
+    plan(K.radix_prepare, target, threads).run(k=plane, wrap=wrap, flip=flip, nbytes=float(nbytes), hist=hist,
+                                               shifted=spare, **low)
+    per_byte = hist[:256 * nbytes].reshape(nbytes, K.RADIX, K.RADIX)  # (byte, high nibble, low nibble)
+    nibbles = [np.asarray(plan(kern, target, threads).run(tally=per_byte)).reshape(nbytes, K.RADIX)
+               for kern in (K.low_nibbles, K.high_nibbles)]
+    starts = np.empty((passes, K.RADIX), np.float64)
+    for p in range(passes):  # each pass's digit starts: an exclusive scan of its 16 counts
+        exclusive_scan(nibbles[p % 2][p // 2], starts[p], total=False, target=target, threads=threads)
+    other = np.empty(k.size, idt)
+    for p in range(passes):
+        last = p == passes - 1
+        if p == 0:
+            first = {"u0": spare, "starts": starts[0]}
+            if last:
+                plan(K.radix_only, target, threads).run(order=order, **first)
+            else:
+                plan(K.radix_first, target, threads).run(order=order, moved=moved, **first)
+        else:
+            order, other = other, order
+            moved, spare = spare, moved
+            nxt = {"u0": spare, "at": other, "starts": starts[p]}
+            if last:
+                plan(K.radix_last, target, threads).run(order=order, **nxt)
+            else:
+                plan(K.radix_next, target, threads).run(order=order, moved=moved, **nxt)
+    return order

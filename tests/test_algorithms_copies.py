@@ -1,0 +1,106 @@
+"""The integer forms of eagle.algorithms.copy, copy_with_offset, fill_value and gather (integer output planes):
+truncation toward zero, wrapping at the destination's width, every integer dtype, the same results on every
+host thread count and on spirv (lavapipe)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import eagle
+from eagle.algorithms import _common, copy, copy_with_offset, fill_value, gather
+
+INTS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    monkeypatch.setenv("EAGLE_MIN_CHUNK", "1024")
+    monkeypatch.setattr(_common, "_PLANS", {})
+
+
+def test_reference_conversions():
+    dst = np.zeros(4, np.int32)
+    copy(np.array([2.7, -2.7, 0.5, -0.5]), dst)
+    assert dst.tolist() == [2, -2, 0, 0]  # floats truncate toward zero
+    u8 = np.zeros(3, np.uint8)
+    fill_value(u8, 300)
+    assert u8.tolist() == [44] * 3  # integers wrap
+    i32 = np.full(3, -1, np.int32)
+    fill_value(i32, 2.5, 2)
+    assert i32.tolist() == [2, 2, -1]
+
+
+@pytest.mark.parametrize("src", [np.int64, np.uint64, np.int32, np.float64, np.float32])
+@pytest.mark.parametrize("dst", INTS)
+def test_copy_into_every_integer_dtype(src, dst):
+    rng = np.random.default_rng(1)
+    if np.dtype(src).kind == "f":
+        x = rng.uniform(-1e4, 1e4, 3000).astype(src)
+        if np.dtype(dst).kind == "u":
+            x = np.abs(x)
+        want = np.trunc(x).astype(np.int64).astype(dst)  # in range for the int64 step, then wrapped
+    else:
+        info = np.iinfo(src)
+        x = rng.integers(info.min, info.max, 3000, dtype=src, endpoint=True)
+        want = x.astype(dst)  # NumPy's integer casts wrap
+    out = np.full(3005, 7, dst)
+    copy(x, out, threads=2)
+    assert out.dtype == dst and out[:3000].tolist() == want.tolist() and (out[3000:] == 7).all()
+
+
+def test_copy_with_offset_and_integer_to_float():
+    dst = np.zeros(6, np.int64)
+    copy_with_offset(np.array([2**62, -3], np.int64), dst, 3)
+    assert dst.tolist() == [0, 0, 0, 2**62, -3, 0]
+    f32 = np.zeros(2, np.float32)
+    copy(np.array([2**24 + 1, 3], np.int64), f32)
+    assert f32.tolist() == [float(np.float32(2**24 + 1)), 3.0]
+
+
+@pytest.mark.parametrize("dst", INTS)
+def test_fill_value_wraps_and_truncates(dst):
+    out = np.zeros(5, dst)
+    for value in (300, -1, 2**63 - 1, 2**64 - 5, -2**63, 70000):
+        fill_value(out, value, 4)
+        assert out[:4].tolist() == [np.array(value % 2**64, np.uint64).astype(dst).item()] * 4 and out[4] == 0
+    fill_value(out, -2.9 if np.dtype(dst).kind == "i" else 9.9, 4)
+    assert out[:4].tolist() == [-2 if np.dtype(dst).kind == "i" else 9] * 4
+    with pytest.raises(ValueError, match="outside the int64 and uint64 ranges"):
+        fill_value(out, 2**64)
+
+
+@pytest.mark.parametrize("vdtype", INTS + [np.bool_, np.float16])
+def test_gather_of_every_dtype(vdtype):
+    rng = np.random.default_rng(2)
+    v = rng.integers(0, 120, 4000).astype(vdtype)
+    perm = rng.permutation(4000)[:2500]
+    got = gather(v, perm)
+    assert isinstance(got, eagle.Array) and got.dtype == vdtype
+    np.testing.assert_array_equal(np.asarray(got), v[perm])
+    np.testing.assert_array_equal(np.asarray(gather(v, perm, n=10)), v[perm[:10]])
+
+
+def test_refusals_name_the_gap():
+    with pytest.raises(TypeError, match="float widths"):
+        copy(np.ones(3, np.float32), np.zeros(3))
+    with pytest.raises(TypeError, match="float32, float64 or integer"):
+        fill_value(np.zeros(3, np.complex128), 1)
+    with pytest.raises(IndexError, match="position 9"):
+        gather(np.arange(9), np.array([9]))
+
+
+def test_every_target_gives_the_host_values(target):
+    x = np.random.default_rng(3).uniform(-1e6, 1e6, 5000)
+    ints = np.random.default_rng(4).integers(-2**62, 2**62, 5000)
+    perm = np.random.default_rng(5).permutation(5000)
+
+    def calls(tgt: str) -> list[np.ndarray]:
+        a, b, c = np.zeros(5000, np.int32), np.zeros(5000, np.int64), np.zeros(5000, np.uint64)
+        copy(x, a, target=tgt)
+        copy(ints, b, target=tgt)
+        fill_value(c, 2**64 - 3, 4000, target=tgt)
+        return [a, b, c, np.asarray(gather(ints, perm, target=tgt))]
+
+    for g, w in zip(calls(target), calls("host"), strict=True):
+        assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
