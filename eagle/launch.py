@@ -11,7 +11,9 @@ how Plan.run reuses its buffers and argument blocks (eagle/native/reuse.py).
 Nothing lost: a launch either succeeds or leaves the caller's arrays as they were. Arrays the caller passed for
 outputs and sinks are written in place, unless some check can still fail after the compiled code has written
 them (a scatter's key check at run time, in this stage or a later one; any GPU launch): then the compiled code
-writes scratch copies (`staged`), copied into the caller's arrays by `commit()` once every stage has run.
+writes scratch copies (`staged`), copied into the caller's arrays by `commit()` once every stage has run. On the
+host, an output plane stored by key (`hawk.scatter(out)[k] = v`) is the exception: it is written in place and a
+copy saved at launch puts it back if the run refuses (`Prepared.restore`), one copy of the array instead of two.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from eagle.errors import InputError
 from eagle.native import folds as large_folds
 from eagle.settings import MIN_CHUNK_ENV, is_whole, min_chunk_setting
 from hawk.abi.exact import words as exact_words
-from hawk.abi.layout import ORDERED_BLOCK, Layout, fold_values, scan_values
+from hawk.abi.layout import ORDERED_BLOCK, Layout, fold_values, keyed_values, scan_values
 
 _IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf, "fold": 0.0}  # (a fold's finish writes it)
 OVERSPLIT = 4  # chunks per thread: threads take chunks as they come free, so a thread slowed by other work on
@@ -97,9 +99,16 @@ def prepare_stages(runs: list, b: Bound, lo: int, hi: int, device_stage=None) ->
 
 def run_stages(stages: list) -> None:
     """Launch every stage of a run in order, then commit them all: a stage that refuses (a bad key found at run
-    time) leaves the caller's arrays as they were, whichever stage it is."""
-    for st in stages:
-        st.launch()
+    time) leaves the caller's arrays as they were, whichever stage it is (a stage that refuses restores what it
+    wrote in place itself; the stages before it restore theirs here)."""
+    for j, st in enumerate(stages):
+        try:
+            st.launch()
+        except BaseException:
+            for done in reversed(stages[:j]):
+                if isinstance(done, Prepared):  # (a GPU stage writes scratch copies only)
+                    done.restore()
+            raise
     for st in stages:
         st.commit()
 
@@ -193,20 +202,23 @@ class Launcher:
                 cuts: dict[str, np.ndarray] | None = None, staged: bool | None = None) -> Prepared:
         """Allocate every buffer and build the packed arguments once; `fire()` launches (again and again).
         `staged`: write scratch copies of the caller's arrays (default: when this stage checks keys as it runs;
-        a multi-stage run also asks it of the stages before one that does)."""
+        a multi-stage run also asks it of the stages before one that does), or, for output planes stored by key,
+        write them in place and save a copy that a refusal puts back."""
         hi = b.lanes if hi is None else hi
         self.binder.check_keys(self.lay, b)
         bounds = self.chunk_bounds(b, lo, hi)
         nchunks = self.last_chunks = len(bounds)
         staged = self.checks_at_run_time if staged is None else staged
         recipe: list[tuple] = []
+        saves: list[tuple[np.ndarray, np.ndarray]] = []
         buffers, results, copies, resets, stage = self.buffers(b, nchunks, {} if cuts is None else cuts,
-                                                               staged=staged, recipe=recipe)
+                                                               staged=staged, recipe=recipe, saves=saves)
         meta = buffers[self.meta_k]
         meta[0], meta[1] = lo, hi
         metas = None if nchunks == 1 else [np.array([start, stop, c, b.lanes, *b.extents], dtype=np.int64)
                                            for c, (start, stop) in enumerate(bounds)]
-        return Prepared(self, lib, buffers, metas, nchunks, results, copies, resets, stage, recipe, fold=True)
+        return Prepared(self, lib, buffers, metas, nchunks, results, copies, resets, stage, recipe, fold=True,
+                        saves=saves)
 
     def check_errors(self, err: np.ndarray) -> None:
         """Raise for lanes that scattered outside a sink: err holds (count, first bad key, sink) per chunk."""
@@ -219,6 +231,10 @@ class Launcher:
                 raise InputError(f"plane '{sink}' of kernel '{self.binder.name}': {count} lane(s) stored by key to "
                                  f"a position outside its array (first bad key: {first}); valid positions are "
                                  "0..len-1, and -1 writes nothing")
+            if self.lay.buffers[sink_k].role == "scan":  # hawk.scan(x, by=key, keys=n): a key outside
+                raise InputError(f"kernel '{self.binder.name}': {count} lane(s) gave a keyed hawk.scan(x, by=key, "
+                                 f"keys={self.lay.keyed[sink]}) a key outside 0..{self.lay.keyed[sink] - 1} "
+                                 f"(first bad key: {first}); a key of -1 leaves its lane out")
             if self.lay.buffers[sink_k].role == "fold":  # hawk.reduce: an empty slice and no identity=
                 raise InputError(fold_refusal(self.binder.name, self.red[sink], count, first))
             axes = self.binder.sig.get(sink).axes
@@ -228,14 +244,17 @@ class Launcher:
 
     def buffers(self, b: Bound, nchunks: int, cuts: dict[str, np.ndarray], cell_copies: int | None = None,
                 staged: bool = False, pair_copies: int | None = None, recipe: list | None = None,
-                no_copies: frozenset[str] = frozenset()):
+                no_copies: frozenset[str] = frozenset(), saves: list | None = None):
         """Every buffer in layout order, the results by name, (caller array, result) copies of given cells, what
         resets at every launch and, when `staged`, (caller array, scratch copy) pairs: the compiled code then
         writes the scratch copies of the outputs and sinks the caller passed. Kept cells with private copies get
         `cell_copies` of them (default: one per chunk), ordered ones `pair_copies` copies of their pairs (default:
         one per chunk; a GPU stage, whose threads deposit every term, none). `recipe`, when given, gets one entry
         per buffer saying where a run's buffer comes from (what `Prepared.rebind` redoes for another run).
-        `no_copies`: sinks whose private copies are left empty (a GPU adding into them with float atomics)."""
+        `no_copies`: sinks whose private copies are left empty (a GPU adding into them with float atomics).
+        `saves`, when given (a host stage): a staged output plane stored by key is written in place instead and
+        (caller's array, the copy each launch saves it into) goes there: a refused run, the rare case, pays for
+        the copy back, instead of every run paying for a second copy (scratch in, then scratch out)."""
         bufs: list[np.ndarray] = []
         how = [] if recipe is None else recipe
         results: dict[str, Array] = {}
@@ -252,8 +271,11 @@ class Launcher:
             elif role in ("cut", "scanoff"):  # (scanoff: a scan's block offsets an earlier stage's finish left)
                 bufs.append(cuts[name])
                 how.append(("cut", name))
-            elif role == "scan":  # a scan's block totals, every entry written by its block's last lane
-                bufs.append(np.zeros(scan_values(b.lanes), dtype=np.int64 if buf.dtype == "i64" else b.dtype))
+            elif role in ("scan", "rscan"):  # a scan's block totals (rscan: a reverse scan's values per lane)
+                size = scan_values(b.lanes) if role == "scan" else 2 * max(1, b.lanes)  # (two planes of lanes)
+                if name in self.lay.keyed:  # a keyed scan: rows of per-key values per block
+                    size = keyed_values(b.lanes, self.lay.keyed[name])
+                bufs.append(np.zeros(size, dtype=np.int64 if buf.dtype == "i64" else b.dtype))
             elif role == "cell" and name in self.lay.cells_out and name not in self.lay.outputs:
                 r = self.red[name]  # internal: a total (per kept position) that only later stages read
                 bufs.append(np.full(math.prod(reduced_shape(r, b, sig.lane_axes())), _IDENT[r.kind], dtype=b.dtype))
@@ -277,6 +299,11 @@ class Launcher:
                         resets.append((a, 0.0))
                     bufs.append(a.reshape(-1))
                     how.append(("fresh", name, shape))
+                elif staged and saves is not None and self.lay.outputs.get(name, "").startswith("scatter"):
+                    saves.append((a, np.empty_like(a)))  # written in place; launch() saves it, restore() puts back
+                    cuts[f"#run:{name}"] = a
+                    bufs.append(a.reshape(-1))
+                    how.append(("saved", name))
                 elif staged:
                     stage.append((a, np.empty_like(a)))
                     cuts[f"#run:{name}"] = stage[-1][1]
@@ -394,7 +421,11 @@ def cell_index(lay: Layout, name: str) -> int:
     try:
         return lay.buffer_index(name, "cell")
     except KeyError:
+        pass
+    try:
         return lay.buffer_index(name, "scan")
+    except KeyError:
+        return lay.buffer_index(name, "rscan")
 
 
 def commit(copies, staged) -> None:
@@ -413,10 +444,11 @@ class Prepared:
     that runs the stage's own lanes and finish (a caller that swaps either leaves it off)."""
 
     def __init__(self, launcher: Launcher, lib, buffers, metas, nchunks, results, copies, resets, staged=(),
-                 recipe=None, *, fold: bool = False):
+                 recipe=None, *, fold: bool = False, saves=()):
         self.launcher, self.lib, self.buffers = launcher, lib, buffers
         self.nchunks, self.results, self.copies = nchunks, results, copies
         self.staged = list(staged)
+        self.saves = list(saves)  # (caller's array written in place, the copy of it each launch saves first)
         self.recipe, self._kept = recipe, None
         self.per_run = [(k, how) for k, how in enumerate(recipe or ()) if how[0] != "keep"]  # what rebind redoes
         sig = launcher.binder.sig
@@ -453,11 +485,21 @@ class Prepared:
             commit(self.copies, self.staged)
 
     def launch(self) -> None:
-        if self.args.lib is not None:
-            if self.args.fire():
+        for dst, saved in self.saves:
+            np.copyto(saved, dst)
+        try:
+            if self.args.lib is None:
+                self.launch_python()
+            elif self.args.fire():
                 self.launcher.check_errors(self.err)
-            return
-        self.launch_python()
+        except BaseException:
+            self.restore()
+            raise
+
+    def restore(self) -> None:
+        """Put back what the arrays this stage writes in place held before its launch (the run refused)."""
+        for dst, saved in self.saves:
+            np.copyto(dst, saved)
 
     def launch_python(self) -> None:
         """The launch without the native executor: the same steps, chunks handed to a Python thread pool."""
@@ -507,6 +549,7 @@ class Prepared:
         copies: list = []
         j = 0
         bufs, args = self.buffers, self.args
+        saves = iter(range(len(self.saves)))
         for k, how in self.per_run:
             tag, name = how[0], how[1]
             if tag == "in":
@@ -534,6 +577,12 @@ class Prepared:
                 cuts[f"#run:{name}"] = scratch
                 results[name] = Array(a)
                 continue
+            elif tag == "saved":  # written in place, saved first
+                a = cuts[f"#run:{name}"] = b.given[name]
+                i = next(saves)
+                self.saves[i] = (a, self.saves[i][1])
+                flat = a.reshape(-1)
+                results[name] = Array(a)
             else:  # "cell": a result of the run
                 shape = how[2]
                 flat = np.full(math.prod(shape), _IDENT[lc.red[name].kind], dtype=b.dtype)
@@ -559,6 +608,7 @@ class Prepared:
             if slot >= 0:
                 args.copies[slot].src = None
                 args.copy_src[slot] = _GONE
+        self.saves = [(_GONE, saved) for _, saved in self.saves]  # the saved copies stay, as scratch copies do
         self.results, self.copies = {}, []
         if self.out_k:
             self.cells_out = {}
@@ -568,7 +618,7 @@ class Prepared:
         if self._kept is None:
             keep = {k for k, how in enumerate(self.recipe or ()) if how[0] == "keep"}
             self._kept = sum(a.nbytes for k, a in enumerate(self.buffers) if k in keep) + \
-                sum(s.nbytes for _, s in self.staged)
+                sum(s.nbytes for _, s in self.staged) + sum(s.nbytes for _, s in self.saves)
         return self._kept
 
 

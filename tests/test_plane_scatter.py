@@ -270,3 +270,75 @@ def test_stores_in_a_loop(target):
     for i in range(2):
         want[2 * k + i] = (x * 10.0 + i).astype(np.int32)
     np.testing.assert_array_equal(out, want)
+
+
+# ---- on the host an output plane stored by computed keys is written in place, a copy saved first: a refusal puts
+# the copy back, in the stage that refuses and in every stage before it
+
+@hawk.kernel
+def ps_early_late(x: Scalar, k: Index, out: Mutable[Scalar], late: Mutable[Scalar]):
+    hawk.scatter(out)[k + 1] = x * 2.0  # stage 0
+    hawk.scatter(late)[k - 1] = x - hawk.mean(x)  # stage 1, after the mean
+
+
+@pytest.mark.parametrize("target", _targets())
+def test_a_later_stage_refusing_puts_back_what_an_earlier_stage_stored(target):
+    x = np.array([1.0, 2.0, 6.0])
+    out, late = np.full(5, 9.0), np.full(5, 7.0)
+    plan = eagle.deploy(ps_early_late, target=target)
+    assert ps_early_late.stage_count == 2
+    plan.run(x=x, k=np.array([1, 2, 3]), out=out, late=late)
+    np.testing.assert_array_equal(out, [9.0, 9.0, 2.0, 4.0, 12.0])
+    np.testing.assert_array_equal(late, [-2.0, -1.0, 3.0, 7.0, 7.0])
+    out_before, late_before = out.copy(), late.copy()
+    for _ in range(2):  # the second time through the plan's reused (rebound) stages
+        with pytest.raises(InputError, match=r"plane 'late' of kernel 'ps_early_late'.*first bad key: -2"):
+            plan.run(x=x, k=np.array([1, 2, -1]), out=out, late=late)  # stage 0 stores (12.0 at 0), stage 1 refuses
+        assert out.tobytes() == out_before.tobytes() and late.tobytes() == late_before.tobytes()
+
+
+@pytest.mark.parametrize("executor", ["native", "python"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_refusal_after_many_in_place_stores_leaves_the_array_bit_for_bit(monkeypatch, executor, threads):
+    import eagle.native
+
+    monkeypatch.setenv("EAGLE_NATIVE", "1" if executor == "native" else "0")
+    monkeypatch.setattr(eagle.native, "_STATE", {})
+    rng = np.random.default_rng(12)
+    n = 60_000
+    x, k = rng.standard_normal(n), rng.permutation(n)
+    plan = eagle.deploy(ps_shifted, threads=threads, min_chunk=1000)
+    out = rng.standard_normal(n + 1)
+    want = out.copy()
+    want[k + 1] = x * 2.0
+    plan.run(x=x, k=k, out=out)
+    np.testing.assert_array_equal(out, want)
+    assert plan.last_executor == (executor,)
+    assert threads == 1 or plan.last_chunks[0] > 1, plan.last_chunks  # the lanes really split
+    bad = k.copy()
+    bad[n // 2] = n  # key n + 1: outside; every other lane stores into the caller's array
+    for arr in (out, rng.standard_normal(n + 1)):  # the same array again, then another one (rebound stages)
+        before = arr.copy()
+        with pytest.raises(InputError, match=rf"plane 'out' of kernel 'ps_shifted'.*first bad key: {n + 1}"):
+            plan.run(x=x, k=bad, out=arr)
+        assert arr.tobytes() == before.tobytes()
+    assert plan._runs.hits >= 1
+    fresh = np.zeros(n + 1)
+    plan.run(x=x, k=k, out=fresh)  # after the refusals, a good run with reused stages still stores everything
+    want = np.zeros(n + 1)
+    want[k + 1] = x * 2.0
+    np.testing.assert_array_equal(fresh, want)
+
+
+def test_a_bound_launch_refusing_keeps_its_last_results():
+    o = np.full(8, -3, dtype=np.int32)
+    bound = eagle.deploy(ps_compact).bind(x=np.array([1.0, 4.0, 6.0]), out=o)
+    bound.launch()
+    np.testing.assert_array_equal(o, [-3, 4, -3, -3, 13, -3, 19, -3])
+    bound.inputs["x"][1] = 8.0  # key 8: outside
+    with pytest.raises(InputError, match=r"plane 'out' of kernel 'ps_compact'.*first bad key: 8"):
+        bound.launch()
+    np.testing.assert_array_equal(o, [-3, 4, -3, -3, 13, -3, 19, -3])
+    bound.inputs["x"][1] = 7.0
+    bound.launch()
+    np.testing.assert_array_equal(o, [-3, 4, -3, -3, 13, -3, 19, 22])

@@ -238,8 +238,10 @@ class Semantics:
         """NumPy's floor_divide and remainder of int64s, which never trap: x // 0 and x % 0 are 0, and
         INT64_MIN // -1 wraps to INT64_MIN (INT64_MIN % -1 is 0). The division runs on a safe divisor (1 where
         the divisor is 0 or where INT64_MIN meets -1) and a select puts NumPy's 0 back; a constant divisor other
-        than 0 and -1 needs neither."""
+        than 0 and -1 needs neither; a positive one takes the cheaper forms of `_divmod_by_positive`."""
         t = x.type
+        if b.is_const and b.value > 0:
+            return self._divmod_by_positive(x, int(b.value), t, shape)
         if b.is_const and b.value not in (0, -1):
             q = self.op("arith.floordivsi", [x, y], t)
             return q, self.op("arith.subi", [x, self.op("arith.muli", [q, y], t)], t)
@@ -251,6 +253,22 @@ class Semantics:
         q = self.op("arith.floordivsi", [x, safe], t)
         r = self.op("arith.subi", [x, self.op("arith.muli", [q, safe], t)], t)
         return self.op("arith.select", [by_zero, zero, q], t), r
+
+    def _divmod_by_positive(self, x: ir.Value, d: int, t: ir.Type, shape) -> tuple[ir.Value, ir.Value]:
+        """Floor x // d and x % d for a constant d > 0, the same bits as floordivsi's expansion but cheaper (long
+        lane loops spend their time there): a power of two is an arithmetic shift (floor) and a mask; another d
+        divides ~x = -x - 1 >= 0 where x < 0 (x elsewhere) unsigned, which LLVM turns into a multiply-high and a
+        shift with no sign fix, and ~ of that quotient is the floor: -(-x - 1) // d - 1. The remainder
+        x - q * d is exact in wrapping arithmetic (it lies in [0, d)). Nothing traps or overflows."""
+        if d == 1:
+            return x, self.constant(0, "i", shape)
+        if d & (d - 1) == 0:
+            q = self.op("arith.shrsi", [x, self.constant(d.bit_length() - 1, "i", shape)], t)
+            return q, self.op("arith.andi", [x, self.constant(d - 1, "i", shape)], t)
+        c = self.constant(d, "i", shape)
+        sign = self.op("arith.shrsi", [x, self.constant(63, "i", shape)], t)  # -1 where x < 0, else 0
+        q = self.op("arith.xori", [self.op("arith.divui", [self.op("arith.xori", [x, sign], t), c], t), sign], t)
+        return q, self.op("arith.subi", [x, self.op("arith.muli", [q, c], t)], t)
 
     def _fold(self, op: str, a: HVal, b: HVal) -> HVal:
         """A constant expression, computed now with Python's rules (which match NumPy's for //, % and ** of
