@@ -3,7 +3,8 @@ evaluated and an `arith.select` per result.
 
 Every load in a kernel's body is in bounds (lane indices and `.at` coordinates are clamped), so running a
 branch that is not taken cannot fault; the drivers' own guards against lanes past the end are marked
-`hawk.no_speculate` and stay branches; integer division could, so a branch holding one stays a branch. The
+`hawk.no_speculate` and stay branches; integer division could, so a branch holding one stays a branch (unless
+its divisor is a constant that cannot trap). The
 loop body then has no control flow, which is what lets LLVM if-convert and vectorize lane loops with borders.
 """
 
@@ -19,11 +20,29 @@ _UNSAFE = {"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.fl
 _SAFE_DIALECTS = ("arith.", "math.", "vector.", "memref.load", "scf.yield", "scf.if", "memref.dim")
 
 
+def _constant_divisor_is_safe(op) -> bool:
+    """Whether an integer division's divisor is a constant that cannot trap: nonzero, and not -1 for a signed
+    division (INT_MIN / -1 overflows). Lowered `//` and `%` by constants are such divisions."""
+    owner = op.operands[1].owner
+    if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
+        owner = owner.operation
+    if not isinstance(owner, ir.Operation) or owner.name != "arith.constant":
+        return False
+    try:
+        d = ir.IntegerAttr(owner.attributes["value"]).value
+    except (ValueError, KeyError):
+        return False  # a vector splat or another attribute: keep the branch
+    signed = op.operation.name in ("arith.divsi", "arith.remsi", "arith.floordivsi", "arith.ceildivsi")
+    return d != 0 and not (signed and d == -1)
+
+
 def _pure(region) -> bool:
     ok = [True]
 
     def visit(op):
         name = op.operation.name
+        if name in _UNSAFE and _constant_divisor_is_safe(op):
+            return ir.WalkResult.ADVANCE
         if name in _UNSAFE or not name.startswith(_SAFE_DIALECTS):
             ok[0] = False
         return ir.WalkResult.ADVANCE

@@ -29,6 +29,16 @@ def ir_m_divide(k: Scalar, d: Scalar) -> Scalar:
     return q
 
 
+@hawk.kernel
+def ir_m_divide_const(k: Scalar) -> Scalar:
+    a = m.to_int(k)
+    if a > 5:
+        q = a // 3 + a % 7
+    else:
+        q = a // 16
+    return q
+
+
 SPECULATED = """
 # a pure if/else (clamped reads only) becomes both branches and a select: no scf.if is left in the lane loop
 # CHECK-LABEL: func.func @ir_m_border_lanes(
@@ -53,6 +63,21 @@ def test_speculate_ifs_turns_pure_branches_into_selects(filecheck):
 
 def test_speculate_ifs_keeps_branches_that_divide_integers(filecheck):
     filecheck(ir_m_divide.mlir(after="speculate-ifs"), KEPT_BRANCH)
+
+
+CONST_DIVISOR = """
+# a division by a nonzero constant cannot fault: the branch becomes a select
+# CHECK-LABEL: func.func @ir_m_divide_const_lanes(
+# CHECK-NOT: scf.if
+# CHECK: arith.divui
+# CHECK: arith.select
+# CHECK-LABEL: func.func @ir_m_divide_const_finish(
+"""
+
+
+def test_speculate_ifs_turns_branches_dividing_by_constants_into_selects(filecheck):
+    assert "scf.if" in ir_m_divide_const.mlir(after="lower-host-lanes")
+    filecheck(ir_m_divide_const.mlir(after="speculate-ifs"), CONST_DIVISOR)
 
 
 # ------------------------------------------------------------------ the drivers
