@@ -106,6 +106,20 @@ def row_sums(cols: int):
 
 
 @functools.cache
+def row_softmax(cols: int):
+    """Softmax over the fast axis of a (rows, cols) grid: a max and a sum per row, both read in the body (block
+    reductions, docs/semantics.md "Block reductions": one launch)."""
+
+    @hawk.kernel
+    def row_softmax(g: Grid["row", "col":cols], x: Scalar) -> Scalar:
+        top = hawk.max(x, over="col")
+        ex = m.exp(x - top)
+        return ex / hawk.sum(ex, over="col")
+
+    return row_softmax
+
+
+@functools.cache
 def col_sums(cols: int):
     """Sum over the slow axis of a (rows, cols) grid: one value per column."""
 

@@ -138,6 +138,12 @@ def ref_centre(d: Data) -> np.ndarray:
     return x - d.exact_sum(d.x) / d.n
 
 
+def ref_softmax(d: Data) -> np.ndarray:
+    u = d.u.astype(np.float64)
+    e = np.exp(u - u.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
 def _one(v) -> np.ndarray:
     return np.array([v], dtype=np.float64)
 
@@ -155,6 +161,8 @@ OPS: list[Op] = [
        ours_one(lambda d: K.row_sums(d.cols), x=lambda d: d.u),
        reference=lambda d: d.u.astype(np.float64).sum(axis=1),
        scale=lambda d: np.abs(d.u.astype(np.float64)).sum(axis=1)),
+    Op("row_softmax", "softmax over the fast axis of a (rows, 1000) grid: max and sum read per row, one launch",
+       ours_one(lambda d: K.row_softmax(d.cols), x=lambda d: d.u), reference=ref_softmax, scale=ref_softmax),
     Op("col_sum", "sum over the slow axis of a (rows, 1000) grid: one sum per column",
        ours_one(lambda d: K.col_sums(d.cols), x=lambda d: d.u),
        reference=lambda d: d.u.astype(np.float64).sum(axis=0),

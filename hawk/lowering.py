@@ -28,10 +28,10 @@ def build_hawk(source: Source, sig: Signature, name: str, spec: Spec) -> tuple[s
             module.operation.verify()
         except ir.MLIRError as exc:  # a front-end bug, not a user error
             raise RuntimeError(f"internal error: hawk IR of kernel '{name}' does not verify: {exc}") from exc
-        Pipeline(("verify-hawk",)).run(module)
+        annotate(module, sig, builder.outputs, spec)  # the printed IR carries its facts: hawk-opt can compile it
+        Pipeline(("verify-hawk",)).run(module)  # (after annotate: block reductions need the Grid's extents)
         if spec.auto_sum == "ordered":
             _auto_sums_ordered(module)
-        annotate(module, sig, builder.outputs, spec)  # the printed IR carries its facts: hawk-opt can compile it
         return str(module), builder.outputs
 
 

@@ -47,6 +47,16 @@ def impls(op: str, d: Data) -> dict[str, Impl]:
     if op == "row_sum":
         o = np.zeros(d.rows, dtype=dt)
         return {"numpy": Impl(lambda: np.add.reduce(d.u, axis=1, out=o))}
+    if op == "row_softmax":
+        e = np.zeros_like(d.u)
+        s = np.zeros((d.rows, 1), dtype=dt)
+
+        def softmax():
+            np.subtract(d.u, np.maximum.reduce(d.u, axis=1, keepdims=True), out=e)
+            np.exp(e, out=e)
+            return np.divide(e, np.add.reduce(e, axis=1, keepdims=True, out=s), out=e)
+
+        return {"numpy": Impl(softmax)}
     if op == "col_sum":
         o = np.zeros(d.cols, dtype=dt)
         return {"numpy": Impl(lambda: np.add.reduce(d.u, axis=0, out=o))}

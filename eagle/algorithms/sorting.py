@@ -1,11 +1,11 @@
 """argsort and sort_by_key: a stable LSD radix sort over the keys' spread, as hawk kernels.
 
 Keys are int32, uint32, int64 or uint64 (anything else is a TypeError). One kernel finds the smallest and largest
-key exactly; the number of 4-bit passes is that of the spread's bits (max - min), so ids below 2**16 take four
-passes whatever their dtype and all-equal keys take none. One kernel counts every pass's digits (a 256-slot sink),
-an exclusive scan turns the counts into digit starts, and each pass is one kernel (eight scans of packed counters,
-then plane scatters of the order and the shifted keys). Equal keys keep their order; results are identical on
-every run, thread count and target. docs/algorithms.md says what a faster radix sort would need from hawk.
+key exactly; the number of 8-bit passes is that of the spread's bits (max - min), so ids below 2**16 take two
+passes whatever their dtype and all-equal keys take none. Each pass is one kernel: a keyed scan
+(`hawk.scan(1, by=digit, keys=256, order="key", exclusive=True)`, each lane's place in a stable sort by its
+digit), then plane scatters of the order and the shifted keys. Equal keys keep their order; results are
+identical on every run, thread count and target.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from eagle.algorithms._common import host_array, plan, prefix
 from eagle.array import Array
 
 _I32_MAX = (1 << 31) - 1
-_PACKED_LANES = 1 << 31  # the packed 32-bit counters hold ranks below this
 _KEYS = {np.dtype(np.int32): (np.int32, 0.0, 0.0), np.dtype(np.uint32): (np.int32, 2.0**32, 0.0),
          np.dtype(np.int64): (np.int64, 0.0, 0.0), np.dtype(np.uint64): (np.int64, 0.0, -(2.0**63))}
-BITS = 4  # digit width of one pass
+BITS = 8  # digit width of one pass
 
 
 def _index_dtype(index_dtype, size: int, who: str) -> np.dtype:
@@ -73,7 +72,7 @@ def sort_by_key(keys, values, n: int | None = None, *, index_dtype=None, target:
 
 
 def passes_for(spread: int) -> int:
-    """4-bit passes for keys whose max - min is `spread` (0 for all-equal keys)."""
+    """8-bit passes for keys whose max - min is `spread` (0 for all-equal keys)."""
     return -(-spread.bit_length() // BITS)
 
 
@@ -102,13 +101,9 @@ def _plane(k: np.ndarray) -> tuple[np.ndarray, float, float]:
 
 def _order(k: np.ndarray, idt: np.dtype, target, threads) -> np.ndarray:
     from eagle.algorithms import _kernels_sort as K
-    from eagle.algorithms.scans import exclusive_scan
 
     if k.size == 0:
         return np.zeros(0, idt)
-    if k.size >= _PACKED_LANES:
-        raise ValueError(f"argsort: {k.size} keys; the radix passes count ranks in 32-bit halves, so at most "
-                         f"{_PACKED_LANES - 1} keys per call for now")
     lo, hi = key_range(k, target, threads)
     passes = passes_for(hi - lo)
     order = np.empty(k.size, idt)
@@ -116,34 +111,20 @@ def _order(k: np.ndarray, idt: np.dtype, target, threads) -> np.ndarray:
         plan(K.lane_order, target, threads).run(i=k.size, out=order)
         return order
     plane, wrap, flip = _plane(k)
-    low = {"low_hi": float(lo >> 32), "low_lo": float(lo & 0xFFFFFFFF)}  # lo in the kernels' int64 order
-    hist = np.zeros(K.SLOTS, np.float64)
-    shifted = np.int32 if passes * BITS <= 32 else np.int64  # keys minus the smallest (wrapped: low bits kept)
+    first = {"k": plane, "wrap": wrap, "flip": flip,
+             "low_hi": float(lo >> 32), "low_lo": float(lo & 0xFFFFFFFF)}  # lo in the kernels' int64 order
+    if passes == 1:
+        plan(K.radix_only, target, threads).run(order=order, **first)
+        return order
+    shifted = np.int32 if passes * BITS <= 32 else np.int64  # keys minus the smallest, shifted (low bits kept)
     moved, spare = np.empty(k.size, shifted), np.empty(k.size, shifted)
-    nbytes = (passes + 1) // 2
-    plan(K.radix_prepare, target, threads).run(k=plane, wrap=wrap, flip=flip, nbytes=float(nbytes), hist=hist,
-                                               shifted=spare, **low)
-    per_byte = hist[:256 * nbytes].reshape(nbytes, K.RADIX, K.RADIX)  # (byte, high nibble, low nibble)
-    nibbles = [np.asarray(plan(kern, target, threads).run(tally=per_byte)).reshape(nbytes, K.RADIX)
-               for kern in (K.low_nibbles, K.high_nibbles)]
-    starts = np.empty((passes, K.RADIX), np.float64)
-    for p in range(passes):  # each pass's digit starts: an exclusive scan of its 16 counts
-        exclusive_scan(nibbles[p % 2][p // 2], starts[p], total=False, target=target, threads=threads)
     other = np.empty(k.size, idt)
-    for p in range(passes):
-        last = p == passes - 1
-        if p == 0:
-            first = {"u0": spare, "starts": starts[0]}
-            if last:
-                plan(K.radix_only, target, threads).run(order=order, **first)
-            else:
-                plan(K.radix_first, target, threads).run(order=order, moved=moved, **first)
+    plan(K.radix_first, target, threads).run(order=order, moved=moved, **first)
+    for p in range(1, passes):
+        order, other = other, order  # this pass reads the last one's order and keys, writes the spare ones
+        moved, spare = spare, moved
+        if p == passes - 1:
+            plan(K.radix_last, target, threads).run(u0=spare, at=other, order=order)
         else:
-            order, other = other, order
-            moved, spare = spare, moved
-            nxt = {"u0": spare, "at": other, "starts": starts[p]}
-            if last:
-                plan(K.radix_last, target, threads).run(order=order, **nxt)
-            else:
-                plan(K.radix_next, target, threads).run(order=order, moved=moved, **nxt)
+            plan(K.radix_next, target, threads).run(u0=spare, at=other, order=order, moved=moved)
     return order

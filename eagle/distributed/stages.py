@@ -113,6 +113,10 @@ def check_shardable(plan, spec, where: str) -> Reach:
             raise InputError(f"kernel '{name}': hawk.scan carries each block of lanes' offset from every block "
                              f"before it, and a sharded run does not carry those offsets across shards yet; run it "
                              f"unsharded")
+        if lay.blocks:
+            raise InputError(f"kernel '{name}': a block reduction (over trailing axes, read in the same stage: "
+                             f"docs/semantics.md \"Block reductions\") folds each kept slot's lanes in one launch, "
+                             f"and a sharded run does not keep a slot's lanes on one shard yet; run it unsharded")
         for r in lay.reductions:
             if r.kind == "fold":
                 raise InputError(f"kernel '{name}': hawk.reduce into '{r.cell}' folds blocks of lanes in a fixed "

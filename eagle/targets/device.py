@@ -23,9 +23,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from eagle.errors import RuntimeMissing
-from hawk.abi.layout import GROUP_ALIGN, ORDERED_BLOCK, WORKGROUP, Layout, gpu_form, kept_slots, ordered
+from hawk.abi.layout import (
+    GROUP_ALIGN,
+    ORDERED_BLOCK,
+    WORKGROUP,
+    Layout,
+    block_round,
+    gpu_form,
+    kept_slots,
+    ordered,
+)
 
-WRITTEN = ("out", "cell", "count", "sink", "comp", "priv", "mark", "scratch", "exact", "err", "fold", "scan")
+WRITTEN = ("out", "cell", "count", "sink", "comp", "priv", "mark", "scratch", "exact", "err", "fold", "scan",
+           "rscan")
 MAX_THREADS = 1 << 16  # chunks per launch (chunk form)
 MAX_GROUPS = 65535  # workgroups per launch (tree form): Vulkan's guaranteed minimum
 MAX_PRIVATE_THREADS = 256  # chunks when sinks are privatised (each chunk owns a copy of each sink) ...
@@ -65,6 +75,11 @@ def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], a
     if form == "tree":
         c = max(GROUP_ALIGN, -(-end // MAX_GROUPS))
         c = -(-c // GROUP_ALIGN) * GROUP_ALIGN
+        return Grid(c, max(1, -(-end // c)), WORKGROUP, form)
+    if form == "blocks":  # workgroups of block reductions: rounds of block_round lanes each (lower/block.py)
+        r = block_round(layout)
+        c = max(r, -(-end // MAX_GROUPS))
+        c = -(-c // r) * r
         return Grid(c, max(1, -(-end // c)), WORKGROUP, form)
     if form == "slots":
         slots = kept_slots(layout, extents)

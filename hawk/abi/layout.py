@@ -61,6 +61,13 @@ class Layout:
     private: dict[str, int] = field(default_factory=dict)  # sink or kept cell -> slots of each chunk's own copy
     stored: list[str] = field(default_factory=list)  # sinks some scatter stores into with =
     mixed: list[str] = field(default_factory=list)  # stored sinks that some scatter also adds into with +=
+    blocks: list[tuple[int, str, str]] = field(default_factory=list)  # block reductions: (span, kind, policy)
+    keyed: dict[str, int] = field(default_factory=dict)  # a keyed scan's cell -> its keys (keyed_values)
+
+    @property
+    def block_span(self) -> int:
+        """Lanes that hold whole kept slots of every block reduction (their spans' lcm; 0: none)."""
+        return math.lcm(*(b[0] for b in self.blocks)) if self.blocks else 0
 
     @property
     def width(self) -> int:
@@ -138,6 +145,8 @@ class Layout:
             if any(e is None for e in inner):
                 return None
             span = math.lcm(span, _size(tuple(inner)))
+        if self.block_span:  # a block reduction's slot (hawk/passes/lower/block.py) belongs to one chunk
+            span = math.lcm(span, self.block_span)
         return span
 
     def policy_of(self, name: str) -> str:
@@ -168,6 +177,9 @@ ORDERED_CHAINS = 8
 #   "slots":  no sinks, no ordered sum, and every reduction keeps the same lane axes: a thread per kept slot runs
 #             that slot's lanes in lane order (the host's order); sums over every lane meet in shared memory as in
 #             "tree".
+#   "blocks": block reductions of one span and nothing else across lanes (block_tree): each workgroup runs rounds
+#             of block_round lanes, a slot's threads fold its lanes, meet in a shared-memory tree and all read
+#             the total (hawk/passes/lower/block.py).
 #   "chunks": everything else (ordered sums and sinks included): a chunk of lanes per thread, as a host chunk runs
 #             it; ordered terms go into exact accumulators (the thread's own for sums over every lane, one per
 #             slot shared by every thread, with integer atomics, for sinks and kept cells).
@@ -199,6 +211,25 @@ def kept_run(lay: Layout) -> tuple[str, tuple[str, ...]] | None:
     return "any", k
 
 
+def block_tree(lay: Layout) -> bool:
+    """Whether a stage runs in the "blocks" form: block reductions (hawk/passes/lower/block.py) of one span, none
+    an ordered sum, and nothing else across lanes (no other reduction, sink, scan or store by key)."""
+    return bool(lay.blocks) and len({b[0] for b in lay.blocks}) == 1 and \
+        not any(b[1] in ("sum", "mean") and b[2] == "ordered" for b in lay.blocks) and \
+        not (lay.reductions or lay.sinks or has_scan(lay) or
+             any(m.startswith("scatter") for m in lay.outputs.values()))
+
+
+def block_round(lay: Layout) -> int:
+    """Lanes one workgroup of the "blocks" form runs at a time: P slots of S lanes, P the largest power of two
+    with P * S <= WORKGROUP (at least 1); each slot's WORKGROUP / P threads share its lanes."""
+    span = lay.block_span
+    p = 1
+    while 2 * p * span <= WORKGROUP:
+        p *= 2
+    return p * span
+
+
 def kept_slots(lay: Layout, extents: tuple[int, ...]) -> int:
     """Kept slots of a "slots" stage for a run with these lane extents."""
     _, k = kept_run(lay)
@@ -209,8 +240,11 @@ def kept_slots(lay: Layout, extents: tuple[int, ...]) -> int:
 def gpu_form(lay: Layout, fbytes: int) -> str:
     """How a stage runs on a GPU: "tree", "slots" or "chunks" (see above). The lowering and the runtime both
     ask, so they always agree."""
+    if block_tree(lay):
+        return "blocks"
     if lay.sinks or tree_shared(lay) * 8 > SHARED_BUDGET or has_ordered(lay) or has_scan(lay) or \
-            any(r.kind == "fold" for r in lay.reductions):  # folds and scans: the host's lane code per thread
+            lay.blocks or any(r.kind == "fold" for r in lay.reductions):  # folds, scans and other block
+        # reductions: the host's lane code per thread
         return "chunks"
     if not any(r.kept for r in lay.reductions):
         return "tree"
@@ -225,7 +259,9 @@ def gpu_form(lay: Layout, fbytes: int) -> str:
 # (the in-order fold of the earlier blocks' totals); the stage that reads the scan starts each block from there.
 SCAN_BLOCK = 4096
 SCAN_ENTRY = 2  # (total, flag) per block; the finish leaves (offset, flag)
-SCAN_ROLES = ("scan", "scanoff")  # the totals a stage writes, the offsets a later stage reads
+SCAN_ROLES = ("scan", "scanoff", "rscan")  # the totals a stage writes, the offsets a later stage reads
+# rscan: a reverse scan's (hawk.scan(x, reverse=True)) two planes of the run's lanes, (x, flag) written by the
+# stage, turned by its finish into (inclusive, exclusive) running values, read by a later stage as its "scanoff"
 
 
 def has_scan(lay: Layout) -> bool:
@@ -236,6 +272,12 @@ def has_scan(lay: Layout) -> bool:
 def scan_values(lanes: int) -> int:
     """Values of a "scan" buffer for a run of `lanes` lanes (at least one entry)."""
     return SCAN_ENTRY * max(1, -(-lanes // SCAN_BLOCK))
+
+
+def keyed_values(lanes: int, keys: int) -> int:
+    """Values of a keyed scan's "scan" buffer (hawk/passes/lower/scan_keyed.py): two rows of `keys` values per
+    block (its per-key totals, turned into offsets by the finish; the running values of the stage that reads it)."""
+    return 2 * keys * max(1, -(-lanes // SCAN_BLOCK))
 
 
 PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get private copies (one per chunk, thread-count chunking)
@@ -317,7 +359,9 @@ def layout_to_json(lay: Layout) -> dict:
             "index_keys": {k: [list(u) for u in v] for k, v in lay.index_keys.items()},
             "sink_policy": lay.sink_policy, "buffers": [asdict(b) for b in lay.buffers],
             "cells_in": lay.cells_in, "cells_out": lay.cells_out, "private": lay.private, "stored": lay.stored,
-            **({"mixed": lay.mixed} if lay.mixed else {})}
+            **({"mixed": lay.mixed} if lay.mixed else {}),
+            **({"blocks": [list(b) for b in lay.blocks]} if lay.blocks else {}),
+            **({"keyed": lay.keyed} if lay.keyed else {})}
 
 
 def layout_from_json(d: dict) -> Layout:
@@ -331,5 +375,7 @@ def layout_from_json(d: dict) -> Layout:
     lay.private = {k: int(v) for k, v in d["private"].items()}
     lay.stored = [str(n) for n in d.get("stored", [])]
     lay.mixed = [str(n) for n in d.get("mixed", [])]
+    lay.blocks = [(int(b[0]), str(b[1]), str(b[2])) for b in d.get("blocks", [])]
+    lay.keyed = {str(k): int(v) for k, v in d.get("keyed", {}).items()}
     lay.buffers = [Buffer(b["name"], b["role"], b["dtype"]) for b in d["buffers"]]
     return lay

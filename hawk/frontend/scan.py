@@ -1,9 +1,12 @@
-"""`hawk.scan(x, exclusive=False, op=m.add, reset=flag)`: a running total over the lanes, in lane order.
+"""`hawk.scan(x, exclusive=False, op=m.add, reset=flag, reverse=False)`: a running total over the lanes, in lane
+order (reverse=True: from the last lane down).
 
-The call becomes one `hawk.scan {op, mode}` op on the lane's scalar value (and its reset flag). Its result is a
-per-lane value like any other, but reading it needs every earlier lane, so split-stages treats it as a reduction:
-the stage of the scan writes each block's total and the next stage applies the offsets (hawk/passes/stages.py,
-hawk/passes/lower/scan.py; the bits contract is in docs/semantics.md, "Scans").
+The call becomes one `hawk.scan {op, mode}` op on the lane's scalar value (and its reset flag); reverse=True adds
+the unit attribute `reverse`. Its result is a per-lane value like any other, but reading it needs every earlier
+lane (every later one, reversed), so split-stages treats it as a reduction: the stage of the scan writes what the
+next stage needs (block totals turned into offsets; reversed: the lanes' values, turned into the running totals by
+that stage's finish) (hawk/passes/stages.py, hawk/passes/lower/scan.py; the bits contract is in
+docs/semantics.md, "Scans").
 
 x is a float (the run's float type) or an integer (int64 arithmetic, wrapping as NumPy's int64 does); a truth
 value counts as an integer 0 or 1 (a running count of the lanes where a condition holds).
@@ -13,6 +16,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+
+from mlir import ir
 
 from hawk.frontend.values import HVal
 from hawk.ir.build import create
@@ -40,19 +45,17 @@ def scan_call(kb, e: ast.Call) -> HVal:
                        "the " + ("loop" if kb.nesting[-1] == "for" else "if") + ") and select the lanes' values "
                        "with m.where(cond, x, 0.0) or reset=")
     if len(e.args) != 1 or any(isinstance(a, ast.Starred) for a in e.args):
-        raise kb.error("hawk.scan takes one value: hawk.scan(x, exclusive=False, op=m.add, reset=flag)")
+        raise kb.error("hawk.scan takes one value: hawk.scan(x, exclusive=False, op=m.add, reset=flag, "
+                       "reverse=False)")
     kw = {k.arg: k.value for k in e.keywords}
-    bad = [k for k in kw if k not in ("exclusive", "op", "reset")]
+    if "by" in kw or "keys" in kw or "order" in kw:  # per-key running totals (scan_keyed.py)
+        from hawk.frontend.scan_keyed import keyed_scan_call
+        return keyed_scan_call(kb, e, kw)
+    bad = [k for k in kw if k not in ("exclusive", "op", "reset", "reverse")]
     if bad:
-        raise kb.error(f"hawk.scan takes exclusive=, op= and reset=, not {bad[0]}=")
-    mode = "inclusive"
-    if "exclusive" in kw:
-        ex = kb.expr(kw["exclusive"])
-        flag = ex.value if isinstance(ex, HVal) and ex.is_const and ex.kind == "b" else ex
-        if not isinstance(flag, bool):
-            raise kb.error("exclusive= takes True or False (a constant), not "
-                           f"'{ast.unparse(kw['exclusive'])}'", kw["exclusive"])
-        mode = "exclusive" if flag else "inclusive"
+        raise kb.error(f"hawk.scan takes exclusive=, op=, reset= and reverse=, not {bad[0]}=")
+    mode = "exclusive" if _constant_flag(kb, kw, "exclusive") else "inclusive"
+    reverse = _constant_flag(kb, kw, "reverse")
     op = "add"
     if "op" in kw:
         f = kb.expr(kw["op"])
@@ -80,5 +83,17 @@ def scan_call(kb, e: ast.Call) -> HVal:
             raise kb.error("reset= takes one truth value per lane (a lane where it is true starts a new run), e.g. "
                            f"reset=key != key.at(i - 1); got '{ast.unparse(kw['reset'])}'", kw["reset"])
         operands.append(s.mlir(r))
-    v = create("hawk.scan", operands, [operands[0].type], {"op": op, "mode": mode}).result
+    attrs = {"op": op, "mode": mode} | ({"reverse": ir.UnitAttr.get()} if reverse else {})
+    v = create("hawk.scan", operands, [operands[0].type], attrs).result
     return HVal(v, x.kind)
+
+
+def _constant_flag(kb, kw: dict, key: str) -> bool:
+    """exclusive= / reverse=: a constant True or False (False when left out)."""
+    if key not in kw:
+        return False
+    ex = kb.expr(kw[key])
+    flag = ex.value if isinstance(ex, HVal) and ex.is_const and ex.kind == "b" else ex
+    if not isinstance(flag, bool):
+        raise kb.error(f"{key}= takes True or False (a constant), not '{ast.unparse(kw[key])}'", kw[key])
+    return flag

@@ -29,7 +29,9 @@ another func still answers while the kernel func exists.
                      typed arguments by name
   scan_op(op)        scan / scan_totals / scan_apply: "add", "min" or "max"; scan_mode(op): "inclusive" or
                      "exclusive" (scan, scan_apply); scan_value(op), scan_reset(op): the per-lane value, the
-                     reset flag or None; scan_cell(op): scan_totals / scan_apply: the internal cell
+                     reset flag or None; scan_cell(op): scan_totals / scan_apply: the internal cell;
+                     scan_reverse(op): whether it runs from the last lane down (reverse=True);
+                     scan_keys(op), scan_key(op), scan_order(op): a keyed scan's key count, key and order
   is_combiner(f)     a fold's combiner func; combiners(m): them by name; func_name(f); enclosing_func(op)
 """
 
@@ -216,7 +218,28 @@ def scan_value(op) -> ir.Value:
 def scan_reset(op) -> ir.Value | None:
     """A scan's reset flag (reset=), if it has one."""
     ops = _scan_operands(op)
-    return ops[1] if len(ops) > 1 else None
+    return ops[1] if len(ops) > 1 and scan_keys(op) is None else None
+
+
+def scan_keys(op) -> int | None:
+    """A keyed scan's number of keys (hawk.scan(x, by=key, keys=n): the attribute `keys`), or None."""
+    a = op.operation.attributes
+    return ir.IntegerAttr(a["keys"]).value if "keys" in a else None
+
+
+def scan_key(op) -> ir.Value | None:
+    """A keyed scan's per-lane key (i64; its second operand), or None."""
+    return _scan_operands(op)[1] if scan_keys(op) is not None else None
+
+
+def scan_order(op) -> str:
+    """A keyed scan's fold order: "lane" (per key, in lane order) or "key" (over (key, lane) pairs in order)."""
+    return _str(op, "order") if "order" in op.operation.attributes else "lane"
+
+
+def scan_reverse(op) -> bool:
+    """Whether a scan (or its split stage's op) runs from the last lane down: the unit attribute `reverse`."""
+    return "reverse" in op.operation.attributes
 
 
 def scan_cell(op) -> str:

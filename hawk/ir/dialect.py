@@ -13,6 +13,9 @@ uses is a typed block argument named by its `hawk.name` argument attribute. Ops 
   hawk.reduce   {kind, over, policy} (T, i1?) -> T                a reduction over lanes (optionally masked);
                                                                   kind "fold" also names its combiner func
                                                                   {combine}, may carry {identity}
+  hawk.block_reduce {kind, over, policy} (T, i1?) -> T           split-stages: a reduction over trailing axes
+                                                                  read in its own stage (a block reduction:
+                                                                  hawk/passes/lower/block.py)
   hawk.cell                          (total, T) -> ()             hands a reduced value out as a cell/result
   hawk.scatter  {mode, policy}       (sink, T, i64...) -> ()      adds (or stores) a value into a sink by key
   hawk.cut_read                      (total) -> T                 a total an earlier stage reduced, at this
@@ -20,6 +23,10 @@ uses is a typed block argument named by its `hawk.name` argument attribute. Ops 
   hawk.scan     {op, mode}           (T, i1?) -> T                running total over lanes in lane order (op
                                                                   add/min/max, mode inclusive/exclusive,
                                                                   optional reset flag): the front end's form
+                                                                  (unit attribute `reverse` on the three
+                                                                  scan ops: from the last lane down)
+                                                                  keyed (attributes keys, order; the i1?
+                                                                  slot holds the i64 key): per-key totals
   hawk.scan_totals {op}              (total, T, i1?) -> ()        split-stages: each SCAN_BLOCK's total (and
                                                                   flag) into the internal cell
   hawk.scan_apply {op, mode}         (total, T, i1?) -> T         split-stages: the scan, each block started
@@ -125,6 +132,20 @@ _IRDL = "irdl.dialect @hawk {" + "".join(_type(k, k != "scalar") for k in
     irdl.operands(value: %t, mask: optional %b)
     irdl.results(total: %t)
   }}
+  irdl.operation @block_reduce {{
+    %k1 = irdl.is "sum"
+    %k2 = irdl.is "mean"
+    %k3 = irdl.is "max"
+    %k4 = irdl.is "min"
+    %k = irdl.any_of(%k1, %k2, %k3, %k4)
+    %o = irdl.base "#builtin.array"
+{_POLICY}
+    %t = irdl.any
+    %b = irdl.is i1
+    irdl.attributes {{"kind" = %k, "over" = %o, "policy" = %p}}
+    irdl.operands(value: %t, mask: optional %b)
+    irdl.results(total: %t)
+  }}
   irdl.operation @cell {{
 {_plane("x", "total")}
     %t = irdl.any
@@ -139,7 +160,9 @@ _IRDL = "irdl.dialect @hawk {" + "".join(_type(k, k != "scalar") for k in
   irdl.operation @scan {{
 {_SCAN_ATTRS}
     %t = irdl.any
-    %b = irdl.is i1
+    %b1 = irdl.is i1
+    %b2 = irdl.is i64
+    %b = irdl.any_of(%b1, %b2)
     irdl.attributes {{"op" = %o, "mode" = %m}}
     irdl.operands(value: %t, reset: optional %b)
     irdl.results(running: %t)
@@ -148,7 +171,9 @@ _IRDL = "irdl.dialect @hawk {" + "".join(_type(k, k != "scalar") for k in
 {_plane("x", "total")}
 {_SCAN_ATTRS}
     %t = irdl.any
-    %b = irdl.is i1
+    %b1 = irdl.is i1
+    %b2 = irdl.is i64
+    %b = irdl.any_of(%b1, %b2)
     irdl.attributes {{"op" = %o}}
     irdl.operands(cell: %x, value: %t, reset: optional %b)
   }}
@@ -156,7 +181,9 @@ _IRDL = "irdl.dialect @hawk {" + "".join(_type(k, k != "scalar") for k in
 {_plane("x", "total")}
 {_SCAN_ATTRS}
     %t = irdl.any
-    %b = irdl.is i1
+    %b1 = irdl.is i1
+    %b2 = irdl.is i64
+    %b = irdl.any_of(%b1, %b2)
     irdl.attributes {{"op" = %o, "mode" = %m}}
     irdl.operands(cell: %x, value: %t, reset: optional %b)
     irdl.results(running: %t)

@@ -18,6 +18,8 @@ from hawk.ir.access import (
     reduce_kind,
     reduce_over,
     scan_cell,
+    scan_keys,
+    scan_reverse,
     scan_value,
     scatter_keys,
     scatter_mode,
@@ -52,14 +54,22 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     added: set[str] = set()  # sinks some scatter adds into with +=
 
     scans: dict[str, tuple[str, str]] = {}  # internal cell of a scan -> (role, dtype): hawk/passes/lower/scan.py
+    keyed: dict[str, int] = {}  # internal cell of a keyed scan -> its keys (hawk/passes/lower/scan_keyed.py)
+    blocks: list[tuple[int, str, str]] = []  # (lanes per kept slot, kind, policy) per block reduction (block.py)
+    extents = {a.label: a.extent for a in sig.lane_axes()}
 
     def visit(op):
+        if is_hawk(op, "block_reduce"):
+            blocks.append((_size(tuple(extents[a] for a in reduce_over(op))), reduce_kind(op), policy(op)))
         if is_hawk(op, "cut_read"):
             cuts_in.append((cell_name(op), payload_of(op.results[0].type)))
         if is_hawk(op, "scan_totals") or is_hawk(op, "scan_apply"):
             t = scan_value(op).type
-            scans[scan_cell(op)] = ("scan" if is_hawk(op, "scan_totals") else "scanoff",
+            written = "rscan" if scan_reverse(op) else "scan"  # (rscan: a reverse scan's lanes, scan.py)
+            scans[scan_cell(op)] = (written if is_hawk(op, "scan_totals") else "scanoff",
                                     "i64" if isinstance(t, ir.IntegerType) else "f")
+            if scan_keys(op) is not None:  # a keyed scan: its buffer's size (hawk.abi.layout.keyed_values)
+                keyed[scan_cell(op)] = scan_keys(op)
         if is_hawk(op, "reduce"):
             over = tuple(reduce_over(op))
             cells = [u.owner for u in op.results[0].uses if is_hawk(u.owner, "cell")]
@@ -115,6 +125,8 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     lay.stored = sorted(stored)
     lay.mixed = sorted(stored & added)
     lay.cells_out = list(cells_out)
+    lay.blocks = blocks
+    lay.keyed = keyed
     bufs = lay.buffers
     for p in sig.planes:
         if p.kind == "lane":

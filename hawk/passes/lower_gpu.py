@@ -120,7 +120,11 @@ def lower_gpu(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Ty
     from hawk.passes.lower_gpu_tree import TreeLowering
 
     form = gpu_form(layout, 8 if isinstance(ftype, ir.F64Type) else 4)
-    if form == "chunks":
+    if form == "blocks":  # block reductions in workgroups (hawk/passes/lower/block.py)
+        from hawk.passes.lower.block import lower_gpu_blocks
+
+        lower_gpu_blocks(module, layout, ftype, itypes, wide is True)
+    elif form == "chunks":
         lower_gpu_chunks(module, layout, ftype, itypes, atomics, wide is True)
     else:
         TreeLowering(module, layout, ftype, itypes, subgroup, wide is True or (wide == "tree" and form == "tree")).run()

@@ -12,6 +12,13 @@ A `hawk.scan` counts like a reduction: its result is one level above it. The sta
 `hawk.scan_totals` (each SCAN_BLOCK's total into an internal cell, turned into the blocks' offsets by that
 stage's finish), and every later stage that needs the scanned values recomputes them as `hawk.scan_apply`,
 reading the offsets from that cell (hawk/passes/lower/scan.py).
+
+Block reductions (docs/semantics.md "Block reductions"): a sum, mean, max or min of a scalar over the TRAILING
+lane axes of a Grid whose extents are fixed and multiply to at most BLOCK_LANES (`block_span`) gives each kept
+slot a contiguous span of at most BLOCK_LANES lanes, so a read of it needs no launch boundary: such a
+reduction counts like a per-lane value (no level above its inputs), every stage that needs it recomputes it,
+and it becomes `hawk.block_reduce` there (a cell it is also stored into keeps the `hawk.reduce`).
+hawk/passes/lower/block.py lowers it inside the stage's launch.
 """
 
 from __future__ import annotations
@@ -20,7 +27,18 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from hawk.ir.access import cell_name, kernel_axes, kernel_func, reduce_over, scan_mode, scan_op, scan_reset, scan_value
+from hawk.ir.access import (
+    cell_name,
+    enclosing_func,
+    kernel_axes,
+    kernel_func,
+    reduce_kind,
+    reduce_over,
+    scan_mode,
+    scan_op,
+    scan_reset,
+    scan_value,
+)
 from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
 from hawk.ir.types import add_arg, drop_unused_args, of_value
@@ -35,6 +53,53 @@ class StageIR:
 
 
 _EFFECTS = ("store", "scatter", "cell")
+BLOCK_LANES = 1024  # the most lanes a kept slot of a block reduction may hold (a GPU workgroup's worth)
+
+
+def block_span(op) -> int | None:
+    """Lanes per kept slot when `op` is a block reduction, else None: a hawk.reduce of kind sum, mean, max or min
+    of a scalar, over the trailing lane axes of its kernel (not all of them), whose extents are fixed and
+    multiply to at most BLOCK_LANES, that some op other than a hawk.cell reads, and whose value does not come
+    from a hawk.scan (a running total needs the lanes in order, chunk by chunk)."""
+    if not is_hawk(op, "reduce") or reduce_kind(op) not in ("sum", "mean", "max", "min") or \
+            isinstance(op.results[0].type, ir.VectorType):
+        return None
+    if not any(not is_hawk(u.owner, "cell") for u in op.results[0].uses):
+        return None
+    func_op = enclosing_func(op)
+    if func_op is None or "hawk.signature" not in func_op.operation.attributes:
+        return None
+    from hawk.passes.plan import signature_of
+
+    axes = signature_of(func_op).lane_axes()
+    over = set(reduce_over(op))
+    labels = [a.label for a in axes]
+    if not over or len(over) >= len(labels) or over != set(labels[len(labels) - len(over):]):
+        return None
+    span = 1
+    for a in axes[len(labels) - len(over):]:
+        if a.extent is None:
+            return None
+        span *= a.extent
+    if span > BLOCK_LANES or _from_scan(op):
+        return None
+    return span
+
+
+def _from_scan(op) -> bool:
+    """Whether a value op uses comes (through any chain of ops) from a hawk.scan."""
+    seen, stack = set(), [op]
+    while stack:
+        o = stack.pop()
+        for v in _used_values(o):
+            owner = v.owner
+            if isinstance(owner, ir.Block) or owner in seen:
+                continue
+            if is_hawk(owner, "scan"):
+                return True
+            seen.add(owner)
+            stack.append(owner)
+    return False
 
 
 def _top_ops(func_op) -> list:
@@ -78,19 +143,25 @@ def _analyse(func_op):
     producer: dict = {}
     level: dict = {}
     reduces = []
+    blocks = _blocks(ops)
     for k, op in enumerate(ops):
         lv = 0
         for v in _used_values(op):
             src = producer.get(v)
             if src is not None:  # a total is ready one level after its reduction; storing it is not a read
-                later = _collective(ops[src]) and not is_hawk(op, "cell")
+                later = _collective(ops[src]) and not is_hawk(op, "cell") and src not in blocks
                 lv = max(lv, level[src] + (1 if later else 0))
         level[k] = lv
         for r in op.results:
             producer[r] = k
-        if _collective(op):
+        if _collective(op) and k not in blocks:
             reduces.append(k)
     return ops, producer, level, reduces
+
+
+def _blocks(ops) -> set[int]:
+    """Top-level ops that are block reductions (read in their own stage: `block_span`)."""
+    return {k for k, op in enumerate(ops) if block_span(op) is not None}
 
 
 def _collective(op) -> bool:
@@ -110,12 +181,19 @@ def split_stages(text: str, name: str, reserved: frozenset[str] = frozenset()) -
     Internal cells are named cut0, cut1, ... skipping the `reserved` names (the kernel's planes)."""
     n = stage_count(ir.Module.parse(text))
     if n == 1:
-        return [StageIR(name, _drop_unread_scans(text), (), ())]
+        text = _drop_unread_scans(text)
+        module = ir.Module.parse(text)
+        ops = _top_ops(kernel_func(module))
+        blocks = _blocks(ops)
+        for k in sorted(blocks):
+            _to_block(ops[k])
+        return [StageIR(name, str(module) if blocks else text, (), ())]
     stages = []
     for s in range(n):
         module = ir.Module.parse(text)
         func_op = kernel_func(module)
         ops, producer, level, reduces = _analyse(func_op)
+        blocks = _blocks(ops)
         cut = _cut_names(ops, reduces, reserved)
         later_use = {k for k in reduces if any(level[j] > level[k] and any(producer.get(v) == k
                                                                            for v in _used_values(ops[j]))
@@ -129,7 +207,7 @@ def split_stages(text: str, name: str, reserved: frozenset[str] = frozenset()) -
                 src = producer.get(v)
                 if src is None or src in keep:
                     continue
-                if is_hawk(ops[src], "reduce") and level[src] < s:
+                if is_hawk(ops[src], "reduce") and level[src] < s and src not in blocks:
                     reads.add(src)
                     continue
                 if is_hawk(ops[src], "scan") and level[src] < s:
@@ -162,6 +240,8 @@ def split_stages(text: str, name: str, reserved: frozenset[str] = frozenset()) -
         scanned = {k for k in keep if is_hawk(ops[k], "scan")}
         for k in sorted(scanned):
             _split_scan(func_op, ops[k], cut[k], totals=level[k] == s)
+        for k in sorted(keep & blocks):
+            _to_block(ops[k])
         drop_unused_args(func_op)  # each stage takes the planes, sinks and cells it uses
         stage_name = name if s == 0 else f"{name}_{s + 1}"
         func_op.attributes["sym_name"] = ir.StringAttr.get(stage_name)
@@ -177,13 +257,31 @@ def _split_scan(func_op, op, cell_name_: str, totals: bool) -> None:
     v = scan_value(op)
     cell = add_arg(func_op, cell_name_, of_value("total", v.type, []))
     operands = [cell, v] + ([scan_reset(op)] if scan_reset(op) is not None else [])
+    operands += list(op.operands)[1:] if "keys" in op.attributes else []  # a keyed scan's key (KEYSCAN)
+    rev = {a: op.attributes[a] for a in ("reverse", "keys", "order") if a in op.attributes}  # (reverse=True; keyed)
     with ir.InsertionPoint(op), op.location:
         if totals:
-            create("hawk.scan_totals", operands, [], {"op": scan_op(op)})
+            create("hawk.scan_totals", operands, [], {"op": scan_op(op)} | rev)
         else:
-            new = create("hawk.scan_apply", operands, [v.type], {"op": scan_op(op), "mode": scan_mode(op)})
+            new = create("hawk.scan_apply", operands, [v.type], {"op": scan_op(op), "mode": scan_mode(op)} | rev)
             op.results[0].replace_all_uses_with(new.result)
     op.operation.erase()
+
+
+def _to_block(op) -> None:
+    """A block reduction as this stage needs it: its reads take a hawk.block_reduce; a hawk.cell it is stored
+    into keeps the hawk.reduce (a kept-axis reduction like any other), which goes when no cell remains."""
+    old = op.results[0]
+    reads = [u.owner for u in old.uses if not is_hawk(u.owner, "cell")]
+    if not reads:
+        return
+    attrs = {n: op.operation.attributes[n] for n in ("kind", "over", "policy")}
+    with ir.InsertionPoint(op), op.location:
+        new = create("hawk.block_reduce", list(op.operands), [old.type], attrs).result
+    for owner in reads:
+        owner.operation.replace_uses_of_with(old, new)
+    if not list(old.uses):
+        op.operation.erase()
 
 
 def _drop_unread_scans(text: str) -> str:

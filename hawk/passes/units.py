@@ -50,6 +50,12 @@ class SplitStages(ModulePass):
             reserved = frozenset(p.name for p in sig.planes) | {"result"}
             parts = split_stages(f"module {{\n{func}\n}}", name, reserved)
             if len(parts) == 1:
+                if "hawk.block_reduce" in parts[0].text:  # block reductions read in place: the func rewritten
+                    holder = ir.Module.parse(parts[0].text)  # (alive until its func has moved)
+                    (one,) = kernel_funcs(holder)
+                    with ir.InsertionPoint(func):
+                        ir.InsertionPoint.current.insert(one.operation.detach_from_parent())
+                    func.operation.erase()
                 continue
             names = {p.name for p in sig.planes if p.kind in ("output", "sink")} | set(outputs)
             staged = [ir.Module.parse(p.text) for p in parts]

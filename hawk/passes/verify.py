@@ -3,7 +3,8 @@
 - a reduction is a collective every lane reaches: not under an `if`, not in a `for`;
 - a scan (hawk.scan) likewise sits at the top level of the body;
 - a scatter may sit in a `for` over range (each pass is its own scatter) but not under an `if`;
-- one kernel reduces with one operation: sum and mean together, or max, or min;
+- one kernel reduces with one operation: sum and mean together, or max, or min (block reductions, read in their
+  own stage and never stored, do not count: hawk/passes/stages.py `block_span`);
 - what IRDL cannot say about typed operands (`check_types`): a value read from or written to a plane, sink or
   cell has the type its argument's hawk type holds (element and payload shape), a scatter has one key per sink
   axis, a `.at` one coordinate per indexed axis.
@@ -26,6 +27,7 @@ from hawk.ir.access import (
     stored_value,
 )
 from hawk.ir.dialect import is_hawk
+from hawk.passes.stages import block_span
 
 
 def error_at(op, message: str) -> KernelError:
@@ -108,11 +110,18 @@ def verify_hawk(module: ir.Module) -> None:
             if around:
                 raise error_at(op, "hawk.scan(...) runs over every lane in order: it may not sit inside "
                                    f"{'a for loop' if 'scf.for' in around else 'an if'}; hoist it to the top level")
+            extra = list(op.operands)[1:]  # (KEYSCAN) an i1 reset flag, or a keyed scan's i64 key
+            if extra and isinstance(extra[0].type, ir.IntegerType) and \
+                    (ir.IntegerType(extra[0].type).width == 64) != ("keys" in op.attributes):
+                raise error_at(op, "hawk.scan: the operand after the value is an i1 reset flag, or the i64 key of a "
+                                   "keyed scan (one with the attribute keys)")
             continue
         if is_hawk(op, "reduce"):
             kind = reduce_kind(op)
             if around:
                 raise error_at(op, reduction_nested(kind, "for" if "scf.for" in around else "if"))
+            if block_span(op) is not None and all(not is_hawk(u.owner, "cell") for u in op.results[0].uses):
+                continue  # a block reduction, read in its own stage only: no part of the stage's reductions
             group = "sum" if kind in ("sum", "mean") else kind
             if groups and groups[0][0] != group:
                 first = groups[0][1]

@@ -39,9 +39,23 @@ def facts(kernel: Kernel) -> Facts:
     """Read the forward IR (float64) and refuse what the reverse cannot take, naming kernel and plane."""
     from mlir import ir
 
-    from hawk.ir.access import cell_name, plane_name, reduce_kind, scatter_mode, sink_name, store_key, stored_value
+    from hawk.ir.access import (
+        cell_name,
+        plane_name,
+        reduce_kind,
+        scan_keys,
+        scan_mode,
+        scan_op,
+        scan_reverse,
+        scan_value,
+        scatter_mode,
+        sink_name,
+        store_key,
+        stored_value,
+    )
     from hawk.ir.dialect import is_hawk, new_context
     from hawk.passes.verify import error_at
+    from hawk.reverse.rules import is_float
 
     known = kernel.__dict__.get("_reverse_facts")
     if known is not None:
@@ -59,9 +73,19 @@ def facts(kernel: Kernel) -> Facts:
                 raise error_at(op, "the reverse does not differentiate hawk.reduce with an operator (a fold's "
                                    "adjoint depends on the operator's own derivative): use hawk.sum, hawk.mean, "
                                    "hawk.max or hawk.min where a gradient is needed")
-            elif is_hawk(op, "scan"):
-                raise error_at(op, "the reverse does not differentiate hawk.scan yet (its adjoint is a scan in "
-                                   "the other lane order): keep scans out of kernels you take gradients of")
+            elif is_hawk(op, "scan") and scan_keys(op) is not None and is_float(scan_value(op).type):
+                raise error_at(op, "the reverse does not differentiate a keyed hawk.scan (by=) yet (its adjoint is "
+                                   "a keyed scan from the last lane down): keep it out of the gradient, or scan "
+                                   "each key's lanes with reset= where they are contiguous")
+            elif is_hawk(op, "scan") and "keys" in op.attributes and is_float(scan_value(op).type):  # (KEYSCAN)
+                raise error_at(op, "the reverse does not differentiate a keyed hawk.scan (by=) yet: keep it out of "
+                                   "the gradient (scan integers, or compute the keyed totals in another kernel)")
+            elif is_hawk(op, "scan") and scan_op(op) != "add" and is_float(scan_value(op).type) and \
+                    (scan_mode(op) == "exclusive" or scan_reverse(op)):
+                raise error_at(op, f"the reverse differentiates a float hawk.scan with op=m.{scan_op(op)} only "
+                                   "inclusive and in lane order (its exclusive and reverse=True forms have no "
+                                   "gradient rule yet): scan inclusively and shift, or keep the scan out of the "
+                                   "gradient")
             elif is_hawk(op, "load") and sig.get(plane_name(op)).kind == "output":
                 raise error_at(op, f"the reverse cannot take a read of output "
                                    f"'{plane_name(op)}' before it is assigned (its initial contents): pass "

@@ -33,6 +33,11 @@ from hawk.ir.access import (
     plane_name,
     reduce_kind,
     reduce_over,
+    scan_mode,
+    scan_op,
+    scan_reset,
+    scan_reverse,
+    scan_value,
     scatter_mode,
     set_policy,
     sink_name,
@@ -268,6 +273,8 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
             self.reverse_at(op, self.share((g, uni)))
         elif is_hawk(op, "reduce"):
             self.reverse_reduce(op, g, uni, adj)
+        elif is_hawk(op, "scan"):
+            self.reverse_scan(op, self.share((g, uni)), adj)
 
     def reverse_at(self, op, g) -> None:
         plane = plane_name(op)
@@ -324,6 +331,43 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         if mask is not None and kind in ("sum", "mean"):
             dv = self.where(mask, dv)
         self.acc(v, dv, False, adj)
+
+    def reverse_scan(self, op, g, adj: dict) -> None:
+        """An add scan's adjoint is the add scan of its cotangent in the other lane order, with the same mode and
+        segments: inclusive y[j] = x[0] + ... + x[j] gives dx[i] = dy[i] + ... + dy[n-1] (the suffix sums stop
+        at the end of i's segment; exclusive: from i+1)."""
+        x, reset = scan_value(op), scan_reset(op)
+        if not is_float(x.type):
+            return
+        if scan_op(op) != "add":
+            self.reverse_extreme_scan(op, g, adj)
+            return
+        attrs = {"op": "add", "mode": scan_mode(op)} | ({} if scan_reverse(op) else {"reverse": ir.UnitAttr.get()})
+        dx = create("hawk.scan", [g] + ([reset] if reset is not None else []), [g.type], attrs).result
+        self.acc(x, dx, False, adj)
+
+    def reverse_extreme_scan(self, op, g, adj: dict) -> None:
+        """An inclusive min/max scan (facts() refuses the exclusive and reverse ones): lane j's cotangent goes to
+        the lanes i <= j of its segment with x[i] == y[j], split equally (hawk.max's rule). Those lanes lie in
+        j's plateau (the lanes since y last changed, where a lane whose own x is y is a tie), so with
+        start = (y changed here, or reset), tie = (x == y) and c = the running count of ties since the last start:
+        dx = where(tie, the reverse scan of dy / c with the same starts)."""
+        x, y, reset = scan_value(op), op.results[0], scan_reset(op)
+        i64 = ir.IntegerType.get_signless(64)
+        extra = [reset] if reset is not None else []
+        before = create("hawk.scan", [x, *extra], [x.type], {"op": scan_op(op), "mode": "exclusive"}).result
+        start = self.cmp("une", before, y)
+        if reset is not None:
+            start = self.op("arith.ori", start, reset)
+        tie = self.cmp("oeq", x, y)
+        count = create("hawk.scan", [self.op("arith.extui", tie, t=i64), start], [i64],
+                       {"op": "add", "mode": "inclusive"}).result
+        c = self.op("arith.sitofp", count, t=x.type)
+        one = self.const(1.0, x.type)
+        c = self.select(self.cmp("olt", c, one), one, c)  # (c >= 1 wherever a tie exists; NaN runs have none)
+        share = create("hawk.scan", [self.div(g, c), start], [x.type],
+                       {"op": "add", "mode": "inclusive", "reverse": ir.UnitAttr.get()}).result
+        self.acc(x, self.where(tie, share), False, adj)
 
     # ---- the whole adjoint ------------------------------------------------------------------------------
     def build(self) -> None:

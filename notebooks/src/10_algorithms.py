@@ -50,8 +50,8 @@ print(len(tris), "cells,", conn.size, "corner entries; the first cells:", np.arr
 # ## Sort, walk the runs, scan
 #
 # `sort_by_key` is stable: the cells of one point stay in increasing order, as they appeared in `conn`. The
-# permutation is `int32` here (fewer than 2**31 entries). The keys span 0 ... 19, five bits: two 4-bit radix
-# passes, whatever the key dtype.
+# permutation is `int32` here (fewer than 2**31 entries). The keys span 0 ... 19, five bits: one 8-bit radix
+# pass (a keyed scan and two scatters), whatever the key dtype.
 
 # %%
 points, cells = sort_by_key(conn, cell_of)
@@ -125,7 +125,7 @@ print("NumPy:     ", int(np.asarray(counts).max()), "at point", int(np.asarray(u
 # %% [markdown]
 # ## A larger mesh, one call each
 #
-# The same three calls on a 300 x 300 grid (178,802 triangles, 536,406 entries); the keys span 17 bits, so five
+# The same three calls on a 300 x 300 grid (178,802 triangles, 536,406 entries); the keys span 17 bits, so three
 # radix passes. The structure is checked against NumPy's stable argsort and `np.cumsum`.
 
 # %%

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import hawk
+import hawk.math as m
 from hawk import Grid, Index, Mutable, Scalar
 
 HERE = Path(__file__).parent
@@ -73,6 +74,13 @@ def opt_scan(x: Scalar, start: Scalar, y: Mutable[Scalar]):
     y = hawk.scan(x * x, reset=start > 0.0)
 
 
+@hawk.kernel
+def opt_softmax(g: Grid["row", "col":16], x: Scalar, z: Mutable[Scalar]):
+    top = hawk.max(x, over="col")
+    ex = m.exp(x - top)
+    z = ex / hawk.sum(ex, over="col")
+
+
 @dataclass(frozen=True)
 class Input:
     kernel: object
@@ -102,6 +110,9 @@ INPUTS = {
     "target_nvvm": Input(opt_hist),
     "split_scan": Input(opt_scan, "verify-hawk"),
     "host_scan": Input(opt_scan, "verify-hawk,split-stages", stage=1),
+    "split_block": Input(opt_softmax, "verify-hawk"),
+    "host_block": Input(opt_softmax, "verify-hawk,split-stages"),
+    "gpu_blocks": Input(opt_softmax, "verify-hawk,split-stages,plan-buffers"),
 }
 
 

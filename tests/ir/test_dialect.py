@@ -192,7 +192,7 @@ MALFORMED = {
     "scan mode both": (X + '%y = "hawk.scan"(%x) {op = "add", mode = "both"} : (f64) -> f64', '"both"'),
     "scan without mode": (X + '%y = "hawk.scan"(%x) {op = "add"} : (f64) -> f64', '"mode"'),
     "scan i32 reset": (X + '%r = arith.constant 1 : i32\n%y = "hawk.scan"(%x, %r) {op = "add", mode = "inclusive"} '
-                           ': (f64, i32) -> f64', "i1"),
+                           ': (f64, i32) -> f64', "'i32' does not satisfy"),  # (i1 reset or i64 key)
     "scan changes type": (X + '%y = "hawk.scan"(%x) {op = "max", mode = "inclusive"} : (f64) -> f32', "f32"),
     "scan_totals into an output": (X + '"hawk.scan_totals"(%yp, %x) {op = "add"} : (!y, f64) -> ()', "hawk.output"),
     "scan_apply of a sink": (X + '%y = "hawk.scan_apply"(%sp, %x) {op = "min", mode = "exclusive"} '

@@ -36,7 +36,8 @@ POLICIES = ("auto", "compensated", "plain", "ordered")
 SINK_POLICIES = ("plain", "compensated", "ordered")
 # The buffer roles eagle.launch.Launcher allocates; a role it does not know is refused before anything runs.
 BUFFER_ROLES = ("in", "index", "param", "table", "cut", "out", "cell", "count", "sink", "comp", "priv", "mark",
-                "scratch", "exact", "pairs", "fold", "meta", "err", "len", "scan", "scanoff")
+                "scratch", "exact", "pairs", "fold", "meta", "err", "len", "scan", "scanoff",
+                "rscan")
 BUFFER_DTYPES = ("f", "f64", "i32", "i64")
 _ROLE_KIND = {"in": "lane", "index": "index", "param": "param", "table": "table", "sink": "sink"}
 
@@ -323,7 +324,7 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
             raise refuse(where, f"is a '{role}' buffer but no reduction lands in '{bname}'")
         if role == "cell" and bname not in d["outputs"] and bname not in st["cells_out"]:
             raise refuse(where, f"is a cell buffer '{bname}' that is neither an output nor a cell the stage writes")
-        if role == "scan" and bname not in st["cells_out"]:
+        if role in ("scan", "rscan") and bname not in st["cells_out"]:
             raise refuse(where, f"holds a scan's block totals '{bname}', which is not one of the stage's cells_out")
         if role in ("cut", "scanoff") and bname not in st["cells_in"]:
             raise refuse(where, f"reads cell '{bname}', which is not one of the stage's cells_in")
@@ -340,7 +341,7 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
         if roles.get(role) != [f"#{role}"]:
             raise refuse(f"{path}.buffers", f"must hold one '#{role}' buffer")
     for c in st["cells_out"]:
-        if c not in roles.get("cell", []) + roles.get("scan", []):
+        if c not in roles.get("cell", []) + roles.get("scan", []) + roles.get("rscan", []):
             raise refuse(f"{path}.buffers", f"has no cell buffer for '{c}', which the stage writes")
     for c in st["cells_in"]:
         if c not in roles.get("cut", []) + roles.get("scanoff", []):

@@ -4,6 +4,7 @@
   blocked   for block: full blocks run ORDERED_CHAINS straight-line copies of the body per group of lanes (a
             chain each: compensated sums, ordered two-float chains); a partial block runs lane by lane, guarded
   nested    for kept slot: for its contiguous lanes: body, kept totals in registers (leading kept axes)
+  (tiles)   block reductions: for tile of whole slots: the slots' totals, then one of these shapes (block.py)
   scan      for block of SCAN_BLOCK lanes: (start the scans) for its lanes: body (write the block totals): scan.py
   column    for row: for its lanes (trailing kept axes: each lane's slot is affine; a grid: coordinates from
             the loops; neighbour reads: the interior without clamps, grid.py)
@@ -18,7 +19,7 @@ from mlir.dialects import memref, scf
 
 from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
 from hawk.passes.host_emit import size
-from hawk.passes.lower import grid, reduce_full, scan, sorted_runs, split_scatters, state, wide
+from hawk.passes.lower import block, grid, reduce_full, scan, sorted_runs, split_scatters, state, wide
 from hawk.passes.lower.context import Lowering, clone_body, rewrite, rewrite_ops
 from hawk.passes.lower.grid import own_offsets
 from hawk.passes.speculate import NO_SPECULATE
@@ -30,18 +31,10 @@ def lanes_body(cx: Lowering, body: ir.Block) -> None:
     # a full block whose chains lost a bit reruns the body rather than keep its terms (reduce_full.redo_block)
     cx.recompute = bool(cx.n_terms) and reduce_full.can_recompute(cx, body)
     cx.nested = None
-    if any(a.policy == "compensated" or a.pairs for a in cx.full):
-        final = blocked_driver(cx, body, chunk0, chain0)
-    elif nest_span(cx) is not None:
-        final = nested_driver(cx, body, chunk0)
-    elif column_span(cx) is not None:
-        final = column_driver(cx, body, chunk0, column_span(cx))
-    elif len(cx.axes) > 1 and not any(r.kept for r in cx.lay.reductions):
-        final = column_driver(cx, body, chunk0, None)  # rows of a grid: coordinates without div/mod
-    elif scan.has_scans(body):
-        final = scan.scan_driver(cx, body, chunk0)  # the flat loop in blocks of SCAN_BLOCK (scan.py)
+    if block.has_blocks(body):  # block reductions: each tile's slot totals first (block.py), then the shape
+        final = block.tiled(cx, body, chunk0, lambda state: drive(cx, body, state, chain0))
     else:
-        final = flat_driver(cx, body, chunk0)
+        final = drive(cx, body, chunk0, chain0)
     final = list(final)
     reduce_full.finish_extrema(cx, final)
     scratch = cx.bufs[("#scratch", "scratch")]
@@ -52,6 +45,21 @@ def lanes_body(cx: Lowering, body: ir.Block) -> None:
     wide.wide_chunk_partials(cx, scratch, base)
     for run in cx.runs:
         sorted_runs.flush_run(cx, run, final[run.slot:run.slot + run.width])
+
+
+def drive(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.Value]) -> list[ir.Value]:
+    """The loop shape over lanes [cx.lo, cx.hi), from chunk state chunk0: its final chunk state."""
+    if any(a.policy == "compensated" or a.pairs for a in cx.full):
+        return blocked_driver(cx, body, chunk0, chain0)
+    if nest_span(cx) is not None:
+        return nested_driver(cx, body, chunk0)
+    if column_span(cx) is not None:
+        return column_driver(cx, body, chunk0, column_span(cx))
+    if len(cx.axes) > 1 and not any(r.kept for r in cx.lay.reductions):
+        return column_driver(cx, body, chunk0, None)  # rows of a grid: coordinates without div/mod
+    if scan.has_scans(body):
+        return scan.scan_driver(cx, body, chunk0)  # the flat loop in blocks of SCAN_BLOCK (scan.py)
+    return flat_driver(cx, body, chunk0)
 
 
 def lane_guard(cx: Lowering, lane: ir.Value, lo: ir.Value, hi: ir.Value,

@@ -19,6 +19,15 @@ values (identity or offset) outside the lanes' loop and writes the totals after 
 guarded store at its last. Either way every target runs the same operations (a GPU thread runs a block as a
 host chunk does), so the bits never depend on threads, loop shape or target.
 
+A reverse scan (reverse=True: from the last lane down) cannot run in the lanes' ascending loops, so its stage s
+`scan_totals` stores each lane's value (and reset flag) into the "rscan" buffer, two planes of the run's lanes
+(values, then flags), and that stage's finish folds them from the last lane down, one by one, in place: the
+planes become (inclusive, exclusive) (`finish_reverse`); stage s+1's `scan_apply` loads its lane's value from
+one of them (contiguous reads). One sequential fold on the host for every
+target: np.cumsum(x[::-1])[::-1] bit for bit at any size, the same bits on every thread count and target. With
+reset=, a flagged lane starts its segment (as in the forward scan), so running down, the lane below it starts
+afresh; a segment's last lane gets the identity as its exclusive value.
+
 The operators: add (float: arith.addf; integer: wrapping arith.addi), and min/max with np.minimum's rule (a where
 a < b or a is NaN, else b; hawk.math's m.min), integer minsi/maxsi.
 """
@@ -29,9 +38,10 @@ from mlir import ir
 from mlir.dialects import scf
 
 from hawk.abi.layout import SCAN_BLOCK, SCAN_ENTRY
-from hawk.ir.access import scan_cell, scan_mode, scan_op, scan_reset, scan_value
+from hawk.ir.access import scan_cell, scan_keys, scan_mode, scan_op, scan_order, scan_reset, scan_reverse, scan_value
 from hawk.ir.dialect import is_hawk
 from hawk.passes.lower.context import Lowering, rule
+from hawk.passes.lower.scan_keyed import finish_keyed, keyed_apply, keyed_totals
 
 _SLOT = "hawk.scan_slot"  # where a scan's running value sits among the loop's iter_args (copies keep it)
 _I64_MAX, _I64_MIN = (1 << 63) - 1, -(1 << 63)
@@ -46,10 +56,18 @@ def plan_scans(cx: Lowering, body: ir.Block, chunk: list[ir.Value]) -> None:
         if not (is_hawk(op, "scan_totals") or is_hawk(op, "scan_apply")):
             continue
         t = scan_value(op).type
+        if scan_keys(op) is not None:  # keyed: running values in memory (scan_keyed.py)
+            if is_hawk(op, "scan_totals"):
+                cx.scans[scan_cell(op)] = (scan_op(op), t, ("keyed", scan_keys(op), scan_order(op)))
+            continue
+        if scan_reverse(op):  # no running value in the lanes' loop: the finish runs it (finish_reverse)
+            if is_hawk(op, "scan_totals"):
+                cx.scans[scan_cell(op)] = (scan_op(op), t, "lanes+flags" if scan_reset(op) is not None else "lanes")
+            continue
         op.attributes[_SLOT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(chunk))
         chunk.append(identity(cx, scan_op(op), t))
         if is_hawk(op, "scan_totals"):
-            cx.scans[scan_cell(op)] = (scan_op(op), t)
+            cx.scans[scan_cell(op)] = (scan_op(op), t, "blocks")
             if scan_reset(op) is not None:
                 chunk.append(cx.e.c(0, cx.e.i1))
     cx.n_scans = len(chunk) - before  # (the chains follow: reduce_full.nchunk_red_total)
@@ -98,8 +116,16 @@ def _flag_value(cx: Lowering, flag: ir.Value, t: ir.Type) -> ir.Value:
     return e.op("arith.uitofp", flag, t=t)
 
 
+def _forward_ops(body: ir.Block) -> list:
+    """The body's forward scans' ops (a reverse scan keeps no running value in the lanes' loop)."""
+    return [op for op in body.operations
+            if (is_hawk(op, "scan_totals") or is_hawk(op, "scan_apply")) and not scan_reverse(op)
+            and scan_keys(op) is None]
+
+
 def has_scans(body: ir.Block) -> bool:
-    return any(is_hawk(op, "scan_totals") or is_hawk(op, "scan_apply") for op in body.operations)
+    """Whether the lanes' loop carries running values of scans (scan_driver cuts it in blocks)."""
+    return bool(_forward_ops(body))
 
 
 def scan_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
@@ -110,7 +136,7 @@ def scan_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
     from hawk.passes.lower.chunk_loops import lower_body
 
     e = cx.e
-    ops = [op for op in body.operations if is_hawk(op, "scan_totals") or is_hawk(op, "scan_apply")]
+    ops = _forward_ops(body)
     B = e.c(SCAN_BLOCK)
     blo = e.op("arith.divui", cx.lo, B)
     bhi = e.op("arith.divui", e.add_i(cx.hi, e.c(SCAN_BLOCK - 1)), B)
@@ -159,6 +185,10 @@ def lower_unsplit_scan(cx: Lowering, op) -> None:
 def lower_scan_totals(cx: Lowering, op) -> None:
     """This lane into its block's running total; the block's last lane (or the chunk's) writes it out."""
     e = cx.e
+    if scan_keys(op) is not None:
+        return keyed_totals(cx, op)
+    if scan_reverse(op):
+        return _store_lane(cx, op)
     k, x, reset, kind = _slot(op), scan_value(op), scan_reset(op), scan_op(op)
     blocked = cx.scan_blocked  # scan_driver starts each block's total and writes it out itself
     start = None if blocked else _block_start(cx)
@@ -189,8 +219,12 @@ def lower_scan_totals(cx: Lowering, op) -> None:
 def lower_scan_apply(cx: Lowering, op) -> ir.Value:
     """This lane's scanned value: its block's offset at the block's first lane, else the running value, (+) x."""
     e = cx.e
-    k, x, reset, kind = _slot(op), scan_value(op), scan_reset(op), scan_op(op)
+    if scan_keys(op) is not None:
+        return keyed_apply(cx, op)
     buf = cx.bufs[(scan_cell(op), "scanoff")]
+    if scan_reverse(op):  # the finish of the stage before left the planes (inclusive, exclusive)
+        return e.load(buf, cx.lane if scan_mode(op) == "inclusive" else e.add_i(_plane(cx), cx.lane))
+    k, x, reset, kind = _slot(op), scan_value(op), scan_reset(op), scan_op(op)
     prev = cx.accs[k] if cx.scan_blocked else e.select(_block_start(cx), e.load(buf, _entry(cx)), cx.accs[k])
     new = combine(cx, kind, prev, x)
     if reset is not None:
@@ -201,10 +235,62 @@ def lower_scan_apply(cx: Lowering, op) -> ir.Value:
     return prev if reset is None else e.select(reset, identity(cx, kind, x.type), prev)
 
 
-def finish_scans(cx: Lowering) -> None:
-    """Each scan buffer's block totals into block offsets, in place and in block order (the finish)."""
+def _store_lane(cx: Lowering, op) -> None:
+    """A reverse scan's stage s: this lane's value (and reset flag) into the planes of the "rscan" buffer."""
     e = cx.e
-    for cell, (kind, t) in cx.scans.items():
+    x, reset = scan_value(op), scan_reset(op)
+    buf = cx.bufs[(scan_cell(op), "rscan")]
+    e.store(x, buf, cx.lane)
+    if reset is not None:
+        e.store(_flag_value(cx, reset, x.type), buf, e.add_i(_plane(cx), cx.lane))
+
+
+def _plane(cx: Lowering) -> ir.Value:
+    """Where the second plane of an "rscan" buffer starts: max(1, lanes) (spirv has no memref.dim)."""
+    return cx.e.op("arith.maxui", cx.L, cx.e.c(1))
+
+
+def finish_reverse(cx: Lowering, cell: str, kind: str, t: ir.Type, flags: bool) -> None:
+    """A reverse scan's lanes, from the last down, into the planes (inclusive, exclusive) in place: prev = the
+    identity at the last lane and below a flagged lane (a segment's last lane), else the lane above's inclusive
+    value; inclusive = prev (+) x, exclusive = prev. (The buffer holds at least one lane: an empty run folds one
+    zero nobody reads.)"""
+    e = cx.e
+    buf = cx.bufs[(cell, "rscan")]
+    n = e.op("arith.divui", e.dim(buf), e.c(2))
+    ident = identity(cx, kind, t)
+    loop = scf.ForOp(e.c(0), n, e.c(1), [ident, e.c(1, e.i1)])
+    with ir.InsertionPoint(loop.body):
+        run, cut = loop.inner_iter_args
+        lane = e.op("arith.subi", e.op("arith.subi", n, e.c(1)), loop.induction_variable)
+        second = e.add_i(n, lane)
+        x = e.load(buf, lane)
+        prev = e.select(cut, ident, run)
+        incl = combine(cx, kind, prev, x)
+        cut_next = _is_set(cx, e.load(buf, second), t) if flags else e.c(0, e.i1)
+        e.store(incl, buf, lane)
+        e.store(prev, buf, second)
+        scf.YieldOp([incl, cut_next])
+
+
+def _is_set(cx: Lowering, flag: ir.Value, t: ir.Type) -> ir.Value:
+    e = cx.e
+    if isinstance(t, ir.IntegerType):
+        return e.cmpi(1, flag, e.c(0, t))
+    return e.cmpf(_UNE, flag, e.cf(0.0, t))
+
+
+def finish_scans(cx: Lowering) -> None:
+    """Each scan buffer's block totals into block offsets, in place and in block order (the finish); a reverse
+    scan's lanes into its running values (finish_reverse)."""
+    e = cx.e
+    for cell, (kind, t, form) in cx.scans.items():
+        if isinstance(form, tuple):  # ("keyed", keys, order)
+            finish_keyed(cx, cell, kind, t, form[1], form[2])
+            continue
+        if form != "blocks":
+            finish_reverse(cx, cell, kind, t, form == "lanes+flags")
+            continue
         buf = cx.bufs[(cell, "scan")]
         blocks = e.op("arith.divui", e.dim(buf), e.c(SCAN_ENTRY))
         loop = scf.ForOp(e.c(0), blocks, e.c(1), [identity(cx, kind, t)])
@@ -213,6 +299,4 @@ def finish_scans(cx: Lowering) -> None:
             at = e.mul_i(loop.induction_variable, e.c(SCAN_ENTRY))
             total, flag = e.load(buf, at), e.load(buf, e.add_i(at, e.c(1)))
             e.store(off, buf, at)
-            zero = e.c(0, t) if isinstance(t, ir.IntegerType) else e.cf(0.0, t)
-            fresh = e.cmpi(1, flag, zero) if isinstance(t, ir.IntegerType) else e.cmpf(_UNE, flag, zero)
-            scf.YieldOp([e.select(fresh, total, combine(cx, kind, off, total))])
+            scf.YieldOp([e.select(_is_set(cx, flag, t), total, combine(cx, kind, off, total))])

@@ -1,0 +1,89 @@
+"""`hawk.scan(x, by=key, keys=n, order="lane"|"key", exclusive=False, op=m.add)`: running totals per key.
+
+Each lane's result folds x over the lanes whose key equals its own: order="lane" (the default) runs over the
+earlier lanes (and the lane itself unless exclusive); order="key" runs over every (key, lane) pair before it in
+(key, lane) order, so `hawk.scan(1, by=k, keys=n, order="key", exclusive=True)` is each lane's position in a
+stable sort by key (a counting sort's destination). `keys=n` is a constant (1..MAX_KEYS); a key of -1 leaves
+the lane out (it adds nothing and gets the identity); any other key outside 0..n-1 refuses the run.
+
+The call becomes a `hawk.scan {op, mode, keys, order}` whose second operand is the i64 key; split-stages splits it
+as any scan, and hawk/passes/lower/scan_keyed.py lowers it (per-block, per-key totals; offsets per key).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from mlir import ir
+
+from hawk.frontend.values import HVal
+from hawk.ir.build import create
+
+MAX_KEYS = 4096  # keys of one keyed scan: each block of SCAN_BLOCK lanes keeps 2 * keys running values
+
+
+def keyed_scan_call(kb, e: ast.Call, kw: dict) -> HVal:
+    """Read `hawk.scan(x, by=key, keys=n, ...)` (`kw`: the call's keywords by name; scan.py checked the rest)."""
+    from hawk.frontend.scan import _constant_flag, scan_operator
+
+    bad = [k for k in kw if k not in ("exclusive", "op", "by", "keys", "order")]
+    if bad:
+        why = {"reset": "segments and keys do not mix: give each segment its own key",
+               "reverse": "a keyed scan runs forwards only"}.get(bad[0], "")
+        raise kb.error(f"hawk.scan(x, by=key, keys=n) takes exclusive=, op= and order=, not {bad[0]}="
+                       + (f" ({why})" if why else ""), kw[bad[0]])
+    if "by" not in kw or "keys" not in kw:
+        raise kb.error("a keyed scan needs both by= (one integer key per lane) and keys= (how many keys, a constant): "
+                       "hawk.scan(x, by=key, keys=n)")
+    n = _constant_int(kb, kw["keys"])
+    if not 1 <= n <= MAX_KEYS:
+        raise kb.error(f"keys= takes the number of keys, 1..{MAX_KEYS}; got {n}", kw["keys"])
+    order = "lane"
+    if "order" in kw:
+        node = kw["order"]
+        order = node.value if isinstance(node, ast.Constant) else None
+        if order not in ("lane", "key"):
+            raise kb.error(f"order= takes \"lane\" (per key, in lane order) or \"key\" (in (key, lane) order, a "
+                           f"stable sort's positions), not '{ast.unparse(node)}'", node)
+    mode = "exclusive" if _constant_flag(kb, kw, "exclusive") else "inclusive"
+    op = "add"
+    if "op" in kw:
+        op = scan_operator(kb.expr(kw["op"]))
+        if op is None:
+            raise kb.error(f"hawk.scan(x, op=...): op '{ast.unparse(kw['op'])}' is not a scan operator; use m.add "
+                           "(the default), m.min or m.max (import hawk.math as m)", kw["op"])
+    s = kb.sem
+    x_node = e.args[0]
+    x = kb.value(kb.expr(x_node), x_node)
+    if x.reduced is not None:
+        raise kb.error("hawk.scan of a value that is already reduced over lanes: every lane holds the same value; "
+                       "scan a per-lane value", x_node)
+    if x.shape:
+        raise kb.error(f"hawk.scan runs over one number per lane; '{ast.unparse(x_node)}' has shape {x.shape}: "
+                       "scan each component on its own (x[0], x[1], ...)", x_node)
+    if x.kind == "b":
+        x = s.to_int(x)
+    if x.is_const:
+        x = HVal(s.mlir(x), x.kind)
+    k_node = kw["by"]
+    key = kb.value(kb.expr(k_node), k_node)
+    if key.kind == "f" or key.shape or key.reduced is not None:
+        raise kb.error(f"by= takes one integer key per lane (0..{n - 1}, or -1 to leave the lane out); "
+                       f"'{ast.unparse(k_node)}' is not one: convert a float with int(...)", k_node)
+    key = s.to_int(key)
+    if key.is_const:
+        key = HVal(s.mlir(key), "i")
+    operands = [s.mlir(x), s.mlir(key)]
+    i64 = ir.IntegerType.get_signless(64)
+    attrs = {"op": op, "mode": mode, "keys": ir.IntegerAttr.get(i64, n), "order": order}
+    v = create("hawk.scan", operands, [operands[0].type], attrs).result
+    return HVal(v, x.kind)
+
+
+def _constant_int(kb, node: ast.expr) -> int:
+    """keys=: a constant integer (a literal or a name bound to an int outside the kernel)."""
+    v = kb.expr(node)
+    v = v.value if isinstance(v, HVal) and v.is_const else v
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise kb.error(f"keys= takes a constant integer (the number of keys), not '{ast.unparse(node)}'", node)
+    return v
