@@ -91,3 +91,18 @@ def is_float(a: np.ndarray) -> bool:
 def cell(out) -> float:
     """A one-value result as a Python float."""
     return float(np.asarray(out).reshape(-1)[0])
+
+
+def destination(dst, who: str, writes: str) -> np.ndarray:
+    """The caller's array a function writes in place, flat: NumPy (or an eagle.Array's memory), C-contiguous,
+    writable, float32/float64 or integer. `writes` names what the function writes, for the dtype refusal."""
+    d = dst.numpy() if isinstance(dst, Array) else dst
+    if not isinstance(d, np.ndarray):
+        raise TypeError(f"{who}: dst is written in place, so pass a NumPy array or an eagle.Array (got "
+                        f"{type(dst).__name__})")
+    if not d.flags.c_contiguous or not d.flags.writeable:
+        raise ValueError(f"{who}: dst must be a writable C-contiguous array (pass np.ascontiguousarray(dst) and "
+                         "read the result from it)")
+    if d.dtype.kind not in "fiu" or d.dtype == np.float16:
+        raise TypeError(f"{who}: dst is {d.dtype}; {writes} float32, float64 or integer arrays")
+    return d.reshape(-1)

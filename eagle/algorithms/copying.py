@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from eagle.algorithms import _kernels as K
-from eagle.algorithms._common import as_index, float_run, host_array, plan, prefix
+from eagle.algorithms._common import as_index, destination, float_run, host_array, plan, prefix
 from eagle.array import Array
 
 _MISSING = "the float planes of one hawk run share one float type (no float32/float64 conversion inside a run)"
@@ -20,18 +20,6 @@ _SIGNED = {np.dtype(np.uint32): np.int32, np.dtype(np.uint64): np.int64}  # same
 _NARROW = tuple(np.dtype(t) for t in (np.int8, np.int16, np.uint8, np.uint16))
 
 
-def _destination(dst, who: str) -> np.ndarray:
-    """The caller's array to write in place: NumPy (or an eagle.Array's memory), C-contiguous, writable, float."""
-    d = dst.numpy() if isinstance(dst, Array) else dst
-    if not isinstance(d, np.ndarray):
-        raise TypeError(f"{who}: dst is written in place, so pass a NumPy array or an eagle.Array (got "
-                        f"{type(dst).__name__})")
-    if not d.flags.c_contiguous or not d.flags.writeable:
-        raise ValueError(f"{who}: dst must be a writable C-contiguous array (pass np.ascontiguousarray(dst) and "
-                         "read the result from it)")
-    if d.dtype.kind not in "fiu" or d.dtype == np.float16:
-        raise TypeError(f"{who}: dst is {d.dtype}; copies write float32, float64 or integer arrays")
-    return d.reshape(-1)
 
 
 def _int_plane(out: np.ndarray, fill) -> None:
@@ -73,7 +61,7 @@ def copy(src, dst, n: int | None = None, *, target: str | None = None, threads: 
     """dst[i] = src[i] for i < n (n=None: src.size), in flat order, converting into dst's dtype on store.
     n past either array is a ValueError; later elements of dst are left alone."""
     s = host_array(src, "copy", "src")
-    d = _destination(dst, "copy")
+    d = destination(dst, "copy", "copies write")
     count = s.size if n is None else n
     _store(prefix(s, count, "copy", "src"), prefix(d, count, "copy", "dst"), "copy", target, threads)
 
@@ -82,7 +70,7 @@ def copy_with_offset(src, dst, dst_offset: int, n: int | None = None, *, target:
                      threads: int | None = None) -> None:
     """dst[dst_offset + i] = src[i] for i < n (n=None: src.size); the span must lie inside dst (ValueError)."""
     s = host_array(src, "copy_with_offset", "src")
-    d = _destination(dst, "copy_with_offset")
+    d = destination(dst, "copy_with_offset", "copies write")
     if isinstance(dst_offset, bool) or not isinstance(dst_offset, (int, np.integer)) or dst_offset < 0:
         raise ValueError(f"copy_with_offset: dst_offset= takes a whole number >= 0, got {dst_offset!r}")
     count = s.size if n is None else n
@@ -100,7 +88,7 @@ def fill_value(dst, value, n: int | None = None, *, target: str | None = None, t
     (300 -> 44 in uint8). An integer value must lie in int64 or uint64's range (ValueError)."""
     from eagle.algorithms import _kernels_int as KI
 
-    d = _destination(dst, "fill_value")
+    d = destination(dst, "fill_value", "copies write")
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"fill_value: value must be a number, got {value!r}")
     out = prefix(d, n, "fill_value", "dst")

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from eagle.algorithms._common import as_index, host_array, plan, prefix
-from eagle.array import Array
+from eagle.algorithms._common import as_index, destination, host_array, plan, prefix
 
 _INT_OUT = {np.dtype(np.int32): None, np.dtype(np.int64): None, np.dtype(np.uint32): np.int32,
             np.dtype(np.uint64): np.int64}  # written through a signed view of the same width (same bits)
@@ -34,22 +33,11 @@ def inclusive_scan(src, dst, n: int | None = None, *, total: bool = True, target
     return _scan(src, dst, n, False, total, target, threads, "inclusive_scan")
 
 
-def _destination(dst, who: str) -> np.ndarray:
-    d = dst.numpy() if isinstance(dst, Array) else dst
-    if not isinstance(d, np.ndarray):
-        raise TypeError(f"{who}: dst is written in place, so pass a NumPy array or an eagle.Array (got "
-                        f"{type(dst).__name__})")
-    if not d.flags.c_contiguous or not d.flags.writeable:
-        raise ValueError(f"{who}: dst must be a writable C-contiguous array (pass np.ascontiguousarray(dst) and "
-                         "read the result from it)")
-    if d.dtype.kind not in "fiu" or d.dtype == np.float16:
-        raise TypeError(f"{who}: dst is {d.dtype}; a scan writes float32, float64 or integer arrays")
-    return d.reshape(-1)
 
 
 def _scan(src, dst, n, exclusive: bool, total: bool, target, threads, who: str):
     s = host_array(src, who, "src")
-    d = _destination(dst, who)
+    d = destination(dst, who, "a scan writes")
     count = s.size if n is None else n
     x = prefix(s, count, who, "src")
     out = prefix(d, count, who, "dst")

@@ -35,6 +35,30 @@ def scan_operator(f) -> str | None:
     return None
 
 
+def scan_operand(kb, e: ast.Call, kw: dict) -> tuple[str, HVal]:
+    """A scan's operator (op=, default add) and its per-lane scalar operand, checked; a truth value becomes a 0/1
+    integer (a running count) and a constant a value of its own (shared by plain and keyed scans)."""
+    op = "add"
+    if "op" in kw:
+        op = scan_operator(kb.expr(kw["op"]))
+        if op is None:
+            raise kb.error(f"hawk.scan(x, op=...): op '{ast.unparse(kw['op'])}' is not a scan operator; use m.add "
+                           "(the default), m.min or m.max (import hawk.math as m)", kw["op"])
+    x_node = e.args[0]
+    x = kb.value(kb.expr(x_node), x_node)
+    if x.reduced is not None:
+        raise kb.error("hawk.scan of a value that is already reduced over lanes: every lane holds the same value; "
+                       "scan a per-lane value", x_node)
+    if x.shape:
+        raise kb.error(f"hawk.scan runs over one number per lane; '{ast.unparse(x_node)}' has shape {x.shape}: "
+                       "scan each component on its own (x[0], x[1], ...)", x_node)
+    if x.kind == "b":
+        x = kb.sem.to_int(x)  # a running count
+    if x.is_const:
+        x = HVal(kb.sem.mlir(x), x.kind)
+    return op, x
+
+
 def scan_call(kb, e: ast.Call) -> HVal:
     """Read `hawk.scan(x, ...)` in a kernel body (`kb`: the KernelBuilder)."""
     kb.lane_local("hawk.scan", "scan in the kernel and pass the values a func needs as arguments")
@@ -56,26 +80,8 @@ def scan_call(kb, e: ast.Call) -> HVal:
         raise kb.error(f"hawk.scan takes exclusive=, op=, reset= and reverse=, not {bad[0]}=")
     mode = "exclusive" if _constant_flag(kb, kw, "exclusive") else "inclusive"
     reverse = _constant_flag(kb, kw, "reverse")
-    op = "add"
-    if "op" in kw:
-        f = kb.expr(kw["op"])
-        op = scan_operator(f)
-        if op is None:
-            raise kb.error(f"hawk.scan(x, op=...): op '{ast.unparse(kw['op'])}' is not a scan operator; use m.add "
-                           "(the default), m.min or m.max (import hawk.math as m)", kw["op"])
-    x_node = e.args[0]
-    x = kb.value(kb.expr(x_node), x_node)
-    if x.reduced is not None:
-        raise kb.error("hawk.scan of a value that is already reduced over lanes: every lane holds the same value; "
-                       "scan a per-lane value", x_node)
-    if x.shape:
-        raise kb.error(f"hawk.scan runs over one number per lane; '{ast.unparse(x_node)}' has shape {x.shape}: "
-                       "scan each component on its own (x[0], x[1], ...)", x_node)
+    op, x = scan_operand(kb, e, kw)
     s = kb.sem
-    if x.kind == "b":
-        x = s.to_int(x)  # a running count
-    if x.is_const:
-        x = HVal(s.mlir(x), x.kind)
     operands = [s.mlir(x)]
     if "reset" in kw:
         r = kb.value(kb.expr(kw["reset"]), kw["reset"])

@@ -24,7 +24,7 @@ MAX_KEYS = 4096  # keys of one keyed scan: each block of SCAN_BLOCK lanes keeps 
 
 def keyed_scan_call(kb, e: ast.Call, kw: dict) -> HVal:
     """Read `hawk.scan(x, by=key, keys=n, ...)` (`kw`: the call's keywords by name; scan.py checked the rest)."""
-    from hawk.frontend.scan import _constant_flag, scan_operator
+    from hawk.frontend.scan import _constant_flag, scan_operand
 
     bad = [k for k in kw if k not in ("exclusive", "op", "by", "keys", "order")]
     if bad:
@@ -46,25 +46,8 @@ def keyed_scan_call(kb, e: ast.Call, kw: dict) -> HVal:
             raise kb.error(f"order= takes \"lane\" (per key, in lane order) or \"key\" (in (key, lane) order, a "
                            f"stable sort's positions), not '{ast.unparse(node)}'", node)
     mode = "exclusive" if _constant_flag(kb, kw, "exclusive") else "inclusive"
-    op = "add"
-    if "op" in kw:
-        op = scan_operator(kb.expr(kw["op"]))
-        if op is None:
-            raise kb.error(f"hawk.scan(x, op=...): op '{ast.unparse(kw['op'])}' is not a scan operator; use m.add "
-                           "(the default), m.min or m.max (import hawk.math as m)", kw["op"])
+    op, x = scan_operand(kb, e, kw)
     s = kb.sem
-    x_node = e.args[0]
-    x = kb.value(kb.expr(x_node), x_node)
-    if x.reduced is not None:
-        raise kb.error("hawk.scan of a value that is already reduced over lanes: every lane holds the same value; "
-                       "scan a per-lane value", x_node)
-    if x.shape:
-        raise kb.error(f"hawk.scan runs over one number per lane; '{ast.unparse(x_node)}' has shape {x.shape}: "
-                       "scan each component on its own (x[0], x[1], ...)", x_node)
-    if x.kind == "b":
-        x = s.to_int(x)
-    if x.is_const:
-        x = HVal(s.mlir(x), x.kind)
     k_node = kw["by"]
     key = kb.value(kb.expr(k_node), k_node)
     if key.kind == "f" or key.shape or key.reduced is not None:
