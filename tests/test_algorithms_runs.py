@@ -156,3 +156,16 @@ def test_every_target_gives_the_host_results(target):
     for (gu, gr), (hu, hr) in zip(got, host, strict=True):
         assert np.asarray(gu).tobytes() == np.asarray(hu).tobytes()
         assert np.asarray(gr).tobytes() == np.asarray(hr).tobytes() and gr.dtype == hr.dtype
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float32])
+def test_a_float32_run_count_from_2_24_is_counted_again(dtype):
+    """A float32 `runs` total of 2**24 or more may have rounded: the count then comes from a kernel storing it."""
+    from eagle.algorithms import runs
+
+    k = _grouped(3000, 5, dtype)
+    plane = k if dtype == np.int64 else k.astype(np.float32)
+    want = len(_walk(list(k))[0])
+    assert runs._run_count(np.float32([want]), plane, None, None) == want
+    assert runs._run_count(np.float32([2.0**24]), plane, None, None) == want
+    assert runs._run_count(np.float64([2.0**24]), plane, None, None) == 2**24

@@ -342,3 +342,14 @@ def test_a_bound_launch_refusing_keeps_its_last_results():
     bound.inputs["x"][1] = 7.0
     bound.launch()
     np.testing.assert_array_equal(o, [-3, 4, -3, -3, 13, -3, 19, 22])
+
+
+@pytest.mark.parametrize("target", _targets())
+@pytest.mark.parametrize("bad", [-2.0**62, 2.0**62, -2.0])
+def test_far_computed_keys_are_refused_and_minus_one_skipped(target, bad):
+    o = np.full(4, 9, dtype=np.int64)  # lanes with key -1 store nothing; a far key on either side is refused
+    with pytest.raises(InputError, match=rf"plane 'out' of kernel 'ps_compact'.*first bad key: {int(bad)}"):
+        eagle.deploy(ps_compact, target=target).run(x=np.array([-1.0, 2.0, bad, -1.0]), out=o)
+    np.testing.assert_array_equal(o, [9, 9, 9, 9])
+    eagle.deploy(ps_compact, target=target).run(x=np.array([-1.0, 2.0, -1.0, 0.0]), out=o)
+    np.testing.assert_array_equal(o, [1, 9, 7, 9])

@@ -7,10 +7,15 @@ Float outputs scan in the run's float type (dst's); integer outputs scan in int6
 width. `unsigned` Params are 2**64 for a uint64 array read as int64, else 0.0.
 
 Runs of equal adjacent keys: lane i starts a run when i == 0 or its key differs from lane i - 1's (so NaN keys are
-each their own run); `hawk.scan` of the start flags numbers the runs, a segmented scan (`reset=start`) gives each
-lane its place in its run (or the run's sum / min / max so far), and the run's last lane stores the result at the
-run's number with a plane scatter (key -1 elsewhere: no store). `nlanes` is the lane count, `runs` receives the
-number of runs (stored by the last lane).
+each their own run); `hawk.scan` of the start flags numbers the runs. A run's first lane stores its key at the
+run's number (plane scatters; key -1 elsewhere: no store); integer keys of a run are all equal, so every lane of
+the run stores it there (the same bits, whichever lane stores last; no select for LLVM to turn into a branch).
+unique: a run's first lane also stores its lane, and `run_lengths` (one lane per run) takes the lengths from the
+starts. reduce_by_key: a segmented scan (`reset=start`) gives each lane the run's
+sum / min / max so far, and the run's last lane stores it at the run's number. `nlanes` is the lane count;
+`runs` receives the number of runs as a total of the start flags (a cell, summed in the first stage where the
+lanes are read anyway, instead of a store by key in every lane of the second: exact in float64, and in float32
+below 2**24, which runs.py checks).
 """
 
 import hawk
@@ -59,33 +64,32 @@ def float_to_int_scan_exclusive(x: Scalar, out: Mutable[Index]):
     out = hawk.scan(int(x), exclusive=True)
 
 
-# --- unique: the first key of each run and the run's length -----------------------------------------------
+# --- unique: the first key of each run and where it starts; then each run's length from the starts --------------
 @hawk.kernel
-def int_unique(lane: Grid["i"], k: Index, nlanes: Param, ukeys: Mutable[Index], counts: Mutable[Index],
-               runs: Mutable[Index]):
+def int_unique(lane: Grid["i"], k: Index, ukeys: Mutable[Index], starts: Mutable[Index], runs: Mutable[Scalar]):
     i = lane.i
-    last = int(nlanes) - 1
     start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
-    end = (i == last) | (k != k.at(m.min(i + 1, last)))
     run = hawk.scan(m.where(start, 1, 0)) - 1
-    length = hawk.scan(1, reset=start)
-    hawk.scatter(ukeys)[m.where(start, run, -1)] = k
-    hawk.scatter(counts)[m.where(end, run, -1)] = length
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    hawk.scatter(ukeys)[run] = k
+    hawk.scatter(starts)[m.where(start, run, -1)] = i
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
 
 
 @hawk.kernel
-def float_unique(lane: Grid["i"], x: Scalar, nlanes: Param, ukeys: Mutable[Scalar], counts: Mutable[Index],
-                 runs: Mutable[Index]):
+def float_unique(lane: Grid["i"], x: Scalar, ukeys: Mutable[Scalar], starts: Mutable[Index], runs: Mutable[Scalar]):
     i = lane.i
-    last = int(nlanes) - 1
     start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
-    end = (i == last) | (x != x.at(m.min(i + 1, last)))
-    run = hawk.scan(m.where(start, 1, 0)) - 1
-    length = hawk.scan(1, reset=start)
-    hawk.scatter(ukeys)[m.where(start, run, -1)] = x
-    hawk.scatter(counts)[m.where(end, run, -1)] = length
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    at = m.where(start, hawk.scan(m.where(start, 1, 0)) - 1, -1)
+    hawk.scatter(ukeys)[at] = x
+    hawk.scatter(starts)[at] = i
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
+
+
+@hawk.kernel
+def run_lengths(lane: Grid["j"], starts: Index, nruns: Param, nlanes: Param, counts: Mutable[Index]):
+    j = lane.j
+    last = int(nruns) - 1
+    counts = m.where(j == last, int(nlanes), starts.at(m.min(j + 1, last))) - starts
 
 
 # --- reduce_by_key: each run's sum / min / max, stored by the run's last lane --------------------------------
@@ -94,91 +98,91 @@ def float_unique(lane: Grid["i"], x: Scalar, nlanes: Param, ukeys: Mutable[Scala
 
 @hawk.kernel
 def int_keys_int_sum(lane: Grid["i"], k: Index, v: Index, nlanes: Param, ukeys: Mutable[Index], out: Mutable[Index],
-                     runs: Mutable[Index]):
+                     runs: Mutable[Scalar]):
     i = lane.i
     last = int(nlanes) - 1
     start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
     end = (i == last) | (k != k.at(m.min(i + 1, last)))
     run = hawk.scan(m.where(start, 1, 0)) - 1
     total = hawk.scan(v, reset=start)
-    hawk.scatter(ukeys)[m.where(start, run, -1)] = k
+    hawk.scatter(ukeys)[run] = k
     hawk.scatter(out)[m.where(end, run, -1)] = total
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
 
 
 @hawk.kernel
 def int_keys_int_min(lane: Grid["i"], k: Index, v: Index, nlanes: Param, flip: Param, ukeys: Mutable[Index],
-                     out: Mutable[Index], runs: Mutable[Index]):
+                     out: Mutable[Index], runs: Mutable[Scalar]):
     i = lane.i
     last = int(nlanes) - 1
     start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
     end = (i == last) | (k != k.at(m.min(i + 1, last)))
     run = hawk.scan(m.where(start, 1, 0)) - 1
     total = hawk.scan(v + int(flip), reset=start, op=m.min)
-    hawk.scatter(ukeys)[m.where(start, run, -1)] = k
+    hawk.scatter(ukeys)[run] = k
     hawk.scatter(out)[m.where(end, run, -1)] = total - int(flip)
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
 
 
 @hawk.kernel
 def int_keys_int_max(lane: Grid["i"], k: Index, v: Index, nlanes: Param, flip: Param, ukeys: Mutable[Index],
-                     out: Mutable[Index], runs: Mutable[Index]):
+                     out: Mutable[Index], runs: Mutable[Scalar]):
     i = lane.i
     last = int(nlanes) - 1
     start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
     end = (i == last) | (k != k.at(m.min(i + 1, last)))
     run = hawk.scan(m.where(start, 1, 0)) - 1
     total = hawk.scan(v + int(flip), reset=start, op=m.max)
-    hawk.scatter(ukeys)[m.where(start, run, -1)] = k
+    hawk.scatter(ukeys)[run] = k
     hawk.scatter(out)[m.where(end, run, -1)] = total - int(flip)
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
 
 
 @hawk.kernel
 def int_keys_float_sum(lane: Grid["i"], k: Index, v: Scalar, nlanes: Param, ukeys: Mutable[Index],
-                       out: Mutable[Scalar], runs: Mutable[Index]):
+                       out: Mutable[Scalar], runs: Mutable[Scalar]):
     i = lane.i
     last = int(nlanes) - 1
     start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
     end = (i == last) | (k != k.at(m.min(i + 1, last)))
     run = hawk.scan(m.where(start, 1, 0)) - 1
     total = hawk.scan(v, reset=start)
-    hawk.scatter(ukeys)[m.where(start, run, -1)] = k
+    hawk.scatter(ukeys)[run] = k
     hawk.scatter(out)[m.where(end, run, -1)] = total
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
 
 
 @hawk.kernel
 def int_keys_float_min(lane: Grid["i"], k: Index, v: Scalar, nlanes: Param, ukeys: Mutable[Index],
-                       out: Mutable[Scalar], runs: Mutable[Index]):
+                       out: Mutable[Scalar], runs: Mutable[Scalar]):
     i = lane.i
     last = int(nlanes) - 1
     start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
     end = (i == last) | (k != k.at(m.min(i + 1, last)))
     run = hawk.scan(m.where(start, 1, 0)) - 1
     total = hawk.scan(v, reset=start, op=m.min)
-    hawk.scatter(ukeys)[m.where(start, run, -1)] = k
+    hawk.scatter(ukeys)[run] = k
     hawk.scatter(out)[m.where(end, run, -1)] = total
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
 
 
 @hawk.kernel
 def int_keys_float_max(lane: Grid["i"], k: Index, v: Scalar, nlanes: Param, ukeys: Mutable[Index],
-                       out: Mutable[Scalar], runs: Mutable[Index]):
+                       out: Mutable[Scalar], runs: Mutable[Scalar]):
     i = lane.i
     last = int(nlanes) - 1
     start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
     end = (i == last) | (k != k.at(m.min(i + 1, last)))
     run = hawk.scan(m.where(start, 1, 0)) - 1
     total = hawk.scan(v, reset=start, op=m.max)
-    hawk.scatter(ukeys)[m.where(start, run, -1)] = k
+    hawk.scatter(ukeys)[run] = k
     hawk.scatter(out)[m.where(end, run, -1)] = total
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
 
 
 @hawk.kernel
 def float_keys_int_sum(lane: Grid["i"], x: Scalar, v: Index, nlanes: Param, ukeys: Mutable[Scalar],
-                       out: Mutable[Index], runs: Mutable[Index]):
+                       out: Mutable[Index], runs: Mutable[Scalar]):
     i = lane.i
     last = int(nlanes) - 1
     start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
@@ -187,12 +191,12 @@ def float_keys_int_sum(lane: Grid["i"], x: Scalar, v: Index, nlanes: Param, ukey
     total = hawk.scan(v, reset=start)
     hawk.scatter(ukeys)[m.where(start, run, -1)] = x
     hawk.scatter(out)[m.where(end, run, -1)] = total
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
 
 
 @hawk.kernel
 def float_keys_int_min(lane: Grid["i"], x: Scalar, v: Index, nlanes: Param, flip: Param, ukeys: Mutable[Scalar],
-                       out: Mutable[Index], runs: Mutable[Index]):
+                       out: Mutable[Index], runs: Mutable[Scalar]):
     i = lane.i
     last = int(nlanes) - 1
     start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
@@ -201,12 +205,12 @@ def float_keys_int_min(lane: Grid["i"], x: Scalar, v: Index, nlanes: Param, flip
     total = hawk.scan(v + int(flip), reset=start, op=m.min)
     hawk.scatter(ukeys)[m.where(start, run, -1)] = x
     hawk.scatter(out)[m.where(end, run, -1)] = total - int(flip)
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
 
 
 @hawk.kernel
 def float_keys_int_max(lane: Grid["i"], x: Scalar, v: Index, nlanes: Param, flip: Param, ukeys: Mutable[Scalar],
-                       out: Mutable[Index], runs: Mutable[Index]):
+                       out: Mutable[Index], runs: Mutable[Scalar]):
     i = lane.i
     last = int(nlanes) - 1
     start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
@@ -215,12 +219,12 @@ def float_keys_int_max(lane: Grid["i"], x: Scalar, v: Index, nlanes: Param, flip
     total = hawk.scan(v + int(flip), reset=start, op=m.max)
     hawk.scatter(ukeys)[m.where(start, run, -1)] = x
     hawk.scatter(out)[m.where(end, run, -1)] = total - int(flip)
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
 
 
 @hawk.kernel
 def float_keys_float_sum(lane: Grid["i"], x: Scalar, v: Scalar, nlanes: Param, ukeys: Mutable[Scalar],
-                         out: Mutable[Scalar], runs: Mutable[Index]):
+                         out: Mutable[Scalar], runs: Mutable[Scalar]):
     i = lane.i
     last = int(nlanes) - 1
     start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
@@ -229,12 +233,12 @@ def float_keys_float_sum(lane: Grid["i"], x: Scalar, v: Scalar, nlanes: Param, u
     total = hawk.scan(v, reset=start)
     hawk.scatter(ukeys)[m.where(start, run, -1)] = x
     hawk.scatter(out)[m.where(end, run, -1)] = total
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
 
 
 @hawk.kernel
 def float_keys_float_min(lane: Grid["i"], x: Scalar, v: Scalar, nlanes: Param, ukeys: Mutable[Scalar],
-                         out: Mutable[Scalar], runs: Mutable[Index]):
+                         out: Mutable[Scalar], runs: Mutable[Scalar]):
     i = lane.i
     last = int(nlanes) - 1
     start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
@@ -243,12 +247,12 @@ def float_keys_float_min(lane: Grid["i"], x: Scalar, v: Scalar, nlanes: Param, u
     total = hawk.scan(v, reset=start, op=m.min)
     hawk.scatter(ukeys)[m.where(start, run, -1)] = x
     hawk.scatter(out)[m.where(end, run, -1)] = total
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
 
 
 @hawk.kernel
 def float_keys_float_max(lane: Grid["i"], x: Scalar, v: Scalar, nlanes: Param, ukeys: Mutable[Scalar],
-                         out: Mutable[Scalar], runs: Mutable[Index]):
+                         out: Mutable[Scalar], runs: Mutable[Scalar]):
     i = lane.i
     last = int(nlanes) - 1
     start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
@@ -257,17 +261,30 @@ def float_keys_float_max(lane: Grid["i"], x: Scalar, v: Scalar, nlanes: Param, u
     total = hawk.scan(v, reset=start, op=m.max)
     hawk.scatter(ukeys)[m.where(start, run, -1)] = x
     hawk.scatter(out)[m.where(end, run, -1)] = total
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
 
 
 # --- float keys of another width than the values: the runs numbered first (then reduced as integer keys) -------
 @hawk.kernel
-def float_run_ids(lane: Grid["i"], x: Scalar, nlanes: Param, ukeys: Mutable[Scalar], ids: Mutable[Index],
-                  runs: Mutable[Index]):
+def float_run_ids(lane: Grid["i"], x: Scalar, ukeys: Mutable[Scalar], ids: Mutable[Index], runs: Mutable[Scalar]):
     i = lane.i
-    last = int(nlanes) - 1
     start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
     run = hawk.scan(m.where(start, 1, 0)) - 1
     ids = run
     hawk.scatter(ukeys)[m.where(start, run, -1)] = x
-    hawk.scatter(runs)[m.where(i == last, 0, -1)] = run + 1
+    runs = hawk.sum(m.where(start, 1.0, 0.0))
+
+
+# --- the run count stored by the last lane: where a float32 `runs` total may have rounded (2**24 runs or more) ---
+@hawk.kernel
+def int_run_count(lane: Grid["i"], k: Index, nlanes: Param, runs: Mutable[Index]):
+    i = lane.i
+    start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
+    hawk.scatter(runs)[m.where(i == int(nlanes) - 1, 0, -1)] = hawk.scan(m.where(start, 1, 0))
+
+
+@hawk.kernel
+def float_run_count(lane: Grid["i"], x: Scalar, nlanes: Param, runs: Mutable[Index]):
+    i = lane.i
+    start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
+    hawk.scatter(runs)[m.where(i == int(nlanes) - 1, 0, -1)] = hawk.scan(m.where(start, 1, 0))

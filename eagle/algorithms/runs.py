@@ -2,8 +2,9 @@
 
 The keys need only be grouped (sorted, or equal keys adjacent): [7, 7, 2, 2, 7] has the runs 7, 2, 7. A key
 starts a run when it differs (!=) from the key before it, so NaN keys are each their own run and 0.0 / -0.0 share
-one (the run keeps its first key). One hawk kernel per call: scans number the runs and fold each run's values, and
-the run's last lane stores its result (docs/algorithms.md). Results are new eagle.Arrays of exactly the run count.
+one (the run keeps its first key). Scans number the runs and fold each run's values, and the run's last lane
+stores its result; unique stores where each run starts, and a second kernel over the runs takes their lengths
+(docs/algorithms.md). Results are new eagle.Arrays of exactly the run count.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from eagle.array import Array
 
 OPS = ("sum", "min", "max")
 _I32_MAX = (1 << 31) - 1
+_UNTOUCHED = 32 << 20  # from this size malloc maps fresh zero pages: the part never written holds no memory
 _FLIP = -(2.0**63)  # INT64_MIN: uint64 values read as int64 order as unsigned once their top bit is flipped
 
 
@@ -35,10 +37,12 @@ def _back(plane: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """A result prefix in the caller's dtype. The kernels' compaction outputs are left for the run to allocate
     (lane-count planes: float in the run's type, integer as int64), since a passed array written at computed
     positions is staged through a copy: an int64 plane is narrowed here (its values fit, or wrap as the values'
-    width says), uint64 is viewed, float16 rounds from float32. A short prefix is copied out of the big plane."""
+    width says), uint64 is viewed, float16 rounds from float32. A short prefix of a plane under _UNTOUCHED bytes
+    is copied out of it; a larger plane (np.zeros: pages mapped on first write) holds memory only for the prefix
+    the kernel wrote, so the prefix is returned as a view of it (a copy cost as much as the kernel's stores)."""
     if plane.dtype == dtype:
         whole = plane.base if isinstance(plane.base, np.ndarray) else plane
-        return plane.copy() if 2 * plane.size < whole.size else plane
+        return plane.copy() if 2 * plane.size < whole.size and whole.nbytes < _UNTOUCHED else plane
     if dtype.kind in "iu" and dtype.itemsize == plane.dtype.itemsize:
         return plane.view(dtype)
     return plane.astype(dtype)
@@ -55,15 +59,16 @@ def unique(keys, n: int | None = None, *, target: str | None = None,
     cdt = _count_dtype(k.size)
     if k.size == 0:
         return Array(np.zeros(0, k.dtype)), Array(np.zeros(0, cdt))
-    runs = np.zeros(1, np.int64)
     if plane.dtype.kind == "f":
         kern, planes = K.float_unique, {"x": plane}
     else:
         kern, planes = K.int_unique, {"k": plane}
-    out = plan(kern, target, threads).run(nlanes=float(k.size), runs=runs, **planes)
-    r = int(runs[0])
-    return Array(_back(np.asarray(out["ukeys"])[:r], k.dtype)), Array(_back(np.asarray(out["counts"])[:r],
-                                                                              np.dtype(cdt)))
+    out = plan(kern, target, threads).run(**planes)
+    r = _run_count(out["runs"], plane, target, threads)
+    counts = np.empty(r, cdt)  # each run's length: the next run's start (or the lane count) less its own
+    plan(K.run_lengths, target, threads).run(starts=np.asarray(out["starts"])[:r], nruns=float(r),
+                                             nlanes=float(k.size), counts=counts)
+    return Array(_back(np.asarray(out["ukeys"])[:r], k.dtype)), Array(counts)
 
 
 def reduce_by_key(keys, values, n: int | None = None, op: str = "sum", *, target: str | None = None,
@@ -92,9 +97,8 @@ def reduce_by_key(keys, values, n: int | None = None, op: str = "sum", *, target
         if kplane.dtype == np.float32:  # widening keys keeps their equalities: one run of float64
             kplane = kplane.astype(np.float64)
         else:  # float64 keys, float32 values: number the runs first, then reduce over the run numbers
-            runs = np.zeros(1, np.int64)
-            ids = plan(K.float_run_ids, target, threads).run(x=kplane, nlanes=float(k.size), runs=runs)
-            r = int(runs[0])
+            ids = plan(K.float_run_ids, target, threads).run(x=kplane)
+            r = _run_count(ids["runs"], kplane, target, threads)
             _, _, out = _reduce(np.asarray(ids["ids"]), vplane, flip, op, target, threads)
             return Array(_back(np.asarray(ids["ukeys"])[:r], k.dtype)), Array(_back(out[:r], v.dtype))
     r, ukeys, out = _reduce(kplane, vplane, flip, op, target, threads)
@@ -110,9 +114,23 @@ def _reduce(kplane: np.ndarray, vplane: np.ndarray, flip: float, op: str, target
     kk = "float" if kplane.dtype.kind == "f" else "int"
     vk = "float" if vplane.dtype.kind == "f" else "int"
     kern = getattr(K, f"{kk}_keys_{vk}_{op}")
-    runs = np.zeros(1, np.int64)
     planes = {"x" if kk == "float" else "k": kplane, "v": vplane}
     if vk == "int" and op != "sum":
         planes["flip"] = flip
-    out = plan(kern, target, threads).run(nlanes=float(kplane.size), runs=runs, **planes)
-    return int(runs[0]), np.asarray(out["ukeys"]), np.asarray(out["out"])
+    out = plan(kern, target, threads).run(nlanes=float(kplane.size), **planes)
+    return _run_count(out["runs"], kplane, target, threads), np.asarray(out["ukeys"]), np.asarray(out["out"])
+
+
+def _run_count(total, kplane: np.ndarray, target, threads) -> int:
+    """The number of runs from a kernel's `runs` total (the sum of its run-start flags). Partial sums of ones
+    are exact in float64, and in float32 while below 2**24 (a float32 total from there on may have rounded:
+    the count is then taken again by a kernel whose last lane stores it)."""
+    from eagle.algorithms import _kernels_scan as K
+
+    t = np.asarray(total).reshape(-1)
+    if t.dtype == np.float64 or float(t[0]) < 2.0**24:
+        return int(t[0])
+    runs = np.zeros(1, np.int64)
+    kern, name = (K.float_run_count, "x") if kplane.dtype.kind == "f" else (K.int_run_count, "k")
+    plan(kern, target, threads).run(nlanes=float(kplane.size), runs=runs, **{name: kplane})
+    return int(runs[0])

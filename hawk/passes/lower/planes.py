@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mlir import ir
-from mlir.dialects import scf
+from mlir.dialects import memref, scf
 
 from hawk.ir.access import at_coords, cell_name, coord_axes, lane_axis, plane_name, store_key, stored_value
 from hawk.passes.analysis import payload_of
 from hawk.passes.host_emit import _SGE, _SLT, size
 from hawk.passes.lower.context import Lowering, rule
 
-_NE = 1  # arith.cmpi "ne"
+_NE, _ULT, _UGE = 1, 6, 9  # arith.cmpi "ne", "ult", "uge"
 
 
 def gather(cx: Lowering, shape, elem: ir.Type, at) -> ir.Value:
@@ -107,7 +107,17 @@ def lower_cut_read(cx: Lowering, op) -> ir.Value:
 
 @rule("hawk.param")
 def lower_param(cx: Lowering, op) -> ir.Value:
-    return cx.e.load(cx.buf(plane_name(op)), cx.e.c(0))
+    """A Param, loaded once at the top of the function (nothing writes it): in the lane loop LLVM could not
+    hoist the load (and the arithmetic on it, such as `int(n) - 1`) past the stores into outputs."""
+    e = cx.e
+    buf = cx.buf(plane_name(op))
+    if cx.entry is None or not (isinstance(buf, ir.BlockArgument) and buf.owner == cx.entry):
+        return e.load(buf, e.c(0))
+    key = ("#param", plane_name(op))
+    if key not in cx.temps:
+        with ir.InsertionPoint.at_block_begin(cx.entry):
+            cx.temps[key] = e.load(buf, e.c(0))
+    return cx.temps[key]
 
 
 @rule("hawk.at")
@@ -153,11 +163,21 @@ def lower_store(cx: Lowering, op) -> None:
 def keyed_store(cx: Lowering, name: str, buf: ir.Value, v: ir.Value, key: ir.Value) -> None:
     """`hawk.scatter(out)[k] = v` into an output plane: v at flat position k of the caller's array, straight
     into it (no private copy: which of several lanes storing to one position wins is not specified). Key -1
-    stores nothing; any other key outside [0, len) is reported through #err like a sink's bad key."""
+    stores nothing; any other key outside [0, len) is reported through #err like a sink's bad key. On the host
+    the store is unconditional, into the array or a spare slot (`spare_slot`); elsewhere under an scf.if."""
     from hawk.passes.lower.scatters import report_bad_key
 
     e = cx.e
     n = array_length(cx, name)
+    spare = spare_slot(cx, buf)
+    if spare is not None:  # no branch on the key: a lane that stores nothing stores into a slot of its own
+        # one unsigned compare each (a negative key is huge), so that LLVM keeps a single branch, to the report,
+        # which no valid key (-1 included) takes
+        inside = e.cmpi(_ULT, key, n)
+        bad = e.cmpi(_UGE, e.op("arith.addi", key, e.c(1, e.i64)), e.op("arith.addi", n, e.c(1, e.i64)))
+        e.store(v, e.select(inside, buf, spare), e.select(inside, e.to_index(key), e.c(0)))
+        report_bad_key(cx, name, key, bad, role="out")
+        return
     inside = e.op("arith.andi", e.cmpi(_SGE, key, e.c(0, e.i64)), e.cmpi(_SLT, key, n))
     branch = scf.IfOp(inside, [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
@@ -166,6 +186,22 @@ def keyed_store(cx: Lowering, name: str, buf: ir.Value, v: ir.Value, key: ir.Val
     with ir.InsertionPoint(branch.else_block):
         report_bad_key(cx, name, key, e.cmpi(_NE, key, e.c(-1, e.i64)), role="out")
         scf.YieldOp([])
+
+
+def spare_slot(cx: Lowering, buf: ir.Value) -> ir.Value | None:
+    """On the host, a one-value buffer of `buf`'s type on the function's stack: a keyed store whose key is -1
+    (most lanes of a compaction) writes there instead of branching (a branch on a data-dependent key costs a
+    misprediction at every change). None elsewhere (a GPU or SPIR-V pointer cannot select between memories)."""
+    t = buf.type
+    if cx.target != "host" or cx.entry is None or not isinstance(t, ir.MemRefType) or t.rank != 1 \
+            or t.memory_space is not None or not isinstance(t.layout, ir.AffineMapAttr) \
+            or t.layout.value != ir.AffineMap.get_identity(1):
+        return None
+    key = ("#spare", str(t))
+    if key not in cx.temps:
+        with ir.InsertionPoint.at_block_begin(cx.entry):
+            cx.temps[key] = memref.AllocaOp(t, [cx.e.c(1)] if t.is_dynamic_dim(0) else [], []).result
+    return cx.temps[key]
 
 
 def array_length(cx: Lowering, name: str) -> ir.Value:
