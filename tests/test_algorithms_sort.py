@@ -129,7 +129,7 @@ def test_the_sort_scan_and_run_kernels_build_for_the_other_gpu_targets(gpu):
         (KS.float_scan_exclusive, {"x": x}), (KS.int_scan_inclusive, {"k": k}),
         (KS.int_to_float_scan_exclusive, {"k": k, "unsigned": 0.0, "out": np.zeros(6)}),
         (KS.float_to_int_scan_inclusive, {"x": x}),
-        (KS.int_unique, {"k": k}), (KS.float_keys_float_sum, {"x": x, "v": x, "nlanes": 6.0}),
+        (KS.int_unique, {"k": k}), (KS.float_keys_float_sum, {"x": x, "v": x, "nlanes": 6.0, "flip": 0.0}),
         (KS.int_keys_int_max, {"k": k, "v": k, "nlanes": 6.0, "flip": 0.0}),
         (KS.run_lengths, {"starts": np.array([0, 1, 3, 4, 5]), "nruns": 5.0, "nlanes": 6.0}),
         (KS.int_run_count, {"k": k, "nlanes": 6.0, "runs": np.zeros(1, np.int64)}),

@@ -93,175 +93,79 @@ def run_lengths(lane: Grid["j"], starts: Index, nruns: Param, nlanes: Param, cou
 
 
 # --- reduce_by_key: each run's sum / min / max, stored by the run's last lane --------------------------------
+# One kernel per key kind, value kind and op, named `<int|float>_keys_<int|float>_<op>` (runs.py picks by name).
 # `flip` is INT64_MIN for uint64 values read as int64 under min/max (so that they order as unsigned), else 0.
+_OPS = {"sum": m.add, "min": m.min, "max": m.max}
 
 
-@hawk.kernel
-def int_keys_int_sum(lane: Grid["i"], k: Index, v: Index, nlanes: Param, ukeys: Mutable[Index], out: Mutable[Index],
-                     runs: Mutable[Scalar]):
-    i = lane.i
-    last = int(nlanes) - 1
-    start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
-    end = (i == last) | (k != k.at(m.min(i + 1, last)))
-    run = hawk.scan(m.where(start, 1, 0)) - 1
-    total = hawk.scan(v, reset=start)
-    hawk.scatter(ukeys)[run] = k
-    hawk.scatter(out)[m.where(end, run, -1)] = total
-    runs = hawk.sum(m.where(start, 1.0, 0.0))
+@hawk.func
+def _flipped(v, flip):
+    return v + int(flip)
 
 
-@hawk.kernel
-def int_keys_int_min(lane: Grid["i"], k: Index, v: Index, nlanes: Param, flip: Param, ukeys: Mutable[Index],
-                     out: Mutable[Index], runs: Mutable[Scalar]):
-    i = lane.i
-    last = int(nlanes) - 1
-    start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
-    end = (i == last) | (k != k.at(m.min(i + 1, last)))
-    run = hawk.scan(m.where(start, 1, 0)) - 1
-    total = hawk.scan(v + int(flip), reset=start, op=m.min)
-    hawk.scatter(ukeys)[run] = k
-    hawk.scatter(out)[m.where(end, run, -1)] = total - int(flip)
-    runs = hawk.sum(m.where(start, 1.0, 0.0))
+@hawk.func
+def _unflipped(v, flip):
+    return v - int(flip)
 
 
-@hawk.kernel
-def int_keys_int_max(lane: Grid["i"], k: Index, v: Index, nlanes: Param, flip: Param, ukeys: Mutable[Index],
-                     out: Mutable[Index], runs: Mutable[Scalar]):
-    i = lane.i
-    last = int(nlanes) - 1
-    start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
-    end = (i == last) | (k != k.at(m.min(i + 1, last)))
-    run = hawk.scan(m.where(start, 1, 0)) - 1
-    total = hawk.scan(v + int(flip), reset=start, op=m.max)
-    hawk.scatter(ukeys)[run] = k
-    hawk.scatter(out)[m.where(end, run, -1)] = total - int(flip)
-    runs = hawk.sum(m.where(start, 1.0, 0.0))
+@hawk.func
+def _as_is(v, flip):
+    return v
 
 
-@hawk.kernel
-def int_keys_float_sum(lane: Grid["i"], k: Index, v: Scalar, nlanes: Param, ukeys: Mutable[Index],
-                       out: Mutable[Scalar], runs: Mutable[Scalar]):
-    i = lane.i
-    last = int(nlanes) - 1
-    start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
-    end = (i == last) | (k != k.at(m.min(i + 1, last)))
-    run = hawk.scan(m.where(start, 1, 0)) - 1
-    total = hawk.scan(v, reset=start)
-    hawk.scatter(ukeys)[run] = k
-    hawk.scatter(out)[m.where(end, run, -1)] = total
-    runs = hawk.sum(m.where(start, 1.0, 0.0))
+def _shifts(values) -> tuple:
+    """How a run's values enter and leave the scan: integers shifted by flip (uint64 order), floats untouched."""
+    return (_flipped, _unflipped) if values is Index else (_as_is, _as_is)
 
 
-@hawk.kernel
-def int_keys_float_min(lane: Grid["i"], k: Index, v: Scalar, nlanes: Param, ukeys: Mutable[Index],
-                       out: Mutable[Scalar], runs: Mutable[Scalar]):
-    i = lane.i
-    last = int(nlanes) - 1
-    start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
-    end = (i == last) | (k != k.at(m.min(i + 1, last)))
-    run = hawk.scan(m.where(start, 1, 0)) - 1
-    total = hawk.scan(v, reset=start, op=m.min)
-    hawk.scatter(ukeys)[run] = k
-    hawk.scatter(out)[m.where(end, run, -1)] = total
-    runs = hawk.sum(m.where(start, 1.0, 0.0))
+def _int_keys(values, out_type, op: str):
+    OP, IN, OUT = _OPS[op], *_shifts(values)
+
+    def body(lane: Grid["i"], k: Index, v: values, nlanes: Param, flip: Param, ukeys: Mutable[Index],
+             out: out_type, runs: Mutable[Scalar]):
+        i = lane.i
+        last = int(nlanes) - 1
+        start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
+        end = (i == last) | (k != k.at(m.min(i + 1, last)))
+        run = hawk.scan(m.where(start, 1, 0)) - 1
+        total = hawk.scan(IN(v, flip), reset=start, op=OP)
+        hawk.scatter(ukeys)[run] = k
+        hawk.scatter(out)[m.where(end, run, -1)] = OUT(total, flip)
+        runs = hawk.sum(m.where(start, 1.0, 0.0))
+
+    return body
 
 
-@hawk.kernel
-def int_keys_float_max(lane: Grid["i"], k: Index, v: Scalar, nlanes: Param, ukeys: Mutable[Index],
-                       out: Mutable[Scalar], runs: Mutable[Scalar]):
-    i = lane.i
-    last = int(nlanes) - 1
-    start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
-    end = (i == last) | (k != k.at(m.min(i + 1, last)))
-    run = hawk.scan(m.where(start, 1, 0)) - 1
-    total = hawk.scan(v, reset=start, op=m.max)
-    hawk.scatter(ukeys)[run] = k
-    hawk.scatter(out)[m.where(end, run, -1)] = total
-    runs = hawk.sum(m.where(start, 1.0, 0.0))
+def _float_keys(values, out_type, op: str):
+    OP, IN, OUT = _OPS[op], *_shifts(values)
+
+    def body(lane: Grid["i"], x: Scalar, v: values, nlanes: Param, flip: Param, ukeys: Mutable[Scalar],
+             out: out_type, runs: Mutable[Scalar]):
+        i = lane.i
+        last = int(nlanes) - 1
+        start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
+        end = (i == last) | (x != x.at(m.min(i + 1, last)))
+        run = hawk.scan(m.where(start, 1, 0)) - 1
+        total = hawk.scan(IN(v, flip), reset=start, op=OP)
+        hawk.scatter(ukeys)[m.where(start, run, -1)] = x
+        hawk.scatter(out)[m.where(end, run, -1)] = OUT(total, flip)
+        runs = hawk.sum(m.where(start, 1.0, 0.0))
+
+    return body
 
 
-@hawk.kernel
-def float_keys_int_sum(lane: Grid["i"], x: Scalar, v: Index, nlanes: Param, ukeys: Mutable[Scalar],
-                       out: Mutable[Index], runs: Mutable[Scalar]):
-    i = lane.i
-    last = int(nlanes) - 1
-    start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
-    end = (i == last) | (x != x.at(m.min(i + 1, last)))
-    run = hawk.scan(m.where(start, 1, 0)) - 1
-    total = hawk.scan(v, reset=start)
-    hawk.scatter(ukeys)[m.where(start, run, -1)] = x
-    hawk.scatter(out)[m.where(end, run, -1)] = total
-    runs = hawk.sum(m.where(start, 1.0, 0.0))
+def _reduce_kernels() -> dict:
+    made = {}
+    for keys, factory in (("int", _int_keys), ("float", _float_keys)):
+        for vals, values, out_type in (("int", Index, Mutable[Index]), ("float", Scalar, Mutable[Scalar])):
+            for op in _OPS:
+                body = factory(values, out_type, op)
+                body.__name__ = body.__qualname__ = f"{keys}_keys_{vals}_{op}"
+                made[body.__name__] = hawk.kernel(body)
+    return made
 
 
-@hawk.kernel
-def float_keys_int_min(lane: Grid["i"], x: Scalar, v: Index, nlanes: Param, flip: Param, ukeys: Mutable[Scalar],
-                       out: Mutable[Index], runs: Mutable[Scalar]):
-    i = lane.i
-    last = int(nlanes) - 1
-    start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
-    end = (i == last) | (x != x.at(m.min(i + 1, last)))
-    run = hawk.scan(m.where(start, 1, 0)) - 1
-    total = hawk.scan(v + int(flip), reset=start, op=m.min)
-    hawk.scatter(ukeys)[m.where(start, run, -1)] = x
-    hawk.scatter(out)[m.where(end, run, -1)] = total - int(flip)
-    runs = hawk.sum(m.where(start, 1.0, 0.0))
-
-
-@hawk.kernel
-def float_keys_int_max(lane: Grid["i"], x: Scalar, v: Index, nlanes: Param, flip: Param, ukeys: Mutable[Scalar],
-                       out: Mutable[Index], runs: Mutable[Scalar]):
-    i = lane.i
-    last = int(nlanes) - 1
-    start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
-    end = (i == last) | (x != x.at(m.min(i + 1, last)))
-    run = hawk.scan(m.where(start, 1, 0)) - 1
-    total = hawk.scan(v + int(flip), reset=start, op=m.max)
-    hawk.scatter(ukeys)[m.where(start, run, -1)] = x
-    hawk.scatter(out)[m.where(end, run, -1)] = total - int(flip)
-    runs = hawk.sum(m.where(start, 1.0, 0.0))
-
-
-@hawk.kernel
-def float_keys_float_sum(lane: Grid["i"], x: Scalar, v: Scalar, nlanes: Param, ukeys: Mutable[Scalar],
-                         out: Mutable[Scalar], runs: Mutable[Scalar]):
-    i = lane.i
-    last = int(nlanes) - 1
-    start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
-    end = (i == last) | (x != x.at(m.min(i + 1, last)))
-    run = hawk.scan(m.where(start, 1, 0)) - 1
-    total = hawk.scan(v, reset=start)
-    hawk.scatter(ukeys)[m.where(start, run, -1)] = x
-    hawk.scatter(out)[m.where(end, run, -1)] = total
-    runs = hawk.sum(m.where(start, 1.0, 0.0))
-
-
-@hawk.kernel
-def float_keys_float_min(lane: Grid["i"], x: Scalar, v: Scalar, nlanes: Param, ukeys: Mutable[Scalar],
-                         out: Mutable[Scalar], runs: Mutable[Scalar]):
-    i = lane.i
-    last = int(nlanes) - 1
-    start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
-    end = (i == last) | (x != x.at(m.min(i + 1, last)))
-    run = hawk.scan(m.where(start, 1, 0)) - 1
-    total = hawk.scan(v, reset=start, op=m.min)
-    hawk.scatter(ukeys)[m.where(start, run, -1)] = x
-    hawk.scatter(out)[m.where(end, run, -1)] = total
-    runs = hawk.sum(m.where(start, 1.0, 0.0))
-
-
-@hawk.kernel
-def float_keys_float_max(lane: Grid["i"], x: Scalar, v: Scalar, nlanes: Param, ukeys: Mutable[Scalar],
-                         out: Mutable[Scalar], runs: Mutable[Scalar]):
-    i = lane.i
-    last = int(nlanes) - 1
-    start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
-    end = (i == last) | (x != x.at(m.min(i + 1, last)))
-    run = hawk.scan(m.where(start, 1, 0)) - 1
-    total = hawk.scan(v, reset=start, op=m.max)
-    hawk.scatter(ukeys)[m.where(start, run, -1)] = x
-    hawk.scatter(out)[m.where(end, run, -1)] = total
-    runs = hawk.sum(m.where(start, 1.0, 0.0))
+globals().update(_reduce_kernels())
 
 
 # --- float keys of another width than the values: the runs numbered first (then reduced as integer keys) -------

@@ -115,8 +115,7 @@ def _reduce(kplane: np.ndarray, vplane: np.ndarray, flip: float, op: str, target
     vk = "float" if vplane.dtype.kind == "f" else "int"
     kern = getattr(K, f"{kk}_keys_{vk}_{op}")
     planes = {"x" if kk == "float" else "k": kplane, "v": vplane}
-    if vk == "int" and op != "sum":
-        planes["flip"] = flip
+    planes["flip"] = flip if op != "sum" else 0.0  # (a shift would not cancel out of a sum)
     out = plan(kern, target, threads).run(nlanes=float(kplane.size), **planes)
     return _run_count(out["runs"], kplane, target, threads), np.asarray(out["ukeys"]), np.asarray(out["out"])
 
