@@ -6,17 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from algorithms_plans import small_chunks  # noqa: F401 (an autouse fixture)
 
 import eagle
-from eagle.algorithms import _common, copy, copy_with_offset, fill_value, gather
+from eagle.algorithms import copy, copy_with_offset, fill_value, gather
 
 INTS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
-
-
-@pytest.fixture(autouse=True)
-def small_chunks(monkeypatch):
-    monkeypatch.setenv("EAGLE_MIN_CHUNK", "1024")
-    monkeypatch.setattr(_common, "_PLANS", {})
 
 
 def test_reference_conversions():

@@ -8,23 +8,12 @@ import math
 
 import numpy as np
 import pytest
+from algorithms_plans import assert_split, small_chunks  # noqa: F401 (small_chunks: an autouse fixture)
 
 import eagle
-from eagle.algorithms import _common, reduce_by_key, unique
+from eagle.algorithms import reduce_by_key, unique
 
 THREADS = (1, 2, 3)
-
-
-@pytest.fixture(autouse=True)
-def small_chunks(monkeypatch):
-    monkeypatch.setenv("EAGLE_MIN_CHUNK", "1024")
-    monkeypatch.setattr(_common, "_PLANS", {})
-
-
-def _assert_split():
-    runs = [max(p.last_chunks) for (_, _, threads, _), p in _common._PLANS.items() if threads and threads > 1
-            and p.last_chunks]
-    assert runs and max(runs) > 1, f"no run split into chunks: {runs}"
 
 
 def _walk(keys, values=None, op: str = "sum"):
@@ -121,7 +110,7 @@ def test_long_runs_across_blocks_and_threads():
     v = np.random.default_rng(6).standard_normal(k.size)
     got = {t: [np.asarray(a).tobytes() for a in reduce_by_key(k, v, threads=t)] for t in THREADS}
     assert len({tuple(g) for g in got.values()}) == 1
-    _assert_split()
+    assert_split()
     s = np.asarray(reduce_by_key(k, v)[1])
     np.testing.assert_allclose(s, v.reshape(7, 5000).sum(axis=1), rtol=1e-12, atol=1e-10)
     ints = (v * 1000).astype(np.int64)

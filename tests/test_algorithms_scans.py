@@ -8,23 +8,12 @@ import math
 
 import numpy as np
 import pytest
+from algorithms_plans import assert_split, small_chunks  # noqa: F401 (small_chunks: an autouse fixture)
 
 import eagle
-from eagle.algorithms import _common, exclusive_scan, inclusive_scan
+from eagle.algorithms import exclusive_scan, inclusive_scan
 
 THREADS = (1, 2, 3)
-
-
-@pytest.fixture(autouse=True)
-def small_chunks(monkeypatch):
-    monkeypatch.setenv("EAGLE_MIN_CHUNK", "1024")  # so that some ten thousand values split over threads
-    monkeypatch.setattr(_common, "_PLANS", {})
-
-
-def _assert_split():
-    runs = [max(p.last_chunks) for (_, _, threads, _), p in _common._PLANS.items() if threads and threads > 1
-            and p.last_chunks]
-    assert runs and max(runs) > 1, f"no run split into chunks: {runs}"
 
 
 def _excl(x: np.ndarray, dtype) -> np.ndarray:
@@ -67,7 +56,7 @@ def test_long_float_scans_are_close_and_thread_independent(dtype):
         out = np.empty_like(x)
         runs[t] = (inclusive_scan(x, out, threads=t), out.copy())
     assert len({(tot, o.tobytes()) for tot, o in runs.values()}) == 1
-    _assert_split()
+    assert_split()
     total, out = runs[1]
     exact = np.cumsum(x.astype(np.float64))
     assert np.allclose(out, exact, rtol=50 * np.finfo(dtype).eps * 40)

@@ -6,23 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from algorithms_plans import assert_split, small_chunks  # noqa: F401 (small_chunks: an autouse fixture)
 
 import eagle
-from eagle.algorithms import _common, argsort, sort_by_key, sorting
+from eagle.algorithms import argsort, sort_by_key, sorting
 
 THREADS = (1, 2, 3)
-
-
-@pytest.fixture(autouse=True)
-def small_chunks(monkeypatch):
-    monkeypatch.setenv("EAGLE_MIN_CHUNK", "1024")
-    monkeypatch.setattr(_common, "_PLANS", {})
-
-
-def _assert_split():
-    runs = [max(p.last_chunks) for (_, _, threads, _), p in _common._PLANS.items() if threads and threads > 1
-            and p.last_chunks]
-    assert runs and max(runs) > 1, f"no run split into chunks: {runs}"
 
 
 def _keys(dtype, lo: int, hi: int, n: int, seed: int = 0) -> np.ndarray:
@@ -101,7 +90,7 @@ def test_every_thread_count_gives_the_same_permutation():
     want = np.argsort(k, kind="stable")
     for t in THREADS:
         np.testing.assert_array_equal(np.asarray(argsort(k, threads=t)), want)
-    _assert_split()
+    assert_split()
 
 
 def test_every_target_gives_the_host_permutation(target):

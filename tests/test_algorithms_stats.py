@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 import pytest
+from algorithms_plans import assert_split, small_chunks  # noqa: F401 (small_chunks: an autouse fixture)
 
 import eagle
 from eagle.algorithms import (
-    _common,
     absmax,
     copy,
     copy_with_offset,
@@ -26,19 +26,6 @@ from eagle.algorithms import (
 )
 
 THREADS = (1, 2, 3)
-
-
-@pytest.fixture(autouse=True)
-def small_chunks(monkeypatch):
-    monkeypatch.setenv("EAGLE_MIN_CHUNK", "1024")  # so that a few thousand values split over threads
-    monkeypatch.setattr(_common, "_PLANS", {})  # this test's plans only, so _assert_split sees its own runs
-
-
-def _assert_split():
-    """Several threads really split a run into chunks (what a thread-count test claims to test)."""
-    runs = [max(p.last_chunks) for (_, _, threads, _), p in _common._PLANS.items() if threads and threads > 1
-            and p.last_chunks]
-    assert runs and max(runs) > 1, f"no run split into chunks: {runs}"
 
 
 def _normal(n: int, dtype=np.float64, seed: int = 0, loc: float = 0.0) -> np.ndarray:
@@ -63,7 +50,7 @@ def test_statistics_against_numpy(dtype):
     results = {t: (var(x, threads=t), norm(x, 1, threads=t), norm(x, threads=t), absmax(x, threads=t),
                    dot(x, x[::-1].copy(), threads=t)) for t in THREADS}
     assert len({tuple(v.hex() for v in r) for r in results.values()}) == 1, results  # ordered sums
-    _assert_split()
+    assert_split()
     v, l1, l2, amax, d = results[1]
     assert abs(v - np.var(w)) <= tol * np.var(w)
     assert std(x) == math.sqrt(v)
@@ -198,7 +185,7 @@ def test_histogram_against_the_binning_rule(dtype):
     assert int(np.asarray(counts).sum()) == x.size  # out-of-range values are clamped in, not dropped
     for t in THREADS:
         np.testing.assert_array_equal(np.asarray(histogram(x, 8, (0.0, hi), threads=t)[0]), np.asarray(counts))
-    _assert_split()
+    assert_split()
 
 
 def test_histogram_clamps_and_counts_hi_in_the_last_bin():
