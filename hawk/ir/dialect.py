@@ -80,7 +80,29 @@ _SCAN_ATTRS = """    %o1 = irdl.is "add"
     %o = irdl.any_of(%o1, %o2, %o3)
     %m1 = irdl.is "inclusive"
     %m2 = irdl.is "exclusive"
-    %m = irdl.any_of(%m1, %m2)"""
+    %m = irdl.any_of(%m1, %m2)
+    %t = irdl.any
+    %b1 = irdl.is i1
+    %b2 = irdl.is i64
+    %b = irdl.any_of(%b1, %b2)"""  # a scan's operator and mode; its value, and its reset flag (i1) or key (i64)
+
+
+def _reduction(name: str, *kinds: str) -> str:
+    """A reduction op over lanes (hawk.reduce; hawk.block_reduce, a read that stays in its launch): kind, axes,
+    policy, the value and an optional mask."""
+    choices = "\n".join(f'    %k{n} = irdl.is "{k}"' for n, k in enumerate(kinds, 1))
+    return f"""  irdl.operation @{name} {{
+{choices}
+    %k = irdl.any_of({', '.join(f'%k{n}' for n in range(1, len(kinds) + 1))})
+    %o = irdl.base "#builtin.array"
+{_POLICY}
+    %t = irdl.any
+    %b = irdl.is i1
+    irdl.attributes {{"kind" = %k, "over" = %o, "policy" = %p}}
+    irdl.operands(value: %t, mask: optional %b)
+    irdl.results(total: %t)
+  }}"""
+
 
 _IRDL = "irdl.dialect @hawk {" + "".join(_type(k, k != "scalar") for k in
                                           ("plane", "scalar", "table", "output", "sink", "total")) + f"""
@@ -117,35 +139,8 @@ _IRDL = "irdl.dialect @hawk {" + "".join(_type(k, k != "scalar") for k in
     %i = irdl.is i64
     irdl.operands(plane: %x, value: %t, key: optional %i)
   }}
-  irdl.operation @reduce {{
-    %k1 = irdl.is "sum"
-    %k2 = irdl.is "mean"
-    %k3 = irdl.is "max"
-    %k4 = irdl.is "min"
-    %k5 = irdl.is "fold"
-    %k = irdl.any_of(%k1, %k2, %k3, %k4, %k5)
-    %o = irdl.base "#builtin.array"
-{_POLICY}
-    %t = irdl.any
-    %b = irdl.is i1
-    irdl.attributes {{"kind" = %k, "over" = %o, "policy" = %p}}
-    irdl.operands(value: %t, mask: optional %b)
-    irdl.results(total: %t)
-  }}
-  irdl.operation @block_reduce {{
-    %k1 = irdl.is "sum"
-    %k2 = irdl.is "mean"
-    %k3 = irdl.is "max"
-    %k4 = irdl.is "min"
-    %k = irdl.any_of(%k1, %k2, %k3, %k4)
-    %o = irdl.base "#builtin.array"
-{_POLICY}
-    %t = irdl.any
-    %b = irdl.is i1
-    irdl.attributes {{"kind" = %k, "over" = %o, "policy" = %p}}
-    irdl.operands(value: %t, mask: optional %b)
-    irdl.results(total: %t)
-  }}
+{_reduction("reduce", "sum", "mean", "max", "min", "fold")}
+{_reduction("block_reduce", "sum", "mean", "max", "min")}
   irdl.operation @cell {{
 {_plane("x", "total")}
     %t = irdl.any
@@ -159,10 +154,6 @@ _IRDL = "irdl.dialect @hawk {" + "".join(_type(k, k != "scalar") for k in
   }}
   irdl.operation @scan {{
 {_SCAN_ATTRS}
-    %t = irdl.any
-    %b1 = irdl.is i1
-    %b2 = irdl.is i64
-    %b = irdl.any_of(%b1, %b2)
     irdl.attributes {{"op" = %o, "mode" = %m}}
     irdl.operands(value: %t, reset: optional %b)
     irdl.results(running: %t)
@@ -170,20 +161,12 @@ _IRDL = "irdl.dialect @hawk {" + "".join(_type(k, k != "scalar") for k in
   irdl.operation @scan_totals {{
 {_plane("x", "total")}
 {_SCAN_ATTRS}
-    %t = irdl.any
-    %b1 = irdl.is i1
-    %b2 = irdl.is i64
-    %b = irdl.any_of(%b1, %b2)
     irdl.attributes {{"op" = %o}}
     irdl.operands(cell: %x, value: %t, reset: optional %b)
   }}
   irdl.operation @scan_apply {{
 {_plane("x", "total")}
 {_SCAN_ATTRS}
-    %t = irdl.any
-    %b1 = irdl.is i1
-    %b2 = irdl.is i64
-    %b = irdl.any_of(%b1, %b2)
     irdl.attributes {{"op" = %o, "mode" = %m}}
     irdl.operands(cell: %x, value: %t, reset: optional %b)
     irdl.results(running: %t)
