@@ -15,10 +15,10 @@ value counts as an integer 0 or 1 (a running count of the lanes where a conditio
 from __future__ import annotations
 
 import ast
-import builtins
 
 from mlir import ir
 
+from hawk.frontend.reduce import operator_name
 from hawk.frontend.values import HVal
 from hawk.ir.build import create
 
@@ -27,12 +27,8 @@ _OPS = ("add", "min", "max")
 
 def scan_operator(f) -> str | None:
     """The scan operator a value names: m.add, m.min, m.max (Python's min and max too), or None."""
-    if f is builtins.min or f is builtins.max:
-        return f.__name__
-    tag = getattr(f, "_hawk_builtin", None)
-    if isinstance(tag, tuple) and tag[0] == "math" and tag[1] in _OPS:
-        return tag[1]
-    return None
+    name = operator_name(f)
+    return name if name in _OPS else None
 
 
 def scan_operand(kb, e: ast.Call, kw: dict) -> tuple[str, HVal]:
