@@ -231,6 +231,20 @@ def test_a_key_outside_refuses_the_run(target):
         bt_run_on(target, per_key, x=x, k=k)
 
 
+@pytest.mark.parametrize("target", ["host", "spirv"])
+def test_a_refused_keyed_scan_leaves_the_callers_outputs_untouched(target):
+    if bt_target_missing(target):
+        pytest.skip(bt_target_missing(target))
+    x, k = _planes(2 * SCAN_BLOCK, 10)
+    k[7000] = NK  # found by the first stage, after the block totals were formed
+    y, z = np.full(x.size, 7.5), np.full(x.size, -3.25)
+    before = (y.copy(), z.copy(), x.copy(), k.copy())
+    with pytest.raises(eagle.InputError, match=r"first bad key: 7"):
+        bt_run_on(target, per_key, x=x, k=k, y=y, z=z)
+    for got, want in zip((y, z, x, k), before, strict=True):
+        assert got.tobytes() == want.tobytes()
+
+
 def test_refusals():
     with pytest.raises(hawk.KernelError, match="not reset=") as exc:
         @hawk.kernel
