@@ -1,4 +1,6 @@
-"""eagle.Array: what a run hands back. A thin, NumPy-convertible view of a result buffer with its device."""
+"""eagle.Array: what a run hands back. A thin, NumPy-convertible view of a result buffer with its device; a
+DeviceArray keeps its data in a GPU target's memory (eagle.asarray(a, device="spirv"), or a run's results when
+its inputs were there: docs/devices.md)."""
 
 from __future__ import annotations
 
@@ -121,12 +123,139 @@ class Array:
         return str(self._data)
 
 
-def asarray(a, device: str = "cpu") -> Array:
-    """An eagle.Array over `a`: an eagle.Array is returned as it is; anything else goes through np.asarray (no copy
-    when `a` already is a NumPy array). Its data lives on the host ("cpu")."""
-    if isinstance(a, Array):
-        return a
-    if device != "cpu":
-        raise ValueError(f"eagle.asarray: arrays live on the host for now (device='cpu'), got device={device!r}")
-    return Array(np.asarray(a), device)
+# DLPack device types of the GPU targets' memory (dlpack.h's DLDeviceType)
+_DLPACK = {"spirv": 7, "nvvm": 2, "rocdl": 10}
 
+
+class DeviceArray(Array):
+    """An eagle.Array whose data lives in a GPU target's device memory (`device`: the target's name, "spirv",
+    "nvvm" or "rocdl"). A plan on that target reads it where it lies; `numpy()` / `np.asarray(a)` copy it to the
+    host (one counted transfer each time); anything else that needs values (indexing, printing, `sum()` on the
+    host) goes through that copy. docs/devices.md."""
+
+    __slots__ = ("buffer", "_shape", "_dtype")
+
+    def __init__(self, buffer, shape: tuple[int, ...], dtype, device: str):
+        super().__init__(None, device)
+        self.buffer, self._shape, self._dtype = buffer, tuple(shape), np.dtype(dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self._shape))
+
+    def numpy(self) -> np.ndarray:
+        """A fresh host copy of the data (one transfer from the device)."""
+        out = np.empty(self._shape, self._dtype)
+        if out.size:
+            self.buffer.runtime.download(self.buffer, out)
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError(f"eagle.Array on device '{self.device}': reading it on the host needs a copy")
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """CUDA's array interface (version 3) for an array on 'nvvm': torch.as_tensor(a, device="cuda"), CuPy,
+        Numba and Warp read the device memory in place."""
+        ptr = getattr(self.buffer, "ptr", None)
+        if self.device != "nvvm" or ptr is None:
+            raise AttributeError(f"eagle.Array on device '{self.device}' has no __cuda_array_interface__")
+        return {"shape": self._shape, "typestr": self._dtype.str, "data": (int(ptr), False), "version": 3,
+                "strides": None, "stream": None}
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        raise BufferError(f"eagle.Array on device '{self.device}' does not export DLPack yet: pass it to a plan on "
+                          f"target '{self.device}', or a.numpy() for a host copy"
+                          + (" (CUDA consumers read __cuda_array_interface__)" if self.device == "nvvm" else ""))
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(DLPack device type, 0): 7 Vulkan, 2 CUDA, 10 ROCm."""
+        return (_DLPACK.get(self.device, 12), 0)
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d eagle.Array")
+        return self._shape[0]
+
+    def __getitem__(self, item):
+        return self.numpy()[item]
+
+    def __iter__(self):
+        return iter(self.numpy())
+
+    def __float__(self) -> float:
+        return float(Array(self.numpy()))
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def _numpy(self, name: str, given: dict):
+        return getattr(self.numpy(), name)(**{k: v for k, v in given.items() if v is not _UNSET})
+
+    def sum(self, axis=_UNSET, dtype=_UNSET, out=_UNSET, *, target: str | None = None, threads: int | None = None,
+            **numpy_keywords) -> float:
+        """As Array.sum, on the host (after one copy) unless `target` names where to run it."""
+        return Array(self.numpy()).sum(axis, dtype, out, target=target, threads=threads, **numpy_keywords)
+
+    def min(self, axis=_UNSET, out=_UNSET, *, target: str | None = None, threads: int | None = None,
+            **numpy_keywords) -> float:
+        return Array(self.numpy()).min(axis, out, target=target, threads=threads, **numpy_keywords)
+
+    def max(self, axis=_UNSET, out=_UNSET, *, target: str | None = None, threads: int | None = None,
+            **numpy_keywords) -> float:
+        return Array(self.numpy()).max(axis, out, target=target, threads=threads, **numpy_keywords)
+
+    def mean(self, axis=_UNSET, dtype=_UNSET, out=_UNSET, *, target: str | None = None, threads: int | None = None,
+             **numpy_keywords) -> float:
+        return Array(self.numpy()).mean(axis, dtype, out, target=target, threads=threads, **numpy_keywords)
+
+    def __str__(self) -> str:
+        return str(self.numpy())
+
+
+def asarray(a, device: str = "cpu") -> Array:
+    """An eagle.Array over `a` on `device`: "cpu" (also "host"), or a GPU target, "spirv", "nvvm" or "rocdl",
+    whose runtime keeps the data in device memory (one counted copy there; a plan on that target then reads it
+    in place). An eagle.Array already on `device` is returned as it is; one on another device is copied through
+    the host; on "nvvm", a framework's C-contiguous CUDA array is wrapped where it lies (no copy). On the host,
+    anything else goes through np.asarray (no copy when `a` already is a NumPy array)."""
+    if device == "host":
+        device = "cpu"
+    if isinstance(a, Array) and a.device == device:
+        return a
+    if device == "cpu":
+        return Array(np.asarray(a), device)
+    if device not in _DLPACK:
+        raise ValueError(f"eagle.asarray: device={device!r} is not one eagle keeps arrays on; use 'cpu' or a GPU "
+                         f"target: {sorted(_DLPACK)}")
+    from eagle.targets import runtime
+
+    if device == "nvvm":  # a framework's CUDA array (torch, CuPy, Numba, Warp, JAX): its memory, lent, no copy
+        from eagle.targets.device_planes import lent_cuda
+
+        lent = lent_cuda(a, runtime(device))
+        if lent is not None:
+            return lent
+    data = np.ascontiguousarray(np.asarray(a))
+    if data.dtype.kind not in "fiub" or data.dtype.hasobject:
+        raise ValueError(f"eagle.asarray: a device array holds numbers, got dtype {data.dtype}")
+    rt = runtime(device)
+    buf = rt.alloc(data.nbytes)
+    if data.size:
+        rt.upload(buf, data)
+    return DeviceArray(buf, data.shape, data.dtype, device)

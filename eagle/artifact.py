@@ -248,7 +248,12 @@ class LoadedKernel:
     def run(self, base: int | None = None, count: int | None = None, **planes):
         """Run over every lane (or lanes [base, base + count) of a single-stage kernel); results as Plan.run:
         one output as an eagle.Array, several as a dict sorted by name. Internal cells are not handed back."""
-        b = self.binder.bind(planes)
+        if self.target == "host":
+            b = self.binder.bind(planes)
+        else:  # device arrays bound where they lie (eagle/targets/device_planes.py)
+            from eagle.targets import device_planes
+
+            b = device_planes.bind(self, planes)
         lo, hi = self._lane_range(base, count, b.lanes)
         stages, results = self.prepare_run(b, lo, hi)
         run_stages(stages)

@@ -32,7 +32,12 @@ class BoundLaunch:
 
     def __init__(self, plan, planes: dict, base: int | None = None, count: int | None = None):
         self.plan, self.planes = plan, planes
-        self.bound = plan.binder.bind(planes)
+        if getattr(plan, "device", None) is not None:  # a GPU target: device arrays bound where they lie
+            from eagle.targets import device_planes
+
+            self.bound = device_planes.bind(plan, planes)
+        else:
+            self.bound = plan.binder.bind(planes)
         lo, hi = plan.lane_range(base, count, self.bound.lanes, plan.kernel.stage_count)
         self.lane_span = (lo, hi)  # the reverse refuses a range (eagle/reverse.py)
         self.stages, results = plan.stages(self.bound, lo, hi)

@@ -5,10 +5,11 @@
     through `np.from_dlpack`: no copy, whatever its strides;
   * anything else NumPy reads (`__array_interface__`, `__array__`, an object with `.numpy()`, a list) through
     `np.asarray`: no copy when the object exposes its memory.
-Memory the CPU cannot read (a CUDA or ROCm device array, anything only exposing `__cuda_array_interface__`) is
-refused by plane and kernel with what to write instead. The binder itself copies afterwards when the run needs it:
-an input that is not C-contiguous or not of the run's float dtype, a Table that is not contiguous, a Param (always
-one fresh value). docs/bridges.md lists it all.
+Memory the CPU cannot read (a CUDA or ROCm device array, anything only exposing `__cuda_array_interface__`, an
+eagle.Array on a GPU target) is refused by plane and kernel with what to write instead; a plan on a GPU target reads
+device arrays of its own device in place (eagle/targets/device_planes.py, docs/devices.md). The binder itself
+copies afterwards when the run needs it: an input that is not C-contiguous or not of the run's float dtype, a Table
+that is not contiguous, a Param (always one fresh value). docs/bridges.md lists it all.
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ def as_host_array(obj, name: str, kernel: str) -> np.ndarray:
     then NumPy's own protocols. Refuses device memory clearly by plane `name` and `kernel`."""
     if isinstance(obj, np.ndarray):
         return obj
+    from eagle.array import DeviceArray
+
+    if isinstance(obj, DeviceArray):  # eagle's own device memory: say how to run there, or copy on purpose
+        raise _fail(name, kernel, f"is an eagle.Array on device '{obj.device}', but this run reads host memory: "
+                                  f"deploy the kernel with target='{obj.device}' to read it where it lies, or pass "
+                                  f"a.numpy() (a copy to the host)")
     dev = dlpack_device(obj)
     if dev is not None:
         if dev[0] not in HOST_DEVICES:

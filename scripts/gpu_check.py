@@ -381,6 +381,13 @@ def run(args) -> int:
         ms = f"{row['ms']:9.3f}" if row["ms"] is not None else "        -"
         print(f"{row['status']:5} {row['id']:48} bitwise={row['bitwise'] or '-':3} {ms} ms  {row['note']}",
               flush=True)
+    status, note = _device_planes(bundle, entries, loaded, target)  # scripts/gpu_check_device.py
+    if status == "skip":
+        print(f"skip  device_planes: {note}", flush=True)
+    else:
+        rows.append({"id": "device_planes", "status": status, "bitwise": "", "ms": None, "note": note})
+        passed, failed = passed + (status == "ok"), failed + (status != "ok")
+        print(f"{status:5} device_planes  {note}", flush=True)
     if args.no_mlir:
         leaked = sorted(m for m in sys.modules if m == "mlir" or m.startswith("mlir."))
         if leaked:
@@ -396,6 +403,31 @@ def run(args) -> int:
         Path(args.json).write_text(json.dumps({"target": target, "rows": rows, "wall_s": wall}, indent=1) + "\n")
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 else 1
+
+
+def _device_planes(bundle: Path, entries: list, loaded: dict, target: str) -> tuple[str, str]:
+    """("ok" / "FAIL" / "skip", note) of the device-planes case (scripts/gpu_check_device.py)."""
+    if target == "host":
+        return "skip", "target host keeps no device arrays (run --target nvvm, rocdl or spirv)"
+    import gpu_check_device
+
+    import hawk
+
+    def kernel(name):
+        if name not in loaded:
+            loaded[name] = hawk.load(bundle / "artifacts", name, target=target)
+        return loaded[name]
+
+    try:
+        entry = gpu_check_device.pick(entries, kernel)
+        if entry is None:
+            return "skip", "no selected case has stored inputs (only benchmarks were selected)"
+        planes = _planes(_load_npz(bundle / entry["inputs"]))
+        expected = _load_npz(bundle / entry["expected"])
+        return gpu_check_device.check(hawk, kernel(entry["kernel"]), entry, planes, expected, target, compare,
+                                      as_outputs)
+    except Exception as exc:  # reported as a failed check, like any case
+        return "FAIL", f"{type(exc).__name__}: {exc}"[:400]
 
 
 def main(argv=None) -> int:

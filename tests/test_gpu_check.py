@@ -60,6 +60,7 @@ def test_run_on_the_host_without_mlir_passes_everything_bitwise(bundle):
     n = len(json.loads((bundle / "manifest.json").read_text())["cases"])
     assert lines[-1] == f"{n} passed, 0 failed"
     assert f"{n} bitwise equal to the host" in r.stdout
+    assert "skip  device_planes: target host keeps no device arrays" in r.stdout  # (counted nowhere)
     assert any(ln.startswith("ok    bench_diffuse.float64.n20000") and "GB/s" in ln for ln in lines)
 
 
@@ -121,4 +122,6 @@ def test_run_on_a_device_runtime_here_when_there_is_one(tmp_path):
     r = _sh("run", "--bundle", str(out), "--target", "spirv", "--no-mlir", "--budget", "20")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     n = len(json.loads((out / "manifest.json").read_text())["cases"])
-    assert r.stdout.splitlines()[-1] == f"{n} passed, 0 failed"
+    assert r.stdout.splitlines()[-1] == f"{n + 1} passed, 0 failed"  # the cases, then device_planes:
+    assert "ok    device_planes  split_standardize.float64" in r.stdout  # planes as device Arrays, none copied
+    assert "lane-plane copies: 0" in r.stdout

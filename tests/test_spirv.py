@@ -54,11 +54,11 @@ def validated(request, monkeypatch):
     launch = type(vulkan).launch
     seen = _VALIDATED
 
-    def checked(self, binary, entry, buffers, written, grid):
+    def checked(self, binary, entry, buffers, written, grid, **kw):
         if binary not in seen:
             SpirvTarget().check(binary)
             seen.add(binary)
-        return launch(self, binary, entry, buffers, written, grid)
+        return launch(self, binary, entry, buffers, written, grid, **kw)
 
     monkeypatch.setattr(type(vulkan), "launch", checked)
 

@@ -17,11 +17,11 @@ def runtime(name: str):
     if name == "nvvm":
         from eagle.targets.nvvm import CudaRuntime
 
-        return CudaRuntime()
+        return CudaRuntime.shared()
     if name == "rocdl":
         from eagle.targets.rocdl import HipRuntime
 
-        return HipRuntime()
+        return HipRuntime.shared()
     if name == "spirv":
         from eagle.targets.vulkan_runtime import VulkanRuntime
 

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -126,14 +128,96 @@ def device_meta(b, grid: Grid, lo: int, hi: int) -> np.ndarray:
     return np.array([grid.span, lo, grid.chunks, b.lanes, *b.extents, hi], dtype=np.int64)
 
 
+LANE_ROLES = frozenset({"in", "index", "out"})  # the roles of lane planes (what the transfer counts call planes)
+
+
+class Transfers:
+    """Copies between the host and one device, counted by direction ("up", "down") and by what was copied: a
+    buffer's layout role ("in", "out", "cell", "scratch", ...) or "array" (eagle.asarray / Array.numpy). Tests
+    read `planes()`: copies of lane planes, which device Arrays save."""
+
+    def __init__(self):
+        self.counts: Counter = Counter()
+        self.bytes: Counter = Counter()
+
+    def add(self, direction: str, what: str, nbytes: int) -> None:
+        self.counts[(direction, what)] += 1
+        self.bytes[(direction, what)] += nbytes
+
+    def planes(self) -> int:
+        """Copies of lane planes (inputs, Index keys, per-lane outputs) either way so far."""
+        return sum(n for (_, what), n in self.counts.items() if what in LANE_ROLES)
+
+    def total(self, what: str | None = None) -> int:
+        """Copies either way so far (of `what` only, when given)."""
+        return sum(n for (_, w), n in self.counts.items() if what is None or w == what)
+
+    def reset(self) -> None:
+        self.counts.clear()
+        self.bytes.clear()
+
+    def __repr__(self) -> str:
+        return f"<Transfers {dict(self.counts)}>"
+
+
+class DeviceBuffer:
+    """Memory on one device, `nbytes` long, made by (or lent to) `runtime`: what a device eagle.Array holds and
+    what a launch binds in place of a NumPy buffer (no copy). Each runtime subclasses it."""
+
+    runtime: DeviceRuntime
+    nbytes: int
+
+
+class Placed(NamedTuple):
+    """A launch argument already on the device: `buffer` (a DeviceBuffer of the launching runtime) holding `size`
+    elements in `nbytes` (what the kernel's memref says; the buffer may be larger)."""
+
+    buffer: DeviceBuffer
+    size: int
+    nbytes: int
+
+
+class PointerBuffer(DeviceBuffer):
+    """Device memory known by its address (CUDA, HIP): allocated by `runtime` (freed when collected) or lent by a
+    framework's array `owner` (kept alive while this lives, never freed here)."""
+
+    def __init__(self, runtime: DeviceRuntime, ptr: int, nbytes: int, owner=None):
+        self.runtime, self.ptr, self.nbytes, self.owner = runtime, int(ptr), nbytes, owner
+
+    def __del__(self):
+        if getattr(self, "owner", 1) is None and self.ptr:
+            try:
+                self.runtime.free(self.ptr)
+            except Exception:  # interpreter shutdown: the driver frees the context's memory
+                pass
+            self.ptr = 0
+
+    def __repr__(self) -> str:
+        return f"<device memory at {self.ptr:#x}, {self.nbytes} bytes{', lent' if self.owner is not None else ''}>"
+
+
 class DeviceRuntime:
-    """A target's runtime: load a binary and launch its kernel over numpy buffers (copied in and back).
-    `float_atomics`: its target's binaries add into large plain sinks with atomics (as the target's own flag)."""
+    """A target's runtime: load a binary and launch its kernel over buffers, each a NumPy array (copied in, and
+    back when written) or a DeviceBuffer of this runtime (bound where it lies). `alloc`, `upload` and `download`
+    move data for device Arrays; every copy is counted in `transfers`. `target`: the eagle target it serves (the
+    `device` of its Arrays). `float_atomics`: its binaries add into large plain sinks with atomics."""
 
     name = "device"
+    target = "device"
     float_atomics = False
+    transfers: Transfers
 
-    def launch(self, binary: bytes, entry: str, buffers: list[np.ndarray], written: list[bool], grid: Grid):
+    def launch(self, binary: bytes, entry: str, buffers: list, written: list[bool], grid: Grid,
+               roles: list[str] | None = None):
+        raise NotImplementedError
+
+    def alloc(self, nbytes: int) -> DeviceBuffer:
+        raise NotImplementedError(f"target '{self.target}' keeps no device arrays")
+
+    def upload(self, buf: DeviceBuffer, a: np.ndarray, what: str = "array") -> None:
+        raise NotImplementedError
+
+    def download(self, buf: DeviceBuffer, a: np.ndarray, what: str = "array") -> None:
         raise NotImplementedError
 
 
@@ -163,7 +247,9 @@ def missing(target: str, what: str, how: str) -> RuntimeMissing:
 class DeviceStage:
     """One stage of one run on a device, buffers allocated: `fire()` = `launch()` (copy in, launch, copy back,
     finish on the host, check) then `commit()`. The caller's arrays are always staged: the device's results
-    reach them only once every stage of the run has succeeded. `nchunks`: the grid's sets of partials."""
+    reach them only once every stage of the run has succeeded. `nchunks`: the grid's sets of partials. Lane
+    planes on the device (device Arrays, and then the per-lane outputs) are bound where they lie and never
+    copied; the partials, cells and sinks the host finish reads travel each launch (docs/devices.md)."""
 
     def __init__(self, launcher, binary: bytes, entry: str, runtime: DeviceRuntime, finish_lib, b, lo: int, hi: int,
                  cuts: dict):
@@ -182,9 +268,44 @@ class DeviceStage:
         self.buffers[meta_k] = device_meta(b, self.grid, lo, hi)
         self.host_meta = np.array([lo, hi, self.grid.chunks, b.lanes, *b.extents], dtype=np.int64)
         self.written = [buf.role in WRITTEN for buf in lay.buffers]
+        self.roles = [buf.role for buf in lay.buffers]
         from eagle.launch import cell_index
 
         self.cells_out = {c: self.buffers[cell_index(lay, c)] for c in lay.cells_out}
+        self.args = self._device_args(b, cuts)
+
+    def _device_args(self, b, cuts: dict) -> list:
+        """What the launch binds: the stage's buffers, with device buffers in place of the host stand-ins of the
+        run's device input planes (`b.device`, eagle/targets/device_planes.py) and, when the run has any, of its
+        per-lane outputs the caller did not pass (allocated here on the device, handed back as device Arrays).
+        The host finish keeps the stand-ins: it reads no lane plane. `cuts["#device"]` maps a stand-in's address
+        to its device buffer for every stage of the run (a later stage writing the same output finds it)."""
+        on_device = getattr(b, "device", None)
+        if not on_device:
+            return self.buffers
+        from eagle.array import DeviceArray
+        from eagle.native import address
+
+        lay = self.launcher.lay
+        placed = cuts.setdefault("#device", {})
+        for name, buf in on_device.items():
+            placed[address(b.arrays[name])] = buf
+        args = list(self.buffers)
+        for k, bb in enumerate(lay.buffers):
+            if not args[k].size:
+                continue
+            at = address(args[k])
+            buf = placed.get(at)
+            if buf is None and bb.role == "out" and lay.outputs.get(bb.name) == "lane" and bb.name not in b.given:
+                buf = placed[at] = self.runtime.alloc(args[k].nbytes)
+            if buf is not None:
+                args[k] = Placed(buf, args[k].size, args[k].nbytes)
+        for name, r in list(self.results.items()):
+            data = r.numpy()
+            buf = placed.get(address(data)) if data.size else None
+            if buf is not None:
+                self.results[name] = DeviceArray(buf, data.shape, data.dtype, self.runtime.target)
+        return args
 
     def fire(self) -> None:
         self.launch()
@@ -202,7 +323,7 @@ class DeviceStage:
             np.copyto(src, dst)
         for a, fill in self.resets:
             a.fill(fill)
-        self.runtime.launch(self.binary, self.entry, self.buffers, self.written, self.grid)
+        self.runtime.launch(self.binary, self.entry, self.args, self.written, self.grid, roles=self.roles)
         host = list(self.buffers)
         host[self.launcher.meta_k] = self.host_meta
         args = PackedArgs(host)

@@ -1,5 +1,11 @@
 """The NVVM target's runtime: PTX (compiled by hawk/targets/nvvm.py) launched through cuda-bindings when an
-NVIDIA driver is present."""
+NVIDIA driver is present.
+
+A launch argument is a NumPy array (copied to fresh device memory and, when written, back) or a Placed device
+buffer: memory eagle allocated for a device eagle.Array (`alloc`), or memory lent by a framework's CUDA array
+(`lend`: torch, CuPy, Numba, Warp, JAX; eagle/targets/device_planes.py), whose pointer goes straight into the
+launch. Before a launch that reads lent memory the context is synchronised, so the framework's pending writes to
+it (on any of its streams) have landed. Every host<->device copy is counted in `transfers`. Device 0 only."""
 
 from __future__ import annotations
 
@@ -8,14 +14,25 @@ import os
 
 import numpy as np
 
-from eagle.targets.device import DeviceRuntime, Grid, missing
+from eagle.targets.device import DeviceRuntime, Grid, Placed, PointerBuffer, Transfers, missing
 
 
 class CudaRuntime(DeviceRuntime):
     """Launch PTX through the CUDA driver API (cuda-bindings). Raises RuntimeMissing without a driver."""
 
     name = "cuda"
+    target = "nvvm"
     float_atomics = True
+
+    _shared = None
+
+    @classmethod
+    def shared(cls) -> CudaRuntime:
+        """One runtime per process (its device Arrays and transfer counts are the plans'); raises RuntimeMissing,
+        each time asked, where the machine lacks it."""
+        if cls._shared is None:
+            cls._shared = cls()
+        return cls._shared
 
     def __init__(self):
         try:
@@ -36,6 +53,7 @@ class CudaRuntime(DeviceRuntime):
         self.context = self._ok(driver.cuDevicePrimaryCtxRetain(self.device))
         self._ok(driver.cuCtxSetCurrent(self.context))
         self._modules: dict[bytes, object] = {}
+        self.transfers = Transfers()
 
     def _ok(self, result):
         err, *rest = result if isinstance(result, tuple) else (result,)
@@ -50,29 +68,59 @@ class CudaRuntime(DeviceRuntime):
             self._modules[key] = self._ok(self.driver.cuModuleGetFunction(module, entry.encode()))
         return self._modules[key]
 
-    def launch(self, binary: bytes, entry: str, buffers: list[np.ndarray], written: list[bool], grid: Grid):
+    # ---- device memory for eagle.Arrays and lent framework arrays -----------------------------------------
+    def alloc(self, nbytes: int) -> PointerBuffer:
+        return PointerBuffer(self, int(self._ok(self.driver.cuMemAlloc(max(nbytes, 8)))), nbytes)
+
+    def lend(self, ptr: int, nbytes: int, owner) -> PointerBuffer:
+        """A framework's CUDA memory at `ptr`, used in place (`owner` kept alive, never freed here)."""
+        return PointerBuffer(self, ptr, nbytes, owner)
+
+    def free(self, ptr: int) -> None:
+        self.driver.cuMemFree(self.driver.CUdeviceptr(ptr))
+
+    def upload(self, buf: PointerBuffer, a: np.ndarray, what: str = "array") -> None:
+        a = np.ascontiguousarray(a)
+        self._ok(self.driver.cuMemcpyHtoD(self.driver.CUdeviceptr(buf.ptr), a.ctypes.data, a.nbytes))
+        self.transfers.add("up", what, a.nbytes)
+
+    def download(self, buf: PointerBuffer, a: np.ndarray, what: str = "array") -> None:
+        self._ok(self.driver.cuCtxSynchronize())
+        self._ok(self.driver.cuMemcpyDtoH(a.ctypes.data, self.driver.CUdeviceptr(buf.ptr), a.nbytes))
+        self.transfers.add("down", what, a.nbytes)
+
+    def launch(self, binary: bytes, entry: str, buffers: list, written: list[bool], grid: Grid,
+               roles: list[str] | None = None):
         d = self.driver
         fn = self.function(binary, entry)
-        ptrs = []
+        owned, ptrs = [], []
         try:
-            for a in buffers:
+            for k, a in enumerate(buffers):
+                if isinstance(a, Placed):  # device memory: its pointer goes straight into the launch
+                    ptrs.append(a.buffer.ptr)
+                    continue
                 p = self._ok(d.cuMemAlloc(max(a.nbytes, 8)))
-                ptrs.append(p)
+                owned.append(p)
+                ptrs.append(int(p))
                 if a.nbytes:
                     self._ok(d.cuMemcpyHtoD(p, a.ctypes.data, a.nbytes))
+                    self.transfers.add("up", roles[k] if roles else "buffer", a.nbytes)
+            if any(isinstance(a, Placed) and a.buffer.owner is not None for a in buffers):
+                self._ok(d.cuCtxSynchronize())  # a framework's pending writes to the memory it lent land first
             # each memref argument is passed expanded: allocated, aligned, offset, size, stride
             values = []
             for p, a in zip(ptrs, buffers, strict=True):
-                values += [ctypes.c_uint64(int(p)), ctypes.c_uint64(int(p)), ctypes.c_int64(0),
-                           ctypes.c_int64(a.size), ctypes.c_int64(1)]
+                values += [ctypes.c_uint64(p), ctypes.c_uint64(p), ctypes.c_int64(0), ctypes.c_int64(a.size),
+                           ctypes.c_int64(1)]
             params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
             self._ok(d.cuLaunchKernel(fn, grid.groups, 1, 1, grid.block, 1, 1, 0, 0, ctypes.addressof(params), 0))
             self._ok(d.cuCtxSynchronize())
-            for p, a, w in zip(ptrs, buffers, written, strict=True):
-                if w and a.nbytes:
-                    self._ok(d.cuMemcpyDtoH(a.ctypes.data, p, a.nbytes))
+            for k, (p, a, w) in enumerate(zip(ptrs, buffers, written, strict=True)):
+                if w and a.nbytes and not isinstance(a, Placed):
+                    self._ok(d.cuMemcpyDtoH(a.ctypes.data, d.CUdeviceptr(p), a.nbytes))
+                    self.transfers.add("down", roles[k] if roles else "buffer", a.nbytes)
         finally:
-            for p in ptrs:
+            for p in owned:
                 d.cuMemFree(p)
 
 

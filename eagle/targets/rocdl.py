@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from eagle.targets.device import DeviceRuntime, Grid, missing
+from eagle.targets.device import DeviceRuntime, Grid, Placed, PointerBuffer, Transfers, missing
 
 
 # ---- launch (NumPy and ctypes only) -------------------------------------------------------------------------
@@ -18,8 +18,19 @@ class HipRuntime(DeviceRuntime):
     ROCm. Raises RuntimeMissing (\"no ROCm runtime\") where libamdhip64 or an AMD GPU is absent."""
 
     name = "hip"
+    target = "rocdl"
     float_atomics = True
     H2D, D2H = 1, 2  # hipMemcpyHostToDevice, hipMemcpyDeviceToHost
+
+    _shared = None
+
+    @classmethod
+    def shared(cls) -> HipRuntime:
+        """One runtime per process (its device Arrays and transfer counts are the plans'); raises RuntimeMissing,
+        each time asked, where the machine lacks it."""
+        if cls._shared is None:
+            cls._shared = cls()
+        return cls._shared
 
     def __init__(self):
         path = os.environ.get("HAWK_HIP_LIBRARY") or ctypes.util.find_library("amdhip64")
@@ -57,6 +68,7 @@ class HipRuntime(DeviceRuntime):
             raise missing("rocdl", "an AMD GPU", "no ROCm runtime device: hipGetDeviceCount found none")
         self._ok(lib.hipSetDevice(0), "hipSetDevice")
         self._functions: dict[bytes, ctypes.c_void_p] = {}
+        self.transfers = Transfers()
         self._images: list = []
 
     @staticmethod
@@ -75,17 +87,45 @@ class HipRuntime(DeviceRuntime):
             self._images.append(image)  # kept alive with the module loaded from it
         return self._functions[key]
 
-    def launch(self, binary: bytes, entry: str, buffers: list[np.ndarray], written: list[bool], grid: Grid):
+    # ---- device memory for eagle.Arrays (as nvvm.py's; lent memory: HIP arrays have no common interface) ----
+    def alloc(self, nbytes: int) -> PointerBuffer:
+        p = ctypes.c_void_p()
+        self._ok(self.lib.hipMalloc(ctypes.byref(p), max(nbytes, 8)), "hipMalloc")
+        return PointerBuffer(self, p.value, nbytes)
+
+    def lend(self, ptr: int, nbytes: int, owner) -> PointerBuffer:
+        return PointerBuffer(self, ptr, nbytes, owner)
+
+    def free(self, ptr: int) -> None:
+        self.lib.hipFree(ctypes.c_void_p(ptr))
+
+    def upload(self, buf: PointerBuffer, a: np.ndarray, what: str = "array") -> None:
+        a = np.ascontiguousarray(a)
+        self._ok(self.lib.hipMemcpy(ctypes.c_void_p(buf.ptr), a.ctypes.data, a.nbytes, self.H2D), "hipMemcpy")
+        self.transfers.add("up", what, a.nbytes)
+
+    def download(self, buf: PointerBuffer, a: np.ndarray, what: str = "array") -> None:
+        self._ok(self.lib.hipMemcpy(a.ctypes.data, ctypes.c_void_p(buf.ptr), a.nbytes, self.D2H), "hipMemcpy")
+        self.transfers.add("down", what, a.nbytes)
+
+    def launch(self, binary: bytes, entry: str, buffers: list, written: list[bool], grid: Grid,
+               roles: list[str] | None = None):
         lib = self.lib
         fn = self.function(binary, entry)
         ptrs: list[ctypes.c_void_p] = []
+        owned: list[ctypes.c_void_p] = []
         try:
-            for a in buffers:
+            for k, a in enumerate(buffers):
+                if isinstance(a, Placed):  # device memory: its pointer goes straight into the launch
+                    ptrs.append(ctypes.c_void_p(a.buffer.ptr))
+                    continue
                 p = ctypes.c_void_p()
                 self._ok(lib.hipMalloc(ctypes.byref(p), max(a.nbytes, 8)), "hipMalloc")
                 ptrs.append(p)
+                owned.append(p)
                 if a.nbytes:
                     self._ok(lib.hipMemcpy(p, a.ctypes.data, a.nbytes, self.H2D), "hipMemcpy")
+                    self.transfers.add("up", roles[k] if roles else "buffer", a.nbytes)
             # each memref argument is passed expanded: allocated, aligned, offset, size, stride
             values = []
             for p, a in zip(ptrs, buffers, strict=True):
@@ -95,9 +135,10 @@ class HipRuntime(DeviceRuntime):
             self._ok(lib.hipModuleLaunchKernel(fn, grid.groups, 1, 1, grid.block, 1, 1, 0, None, params, None),
                      "hipModuleLaunchKernel")
             self._ok(lib.hipDeviceSynchronize(), "hipDeviceSynchronize")
-            for p, a, w in zip(ptrs, buffers, written, strict=True):
-                if w and a.nbytes:
+            for k, (p, a, w) in enumerate(zip(ptrs, buffers, written, strict=True)):
+                if w and a.nbytes and not isinstance(a, Placed):
                     self._ok(lib.hipMemcpy(a.ctypes.data, p, a.nbytes, self.D2H), "hipMemcpy")
+                    self.transfers.add("down", roles[k] if roles else "buffer", a.nbytes)
         finally:
-            for p in ptrs:
+            for p in owned:
                 lib.hipFree(p)

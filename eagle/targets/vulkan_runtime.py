@@ -4,13 +4,15 @@ Imports only NumPy and `vulkan`: an artifact runs on a machine without MLIR. Any
 works; a real GPU is preferred over a CPU implementation, and on a machine without a GPU Mesa's lavapipe
 ("llvmpipe") runs the very same SPIR-V. EAGLE_VULKAN_DEVICE=<part of a device name> picks a device by name.
 
-A launch: argument k of the kernel is the storage buffer at (set 0, binding k). Each argument's numpy array is
-copied into a host-visible, coherent buffer (kept between launches and grown as needed), one compute dispatch of
-`grid.groups` workgroups run, and the written arrays are copied back. Pipelines are cached per
-(binary, entry point). The only atomics the lowering emits are 64-bit integer adds into the exact accumulators
-of policy="ordered" (hawk/exact.py) that threads share; Float64, Int64 and 64-bit buffer (and workgroup) atomics
-are enabled when the device has them, and a kernel that needs a feature the device lacks is refused with the
-feature named.
+A launch: argument k of the kernel is the storage buffer at (set 0, binding k). An argument that is a
+VulkanBuffer (eagle/targets/vulkan_memory.py: device-local memory, what a device eagle.Array holds) is bound where
+it lies, never copied; a numpy array is copied into a host-visible, coherent buffer (kept between launches and
+grown as needed) and, when written, back. One compute dispatch of `grid.groups` workgroups runs. Every copy
+between host and device is counted in `transfers` (eagle.targets.device.Transfers; `transfers()` here).
+Pipelines are cached per (binary, entry point). The only atomics the lowering emits are 64-bit integer adds into
+the exact accumulators of policy="ordered" (hawk/exact.py) that threads share; Float64, Int64 and 64-bit buffer
+(and workgroup) atomics are enabled when the device has them, and a kernel that needs a feature the device lacks
+is refused with the feature named.
 
 Binaries from eagle's SPIR-V target take one more binding after their arguments: a status buffer (i64 [2, 0, 0])
 the runtime adds and reads back. Word 1 set: an invocation ran out of lavapipe's loop budget (LoopBudgetExceeded);
@@ -23,10 +25,13 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import weakref
 
 import numpy as np
 
-from eagle.targets.device import DeviceRuntime, Grid, missing
+from eagle.targets import vulkan_memory
+from eagle.targets.device import DeviceRuntime, Grid, Placed, Transfers, missing
+from eagle.targets.vulkan_memory import VulkanBuffer
 
 MIN_BUFFER = 16  # bytes: a zero-size plane still binds a (tiny) buffer
 # SPIR-V OpCapability operands -> the device feature they need (VkPhysicalDeviceFeatures, or Vulkan 1.2's
@@ -76,12 +81,19 @@ class ArgumentOutOfRange(RuntimeError):
     """A launch whose sin/cos/tan met an argument the spirv target cannot reduce exactly (results discarded)."""
 
 
+def transfers() -> Transfers:
+    """The copies between host and device of this process's Vulkan runtime so far (made on first use)."""
+    return VulkanRuntime.shared().transfers
+
+
 class _Buffer:
-    def __init__(self, rt: VulkanRuntime, size: int):
+    """A host-visible, coherent buffer mapped for its life: a launch's copy of a numpy argument, or staging."""
+
+    def __init__(self, rt: VulkanRuntime, size: int, usage: int | None = None):
         vk = rt.vk
         self.size = size
         info = vk.VkBufferCreateInfo(sType=vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, size=size,
-                                     usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                                     usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT if usage is None else usage,
                                      sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
         self.buffer = vk.vkCreateBuffer(rt.device, info, None)
         req = vk.vkGetBufferMemoryRequirements(rt.device, self.buffer)
@@ -142,9 +154,11 @@ class _Pipeline:
 
 
 class VulkanRuntime(DeviceRuntime):
-    """A Vulkan instance, one compute device and queue; launches SPIR-V kernels over numpy buffers."""
+    """A Vulkan instance, one compute device and queue; launches SPIR-V kernels over numpy buffers and device
+    buffers, and keeps device buffers for eagle.Arrays on target 'spirv' (`alloc`, `upload`, `download`)."""
 
     name = "vulkan"
+    target = "spirv"
 
     @classmethod
     def shared(cls) -> VulkanRuntime:
@@ -166,9 +180,12 @@ class VulkanRuntime(DeviceRuntime):
                           "apt-get install libvulkan1 mesa-vulkan-drivers, or a GPU driver with Vulkan") from exc
         self.vk = vk
         self._closed = False
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (re-entrant: a device buffer collected while a launch holds it frees itself)
         self.pipelines: dict[tuple[bytes, str], _Pipeline] = {}
         self.buffers: list[_Buffer] = []
+        self.transfers = Transfers()
+        self.live: weakref.WeakSet = weakref.WeakSet()  # device buffers not yet freed (close frees them)
+        self._staging: _Buffer | None = None
         app = vk.VkApplicationInfo(sType=vk.VK_STRUCTURE_TYPE_APPLICATION_INFO, pApplicationName="eagle",
                                    applicationVersion=1, pEngineName="eagle", engineVersion=1,
                                    apiVersion=vk.VK_MAKE_VERSION(1, 2, 0))
@@ -309,6 +326,60 @@ class VulkanRuntime(DeviceRuntime):
             self.buffers[k] = b = _Buffer(self, cap if cap <= self.max_range else size)
         return b
 
+    # ---- device buffers (eagle/targets/vulkan_memory.py) ------------------------------------------------------
+    def alloc(self, nbytes: int) -> VulkanBuffer:
+        """A device buffer of `nbytes` (device-local memory where the device has it), contents undefined."""
+        if nbytes > self.max_range:
+            raise RuntimeError(f"target 'spirv': a device array of {nbytes} bytes is larger than device "
+                               f"{self.device_name} binds ({self.max_range} bytes per storage buffer)")
+        with self._lock:
+            self._check_open()
+            return VulkanBuffer(self, nbytes)
+
+    def upload(self, buf: VulkanBuffer, a: np.ndarray, what: str = "array") -> None:
+        """Copy host array `a` (C-contiguous) into `buf`, through staging; counted as one transfer of `what`."""
+        with self._lock:
+            self._check_open()
+            vulkan_memory.copy(self, buf, np.ascontiguousarray(a), True, what)
+
+    def download(self, buf: VulkanBuffer, a: np.ndarray, what: str = "array") -> None:
+        """Copy `buf` into host array `a` (C-contiguous, written in place); counted as one transfer of `what`."""
+        with self._lock:
+            self._check_open()
+            vulkan_memory.copy(self, buf, a, False, what)
+
+    def staging(self, size: int) -> _Buffer:
+        """The host-visible buffer transfers go through, at least `size` bytes (the lock held)."""
+        if self._staging is None or self._staging.size < size:
+            if self._staging is not None:
+                self._staging.destroy(self)
+                self._staging = None
+            vk = self.vk
+            usage = vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+            self._staging = _Buffer(self, max(MIN_BUFFER, 1 << (size - 1).bit_length()), usage)
+        return self._staging
+
+    def submit(self, record) -> None:
+        """Record commands with `record(command_buffer)`, submit them and wait (the lock held)."""
+        vk = self.vk
+        begin = vk.VkCommandBufferBeginInfo(sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                            flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+        vk.vkBeginCommandBuffer(self.command, begin)
+        record(self.command)
+        vk.vkEndCommandBuffer(self.command)
+        commands = [self.command]
+        submit = vk.VkSubmitInfo(sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, commandBufferCount=1,
+                                 pCommandBuffers=commands)
+        vk.vkQueueSubmit(self.queue, 1, [submit], self.fence)
+        try:
+            vk.vkWaitForFences(self.device, 1, [self.fence], vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
+        finally:
+            vk.vkResetFences(self.device, 1, [self.fence])
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the Vulkan runtime was closed")
+
     def check_subgroup(self, size: int) -> None:
         """Refuse a binary compiled with shuffles for subgroups of `size` unless this device runs exactly those."""
         if self.subgroup_size != size or not self.subgroup_shuffles:
@@ -318,7 +389,11 @@ class VulkanRuntime(DeviceRuntime):
                                f"{self.subgroup_size if self.subgroup_shuffles else 0} (or 0, which runs anywhere)")
 
     # ---- launch ---------------------------------------------------------------------------------------------
-    def launch(self, binary: bytes, entry: str, buffers: list[np.ndarray], written: list[bool], grid: Grid):
+    def launch(self, binary: bytes, entry: str, buffers: list, written: list[bool], grid: Grid,
+               roles: list[str] | None = None):
+        """One dispatch over `buffers` (numpy arrays, copied in and, where `written`, back; or Placed
+        VulkanBuffers of this runtime, bound in place). `roles`: each buffer's layout role, by which `transfers`
+        counts copies."""
         vk = self.vk
         n = len(buffers) + 1  # with the status buffer
         if n > self.max_buffers:
@@ -329,51 +404,54 @@ class VulkanRuntime(DeviceRuntime):
             raise RuntimeError(f"target 'spirv': {groups} workgroups exceed device {self.device_name}'s limit of "
                                f"{self.max_groups}")
         for k, a in enumerate(buffers):
+            if isinstance(a, Placed) and a.buffer.runtime is not self:
+                raise RuntimeError(f"target 'spirv': argument {k} of kernel '{entry}' is a device buffer of another "
+                                   "Vulkan runtime")
             if a.nbytes > self.max_range:
                 raise RuntimeError(f"target 'spirv': argument {k} of kernel '{entry}' is {a.nbytes} bytes; device "
                                    f"{self.device_name} binds storage buffers of at most {self.max_range} bytes")
         with self._lock:
-            if self._closed:
-                raise RuntimeError("the Vulkan runtime was closed")
+            self._check_open()
             pipe = self.pipeline(binary, entry, len(buffers))
             status = np.array([CANARY_TRIPS, 0, 0], dtype=np.int64)
             bound = [*buffers, status] if pipe.status else list(buffers)
             infos, writes = [], []
             for k, a in enumerate(bound):
+                if isinstance(a, Placed):  # on the device already: bound where it lies
+                    info = vk.VkDescriptorBufferInfo(buffer=a.buffer.buffer, offset=0, range=a.buffer.size)
+                    infos.append(info)
+                    writes.append(self._write(pipe, k, info))
+                    continue
                 size = max(MIN_BUFFER, -(-a.nbytes // 4) * 4)
                 b = self._buffer(k, size)
                 if a.nbytes:
                     b.mapped[:a.nbytes] = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+                    if k < len(buffers):
+                        self.transfers.add("up", roles[k] if roles else "buffer", a.nbytes)
                 info = vk.VkDescriptorBufferInfo(buffer=b.buffer, offset=0, range=size)
                 infos.append(info)
-                writes.append(vk.VkWriteDescriptorSet(sType=vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                                      dstSet=pipe.set, dstBinding=k, dstArrayElement=0,
-                                                      descriptorCount=1,
-                                                      descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                      pBufferInfo=[info]))
+                writes.append(self._write(pipe, k, info))
             if writes:
                 vk.vkUpdateDescriptorSets(self.device, len(writes), writes, 0, None)
-            begin = vk.VkCommandBufferBeginInfo(sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
-            vk.vkBeginCommandBuffer(self.command, begin)
-            vk.vkCmdBindPipeline(self.command, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe.pipeline)
-            vk.vkCmdBindDescriptorSets(self.command, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 1,
-                                       [pipe.set], 0, None)
-            vk.vkCmdDispatch(self.command, groups, 1, 1)
-            barrier = vk.VkMemoryBarrier(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                                         srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT,
-                                         dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
-            vk.vkCmdPipelineBarrier(self.command, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                    vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, [barrier], 0, None, 0, None)
-            vk.vkEndCommandBuffer(self.command)
-            commands = [self.command]
-            submit = vk.VkSubmitInfo(sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, commandBufferCount=1,
-                                     pCommandBuffers=commands)
-            vk.vkQueueSubmit(self.queue, 1, [submit], self.fence)
-            try:
-                vk.vkWaitForFences(self.device, 1, [self.fence], vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
-            finally:
-                vk.vkResetFences(self.device, 1, [self.fence])
+            seen = vk.VkMemoryBarrier(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,  # device buffers' earlier writes
+                                      srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                                      dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
+            done = vk.VkMemoryBarrier(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                      srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT,
+                                      dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT)
+
+            def record(cb):
+                vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                        vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, [seen], 0, None, 0, None)
+                vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe.pipeline)
+                vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 1, [pipe.set], 0,
+                                           None)
+                vk.vkCmdDispatch(cb, groups, 1, 1)
+                vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                        vk.VK_PIPELINE_STAGE_HOST_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, [done],
+                                        0, None, 0, None)
+
+            self.submit(record)
             flags = self.buffers[len(buffers)].mapped[8:24].view(np.int64) if pipe.status else (0, 0)
             if flags[1]:
                 raise ArgumentOutOfRange(
@@ -389,8 +467,15 @@ class VulkanRuntime(DeviceRuntime):
                     f"results were discarded. Run it on a GPU (target 'spirv' on a Vulkan GPU, 'nvvm', 'rocdl') or "
                     f"on 'host', or give it fewer lanes per launch")
             for k, (a, w) in enumerate(zip(buffers, written, strict=True)):
-                if w and a.nbytes:
+                if w and a.nbytes and not isinstance(a, Placed):
                     np.copyto(a, self.buffers[k].mapped[:a.nbytes].view(a.dtype).reshape(a.shape))
+                    self.transfers.add("down", roles[k] if roles else "buffer", a.nbytes)
+
+    def _write(self, pipe: _Pipeline, k: int, info):
+        vk = self.vk
+        return vk.VkWriteDescriptorSet(sType=vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, dstSet=pipe.set, dstBinding=k,
+                                       dstArrayElement=0, descriptorCount=1,
+                                       descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=[info])
 
     def close(self) -> None:
         """Release every Vulkan object (at exit, or by hand)."""
@@ -407,6 +492,11 @@ class VulkanRuntime(DeviceRuntime):
                 for b in self.buffers:
                     if b is not None:
                         b.destroy(self)
+                for d in list(self.live):  # device arrays still alive: their memory goes with the device
+                    d.release()
+                if self._staging is not None:
+                    self._staging.destroy(self)
+                    self._staging = None
                 vk.vkDestroyFence(self.device, self.fence, None)
                 vk.vkDestroyCommandPool(self.device, self.command_pool, None)
                 vk.vkDestroyDevice(self.device, None)
