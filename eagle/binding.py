@@ -25,6 +25,7 @@ from hawk.abi.signature import PlaneSpec, Signature
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # dtype equality is cheap; dtype.name is not
 _INDEX = (np.dtype(np.int32), np.dtype(np.int64))
+_INT_OUTPUTS = (np.dtype(np.int8), np.dtype(np.int16), *_INDEX)  # what a Mutable[Index] array may be
 MAX_LANES = (1 << 63) - 1  # lane indices are 64-bit integers in compiled code
 
 
@@ -61,14 +62,18 @@ class Bound:
     dtype: np.dtype
     arrays: dict[str, np.ndarray] = field(default_factory=dict)  # input planes by name (contiguous)
     given: dict[str, np.ndarray] = field(default_factory=dict)  # outputs/sinks the caller passed
+    device: dict = field(default_factory=dict)  # device planes' buffers (eagle/targets/device_planes.py)
 
 
 class Binder:
     """Checks runs of one kernel, known by its name, signature and output modes (no compiler needed)."""
 
     def __init__(self, name: str, sig: Signature, outputs: dict[str, str],
-                 lane_local: frozenset[str] = frozenset()):
+                 lane_local: frozenset[str] = frozenset(), mixed: bool = False):
         self.name, self.sig, self.outputs = name, sig, outputs
+        # mixed: a per-lane float output may have another float dtype than the run's (compiled per dtype: a Plan's
+        # binder); elsewhere (artifacts, built for whole-run dtypes) every float plane shares the run's dtype
+        self.mixed = mixed
         self.lane_local = lane_local  # per-lane inputs a per-lane output may be the very array of (see above)
         self.axes = self.sig.lane_axes()
         self._specs: dict = {}
@@ -101,7 +106,7 @@ class Binder:
         if missing:
             raise self.fail(missing[0], "is missing: pass it by name to run(...)")
         arrays = {n: self.as_array(planes[n], kwargs[n]) for n in kwargs if n in planes}
-        dtype = self.float_dtype(arrays)
+        dtype, own = self.run_dtypes(arrays) if self.mixed else (self.float_dtype(arrays), {})
         idt = {}
         for p in planes.values():
             if p.kind == "index":
@@ -111,10 +116,10 @@ class Binder:
                 idt[p.name] = a.dtype.name
             elif p.integer and p.name in arrays:  # an integer output: compiled for the array's dtype
                 idt[p.name] = arrays[p.name].dtype.name
-        key = (dtype.char, tuple(idt.items()))
+        key = (dtype.char, tuple(idt.items()), tuple(own.items()))  # every dtype the code is compiled for
         spec = self._specs.get(key)
         if spec is None:
-            spec = self._specs[key] = make_spec(self.sig, dtype.name, idt)
+            spec = self._specs[key] = make_spec(self.sig, dtype.name, idt, float_outputs=own)
         extents = self.extents_of(kwargs, arrays)
         b = Bound(spec, extents, math.prod(extents), dtype)
         self._check_size(b)
@@ -145,9 +150,11 @@ class Binder:
             raise self.fail(p.name, "is a masked array with masked entries; a kernel reads every value, masked "
                                     "or not: pass a.filled(value), or the mask as a plane and where= on it")
         if p.integer:
-            if a.dtype not in _INDEX:
-                raise self.fail(p.name, f"is Mutable[Index], an integer output, and takes an int32 or int64 array, "
-                                        f"got {a.dtype} (allocate it with np.zeros(n, dtype=np.int64), or omit it)")
+            if a.dtype not in _INT_OUTPUTS:
+                raise self.fail(p.name, f"is Mutable[Index], an integer output, and takes an int8, int16, int32 or "
+                                        f"int64 array, got {a.dtype} (allocate it with np.zeros(n, dtype=np.int64), "
+                                        f"or omit it; an unsigned array can be passed as its signed view, "
+                                        f"a.view(np.int{8 * a.dtype.itemsize}), the same bits)")
             return a
         if p.kind in ("lane", "table", "output", "sink") and a.dtype not in _FLOATS:
             how = "np.asarray(..., dtype=np.float64)" if isinstance(v, (list, tuple)) else ".astype(np.float64)"
@@ -164,6 +171,42 @@ class Binder:
             (d1, n1), (d2, n2) = list(seen.items())[:2]
             raise self.fail(n2, f"is {d2} but plane '{n1}' is {d1}: a run uses one float dtype; convert one of them")
         return next(iter(seen), np.dtype(np.float64))
+
+    def run_dtypes(self, arrays: dict[str, np.ndarray]) -> tuple[np.dtype, dict[str, str]]:
+        """The run's float dtype and the per-lane float outputs passed with another float dtype (name -> dtype).
+
+        The run computes in its float inputs' dtype (per-lane planes and tables: one dtype, as `float_dtype`
+        refuses two; promoting them would turn a sum of float32 terms into a float64 sum). With no float input,
+        the widest float output passed (float64 when none is): a Param is a number, rounded once at the store.
+        A per-lane output (stored per lane or by key) takes the dtype of the array passed for it and each store
+        converts into it; a sink or a total (cell) accumulates in the run's dtype, so it must have that one."""
+        sig, outs = self.sig, self.outputs
+        inputs = {n: a for n, a in arrays.items() if sig.get(n).kind in ("lane", "table")}
+        written = {n: a for n, a in arrays.items() if sig.get(n).kind in ("output", "sink") and not sig.get(n).integer}
+        if inputs:
+            dtype = next(iter(inputs.values())).dtype
+            first = next(iter(inputs))
+            for n, a in inputs.items():
+                if a.dtype != dtype:
+                    raise self.fail(n, f"is {a.dtype} but input '{first}' is {dtype}: a run computes in one float "
+                                       f"dtype, its float inputs' (an output may have another); convert one of "
+                                       f"them (.astype(np.{dtype.name}))")
+        else:
+            dtype = max((a.dtype for a in written.values()), key=lambda d: d.itemsize, default=np.dtype(np.float64))
+        own = {}
+        for n, a in written.items():
+            if a.dtype == dtype:
+                continue
+            mode = outs.get(n, "")
+            if sig.get(n).kind == "output" and (mode == "lane" or mode.startswith("scatter")):
+                own[n] = a.dtype.name
+                continue
+            what = "a sink" if sig.get(n).kind == "sink" else "a total (a cell)"
+            src = f"its float inputs' ({', '.join(sorted(inputs))})" if inputs else "its widest output's"
+            raise self.fail(n, f"is {what}, which adds up in the run's float dtype {dtype} ({src}), got {a.dtype}: "
+                               f"pass a {dtype} array (a per-lane output may have another float dtype; a sink or "
+                               f"total may not)")
+        return dtype, own
 
     # ---- step 2: the lane extents ---------------------------------------------------------------------
     def lane_shape_of(self, p: PlaneSpec, a: np.ndarray) -> tuple[tuple[int, ...], str]:
@@ -214,7 +257,8 @@ class Binder:
     # ---- step 3: inputs ----------------------------------------------------------------------------------
     def _input(self, p: PlaneSpec, a: np.ndarray, b: Bound) -> np.ndarray:
         if p.kind == "param":
-            return np.array([a.reshape(-1)[0]], dtype=b.dtype)
+            with np.errstate(over="ignore"):  # a float64 number past float32's range is inf in a float32 run
+                return np.array([a.reshape(-1)[0]], dtype=b.dtype)
         if p.kind == "table":
             want = tuple(x.extent for x in p.axes)
             if a.shape != want:
@@ -303,10 +347,13 @@ class Binder:
         return a
 
     def out_dtype(self, name: str, b: Bound) -> np.dtype:
-        """The dtype of an output's array: the run's float dtype, or an integer output's int32 or int64."""
+        """The dtype of an output's array: the run's float dtype, a float output's own (Spec.float_outputs), or
+        an integer output's (int8, int16, int32 or int64)."""
         p = self.sig.get(name)
         if p is not None and p.integer:
             return np.dtype(dict(b.spec.index_dtypes)[name])
+        if b.spec.float_outputs:
+            return np.dtype(dict(b.spec.float_outputs).get(name, b.dtype))
         return b.dtype
 
     def key_limit(self, sink: str, pos: int, b: Bound) -> tuple[int, str]:

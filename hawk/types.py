@@ -186,8 +186,9 @@ Grid = _Generic("Grid", lambda *items: _GridType(_axes(items, "Grid", True)))
 
 
 class _MutableType:
-    """Mutable[Scalar | Vector[n] | Matrix[r, c]]: an output plane or cell; Mutable[Index]: an integer output
-    plane (int32 or int64, one value per lane or written by key)."""
+    """Mutable[Scalar | Vector[n] | Matrix[r, c]]: an output plane or cell (a per-lane one may have another float
+    dtype than the run's); Mutable[Index]: an integer output plane (int8, int16, int32 or int64, one value per lane
+    or written by key)."""
 
     def __init__(self, inner: _PayloadType | _IndexType):
         self.inner = inner

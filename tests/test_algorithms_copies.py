@@ -1,6 +1,7 @@
-"""The integer forms of eagle.algorithms.copy, copy_with_offset, fill_value and gather (integer output planes):
-truncation toward zero, wrapping at the destination's width, every integer dtype, the same results on every
-host thread count and on spirv (lavapipe)."""
+"""The conversions of eagle.algorithms.copy, copy_with_offset, fill_value and gather: into integers (integer output
+planes: truncation toward zero, wrapping at the destination's width, every integer dtype) and between float widths
+(a float output plane of its own dtype: NumPy's astype bits), the same results on every host thread count and on
+spirv (lavapipe)."""
 
 from __future__ import annotations
 
@@ -76,9 +77,59 @@ def test_gather_of_every_dtype(vdtype):
     np.testing.assert_array_equal(np.asarray(gather(v, perm, n=10)), v[perm[:10]])
 
 
+def _doubles() -> np.ndarray:
+    """float64 values whose float32 rounding is delicate (ties, subnormals, overflow, signed zeros, NaN)."""
+    top = float(np.finfo(np.float32).max)
+    special = [1 + 2.0 ** -24, 1 + 3 * 2.0 ** -24, 2.0 ** -150, 3 * 2.0 ** -151, 1e-40, top, top + 2.0 ** 103,
+               np.nextafter(top + 2.0 ** 103, 0), 1e39, -np.inf, np.inf, -0.0, 0.0, np.nan, 0.1]
+    rng = np.random.default_rng(8)
+    return np.concatenate([special, rng.standard_normal(2000) * 10.0 ** rng.integers(-45, 40, 2000)])
+
+
+@pytest.mark.parametrize(("sdt", "ddt"), [(np.float64, np.float32), (np.float32, np.float64),
+                                          (np.float16, np.float64), (np.float16, np.float32)])
+def test_copy_between_float_widths(target, sdt, ddt):
+    with np.errstate(over="ignore"):
+        x = _doubles().astype(sdt)
+        want = x.astype(ddt)  # NumPy's astype: round once to nearest even, or widen exactly
+    out = np.full(x.size + 3, 5, ddt)
+    copy(x, out, target=target)
+    got = out[:x.size]
+    nan = np.isnan(want)
+    assert np.isnan(got[nan]).all() and got[~nan].tobytes() == want[~nan].tobytes() and (out[x.size:] == 5).all()
+    if target == "host":
+        assert got.tobytes() == want.tobytes()  # NaN's bits too
+    part = np.zeros(20, ddt)
+    copy_with_offset(x, part, 7, n=10, target=target)
+    assert part[7:17].tobytes() == want[:10].tobytes() and not part[:7].any() and not part[17:].any()
+
+
+def test_fill_value_rounds_once_into_floats(target):
+    for value in (0.1, 1 / 3, 1e39, -1e-40, 2.0 ** -150, 16777217, 2**64 - 1, -2**63, -0.0, float("nan")):
+        for ddt in (np.float32, np.float64):
+            out = np.full(6, 5, ddt)
+            fill_value(out, value, 4, target=target)
+            with np.errstate(over="ignore"):
+                want = np.full(4, value, np.float64).astype(ddt)  # the value's nearest float64, then astype
+            if isinstance(value, int):
+                want = np.full(4, np.float64(value) if ddt == np.float64 else np.float32(value), ddt)
+            assert out[:4].tobytes() == want.tobytes() or np.isnan(want).all() and np.isnan(out[:4]).all(), value
+            assert (out[4:] == 5).all()
+
+
+def test_float_to_integer_outside_the_range(target):
+    """A float truncates toward zero into int64, then wraps to the destination's width; NaN, +-inf and values beyond
+    int64 give -2**63 first (so 0 in a narrower destination). The reference leaves these undefined."""
+    x = np.array([np.nan, np.inf, -np.inf, 1e19, -1e19, 3e9, -3e9, 2.0 ** 63, 2.0 ** 62 + 2.0 ** 40])
+    for dst in (np.int64, np.int32, np.uint64, np.int16, np.uint8):
+        for src in (np.float64, np.float32):
+            out = np.zeros(x.size, dst)
+            copy(x.astype(src), out, target=target)
+            wide = np.array([-2**63 if not abs(v) < 2.0 ** 63 else int(v) for v in x.astype(src)], np.int64)
+            assert out.tolist() == wide.astype(dst).tolist(), (dst, src)
+
+
 def test_refusals_name_the_gap():
-    with pytest.raises(TypeError, match="float widths"):
-        copy(np.ones(3, np.float32), np.zeros(3))
     with pytest.raises(TypeError, match="float32, float64 or integer"):
         fill_value(np.zeros(3, np.complex128), 1)
     with pytest.raises(IndexError, match="position 9"):
@@ -92,10 +143,13 @@ def test_every_target_gives_the_host_values(target):
 
     def calls(tgt: str) -> list[np.ndarray]:
         a, b, c = np.zeros(5000, np.int32), np.zeros(5000, np.int64), np.zeros(5000, np.uint64)
+        d, e = np.zeros(4999, np.uint8), np.zeros(4999, np.int16)  # 8/16-bit planes, ending inside a word
         copy(x, a, target=tgt)
         copy(ints, b, target=tgt)
         fill_value(c, 2**64 - 3, 4000, target=tgt)
-        return [a, b, c, np.asarray(gather(ints, perm, target=tgt))]
+        copy(x, d, 4999, target=tgt)
+        copy(ints, e, 4999, target=tgt)
+        return [a, b, c, d, e, np.asarray(gather(ints, perm, target=tgt))]
 
     for g, w in zip(calls(target), calls("host"), strict=True):
         assert g.dtype == w.dtype and g.tobytes() == w.tobytes()

@@ -18,7 +18,8 @@ class PlaneSpec:
 
     kind: 'lane' (per-lane input), 'index' (Index plane), 'param', 'table', 'grid', 'output' (Mutable payload:
     a per-lane output or a cell), 'sink' (Mutable with named axes). `integer`: an output of integers
-    (Mutable[Index]: int32 or int64, its dtype chosen per run like an Index plane's).
+    (Mutable[Index]: int8, int16, int32 or int64, its dtype chosen per run like an Index plane's). A float output's
+    dtype is the run's, or its array's (Spec.float_outputs: chosen per run too).
     """
 
     name: str
@@ -34,7 +35,8 @@ class PlaneSpec:
 
     @property
     def integer_plane(self) -> bool:
-        """An Index plane or an integer output: its dtype (int32 or int64) is part of the specialisation."""
+        """An Index plane or an integer output: its dtype (an integer output: int8 ... int64; an Index plane: int32
+        or int64) is part of the specialisation."""
         return self.kind == "index" or self.integer
 
 
