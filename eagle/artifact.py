@@ -30,6 +30,7 @@ from eagle.errors import InputError, RuntimeMissing
 from eagle.launch import Launcher, lane_range, prepare_stages, run_stages
 from eagle.settings import min_chunk_setting, threads_setting
 from hawk.abi.artifact.format import (
+    INDEX_DTYPES,
     ArtifactError,
     check_cpu,
     description,
@@ -275,8 +276,8 @@ class LoadedKernel:
             if got.get(plane) != want:
                 raise InputError(f"plane '{plane}' of kernel '{self.name}': this artifact was built for {want} "
                                  f"{'outputs' if self.signature.get(plane).kind == 'output' else 'keys'}, "
-                                 f"got {got.get(plane)} (convert with .astype(np.{want}), or rebuild with "
-                                 f"index_dtypes={{'{plane}': '{got.get(plane)}'}})")
+                                 f"got {got.get(plane)} (convert with .astype(np.{want})"
+                                 f"{_rebuild(plane, got.get(plane))})")
         return self._prepare(runs, b, lo, hi)
 
     def _prepare(self, runs: list, b, lo: int, hi: int) -> tuple[list, dict]:
@@ -389,3 +390,10 @@ def run(loaded: LoadedKernel, base: int | None = None, count: int | None = None,
         raise TypeError(f"hawk.run takes what hawk.load(dir, name) returns, got {type(loaded).__name__}; run a "
                         "@hawk.kernel with eagle.deploy(kernel).run(...)")
     return loaded.run(base=base, count=count, **planes)
+
+
+def _rebuild(plane: str, got: str | None) -> str:
+    """The rebuild hint of a dtype refusal, offered only for a dtype an artifact can be built for."""
+    if got in INDEX_DTYPES:
+        return f", or rebuild with index_dtypes={{'{plane}': '{got}'}}"
+    return f"; artifacts are built for {' or '.join(INDEX_DTYPES)} only"

@@ -176,3 +176,6 @@ def test_artifact_round_trip(tmp_path):
     np.testing.assert_array_equal(j, (k * 3 - 7).astype(np.int32))
     with pytest.raises(InputError, match=r"plane 'j' of kernel 'io_both'.*built for int32 outputs"):
         hawk.run(art, x=np.zeros(3), k=k, j=np.zeros(3, dtype=np.int64))
+    with pytest.raises(InputError, match=r"got int8 .*artifacts are built for int32 or int64 only") as e:
+        hawk.run(art, x=np.zeros(3), k=k, j=np.zeros(3, dtype=np.int8))
+    assert "rebuild" not in str(e.value)
