@@ -86,3 +86,40 @@ def dist_rows(lane: Grid["row", "col":NC], u: Scalar, per_row: Mutable[Scalar]):
 def dist_gridgrad(lane: Grid["row", "col":NC], u: Scalar, k: Param, out: Mutable[Scalar], tot: Mutable[Scalar]):
     out = u * k + lane.row * 0.5
     tot = hawk.sum(u * u * k, policy="ordered")
+
+
+# ---- scans and block reductions (every shard runs whole scan blocks; a block reduction's slots are rows) -----------
+@hawk.kernel
+def dist_scans(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar], lo: Mutable[Scalar],
+               hi: Mutable[Scalar], pos: Mutable[Scalar], tot: Mutable[Scalar]):
+    y = hawk.scan(x)
+    z = hawk.scan(x, reset=start > 0.5, exclusive=True)
+    lo = hawk.scan(x, op=hm.min)
+    hi = hawk.scan(x, op=hm.max, exclusive=True)
+    pos = hm.to_float(hawk.scan(x > 0.0, exclusive=True))
+    tot = hawk.sum(y * start, policy="ordered")
+
+
+@hawk.kernel
+def dist_softmax(lane: Grid["row", "col":NC], u: Scalar, p: Mutable[Scalar], tot: Mutable[Scalar]):
+    e = hm.exp(u - hawk.max(u, over="col"))
+    p = e / hawk.sum(e, over="col")
+    tot = hawk.sum(p * u, policy="ordered")
+
+
+@hawk.kernel
+def dist_rscan(x: Scalar, key: Index, y: Mutable[Scalar]):
+    y = hawk.scan(x, reverse=True)
+
+
+@hawk.kernel
+def dist_kscan(x: Scalar, key: Index, y: Mutable[Scalar], pos: Mutable[Scalar], tot: Mutable[Scalar]):
+    y = hawk.scan(x, by=key, keys=5)
+    pos = hm.to_float(hawk.scan(1, by=key, keys=5, order="key", exclusive=True))
+    tot = hawk.sum(y, policy="ordered")
+
+
+@hawk.kernel
+def dist_gridscan(lane: Grid["row", "col":50], u: Scalar, y: Mutable[Scalar], t: Mutable[Scalar]):
+    y = hawk.scan(u - hawk.mean(u, policy="ordered") + lane.row * 0.25, op=hm.max, reset=lane.col == 0)
+    t = hawk.sum(hawk.scan(u * 3.0 - lane.col), policy="ordered")

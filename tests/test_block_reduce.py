@@ -14,7 +14,8 @@ What is checked:
   signs); compensated and auto within their bounds;
 * base=/count= on a single-stage block kernel: slots at the range's edges fold only the lanes that run;
 * GPU forms: the "blocks" workgroup form (one span, no ordered sum, nothing else across lanes; several rounds per
-  workgroup past MAX_GROUPS) or the chunk form; artifacts; plan.reverse through a softmax; sharded runs refused.
+  workgroup past MAX_GROUPS) or the chunk form; artifacts; plan.reverse through a softmax; sharded runs (whole-row
+  slots taken, a cut slot refused).
 
 Every kernel here is also built for nvvm and rocdl by tests/test_gpu_compile.py (run it with -k br_).
 """
@@ -369,11 +370,13 @@ def test_the_artifact_sidecar_has_one_stage_and_runs(tmp_path):
                  np.asarray(eagle.deploy(br_softmax_ord).run(x=x)))
 
 
-def test_sharded_runs_refuse_block_reductions_by_name():
+def test_sharded_runs_take_whole_row_slots_and_refuse_cut_ones_by_name():
     from eagle.distributed.stages import check_shardable
 
-    with pytest.raises(eagle.InputError, match=r"kernel 'br_softmax': a block reduction.*run it unsharded"):
-        check_shardable(eagle.deploy(br_softmax), br_softmax.default_spec(), "jax")
+    plan, spec = eagle.deploy(br_softmax), br_softmax.default_spec()
+    assert not check_shardable(plan, spec, "jax", row=COLS).global_lanes  # shards of whole rows: each slot on one
+    with pytest.raises(eagle.InputError, match=r"kernel 'br_softmax': a block hawk\.max over .*run unsharded"):
+        check_shardable(plan, spec, "jax", row=COLS + 1)  # (a row that a slot does not divide)
 
 
 def test_the_reverse_of_a_softmax_is_its_gradient():

@@ -5,12 +5,14 @@ with shard sizes that are not multiples of the chunk alignment; max is exact; an
 bound (n * eps * sum|x|); per-lane outputs stay sharded and equal the one-device outputs; a passed sink's prior content
 is added once; float32 ordered sums round once; a 2-D stencil exchanges halo rows between shards (ppermute) and runs
 with the whole grid's coordinates, bitwise equal to one device; `.at` reads that can reach any lane (a flat index, a
-computed row), `= v` stores into sinks, reductions that keep axes, hawk.scan and a stencil's gradient are refused by
-name; a key outside a sink on one shard refuses the call on every shard (in Plan.run's words, the arrays passed
+computed row), `= v` stores into sinks, reductions that keep axes, reverse scans and a stencil's gradient are refused by
+name; forward and keyed scans (shards run whole 4096-lane blocks) and block reductions are bitwise the one-device
+run; a key outside a sink on one shard refuses the call on every shard (in Plan.run's words, the arrays passed
 unchanged, the program usable again); `jax.grad` / `jax.vjp` through the sharded call (the adjoint run sharded the same
 way) give per-lane, Table, Param and prior-sink gradients bitwise equal to `plan.reverse` on 4 and 8 shards, and for a
 split kernel whose adjoint recomputes a cell; under plain `jax.jit` with NamedSharding inputs (`partition=True`:
-custom_partitioning) the compiled HLO runs one launch per shard and gathers no lane input, and a stencil partitions too;
+custom_partitioning) the compiled HLO runs one launch per shard and gathers no lane input, a stencil partitions too,
+and jax.grad through it is bitwise plan.reverse's;
 two processes under `jax.distributed` (2 devices each, gloo) give the one-device bits. JAX fixes its device count at
 start-up, so the cases run in one subprocess with XLA_FLAGS=--xla_force_host_platform_device_count=8 and report back per
 case.
@@ -244,18 +246,12 @@ def case_what_shards_cannot_do_is_refused_by_name():
             assert kernel.name in str(exc) and all(w in str(exc) for w in words), str(exc)
         else:
             raise AssertionError(f"{kernel.name} ran sharded")
-    import hawk
-
-    @hawk.kernel
-    def dist_scan(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
-        y = hawk.scan(x)
-
-    try:  # a scan's block offsets are not carried across shards
-        _sharded(dist_scan, _mesh(8), dict(x=x), dict(x=P("d")), P("d"))
+    try:  # a reverse scan: one fold down every lane of the run
+        _sharded(dk.dist_rscan, _mesh(8), dict(x=x, key=key), dict(x=P("d"), key=P("d")), P("d"))
     except InputError as exc:
-        assert "dist_scan" in str(exc) and "hawk.scan" in str(exc) and "unsharded" in str(exc), str(exc)
+        assert all(w in str(exc) for w in ("dist_rscan", "reverse=True", "unsharded")), str(exc)
     else:
-        raise AssertionError("a scan ran sharded")
+        raise AssertionError("a reverse scan ran sharded")
     import eagle.jax
 
     f = eagle.jax.wrap(ks["heat"], axis_name="d")  # a stencil's gradient: its adjoint adds across shard edges
@@ -267,6 +263,78 @@ def case_what_shards_cannot_do_is_refused_by_name():
         assert "plane 'u'" in str(exc) and "dist_heat" in str(exc) and ".at" in str(exc), str(exc)
     else:
         raise AssertionError("a stencil's gradient ran sharded")
+
+
+def case_scans_bitwise_with_blocks_across_shards():
+    """Forward scans (add, exclusive add with reset=, min, exclusive max, an integer count) and an ordered sum of
+    a scan: each shard runs whole scan blocks, so every result is the one-device run's bits, for shards larger
+    and smaller than a block (a block over 2 to 5 shards), float64 and float32."""
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+
+    np, _ = _setup()
+    rng = np.random.default_rng(11)
+    names = ("y", "z", "lo", "hi", "pos", "tot")
+    specs = {k: (P() if k == "tot" else P("d")) for k in names}
+    for shards, n, dtype in ((2, 2 * 5003, np.float64), (4, 4 * 3001, np.float64), (8, 8 * 1000, np.float64),
+                             (4, 4 * 2500, np.float32)):
+        x = (rng.normal(size=n) * np.exp(rng.normal(size=n) * 4)).astype(dtype)
+        start = (rng.random(n) < 0.002).astype(dtype)
+        want = eagle.deploy(dk.dist_scans).run(x=x, start=start)
+        got = _sharded(dk.dist_scans, _mesh(shards), dict(x=x, start=start), dict(x=P("d"), start=P("d")), specs)
+        _bits_equal(got, want, names)
+    y = np.asarray(got["y"])  # (and a float32 scan past one block is not one left-to-right sum)
+    assert y.tobytes() != np.cumsum(x).tobytes()
+    import jax  # under plain jit, partitioned by the inputs' NamedSharding: the same shards, the same bits
+    from jax.sharding import NamedSharding
+
+    import eagle.jax
+
+    k = eagle.jax.wrap(dk.dist_kscan, axis_name="d")  # keyed scans (by=, order="key" too), and a bad key's refusal
+    for shards, n in ((4, 4 * 3001), (8, 8 * 1000)):
+        xk, key = rng.normal(size=n) * 1e3, rng.integers(-1, 5, size=n).astype(np.int32)
+        mesh = _mesh(shards)
+        sh = NamedSharding(mesh, P("d"))
+        g = jax.jit(jax.shard_map(lambda x, key: k(x=x, key=key), mesh=mesh, in_specs=(P("d"), P("d")),
+                                  out_specs={"y": P("d"), "pos": P("d"), "tot": P()}))
+        _bits_equal(g(jax.device_put(xk, sh), jax.device_put(key, sh)),
+                    eagle.deploy(dk.dist_kscan).run(x=xk, key=key), ["y", "pos", "tot"])
+    key[n - 3] = 9
+    try:
+        jax.block_until_ready(g(jax.device_put(xk, sh), jax.device_put(key, sh)))
+    except Exception as exc:  # noqa: BLE001 (XLA's runtime error, carrying eagle's refusal)
+        assert all(w in str(exc) for w in ("dist_kscan", "keyed hawk.scan", "first bad key: 9", "0..4")), str(exc)
+    else:
+        raise AssertionError("a keyed scan's bad key ran sharded")
+
+    g = eagle.jax.wrap(dk.dist_gridscan, axis_name="d")  # 3 stages, a Grid whose blocks start mid-row, lane.row
+    for shards, rows in ((4, 4 * 50), (8, 8 * 7)):
+        u = rng.normal(size=(rows, 50))
+        mesh = _mesh(shards)
+        got = jax.jit(jax.shard_map(lambda u: g(u=u), mesh=mesh, in_specs=(P("d"),),
+                                    out_specs={"y": P("d"), "t": P()}))(jax.device_put(u, NamedSharding(mesh, P("d"))))
+        _bits_equal(got, eagle.deploy(dk.dist_gridscan).run(u=u), ["y", "t"])
+    f = eagle.jax.wrap(dk.dist_scans, partition=True)
+    sh = NamedSharding(_mesh(4), P("d"))
+    got = jax.jit(lambda x, start: f(x=x, start=start))(jax.device_put(x, sh), jax.device_put(start, sh))
+    _bits_equal(got, want, names)
+    assert got["y"].sharding.spec == P("d")
+
+
+def case_block_reductions_run_on_whole_rows():
+    """A row softmax (block max and sum over the trailing axis, read in the same stage) on 2 and 4 shards of rows:
+    every slot is one row, on one shard; the one-device bits."""
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+
+    np, _ = _setup()
+    u = np.random.default_rng(12).normal(size=(NR, NC)) * 3
+    want = eagle.deploy(dk.dist_softmax).run(u=u)
+    for shards in (2, 4):
+        got = _sharded(dk.dist_softmax, _mesh(shards), dict(u=u), dict(u=P("d")), {"p": P("d"), "tot": P()})
+        _bits_equal(got, want, ["p", "tot"])
 
 
 def case_gradients_bitwise_on_4_and_8_devices():
@@ -305,6 +373,46 @@ def case_gradients_bitwise_on_4_and_8_devices():
         keys = jax.device_put(key, sh)
         _, vjp = jax.vjp(lambda x, g=g, keys=keys, args=args: g(x, keys, *args[1:])["tot"], args[0])
         assert np.array_equal(np.asarray(vjp(jnp.ones(1))[0]), np.full(n, s))  # jax.vjp: d tot / d x = s
+
+
+def case_gradients_through_partition_under_jit():
+    """jax.grad of a loss over `partition=True` calls (plain jit, NamedSharding inputs): the adjoint is partitioned
+    the same way; per-lane, Table, Param and prior-sink gradients bitwise plan.reverse's on 2 and 4 shards, the
+    per-lane gradient sharded like x, and no lane-sized array in any collective of the compiled gradient."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    rng = np.random.default_rng(14)
+    f = eagle.jax.wrap(ks["grad"], partition=True)
+    for shards, n in ((4, 4 * 3_001), (2, 2 * 1_777)):
+        x, key = rng.normal(size=n) * np.exp(rng.normal(size=n) * 4), rng.integers(0, 5, size=n).astype(np.int32)
+        w, s, prior = rng.normal(size=5), 1.3, rng.normal(size=5)
+        cot = dict(acc=rng.normal(size=5), tot=np.array([0.7]), m=np.array([-0.4]), y=rng.normal(size=n))
+        mesh = _mesh(shards)
+        sh, rep = NamedSharding(mesh, P("d")), NamedSharding(mesh, P())
+
+        def loss(x, w, s, acc, key, cot=cot):
+            r = f(x=x, key=key, w=w, s=s, acc=acc)
+            return sum((r[k] * c).sum() for k, c in cot.items())
+
+        args = (jax.device_put(x, sh), jax.device_put(w, rep), jnp.asarray(s), jax.device_put(prior, rep),
+                jax.device_put(key, sh))
+        g = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))
+        got = g(*args)
+        want = eagle.deploy(ks["grad"]).reverse(cot, x=x, key=key, w=w, s=s, acc=prior.copy())
+        names = ("x", "w", "s", "acc")
+        _bits_equal({k: np.asarray(a).reshape(-1) for k, a in zip(names, got, strict=True)},
+                    {k: np.asarray(want[k]).reshape(-1) for k in names}, names)
+        assert got[0].sharding.spec == P("d")
+        for line in g.lower(*args).compile().as_text().splitlines():
+            if "all-gather(" in line or "all-to-all(" in line or "collective-permute(" in line:
+                assert f"[{n}]" not in line and f"[{n // shards}]" not in line, line
 
 
 def case_gradient_of_a_split_kernel():

@@ -29,9 +29,13 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     NC,
     NR,
     dist_grad,
+    dist_gridscan,
     dist_heat,
+    dist_kscan,
     dist_max,
     dist_ratio,
+    dist_scans,
+    dist_softmax,
     dist_split,
     dist_sums,
 )
@@ -148,6 +152,40 @@ def case_stencil_halos_uneven_rows(rank, group):
     got = f(u=torch.from_numpy(u[lo:hi].copy()), k=0.1)
     want = eagle.deploy(dist_heat).run(u=u, k=0.1)
     _bits(got, {"out": np.asarray(want["out"])[lo:hi], "tot": want["tot"]}, ["out", "tot"])
+
+
+def case_scans_and_block_reductions_uneven_shards(rank, group):
+    """Forward scans over ranks of 37, 4963, 8000 and 1 lanes (blocks of 4096 lanes over up to 3 ranks; a rank's
+    lanes run by another): every rank's lanes bitwise the one-process scan, the ordered total too, keyed scans
+    too; a 3-stage grid scan over unevenly split rows; a row softmax (block reductions over the trailing axis)
+    over uneven rows."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    rng = np.random.default_rng(13)
+    n = 13_001
+    x = rng.normal(size=n) * np.exp(rng.normal(size=n) * 4)
+    start = (rng.random(n) < 0.002).astype(np.float64)
+    lo, hi = [0, 37, 5000, 13_000, n][rank:rank + 2]
+    want = eagle.deploy(dist_scans).run(x=x, start=start)
+    got = eagle.torch.wrap(dist_scans, group=group)(x=torch.from_numpy(x[lo:hi]), start=torch.from_numpy(start[lo:hi]))
+    _bits(got, {k: np.asarray(v)[lo:hi] if k != "tot" else v for k, v in want.items()}, list(want))
+    key = rng.integers(-1, 5, size=n).astype(np.int32)  # keyed scans, the same ranks
+    want = eagle.deploy(dist_kscan).run(x=x, key=key)
+    got = eagle.torch.wrap(dist_kscan, group=group)(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]))
+    _bits(got, {k: np.asarray(v)[lo:hi] if k != "tot" else v for k, v in want.items()}, list(want))
+    u = rng.normal(size=(200, 50))  # 3 stages, blocks starting mid-row, lane.row: rows split 3/87/1/109
+    r0, r1 = [0, 3, 90, 91, 200][rank:rank + 2]
+    want = eagle.deploy(dist_gridscan).run(u=u)
+    got = eagle.torch.wrap(dist_gridscan, group=group)(u=torch.from_numpy(u[r0:r1]))
+    _bits(got, {"y": np.asarray(want["y"])[r0:r1], "t": want["t"]}, ["y", "t"])
+    u = rng.normal(size=(NR, NC)) * 3
+    r0, r1 = [0, 5, 17, 30, NR][rank:rank + 2]
+    want = eagle.deploy(dist_softmax).run(u=u)
+    got = eagle.torch.wrap(dist_softmax, group=group)(u=torch.from_numpy(u[r0:r1]))
+    _bits(got, {"p": np.asarray(want["p"])[r0:r1], "tot": want["tot"]}, ["p", "tot"])
 
 
 def _grad_setup(rank, seed=6):
@@ -295,6 +333,10 @@ def _main(out: str) -> None:
                                {"x": np.ones(4), "s": 1.0} if k is dist_max else
                                {"x": np.ones(4), "key": np.zeros(4, np.int32)}))
     eagle.deploy(dist_sums).run(x=np.ones(4, np.float32), key=np.zeros(4, np.int32))
+    eagle.deploy(dist_scans).run(x=np.ones(4), start=np.zeros(4))
+    eagle.deploy(dist_softmax).run(u=np.ones((3, NC)))
+    eagle.deploy(dist_gridscan).run(u=np.ones((3, 50)))
+    eagle.deploy(dist_kscan).run(x=np.ones(4), key=np.zeros(4, np.int32))
     x, key, *_, w, s, cot = _grad_setup(0)  # the adjoints too
     eagle.deploy(dist_grad).reverse(cot, x=x, key=key, w=w, s=s, acc=np.zeros(5))
     eagle.deploy(dist_ratio).reverse({"z": np.ones(4)}, x=np.ones(4))

@@ -32,6 +32,8 @@ def bounds(plan, b, k: int, how: Reach, r0: int, rows: int) -> tuple[list[tuple[
     if how.global_lanes:
         ext = (rows, *b.extents[1:])
         lo, hi = r0 * w, (r0 + b.extents[0]) * w
+        if how.block:  # whole blocks: from the first block start at or after the shard's first lane
+            lo, hi = (min(-(-v // how.block) * how.block, rows * w) for v in (lo, hi))
     else:
         ext, lo, hi = tuple(b.extents), 0, b.lanes
     return launcher.chunk_bounds(b, lo, hi), math.prod(ext), ext
@@ -56,6 +58,39 @@ def geometry(plan, b, k: int, half, how: Reach, r0: int, rows: int) -> np.ndarra
             shifts.append((r0 - how.halo.get(name, 0)) * w)
     metas = [[lo, hi_, c, lanes, *ext] for c, (lo, hi_) in enumerate(cuts)]
     return np.array(shifts + [v for m in metas for v in m], dtype=np.int64)
+
+
+def realigned(starts: list[int], unit: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Where the lanes a shard realigned to `unit` (Reach.block) runs but does not hold come from, and where those
+    it holds but does not run went. `starts`: every shard's first lane, then the run's lane count. Shard s holds
+    lanes [o(s), o(s+1)) and runs [A(s), A(s+1)), A(s) the first multiple of `unit` at or after o(s) (at most the
+    lane count): A(s) >= o(s), and A(s+1) - o(s+1) < unit. Each shard hands on its first `unit` lanes (padded)
+    and gets every shard's in one gather of S x unit values; so per shard
+
+    * `tails[s]`: `unit` indices into that gather for the lanes o(s+1) + i it runs past its own (-1: not run);
+    * `heads[s]`: for its first min(n(s), unit) own lanes, an index into the gather of every shard's per-lane
+      output past its own lanes (its `unit` lanes from o(s+1)) where the shard that ran the lane put it (-1: its
+      own run wrote it).
+    """
+    o = list(starts)
+    S, L = len(o) - 1, o[-1]
+    A = [min(-(-v // unit) * unit, L) for v in o]
+    owner_of_held = np.repeat(np.arange(S), np.diff(o))  # lane -> the shard holding it
+    tails, heads = [], []
+    for s in range(S):
+        t = np.full(unit, -1, dtype=np.int64)
+        g = np.arange(o[s + 1], A[s + 1])
+        q = owner_of_held[g] if g.size else g
+        t[:g.size] = q * unit + (g - np.asarray(o)[q]) if g.size else t[:0]
+        tails.append(t)
+        m = min(o[s + 1] - o[s], unit)
+        h = np.full(m, -1, dtype=np.int64)
+        g = np.arange(o[s], min(A[s], o[s] + m))
+        if g.size:
+            ran = np.searchsorted(A, g, side="right") - 1  # the shard whose run holds lane g
+            h[:g.size] = ran * unit + (g - np.asarray(o)[ran + 1])
+        heads.append(h)
+    return tails, heads
 
 
 def dist_plan(half) -> int:

@@ -20,8 +20,8 @@ import numpy as np
 
 from eagle.distributed.geometry import dist_plan
 from eagle.distributed.grads import FLOATS, adjoint_plan, renamed
-from eagle.distributed.run import ShardedRun, bind_sharded, needed_chunks, pick
-from eagle.distributed.stages import ERR, GATHER, check_plan
+from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
+from eagle.distributed.stages import BITS, ERR, GATHER, check_plan
 from eagle.errors import InputError
 from eagle.jax import TARGET, keep_for_process
 from eagle.reverse import cotangents, forward_of
@@ -87,7 +87,8 @@ def sharded_call(jk, axis_name, planes: dict):
         b, how = bind_sharded(jk.plan, {**stand, **grid}, f"mesh axis '{axis_name}'")
         rows = b.extents[0]
         spans = [(s * rows, shards * rows) for s in range(shards)]  # shard_map's shards: equal runs of rows
-        run = jk._calls[key] = ShardedRun(jk.plan, b, how, shards, spans, needed_chunks(jk.plan, b, how, spans))
+        run = jk._calls[key] = ShardedRun(jk.plan, b, how, shards, spans, needed_chunks(jk.plan, b, how, spans),
+                                          [s * rows for s in range(shards + 1)])
         keep_for_process(run)  # a compiled program names its call plans
     fdt = run.dtype
     ops = dict(arrays)
@@ -103,7 +104,9 @@ def sharded_call(jk, axis_name, planes: dict):
     def lanes(half, operands):  # dist.c's handler: this shard's row of the geometry table first
         rets = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in half.call.rets]
         geo = jnp.asarray(half.geo)[jax.lax.axis_index(axis_name)]
-        got = jax.ffi.ffi_call(LANES, rets)(geo, *[o.reshape(-1) for o in operands], plan=np.int64(dist_plan(half)))
+        aliases = {i + 1: j for i, j in half.call.aliases.items()}  # (a keyed scan's offsets: written in place)
+        got = jax.ffi.ffi_call(LANES, rets, input_output_aliases=aliases or None)(
+            geo, *[o.reshape(-1) for o in operands], plan=np.int64(dist_plan(half)))
         # typed varying along the axis (each shard's own lanes and partials): a per-lane output's cotangent is
         # then the shard's own slice, not the sum of every shard's
         return [_like(a, _varying(geo)) for a in got]  # (nothing to type where shard_map does not check)
@@ -119,7 +122,14 @@ def sharded_call(jk, axis_name, planes: dict):
     def combine(kind, a):
         if kind in (GATHER, ERR):
             return jax.lax.all_gather(a, axis_name, tiled=True)
-        return jax.lax.psum(a, axis_name)  # ISUM: int64 limbs, exact; FSUM: a plain sink's float adds
+        if kind == BITS and jnp.issubdtype(a.dtype, jnp.floating):  # one shard's bits per entry, zeros elsewhere
+            bits = jnp.int64 if a.dtype == jnp.float64 else jnp.int32
+            return jax.lax.bitcast_convert_type(jax.lax.psum(jax.lax.bitcast_convert_type(a, bits), axis_name),
+                                                a.dtype)
+        return jax.lax.psum(a, axis_name)  # ISUM: int64 limbs, exact; FSUM: a plain sink's float adds; BITS
+
+    move = Move(jnp, lambda a: jax.lax.all_gather(a, axis_name, tiled=True),
+                lambda table: jnp.asarray(np.stack(table))[jax.lax.axis_index(axis_name)], run.how.block)
 
     def refuse(half, err):  # every shard fails here alike when any shard's lanes refused; the finish waits on it
         return jax.ffi.ffi_call(CHECK, jax.ShapeDtypeStruct(err.shape, err.dtype), input_output_aliases={0: 0})(
@@ -130,7 +140,7 @@ def sharded_call(jk, axis_name, planes: dict):
     def body(*values):
         planes = dict(zip(names, values, strict=True))
         got = run.drive({n: planes[n] for n in ops}, {n: planes[f"#prior:{n}"] for n in priors}, lanes,
-                        lambda h, o: fire(h, o, h.call.aliases), combine, refuse, lambda a, b: a + b, halo)
+                        lambda h, o: fire(h, o, h.call.aliases), combine, refuse, lambda a, b: a + b, halo, move)
         return {n: pick(*v) for n, v in got.items()}
 
     args = [*ops.values(), *priors.values()]

@@ -36,6 +36,51 @@ class Partitioned:
         f.def_partition(partition=self._partition, infer_sharding_from_operands=self._infer,
                         sharding_rule=self._rule(avals, out, nla))
         self.fn = f
+        self.avals = avals
+        self._diff = None
+
+    def differentiable(self):
+        """The partitioned call with a custom VJP: its backward is the adjoint kernel (hawk/reverse) called the same
+        way (partitioned by its inputs' shardings, which are the forward's and the cotangents'), so gradients are
+        the sharded adjoint's: bitwise plan.reverse's (eagle/distributed/grads.py)."""
+        if self._diff is None:
+            f = jax.custom_vjp(lambda *ops: self.fn(*ops))
+            f.defvjp(lambda *ops: (self.fn(*ops), ops), self._backward)
+            self._diff = f
+        return self._diff
+
+    def _backward(self, ops: tuple, gs: tuple) -> tuple:
+        import jax.numpy as jnp
+
+        from eagle.distributed.grads import FLOATS, adjoint_plan, renamed
+        from eagle.jax import JaxKernel
+        from eagle.reverse import cotangents, forward_of
+
+        jk = self.jk
+        planes = dict(zip(self.names, ops, strict=True))
+        cot = dict(zip(self.result_names, gs, strict=True))
+        grads = {n: jnp.asarray(cot[n]).reshape(planes[n].shape).astype(planes[n].dtype) for n in self.names
+                 if jk.kinds[n] == "sink" and n in cot}  # a sink's prior content: one more term of each slot
+        wrt = tuple(n for n in self.names if jk.kinds[n] in FLOATS)
+        if wrt:
+            lane = [(a, d) for a, d in zip(self.avals, self.lane_dims, strict=True) if d is not None]
+            extents = tuple(lane[0][0].shape[lane[0][1]:]) if lane else ()
+            dtype = np.dtype(next((planes[n].dtype for n in wrt if jk.kinds[n] != "param"), planes[wrt[0]].dtype))
+            adj, design = adjoint_plan(jk.plan, wrt, extents, "a mesh axis (partition=True)")
+            ak = jk._adjoints.get(("partition", id(adj)))
+            if ak is None:
+                ak = jk._adjoints[("partition", id(adj))] = JaxKernel(adj.kernel, plan=adj, partition=True)
+            inputs = {n: planes[n].reshape(()) if jk.kinds[n] == "param" else planes[n] for n in self.names
+                      if jk.kinds[n] in (*FLOATS, "index")}
+            cts = cotangents(forward_of(jk.plan), design, cot, extents, dtype, xp=jnp, strict=False)
+            try:
+                got = ak(**inputs, **cts, **self.grid)
+            except InputError as exc:
+                raise renamed(jk.name, exc) from None
+            got = got if isinstance(got, dict) else {next(iter(design.grad.values())): got}
+            for x in wrt:
+                grads[x] = got[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype)
+        return tuple(grads.get(n) for n in self.names)
 
     def _planes(self, ops) -> dict:
         planes = dict(zip(self.names, ops, strict=True))
@@ -137,5 +182,5 @@ def partitioned_call(jk, planes: dict):
     if part is None:
         avals = [jax.ShapeDtypeStruct(o.shape, o.dtype) for o in ops]
         part = jk._calls[key] = Partitioned(jk, names, lane_dims, grid, avals)
-    res = dict(zip(part.result_names, part.fn(*ops), strict=True))
+    res = dict(zip(part.result_names, part.differentiable()(*ops), strict=True))
     return res[part.result_names[0]] if len(res) == 1 else res

@@ -6,20 +6,24 @@ coordinates); `needed_chunks` says how many chunks the shards need per stage; `S
 lanes half (C chunks, and each shard's geometry) and a finish half (S * C chunks; S shards). `drive` walks the
 stages with callables the framework supplies: `lanes(half, operands)` and `finish(half, operands)` fire a half
 (an XLA custom call, or a ctypes call), `combine(kind, array)` is the cross-shard collective for one state buffer
-(gather along the chunk axis, int64 sum, float sum; the #err triples are gathered), `refuse(half, err)` looks at
+(gather along the chunk axis, int64 sum, float sum, an integer sum of a scan's block totals' bits, each written by
+one shard; the #err triples are gathered), `refuse(half, err)` looks at
 the gathered #err before the finish half (it raises, or fails the XLA program, on every shard alike: a key outside
 a sink on any shard), `add(a, b)` adds a sink's prior content, `halo(a, rows)` surrounds a plane with its
-neighbours' rows. What comes back says where each of Plan.run's results lies:
-per-lane outputs are the shard's own (its lanes), cells and sinks are the whole run's, the same on every shard.
+neighbours' rows, and a `Move` passes the few lanes of scan blocks that straddle shards (Reach.block: every shard
+runs whole blocks at their global lane numbers, bitwise the one-device scan). What comes back says where each of
+Plan.run's results lies: per-lane outputs are the shard's own (its lanes), cells and sinks are the whole run's, the
+same on every shard.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 
-from eagle.distributed.geometry import bounds, geometry
+from eagle.distributed.geometry import bounds, geometry, realigned
 from eagle.distributed.stages import ERR, FSUM, Half, check_shardable, finish_stage, lanes_stage
 from eagle.errors import InputError
 
@@ -35,9 +39,10 @@ def bind_sharded(plan, planes: dict, where: str):
                          f"write in place here; leave it out (a sink's prior content: pass it as `{n}=` to the "
                          f"wrapped call, which adds it once)")
     cache = plan.__dict__.setdefault("_shard_reach", {})
-    how = cache.get((b.spec, where))
+    row = math.prod(b.extents[1:]) if len(b.extents) > 1 else 0
+    how = cache.get((b.spec, where, row))
     if how is None:
-        how = cache[(b.spec, where)] = check_shardable(plan, b.spec, where)
+        how = cache[(b.spec, where, row)] = check_shardable(plan, b.spec, where, row)
     return b, how
 
 
@@ -52,31 +57,49 @@ class ShardedRun:
     all) of each shard whose geometry a call may need (every shard for JAX, whose program is the same on all;
     this rank's for torch); `counts` the chunks every shard runs per stage (at least `needed_chunks`)."""
 
-    def __init__(self, plan, b, how, shards: int, spans: list[tuple[int, int]], counts: list[int]):
+    def __init__(self, plan, b, how, shards: int, spans: list[tuple[int, int]], counts: list[int],
+                 starts: list[int] | None = None):
         self.name, self.shards, self.how = plan.kernel.name, shards, how
         self.halves: list[tuple[Half, Half]] = []
+        self.lanes = b.lanes
+        total, tail = 0, 0
+        if how.block:  # shards run whole scan blocks: `starts` are every shard's first row, then the row count
+            w = math.prod(b.extents[1:])
+            total, tail = starts[-1] * w, how.block
+            self.tails, self.heads = realigned([r * w for r in starts], how.block)
         cuts: dict = {}
         for k, c in enumerate(counts):
-            lh = lanes_stage(plan, b, k, c, cuts)
+            lh = lanes_stage(plan, b, k, c, cuts, total, tail)
             lh.geo = np.stack([geometry(plan, b, k, lh, how, r0, rows) for r0, rows in spans])
-            fh = finish_stage(plan, b, k, c * shards, cuts)
+            fh = finish_stage(plan, b, k, c * shards, cuts, total)
             self.halves.append((lh, fh))
             cuts.update(fh.call.stages[0].cells_out)
         self.dtype, self.extents = b.dtype, tuple(b.extents)
 
     def drive(self, planes: dict, priors: dict, lanes: Callable, finish: Callable, combine: Callable,
-              refuse: Callable, add: Callable, halo: Callable) -> dict:
+              refuse: Callable, add: Callable, halo: Callable, move: Move | None = None) -> dict:
         """Run every stage: `planes` by name (inputs as the lanes half takes them, Params as 1-element arrays),
         `priors` a sink's prior content by name; `halo(array, rows)` gives a plane with `rows` rows of each
-        neighbour shard around it (zeros past the grid's edges). Returns, by name, where each result lies."""
+        neighbour shard around it (zeros past the grid's edges); `move` passes lanes between neighbouring shards
+        when they run whole scan blocks (Reach.block). Returns, by name, where each result lies."""
         planes = dict(planes)
         for n, h in self.how.halo.items():
             if h and n in planes:
                 planes[n] = halo(planes[n], h)
+        if self.how.block:  # each per-lane plane followed by the lanes this shard runs past its own
+            lane_planes = {n for lh, _ in self.halves for n, r in zip(lh.names, lh.roles, strict=False)
+                           if r in ("in", "index")}
+            for n in sorted(lane_planes & set(planes)):  # (in one order on every shard: collectives)
+                planes[n] = move.extend(planes[n], self.tails)
         out: dict = {}
         cut: dict = {}
         for lh, fh in self.halves:
             got = lanes(lh, [planes[n] if n in planes else cut[n] for n in lh.names])
+            if self.how.block:  # per-lane outputs: the shard's own lanes, wherever they ran
+                got = list(got)
+                for i in range(len(lh.results)):
+                    if lh.kinds[i] is None and lh.roles[len(lh.operands) + i] == "out":
+                        got[i] = move.settle(got[i], self.lanes, self.heads)
             for name, (j, off, shape) in lh.picks.items():
                 out[name] = (got, j, off, shape)
             fs = fh.call.stages[0]
@@ -96,6 +119,44 @@ class ShardedRun:
                 out[name] = (done, j, off, shape)
             cut.update({c: done[j] for c, j in fh.cells_out.items()})
         return {name: (rets, j, off, shape) for name, (rets, j, off, shape) in sorted(out.items())}
+
+
+SLACK = 64  # zeros after an extended plane: the compiled code may load a key plane up to 64 lanes past the lane
+# it runs, to prefetch a scatter's slot (clamped to the whole run's last lane: hawk/passes/lower/scatters.py)
+
+
+class Move:
+    """Lanes between shards that run whole scan blocks (eagle/distributed/geometry.py `realigned`), with the
+    framework's `gather(a)` (every shard's `unit`-value `a`, concatenated in shard order), `row(table)` (this
+    shard's row of a per-shard table) and array module `xp` (numpy or jax.numpy)."""
+
+    def __init__(self, xp, gather: Callable, row: Callable, unit: int):
+        self.xp, self.gather, self.row, self.unit = xp, gather, row, unit
+
+    def _every_shards(self, a):
+        """Every shard's `a` (at most `unit` values, padded with zeros), in one gather."""
+        xp = self.xp
+        return self.gather(xp.concatenate([a, xp.zeros(self.unit - a.shape[0], dtype=a.dtype)]))
+
+    def extend(self, a, tails: list):
+        """A per-lane plane's own lanes, then the `unit` lanes after them that this shard runs (zeros where not),
+        then SLACK zeros."""
+        xp = self.xp
+        a = a.reshape(-1)
+        got = self._every_shards(a[:self.unit])
+        src = self.row(tails)
+        tail = xp.where(src >= 0, got[xp.maximum(src, 0)], xp.zeros((), dtype=a.dtype))
+        return xp.concatenate([a, tail.astype(a.dtype), xp.zeros(SLACK, dtype=a.dtype)])
+
+    def settle(self, a, n: int, heads: list):
+        """A per-lane output of `n` own lanes then `unit` lanes run past them: the own lanes, each from the shard
+        that ran it."""
+        xp = self.xp
+        got = self._every_shards(a[n:n + self.unit])
+        src = self.row(heads)
+        m = src.shape[0]
+        head = xp.where(src >= 0, got[xp.maximum(src, 0)], a[:m])
+        return xp.concatenate([head, a[m:n]])
 
 
 def pick(rets, j: int, off: int, shape: tuple):

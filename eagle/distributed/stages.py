@@ -28,21 +28,23 @@ jit.
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 from eagle import native
 from eagle.distributed.reach import Reach, reach
 from eagle.errors import InputError
-from eagle.launch import Prepared
+from eagle.launch import Prepared, cell_index
 from eagle.native import cbuild
 from eagle.prepared import PreparedRun
-from hawk.abi.layout import has_scan
+from hawk.abi.layout import ORDERED_BLOCK, SCAN_BLOCK, has_scan, keyed_values, scan_values
 
-GATHER, ISUM, FSUM, ERR = "gather", "isum", "fsum", "err"
+GATHER, ISUM, FSUM, ERR, BITS = "gather", "isum", "fsum", "err", "bits"
 _SOURCE = Path(__file__).with_name("dist.c")
 _LOCK = threading.Lock()
 _LIB: list = []
@@ -80,6 +82,14 @@ def check_plan(half: Half) -> int:
     if getattr(half, "_check", None) is None:
         st = half.call.stages[0]
         msgs = half.call._sink_messages(st)
+        lay = st.launcher.lay
+        for k, buf in enumerate(lay.buffers):
+            if buf.role == "scan" and buf.name in lay.keyed:  # (Launcher.check_errors's words)
+                n = lay.keyed[buf.name]
+                text = (f"kernel '{half.call.name}': %lld lane(s) gave a keyed hawk.scan(x, by=key, keys={n}) a key "
+                        f"outside 0..{n - 1} (first bad key: %lld); a key of -1 leaves its lane out").encode()
+                msgs._keep.append(text)
+                msgs[k] = text
         name = half.call.name.encode()
         head = _DistCheck(name, ctypes.addressof(msgs), len(st.launcher.lay.buffers))
         half._check_keep = (msgs, name, head)
@@ -99,24 +109,23 @@ def skip_address() -> int:
 
 
 # ---- what a kernel may do across shards -----------------------------------------------------------------------
-def check_shardable(plan, spec, where: str) -> Reach:
+def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
     """How the kernel runs sharded (eagle/distributed/reach.py), refusing, by kernel and plane, what shards cannot
     compute from their own lanes and halos: `.at` reads that can reach any lane, reductions that keep lane axes,
-    stores with `= v` into sinks, hawk.reduce folds, hawk.scan, and (with global lane numbers) per-lane planes with a
-    payload, whose components the compiled code strides by the whole grid's lane count."""
+    stores with `= v` into sinks, hawk.reduce folds, reverse scans, scans beside halos, block reductions
+    whose slots a shard boundary could cut, and (with global lane numbers) per-lane planes with a payload, whose
+    components the compiled code strides by the whole grid's lane count. A kernel with a forward hawk.scan runs
+    each shard over whole scan blocks (Reach.block). `row`: lanes per leading coordinate (a Grid's row; 0 for 1-D
+    lanes)."""
     kernel = plan.kernel
     name = kernel.name
     how = reach(kernel, spec, where)
+    scans = False
     for k in range(kernel.stage_count):
         lay = kernel.layout(spec, k)
-        if has_scan(lay):
-            raise InputError(f"kernel '{name}': hawk.scan carries each block of lanes' offset from every block "
-                             f"before it, and a sharded run does not carry those offsets across shards yet; run it "
-                             f"unsharded")
-        if lay.blocks:
-            raise InputError(f"kernel '{name}': a block reduction (over trailing axes, read in the same stage: "
-                             f"docs/semantics.md \"Block reductions\") folds each kept slot's lanes in one launch, "
-                             f"and a sharded run does not keep a slot's lanes on one shard yet; run it unsharded")
+        _check_scans(name, lay, how)
+        scans = scans or has_scan(lay)
+        _check_blocks(kernel, lay, row)
         for r in lay.reductions:
             if r.kind == "fold":
                 raise InputError(f"kernel '{name}': hawk.reduce into '{r.cell}' folds blocks of lanes in a fixed "
@@ -128,13 +137,45 @@ def check_shardable(plan, spec, where: str) -> Reach:
         for s in lay.stored:
             raise InputError(f"kernel '{name}': sink '{s}' is stored into with `= v` (the last lane wins), which "
                              f"has no order across shards; scatter with `+=` (or max/min) instead")
+    if scans:  # shards start on scan blocks, and on every stage's chunk alignment (ordered blocks, kept spans)
+        spans = [kernel.layout(spec, k).parallel_span() for k in range(kernel.stage_count)]
+        how = replace(how, block=math.lcm(SCAN_BLOCK, *(math.lcm(s, ORDERED_BLOCK) for s in spans if s)))
     if how.global_lanes:
         for p in kernel.signature.planes:
             if p.kind in ("lane", "output") and p.payload.shape and not _is_cell(kernel, spec, p.name):
                 raise InputError(f"plane '{p.name}' of kernel '{name}': a {p.payload.shape} payload per lane, in "
-                                 f"a kernel that reads its {how.axis} coordinate or neighbours across shards; "
-                                 f"sharded stencils take Scalar planes (split the components into planes)")
+                                 f"a kernel that reads its {how.axis} coordinate, neighbours across shards or a "
+                                 f"scan; sharded, such a kernel takes Scalar planes (split the components into "
+                                 f"planes)")
     return how
+
+
+def _check_scans(name: str, lay, how: Reach) -> None:
+    """Refuse the scans a sharded run does not carry across shards: reverse scans (one fold down every lane of
+    the run), and any scan in a kernel whose shards exchange halos."""
+    for buf in lay.buffers:
+        if buf.role == "rscan":
+            raise InputError(f"kernel '{name}': a hawk.scan(..., reverse=True) folds every lane of the run in one "
+                             f"pass from the last lane down, which a sharded run does not split; "
+                             f"scan forwards (over the reversed lanes) or run unsharded")
+        if buf.role == "scan" and any(how.halo.values()):
+            raise InputError(f"kernel '{name}': a hawk.scan in a kernel that reads neighbours with .at (planes "
+                             f"{sorted(how.halo)}) is not run sharded; split the stencil and the scan into two "
+                             f"kernels")
+
+
+def _check_blocks(kernel, lay, row: int) -> None:
+    """A block reduction folds each kept slot's lanes within one launch: a shard must hold whole slots. Slots
+    over trailing Grid axes do (shards split the leading axis); any other span is refused."""
+    if not lay.blocks:
+        return
+    axes = kernel.signature.lane_axes()
+    for span, kind, _ in lay.blocks:
+        if not row or row % span:
+            raise InputError(f"kernel '{kernel.name}': a block hawk.{kind} over {span} lanes per kept slot (read "
+                             f"in the same stage) needs each slot's lanes on one shard, and shards split the "
+                             f"leading lane axis '{axes[0].label if axes else 'lane'}' ({row} lanes a row); reduce "
+                             f"over trailing axes only, or run unsharded")
 
 
 def _is_cell(kernel, spec, name: str) -> bool:
@@ -143,12 +184,21 @@ def _is_cell(kernel, spec, name: str) -> bool:
 
 
 # ---- the two halves ---------------------------------------------------------------------------------------------
+def _checks(launcher) -> bool:
+    """Whether a stage's lanes can refuse (its #err is gathered and looked at before the finish): a scatter that
+    checks its keys as it runs, or a keyed scan's keys."""
+    return launcher.checks_at_run_time or any(b.role == "scan" and b.name in launcher.lay.keyed
+                                              for b in launcher.lay.buffers)
+
+
 def _combine_kind(buf, lay, checks: bool) -> str | None:
     """How a partial-state buffer of the lanes half is combined across shards (None: not state, or a
     placeholder: #scratch with no partials, #exact with no ordered sums over every lane, #err in a stage that
     cannot refuse: `checks` is its launcher's checks_at_run_time)."""
     if buf.role == "err":
         return ERR if checks else None
+    if buf.role == "scan":  # block totals at global block numbers, each written by the one shard that runs it
+        return BITS
     if (buf.role == "scratch" and not lay.width) or (buf.name == "#exact" and not lay.exact_components):
         return None
     if buf.role in ("scratch", "pairs", "priv", "mark") or (buf.role == "exact" and buf.name == "#exact"):
@@ -211,32 +261,46 @@ def _picks(stage: Prepared, wanted: set[str], results: list[int]) -> dict:
     return out
 
 
-def lanes_stage(plan, b, k: int, chunks: int, cuts: dict) -> Half:
+def lanes_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0, tail: int = 0) -> Half:
     """Stage k's lanes over one shard in exactly `chunks` chunks, finish skipped (each chunk's meta is filled per
-    call: eagle/distributed/geometry.py). Operands: the input planes then the cut cells; results: per-lane outputs
-    (kind None), then the partial state."""
+    call: eagle/distributed/geometry.py). Operands: the input planes then the cut cells (and a scan's block
+    offsets); results: per-lane outputs (kind None), then the partial state. `total`: the whole run's lanes (a
+    scan's block totals are the whole run's blocks); `tail`: lanes a per-lane output holds past the shard's own
+    (a shard realigned to scan blocks runs into the next shard's first lanes: Reach.block)."""
     lib, launcher = plan.prepare(b.spec, k)
     recipe: list = []
     bufs, res, copies, resets, _ = launcher.buffers(b, chunks, dict(cuts), staged=False, recipe=recipe)
     bufs[launcher.meta_k][:2] = (0, b.lanes)
     lay = launcher.lay
+    _whole_run_scans(lay, bufs, total)
     ops, outs, kinds, names = [], [], [], []
     for j, buf in enumerate(lay.buffers):
-        kind = _combine_kind(buf, lay, launcher.checks_at_run_time)
-        if buf.role in ("in", "index", "param", "table", "cut"):
+        kind = _combine_kind(buf, lay, _checks(launcher))
+        if buf.role in ("in", "index", "param", "table", "cut", "scanoff"):
             ops.append(j)
             names.append(buf.name)
+            if buf.role == "scanoff" and buf.name in lay.keyed:  # written too: its second half, running values
+                outs.append(j)
+                kinds.append(None)
         elif buf.role == "out" or kind is not None:
             outs.append(j)
             kinds.append(kind)
-            if kind in (ISUM, FSUM) or buf.role == "out":  # added into by the lanes: starts at zero here
+            if kind in (ISUM, FSUM, BITS) or buf.role == "out":  # written by the lanes: starts at zero here
                 resets.append((bufs[j], 0))
+    outputs = {bb.name for bb in lay.buffers if bb.role == "out"}
+    picks = _picks(SimpleNamespace(results=res, buffers=bufs), outputs, outs)
+    if tail:
+        wide = [j for j in outs if lay.buffers[j].role == "out"]
+        old = [bufs[j] for j in wide]
+        for j in wide:
+            bufs[j] = np.zeros(bufs[j].size + tail, dtype=bufs[j].dtype)
+        resets = [(a, f) for a, f in resets if not any(a is o for o in old)] + [(bufs[j], 0) for j in wide]
     metas = [np.zeros(4 + len(b.extents), dtype=np.int64) for _ in range(chunks)]
     st = Prepared(launcher, lib, bufs, metas, chunks, res, copies, _unique(resets), (), recipe)
     st.args.stage.finish = skip_address()
-    half = Half(StageCall(plan.kernel.name, st, ops, outs), ops, outs, kinds, names)
-    outputs = {bb.name for bb in lay.buffers if bb.role == "out"}
-    half.picks = _picks(st, outputs, outs)
+    aliases = {ops.index(j): i for i, j in enumerate(outs) if j in ops}
+    half = Half(StageCall(plan.kernel.name, st, ops, outs, aliases), ops, outs, kinds, names)
+    half.picks = picks
     half.roles = [lay.buffers[j].role for j in ops + outs]
     half.planes = [lay.buffers[j].name for j in ops + outs]
     half.elem = [bufs[j].itemsize for j in ops + outs]  # (bytes per element: what dist.c shifts by)
@@ -244,17 +308,19 @@ def lanes_stage(plan, b, k: int, chunks: int, cuts: dict) -> Half:
     return half
 
 
-def finish_stage(plan, b, k: int, chunks: int, cuts: dict) -> Half:
+def finish_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0) -> Half:
     """Stage k's finish alone over `chunks` chunks of combined state. Operands: the cut cells, then the state in
     the lanes half's order (each aliased to a result, since the finish combines in place); results: the aliased
-    state, then the cells (user cells and cells for later stages)."""
+    state, then the cells (user cells and cells for later stages; a scan's block offsets are its aliased
+    totals, turned into offsets in place). `total`: the whole run's lanes."""
     lib, launcher = plan.prepare(b.spec, k)
     recipe: list = []
     bufs, res, copies, _, _ = launcher.buffers(b, chunks, dict(cuts), staged=False, recipe=recipe)
     bufs[launcher.meta_k][:2] = (0, b.lanes)
     lay = launcher.lay
-    cut_ops = [j for j, buf in enumerate(lay.buffers) if buf.role == "cut"]
-    state = [j for j, buf in enumerate(lay.buffers) if _combine_kind(buf, lay, launcher.checks_at_run_time) is not None]
+    _whole_run_scans(lay, bufs, total)
+    cut_ops = [j for j, buf in enumerate(lay.buffers) if buf.role in ("cut", "scanoff")]
+    state = [j for j, buf in enumerate(lay.buffers) if _combine_kind(buf, lay, _checks(launcher)) is not None]
     cells = [j for j, buf in enumerate(lay.buffers) if buf.role == "cell"]
     metas = [np.array([0, 0, c, b.lanes, *b.extents], dtype=np.int64) for c in range(chunks)] if chunks > 1 \
         else None
@@ -268,9 +334,19 @@ def finish_stage(plan, b, k: int, chunks: int, cuts: dict) -> Half:
                 names=[lay.buffers[j].name for j in cut_ops])
     wanted = {bb.name for bb in lay.buffers if bb.role in ("cell", "sink")}
     half.picks = _picks(st, wanted, results)
-    half.cells_out = {c: results.index(lay.buffer_index(c, "cell")) for c in lay.cells_out}
+    half.cells_out = {c: results.index(cell_index(lay, c)) for c in lay.cells_out}
     _let_go(st)
     return half
+
+
+def _whole_run_scans(lay, bufs: list, total: int) -> None:
+    """A scan's block totals sized for the whole run's blocks (a shard writes those of the blocks it runs, at
+    their global numbers; 0: the shard's own)."""
+    if total:
+        for j, buf in enumerate(lay.buffers):
+            if buf.role == "scan":
+                size = keyed_values(total, lay.keyed[buf.name]) if buf.name in lay.keyed else scan_values(total)
+                bufs[j] = np.zeros(size, dtype=bufs[j].dtype)
 
 
 _SPARE = np.zeros(64)  # where a finish half's per-lane slots point: it never reads them

@@ -24,8 +24,8 @@ import torch.distributed as dist
 from eagle import native
 from eagle.distributed.geometry import run_python
 from eagle.distributed.grads import FLOATS, adjoint_plan, renamed
-from eagle.distributed.run import ShardedRun, bind_sharded, needed_chunks, pick
-from eagle.distributed.stages import ERR, GATHER, refusal
+from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
+from eagle.distributed.stages import BITS, ERR, GATHER, refusal
 from eagle.errors import InputError
 from eagle.interop import as_host_array
 
@@ -163,12 +163,13 @@ def _run(tk, group, planes: dict) -> tuple[dict, object]:
     agreed = torch.tensor(needed_chunks(tk.plan, b, how, span), dtype=torch.int64)
     dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=group)
     counts = [int(c) for c in agreed]
-    key = ("shard", id(group), shards, r0, total, tuple(counts),
+    starts = [0, *np.cumsum(rows.numpy()).tolist()]
+    key = ("shard", id(group), shards, tuple(starts) if how.block else (r0, total), tuple(counts),
            tuple(sorted((n, a.shape, a.dtype.str) for n, a in b.arrays.items())), tuple(sorted(grid.items())))
     runs = tk.__dict__.setdefault("_shard_runs", {})
     run = runs.get(key)
     if run is None:
-        run = runs[key] = ShardedRun(tk.plan, b, how, shards, span, counts)
+        run = runs[key] = ShardedRun(tk.plan, b, how, shards, span, counts, starts)
     ops = {n: b.arrays[n] for n in arrays}
     ops.update({n: np.array([v], dtype=run.dtype) for n, v in params.items()})
     pri = {n: np.ascontiguousarray(p, dtype=run.dtype).reshape(-1) for n, p in priors.items()}
@@ -177,6 +178,8 @@ def _run(tk, group, planes: dict) -> tuple[dict, object]:
     def lanes(half, operands):
         operands = [np.ascontiguousarray(o).reshape(-1) for o in operands]
         rets = [np.empty(shape, dtype) for shape, dtype in half.call.rets]
+        for i, j in half.call.aliases.items():  # (a keyed scan's offsets: written in place)
+            operands[i] = rets[j] = np.array(operands[i])
         run_python(half, half.geo[0], operands, rets)
         return rets
 
@@ -188,20 +191,27 @@ def _run(tk, group, planes: dict) -> tuple[dict, object]:
         half.call.run_native([native.address(a) if a.size else 0 for a in operands + rets])
         return rets
 
+    def gather(a):
+        t = torch.from_numpy(np.ascontiguousarray(a))
+        parts = [torch.empty_like(t) for _ in range(shards)]
+        dist.all_gather(parts, t, group=group)
+        return torch.cat(parts).numpy()
+
     def combine(kind, a):
-        t = torch.from_numpy(a)
         if kind in (GATHER, ERR):
-            parts = [torch.empty_like(t) for _ in range(shards)]
-            dist.all_gather(parts, t, group=group)
-            return torch.cat(parts).numpy()
-        dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
+            return gather(a)
+        if kind == BITS and a.dtype.kind == "f":  # one rank's bits per entry, zeros elsewhere: an integer sum
+            dist.all_reduce(torch.from_numpy(a.view(f"i{a.itemsize}")), op=dist.ReduceOp.SUM, group=group)
+            return a
+        dist.all_reduce(torch.from_numpy(a), op=dist.ReduceOp.SUM, group=group)
         return a
 
     def refuse(half, err):  # the same gathered #err on every rank: all raise alike, before any finish
         refusal(half, err)
         return err
 
-    got = run.drive(ops, pri, lanes, finish, combine, refuse, lambda a, p: a + p, edges)
+    move = Move(np, gather, lambda table: table[rank], how.block)
+    got = run.drive(ops, pri, lanes, finish, combine, refuse, lambda a, p: a + p, edges, move)
     return {n: torch.from_numpy(np.array(pick(*v))) for n, v in got.items()}, b
 
 
