@@ -118,6 +118,42 @@ def test_long_runs_across_blocks_and_threads():
     assert np.asarray(unique(k, threads=2)[1]).tolist() == [5000] * 7
 
 
+def _block_rule_sums(keys: np.ndarray, values: np.ndarray, block: int = 4096) -> list:
+    """docs/algorithms.md's promise for float sums: a run's part in each block summed in order (from -0.0),
+    the parts of the blocks before its last added in block order, then its lanes in the last block one by one."""
+    sums = []
+    for lo, hi in zip(*_run_bounds(keys), strict=True):
+        total, i = None, lo
+        while i < hi:
+            end = min(hi, (i // block + 1) * block)
+            if end == hi:  # the run's last block: its lanes onto the total so far
+                for x in values[i:end]:
+                    total = x if total is None else total + x
+            else:
+                part = -0.0
+                for x in values[i:end]:
+                    part = part + x
+                total = part if total is None else total + part
+            i = end
+        sums.append(total)
+    return sums
+
+
+def _run_bounds(keys: np.ndarray) -> tuple[list, list]:
+    starts = [0] + [i for i in range(1, keys.size) if keys[i] != keys[i - 1]]
+    return starts, starts[1:] + [keys.size]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_float_sums_keep_the_documented_block_rule(threads):
+    lengths = [3, 9000, 4096, 1, 12300, 5, 4000, 200, 8193]  # runs inside one block and across one to three
+    k = np.repeat(np.arange(len(lengths)) * 3 - 4, lengths)
+    v = np.random.default_rng(14).standard_normal(k.size) * 10.0 ** np.random.default_rng(15).integers(-6, 6, k.size)
+    want = np.array(_block_rule_sums(k, v)).tobytes()
+    assert np.asarray(reduce_by_key(k, v, threads=threads)[1]).tobytes() == want
+    assert np.asarray(reduce_by_key(k.astype(np.float64), v, threads=threads)[1]).tobytes() == want
+
+
 def test_n_rules_and_errors():
     k, v = np.array([1, 1, 2, 3]), np.arange(4.0)
     u, s = reduce_by_key(k, v, 3)

@@ -93,6 +93,7 @@ class Lowering:
         self.scans: dict = {}  # scan cell -> (operator, value type) of the block totals this stage writes (scan.py)
         self.n_scans = 0  # chunk-state slots of scans' running values (the last of the chunk state)
         self.scan_blocked = False  # scan.scan_driver starts and ends each block's scans around its lane loop
+        self.scan_tails: dict[int, int] = {}  # scan_driver: segmented totals folded after the loop (slot -> last)
         self.n_flags = 0
         self.reductions = self.full_iter = None  # rewrite_ops: the reductions in op order
 
@@ -103,7 +104,8 @@ class Lowering:
     # ---- arguments ---------------------------------------------------------------------------------
     def arg_types(self) -> list[ir.Type]:
         dyn = ir.ShapedType.get_dynamic_size()
-        elem = {"f": self.e.f, "f64": self.e.f64, "i32": ir.IntegerType.get_signless(32), "i64": self.e.i64}
+        elem = {"f": self.e.f, "f32": ir.F32Type.get(), "f64": self.e.f64, "i8": ir.IntegerType.get_signless(8),
+                "i16": ir.IntegerType.get_signless(16), "i32": ir.IntegerType.get_signless(32), "i64": self.e.i64}
         return [ir.MemRefType.get([dyn], elem[b.dtype]) for b in self.lay.buffers]
 
     def args(self, f) -> dict[tuple[str, str], ir.Value]:

@@ -14,7 +14,10 @@ chunk and a GPU thread of the chunk form always start on a block: Layout.paralle
               lane starts afresh: inclusive y = x, exclusive y = identity.
 
 Where the lane loop would be flat, `scan_driver` cuts it at block boundaries and starts each block's running
-values (identity or offset) outside the lanes' loop and writes the totals after it; under the other loop shapes
+values (identity or offset) outside the lanes' loop and writes the totals after it. Two shortcuts there change
+no bit: a segmented total (reset=) of a value computed from the lane alone keeps no running value per lane (the
+loop finds the block's last flagged lane; a tail loop folds the value from there: what the chain would hold),
+and with neighbour reads a block's interior runs without their clamps (scan_interior.py). Under the other shapes
 (blocked chains, nested or column rows) the rules do it per lane with a select at a block's first lane and a
 guarded store at its last. Either way every target runs the same operations (a GPU thread runs a block as a
 host chunk does), so the bits never depend on threads, loop shape or target.
@@ -40,7 +43,8 @@ from mlir.dialects import scf
 from hawk.abi.layout import SCAN_BLOCK, SCAN_ENTRY
 from hawk.ir.access import scan_cell, scan_keys, scan_mode, scan_op, scan_order, scan_reset, scan_reverse, scan_value
 from hawk.ir.dialect import is_hawk
-from hawk.passes.lower.context import Lowering, rule
+from hawk.passes.lower import scan_interior
+from hawk.passes.lower.context import Lowering, clone_ops, rewrite_ops, rule
 from hawk.passes.lower.scan_keyed import finish_keyed, keyed_apply, keyed_totals
 
 _SLOT = "hawk.scan_slot"  # where a scan's running value sits among the loop's iter_args (copies keep it)
@@ -132,11 +136,18 @@ def scan_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
     """The flat lane loop cut at SCAN_BLOCK boundaries: for block: (start the scans' running values) for lane:
     body; (write the block totals). A block's running values start outside its lane loop, so each lane costs
     one operation of the scan's chain (an integer total's loop is a plain reduction LLVM vectorizes). Chunks
-    start on a block (Layout.parallel_span), so a chunk's first block starts from its offset as every other."""
+    start on a block (Layout.parallel_span), so a chunk's first block starts from its offset as every other.
+
+    A segmented total (reset=) whose value is a pure function of the lane (`lane_slice`) keeps no running
+    value in the lanes' loop: the loop only tracks the block's last flagged lane, and a tail loop after it
+    folds the value from there to the block's end (recomputed from the lane), which is all the total holds:
+    the same operations in the same order as the chain, so the same bits, without a float chain per lane."""
     from hawk.passes.lower.chunk_loops import lower_body
 
     e = cx.e
     ops = _forward_ops(body)
+    tails = [(op, sl) for op in ops if is_hawk(op, "scan_totals") and scan_reset(op) is not None
+             for sl in [lane_slice(body, scan_value(op))] if sl is not None]
     B = e.c(SCAN_BLOCK)
     blo = e.op("arith.divui", cx.lo, B)
     bhi = e.op("arith.divui", e.add_i(cx.hi, e.c(SCAN_BLOCK - 1)), B)
@@ -156,21 +167,94 @@ def scan_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
                 inits[k] = identity(cx, scan_op(op), t)
                 if scan_reset(op) is not None:
                     inits[k + 1] = e.c(0, e.i1)
-        inner = scf.ForOp(start, end, e.c(1), inits)
-        with ir.InsertionPoint(inner.body):
-            anchor = scf.YieldOp(list(inner.inner_iter_args))
+        n = len(inits)
+        state = inits + [start] * len(tails)  # (+ each tail's last flagged lane)
         totals = [(scan_cell(op), _slot(op), scan_value(op).type, scan_reset(op) is not None)
                   for op in ops if is_hawk(op, "scan_totals")]
+        m = scan_interior.margin(cx, body)
+        cx.scan_tails = {_slot(op): n + j for j, (op, _) in enumerate(tails)}
         cx.scan_blocked = True
-        lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
-        cx.scan_blocked = False
-        res = list(inner.results)
+        if m:  # neighbour reads: the block's interior without their clamps (the body copied, not moved)
+            res = scan_interior.three_loops(cx, body, start, end, state, m)
+            pending = _tails(cx, tails, res, n, end)
+        else:
+            inner = scf.ForOp(start, end, e.c(1), state)
+            with ir.InsertionPoint(inner.body):
+                anchor = scf.YieldOp(list(inner.inner_iter_args))
+            res = list(inner.results)
+            pending = _tails(cx, tails, res, n, end)  # (copies of the body's ops, before they move)
+            lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
+        cx.scan_blocked, cx.scan_tails = False, {}
+        for k, (total, lowered) in pending:
+            for lane, clones in lowered:
+                cx.lane = lane
+                rewrite_ops(cx, clones)
+            res[k] = total
+        res = res[:n]
         for cell, k, t, flagged in totals:
             buf = cx.bufs[(cell, "scan")]
             e.store(res[k], buf, at)
             e.store(_flag_value(cx, res[k + 1] if flagged else e.c(0, e.i1), t), buf, e.add_i(at, e.c(1)))
         scf.YieldOp(res)
     return list(outer.results)
+
+
+_PURE_HAWK = ("lane", "load", "at", "param", "cut_read")  # hawk ops whose value depends on the lane only
+
+
+def lane_slice(body: ir.Block, x: ir.Value) -> list | None:
+    """The body's ops that compute x, in body order, when each is a pure function of the lane (arith/math ops
+    and reads of planes, params and earlier stages' totals) with scalar results; None otherwise."""
+    need, todo = set(), [x]
+    while todo:
+        v = todo.pop()
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            continue  # a block argument: the kernel's plane handles, which a copy may read too
+        op = owner.operation
+        name = op.name
+        if op.block != body or len(op.regions) or not (name.startswith(("arith.", "math."))
+                                                      or name in {f"hawk.{n}" for n in _PURE_HAWK}):
+            return None
+        if any(not isinstance(r.type, (ir.IntegerType, ir.FloatType, ir.IndexType)) for r in op.results):
+            return None
+        if op in need:
+            continue
+        need.add(op)
+        todo.extend(op.operands)
+    return [op for op in body.operations if op.operation in need]
+
+
+def _tails(cx: Lowering, tails: list, res: list[ir.Value], n: int, end: ir.Value) -> list:
+    """Each tail's (slot, _tail(...)), from the lane loops' final state `res` (a tail's last flagged lane
+    follows the n slots of the chunk state)."""
+    return [(_slot(op), _tail(cx, op, sl, res[n + j], res[_slot(op) + 1], end)) for j, (op, sl) in enumerate(tails)]
+
+
+def _tail(cx: Lowering, op, sl: list, last: ir.Value, found: ir.Value, end: ir.Value):
+    """A segmented total from its block's last flagged lane `last` (the block's first lane when `found` is
+    false) to `end`: x there (or identity (+) x), then (+) x of each later lane. Returns (the total, the slice
+    copies to lower for each lane value: [(lane, copies)]), built at the insertion point."""
+    e = cx.e
+    kind, t = scan_op(op), scan_value(op).type
+    x0, c0 = _copy_slice(sl, scan_value(op))
+    acc0 = e.select(found, x0, combine(cx, kind, identity(cx, kind, t), x0))
+    loop = scf.ForOp(e.add_i(last, e.c(1)), end, e.c(1), [acc0])
+    with ir.InsertionPoint(loop.body):
+        anchor = scf.YieldOp([loop.inner_iter_args[0]])
+        with ir.InsertionPoint(anchor):
+            x, c1 = _copy_slice(sl, scan_value(op))
+            new = combine(cx, kind, loop.inner_iter_args[0], x)
+        anchor.operation.erase()
+        scf.YieldOp([new])
+    return loop.results[0], [(last, c0), (loop.induction_variable, c1)]
+
+
+def _copy_slice(sl: list, x: ir.Value) -> tuple[ir.Value, list]:
+    """Copies of the slice's ops at the insertion point: (x's copy, the copies)."""
+    mapping: dict = {}
+    copies = clone_ops(sl, ir.InsertionPoint.current, mapping)
+    return mapping[x], copies
 
 
 @rule("hawk.scan")
@@ -191,6 +275,11 @@ def lower_scan_totals(cx: Lowering, op) -> None:
         return _store_lane(cx, op)
     k, x, reset, kind = _slot(op), scan_value(op), scan_reset(op), scan_op(op)
     blocked = cx.scan_blocked  # scan_driver starts each block's total and writes it out itself
+    if blocked and k in cx.scan_tails:  # the total is folded after the loop from the last flagged lane
+        j = cx.scan_tails[k]
+        cx.accs[j] = e.op("arith.maxui", cx.accs[j], e.select(reset, cx.lane, e.c(0)))  # (a max: vectorizes)
+        cx.accs[k + 1] = e.op("arith.ori", cx.accs[k + 1], reset)
+        return None
     start = None if blocked else _block_start(cx)
     prev = cx.accs[k] if blocked else e.select(start, identity(cx, kind, x.type), cx.accs[k])
     new = combine(cx, kind, prev, x)

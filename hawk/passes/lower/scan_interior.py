@@ -1,0 +1,158 @@
+"""A scan block's lanes in three loops: the lanes near either end of the run with the general body, and the
+interior, where reads at the lane's own index plus a constant cannot leave the run.
+
+The runs kernels (eagle/algorithms/_kernels_scan.py) compare each key with its neighbour's,
+`k.at(m.max(i - 1, 0))`, and test `i == 0`: per lane a clamp the user wrote, the clamp into [0, lanes - 1]
+every `.at` gets (hawk/passes/lower/planes.py), and a compare, none of which can change anything at least
+`margin` lanes from both ends. In the interior copy of the body (lanes [margin, lanes - margin)):
+  - `lane == c` and the other signed tests of the lane against a constant are decided where the range decides
+    them (grid.fold_coordinate_tests);
+  - `m.max(i - c, 0)` with c <= margin is `i - c`;
+  - a flat `.at` whose index is the lane plus a constant within the margin reads without the clamp, and one
+    whose index is `m.min(i + c, n)` (0 <= c <= margin) without its upper half.
+Every lane computes the same values as with the general body, so nothing about bits changes; the loops only
+lose work. One-axis kernels only (the flat index is then the lane).
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import scf
+
+from hawk.ir.access import at_coords, coord_axes, plane_name
+from hawk.ir.dialect import is_hawk
+from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
+from hawk.passes.lower.grid import fold_coordinate_tests
+from hawk.passes.lower.planes import plane_read
+
+_MAXSI = "arith.maxsi"
+
+
+def _const(v: ir.Value) -> int | None:
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant" or not isinstance(v.type, ir.IntegerType):
+        return None
+    return ir.IntegerAttr(owner.attributes["value"]).value
+
+
+def lane_offset(v: ir.Value) -> int | None:
+    """c when v is the lane plus (or minus) constants, else None."""
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return None
+    if is_hawk(owner, "lane"):
+        return 0
+    if owner.name in ("arith.addi", "arith.subi"):
+        base, k = owner.operands
+        c, b = _const(k), lane_offset(base)
+        if c is None or b is None:
+            return None
+        return b + c if owner.name == "arith.addi" else b - c
+    return None
+
+
+def _clamped_below(v: ir.Value) -> int | None:
+    """c <= 0 when v is `max(lane + c, 0)` (either operand order), else None."""
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.name != _MAXSI:
+        return None
+    a, b = owner.operands
+    for x, z in ((a, b), (b, a)):
+        off = lane_offset(x)
+        if off is not None and off <= 0 and _const(z) == 0:
+            return off
+    return None
+
+
+def _index_offset(op) -> int | None:
+    """The constant offset from the lane of a flat `.at` index (`i + c`, `max(i - c, 0)`, `min(i + c, n)`), else
+    None."""
+    if coord_axes(op) != ["#"]:
+        return None
+    v = at_coords(op)[0]
+    off = lane_offset(v)
+    if off is None and not isinstance(v.owner, ir.Block) and v.owner.name == "arith.minsi":
+        off = max((c for x in v.owner.operands if (c := lane_offset(x)) is not None and c >= 0), default=None)
+    return off if off is not None else _clamped_below(v)
+
+
+def margin(cx: Lowering, body: ir.Block) -> int:
+    """How far from both ends of the run the interior starts: the largest |offset| of the body's flat reads
+    at the lane plus a constant (0: none, or a kernel of several axes, where nothing is split)."""
+    if len(cx.axes) != 1:
+        return 0
+    found = [abs(off) for op in body.operations if is_hawk(op, "at")
+             for off in [_index_offset(op)] if off is not None]
+    return max(found, default=0)
+
+
+def three_loops(cx: Lowering, body: ir.Block, start: ir.Value, end: ir.Value, accs: list[ir.Value],
+                m: int) -> list[ir.Value]:
+    """Lanes [start, end) of one block as [start, a) general, [a, b) interior, [b, end) general, carrying
+    `accs` (the lane loop's state, which the rules update) through them: the final state."""
+    e = cx.e
+    a = e.op("arith.minui", e.op("arith.maxui", start, e.c(m)), end)
+    top = e.op("arith.subi", e.op("arith.maxui", cx.L, e.c(m)), e.c(m))
+    b = e.op("arith.maxui", a, e.op("arith.minui", end, top))
+    axis = cx.axes[0]
+    for lo, hi, interior in ((start, a, False), (a, b, True), (b, end, False)):
+        loop = scf.ForOp(lo, hi, e.c(1), accs)
+        with ir.InsertionPoint(loop.body):
+            anchor = scf.YieldOp(list(loop.inner_iter_args))
+        cx.lane, cx.accs, cx.j = loop.induction_variable, list(loop.inner_iter_args), None
+        copies = clone_body(cx, body, anchor)
+        direct = []  # (a flat read, whether its index may still be below 0)
+        if interior:
+            fold_coordinate_tests(copies, {axis: (m, None)})
+            _drop_low_clamps(copies, m)
+            direct = [(op, low) for op in copies if is_hawk(op, "at")
+                      for low in [_unclamped(op, m)] if low is not None]
+        skip = {d.operation for d, _ in direct}
+        rewrite_ops(cx, [op for op in copies if op.operation not in skip])
+        for op, low in direct:  # the index is inside the run (or at most the lane plus c): no clamp above
+            with ir.InsertionPoint(op), op.location:
+                i = e.to_index(at_coords(op)[0])
+                i = e.op("arith.maxsi", i, e.c(0)) if low else i
+                v = plane_read(cx, plane_name(op), i, op.results[0].type)
+            op.results[0].replace_all_uses_with(v)
+            op.operation.erase()
+        anchor.operation.erase()
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp(cx.accs)
+        accs = list(loop.results)
+    return accs
+
+
+def _unclamped(op, m: int) -> bool | None:
+    """For a flat read on an interior lane: False when its index is the lane plus c (|c| <= m: inside the
+    run), True when it is `min(lane + c, anything)` with 0 <= c <= m (never past the run's end, but maybe
+    below 0), None when the read keeps its clamps."""
+    if coord_axes(op) != ["#"]:
+        return None
+    v = at_coords(op)[0]
+    off = lane_offset(v)
+    if off is not None:
+        return False if abs(off) <= m else None
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.minsi":
+        return None
+    offs = [lane_offset(x) for x in owner.operands]
+    return True if any(c is not None and 0 <= c <= m for c in offs) else None
+
+
+def _drop_low_clamps(copies: list, m: int) -> None:
+    """`max(lane + c, 0)` with -m <= c <= 0 is `lane + c` on interior lanes."""
+    found = []
+
+    def visit(op):
+        if op.name == _MAXSI:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    for root in copies:
+        root.operation.walk(visit)
+    for op in found:
+        off = _clamped_below(op.results[0])
+        if off is not None and -off <= m:
+            a, b = op.operands
+            op.results[0].replace_all_uses_with(a if _const(a) is None else b)
