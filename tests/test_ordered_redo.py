@@ -73,14 +73,20 @@ def test_rerun_blocks_count_every_other_reduction_once(family, dtype):
             assert abs(float(out[name][0]) - exact) <= 1e-5 * scale, (where, name, out[name], exact)
 
 
-def test_term_buffer_only_where_the_body_writes():
-    # the route each kernel takes, read from its lowered lanes function: a body that stores keeps a term buffer
-    # (a stack buffer of ORDERED_BLOCK floats); one that only reads reruns instead and keeps none
-    with_store = xr_with_store.mlir("float64", after="lower-host-lanes")
-    read_only = xr_with_others.mlir("float64", after="lower-host-lanes")
-    assert "memref.alloca() : memref<1024xf64>" in with_store
-    assert "memref.alloca" not in read_only
-    # both loops ask for their inputs ahead of use and keep one lost-bit flag per chain
-    for text in (with_store, read_only):
-        assert "memref.prefetch" in text
-        assert "vector<8xi1>" in text
+def test_term_buffer_where_the_body_writes_or_the_chains_are_biased():
+    # the route each kernel takes, read from its lowered lanes function. float32: a body that stores keeps a
+    # term buffer (a stack buffer of ORDERED_BLOCK floats); one that only reads reruns instead and keeps none.
+    # float64: the biased chains retry a block from its term buffer, so both keep one.
+    with_store = xr_with_store.mlir("float32", after="lower-host-lanes")
+    read_only = xr_with_others.mlir("float32", after="lower-host-lanes")
+    assert "memref.alloca() : memref<1024xf32>" in with_store
+    assert "memref<1024xf32>" not in read_only
+    for kernel, n in ((xr_with_store, 1), (xr_with_others, 2)):
+        text = kernel.mlir("float64", after="lower-host-lanes")
+        assert f"memref.alloca() : memref<{1024 * n}xf64>" in text
+        # the chunk's own (high, low) vectors and bias per ordered component (a sum; a sum and a mean)
+        assert f"memref.alloca() : memref<{24 * n}xf64>" in text
+        assert "vector<8xi64>" in text  # one lost-bit flag per chain: bits ORed
+    # float32 chains: 16 side by side (one 512-bit vector), or 8 beside a compensated sum (its chains' grouping)
+    assert "vector<16xf32>" in with_store and "vector<16xi32>" in with_store
+    assert "vector<16xf32>" not in read_only and "vector<8xi32>" in read_only

@@ -19,7 +19,7 @@ from mlir.dialects import memref, scf
 
 from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
 from hawk.passes.host_emit import size
-from hawk.passes.lower import block, grid, reduce_full, scan, sorted_runs, split_scatters, state, wide
+from hawk.passes.lower import block, grid, ordered_chains, reduce_full, scan, sorted_runs, split_scatters, state, wide
 from hawk.passes.lower.context import Lowering, clone_body, rewrite, rewrite_ops
 from hawk.passes.lower.grid import own_offsets
 from hawk.passes.speculate import NO_SPECULATE
@@ -28,14 +28,20 @@ from hawk.passes.speculate import NO_SPECULATE
 def lanes_body(cx: Lowering, body: ir.Block) -> None:
     e = cx.e
     chunk0, chain0 = state.plan_state(cx, body)
-    # a full block whose chains lost a bit reruns the body rather than keep its terms (reduce_full.redo_block)
-    cx.recompute = bool(cx.n_terms) and reduce_full.can_recompute(cx, body)
+    cx.pair_w = ordered_chains.pair_width(cx)
+    chain0 = ordered_chains.widen_chain0(cx, chain0)
+    # (float32) a block whose chains lost a bit reruns the body rather than keep its terms (ordered_chains.py)
+    cx.recompute = bool(cx.n_terms) and ordered_chains.can_recompute(cx, body)
     cx.nested = None
+    if cx.n_terms:  # the chunk's own pairs take every exact full block's chain pairs (ordered_chains.py)
+        ordered_chains.start_chunk_pairs(cx)
     if block.has_blocks(body):  # block reductions: each tile's slot totals first (block.py), then the shape
         final = block.tiled(cx, body, chunk0, lambda state: drive(cx, body, state, chain0))
     else:
         final = drive(cx, body, chunk0, chain0)
     final = list(final)
+    if cx.n_terms:
+        ordered_chains.deposit_chunk_pairs(cx)
     reduce_full.finish_extrema(cx, final)
     scratch = cx.bufs[("#scratch", "scratch")]
     base = e.mul_i(cx.chunk, e.c(max(cx.lay.width, 1)))
@@ -225,9 +231,11 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
 def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.Value]) -> list[ir.Value]:
     """for block: full blocks run groups of CHAINS lanes as CHAINS straight-line copies of the body (lane j
     of a group feeds chain j; LLVM's SLP vectorizer packs the copies); a partial block runs lane by lane
-    under a guard."""
+    under a guard. Without compensated or wide sums (`ragged`), every block that starts in the chunk runs its
+    whole groups as chains and only its last < CHAINS lanes one by one."""
     e = cx.e
-    B, W = ORDERED_BLOCK, ORDERED_CHAINS
+    B, W = ORDERED_BLOCK, cx.pair_w  # (pair_w: more chains for float32 ordered sums, never with compensated)
+    ragged = not any(a.policy == "compensated" or a.wide for a in cx.full)  # (their chains' grouping is fixed)
     blo = e.op("arith.divui", cx.lo, e.c(B))
     bhi = e.op("arith.divui", e.add_i(cx.hi, e.c(B - 1)), e.c(B))
     nchunk = len(chunk0)
@@ -239,45 +247,51 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
         end = e.op("arith.minui", e.add_i(start, e.c(B)), cx.hi)
         inits = list(outer.inner_iter_args) + list(chain0)  # every block's chains start afresh
         cx.block_start = start
-        full = e.op("arith.andi", e.cmpi(9, start, cx.lo), e.cmpi(0, e.op("arith.subi", end, start), e.c(B)))
+        starts_in = e.cmpi(9, start, cx.lo)  # uge
+        if ragged:  # the groups of a block that starts in the chunk (all but its last < W lanes) run as chains
+            full = starts_in
+            cx.block_groups = e.select(full, e.op("arith.divui", e.op("arith.subi", end, start), e.c(W)), e.c(0))
+        else:
+            full = e.op("arith.andi", starts_in, e.cmpi(0, e.op("arith.subi", end, start), e.c(B)))
+            cx.block_groups = e.c(B // W)
         split = scf.IfOp(full, [v.type for v in inits], has_else=True)
         with ir.InsertionPoint(split.then_block):
-            fast = scf.ForOp(e.c(0), e.c(B // W), e.c(1), inits)
+            fast = scf.ForOp(e.c(0), cx.block_groups, e.c(1), ordered_chains.chain_inits(cx, inits, nchunk))
             with ir.InsertionPoint(fast.body):
                 fast_anchor = scf.YieldOp(list(fast.inner_iter_args))
-            reduce_full.flush_pairs(cx, list(fast.results), nchunk, body)
+            ordered_chains.flush_pairs(cx, list(fast.results), nchunk, body)
             scf.YieldOp(list(fast.results))
         with ir.InsertionPoint(split.else_block):
-            groups = scf.ForOp(e.c(0), e.c(B // W), e.c(1), inits)
-            with ir.InsertionPoint(groups.body):
-                inner = scf.ForOp(e.c(0), e.c(W), e.c(1), list(groups.inner_iter_args))
-                with ir.InsertionPoint(inner.body):
-                    j = inner.induction_variable
-                    lane = e.add_i(start, e.mul_i(groups.induction_variable, e.c(W)), j)
-                    cur = list(inner.inner_iter_args)
-                    guard, anchor = lane_guard(cx, lane, cx.lo, end, cur)
-                    scf.YieldOp(list(guard.results))
-                scf.YieldOp(list(inner.results))
-            scf.YieldOp(list(groups.results))
+            if ragged:  # the lanes after the groups, one by one (below)
+                scf.YieldOp(inits)
+            else:
+                guard, anchor, lane, cur, j = partial_block(cx, start, end, inits)
+        if ragged:
+            first = e.op("arith.maxui", e.add_i(start, e.mul_i(cx.block_groups, e.c(W))), cx.lo)
+            tail = scf.ForOp(first, end, e.c(1), list(split.results))
+            with ir.InsertionPoint(tail.body):
+                anchor = scf.YieldOp(list(tail.inner_iter_args))
+            guard, lane, cur, j = tail, tail.induction_variable, tail.inner_iter_args, tail.induction_variable
         # full blocks: CHAINS copies, lane j feeding chain j
         cx.accs = list(fast.inner_iter_args)
         cx.pending = {}
         if cx.n_terms:
             with ir.InsertionPoint(fast_anchor), body.owner.location:
-                prefetch_ahead(cx, e.add_i(start, e.mul_i(fast.induction_variable, e.c(W))))
+                cx.group_at = e.mul_i(fast.induction_variable, e.c(W))
+                prefetch_ahead(cx, e.add_i(start, cx.group_at))
         for jj in range(W):
             with ir.InsertionPoint(fast_anchor), body.owner.location:
                 cx.lane = e.add_i(start, e.mul_i(fast.induction_variable, e.c(W)), e.c(jj))
             cx.j = jj
             rewrite_ops(cx, clone_body(cx, body, fast_anchor))
         with ir.InsertionPoint(fast_anchor), body.owner.location:
-            reduce_full.ordered_chains_step(cx)
+            ordered_chains.ordered_chains_step(cx)
         fast_anchor.operation.erase()
         with ir.InsertionPoint(fast.body):
             scf.YieldOp(cx.accs)
-        # the partial block: one lane at a time, guarded
+        # the partial block (ragged: the lanes after the groups): one lane at a time
         lower_body(cx, body, anchor, guard, lane, cur, j)
-        res = list(split.results)
+        res = list(tail.results) if ragged else list(split.results)
         for acc in cx.full:
             if acc.policy != "compensated":
                 continue
@@ -291,6 +305,25 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
                     res[acc.slot + c], res[acc.slot + acc.n + c] = ns, e.add(nc, res[ks + acc.n])
         scf.YieldOp(res[:nchunk])
     return list(outer.results)
+
+
+def partial_block(cx: Lowering, start: ir.Value, end: ir.Value, inits: list[ir.Value]):
+    """A block not run as chains, lane by lane under a guard (lo <= lane < end): (the guard, its placeholder
+    yield, the lane, the state inside, the lane's index in its group); ends the current block with its yield."""
+    e = cx.e
+    W = ORDERED_CHAINS
+    groups = scf.ForOp(e.c(0), e.c(ORDERED_BLOCK // W), e.c(1), inits)
+    with ir.InsertionPoint(groups.body):
+        inner = scf.ForOp(e.c(0), e.c(W), e.c(1), list(groups.inner_iter_args))
+        with ir.InsertionPoint(inner.body):
+            j = inner.induction_variable
+            lane = e.add_i(start, e.mul_i(groups.induction_variable, e.c(W)), j)
+            cur = list(inner.inner_iter_args)
+            guard, anchor = lane_guard(cx, lane, cx.lo, end, cur)
+            scf.YieldOp(list(guard.results))
+        scf.YieldOp(list(inner.results))
+    scf.YieldOp(list(groups.results))
+    return guard, anchor, lane, cur, j
 
 
 PREFETCH_LANES = 1024  # how far ahead of a full block's group the ordered sums' loop asks for its inputs

@@ -1,8 +1,7 @@
 """Rules for reductions over every lane (hawk.reduce without kept axes), per policy: "fast" sums and max/min in
 the chunk state (max/min with NaN/zero flags on the host: host_emit.fast_extremum), "compensated" Neumaier
 pairs per chain, "ordered" terms into exact accumulators (hawk/passes/exact_emit.py), on the host through
-two-float chains over full blocks (`ordered_chain_step`, `flush_pairs`; a block whose chains lost a bit
-deposits its terms again, from a term buffer or by rerunning a body that writes nothing: `redo_block`).
+checked two-float chains over full blocks (ordered_chains.py).
 Wide payloads: wide.py. The hawk.reduce rule picks the reduction's form: a fold (folds.py), a kept-axis total
 (reduce_kept.py) or this.
 """
@@ -10,17 +9,13 @@ Wide payloads: wide.py. The hawk.reduce rule picks the reduction's form: a fold 
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import scf, vector
 
-from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
 from hawk.ir.access import reduce_mask, reduce_value
-from hawk.ir.build import create
 from hawk.passes import exact_emit
-from hawk.passes.lower import folds, planes, reduce_kept, wide
-from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops, rule
+from hawk.passes.lower import folds, ordered_chains, planes, reduce_kept, wide
+from hawk.passes.lower.context import Lowering, rule
 from hawk.passes.lower.state import Acc
 
-_UNE = 13  # arith.cmpf "une": unordered or not equal
 _UNO, _OEQ, _UEQ = 14, 1, 8  # arith.cmpf "uno" (either is NaN), "oeq", "ueq" (equal or either is NaN)
 
 
@@ -81,7 +76,7 @@ def reduce_full(cx: Lowering, op, acc: Acc) -> None:
         return new if mask is None else e.select(mask, new, old)
 
     if acc.policy == "ordered" and acc.pairs and isinstance(cx.j, int):  # a full block: chain j
-        ordered_chain_step(cx, acc, v, mask)
+        ordered_chains.ordered_chain_step(cx, acc, v, mask)
     elif acc.policy == "ordered":  # each component into this chunk's exact accumulator for it
         exact = cx.bufs[("#exact", "exact")]
         w = exact_emit.words_of(e.f)
@@ -92,7 +87,7 @@ def reduce_full(cx: Lowering, op, acc: Acc) -> None:
         for c, x in enumerate(xs):
             x = e.widen(x, e.f64)
             if isinstance(cx.j, int):  # a straight-line copy: its own chain
-                ks = nchunk_red_total(cx) + acc.chain + cx.j * 2 * acc.n + c
+                ks = ordered_chains.nchunk_red_total(cx) + acc.chain + cx.j * 2 * acc.n + c
                 kc = ks + acc.n
             else:
                 ks, kc = acc.slot + c, acc.slot + acc.n + c
@@ -116,137 +111,3 @@ def reduce_full(cx: Lowering, op, acc: Acc) -> None:
                         acc.n * (2 if acc.policy == "compensated" else 1))
         one = e.c(1, e.i64) if mask is None else e.op("arith.extui", mask, t=e.i64)
         s[k] = e.op("arith.addi", s[k], one)
-
-
-def term_buffer(cx: Lowering) -> ir.Value:
-    """The current block's terms of the ordered sums kept in pairs (component-major, ORDERED_BLOCK each)."""
-    return cx.temp(cx.n_terms * ORDERED_BLOCK, cx.e.f, tag="terms")
-
-
-def ordered_chain_step(cx: Lowering, acc: Acc, v: ir.Value, mask: ir.Value | None) -> None:
-    """Copy j of a group in a full block: the lane's terms kept for ordered_chains_step, which adds the
-    group's terms to the chains once every copy has run (one vector per component, its lanes loaded side by
-    side), and stored in the block's term buffer unless a lost-bit block reruns the body (cx.recompute)."""
-    e = cx.e
-    at = None if cx.recompute else e.op("arith.subi", cx.lane, cx.block_start)
-    for c, x in enumerate(e.elems(v, acc.r.payload)):
-        if mask is not None:
-            x = e.select(mask, x, e.cf(0.0))
-        if at is not None:
-            e.store(x, term_buffer(cx), e.add_i(at, e.c((acc.term_at + c) * ORDERED_BLOCK)))
-        cx.pending.setdefault((acc.chain, c), [None] * ORDERED_CHAINS)[cx.j] = x
-
-
-def ordered_chains_step(cx: Lowering) -> None:
-    """A group's terms (one per chain) into the chains' (high, low) pairs: two error-free TwoSums on
-    vectors of ORDERED_CHAINS lanes. When the second TwoSum's error is not zero a pair no longer holds its
-    chain's exact sum: the block's flag is set and flush_pairs deposits the block's terms instead (as it does
-    when a sum overflowed: once inf or NaN, a pair stays so to the block's end)."""
-    e = cx.e
-    s = cx.accs
-    lanes = ir.VectorType.get([ORDERED_CHAINS], e.f)
-    zero = e.splat(0.0, lanes)
-    bad = None
-    for acc in cx.full:
-        if not acc.pairs:
-            continue
-        for c in range(acc.n):
-            xv = create("vector.from_elements", cx.pending[(acc.chain, c)], [lanes]).result
-            k = nchunk_red_total(cx) + acc.chain + 2 * c
-            s1, e1 = e.two_sum(s[k], xv)
-            s2, e2 = e.two_sum(s[k + 1], e1)
-            s[k], s[k + 1] = s1, s2
-            lost = e.cmpf(_UNE, e2, zero)  # (a sum that overflows stays inf or NaN: flush_pairs looks)
-            bad = lost if bad is None else e.op("arith.ori", bad, lost)
-    if bad is None:
-        return
-    k = nchunk_red_total(cx) + cx.exact_flag  # a flag per chain, reduced once at the block's end
-    s[k] = e.op("arith.ori", s[k], bad)
-
-
-def any_of(cx: Lowering, flags: ir.Value) -> ir.Value:
-    """Whether any entry of a vector of i1 is set."""
-    kind = {"kind": ir.Attribute.parse("#vector.kind<or>")}
-    return create("vector.reduction", [flags], [cx.e.i1], kind).result
-
-
-def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int, body: ir.Block) -> None:
-    """The end of a full block: deposit each chain's (high, low) pair into the chunk's exact accumulators,
-    or, when a chain lost a bit, the block's terms one by one (from the term buffer, or recomputed by the
-    body when cx.recompute). Either way the accumulators gain exactly the block's terms."""
-    if cx.exact_flag is None:
-        return
-    e = cx.e
-    exact = cx.bufs[("#exact", "exact")]
-    w = exact_emit.words_of(e.f)
-    chunk_base = e.mul_i(cx.chunk, e.c(cx.lay.exact_width(exact_emit.fmt(e.f))))
-    redo = res[nchunk + cx.exact_flag]
-    lanes = ir.VectorType.get([ORDERED_CHAINS], e.f)
-    for acc in cx.full:
-        for k in range(acc.chain, acc.chain + 2 * acc.n) if acc.pairs else ():
-            v = res[nchunk + k]  # v - v is NaN where v is inf or NaN
-            redo = e.op("arith.ori", redo, e.cmpf(_UNE, e.op("arith.subf", v, v), e.splat(0.0, lanes)))
-    branch = scf.IfOp(any_of(cx, redo), [], has_else=True)
-    with ir.InsertionPoint(branch.then_block):
-        if cx.recompute:  # the block's lanes again, one by one, each term deposited (no term buffer)
-            redo_block(cx, body, res)
-        for acc in cx.full if not cx.recompute else ():
-            if not acc.pairs:
-                continue
-            for c in range(acc.n):
-                base = e.add_i(chunk_base, e.c(acc.exact_at + c * w))
-                each = scf.ForOp(e.c(0), e.c(ORDERED_BLOCK), e.c(1), [])
-                with ir.InsertionPoint(each.body):
-                    at = e.add_i(each.induction_variable, e.c((acc.term_at + c) * ORDERED_BLOCK))
-                    exact_emit.deposit(e, exact, base, e.load(term_buffer(cx), at))
-                    scf.YieldOp([])
-        scf.YieldOp([])
-    with ir.InsertionPoint(branch.else_block):
-        for acc in cx.full:
-            if not acc.pairs:
-                continue
-            for c in range(acc.n):
-                base = e.add_i(chunk_base, e.c(acc.exact_at + c * w))
-                for k in (nchunk + acc.chain + 2 * c, nchunk + acc.chain + 2 * c + 1):
-                    for j in range(ORDERED_CHAINS):
-                        exact_emit.deposit(e, exact, base, vector.extract(res[k], [], [j]))
-        scf.YieldOp([])
-
-
-def can_recompute(cx: Lowering, body: ir.Block) -> bool:
-    """Whether a full block's terms may be recomputed by running the body again rather than kept in a term
-    buffer: the body writes nothing (no store, no scatter) and every other reduction keeps its state in the
-    loop's values (which a rerun discards), none in memory (kept totals, folds, wide states, deposits)."""
-    if any(r.kept or r.kind == "fold" for r in cx.lay.reductions) or cx.runs:
-        return False
-    if any(a.wide or (a.policy == "ordered" and not a.pairs) for a in cx.full):
-        return False
-    writes = []
-
-    def visit(op):  # (a scan's running value is loop state a rerun would start from the block's end)
-        if op.name in ("hawk.store", "hawk.scatter", "hawk.scan_totals", "hawk.scan_apply"):
-            writes.append(op)
-        return ir.WalkResult.ADVANCE
-
-    for op in body.operations:
-        op.operation.walk(visit)
-    return not writes
-
-
-def redo_block(cx: Lowering, body: ir.Block, state: list[ir.Value]) -> None:
-    """A full block's lanes one by one, each lane's ordered terms deposited into the chunk's accumulators
-    (reduce_full with no chain); what the rerun does to the loop state is dropped, so other reductions count
-    each lane once."""
-    e = cx.e
-    each = scf.ForOp(e.c(0), e.c(ORDERED_BLOCK), e.c(1), [])
-    with ir.InsertionPoint(each.body):
-        anchor = scf.YieldOp([])
-    with ir.InsertionPoint(anchor), body.owner.location:
-        cx.lane = e.add_i(cx.block_start, each.induction_variable)
-    cx.accs, cx.j = list(state), each.induction_variable
-    rewrite_ops(cx, clone_body(cx, body, anchor))
-
-
-def nchunk_red_total(cx: Lowering) -> int:
-    """Chain state follows the whole chunk state (reductions, sorted runs, flags, scans) in the iter_args."""
-    return cx.nchunk_red + sum(r.width for r in cx.runs) + cx.n_flags + cx.n_scans

@@ -74,7 +74,7 @@ def plan_scans(cx: Lowering, body: ir.Block, chunk: list[ir.Value]) -> None:
             cx.scans[scan_cell(op)] = (scan_op(op), t, "blocks")
             if scan_reset(op) is not None:
                 chunk.append(cx.e.c(0, cx.e.i1))
-    cx.n_scans = len(chunk) - before  # (the chains follow: reduce_full.nchunk_red_total)
+    cx.n_scans = len(chunk) - before  # (the chains follow: ordered_chains.nchunk_red_total)
 
 
 def _slot(op) -> int:

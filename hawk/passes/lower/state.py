@@ -80,10 +80,11 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
             off += 1
         cx.full.append(acc)
     cx.exact_flag = None
-    if cx.n_terms:  # per chain, whether it lost a bit in this block (then its terms are deposited one by one)
+    if cx.n_terms:  # per chain, the OR of its TwoSum errors' bits in this block (non-zero: a bit was lost)
         cx.exact_flag = len(chain)
-        flags = ir.VectorType.get([ORDERED_CHAINS], ir.IntegerType.get_signless(1))
-        no = ir.DenseElementsAttr.get_splat(flags, ir.IntegerAttr.get(ir.IntegerType.get_signless(1), 0))
+        bits = ir.IntegerType.get_signless(e.f.width)
+        flags = ir.VectorType.get([ORDERED_CHAINS], bits)
+        no = ir.DenseElementsAttr.get_splat(flags, ir.IntegerAttr.get(bits, 0))
         chain.append(create("arith.constant", [], [flags], {"value": no}).result)
     cx.nchunk_red = len(chunk)
     cx.runs: list[Run] = []
