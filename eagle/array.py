@@ -130,8 +130,8 @@ _DLPACK = {"spirv": 7, "nvvm": 2, "rocdl": 10}
 class DeviceArray(Array):
     """An eagle.Array whose data lives in a GPU target's device memory (`device`: the target's name, "spirv",
     "nvvm" or "rocdl"). A plan on that target reads it where it lies; `numpy()` / `np.asarray(a)` copy it to the
-    host (one counted transfer each time); anything else that needs values (indexing, printing, `sum()` on the
-    host) goes through that copy. docs/devices.md."""
+    host (one counted transfer each time); `sum()`/`min()`/`max()`/`mean()` run on the device; anything else that
+    needs values (indexing, printing) goes through that copy. docs/devices.md."""
 
     __slots__ = ("buffer", "_shape", "_dtype")
 
@@ -179,9 +179,24 @@ class DeviceArray(Array):
                 "strides": None, "stream": None}
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        raise BufferError(f"eagle.Array on device '{self.device}' does not export DLPack yet: pass it to a plan on "
-                          f"target '{self.device}', or a.numpy() for a host copy"
-                          + (" (CUDA consumers read __cuda_array_interface__)" if self.device == "nvvm" else ""))
+        """On 'nvvm': a DLPack capsule (kDLCUDA, unversioned) over the device memory, no copy; the context is
+        synchronised first, so the data is ready on any consumer stream. Elsewhere a BufferError: no framework
+        consumes a Vulkan (spirv) or HIP capsule from eagle; a.numpy() is the way out (docs/devices.md)."""
+        ptr = getattr(self.buffer, "ptr", None)
+        if self.device != "nvvm" or ptr is None:
+            raise BufferError(f"eagle.Array on device '{self.device}' does not export DLPack: no framework reads "
+                              f"this device's memory through it; pass it to a plan on target '{self.device}', or "
+                              "take a host copy with a.numpy() (np.from_dlpack(eagle.asarray(a.numpy())) works)")
+        if copy:
+            raise BufferError("eagle.Array on 'nvvm': DLPack export never copies (copy=True refused)")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"eagle.Array on 'nvvm' lives on {self.__dlpack_device__()}, not {tuple(dl_device)}")
+        sync = getattr(self.buffer.runtime, "synchronize", None)
+        if sync is not None:
+            sync()
+        from eagle.dlpack import capsule
+
+        return capsule(ptr, self._shape, self._dtype, self.__dlpack_device__(), self)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         """(DLPack device type, 0): 7 Vulkan, 2 CUDA, 10 ROCm."""
@@ -207,22 +222,31 @@ class DeviceArray(Array):
     def _numpy(self, name: str, given: dict):
         return getattr(self.numpy(), name)(**{k: v for k, v in given.items() if v is not _UNSET})
 
+    # reductions run on the array's device (a plan on its target reads it in place; only the total comes back);
+    # NumPy's keywords (axis=, out=, ...) go to NumPy's method on a host copy
+    def _reduce(self, name: str, given: dict, target, threads) -> float:
+        if any(v is not _UNSET for v in given.values()):
+            return self._numpy(name, given)
+        from eagle.algorithms import reductions
+
+        return getattr(reductions, f"array_{name}")(self, target=target, threads=threads)
+
     def sum(self, axis=_UNSET, dtype=_UNSET, out=_UNSET, *, target: str | None = None, threads: int | None = None,
             **numpy_keywords) -> float:
-        """As Array.sum, on the host (after one copy) unless `target` names where to run it."""
-        return Array(self.numpy()).sum(axis, dtype, out, target=target, threads=threads, **numpy_keywords)
+        """As Array.sum, run on the array's device (target= may only name it)."""
+        return self._reduce("sum", dict(numpy_keywords, axis=axis, dtype=dtype, out=out), target, threads)
 
     def min(self, axis=_UNSET, out=_UNSET, *, target: str | None = None, threads: int | None = None,
             **numpy_keywords) -> float:
-        return Array(self.numpy()).min(axis, out, target=target, threads=threads, **numpy_keywords)
+        return self._reduce("min", dict(numpy_keywords, axis=axis, out=out), target, threads)
 
     def max(self, axis=_UNSET, out=_UNSET, *, target: str | None = None, threads: int | None = None,
             **numpy_keywords) -> float:
-        return Array(self.numpy()).max(axis, out, target=target, threads=threads, **numpy_keywords)
+        return self._reduce("max", dict(numpy_keywords, axis=axis, out=out), target, threads)
 
     def mean(self, axis=_UNSET, dtype=_UNSET, out=_UNSET, *, target: str | None = None, threads: int | None = None,
              **numpy_keywords) -> float:
-        return Array(self.numpy()).mean(axis, dtype, out, target=target, threads=threads, **numpy_keywords)
+        return self._reduce("mean", dict(numpy_keywords, axis=axis, dtype=dtype, out=out), target, threads)
 
     def __str__(self) -> str:
         return str(self.numpy())

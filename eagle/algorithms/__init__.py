@@ -3,7 +3,8 @@
 `import eagle` does not load this package; import from it directly:
 `from eagle.algorithms import var, std, norm, absmax, count_nonzero, dot, histogram, exclusive_scan,
 inclusive_scan, copy, fill_value, argsort, sort_by_key, gather, unique, reduce_by_key`.
-Inputs are NumPy arrays or eagle.Arrays; every function takes `n=` (the first n values in flat order) and the
+Inputs are NumPy arrays or eagle.Arrays, on the host or on a GPU target's device (a device array's device picks
+the target, and array results stay there); every function takes `n=` (the first n values in flat order) and the
 keywords `target=` ("host", the default, or a GPU target such as "spirv") and `threads=` (host threads).
 Semantics, and what is not built yet, are in docs/algorithms.md.
 """

@@ -3,6 +3,10 @@ first `n` values with the reference's bounds rule; integer inputs brought to the
 
 Plans are kept at module level: a plan compiles once per dtype specialisation (and keeps it), so a second call
 of a statistic on the same dtype and target launches at once.
+
+Device arrays (eagle.DeviceArray, docs/devices.md) go through the same helpers without leaving the device: a
+prefix or a same-width view is a DeviceArray over the same buffer, `target` follows the inputs' device
+(`pick_target`), and what the host cannot do in place (widening float16 or narrow integers) is refused by name.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import os
 import numpy as np
 
 import eagle
-from eagle.array import Array
+from eagle.array import Array, DeviceArray
 
 _PLANS: dict[tuple, object] = {}
 _TARGETS = {None: "host", "host": "host", "cpu": "host", "spirv": "spirv", "nvvm": "nvvm", "rocdl": "rocdl",
@@ -41,8 +45,104 @@ def resolve_target(target, who: str) -> str:
     raise ValueError(f"{who}: target= is one of 'host', 'spirv', 'nvvm', 'rocdl' or 'auto', got {target!r}")
 
 
+def pick_target(target, values, who: str):
+    """The target a call runs on: its `target=` when no input is a device array; else the device the device
+    arrays are on (they must agree, and `target=`, when given, must name it)."""
+    dev = None
+    for v in values:
+        if isinstance(v, DeviceArray):
+            if dev is not None and v.device != dev:
+                raise ValueError(f"{who}: inputs on devices '{dev}' and '{v.device}'; move one with "
+                                 f"eagle.asarray(a, device='{dev}')")
+            dev = v.device
+    if dev is None or target is None:
+        return target if dev is None else dev
+    if resolve_target(target, who) != dev:
+        raise ValueError(f"{who}: the data is on device '{dev}' but target={target!r}; leave target= out (a device "
+                         f"array's device picks it), or pass a.numpy() to run elsewhere")
+    return dev
+
+
+def on_device(a) -> bool:
+    return isinstance(a, DeviceArray)
+
+
+def flat(a):
+    """`a` in flat order (a DeviceArray: a 1-d DeviceArray over the same buffer)."""
+    if isinstance(a, DeviceArray):
+        return a if a.ndim == 1 else DeviceArray(a.buffer, (a.size,), a.dtype, a.device)
+    return a.reshape(-1)
+
+
+def view(a, dtype):
+    """`a` read as another dtype of the same width (no copy; a DeviceArray over the same buffer)."""
+    dtype = np.dtype(dtype)
+    if isinstance(a, DeviceArray):
+        return a if a.dtype == dtype else DeviceArray(a.buffer, a.shape, dtype, a.device)
+    return a.view(dtype)
+
+
+def part(a, lo: int, hi: int):
+    """Elements lo:hi of a flat array: a view. On the device only lo == 0 is a view (a kernel binds a buffer from
+    its start); the caller copies otherwise."""
+    if isinstance(a, DeviceArray):
+        if lo:
+            raise ValueError("part of a device array from a nonzero start")
+        return DeviceArray(a.buffer, (hi,), a.dtype, a.device)
+    return a[lo:hi]
+
+
+def device_empty(device: str, n: int, dtype) -> DeviceArray:
+    """A fresh flat device array of n values (contents undefined) on `device`."""
+    from eagle.targets import runtime
+
+    dtype = np.dtype(dtype)
+    return DeviceArray(runtime(device).alloc(n * dtype.itemsize), (n,), dtype, device)
+
+
+def empty_like_on(ref, n: int, dtype):
+    """np.empty(n, dtype), or a device array of it on ref's device when `ref` is a device array."""
+    return device_empty(ref.device, n, dtype) if isinstance(ref, DeviceArray) else np.empty(n, dtype)
+
+
+def device_copy(src: DeviceArray, dst: DeviceArray, at: int = 0) -> None:
+    """src's bytes into dst from element `at`, on the device (not a host transfer)."""
+    if src.size:
+        nbytes = src.size * src.dtype.itemsize
+        src.buffer.runtime.device_copy(src.buffer, 0, dst.buffer, at * dst.dtype.itemsize, nbytes)
+
+
+def item(a, i: int):
+    """Element i (negative: from the end) of a flat array as a NumPy scalar; a device array copies that one value
+    to the host (a counted transfer of "value", not of a lane plane)."""
+    if not isinstance(a, DeviceArray):
+        return a[i]
+    i = i % a.size
+    out = np.empty(1, a.dtype)
+    a.buffer.runtime.download(a.buffer, out, "value", i * a.dtype.itemsize)
+    return out[0]
+
+
+def result(a) -> Array:
+    """An array result as an eagle.Array (a DeviceArray stays one)."""
+    return a if isinstance(a, Array) else Array(a)
+
+
+def host_only(a, who: str, what: str):
+    """Refuse a device array where a step would need its values on the host (a dtype widening): say what to do."""
+    if isinstance(a, DeviceArray):
+        raise TypeError(f"{who}: {what} on device '{a.device}' is not read in place (it would be converted on the "
+                        f"host); convert it before it goes to the device, or pass a.numpy()")
+    return a
+
+
 def host_array(data, who: str, name: str = "data") -> np.ndarray:
-    """The NumPy array behind an input (an eagle.Array's own memory, or np.asarray of anything else)."""
+    """The NumPy array behind an input (an eagle.Array's own memory, or np.asarray of anything else); a device
+    array is returned as it is (read in place by a plan on its device)."""
+    if isinstance(data, DeviceArray):
+        if data.dtype.kind not in "fiub":
+            raise TypeError(f"{who}: {name} must hold numbers, got dtype {data.dtype}")
+        return data
     if isinstance(data, Array):
         return data.numpy()
     a = np.asarray(data)
@@ -54,20 +154,20 @@ def host_array(data, who: str, name: str = "data") -> np.ndarray:
 def prefix(a: np.ndarray, n, who: str, name: str = "data") -> np.ndarray:
     """The first `n` values of `a` in flat (row-major) order; n=None means all. A negative `n` or one past the
     array's size is a ValueError naming the function and the array."""
-    flat = a.reshape(-1)  # a view for contiguous arrays, a copy otherwise
+    whole = flat(a)  # a view for contiguous arrays, a copy otherwise
     if n is None:
-        return flat
+        return whole
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"{who}: n= takes a whole number of elements, got {n!r}")
-    if n < 0 or n > flat.size:
-        raise ValueError(f"{who}: n={n} is outside {name}, which has {flat.size} elements (0 <= n <= "
-                         f"{flat.size})")
-    return flat[: int(n)]
+    if n < 0 or n > whole.size:
+        raise ValueError(f"{who}: n={n} is outside {name}, which has {whole.size} elements (0 <= n <= "
+                         f"{whole.size})")
+    return part(whole, 0, int(n))
 
 
 def float_run(a: np.ndarray) -> np.ndarray:
     """A float input as the plane hawk reads: float32/float64 unchanged, float16 widened to float32 (exact)."""
-    return a.astype(np.float32) if a.dtype == np.float16 else a
+    return host_only(a, "eagle.algorithms", "a float16 array").astype(np.float32) if a.dtype == np.float16 else a
 
 
 def as_index(a: np.ndarray) -> tuple[np.ndarray, float]:
@@ -78,7 +178,8 @@ def as_index(a: np.ndarray) -> tuple[np.ndarray, float]:
     if a.dtype in (np.dtype(np.int32), np.dtype(np.int64)):
         return a, 0.0
     if a.dtype == np.uint64:
-        return a.view(np.int64), U64_WRAP
+        return view(a, np.int64), U64_WRAP
+    host_only(a, "eagle.algorithms", f"a {a.dtype} array (Index planes are int32 or int64)")
     if a.dtype == np.uint32:
         return a.astype(np.int64), 0.0
     return a.astype(np.int32), 0.0
@@ -96,6 +197,10 @@ def cell(out) -> float:
 def destination(dst, who: str, writes: str) -> np.ndarray:
     """The caller's array a function writes in place, flat: NumPy (or an eagle.Array's memory), C-contiguous,
     writable, float32/float64 or integer. `writes` names what the function writes, for the dtype refusal."""
+    if isinstance(dst, DeviceArray):
+        if dst.dtype.kind not in "fiu" or dst.dtype == np.float16:
+            raise TypeError(f"{who}: dst is {dst.dtype}; {writes} float32, float64 or integer arrays")
+        return flat(dst)
     d = dst.numpy() if isinstance(dst, Array) else dst
     if not isinstance(d, np.ndarray):
         raise TypeError(f"{who}: dst is written in place, so pass a NumPy array or an eagle.Array (got "

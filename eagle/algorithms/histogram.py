@@ -14,8 +14,9 @@ import math
 
 import numpy as np
 
+import eagle
 from eagle.algorithms import _kernels as K
-from eagle.algorithms._common import as_index, float_run, host_array, plan, prefix
+from eagle.algorithms._common import as_index, float_run, host_array, on_device, pick_target, plan, prefix
 from eagle.algorithms.reductions import array_max, array_min
 from eagle.array import Array
 
@@ -35,6 +36,7 @@ def histogram(data, bins: int = 10, range: tuple[float, float] | None = None,  #
         raise ValueError(f"histogram: bins={bins}; use at least one bin")
     bins = int(bins)
     x = prefix(host_array(data, "histogram"), n, "histogram")
+    target = pick_target(target, (x,), "histogram")
     if x.dtype.kind == "f":
         x = float_run(x)
     if range is None:
@@ -72,4 +74,6 @@ def histogram(data, bins: int = 10, range: tuple[float, float] | None = None,  #
             counts += sink.astype(np.int64)
     if counts.max(initial=0) > _I32_MAX:
         raise ValueError(f"histogram: a bin holds {int(counts.max())} values, more than its int32 count holds")
+    if on_device(x):  # array results live where the data does (the bins' counts: one small copy up)
+        return eagle.asarray(counts.astype(np.int32), device=x.device), edges
     return Array(counts.astype(np.int32)), edges

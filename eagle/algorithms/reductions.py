@@ -12,14 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from eagle.algorithms import _kernels as K
-from eagle.algorithms._common import as_index, cell, float_run, host_array, plan
+from eagle.algorithms._common import as_index, cell, flat, float_run, host_array, pick_target, plan
 
 _LIMBS = (1, 1 << 21, 1 << 42)
 _LIMB_LANES = 1 << 31  # a launch's limb sums stay below 2**52: exact float64 integers
 
 
 def _flat(data, who: str) -> np.ndarray:
-    return host_array(data, who).reshape(-1)
+    return flat(host_array(data, who))
 
 
 def _wrap(total: int, dtype: np.dtype) -> int:
@@ -34,6 +34,7 @@ def array_sum(data, *, target: str | None = None, threads: int | None = None) ->
     """The sum of every component: float32/float64 in their own precision (ordered tree), integers exact in
     int64/uint64 with wrapping, then a Python float. 0.0 when empty."""
     a = _flat(data, "Array.sum")
+    target = pick_target(target, (a,), "Array.sum")
     if a.size == 0:
         return 0.0
     if a.dtype.kind == "f":
@@ -49,6 +50,7 @@ def array_sum(data, *, target: str | None = None, threads: int | None = None) ->
 def _extreme(data, which: str, target, threads) -> float:
     who = f"Array.{which}"
     a = _flat(data, who)
+    target = pick_target(target, (a,), who)
     if a.size == 0:
         raise ValueError(f"{which} reduction requires a nonempty array ({who} of an array with no elements)")
     if a.dtype.kind == "f":

@@ -11,7 +11,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from eagle.algorithms._common import as_index, float_run, host_array, plan, prefix
+from eagle.algorithms._common import (
+    as_index,
+    empty_like_on,
+    float_run,
+    host_array,
+    on_device,
+    part,
+    pick_target,
+    plan,
+    prefix,
+    result,
+)
 from eagle.array import Array
 
 OPS = ("sum", "min", "max")
@@ -33,13 +44,27 @@ def _count_dtype(size: int) -> type:
     return np.int32 if size <= _I32_MAX else np.int64
 
 
-def _back(plane: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def _lanes(a):
+    """A run's lane-count output as an array: a DeviceArray stays one, anything else becomes NumPy."""
+    return a if on_device(a) else np.asarray(a)
+
+
+def _back(plane: np.ndarray, dtype: np.dtype, target=None, threads=None) -> np.ndarray:
     """A result prefix in the caller's dtype. The kernels' compaction outputs are left for the run to allocate
     (lane-count planes: float in the run's type, integer as int64), since a passed array written at computed
     positions is staged through a copy: an int64 plane is narrowed here (its values fit, or wrap as the values'
     width says), uint64 is viewed, float16 rounds from float32. A short prefix of a plane under _UNTOUCHED bytes
     is copied out of it; a larger plane (np.zeros: pages mapped on first write) holds memory only for the prefix
-    the kernel wrote, so the prefix is returned as a view of it (a copy cost as much as the kernel's stores)."""
+    the kernel wrote, so the prefix is returned as a view of it (a copy cost as much as the kernel's stores).
+    On the device: a view, or an integer narrowed by a copy kernel there."""
+    if on_device(plane):
+        if plane.dtype == dtype or (dtype.kind in "iu" and dtype.itemsize == plane.dtype.itemsize):
+            return plane if plane.dtype == dtype else type(plane)(plane.buffer, plane.shape, dtype, plane.device)
+        from eagle.algorithms.copying import _store
+
+        out = empty_like_on(plane, plane.size, dtype)
+        _store(plane, out, target, threads)
+        return out
     if plane.dtype == dtype:
         whole = plane.base if isinstance(plane.base, np.ndarray) else plane
         return plane.copy() if 2 * plane.size < whole.size and whole.nbytes < _UNTOUCHED else plane
@@ -56,6 +81,7 @@ def unique(keys, n: int | None = None, *, target: str | None = None,
     from eagle.algorithms import _kernels_scan as K
 
     k, plane = _keys(keys, n, "unique")
+    target = pick_target(target, (k,), "unique")
     cdt = _count_dtype(k.size)
     if k.size == 0:
         return Array(np.zeros(0, k.dtype)), Array(np.zeros(0, cdt))
@@ -65,10 +91,10 @@ def unique(keys, n: int | None = None, *, target: str | None = None,
         kern, planes = K.int_unique, {"k": plane}
     out = plan(kern, target, threads).run(**planes)
     r = _run_count(out["runs"], plane, target, threads)
-    counts = np.empty(r, cdt)  # each run's length: the next run's start (or the lane count) less its own
-    plan(K.run_lengths, target, threads).run(starts=np.asarray(out["starts"])[:r], nruns=float(r),
+    counts = empty_like_on(plane, r, cdt)  # each run's length: the next run's start (or the lane count) less its own
+    plan(K.run_lengths, target, threads).run(starts=part(_lanes(out["starts"]), 0, r), nruns=float(r),
                                              nlanes=float(k.size), counts=counts)
-    return Array(_back(np.asarray(out["ukeys"])[:r], k.dtype)), Array(counts)
+    return result(_back(part(_lanes(out["ukeys"]), 0, r), k.dtype, target, threads)), result(counts)
 
 
 def reduce_by_key(keys, values, n: int | None = None, op: str = "sum", *, target: str | None = None,
@@ -87,6 +113,7 @@ def reduce_by_key(keys, values, n: int | None = None, op: str = "sum", *, target
     count = ka.size if n is None else n
     k, kplane = _keys(ka, count, "reduce_by_key")
     v = prefix(va, count, "reduce_by_key", "values")
+    target = pick_target(target, (k, v), "reduce_by_key")
     if k.size == 0:
         return Array(np.zeros(0, k.dtype)), Array(np.zeros(0, v.dtype))
     if v.dtype.kind == "f":
@@ -94,15 +121,23 @@ def reduce_by_key(keys, values, n: int | None = None, op: str = "sum", *, target
     else:
         vplane, flip = as_index(v)[0], (_FLIP if v.dtype == np.uint64 else 0.0)
     if kplane.dtype.kind == "f" and vplane.dtype.kind == "f" and kplane.dtype != vplane.dtype:
-        if kplane.dtype == np.float32:  # widening keys keeps their equalities: one run of float64
+        if kplane.dtype == np.float32 and on_device(kplane):  # widened by a copy kernel on the device
+            from eagle.algorithms.copying import _store
+
+            wide = empty_like_on(kplane, kplane.size, np.float64)
+            _store(kplane, wide, target, threads)
+            kplane = wide
+        elif kplane.dtype == np.float32:  # widening keys keeps their equalities: one run of float64
             kplane = kplane.astype(np.float64)
         else:  # float64 keys, float32 values: number the runs first, then reduce over the run numbers
             ids = plan(K.float_run_ids, target, threads).run(x=kplane)
             r = _run_count(ids["runs"], kplane, target, threads)
-            _, _, out = _reduce(np.asarray(ids["ids"]), vplane, flip, op, target, threads)
-            return Array(_back(np.asarray(ids["ukeys"])[:r], k.dtype)), Array(_back(out[:r], v.dtype))
+            _, _, out = _reduce(_lanes(ids["ids"]), vplane, flip, op, target, threads)
+            return (result(_back(part(_lanes(ids["ukeys"]), 0, r), k.dtype, target, threads)),
+                    result(_back(part(out, 0, r), v.dtype, target, threads)))
     r, ukeys, out = _reduce(kplane, vplane, flip, op, target, threads)
-    return Array(_back(ukeys[:r], k.dtype)), Array(_back(out[:r], v.dtype))
+    return (result(_back(part(ukeys, 0, r), k.dtype, target, threads)),
+            result(_back(part(out, 0, r), v.dtype, target, threads)))
 
 
 def _reduce(kplane: np.ndarray, vplane: np.ndarray, flip: float, op: str, target,
@@ -117,7 +152,7 @@ def _reduce(kplane: np.ndarray, vplane: np.ndarray, flip: float, op: str, target
     planes = {"x" if kk == "float" else "k": kplane, "v": vplane}
     planes["flip"] = flip if op != "sum" else 0.0  # (a shift would not cancel out of a sum)
     out = plan(kern, target, threads).run(nlanes=float(kplane.size), **planes)
-    return _run_count(out["runs"], kplane, target, threads), np.asarray(out["ukeys"]), np.asarray(out["out"])
+    return _run_count(out["runs"], kplane, target, threads), _lanes(out["ukeys"]), _lanes(out["out"])
 
 
 def _run_count(total, kplane: np.ndarray, target, threads) -> int:

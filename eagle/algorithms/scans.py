@@ -11,7 +11,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from eagle.algorithms._common import as_index, destination, host_array, plan, prefix
+from eagle.algorithms._common import (
+    as_index,
+    destination,
+    device_copy,
+    device_empty,
+    float_run,
+    host_array,
+    host_only,
+    item,
+    on_device,
+    pick_target,
+    plan,
+    prefix,
+    view,
+)
 
 _INT_OUT = {np.dtype(np.int32): None, np.dtype(np.int64): None, np.dtype(np.uint32): np.int32,
             np.dtype(np.uint64): np.int64}  # written through a signed view of the same width (same bits)
@@ -41,10 +55,15 @@ def _scan(src, dst, n, exclusive: bool, total: bool, target, threads, who: str):
     count = s.size if n is None else n
     x = prefix(s, count, who, "src")
     out = prefix(d, count, who, "dst")
+    target = pick_target(target, (x, out), who)
     integer = out.dtype.kind in "iu"
     if x.size == 0:
         return None if not total else (0 if integer else 0.0)
-    last = x[-1].item() if exclusive and total else None  # read before an in-place scan overwrites it
+    last = item(x, -1).item() if exclusive and total else None  # read before an in-place scan overwrites it
+    if on_device(x) and on_device(out) and x.buffer is out.buffer:  # in place on the device: the scan's stages
+        src_copy = device_empty(x.device, x.size, x.dtype)  # reread src after the first wrote dst, so read a copy
+        device_copy(x, src_copy)
+        x = src_copy
     if integer:
         _integer_scan(x, out, exclusive, target, threads)
     else:
@@ -53,10 +72,10 @@ def _scan(src, dst, n, exclusive: bool, total: bool, target, threads, who: str):
         return None
     if not integer:
         if not exclusive:
-            return float(out[-1])
+            return float(item(out, -1))
         term = _as_float_term(last, out.dtype)  # dst[0] is +0.0, the scan's own start -0.0: one value is itself
-        return float(term if out.size == 1 else out[-1] + term)
-    end = int(out[-1]) + (_as_int_term(last) if exclusive else 0)
+        return float(term if out.size == 1 else item(out, -1) + term)
+    end = int(item(out, -1)) + (_as_int_term(last) if exclusive else 0)
     bits = 8 * out.dtype.itemsize
     end %= 1 << bits
     if out.dtype.kind == "i" and end >= 1 << (bits - 1):
@@ -69,7 +88,7 @@ def _float_scan(x: np.ndarray, out: np.ndarray, exclusive: bool, target, threads
 
     if x.dtype.kind == "f":
         if x.dtype != out.dtype:  # a run has one float type: the values convert to dst's first, as np.cumsum's
-            x = x.astype(out.dtype)
+            x = host_only(x, "a scan", f"a {x.dtype} src into a {out.dtype} dst").astype(out.dtype)
         kern = K.float_scan_exclusive if exclusive else K.float_scan_inclusive
         plan(kern, target, threads).run(x=x, out=out)
     else:
@@ -82,15 +101,16 @@ def _integer_scan(x: np.ndarray, out: np.ndarray, exclusive: bool, target, threa
     from eagle.algorithms import _kernels_scan as K
 
     if out.dtype in _NARROW_OUT:  # Index planes are int32/int64: scan into int64, then wrap into the narrow type
+        host_only(out, "a scan", f"a {out.dtype} dst (scanned through int64 on the host)")
         wide = np.empty(out.size, np.int64)
         _integer_scan(x, wide, exclusive, target, threads)
         out[...] = wide.astype(out.dtype)
         return
-    view = _INT_OUT.get(out.dtype)
-    plane = out if view is None else out.view(view)
+    signed = _INT_OUT.get(out.dtype)
+    plane = out if signed is None else view(out, signed)
     if x.dtype.kind == "f":
         kern = K.float_to_int_scan_exclusive if exclusive else K.float_to_int_scan_inclusive
-        plan(kern, target, threads).run(x=x.astype(np.float32) if x.dtype == np.float16 else x, out=plane)
+        plan(kern, target, threads).run(x=float_run(x), out=plane)
     else:
         kern = K.int_scan_exclusive if exclusive else K.int_scan_inclusive
         plan(kern, target, threads).run(k=as_index(x)[0], out=plane)

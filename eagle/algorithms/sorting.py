@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from eagle.algorithms._common import host_array, plan, prefix
+from eagle.algorithms._common import empty_like_on, host_array, pick_target, plan, prefix, result, view
 from eagle.array import Array
 
 _I32_MAX = (1 << 31) - 1
@@ -51,14 +51,14 @@ def argsort(keys, n: int | None = None, *, index_dtype=None, target: str | None 
     a = _sort_keys(keys, n, "argsort")
     k = prefix(a, a.size if n is None else n, "argsort", "keys")
     idt = _index_dtype(index_dtype, k.size, "argsort")
-    return Array(_order(k, idt, target, threads))
+    return result(_order(k, idt, pick_target(target, (k,), "argsort"), threads))
 
 
 def sort_by_key(keys, values, n: int | None = None, *, index_dtype=None, target: str | None = None,
                 threads: int | None = None) -> tuple[Array, Array]:
     """(sorted keys, values in the same order): argsort of the first n keys (n=None: keys.size), then both
     gathered by it. values may be any number dtype; n past either array is a ValueError."""
-    from eagle.algorithms.copying import gather
+    from eagle.algorithms.copying import _gather
 
     a = _sort_keys(keys, n, "sort_by_key")
     v = host_array(values, "sort_by_key", "values")
@@ -66,9 +66,10 @@ def sort_by_key(keys, values, n: int | None = None, *, index_dtype=None, target:
     k = prefix(a, count, "sort_by_key", "keys")
     vals = prefix(v, count, "sort_by_key", "values")
     idt = _index_dtype(index_dtype, k.size, "sort_by_key")
+    target = pick_target(target, (k, vals), "sort_by_key")
     perm = _order(k, idt, target, threads)
-    kw = {"target": target, "threads": threads}
-    return gather(k, perm, **kw), gather(vals, perm, **kw)
+    return (_gather(k, perm, None, target, threads, checked=True),
+            _gather(vals, perm, None, target, threads, checked=True))
 
 
 def passes_for(spread: int) -> int:
@@ -95,8 +96,8 @@ def key_range(k: np.ndarray, target, threads) -> tuple[int, int]:
 
 
 def _plane(k: np.ndarray) -> tuple[np.ndarray, float, float]:
-    view, wrap, flip = _KEYS[k.dtype]
-    return k.view(view), wrap, flip
+    signed, wrap, flip = _KEYS[k.dtype]
+    return view(k, signed), wrap, flip
 
 
 def _order(k: np.ndarray, idt: np.dtype, target, threads) -> np.ndarray:
@@ -106,7 +107,7 @@ def _order(k: np.ndarray, idt: np.dtype, target, threads) -> np.ndarray:
         return np.zeros(0, idt)
     lo, hi = key_range(k, target, threads)
     passes = passes_for(hi - lo)
-    order = np.empty(k.size, idt)
+    order = empty_like_on(k, k.size, idt)  # (on the device when the keys are: every pass's planes stay there)
     if passes == 0:  # all keys equal: the identity order
         plan(K.lane_order, target, threads).run(i=k.size, out=order)
         return order
@@ -117,8 +118,8 @@ def _order(k: np.ndarray, idt: np.dtype, target, threads) -> np.ndarray:
         plan(K.radix_only, target, threads).run(order=order, **first)
         return order
     shifted = np.int32 if passes * BITS <= 32 else np.int64  # keys minus the smallest, shifted (low bits kept)
-    moved, spare = np.empty(k.size, shifted), np.empty(k.size, shifted)
-    other = np.empty(k.size, idt)
+    moved, spare = empty_like_on(k, k.size, shifted), empty_like_on(k, k.size, shifted)
+    other = empty_like_on(k, k.size, idt)
     plan(K.radix_first, target, threads).run(order=order, moved=moved, **first)
     for p in range(1, passes):
         order, other = other, order  # this pass reads the last one's order and keys, writes the spare ones

@@ -13,7 +13,18 @@ import math
 import numpy as np
 
 from eagle.algorithms import _kernels as K
-from eagle.algorithms._common import as_index, cell, float_run, host_array, plan, prefix
+from eagle.algorithms._common import (
+    as_index,
+    cell,
+    float_run,
+    host_array,
+    host_only,
+    on_device,
+    pick_target,
+    plan,
+    prefix,
+    view,
+)
 
 _F32_CELL = (1,)  # an integer-only run takes its float type from the cell passed: float32, as the reference
 
@@ -30,6 +41,7 @@ def var(data, n: int | None = None, *, target: str | None = None, threads: int |
     """Population variance of the first `n` values: their mean, then sum((x - mean)**2) / n (an ordered sum in
     the data's precision, integers as float32). NaN when n == 0, or when a NaN or infinity is read."""
     x = _data(data, n, "var")
+    target = pick_target(target, (x,), "var")
     if x.size == 0:
         return float("nan")
     if x.dtype.kind == "f":
@@ -48,6 +60,7 @@ def std(data, n: int | None = None, *, target: str | None = None, threads: int |
 def absmax(data, n: int | None = None, *, target: str | None = None, threads: int | None = None) -> float:
     """The largest |x| of the first `n` values (NaN if any is NaN); 0.0 when empty."""
     x = _data(data, n, "absmax")
+    target = pick_target(target, (x,), "absmax")
     if x.size == 0:
         return 0.0
     if x.dtype.kind == "f":
@@ -66,6 +79,7 @@ def norm(data, ord=2, n: int | None = None, *, target: str | None = None, thread
     if order == math.inf:
         return absmax(data, n, target=target, threads=threads)
     x = _data(data, n, "norm")
+    target = pick_target(target, (x,), "norm")
     if x.size == 0:
         return 0.0
     if order == 2:
@@ -79,12 +93,14 @@ def norm(data, ord=2, n: int | None = None, *, target: str | None = None, thread
 def count_nonzero(data, n: int | None = None, *, target: str | None = None, threads: int | None = None) -> int:
     """How many of the first `n` values are not zero (x != 0: -0.0 is zero, NaN is not), as a Python int."""
     x = _data(data, n, "count_nonzero")
+    target = pick_target(target, (x,), "count_nonzero")
     if x.size == 0:
         return 0
     if x.dtype.kind == "f":
         x = float_run(x)
         if x.dtype == np.float32:  # a float32 sum of flags would round past 2**24: count the bits in float64
-            out = plan(K.f32_bits_nonzero, target, threads).run(k=np.ascontiguousarray(x).view(np.int32))
+            bits = view(x if on_device(x) else np.ascontiguousarray(x), np.int32)
+            out = plan(K.f32_bits_nonzero, target, threads).run(k=bits)
         else:
             out = plan(K.float_nonzero, target, threads).run(x=x)
     else:
@@ -98,6 +114,7 @@ def dot(a, b, n: int | None = None, *, target: str | None = None, threads: int |
     ha, hb = host_array(a, "dot", "a"), host_array(b, "dot", "b")
     count = ha.size if n is None else n
     x, y = prefix(ha, count, "dot", "a"), prefix(hb, count, "dot", "b")
+    target = pick_target(target, (x, y), "dot")
     if x.size == 0:
         return 0.0
     return _dot_terms(x, y, target, threads)
@@ -108,7 +125,7 @@ def _dot_terms(x: np.ndarray, y: np.ndarray, target, threads) -> float:
     if fx and fy:
         x, y = float_run(x), float_run(y)
         if x.dtype != y.dtype:  # a run has one float type: widen the float32 side (exact)
-            x, y = x.astype(np.float64), y.astype(np.float64)
+            x, y = (host_only(v, "dot", "a float32 array beside a float64 one").astype(np.float64) for v in (x, y))
         return cell(plan(K.float_dot, target, threads).run(a=x, b=y))
     if fx or fy:
         f, i = (x, y) if fx else (y, x)

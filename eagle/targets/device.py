@@ -217,8 +217,14 @@ class DeviceRuntime:
     def upload(self, buf: DeviceBuffer, a: np.ndarray, what: str = "array") -> None:
         raise NotImplementedError
 
-    def download(self, buf: DeviceBuffer, a: np.ndarray, what: str = "array") -> None:
+    def download(self, buf: DeviceBuffer, a: np.ndarray, what: str = "array", offset: int = 0) -> None:
         raise NotImplementedError
+
+    def device_copy(self, src: DeviceBuffer, src_at: int, dst: DeviceBuffer, dst_at: int, nbytes: int) -> None:
+        raise NotImplementedError(f"target '{self.target}' keeps no device arrays")
+
+    def zero(self, buf: DeviceBuffer) -> None:
+        raise NotImplementedError(f"target '{self.target}' keeps no device arrays")
 
 
 def device_binary(key: str, name: str, suffix: str, compile: Callable[[], bytes]) -> bytes:
@@ -254,6 +260,10 @@ class DeviceStage:
     def __init__(self, launcher, binary: bytes, entry: str, runtime: DeviceRuntime, finish_lib, b, lo: int, hi: int,
                  cuts: dict):
         lay = launcher.lay
+        if getattr(b, "device", None):
+            from eagle.targets.device_planes import fetch_keys
+
+            fetch_keys(b, lay, runtime)
         launcher.binder.check_keys(lay, b)
         self.grid = plan_grid(lay, hi, np.dtype(b.dtype).itemsize, tuple(b.extents), runtime.float_atomics)
         self.launcher, self.binary, self.entry, self.runtime, self.finish_lib = launcher, binary, entry, runtime, \
@@ -289,15 +299,28 @@ class DeviceStage:
         lay = self.launcher.lay
         placed = cuts.setdefault("#device", {})
         for name, buf in on_device.items():
-            placed[address(b.arrays[name])] = buf
+            if not name.startswith("#"):
+                placed[address(b.arrays[name] if name in b.arrays else b.given[name])] = buf
+        kept = []
+        for caller, scratch in self.staged:  # a device output is written where it lies: no host scratch copy
+            buf = placed.get(address(caller)) if caller.size else None
+            if buf is None:
+                kept.append((caller, scratch))
+            else:
+                placed[address(scratch)] = buf
+        self.staged = kept
         args = list(self.buffers)
         for k, bb in enumerate(lay.buffers):
             if not args[k].size:
                 continue
             at = address(args[k])
             buf = placed.get(at)
-            if buf is None and bb.role == "out" and lay.outputs.get(bb.name) == "lane" and bb.name not in b.given:
+            mode = lay.outputs.get(bb.name, "cell")
+            if buf is None and bb.role == "out" and mode in ("lane", "scatter", "scatter-run") and \
+                    bb.name not in b.given:
                 buf = placed[at] = self.runtime.alloc(args[k].nbytes)
+                if mode != "lane":  # stored by key: the lanes no key reaches read 0, as the host's np.zeros
+                    self.runtime.zero(buf)
             if buf is not None:
                 args[k] = Placed(buf, args[k].size, args[k].nbytes)
         for name, r in list(self.results.items()):

@@ -5,18 +5,22 @@ binder's `bind`. A plane given as device memory of the owner's target -- an eagl
 'nvvm' a CUDA array of a framework (`__cuda_array_interface__`: torch, CuPy, Numba, Warp; a JAX array on a GPU
 through `unsafe_buffer_pointer`) -- is handed to the binder as a host stand-in of its shape and dtype (np.empty:
 no memory is touched), and the Bound gets `device`: plane name -> device buffer, which DeviceStage binds in the
-stand-in's place. The binder's checks (names, shapes, dtypes, extents) run on the stand-ins; an Index plane's keys
-are copied to the host for their range check (one counted transfer per bind). Device memory of another target,
-and device arrays as outputs, sinks, Params or Tables, are refused by plane and kernel (docs/devices.md).
+stand-in's place. The binder's checks (names, shapes, dtypes, extents) run on the stand-ins; an Index plane used
+directly as a key is copied to the host for its range check (`fetch_keys`: one counted transfer per bind). A
+per-lane output given as a device array is written in place. Device memory of another target, and device arrays
+as cells, sinks, Params or Tables, are refused by plane and kernel (docs/devices.md).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
 from eagle.errors import InputError
 
-_DEVICE_KINDS = ("lane", "index")  # the planes a device array may be: per-lane inputs and keys
+_DEVICE_KINDS = ("lane", "index")  # the planes a device array may be: per-lane inputs and keys, and outputs
+_OUT_MODES = ("lane", "scatter", "scatter-run")  # outputs stored per lane or by key (written in place)
 
 
 def _fail(kernel: str, name: str, msg: str) -> InputError:
@@ -67,26 +71,43 @@ def bind(owner, planes: dict):
             raise _fail(kernel, name, f"is {what} on device '{where}', but this plan runs on '{target}': copy it "
                                       f"with eagle.asarray(a, device='{target}') (or to the host), or deploy the "
                                       f"kernel with target='{where}'")
-        if p is None or p.kind not in _DEVICE_KINDS:
+        lane_output = p is not None and p.kind == "output" and binder.outputs.get(name, "cell") in _OUT_MODES
+        if p is None or (p.kind not in _DEVICE_KINDS and not lane_output):
             what = "not a plane of it" if p is None else \
                 f"{'an' if p.kind[0] in 'aeiou' else 'a'} {p.kind} plane"
             raise _fail(kernel, name, f"is device memory, but it is {what}; device arrays are taken as per-lane "
-                                      "input planes and Index keys only: pass outputs and sinks as host arrays "
-                                      "or leave them out (per-lane outputs then stay on the device)")
+                                      "input planes, Index keys and per-lane outputs (stored per lane or by key) "
+                                      "only: pass cells and sinks as host arrays or leave them out")
         buf, shape, dtype = _buffer(rt, v, kernel, name)
         stand = np.empty(shape, dtype)
-        if p.kind == "index" and stand.size:  # the keys' range check reads them on the host
-            rt.download(buf, stand, "index")
         host[name], buffers[name] = stand, (buf, stand)
     b = binder.bind(host)
     for name, (_, stand) in buffers.items():
-        a = b.arrays[name]
+        a = b.arrays[name] if name in b.arrays else b.given[name]
         if a.size and a.__array_interface__["data"][0] != stand.__array_interface__["data"][0]:
             raise _fail(kernel, name, f"is a device array of {stand.dtype} {stand.shape}, but this run reads "
                                       f"{a.dtype} values laid out flat; a device array is read as it is: convert it "
                                       f"before it goes to the device")
     b.device = {name: buf for name, (buf, _) in buffers.items()}
     return b
+
+
+def fetch_keys(b, layout, runtime) -> None:
+    """Copy to the host stand-in, once per bind, each device Index plane `layout` uses directly as a key of a sink
+    or an output (what the binder's range check reads: one counted "index" transfer each). Index planes read
+    only as values or by `.at` are never copied (unless $HAWK_CHECK_SORTED asks for every Index plane's order
+    to be checked on the host)."""
+    done = b.device.setdefault("#keys", set()) if b.device else None
+    if done is None:
+        return
+    every = os.environ.get("HAWK_CHECK_SORTED", "") not in ("", "0")
+    for name in (b.arrays if every else layout.index_keys):
+        buf = b.device.get(name)
+        if buf is not None and name not in done:
+            stand = b.arrays[name]
+            if stand.size:
+                runtime.download(buf, stand, "index")
+            done.add(name)
 
 
 def _buffer(rt, v, kernel: str, name: str):

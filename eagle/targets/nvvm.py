@@ -84,10 +84,24 @@ class CudaRuntime(DeviceRuntime):
         self._ok(self.driver.cuMemcpyHtoD(self.driver.CUdeviceptr(buf.ptr), a.ctypes.data, a.nbytes))
         self.transfers.add("up", what, a.nbytes)
 
-    def download(self, buf: PointerBuffer, a: np.ndarray, what: str = "array") -> None:
+    def download(self, buf: PointerBuffer, a: np.ndarray, what: str = "array", offset: int = 0) -> None:
         self._ok(self.driver.cuCtxSynchronize())
-        self._ok(self.driver.cuMemcpyDtoH(a.ctypes.data, self.driver.CUdeviceptr(buf.ptr), a.nbytes))
+        self._ok(self.driver.cuMemcpyDtoH(a.ctypes.data, self.driver.CUdeviceptr(buf.ptr + offset), a.nbytes))
         self.transfers.add("down", what, a.nbytes)
+
+    def synchronize(self) -> None:
+        """Wait for every launch and copy of the context (before a DLPack export hands memory to a consumer)."""
+        self._ok(self.driver.cuCtxSynchronize())
+
+    def device_copy(self, src: PointerBuffer, src_at: int, dst: PointerBuffer, dst_at: int, nbytes: int) -> None:
+        """`nbytes` from `src` at byte `src_at` to `dst` at `dst_at`, on the device (not a transfer)."""
+        if nbytes:
+            d = self.driver
+            self._ok(d.cuMemcpyDtoD(d.CUdeviceptr(dst.ptr + dst_at), d.CUdeviceptr(src.ptr + src_at), nbytes))
+
+    def zero(self, buf: PointerBuffer) -> None:
+        if buf.nbytes:
+            self._ok(self.driver.cuMemsetD8(self.driver.CUdeviceptr(buf.ptr), 0, buf.nbytes))
 
     def launch(self, binary: bytes, entry: str, buffers: list, written: list[bool], grid: Grid,
                roles: list[str] | None = None):

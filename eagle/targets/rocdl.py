@@ -104,9 +104,20 @@ class HipRuntime(DeviceRuntime):
         self._ok(self.lib.hipMemcpy(ctypes.c_void_p(buf.ptr), a.ctypes.data, a.nbytes, self.H2D), "hipMemcpy")
         self.transfers.add("up", what, a.nbytes)
 
-    def download(self, buf: PointerBuffer, a: np.ndarray, what: str = "array") -> None:
-        self._ok(self.lib.hipMemcpy(a.ctypes.data, ctypes.c_void_p(buf.ptr), a.nbytes, self.D2H), "hipMemcpy")
+    def download(self, buf: PointerBuffer, a: np.ndarray, what: str = "array", offset: int = 0) -> None:
+        self._ok(self.lib.hipMemcpy(a.ctypes.data, ctypes.c_void_p(buf.ptr + offset), a.nbytes, self.D2H),
+                 "hipMemcpy")
         self.transfers.add("down", what, a.nbytes)
+
+    def device_copy(self, src: PointerBuffer, src_at: int, dst: PointerBuffer, dst_at: int, nbytes: int) -> None:
+        """`nbytes` from `src` at byte `src_at` to `dst` at `dst_at`, on the device (not a transfer)."""
+        if nbytes:
+            self._ok(self.lib.hipMemcpy(ctypes.c_void_p(dst.ptr + dst_at), ctypes.c_void_p(src.ptr + src_at), nbytes,
+                                        3), "hipMemcpy")  # 3: hipMemcpyDeviceToDevice
+
+    def zero(self, buf: PointerBuffer) -> None:
+        if buf.nbytes:
+            self._ok(self.lib.hipMemset(ctypes.c_void_p(buf.ptr), 0, buf.nbytes), "hipMemset")
 
     def launch(self, binary: bytes, entry: str, buffers: list, written: list[bool], grid: Grid,
                roles: list[str] | None = None):

@@ -78,13 +78,12 @@ class VulkanBuffer(DeviceBuffer):
         return f"<VulkanBuffer {self.nbytes} bytes on {self.runtime.device_name}>"
 
 
-def copy(rt, buf: VulkanBuffer, a: np.ndarray, up: bool, what: str) -> None:
+def copy(rt, buf: VulkanBuffer, a: np.ndarray, up: bool, what: str, offset: int = 0) -> None:
     """Copy host array `a` into `buf` (`up`) or `buf` into `a`, through the staging buffer, counted as one
-    transfer of `what`. The caller holds the runtime's lock."""
-    if buf.buffer is None:
-        raise RuntimeError("this device array's memory was released (its Vulkan runtime closed)")
-    if a.nbytes > buf.nbytes:
-        raise ValueError(f"a copy of {a.nbytes} bytes does not fit a device buffer of {buf.nbytes}")
+    transfer of `what`; `offset`: where in `buf` (bytes). The caller holds the runtime's lock."""
+    _live(buf)
+    if offset + a.nbytes > buf.nbytes:
+        raise ValueError(f"a copy of {a.nbytes} bytes at byte {offset} does not fit a device buffer of {buf.nbytes}")
     vk = rt.vk
     flat = a.reshape(-1).view(np.uint8)
     step = min(STAGING, max(a.nbytes, 16))
@@ -94,11 +93,47 @@ def copy(rt, buf: VulkanBuffer, a: np.ndarray, up: bool, what: str) -> None:
         if up:
             stage.mapped[:n] = flat[lo:lo + n]
         src, dst = (stage.buffer, buf.buffer) if up else (buf.buffer, stage.buffer)
-        region = vk.VkBufferCopy(srcOffset=0 if up else lo, dstOffset=lo if up else 0, size=n)
+        region = vk.VkBufferCopy(srcOffset=0 if up else offset + lo, dstOffset=offset + lo if up else 0, size=n)
         rt.submit(lambda cb, src=src, dst=dst, region=region: _record_copy(vk, cb, src, dst, region))
         if not up:
             flat[lo:lo + n] = stage.mapped[:n]
     rt.transfers.add("up" if up else "down", what, a.nbytes)
+
+
+def _live(buf: VulkanBuffer) -> None:
+    if buf.buffer is None:
+        raise RuntimeError("this device array's memory was released (its Vulkan runtime closed)")
+
+
+def device_copy(rt, src: VulkanBuffer, src_at: int, dst: VulkanBuffer, dst_at: int, nbytes: int) -> None:
+    """Copy `nbytes` from `src` (at byte `src_at`) to `dst` (at `dst_at`) on the device: no host memory, not a
+    transfer. The caller holds the runtime's lock."""
+    _live(src)
+    _live(dst)
+    if src_at + nbytes > src.nbytes or dst_at + nbytes > dst.nbytes:
+        raise ValueError(f"a device copy of {nbytes} bytes runs past a buffer ({src.nbytes} bytes at {src_at} -> "
+                         f"{dst.nbytes} bytes at {dst_at})")
+    if nbytes:
+        vk = rt.vk
+        region = vk.VkBufferCopy(srcOffset=src_at, dstOffset=dst_at, size=nbytes)
+        rt.submit(lambda cb: _record_copy(vk, cb, src.buffer, dst.buffer, region))
+
+
+def zero(rt, buf: VulkanBuffer) -> None:
+    """Set every byte of `buf` to 0 on the device (vkCmdFillBuffer): no host memory, not a transfer."""
+    _live(buf)
+    vk = rt.vk
+
+    def record(cb):
+        vk.vkCmdFillBuffer(cb, buf.buffer, 0, buf.size, 0)
+        after = vk.VkMemoryBarrier(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                   srcAccessMask=vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                                   dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT |
+                                   vk.VK_ACCESS_TRANSFER_READ_BIT)
+        vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1,
+                                [after], 0, None, 0, None)
+
+    rt.submit(record)
 
 
 def _record_copy(vk, cb, src, dst, region) -> None:

@@ -34,6 +34,7 @@ from eagle.targets.device import DeviceRuntime, Grid, Placed, Transfers, missing
 from eagle.targets.vulkan_memory import VulkanBuffer
 
 MIN_BUFFER = 16  # bytes: a zero-size plane still binds a (tiny) buffer
+HELD_MAX = 4096  # bytes: launch arguments up to this size are not copied again when the binding holds them already
 # SPIR-V OpCapability operands -> the device feature they need (VkPhysicalDeviceFeatures, or Vulkan 1.2's
 # VkPhysicalDeviceVulkan12Features for Int64Atomics: 64-bit atomics on storage buffers)
 _CAP_FEATURE = {10: "shaderFloat64", 11: "shaderInt64", 12: "shaderBufferInt64Atomics", 22: "shaderInt16"}
@@ -143,9 +144,23 @@ class _Pipeline:
                                                descriptorPool=self.pool, descriptorSetCount=1,
                                                pSetLayouts=set_layouts)
         self.set = vk.vkAllocateDescriptorSets(dev, alloc)[0]
+        # small arguments (HELD_MAX bytes at most) live in this pipeline's own arena, HELD_MAX bytes per binding,
+        # and `held[k]` is what binding k's slot holds (copied in, or read back): a launch whose argument k has
+        # those very bytes skips the copy (a bound plan's #meta, a clean #err, unchanged cuts and Params)
+        self.arena: _Buffer | None = None
+        self.held: dict[int, bytes] = {}
+
+    def slot(self, rt: VulkanRuntime, k: int, nargs: int) -> np.ndarray:
+        """The mapped HELD_MAX bytes of binding k's slot in the arena (made on first use)."""
+        if self.arena is None:
+            self.arena = _Buffer(rt, HELD_MAX * max(1, nargs))
+        return self.arena.mapped[k * HELD_MAX:(k + 1) * HELD_MAX]
 
     def destroy(self, rt: VulkanRuntime) -> None:
         vk, dev = rt.vk, rt.device
+        if self.arena is not None:
+            self.arena.destroy(rt)
+            self.arena = None
         vk.vkDestroyDescriptorPool(dev, self.pool, None)
         vk.vkDestroyPipeline(dev, self.pipeline, None)
         vk.vkDestroyPipelineLayout(dev, self.layout, None)
@@ -342,11 +357,24 @@ class VulkanRuntime(DeviceRuntime):
             self._check_open()
             vulkan_memory.copy(self, buf, np.ascontiguousarray(a), True, what)
 
-    def download(self, buf: VulkanBuffer, a: np.ndarray, what: str = "array") -> None:
-        """Copy `buf` into host array `a` (C-contiguous, written in place); counted as one transfer of `what`."""
+    def download(self, buf: VulkanBuffer, a: np.ndarray, what: str = "array", offset: int = 0) -> None:
+        """Copy `buf` (from byte `offset`) into host array `a` (C-contiguous, written in place); counted as one
+        transfer of `what`."""
         with self._lock:
             self._check_open()
-            vulkan_memory.copy(self, buf, a, False, what)
+            vulkan_memory.copy(self, buf, a, False, what, offset)
+
+    def device_copy(self, src: VulkanBuffer, src_at: int, dst: VulkanBuffer, dst_at: int, nbytes: int) -> None:
+        """`nbytes` from `src` at byte `src_at` to `dst` at `dst_at`, on the device (not a transfer)."""
+        with self._lock:
+            self._check_open()
+            vulkan_memory.device_copy(self, src, src_at, dst, dst_at, nbytes)
+
+    def zero(self, buf: VulkanBuffer) -> None:
+        """Every byte of `buf` set to 0 on the device (not a transfer)."""
+        with self._lock:
+            self._check_open()
+            vulkan_memory.zero(self, buf)
 
     def staging(self, size: int) -> _Buffer:
         """The host-visible buffer transfers go through, at least `size` bytes (the lock held)."""
@@ -416,6 +444,7 @@ class VulkanRuntime(DeviceRuntime):
             status = np.array([CANARY_TRIPS, 0, 0], dtype=np.int64)
             bound = [*buffers, status] if pipe.status else list(buffers)
             infos, writes = [], []
+            held, used = pipe.held, {}
             for k, a in enumerate(bound):
                 if isinstance(a, Placed):  # on the device already: bound where it lies
                     info = vk.VkDescriptorBufferInfo(buffer=a.buffer.buffer, offset=0, range=a.buffer.size)
@@ -423,12 +452,22 @@ class VulkanRuntime(DeviceRuntime):
                     writes.append(self._write(pipe, k, info))
                     continue
                 size = max(MIN_BUFFER, -(-a.nbytes // 4) * 4)
-                b = self._buffer(k, size)
+                small = k < len(buffers) and size <= HELD_MAX
+                mapped = pipe.slot(self, k, len(buffers)) if small else self._buffer(k, size).mapped
+                used[k] = mapped
                 if a.nbytes:
-                    b.mapped[:a.nbytes] = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
-                    if k < len(buffers):
-                        self.transfers.add("up", roles[k] if roles else "buffer", a.nbytes)
-                info = vk.VkDescriptorBufferInfo(buffer=b.buffer, offset=0, range=size)
+                    data = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+                    raw = data.tobytes() if small else None
+                    if not (small and held.get(k) == raw):  # (else: the slot holds these bytes already)
+                        mapped[:a.nbytes] = data
+                        if k < len(buffers):
+                            self.transfers.add("up", roles[k] if roles else "buffer", a.nbytes)
+                    if small:
+                        held[k] = raw
+                if small:
+                    info = vk.VkDescriptorBufferInfo(buffer=pipe.arena.buffer, offset=k * HELD_MAX, range=HELD_MAX)
+                else:
+                    info = vk.VkDescriptorBufferInfo(buffer=self.buffers[k].buffer, offset=0, range=size)
                 infos.append(info)
                 writes.append(self._write(pipe, k, info))
             if writes:
@@ -468,8 +507,10 @@ class VulkanRuntime(DeviceRuntime):
                     f"on 'host', or give it fewer lanes per launch")
             for k, (a, w) in enumerate(zip(buffers, written, strict=True)):
                 if w and a.nbytes and not isinstance(a, Placed):
-                    np.copyto(a, self.buffers[k].mapped[:a.nbytes].view(a.dtype).reshape(a.shape))
+                    np.copyto(a, used[k][:a.nbytes].view(a.dtype).reshape(a.shape))
                     self.transfers.add("down", roles[k] if roles else "buffer", a.nbytes)
+                    if k in held:  # what the slot holds now
+                        held[k] = used[k][:a.nbytes].tobytes()
 
     def _write(self, pipe: _Pipeline, k: int, info):
         vk = self.vk
