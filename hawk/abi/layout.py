@@ -18,11 +18,13 @@ from hawk.abi.signature import Signature
 class Spec:
     """One specialisation: the float dtype, the integer dtype of each Index plane, and what policy="auto"
     means for a sum over lanes ("fast", or "ordered" for artifacts, whose partials the host adds in the
-    ordered tree)."""
+    ordered tree). `float_outputs`: the per-lane float outputs whose array has another float dtype than the
+    run's (the store converts into it, docs/semantics.md); empty for every other run."""
 
     float_dtype: str
     index_dtypes: tuple[tuple[str, str], ...]
     auto_sum: str = "fast"
+    float_outputs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class Buffer:
     name: str
     role: str  # in | index | param | table | out | len | cell | count | sink | scan | scanoff | scratch | meta | err
     # (len: the length of an output written by key, one int64, after its out buffer)
-    dtype: str  # 'f' (the kernel's float), 'i32', 'i64'
+    dtype: str  # 'f' (the kernel's float), 'f32' or 'f64' (a float output of its own dtype), 'i8' ... 'i64'
 
 
 @dataclass
@@ -345,11 +347,16 @@ def fold_values(r: Reduction, lanes: int, cell_values: int) -> int:
 
 
 
-def make_spec(sig: Signature, float_dtype: str, index_dtypes: dict[str, str], auto_sum: str = "fast") -> Spec:
+def make_spec(sig: Signature, float_dtype: str, index_dtypes: dict[str, str], auto_sum: str = "fast",
+              float_outputs: dict[str, str] | None = None) -> Spec:
     """The specialisation for a run: its float dtype and each Index plane's dtype (int32 unless given) and each
-    integer output's (Mutable[Index]: int64 unless given)."""
+    integer output's (Mutable[Index]: int64 unless given); `float_outputs`: float outputs given another float
+    dtype (those equal to the run's are dropped, so such a run shares the plain run's specialisation)."""
+    given = float_outputs or {}
+    floats = tuple((p.name, given[p.name]) for p in sig.planes
+                   if p.kind == "output" and not p.integer and given.get(p.name, float_dtype) != float_dtype)
     return Spec(float_dtype, tuple((p.name, index_dtypes.get(p.name, "int32" if p.kind == "index" else "int64"))
-                                   for p in sig.planes if p.integer_plane), auto_sum)
+                                   for p in sig.planes if p.integer_plane), auto_sum, floats)
 
 
 def layout_to_json(lay: Layout) -> dict:

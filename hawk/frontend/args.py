@@ -22,7 +22,7 @@ def plane_type(p: PlaneSpec, ftype: ir.Type, itypes: dict[str, ir.Type], lane: l
     if p.kind == "table":
         return hawk_type("table", ftype, shape, [a.label for a in p.axes])
     if p.kind == "output":
-        return hawk_type("output", itypes[p.name] if p.integer else ftype, shape, lane)
+        return hawk_type("output", itypes.get(p.name, ftype), shape, lane)  # (its own int or float type)
     if p.kind == "sink":
         return hawk_type("sink", ftype, (), [a.label for a in p.axes])
     return None

@@ -482,7 +482,7 @@ class CallsMixin:
             if self.itypes[name] != self.sem.i64:
                 value = create("arith.trunci", [value], [self.itypes[name]]).result
         else:
-            value = self.sem.mlir(self.sem.to_float(v))
+            value = self.own_float(name, self.sem.mlir(self.sem.to_float(v)))  # (an output of its own float type)
         arg = self.plane_arg(name)
         create("hawk.store", [arg, value, k], [])
         self.placed.add(name)

@@ -19,6 +19,7 @@ from hawk.frontend import refs as R
 from hawk.frontend import retired
 from hawk.frontend.args import plane_type
 from hawk.frontend.calls import CallsMixin
+from hawk.frontend.float_outputs import FloatOutputsMixin
 from hawk.frontend.inline import RET, FuncsMixin
 from hawk.frontend.source import Source
 from hawk.frontend.values import HVal, SemanticError, Semantics, const
@@ -31,7 +32,7 @@ _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
-class KernelBuilder(CallsMixin, FuncsMixin):
+class KernelBuilder(CallsMixin, FuncsMixin, FloatOutputsMixin):
     """Builds `func.func @<kernel>` holding one lane's code in hawk ops."""
 
     def __init__(self, source: Source, sig: Signature, ftype: ir.Type, itypes: dict[str, ir.Type]):
@@ -150,7 +151,7 @@ class KernelBuilder(CallsMixin, FuncsMixin):
         v = self.sem.to_float(v)
         if v.is_const:
             v = self.sem.broadcast(v, shape) if shape else v
-        value = self.sem.mlir(v)
+        value = self.own_float(name, self.sem.mlir(v))
         create("hawk.store", [self.output_arg(name, shape, value, False), value], [])
 
     # ---- statements -------------------------------------------------------------------------------
@@ -241,6 +242,8 @@ class KernelBuilder(CallsMixin, FuncsMixin):
                              "be assigned per lane: use two outputs")
         if spec is not None and v.reduced is None and v.kind != ("i" if spec.integer else "f"):
             v = self.sem.to_int(v) if spec.integer else self.sem.to_float(v)
+        if spec is not None:
+            v = self.as_stored(name, v)
         self.env[name] = v
 
     def aug_assign(self, s: ast.AugAssign):
@@ -572,8 +575,7 @@ class KernelBuilder(CallsMixin, FuncsMixin):
             if self.itypes[spec.name] != self.sem.i64:
                 raw = create("arith.extsi", [raw], [self.sem.i64]).result
             return HVal(raw, "i")
-        t = self.sem.type_of("f", spec.payload.shape)
-        return HVal(create("hawk.load", [self.plane_arg(spec.name)], [t]).result, "f", spec.payload.shape)
+        return self.read_float_output(spec)
 
 
 def _store_targets(n: ast.AST):

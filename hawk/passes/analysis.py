@@ -144,7 +144,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     for p in sig.planes:
         if p.kind == "output" and mine(p.name):
             bufs.append(Buffer(p.name, "cell" if outputs.get(p.name) == "cell" else "out",
-                               itypes[p.name] if p.integer else "f"))
+                               itypes.get(p.name, "f")))  # (a float output of its own dtype: f32, f64)
             if outputs.get(p.name, "").startswith("scatter"):  # written by key: its array's length (#err checks)
                 bufs.append(Buffer(p.name, "len", "i64"))
     if "result" in lay.outputs:

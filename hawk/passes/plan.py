@@ -5,7 +5,8 @@ front end builds a kernel's IR, so `Kernel.mlir()` text compiles alone):
   hawk.signature  its planes (kind, payload, axes) and return payload, as Signature.to_json in attribute form
   hawk.outputs    [[name, "lane" | "cell" | "scatter" | "scatter-run"], ...] each output's mode ("scatter":
                   written by key, every key read straight from an Index plane; "scatter-run": some key computed)
-  hawk.spec       {float = f64, index = {i = i32}}: the specialisation's element types
+  hawk.spec       {float = f64, index = {i = i32}[, floats = {y = f32}]}: the specialisation's element types
+                  (floats: the per-lane float outputs of another float type, which the stores convert into)
   hawk.stage      {cells_in, cells_out, owns}: one stage of a split kernel (written by split-stages)
 `plan-buffers` runs hawk/passes/analysis.py on that and writes the result as `hawk.layout` on the func, a
 dictionary whose ordered maps are arrays of [key, value] pairs and whose buffers read "name:role:dtype". The
@@ -27,7 +28,7 @@ from hawk.passes.base import ModulePass, kernel_funcs, register
 LAYOUT = "hawk.layout"
 _ORDERED_MAPS = ("outputs", "sinks", "index_keys", "sink_policy", "private")
 _FLOATS = {"float64": ir.F64Type, "float32": ir.F32Type}
-_INDEX_WIDTHS = {"int32": 32, "int64": 64}
+_INDEX_WIDTHS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}  # (int8/int16: integer outputs only)
 
 
 # ---- plain values <-> attributes ---------------------------------------------------------------------------
@@ -115,9 +116,11 @@ def take_layout(module: ir.Module, what: str) -> tuple[object, Layout]:
 
 # ---- the facts ----------------------------------------------------------------------------------------------
 def spec_types(spec: Spec) -> tuple[ir.Type, dict[str, ir.Type]]:
-    """The MLIR float type and each Index plane's integer type of a specialisation (in the current context)."""
+    """The MLIR float type of a specialisation and the element type of each plane whose dtype is its own: an
+    Index plane's or integer output's integer type, a float output's float type (in the current context)."""
     return (_FLOATS[spec.float_dtype].get(),
-            {n: ir.IntegerType.get_signless(_INDEX_WIDTHS[d]) for n, d in spec.index_dtypes})
+            {**{n: ir.IntegerType.get_signless(_INDEX_WIDTHS[d]) for n, d in spec.index_dtypes},
+             **{n: _FLOATS[d].get() for n, d in spec.float_outputs}})
 
 
 def annotate(module: ir.Module, sig: Signature, outputs: dict[str, str], spec: Spec,
@@ -128,9 +131,11 @@ def annotate(module: ir.Module, sig: Signature, outputs: dict[str, str], spec: S
     attrs["hawk.signature"] = to_attr(sig.to_json())
     attrs["hawk.outputs"] = to_attr([[n, m] for n, m in outputs.items()])
     ftype, itypes = spec_types(spec)
+    floats = {n for n, _ in spec.float_outputs}
     attrs["hawk.spec"] = ir.DictAttr.get({
         "float": ir.TypeAttr.get(ftype),
-        "index": ir.DictAttr.get({n: ir.TypeAttr.get(t) for n, t in itypes.items()})})
+        "index": ir.DictAttr.get({n: ir.TypeAttr.get(t) for n, t in itypes.items() if n not in floats}),
+        **({"floats": ir.DictAttr.get({n: ir.TypeAttr.get(itypes[n]) for n in sorted(floats)})} if floats else {})})
     if stage is not None:
         set_stage(func, *stage)
 
@@ -149,10 +154,11 @@ def outputs_of(func) -> dict[str, str]:
 
 
 def types_of(func) -> tuple[ir.Type, dict[str, ir.Type]]:
-    """The float type and each Index plane's integer type of the func's specialisation."""
+    """The float type of the func's specialisation and the element types of the planes with their own (as
+    spec_types gives them)."""
     spec = ir.DictAttr(_get(func, "hawk.spec", "the float and index types"))
-    return ir.TypeAttr(spec["float"]).value, {n.name: ir.TypeAttr(n.attr).value
-                                              for n in ir.DictAttr(spec["index"])}
+    own = [n for k in ("index", "floats") if k in spec for n in ir.DictAttr(spec[k])]
+    return ir.TypeAttr(spec["float"]).value, {n.name: ir.TypeAttr(n.attr).value for n in own}
 
 
 def stage_of(func) -> dict | None:
@@ -163,7 +169,8 @@ def stage_of(func) -> dict | None:
 def plan(func) -> Layout:
     """Run the analysis over one kernel func from its facts."""
     _, itypes = types_of(func)
-    short = {n: f"i{ir.IntegerType(t).width}" for n, t in itypes.items()}
+    short = {n: f"i{ir.IntegerType(t).width}" if isinstance(t, ir.IntegerType) else
+             "f64" if isinstance(t, ir.F64Type) else "f32" for n, t in itypes.items()}
     st = stage_of(func)
     return analyse(func, signature_of(func), outputs_of(func), ir.StringAttr(func.attributes["sym_name"]).value,
                    short, None if st is None else set(st["owns"]), tuple(st["cells_out"]) if st else ())
