@@ -118,6 +118,19 @@ class SpeculateIfs(ModulePass):
 
 @register
 @dataclasses.dataclass
+class ExpandMath(ModulePass):
+    name = "expand-math"
+    summary = ("the host's exp, exp2, log, log2, log10, expm1, tanh, sin, cos, tan on float scalars -> branch-free "
+               "arith code the loop vectorizer can widen (hawk/targets/host_math.py), instead of libm calls")
+
+    def apply(self, module: ir.Module) -> None:
+        from hawk.targets.host_math import expand_math
+
+        expand_math(module)
+
+
+@register
+@dataclasses.dataclass
 class Canonicalize(UpstreamPass):
     name = "canonicalize"
     summary = "upstream clean-up: canonicalize, then cse"
