@@ -56,6 +56,17 @@ def bt_spirv_missing(why: str) -> None:
     pytest.skip(why)
 
 
+@pytest.fixture(scope="module")
+def vulkan_transfers():
+    """The Vulkan runtime's transfer counter (docs/devices.md), for tests of device-resident arrays on spirv."""
+    why = bt_target_missing("spirv")
+    if why:
+        bt_spirv_missing(f"target 'spirv' cannot run here: {why}")
+    from eagle.targets.vulkan_runtime import transfers
+
+    return transfers()
+
+
 @pytest.fixture(params=BT_TARGETS)
 def target(request):
     """Each target a test should pass on: "host", then "spirv" (skipped, saying why, without a Vulkan device; a

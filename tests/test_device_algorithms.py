@@ -9,7 +9,6 @@ import math
 
 import numpy as np
 import pytest
-from conftest import bt_spirv_missing, bt_target_missing
 
 import eagle
 import eagle.algorithms as A
@@ -19,13 +18,8 @@ N = 5000  # two scan blocks
 
 
 @pytest.fixture(scope="module", autouse=True)
-def transfers():
-    why = bt_target_missing("spirv")
-    if why:
-        bt_spirv_missing(f"target 'spirv' cannot run here: {why}")
-    from eagle.targets.vulkan_runtime import transfers
-
-    return transfers()
+def transfers(vulkan_transfers):
+    return vulkan_transfers
 
 
 def dev(a) -> DeviceArray:

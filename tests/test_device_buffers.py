@@ -6,7 +6,7 @@ Without a Vulkan device every test skips saying why (a failure under CI, as for 
 
 import numpy as np
 import pytest
-from conftest import bt_spirv_missing, bt_target_missing
+from conftest import bt_target_missing
 
 import eagle
 import hawk
@@ -30,13 +30,8 @@ def dm_by_key(key: Index, x: Scalar, acc: Mutable["slot":7]):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def transfers():
-    why = bt_target_missing("spirv")
-    if why:
-        bt_spirv_missing(f"target 'spirv' cannot run here: {why}")
-    from eagle.targets.vulkan_runtime import transfers
-
-    return transfers()
+def transfers(vulkan_transfers):
+    return vulkan_transfers
 
 
 @pytest.fixture(scope="module")
