@@ -2,9 +2,12 @@
 `cotangent`, with respect to its float inputs.
 
 The work is one or two hawk kernels made from the forward kernel's hawk IR (hawk/reverse): the adjoint, and for
-sinks stored into with `=` a "winners" kernel that finds the lane that won each slot. Both are deployed like any
-kernel (same target, threads, chunking; compiled and cached per stage), so a gradient run is as deterministic as
-a forward one: every sum across lanes in the adjoint is an ordered (exact) sum. This module only checks the
+sinks stored into with `=` a "winners" kernel that finds the lane that won each slot. A Plan's gradient of a
+stencil (planes read with `.at` at constant offsets) runs in gather form instead of the adjoint (hawk/reverse/
+gather.py: a shares adjoint, a gather kernel and, with Params, a Param sums kernel), with the adjoint's bits; a
+call whose gather flags a lane (its pair erred) reruns the adjoint. All are deployed like any kernel (same
+target, threads, chunking; compiled and cached per stage), so a gradient run is as deterministic as a forward
+one: every sum across lanes in the adjoint is an ordered (exact) sum. This module only checks the
 request, shapes the cotangents into the adjoint's planes and the gradients back into the inputs' shapes.
 
 The same door serves a loaded artifact built with `reverse=True` (hawk.artifact): there the adjoint and winners
@@ -115,6 +118,33 @@ def adjoint_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
     return cache[key]
 
 
+def gather_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
+    """(shares adjoint plan, design, gather plan, Param sums plan or None, Gather) for a stencil's gradient in
+    gather form (hawk/reverse/gather.py), deployed like `plan`, or None when no plane of `wrt` is read at constant
+    offsets only."""
+    import eagle
+
+    kernel = plan.kernel
+    cache = plan.__dict__.setdefault("_gather", {})
+    if not kernel.adjoint_needs_extents(wrt):
+        return None
+    key = (wrt, extents)
+    if key not in cache:
+        made = kernel.__dict__.setdefault("_gathers", {})
+        if key not in made:
+            from hawk.reverse.gather import gather_kernels
+
+            made[key] = gather_kernels(kernel, wrt, extents)
+        got = made[key]
+        if got is not None:
+            adj, design, gk, sk, g = got
+            opts = dict(threads=plan.threads, min_chunk=plan.min_chunk, **getattr(plan, "options", {}))
+            got = (eagle.deploy(adj, plan.target, **opts), design, eagle.deploy(gk, plan.target, **opts),
+                   eagle.deploy(sk, plan.target, **opts) if sk is not None else None, g)
+        cache[key] = got
+    return cache[key]
+
+
 def cotangents(fwd: Forward, design, cotangent, extents: tuple[int, ...], dtype, xp=np,
                strict: bool = True) -> dict:
     """The adjoint's cotangent planes from the cotangents of the forward's results (a missing one is zero): the
@@ -206,7 +236,9 @@ class Reverse:
     `source(fwd, wrt, extents)` gives (adjoint runner, its planes, winners runner or None); a Plan's by default."""
 
     def __init__(self, plan, planes: dict, wrt=None, source=None):
+        gathers = source is None  # a Plan's (a loaded artifact has its scatter adjoint only)
         source = source or plan_source(plan)
+        self.source = source
         self.plan, self.planes = plan, dict(planes)
         fwd = self.fwd = forward_of(plan)
         sig = fwd.signature
@@ -221,7 +253,20 @@ class Reverse:
         self.wins = {s: f.copy() for s, f in self.fills.items()}
         self.win_run = _Prepared(win, {**inputs, **self.fills}) if win is not None else None
         tables = {self.design.win[s]: w for s, w in self.wins.items()}
+        got = gather_for(plan, self.kwrt, b.extents) if gathers and self.kwrt else None
+        self.gather_run = self.sums_run = self.exact_run = None
+        self.exact_calls = 0  # calls the gather form handed to the scatter adjoint (a pair erred)
+        if got is not None:  # a stencil: shares, then the gather; the scatter adjoint if a lane's pair erred
+            adj, self.design, gk, sk, self.gather = got
         self.adj_run = _Prepared(adj, {**inputs, **zero, **tables}) if self.kwrt else None
+        if got is not None:
+            def shares(names):
+                return {s: np.asarray(self.adj_run.results[s]).reshape(b.extents) for s in names}
+
+            # bound to the share outputs themselves: no copies
+            self.gather_run = _Prepared(gk, shares(self.gather.shares))
+            self.sums_run = _Prepared(sk, shares(self.gather.sums.values())) if sk is not None else None
+        self.exact_planes = {**inputs, **zero, **tables}
 
     def __call__(self, cotangent) -> dict[str, Array]:
         fwd, design, sig = self.fwd, self.design, self.fwd.signature
@@ -242,6 +287,8 @@ class Reverse:
                 self.adj_run.set(name, a)
             results = self.adj_run.launch()
             self.plan.last_reverse_chunks = self.adj_run.runner.last_chunks
+            if self.gather_run is not None:
+                results = self.gathered(results, cts)
         grads = {}
         for x in self.kwrt:
             shape = (1,) if sig.get(x).kind == "param" else np.shape(self.planes[x])
@@ -253,6 +300,29 @@ class Reverse:
                 ct = np.where(self.wins[s] < 0, ct, 0.0)
             grads[s] = Array(np.array(ct, dtype=self.dtype))
         return grads
+
+    def gathered(self, results: dict, cts: dict) -> dict:
+        """The gathered planes' gradients from the gather kernel, or, where some lane's pair erred (a term not
+        finite, or a sum past the pair's reach), every gradient from the scatter adjoint's exact accumulators."""
+        g = self.gather
+        got = self.gather_run.launch()
+        self.plan.last_reverse_chunks += self.gather_run.runner.last_chunks
+        if not np.asarray(got[g.flag]).max() > 0:
+            sums = self.sums_run.launch() if self.sums_run is not None else {}
+            if self.sums_run is not None:
+                self.plan.last_reverse_chunks += self.sums_run.runner.last_chunks
+            return {**results, **{g.grad[x]: got[g.grad[x]] for x in g.grad}, **sums}
+        if self.exact_run is None:
+            adj, _, _ = self.source(self.fwd, self.kwrt, self.extents)
+            self.exact_run = _Prepared(adj, self.exact_planes)
+        self.exact_calls += 1
+        for name, a in cts.items():
+            self.exact_run.set(name, a)
+        for s in self.design.win:
+            self.exact_run.set(self.design.win[s], self.wins[s])
+        out = self.exact_run.launch()
+        self.plan.last_reverse_chunks += self.exact_run.runner.last_chunks
+        return out
 
 
 def reverse(plan, cotangent, wrt=None, planes: dict | None = None) -> dict[str, Array]:

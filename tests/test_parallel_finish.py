@@ -18,6 +18,7 @@ import eagle
 import eagle.native
 import eagle.native.folds
 import hawk
+from eagle.reverse import Reverse, plan_source
 from hawk import Grid, Index, Mutable, Param, Scalar
 
 SLOTS = 40_000  # over folds.FOLD_SLOTS: the executor folds the pairs
@@ -172,7 +173,8 @@ def test_stencil_gradient_bits_with_the_parallel_finish(monkeypatch, reports):
         for threads in (1, 2):
             plan = eagle.deploy(pf_stencil, target="host", threads=threads, min_chunk=SMALL)
             before = len(reports)
-            got[parallel, threads] = {k: np.asarray(v).copy() for k, v in plan.reverse(ct, u=u, k=0.7).items()}
+            scatter = Reverse(plan, {"u": u, "k": 0.7}, None, plan_source(plan))  # not the gather form
+            got[parallel, threads] = {k: np.asarray(v).copy() for k, v in scatter(ct).items()}
             folds = [f for r in reports[before:] for f in r]
             if parallel and threads == 2 and eagle.native.library() is not None:
                 assert any(f["kind"] == 3 and f["parts"] > 1 and not f["skip"] and not f["failed"]

@@ -103,9 +103,7 @@ class OutputsMixin:
                 entry = (total, False)
             if kind == "cell":
                 t = self.ftype
-                share = self.share(entry) if entry is not None else self.zero(t)
-                r = self.total(share, self.p.axes)
-                create("hawk.cell", [self.arg(out, "total", r.type), r], [])
+                self.cell_out(out, self.share(entry) if entry is not None else self.zero(t))
             elif kind == "lane" and entry is not None:
                 v = self.share(entry)
                 create("hawk.store", [self.arg(out, "output", v.type, self.p.axes), v], [])
@@ -113,7 +111,17 @@ class OutputsMixin:
                 v = self.zero(self.lane_type(plane))
                 create("hawk.store", [self.arg(out, "output", v.type, self.p.axes), v], [])
             elif kind == "sink" and entry is not None:
-                self.scatter(out, self.share(entry), [self.linear()])
+                self.own_share(plane, out, self.share(entry))
+
+    def cell_out(self, out: str, share: ir.Value) -> None:
+        """A Param's gradient: the ordered sum over lanes of each lane's share."""
+        r = self.total(share, self.p.axes)
+        create("hawk.cell", [self.arg(out, "total", r.type), r], [])
+
+    def own_share(self, plane: str, out: str, v: ir.Value) -> None:
+        """The cotangent of a `.at`-read plane's own-lane loads: one more term of its gradient sink, at this lane
+        (hawk/reverse/gather.py hands it out as a share plane instead)."""
+        self.scatter(out, v, [self.linear()])
 
     def lane_type(self, plane: str) -> ir.Type:
         shape = self.p.payload.get(plane, ())
