@@ -123,3 +123,12 @@ def dist_kscan(x: Scalar, key: Index, y: Mutable[Scalar], pos: Mutable[Scalar], 
 def dist_gridscan(lane: Grid["row", "col":50], u: Scalar, y: Mutable[Scalar], t: Mutable[Scalar]):
     y = hawk.scan(u - hawk.mean(u, policy="ordered") + lane.row * 0.25, op=hm.max, reset=lane.col == 0)
     t = hawk.sum(hawk.scan(u * 3.0 - lane.col), policy="ordered")
+
+
+# ---- Vector planes where shards run with the whole grid's lane numbers (halos, coordinates, a cell's gradient) -----
+@hawk.kernel
+def dist_vheat(lane: Grid["row", "col":NC], v: Vector[2], u: Scalar, out: Mutable[Vector[2]], tot: Mutable[Scalar]):
+    i, j = lane.row, lane.col
+    w = v.at(row=i - 1, col=j) + v.at(row=i + 2, col=j) - v * 2.0 + u * 0.5
+    out = w + i * 0.25
+    tot = hawk.sum(w[0] * w[1] + u * v[1], policy="ordered")

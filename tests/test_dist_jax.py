@@ -5,17 +5,18 @@ with shard sizes that are not multiples of the chunk alignment; max is exact; an
 bound (n * eps * sum|x|); per-lane outputs stay sharded and equal the one-device outputs; a passed sink's prior content
 is added once; float32 ordered sums round once; a 2-D stencil exchanges halo rows between shards (ppermute) and runs
 with the whole grid's coordinates, bitwise equal to one device; `.at` reads that can reach any lane (a flat index, a
-computed row), `= v` stores into sinks, reductions that keep axes, reverse scans and a stencil's gradient are refused by
-name; forward and keyed scans (shards run whole 4096-lane blocks) and block reductions are bitwise the one-device
-run; a key outside a sink on one shard refuses the call on every shard (in Plan.run's words, the arrays passed
-unchanged, the program usable again); `jax.grad` / `jax.vjp` through the sharded call (the adjoint run sharded the same
-way) give per-lane, Table, Param and prior-sink gradients bitwise equal to `plan.reverse` on 4 and 8 shards, and for a
-split kernel whose adjoint recomputes a cell; under plain `jax.jit` with NamedSharding inputs (`partition=True`:
-custom_partitioning) the compiled HLO runs one launch per shard and gathers no lane input, a stencil partitions too,
-and jax.grad through it is bitwise plan.reverse's;
-two processes under `jax.distributed` (2 devices each, gloo) give the one-device bits. JAX fixes its device count at
-start-up, so the cases run in one subprocess with XLA_FLAGS=--xla_force_host_platform_device_count=8 and report back per
-case.
+computed row), `= v` stores into sinks, reductions that keep axes, reverse scans and (under partition=True) a stencil's
+gradient are refused by name; a Vector plane runs beside halos; a stencil's gradient (gather form with halos of share
+rows, and its scatter fallback) and a Vector plane's beside cells are bitwise plan.reverse's; forward and keyed scans
+(shards run whole 4096-lane blocks) and block reductions are bitwise the one-device run; a key outside a sink on one
+shard refuses the call on every shard (in Plan.run's words, the arrays passed unchanged, the program usable again);
+`jax.grad` / `jax.vjp` through the sharded call (the adjoint run sharded the same way) give per-lane, Table, Param and
+prior-sink gradients bitwise equal to `plan.reverse` on 4 and 8 shards, and for a split kernel whose adjoint recomputes
+a cell; under plain `jax.jit` with NamedSharding inputs (`partition=True`: custom_partitioning) the compiled HLO runs
+one launch per shard and gathers no lane input, a stencil partitions too, and jax.grad through it is bitwise
+plan.reverse's; two processes under `jax.distributed` (2 devices each, gloo) give the one-device bits. JAX fixes its
+device count at start-up, so the cases run in one subprocess with XLA_FLAGS=--xla_force_host_platform_device_count=8 and
+report back per case.
 """
 
 import json
@@ -42,7 +43,7 @@ def _setup():
     import numpy as np
 
     jax.config.update("jax_enable_x64", True)
-    names = ("sums", "max", "split", "shift", "heat", "far", "store", "rows", "grad", "ratio", "gridgrad")
+    names = ("sums", "max", "split", "shift", "heat", "far", "store", "rows", "grad", "ratio", "gridgrad", "vheat")
     return np, {n: getattr(dk, f"dist_{n}") for n in names}
 
 
@@ -211,6 +212,10 @@ def case_stencil_with_halo_exchange():
     u32 = u.astype(np.float32)  # 4-byte elements: the shards' address shifts scale with them
     got = _sharded(ks["heat"], _mesh(8), dict(u=u32), dict(u=P("d")), {"out": P("d"), "tot": P()}, k=0.1)
     _bits_equal(got, eagle.deploy(ks["heat"]).run(u=u32, k=0.1), ["out", "tot"])
+    v = np.random.default_rng(8).normal(size=(2, NR, NC))  # a Vector plane with halos (payload first, rows after)
+    got = _sharded(ks["vheat"], _mesh(4), dict(v=v, u=u), dict(v=P(None, "d"), u=P("d")),
+                   {"out": P(None, "d"), "tot": P()})
+    _bits_equal(got, eagle.deploy(ks["vheat"]).run(v=v, u=u), ["out", "tot"])
 
 
 def case_at_with_a_computed_row_is_refused():
@@ -254,15 +259,43 @@ def case_what_shards_cannot_do_is_refused_by_name():
         raise AssertionError("a reverse scan ran sharded")
     import eagle.jax
 
-    f = eagle.jax.wrap(ks["heat"], axis_name="d")  # a stencil's gradient: its adjoint adds across shard edges
-    mesh = _mesh(8)
-    loss = jax.shard_map(lambda u: f(u=u, k=0.1)["tot"][0], mesh=mesh, in_specs=P("d"), out_specs=P())
+    f = eagle.jax.wrap(ks["heat"], partition=True)  # a stencil's gradient under partition=True: not yet
     try:
-        jax.jit(jax.grad(loss))(jax.device_put(np.ones((NR, NC)), NamedSharding(mesh, P("d"))))
+        jax.jit(jax.grad(lambda u: f(u=u, k=0.1)["tot"][0]))(
+            jax.device_put(np.ones((NR, NC)), NamedSharding(_mesh(8), P("d"))))
     except InputError as exc:
-        assert "plane 'u'" in str(exc) and "dist_heat" in str(exc) and ".at" in str(exc), str(exc)
+        assert "plane 'u'" in str(exc) and "dist_heat" in str(exc) and "shard_map" in str(exc), str(exc)
     else:
-        raise AssertionError("a stencil's gradient ran sharded")
+        raise AssertionError("a stencil's gradient ran partitioned")
+
+
+def case_gradients_of_a_stencil_bitwise():
+    """A stencil's gradient (its adjoint adds into neighbours' rows) inside shard_map on 4 and 8 shards: u's
+    gradient (each shard's rows) and k's bitwise plan.reverse's; and where a lane's (high, low) pair errs
+    (cotangents of wildly different scales), plan.reverse's fallback bits too."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    rng = np.random.default_rng(14)
+    u, co = rng.normal(size=(NR, NC)), rng.normal(size=(NR, NC))
+    f = eagle.jax.wrap(ks["heat"], axis_name="d")
+    for shards, c in ((4, co), (8, co), (4, co * np.exp2(rng.integers(-300, 300, size=co.shape)))):
+        mesh = _mesh(shards)
+        g = jax.shard_map(lambda u, k: f(u=u, k=k), mesh=mesh, in_specs=(P("d"), P()),
+                          out_specs={"out": P("d"), "tot": P()})
+
+        def loss(u, k, c=c, g=g):
+            r = g(u, k)
+            return (r["out"] * c).sum() + 1.5 * r["tot"].sum()
+
+        gu, gk = jax.jit(jax.grad(loss, argnums=(0, 1)))(jax.device_put(u, NamedSharding(mesh, P("d"))), 0.1)
+        want = eagle.deploy(ks["heat"]).reverse({"out": c, "tot": np.array([1.5])}, u=u, k=0.1)
+        _bits_equal({"u": gu, "k": np.asarray(gk).reshape(1)}, want, ["u", "k"])
 
 
 def case_scans_bitwise_with_blocks_across_shards():
@@ -437,6 +470,18 @@ def case_gradient_of_a_split_kernel():
     got = jax.jit(jax.grad(loss))(jax.device_put(x, NamedSharding(mesh, P("d"))))
     want = eagle.deploy(ks["ratio"]).reverse({"z": cz, "tot": np.array([2.0])}, x=x)
     _bits_equal({"x": got}, want, ["x"])
+    v, cv = rng.normal(size=(3, n)) + 3.0, rng.normal(size=(3, n))  # Vector planes beside cells (whole-run lanes)
+    f = eagle.jax.wrap(ks["split"], axis_name="d")
+    outs = {"tot_0": P(), "tot_1": P(), "tot_2": P(), "z": P(None, "d")}
+    g = jax.shard_map(lambda v: f(v=v), mesh=mesh, in_specs=P(None, "d"), out_specs=outs)
+
+    def vloss(v):
+        r = g(v)
+        return (r["z"] * cv).sum() + 2.0 * r["tot_0"].sum() - r["tot_2"].sum()
+
+    got = jax.jit(jax.grad(vloss))(jax.device_put(v, NamedSharding(mesh, P(None, "d"))))
+    want = eagle.deploy(ks["split"]).reverse({"z": cv, "tot": np.array([2.0, 0.0, -1.0])}, v=v)
+    _bits_equal({"v": got}, want, ["v"])
 
 
 def case_partitioned_stencil_under_jit():

@@ -5,10 +5,12 @@ Pinned here: with shards of unequal sizes (one far smaller than a chunk, one emp
 means and scatters are bitwise equal to the one-process run on every rank; max is exact; an auto sum is within the fast
 form's bound; per-lane outputs are the rank's own lanes; a passed sink's prior content is added once; the cells of a
 split kernel (its cut cells combined between stages) are bitwise equal; float32 ordered sums too; a 2-D stencil over
-rows split unevenly exchanges halo rows and runs with the whole grid's coordinates, bitwise equal to one process; a call
-refused on one rank only (a key outside the sink, a plane the binder refuses, other dtypes) is refused on every rank
-with every tensor unchanged. The ranks run in a subprocess (torch.multiprocessing.spawn from this file as a script) and
-report per case to the test; the kernels are tests/dist_kernels.py's, shared with the JAX tests.
+rows split unevenly exchanges halo rows and runs with the whole grid's coordinates, bitwise equal to one process (a
+Vector plane too); a stencil's gradient (gather form, and the scatter fallback when a pair errs) and a Vector plane's
+beside cells are bitwise plan.reverse's on every rank; a call refused on one rank only (a key outside the sink, a plane
+the binder refuses, other dtypes) is refused on every rank with every tensor unchanged. The ranks run in a subprocess
+(torch.multiprocessing.spawn from this file as a script) and report per case to the test; the kernels are
+tests/dist_kernels.py's, shared with the JAX tests.
 """
 
 import json
@@ -38,6 +40,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_softmax,
     dist_split,
     dist_sums,
+    dist_vheat,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,6 +155,11 @@ def case_stencil_halos_uneven_rows(rank, group):
     got = f(u=torch.from_numpy(u[lo:hi].copy()), k=0.1)
     want = eagle.deploy(dist_heat).run(u=u, k=0.1)
     _bits(got, {"out": np.asarray(want["out"])[lo:hi], "tot": want["tot"]}, ["out", "tot"])
+    v = np.random.default_rng(6).normal(size=(2, NR, NC))  # a Vector plane with halos: strided by the shard's rows
+    got = eagle.torch.wrap(dist_vheat, group=group)(v=torch.from_numpy(v[:, lo:hi].copy()),
+                                                     u=torch.from_numpy(u[lo:hi].copy()))
+    want = eagle.deploy(dist_vheat).run(v=v, u=u)
+    _bits(got, {"out": np.asarray(want["out"])[:, lo:hi], "tot": want["tot"]}, ["out", "tot"])
 
 
 def case_scans_and_block_reductions_uneven_shards(rank, group):
@@ -226,7 +234,6 @@ def case_gradients_of_a_split_kernel(rank, group):
 
     import eagle
     import eagle.torch
-    from eagle import InputError
 
     f = eagle.torch.wrap(dist_ratio, group=group)  # the adjoint recomputes tot (a stage of its own) across ranks
     x = np.random.default_rng(7).normal(size=9_001) + 3.0
@@ -238,32 +245,46 @@ def case_gradients_of_a_split_kernel(rank, group):
     ((got["z"] * torch.from_numpy(cz[lo:hi])).sum() + got["tot"].sum() * 2.0).backward()
     want = eagle.deploy(dist_ratio).reverse({"z": cz, "tot": np.array([2.0])}, x=x)
     _bits({"x": xt.grad}, {"x": np.asarray(want["x"])[lo:hi]}, ["x"])
-    vt = torch.ones((3, hi - lo), dtype=torch.float64, requires_grad=True)  # Vector planes and cells: refused
-    try:
-        eagle.torch.wrap(dist_split, group=group)(v=vt)["tot_0"].sum().backward()
-    except InputError as exc:
-        assert "plane 'v'" in str(exc) and "dist_split" in str(exc) and "Scalar" in str(exc), str(exc)
-    else:
-        raise AssertionError("a Vector plane's gradient ran sharded in a kernel with cells")
+    v = np.random.default_rng(9).normal(size=(3, x.size)) + 3.0  # Vector planes beside cells: whole-run lanes
+    cv = np.random.default_rng(10).normal(size=v.shape)
+    vt = torch.from_numpy(v[:, lo:hi].copy()).requires_grad_()
+    got = eagle.torch.wrap(dist_split, group=group)(v=vt)
+    ((got["z"] * torch.from_numpy(cv[:, lo:hi])).sum() + got["tot_0"].sum() * 2.0 - got["tot_2"].sum()).backward()
+    want = eagle.deploy(dist_split).reverse({"z": cv, "tot": np.array([2.0, 0.0, -1.0])}, v=v)
+    _bits({"v": vt.grad}, {"v": np.asarray(want["v"])[:, lo:hi]}, ["v"])
 
 
-def case_gradients_of_a_stencil_are_refused_by_plane(rank, group):
+def case_gradients_of_a_stencil_over_uneven_rows(rank, group):
+    """A stencil's gradient (the adjoint adds into neighbours' rows) over rows split 2/17/14/15: every rank's rows
+    of u's gradient and k's gradient bitwise plan.reverse's over the whole grid."""
     import torch
 
     import eagle
     import eagle.torch
-    from eagle import InputError
 
     f = eagle.torch.wrap(dist_heat, group=group)
     cuts = [0, 2, 19, 33, NR]
-    ut = torch.zeros((cuts[rank + 1] - cuts[rank], NC), dtype=torch.float64, requires_grad=True)
-    got = f(u=ut, k=0.1)
-    try:
-        got["tot"].sum().backward()
-    except InputError as exc:
-        assert "plane 'u'" in str(exc) and "dist_heat" in str(exc) and "sharded" in str(exc), str(exc)
-    else:
-        raise AssertionError("a stencil's gradient ran sharded")
+    lo, hi = cuts[rank], cuts[rank + 1]
+    rng = np.random.default_rng(11)
+    u, cout = rng.normal(size=(NR, NC)), rng.normal(size=(NR, NC))
+    ut = torch.from_numpy(u[lo:hi].copy()).requires_grad_()
+    kt = torch.tensor(0.1, dtype=torch.float64, requires_grad=True)
+    got = f(u=ut, k=kt)
+    ((got["out"] * torch.from_numpy(cout[lo:hi])).sum() + 1.5 * got["tot"].sum()).backward()
+    want = eagle.deploy(dist_heat).reverse({"out": cout, "tot": np.array([1.5])}, u=u, k=0.1)
+    _bits({"u": ut.grad, "k": kt.grad.reshape(1)}, {"u": np.asarray(want["u"])[lo:hi], "k": want["k"]}, ["u", "k"])
+    assert f.last_sharded_reverse == "gather"
+    # cotangents of wildly different scales: some lane's (high, low) pair errs, on one rank at least, and every
+    # rank runs the scatter adjoint, as plan.reverse does: the same bits
+    wild = cout * np.exp2(rng.integers(-300, 300, size=cout.shape))
+    ut.grad = kt.grad = None
+    got = f(u=ut, k=kt)
+    ((got["out"] * torch.from_numpy(wild[lo:hi])).sum()).backward()
+    p = eagle.deploy(dist_heat)
+    want = p.reverse({"out": wild}, u=u, k=0.1)
+    assert len(p.last_reverse_chunks) > 2  # (plan.reverse fell back too)
+    _bits({"u": ut.grad, "k": kt.grad.reshape(1)}, {"u": np.asarray(want["u"])[lo:hi], "k": want["k"]}, ["u", "k"])
+    assert f.last_sharded_reverse == "scatter"
 
 
 def case_a_refused_call_leaves_every_rank_s_tensors_untouched(rank, group):
@@ -340,6 +361,10 @@ def _main(out: str) -> None:
     x, key, *_, w, s, cot = _grad_setup(0)  # the adjoints too
     eagle.deploy(dist_grad).reverse(cot, x=x, key=key, w=w, s=s, acc=np.zeros(5))
     eagle.deploy(dist_ratio).reverse({"z": np.ones(4)}, x=np.ones(4))
+    eagle.deploy(dist_split).reverse({"z": np.ones((3, 4))}, v=np.ones((3, 4)))
+    eagle.deploy(dist_vheat).run(v=np.ones((2, 3, NC)), u=np.ones((3, NC)))
+    eagle.deploy(dist_heat).reverse({"out": np.exp2(np.arange(NR * NC).reshape(NR, NC) % 600 - 300.0)},
+                                    u=np.ones((NR, NC)), k=0.1)  # (the gather form, and its fallback's adjoint)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -10,10 +10,12 @@ and rounded once by its finish. Per-lane gradients, Param and Table gradients ar
 plan.reverse, whatever the shard count and sizes (a cell the adjoint recomputes with an `auto` sum may differ in
 its last bits, within the bound, as in the forward). A sink's prior content gets the sink's cotangent.
 
-Refused by name: per-lane planes with a payload (Vector) in a kernel with cells (the adjoint adds a cell's cotangent
-at lane 0 of the whole run, so it needs whole-run lane numbers, which sharded runs give Scalar planes only),
-gradients with respect to a plane read with `.at` (a stencil's adjoint adds into neighbours'
-rows: a reverse halo exchange, not done), and anything the sharded forward refuses in the adjoint itself.
+A cell's cotangent is added at lane 0 of the whole run, so an adjoint with cells runs with whole-run lane numbers
+(Vector planes too: on the host their components are strided by the shard's buffer, not the run's lane count).
+A stencil's gradient (planes read with `.at`) follows plan.reverse's gather form: the helpers below, driven by
+eagle/distributed/jax_grads.py and torch_shard.py (its scatter fallback: the adjoint specialised to the whole
+grid, each shard keeping its rows of the whole grid's gradient). Refused by name: anything the sharded forward
+refuses in the adjoint itself.
 """
 
 from __future__ import annotations
@@ -23,35 +25,71 @@ from eagle.errors import InputError
 FLOATS = ("lane", "table", "param")
 
 
+def stencil_planes(plan, wrt: tuple[str, ...]) -> list[str]:
+    """The planes of `wrt` read with `.at` (their adjoint adds into other lanes' gradients, so it is specialised
+    to the whole grid's extents and its gradient is the whole grid's, of which a shard keeps its rows)."""
+    return [x for x in wrt if plan.kernel.adjoint_needs_extents((x,))]
+
+
+def own_rows(g, r0: int, rows: int, total: int, w: int):
+    """A whole-grid gradient (payload first, then `total` rows of `w` lanes) cut to the shard's rows [r0, r0 +
+    rows): (payload, rows, w), for the caller to shape like its plane."""
+    return g.reshape(-1, total, w)[:, r0:r0 + rows]
+
+
 def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: str):
-    """(adjoint plan, design) for a sharded backward over `wrt`, refusing what shards cannot differentiate."""
+    """(adjoint plan, design) for a sharded backward over `wrt`, refusing what shards cannot differentiate.
+    `extents`: the whole run's lane extents (what a stencil's adjoint is specialised to)."""
     from eagle.reverse import adjoint_for
 
     kernel = plan.kernel
-    for x in wrt:
-        if kernel.adjoint_needs_extents((x,)):
-            raise InputError(f"plane '{x}' of kernel '{kernel.name}': gradients through a sharded call (over "
-                             f"{where}) do not cover planes read with .at(...): their adjoint adds into other "
-                             f"lanes' gradients across shard boundaries; differentiate the unsharded call, or "
-                             f"stop the gradient of '{x}' (jax.lax.stop_gradient / .detach())")
     adj, design, win = adjoint_for(plan, wrt, extents)
     if win is not None:  # (sinks stored into with `= v`: the forward already refuses them sharded)
         raise InputError(f"kernel '{kernel.name}': gradients through a sharded call of a kernel storing into "
                          f"sinks with `= v` are not supported; differentiate the unsharded call")
-    sig = kernel.signature
-    cells = [n for n in design.ct if design.ct_kind[n] != "lane" and sig.get(n) is not None
-             and sig.get(n).kind != "sink"]
-    for p in sig.planes:
-        per_lane = p.kind == "lane" or (p.kind == "output" and design.ct_kind.get(p.name) == "lane")
-        if cells and per_lane and p.payload.shape:
-            raise InputError(f"plane '{p.name}' of kernel '{kernel.name}': gradients through a sharded call (over "
-                             f"{where}) of a kernel with cells ({', '.join(sorted(cells))}) take Scalar per-lane "
-                             f"planes, not a {p.payload.shape} payload: the adjoint adds each cell's cotangent at "
-                             f"the first lane of the whole run, so it runs with whole-run lane numbers; split the "
-                             f"components into Scalar planes, or differentiate the unsharded call")
     return adj, design
 
 
 def renamed(kernel_name: str, exc: InputError) -> InputError:
     """An adjoint's refusal, said of the forward kernel's gradient."""
     return InputError(f"the gradient of kernel '{kernel_name}' through a sharded call: {exc}")
+
+
+# ---- a stencil's gradient in gather form (hawk/reverse/gather.py), as plan.reverse runs it ----------------------
+def gather_form(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
+    """(shares adjoint plan, design, Param sums plan or None, Gather) of plan.reverse's gather form for `wrt` over
+    the whole grid `extents`, or None when plan.reverse runs the scatter adjoint (no plane of `wrt` is read at
+    constant offsets only)."""
+    from eagle.reverse import gather_for
+
+    got = gather_for(plan, wrt, extents)
+    if got is None:
+        return None
+    adj, design, _, sk, g = got
+    return adj, design, sk, g
+
+
+def gather_halo(g) -> int:
+    """Rows of share planes each lane's gather reads above and below its own (the largest leading offset)."""
+    return max((abs(offs[0]) for sites in g.sites.values() for _, offs in sites), default=0)
+
+
+def local_rows(r0: int, rows: int, total: int, h: int) -> tuple[int, int]:
+    """The rows [a, b) a shard's gather runs as a grid of its own: its rows and `h` of each neighbour's, cut at the
+    whole grid's edges, so that the local grid's edges are the whole grid's or rows whose results are dropped."""
+    return max(0, r0 - h), min(total, r0 + rows + h)
+
+
+def local_gather(plan, wrt: tuple[str, ...], extents: tuple[int, ...], local: tuple[int, ...]):
+    """The gather kernel of plan.reverse's gather form, made for a local grid of extents `local` (its edges'
+    clamps are compiled in) and deployed like `plan`; the same sites, terms and order as the whole grid's."""
+    import eagle
+    from hawk.reverse.gather import gather_kernels
+
+    cache = plan.__dict__.setdefault("_local_gathers", {})
+    key = (wrt, local)
+    if key not in cache:
+        got = gather_kernels(plan.kernel, wrt, local)
+        opts = dict(threads=plan.threads, min_chunk=plan.min_chunk, **getattr(plan, "options", {}))
+        cache[key] = eagle.deploy(got[2], plan.target, **opts)
+    return cache[key]

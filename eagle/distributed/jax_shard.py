@@ -14,12 +14,14 @@ sharded the same way (eagle/distributed/grads.py): gradients bitwise plan.revers
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from eagle.distributed.geometry import dist_plan
-from eagle.distributed.grads import FLOATS, adjoint_plan, renamed
+from eagle.distributed.grads import FLOATS, adjoint_plan, gather_form, renamed, stencil_planes
 from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
 from eagle.distributed.stages import BITS, ERR, GATHER, check_plan
 from eagle.errors import InputError
@@ -164,24 +166,51 @@ def _backward(jk, axis_name, run, names: list[str], grid: dict, values: tuple, g
         if n.startswith("#prior:"):  # a sink's prior content: one more term of each slot's sum
             grads[n] = jnp.asarray(gs[n[len("#prior:"):]]).reshape(-1).astype(planes[n].dtype)
     if wrt:
-        where = f"mesh axis '{axis_name}'"
-        adj, design = adjoint_plan(jk.plan, wrt, run.extents, where)
-        ak = jk._adjoints.get(("shard", axis_name, id(adj)))
-        if ak is None:
-            from eagle.jax import JaxKernel
-
-            ak = jk._adjoints[("shard", axis_name, id(adj))] = JaxKernel(adj.kernel, plan=adj, axis_name=axis_name)
+        stencil = stencil_planes(jk.plan, wrt)
+        rows, ext = run.extents[0], tuple(run.extents)
+        if stencil:  # the adjoint is specialised to the whole grid (shard_map's shards: equal runs of rows)
+            ext = (axis_size(axis_name) * rows, *ext[1:])
         inputs = {n: planes[n] for n in names if jk.kinds.get(n) in (*FLOATS, "index")}
-        cts = cotangents(forward_of(jk.plan), design, dict(gs), tuple(run.extents), run.dtype, xp=jnp,
-                         strict=False)
-        try:
-            got = ak(**inputs, **cts, **grid)
-        except InputError as exc:
-            raise renamed(jk.name, exc) from None
-        got = got if isinstance(got, dict) else {next(iter(design.grad.values())): got}
-        for x in wrt:
-            grads[x] = got[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype)
+        shapes = {x: (planes[x].shape, planes[x].dtype) for x in wrt}
+
+        def scatter():
+            return _adjoint_grads(jk, axis_name, run, wrt, ext, stencil, inputs, gs, grid, shapes)
+
+        form = gather_form(jk.plan, wrt, ext) if stencil else None
+        if form is not None:  # plan.reverse's gather form; the scatter adjoint where a lane's pair erred
+            from eagle.distributed.jax_grads import gathered
+
+            grads.update(gathered(jk, axis_name, run, wrt, ext, stencil, form, inputs, gs, grid, shapes, scatter,
+                                  _like))
+        else:
+            grads.update(scatter())
     return tuple(_like(grads.get(n), v) for n, v in zip(names, vma, strict=True))
+
+
+def _adjoint_grads(jk, axis_name, run, wrt: tuple, ext: tuple, stencil: list, inputs: dict, gs: dict,
+                   grid: dict, shapes: dict) -> dict:
+    """The gradients of `wrt` from the adjoint kernel run sharded (for a stencil: specialised to the whole grid
+    `ext`, its gradient the whole grid's, of which each shard keeps its rows)."""
+    adj, design = adjoint_plan(jk.plan, wrt, ext, f"mesh axis '{axis_name}'")
+    ak = jk._adjoints.get(("shard", axis_name, id(adj)))
+    if ak is None:
+        from eagle.jax import JaxKernel
+
+        ak = jk._adjoints[("shard", axis_name, id(adj))] = JaxKernel(adj.kernel, plan=adj, axis_name=axis_name)
+    cts = cotangents(forward_of(jk.plan), design, dict(gs), tuple(run.extents), run.dtype, xp=jnp, strict=False)
+    try:
+        got = ak(**inputs, **cts, **grid)
+    except InputError as exc:
+        raise renamed(jk.name, exc) from None
+    got = got if isinstance(got, dict) else {next(iter(design.grad.values())): got}
+    rows, grads = run.extents[0], {}
+    for x in wrt:
+        g = got[design.grad[x]]
+        if x in stencil:  # the whole grid's gradient, the same on every shard: this shard's rows
+            g = jax.lax.dynamic_slice_in_dim(g.reshape(-1, ext[0], math.prod(ext[1:])),
+                                             jax.lax.axis_index(axis_name) * rows, rows, axis=1)
+        grads[x] = g.reshape(shapes[x][0]).astype(shapes[x][1])
+    return grads
 
 
 def _like(g, want: frozenset):

@@ -52,7 +52,7 @@ class Partitioned:
     def _backward(self, ops: tuple, gs: tuple) -> tuple:
         import jax.numpy as jnp
 
-        from eagle.distributed.grads import FLOATS, adjoint_plan, renamed
+        from eagle.distributed.grads import FLOATS, adjoint_plan, renamed, stencil_planes
         from eagle.jax import JaxKernel
         from eagle.reverse import cotangents, forward_of
 
@@ -66,6 +66,11 @@ class Partitioned:
             lane = [(a, d) for a, d in zip(self.avals, self.lane_dims, strict=True) if d is not None]
             extents = tuple(lane[0][0].shape[lane[0][1]:]) if lane else ()
             dtype = np.dtype(next((planes[n].dtype for n in wrt if jk.kinds[n] != "param"), planes[wrt[0]].dtype))
+            for x in stencil_planes(jk.plan, wrt):
+                raise InputError(f"plane '{x}' of kernel '{jk.name}': gradients through a partitioned call "
+                                 f"(partition=True) do not cover planes read with .at(...) yet; differentiate the "
+                                 f"call inside jax.shard_map (eagle.jax.wrap(kernel, axis_name=...)), or stop the "
+                                 f"gradient of '{x}' (jax.lax.stop_gradient)")
             adj, design = adjoint_plan(jk.plan, wrt, extents, "a mesh axis (partition=True)")
             ak = jk._adjoints.get(("partition", id(adj)))
             if ak is None:

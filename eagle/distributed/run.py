@@ -61,6 +61,9 @@ class ShardedRun:
                  starts: list[int] | None = None):
         self.name, self.shards, self.how = plan.kernel.name, shards, how
         self.halves: list[tuple[Half, Half]] = []
+        self.payload = {p.name: math.prod(p.payload.shape) for p in plan.kernel.signature.planes
+                        if p.kind == "lane" and p.payload.shape}  # components of each Vector (or wider) plane
+        self.rows = b.extents[0] if b.extents else b.lanes
         self.lanes = b.lanes
         total, tail = 0, 0
         if how.block:  # shards run whole scan blocks: `starts` are every shard's first row, then the row count
@@ -71,10 +74,31 @@ class ShardedRun:
         for k, c in enumerate(counts):
             lh = lanes_stage(plan, b, k, c, cuts, total, tail)
             lh.geo = np.stack([geometry(plan, b, k, lh, how, r0, rows) for r0, rows in spans])
+            self._halo_sizes(lh, b)
             fh = finish_stage(plan, b, k, c * shards, cuts, total)
             self.halves.append((lh, fh))
             cuts.update(fh.call.stages[0].cells_out)
         self.dtype, self.extents = b.dtype, tuple(b.extents)
+
+    def _halo_sizes(self, lh: Half, b) -> None:
+        """A plane read with halos is handed over with its neighbours' rows around its own: its slot's length says
+        so, since on the host the compiled code steps between a plane's components by its buffer's length over its
+        components (hawk/passes/lower/planes.py `component_stride`)."""
+        w = math.prod(b.extents[1:])
+        vals = lh.call.stages[0].args.vals
+        for i, j in enumerate(lh.operands):
+            h = self.how.halo.get(lh.names[i], 0)
+            if h and lh.roles[i] == "in":
+                vals[5 * j + 3] = self.payload.get(lh.names[i], 1) * (self.rows + 2 * h) * w
+
+    def _with_halo(self, halo: Callable, a, name: str, h: int):
+        """Plane `name` with `h` rows of each neighbour shard around its own; a plane with components (laid out
+        component by component, lanes last) is exchanged row-major, then laid out by component again."""
+        p = self.payload.get(name, 1)
+        if p == 1:
+            return halo(a, h)
+        got = halo(a.reshape(p, self.rows, -1).transpose(1, 0, 2), h)
+        return got.reshape(self.rows + 2 * h, p, -1).transpose(1, 0, 2).reshape(-1)
 
     def drive(self, planes: dict, priors: dict, lanes: Callable, finish: Callable, combine: Callable,
               refuse: Callable, add: Callable, halo: Callable, move: Move | None = None) -> dict:
@@ -85,7 +109,7 @@ class ShardedRun:
         planes = dict(planes)
         for n, h in self.how.halo.items():
             if h and n in planes:
-                planes[n] = halo(planes[n], h)
+                planes[n] = self._with_halo(halo, planes[n], n, h)
         if self.how.block:  # each per-lane plane followed by the lanes this shard runs past its own
             lane_planes = {n for lh, _ in self.halves for n, r in zip(lh.names, lh.roles, strict=False)
                            if r in ("in", "index")}

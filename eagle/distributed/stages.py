@@ -113,8 +113,8 @@ def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
     """How the kernel runs sharded (eagle/distributed/reach.py), refusing, by kernel and plane, what shards cannot
     compute from their own lanes and halos: `.at` reads that can reach any lane, reductions that keep lane axes,
     stores with `= v` into sinks, hawk.reduce folds, reverse scans, scans beside halos, block reductions
-    whose slots a shard boundary could cut, and (with global lane numbers) per-lane planes with a payload, whose
-    components the compiled code strides by the whole grid's lane count. A kernel with a forward hawk.scan runs
+    whose slots a shard boundary could cut, and (beside a scan) per-lane planes with a payload, which a shard's
+    run past its own lanes does not extend. A kernel with a forward hawk.scan runs
     each shard over whole scan blocks (Reach.block). `row`: lanes per leading coordinate (a Grid's row; 0 for 1-D
     lanes)."""
     kernel = plan.kernel
@@ -140,13 +140,12 @@ def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
     if scans:  # shards start on scan blocks, and on every stage's chunk alignment (ordered blocks, kept spans)
         spans = [kernel.layout(spec, k).parallel_span() for k in range(kernel.stage_count)]
         how = replace(how, block=math.lcm(SCAN_BLOCK, *(math.lcm(s, ORDERED_BLOCK) for s in spans if s)))
-    if how.global_lanes:
+    if how.block:  # (a shard's planes are extended by the lanes of its last block: Scalar planes only)
         for p in kernel.signature.planes:
             if p.kind in ("lane", "output") and p.payload.shape and not _is_cell(kernel, spec, p.name):
                 raise InputError(f"plane '{p.name}' of kernel '{name}': a {p.payload.shape} payload per lane, in "
-                                 f"a kernel that reads its {how.axis} coordinate, neighbours across shards or a "
-                                 f"scan; sharded, such a kernel takes Scalar planes (split the components into "
-                                 f"planes)")
+                                 f"a kernel with a hawk.scan; sharded, such a kernel takes Scalar planes (split "
+                                 f"the components into planes)")
     return how
 
 

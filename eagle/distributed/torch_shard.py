@@ -15,6 +15,7 @@ host: tensors must be CPU tensors). Gradients: the backward runs the adjoint ker
 from __future__ import annotations
 
 import hashlib
+import math
 import numbers
 
 import numpy as np
@@ -23,7 +24,17 @@ import torch.distributed as dist
 
 from eagle import native
 from eagle.distributed.geometry import run_python
-from eagle.distributed.grads import FLOATS, adjoint_plan, renamed
+from eagle.distributed.grads import (
+    FLOATS,
+    adjoint_plan,
+    gather_form,
+    gather_halo,
+    local_gather,
+    local_rows,
+    own_rows,
+    renamed,
+    stencil_planes,
+)
 from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
 from eagle.distributed.stages import BITS, ERR, GATHER, refusal
 from eagle.errors import InputError
@@ -100,19 +111,84 @@ def _backward(spec: _Spec, cot: dict) -> dict:
     wrt = tuple(n for n in spec.track if kinds[n] in FLOATS)
     if not wrt:
         return grads
-    adj, design = adjoint_plan(tk.plan, wrt, tuple(b.extents), "the process group")
-    runner = tk.__dict__.setdefault("_shard_adjoints", {}).get(id(adj))
-    if runner is None:
-        runner = tk.__dict__["_shard_adjoints"][id(adj)] = _Adjoint(adj)
-    cts = cotangents(forward_of(tk.plan), design, cot, tuple(b.extents), b.dtype)
+    stencil = stencil_planes(tk.plan, wrt)
+    ext = tuple(b.extents)
+    if stencil:  # the adjoint is specialised to the whole grid: every rank's rows, and where this rank's start
+        rows = torch.zeros(dist.get_world_size(spec.group), dtype=torch.int64)
+        rows[dist.get_rank(spec.group)] = ext[0]
+        dist.all_reduce(rows, op=dist.ReduceOp.SUM, group=spec.group)
+        r0, ext = int(rows[:dist.get_rank(spec.group)].sum()), (int(rows.sum()), *ext[1:])
     inputs = {n: v for n, v in spec.planes.items() if kinds.get(n) not in ("output", "sink")}
+    form = gather_form(tk.plan, wrt, ext) if stencil else None
+    if form is not None:  # plan.reverse's gather form; the scatter adjoint below where a lane's pair erred
+        got = _gathered(spec, form, wrt, ext, r0, rows, cot, inputs, stencil)
+        tk.last_sharded_reverse = "gather" if got is not None else "scatter"
+        if got is not None:
+            return {**grads, **got}
+    adj, design = adjoint_plan(tk.plan, wrt, ext, "the process group")
+    runner = _runner(tk, adj)
+    cts = cotangents(forward_of(tk.plan), design, cot, tuple(b.extents), b.dtype)
     try:
         got = _run(runner, spec.group, {**inputs, **cts})[0]
     except InputError as exc:
         raise renamed(tk.name, exc) from None
     for x in wrt:
-        v = spec.planes[x]
-        grads[x] = got[design.grad[x]].reshape(v.shape).to(v.dtype)
+        v, g = spec.planes[x], got[design.grad[x]]
+        if x in stencil:  # the whole grid's gradient, the same on every rank: this rank's rows
+            g = torch.from_numpy(np.ascontiguousarray(own_rows(g.numpy(), r0, b.extents[0], ext[0],
+                                                               math.prod(ext[1:]))))
+        grads[x] = g.reshape(v.shape).to(v.dtype)
+    return grads
+
+
+def _runner(tk, plan):
+    """A reverse kernel's plan as `_run` takes a kernel, made once per wrapped kernel."""
+    runner = tk.__dict__.setdefault("_shard_adjoints", {}).get(id(plan))
+    if runner is None:
+        runner = tk.__dict__["_shard_adjoints"][id(plan)] = _Adjoint(plan)
+    return runner
+
+
+def _gathered(spec: _Spec, form, wrt: tuple, ext: tuple, r0: int, rows: torch.Tensor, cot: dict, inputs: dict,
+              stencil: list) -> dict | None:
+    """The gradients in plan.reverse's gather form (hawk/reverse/gather.py): the shares adjoint run sharded (its
+    reads of neighbours through halos), then each rank gathers its rows from its shares and its neighbours' share
+    rows as a grid of its own (eagle/distributed/grads.py `local_rows`), and the Params' shares are summed
+    sharded (ordered). None when a lane's (high, low) pair erred on any rank (the flags summed over the group):
+    every rank then runs the scatter adjoint, as plan.reverse does."""
+    from eagle.reverse import cotangents, forward_of
+
+    tk, b, group = spec.tk, spec.binding, spec.group
+    adj, design, sk, g = form
+    cts = cotangents(forward_of(tk.plan), design, cot, tuple(b.extents), b.dtype)
+    try:
+        got = _run(_runner(tk, adj), group, {**inputs, **cts})[0]
+    except InputError as exc:
+        raise renamed(tk.name, exc) from None
+    shards, rank = dist.get_world_size(group), dist.get_rank(group)
+    n, total, w, h = b.extents[0], ext[0], math.prod(ext[1:]), gather_halo(g)
+    a0, a1 = local_rows(r0, n, total, h)
+    halo = _edges(group, shards, rank, rows)
+    local = {}
+    for s in g.shares:  # this rank's share rows with h of each neighbour's, cut at the grid's edges
+        own = got[s].numpy().reshape(n, w)
+        local[s] = (halo(own, h) if h else own)[h - (r0 - a0):h + (a1 - r0)]
+    out = local_gather(tk.plan, wrt, ext, (a1 - a0, *ext[1:])).run(**local)
+    flag = torch.tensor([float(np.asarray(out[g.flag]).reshape(-1)[0])], dtype=torch.float64)
+    dist.all_reduce(flag, op=dist.ReduceOp.SUM, group=group)
+    if flag.item() > 0:
+        return None
+    merged = dict(got)
+    for name in g.grad.values():
+        merged[name] = torch.from_numpy(np.asarray(out[name]).reshape(a1 - a0, w)[r0 - a0:r0 - a0 + n].copy())
+    if sk is not None:
+        merged.update(_run(_runner(tk, sk), group, {s: got[s] for s in g.sums.values()})[0])
+    grads = {}
+    for x in wrt:
+        v, gx = spec.planes[x], merged[design.grad[x]]
+        if x in stencil and x not in g.grad:  # (a plane the gather form leaves to a scatter: the whole grid's)
+            gx = torch.from_numpy(np.ascontiguousarray(own_rows(gx.numpy(), r0, n, total, w)))
+        grads[x] = gx.reshape(v.shape).to(v.dtype)
     return grads
 
 

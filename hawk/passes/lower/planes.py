@@ -76,10 +76,25 @@ def plane_read(cx: Lowering, name: str, lane: ir.Value, t: ir.Type) -> ir.Value:
     shape = payload_of(t)
     if not shape:
         return e.load(buf, lane)
+    n = component_stride(cx, name, buf, size(shape))
     if cx.is_wide(shape):
         return gather(cx, shape, ir.VectorType(t).element_type,
-                           lambda c: (buf, e.add_i(e.mul_i(c, cx.L), lane)))
-    return e.pack([e.load(buf, e.add_i(e.mul_i(e.c(c), cx.L), lane)) for c in range(size(shape))], shape)
+                           lambda c: (buf, e.add_i(e.mul_i(c, n), lane)))
+    return e.pack([e.load(buf, e.add_i(e.mul_i(e.c(c), n), lane)) for c in range(size(shape))], shape)
+
+
+def component_stride(cx: Lowering, name: str, buf: ir.Value, components: int) -> ir.Value:
+    """Elements between a per-lane plane's components: on the host its buffer's length over its components, taken
+    once at the top of the function (a sharded run's shard holds its own lanes only: eagle/distributed), which is
+    the lane count on one device; elsewhere the lane count (spirv has no memref.dim)."""
+    if cx.target != "host" or cx.entry is None or not (isinstance(buf, ir.BlockArgument) and buf.owner == cx.entry):
+        return cx.L
+    key = ("#stride", name, buf.arg_number)
+    if key not in cx.temps:
+        e = cx.e
+        with ir.InsertionPoint.at_block_begin(cx.entry):
+            cx.temps[key] = e.op("arith.divui", e.dim(buf), e.c(components))
+    return cx.temps[key]
 
 
 @rule("hawk.load")
@@ -156,8 +171,9 @@ def lower_store(cx: Lowering, op) -> None:
     if store_key(op) is not None:
         return keyed_store(cx, plane_name(op), buf, v, store_key(op))
     shape = payload_of(v.type)
+    n = component_stride(cx, plane_name(op), buf, size(shape)) if shape else None
     for c, x in components(cx, v, shape):
-        e.store(x, buf, e.add_i(e.mul_i(c, cx.L), cx.lane) if shape else cx.lane)
+        e.store(x, buf, e.add_i(e.mul_i(c, n), cx.lane) if shape else cx.lane)
 
 
 def keyed_store(cx: Lowering, name: str, buf: ir.Value, v: ir.Value, key: ir.Value) -> None:
