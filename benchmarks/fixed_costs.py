@@ -57,10 +57,10 @@ def _parts(name: str, runs, x: np.ndarray, calls: int, rows: dict) -> None:
     from eagle.launch import rebind_stages, run_stages
 
     planes = {"x": x}
-    template, stages = next(iter(runs.entries.values()))
-    b = runs.rebound(template, planes)
+    template, stages, _, steps = next(iter(runs.entries.values()))
+    b = runs.rebound(template, planes, steps)
     rows[f"{name} part: run key"] = _median_us(lambda: runs.key(None, None, planes), calls)
-    rows[f"{name} part: rebound planes"] = _median_us(lambda: runs.rebound(template, planes), calls)
+    rows[f"{name} part: rebound planes"] = _median_us(lambda: runs.rebound(template, planes, steps), calls)
     rows[f"{name} part: rebind stages"] = _median_us(lambda: rebind_stages(stages, b), calls)
     rows[f"{name} part: launch (run_stages)"] = _median_us(lambda: run_stages(stages), calls)
     if stages[0].executor == "native":

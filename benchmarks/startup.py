@@ -1,6 +1,7 @@
 """Run in a fresh process by the suite: import time, then the time from eagle.deploy to the first result of a
 small kernel. With an empty HAWK_CACHE_DIR that is a cold compile; run again with the same directory it is a warm
-start from the disk cache. Prints one JSON line."""
+start from the disk cache. Prints one JSON line; "bytecode" says whether Python keeps compiled bytecode: with
+PYTHONDONTWRITEBYTECODE=1 every start compiles eagle's sources again, which dominates a warm start."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 _t0 = time.perf_counter()
 
 import json  # noqa: E402
+import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -32,7 +34,8 @@ def main() -> None:
     eagle.deploy(sum_of_squares).run(x=x)
     t_again = time.perf_counter() - t0
     ok = got == float(np.sum(x * x))
-    print(json.dumps({"import_s": t_import, "first_result_s": t_first, "next_plan_s": t_again, "ok": ok}))
+    print(json.dumps({"import_s": t_import, "first_result_s": t_first, "next_plan_s": t_again, "ok": ok,
+                      "bytecode": not sys.dont_write_bytecode}))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -77,6 +78,7 @@ class Binder:
         self.lane_local = lane_local  # per-lane inputs a per-lane output may be the very array of (see above)
         self.axes = self.sig.lane_axes()
         self._specs: dict = {}
+        self._out_dtypes: dict = {}  # out_dtype's latest answer per output (Plan.run asks at every run)
         # what every bind checks against, made once
         self._labels = {a.label for a in self.axes} if self.sig.grid is not None else set()
         self.plane_specs = {p.name: p for p in self.sig.planes if p.kind != "grid"}
@@ -146,7 +148,8 @@ class Binder:
         if p.kind in ("output", "sink") and not isinstance(v, np.ndarray):
             raise self.fail(p.name, f"is written in place, so pass a NumPy array (got {type(v).__name__})")
         a = v if isinstance(v, np.ndarray) else as_host_array(v, p.name, self.name)  # DLPack, NumPy-likes
-        if isinstance(a, np.ma.MaskedArray) and np.ma.is_masked(a):  # the kernel would read the hidden values
+        ma = sys.modules.get("numpy.ma")  # (never imported here: a masked array exists only once it was)
+        if ma is not None and isinstance(a, ma.MaskedArray) and ma.is_masked(a):  # a kernel reads hidden values
             raise self.fail(p.name, "is a masked array with masked entries; a kernel reads every value, masked "
                                     "or not: pass a.filled(value), or the mask as a plane and where= on it")
         if p.integer:
@@ -349,12 +352,18 @@ class Binder:
     def out_dtype(self, name: str, b: Bound) -> np.dtype:
         """The dtype of an output's array: the run's float dtype, a float output's own (Spec.float_outputs), or
         an integer output's (int8, int16, int32 or int64)."""
+        known = self._out_dtypes.get(name)  # (spec, run dtype, dtype) of the latest run that asked
+        if known is not None and known[0] is b.spec and known[1] is b.dtype:
+            return known[2]
         p = self.sig.get(name)
         if p is not None and p.integer:
-            return np.dtype(dict(b.spec.index_dtypes)[name])
-        if b.spec.float_outputs:
-            return np.dtype(dict(b.spec.float_outputs).get(name, b.dtype))
-        return b.dtype
+            dt = np.dtype(dict(b.spec.index_dtypes)[name])
+        elif b.spec.float_outputs:
+            dt = np.dtype(dict(b.spec.float_outputs).get(name, b.dtype))
+        else:
+            dt = b.dtype
+        self._out_dtypes[name] = (b.spec, b.dtype, dt)
+        return dt
 
     def key_limit(self, sink: str, pos: int, b: Bound) -> tuple[int, str]:
         """The slots key position `pos` of a sink reaches, and how the message names them; for an output plane

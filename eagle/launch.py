@@ -21,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from eagle.native import folds as large_folds
 from eagle.settings import MIN_CHUNK_ENV, is_whole, min_chunk_setting
 from hawk.abi.exact import words as exact_words
 from hawk.abi.layout import ORDERED_BLOCK, Layout, fold_values, keyed_values, scan_values
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 _IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf, "fold": 0.0}  # (a fold's finish writes it)
 OVERSPLIT = 4  # chunks per thread: threads take chunks as they come free, so a thread slowed by other work on
@@ -51,6 +54,8 @@ PHYSICAL = physical_memory()
 def _pool(n: int) -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None or _POOL._max_workers < n:
+        from concurrent.futures import ThreadPoolExecutor  # (imported when first needed: not on a warm start)
+
         _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="eagle")
     return _POOL
 
@@ -547,19 +552,20 @@ class Prepared:
         lc = self.launcher
         results: dict[str, Array] = {}
         copies: list = []
-        j = 0
+        j = i = 0
         bufs, args = self.buffers, self.args
-        saves = iter(range(len(self.saves)))
+        vals, keep = args.vals, args.keep
         for k, how in self.per_run:
             tag, name = how[0], how[1]
             if tag == "in":
                 flat = b.arrays[name]
+            elif tag == "fresh":
+                shape = how[2]
+                a = cuts[f"#run:{name}"] = np.zeros(shape, dtype=lc.binder.out_dtype(name, b))
+                flat = a if len(shape) == 1 else a.reshape(-1)
+                results[name] = Array(a)
             elif tag == "cut":
                 flat = cuts[name]
-            elif tag == "fresh":
-                a = cuts[f"#run:{name}"] = np.zeros(how[2], dtype=lc.binder.out_dtype(name, b))
-                flat = a.reshape(-1)
-                results[name] = Array(a)
             elif tag == "shared":
                 shared = cuts[f"#run:{name}"]
                 flat = shared.reshape(-1)
@@ -579,36 +585,39 @@ class Prepared:
                 continue
             elif tag == "saved":  # written in place, saved first
                 a = cuts[f"#run:{name}"] = b.given[name]
-                i = next(saves)
                 self.saves[i] = (a, self.saves[i][1])
+                i += 1
                 flat = a.reshape(-1)
                 results[name] = Array(a)
             else:  # "cell": a result of the run
                 shape = how[2]
-                flat = np.full(math.prod(shape), _IDENT[lc.red[name].kind], dtype=b.dtype)
-                lc.cell_results(name, lc.red[name], flat, shape, b, results, copies)
-            bufs[k] = flat
-            args.set_buffer(k, flat)
+                r = lc.red[name]
+                flat = np.empty(math.prod(shape), dtype=b.dtype)
+                flat.fill(_IDENT[r.kind])  # (np.full's Python wrapper costs more than this at one lane)
+                lc.cell_results(name, r, flat, shape, b, results, copies)
+            bufs[k] = keep[k] = flat  # (args.set_buffer, inlined: this runs for every slot of every reused run)
+            vals[5 * k] = vals[5 * k + 1] = native.address(flat)
         self.results, self.copies = results, copies
         if self.out_k:
             self.cells_out = {c: bufs[k] for c, k in zip(lc.lay.cells_out, self.out_k, strict=True)}
-
 
     def release(self) -> None:
         """Let go of one run's arrays (its inputs, results and the caller's arrays) while this stage waits in a
         cache for its next `rebind`, which points every one of those slots at new arrays before any launch."""
         args = self.args
+        bufs, keep, vals = self.buffers, args.keep, args.vals
         for k, how in self.per_run:
-            if how[0] == "staged":  # the scratch copy stays: only the caller's array it starts from goes
-                continue
-            self.buffers[k] = args.keep[k] = _GONE
-            args.vals[5 * k] = args.vals[5 * k + 1] = 0
-        for j, slot in enumerate(self.copy_slot):
-            self.staged[j] = (_GONE, self.staged[j][1])
-            if slot >= 0:
-                args.copies[slot].src = None
-                args.copy_src[slot] = _GONE
-        self.saves = [(_GONE, saved) for _, saved in self.saves]  # the saved copies stay, as scratch copies do
+            if how[0] != "staged":  # (a scratch copy stays: only the caller's array it starts from goes)
+                bufs[k] = keep[k] = _GONE
+                vals[5 * k] = vals[5 * k + 1] = 0
+        if self.copy_slot:
+            for j, slot in enumerate(self.copy_slot):
+                self.staged[j] = (_GONE, self.staged[j][1])
+                if slot >= 0:
+                    args.copies[slot].src = None
+                    args.copy_src[slot] = _GONE
+        if self.saves:  # the saved copies stay, as scratch copies do
+            self.saves = [(_GONE, saved) for _, saved in self.saves]
         self.results, self.copies = {}, []
         if self.out_k:
             self.cells_out = {}

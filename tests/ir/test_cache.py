@@ -53,9 +53,10 @@ def _run(kernel, **planes):
 
 def _libraries(tmp_path) -> list[str]:
     """The compiled kernel libraries in the cache (it also keeps each kernel's facts as <name>-<key>.kernel.json,
-    each entry's seal as <entry>.sha256, and eagle's own native helpers as eagle-*.so)."""
+    each entry's seal as <entry>.sha256, eagle's own native helpers as eagle-*.so, and the host CPU as host-cpu-*)."""
     return sorted(p.name for p in (tmp_path / "cache").iterdir()
-                  if not p.name.endswith((".kernel.json", ".sha256")) and not p.name.startswith("eagle-"))
+                  if not p.name.endswith((".kernel.json", ".sha256"))
+                  and not p.name.startswith(("eagle-", "host-cpu-")))
 
 
 def test_second_deploy_and_run_reuses_the_compiled_kernel(compiles):
