@@ -132,9 +132,7 @@ def gather_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
     if key not in cache:
         made = kernel.__dict__.setdefault("_gathers", {})
         if key not in made:
-            from hawk.reverse.gather import gather_kernels
-
-            made[key] = gather_kernels(kernel, wrt, extents)
+            made[key] = kernel.gather_adjoint(wrt, extents)
         got = made[key]
         if got is not None:
             adj, design, gk, sk, g = got

@@ -332,6 +332,14 @@ class Kernel:
         adj, design = adjoint(self, wrt, extents)
         return adj, design, winners(self, extents) if design.win else None
 
+    def gather_adjoint(self, wrt: tuple[str, ...], extents: tuple[int, ...]):
+        """(shares adjoint, its design, gather kernel, Param sums kernel or None, Gather) for a stencil's
+        gradient in gather form, or None when a plane of `wrt` is not read at constant offsets only
+        (hawk/reverse/gather.py)."""
+        from hawk.reverse.gather import gather_kernels
+
+        return gather_kernels(self, wrt, extents)
+
     def lane_reach(self, spec: Spec | None = None) -> tuple[dict[str, int | None], bool]:
         """How far `.at` reads reach along the leading lane axis, per per-lane plane (None: any lane), and whether
         the kernel reads its leading coordinate (hawk/ir/reach.py; what eagle.distributed shards by)."""

@@ -84,12 +84,11 @@ def local_gather(plan, wrt: tuple[str, ...], extents: tuple[int, ...], local: tu
     """The gather kernel of plan.reverse's gather form, made for a local grid of extents `local` (its edges'
     clamps are compiled in) and deployed like `plan`; the same sites, terms and order as the whole grid's."""
     import eagle
-    from hawk.reverse.gather import gather_kernels
 
     cache = plan.__dict__.setdefault("_local_gathers", {})
     key = (wrt, local)
     if key not in cache:
-        got = gather_kernels(plan.kernel, wrt, local)
+        got = plan.kernel.gather_adjoint(wrt, local)
         opts = dict(threads=plan.threads, min_chunk=plan.min_chunk, **getattr(plan, "options", {}))
         cache[key] = eagle.deploy(got[2], plan.target, **opts)
     return cache[key]
