@@ -108,8 +108,12 @@ def dist_softmax(lane: Grid["row", "col":NC], u: Scalar, p: Mutable[Scalar], tot
 
 
 @hawk.kernel
-def dist_rscan(x: Scalar, key: Index, y: Mutable[Scalar]):
+def dist_rscan(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar], hi: Mutable[Scalar],
+               tot: Mutable[Scalar]):
     y = hawk.scan(x, reverse=True)
+    z = hawk.scan(x, reverse=True, reset=start > 0.5, exclusive=True)
+    hi = hawk.scan(x, op=hm.max, reverse=True)
+    tot = hawk.sum(y * start, policy="ordered")
 
 
 @hawk.kernel
@@ -132,3 +136,10 @@ def dist_vheat(lane: Grid["row", "col":NC], v: Vector[2], u: Scalar, out: Mutabl
     w = v.at(row=i - 1, col=j) + v.at(row=i + 2, col=j) - v * 2.0 + u * 0.5
     out = w + i * 0.25
     tot = hawk.sum(w[0] * w[1] + u * v[1], policy="ordered")
+
+
+@hawk.kernel
+def dist_sgrad(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar], tot: Mutable[Scalar]):
+    y = hawk.scan(x * x)
+    z = hawk.scan(x, reset=start > 0.5, exclusive=True)
+    tot = hawk.sum(y * x, policy="ordered")

@@ -5,18 +5,18 @@ with shard sizes that are not multiples of the chunk alignment; max is exact; an
 bound (n * eps * sum|x|); per-lane outputs stay sharded and equal the one-device outputs; a passed sink's prior content
 is added once; float32 ordered sums round once; a 2-D stencil exchanges halo rows between shards (ppermute) and runs
 with the whole grid's coordinates, bitwise equal to one device; `.at` reads that can reach any lane (a flat index, a
-computed row), `= v` stores into sinks, reductions that keep axes, reverse scans and (under partition=True) a stencil's
-gradient are refused by name; a Vector plane runs beside halos; a stencil's gradient (gather form with halos of share
-rows, and its scatter fallback) and a Vector plane's beside cells are bitwise plan.reverse's; forward and keyed scans
-(shards run whole 4096-lane blocks) and block reductions are bitwise the one-device run; a key outside a sink on one
-shard refuses the call on every shard (in Plan.run's words, the arrays passed unchanged, the program usable again);
-`jax.grad` / `jax.vjp` through the sharded call (the adjoint run sharded the same way) give per-lane, Table, Param and
-prior-sink gradients bitwise equal to `plan.reverse` on 4 and 8 shards, and for a split kernel whose adjoint recomputes
-a cell; under plain `jax.jit` with NamedSharding inputs (`partition=True`: custom_partitioning) the compiled HLO runs
-one launch per shard and gathers no lane input, a stencil partitions too, and jax.grad through it is bitwise
-plan.reverse's; two processes under `jax.distributed` (2 devices each, gloo) give the one-device bits. JAX fixes its
-device count at start-up, so the cases run in one subprocess with XLA_FLAGS=--xla_force_host_platform_device_count=8 and
-report back per case.
+computed row), `= v` stores into sinks and reductions that keep axes are refused by name; a Vector plane runs beside
+halos; a stencil's gradient (gather form with halos of share rows, and its scatter fallback) and a Vector plane's beside
+cells are bitwise plan.reverse's; forward and keyed scans (shards run whole 4096-lane blocks), reverse scans (every
+shard's finish folds the whole run's lanes) and gradients through scans, and block reductions are bitwise the one-device
+run; a key outside a sink on one shard refuses the call on every shard (in Plan.run's words, the arrays passed
+unchanged, the program usable again); `jax.grad` / `jax.vjp` through the sharded call (the adjoint run sharded the same
+way) give per-lane, Table, Param and prior-sink gradients bitwise equal to `plan.reverse` on 4 and 8 shards, and for a
+split kernel whose adjoint recomputes a cell; under plain `jax.jit` with NamedSharding inputs (`partition=True`:
+custom_partitioning) the compiled HLO runs one launch per shard and gathers no lane input, a stencil partitions too (its
+gradient in gather form), and jax.grad through it is bitwise plan.reverse's; two processes under `jax.distributed` (2
+devices each, gloo) give the one-device bits. JAX fixes its device count at start-up, so the cases run in one subprocess
+with XLA_FLAGS=--xla_force_host_platform_device_count=8 and report back per case.
 """
 
 import json
@@ -234,8 +234,6 @@ def case_at_with_a_computed_row_is_refused():
 
 
 def case_what_shards_cannot_do_is_refused_by_name():
-    import jax
-    from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
     from eagle import InputError
@@ -251,22 +249,6 @@ def case_what_shards_cannot_do_is_refused_by_name():
             assert kernel.name in str(exc) and all(w in str(exc) for w in words), str(exc)
         else:
             raise AssertionError(f"{kernel.name} ran sharded")
-    try:  # a reverse scan: one fold down every lane of the run
-        _sharded(dk.dist_rscan, _mesh(8), dict(x=x, key=key), dict(x=P("d"), key=P("d")), P("d"))
-    except InputError as exc:
-        assert all(w in str(exc) for w in ("dist_rscan", "reverse=True", "unsharded")), str(exc)
-    else:
-        raise AssertionError("a reverse scan ran sharded")
-    import eagle.jax
-
-    f = eagle.jax.wrap(ks["heat"], partition=True)  # a stencil's gradient under partition=True: not yet
-    try:
-        jax.jit(jax.grad(lambda u: f(u=u, k=0.1)["tot"][0]))(
-            jax.device_put(np.ones((NR, NC)), NamedSharding(_mesh(8), P("d"))))
-    except InputError as exc:
-        assert "plane 'u'" in str(exc) and "dist_heat" in str(exc) and "shard_map" in str(exc), str(exc)
-    else:
-        raise AssertionError("a stencil's gradient ran partitioned")
 
 
 def case_gradients_of_a_stencil_bitwise():
@@ -353,6 +335,67 @@ def case_scans_bitwise_with_blocks_across_shards():
     got = jax.jit(lambda x, start: f(x=x, start=start))(jax.device_put(x, sh), jax.device_put(start, sh))
     _bits_equal(got, want, names)
     assert got["y"].sharding.spec == P("d")
+
+
+def case_reverse_scans_and_scan_gradients_bitwise():
+    """Reverse scans (add, exclusive add with reset=, max, an ordered sum of one): every shard hands its lanes'
+    values to every shard's finish, which folds the whole run from the last lane down as one device does, so the
+    results are the one-device bits (np.cumsum(x[::-1])[::-1] for the add) on 4 and 8 shards, float64 and
+    float32, inside shard_map and under partition=True; and jax.grad through forward add scans (their adjoint is
+    a reverse scan) is bitwise plan.reverse's, inside shard_map and under partition=True."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, _ = _setup()
+    rng = np.random.default_rng(21)
+    names = ("y", "z", "hi", "tot")
+    specs = {k: (P() if k == "tot" else P("d")) for k in names}
+    for shards, n, dtype in ((4, 4 * 3001, np.float64), (8, 8 * 1000, np.float64), (4, 4 * 2500, np.float32)):
+        x = (rng.normal(size=n) * np.exp(rng.normal(size=n) * 4)).astype(dtype)
+        start = (rng.random(n) < 0.002).astype(dtype)
+        want = eagle.deploy(dk.dist_rscan).run(x=x, start=start)
+        assert np.asarray(want["y"]).tobytes() == np.cumsum(x[::-1])[::-1].tobytes()
+        got = _sharded(dk.dist_rscan, _mesh(shards), dict(x=x, start=start), dict(x=P("d"), start=P("d")), specs)
+        _bits_equal(got, want, names)
+    f = eagle.jax.wrap(dk.dist_rscan, partition=True)
+    sh = NamedSharding(_mesh(4), P("d"))
+    got = jax.jit(lambda x, start: f(x=x, start=start))(jax.device_put(x, sh), jax.device_put(start, sh))
+    _bits_equal(got, want, names)
+    assert got["y"].sharding.spec == P("d")
+    f = eagle.jax.wrap(dk.dist_sgrad, axis_name="d")  # gradients through forward scans: reverse scans, sharded
+    for shards, n in ((4, 4 * 3001), (8, 8 * 1000)):
+        x = rng.normal(size=n) * np.exp(rng.normal(size=n) * 4)
+        start = (rng.random(n) < 0.002).astype(np.float64)
+        cy, cz = rng.normal(size=n), rng.normal(size=n)
+        mesh = _mesh(shards)
+        g = jax.shard_map(lambda x, s: f(x=x, start=s), mesh=mesh, in_specs=(P("d"), P("d")),
+                          out_specs={"y": P("d"), "z": P("d"), "tot": P()})
+
+        def loss(x, s, g=g, cy=cy, cz=cz):
+            r = g(x, s)
+            return (r["y"] * cy).sum() + (r["z"] * cz).sum() + 0.7 * r["tot"].sum()
+
+        sh = NamedSharding(mesh, P("d"))
+        gx = jax.jit(jax.grad(loss))(jax.device_put(x, sh), jax.device_put(start, sh))
+        want = eagle.deploy(dk.dist_sgrad).reverse({"y": cy, "z": cz, "tot": np.array([0.7])}, x=x, start=start)
+        _bits_equal({"x": gx}, want, ["x"])
+    fp = eagle.jax.wrap(dk.dist_sgrad, partition=True)  # the same under plain jit, partitioned (4 shards)
+
+    def ploss(x, s):
+        r = fp(x=x, start=s)
+        return (r["y"] * cy).sum() + (r["z"] * cz).sum() + 0.7 * r["tot"].sum()
+
+    sh = NamedSharding(_mesh(4), P("d"))
+    x, start = x[:4 * 2000], start[:4 * 2000]
+    cy, cz = cy[:x.size], cz[:x.size]
+    gx = jax.jit(jax.grad(ploss))(jax.device_put(x, sh), jax.device_put(start, sh))
+    want = eagle.deploy(dk.dist_sgrad).reverse({"y": cy, "z": cz, "tot": np.array([0.7])}, x=x, start=start)
+    _bits_equal({"x": gx}, want, ["x"])
+    assert gx.sharding.spec == P("d")
 
 
 def case_block_reductions_run_on_whole_rows():
@@ -499,6 +542,22 @@ def case_partitioned_stencil_under_jit():
     got = jax.jit(lambda u: f(u=u, k=0.1))(us)
     _bits_equal(got, eagle.deploy(ks["heat"]).run(u=u, k=0.1), ["out", "tot"])
     assert got["out"].sharding.spec == P("d")
+    # its gradient: the shard_map form's gather form (halo share rows) per shard, bitwise plan.reverse's, on 4 and
+    # 8 shards, and (cotangents whose pairs err) through the scatter fallback; unsharded: the one-device VJP
+    rng = np.random.default_rng(15)
+    co = rng.normal(size=(NR, NC))
+    for shards, c in ((4, co), (8, co), (4, co * np.exp2(rng.integers(-300, 300, size=co.shape))), (0, co)):
+
+        def loss(u, k, c=c):
+            r = f(u=u, k=k)
+            return (r["out"] * c).sum() + 1.5 * r["tot"].sum()
+
+        us = jax.device_put(u, NamedSharding(_mesh(shards), P("d"))) if shards else u
+        gu, gk = jax.jit(jax.grad(loss, argnums=(0, 1)))(us, 0.1)
+        want = eagle.deploy(ks["heat"]).reverse({"out": c, "tot": np.array([1.5])}, u=u, k=0.1)
+        _bits_equal({"u": gu, "k": np.asarray(gk).reshape(1)}, want, ["u", "k"])
+        if shards:
+            assert gu.sharding.spec == P("d")
 
 
 def case_gradients_of_a_grid_kernel_in_float64_and_float32():

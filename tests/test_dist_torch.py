@@ -7,7 +7,8 @@ form's bound; per-lane outputs are the rank's own lanes; a passed sink's prior c
 split kernel (its cut cells combined between stages) are bitwise equal; float32 ordered sums too; a 2-D stencil over
 rows split unevenly exchanges halo rows and runs with the whole grid's coordinates, bitwise equal to one process (a
 Vector plane too); a stencil's gradient (gather form, and the scatter fallback when a pair errs) and a Vector plane's
-beside cells are bitwise plan.reverse's on every rank; a call refused on one rank only (a key outside the sink, a plane
+beside cells are bitwise plan.reverse's on every rank; reverse scans and gradients through scans over uneven ranks
+are bitwise the one-process run; a call refused on one rank only (a key outside the sink, a plane
 the binder refuses, other dtypes) is refused on every rank with every tensor unchanged. The ranks run in a subprocess
 (torch.multiprocessing.spawn from this file as a script) and report per case to the test; the kernels are
 tests/dist_kernels.py's, shared with the JAX tests.
@@ -36,7 +37,9 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_kscan,
     dist_max,
     dist_ratio,
+    dist_rscan,
     dist_scans,
+    dist_sgrad,
     dist_softmax,
     dist_split,
     dist_sums,
@@ -194,6 +197,34 @@ def case_scans_and_block_reductions_uneven_shards(rank, group):
     want = eagle.deploy(dist_softmax).run(u=u)
     got = eagle.torch.wrap(dist_softmax, group=group)(u=torch.from_numpy(u[r0:r1]))
     _bits(got, {"p": np.asarray(want["p"])[r0:r1], "tot": want["tot"]}, ["p", "tot"])
+
+
+def case_reverse_scans_and_scan_gradients_uneven_shards(rank, group):
+    """Reverse scans over ranks of 37, 4963, 8000 and 1 lanes: every rank's lanes bitwise the one-process run
+    (np.cumsum(x[::-1])[::-1] for the add: the whole run's lanes folded from the last down by every rank's
+    finish), the ordered total too; and backward() through forward add scans (their adjoint: reverse scans)
+    bitwise plan.reverse's."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    rng = np.random.default_rng(23)
+    n = 13_001
+    x = rng.normal(size=n) * np.exp(rng.normal(size=n) * 4)
+    start = (rng.random(n) < 0.002).astype(np.float64)
+    lo, hi = [0, 37, 5000, 13_000, n][rank:rank + 2]
+    want = eagle.deploy(dist_rscan).run(x=x, start=start)
+    got = eagle.torch.wrap(dist_rscan, group=group)(x=torch.from_numpy(x[lo:hi]), start=torch.from_numpy(start[lo:hi]))
+    _bits(got, {k: np.asarray(v)[lo:hi] if k != "tot" else v for k, v in want.items()}, list(want))
+    assert np.asarray(want["y"]).tobytes() == np.cumsum(x[::-1])[::-1].tobytes()
+    cy, cz = rng.normal(size=n), rng.normal(size=n)
+    xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
+    got = eagle.torch.wrap(dist_sgrad, group=group)(x=xt, start=torch.from_numpy(start[lo:hi]))
+    ((got["y"] * torch.from_numpy(cy[lo:hi])).sum() + (got["z"] * torch.from_numpy(cz[lo:hi])).sum()
+     + 0.7 * got["tot"].sum()).backward()
+    want = eagle.deploy(dist_sgrad).reverse({"y": cy, "z": cz, "tot": np.array([0.7])}, x=x, start=start)
+    _bits({"x": xt.grad}, {"x": np.asarray(want["x"])[lo:hi]}, ["x"])
 
 
 def _grad_setup(rank, seed=6):
@@ -358,6 +389,9 @@ def _main(out: str) -> None:
     eagle.deploy(dist_softmax).run(u=np.ones((3, NC)))
     eagle.deploy(dist_gridscan).run(u=np.ones((3, 50)))
     eagle.deploy(dist_kscan).run(x=np.ones(4), key=np.zeros(4, np.int32))
+    eagle.deploy(dist_rscan).run(x=np.ones(4), start=np.zeros(4))
+    eagle.deploy(dist_sgrad).reverse({"y": np.ones(4), "z": np.ones(4), "tot": np.ones(1)}, x=np.ones(4),
+                                     start=np.zeros(4))
     x, key, *_, w, s, cot = _grad_setup(0)  # the adjoints too
     eagle.deploy(dist_grad).reverse(cot, x=x, key=key, w=w, s=s, acc=np.zeros(5))
     eagle.deploy(dist_ratio).reverse({"z": np.ones(4)}, x=np.ones(4))

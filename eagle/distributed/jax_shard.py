@@ -215,11 +215,12 @@ def _adjoint_grads(jk, axis_name, run, wrt: tuple, ext: tuple, stencil: list, in
 
 def _like(g, want: frozenset):
     """`g` typed like its primal under shard_map: the custom calls' results are typed invariant (the same on every
-    shard); a gradient of a per-shard operand is varying along the primal's axes."""
+    shard); a gradient of a per-shard operand is varying along the primal's axes. (Where nothing is typed, as
+    in a custom_partitioning lowering, where the axis index itself is not varying: nothing to do.)"""
     if g is None:
         return None
     have = _varying(g)
-    missing = tuple(sorted(want - have))
+    missing = tuple(a for a in sorted(want - have) if a in _varying(jax.lax.axis_index(a)))
     return jax.lax.pcast(g, missing, to="varying") if missing else g
 
 

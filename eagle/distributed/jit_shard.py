@@ -38,6 +38,7 @@ class Partitioned:
         self.fn = f
         self.avals = avals
         self._diff = None
+        self._svjp = None
 
     def differentiable(self):
         """The partitioned call with a custom VJP: its backward is the adjoint kernel (hawk/reverse) called the same
@@ -66,11 +67,11 @@ class Partitioned:
             lane = [(a, d) for a, d in zip(self.avals, self.lane_dims, strict=True) if d is not None]
             extents = tuple(lane[0][0].shape[lane[0][1]:]) if lane else ()
             dtype = np.dtype(next((planes[n].dtype for n in wrt if jk.kinds[n] != "param"), planes[wrt[0]].dtype))
-            for x in stencil_planes(jk.plan, wrt):
-                raise InputError(f"plane '{x}' of kernel '{jk.name}': gradients through a partitioned call "
-                                 f"(partition=True) do not cover planes read with .at(...) yet; differentiate the "
-                                 f"call inside jax.shard_map (eagle.jax.wrap(kernel, axis_name=...)), or stop the "
-                                 f"gradient of '{x}' (jax.lax.stop_gradient)")
+            if stencil_planes(jk.plan, wrt):  # plan.reverse's gather form, as inside shard_map
+                if self._svjp is None:
+                    self._svjp = _StencilVjp(self, wrt, ops, gs)
+                grads.update(zip(wrt, self._svjp.fn(*ops, *gs), strict=True))
+                return tuple(grads.get(n) for n in self.names)
             adj, design = adjoint_plan(jk.plan, wrt, extents, "a mesh axis (partition=True)")
             ak = jk._adjoints.get(("partition", id(adj)))
             if ak is None:
@@ -140,21 +141,79 @@ class Partitioned:
     def _rule(self, avals, out: dict, nla: int) -> str:
         """Shardy's rule: a factor per lane axis shared by every per-lane plane and output, one of its own for
         every other dimension."""
-        count = [0]
+        return _rule([(a.ndim, d) for a, d in zip(avals, self.lane_dims, strict=True)],
+                     [(out[n].ndim, d) for n, d in zip(self.result_names, self.result_dims, strict=True)])
 
-        def dims(ndim, lane_dim):
-            fs = []
-            for k in range(ndim):
-                if lane_dim is not None and k >= lane_dim:
-                    fs.append(f"l{k - lane_dim}")
-                else:
-                    count[0] += 1
-                    fs.append(f"u{count[0]}")
-            return " ".join(fs)
 
-        ins = [dims(a.ndim, d) for a, d in zip(avals, self.lane_dims, strict=True)]
-        outs = [dims(out[n].ndim, d) for n, d in zip(self.result_names, self.result_dims, strict=True)]
-        return ", ".join(ins) + " -> " + ", ".join(outs)
+class _StencilVjp:
+    """A stencil's gradients under partition=True, as one custom_partitioning function of (operands, cotangents):
+    on a shard it differentiates the shard_map form of the call (eagle/distributed/jax_shard.py), whose backward
+    is plan.reverse's gather form with halo share rows (eagle/distributed/jax_grads.py), so the gradients are
+    bitwise plan.reverse's; unsharded, the one-device call's VJP. (The forward it differentiates feeds nothing:
+    XLA drops it.)"""
+
+    def __init__(self, part: Partitioned, wrt: tuple, ops: tuple, gs: tuple):
+        self.part, self.wrt, self.n = part, wrt, len(ops)
+        self.at = [part.names.index(x) for x in wrt]
+        dims = [part.lane_dims[i] for i in self.at]
+        f = custom_partitioning(self._whole)
+        f.def_partition(partition=self._partition,
+                        infer_sharding_from_operands=lambda mesh, shapes, _: part._shardings(
+                            mesh, part._axis(shapes[:self.n]), dims),
+                        sharding_rule=_rule([(o.ndim, d) for o, d in zip(ops, part.lane_dims, strict=True)]
+                                            + [(g.ndim, d) for g, d in zip(gs, part.result_dims, strict=True)],
+                                            [(ops[i].ndim, d) for i, d in zip(self.at, dims, strict=True)]))
+        self.fn = f
+
+    def _vjp(self, call, args: tuple) -> tuple:
+        ops, cots = list(args[:self.n]), tuple(args[self.n:])
+
+        def forward(*diff):
+            full = list(ops)
+            for i, d in zip(self.at, diff, strict=True):
+                full[i] = d
+            return call(full)
+
+        _, vjp = jax.vjp(forward, *[ops[i] for i in self.at])
+        return tuple(vjp(cots))
+
+    def _whole(self, *args) -> tuple:
+        part = self.part
+        return self._vjp(lambda full: part._tuple(part._whole(*full)), args)
+
+    def _partition(self, mesh, arg_shapes, result_shape):
+        from eagle.distributed.jax_shard import sharded_call
+
+        part = self.part
+        axis = part._axis(arg_shapes[:self.n])
+        args = part._shardings(mesh, axis, part.lane_dims) + part._shardings(mesh, axis, part.result_dims)
+        results = part._shardings(mesh, axis, [part.lane_dims[i] for i in self.at])
+        if axis is None:
+            return mesh, self._whole, results, args
+
+        def call(full):
+            got = sharded_call(part.jk, axis, part._planes(full))
+            return part._tuple(got if isinstance(got, dict) else {part.result_names[0]: got})
+
+        return mesh, lambda *a: self._vjp(call, a), results, args
+
+
+def _rule(ins: list[tuple[int, int | None]], outs: list[tuple[int, int | None]]) -> str:
+    """A Shardy rule over operands and results given as (ndim, first lane dimension or None): a factor per lane
+    axis shared by all, one of its own for every other dimension."""
+    count = [0]
+
+    def dims(ndim, lane_dim):
+        fs = []
+        for k in range(ndim):
+            if lane_dim is not None and k >= lane_dim:
+                fs.append(f"l{k - lane_dim}")
+            else:
+                count[0] += 1
+                fs.append(f"u{count[0]}")
+        return " ".join(fs)
+
+    return ", ".join(dims(*a) for a in ins) + " -> " + ", ".join(dims(*a) for a in outs)
 
 
 def _lane_outputs(plan) -> set[str]:

@@ -6,8 +6,8 @@ coordinates); `needed_chunks` says how many chunks the shards need per stage; `S
 lanes half (C chunks, and each shard's geometry) and a finish half (S * C chunks; S shards). `drive` walks the
 stages with callables the framework supplies: `lanes(half, operands)` and `finish(half, operands)` fire a half
 (an XLA custom call, or a ctypes call), `combine(kind, array)` is the cross-shard collective for one state buffer
-(gather along the chunk axis, int64 sum, float sum, an integer sum of a scan's block totals' bits, each written by
-one shard; the #err triples are gathered), `refuse(half, err)` looks at
+(gather along the chunk axis, int64 sum, float sum, an integer sum of a scan's block totals' bits or a reverse
+scan's lane values' bits, each written by one shard; the #err triples are gathered), `refuse(half, err)` looks at
 the gathered #err before the finish half (it raises, or fails the XLA program, on every shard alike: a key outside
 a sink on any shard), `add(a, b)` adds a sink's prior content, `halo(a, rows)` surrounds a plane with its
 neighbours' rows, and a `Move` passes the few lanes of scan blocks that straddle shards (Reach.block: every shard

@@ -112,11 +112,11 @@ def skip_address() -> int:
 def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
     """How the kernel runs sharded (eagle/distributed/reach.py), refusing, by kernel and plane, what shards cannot
     compute from their own lanes and halos: `.at` reads that can reach any lane, reductions that keep lane axes,
-    stores with `= v` into sinks, hawk.reduce folds, reverse scans, scans beside halos, block reductions
+    stores with `= v` into sinks, hawk.reduce folds, scans beside halos, block reductions
     whose slots a shard boundary could cut, and (beside a scan) per-lane planes with a payload, which a shard's
-    run past its own lanes does not extend. A kernel with a forward hawk.scan runs
-    each shard over whole scan blocks (Reach.block). `row`: lanes per leading coordinate (a Grid's row; 0 for 1-D
-    lanes)."""
+    run past its own lanes does not extend. A kernel with a hawk.scan runs each shard over whole scan blocks
+    (Reach.block); a reverse scan's lane values go to every shard's finish. `row`: lanes per leading coordinate
+    (a Grid's row; 0 for 1-D lanes)."""
     kernel = plan.kernel
     name = kernel.name
     how = reach(kernel, spec, where)
@@ -150,14 +150,10 @@ def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
 
 
 def _check_scans(name: str, lay, how: Reach) -> None:
-    """Refuse the scans a sharded run does not carry across shards: reverse scans (one fold down every lane of
-    the run), and any scan in a kernel whose shards exchange halos."""
+    """Refuse the scans a sharded run does not carry across shards: any scan in a kernel whose shards exchange
+    halos."""
     for buf in lay.buffers:
-        if buf.role == "rscan":
-            raise InputError(f"kernel '{name}': a hawk.scan(..., reverse=True) folds every lane of the run in one "
-                             f"pass from the last lane down, which a sharded run does not split; "
-                             f"scan forwards (over the reversed lanes) or run unsharded")
-        if buf.role == "scan" and any(how.halo.values()):
+        if buf.role in ("scan", "rscan") and any(how.halo.values()):
             raise InputError(f"kernel '{name}': a hawk.scan in a kernel that reads neighbours with .at (planes "
                              f"{sorted(how.halo)}) is not run sharded; split the stencil and the scan into two "
                              f"kernels")
@@ -196,8 +192,8 @@ def _combine_kind(buf, lay, checks: bool) -> str | None:
     cannot refuse: `checks` is its launcher's checks_at_run_time)."""
     if buf.role == "err":
         return ERR if checks else None
-    if buf.role == "scan":  # block totals at global block numbers, each written by the one shard that runs it
-        return BITS
+    if buf.role in ("scan", "rscan"):  # block totals (rscan: lane values and flags) at global numbers, each
+        return BITS  # written by the one shard that runs it: the finish then folds the whole run as one device
     if (buf.role == "scratch" and not lay.width) or (buf.name == "#exact" and not lay.exact_components):
         return None
     if buf.role in ("scratch", "pairs", "priv", "mark") or (buf.role == "exact" and buf.name == "#exact"):
@@ -339,13 +335,15 @@ def finish_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0) -> Ha
 
 
 def _whole_run_scans(lay, bufs: list, total: int) -> None:
-    """A scan's block totals sized for the whole run's blocks (a shard writes those of the blocks it runs, at
-    their global numbers; 0: the shard's own)."""
+    """A scan's block totals sized for the whole run's blocks, a reverse scan's two planes for the whole run's
+    lanes (a shard writes those of the blocks and lanes it runs, at their global numbers; 0: the shard's own)."""
     if total:
         for j, buf in enumerate(lay.buffers):
             if buf.role == "scan":
                 size = keyed_values(total, lay.keyed[buf.name]) if buf.name in lay.keyed else scan_values(total)
                 bufs[j] = np.zeros(size, dtype=bufs[j].dtype)
+            elif buf.role == "rscan":  # (values, then flags: the compiled code's second plane starts at L)
+                bufs[j] = np.zeros(2 * max(1, total), dtype=bufs[j].dtype)
 
 
 _SPARE = np.zeros(64)  # where a finish half's per-lane slots point: it never reads them
