@@ -2,7 +2,8 @@
 
   flat      for lane in [lo, hi): body (split_scatters.py: two passes per block for computed scatter keys)
   blocked   for block: full blocks run ORDERED_CHAINS straight-line copies of the body per group of lanes (a
-            chain each: compensated sums, ordered two-float chains); a partial block runs lane by lane, guarded
+            chain each: compensated sums, ordered two-float chains), or (a body with stores or `.at` reads)
+            one loop of the body writing the terms, then the chains over them; a partial block lane by lane
   nested    for kept slot: for its contiguous lanes: body, kept totals in registers (leading kept axes)
   (tiles)   block reductions: for tile of whole slots: the slots' totals, then one of these shapes (block.py)
   scan      for block of SCAN_BLOCK lanes: (start the scans) for its lanes: body (write the block totals): scan.py
@@ -232,10 +233,15 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
     """for block: full blocks run groups of CHAINS lanes as CHAINS straight-line copies of the body (lane j
     of a group feeds chain j; LLVM's SLP vectorizer packs the copies); a partial block runs lane by lane
     under a guard. Without compensated or wide sums (`ragged`), every block that starts in the chunk runs its
-    whole groups as chains and only its last < CHAINS lanes one by one."""
+    whole groups as chains and only its last < CHAINS lanes one by one; and when the body also writes or reads
+    neighbours (`terms_first`, which keeps the copies scalar), the groups' lanes run first in one plain loop
+    of the body that stores the terms into the term buffer, and the chains then add the buffer."""
     e = cx.e
     B, W = ORDERED_BLOCK, cx.pair_w  # (pair_w: more chains for float32 ordered sums, never with compensated)
     ragged = not any(a.policy == "compensated" or a.wide for a in cx.full)  # (their chains' grouping is fixed)
+    terms_first = ragged and cx.n_terms > 0 and _breaks_copies(body)
+    if terms_first:
+        cx.recompute = False  # (the term loop keeps every term)
     blo = e.op("arith.divui", cx.lo, e.c(B))
     bhi = e.op("arith.divui", e.add_i(cx.hi, e.c(B - 1)), e.c(B))
     nchunk = len(chunk0)
@@ -256,7 +262,11 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
             cx.block_groups = e.c(B // W)
         split = scf.IfOp(full, [v.type for v in inits], has_else=True)
         with ir.InsertionPoint(split.then_block):
-            fast = scf.ForOp(e.c(0), cx.block_groups, e.c(1), ordered_chains.chain_inits(cx, inits, nchunk))
+            chains0 = inits
+            if terms_first:  # the groups' lanes in one loop, the chains after it (terms_first)
+                terms, terms_anchor = _term_loop(cx, start, inits[:nchunk])
+                chains0 = list(terms.results) + inits[nchunk:]
+            fast = scf.ForOp(e.c(0), cx.block_groups, e.c(1), ordered_chains.chain_inits(cx, chains0, nchunk))
             with ir.InsertionPoint(fast.body):
                 fast_anchor = scf.YieldOp(list(fast.inner_iter_args))
             ordered_chains.flush_pairs(cx, list(fast.results), nchunk, body)
@@ -272,20 +282,27 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
             with ir.InsertionPoint(tail.body):
                 anchor = scf.YieldOp(list(tail.inner_iter_args))
             guard, lane, cur, j = tail, tail.induction_variable, tail.inner_iter_args, tail.induction_variable
-        # full blocks: CHAINS copies, lane j feeding chain j
-        cx.accs = list(fast.inner_iter_args)
         cx.pending = {}
-        if cx.n_terms:
+        if terms_first:  # the term loop: the body once per lane; then the chains from the term buffer
+            with body.owner.location:
+                _lower_terms(cx, body, terms, terms_anchor, start)
+            cx.accs = list(fast.inner_iter_args)
             with ir.InsertionPoint(fast_anchor), body.owner.location:
                 cx.group_at = e.mul_i(fast.induction_variable, e.c(W))
-                prefetch_ahead(cx, e.add_i(start, cx.group_at))
-        for jj in range(W):
+                ordered_chains.buffered_chains_step(cx)
+        else:  # full blocks: W copies, lane j feeding chain j
+            cx.accs = list(fast.inner_iter_args)
+            if cx.n_terms:
+                with ir.InsertionPoint(fast_anchor), body.owner.location:
+                    cx.group_at = e.mul_i(fast.induction_variable, e.c(W))
+                    prefetch_ahead(cx, e.add_i(start, cx.group_at))
+            for jj in range(W):
+                with ir.InsertionPoint(fast_anchor), body.owner.location:
+                    cx.lane = e.add_i(start, e.mul_i(fast.induction_variable, e.c(W)), e.c(jj))
+                cx.j = jj
+                rewrite_ops(cx, clone_body(cx, body, fast_anchor))
             with ir.InsertionPoint(fast_anchor), body.owner.location:
-                cx.lane = e.add_i(start, e.mul_i(fast.induction_variable, e.c(W)), e.c(jj))
-            cx.j = jj
-            rewrite_ops(cx, clone_body(cx, body, fast_anchor))
-        with ir.InsertionPoint(fast_anchor), body.owner.location:
-            ordered_chains.ordered_chains_step(cx)
+                ordered_chains.ordered_chains_step(cx)
         fast_anchor.operation.erase()
         with ir.InsertionPoint(fast.body):
             scf.YieldOp(cx.accs)
@@ -305,6 +322,51 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
                     res[acc.slot + c], res[acc.slot + acc.n + c] = ns, e.add(nc, res[ks + acc.n])
         scf.YieldOp(res[:nchunk])
     return list(outer.results)
+
+
+_BREAK_COPIES = ("hawk.store", "hawk.scatter", "hawk.at")
+
+
+def _breaks_copies(body: ir.Block) -> bool:
+    """Whether the body writes (a store or scatter between one copy's loads and the next's, which the SLP
+    vectorizer may not move across) or reads a neighbour (`.at`: loads that are not side by side): then the
+    straight-line copies of a group stay scalar, and a full block's lanes run in a term loop instead."""
+    found = []
+
+    def visit(op):
+        if op.name in _BREAK_COPIES:
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    for op in body.operations:
+        op.operation.walk(visit)
+    return bool(found)
+
+
+def _term_loop(cx: Lowering, start: ir.Value, state: list[ir.Value]):
+    """The term loop of a full block's groups (lanes start .. start + cx.block_groups * cx.pair_w), carrying the
+    chunk state `state`: (the loop, the placeholder yield ending its body)."""
+    e = cx.e
+    n = e.mul_i(cx.block_groups, e.c(cx.pair_w))
+    loop = scf.ForOp(start, e.add_i(start, n), e.c(1), state)
+    with ir.InsertionPoint(loop.body):
+        anchor = scf.YieldOp(list(loop.inner_iter_args))
+    return loop, anchor
+
+
+def _lower_terms(cx: Lowering, body: ir.Block, loop, anchor, start: ir.Value) -> None:
+    """A copy of the body in the term loop, for its lane: the ordered sums' terms (kept by ordered_chain_step as
+    copy 0) go to the term buffer at the lane's index in the block; the rest of the body runs as in the flat
+    loop. One body per lane in a plain loop is what LLVM's loop vectorizer takes (8 straight-line copies of a
+    body with expanded math were left scalar by the SLP vectorizer)."""
+    e = cx.e
+    cx.lane, cx.accs, cx.j, cx.pending = loop.induction_variable, list(loop.inner_iter_args), 0, {}
+    rewrite_ops(cx, clone_body(cx, body, anchor))
+    with ir.InsertionPoint(anchor):
+        ordered_chains.store_lane_terms(cx, e.op("arith.subi", loop.induction_variable, start))
+        scf.YieldOp(cx.accs)
+    anchor.operation.erase()
 
 
 def partial_block(cx: Lowering, start: ir.Value, end: ir.Value, inits: list[ir.Value]):

@@ -9,6 +9,9 @@ chunk a few floats instead of a deposit per term (docs/ordered.md).
   bitwise ORs of flags. A block that breaks either condition runs again over its term buffer through the
   float32 form below, which also finds the block's largest term and so the next blocks' p.
 - float32 (and the float64 retry): Knuth TwoSum chains from (0, 0), the second TwoSum's error checked zero.
+- The group's terms come from copies of the body side by side (packed into one vector), or, when the body
+  writes or reads neighbours, from the term buffer that a plain loop of the body filled first (chunk_loops.py):
+  the SLP vectorizer leaves such copies scalar, the loop vectorizer does not.
 - A block whose chains lost a bit deposits its terms one by one (from the term buffer, or by rerunning a body
   that writes nothing: `redo_block`).
 - Every exact block's pairs go into the chunk's own (high, low) vector pairs by more checked TwoSums
@@ -173,9 +176,11 @@ def ordered_chains_step(cx: Lowering) -> None:
     bad = None
     for acc in cx.full:
         for c in range(acc.n) if acc.pairs else ():
-            xv = create("vector.from_elements", cx.pending[(acc.chain, c)], [_lanes(cx)]).result
-            if not cx.recompute:
-                e.vstore(xv, term_buffer(cx), e.add_i(cx.group_at, e.c((acc.term_at + c) * B)))
+            xv = cx.pending[(acc.chain, c)]
+            if isinstance(xv, list):  # (else a vector loaded from the term buffer: buffered_chains_step)
+                xv = create("vector.from_elements", xv, [_lanes(cx)]).result
+                if not cx.recompute:
+                    e.vstore(xv, term_buffer(cx), e.add_i(cx.group_at, e.c((acc.term_at + c) * B)))
             k = nchunk_red_total(cx) + acc.chain + 2 * c
             if biased(cx):
                 s[k], s[k + 1], lost = _biased_step(cx, s[k], s[k + 1], xv)
@@ -188,6 +193,27 @@ def ordered_chains_step(cx: Lowering) -> None:
         return
     k = nchunk_red_total(cx) + cx.exact_flag  # ORed per chain, looked at once at the block's end
     s[k] = e.op("arith.ori", s[k], bad)
+
+
+def store_lane_terms(cx: Lowering, at: ir.Value) -> None:
+    """The term loop of a full block (chunk_loops.terms_first): the lane's terms, kept by ordered_chain_step as
+    copy 0 of cx.pending, into the block's term buffer at `at` (the lane's index in the block)."""
+    e = cx.e
+    for acc in cx.full:
+        for c in range(acc.n) if acc.pairs else ():
+            e.store(cx.pending[(acc.chain, c)][0], term_buffer(cx), e.add_i(at, e.c((acc.term_at + c) * B)))
+    cx.pending = {}
+
+
+def buffered_chains_step(cx: Lowering) -> None:
+    """Like ordered_chains_step, for a group whose terms the term loop already wrote: one vector load per
+    component from the term buffer at cx.group_at, into the chains."""
+    e = cx.e
+    for acc in cx.full:
+        for c in range(acc.n) if acc.pairs else ():
+            at = e.add_i(cx.group_at, e.c((acc.term_at + c) * B))
+            cx.pending[(acc.chain, c)] = e.vload(term_buffer(cx), at, cx.pair_w, e.f)
+    ordered_chains_step(cx)
 
 
 def _biased_step(cx: Lowering, hi: ir.Value, lo: ir.Value, x: ir.Value):
