@@ -15,26 +15,27 @@ from hawk.ir import access
 from hawk.ir.dialect import is_hawk, new_context
 
 
+def lane_offset(v: ir.Value, axis: str) -> int | None:
+    """k when `v` is the lane's own coordinate on `axis` plus the constant k, else None."""
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return None
+    if is_hawk(owner, "lane"):
+        return 0 if access.lane_axis(owner) == axis else None
+    if owner.name in ("arith.addi", "arith.subi"):
+        base, k = owner.operands
+        if isinstance(k.owner, ir.Block) or k.owner.name != "arith.constant" or lane_offset(base, axis) != 0:
+            return None
+        value = ir.IntegerAttr(k.owner.attributes["value"]).value
+        return value if owner.name == "arith.addi" else -value
+    return None
+
+
 def lane_reach(text: str, lead: str | None, per_lane: frozenset[str]) -> tuple[dict[str, int | None], bool]:
     """({plane: the most rows a `.at` read of it reaches along `lead`, None when it can reach any lane}, whether
     the kernel reads its `lead` coordinate) for the hawk module `text`; `per_lane`: the per-lane planes."""
     reach: dict[str, int | None] = {}
     coords = [False]
-
-    def offset(v, axis):
-        """k when v is the lane's own coordinate on `axis` plus the constant k, else None."""
-        owner = v.owner
-        if isinstance(owner, ir.Block):
-            return None
-        if is_hawk(owner, "lane"):
-            return 0 if access.lane_axis(owner) == axis else None
-        if owner.name in ("arith.addi", "arith.subi"):
-            base, k = owner.operands
-            if isinstance(k.owner, ir.Block) or k.owner.name != "arith.constant" or offset(base, axis) != 0:
-                return None
-            value = ir.IntegerAttr(k.owner.attributes["value"]).value
-            return value if owner.name == "arith.addi" else -value
-        return None
 
     def visit(op):
         if is_hawk(op, "lane") and access.lane_axis(op) == lead:
@@ -44,7 +45,7 @@ def lane_reach(text: str, lead: str | None, per_lane: frozenset[str]) -> tuple[d
             if axes == ["#"] or lead is None:
                 reach[plane] = None
             elif lead in axes and reach.get(plane, 0) is not None:
-                k = offset(access.at_coords(op)[axes.index(lead)], lead)
+                k = lane_offset(access.at_coords(op)[axes.index(lead)], lead)
                 reach[plane] = None if k is None else max(reach.get(plane, 0), abs(k))
             else:
                 reach.setdefault(plane, 0)

@@ -46,31 +46,11 @@ class Gather:
     flag: str = "gather_flag"  # the gather's cell: how many lanes' pairs erred
 
 
-def _offset(v, axis: str):
-    """k when `v` is the lane's own coordinate on `axis` plus the constant k, else None."""
-    from mlir import ir
-
-    from hawk.ir import access
-    from hawk.ir.dialect import is_hawk
-
-    owner = v.owner
-    if isinstance(owner, ir.Block):
-        return None
-    if is_hawk(owner, "lane"):
-        return 0 if access.lane_axis(owner) == axis else None
-    if owner.name in ("arith.addi", "arith.subi"):
-        base, k = owner.operands
-        if isinstance(k.owner, ir.Block) or k.owner.name != "arith.constant" or _offset(base, axis) != 0:
-            return None
-        value = ir.IntegerAttr(k.owner.attributes["value"]).value
-        return value if owner.name == "arith.addi" else -value
-    return None
-
-
 def at_offsets(op, axes: list[str]) -> tuple[int, ...] | None:
     """A `.at` read's offset from the lane's own coordinates on every lane axis (an axis left out: 0), or None
     when some coordinate is not the lane's own plus a constant (a flat index, data, another axis)."""
     from hawk.ir.access import at_coords, coord_axes
+    from hawk.ir.reach import lane_offset
 
     named = coord_axes(op)
     if named == ["#"] or any(a not in axes for a in named):
@@ -80,7 +60,7 @@ def at_offsets(op, axes: list[str]) -> tuple[int, ...] | None:
         if a not in named:
             offs.append(0)
             continue
-        k = _offset(at_coords(op)[named.index(a)], a)
+        k = lane_offset(at_coords(op)[named.index(a)], a)
         if k is None:
             return None
         offs.append(k)
