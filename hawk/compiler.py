@@ -178,6 +178,8 @@ class Kernel:
         spec = spec or self.default_spec()
         if spec in self._stages:
             return self._stages[spec]
+        if "_captured" in self.__dict__:  # a specialisation first used after decoration, built or read from disk
+            self._check_captured()  # alike: the same refusal whatever the disk cache holds
         known = self._info.get("specs", {}).get(repr(spec))
         if known is not None:
             self._stages[spec] = [Stage(s["name"], s["key"], tuple(s["cells_in"]), tuple(s["cells_out"]),
