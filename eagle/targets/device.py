@@ -207,6 +207,15 @@ class DeviceRuntime:
     float_atomics = False
     transfers: Transfers
 
+    @classmethod
+    def shared(cls):
+        """One runtime per process and class (its device Arrays and transfer counts are the plans'); raises
+        RuntimeMissing, each time asked, where the machine lacks it."""
+        made = cls.__dict__.get("_shared")
+        if made is None:
+            made = cls._shared = cls()
+        return made
+
     def launch(self, binary: bytes, entry: str, buffers: list, written: list[bool], grid: Grid,
                roles: list[str] | None = None):
         raise NotImplementedError

@@ -24,16 +24,6 @@ class CudaRuntime(DeviceRuntime):
     target = "nvvm"
     float_atomics = True
 
-    _shared = None
-
-    @classmethod
-    def shared(cls) -> CudaRuntime:
-        """One runtime per process (its device Arrays and transfer counts are the plans'); raises RuntimeMissing,
-        each time asked, where the machine lacks it."""
-        if cls._shared is None:
-            cls._shared = cls()
-        return cls._shared
-
     def __init__(self):
         try:
             from cuda.bindings import driver

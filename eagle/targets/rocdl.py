@@ -22,16 +22,6 @@ class HipRuntime(DeviceRuntime):
     float_atomics = True
     H2D, D2H = 1, 2  # hipMemcpyHostToDevice, hipMemcpyDeviceToHost
 
-    _shared = None
-
-    @classmethod
-    def shared(cls) -> HipRuntime:
-        """One runtime per process (its device Arrays and transfer counts are the plans'); raises RuntimeMissing,
-        each time asked, where the machine lacks it."""
-        if cls._shared is None:
-            cls._shared = cls()
-        return cls._shared
-
     def __init__(self):
         path = os.environ.get("HAWK_HIP_LIBRARY") or ctypes.util.find_library("amdhip64")
         cands = [path] if path else []
