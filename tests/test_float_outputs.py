@@ -192,3 +192,15 @@ def test_sinks_and_float_inputs_share_the_run_dtype():
         eagle.deploy(fo_hist).run(x=x, k=k, bins=np.zeros(4, np.float32))
     with pytest.raises(InputError, match=r"plane 'z' of kernel 'fo_two'.*float32.*'x' is float64"):
         eagle.deploy(fo_two).run(x=x, z=np.ones(8, np.float32))
+
+
+def test_a_refused_store_by_key_leaves_the_float32_output_as_it_was(target):
+    x = np.linspace(-1.0, 1.0, 800)
+    k = np.arange(800, dtype=np.int64)
+    k[400] = 5000  # past the output's end: the run is refused
+    out = np.full(1000, 7, np.float32)
+    before = (x.copy(), k.copy(), out.copy())
+    with pytest.raises(InputError, match=r"kernel 'fo_permute'.*5000"):
+        eagle.deploy(fo_permute, target=target).run(x=x, k=k, out=out)
+    for got, want in zip((x, k, out), before, strict=True):
+        bt_same_bits(got, want, "a refused run's arrays")
