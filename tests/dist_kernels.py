@@ -143,3 +143,46 @@ def dist_sgrad(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar],
     y = hawk.scan(x * x)
     z = hawk.scan(x, reset=start > 0.5, exclusive=True)
     tot = hawk.sum(y * x, policy="ordered")
+
+
+# ---- scans beside halos and Vector planes; a large sink (each shard's copies folded into one) -----------------------
+@hawk.kernel
+def dist_hscan(lane: Grid["row", "col":NC], u: Scalar, y: Mutable[Scalar], r: Mutable[Scalar], tot: Mutable[Scalar]):
+    i, j = lane.row, lane.col
+    s = u.at(row=i - 1, col=j) + u.at(row=i + 2, col=j) * 0.5 - u
+    y = hawk.scan(s)
+    r = hawk.scan(u.at(row=i + 1, col=j - 1), op=hm.max, reverse=True)
+    tot = hawk.sum(y * u, policy="ordered")
+
+
+@hawk.kernel
+def dist_vscan(lane: Grid["row", "col":NC], v: Vector[2], c: Vector[3], y: Mutable[Scalar], z: Mutable[Vector[2]],
+               tot: Mutable[Vector[3]]):
+    i, j = lane.row, lane.col
+    w = v.at(row=i + 1, col=j) - v.at(row=i - 3, col=j) * 0.5 + v
+    y = hawk.scan(w[0] * c[2] + w[1], reset=j == 0)
+    z = w * y + c[0]
+    tot = hawk.sum(c * y, policy="ordered")
+
+
+BIG = 5000  # slots of the large sinks: over sinks.LARGE values a copy (plain too)
+
+
+@hawk.kernel
+def dist_bigsink(x: Scalar, key: Index, acc: Mutable["slot":BIG], plain: Mutable["slot":BIG],
+                 comp: Mutable["slot":BIG]):
+    hawk.scatter(acc, policy="ordered")[key] += x
+    hawk.scatter(plain, policy="plain")[key] += x
+    hawk.scatter(comp)[key] += x * 0.5
+
+
+@hawk.func
+def dist_lerp(a, b):  # neither associative nor commutative: the fold's order is in the bits
+    return a + (b - a) * 0.25
+
+
+@hawk.kernel
+def dist_fold(x: Scalar, p: Mutable[Scalar], q: Mutable[Scalar], y: Mutable[Scalar]):
+    p = hawk.reduce(dist_lerp, x)
+    q = hawk.reduce(dist_lerp, x * 2.0, where=x > 1.0)
+    y = x - p

@@ -5,18 +5,20 @@ with shard sizes that are not multiples of the chunk alignment; max is exact; an
 bound (n * eps * sum|x|); per-lane outputs stay sharded and equal the one-device outputs; a passed sink's prior content
 is added once; float32 ordered sums round once; a 2-D stencil exchanges halo rows between shards (ppermute) and runs
 with the whole grid's coordinates, bitwise equal to one device; `.at` reads that can reach any lane (a flat index, a
-computed row), `= v` stores into sinks and reductions that keep axes are refused by name; a Vector plane runs beside
-halos; a stencil's gradient (gather form with halos of share rows, and its scatter fallback) and a Vector plane's beside
-cells are bitwise plan.reverse's; forward and keyed scans (shards run whole 4096-lane blocks), reverse scans (every
-shard's finish folds the whole run's lanes) and gradients through scans, and block reductions are bitwise the one-device
-run; a key outside a sink on one shard refuses the call on every shard (in Plan.run's words, the arrays passed
-unchanged, the program usable again); `jax.grad` / `jax.vjp` through the sharded call (the adjoint run sharded the same
-way) give per-lane, Table, Param and prior-sink gradients bitwise equal to `plan.reverse` on 4 and 8 shards, and for a
-split kernel whose adjoint recomputes a cell; under plain `jax.jit` with NamedSharding inputs (`partition=True`:
-custom_partitioning) the compiled HLO runs one launch per shard and gathers no lane input, a stencil partitions too (its
-gradient in gather form), and jax.grad through it is bitwise plan.reverse's; two processes under `jax.distributed` (2
-devices each, gloo) give the one-device bits. JAX fixes its device count at start-up, so the cases run in one subprocess
-with XLA_FLAGS=--xla_force_host_platform_device_count=8 and report back per case.
+computed row) and reductions that keep axes are refused by name; `= v` stores into sinks keep the last lane's value
+across shards; a Vector plane runs beside halos; scans run beside halos and Vector planes; large sinks' copies are
+folded per shard before the gather (the ordered one bitwise); a stencil's gradient (gather form with halos of share
+rows, and its scatter fallback) and a Vector plane's beside cells are bitwise plan.reverse's; forward and keyed scans
+(shards run whole 4096-lane blocks), reverse scans (every shard's finish folds the whole run's lanes) and gradients
+through scans, and block reductions are bitwise the one-device run; a key outside a sink on one shard refuses the call
+on every shard (in Plan.run's words, the arrays passed unchanged, the program usable again); `jax.grad` / `jax.vjp`
+through the sharded call (the adjoint run sharded the same way) give per-lane, Table, Param and prior-sink gradients
+bitwise equal to `plan.reverse` on 4 and 8 shards, and for a split kernel whose adjoint recomputes a cell; under plain
+`jax.jit` with NamedSharding inputs (`partition=True`: custom_partitioning) the compiled HLO runs one launch per shard
+and gathers no lane input, a stencil partitions too (its gradient in gather form), and jax.grad through it is bitwise
+plan.reverse's; two processes under `jax.distributed` (2 devices each, gloo) give the one-device bits. JAX fixes its
+device count at start-up, so the cases run in one subprocess with XLA_FLAGS=--xla_force_host_platform_device_count=8 and
+report back per case.
 """
 
 import json
@@ -239,16 +241,35 @@ def case_what_shards_cannot_do_is_refused_by_name():
     from eagle import InputError
 
     np, ks = _setup()
-    x, key = np.ones(8 * 64), np.zeros(8 * 64, dtype=np.int32)
     for kernel, planes, specs, words in (
-            (ks["store"], dict(x=x, key=key), dict(x=P("d"), key=P("d")), ("sink 'last'", "= v", "+=")),
-            (ks["rows"], dict(u=np.ones((NR, NC))), dict(u=P("d")), ("'per_row'", "keeps lane axes"))):
+            (ks["rows"], dict(u=np.ones((NR, NC))), dict(u=P("d")), ("'per_row'", "keeps lane axes")),):
         try:
             _sharded(kernel, _mesh(8), planes, specs, P())
         except InputError as exc:
             assert kernel.name in str(exc) and all(w in str(exc) for w in words), str(exc)
         else:
             raise AssertionError(f"{kernel.name} ran sharded")
+
+
+def case_stores_into_sinks_last_lane_wins_across_shards():
+    """`hawk.scatter(last)[key] = x`: each chunk keeps a copy and marks, and chunk s x C + c of the finish is in
+    lane order, so each slot holds the value of the last lane of the whole run that stored into it, bitwise the
+    one-device run on 4 and 8 shards (slots no lane stores into keep the passed prior content)."""
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+
+    np, ks = _setup()
+    rng = np.random.default_rng(35)
+    for shards, n in ((4, 4 * 3001), (8, 8 * 50)):
+        x, key = rng.normal(size=n), rng.integers(-1, 5, size=n).astype(np.int32)
+        key[key == 3] = -1  # (slot 3: nobody stores, the prior stays)
+        prior = rng.normal(size=5)
+        want = eagle.deploy(ks["store"]).run(x=x, key=key, last=prior.copy())
+        got = _sharded(ks["store"], _mesh(shards), dict(x=x, key=key, last=prior),
+                       dict(x=P("d"), key=P("d"), last=P()), P())
+        _bits_equal({"last": got}, {"last": want}, ["last"])
+        assert np.asarray(got)[3] == prior[3] and np.asarray(got)[0] == x[np.flatnonzero(key == 0)[-1]]
 
 
 def case_gradients_of_a_stencil_bitwise():
@@ -627,6 +648,102 @@ def case_a_refused_run_leaves_the_arrays_untouched():
         assert [np.asarray(a).tobytes() for a in args] == before
         got = g(jax.device_put(x, sh), jax.device_put(key, sh), jax.device_put(prior, rep))
         _bits_equal(got, want, ["acc", "m", "tot"])
+
+
+def case_scans_beside_halos_and_vector_planes():
+    """A scan in a kernel that reads neighbours with .at (forward and reverse scans, halos of 1 and 2 rows): each
+    shard runs whole scan blocks, and the planes it reads with .at come with the rows around the lanes it runs
+    (from however many shards hold them), so every result is the one-device run's bits, on 4 and 8 shards of
+    rows larger and smaller than a block and smaller than the halo, and under partition=True; Vector planes
+    beside a scan (one read with a halo of 3 rows, one plain, a Vector output) the same."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, _ = _setup()
+    rng = np.random.default_rng(31)
+    specs = {"y": P("d"), "r": P("d"), "tot": P()}
+    for shards, rows in ((4, 4 * 150), (8, 8 * 75), (8, 8 * 1)):  # 2400, 1200 and 16 lanes a shard
+        u = rng.normal(size=(rows, NC)) * np.exp(rng.normal(size=(rows, NC)) * 3)
+        want = eagle.deploy(dk.dist_hscan).run(u=u)
+        _bits_equal(_sharded(dk.dist_hscan, _mesh(shards), dict(u=u), dict(u=P("d")), specs), want, list(specs))
+    f = eagle.jax.wrap(dk.dist_hscan, partition=True)
+    got = jax.jit(lambda u: f(u=u))(jax.device_put(u, NamedSharding(_mesh(8), P("d"))))
+    _bits_equal(got, want, list(specs))
+    assert got["y"].sharding.spec == P("d")
+    specs = {"y": P("d"), "z": P(None, "d")} | {f"tot_{k}": P() for k in range(3)}  # (the Vector cell's parts)
+    for shards, rows in ((4, 4 * 150), (8, 8 * 2)):
+        v, c = rng.normal(size=(2, rows, NC)), rng.normal(size=(3, rows, NC))
+        want = eagle.deploy(dk.dist_vscan).run(v=v, c=c)
+        got = _sharded(dk.dist_vscan, _mesh(shards), dict(v=v, c=c), dict(v=P(None, "d"), c=P(None, "d")), specs)
+        _bits_equal(got, want, list(specs))
+
+
+def case_large_sinks_fold_each_shard_s_copies():
+    """Sinks of 5000 slots, 4 chunks a shard: each shard folds its chunks' copies into one before the gather (and
+    an ordered sink's exact accumulators are summed only when some shard spilled into them). The ordered sink is
+    bitwise the one-device run whether every shard's pairs fold exactly (terms of like scale) or some err
+    (terms 2**-600 to 2**600: every shard then moves its copies whole); the plain and the compensated sinks are
+    within their bound of the exact sums."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+    from eagle.distributed.sinks import FOLD, XSUM
+    from hawk.exact import fraction_sum
+
+    np, _ = _setup()
+    rng = np.random.default_rng(33)
+    n = 4 * 20_000
+    f = eagle.jax.wrap(dk.dist_bigsink, axis_name="d", threads=4, min_chunk=4096)
+    mesh = _mesh(4)
+    sh = NamedSharding(mesh, P("d"))
+    g = jax.jit(jax.shard_map(lambda x, key: f(x=x, key=key), mesh=mesh, in_specs=(P("d"), P("d")), out_specs=P()))
+    for spread in (2, 600):
+        x = rng.normal(size=n) * np.exp2(rng.integers(-spread, spread, size=n).astype(np.float64))
+        key = rng.integers(-1, dk.BIG, size=n).astype(np.int32)
+        got = g(jax.device_put(x, sh), jax.device_put(key, sh))
+        want = eagle.deploy(dk.dist_bigsink).run(x=x, key=key)
+        _bits_equal(got, want, ["acc"])
+        for name, scale in (("plain", 1.0), ("comp", 0.5)):
+            for slot in rng.integers(0, dk.BIG, size=40):
+                terms = x[key == slot] * scale
+                exact = float(fraction_sum(terms)) if terms.size else 0.0
+                bound = 64 * np.finfo(np.float64).eps * np.abs(terms).sum()
+                assert abs(float(np.asarray(got[name])[slot]) - exact) <= bound, (name, slot)
+    kinds = [k for run in f._calls.values() for lh, _ in run.halves for k in lh.kinds]
+    assert kinds.count(FOLD) == 3 and kinds.count(XSUM) == 1, kinds
+
+
+def case_folds_keep_lane_order_across_shards():
+    """hawk.reduce with an operator that is neither associative nor commutative, over every lane and under where=:
+    shards run whole 1024-lane blocks at their global numbers, each block's partial written by the one shard that
+    runs it, and every shard's finish folds the blocks in order, so the cells (and a later stage's use of one) are
+    the one-device bits on 4 and 8 shards; an empty slice refuses the call on every shard."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+
+    np, _ = _setup()
+    rng = np.random.default_rng(39)
+    specs = {"p": P(), "q": P(), "y": P("d")}
+    for shards, n in ((4, 4 * 3001), (8, 8 * 100)):
+        x = rng.normal(size=n) * 3
+        want = eagle.deploy(dk.dist_fold).run(x=x)
+        _bits_equal(_sharded(dk.dist_fold, _mesh(shards), dict(x=x), dict(x=P("d")), specs), want, list(specs))
+    try:
+        jax.block_until_ready(_sharded(dk.dist_fold, _mesh(4), dict(x=-np.abs(x[:400])), dict(x=P("d")), specs))
+    except Exception as exc:  # noqa: BLE001 (XLA's runtime error, carrying eagle's refusal)
+        assert all(w in str(exc) for w in ("dist_fold", "'q'", "nothing to fold", "identity=")), str(exc)
+    else:
+        raise AssertionError("an empty slice of a fold without an identity ran sharded")
+    _bits_equal(_sharded(dk.dist_fold, _mesh(8), dict(x=x), dict(x=P("d")), specs), want, list(specs))  # (again)
 
 
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}

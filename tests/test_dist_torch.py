@@ -29,11 +29,15 @@ import pytest
 pytest.importorskip("torch")
 
 from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_jax.py)
+    BIG,
     NC,
     NR,
+    dist_bigsink,
+    dist_fold,
     dist_grad,
     dist_gridscan,
     dist_heat,
+    dist_hscan,
     dist_kscan,
     dist_max,
     dist_ratio,
@@ -42,8 +46,10 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_sgrad,
     dist_softmax,
     dist_split,
+    dist_store,
     dist_sums,
     dist_vheat,
+    dist_vscan,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -355,6 +361,71 @@ def case_a_refused_call_leaves_every_rank_s_tensors_untouched(rank, group):
     _bits(got, eagle.deploy(dist_sums).run(x=x, key=key, acc=prior.copy()), ["acc", "m", "tot"])
 
 
+def case_scans_beside_halos_vectors_stores_and_large_sinks_uneven(rank, group):
+    """A scan beside .at reads over rows split 3/297/1/299 (blocks over several ranks; a rank of fewer rows
+    than the halo), Vector planes beside a scan over rows split 1/2/287/310, stores into a sink (the last lane
+    wins) and a hawk.reduce fold in lane order over ranks of 37 to 41000 lanes, bitwise the one-process run (an
+    empty slice refused on every rank); and 5000-slot sinks over ranks of 5000,
+    25000, 1000 and 49000 lanes, each rank's chunks' copies folded into one before they cross the group: the
+    ordered sink bitwise the one-process run, whether the pairs fold exactly or some err (every rank then moves
+    its copies whole), the plain and compensated ones within their bound."""
+    import torch
+
+    import eagle
+    import eagle.torch
+    from eagle import InputError
+    from eagle.distributed.sinks import FOLD, XSUM
+    from hawk.exact import fraction_sum
+
+    rng = np.random.default_rng(37)
+    u = rng.normal(size=(600, NC)) * np.exp(rng.normal(size=(600, NC)) * 3)
+    r0, r1 = [0, 3, 300, 301, 600][rank:rank + 2]
+    want = eagle.deploy(dist_hscan).run(u=u)
+    got = eagle.torch.wrap(dist_hscan, group=group)(u=torch.from_numpy(u[r0:r1].copy()))
+    _bits(got, {"y": np.asarray(want["y"])[r0:r1], "r": np.asarray(want["r"])[r0:r1], "tot": want["tot"]},
+          ["y", "r", "tot"])
+    v, c = rng.normal(size=(2, 600, NC)), rng.normal(size=(3, 600, NC))
+    r0, r1 = [0, 1, 3, 290, 600][rank:rank + 2]
+    want = eagle.deploy(dist_vscan).run(v=v, c=c)
+    got = eagle.torch.wrap(dist_vscan, group=group)(v=torch.from_numpy(v[:, r0:r1].copy()),
+                                                     c=torch.from_numpy(c[:, r0:r1].copy()))
+    _bits(got, {k: np.asarray(w)[r0:r1] if k == "y" else np.asarray(w)[:, r0:r1] if k == "z" else w
+                for k, w in want.items()}, list(want))  # (tot_0, tot_1, tot_2: the Vector cell's components)
+    x, key, cuts = _data(seed=3)  # stores into a sink: the last lane of the whole run wins (rank 0: 37 lanes)
+    lo, hi = cuts[rank], cuts[rank + 1]
+    prior = rng.normal(size=5)
+    want = eagle.deploy(dist_store).run(x=x, key=key, last=prior.copy())
+    got = eagle.torch.wrap(dist_store, group=group)(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]),
+                                                     last=torch.from_numpy(prior))
+    assert got.numpy().tobytes() == np.asarray(want).tobytes(), (got, want)
+    x = rng.normal(size=cuts[-1]) * 3  # a fold in lane order (neither associative nor commutative), and an empty slice
+    want = eagle.deploy(dist_fold).run(x=x)
+    got = eagle.torch.wrap(dist_fold, group=group)(x=torch.from_numpy(x[lo:hi]))
+    _bits(got, {"p": want["p"], "q": want["q"], "y": np.asarray(want["y"])[lo:hi]}, ["p", "q", "y"])
+    try:
+        eagle.torch.wrap(dist_fold, group=group)(x=torch.from_numpy(-np.abs(x[lo:hi])))
+    except InputError as exc:
+        assert "dist_fold" in str(exc) and "nothing to fold" in str(exc), str(exc)
+    else:
+        raise AssertionError("an empty slice of a fold without an identity ran sharded")
+    n = 80_000
+    lo, hi = [0, 5000, 30_000, 31_000, n][rank:rank + 2]
+    f = eagle.torch.wrap(dist_bigsink, group=group, threads=4, min_chunk=4096)
+    for spread in (2, 600):
+        x = rng.normal(size=n) * np.exp2(rng.integers(-spread, spread, size=n).astype(np.float64))
+        key = rng.integers(-1, BIG, size=n).astype(np.int32)
+        got = f(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]))
+        _bits(got, eagle.deploy(dist_bigsink).run(x=x, key=key), ["acc"])
+        for name, scale in (("plain", 1.0), ("comp", 0.5)):
+            for slot in rng.integers(0, BIG, size=40):
+                terms = x[key == slot] * scale
+                exact = float(fraction_sum(terms)) if terms.size else 0.0
+                bound = 64 * np.finfo(np.float64).eps * np.abs(terms).sum()
+                assert abs(float(got[name][slot]) - exact) <= bound, (name, slot)
+    kinds = [k for run in f._shard_runs.values() for lh, _ in run.halves for k in lh.kinds]
+    assert kinds.count(FOLD) == 3 and kinds.count(XSUM) == 1, kinds
+
+
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
@@ -397,6 +468,11 @@ def _main(out: str) -> None:
     eagle.deploy(dist_ratio).reverse({"z": np.ones(4)}, x=np.ones(4))
     eagle.deploy(dist_split).reverse({"z": np.ones((3, 4))}, v=np.ones((3, 4)))
     eagle.deploy(dist_vheat).run(v=np.ones((2, 3, NC)), u=np.ones((3, NC)))
+    eagle.deploy(dist_hscan).run(u=np.ones((3, NC)))
+    eagle.deploy(dist_vscan).run(v=np.ones((2, 3, NC)), c=np.ones((3, 3, NC)))
+    eagle.deploy(dist_bigsink).run(x=np.ones(4), key=np.zeros(4, np.int32))
+    eagle.deploy(dist_store).run(x=np.ones(4), key=np.zeros(4, np.int32))
+    eagle.deploy(dist_fold).run(x=np.full(4, 2.0))
     eagle.deploy(dist_heat).reverse({"out": np.exp2(np.arange(NR * NC).reshape(NR, NC) % 600 - 300.0)},
                                     u=np.ones((NR, NC)), k=0.1)  # (the gather form, and its fallback's adjoint)
     with socket.socket() as s:

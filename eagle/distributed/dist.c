@@ -17,8 +17,15 @@
  * chunk, shards in order) and handing them on to the finish, or failing with eagle's refusal (the message of
  * Plan.run, from the sink's printf format) when any chunk of any shard refused.
  *
+ * `eagle_dist_fold` (and `eagle_dist_fold_run`, its ctypes form): one shard's private copies of a large sink folded
+ * into one copy before they cross the shards, with the compiled finish's own steps (hawk/passes/lower/finish.py):
+ * a plain sink's copies added in chunk order, a compensated one's by Neumaier steps, an ordered one's (high, low)
+ * pairs by TwoSums into one pair per slot, which holds the exact sum of the slot's terms unless a TwoSum erred
+ * (counted: the caller then moves the copies whole, so no slot's terms are ever rounded before the finish).
+ *
  * Built with the system C compiler against jaxlib's XLA FFI headers (EAGLE_NO_XLA: the XLA handlers left out).
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -86,6 +93,88 @@ int eagle_dist_refusal(const dist_check *p, const int64_t *err, int64_t n, char 
         snprintf(msg, (size_t)size, "kernel '%s': %lld lane(s) stored or scattered to a key outside their array "
                  "(first bad key: %lld)", p->kernel, (long long)count, (long long)key);
     return 1;
+}
+
+/* What a fold takes: the copies' kind (0/1: plain float64/float32; 2: compensated, float64 (sum, correction)
+ * halves; 3/4: ordered float64/float32 (high, low) pairs), the copies and the sink's slots. */
+typedef struct {
+    int64_t kind, copies, slots;
+} dist_fold;
+
+#define TWO_SUM(T, a, b, s, err)                                                                                     \
+    do {                                                                                                             \
+        T s_ = (a) + (b), bb_ = s_ - (a);                                                                            \
+        (err) = ((a) - (s_ - bb_)) + ((b) - bb_);                                                                     \
+        (s) = s_;                                                                                                    \
+    } while (0)
+
+/* (hi, lo) += x by two TwoSums (finish.py's _pair_add): returns 0 when the second one erred (or a sum is inf/NaN). */
+#define PAIR_ADD(T, hi, lo, x, ok)                                                                                   \
+    do {                                                                                                             \
+        T e1_, e2_;                                                                                                  \
+        TWO_SUM(T, hi, x, hi, e1_);                                                                                  \
+        TWO_SUM(T, lo, e1_, lo, e2_);                                                                                \
+        (ok) &= (e2_ == (T)0);                                                                                       \
+    } while (0)
+
+#define FOLD_PAIRS(T)                                                                                                \
+    do {                                                                                                             \
+        const T *in_ = (const T *)in;                                                                                \
+        T *out_ = (T *)out;                                                                                          \
+        for (int64_t i = 0; i < n; i++) {                                                                            \
+            T hi = 0, lo = 0;                                                                                        \
+            int ok = 1;                                                                                              \
+            for (int64_t c = 0; c < p->copies; c++) {                                                                \
+                PAIR_ADD(T, hi, lo, in_[2 * (c * n + i)], ok);                                                       \
+                PAIR_ADD(T, hi, lo, in_[2 * (c * n + i) + 1], ok);                                                   \
+            }                                                                                                        \
+            out_[2 * i] = hi;                                                                                        \
+            out_[2 * i + 1] = lo;                                                                                    \
+            bad += !ok;                                                                                              \
+        }                                                                                                            \
+    } while (0)
+
+#define FOLD_PLAIN(T)                                                                                                \
+    do {                                                                                                             \
+        const T *in_ = (const T *)in;                                                                                \
+        T *out_ = (T *)out;                                                                                          \
+        for (int64_t i = 0; i < n; i++) {                                                                            \
+            T s_ = 0;                                                                                                \
+            for (int64_t c = 0; c < p->copies; c++)                                                                  \
+                s_ += in_[c * n + i];                                                                                \
+            out_[i] = s_;                                                                                            \
+        }                                                                                                            \
+    } while (0)
+
+/* Fold `in` (the copies) into `out` (one copy); the slots whose pair erred (ordered kinds; 0 for the others). */
+int64_t eagle_dist_fold_run(const dist_fold *p, const void *in, void *out) {
+    int64_t n = p->slots, bad = 0;
+    switch (p->kind) {
+    case 0: FOLD_PLAIN(double); break;
+    case 1: FOLD_PLAIN(float); break;
+    case 2: {
+        const double *in_ = (const double *)in;
+        double *out_ = (double *)out;
+        for (int64_t i = 0; i < n; i++) {
+            double s = 0, comp = 0;
+            for (int64_t c = 0; c < p->copies; c++) { /* host_emit.neumaier, then the copy's own correction */
+                double x = in_[c * 2 * n + i], t = s + x;
+                double lost = fabs(s) >= fabs(x) ? (s - t) + x : (x - t) + s;
+                if (fabs(t) < INFINITY)
+                    comp += lost;
+                s = t;
+                comp += in_[c * 2 * n + n + i];
+            }
+            out_[i] = s;
+            out_[n + i] = comp;
+        }
+        break;
+    }
+    case 3: FOLD_PAIRS(double); break;
+    case 4: FOLD_PAIRS(float); break;
+    default: return -1;
+    }
+    return bad;
 }
 
 #ifndef EAGLE_NO_XLA
@@ -158,6 +247,22 @@ XLA_FFI_Error *eagle_dist_check(XLA_FFI_CallFrame *cf) {
         return fail(cf->api, msg);
     if (out->data != in->data)
         memcpy(out->data, in->data, (size_t)n * 8);
+    return NULL;
+}
+/* Operand: one shard's copies; results: the folded copy, and the count of slots whose pair erred (int64[1]). */
+XLA_FFI_Error *eagle_dist_fold(XLA_FFI_CallFrame *cf) {
+    if (idle(cf))
+        return NULL;
+    const dist_fold *p = (const dist_fold *)plan_of(cf);
+    if (p == NULL)
+        return fail(cf->api, "eagle.distributed: the fold carries no plan");
+    if (cf->args.size != 1 || cf->rets.size != 2)
+        return fail(cf->api, "eagle.distributed: the fold takes one operand and two results");
+    int64_t bad = eagle_dist_fold_run(p, ((XLA_FFI_Buffer *)cf->args.args[0])->data,
+                                      ((XLA_FFI_Buffer *)cf->rets.rets[0])->data);
+    if (bad < 0)
+        return fail(cf->api, "eagle.distributed: a fold of an unknown kind");
+    *(int64_t *)((XLA_FFI_Buffer *)cf->rets.rets[1])->data = bad;
     return NULL;
 }
 #endif

@@ -93,6 +93,32 @@ def realigned(starts: list[int], unit: int) -> tuple[list[np.ndarray], list[np.n
     return tails, heads
 
 
+def window(starts: list[int], before: int, after: int) -> list[np.ndarray]:
+    """Where the lanes around a shard's own come from when the shard runs whole blocks and reads neighbours with
+    `.at` (a halo of `before` lanes, and `after` lanes past its own end: the lanes it runs past its own and their
+    halo). Each shard hands on its last `before` lanes (right-aligned, zeros in front) then its first `after` lanes
+    (zeros after) and gets every shard's in one gather of S x (before + after) values; `out[s]` holds, for lanes
+    o(s) - before + i (i < before) then o(s+1) + i (i < after), an index into that gather (-1: past the run's
+    edges, a zero). A lane before o(s) within `before` of it lies in its holder's last `before` lanes, one after
+    o(s+1) within `after` of it in its holder's first `after`, whatever the shard sizes (empty shards too)."""
+    o = np.asarray(starts, dtype=np.int64)
+    S, L, unit = len(o) - 1, int(o[-1]), before + after
+    owner = np.repeat(np.arange(S), np.diff(o))  # lane -> the shard holding it
+    out = []
+    for s in range(S):
+        t = np.full(unit, -1, dtype=np.int64)
+        g = np.arange(o[s] - before, o[s])
+        ok = g >= 0
+        q = owner[g[ok]]
+        t[:before][ok] = q * unit + before - (o[q + 1] - g[ok])
+        g = np.arange(o[s + 1], o[s + 1] + after)
+        ok = g < L
+        q = owner[g[ok]]
+        t[before:][ok] = q * unit + before + (g[ok] - o[q])
+        out.append(t)
+    return out
+
+
 def dist_plan(half) -> int:
     """The address of the lanes half's dist_plan (eagle/distributed/dist.c), built once: what the XLA handler
     `eagle_dist_lanes` reads."""

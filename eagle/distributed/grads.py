@@ -44,7 +44,7 @@ def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: st
 
     kernel = plan.kernel
     adj, design, win = adjoint_for(plan, wrt, extents)
-    if win is not None:  # (sinks stored into with `= v`: the forward already refuses them sharded)
+    if win is not None:  # (sinks stored into with `= v`: which lane won each slot is not carried across shards)
         raise InputError(f"kernel '{kernel.name}': gradients through a sharded call of a kernel storing into "
                          f"sinks with `= v` are not supported; differentiate the unsharded call")
     return adj, design

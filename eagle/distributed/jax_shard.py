@@ -23,12 +23,13 @@ import numpy as np
 from eagle.distributed.geometry import dist_plan
 from eagle.distributed.grads import FLOATS, adjoint_plan, gather_form, renamed, stencil_planes
 from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
+from eagle.distributed.sinks import FOLD, XSUM
 from eagle.distributed.stages import BITS, ERR, GATHER, check_plan
 from eagle.errors import InputError
 from eagle.jax import TARGET, keep_for_process
 from eagle.reverse import cotangents, forward_of
 
-LANES, CHECK = "eagle_dist_lanes", "eagle_dist_check"
+LANES, CHECK, FOLDS = "eagle_dist_lanes", "eagle_dist_check", "eagle_dist_fold"
 
 
 def _lanes_handler() -> None:
@@ -38,6 +39,7 @@ def _lanes_handler() -> None:
 
         jax.ffi.register_ffi_target(LANES, jax.ffi.pycapsule(library().eagle_dist_lanes), platform="cpu")
         jax.ffi.register_ffi_target(CHECK, jax.ffi.pycapsule(library().eagle_dist_check), platform="cpu")
+        jax.ffi.register_ffi_target(FOLDS, jax.ffi.pycapsule(library().eagle_dist_fold), platform="cpu")
         _REGISTERED.append(True)
 
 
@@ -121,9 +123,23 @@ def sharded_call(jk, axis_name, planes: dict):
         down = jax.lax.ppermute(a[:h], axis_name, [(s + 1, s) for s in range(shards - 1)])
         return jnp.concatenate([up, a, down])
 
-    def combine(kind, a):
+    def gather(a):
+        return jax.lax.all_gather(a, axis_name, tiled=True)
+
+    def combine(kind, a, fold=None):
         if kind in (GATHER, ERR):
-            return jax.lax.all_gather(a, axis_name, tiled=True)
+            return gather(a)
+        if kind == FOLD:  # a large sink's copies: one per shard (eagle/distributed/sinks.py)
+            one, bad = jax.ffi.ffi_call(FOLDS, [jax.ShapeDtypeStruct((fold.values,), a.dtype),
+                                                jax.ShapeDtypeStruct((1,), jnp.int64)])(a, plan=np.int64(fold.address))
+            one, bad = _like(one, _varying(a)), _like(bad, _varying(a))
+            few = fold.spread(jnp, gather(one), shards)
+            if not fold.exact:
+                return few  # (an erred pair on any shard: every shard moves the copies whole)
+            return jax.lax.cond(jax.lax.psum(bad, axis_name)[0] > 0, lambda: gather(a), lambda: few)
+        if kind == XSUM:  # summed only when some shard's pairs spilled into them (else all zero)
+            spilled = jax.lax.psum(a[-1:], axis_name)[0]
+            return jax.lax.cond(spilled != 0, lambda: jax.lax.psum(a, axis_name), lambda: jnp.zeros(a.shape, a.dtype))
         if kind == BITS and jnp.issubdtype(a.dtype, jnp.floating):  # one shard's bits per entry, zeros elsewhere
             bits = jnp.int64 if a.dtype == jnp.float64 else jnp.int32
             return jax.lax.bitcast_convert_type(jax.lax.psum(jax.lax.bitcast_convert_type(a, bits), axis_name),

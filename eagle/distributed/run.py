@@ -5,15 +5,16 @@ stages.py), and the walk through them that a framework drives with its own colle
 coordinates); `needed_chunks` says how many chunks the shards need per stage; `ShardedRun` prepares per stage a
 lanes half (C chunks, and each shard's geometry) and a finish half (S * C chunks; S shards). `drive` walks the
 stages with callables the framework supplies: `lanes(half, operands)` and `finish(half, operands)` fire a half
-(an XLA custom call, or a ctypes call), `combine(kind, array)` is the cross-shard collective for one state buffer
-(gather along the chunk axis, int64 sum, float sum, an integer sum of a scan's block totals' bits or a reverse
-scan's lane values' bits, each written by one shard; the #err triples are gathered), `refuse(half, err)` looks at
-the gathered #err before the finish half (it raises, or fails the XLA program, on every shard alike: a key outside
-a sink on any shard), `add(a, b)` adds a sink's prior content, `halo(a, rows)` surrounds a plane with its
-neighbours' rows, and a `Move` passes the few lanes of scan blocks that straddle shards (Reach.block: every shard
-runs whole blocks at their global lane numbers, bitwise the one-device scan). What comes back says where each of
-Plan.run's results lies: per-lane outputs are the shard's own (its lanes), cells and sinks are the whole run's, the
-same on every shard.
+(an XLA custom call, or a ctypes call), `combine(kind, array, fold)` is the cross-shard collective for one state
+buffer (gather along the chunk axis, int64 sum, float sum, an integer sum of a scan's block totals' bits or a
+reverse scan's lane values' bits, each written by one shard; the #err triples are gathered; a large sink's copies
+folded per shard first and its exact accumulators summed only when used: eagle/distributed/sinks.py),
+`refuse(half, err)` looks at the gathered #err before the finish half (it raises, or fails the XLA program, on every
+shard alike: a key outside a sink on any shard), `add(a, b)` adds a sink's prior content, `halo(a, rows)`
+surrounds a plane with its neighbours' rows, and a `Move` passes the few lanes of scan blocks that straddle shards
+(Reach.block: every shard runs whole blocks at their global lane numbers, bitwise the one-device scan; a plane read
+with halos gets theirs too). What comes back says where each of Plan.run's results lies: per-lane outputs are the
+shard's own (its lanes), cells and sinks are the whole run's, the same on every shard.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from eagle.distributed.geometry import bounds, geometry, realigned
+from eagle.distributed.geometry import bounds, geometry, realigned, window
 from eagle.distributed.stages import ERR, FSUM, Half, check_shardable, finish_stage, lanes_stage
 from eagle.errors import InputError
 
@@ -62,14 +63,20 @@ class ShardedRun:
         self.name, self.shards, self.how = plan.kernel.name, shards, how
         self.halves: list[tuple[Half, Half]] = []
         self.payload = {p.name: math.prod(p.payload.shape) for p in plan.kernel.signature.planes
-                        if p.kind == "lane" and p.payload.shape}  # components of each Vector (or wider) plane
+                        if p.kind in ("lane", "output") and p.payload.shape}  # components of each Vector plane
         self.rows = b.extents[0] if b.extents else b.lanes
         self.lanes = b.lanes
         total, tail = 0, 0
+        self.windows: dict = {}
         if how.block:  # shards run whole scan blocks: `starts` are every shard's first row, then the row count
             w = math.prod(b.extents[1:])
             total, tail = starts[-1] * w, how.block
             self.tails, self.heads = realigned([r * w for r in starts], how.block)
+            # a plane read with .at: h rows before the shard's own lanes, and past them the lanes it runs with
+            # their h rows (a shard runs fewer than `block` lanes past its own)
+            self.windows = {n: (h * w, (-(-how.block // w) + h) * w) for n, h in how.halo.items() if h}
+            self.windows = {n: (lo, hi, window([r * w for r in starts], lo, hi))
+                            for n, (lo, hi) in self.windows.items()}
         cuts: dict = {}
         for k, c in enumerate(counts):
             lh = lanes_stage(plan, b, k, c, cuts, total, tail)
@@ -81,15 +88,20 @@ class ShardedRun:
         self.dtype, self.extents = b.dtype, tuple(b.extents)
 
     def _halo_sizes(self, lh: Half, b) -> None:
-        """A plane read with halos is handed over with its neighbours' rows around its own: its slot's length says
-        so, since on the host the compiled code steps between a plane's components by its buffer's length over its
-        components (hawk/passes/lower/planes.py `component_stride`)."""
+        """A plane read with halos, or extended past the shard's lanes (whole scan blocks), is handed over with
+        more lanes than its own: its slot's length says how many, since on the host the compiled code steps between
+        a plane's components by its buffer's length over its components (hawk/passes/lower/planes.py
+        `component_stride`)."""
         w = math.prod(b.extents[1:])
         vals = lh.call.stages[0].args.vals
         for i, j in enumerate(lh.operands):
-            h = self.how.halo.get(lh.names[i], 0)
-            if h and lh.roles[i] == "in":
-                vals[5 * j + 3] = self.payload.get(lh.names[i], 1) * (self.rows + 2 * h) * w
+            name, p = lh.names[i], self.payload.get(lh.names[i], 1)
+            h = self.how.halo.get(name, 0)
+            if self.how.block and lh.roles[i] in ("in", "index"):
+                lo, hi, _ = self.windows.get(name, (0, self.how.block, None))
+                vals[5 * j + 3] = p * (lo + self.lanes + hi + SLACK)
+            elif h and lh.roles[i] == "in":
+                vals[5 * j + 3] = p * (self.rows + 2 * h) * w
 
     def _with_halo(self, halo: Callable, a, name: str, h: int):
         """Plane `name` with `h` rows of each neighbour shard around its own; a plane with components (laid out
@@ -108,13 +120,19 @@ class ShardedRun:
         when they run whole scan blocks (Reach.block). Returns, by name, where each result lies."""
         planes = dict(planes)
         for n, h in self.how.halo.items():
-            if h and n in planes:
+            if h and n in planes and not self.how.block:
                 planes[n] = self._with_halo(halo, planes[n], n, h)
-        if self.how.block:  # each per-lane plane followed by the lanes this shard runs past its own
+        if self.how.block:  # each per-lane plane followed by the lanes this shard runs past its own (and a plane
+            # read with .at: with their halo rows, and its own halo rows before)
             lane_planes = {n for lh, _ in self.halves for n, r in zip(lh.names, lh.roles, strict=False)
                            if r in ("in", "index")}
             for n in sorted(lane_planes & set(planes)):  # (in one order on every shard: collectives)
-                planes[n] = move.extend(planes[n], self.tails)
+                p = self.payload.get(n, 1)
+                if n in self.windows:
+                    lo, hi, table = self.windows[n]
+                    planes[n] = move.surround(planes[n], lo, hi, table, p)
+                else:
+                    planes[n] = move.extend(planes[n], self.tails, p)
         out: dict = {}
         cut: dict = {}
         for lh, fh in self.halves:
@@ -123,16 +141,17 @@ class ShardedRun:
                 got = list(got)
                 for i in range(len(lh.results)):
                     if lh.kinds[i] is None and lh.roles[len(lh.operands) + i] == "out":
-                        got[i] = move.settle(got[i], self.lanes, self.heads)
+                        p = self.payload.get(lh.planes[len(lh.operands) + i], 1)
+                        got[i] = move.settle(got[i], self.lanes, self.heads, p)
             for name, (j, off, shape) in lh.picks.items():
                 out[name] = (got, j, off, shape)
             fs = fh.call.stages[0]
             sinks = {j: bb.name for j, bb in enumerate(fs.launcher.lay.buffers) if bb.role == "sink"}
             state = []
-            for k, kind, arr in zip(lh.results, lh.kinds, got, strict=True):
+            for i, (k, kind, arr) in enumerate(zip(lh.results, lh.kinds, got, strict=True)):
                 if kind is None:
                     continue
-                v = combine(kind, arr)
+                v = combine(kind, arr, lh.folds.get(i))
                 if kind == ERR:
                     v = refuse(fh, v)
                 if kind == FSUM and k in sinks and sinks[k] in priors:
@@ -150,37 +169,71 @@ SLACK = 64  # zeros after an extended plane: the compiled code may load a key pl
 
 
 class Move:
-    """Lanes between shards that run whole scan blocks (eagle/distributed/geometry.py `realigned`), with the
-    framework's `gather(a)` (every shard's `unit`-value `a`, concatenated in shard order), `row(table)` (this
-    shard's row of a per-shard table) and array module `xp` (numpy or jax.numpy)."""
+    """Lanes between shards that run whole scan blocks (eagle/distributed/geometry.py `realigned`, `window`), with
+    the framework's `gather(a)` (every shard's `a`, concatenated in shard order along its first axis), `row(table)`
+    (this shard's row of a per-shard table) and array module `xp` (numpy or jax.numpy). A plane of `p` components
+    lies component by component (each the lanes long): it moves as a (lanes, p) array, laid out by component again
+    after, each component as long as the others (the compiled code steps between them by that length)."""
 
     def __init__(self, xp, gather: Callable, row: Callable, unit: int):
         self.xp, self.gather, self.row, self.unit = xp, gather, row, unit
 
-    def _every_shards(self, a):
-        """Every shard's `a` (at most `unit` values, padded with zeros), in one gather."""
+    def _pad(self, a, n: int, front: bool = False):
+        """`a` (lanes first) padded with zeros to `n` lanes (in front, or after)."""
         xp = self.xp
-        return self.gather(xp.concatenate([a, xp.zeros(self.unit - a.shape[0], dtype=a.dtype)]))
+        z = xp.zeros((n - a.shape[0], *a.shape[1:]), dtype=a.dtype)
+        return xp.concatenate([z, a] if front else [a, z])
 
-    def extend(self, a, tails: list):
+    def _pick(self, got, src):
+        """Lanes `src` of a gather (-1: a zero lane)."""
+        xp = self.xp
+        ok = (src >= 0)[:, None] if got.ndim == 2 else src >= 0
+        return xp.where(ok, got[xp.maximum(src, 0)], xp.zeros((), dtype=got.dtype))
+
+    @staticmethod
+    def _lanes(a, p: int):
+        """A plane as lanes first: flat for one component, else (lanes, p)."""
+        return a.reshape(-1) if p == 1 else a.reshape(p, -1).T
+
+    @staticmethod
+    def _lay_out(a):
+        """Lanes first back to component by component, flat."""
+        return a if a.ndim == 1 else a.T.reshape(-1)
+
+    def _slack(self, a):
+        return self.xp.zeros((SLACK, *a.shape[1:]), dtype=a.dtype)
+
+    def extend(self, a, tails: list, p: int = 1):
         """A per-lane plane's own lanes, then the `unit` lanes after them that this shard runs (zeros where not),
-        then SLACK zeros."""
+        then SLACK zeros (per component)."""
         xp = self.xp
-        a = a.reshape(-1)
-        got = self._every_shards(a[:self.unit])
-        src = self.row(tails)
-        tail = xp.where(src >= 0, got[xp.maximum(src, 0)], xp.zeros((), dtype=a.dtype))
-        return xp.concatenate([a, tail.astype(a.dtype), xp.zeros(SLACK, dtype=a.dtype)])
+        a = self._lanes(a, p)
+        got = self.gather(self._pad(a[:self.unit], self.unit))
+        tail = self._pick(got, self.row(tails)).astype(a.dtype)
+        return self._lay_out(xp.concatenate([a, tail, self._slack(a)]))
 
-    def settle(self, a, n: int, heads: list):
-        """A per-lane output of `n` own lanes then `unit` lanes run past them: the own lanes, each from the shard
-        that ran it."""
+    def surround(self, a, before: int, after: int, table: list, p: int = 1):
+        """A plane read with `.at` by a shard that runs whole blocks: `before` lanes before its own (its halo),
+        its own, `after` lanes past them (those it runs and their halo; geometry.py `window`), then SLACK zeros
+        (per component); zeros past the run's edges."""
         xp = self.xp
-        got = self._every_shards(a[n:n + self.unit])
+        a = self._lanes(a, p)
+        n = a.shape[0]
+        mine = xp.concatenate([self._pad(a[max(n - before, 0):], before, front=True), self._pad(a[:after], after)])
+        near = self._pick(self.gather(mine), self.row(table)).astype(a.dtype)
+        return self._lay_out(xp.concatenate([near[:before], a, near[before:], self._slack(a)]))
+
+    def settle(self, a, n: int, heads: list, p: int = 1):
+        """A per-lane output of `n` own lanes then `unit` lanes run past them (per component): the own lanes, each
+        from the shard that ran it."""
+        xp = self.xp
+        a = self._lanes(a, p)
+        got = self.gather(self._pad(a[n:n + self.unit], self.unit))
         src = self.row(heads)
         m = src.shape[0]
-        head = xp.where(src >= 0, got[xp.maximum(src, 0)], a[:m])
-        return xp.concatenate([head, a[m:n]])
+        ok = (src >= 0)[:, None] if a.ndim == 2 else src >= 0
+        head = xp.where(ok, got[xp.maximum(src, 0)], a[:m])
+        return self._lay_out(xp.concatenate([head, a[m:n]]))
 
 
 def pick(rets, j: int, off: int, shape: tuple):

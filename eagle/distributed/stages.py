@@ -38,11 +38,20 @@ import numpy as np
 
 from eagle import native
 from eagle.distributed.reach import Reach, reach
+from eagle.distributed.sinks import large_sinks
 from eagle.errors import InputError
-from eagle.launch import Prepared, cell_index
+from eagle.launch import Prepared, cell_index, fold_refusal
 from eagle.native import cbuild
 from eagle.prepared import PreparedRun
-from hawk.abi.layout import ORDERED_BLOCK, SCAN_BLOCK, has_scan, keyed_values, scan_values
+from hawk.abi.layout import (
+    ORDERED_BLOCK,
+    PAIR_SLOTS,
+    SCAN_BLOCK,
+    fold_values,
+    has_scan,
+    keyed_values,
+    scan_values,
+)
 
 GATHER, ISUM, FSUM, ERR, BITS = "gather", "isum", "fsum", "err", "bits"
 _SOURCE = Path(__file__).with_name("dist.c")
@@ -112,51 +121,37 @@ def skip_address() -> int:
 def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
     """How the kernel runs sharded (eagle/distributed/reach.py), refusing, by kernel and plane, what shards cannot
     compute from their own lanes and halos: `.at` reads that can reach any lane, reductions that keep lane axes,
-    stores with `= v` into sinks, hawk.reduce folds, scans beside halos, block reductions
-    whose slots a shard boundary could cut, and (beside a scan) per-lane planes with a payload, which a shard's
-    run past its own lanes does not extend. A kernel with a hawk.scan runs each shard over whole scan blocks
-    (Reach.block); a reverse scan's lane values go to every shard's finish. `row`: lanes per leading coordinate
-    (a Grid's row; 0 for 1-D lanes)."""
+    stores with `= v` into sinks that keep no copy per chunk, and block reductions whose slots a shard boundary could
+    cut. A kernel with a hawk.scan (or a hawk.reduce fold over every lane) runs each shard over whole blocks
+    (Reach.block: its planes, Vector ones and those read with halos included, extended by the lanes it runs past
+    its own); a reverse scan's lane values go to every shard's finish. `row`: lanes per leading coordinate (a
+    Grid's row; 0 for 1-D lanes)."""
     kernel = plan.kernel
     name = kernel.name
     how = reach(kernel, spec, where)
-    scans = False
+    scans = folds = False
     for k in range(kernel.stage_count):
         lay = kernel.layout(spec, k)
-        _check_scans(name, lay, how)
         scans = scans or has_scan(lay)
         _check_blocks(kernel, lay, row)
         for r in lay.reductions:
-            if r.kind == "fold":
-                raise InputError(f"kernel '{name}': hawk.reduce into '{r.cell}' folds blocks of lanes in a fixed "
-                                 f"order that a sharded run cannot keep; use hawk.sum/max/min, or run unsharded")
+            folds = folds or (r.kind == "fold" and not r.kept)
             if r.kept:
                 raise InputError(f"kernel '{name}': '{r.cell}' keeps lane axes {list(r.kept)}; sharded runs take "
                                  f"reductions over every lane and scatters into sinks (scatter into a sink keyed "
                                  f"by the kept coordinates instead)")
-        for s in lay.stored:
-            raise InputError(f"kernel '{name}': sink '{s}' is stored into with `= v` (the last lane wins), which "
-                             f"has no order across shards; scatter with `+=` (or max/min) instead")
-    if scans:  # shards start on scan blocks, and on every stage's chunk alignment (ordered blocks, kept spans)
+        for s in lay.stored:  # each chunk's copy and marks: the finish takes the last chunk's store, and chunk
+            # s x C + c of S x C is in lane order, so the last lane of the whole run wins, as on one device
+            if s not in lay.private:
+                raise InputError(f"kernel '{name}': sink '{s}' is stored into with `= v` (the last lane wins) but "
+                                 f"keeps no copy per chunk here (over {PAIR_SLOTS} slots, or also added into with "
+                                 f"a policy other than plain), so every shard would write its slots at once; "
+                                 f"scatter with `+=` (or max/min), or run unsharded")
+    if scans or folds:  # shards start on scan blocks (a fold's blocks), and on every stage's chunk alignment
         spans = [kernel.layout(spec, k).parallel_span() for k in range(kernel.stage_count)]
-        how = replace(how, block=math.lcm(SCAN_BLOCK, *(math.lcm(s, ORDERED_BLOCK) for s in spans if s)))
-    if how.block:  # (a shard's planes are extended by the lanes of its last block: Scalar planes only)
-        for p in kernel.signature.planes:
-            if p.kind in ("lane", "output") and p.payload.shape and not _is_cell(kernel, spec, p.name):
-                raise InputError(f"plane '{p.name}' of kernel '{name}': a {p.payload.shape} payload per lane, in "
-                                 f"a kernel with a hawk.scan; sharded, such a kernel takes Scalar planes (split "
-                                 f"the components into planes)")
+        unit = SCAN_BLOCK if scans else ORDERED_BLOCK
+        how = replace(how, block=math.lcm(unit, *(math.lcm(s, ORDERED_BLOCK) for s in spans if s)))
     return how
-
-
-def _check_scans(name: str, lay, how: Reach) -> None:
-    """Refuse the scans a sharded run does not carry across shards: any scan in a kernel whose shards exchange
-    halos."""
-    for buf in lay.buffers:
-        if buf.role in ("scan", "rscan") and any(how.halo.values()):
-            raise InputError(f"kernel '{name}': a hawk.scan in a kernel that reads neighbours with .at (planes "
-                             f"{sorted(how.halo)}) is not run sharded; split the stencil and the scan into two "
-                             f"kernels")
 
 
 def _check_blocks(kernel, lay, row: int) -> None:
@@ -173,11 +168,6 @@ def _check_blocks(kernel, lay, row: int) -> None:
                              f"over trailing axes only, or run unsharded")
 
 
-def _is_cell(kernel, spec, name: str) -> bool:
-    return not any(b.name == name and b.role == "out" for k in range(kernel.stage_count)
-                   for b in kernel.layout(spec, k).buffers)
-
-
 # ---- the two halves ---------------------------------------------------------------------------------------------
 def _checks(launcher) -> bool:
     """Whether a stage's lanes can refuse (its #err is gathered and looked at before the finish): a scatter that
@@ -192,8 +182,9 @@ def _combine_kind(buf, lay, checks: bool) -> str | None:
     cannot refuse: `checks` is its launcher's checks_at_run_time)."""
     if buf.role == "err":
         return ERR if checks else None
-    if buf.role in ("scan", "rscan"):  # block totals (rscan: lane values and flags) at global numbers, each
-        return BITS  # written by the one shard that runs it: the finish then folds the whole run as one device
+    if buf.role in ("scan", "rscan", "fold"):  # block totals (rscan: lane values and flags; fold: a hawk.reduce's
+        # per-block partials) at global numbers, each written by the one shard that runs it: the finish then
+        return BITS  # folds the whole run as one device
     if (buf.role == "scratch" and not lay.width) or (buf.name == "#exact" and not lay.exact_components):
         return None
     if buf.role in ("scratch", "pairs", "priv", "mark") or (buf.role == "exact" and buf.name == "#exact"):
@@ -220,6 +211,7 @@ class Half:
     planes: list[str] = field(default_factory=list)  # ... and its plane name
     geo: np.ndarray | None = None  # lanes half: per shard, its geometry (eagle/distributed/geometry.py)
     elem: list[int] = field(default_factory=list)  # lanes half: bytes per element of each operand and result
+    folds: dict = field(default_factory=dict)  # lanes half: result position -> a large sink's Fold (sinks.py)
 
 
 class StageCall(PreparedRun):
@@ -236,6 +228,17 @@ class StageCall(PreparedRun):
         self.picks = {}  # (PreparedRun's; a Half keeps its own)
         self._table = None
         self._address = None
+
+    def _sink_messages(self, st):
+        """PreparedRun's refusal formats, and a fold's over every lane (an empty slice, refused by the finish)."""
+        msgs = super()._sink_messages(st)
+        lay = st.launcher.lay
+        for r in lay.reductions:
+            if r.kind == "fold" and not r.kept:
+                text = fold_refusal(self.name, r, 0, 0).replace("%", "%%").encode()
+                msgs._keep.append(text)
+                msgs[lay.buffer_index(r.cell, "fold")] = text
+        return msgs
 
 
 def _picks(stage: Prepared, wanted: set[str], results: list[int]) -> dict:
@@ -268,6 +271,7 @@ def lanes_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0, tail: 
     bufs[launcher.meta_k][:2] = (0, b.lanes)
     lay = launcher.lay
     _whole_run_scans(lay, bufs, total)
+    resets = [(a, f) for a, f in resets if any(a is o for o in bufs)]  # (not those of buffers resized above)
     ops, outs, kinds, names = [], [], [], []
     for j, buf in enumerate(lay.buffers):
         kind = _combine_kind(buf, lay, _checks(launcher))
@@ -284,11 +288,13 @@ def lanes_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0, tail: 
                 resets.append((bufs[j], 0))
     outputs = {bb.name for bb in lay.buffers if bb.role == "out"}
     picks = _picks(SimpleNamespace(results=res, buffers=bufs), outputs, outs)
-    if tail:
+    if tail:  # (a Vector output: `tail` more lanes per component, each component as long as the others)
         wide = [j for j in outs if lay.buffers[j].role == "out"]
         old = [bufs[j] for j in wide]
+        pay = {p.name: math.prod(p.payload.shape) for p in plan.kernel.signature.planes if p.payload.shape}
         for j in wide:
-            bufs[j] = np.zeros(bufs[j].size + tail, dtype=bufs[j].dtype)
+            p = pay.get(lay.buffers[j].name, 1)
+            bufs[j] = np.zeros(bufs[j].size + p * tail, dtype=bufs[j].dtype)
         resets = [(a, f) for a, f in resets if not any(a is o for o in old)] + [(bufs[j], 0) for j in wide]
     metas = [np.zeros(4 + len(b.extents), dtype=np.int64) for _ in range(chunks)]
     st = Prepared(launcher, lib, bufs, metas, chunks, res, copies, _unique(resets), (), recipe)
@@ -296,6 +302,7 @@ def lanes_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0, tail: 
     aliases = {ops.index(j): i for i, j in enumerate(outs) if j in ops}
     half = Half(StageCall(plan.kernel.name, st, ops, outs, aliases), ops, outs, kinds, names)
     half.picks = picks
+    half.folds = large_sinks(lay, bufs, outs, half.kinds, chunks)  # (kinds relabelled: FOLD, XSUM)
     half.roles = [lay.buffers[j].role for j in ops + outs]
     half.planes = [lay.buffers[j].name for j in ops + outs]
     half.elem = [bufs[j].itemsize for j in ops + outs]  # (bytes per element: what dist.c shifts by)
@@ -319,7 +326,8 @@ def finish_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0) -> Ha
     cells = [j for j, buf in enumerate(lay.buffers) if buf.role == "cell"]
     metas = [np.array([0, 0, c, b.lanes, *b.extents], dtype=np.int64) for c in range(chunks)] if chunks > 1 \
         else None
-    st = Prepared(launcher, lib, bufs, metas, chunks, res, copies, [], (), recipe)
+    err = launcher.err_k  # (the finish's own refusals, a fold's empty slice: into its own #err, zeroed per call)
+    st = Prepared(launcher, lib, bufs, metas, chunks, res, copies, [(bufs[err], 0)], (), recipe)
     st.args.stage.lanes = skip_address()
     st.args.stage.threads = 1
     ops = cut_ops + state
@@ -327,6 +335,10 @@ def finish_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0) -> Ha
     aliases = {len(cut_ops) + i: i for i in range(len(state))}
     half = Half(StageCall(plan.kernel.name, st, ops, results, aliases), ops, results,
                 names=[lay.buffers[j].name for j in cut_ops])
+    if err in state:  # the lanes' gathered #err (looked at before: `refusal`) is an operand only so that the
+        # finish waits on that look; the finish writes its own #err, whose words the call plan then reads
+        half.call.places[ops.index(err)] = []
+        half.call.places[len(ops) + results.index(err)] = []
     wanted = {bb.name for bb in lay.buffers if bb.role in ("cell", "sink")}
     half.picks = _picks(st, wanted, results)
     half.cells_out = {c: results.index(cell_index(lay, c)) for c in lay.cells_out}
@@ -336,8 +348,13 @@ def finish_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0) -> Ha
 
 def _whole_run_scans(lay, bufs: list, total: int) -> None:
     """A scan's block totals sized for the whole run's blocks, a reverse scan's two planes for the whole run's
-    lanes (a shard writes those of the blocks and lanes it runs, at their global numbers; 0: the shard's own)."""
+    lanes, a fold's partials for the whole run's blocks (a shard writes those of the blocks and lanes it runs, at
+    their global numbers; 0: the shard's own)."""
     if total:
+        for r in lay.reductions:
+            if r.kind == "fold" and not r.kept:
+                k = lay.buffer_index(r.cell, "fold")
+                bufs[k] = np.zeros(fold_values(r, total, 0), dtype=bufs[k].dtype)
         for j, buf in enumerate(lay.buffers):
             if buf.role == "scan":
                 size = keyed_values(total, lay.keyed[buf.name]) if buf.name in lay.keyed else scan_values(total)

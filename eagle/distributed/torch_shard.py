@@ -36,6 +36,7 @@ from eagle.distributed.grads import (
     stencil_planes,
 )
 from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
+from eagle.distributed.sinks import FOLD, XSUM
 from eagle.distributed.stages import BITS, ERR, GATHER, refusal
 from eagle.errors import InputError
 from eagle.interop import as_host_array
@@ -273,9 +274,22 @@ def _run(tk, group, planes: dict) -> tuple[dict, object]:
         dist.all_gather(parts, t, group=group)
         return torch.cat(parts).numpy()
 
-    def combine(kind, a):
+    def combine(kind, a, fold=None):
         if kind in (GATHER, ERR):
             return gather(a)
+        if kind == FOLD:  # a large sink's copies: one per rank (eagle/distributed/sinks.py)
+            one, bad = fold.run(a)
+            if fold.exact:  # an erred pair on any rank: every rank moves the copies whole
+                t = torch.tensor([bad], dtype=torch.int64)
+                dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
+                if int(t[0]):
+                    return gather(a)
+            return fold.spread(np, gather(one), shards)
+        if kind == XSUM:  # summed only when some rank's pairs spilled into them (else every rank's are zero)
+            t = torch.from_numpy(a[-1:].copy())
+            dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
+            if not int(t[0]):
+                return a
         if kind == BITS and a.dtype.kind == "f":  # one rank's bits per entry, zeros elsewhere: an integer sum
             dist.all_reduce(torch.from_numpy(a.view(f"i{a.itemsize}")), op=dist.ReduceOp.SUM, group=group)
             return a
