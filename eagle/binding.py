@@ -165,6 +165,10 @@ class Binder:
         return a
 
     def float_dtype(self, arrays: dict[str, np.ndarray]) -> np.dtype:
+        """The one float dtype of every float plane (inputs, outputs, sinks) of a run through a door that keeps
+        one: an artifact (built per float dtype; its binder is not `mixed`) or a JAX/torch bridge call (through
+        eagle.bridge.check_dtypes, on a Plan's binder). Two float dtypes are refused, naming both planes and
+        what to do (Plan.run promotes instead: run_dtypes)."""
         seen: dict[np.dtype, str] = {}
         for n, a in arrays.items():
             p = self.sig.get(n)
@@ -172,28 +176,28 @@ class Binder:
                 seen.setdefault(a.dtype, n)
         if len(seen) > 1:
             (d1, n1), (d2, n2) = list(seen.items())[:2]
-            raise self.fail(n2, f"is {d2} but plane '{n1}' is {d1}: a run uses one float dtype; convert one of them")
+            door = "a call through the JAX or torch bridge" if self.mixed else "an artifact, built per float dtype,"
+            raise self.fail(n2, f"is {d2} but plane '{n1}' is {d1}: {door} runs every float plane in one dtype; "
+                                f"convert one of them (.astype(np.float64) widens float32 exactly), or run the "
+                                f"kernel through eagle.deploy(...).run, which promotes float32 inputs beside "
+                                f"float64 ones to float64")
         return next(iter(seen), np.dtype(np.float64))
 
     def run_dtypes(self, arrays: dict[str, np.ndarray]) -> tuple[np.dtype, dict[str, str]]:
         """The run's float dtype and the per-lane float outputs passed with another float dtype (name -> dtype).
 
-        The run computes in its float inputs' dtype (per-lane planes and tables: one dtype, as `float_dtype`
-        refuses two; promoting them would turn a sum of float32 terms into a float64 sum). With no float input,
-        the widest float output passed (float64 when none is): a Param is a number, rounded once at the store.
-        A per-lane output (stored per lane or by key) takes the dtype of the array passed for it and each store
-        converts into it; a sink or a total (cell) accumulates in the run's dtype, so it must have that one."""
+        The run computes in its float inputs' dtype (per-lane planes and tables), promoted as NumPy, torch and
+        JAX (x64) promote: float64 when any float input is float64, else float32. A float32 input of a float64
+        run is widened (exactly) into a float64 copy by `_input`, once per bind, so every value in the body,
+        sums included, is float64. With no float input, the widest float output passed (float64 when none
+        is): a Param is a number, rounded once at the store. A per-lane output (stored per lane or by key)
+        takes the dtype of the array passed for it and each store converts into it; a sink or a total (cell)
+        accumulates in the run's dtype, so it must have that one."""
         sig, outs = self.sig, self.outputs
         inputs = {n: a for n, a in arrays.items() if sig.get(n).kind in ("lane", "table")}
         written = {n: a for n, a in arrays.items() if sig.get(n).kind in ("output", "sink") and not sig.get(n).integer}
         if inputs:
-            dtype = next(iter(inputs.values())).dtype
-            first = next(iter(inputs))
-            for n, a in inputs.items():
-                if a.dtype != dtype:
-                    raise self.fail(n, f"is {a.dtype} but input '{first}' is {dtype}: a run computes in one float "
-                                       f"dtype, its float inputs' (an output may have another); convert one of "
-                                       f"them (.astype(np.{dtype.name}))")
+            dtype = _FLOATS[1] if any(a.dtype == _FLOATS[1] for a in inputs.values()) else _FLOATS[0]
         else:
             dtype = max((a.dtype for a in written.values()), key=lambda d: d.itemsize, default=np.dtype(np.float64))
         own = {}

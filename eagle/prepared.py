@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from eagle import native
-from eagle.bridge import Shaped
+from eagle.bridge import Shaped, check_dtypes
 from eagle.errors import InputError
 from eagle.native import cbuild
 
@@ -69,6 +69,7 @@ class PreparedRun:
 
     def __init__(self, plan, shaped: dict[str, Shaped], params: dict[str, np.dtype], grid: dict,
                  passed: tuple[str, ...], order: list[str]):
+        check_dtypes(plan, shaped)  # one float dtype: Plan.run would promote by a copy the operands never see
         dummy = {n: np.zeros(s.shape, s.dtype) for n, s in shaped.items()}
         dummy.update({n: 0.0 for n in params})
         b = plan.binder.bind({**dummy, **grid})

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor  # noqa: F401
 
 from eagle import native
-from eagle.bridge import Shaped, result_names, result_shapes
+from eagle.bridge import Shaped, check_dtypes, result_names, result_shapes
 from eagle.errors import InputError
 from eagle.interop import HOST_DEVICES, as_host_array, dlpack_device, refuse_device
 from eagle.prepared import PreparedRun
@@ -131,7 +131,10 @@ class TorchKernel:
                 planes[name] = as_host_array(v.detach(), name, self.name)
             else:
                 planes[name] = v.detach() if isinstance(v, Tensor) else v
-        skip = self._aliased(planes)
+        check_dtypes(self.plan, {n: Shaped(tuple(v.shape), _numpy_dtype(v.dtype, n, self.plan.binder)
+                                           if isinstance(v, Tensor) else v.dtype)
+                                 for n, v in planes.items() if n not in self.params and n not in self.grid})
+        skip = self._aliased(planes)  # (above: one float dtype, as the fast path and torch.compile's fake keep)
         out = self.plan.run(**planes)
         results = out if isinstance(out, dict) else {self.names[0]: out}
         outs = tuple(_placeholder(results[n]) if n in skip else _tensor(results[n]) for n in self.names)

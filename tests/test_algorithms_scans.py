@@ -81,6 +81,32 @@ def test_integer_scans_are_exact(src, dst):
     assert _same(out, _excl(x, dst)) and total == int(want[-1])
 
 
+def test_scans_into_8_and_16_bit_dst_wrap_like_cumsum(target):
+    """The compiled scan adds in int64 and stores into the narrow dst directly (wrapping like a store): the bits
+    of np.cumsum(src, dtype=dst.dtype), across blocks and threads; unsigned dst through their signed views; a
+    device dst is written on the device."""
+    rng = np.random.default_rng(12)
+    x = rng.integers(-2**40, 2**40, 9000)  # three scan blocks
+    f = rng.uniform(-100.0, 100.0, 9000)  # truncated toward zero first, as the store into an integer does
+    kw = {"threads": 3} if target == "host" else {}
+    for dst in (np.int8, np.int16, np.uint8, np.uint16):
+        out = np.full(x.size + 2, 5, dst)
+        total = inclusive_scan(x, out, x.size, target=target, **kw)
+        want = np.cumsum(x, dtype=dst)
+        assert _same(out[:-2], want) and (out[-2:] == 5).all() and type(total) is int and total == int(want[-1])
+        assert exclusive_scan(x, out, x.size, target=target, **kw) == int(want[-1])
+        assert _same(out[:-2], _excl(x, dst)), dst
+    out = np.empty(f.size, np.int8)
+    inclusive_scan(f, out, target=target, **kw)
+    assert _same(out, np.cumsum(np.trunc(f).astype(np.int64)).astype(np.int8))
+    if target == "host":
+        assert_split()
+        return
+    d = eagle.asarray(np.zeros(x.size, np.uint16), device=target)
+    assert inclusive_scan(eagle.asarray(x, device=target), d) == int(np.cumsum(x, dtype=np.uint16)[-1])
+    assert _same(d.numpy(), np.cumsum(x, dtype=np.uint16))
+
+
 def test_int32_counts_into_int64_offsets_past_2_31():
     counts = np.full(5000, 1_000_000, np.int32)
     offsets = np.empty(5000, np.int64)

@@ -173,7 +173,6 @@ def test_grid_extent_by_label():
     {"key": np.zeros((3, 5))},  # float keys
     {"nope": np.ones(3)},  # unknown plane
     {"s": np.ones(2)},  # a Param that is not one number
-    {"x": np.ones((3, 5), dtype=np.float32)},  # two float dtypes
 ])
 def test_bad_inputs_raise_plan_runs_error(change):
     planes = {**_planes(), **change}

@@ -1,10 +1,11 @@
 """Float output planes of their own dtype (docs/semantics.md, "Float types of a run").
 
-A run computes in its float inputs' dtype; a per-lane float output (stored per lane or by key) takes the dtype of
-the array passed for it, and each store converts into it: float64 -> float32 rounds once to nearest even (the
-bits of NumPy's astype, NaN, inf, -0.0, subnormals and overflow included), float32 -> float64 is exact. Sinks and
-totals add up in the run's dtype and must have it. The code is compiled per dtype combination (every dtype is in
-the binder's cache key). Checked on the host and on spirv (lavapipe).
+A run computes in its float inputs' dtype (float64 when any is: tests/test_mixed_floats.py); a per-lane float
+output (stored per lane or by key) takes the dtype of the array passed for it, and each store converts into it:
+float64 -> float32 rounds once to nearest even (the bits of NumPy's astype, NaN, inf, -0.0, subnormals and
+overflow included), float32 -> float64 is exact. Sinks and totals add up in the run's dtype and must have it. The
+code is compiled per dtype combination (every dtype is in the binder's cache key). Checked on the host and on
+spirv (lavapipe).
 """
 
 import numpy as np
@@ -185,13 +186,14 @@ def test_a_store_by_key_converts(target):
     bt_same_bits(out, want, "scatter into a float32 plane")
 
 
-def test_sinks_and_float_inputs_share_the_run_dtype():
+def test_sinks_share_the_run_dtype_and_float_inputs_promote():
     x = np.ones(8)
     k = np.zeros(8, np.int64)
     with pytest.raises(InputError, match=r"plane 'bins' of kernel 'fo_hist'.*sink.*float64.*float32"):
         eagle.deploy(fo_hist).run(x=x, k=k, bins=np.zeros(4, np.float32))
-    with pytest.raises(InputError, match=r"plane 'z' of kernel 'fo_two'.*float32.*'x' is float64"):
-        eagle.deploy(fo_two).run(x=x, z=np.ones(8, np.float32))
+    z = np.full(8, 0.1, np.float32)  # beside a float64 input: widened (exactly), the run is float64
+    got = np.asarray(eagle.deploy(fo_two).run(x=x, z=z))
+    bt_same_bits(got, x + z.astype(np.float64), "float64 + float32 in float64")  # (tests/test_mixed_floats.py)
 
 
 def test_a_refused_store_by_key_leaves_the_float32_output_as_it_was(target):

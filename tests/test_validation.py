@@ -197,10 +197,12 @@ def test_index_plane_int32_and_int64_accepted(target, dtype):
     np.testing.assert_array_equal(np.asarray(_gather(target).run(src=src, pick=pick)), src[pick] * 2.0)
 
 
-def test_mixed_float32_and_float64_planes(target):
+def test_mixed_float32_and_float64_planes_promote(target):
     p = _planes()
-    p["wgt"] = p["wgt"].astype(np.float32)
-    _refused(target, _mix, "vk_mix", any_of=("wgt", "vel"), **p)
+    p["wgt"] = p["wgt"].astype(np.float32)  # beside float64 vel: the run is float64 (tests/test_mixed_floats.py)
+    got = np.asarray(_mix(target).run(**p))
+    want = np.asarray(_mix(target).run(wgt=p["wgt"].astype(np.float64), vel=p["vel"]))
+    assert got.dtype == np.float64 and got.tobytes() == want.tobytes()
 
 
 def test_float32_run_is_accepted(target):

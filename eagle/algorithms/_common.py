@@ -170,6 +170,25 @@ def float_run(a: np.ndarray) -> np.ndarray:
     return host_only(a, "eagle.algorithms", "a float16 array").astype(np.float32) if a.dtype == np.float16 else a
 
 
+def to_float(a, dtype, target, threads):
+    """A float array in `dtype` (float32/float64) for a run that must compute in it: `a` itself when it has it;
+    on the host a NumPy conversion (astype: widening is exact, narrowing rounds once to nearest even); on a
+    device a fresh device array written by the copy kernel there (its store converts with astype's bits), so
+    no lane plane crosses to the host. Plan.run promotes a float32 input beside a float64 one by itself on the
+    host; this is for what it cannot do: a device array, or a run in another dtype than its inputs' (a scan in
+    dst's dtype)."""
+    dtype = np.dtype(dtype)
+    if a.dtype == dtype:
+        return a
+    if not isinstance(a, DeviceArray):
+        return a.astype(dtype)
+    from eagle.algorithms.copying import _store
+
+    out = device_empty(a.device, a.size, dtype)
+    _store(a, out, target, threads)
+    return out
+
+
 def as_index(a: np.ndarray) -> tuple[np.ndarray, float]:
     """An integer (or boolean) input as an Index plane, and what to add to a value read negative so that it
     converts to its unsigned value: int32/int64 as they are; uint64 read as int64 without a copy (2**64 added

@@ -22,6 +22,7 @@ from eagle.algorithms._common import (
     plan,
     prefix,
     result,
+    to_float,
 )
 from eagle.array import Array
 
@@ -121,14 +122,8 @@ def reduce_by_key(keys, values, n: int | None = None, op: str = "sum", *, target
     else:
         vplane, flip = as_index(v)[0], (_FLIP if v.dtype == np.uint64 else 0.0)
     if kplane.dtype.kind == "f" and vplane.dtype.kind == "f" and kplane.dtype != vplane.dtype:
-        if kplane.dtype == np.float32 and on_device(kplane):  # widened by a copy kernel on the device
-            from eagle.algorithms.copying import _store
-
-            wide = empty_like_on(kplane, kplane.size, np.float64)
-            _store(kplane, wide, target, threads)
-            kplane = wide
-        elif kplane.dtype == np.float32:  # widening keys keeps their equalities: one run of float64
-            kplane = kplane.astype(np.float64)
+        if kplane.dtype == np.float32:  # widening keys keeps their equalities: one float64 run (Plan.run
+            kplane = to_float(kplane, np.float64, target, threads) if on_device(kplane) else kplane  # promotes)
         else:  # float64 keys, float32 values: number the runs first, then reduce over the run numbers
             ids = plan(K.float_run_ids, target, threads).run(x=kplane)
             r = _run_count(ids["runs"], kplane, target, threads)

@@ -18,18 +18,17 @@ from eagle.algorithms._common import (
     device_empty,
     float_run,
     host_array,
-    host_only,
     item,
     on_device,
     pick_target,
     plan,
     prefix,
+    to_float,
     view,
 )
 
-_INT_OUT = {np.dtype(np.int32): None, np.dtype(np.int64): None, np.dtype(np.uint32): np.int32,
-            np.dtype(np.uint64): np.int64}  # written through a signed view of the same width (same bits)
-_NARROW_OUT = tuple(np.dtype(t) for t in (np.int8, np.int16, np.uint8, np.uint16))  # via an int64 plane
+_UNSIGNED = {np.dtype(np.uint8): np.int8, np.dtype(np.uint16): np.int16, np.dtype(np.uint32): np.int32,
+             np.dtype(np.uint64): np.int64}  # written through a signed view of the same width (same bits)
 
 
 def exclusive_scan(src, dst, n: int | None = None, *, total: bool = True, target: str | None = None,
@@ -87,8 +86,9 @@ def _float_scan(x: np.ndarray, out: np.ndarray, exclusive: bool, target, threads
     from eagle.algorithms import _kernels_scan as K
 
     if x.dtype.kind == "f":
-        if x.dtype != out.dtype:  # a run has one float type: the values convert to dst's first, as np.cumsum's
-            x = host_only(x, "a scan", f"a {x.dtype} src into a {out.dtype} dst").astype(out.dtype)
+        # the scan adds in dst's type, so each value converts to it first, as np.cumsum(dtype=) does (a float16
+        # src is read as float32, exactly); on a device by the copy kernel there
+        x = to_float(float_run(x), out.dtype, target, threads)
         kern = K.float_scan_exclusive if exclusive else K.float_scan_inclusive
         plan(kern, target, threads).run(x=x, out=out)
     else:
@@ -100,13 +100,7 @@ def _float_scan(x: np.ndarray, out: np.ndarray, exclusive: bool, target, threads
 def _integer_scan(x: np.ndarray, out: np.ndarray, exclusive: bool, target, threads) -> None:
     from eagle.algorithms import _kernels_scan as K
 
-    if out.dtype in _NARROW_OUT:  # Index planes are int32/int64: scan into int64, then wrap into the narrow type
-        host_only(out, "a scan", f"a {out.dtype} dst (scanned through int64 on the host)")
-        wide = np.empty(out.size, np.int64)
-        _integer_scan(x, wide, exclusive, target, threads)
-        out[...] = wide.astype(out.dtype)
-        return
-    signed = _INT_OUT.get(out.dtype)
+    signed = _UNSIGNED.get(out.dtype)  # the scan adds in int64; the store wraps to dst's width (8 to 64 bits)
     plane = out if signed is None else view(out, signed)
     if x.dtype.kind == "f":
         kern = K.float_to_int_scan_exclusive if exclusive else K.float_to_int_scan_inclusive

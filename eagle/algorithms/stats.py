@@ -18,11 +18,11 @@ from eagle.algorithms._common import (
     cell,
     float_run,
     host_array,
-    host_only,
     on_device,
     pick_target,
     plan,
     prefix,
+    to_float,
     view,
 )
 
@@ -124,8 +124,8 @@ def _dot_terms(x: np.ndarray, y: np.ndarray, target, threads) -> float:
     fx, fy = x.dtype.kind == "f", y.dtype.kind == "f"
     if fx and fy:
         x, y = float_run(x), float_run(y)
-        if x.dtype != y.dtype:  # a run has one float type: widen the float32 side (exact)
-            x, y = (host_only(v, "dot", "a float32 array beside a float64 one").astype(np.float64) for v in (x, y))
+        if x.dtype != y.dtype:  # float64 terms: Plan.run widens a float32 host array (exact); a device one is
+            x, y = (to_float(v, np.float64, target, threads) if on_device(v) else v for v in (x, y))  # widened there
         return cell(plan(K.float_dot, target, threads).run(a=x, b=y))
     if fx or fy:
         f, i = (x, y) if fx else (y, x)

@@ -85,6 +85,12 @@ def bind(owner, planes: dict):
     for name, (_, stand) in buffers.items():
         a = b.arrays[name] if name in b.arrays else b.given[name]
         if a.size and a.__array_interface__["data"][0] != stand.__array_interface__["data"][0]:
+            if stand.dtype.kind == "f" and a.dtype != stand.dtype:  # a float32 plane of a promoted float64 run
+                raise _fail(kernel, name, f"is a {stand.dtype} device array, but this run computes in {a.dtype} "
+                                          f"(a float32 input beside a float64 one is promoted, and a device array "
+                                          f"is read as it is, never converted): put it on the device as {a.dtype} "
+                                          f"(eagle.algorithms.copy converts into a {a.dtype} device array there), "
+                                          f"or pass the other float inputs as {stand.dtype}")
             raise _fail(kernel, name, f"is a device array of {stand.dtype} {stand.shape}, but this run reads "
                                       f"{a.dtype} values laid out flat; a device array is read as it is: convert it "
                                       f"before it goes to the device")
