@@ -78,6 +78,64 @@ else:
     print("bands  ok:", np.allclose(gpu["per_band"], want_bands))
 
 # %% [markdown]
+# ## Keeping the data on the device
+#
+# Above, each run shipped `x` and `band` to the device and brought `soft` back: for a small kernel, those copies
+# can cost more than the launch itself. `eagle.asarray(x, device="spirv")` copies an array to the device once
+# and hands back an `eagle.array.DeviceArray`. A plan on that target reads such arrays where they lie, and when
+# its inputs live on the device, its per-lane outputs are left there too, as device arrays that the next run
+# can read directly. Cells (totals) are still finished on the host, so they come back as host arrays; only
+# the few partial values they are made of cross over.
+#
+# The Vulkan runtime counts every copy between host and device
+# (`eagle.targets.vulkan_runtime.transfers()`); `planes()` is how many of those moved a whole lane plane. The
+# kernel below reads its own total (each lane is divided by the square root of the energy), so it runs as two
+# stages; bound once to device arrays, it launches three times and no lane plane moves at all. The ordered
+# energy has the host's bits, and the device-resident results have the bits of the same plan fed plain NumPy
+# arrays.
+
+# %% machine
+@hawk.kernel
+def normalised(x: Scalar, w: Scalar, energy: Mutable[Scalar]) -> Scalar:
+    e = hawk.sum(x * x * w, policy="ordered")
+    energy = e
+    return x * w / m.sqrt(e)
+
+
+w = rng.uniform(0.5, 1.5, x.size)
+want = eagle.deploy(normalised).run(x=x, w=w)  # the host, on NumPy arrays
+try:
+    spirv = eagle.deploy(normalised, target="spirv")
+    from_numpy = spirv.run(x=x, w=w)  # the same target fed host arrays: the lane planes travel every run
+except eagle.RuntimeMissing as why:
+    print("spirv skipped:", why)
+else:
+    from eagle.array import DeviceArray
+    from eagle.targets.vulkan_runtime import transfers
+
+    counter = transfers()
+    dx, dw = eagle.asarray(x, device="spirv"), eagle.asarray(w, device="spirv")
+    print("on the device:", type(dx).__name__, dx.device, dx.shape, dx.dtype)
+    counter.reset()
+    bound = spirv.bind(x=dx, w=dw)
+    for _ in range(3):
+        got = bound.launch()
+    print("stages:", len(spirv.last_chunks), " lane planes copied in 3 launches:", counter.planes())
+    print("result:", type(got["result"]).__name__, "on", got["result"].device,
+          " energy:", type(got["energy"]).__name__, "on", got["energy"].device)
+    same_energy = np.asarray(got["energy"]).tobytes() == np.asarray(want["energy"]).tobytes()
+    same_result = got["result"].numpy().tobytes() == np.asarray(from_numpy["result"]).tobytes()
+    print("energy: the host's bits:", same_energy, " result: the host-array run's bits:", same_result)
+    print("result close to the host's:", np.allclose(got["result"].numpy(), want["result"], rtol=1e-14, atol=0))
+    assert counter.planes() == 0 and isinstance(got["result"], DeviceArray) and same_energy and same_result
+    counter.reset()
+    again = spirv.run(x=got["result"], w=dw)  # one run's device output is the next run's input, in place
+    print("chained run: result on", again["result"].device, "| lane planes copied:", counter.planes())
+    assert counter.planes() == 0
+    print("the one copy back, when asked:", again["result"].numpy()[:3], "| copies down:",
+          counter.counts[("down", "array")])
+
+# %% [markdown]
 # ## Compiling for every target
 #
 # `hawk.artifact.build` compiles a kernel ahead of time for any list of targets, whatever this machine has:

@@ -145,3 +145,101 @@ print("cells grouped as NumPy's stable sort:", np.array_equal(np.asarray(cells),
 print("offsets as np.cumsum:", np.array_equal(offsets[1:], np.cumsum(np.asarray(counts))[:-1]))
 values, how_many = np.unique(np.asarray(counts), return_counts=True)
 print("points with 1, 2, 3, 6 cells:", dict(zip(values.tolist(), how_many.tolist(), strict=True)))
+
+# %% [markdown]
+# ## On a GPU target, with the data left there
+#
+# Every function above also takes device arrays (`eagle.asarray(a, device="spirv")`, run here on lavapipe, Mesa's
+# Vulkan driver for the CPU). The call then runs on that device, reading its inputs in place, and its array
+# results stay there as device arrays, ready for the next call; only totals, like the scan's, come back as Python
+# numbers. So the whole sort, walk and scan chain can run with the mesh on the device, and the Vulkan runtime's
+# transfer counter shows that no lane-sized array crossed between host and device along the way. The results
+# have the bits of the host run.
+
+# %% machine
+def grid_mesh(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """The corner entries of a rows x cols grid of points, two triangles a square, and each entry's cell."""
+    pid = np.arange(rows * cols).reshape(rows, cols)
+    a, b, d, e = pid[:-1, :-1], pid[:-1, 1:], pid[1:, :-1], pid[1:, 1:]
+    tri = np.stack([np.stack([a, b, e], -1), np.stack([a, e, d], -1)], 2).reshape(-1, 3)
+    return tri.reshape(-1).astype(np.int32), np.repeat(np.arange(tri.shape[0], dtype=np.int32), 3)
+
+
+conn, cell_of = grid_mesh(40, 40)
+h_points, h_cells = sort_by_key(conn, cell_of)
+h_upoints, h_counts = unique(h_points)
+h_offsets = np.empty(h_upoints.size, np.int64)
+h_total = exclusive_scan(h_counts, h_offsets)
+try:
+    d_conn, d_cell_of = eagle.asarray(conn, device="spirv"), eagle.asarray(cell_of, device="spirv")
+except eagle.RuntimeMissing as why:
+    print("spirv skipped:", why)
+else:
+    from eagle.targets.vulkan_runtime import transfers
+
+    d_offsets = eagle.asarray(np.empty(h_upoints.size, np.int64), device="spirv")
+    counter = transfers()
+    counter.reset()
+    points, cells = sort_by_key(d_conn, d_cell_of)  # runs on spirv: its inputs are there
+    upoints, counts = unique(points)
+    total = exclusive_scan(counts, d_offsets)
+    print("results:", {k: (type(a).__name__, a.device) for k, a in
+                       dict(cells=cells, counts=counts, offsets=d_offsets).items()})
+    print("lane planes copied:", counter.planes(), "| arrays copied down:", counter.counts[("down", "array")],
+          f"| total: {total} (the host's: {h_total})")
+    same = [a.numpy().tobytes() == np.asarray(b).tobytes() for a, b in
+            ((cells, h_cells), (upoints, h_upoints), (counts, h_counts), (d_offsets, h_offsets))]
+    print("cells, points, counts and offsets: the host's bits:", all(same))
+    assert all(same) and total == h_total and counter.planes() == 0
+
+# %% [markdown]
+# ## Float results in a float of their own
+#
+# Storage is often narrower than arithmetic: coordinates and fields in float64 while computing, float32 in the
+# arrays that are kept. A per-lane output plane takes the dtype of the array passed for it, whatever the run's
+# float type: a run on float64 inputs computes everything in float64 and rounds each stored value once into a
+# float32 output, exactly as NumPy's `astype(np.float32)` would round the float64 result. That is more accurate
+# than converting the inputs to float32 first, where every operation rounds to float32. `eagle.algorithms.copy`
+# converts between float widths the same way, in one kernel: float64 into float32 with `astype`'s bits (ties to
+# even, subnormals, overflow to infinity, `-0.0` and NaN included), float32 into float64 exactly.
+#
+# Here: the distance of every point of the 300 x 300 mesh from a centre, computed in float64 and stored in float32.
+
+# %%
+from eagle.algorithms import copy
+from hawk import Mutable, Scalar
+
+
+@hawk.kernel
+def distance(px: Scalar, py: Scalar, r: Mutable[Scalar]):
+    r = m.sqrt((px - 149.3) * (px - 149.3) + (py - 151.7) * (py - 151.7)) / 3.0
+
+
+px = (np.arange(rows * cols) % cols).astype(np.float64) * 1.01
+py = (np.arange(rows * cols) // cols).astype(np.float64) * 0.99
+plan = eagle.deploy(distance)
+wide = np.asarray(plan.run(px=px, py=py))  # no output passed: it comes back in the run's float64
+narrow = np.zeros(px.size, np.float32)
+plan.run(px=px, py=py, r=narrow)  # the same float64 run, each value rounded once into float32
+print("dtypes:", wide.dtype, narrow.dtype)
+print("float32 output, bit for bit the float64 result's astype:", narrow.tobytes() == wide.astype(np.float32).tobytes())
+in32 = np.asarray(plan.run(px=px.astype(np.float32), py=py.astype(np.float32)))  # a float32 run, for contrast
+print("a float32 run instead: its dtype", in32.dtype, "| differs from rounding once in some points:",
+      bool((in32 != narrow).any()))
+assert narrow.tobytes() == wide.astype(np.float32).tobytes()
+
+f32 = np.finfo(np.float32)
+hard = np.array([1 + 2.0 ** -24, 1 + 3 * 2.0 ** -24, 2.0 ** -149, 2.0 ** -150, 1e-45, float(f32.max) * 1.0000001,
+                 -0.0, np.inf, np.nan, 0.1])
+dst = np.full(hard.size, 7.0, np.float32)
+copy(hard, dst)
+with np.errstate(over="ignore"):  # NumPy warns where it rounds to infinity
+    want = hard.astype(np.float32)
+print("float64 values:", hard.tolist())
+print("copied to f32: ", dst.tolist())
+print("bits of astype:", dst.tobytes() == want.tobytes(),
+      "| signed zero kept:", bool(np.signbit(dst[6])))
+back = np.zeros(hard.size)
+copy(dst, back)
+print("and back to float64, exactly:", back.tobytes() == dst.astype(np.float64).tobytes())
+assert dst.tobytes() == want.tobytes() and back.tobytes() == dst.astype(np.float64).tobytes()
