@@ -32,7 +32,7 @@ from eagle.errors import InputError
 from eagle.native import folds as large_folds
 from eagle.settings import MIN_CHUNK_ENV, is_whole, min_chunk_setting
 from hawk.abi.exact import words as exact_words
-from hawk.abi.layout import ORDERED_BLOCK, Layout, fold_values, keyed_values, scan_values
+from hawk.abi.layout import ORDERED_BLOCK, Layout, fold_values, has_scan, keyed_values, scan_values
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -135,6 +135,15 @@ class PackedArgs:
         self.vals[:] = flat
 
 
+def _blocked(lay: Layout) -> bool:
+    """Whether a stage's chunks must start on ORDERED_BLOCK lanes: anything but plain, fast, max and min
+    reductions (compensated and ordered sums run blocks of lanes, folds and scans keep per-block state, sinks keep
+    their segments). Block reductions need only whole slots (their span: Layout.parallel_span)."""
+    return bool(lay.sinks) or has_scan(lay) or \
+        any(r.kind not in ("sum", "mean", "max", "min") or
+            (r.kind in ("sum", "mean") and r.policy not in ("auto", "plain")) for r in lay.reductions)
+
+
 class Launcher:
     """Runs one specialisation of a kernel: buffers in layout order, chunks, finish, results."""
 
@@ -149,9 +158,13 @@ class Launcher:
         self.meta_k = layout.buffer_index("#meta")
         self.span = layout.parallel_span()
         self.fixed = layout.fixed_chunks()  # chunks that do not depend on the thread count (see chunks)
-        # chunk boundaries fall on ordered blocks and on the spans of lanes that share a kept slot
-        self.align = 0 if self.span is None else math.lcm(self.span, ORDERED_BLOCK)
+        # chunk boundaries fall on the spans of lanes that share a kept slot, and on ordered blocks unless nothing
+        # in the stage runs lanes in blocks (a row sum's 1000-lane rows: lcm(1000, 1024) lanes would be one chunk)
+        self.align = 0 if self.span is None else \
+            math.lcm(self.span, ORDERED_BLOCK) if _blocked(layout) else self.span
         self.err_k = layout.buffer_index("#err")
+        # a slot-range stage (Layout.slot_ranges): every chunk runs every lane, each applying its own slots
+        self.parts_k = layout.buffer_index("#parts") if layout.slot_ranges() else None
 
     def chunks(self, b: Bound, lanes: int) -> int:
         """How many chunks lanes [lo, lo + lanes) run in. A stage with Layout.fixed_chunks takes as many as its
@@ -172,6 +185,11 @@ class Launcher:
                     0 if self.chosen_chunk else copies)
         n = max(1, min(most, lanes // least))
         return 1 << (n.bit_length() - 1) if self.fixed else n
+
+    def range_parts(self, lanes: int) -> int:
+        """Chunks of a slot-range stage (hawk.abi.layout.wants_slot_ranges): one per thread, each running every
+        lane (at least min_chunk lanes per chunk's share); its results have one chunk's bits whatever the count."""
+        return max(1, min(self.threads, lanes // max(self.min_chunk, 1)))
 
     @property
     def checks_at_run_time(self) -> bool:
@@ -211,7 +229,10 @@ class Launcher:
         write them in place and save a copy that a refusal puts back."""
         hi = b.lanes if hi is None else hi
         self.binder.check_keys(self.lay, b)
-        bounds = self.chunk_bounds(b, lo, hi)
+        if self.parts_k is not None:  # a slot-range stage: every chunk runs lanes [lo, hi), applying its own slots
+            bounds = [(lo, hi)] * self.range_parts(hi - lo)
+        else:
+            bounds = self.chunk_bounds(b, lo, hi)
         nchunks = self.last_chunks = len(bounds)
         staged = self.checks_at_run_time if staged is None else staged
         recipe: list[tuple] = []
@@ -220,6 +241,8 @@ class Launcher:
                                                                staged=staged, recipe=recipe, saves=saves)
         meta = buffers[self.meta_k]
         meta[0], meta[1] = lo, hi
+        if self.parts_k is not None:
+            buffers[self.parts_k][0] = nchunks
         metas = None if nchunks == 1 else [np.array([start, stop, c, b.lanes, *b.extents], dtype=np.int64)
                                            for c, (start, stop) in enumerate(bounds)]
         return Prepared(self, lib, buffers, metas, nchunks, results, copies, resets, stage, recipe, fold=True,
@@ -369,6 +392,8 @@ class Launcher:
                 resets.append((bufs[-1], 0.0))
             elif role == "meta":
                 bufs.append(np.array([0, b.lanes, 0, b.lanes, *b.extents], dtype=np.int64))
+            elif role == "parts":  # a slot-range stage's ranges per sink: 1 (every slot) unless prepare says more
+                bufs.append(np.ones(1, dtype=np.int64))
             elif role == "len":  # the length of an output plane written by key (its keys are checked against it)
                 bufs.append(np.array([bufs[self.lay.buffer_index(name, "out")].size], dtype=np.int64))
             elif role == "err":

@@ -32,11 +32,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def list_passes() -> str:
-    from hawk.passes.pipeline import TARGETS, known_passes, target_pipeline
+    from hawk.passes.pipeline import TARGETS, expanded, known_passes, target_pipeline
 
     lines = [f"  {name}\n      {summary}" for name, summary in known_passes().items()]
-    lines.append("Target pipelines (--target):")
-    lines += [f"  {t}: {target_pipeline(t)}" for t in TARGETS]
+    lines.append("Target pipelines (--target), then the passes they run:")
+    lines += [f"  {t}: {target_pipeline(t)}\n      = {expanded(target_pipeline(t))}" for t in TARGETS]
     return "Passes (--passes a,b{option=value},...):\n" + "\n".join(lines) + "\n"
 
 

@@ -44,8 +44,8 @@ def _lanes_ir(kernel, tmp_path) -> str:
 
 
 def test_only_large_ordered_sinks_keyed_straight_from_a_plane_get_the_hint(tmp_path):
-    assert _lanes_ir(xp_big, tmp_path).count("memref.prefetch") == 1
-    assert "write" in next(line for line in _lanes_ir(xp_big, tmp_path).splitlines() if "memref.prefetch" in line)
+    hints = [line for line in _lanes_ir(xp_big, tmp_path).splitlines() if "memref.prefetch" in line]
+    assert hints and all("write" in line for line in hints)  # (one per lane of a paired group, and the tail's)
     assert "memref.prefetch" not in _lanes_ir(xp_small, tmp_path)  # the pairs stay in cache
     assert "memref.prefetch" not in _lanes_ir(xp_computed, tmp_path)  # no key plane to read ahead
 

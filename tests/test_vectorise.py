@@ -309,7 +309,7 @@ def _has_avx2() -> bool:
         return False
 
 
-def _lanes_asm(kernel, name: str) -> str:
+def _lanes_asm(kernel, name: str, dtype: str = "float64") -> str:
     """The lane function's assembly as the host build makes it (opt -O3 and llc -O3 for this CPU)."""
     from mlir import ir
     from mlir.dialects import llvm
@@ -318,7 +318,7 @@ def _lanes_asm(kernel, name: str) -> str:
     from hawk.ir.dialect import new_context
     from hawk.targets.host import _llvm_tool
 
-    text = kernel.mlir(after="lower-to-llvm")
+    text = kernel.mlir(dtype, after="lower-to-llvm")
     with new_context(), ir.Location.unknown():
         ll = str(llvm.translate_module_to_llvmir(ir.Module.parse(text).operation))
     triple = f"{cache.machine()}-unknown-linux-gnu"
@@ -367,3 +367,167 @@ def test_stencil_interior_loop_is_packed():
     """The interior columns run packed adds, with no per-lane test of the column left in the loop."""
     body = _vector_body(_lanes_asm(diffuse, "diffuse"))
     assert re.search(r"vaddpd\s+.*%[yz]mm", body) and "vpcmp" not in body, body
+
+
+# ---- compensated sums over every lane: the blocked loop's bits (chunk_loops.blocked_driver) ---------------------
+@hawk.kernel
+def comp_sum(x: Scalar) -> Scalar:
+    return hawk.sum(x, policy="compensated")
+
+
+@hawk.kernel
+def comp_mean(x: Scalar) -> Scalar:
+    return hawk.mean(x, where=x > 0.0, policy="compensated")
+
+
+def _neumaier(s, c, x):
+    """host_emit.neumaier in NumPy (float64, elementwise): an inf or NaN sum keeps its correction."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        t = s + x
+        lost = np.where(np.abs(s) >= np.abs(x), (s - t) + x, (x - t) + s)
+        return t, np.where(np.abs(t) < np.inf, c + lost, c)
+
+
+def _compensated_model(x: np.ndarray, keep: np.ndarray, bounds: list[tuple[int, int]]) -> tuple[float, float]:
+    """The host's compensated sum step by step, (sum rounded to float64, count): per chunk, blocks of 1024 lanes
+    (from lane 0); a full block's lane g * 8 + j goes into chain j, the chains are merged in order into the
+    chunk's pair at the block's end; a cut block's lanes go into the chunk's pair one by one; the chunks' pairs
+    are added in order at the end (chunk_loops.blocked_driver, finish.py)."""
+    w = x.astype(np.float64)
+    ts, tc = np.float64(0.0), np.float64(0.0)
+    for lo, hi in bounds:
+        s, c = np.float64(0.0), np.float64(0.0)
+        for blk in range(lo // 1024, -(-hi // 1024)):
+            start, end = blk * 1024, min(blk * 1024 + 1024, hi)
+            cs, cc = np.zeros(8), np.zeros(8)
+            if start >= lo and end - start == 1024:
+                for g, m in zip(w[start:end].reshape(128, 8), keep[start:end].reshape(128, 8), strict=True):
+                    ns, nc = _neumaier(cs, cc, g)
+                    cs, cc = np.where(m, ns, cs), np.where(m, nc, cc)  # a lane the mask drops adds nothing
+            else:
+                for lane in range(max(start, lo), end):
+                    if keep[lane]:
+                        s, c = _neumaier(s, c, w[lane])
+            for k in range(8):
+                s, c2 = _neumaier(s, c, cs[k])
+                c = c2 + cc[k]
+        ts, tc2 = _neumaier(ts, tc, s)
+        tc = tc2 + c
+    with np.errstate(invalid="ignore"):
+        return float(ts + tc), float(np.count_nonzero(keep[bounds[0][0]:bounds[-1][1]]))
+
+
+def _comp_data(n: int, dtype) -> list[np.ndarray]:
+    """Terms whose compensated sum depends on the order of its steps (huge terms that nearly cancel: the
+    corrections' own roundings show), and with an inf, and with both infinities."""
+    rng = np.random.default_rng(n)
+    big = rng.standard_normal(n // 2) * 10.0 ** rng.integers(10, 30, n // 2)
+    x = np.concatenate([big, -big * (1 + 2.0 ** -40), rng.standard_normal(n - 2 * (n // 2))])
+    x = x[rng.permutation(n)].astype(dtype)
+    out = [x, (rng.standard_normal(n) + 0.25).astype(dtype)]
+    if n > 40:
+        inf = x.copy()
+        inf[n // 3] = np.inf
+        both = inf.copy()
+        both[n - 5] = -np.inf
+        out += [inf, both]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n, base", [(1000, 0), (4096, 0), (5 * 1024 + 77, 0), (9000, 1024), (9000, 1500),
+                                     (20_000, 3)])
+def test_compensated_sum_bits(n, base, dtype):
+    """Sums and means with policy="compensated" give the bits of the blocked loop step by step (full blocks in
+    eight chains, blocks cut by a chunk or by base=/count= lane by lane), on one chunk and on several, with
+    terms whose compensated sum depends on that order, and with infinities."""
+    for x in _comp_data(n, dtype):
+        count = n - base - 7
+        for threads, min_chunk in ((1, None), (2, 37)):
+            for kernel in (comp_sum, comp_mean):
+                plan = eagle.deploy(kernel, threads=threads, min_chunk=min_chunk)
+                b = plan.binder.bind({"x": x})
+                _, launcher = plan.prepare(b.spec, 0)
+                bounds = launcher.chunk_bounds(b, base, base + count)
+                keep = np.ones(n, bool) if kernel is comp_sum else x > 0.0
+                total, kept = _compensated_model(x, keep, bounds)
+                got = np.asarray(plan.run(x=x, base=base, count=count))
+                want = np.asarray([total], dtype=np.float64).astype(dtype)
+                if kernel is comp_mean:
+                    want = want / np.asarray([kept], dtype=dtype)
+                assert got.dtype == dtype
+                assert got.tobytes() == want.tobytes(), (kernel.name, threads, len(bounds), got, want)
+
+
+# ---- a float32 histogram's "auto" counts: whole-number adds into the compensated companion (count_sinks) ---------
+@pytest.mark.parametrize("chunks", [False, True])
+@pytest.mark.parametrize("kernel", [hist_auto, hist_plain])
+def test_histogram_float32_counts_exact(kernel, chunks):
+    """float32 counts through m.index: "auto" (compensated: whole-number adds go plainly into the float64
+    companion) and "plain" both count exactly; onto a given sink, "auto" rounds prior + count once (fractional
+    priors too)."""
+    for t in _hist_data(20_000)[:3]:
+        t = t.astype(np.float32)
+        want = _hist(t)
+        assert _run(kernel, chunks, t=t).tobytes() == want.astype(np.float32).tobytes()
+        prior = np.random.default_rng(3).random(BINS).astype(np.float32) * 1000
+        if kernel is hist_plain:  # plain float32 adds round at each add: whole-number priors stay exact
+            prior = np.floor(prior)
+        plan = eagle.deploy(kernel, threads=2, min_chunk=37) if chunks else eagle.deploy(kernel, threads=1)
+        got = np.asarray(plan.run(t=t, counts=prior.copy()))
+        assert got.tobytes() == (prior.astype(np.float64) + want).astype(np.float32).tobytes()
+
+
+@hawk.kernel
+def hist_auto_mixed(t: Scalar, w: Scalar, counts: Mutable["bin":BINS]):
+    hawk.scatter(counts)[m.index(t * 256.0, BINS)] += 1.0
+    hawk.scatter(counts)[m.index(t * 256.0, BINS)] += w
+
+
+def test_histogram_float32_auto_mixed_adds_stay_compensated():
+    """A sink that also takes non-constant adds keeps Neumaier's steps: within the compensated bound."""
+    rng = np.random.default_rng(6)
+    t, w = rng.random(30_000).astype(np.float32), (rng.standard_normal(30_000) * 1e6).astype(np.float32)
+    got = np.asarray(_run(hist_auto_mixed, True, t=t, w=w), dtype=np.float64)
+    want = _hist(t) + _hist(t, w.astype(np.float64))
+    scale = _hist(t) + _hist(t, np.abs(w.astype(np.float64)))
+    assert np.all(np.abs(got - want) <= 2 * np.finfo(np.float32).eps * scale)
+
+
+@needs_avx2
+def test_histogram_float32_auto_keys_loop_is_packed():
+    """The float32 "auto" histogram runs the two-pass form: its keys in a packed loop (fused with the adds into
+    the companion, each lane called libm's floorf)."""
+    body = _vector_body(_lanes_asm(hist_auto, "hist_auto", dtype="float32"))
+    assert re.search(r"vroundps\s+\$9, %[xyz]mm", body), body
+
+
+# ---- chunks of a stage that runs no blocks: on its kept spans only (eagle.launch._blocked) -----------------------
+ROW = 1000
+
+
+@hawk.kernel
+def row_total(g: Grid["row", "col":ROW], x: Scalar) -> Scalar:
+    return hawk.sum(x, over="col")
+
+
+@hawk.kernel
+def row_softmax(g: Grid["row", "col":ROW], x: Scalar) -> Scalar:
+    ex = m.exp(x - hawk.max(x, over="col"))
+    return ex / hawk.sum(ex, over="col")
+
+
+@pytest.mark.parametrize("kernel", [row_total, row_softmax])
+def test_row_kernels_split_on_rows(kernel):
+    """Rows of 1000 lanes split into chunks of whole rows (not of lcm(1000, 1024) lanes, which made 37 rows one
+    chunk), with the bits of one chunk: each row's total is folded by one chunk."""
+    x = np.random.default_rng(7).standard_normal((37, ROW))
+    one = eagle.deploy(kernel, threads=1)
+    want = np.asarray(one.run(x=x))
+    many = eagle.deploy(kernel, threads=2, min_chunk=37)
+    got = np.asarray(many.run(x=x))
+    assert many.last_chunks[0] > 1
+    assert got.tobytes() == want.tobytes()
+    ref = x.sum(axis=1) if kernel is row_total else np.exp(x - x.max(1, keepdims=True)) / \
+        np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True)
+    np.testing.assert_allclose(got, ref, rtol=1e-12)

@@ -47,7 +47,9 @@ typedef struct { /* a large sink's per-chunk copies, folded into it in chunk ord
                      * kinds 3, 4: `slots` (high, low) pairs) */
     int64_t target; /* the sink (kinds 0, 1, 3, 4), or its companion (kind 2: `slots` sums, then `slots` corrections) */
     int64_t kind;   /* 0: float64 adds, 1: float32 adds, 2: Neumaier steps on float64 (sum, correction) pairs,
-                     * 3, 4: an ordered sink's float64 / float32 (high, low) pairs (pairs_range) */
+                     * 3, 4: an ordered sink's float64 / float32 (high, low) pairs (pairs_range),
+                     * 5, 6: a slot-range stage's compensated companion (`priv`: `slots` sums, then
+                     * corrections) into its float64 / float32 sink (companion_range; no copies) */
     int64_t slots;
     int64_t exact;  /* kinds 3, 4: the sink's exact accumulators (their last word counts the terms that spilled) */
     uint8_t *lost;  /* kinds 3, 4: a flag per slot, all zero between launches: set where a slot's pair lost a bit */
@@ -187,6 +189,23 @@ static void fold_range(const eagle_stage *s, const eagle_fold *f, int64_t lo, in
     }
 }
 
+/* Slots [lo, hi) of a slot-range stage's compensated sink (kinds 5, 6): slot = (prior + sum) + correction in
+ * float64, rounded once to the sink's type: the compiled finish's finish_companions step for step (its loop then
+ * sees an empty sink). */
+static void companion_range(const eagle_stage *s, const eagle_fold *f, int64_t lo, int64_t hi) {
+    int64_t n = f->slots;
+    const double *sum = (const double *)(intptr_t)s->vals[5 * f->priv], *corr = sum + n;
+    if (f->kind == 5) {
+        double *sink = (double *)(intptr_t)s->vals[5 * f->target];
+        for (int64_t i = lo; i < hi; i++)
+            sink[i] = (sink[i] + sum[i]) + corr[i];
+    } else {
+        float *sink = (float *)(intptr_t)s->vals[5 * f->target];
+        for (int64_t i = lo; i < hi; i++)
+            sink[i] = (float)(((double)sink[i] + sum[i]) + corr[i]);
+    }
+}
+
 /* (hi, lo) += x by two TwoSums, the compiled finish's _pair_add step for step; ok stays 1 while the pair holds the
  * exact sum (the second error is zero: false for NaN too, which an infinite or NaN sum makes it). */
 #define PAIR_ADD(T, hi, lo, ok, x)                                         \
@@ -321,6 +340,8 @@ static void fold_part(const eagle_stage *s, int64_t p) {
             if (f->skip)
                 continue;
             (f->kind == 3 ? pairs_range_f64 : pairs_range_f32)(s, f, lo, hi);
+        } else if (f->kind == 5 || f->kind == 6) {
+            companion_range(s, f, lo, hi);
         } else {
             fold_range(s, f, lo, hi);
         }
@@ -521,6 +542,10 @@ int eagle_fire(const eagle_stage *s) {
                 hidden[nhidden][0] = f->target;
                 hidden[nhidden++][1] = s->vals[5 * f->target + 3];
                 s->vals[5 * f->target + 3] = 1;
+            } else if (f->kind == 5 || f->kind == 6) { /* the finish's companion loop runs over no slots */
+                hidden[nhidden][0] = f->target;
+                hidden[nhidden++][1] = s->vals[5 * f->target + 3];
+                s->vals[5 * f->target + 3] = 0;
             }
             hidden[nhidden][0] = f->priv; /* the finish finds no copies of these sinks left to fold */
             hidden[nhidden++][1] = s->vals[5 * f->priv + 3];

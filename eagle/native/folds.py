@@ -16,6 +16,11 @@ rounds slot 0's result again, which gives it back). If some slot's pair lost a b
 no pairs rounds back to itself, a flagged one takes the finish's own path (its exact accumulator). When a term
 spilled at lane time, the compiled finish does the sink alone. The bits are the finish's in every case. The
 Python pool's launch does the same folds here in NumPy (all or nothing).
+
+A slot-range stage (hawk.abi.layout.wants_slot_ranges: a sink too large for copies, applied by ranges of slots)
+keeps no copies, but a compensated sink's companion (sum, correction per slot) still goes into the sink at the
+finish: slot = (prior + sum) + correction, rounded once (kinds 5, 6), by ranges of slots on every thread; while
+the finish runs, the sink's size reads 0, so its own companion loop does nothing.
 """
 
 from __future__ import annotations
@@ -49,7 +54,28 @@ def fold_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tupl
             continue  # (copies not made one per chunk: the finish folds them)
         kind = 2 if policy == "compensated" else 0 if buffers[target].dtype == np.float64 else 1
         folds.append((priv, target, kind, slots, -1, None))
-    return folds + pair_plan(lay, buffers, nchunks)
+    return folds + companion_plan(lay, buffers) + pair_plan(lay, buffers, nchunks)
+
+
+COMPANION_KINDS = (5, 6)  # a slot-range stage's compensated companion into its float64 / float32 sink
+
+
+def companion_plan(lay: Layout, buffers: list[np.ndarray]) -> list[tuple]:
+    """(companion, sink, kind 5 or 6, slots, -1, None) per compensated sink of a slot-range stage of at least
+    FOLD_SLOTS slots (see fold_plan)."""
+    if not lay.slot_ranges():
+        return []
+    folds = []
+    for name in lay.sinks:
+        if lay.sink_policy.get(name) != "compensated" or name in lay.private:
+            continue
+        target, comp = lay.buffer_index(name, "sink"), lay.buffer_index(name, "comp")
+        sink = buffers[target]
+        if sink.size < FOLD_SLOTS or buffers[comp].size != 2 * sink.size or buffers[comp].dtype != np.float64 or \
+                sink.dtype not in (np.float64, np.float32):
+            continue
+        folds.append((comp, target, 5 if sink.dtype == np.float64 else 6, sink.size, -1, None))
+    return folds
 
 
 def pair_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tuple]:
@@ -84,6 +110,11 @@ def fold_python(keep: list[np.ndarray], folds: list, nchunks: int) -> list[tuple
     hidden = []
     for priv, target, kind, slots, exact, _ in folds:
         t = keep[target]
+        if kind in COMPANION_KINDS:  # (the same IEEE steps as executor.c's companion_range)
+            comp = keep[priv]
+            t[:] = ((t.astype(np.float64) + comp[:slots]) + comp[slots:]).astype(t.dtype)
+            hidden.append((target, 0))
+            continue
         if kind in PAIR_KINDS:
             if keep[exact][-1] == 0 and fold_pairs_python(t, keep[priv].reshape(nchunks, -1, 2)):
                 hidden += [(target, 1), (priv, 0)]

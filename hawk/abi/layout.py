@@ -8,6 +8,7 @@ to a machine that has only NumPy and the target's runtime.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field
 
 from hawk.abi.exact import words as exact_words
@@ -19,12 +20,15 @@ class Spec:
     """One specialisation: the float dtype, the integer dtype of each Index plane, and what policy="auto"
     means for a sum over lanes ("fast", or "ordered" for artifacts, whose partials the host adds in the
     ordered tree). `float_outputs`: the per-lane float outputs whose array has another float dtype than the
-    run's (the store converts into it, docs/semantics.md); empty for every other run."""
+    run's (the store converts into it, docs/semantics.md); empty for every other run. `copy_slots`: the largest
+    sink that keeps private copies (0: PAIR_SLOTS; $HAWK_COPY_SLOTS lowers it so that tests reach the slot-range
+    form with small sinks: it is in repr(spec), hence in every cache key, and in the hawk IR's facts)."""
 
     float_dtype: str
     index_dtypes: tuple[tuple[str, str], ...]
     auto_sum: str = "fast"
     float_outputs: tuple[tuple[str, str], ...] = ()
+    copy_slots: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,11 @@ class Layout:
             else:
                 n += {"plain": 1, "compensated": 2}.get(self.sink_policy.get(name), 0) * slots
         return n
+
+    def slot_ranges(self) -> bool:
+        """Whether this stage runs in slot ranges on the host (see wants_slot_ranges): its #parts buffer says how
+        many ranges a launch splits each sink's slots into (1 wherever a launcher leaves it as allocated)."""
+        return any(b.role == "parts" for b in self.buffers)
 
     def fixed_chunks(self) -> bool:
         """Whether this stage's chunks are a fixed function of its lanes and sizes, never of the thread count (one
@@ -286,22 +295,62 @@ PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get private copies (one p
 # Larger plain, auto and compensated sinks, and sinks both stored and added into, get private copies up to
 # PAIR_SLOTS slots too, in a fixed number of chunks (Layout.fixed_chunks; eagle.launch.SPLIT_CHUNKS, all the
 # copies within eagle.launch.COPY_BYTES): fewer, larger chunks as the sink grows, so a big sink never runs as one
-# chunk on the host or one GPU thread for want of room. Beyond PAIR_SLOTS such a sink runs as one chunk.
+# chunk on the host or one GPU thread for want of room. Beyond PAIR_SLOTS a stage that only scatters (and writes
+# per-lane outputs) runs in slot ranges on the host (wants_slot_ranges: no copies at all); any other, one chunk.
 # Ordered sinks and kept cells: one exact accumulator per slot (hawk/exact.py: 576 bytes a float64 slot) that
 # every chunk shares (integer atomic adds), allocated zeroed once and left zeroed by the finish. Up to
 # PAIR_SLOTS slots, each host chunk also keeps its own (high, low) float pair per slot (two error-free TwoSums a
 # term, 16 bytes a float64 slot; the launcher keeps all the copies within eagle.launch.COPY_BYTES), and only a
 # term the pair cannot take exactly goes to the accumulator, which then stays mostly untouched (zero pages).
 PAIR_SLOTS = 1 << 25
+COPY_SLOTS_ENV = "HAWK_COPY_SLOTS"  # overrides PAIR_SLOTS for a specialisation made while it is set (tests)
 
 
-def private_sink_slots(slots: int, policy: str, stored: bool, added: bool) -> int:
-    """Slots of each chunk's private copy of a sink that is not ordered (0: none, the stage runs as one chunk): a
-    sink only added into (plain or compensated), only stored into (with marks), or both stored and plain-added
-    into (marks; the finish replaces a slot a chunk stored, else adds the chunk's copy), up to PAIR_SLOTS."""
+def copy_slots_setting() -> int:
+    """$HAWK_COPY_SLOTS as a whole number >= 1 (0 when unset or empty: PAIR_SLOTS): read when a specialisation
+    is made (make_spec), so it lands in the Spec and so in every cache key of what is compiled for it."""
+    text = os.environ.get(COPY_SLOTS_ENV, "").strip()
+    if not text:
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"${COPY_SLOTS_ENV} must be a whole number of slots >= 1, got {text!r}")
+    return value
+
+
+def private_sink_slots(slots: int, policy: str, stored: bool, added: bool, limit: int = PAIR_SLOTS) -> int:
+    """Slots of each chunk's private copy of a sink that is not ordered (0: none): a sink only added into (plain
+    or compensated), only stored into (with marks), or both stored and plain-added into (marks; the finish
+    replaces a slot a chunk stored, else adds the chunk's copy), up to `limit` (PAIR_SLOTS) slots."""
     if policy == "ordered" or not (stored or added) or (stored and added and policy != "plain"):
         return 0
-    return slots if slots <= PAIR_SLOTS else 0
+    return slots if slots <= limit else 0
+
+
+def wants_slot_ranges(lay: Layout, reads_outputs: bool = False) -> bool:
+    """Whether a stage runs in slot ranges on the host (issues 10 and 11: no single-thread cliff for sinks of
+    any size): its effects are scatters into sinks and per-lane outputs it never reads (`reads_outputs`: the
+    body reads some output plane; no reductions, scans, cells or stores by key), and some sink would make it run
+    as one chunk (too large for copies). Each of the launch's P chunks then runs every lane and applies only the
+    scatters whose slot falls in its own range of each sink (slot_range), and chunk 0 alone writes the per-lane
+    outputs: every slot sees its terms, stores and adds in lane order from one chunk, so the results have the
+    bits of one chunk, under every policy, at every P. Its sinks keep no copies (analysis drops those a smaller
+    sink would have had), so it needs no memory beyond the sinks. The cost: every chunk reads every lane's inputs
+    (P times the streaming), for 1/P of the random slot accesses that dominate a scatter into a sink this large."""
+    if not lay.sinks or lay.reductions or lay.blocks or lay.keyed or lay.cells_out or has_scan(lay):
+        return False
+    if lay.outputs and (reads_outputs or any(mode != "lane" for mode in lay.outputs.values())):
+        return False
+    return lay.parallel_span() is None
+
+
+def slot_range(slots: int, part: int, parts: int) -> tuple[int, int]:
+    """Slots [lo, hi) of a sink that chunk `part` of `parts` applies in the slot-range form (the lowering's
+    hawk/passes/lower/slot_ranges.py computes the same bounds): contiguous, covering every slot once."""
+    return part * slots // parts, (part + 1) * slots // parts
 
 
 def has_ordered(lay: Layout) -> bool:
@@ -356,7 +405,7 @@ def make_spec(sig: Signature, float_dtype: str, index_dtypes: dict[str, str], au
     floats = tuple((p.name, given[p.name]) for p in sig.planes
                    if p.kind == "output" and not p.integer and given.get(p.name, float_dtype) != float_dtype)
     return Spec(float_dtype, tuple((p.name, index_dtypes.get(p.name, "int32" if p.kind == "index" else "int64"))
-                                   for p in sig.planes if p.integer_plane), auto_sum, floats)
+                                   for p in sig.planes if p.integer_plane), auto_sum, floats, copy_slots_setting())
 
 
 def layout_to_json(lay: Layout) -> dict:

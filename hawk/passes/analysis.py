@@ -7,7 +7,16 @@ from __future__ import annotations
 
 from mlir import ir
 
-from hawk.abi.layout import PAIR_SLOTS, PRIVATE_SLOTS, Buffer, Layout, Reduction, private_sink_slots, sum_policy
+from hawk.abi.layout import (
+    PAIR_SLOTS,
+    PRIVATE_SLOTS,
+    Buffer,
+    Layout,
+    Reduction,
+    private_sink_slots,
+    sum_policy,
+    wants_slot_ranges,
+)
 from hawk.abi.signature import Signature
 from hawk.errors import KernelError
 from hawk.ir.access import (
@@ -36,8 +45,10 @@ def payload_of(t: ir.Type) -> tuple[int, ...]:
 
 
 def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: str,
-            itypes: dict[str, str], owns: set[str] | None = None, cells_out: tuple[str, ...] = ()) -> Layout:
-    """Read reductions, sinks and keys off the hawk func and fix the buffer order.
+            itypes: dict[str, str], owns: set[str] | None = None, cells_out: tuple[str, ...] = (),
+            copy_slots: int = PAIR_SLOTS) -> Layout:
+    """Read reductions, sinks and keys off the hawk func and fix the buffer order (`copy_slots`: the largest
+    sink with private copies, Spec.copy_slots).
 
     For one stage of a split kernel, `owns` names the outputs and sinks this stage hands back (those it writes;
     the last stage also takes those no stage writes); it also reads (role 'cut') and writes internal cells.
@@ -177,14 +188,14 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
                 # an exact accumulator per slot that every chunk shares (integer atomic adds), and per chunk a
                 # (high, low) pair per slot (hawk.abi.layout.PAIR_SLOTS); a sink also stored into runs as one chunk
                 bufs.append(Buffer(p.name, "exact", "i64"))
-                if p.name in sinks and p.name not in stored and slots <= PAIR_SLOTS:
+                if p.name in sinks and p.name not in stored and slots <= copy_slots:
                     lay.private[p.name] = slots
                     bufs.append(Buffer(p.name, "pairs", "f"))
                 continue
             if sink_policy.get(p.name, "plain") != "plain":
                 bufs.append(Buffer(p.name, "comp", _comp_dtype(sink_policy[p.name])))
             if p.name in sinks and private_sink_slots(slots, sink_policy[p.name], p.name in stored,
-                                                      p.name in added):  # (hawk/abi/layout.py)
+                                                      p.name in added, copy_slots):  # (hawk/abi/layout.py)
                 # each chunk of lanes adds into its own copy; the finish adds the
                 # copies in order. A sink only stored into: each chunk stores into its own copy and marks the slots
                 # it stored; the finish takes each slot from the last chunk that marked it (the last lane wins)
@@ -192,9 +203,29 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
                 bufs.append(Buffer(p.name, "priv", _comp_dtype(sink_policy[p.name])))
                 if p.name in stored:
                     bufs.append(Buffer(p.name, "mark", "i64"))
+    if wants_slot_ranges(lay, _reads_outputs(module, set(lay.outputs))):  # how many slot ranges a host launch
+        # splits each sink into (hawk/abi/layout.py);
+        # its sinks keep no copies (each chunk applies its own slots of every sink in place)
+        lay.private = {n: v for n, v in lay.private.items() if n not in sinks}
+        bufs[:] = [b for b in bufs if not (b.name in sinks and b.role in ("priv", "mark", "pairs"))]
+        bufs.append(Buffer("#parts", "parts", "i64"))
     bufs += [Buffer("#scratch", "scratch", "f64"), Buffer("#exact", "exact", "i64"), Buffer("#meta", "meta", "i64"),
              Buffer("#err", "err", "i64")]
     return lay
+
+
+def _reads_outputs(module: ir.Module, names: set[str]) -> bool:
+    """Whether the body reads one of these output planes (its own lane or another's)."""
+    found = [False]
+
+    def visit(op):
+        if (is_hawk(op, "load") or is_hawk(op, "at")) and plane_name(op) in names:
+            found[0] = True
+        return ir.WalkResult.ADVANCE
+
+    if names:
+        module.operation.walk(visit)
+    return found[0]
 
 
 def _private_cell_slots(r: Reduction, sig: Signature) -> int:

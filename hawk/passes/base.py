@@ -1,5 +1,6 @@
 """Passes as units: a `ModulePass` is a named class whose dataclass fields are its typed options, kept in one
-registry and composed by a textual pipeline such as `verify-hawk,lower-gpu-lanes{subgroup=32 atomics=true}`.
+registry and composed by a textual pipeline such as `verify-hawk,lower-gpu-lanes{subgroup=32 atomics=true}`;
+a `PassGroup` runs several passes under one name.
 
 `parse_pipeline` turns that text into pass objects and `pipeline_text` prints them back the same way (every
 option, in field order), so a pipeline is a value that can be logged, cached and handed to `hawk-opt`.
@@ -80,6 +81,20 @@ def register(cls: type[ModulePass]) -> type[ModulePass]:
     return cls
 
 
+class PassGroup(ModulePass):
+    """A pass that runs other passes in order under one name (`lower-host-lanes` is build-finish, then
+    lower-chunk-loop), the IR verified after each; its options are handed to the passes it runs."""
+
+    def passes(self) -> list[ModulePass]:
+        raise NotImplementedError
+
+    def apply(self, module: ir.Module) -> None:
+        for p in self.passes():
+            p.apply(module)
+            if not module.operation.verify():  # (raises with the reason)
+                raise RuntimeError(f"internal error: pass {p.name} (in {self.name}) left invalid IR")
+
+
 class UpstreamPass(ModulePass):
     """A pass made of upstream MLIR passes, run through MLIR's own pass manager."""
 
@@ -94,7 +109,7 @@ _ITEM = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(?:\{([^{}]*)\})?\s*(?:,|$)")
 
 def parse_pipeline(text: str) -> list[ModulePass]:
     """Pass objects from `a,b{opt=v other=w},c`; raises PassError naming what is wrong."""
-    from hawk.passes import plan, units  # noqa: F401  (importing them registers their passes)
+    from hawk.passes import lower_units, plan, units  # noqa: F401  (importing them registers their passes)
 
     out: list[ModulePass] = []
     pos, text = 0, text.strip()

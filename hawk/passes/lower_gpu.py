@@ -1,7 +1,8 @@
-"""lower-gpu-lanes, chunk form: the host's chunk loops as a GPU kernel, one chunk of lanes per thread.
+"""map-lanes-gpu: the kernel func as a gpu.module kernel in the form the gpu-form pass wrote (`hawk.gpu_form`);
+here the chunk form, the host's chunk loops as a GPU kernel, one chunk of lanes per thread.
 
 For the stages `hawk.abi.layout.gpu_form` gives "chunks" (scatters, reductions keeping different axes, every stage
-with an ordered sum); the others take the tree forms of lower_gpu_tree.py.
+with an ordered sum); "tree" and "slots" take the tree forms of lower_gpu_tree.py, "blocks" block.py's.
 
 Every thread runs exactly the code a host chunk runs (the same loop shapes, hawk/passes/lower/chunk_loops.py,
 and the same rules, with the "gpu" variant where one is registered), on lanes [chunk * C, chunk * C + C) with
@@ -9,7 +10,8 @@ chunk = its global id; it writes its partials where a host chunk would. It depos
 over every lane into its own exact accumulators (#exact), and every term of an ordered sink or kept cell into
 the slot's one accumulator that all threads share, with 64-bit integer atomics (hawk/exact.py; no two-float
 pairs as host chunks keep them: `exact_pairs=False`). The finish stays a host function: the runtime copies
-partials back and finishes on the host, so the chunk-order combines, the companions and the rounding of the
+partials back and finishes on the host (`@<k>_finish`, made by build-finish{target=gpu} before this pass runs;
+the gpu.module goes before it), so the chunk-order combines, the companions and the rounding of the
 exact accumulators are the very same code as on the host, and ordered results are bitwise equal to the host's
 (an exact sum does not depend on how the lanes were split).
 
@@ -24,15 +26,15 @@ time grows about linearly with the payload; per component otherwise. The finish 
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import func, gpu, scf
+from mlir.dialects import gpu, scf
 
 import hawk.passes.lower  # noqa: F401  (registers the rules)
 from hawk.abi.layout import gpu_form
 from hawk.ir.access import kernel_func
 from hawk.ir.build import create
 from hawk.passes.gpu_wide import WideBuffers
-from hawk.passes.lower import chunk_loops, finish, folds
-from hawk.passes.lower.context import Lowering
+from hawk.passes.lower import chunk_loops, folds
+from hawk.passes.lower.context import Lowering, lanes_point
 
 GPU_MODULE_SUFFIX = "_gpu"
 
@@ -61,15 +63,6 @@ def gpu_return(cx: Lowering, kernel) -> None:
         WideBuffers(cx.local_buffer).run(kernel)
 
 
-def gpu_finish(cx: Lowering, fin) -> None:
-    """The finish runs on the host whatever the device variant: wide sums always take the host's component
-    loops there. Their #scratch layout is that of per-component state, so one finish serves every variant of a
-    stage (Kernel.gpu_finish) and the host's bits are kept."""
-    for acc in cx.full:
-        acc.wide = cx.e.wide(acc.r.payload)
-    finish.build_finish(cx, fin)
-
-
 def read_thread_meta(cx: Lowering) -> None:
     """Extents, strides and L as on the host; lo, hi and chunk from the thread's global id."""
     e = cx.e
@@ -94,9 +87,8 @@ def lower_gpu_chunks(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str
     cx = gpu_context(module, layout, ftype, itypes, atomics, wide)
     kfunc = kernel_func(module)
     folds.collect_folds(cx, kfunc)
-    with ir.InsertionPoint(module.body), kfunc.location:
+    with lanes_point(module, layout.name), kfunc.location:
         lanes = gpu_lanes_func(cx)
-        fin = func.FuncOp(f"{layout.name}_finish", (cx.arg_types(), []))
     entry = lanes.add_entry_block()
     cx.bufs = cx.args(lanes)
     cx.entry, cx.temps = entry, {}
@@ -107,19 +99,39 @@ def lower_gpu_chunks(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str
             chunk_loops.lanes_body(cx, kfunc.regions[0].blocks[0])
             scf.YieldOp([])
         gpu_return(cx, lanes)
-    gpu_finish(cx, fin)
     kfunc.operation.erase()
     folds.drop_combiners(cx)
 
 
-def lower_gpu(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Type], subgroup: int = 0,
+FORM = "hawk.gpu_form"  # the kernel func's attribute written by gpu-form: one of FORMS
+FORMS = ("tree", "slots", "chunks", "blocks")
+
+
+def write_form(func, layout, ftype: ir.Type) -> str:
+    """gpu-form: record on the kernel func the form `gpu_form` picks for its Layout (the runtime asks it too)."""
+    form = gpu_form(layout, 8 if isinstance(ftype, ir.F64Type) else 4)
+    func.operation.attributes[FORM] = ir.StringAttr.get(form)
+    return form
+
+
+def read_form(func, what: str) -> str:
+    attrs = func.operation.attributes
+    if FORM not in attrs:
+        name = ir.StringAttr(attrs["sym_name"]).value
+        raise ValueError(f"{what}: kernel func '{name}' has no {FORM} attribute: run gpu-form first")
+    form = ir.StringAttr(attrs[FORM]).value
+    if form not in FORMS:
+        raise ValueError(f"{what}: {FORM} = {form!r} is not a GPU form; write one of {', '.join(FORMS)}")
+    return form
+
+
+def lower_gpu(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Type], form: str, subgroup: int = 0,
               atomics: bool = False, wide: bool | str = False) -> None:
-    """The form `gpu_form` picks (the runtime asks it too): "tree" and "slots" in lower_gpu_tree, else chunks.
+    """The kernel func in `form`: "tree" and "slots" in lower_gpu_tree, "blocks" in block.py, else chunks.
     `wide`: wide payloads through component loops (per-thread buffers) rather than one op per component: True
     in every form, "tree" in the tree form only (spirv: a thread there runs few lanes), False nowhere."""
     from hawk.passes.lower_gpu_tree import TreeLowering
 
-    form = gpu_form(layout, 8 if isinstance(ftype, ir.F64Type) else 4)
     if form == "blocks":  # block reductions in workgroups (hawk/passes/lower/block.py)
         from hawk.passes.lower.block import lower_gpu_blocks
 

@@ -1,4 +1,4 @@
-"""lower-gpu-lanes, tree form: workgroups take spans of lanes, threads take every WORKGROUP-th lane of their
+"""map-lanes-gpu, tree form: workgroups take spans of lanes, threads take every WORKGROUP-th lane of their
 group's span, and the group's partials meet in a tree in workgroup (shared) memory.
 
 Used for the "tree" and "slots" forms of `hawk.abi.layout.gpu_form` (stages without scatters and without
@@ -26,7 +26,7 @@ the one subgroup size of the target environment, and a Vulkan device's size is k
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import func, scf
+from mlir.dialects import scf
 
 import hawk.passes.lower  # noqa: F401  (registers the rules)
 from hawk.abi.layout import WORKGROUP, kept_run
@@ -35,7 +35,8 @@ from hawk.ir.build import create
 from hawk.passes.host_emit import _EQ
 from hawk.passes.lower import folds, state
 from hawk.passes.lower.chunk_loops import lane_guard, lower_body
-from hawk.passes.lower_gpu import gpu_context, gpu_finish, gpu_lanes_func, gpu_return
+from hawk.passes.lower.context import lanes_point
+from hawk.passes.lower_gpu import gpu_context, gpu_lanes_func, gpu_return
 
 _ULT = 6
 
@@ -63,11 +64,9 @@ class TreeLowering:
         cx = self.cx
         kfunc = kernel_func(cx.module)
         folds.collect_folds(cx, kfunc)
-        with ir.InsertionPoint(cx.module.body), kfunc.location:
+        with lanes_point(cx.module, self.lay.name), kfunc.location:
             lanes = self.lanes_func()
-            fin = func.FuncOp(f"{self.lay.name}_finish", (cx.arg_types(), []))
         self.build_lanes(lanes, kfunc)
-        gpu_finish(cx, fin)
         kfunc.operation.erase()
         folds.drop_combiners(cx)
 

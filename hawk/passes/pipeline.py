@@ -2,8 +2,9 @@
 the IR after each, and lets every intermediate be seen.
 
 `Pipeline.run(module, dump=)` hands (pass name, IR text) to the callback after each pass, which is how
-`Kernel.mlir(after=...)` and the IR tests see every stage; `$HAWK_DUMP_DIR` gets one file per pass. The
-default pipeline of each target is here too (`target_pipeline`): what `hawk-opt --target` and the compiler run.
+`Kernel.mlir(after=...)` and the IR tests see every stage; `$HAWK_DUMP_DIR` gets one file per pass (a pass
+group, such as lower-host-lanes, is one pass there). The default pipeline of each target is here too
+(`target_pipeline`, and `expanded` with its groups written out): what `hawk-opt --target` and the compiler run.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from pathlib import Path
 
 from mlir import ir
 
+from hawk.passes import lower_units as _lower_units  # noqa: F401  (registers the lowering's passes)
 from hawk.passes import plan as _plan  # noqa: F401  (registers plan-buffers)
 from hawk.passes import units as _units  # noqa: F401  (registers the passes)
-from hawk.passes.base import PASSES, ModulePass, PassError, kernel_funcs, parse_pipeline, pipeline_text
+from hawk.passes.base import PASSES, ModulePass, PassError, PassGroup, kernel_funcs, parse_pipeline, pipeline_text
 from hawk.passes.units import LLVM_PIPELINE
 
-__all__ = ["GPU", "HOST", "LLVM_PIPELINE", "PASSES", "TARGETS", "PassError", "Pipeline", "gpu_pipeline",
+__all__ = ["GPU", "HOST", "LLVM_PIPELINE", "PASSES", "TARGETS", "PassError", "Pipeline", "expanded", "gpu_pipeline",
            "target_pipeline"]
 
 HOST = ("verify-hawk", "plan-buffers", "lower-host-lanes", "speculate-ifs", "expand-math", "canonicalize",
@@ -91,6 +93,14 @@ def _dump(d: Path, name: str, text: str) -> None:
     except OSError as exc:
         raise ValueError(f"$HAWK_DUMP_DIR={str(d)!r} cannot hold the IR dumps ({exc.strerror or exc}): set it to "
                          "a writable folder, or unset it") from None
+
+
+def expanded(pipeline: str) -> str:
+    """A pipeline with each pass group written out as the passes it runs (`hawk-opt --list-passes`)."""
+    out = []
+    for p in parse_pipeline(pipeline):
+        out += p.passes() if isinstance(p, PassGroup) else [p]
+    return pipeline_text(out)
 
 
 def known_passes() -> dict[str, str]:

@@ -5,8 +5,9 @@ front end builds a kernel's IR, so `Kernel.mlir()` text compiles alone):
   hawk.signature  its planes (kind, payload, axes) and return payload, as Signature.to_json in attribute form
   hawk.outputs    [[name, "lane" | "cell" | "scatter" | "scatter-run"], ...] each output's mode ("scatter":
                   written by key, every key read straight from an Index plane; "scatter-run": some key computed)
-  hawk.spec       {float = f64, index = {i = i32}[, floats = {y = f32}]}: the specialisation's element types
-                  (floats: the per-lane float outputs of another float type, which the stores convert into)
+  hawk.spec       {float = f64, index = {i = i32}[, floats = {y = f32}][, copies = N]}: the specialisation's
+                  element types (floats: the per-lane float outputs of another float type, which the stores
+                  convert into; copies: Spec.copy_slots, the largest sink with private copies, when not the default)
   hawk.stage      {cells_in, cells_out, owns}: one stage of a split kernel (written by split-stages)
 `plan-buffers` runs hawk/passes/analysis.py on that and writes the result as `hawk.layout` on the func, a
 dictionary whose ordered maps are arrays of [key, value] pairs and whose buffers read "name:role:dtype". The
@@ -20,7 +21,7 @@ import dataclasses
 
 from mlir import ir
 
-from hawk.abi.layout import Layout, Spec, layout_from_json, layout_to_json
+from hawk.abi.layout import PAIR_SLOTS, Layout, Spec, layout_from_json, layout_to_json
 from hawk.abi.signature import Signature
 from hawk.passes.analysis import analyse
 from hawk.passes.base import ModulePass, kernel_funcs, register
@@ -135,7 +136,8 @@ def annotate(module: ir.Module, sig: Signature, outputs: dict[str, str], spec: S
     attrs["hawk.spec"] = ir.DictAttr.get({
         "float": ir.TypeAttr.get(ftype),
         "index": ir.DictAttr.get({n: ir.TypeAttr.get(t) for n, t in itypes.items() if n not in floats}),
-        **({"floats": ir.DictAttr.get({n: ir.TypeAttr.get(itypes[n]) for n in sorted(floats)})} if floats else {})})
+        **({"floats": ir.DictAttr.get({n: ir.TypeAttr.get(itypes[n]) for n in sorted(floats)})} if floats else {}),
+        **({"copies": to_attr(spec.copy_slots)} if spec.copy_slots else {})})
     if stage is not None:
         set_stage(func, *stage)
 
@@ -161,6 +163,13 @@ def types_of(func) -> tuple[ir.Type, dict[str, ir.Type]]:
     return ir.TypeAttr(spec["float"]).value, {n.name: ir.TypeAttr(n.attr).value for n in own}
 
 
+def copy_slots_of(func) -> int:
+    """The largest sink with private copies for this func's specialisation (hawk.spec's `copies`; PAIR_SLOTS
+    when absent)."""
+    spec = ir.DictAttr(_get(func, "hawk.spec", "the float and index types"))
+    return int(ir.IntegerAttr(spec["copies"]).value) if "copies" in spec else PAIR_SLOTS
+
+
 def stage_of(func) -> dict | None:
     attrs = func.operation.attributes
     return from_attr(attrs["hawk.stage"]) if "hawk.stage" in attrs else None
@@ -173,7 +182,8 @@ def plan(func) -> Layout:
              "f64" if isinstance(t, ir.F64Type) else "f32" for n, t in itypes.items()}
     st = stage_of(func)
     return analyse(func, signature_of(func), outputs_of(func), ir.StringAttr(func.attributes["sym_name"]).value,
-                   short, None if st is None else set(st["owns"]), tuple(st["cells_out"]) if st else ())
+                   short, None if st is None else set(st["owns"]), tuple(st["cells_out"]) if st else (),
+                   copy_slots=copy_slots_of(func))
 
 
 @register

@@ -1,8 +1,8 @@
 """The registered passes: each a small class with its name, a one-line summary and typed options.
 
-The work itself lives in the modules named by each pass (verify.py, stages.py, plan.py, lower_host.py, ...);
-a pass class reads what it needs from the IR (the kernel func's facts and `hawk.layout`, see plan.py) and its
-options, never from Python objects handed beside the module.
+The work itself lives in the modules named by each pass (verify.py, stages.py, plan.py, ...; the lowering's
+passes are in lower_units.py); a pass class reads what it needs from the IR (the kernel func's facts and
+`hawk.layout`, see plan.py) and its options, never from Python objects handed beside the module.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from mlir import ir
 
 from hawk.passes.analysis import written_names
 from hawk.passes.base import ModulePass, UpstreamPass, kernel_funcs, register
-from hawk.passes.plan import outputs_of, set_stage, signature_of, take_layout, types_of
+from hawk.passes.plan import outputs_of, set_stage, signature_of
 from hawk.passes.speculate import speculate_ifs
 from hawk.passes.verify import verify_hawk
 
@@ -68,42 +68,6 @@ class SplitStages(ModulePass):
                     set_stage(stage_func, p.cells_in, p.cells_out, owns)
                     ir.InsertionPoint.current.insert(stage_func.operation.detach_from_parent())
             func.operation.erase()
-
-
-@register
-@dataclasses.dataclass
-class LowerHostLanes(ModulePass):
-    name = "lower-host-lanes"
-    summary = ("hawk ops -> a chunked lane loop and a finish function (scf, memref, arith, vector); reads the "
-               "kernel's hawk.layout and moves it onto the module")
-
-    def apply(self, module: ir.Module) -> None:
-        from hawk.passes.lower_host import lower_host
-
-        func, layout = take_layout(module, self.name)
-        ftype, itypes = types_of(func)
-        lower_host(module, layout, ftype, itypes)
-
-
-@register
-@dataclasses.dataclass
-class LowerGpuLanes(ModulePass):
-    name = "lower-gpu-lanes"
-    summary = ("hawk ops -> a gpu.module kernel (tree, slots or chunk form, hawk.abi.layout.gpu_form) and a host "
-               "finish function")
-    choices = {"wide": ("false", "true", "tree")}
-
-    subgroup: int = 0  # threads that shuffle registers (a warp, a wavefront); 0: shared memory only
-    atomics: bool = False  # float atomic adds into global memory (plain scatters into large sinks)
-    wide: str = "false"  # wide payloads through component loops: true, tree (that form only), false
-
-    def apply(self, module: ir.Module) -> None:
-        from hawk.passes.lower_gpu import lower_gpu
-
-        func, layout = take_layout(module, self.name)
-        ftype, itypes = types_of(func)
-        wide = {"true": True, "false": False}.get(self.wide, self.wide)
-        lower_gpu(module, layout, ftype, itypes, self.subgroup, self.atomics, wide)
 
 
 @register

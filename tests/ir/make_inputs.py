@@ -113,6 +113,11 @@ INPUTS = {
     "split_block": Input(opt_softmax, "verify-hawk"),
     "host_block": Input(opt_softmax, "verify-hawk,split-stages"),
     "gpu_blocks": Input(opt_softmax, "verify-hawk,split-stages,plan-buffers"),
+    "gpu_form": Input(opt_rows, PLANNED),
+    "build_finish": Input(opt_mean, PLANNED),
+    "build_finish_gpu": Input(opt_hist, PLANNED),
+    "lower_chunk_loop": Input(opt_total, PLANNED + ",build-finish"),
+    "map_lanes_gpu": Input(opt_compensated, PLANNED + ",gpu-form,build-finish{target=gpu}"),
 }
 
 

@@ -1,9 +1,18 @@
 """IR tests for the passes added after the first lowering: speculate-ifs, the lane-loop drivers chosen by
-lower-host-lanes, and lower-gpu-lanes."""
+lower-host-lanes, lower-gpu-lanes, and the lowering's passes run one by one (gpu-form, build-finish,
+lower-chunk-loop, map-lanes-gpu)."""
+
+import re
+from pathlib import Path
+
+import pytest
+from mlir import ir
 
 import hawk
 import hawk.math as m
 from hawk import Grid, Mutable, Scalar
+from hawk.ir import new_context
+from hawk.passes.base import kernel_funcs
 
 # ------------------------------------------------------------------ speculate-ifs
 
@@ -248,3 +257,80 @@ INTERIOR = """
 
 def test_neighbour_reads_skip_their_clamps_in_the_interior(filecheck):
     filecheck(ir_m_stencil.mlir(after="lower-host-lanes"), INTERIOR)
+
+
+# ------------------------------------------------------------------ the lowering as passes (lower_units.py)
+
+IR_DIR = Path(__file__).parent
+GROUPS = [  # (input file, a group, the passes it runs)
+    ("host_finish", "lower-host-lanes", "build-finish{target=host},lower-chunk-loop"),
+    ("host_sink_private", "lower-host-lanes", "build-finish,lower-chunk-loop"),
+    ("host_scan", "plan-buffers,lower-host-lanes", "plan-buffers,build-finish,lower-chunk-loop"),
+    ("gpu_tree", "lower-gpu-lanes{subgroup=32}", "gpu-form,build-finish{target=gpu},map-lanes-gpu{subgroup=32}"),
+    ("gpu_chunks", "lower-gpu-lanes{atomics=true wide=true}",
+     "gpu-form,build-finish{target=gpu},map-lanes-gpu{atomics=true wide=true}"),
+    ("gpu_blocks", "lower-gpu-lanes", "gpu-form,build-finish{target=gpu},map-lanes-gpu"),
+]
+
+
+def _ir_input(name: str) -> str:
+    return (IR_DIR / f"{name}.mlir").read_text()
+
+
+@pytest.mark.parametrize("name, group, passes", GROUPS, ids=[g[0] for g in GROUPS])
+def test_a_lowering_group_is_its_passes_run_one_by_one(name, group, passes):
+    from hawk.opt import run
+
+    text = _ir_input(name)
+    whole = run(text, passes=group)
+    assert not re.search(r'"hawk\.\w+"\(', whole) and "hawk.kernel" not in whole  # no hawk op, no kernel func
+    assert run(text, passes=passes) == whole
+    one_by_one = text
+    for p in passes.split(","):  # each pass's output is a module the next one reads as text
+        one_by_one = run(one_by_one, passes=p)
+    assert one_by_one == whole
+
+
+def test_build_finish_depends_on_the_layout_alone():
+    # the finish build-finish makes is the one the lowered module ends with: the lanes' lowering leaves it as
+    # it was, and (GPU) no option of the mapping changes it
+    from hawk.opt import run
+
+    def finish_of(text: str) -> str:
+        return text[text.index("func.func @opt_hist_finish("):]
+
+    text = _ir_input("gpu_chunks")
+    built = finish_of(run(text, passes="build-finish{target=gpu}"))
+    for opts in ("", "{subgroup=32 atomics=true wide=true}", "{subgroup=64 wide=tree}"):
+        assert finish_of(run(text, passes=f"lower-gpu-lanes{opts}")) == built
+    host = finish_of(run(text, passes="build-finish"))
+    assert finish_of(run(text, passes="lower-host-lanes")) == host
+
+
+@pytest.mark.parametrize("name, form", [("gpu_tree", "tree"), ("gpu_slots", "slots"), ("gpu_chunks", "chunks"),
+                                        ("gpu_blocks", "blocks"), ("host_reduce_ordered", "chunks")])
+def test_gpu_form_writes_the_form_the_layout_takes(name, form):
+    from hawk.abi.layout import gpu_form
+    from hawk.opt import run
+    from hawk.passes.plan import layout_of_attr
+
+    out = run(_ir_input(name), passes="gpu-form")
+    assert re.findall(r'hawk\.gpu_form = "(\w+)"', out) == [form]
+    with new_context():  # the same answer the runtime gets from the layout
+        module = ir.Module.parse(out)
+        (func,) = kernel_funcs(module)
+        assert gpu_form(layout_of_attr(func.attributes["hawk.layout"]), 8) == form
+
+
+def test_map_lanes_gpu_reads_the_form_from_the_ir():
+    from hawk.opt import run
+
+    text = _ir_input("gpu_tree")
+    with pytest.raises(ValueError, match="has no hawk.gpu_form attribute: run gpu-form first"):
+        run(text, passes="map-lanes-gpu")
+    forced = run(text, passes="gpu-form").replace('hawk.gpu_form = "tree"', 'hawk.gpu_form = "chunks"')
+    assert 'hawk.gpu_form = "chunks"' in forced
+    chunks = run(forced, passes="build-finish{target=gpu},map-lanes-gpu")  # a tree stage in the chunk form
+    assert "gpu.block_dim" in chunks and "workgroup(" not in chunks
+    with pytest.raises(ValueError, match="'rows' is not a GPU form; write one of tree, slots, chunks, blocks"):
+        run(forced.replace('"chunks"', '"rows"'), passes="map-lanes-gpu")

@@ -37,7 +37,7 @@ SINK_POLICIES = ("plain", "compensated", "ordered")
 # The buffer roles eagle.launch.Launcher allocates; a role it does not know is refused before anything runs.
 BUFFER_ROLES = ("in", "index", "param", "table", "cut", "out", "cell", "count", "sink", "comp", "priv", "mark",
                 "scratch", "exact", "pairs", "fold", "meta", "err", "len", "scan", "scanoff",
-                "rscan")
+                "rscan", "parts")
 BUFFER_DTYPES = ("f", "f64", "i32", "i64")
 _ROLE_KIND = {"in": "lane", "index": "index", "param": "param", "table": "table", "sink": "sink"}
 
@@ -333,7 +333,7 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
         if role in ("priv", "mark", "pairs") and (bname not in lay["private"] or bname not in roles.get("sink", [])
                                                    and (role == "mark" or bname not in cells)):
             raise refuse(where, f"is a private copy of '{bname}', which is not a sink or cell with private slots")
-        if role in ("meta", "err", "scratch") and bname != f"#{role}":
+        if role in ("meta", "err", "scratch", "parts") and bname != f"#{role}":
             raise refuse(where, f"must be named '#{role}'")
         if role == "exact" and bname != "#exact" and bname not in roles.get("sink", []) + roles.get("cell", []):
             raise refuse(where, f"holds exact accumulators of '{bname}', which has no sink or cell buffer before it")

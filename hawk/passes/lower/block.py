@@ -349,21 +349,19 @@ def lower_gpu_blocks(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str
     every thread reads its slot's total; then each thread runs the body for its lanes with the totals in
     registers. Max and min give the host's bits (they are exact); sums and means stay within their policy's
     bound (a tree of T partial folds)."""
-    from mlir.dialects import func
-
     from hawk.abi.layout import WORKGROUP, block_round
     from hawk.ir.access import kernel_func
     from hawk.ir.build import create
     from hawk.passes.lower import chunk_loops, state
-    from hawk.passes.lower_gpu import gpu_context, gpu_finish, gpu_lanes_func, gpu_return
+    from hawk.passes.lower.context import lanes_point
+    from hawk.passes.lower_gpu import gpu_context, gpu_lanes_func, gpu_return
 
     cx = gpu_context(module, layout, ftype, itypes, wide=wide)
     e = cx.e
     kfunc = kernel_func(module)
     body = kfunc.regions[0].blocks[0]
-    with ir.InsertionPoint(module.body), kfunc.location:
+    with lanes_point(module, layout.name), kfunc.location:  # (before the finish build-finish made)
         lanes = gpu_lanes_func(cx)
-        fin = func.FuncOp(f"{layout.name}_finish", (cx.arg_types(), []))
     with kfunc.location:
         blocks = cx.blocks = plan_blocks(cx, body)
     space = ir.Attribute.parse("#gpu.address_space<workgroup>")
@@ -415,7 +413,6 @@ def lower_gpu_blocks(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str
             scf.YieldOp([])
         cx.block_regs = None
         gpu_return(cx, lanes)
-    gpu_finish(cx, fin)
     kfunc.operation.erase()
 
 

@@ -19,6 +19,8 @@ from mlir import ir
 from mlir.dialects import memref, scf
 
 from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
+from hawk.ir.access import scatter_mode, sink_name, stored_value
+from hawk.ir.dialect import is_hawk
 from hawk.passes.host_emit import size
 from hawk.passes.lower import block, grid, ordered_chains, reduce_full, scan, sorted_runs, split_scatters, state, wide
 from hawk.passes.lower.context import Lowering, clone_body, rewrite, rewrite_ops
@@ -28,6 +30,7 @@ from hawk.passes.speculate import NO_SPECULATE
 
 def lanes_body(cx: Lowering, body: ir.Block) -> None:
     e = cx.e
+    cx.count_sinks = count_sinks(cx, body)
     chunk0, chain0 = state.plan_state(cx, body)
     cx.pair_w = ordered_chains.pair_width(cx)
     chain0 = ordered_chains.widen_chain0(cx, chain0)
@@ -52,6 +55,34 @@ def lanes_body(cx: Lowering, body: ir.Block) -> None:
     wide.wide_chunk_partials(cx, scratch, base)
     for run in cx.runs:
         sorted_runs.flush_run(cx, run, final[run.slot:run.slot + run.width])
+
+
+COUNT_LIMIT = 2.0 ** 20  # the largest whole-number increment count_sinks takes (analysis._exact_count's)
+
+
+def count_sinks(cx: Lowering, body: ir.Block) -> frozenset[str]:
+    """Compensated sinks whose every add in this stage is a whole-number float constant of at most COUNT_LIMIT (a
+    histogram's `+= 1.0` in float32, whose "auto" is compensated; float64 counts are plain already): the
+    companion's sum of a chunk then stays a whole number below 2**53, so every Neumaier step adds exactly and
+    keeps a zero correction: scatters.comp_add adds plainly into the sum (the same bits), and the two-pass form
+    of split_scatters takes such a sink as it takes a plain one (its keys in a vectorized loop)."""
+    found: dict[str, bool] = {}
+
+    def visit(op):
+        if is_hawk(op, "scatter") and scatter_mode(op) == "add":
+            v = stored_value(op)
+            owner = None if isinstance(v.owner, ir.Block) else v.owner
+            whole = owner is not None and owner.name == "arith.constant" and \
+                isinstance(v.type, (ir.F32Type, ir.F64Type))
+            if whole:
+                x = ir.FloatAttr(owner.attributes["value"]).value
+                whole = float(x).is_integer() and abs(x) <= COUNT_LIMIT
+            found[sink_name(op)] = found.get(sink_name(op), True) and whole
+        return ir.WalkResult.ADVANCE
+
+    for op in body.operations:
+        op.operation.walk(visit)
+    return frozenset(n for n, ok in found.items() if ok and cx.lay.sink_policy.get(n) == "compensated")
 
 
 def drive(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.Value]) -> list[ir.Value]:

@@ -1,11 +1,12 @@
 """The state of one lowering and the table of per-op rules.
 
-A lowering (hawk/passes/lower_host.py, lower_gpu.py, lower_gpu_tree.py) is a driver: it makes a `Lowering`
-context, builds the functions and loops of its form, and lowers each hawk op by the rule registered for the op
-and its target. Rules are plain functions `rule(cx, op) -> value | None` in the modules of this package, one
-module per responsibility; a target registers its own variant only where its code really differs (a "gpu"
-rule), else the shared one ("any") serves. Steps that several rules share and that differ per target (adding
-into a sink's slot) are registered the same way under a step name and called with `cx.apply(name, ...)`.
+A lowering (hawk/passes/lower_host.py, lower_gpu.py, lower_gpu_tree.py; the finish: finish.py) is a driver: it
+makes a `Lowering` context, builds the functions and loops of its form, and lowers each hawk op by the rule
+registered for the op and its target. Rules are plain functions `rule(cx, op) -> value | None` in the modules of
+this package, one module per responsibility; a target registers its own variant only where its code really
+differs (a "gpu" rule), else the shared one ("any") serves. Steps that several rules share and that differ per
+target (adding into a sink's slot) are registered the same way under a step name and called with
+`cx.apply(name, ...)`.
 """
 
 from __future__ import annotations
@@ -153,9 +154,17 @@ class Lowering:
         return self.wide_ok and self.e.wide(shape)
 
 
+def lanes_point(module: ir.Module, name: str) -> ir.InsertionPoint:
+    """Where a driver puts the stage's lanes function (or gpu.module): before `@<name>_finish` when build-finish
+    has made it (the lanes first, as the runtime's readers and the tests expect), else at the module's end."""
+    for op in module.body.operations:
+        attrs = op.operation.attributes
+        if op.operation.name == "func.func" and ir.StringAttr(attrs["sym_name"]).value == f"{name}_finish":
+            return ir.InsertionPoint(op)
+    return ir.InsertionPoint(module.body)
+
+
 # ---- copying and rewriting the body -------------------------------------------------------------------
-
-
 
 def clone_body(cx: Lowering, body: ir.Block, anchor) -> list:
     """Copy the kernel body's ops before `anchor` (values remapped); the copies' top-level ops."""

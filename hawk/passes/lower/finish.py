@@ -4,20 +4,79 @@ exact accumulators of ordered sums and rounds them once (docs/ordered.md), combi
 in order (stores: the last chunk that stored a slot), folds companions into their slots and divides means by
 their counts.
 
-Built by every driver the same way (a GPU stage's finish runs on the host too); the context gives the emitter,
-the buffers, the meta reading and the reductions' slots (`cx.full`)."""
+Built by the `build-finish` pass (`finish_func`) before a driver lowers the lanes, for every target the same way
+(a GPU stage's finish runs on the host too): all it needs is the stage's Layout (where each reduction's chunk
+partials sit in #scratch: `finish_accs`), the user's combiners and the forms of the stage's scans."""
 
 from __future__ import annotations
 
 from mlir import ir
 from mlir.dialects import func, scf
 
+from hawk.abi.layout import Layout, chunk_slots, sum_policy
+from hawk.ir.access import kernel_func, scan_cell, scan_keys, scan_op, scan_order, scan_reset, scan_reverse, scan_value
+from hawk.ir.dialect import is_hawk
 from hawk.passes import exact_emit
 from hawk.passes.host_emit import _EQ, size
 from hawk.passes.lower import folds, scan, wide
 from hawk.passes.lower.context import Lowering
 
 _NE = 1
+
+
+def finish_func(module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[str, ir.Type],
+                target: str = "host") -> None:
+    """Add `@<k>_finish` to a module that holds the stage's kernel func (hawk ops, its Layout planned), after
+    every op there; the kernel func and the combiners stay for the lanes' lowering. `target` "gpu": every
+    ordered term was deposited into the accumulators (no two-float pairs to add first)."""
+    kfunc = kernel_func(module)
+    cx = Lowering(module, layout, ftype, itypes, target, exact_pairs=target == "host")
+    folds.collect_folds(cx, kfunc)
+    cx.full = finish_accs(cx)
+    cx.scans = scan_forms(kfunc.regions[0].blocks[0])
+    with ir.InsertionPoint(module.body), kfunc.location:
+        fin = func.FuncOp(f"{layout.name}_finish", (cx.arg_types(), []))
+    build_finish(cx, fin)
+
+
+def finish_accs(cx: Lowering) -> list:
+    """Each every-lane reduction as the finish reads it (a state.Acc): its policy, components, where its chunk
+    partials start in #scratch (in layout order, `chunk_slots` each: the places state.plan_state gives them),
+    where an ordered sum's accumulators start in a chunk's #exact words, and whether its payload is wide (the
+    finish takes component loops then, whatever the lanes did)."""
+    from hawk.passes.lower.state import Acc
+
+    e = cx.e
+    out, off, exact_off = [], 0, 0
+    for r in cx.lay.reductions:
+        if r.kept or r.kind == "fold":
+            continue
+        n = size(r.payload)
+        pol = r.kind if r.kind in ("max", "min") else sum_policy(r.policy, False)
+        acc = Acc(r, pol, n, off, -1, pol != "ordered" and e.wide(r.payload))
+        if pol == "ordered":
+            acc.exact_at = exact_off
+            exact_off += n * exact_emit.words_of(e.f)
+        off += chunk_slots(r)
+        out.append(acc)
+    return out
+
+
+def scan_forms(body: ir.Block) -> dict:
+    """Each scan cell whose block totals (or lanes) this stage writes: (operator, value type, form), form
+    "blocks", "lanes" / "lanes+flags" (reverse) or ("keyed", keys, order), in op order (scan.plan_scans)."""
+    out = {}
+    for op in body.operations:
+        if not is_hawk(op, "scan_totals"):
+            continue
+        if scan_keys(op) is not None:
+            form = ("keyed", scan_keys(op), scan_order(op))
+        elif scan_reverse(op):
+            form = "lanes+flags" if scan_reset(op) is not None else "lanes"
+        else:
+            form = "blocks"
+        out[scan_cell(op)] = (scan_op(op), scan_value(op).type, form)
+    return out
 
 
 def build_finish(cx: Lowering, finish) -> None:
@@ -253,16 +312,17 @@ def finish_cell_copies(cx: Lowering, name: str, priv: ir.Value, n: ir.Value) -> 
     parts = [(cell, e.c(0), values)]
     if r.kind == "mean":  # a mean's copies hold its counts after its values
         parts.append((cx.bufs[(name, "count")], values, n))
-    for target, first, last in parts:
-        loop = scf.ForOp(first, last, e.c(1), [])
-        with ir.InsertionPoint(loop.body):
-            i = loop.induction_variable
-            at = e.op("arith.subi", i, first)
-            each = scf.ForOp(e.c(0), copies, e.c(1), [e.load(target, at)])
-            with ir.InsertionPoint(each.body):
+    for target, first, last in parts:  # copy by copy, over every slot (each slot still takes its copies in
+        # order, so the bits are those of slot by slot; the inner loop reads one copy straight: it vectorizes)
+        each = scf.ForOp(e.c(0), copies, e.c(1), [])
+        with ir.InsertionPoint(each.body):
+            loop = scf.ForOp(first, last, e.c(1), [])
+            with ir.InsertionPoint(loop.body):
+                i = loop.induction_variable
+                at = e.op("arith.subi", i, first)
                 part = e.load(priv, e.add_i(e.mul_i(each.induction_variable, n), i))
-                scf.YieldOp([e.combine_kind(r.kind, each.inner_iter_args[0], part)])
-            e.store(each.results[0], target, at)
+                e.store(e.combine_kind(r.kind, e.load(target, at), part), target, at)
+                scf.YieldOp([])
             scf.YieldOp([])
 
 

@@ -17,6 +17,7 @@ from mlir.dialects import memref, scf
 from hawk.ir.access import at_coords, cell_name, coord_axes, lane_axis, plane_name, store_key, stored_value
 from hawk.passes.analysis import payload_of
 from hawk.passes.host_emit import _SGE, _SLT, size
+from hawk.passes.lower import slot_ranges
 from hawk.passes.lower.context import Lowering, rule
 
 _NE, _ULT, _UGE = 1, 6, 9  # arith.cmpi "ne", "ult", "uge"
@@ -172,8 +173,9 @@ def lower_store(cx: Lowering, op) -> None:
         return keyed_store(cx, plane_name(op), buf, v, store_key(op))
     shape = payload_of(v.type)
     n = component_stride(cx, plane_name(op), buf, size(shape)) if shape else None
-    for c, x in components(cx, v, shape):
-        e.store(x, buf, e.add_i(e.mul_i(c, n), cx.lane) if shape else cx.lane)
+    with slot_ranges.first_chunk(cx):  # (a slot-range stage: chunk 0 alone writes the lane outputs)
+        for c, x in components(cx, v, shape):
+            e.store(x, buf, e.add_i(e.mul_i(c, n), cx.lane) if shape else cx.lane)
 
 
 def keyed_store(cx: Lowering, name: str, buf: ir.Value, v: ir.Value, key: ir.Value) -> None:

@@ -14,7 +14,7 @@ from hawk.ir.build import create
 from hawk.passes import exact_emit
 from hawk.passes.analysis import payload_of
 from hawk.passes.host_emit import _EQ, _SGE, _SLT, size
-from hawk.passes.lower import planes, sorted_runs
+from hawk.passes.lower import planes, slot_ranges, sorted_runs
 from hawk.passes.lower.context import Lowering, rule
 
 _OEQ = 1  # arith.cmpf "oeq"
@@ -96,6 +96,9 @@ def comp_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, carry: ir.Value
     else:
         comp = cx.bufs[(name, "comp")]
         half = slots_of(cx, name)
+    if carry is None and name in getattr(cx, "count_sinks", ()):  # whole-number counts: exact, no correction
+        e.store(e.add(e.load(comp, at), x), comp, at)  # (chunk_loops.count_sinks: Neumaier's very bits)
+        return
     at_c = e.add_i(at, half)
     s, c = e.neumaier(e.load(comp, at), e.load(comp, at_c), x)
     e.store(s, comp, at)
@@ -148,16 +151,17 @@ def lower_scatter(cx: Lowering, op) -> None:
     branch = scf.IfOp(ok, [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         buf = cx.bufs[(sink, "sink")]
-        for c, x in planes.components(cx, v, shape):
-            at = e.add_i(e.mul_i(c, e.c(n)), idx) if shape else idx
-            if mode == "add":
-                cx.apply("add-into", policy, sink, at, x, "sink")
-            elif (sink, "mark") in cx.bufs:  # this chunk's copy, and a mark: the finish takes the last chunk's
-                at = e.add_i(at, copy_start(cx, sink))
-                e.store(x, cx.bufs[(sink, "priv")], at)
-                e.store(e.c(1, e.i64), cx.bufs[(sink, "mark")], at)
-            else:
-                e.store(x, buf, at)
+        with slot_ranges.own(cx, n, idx):  # (a slot-range stage: only this chunk's slots; slot_ranges.py)
+            for c, x in planes.components(cx, v, shape):
+                at = e.add_i(e.mul_i(c, e.c(n)), idx) if shape else idx
+                if mode == "add":
+                    cx.apply("add-into", policy, sink, at, x, "sink")
+                elif (sink, "mark") in cx.bufs:  # this chunk's copy, and a mark: the finish takes the last chunk's
+                    at = e.add_i(at, copy_start(cx, sink))
+                    e.store(x, cx.bufs[(sink, "priv")], at)
+                    e.store(e.c(1, e.i64), cx.bufs[(sink, "mark")], at)
+                else:
+                    e.store(x, buf, at)
         scf.YieldOp([])
     with ir.InsertionPoint(branch.else_block):
         # a key of -1 (on any axis) adds and stores nothing under every policy; any other key outside is
@@ -201,7 +205,7 @@ def report_bad_key(cx: Lowering, sink: str, key: ir.Value, bad: ir.Value, role: 
     three slots of the #err buffer (count, first bad key, sink): chunks never race, and the runtime reads the
     first bad key of the earliest chunk, which is the earliest bad lane's."""
     e = cx.e
-    report = scf.IfOp(bad, [], has_else=False)
+    report = scf.IfOp(slot_ranges.first_only(cx, bad), [], has_else=False)
     with ir.InsertionPoint(report.then_block):
         err = cx.bufs[("#err", "err")]
         base = e.mul_i(cx.chunk, e.c(3))

@@ -12,7 +12,7 @@ from hawk.ir.access import scatter_keys, scatter_mode, sink_name, stored_value
 from hawk.ir.dialect import is_hawk
 from hawk.passes.analysis import key_source, payload_of
 from hawk.passes.host_emit import _EQ, _SGE, _SLT
-from hawk.passes.lower import planes, scatters
+from hawk.passes.lower import planes, scatters, slot_ranges
 from hawk.passes.lower.context import Lowering
 
 _NE = 1  # arith.cmpi "ne"
@@ -84,6 +84,8 @@ def flush_run(cx: Lowering, run: Run, state: list[ir.Value]) -> None:
                    e.cmpi(_SLT, state[0], e.c(extent, e.i64)))
     scatters.report_bad_key(cx, sink, state[0], e.op("arith.andi", e.op("arith.xori", started, e.c(1, e.i1)),
                                              e.cmpi(_NE, state[0], e.c(-1, e.i64))))
+    if slot_ranges.active(cx):  # a slot-range stage: only this chunk's slots (slot_ranges.py)
+        started = e.op("arith.andi", started, slot_ranges.mine(cx, extent, e.to_index(state[0])))
     branch = scf.IfOp(started, [], has_else=False)
     with ir.InsertionPoint(branch.then_block):
         idx = e.to_index(state[0])

@@ -1,9 +1,21 @@
-"""Scatter-adds with computed keys (`hawk.scatter(counts)[m.index(t * 256.0, 256)] += 1.0`) in two passes per
-block of lanes: the first computes every lane's keys and values into small buffers with no store into a sink,
-so LLVM vectorizes it; the second adds them into the sink lane by lane, in lane order (the same adds, in the
-same order, as one pass). Fused, the sink's loads and stores sit between the key computations and the loop
-stays scalar. Host only (a chunk-loop form of chunk_loops.flat_driver), for kernels whose only effects are
-plain adds of scalars into sinks."""
+"""Two host forms of a lane loop whose only effects are adds of scalars into sinks no lane stores into (no
+reduction; a chunk-loop form of chunk_loops.flat_driver):
+
+- plain sinks with a key computed in the kernel (`hawk.scatter(counts)[m.index(t * 256.0, 256)] += 1.0`): two
+  passes per block of lanes. The first computes every lane's keys and values into small buffers with no store
+  into a sink, so LLVM vectorizes it; the second adds them into the sink lane by lane, in lane order (the same
+  adds, in the same order, as one pass). Fused, the sink's loads and stores sit between the key computations
+  and the loop stays scalar.
+- ordered sinks kept in per-chunk (high, low) pairs (scatters.exact_add), whatever the keys (paired_driver):
+  PAIR_LANES lanes at a time run the body, then their two TwoSums side by side in one vector, each lane on its
+  own slot's pair (gathered, then scattered back). Those are the very steps exact_add runs on each lane, so
+  every pair ends with the same bits as lane by lane; when the group's slots coincide or some pair would lose
+  a bit, the group takes exact_add lane by lane, and a group with a key outside the sink (or -1) runs lane by
+  lane as one pass would (its errors reported in lane order). The two TwoSums are a dozen dependent flops that
+  kept an ordered scatter near twice a plain one's time; side by side, the lanes share them. (The two-pass form
+  does not pay here: reading the block's buffers back behind the pairs' scattered stores cost more than the
+  vector saved.)
+"""
 
 from __future__ import annotations
 
@@ -11,21 +23,40 @@ from mlir import ir
 from mlir.dialects import scf
 
 from hawk.ir.access import is_plane_value, scatter_keys, scatter_mode, sink_name, stored_value
+from hawk.ir.build import create
 from hawk.passes.analysis import key_source, payload_of
+from hawk.passes.lower import scatters
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 
 SPLIT_BLOCK = 256  # lanes per block: the key and value buffers stay in L1
+PAIR_LANES = 4  # lanes of an ordered scatter whose pair updates run side by side (one vector of floats)
+_NE, _UNE = 1, 13  # arith.cmpi "ne", arith.cmpf "une"
+
+
+def paired(cx: Lowering, op) -> bool:
+    """An ordered += of a scalar into a sink whose slots this chunk keeps in (high, low) pairs, keyed otherwise
+    than straight from a Sorted[Index] plane (whose neighbouring lanes share their slot: a group would always
+    fall back to lane by lane)."""
+    sink = sink_name(op)
+    for k in scatter_keys(op):
+        src = key_source(k)
+        spec = cx.lay.sig.get(src) if src else None
+        if spec is not None and spec.kind == "index" and spec.sorted:
+            return False
+    return scatter_mode(op) == "add" and cx.lay.sink_policy.get(sink) == "ordered" and sink in cx.lay.private \
+        and sink not in cx.lay.stored and not payload_of(stored_value(op).type) and (sink, "pairs") in cx.bufs
 
 
 def split_scatters(cx: Lowering, body: ir.Block) -> list | None:
-    """The body's scatters when the two-pass form applies (else None): every effect a top-level plain add of
-    a scalar into a sink no lane stores into, at least one with a key computed in the kernel (a key read
-    straight from an Index plane gains nothing), and no reduction."""
+    """The body's scatters when the two-pass form applies (else None): every effect a top-level add of a scalar
+    into a sink no lane stores into, no reduction, and either every scatter ordered into pairs (`paired`) or
+    every one plain with at least one key computed in the kernel (a key read straight from an Index plane gains
+    nothing there)."""
     from hawk.ir.dialect import is_hawk
 
     if not cx.exact_pairs or cx.lay.reductions or len(cx.axes) != 1:
         return None
-    scatters, ok = [], [True]
+    scatters_, ok = [], [True]
 
     def visit(op):
         if is_hawk(op, "reduce") or is_hawk(op, "store") or op.name.startswith("scf.") or \
@@ -36,22 +67,28 @@ def split_scatters(cx: Lowering, body: ir.Block) -> list | None:
     for op in body.operations:
         op.operation.walk(visit)
         if op.operation.name == "hawk.scatter":
-            scatters.append(op)
-    if not ok[0] or not scatters:
+            scatters_.append(op)
+    if not ok[0] or not scatters_:
         return None
+    if all(paired(cx, op) for op in scatters_):
+        return scatters_
     computed = False
-    for op in scatters:
+    for op in scatters_:
         sink = sink_name(op)
-        if scatter_mode(op) != "add" or cx.lay.sink_policy.get(sink) != "plain" or \
+        counts = sink in getattr(cx, "count_sinks", ())  # whole-number counts: plain adds (chunk_loops.count_sinks)
+        if scatter_mode(op) != "add" or (cx.lay.sink_policy.get(sink) != "plain" and not counts) or \
                 sink in cx.lay.stored or payload_of(stored_value(op).type):
             return None
         computed = computed or any(key_source(k) is None for k in scatter_keys(op))
-    return scatters if computed else None
+    return scatters_ if computed else None
 
 
 def split_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
-    """for block: for lane: keys and values into buffers; for lane: the scatter-adds from the buffers."""
+    """for block: for lane: keys and values into buffers; for lane: the scatter-adds from the buffers (ordered
+    scatters into pairs: paired_driver)."""
     e = cx.e
+    if all(paired(cx, op) for op in body.operations if op.operation.name == "hawk.scatter"):
+        return paired_driver(cx, body, chunk0)
     B = SPLIT_BLOCK
     outer = scf.ForOp(cx.lo, cx.hi, e.c(B), chunk0)
     with ir.InsertionPoint(outer.body):
@@ -99,3 +136,105 @@ def split_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[i
             scf.YieldOp([])
         scf.YieldOp(list(outer.inner_iter_args))
     return list(outer.results)
+
+
+def paired_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
+    """for group of PAIR_LANES lanes: the body once per lane, then the group's ordered adds side by side
+    (pair_adds) when every key lies inside its sink, else each lane's scatters in lane order; the lanes left
+    over (fewer than PAIR_LANES) one by one."""
+    e = cx.e
+    W = PAIR_LANES
+    span = e.op("arith.subi", cx.hi, cx.lo)
+    stop = e.add_i(cx.lo, e.op("arith.subi", span, e.op("arith.remui", span, e.c(W))))
+    loop = scf.ForOp(cx.lo, stop, e.c(W), chunk0)
+    with ir.InsertionPoint(loop.body):
+        anchor = scf.YieldOp(list(loop.inner_iter_args))
+    lanes, groups = [], []
+    for j in range(W):
+        with ir.InsertionPoint(anchor), body.owner.location:
+            lane = e.add_i(loop.induction_variable, e.c(j)) if j else loop.induction_variable
+        copies = clone_body(cx, body, anchor)
+        kept = [c for c in copies if c.operation.name == "hawk.scatter"]  # (before rewrite_ops erases the rest)
+        cx.lane, cx.accs, cx.j = lane, [], None
+        rewrite_ops(cx, [c for c in copies if c.operation.name != "hawk.scatter"])
+        lanes.append(lane)
+        groups.append(kept)
+    with ir.InsertionPoint(anchor), body.owner.location:
+        plan, valid = [], None
+        for n, op in enumerate(groups[0]):
+            sink = sink_name(op)
+            spec = cx.lay.sig.get(sink)
+            per = []
+            for j in range(W):
+                keys = scatter_keys(groups[j][n])
+                ok, _, idx, slots = scatters.key_index(cx, spec, keys)
+                if slots >= scatters.PREFETCH_SLOTS:  # (a hint for the lane PREFETCH_KEYS ahead)
+                    cx.lane = lanes[j]
+                    scatters.prefetch_pair(cx, sink, keys, slots)
+                valid = ok if valid is None else e.op("arith.andi", valid, ok)
+                per.append((idx, stored_value(groups[j][n])))
+            plan.append((sink, per))
+        branch = scf.IfOp(valid, [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):  # every key inside its sink
+            for sink, per in plan:
+                pair_adds(cx, sink, per)
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):  # a key -1 or outside: lane by lane, errors in lane order
+            for j in range(W):
+                again = [op.operation.clone() for op in groups[j]]
+                cx.lane = None  # (no lane of its own: the group's pairs were prefetched above)
+                rewrite_ops(cx, again)
+            scf.YieldOp([])
+    for group in groups:
+        for op in group:
+            op.operation.erase()
+    tail = scf.ForOp(stop, cx.hi, e.c(1), list(loop.results))
+    with ir.InsertionPoint(tail.body):
+        anchor = scf.YieldOp(list(tail.inner_iter_args))
+    copies = clone_body(cx, body, anchor)
+    cx.lane, cx.accs, cx.j = tail.induction_variable, [], None
+    rewrite_ops(cx, copies)
+    return list(tail.results)
+
+
+def _shuffle(a: ir.Value, b: ir.Value, mask: list[int]) -> ir.Value:
+    t = ir.VectorType(a.type)
+    out = ir.VectorType.get([len(mask)], t.element_type)
+    return create("vector.shuffle", [a, b], [out], {"mask": ir.DenseI64ArrayAttr.get(mask)}).result
+
+
+def pair_adds(cx: Lowering, sink: str, lanes: list[tuple[ir.Value, ir.Value]]) -> None:
+    """Each lane's (slot, term) into the slot's (high, low) pair by exact_add's two TwoSums, the lanes side by
+    side: kept when every lane's second error is zero and the slots all differ, else exact_add lane by lane
+    (from the pairs as they were)."""
+    e = cx.e
+    W = len(lanes)
+    pairs = cx.bufs[(sink, "pairs")]
+    base = scatters.copy_start(cx, sink)
+    at = [e.mul_i(e.add_i(idx, base), e.c(2)) for idx, _ in lanes]
+    two = [e.vload(pairs, p, 2, e.f) for p in at]  # [high, low] of each lane's slot
+    while len(two) > 1:  # concatenated: [h0, l0, h1, l1, ...]
+        m = ir.VectorType(two[0].type).shape[0]
+        two = [_shuffle(two[k], two[k + 1], list(range(2 * m))) for k in range(0, len(two), 2)]
+    both = two[0]
+    hi = _shuffle(both, both, list(range(0, 2 * W, 2)))
+    lo = _shuffle(both, both, list(range(1, 2 * W, 2)))
+    x = create("vector.from_elements", [v for _, v in lanes], [ir.VectorType.get([W], e.f)]).result
+    s1, e1 = e.two_sum(hi, x)
+    s2, e2 = e.two_sum(lo, e1)
+    lost = create("vector.reduction", [e.cmpf(_UNE, e2, e.splat(0.0, e2.type))], [e.i1],
+                  {"kind": ir.Attribute.parse("#vector.kind<or>")}).result  # (NaN: an inf or NaN sum)
+    keep = e.op("arith.xori", lost, e.c(1, e.i1))
+    for a in range(W):
+        for b in range(a + 1, W):
+            keep = e.op("arith.andi", keep, e.cmpi(_NE, lanes[a][0], lanes[b][0]))
+    branch = scf.IfOp(keep, [], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        mixed = _shuffle(s1, s2, [k for j in range(W) for k in (j, W + j)])
+        for j, p in enumerate(at):
+            e.vstore(_shuffle(mixed, mixed, [2 * j, 2 * j + 1]), pairs, p)
+        scf.YieldOp([])
+    with ir.InsertionPoint(branch.else_block):
+        for idx, v in lanes:
+            scatters.exact_add(cx, sink, idx, v)
+        scf.YieldOp([])

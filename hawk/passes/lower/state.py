@@ -109,7 +109,20 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
     cx.n_flags = plan_extremum_flags(cx, chunk)
     scan.plan_scans(cx, body, chunk)  # running values of scans (hawk/passes/lower/scan.py), last
     cx.recompute = False  # full blocks rerun the body instead of keeping a term buffer (chunk_loops.lanes_body)
+    _check_finish_agrees(cx)
     return chunk, chain
+
+
+def _check_finish_agrees(cx: Lowering) -> None:
+    """The finish is built by its own pass from the layout alone (finish.finish_accs): the partials the lanes
+    write must sit where it reads them."""
+    from hawk.passes.lower.finish import finish_accs
+
+    mine = [(a.r.cell, a.chunk, a.exact_at) for a in cx.full]
+    theirs = [(a.r.cell, a.chunk, a.exact_at) for a in finish_accs(cx)]
+    if mine != theirs:
+        raise RuntimeError(f"internal error: kernel '{cx.lay.name}': the lanes put chunk partials at {mine}, "
+                           f"the finish reads them at {theirs}")
 
 
 def plan_extremum_flags(cx: Lowering, chunk: list[ir.Value]) -> int:

@@ -1,0 +1,26 @@
+// PASSES: build-finish{target=gpu}
+// KERNEL: opt_hist (input written by tests/ir/make_inputs.py; edit the CHECK lines, not the IR)
+// The finish of a GPU stage is host code too, made before the lanes are mapped: the private copies of a
+// compensated sink (bins:priv, %arg4; as many as there were threads) are merged per slot in copy order into the
+// companion (bins:comp, %arg3), which is then folded into the sink (%arg2). No gpu.module yet.
+// CHECK-NOT: gpu.module
+// CHECK: func.func @opt_hist(
+// CHECK:   "hawk.scatter"
+// CHECK-LABEL: func.func @opt_hist_finish(
+// CHECK: scf.for %[[SLOT:[a-z0-9_]+]] = %{{.+}} to %c8
+// CHECK:   scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(
+// CHECK:     memref.load %arg4[
+// CHECK:   memref.store %{{.+}}, %arg3[%[[SLOT]]] : memref<?xf64>
+// CHECK: scf.for
+// CHECK:   memref.load %arg3
+// CHECK:   memref.store %{{.+}}, %arg2[%{{.+}}] : memref<?xf64>
+
+module {
+  func.func @opt_hist(%arg0: !hawk.plane<i32, array<i64>, ["sample"]> {hawk.name = "k"}, %arg1: !hawk.plane<f64, array<i64>, ["sample"]> {hawk.name = "x"}, %arg2: !hawk.sink<f64, array<i64>, ["bin"]> {hawk.name = "bins"}) attributes {hawk.axes = ["sample"], hawk.kernel, hawk.layout = {buffers = ["k:index:i32", "x:in:f", "bins:sink:f", "bins:comp:f64", "bins:priv:f64", "#scratch:scratch:f64", "#exact:exact:i64", "#meta:meta:i64", "#err:err:i64"], cells_in = [], cells_out = [], index_keys = [["k", [["bins", 0]]]], name = "opt_hist", outputs = [], private = [["bins", 8]], reductions = [], signature = {planes = [{axes = [], kind = "index", name = "k", payload = [], sorted = false}, {axes = [], kind = "lane", name = "x", payload = [], sorted = false}, {axes = [["bin", 8]], kind = "sink", name = "bins", payload = [], sorted = false}], returns}, sink_policy = [["bins", "compensated"]], sinks = [["bins", []]], stored = []}, hawk.outputs = [], hawk.signature = {planes = [{axes = [], kind = "index", name = "k", payload = [], sorted = false}, {axes = [], kind = "lane", name = "x", payload = [], sorted = false}, {axes = [["bin", 8]], kind = "sink", name = "bins", payload = [], sorted = false}], returns}, hawk.spec = {float = f64, index = {k = i32}}} {
+    %0 = "hawk.load"(%arg0) : (!hawk.plane<i32, array<i64>, ["sample"]>) -> i32
+    %1 = arith.extsi %0 : i32 to i64
+    %2 = "hawk.load"(%arg1) : (!hawk.plane<f64, array<i64>, ["sample"]>) -> f64
+    "hawk.scatter"(%arg2, %2, %1) {mode = "add", policy = "auto"} : (!hawk.sink<f64, array<i64>, ["bin"]>, f64, i64) -> ()
+    return
+  }
+}
