@@ -54,7 +54,7 @@ def measure(calls: int) -> dict:
 
 def _parts(name: str, runs, x: np.ndarray, calls: int, rows: dict) -> None:
     """The parts of a reused Plan.run, each timed alone."""
-    from eagle.launch import rebind_stages, run_stages
+    from eagle.stage import rebind_stages, run_stages
 
     planes = {"x": x}
     template, stages, _, steps = next(iter(runs.entries.values()))

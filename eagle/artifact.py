@@ -9,7 +9,7 @@ description is compared with the sidecar before anything in it is called. The on
 compiled kernel's own.
 
 Nothing lost: a run prepares every stage (key checks, shape checks, buffers) before the first launch and hands
-results to the caller's arrays only once every stage has run (eagle.launch.run_stages), as eagle's Plan.run does:
+results to the caller's arrays only once every stage has run (eagle.stage.run_stages), as eagle's Plan.run does:
 a refusal in any stage leaves every array the caller passed as it was.
 
 A sidecar with a `reverse` entry (hawk.artifact.build(..., reverse=True)) names the adjoint's own artifacts in the
@@ -27,8 +27,9 @@ import uuid
 
 from eagle.binding import Binder
 from eagle.errors import InputError, RuntimeMissing
-from eagle.launch import Launcher, lane_range, prepare_stages, run_stages
+from eagle.launch import Launcher, lane_range, prepare_stages
 from eagle.settings import min_chunk_setting, threads_setting
+from eagle.stage import run_stages
 from hawk.abi.artifact.format import (
     INDEX_DTYPES,
     ArtifactError,

@@ -7,7 +7,7 @@ private copies, when a plane needed converting), so changing a bound input array
 is seen by the next launch.
 
 Nothing lost: a launch that refuses (a key found out of range as it runs) leaves the caller's arrays as they
-were (eagle.launch.run_stages), and a step loop that refuses, at any step or for running out of steps, leaves
+were (eagle.stage.run_stages), and a step loop that refuses, at any step or for running out of steps, leaves
 every array the caller passed as it was: its sinks and outputs are written only when the loop succeeds.
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from eagle.errors import InputError
-from eagle.launch import run_stages
 from eagle.settings import is_whole
+from eagle.stage import run_stages
 
 
 def single_stage_only(kernel: str, stages: int, door: str) -> InputError:

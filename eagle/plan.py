@@ -2,7 +2,7 @@
 
 The plan owns the compile side (hawk IR -> binary, cached); `eagle.launch.Launcher` owns buffers and launches.
 A run checks what it can for every stage before the first launch, and launches every stage before it commits
-any result to the caller's arrays (eagle.launch.run_stages), so a refused run writes nothing the caller passed.
+any result to the caller's arrays (eagle.stage.run_stages), so a refused run writes nothing the caller passed.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 
 from eagle import cache
 from eagle.binding import Binder, lane_local_inputs
-from eagle.launch import Launcher, lane_range, prepare_stages, run_stages
+from eagle.launch import Launcher, lane_range, prepare_stages
 from eagle.native.reuse import RunCache
 from eagle.settings import min_chunk_setting, threads_setting
+from eagle.stage import run_stages
 from eagle.targets import auto_target, host, runtime
 from hawk.abi.layout import Spec
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from eagle.array import Array
 from eagle.errors import InputError
-from eagle.launch import run_stages
+from eagle.stage import run_stages
 from hawk.abi.reverse import INFO_FIELDS, Info, info_from_json, info_to_json  # noqa: F401  (the door's names)
 
 

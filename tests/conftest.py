@@ -204,3 +204,36 @@ def bt_ordered_scatter(prior, keys, terms, dtype, slots=None):
         for s in range(pri.shape[1]) if slots is None else slots:
             out[c, s] = _bt_slot_sum(vals[bounds[s]:bounds[s + 1]], pri[c, s], dtype)
     return out.reshape(prior.shape)
+
+
+def bt_host_lanes_ir(kernel, tmp_path) -> str:
+    """The kernel's IR after the host lowering (verify-hawk, plan-buffers, lower-host-lanes), through `hawk-opt`
+    on its printed hawk IR: what a test of the lowered loop's shape reads."""
+    import subprocess
+    import sys
+
+    src = tmp_path / f"{kernel.name}.mlir"
+    src.write_text(kernel.mlir())
+    run = subprocess.run([sys.executable, "-m", "hawk.opt", str(src), "--passes",
+                          "verify-hawk,plan-buffers,lower-host-lanes"], capture_output=True, text=True, check=True)
+    return run.stdout
+
+
+@pytest.fixture
+def fold_reports(monkeypatch):
+    """Every native launch's fold report (eagle.native.StageArgs.fold_report), in order; skips where the native
+    executor cannot be built."""
+    import eagle.native
+
+    if eagle.native.library() is None:
+        pytest.skip(f"no native executor here: {eagle.native.unavailable_reason()}")
+    seen: list[list[dict]] = []
+    fire = eagle.native.StageArgs.fire
+
+    def recording(self):
+        r = fire(self)
+        seen.append(self.fold_report())
+        return r
+
+    monkeypatch.setattr(eagle.native.StageArgs, "fire", recording)
+    return seen

@@ -6,12 +6,9 @@ route must leave each slot the exact sum of its prior content and its terms roun
 every thread count and on spirv, and a bad key must be reported as one pass reports it (lane order).
 """
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
-from conftest import bt_ordered_scatter
+from conftest import bt_host_lanes_ir, bt_ordered_scatter
 from exact_families import f_kahan, f_span, f_subnormal, f_zeros, same_bits, split_runs
 
 import eagle
@@ -135,18 +132,10 @@ def test_bad_keys_in_a_group_are_reported_in_lane_order(first_bad):
     assert got == _message(xq_err_plain, key=key, k2=k2, x=x)  # as the one-pass lane loop reports it
 
 
-def _lanes_ir(kernel, tmp_path) -> str:
-    src = tmp_path / f"{kernel.name}.mlir"
-    src.write_text(kernel.mlir())
-    run = subprocess.run([sys.executable, "-m", "hawk.opt", str(src), "--passes",
-                          "verify-hawk,plan-buffers,lower-host-lanes"], capture_output=True, text=True, check=True)
-    return run.stdout
-
-
 def test_only_bodies_of_ordered_scatters_take_the_grouped_form(tmp_path):
-    assert "vector.shuffle" in _lanes_ir(xq_one, tmp_path)
-    assert "vector.shuffle" in _lanes_ir(xq_many, tmp_path)
-    assert "vector.shuffle" not in _lanes_ir(xq_mixed, tmp_path)  # a plain sink beside: one lane at a time
+    assert "vector.shuffle" in bt_host_lanes_ir(xq_one, tmp_path)
+    assert "vector.shuffle" in bt_host_lanes_ir(xq_many, tmp_path)
+    assert "vector.shuffle" not in bt_host_lanes_ir(xq_mixed, tmp_path)  # a plain sink beside: one lane at a time
     rng = np.random.default_rng(11_403)
     key = rng.integers(-1, 5, 3001).astype(np.int32)
     x = rng.standard_normal(3001) * 10.0 ** rng.uniform(-30, 30, 3001)

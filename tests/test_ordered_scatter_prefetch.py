@@ -4,12 +4,9 @@ plane ahead of the lane, clamped to the last lane and into the sink, so it must 
 keys of -1 and keys outside the sink in the last lanes (where the look-ahead is clamped), slots exact against the
 per-slot exact sum rounded once, the same bits at every thread count."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
-from conftest import bt_ordered_scatter
+from conftest import bt_host_lanes_ir, bt_ordered_scatter
 from exact_families import f_kahan, same_bits, split_runs
 
 import eagle
@@ -35,19 +32,11 @@ def xp_computed(key: Index, x: Scalar, acc: Mutable["slot":BIG]):
     hawk.scatter(acc, policy="ordered")[key * 2 - key] += x
 
 
-def _lanes_ir(kernel, tmp_path) -> str:
-    src = tmp_path / f"{kernel.name}.mlir"
-    src.write_text(kernel.mlir())
-    run = subprocess.run([sys.executable, "-m", "hawk.opt", str(src), "--passes",
-                          "verify-hawk,plan-buffers,lower-host-lanes"], capture_output=True, text=True, check=True)
-    return run.stdout
-
-
 def test_only_large_ordered_sinks_keyed_straight_from_a_plane_get_the_hint(tmp_path):
-    hints = [line for line in _lanes_ir(xp_big, tmp_path).splitlines() if "memref.prefetch" in line]
+    hints = [line for line in bt_host_lanes_ir(xp_big, tmp_path).splitlines() if "memref.prefetch" in line]
     assert hints and all("write" in line for line in hints)  # (one per lane of a paired group, and the tail's)
-    assert "memref.prefetch" not in _lanes_ir(xp_small, tmp_path)  # the pairs stay in cache
-    assert "memref.prefetch" not in _lanes_ir(xp_computed, tmp_path)  # no key plane to read ahead
+    assert "memref.prefetch" not in bt_host_lanes_ir(xp_small, tmp_path)  # the pairs stay in cache
+    assert "memref.prefetch" not in bt_host_lanes_ir(xp_computed, tmp_path)  # no key plane to read ahead
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

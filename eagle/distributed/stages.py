@@ -19,7 +19,7 @@ So a sharded stage runs
   once from the exact total of every shard's terms, so they are bitwise equal to the one-device run whatever the
   shard count or sizes; max/min and counts are exact; auto sums are the finish's own chunk-order combine.
 
-Both halves are `eagle.launch.Prepared` stages whose other function is dist.c's no-op: the lanes half fired
+Both halves are `eagle.stage.Prepared` stages whose other function is dist.c's no-op: the lanes half fired
 through dist.c's plan (which places the shard in the whole run: eagle/distributed/geometry.py), the finish half
 through the bridges' call plan (eagle/prepared.py, eagle/call_plan.c): one foreign call each, no Python inside
 jit.
@@ -40,9 +40,10 @@ from eagle import native
 from eagle.distributed.reach import Reach, reach
 from eagle.distributed.sinks import large_sinks
 from eagle.errors import InputError
-from eagle.launch import Prepared, cell_index, fold_refusal
+from eagle.launch import fold_refusal
 from eagle.native import cbuild
 from eagle.prepared import PreparedRun
+from eagle.stage import Prepared, cell_index
 from hawk.abi.layout import (
     ORDERED_BLOCK,
     PAIR_SLOTS,

@@ -5,7 +5,7 @@ launching a small one. A host plan therefore keeps the prepared stages of recent
 every outcome of the binder's checks and every buffer's size: the planes' names in order, each array's type,
 dtype, shape, strides and (for arrays the run writes) writability, the type of each Param, the value of each
 grid extent passed, and base=/count=. A later run with the same key rebinds those stages to its own arrays
-(eagle.launch.Prepared.rebind): its inputs are taken as the binder takes them (what the key fixes decides, once
+(eagle.stage.Prepared.rebind): its inputs are taken as the binder takes them (what the key fixes decides, once
 per entry, whether an array is taken as it is or converted: `RunCache.steps`), its outputs and cells are
 allocated afresh (they are the results it hands back), every internal buffer is reused.
 
@@ -28,7 +28,7 @@ from collections import OrderedDict
 import numpy as np
 
 from eagle.binding import Bound
-from eagle.launch import Prepared, rebind_stages, run_stages
+from eagle.stage import Prepared, rebind_stages, run_stages
 
 MAX_ENTRIES = 8  # shapes kept per plan (least recently used dropped first)
 MAX_KEPT_BYTES = 64 << 20  # a run whose internal buffers and scratch copies hold more is not kept (preparing it

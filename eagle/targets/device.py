@@ -288,7 +288,7 @@ class DeviceStage:
         self.host_meta = np.array([lo, hi, self.grid.chunks, b.lanes, *b.extents], dtype=np.int64)
         self.written = [buf.role in WRITTEN for buf in lay.buffers]
         self.roles = [buf.role for buf in lay.buffers]
-        from eagle.launch import cell_index
+        from eagle.stage import cell_index
 
         self.cells_out = {c: self.buffers[cell_index(lay, c)] for c in lay.cells_out}
         self.args = self._device_args(b, cuts)
@@ -344,7 +344,7 @@ class DeviceStage:
         self.commit()
 
     def commit(self) -> None:
-        from eagle.launch import commit
+        from eagle.stage import commit
 
         commit(self.copies, self.staged)
 
