@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from eagle.native.folds import copy_fold
+
 FOLD, XSUM = "fold", "xsum"
 LARGE = 1 << 12  # values of one private copy (or words of a sink's exact accumulators) from which they are folded
 
@@ -59,9 +61,7 @@ class Fold:
 
         out = np.empty(self.values, dtype=copies.dtype)
         a = np.ascontiguousarray(copies)
-        lib = library()
-        lib.eagle_dist_fold_run.restype = ctypes.c_int64
-        bad = lib.eagle_dist_fold_run(ctypes.c_void_p(self.address), ctypes.c_void_p(native.address(a)),
+        bad = library().eagle_dist_fold_run(ctypes.c_void_p(self.address), ctypes.c_void_p(native.address(a)),
                                       ctypes.c_void_p(native.address(out)))
         return out, int(bad)
 
@@ -90,17 +90,11 @@ def large_sinks(lay, bufs: list, outs: list[int], kinds: list, chunks: int) -> d
             continue
         if buf.role not in ("pairs", "priv") or chunks < 2 or not slots:
             continue
-        dtype = bufs[j].dtype
-        if buf.role == "pairs":
-            width, kind = 2, 3 if dtype == np.float64 else 4
-        elif lay.policy_of(name) == "compensated":
-            width, kind = 2, 2
-        elif lay.policy_of(name) == "plain":
-            width, kind = 1, 0 if dtype == np.float64 else 1
-        else:
+        fold = copy_fold("ordered" if buf.role == "pairs" else lay.policy_of(name), bufs[j].dtype)
+        if fold is None:
             continue
-        if width * slots < LARGE or bufs[j].size != width * slots * chunks or \
-                (kind in (2, 3) and dtype != np.float64) or (kind in (1, 4) and dtype != np.float32):
+        width, kind = fold
+        if width * slots < LARGE or bufs[j].size != width * slots * chunks:
             continue
         folds[i] = Fold(kind, chunks, slots, width * slots, buf.role == "pairs")
         kinds[i] = FOLD

@@ -82,6 +82,7 @@ def library() -> ctypes.CDLL:
         lib.eagle_dist_plan_init.argtypes = [ctypes.c_void_p]
         lib.eagle_dist_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         lib.eagle_dist_run.restype = None
+        lib.eagle_dist_fold_run.restype = ctypes.c_int64  # (slots whose pair erred: eagle.distributed.sinks.Fold)
         _LIB.append(lib)
         return lib
 

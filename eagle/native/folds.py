@@ -34,6 +34,19 @@ FOLD_SLOTS = 1 << 14  # the fewest slots a part of the fold takes
 PAIR_KINDS = (3, 4)  # an ordered sink's float64 / float32 (high, low) pairs
 
 
+def copy_fold(policy: str, dtype: np.dtype) -> tuple[int, int] | None:
+    """(values per slot, fold kind) of a sink's per-chunk copies in `dtype`, as executor.c's fold_part and dist.c
+    fold them: plain 0 (float64) / 1 (float32) into the sink, compensated 2 (float64 (sum, correction) pairs into
+    the companion), ordered 3 / 4 (float64 / float32 (high, low) pairs); None where no fold applies."""
+    if policy == "plain" and dtype in (np.float64, np.float32):
+        return 1, 0 if dtype == np.float64 else 1
+    if policy == "compensated" and dtype == np.float64:
+        return 2, 2
+    if policy == "ordered" and dtype in (np.float64, np.float32):
+        return 2, PAIR_KINDS[dtype == np.float32]
+    return None
+
+
 def fold_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tuple]:
     """(copies buffer, target buffer, kind, slots, exact buffer, lost flags) per sink over PRIVATE_SLOTS slots
     that is only added into: plain (kind 0: float64, 1: float32; into the sink) or compensated (kind 2: into its
@@ -49,10 +62,11 @@ def fold_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tupl
             continue
         priv = lay.buffer_index(name, "priv")
         target = lay.buffer_index(name, "comp" if policy == "compensated" else "sink")
-        width = 2 if policy == "compensated" else 1
-        if buffers[priv].size != width * slots * nchunks or buffers[target].size != width * slots:
+        fold = copy_fold(policy, buffers[priv].dtype)
+        if fold is None or buffers[target].dtype != buffers[priv].dtype or \
+                buffers[priv].size != fold[0] * slots * nchunks or buffers[target].size != fold[0] * slots:
             continue  # (copies not made one per chunk: the finish folds them)
-        kind = 2 if policy == "compensated" else 0 if buffers[target].dtype == np.float64 else 1
+        kind = fold[1]
         folds.append((priv, target, kind, slots, -1, None))
     return folds + companion_plan(lay, buffers) + pair_plan(lay, buffers, nchunks)
 
@@ -91,10 +105,11 @@ def pair_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tupl
             continue
         sink = buffers[target]
         n = sink.size
-        if n < FOLD_SLOTS or buffers[pairs].size != 2 * n * nchunks or buffers[pairs].dtype != sink.dtype or \
-                sink.dtype not in (np.float64, np.float32) or buffers[exact].size < 1:
+        fold = copy_fold("ordered", sink.dtype)
+        if fold is None or n < FOLD_SLOTS or buffers[pairs].size != 2 * n * nchunks or \
+                buffers[pairs].dtype != sink.dtype or buffers[exact].size < 1:
             continue
-        folds.append((pairs, target, 3 if sink.dtype == np.float64 else 4, n, exact, np.zeros(n, np.uint8)))
+        folds.append((pairs, target, fold[1], n, exact, np.zeros(n, np.uint8)))
     return folds
 
 

@@ -91,7 +91,7 @@ def lower_gpu_chunks(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str
         lanes = gpu_lanes_func(cx)
     entry = lanes.add_entry_block()
     cx.bufs = cx.args(lanes)
-    cx.entry, cx.temps = entry, {}
+    cx.begin(entry)
     with ir.InsertionPoint(entry), kfunc.location:
         read_thread_meta(cx)
         live = scf.IfOp(cx.e.cmpi(6, cx.chunk, cx.nthreads), [], has_else=False)  # ult: past the last chunk, nothing

@@ -86,7 +86,7 @@ class TreeLowering:
         with kfunc.location:
             self.shared = {name: entry.add_argument(t, kfunc.location) for name, t in self.shared_types.items()}
         cx.bufs = cx.args(lanes)
-        cx.entry, cx.temps = entry, {}  # component buffers of wide payloads
+        cx.begin(entry)  # component buffers of wide payloads
         body = kfunc.regions[0].blocks[0]
         with ir.InsertionPoint(entry), kfunc.location:
             self.read_meta()

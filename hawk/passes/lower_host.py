@@ -33,7 +33,7 @@ def lower_host(module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[s
         lanes = func.FuncOp(f"{layout.name}_lanes", (cx.arg_types(), []))
     entry = lanes.add_entry_block()
     cx.bufs = cx.args(lanes)
-    cx.entry, cx.temps = entry, {}
+    cx.begin(entry)
     with ir.InsertionPoint(entry), kfunc.location:
         cx.read_meta()
         chunk_loops.lanes_body(cx, kfunc.regions[0].blocks[0])

@@ -371,7 +371,7 @@ def lower_gpu_blocks(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str
     entry = lanes.add_entry_block()
     shared = [entry.add_argument(shared_t, kfunc.location) for _ in range(nshared)]
     cx.bufs = cx.args(lanes)
-    cx.entry, cx.temps = entry, {}
+    cx.begin(entry)
     S, R = layout.block_span, block_round(layout)
     P = R // S
     T = WORKGROUP // P

@@ -68,6 +68,7 @@ class Lowering:
         self.bufs: dict[tuple[str, str], ir.Value] = {}
         self.entry: ir.Block | None = None  # its entry block, where per-function buffers are allocated
         self.temps: dict = {}
+        self.top_values: dict = {}  # values made once before the loop that needs them, by key (slot_ranges._at_top)
         # meta: lanes [lo, hi) of this chunk (or thread), its index, its private copy, lanes, extents, strides
         self.lo = self.hi = self.chunk = self.copy = self.L = None
         self.ext: list[ir.Value] = []
@@ -97,6 +98,11 @@ class Lowering:
         self.scan_tails: dict[int, int] = {}  # scan_driver: segmented totals folded after the loop (slot -> last)
         self.n_flags = 0
         self.reductions = self.full_iter = None  # rewrite_ops: the reductions in op order
+
+    def begin(self, entry: ir.Block) -> None:
+        """Start building a function whose entry block is `entry`: the per-function buffers and values made
+        before its loops (temps, top_values) belong to the last one and are dropped."""
+        self.entry, self.temps, self.top_values = entry, {}, {}
 
     def apply(self, name: str, *args) -> ir.Value | None:
         """Run the rule (or shared step) `name` for this lowering's target."""

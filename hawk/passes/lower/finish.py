@@ -41,7 +41,7 @@ def finish_func(module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[
 
 def finish_accs(cx: Lowering) -> list:
     """Each every-lane reduction as the finish reads it (a state.Acc): its policy, components, where its chunk
-    partials start in #scratch (in layout order, `chunk_slots` each: the places state.plan_state gives them),
+    partials start in #scratch (in layout order, `chunk_slots` each; state.plan_state writes the lanes' there),
     where an ordered sum's accumulators start in a chunk's #exact words, and whether its payload is wide (the
     finish takes component loops then, whatever the lanes did)."""
     from hawk.passes.lower.state import Acc

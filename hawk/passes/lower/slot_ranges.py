@@ -45,7 +45,7 @@ def _top(cx: Lowering):
 def _at_top(cx: Lowering, key, make):
     """make() emitted once per function before the loop that needs it (memoized under `key`), or here when the
     insertion point is in the entry block itself."""
-    memo = cx.__dict__.setdefault("_slot_ranges", {})
+    memo = cx.top_values
     if key in memo:
         return memo[key]
     top = _top(cx)

@@ -9,14 +9,14 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from hawk.abi.layout import ORDERED_CHAINS, Reduction, sum_policy
+from hawk.abi.layout import ORDERED_CHAINS, Reduction, chunk_slots
 from hawk.ir.access import sink_name, stored_value
 from hawk.ir.build import create
-from hawk.passes import exact_emit
 from hawk.passes.analysis import payload_of
 from hawk.passes.host_emit import size
 from hawk.passes.lower import scan, sorted_runs, wide
 from hawk.passes.lower.context import Lowering
+from hawk.passes.lower.finish import finish_accs
 from hawk.passes.lower.sorted_runs import Run
 
 
@@ -45,19 +45,17 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
     chunk, chain = [], []
     cx.full: list[Acc] = []
     cx.scratch_at: list[int] = []  # where each chunk-state slot's value (or vector's first entry) is stored
-    off = exact_off = 0
     cx.n_terms = 0  # components of ordered sums kept in pairs: their terms' block buffer
-    for r in cx.lay.reductions:
-        if r.kept or r.kind == "fold":  # a fold keeps its state in its buffer (folds.py)
-            continue
-        n = size(r.payload)
-        pol = r.kind if r.kind in ("max", "min") else sum_policy(r.policy, False)
-        acc = Acc(r, pol, n, off, len(chunk), pol != "ordered" and cx.wide_sums and cx.is_wide(r.payload))
+    # where each reduction's partials sit in #scratch and its accumulators in #exact: the finish's reading of the
+    # layout (its own pass builds the finish from the layout alone), so the lanes write where it reads
+    for acc in finish_accs(cx):
+        r, n, pol, off = acc.r, acc.n, acc.policy, acc.chunk
+        acc.slot = len(chunk)
+        acc.wide = pol != "ordered" and cx.wide_sums and cx.is_wide(r.payload)
         if acc.wide:
-            off += wide.plan_wide(cx, acc)  # its state in memory; only its count below is an iter_arg
+            used = wide.plan_wide(cx, acc)  # its state in memory; only its count below is an iter_arg
         elif pol == "ordered":  # exact accumulators in #exact; only a mean's count is an iter_arg
-            acc.exact_at = exact_off
-            exact_off += n * exact_emit.words_of(e.f)
+            used = 0
             if cx.exact_pairs and not cx.is_wide(r.payload):
                 acc.pairs, acc.chain, acc.term_at = True, len(chain), cx.n_terms
                 lanes = ir.VectorType.get([ORDERED_CHAINS], e.f)  # the chains side by side
@@ -72,12 +70,15 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
                 chunk += [e.cf(0.0, t)] * n
                 acc.chain = len(chain)  # CHAINS x (sums (n), corrections (n)), merged at each block's end
                 chain += [e.cf(0.0, t)] * (ORDERED_CHAINS * 2 * n)
-            cx.scratch_at += range(off, off + len(chunk) - acc.slot)
-            off += len(chunk) - acc.slot
+            used = len(chunk) - acc.slot
+            cx.scratch_at += range(off, off + used)
         if r.kind == "mean":
             chunk.append(e.c(0, e.i64))  # lanes counted exactly as an integer
-            cx.scratch_at.append(off)
-            off += 1
+            cx.scratch_at.append(off + used)
+            used += 1
+        if used != chunk_slots(r):
+            raise RuntimeError(f"internal error: kernel '{cx.lay.name}': the lanes write {used} chunk partials for "
+                               f"'{r.cell}', the layout gives it {chunk_slots(r)}")
         cx.full.append(acc)
     cx.exact_flag = None
     if cx.n_terms:  # per chain, the OR of its TwoSum errors' bits in this block (non-zero: a bit was lost)
@@ -109,20 +110,7 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
     cx.n_flags = plan_extremum_flags(cx, chunk)
     scan.plan_scans(cx, body, chunk)  # running values of scans (hawk/passes/lower/scan.py), last
     cx.recompute = False  # full blocks rerun the body instead of keeping a term buffer (chunk_loops.lanes_body)
-    _check_finish_agrees(cx)
     return chunk, chain
-
-
-def _check_finish_agrees(cx: Lowering) -> None:
-    """The finish is built by its own pass from the layout alone (finish.finish_accs): the partials the lanes
-    write must sit where it reads them."""
-    from hawk.passes.lower.finish import finish_accs
-
-    mine = [(a.r.cell, a.chunk, a.exact_at) for a in cx.full]
-    theirs = [(a.r.cell, a.chunk, a.exact_at) for a in finish_accs(cx)]
-    if mine != theirs:
-        raise RuntimeError(f"internal error: kernel '{cx.lay.name}': the lanes put chunk partials at {mine}, "
-                           f"the finish reads them at {theirs}")
 
 
 def plan_extremum_flags(cx: Lowering, chunk: list[ir.Value]) -> int:
