@@ -22,6 +22,7 @@
 import importlib.util
 import json
 import math
+import os
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -196,6 +197,130 @@ for target in ("spirv", "nvvm", "rocdl"):
         print(f"{target}: skipped, {why}")
         continue
     print(f"{target}: {got}  same bits as the host: {got == bits[1]}")
+
+# %% [markdown]
+# ## Ordered scatters: four lanes at a time, every slot exact
+#
+# A scatter with `policy="ordered"` gives each slot the exact sum of its terms rounded once, which is
+# `math.fsum` of them. On the host, each chunk of lanes keeps a `(high, low)` float pair per slot and takes each
+# term by two error-free TwoSums; only a term the pair cannot hold exactly goes into the slot's shared integer
+# accumulator (docs/ordered.md).
+#
+# When a kernel does nothing but ordered `+=` of scalars into sinks, the host runs its lanes **in groups of
+# four**: the body once per lane, then the four lanes' pairs are gathered into vectors and their TwoSums run side
+# by side, one vector instruction for four lanes. Those are exactly the steps each lane would take alone, so the
+# bits cannot change; a group whose lanes share a slot, whose pairs would lose a bit, or that holds a key of `-1`
+# (a lane that adds nothing) or outside the sink falls back to the one-lane steps in lane order.
+#
+# Here a million lanes add into 1024 slots, with random keys (about 1% of them `-1`) and terms spread over 16
+# orders of magnitude. The host lowering of this kernel holds 4-wide float64 vectors; the same scatter with
+# `policy="plain"` holds none.
+
+# %%
+@hawk.kernel
+def binned(key: Index, x: Scalar, acc: Mutable["slot":1024]):
+    hawk.scatter(acc, policy="ordered")[key] += x
+
+
+@hawk.kernel
+def binned_plain(key: Index, x: Scalar, acc: Mutable["slot":1024]):
+    hawk.scatter(acc, policy="plain")[key] += x
+
+
+for kernel in (binned, binned_plain):
+    print(f"{kernel.name:>12}: 4-wide vectors in the host lowering:",
+          "vector<4xf64>" in kernel.mlir(after="lower-host-lanes"))
+
+N_LANES, N_SLOTS = 1_000_000, 1024
+rng_bins = np.random.default_rng(21)
+bin_key = rng_bins.integers(0, N_SLOTS, size=N_LANES).astype(np.int32)
+bin_key[rng_bins.uniform(size=N_LANES) < 0.01] = -1  # these lanes add nothing
+bin_x = rng_bins.normal(size=N_LANES) * 10.0 ** rng_bins.uniform(-8, 8, size=N_LANES)
+print("lanes with key -1:", int((bin_key < 0).sum()))
+
+# %% [markdown]
+# The same run on one thread and on two (`min_chunk` lets a million lanes split into several chunks;
+# `plan.last_chunks` says how many chunks each stage ran), bit for bit, and against `math.fsum` of each slot's
+# terms. NumPy's `np.add.at` adds one term at a time in lane order: most slots' last bits differ from the exact
+# sum.
+
+# %%
+binned_runs = {}
+for threads in (1, 2):
+    plan = eagle.deploy(binned, threads=threads, min_chunk=65_536)
+    binned_runs[threads] = np.asarray(plan.run(key=bin_key, x=bin_x))
+    print(f"threads={threads}: chunks {plan.last_chunks}, slot 0 = {float(binned_runs[threads][0]).hex()}")
+print("same bits on 1 and 2 threads:", np.array_equal(binned_runs[1].view(np.int64), binned_runs[2].view(np.int64)))
+
+order = np.argsort(bin_key, kind="stable")  # each slot's terms side by side (the -1 lanes first)
+cuts = np.searchsorted(bin_key[order], np.arange(-1, N_SLOTS + 1))
+sorted_x = bin_x[order]
+fsum = np.array([math.fsum(sorted_x[cuts[s + 1]:cuts[s + 2]].tolist()) for s in range(N_SLOTS)])
+print("every slot is math.fsum of its terms:", np.array_equal(binned_runs[2].view(np.int64), fsum.view(np.int64)))
+one_by_one = np.zeros(N_SLOTS)
+np.add.at(one_by_one, bin_key[bin_key >= 0], bin_x[bin_key >= 0])
+print("slots where np.add.at differs from math.fsum:", int((one_by_one != fsum).sum()), "of", N_SLOTS)
+
+# %% [markdown]
+# ## Sinks too large for private copies: slot ranges
+#
+# A plain or compensated scatter normally gives each chunk of lanes a private copy of the sink and adds the
+# copies together at the end (the plain sum's last bits follow how the lanes were chunked, within its bound).
+# That cannot go on for any size: beyond `2**25` slots (`hawk.abi.layout.PAIR_SLOTS`, 256 MiB of float64 a copy)
+# a sink keeps no copies. Rather than run such a stage as one chunk on one thread, eagle runs a stage whose only
+# effects are scatters into sinks (and per-lane outputs it does not read back) in **slot ranges**: one chunk per
+# thread, each running *every* lane but applying only the scatters whose slot falls in its own contiguous range
+# of the sink (chunk c of P takes slots `[c*S//P, (c+1)*S//P)`). Every slot then gets all its terms from one
+# chunk, in lane order: the bits of a single chunk, under every policy, at every thread count, with no memory
+# beyond the sink. The price is that each thread streams every lane's inputs, for 1/P of the random slot
+# accesses, which dominate a scatter into a sink that large. An ordered sink alone never takes this form: its chunks
+# share the slots' exact accumulators, so it keeps splitting by lanes (and is exact in any form). A stage that
+# also reduces, scans, stores by key into an output plane or reads its outputs keeps the one-chunk form
+# (docs/semantics.md, "Scatter keys").
+#
+# Showing it with a 2**25-slot sink would take gigabytes, so this cell sets `HAWK_COPY_SLOTS`, **a test knob**
+# that lowers the copy limit for the kernels specialised while it is set (it is part of every cache key), so
+# that a 3000-slot sink takes the slot-range form; it is removed again at the end of the cell. A plain sink
+# beside an ordered one, on two threads: in the usual form the plain sink's bits follow the chunks; in slot
+# ranges they are `np.add.at`'s, one add at a time in lane order, as on one thread.
+
+# %%
+@hawk.kernel
+def two_sinks(key: Index, other: Index, x: Scalar, acc: Mutable["slot":3000], exact: Mutable["slot":500]):
+    hawk.scatter(acc, policy="plain")[key] += x
+    hawk.scatter(exact, policy="ordered")[other] += x
+
+
+rng_sr = np.random.default_rng(5)
+sr_key = rng_sr.integers(0, 3000, size=20_000).astype(np.int32)
+sr_key[rng_sr.uniform(size=20_000) < 0.05] = -1
+sr_other = rng_sr.integers(0, 500, size=20_000).astype(np.int32)
+sr_x = rng_sr.normal(size=20_000) * 10.0 ** rng_sr.integers(-6, 7, size=20_000)
+lane_order = np.zeros(3000)
+np.add.at(lane_order, sr_key[sr_key >= 0], sr_x[sr_key >= 0])
+
+
+def run_two_sinks(threads: int) -> dict:
+    plan = eagle.deploy(two_sinks, threads=threads, min_chunk=1024)
+    out = {k: np.asarray(v) for k, v in plan.run(key=sr_key, other=sr_other, x=sr_x).items()}
+    ranges = two_sinks.layout(two_sinks.spec_for("float64", {})).slot_ranges()
+    print(f"  threads={threads}: chunks {plan.last_chunks}, slot ranges: {ranges}, plain sink bit for bit "
+          f"np.add.at: {np.array_equal(out['acc'], lane_order)}")
+    return out
+
+
+print("usual form (private copies):")
+usual = {threads: run_two_sinks(threads) for threads in (1, 2)}
+os.environ["HAWK_COPY_SLOTS"] = "1024"  # a test knob: sinks over 1024 slots count as too large for copies
+try:
+    print("slot-range form:")
+    ranged = {threads: run_two_sinks(threads) for threads in (1, 2)}
+finally:
+    del os.environ["HAWK_COPY_SLOTS"]
+print("slot ranges on 2 threads, same bits as the usual form on 1:",
+      all(np.array_equal(ranged[2][k].view(np.int64), usual[1][k].view(np.int64)) for k in ("acc", "exact")))
+print("ordered sink, same bits in every run:",
+      all(np.array_equal(r["exact"], usual[1]["exact"]) for r in (usual[2], ranged[1], ranged[2])))
 
 # %% [markdown]
 # ## The accuracy card

@@ -14,6 +14,7 @@
 
 # %%
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -116,6 +117,51 @@ except ValueError as err:
 ordered_total = np.zeros(1)
 eagle.reduce(score, ordered_total, policy="ordered").launch()
 print("artifact total:", float(got["total"][0]).hex(), " eagle.reduce:", float(ordered_total[0]).hex())
+
+# %% [markdown]
+# ## Float widths: `Plan.run` promotes, an artifact refuses
+#
+# A run computes in its float inputs' dtype. Given float32 and float64 inputs together, `Plan.run` promotes as
+# NumPy, torch and JAX (with x64) do: the run is float64, and each float32 input is widened once, exactly, into a
+# float64 copy (docs/semantics.md, "Float types of a run"). Every value in the body, sums included, is then
+# float64: the bits of the same run with the float32 inputs converted by `astype(np.float64)` first. (NumPy's
+# own `x32 * 3.0 + w64` differs in the last bits: a Python float does not widen `x32`, so NumPy rounds the
+# product to float32 before adding the float64 `w64`.)
+
+# %%
+@hawk.kernel
+def blend(x: Scalar, w: Scalar, y: Mutable[Scalar], dot: Mutable[Scalar]):
+    y = x * 3.0 + w
+    dot = hawk.sum(x * w, policy="ordered")
+
+
+rng_w = np.random.default_rng(7)
+x32 = rng_w.normal(size=6).astype(np.float32)
+w64 = rng_w.normal(size=6)
+mixed = eagle.deploy(blend).run(x=x32, w=w64)
+widened = x32.astype(np.float64)
+print("result dtypes:", np.asarray(mixed["y"]).dtype, np.asarray(mixed["dot"]).dtype,
+      " NumPy's promotion:", np.result_type(x32, w64))
+print("y bit for bit x32.astype(float64) * 3.0 + w64:", np.array_equal(mixed["y"], widened * 3.0 + w64))
+print("y bit for bit NumPy's x32 * 3.0 + w64        :", np.array_equal(mixed["y"], x32 * 3.0 + w64))
+print("dot:", float(mixed["dot"][0]).hex(), " math.fsum of the float64 products:",
+      math.fsum((widened * w64).tolist()).hex())
+
+# %% [markdown]
+# An artifact is built per float dtype, and every float plane of its run has that one dtype, so it refuses the
+# mix, naming both planes (no silent copy: widen the float32 input yourself, exactly, with `astype`). The JAX and
+# torch bridges refuse it the same way (their calls read the framework's memory as it is).
+
+# %%
+hawk.artifact.build(blend, folder / "blend", targets=("host",), dtypes=("float64", "float32"))
+blend_artifact = hawk.load(folder / "blend", "blend")
+try:
+    hawk.run(blend_artifact, x=x32, w=w64)
+except eagle.InputError as err:
+    print("refused:", err)
+converted = hawk.run(blend_artifact, x=widened, w=w64)
+print("with x widened first, the same bits as Plan.run:",
+      all(np.array_equal(converted[k], mixed[k]) for k in ("y", "dot")))
 
 # %% [markdown]
 # ## The `hawk-artifact` command
