@@ -30,6 +30,8 @@ IDENT = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf, "fold": 0.0}  #
 OVERSPLIT = 4  # chunks per thread: threads take chunks as they come free, so a thread slowed by other work on
 # its core (another library's spinning pool, say) leaves its later chunks to the others
 _GONE = np.empty(0)  # what a released stage (Prepared.release) holds where a run's arrays were
+_IN, _FRESH, _CELL, _RARE = range(4)  # what Prepared.rebind does with a slot (Prepared.slots)
+_SMALL_CELL = 4096  # a cell of at most this many values starts each reused run as a copy of a template
 _POOL: ThreadPoolExecutor | None = None
 
 
@@ -46,6 +48,11 @@ def run_stages(stages: list) -> None:
     """Launch every stage of a run in order, then commit them all: a stage that refuses (a bad key found at run
     time) leaves the caller's arrays as they were, whichever stage it is (a stage that refuses restores what it
     wrote in place itself; the stages before it restore theirs here)."""
+    if len(stages) == 1:  # (the common case, without the bookkeeping for stages before a refusal)
+        st = stages[0]
+        st.launch()
+        st.commit()
+        return
     for j, st in enumerate(stages):
         try:
             st.launch()
@@ -93,12 +100,16 @@ class Prepared:
         self.saves = list(saves)  # (caller's array written in place, the copy of it each launch saves first)
         self.recipe, self._kept = recipe, None
         self.per_run = [(k, how) for k, how in enumerate(recipe or ()) if how[0] != "keep"]  # what rebind redoes
+        self._gone = [(k, 5 * k) for k, how in self.per_run if how[0] != "staged"]  # what release lets go of
+        self._slots: list[tuple] = []  # self.per_run as `rebind` walks it (`slots`), made by the first rebind
+        self._slots_for = self._slots_dtype = None  # the specialisation and dtype `_slots` was made for
         sig = launcher.binder.sig
         self.checks_keys = bool(launcher.lay.index_keys) or any(p.kind == "index" and p.sorted for p in sig.planes)
         self.meta = buffers[launcher.meta_k]
         self.err = buffers[launcher.err_k]
         self.out_k = [cell_index(launcher.lay, c) for c in launcher.lay.cells_out]
-        self.cells_out = {c: buffers[k] for c, k in zip(launcher.lay.cells_out, self.out_k, strict=True)}
+        self._cells_out_at = list(zip(launcher.lay.cells_out, self.out_k, strict=True))
+        self.cells_out = {c: buffers[k] for c, k in self._cells_out_at}
         at = {native.address(a): k for k, a in enumerate(buffers) if a.size}
         self.resets = [(at[native.address(a)], fill) for a, fill in resets if a.size]
         # each chunk's copies (of sinks and kept cells) laid out chunk by chunk: each chunk resets its own part
@@ -182,72 +193,120 @@ class Prepared:
         if self.err.any():
             self.launcher.check_errors(self.err)
 
-    def rebind(self, b: Bound, cuts: dict) -> None:
+    def rebind(self, b: Bound, cuts: dict, arrays: dict | None = None) -> None:
         """Point this stage at another run's arrays (`b`: bound with the same specialisation, shapes and given
-        planes as the run it was prepared for; `cuts`: what the run's earlier stages hand on). The run's outputs
-        and cells are allocated afresh (they are its results); every internal buffer is reused."""
-        lc = self.launcher
+        planes as the run it was prepared for; `cuts`: what the run's earlier stages hand on; `arrays`: the input
+        planes by name, when not `b.arrays`). The run's outputs and cells are allocated afresh (they are its
+        results); every internal buffer is reused. Runs at every reused Plan.run: it walks `slots` (the recipe's
+        per-run slots, looked up once) and stores each slot's address in the argument block directly
+        (args.set_buffer, inlined)."""
+        if self._slots_for is not b.spec or self._slots_dtype is not b.dtype:
+            self._slots = self.slots(b)
+            self._slots_for, self._slots_dtype = b.spec, b.dtype
         results: dict[str, Array] = {}
         copies: list = []
-        j = i = 0
-        bufs, args = self.buffers, self.args
-        vals, keep = args.vals, args.keep
+        given = b.given
+        if arrays is None:
+            arrays = b.arrays
+        bufs, keep, vals, address = self.buffers, self.args.keep, self.args.vals, native.address
+        for k, k5, code, name, what in self._slots:
+            if code == _IN:
+                flat = arrays[name]
+            elif code == _FRESH:  # a per-lane output the caller did not pass: a result of the run
+                run_key, shape, dtype, flatten = what
+                a = cuts[run_key] = np.zeros(shape, dtype)
+                flat = a.reshape(-1) if flatten else a
+                results[name] = Array(a)
+            elif code == _CELL:  # a cell: a result of the run, starting at its identity
+                r, shape, start, view = what
+                if type(start) is np.ndarray:
+                    flat = start.copy()  # (one call: np.empty then fill, or np.full, cost more at one lane)
+                else:
+                    flat = np.empty(start[0], dtype=b.dtype)
+                    flat.fill(start[1])
+                if view is not None and not given:
+                    results[name] = Array(flat.reshape(view))
+                else:
+                    self.launcher.cell_results(name, r, flat, shape, b, results, copies)
+            else:
+                flat = self.rebind_rare(what, b, cuts, results)
+                if flat is None:
+                    continue
+            bufs[k] = keep[k] = flat
+            vals[k5] = vals[k5 + 1] = address(flat)
+        self.results, self.copies = results, copies
+        if self.out_k:
+            self.cells_out = {c: bufs[k] for c, k in self._cells_out_at}
+
+    def slots(self, b: Bound) -> list[tuple]:
+        """The recipe's per-run slots as `rebind` walks them: (buffer index, its first value in the argument
+        block, code, plane name, what the code needs), with everything fixed by the run's specialisation and
+        shapes (an output's dtype, a cell's identity, the "#run:" names later stages find it by) worked out once
+        per cache entry instead of at every run."""
+        lc, out = self.launcher, []
+        j = i = 0  # the staged pair / saved array each "staged" / "saved" slot takes, in recipe order
         for k, how in self.per_run:
             tag, name = how[0], how[1]
             if tag == "in":
-                flat = b.arrays[name]
+                out.append((k, 5 * k, _IN, name, None))
             elif tag == "fresh":
                 shape = how[2]
-                a = cuts[f"#run:{name}"] = np.zeros(shape, dtype=lc.binder.out_dtype(name, b))
-                flat = a if len(shape) == 1 else a.reshape(-1)
-                results[name] = Array(a)
-            elif tag == "cut":
-                flat = cuts[name]
-            elif tag == "shared":
-                shared = cuts[f"#run:{name}"]
-                flat = shared.reshape(-1)
-                results[name] = Array(b.given.get(name, shared))
-            elif tag == "given":
-                a = b.given[name]
-                flat = a.reshape(-1)
-                results[name] = Array(a)
-            elif tag == "staged":
-                a, scratch = b.given[name], self.staged[j][1]
-                self.staged[j] = (a, scratch)
-                if self.copy_slot[j] >= 0:
-                    args.set_copy(self.copy_slot[j], a)
-                j += 1
-                cuts[f"#run:{name}"] = scratch
-                results[name] = Array(a)
-                continue
-            elif tag == "saved":  # written in place, saved first
-                a = cuts[f"#run:{name}"] = b.given[name]
-                self.saves[i] = (a, self.saves[i][1])
-                i += 1
-                flat = a.reshape(-1)
-                results[name] = Array(a)
-            else:  # "cell": a result of the run
-                shape = how[2]
-                r = lc.red[name]
-                flat = np.empty(math.prod(shape), dtype=b.dtype)
-                flat.fill(IDENT[r.kind])  # (np.full's Python wrapper costs more than this at one lane)
-                lc.cell_results(name, r, flat, shape, b, results, copies)
-            bufs[k] = keep[k] = flat  # (args.set_buffer, inlined: this runs for every slot of every reused run)
-            vals[5 * k] = vals[5 * k + 1] = native.address(flat)
-        self.results, self.copies = results, copies
-        if self.out_k:
-            self.cells_out = {c: bufs[k] for c, k in zip(lc.lay.cells_out, self.out_k, strict=True)}
+                dtype = lc.binder.out_dtype(name, b)
+                out.append((k, 5 * k, _FRESH, name, (f"#run:{name}", shape, dtype, len(shape) != 1)))
+            elif tag == "cell":
+                shape, r = how[2], lc.red[name]
+                size, fill = math.prod(shape), IDENT[r.kind]
+                if size <= _SMALL_CELL:  # copied from a filled template at every run
+                    start = np.empty(size, dtype=b.dtype)
+                    start.fill(fill)
+                else:
+                    start = (size, fill)
+                view = (shape if shape else (1,)) if name == "result" or not r.payload else None
+                out.append((k, 5 * k, _CELL, name, (r, shape, start, view)))
+            else:
+                out.append((k, 5 * k, _RARE, name, (tag, name, j if tag == "staged" else i)))
+                j += tag == "staged"
+                i += tag == "saved"
+        return out
+
+    def rebind_rare(self, what: tuple, b: Bound, cuts: dict, results: dict) -> np.ndarray | None:
+        """`rebind` for the slots other than inputs, fresh outputs and cells: the flat array slot k now holds
+        (None for a staged array, whose scratch copy stays in its slot)."""
+        tag, name, n = what
+        if tag == "cut":
+            return cuts[name]
+        if tag == "shared":
+            shared = cuts[f"#run:{name}"]
+            results[name] = Array(b.given.get(name, shared))
+            return shared.reshape(-1)
+        if tag == "given":
+            a = b.given[name]
+            results[name] = Array(a)
+            return a.reshape(-1)
+        if tag == "staged":
+            a, scratch = b.given[name], self.staged[n][1]
+            self.staged[n] = (a, scratch)
+            if self.copy_slot[n] >= 0:
+                self.args.set_copy(self.copy_slot[n], a)
+            cuts[f"#run:{name}"] = scratch
+            results[name] = Array(a)
+            return None
+        if tag == "saved":  # written in place, saved first
+            a = cuts[f"#run:{name}"] = b.given[name]
+            self.saves[n] = (a, self.saves[n][1])
+            results[name] = Array(a)
+            return a.reshape(-1)
+        raise RuntimeError(f"internal error: unknown recipe entry {tag!r} for '{name}'")
 
     def release(self) -> None:
         """Let go of one run's arrays (its inputs, results and the caller's arrays) while this stage waits in a
         cache for its next `rebind`, which points every one of those slots at new arrays before any launch."""
-        args = self.args
-        bufs, keep, vals = self.buffers, args.keep, args.vals
-        for k, how in self.per_run:
-            if how[0] != "staged":  # (a scratch copy stays: only the caller's array it starts from goes)
-                bufs[k] = keep[k] = _GONE
-                vals[5 * k] = vals[5 * k + 1] = 0
+        bufs, keep, vals = self.buffers, self.args.keep, self.args.vals
+        for k, k5 in self._gone:  # (a scratch copy stays: only the caller's array it starts from goes)
+            bufs[k] = keep[k] = _GONE
+            vals[k5] = vals[k5 + 1] = 0
         if self.copy_slot:
+            args = self.args
             for j, slot in enumerate(self.copy_slot):
                 self.staged[j] = (_GONE, self.staged[j][1])
                 if slot >= 0:
@@ -274,6 +333,10 @@ def rebind_stages(stages: list[Prepared], b: Bound) -> dict:
     for st in stages:
         if st.checks_keys:
             st.launcher.binder.check_keys(st.launcher.lay, b)
+    if len(stages) == 1:  # (its results are the run's: no dict to gather them into)
+        st = stages[0]
+        st.rebind(b, {})
+        return st.results
     results: dict = {}
     cuts: dict = {}
     for st in stages:

@@ -36,6 +36,24 @@ MAX_KEPT_BYTES = 64 << 20  # a run whose internal buffers and scratch copies hol
 _INT64 = (-(1 << 63), 1 << 63)
 
 
+class Entry:
+    """One kept run: its Bound template (what the key fixes, holding no array between runs), prepared stages,
+    facts ((chunks, executor) per stage) and `steps` (RunCache.steps); it unpacks as (template, stages, facts,
+    steps). `alone`: the one stage when the run is a single stage that checks no keys and takes every plane as
+    it is (no conversion, no array the caller passed to be written): its planes are then exactly the arrays
+    the binder would hand it, so a run rebinds it to them directly (Prepared.rebind's `arrays`)."""
+
+    __slots__ = ("template", "stages", "facts", "steps", "alone")
+
+    def __init__(self, template: Bound, stages: list, facts: tuple, steps: tuple):
+        self.template, self.stages, self.facts, self.steps = template, stages, facts, steps
+        simple = len(stages) == 1 and not stages[0].checks_keys and all(how == "as is" for _, _, how in steps)
+        self.alone = stages[0] if simple else None
+
+    def __iter__(self):
+        return iter((self.template, self.stages, self.facts, self.steps))
+
+
 class RunCache:
     """Prepared host stages of one plan's recent runs, by run key (see the module docstring)."""
 
@@ -46,6 +64,8 @@ class RunCache:
 
     def key(self, base, count, planes: dict) -> tuple | None:
         """What decides a run's checks and buffer sizes, or None when the run must take the full path."""
+        if not (base is None or type(base) is int) or not (count is None or type(count) is int):
+            return None
         labels = self.plan.binder._labels
         parts: list = [base, count]
         add = parts.append
@@ -59,44 +79,55 @@ class RunCache:
                 add((name, t, v if name in labels else None))
             else:
                 return None
-        if not (base is None or type(base) is int) or not (count is None or type(count) is int):
-            return None
         return tuple(parts)
 
     def run(self, base, count, planes: dict):
-        """Plan.run on the host: the results (one Array, or a dict of them by name)."""
-        plan = self.plan
+        """Plan.run on the host: the results (one Array, or a dict of them by name). A run whose key has an entry
+        takes it out of the cache, rebinds its stages to this run's arrays, launches them and puts the entry
+        back (a run that raises does not); any other run takes the full path (`first_run`)."""
         key = self.key(base, count, planes)
         entry = self.entries.pop(key, None) if key is not None else None
         if entry is None:
-            b = plan.binder.bind(planes)
-            lo, hi = plan.lane_range(base, count, b.lanes, plan.kernel.stage_count)
-            stages, results = plan.stages(b, lo, hi)
-            if key is not None and not all(isinstance(st, Prepared) and st.recipe is not None for st in stages):
-                key = None
-            facts = (tuple(st.nchunks for st in stages), tuple(st.executor for st in stages))
+            return self.first_run(key, base, count, planes)
+        stages, alone = entry.stages, entry.alone
+        if alone is not None:  # its planes are the arrays it reads (`Entry.alone`): no Bound to fill and empty
+            alone.rebind(entry.template, {}, planes)
+            results = alone.results
         else:
-            template, stages, facts, steps = entry
-            b = self.rebound(template, planes, steps)
+            b = self.rebound(entry.template, planes, entry.steps)
             results = rebind_stages(stages, b)
-            self.hits += 1
+        self.hits += 1
         run_stages(stages)
-        plan.last_chunks, plan.last_executor = facts  # fixed for prepared stages: kept with them
+        plan = self.plan
+        plan.last_chunks, plan.last_executor = entry.facts  # fixed for prepared stages: kept with them
+        for st in stages:  # the cache holds no array of this run: not the caller's, not the results
+            st.release()
+        if alone is None:
+            b.arrays, b.given = {}, {}  # (b is the entry's template: it keeps no array either)
+        self.entries[key] = entry
+        return handed_back(results)
+
+    def first_run(self, key, base, count, planes: dict):
+        """A run with no entry for its key: bound and prepared in full, then kept under `key` (None: not kept)
+        when every stage can be rebound and its kept buffers are small enough."""
+        plan = self.plan
+        b = plan.binder.bind(planes)
+        lo, hi = plan.lane_range(base, count, b.lanes, plan.kernel.stage_count)
+        stages, results = plan.stages(b, lo, hi)
+        if key is not None and not all(isinstance(st, Prepared) and st.recipe is not None for st in stages):
+            key = None
+        facts = (tuple(st.nchunks for st in stages), tuple(st.executor for st in stages))
+        run_stages(stages)
+        plan.last_chunks, plan.last_executor = facts
         if key is not None:
             for st in stages:  # the cache holds no array of this run: not the caller's, not the results
                 st.release()
-            if entry is not None:
-                b.arrays, b.given = {}, {}  # (b is the entry's template: it keeps no array either)
-                self.entries[key] = entry
-            elif sum(st.kept_bytes() for st in stages) <= MAX_KEPT_BYTES:
+            if sum(st.kept_bytes() for st in stages) <= MAX_KEPT_BYTES:
                 template = Bound(b.spec, b.extents, b.lanes, b.dtype)
-                self.entries[key] = (template, stages, facts, self.steps(template, planes))
+                self.entries[key] = Entry(template, stages, facts, self.steps(template, planes))
                 while len(self.entries) > MAX_ENTRIES:
                     self.entries.popitem(last=False)
-        if len(results) == 1:
-            for r in results.values():
-                return r
-        return {k: results[k] for k in sorted(results)}
+        return handed_back(results)
 
     def steps(self, template: Bound, planes: dict) -> tuple:
         """What `rebound` does with each plane of a run whose key matches `planes`' (the key fixes each array's
@@ -135,3 +166,11 @@ class RunCache:
         if given:
             self.plan.binder._check_written(b)
         return b
+
+
+def handed_back(results: dict):
+    """What Plan.run returns: a run's one result, or every result by name in sorted order."""
+    if len(results) == 1:
+        for r in results.values():
+            return r
+    return {k: results[k] for k in sorted(results)}
