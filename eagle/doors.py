@@ -19,7 +19,7 @@ import numpy as np
 
 from eagle.errors import InputError
 from eagle.settings import is_whole
-from eagle.stage import Prepared, run_stages
+from eagle.stage import fires_alone, run_stages
 
 
 def single_stage_only(kernel: str, stages: int, door: str) -> InputError:
@@ -42,7 +42,7 @@ class BoundLaunch:
         self.lane_span = (lo, hi)  # the reverse refuses a range (eagle/reverse.py)
         self.stages, results = plan.stages(self.bound, lo, hi)
         self.results = results[next(iter(results))] if len(results) == 1 else {k: results[k] for k in sorted(results)}
-        self._direct = self.stages[0] if len(self.stages) == 1 and _fires_alone(self.stages[0]) else None
+        self._direct = self.stages[0] if len(self.stages) == 1 and fires_alone(self.stages[0]) else None
 
     @property
     def chunks(self) -> tuple[int, ...]:
@@ -74,13 +74,6 @@ class BoundLaunch:
 
     def __repr__(self) -> str:
         return f"<eagle.BoundLaunch {self.plan.kernel.name} lanes={self.bound.lanes} stages={len(self.stages)}>"
-
-
-def _fires_alone(st) -> bool:
-    """Whether launching `st` is its foreign call and nothing else: a host stage on the native executor that saves
-    nothing before its launch (no output stored by key in place) and commits nothing after it (no cell or
-    scratch copy handed to the caller's arrays), so run_stages([st]) is `st.args.fire()` plus the error check."""
-    return isinstance(st, Prepared) and st.args.lib is not None and not (st.saves or st.copies or st.staged)
 
 
 def _carry_pairs(plan, carry: Mapping[str, str]) -> list[tuple[str, str]]:

@@ -65,6 +65,14 @@ def run_stages(stages: list) -> None:
         st.commit()
 
 
+def fires_alone(st) -> bool:
+    """Whether launching `st` is its foreign call and nothing else: a host stage on the native executor that saves
+    nothing before its launch (no output stored by key in place) and commits nothing after it (no cell or
+    scratch copy handed to the caller's arrays), so run_stages([st]) is `st.args.fire()` and, when that says
+    the code refused, `st.launcher.check_errors(st.err)` (what a bound launch and a reused run then do)."""
+    return isinstance(st, Prepared) and st.args.lib is not None and not (st.saves or st.copies or st.staged)
+
+
 def cell_index(lay: Layout, name: str) -> int:
     """The buffer of an internal cell a stage hands to later ones: a total's cell, or a scan's block offsets."""
     try:

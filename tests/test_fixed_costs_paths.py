@@ -79,7 +79,8 @@ def test_a_refusal_found_as_the_short_path_runs_leaves_no_entry_and_the_next_run
     plan = eagle.deploy(fp_bad)
     plan.run(key=key, x=x)
     first = plan.run(key=key, x=x)
-    assert plan._runs.hits == 1 and next(iter(plan._runs.entries.values())).alone is not None
+    entry = next(iter(plan._runs.entries.values()))
+    assert plan._runs.hits == 1 and entry.alone is not None and (entry.fires is not None) == NATIVE
     bad = key.copy()
     bad[40] = 3  # 3 + 5 = 8: outside the 8 slots, found by the compiled code
     with pytest.raises(InputError, match=r"sink 'acc' of kernel 'fp_bad': 1 lane\(s\) scattered to a key "

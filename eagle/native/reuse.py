@@ -28,7 +28,7 @@ from collections import OrderedDict
 import numpy as np
 
 from eagle.binding import Bound
-from eagle.stage import Prepared, rebind_stages, run_stages
+from eagle.stage import Prepared, fires_alone, rebind_stages, run_stages
 
 MAX_ENTRIES = 8  # shapes kept per plan (least recently used dropped first)
 MAX_KEPT_BYTES = 64 << 20  # a run whose internal buffers and scratch copies hold more is not kept (preparing it
@@ -41,14 +41,18 @@ class Entry:
     facts ((chunks, executor) per stage) and `steps` (RunCache.steps); it unpacks as (template, stages, facts,
     steps). `alone`: the one stage when the run is a single stage that checks no keys and takes every plane as
     it is (no conversion, no array the caller passed to be written): its planes are then exactly the arrays
-    the binder would hand it, so a run rebinds it to them directly (Prepared.rebind's `arrays`)."""
+    the binder would hand it, so a run rebinds it to them directly (Prepared.rebind's `arrays`). `fires`: that
+    stage again when its launch is its foreign call alone (eagle.stage.fires_alone), else None."""
 
-    __slots__ = ("template", "stages", "facts", "steps", "alone")
+    __slots__ = ("template", "stages", "facts", "steps", "alone", "fires")
 
     def __init__(self, template: Bound, stages: list, facts: tuple, steps: tuple):
         self.template, self.stages, self.facts, self.steps = template, stages, facts, steps
         simple = len(stages) == 1 and not stages[0].checks_keys and all(how == "as is" for _, _, how in steps)
         self.alone = stages[0] if simple else None
+        # an `alone` stage writes no array the caller passed, so nothing to save or commit: on the native executor
+        # its launch is its foreign call (stays so: what decides it is fixed by the key)
+        self.fires = self.alone if simple and fires_alone(self.alone) else None
 
     def __iter__(self):
         return iter((self.template, self.stages, self.facts, self.steps))
@@ -97,7 +101,11 @@ class RunCache:
             b = self.rebound(entry.template, planes, entry.steps)
             results = rebind_stages(stages, b)
         self.hits += 1
-        run_stages(stages)
+        if entry.fires is not None:  # run_stages(stages), for a stage that fires alone (eagle.stage.fires_alone)
+            if alone.args.fire():
+                alone.launcher.check_errors(alone.err)
+        else:
+            run_stages(stages)
         plan = self.plan
         plan.last_chunks, plan.last_executor = entry.facts  # fixed for prepared stages: kept with them
         for st in stages:  # the cache holds no array of this run: not the caller's, not the results
