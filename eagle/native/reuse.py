@@ -17,6 +17,10 @@ it, so runs from several threads never share buffers; a run that raises does not
 entry holds none of its last run's arrays (Prepared.release), and a run whose internal buffers and scratch copies
 exceed MAX_KEPT_BYTES is not kept.
 
+The common case has a shorter path with the same checks and results: a run of one stage that checks no keys
+and takes every plane as it is, writing no array the caller passed (`Entry.alone`), is rebound to its planes
+directly, and on the native executor launched by its foreign call alone (`Entry.fires`).
+
 After a run, `plan.last_executor` says which executor ran each stage ("native" or "python"), as
 `plan.last_chunks` says how many chunks.
 """
