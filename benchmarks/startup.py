@@ -33,10 +33,10 @@ def primer(x: Scalar) -> Scalar:
 
 
 def prime() -> None:
-    """Another kernel's first run: eagle's native runtime built into the cache, the bytecode written."""
-    t0 = time.perf_counter()
+    """Another kernel's first run, timed from the process start (imports included): eagle's native runtime
+    built into the cache, the bytecode written."""
     ok = float(np.asarray(eagle.deploy(primer).run(x=np.ones(3)))[0]) == 2.0
-    print(json.dumps({"prime_s": time.perf_counter() - t0 + (t0 - _t0), "ok": ok,
+    print(json.dumps({"prime_s": time.perf_counter() - _t0, "ok": ok,
                       "bytecode": not sys.dont_write_bytecode}))
 
 

@@ -58,8 +58,7 @@ class BoundLaunch:
         """Run every stage; the caller's arrays get the results only once every stage has succeeded."""
         st = self._direct
         if st is not None:  # Prepared.launch and commit of a stage with nothing to save first or commit after
-            if st.args.fire():
-                st.launcher.check_errors(st.err)
+            st.fire_native()
             return self.results
         run_stages(self.stages)
         return self.results

@@ -68,8 +68,8 @@ def run_stages(stages: list) -> None:
 def fires_alone(st) -> bool:
     """Whether launching `st` is its foreign call and nothing else: a host stage on the native executor that saves
     nothing before its launch (no output stored by key in place) and commits nothing after it (no cell or
-    scratch copy handed to the caller's arrays), so run_stages([st]) is `st.args.fire()` and, when that says
-    the code refused, `st.launcher.check_errors(st.err)` (what a bound launch and a reused run then do)."""
+    scratch copy handed to the caller's arrays), so run_stages([st]) is `st.fire_native()` (what a bound launch
+    and a reused run then call)."""
     return isinstance(st, Prepared) and st.args.lib is not None and not (st.saves or st.copies or st.staged)
 
 
@@ -109,8 +109,9 @@ class Prepared:
         self.recipe, self._kept = recipe, None
         self.per_run = [(k, how) for k, how in enumerate(recipe or ()) if how[0] != "keep"]  # what rebind redoes
         self._gone = [(k, 5 * k) for k, how in self.per_run if how[0] != "staged"]  # what release lets go of
-        self._slots: list[tuple] = []  # self.per_run as `rebind` walks it (`slots`), made by the first rebind
-        self._slots_for = self._slots_dtype = None  # the specialisation and dtype `_slots` was made for
+        # self.per_run as `rebind` walks it (`slots`), made by the first rebind: a stage is rebound only by its
+        # cache entry (eagle/native/reuse.py), whose key fixes the specialisation, dtype and shapes it depends on
+        self._slots: list[tuple] | None = None
         sig = launcher.binder.sig
         self.checks_keys = bool(launcher.lay.index_keys) or any(p.kind == "index" and p.sorted for p in sig.planes)
         self.meta = buffers[launcher.meta_k]
@@ -151,11 +152,17 @@ class Prepared:
         try:
             if self.args.lib is None:
                 self.launch_python()
-            elif self.args.fire():
-                self.launcher.check_errors(self.err)
+            else:
+                self.fire_native()
         except BaseException:
             self.restore()
             raise
+
+    def fire_native(self) -> None:
+        """The native launch: the foreign call, then the refusal it reports in #err raised (check_errors). A
+        stage that `fires_alone` is launched by this alone (a bound launch, a reused Plan.run)."""
+        if self.args.fire():
+            self.launcher.check_errors(self.err)
 
     def restore(self) -> None:
         """Put back what the arrays this stage writes in place held before its launch (the run refused)."""
@@ -208,9 +215,8 @@ class Prepared:
         results); every internal buffer is reused. Runs at every reused Plan.run: it walks `slots` (the recipe's
         per-run slots, looked up once) and stores each slot's address in the argument block directly
         (args.set_buffer, inlined)."""
-        if self._slots_for is not b.spec or self._slots_dtype is not b.dtype:
+        if self._slots is None:
             self._slots = self.slots(b)
-            self._slots_for, self._slots_dtype = b.spec, b.dtype
         results: dict[str, Array] = {}
         copies: list = []
         given = b.given

@@ -106,8 +106,7 @@ class RunCache:
             results = rebind_stages(stages, b)
         self.hits += 1
         if entry.fires is not None:  # run_stages(stages), for a stage that fires alone (eagle.stage.fires_alone)
-            if alone.args.fire():
-                alone.launcher.check_errors(alone.err)
+            alone.fire_native()
         else:
             run_stages(stages)
         plan = self.plan
