@@ -309,8 +309,9 @@ def _has_avx2() -> bool:
         return False
 
 
-def _lanes_asm(kernel, name: str, dtype: str = "float64") -> str:
-    """The lane function's assembly as the host build makes it (opt -O3 and llc -O3 for this CPU)."""
+def _lanes_asm(kernel, name: str, dtype: str = "float64", stage: int = 0) -> str:
+    """The lane function's assembly as the host build makes it (opt -O3 and llc -O3 for this CPU); `name` is
+    the function's (a later stage's: the kernel's name and `_<stage + 1>`)."""
     from mlir import ir
     from mlir.dialects import llvm
 
@@ -318,7 +319,7 @@ def _lanes_asm(kernel, name: str, dtype: str = "float64") -> str:
     from hawk.ir.dialect import new_context
     from hawk.targets.host import _llvm_tool
 
-    text = kernel.mlir(dtype, after="lower-to-llvm")
+    text = kernel.mlir(dtype, after="lower-to-llvm", stage=stage)
     with new_context(), ir.Location.unknown():
         ll = str(llvm.translate_module_to_llvmir(ir.Module.parse(text).operation))
     triple = f"{cache.machine()}-unknown-linux-gnu"

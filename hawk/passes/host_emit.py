@@ -6,6 +6,8 @@ compensated sums tight and ordered sums reproducible.
 
 from __future__ import annotations
 
+import platform
+
 from mlir import ir
 from mlir.dialects import memref, vector
 
@@ -14,6 +16,9 @@ from hawk.ir.build import create
 _FAST = "#arith.fastmath<reassoc,contract>"
 _NNAN_NSZ = "#arith.fastmath<nnan,nsz>"
 _SGE, _SLT, _EQ = 5, 2, 0
+_OGT = 2
+# x86 has no float conditional move: LLVM lowers a float select on an integer condition to a branch (see blend).
+X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 # Payloads with more components than this are "wide": the host lowering moves them between memory and one vector
 # value with loops over components (through a small per-function buffer) and keeps the running state of their
@@ -106,6 +111,26 @@ class Emit:
 
     def select(self, c, a, b) -> ir.Value:
         return self.op("arith.select", c, a, b, t=a.type)
+
+    def blend(self, c, a, b) -> ir.Value:
+        """select(c, a, b) without a branch, for a float carried from lane to lane under a flag that changes
+        where the data says (a segmented scan's reset at a run boundary). On x86 LLVM lowers a scalar float
+        select on an integer condition to a branch, mispredicted at every unpredictable flag: a third of a
+        reduce_by_key's time. Here the flag becomes a float (2.0 or 0.0, from its bits) behind
+        `llvm.arithmetic.fence`, which no fold looks through, and the select's condition a float compare, which
+        x86 lowers to a compare and a blend. The same value in every case (elsewhere: a plain select)."""
+        t = a.type
+        if not X86 or not isinstance(t, (ir.F64Type, ir.F32Type)):
+            return self.select(c, a, b)
+        width = 64 if isinstance(t, ir.F64Type) else 32
+        it = ir.IntegerType.get_signless(width)
+        two = 1 << (width - 2)  # the bits of 2.0: the exponent field's top bit
+        bits = self.select(c, self.c(two, it), self.c(0, it))
+        flag = create("llvm.call_intrinsic", [self.op("arith.bitcast", bits, t=t)], [t],
+                      {"intrin": ir.StringAttr.get("llvm.arithmetic.fence"),
+                       "op_bundle_sizes": ir.DenseI32ArrayAttr.get([]),
+                       "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 0])}).result
+        return self.select(self.cmpf(_OGT, flag, self.cf(1.0, t)), a, b)
 
     # ---- payload values --------------------------------------------------------------------------
     def elems(self, v: ir.Value, shape) -> list[ir.Value]:

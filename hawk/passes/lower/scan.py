@@ -101,6 +101,12 @@ def combine(cx: Lowering, op: str, a: ir.Value, b: ir.Value) -> ir.Value:
     return e.select(first, a, b)
 
 
+def _restart(cx: Lowering, reset: ir.Value, x: ir.Value, new: ir.Value) -> ir.Value:
+    """A segmented scan's running value: x where the lane resets, else the combined one (on the host without a
+    branch: the flag changes at data-dependent run boundaries, host_emit.Emit.blend)."""
+    return cx.e.blend(reset, x, new) if cx.target == "host" else cx.e.select(reset, x, new)
+
+
 def _block_start(cx: Lowering) -> ir.Value:
     """Whether this lane is the first of its SCAN_BLOCK."""
     e = cx.e
@@ -284,7 +290,7 @@ def lower_scan_totals(cx: Lowering, op) -> None:
     prev = cx.accs[k] if blocked else e.select(start, identity(cx, kind, x.type), cx.accs[k])
     new = combine(cx, kind, prev, x)
     if reset is not None:
-        new = e.select(reset, x, new)
+        new = _restart(cx, reset, x, new)
         seen = cx.accs[k + 1] if blocked else e.select(start, e.c(0, e.i1), cx.accs[k + 1])
         cx.accs[k + 1] = e.op("arith.ori", seen, reset)
     cx.accs[k] = new
@@ -317,7 +323,7 @@ def lower_scan_apply(cx: Lowering, op) -> ir.Value:
     prev = cx.accs[k] if cx.scan_blocked else e.select(_block_start(cx), e.load(buf, _entry(cx)), cx.accs[k])
     new = combine(cx, kind, prev, x)
     if reset is not None:
-        new = e.select(reset, x, new)
+        new = _restart(cx, reset, x, new)
     cx.accs[k] = new
     if scan_mode(op) == "inclusive":
         return new
