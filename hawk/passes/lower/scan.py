@@ -102,8 +102,8 @@ def combine(cx: Lowering, op: str, a: ir.Value, b: ir.Value) -> ir.Value:
 
 
 def _restart(cx: Lowering, reset: ir.Value, x: ir.Value, new: ir.Value) -> ir.Value:
-    """A segmented scan's running value: x where the lane resets, else the combined one (on the host without a
-    branch: the flag changes at data-dependent run boundaries, host_emit.Emit.blend)."""
+    """A segmented scan's value at a lane: x where the lane resets, else `new` (on the host without a branch:
+    the flag changes at data-dependent run boundaries, host_emit.Emit.blend)."""
     return cx.e.blend(reset, x, new) if cx.target == "host" else cx.e.select(reset, x, new)
 
 
@@ -327,7 +327,7 @@ def lower_scan_apply(cx: Lowering, op) -> ir.Value:
     cx.accs[k] = new
     if scan_mode(op) == "inclusive":
         return new
-    return prev if reset is None else e.select(reset, identity(cx, kind, x.type), prev)
+    return prev if reset is None else _restart(cx, reset, identity(cx, kind, x.type), prev)
 
 
 def _store_lane(cx: Lowering, op) -> None:
