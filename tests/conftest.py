@@ -8,7 +8,10 @@ from __future__ import annotations
 import functools
 import math
 import os
+import shutil
+import tempfile
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +19,25 @@ import pytest
 # The targets a test may run on through the `target` fixture. A GPU target whose runtime or device is missing
 # skips with the reason (pytest -ra prints it); spirv runs on Mesa's lavapipe where there is no GPU.
 BT_TARGETS = ("host", "spirv")
+
+
+def pytest_configure(config) -> None:
+    """Under pytest-xdist (scripts/test.sh runs one worker per core) each worker gets a temporary folder of its
+    own, for itself and the processes it starts: a test that checks a run left nothing behind in
+    tempfile.gettempdir() then sees only its own worker's files."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        own = Path(tempfile.gettempdir()) / f"hawk-tests-{worker}-{os.getpid()}"
+        own.mkdir(parents=True, exist_ok=True)
+        os.environ["TMPDIR"] = str(own)
+        tempfile.tempdir = None  # (gettempdir reads TMPDIR again)
+        config._hawk_worker_tmp = own
+
+
+def pytest_unconfigure(config) -> None:
+    own = getattr(config, "_hawk_worker_tmp", None)
+    if own is not None:
+        shutil.rmtree(own, ignore_errors=True)
 
 
 def bt_run(kernel, **planes):
