@@ -40,6 +40,24 @@ def pytest_unconfigure(config) -> None:
         shutil.rmtree(own, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _native_runtime_of_this_environment():
+    """A test that points $HAWK_CACHE_DIR at a folder of its own loads eagle's native runtime from there when it is
+    the process's first user: forget that library after the test, so that later tests (in whatever order a
+    pytest-xdist worker runs them) load the one their own environment names, as every other process does."""
+    yield
+    import sys
+
+    native = sys.modules.get("eagle.native")
+    lib = None if native is None else native._STATE.get("lib")
+    if lib is not None:
+        from hawk.abi import cache
+
+        home = cache.cache_dir()  # (None: the disk cache is off for the whole run; each load builds its own)
+        if home is not None and Path(lib._name).parent != home:
+            native._STATE.clear()
+
+
 def bt_run(kernel, **planes):
     """Deploy ``kernel`` for the host and run it: one output comes back as an ndarray, several as a dict."""
     return bt_run_on("host", kernel, **planes)

@@ -104,6 +104,7 @@ def test_every_target_gives_the_host_permutation(target):
     np.testing.assert_array_equal(np.asarray(sv), v[want])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gpu", ["nvvm", "rocdl"])
 def test_the_sort_scan_and_run_kernels_build_for_the_other_gpu_targets(gpu):
     """Without the GPU's runtime each kernel compiles every stage (PTX / AMD code objects), then raises

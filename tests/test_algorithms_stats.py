@@ -323,6 +323,7 @@ def test_every_target_gives_the_host_bits(target):
     assert math.copysign(1.0, host[5]) == -1.0 and host[18] == float(sum(i * i for i in range(50)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gpu", ["nvvm", "rocdl"])
 def test_every_kernel_builds_for_the_other_gpu_targets(gpu):
     """Without the GPU's runtime each call compiles every stage of its kernel (PTX / AMD code objects) and then

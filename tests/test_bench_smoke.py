@@ -111,6 +111,8 @@ WRONG_PLUGIN = """
 import numpy as np
 from benchmarks.ops import Impl
 
+pytestmark = pytest.mark.slow  # (pyproject.toml's markers: -m 'not slow' leaves it out)
+
 NAME = "wrong"
 
 

@@ -355,6 +355,7 @@ def test_compile_fullgraph_without_recompiles_across_dynamic_sizes():
     assert counters["stats"]["unique_graphs"] == 1
 
 
+@pytest.mark.slow
 def test_compile_with_inductor_every_plane_kind():
     g = eagle.torch.wrap(tb_all)
     torch.compiler.reset()

@@ -24,6 +24,8 @@ from eagle import cache as ecache
 from eagle.targets import host
 from hawk.abi import cache
 
+pytestmark = pytest.mark.slow  # (pyproject.toml's markers: -m 'not slow' leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CAPTURES = textwrap.dedent("""

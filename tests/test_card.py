@@ -43,6 +43,7 @@ def _promised_one(entry) -> bool:
     return entry["policy"] == "compensated" or (entry["op"] == "scatter" and entry["policy"] == "auto")
 
 
+@pytest.mark.slow
 def test_quick_card_covers_every_policy_dtype_and_length(quick_card, target):
     entries = _entries(quick_card, target)
     seen = {(e["op"], e["policy"], e["dtype"], e["length"]) for e in entries}

@@ -34,6 +34,8 @@ pytest.importorskip("jax")
 
 import dist_kernels as dk  # noqa: E402  (the kernels, shared with test_dist_torch.py)
 
+pytestmark = pytest.mark.slow  # (pyproject.toml's markers: -m 'not slow' leaves it out)
+
 ROOT = Path(__file__).resolve().parents[1]
 NR, NC = dk.NR, dk.NC  # the stencils' grid
 

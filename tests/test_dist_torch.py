@@ -52,6 +52,8 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_vscan,
 )
 
+pytestmark = pytest.mark.slow  # (pyproject.toml's markers: -m 'not slow' leaves it out)
+
 ROOT = Path(__file__).resolve().parents[1]
 RANKS = 4
 

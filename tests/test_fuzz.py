@@ -20,6 +20,8 @@ from pathlib import Path
 import fuzz_kernels as fk
 import pytest
 
+pytestmark = pytest.mark.slow  # (pyproject.toml's markers: -m 'not slow' leaves it out)
+
 SEED = int(os.environ.get("HAWK_FUZZ_SEED", "20261201"))
 COUNT = int(os.environ.get("HAWK_FUZZ_COUNT", "300"))
 BATCH = 50

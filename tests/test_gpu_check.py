@@ -39,6 +39,7 @@ def bundle(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_build_writes_a_manifest_inputs_and_expected_results(bundle):
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["targets"] == ["host", "nvvm"]
@@ -104,6 +105,7 @@ def test_recipe_inputs_have_fixed_bits():
     assert grid["rate"] == 0.5 and grid["last_row"] == 8.0
 
 
+@pytest.mark.slow
 def test_run_on_a_device_runtime_here_when_there_is_one(tmp_path):
     """The run mode through a real device runtime: the spirv target on lavapipe (where this checkout has it)."""
     if importlib.util.find_spec("eagle.targets.spirv") is None:

@@ -282,6 +282,7 @@ def test_the_suite_has_kernels_of_every_shape():
     assert split, "no split kernel among the collected ones"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("job", JOBS, ids=_job_id)
 def test_ptx_assembles_for_sm80_and_sm90(job, gpu_builds):
     res = gpu_builds[job]
@@ -293,6 +294,7 @@ def test_ptx_assembles_for_sm80_and_sm90(job, gpu_builds):
     assert not bad, f"{job[0]}.{job[1]} ({job[2]}) does not build for nvvm:\n" + "\n".join(bad)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("job", JOBS, ids=_job_id)
 def test_amd_code_object_links_for_gfx90a_and_gfx1100(job, gpu_builds):
     res = gpu_builds[job]

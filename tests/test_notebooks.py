@@ -44,6 +44,7 @@ def test_notebooks_match_their_sources(tool):
     assert tool.stale_sources() == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_and_its_stored_outputs_are_current(tool, name):
     path = ROOT / "notebooks" / f"{name}.ipynb"

@@ -726,6 +726,7 @@ def _suite_kernels():
                 yield path.stem, name, value
 
 
+@pytest.mark.slow
 def test_every_kernel_of_the_suite_compiles_and_passes_spirv_val():
     """float64 and float32 builds of every stage of every kernel in tests/: spirv-val (Vulkan 1.2) accepts each, or
     the target refuses it at compile time naming the math it lacks. Binaries come from the compile cache when
