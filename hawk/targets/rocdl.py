@@ -166,10 +166,13 @@ class RocdlTarget:
             (d / "k.ll").write_text(text)
             (d / "controls.ll").write_text(controls(self.chip))
             linked, optimized, obj, co = d / "linked.bc", d / "opt.bc", d / "k.o", d / "k.hsaco"
-            # --only-needed: pull in only what the kernel calls (and what that calls) from the libraries
-            bitcode = [str(libs / f"{lib}.bc") for lib in DEVICE_LIBS]
-            _run([tool("llvm-link"), "--only-needed", str(d / "k.ll"), *bitcode, str(d / "controls.ll"), "-o",
-                  str(linked)], "linking the ROCm device libraries")
+            if any(f"@__{lib}_" in text for lib in DEVICE_LIBS):
+                # --only-needed: pull in only what the kernel calls (and what that calls) from the libraries
+                bitcode = [str(libs / f"{lib}.bc") for lib in DEVICE_LIBS]
+                _run([tool("llvm-link"), "--only-needed", str(d / "k.ll"), *bitcode, str(d / "controls.ll"), "-o",
+                      str(linked)], "linking the ROCm device libraries")
+            else:  # a kernel that calls neither library: nothing to link (about a fifth of the compile)
+                linked = d / "k.ll"
             # IR optimisation as MLIR's own GPU serializers do (O3): inlines the library calls. No fast-math flag
             # is added, so the ordered paths keep their separate, unfused adds.
             # -amdgpu-unroll-threshold-private=0: AMDGPU otherwise unrolls loops over private arrays far more
