@@ -23,6 +23,8 @@ from benchmarks import suite  # noqa: E402
 from benchmarks.data import Data, ordered_sum  # noqa: E402
 from benchmarks.ops import OP_NAMES, OPS, Impl, Mismatch, check_output  # noqa: E402
 
+pytestmark = pytest.mark.slow  # (pyproject.toml's markers: -m 'not slow' leaves it out)
+
 TINY = ["--sizes", "2048", "--repeats", "1", "--min-time", "0"]
 
 
@@ -110,8 +112,6 @@ def test_ordered_check_is_bit_exact(dtype):
 WRONG_PLUGIN = """
 import numpy as np
 from benchmarks.ops import Impl
-
-pytestmark = pytest.mark.slow  # (pyproject.toml's markers: -m 'not slow' leaves it out)
 
 NAME = "wrong"
 
