@@ -9,6 +9,7 @@ import functools
 import math
 import os
 import shutil
+import sys
 import tempfile
 from fractions import Fraction
 from pathlib import Path
@@ -46,8 +47,6 @@ def _native_runtime_of_this_environment():
     the process's first user: forget that library after the test, so that later tests (in whatever order a
     pytest-xdist worker runs them) load the one their own environment names, as every other process does."""
     yield
-    import sys
-
     native = sys.modules.get("eagle.native")
     lib = None if native is None else native._STATE.get("lib")
     if lib is not None:

@@ -343,14 +343,11 @@ def test_spirv_gives_the_hosts_bits(kernel):
 
 
 @pytest.fixture
-def reports(fold_reports, monkeypatch):
+def reports(fold_reports):
     """Every native launch's fold report (eagle.native.StageArgs.fold_report), in order; tasks dealt out to every
-    thread a launch asks for (so that all of them take part whatever the machine's load). Dealt out by the
-    library this environment loads: an earlier test of the process may have left one loaded from its own
-    $HAWK_CACHE_DIR, a different file (its own pool and settings) from the one the test's runs load again."""
+    thread a launch asks for (so that all of them take part whatever the machine's load)."""
     import eagle.native
 
-    monkeypatch.setattr(eagle.native, "_STATE", {})
     lib = eagle.native.library()  # (kept: a test may point eagle.native elsewhere before this is undone)
     was = lib.eagle_set_dealt(1)
     yield fold_reports

@@ -164,14 +164,14 @@ class RocdlTarget:
         with tempfile.TemporaryDirectory() as d:
             d = Path(d)
             (d / "k.ll").write_text(text)
-            (d / "controls.ll").write_text(controls(self.chip))
             linked, optimized, obj, co = d / "linked.bc", d / "opt.bc", d / "k.o", d / "k.hsaco"
             if any(f"@__{lib}_" in text for lib in DEVICE_LIBS):
                 # --only-needed: pull in only what the kernel calls (and what that calls) from the libraries
+                (d / "controls.ll").write_text(controls(self.chip))
                 bitcode = [str(libs / f"{lib}.bc") for lib in DEVICE_LIBS]
                 _run([tool("llvm-link"), "--only-needed", str(d / "k.ll"), *bitcode, str(d / "controls.ll"), "-o",
                       str(linked)], "linking the ROCm device libraries")
-            else:  # a kernel that calls neither library: nothing to link (about a fifth of the compile)
+            else:  # a kernel that calls neither library: nothing to link (about half of the link time)
                 linked = d / "k.ll"
             # IR optimisation as MLIR's own GPU serializers do (O3): inlines the library calls. No fast-math flag
             # is added, so the ordered paths keep their separate, unfused adds.
