@@ -129,6 +129,18 @@ def dist_gridscan(lane: Grid["row", "col":50], u: Scalar, y: Mutable[Scalar], t:
     t = hawk.sum(hawk.scan(u * 3.0 - lane.col), policy="ordered")
 
 
+# ---- the grid's extent (lane.extent): the whole grid's on every shard, with or without reading lane.row -----------
+@hawk.kernel
+def dist_extent(lane: Grid["row", "col":NC], u: Scalar, y: Mutable[Scalar], z: Mutable[Scalar]):
+    y = u * float(lane.extent("row")) + float(lane.extent("col"))
+    z = hm.where(lane.row == lane.extent("row") - 1, u, 0.0)
+
+
+@hawk.kernel
+def dist_extent_only(lane: Grid["row", "col":NC], u: Scalar, y: Mutable[Scalar]):
+    y = u * float(lane.extent("row"))  # (no coordinate read: the extent alone makes the shards' lanes global)
+
+
 # ---- Vector planes where shards run with the whole grid's lane numbers (halos, coordinates, a cell's gradient) -----
 @hawk.kernel
 def dist_vheat(lane: Grid["row", "col":NC], v: Vector[2], u: Scalar, out: Mutable[Vector[2]], tot: Mutable[Scalar]):

@@ -748,6 +748,33 @@ def case_folds_keep_lane_order_across_shards():
     _bits_equal(_sharded(dk.dist_fold, _mesh(8), dict(x=x), dict(x=P("d")), specs), want, list(specs))  # (again)
 
 
+def case_the_grid_extent_is_the_whole_grids_on_every_shard():
+    """lane.extent("row") on a shard is the whole grid's row count (a kernel that reads it runs with the whole
+    grid's lane numbers, as one reading lane.row does), inside shard_map on 4 and 8 devices: one device's bits."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, _ = _setup()
+    u = np.random.default_rng(17).normal(size=(NR, NC))
+    for kernel, names in ((dk.dist_extent, ["y", "z"]), (dk.dist_extent_only, ["y"])):
+        want = eagle.deploy(kernel).run(u=u)
+        if len(names) == 1:
+            want = {names[0]: want}
+        np.testing.assert_array_equal(np.asarray(want["y"]), u * NR + (NC if "z" in names else 0.0))
+        g = eagle.jax.wrap(kernel, axis_name="d")
+        for shards in (4, 8):
+            mesh = _mesh(shards)
+            out = {n: P("d") for n in names}
+            got = jax.jit(jax.shard_map(lambda u, g=g: g(u=u), mesh=mesh, in_specs=(P("d"),),
+                                        out_specs=out if len(names) > 1 else P("d")))(
+                jax.device_put(u, NamedSharding(mesh, P("d"))))
+            _bits_equal(got if len(names) > 1 else {names[0]: got}, want, names)
+
+
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -309,9 +309,9 @@ def _has_avx2() -> bool:
         return False
 
 
-def _lanes_asm(kernel, name: str, dtype: str = "float64", stage: int = 0) -> str:
-    """The lane function's assembly as the host build makes it (opt -O3 and llc -O3 for this CPU); `name` is
-    the function's (a later stage's: the kernel's name and `_<stage + 1>`)."""
+def _lanes_asm(kernel, name: str, dtype: str = "float64", stage: int = 0, cpu: str = "native") -> str:
+    """The lane function's assembly as the host build makes it (opt -O3 and llc -O3 for this CPU, or for `cpu`);
+    `name` is the function's (a later stage's: the kernel's name and `_<stage + 1>`)."""
     from mlir import ir
     from mlir.dialects import llvm
 
@@ -323,9 +323,9 @@ def _lanes_asm(kernel, name: str, dtype: str = "float64", stage: int = 0) -> str
     with new_context(), ir.Location.unknown():
         ll = str(llvm.translate_module_to_llvmir(ir.Module.parse(text).operation))
     triple = f"{cache.machine()}-unknown-linux-gnu"
-    opt = subprocess.run([_llvm_tool("opt"), "-O3", f"-mtriple={triple}", "-mcpu=native", "-S", "-"],
+    opt = subprocess.run([_llvm_tool("opt"), "-O3", f"-mtriple={triple}", f"-mcpu={cpu}", "-S", "-"],
                          input=ll, capture_output=True, text=True, check=True).stdout
-    asm = subprocess.run([_llvm_tool("llc"), "-O3", f"-mtriple={triple}", "-mcpu=native", "-"],
+    asm = subprocess.run([_llvm_tool("llc"), "-O3", f"-mtriple={triple}", f"-mcpu={cpu}", "-"],
                          input=opt, capture_output=True, text=True, check=True).stdout
     start = asm.index(f"{name}_lanes:")
     return asm[start:asm.index(".Lfunc_end", start)]

@@ -11,11 +11,12 @@ each their own run); `hawk.scan` of the start flags numbers the runs. A run's fi
 run's number (plane scatters; key -1 elsewhere: no store); integer keys of a run are all equal, so every lane of
 the run stores it there (the same bits, whichever lane stores last; no select for LLVM to turn into a branch).
 unique: a run's first lane also stores its lane, and `run_lengths` (one lane per run) takes the lengths from the
-starts. reduce_by_key: a segmented scan (`reset=start`) gives each lane the run's
-sum / min / max so far, and the run's last lane stores it at the run's number. `nlanes` is the lane count;
-`runs` receives the number of runs as a total of the start flags (a cell, summed in the first stage where the
-lanes are read anyway, instead of a store by key in every lane of the second: exact in float64, and in float32
-below 2**24, which runs.py checks).
+starts. reduce_by_key: a segmented scan (`reset=start`) gives each lane the run's sum / min / max so far, and the
+run's last lane stores it at the run's number (the last lane of all ends a run: `lane.extent("i")` is the lane
+count, so the scan's interior lanes drop that test and the clamp of the next lane's read); `runs` receives the
+number of runs as a total of the start flags (a cell, summed in the first stage where the lanes are read anyway,
+instead of a store by key in every lane of the second: exact in float64, and in float32 below 2**24, which
+runs.py checks).
 """
 
 import hawk
@@ -86,9 +87,9 @@ def float_unique(lane: Grid["i"], x: Scalar, ukeys: Mutable[Scalar], starts: Mut
 
 
 @hawk.kernel
-def run_lengths(lane: Grid["j"], starts: Index, nruns: Param, nlanes: Param, counts: Mutable[Index]):
+def run_lengths(lane: Grid["j"], starts: Index, nlanes: Param, counts: Mutable[Index]):
     j = lane.j
-    last = int(nruns) - 1
+    last = lane.extent("j") - 1  # (one lane per run)
     counts = m.where(j == last, int(nlanes), starts.at(m.min(j + 1, last))) - starts
 
 
@@ -121,10 +122,10 @@ def _shifts(values) -> tuple:
 def _int_keys(values, out_type, op: str):
     OP, IN, OUT = _OPS[op], *_shifts(values)
 
-    def body(lane: Grid["i"], k: Index, v: values, nlanes: Param, flip: Param, ukeys: Mutable[Index],
-             out: out_type, runs: Mutable[Scalar]):
+    def body(lane: Grid["i"], k: Index, v: values, flip: Param, ukeys: Mutable[Index], out: out_type,
+             runs: Mutable[Scalar]):
         i = lane.i
-        last = int(nlanes) - 1
+        last = lane.extent("i") - 1
         start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
         end = (i == last) | (k != k.at(m.min(i + 1, last)))
         run = hawk.scan(m.where(start, 1, 0)) - 1
@@ -139,10 +140,10 @@ def _int_keys(values, out_type, op: str):
 def _float_keys(values, out_type, op: str):
     OP, IN, OUT = _OPS[op], *_shifts(values)
 
-    def body(lane: Grid["i"], x: Scalar, v: values, nlanes: Param, flip: Param, ukeys: Mutable[Scalar],
-             out: out_type, runs: Mutable[Scalar]):
+    def body(lane: Grid["i"], x: Scalar, v: values, flip: Param, ukeys: Mutable[Scalar], out: out_type,
+             runs: Mutable[Scalar]):
         i = lane.i
-        last = int(nlanes) - 1
+        last = lane.extent("i") - 1
         start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
         end = (i == last) | (x != x.at(m.min(i + 1, last)))
         run = hawk.scan(m.where(start, 1, 0)) - 1
@@ -181,14 +182,14 @@ def float_run_ids(lane: Grid["i"], x: Scalar, ukeys: Mutable[Scalar], ids: Mutab
 
 # --- the run count stored by the last lane: where a float32 `runs` total may have rounded (2**24 runs or more) ---
 @hawk.kernel
-def int_run_count(lane: Grid["i"], k: Index, nlanes: Param, runs: Mutable[Index]):
+def int_run_count(lane: Grid["i"], k: Index, runs: Mutable[Index]):
     i = lane.i
     start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
-    hawk.scatter(runs)[m.where(i == int(nlanes) - 1, 0, -1)] = hawk.scan(m.where(start, 1, 0))
+    hawk.scatter(runs)[m.where(i == lane.extent("i") - 1, 0, -1)] = hawk.scan(m.where(start, 1, 0))
 
 
 @hawk.kernel
-def float_run_count(lane: Grid["i"], x: Scalar, nlanes: Param, runs: Mutable[Index]):
+def float_run_count(lane: Grid["i"], x: Scalar, runs: Mutable[Index]):
     i = lane.i
     start = (i == 0) | (x != x.at(m.max(i - 1, 0)))
-    hawk.scatter(runs)[m.where(i == int(nlanes) - 1, 0, -1)] = hawk.scan(m.where(start, 1, 0))
+    hawk.scatter(runs)[m.where(i == lane.extent("i") - 1, 0, -1)] = hawk.scan(m.where(start, 1, 0))

@@ -93,8 +93,8 @@ def unique(keys, n: int | None = None, *, target: str | None = None,
     out = plan(kern, target, threads).run(**planes)
     r = _run_count(out["runs"], plane, target, threads)
     counts = empty_like_on(plane, r, cdt)  # each run's length: the next run's start (or the lane count) less its own
-    plan(K.run_lengths, target, threads).run(starts=part(_lanes(out["starts"]), 0, r), nruns=float(r),
-                                             nlanes=float(k.size), counts=counts)
+    plan(K.run_lengths, target, threads).run(starts=part(_lanes(out["starts"]), 0, r), nlanes=float(k.size),
+                                             counts=counts)
     return result(_back(part(_lanes(out["ukeys"]), 0, r), k.dtype, target, threads)), result(counts)
 
 
@@ -146,7 +146,7 @@ def _reduce(kplane: np.ndarray, vplane: np.ndarray, flip: float, op: str, target
     kern = getattr(K, f"{kk}_keys_{vk}_{op}")
     planes = {"x" if kk == "float" else "k": kplane, "v": vplane}
     planes["flip"] = flip if op != "sum" else 0.0  # (a shift would not cancel out of a sum)
-    out = plan(kern, target, threads).run(nlanes=float(kplane.size), **planes)
+    out = plan(kern, target, threads).run(**planes)
     return _run_count(out["runs"], kplane, target, threads), _lanes(out["ukeys"]), _lanes(out["out"])
 
 
@@ -161,5 +161,5 @@ def _run_count(total, kplane: np.ndarray, target, threads) -> int:
         return int(t[0])
     runs = np.zeros(1, np.int64)
     kern, name = (K.float_run_count, "x") if kplane.dtype.kind == "f" else (K.int_run_count, "k")
-    plan(kern, target, threads).run(nlanes=float(kplane.size), runs=runs, **{name: kplane})
+    plan(kern, target, threads).run(runs=runs, **{name: kplane})
     return int(runs[0])

@@ -7,8 +7,8 @@ its lanes alone unless the kernel reads other lanes or its own coordinates:
   reaches at most that many rows away: the shard needs a halo of that many rows from each neighbour;
 * a `.at` read whose leading coordinate is anything else (a flat index, a key read from a plane) can reach any
   lane: refused, naming the plane;
-* reading the leading coordinate itself (`lane.row`) needs the global coordinate: the shard runs with the whole
-  grid's extents and its global lane range (eagle/distributed/geometry.py);
+* reading the leading coordinate itself (`lane.row`) or its extent (`lane.extent("row")`) needs the global one:
+  the shard runs with the whole grid's extents and its global lane range (eagle/distributed/geometry.py);
 * a `hawk.scan` folds fixed blocks of lanes counted from lane 0 (hawk.abi.layout.SCAN_BLOCK): the shards run
   with global lane numbers too, each over whole blocks (`block`: its lanes realigned to that unit, the lanes of
   a block that straddles two shards passed to the shard that runs it; eagle/distributed/geometry.py).
@@ -26,7 +26,7 @@ from eagle.errors import InputError
 @dataclass(frozen=True)
 class Reach:
     """How a kernel runs sharded: the leading lane axis, the halo rows each per-lane plane needs, whether lanes
-    must see global coordinates (a halo, or a read of the leading coordinate), and `block`: the lanes every
+    must see global coordinates (a halo, or a read of the leading coordinate or extent), and `block`: the lanes every
     shard's run must start on (a scan's blocks; 0: none, shards run their own lanes)."""
 
     axis: str | None

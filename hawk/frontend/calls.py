@@ -52,6 +52,8 @@ class CallsMixin:
         src = ast.unparse(e.value)
         if isinstance(base, R.GridRef):
             labels = [a.label for a in base.spec.axes]
+            if e.attr == "extent" and e.attr not in labels:
+                return R.Method(base, "extent", src)
             if e.attr not in labels:
                 raise self.error(f"grid '{base.spec.name}' has axes {labels}; there is no axis '{e.attr}'")
             return HVal(create("hawk.lane", [], [self.sem.i64], {"axis": e.attr}).result, "i")
@@ -262,7 +264,38 @@ class CallsMixin:
             return self.at(base, src, e)
         if name == "sum":
             return self.own_sum(base, src, e)
+        if name == "extent" and isinstance(base, R.GridRef):
+            return self.extent(base, src, e)
         raise self.error(f"{src}.{name}() is not a lane operation: the {name} over lanes is hawk.{name}({src})")
+
+    def extent(self, grid: R.GridRef, src: str, e: ast.Call) -> HVal:
+        """`lane.extent("row")` (or a position, `lane.extent(0)`, `-1` the fastest axis): the run's extent of a
+        Grid axis as an integer, the same on every lane. A fixed extent ("col":N) is the constant N; a run-time
+        one (the first axis) is read at run time (hawk.extent: the whole grid's, on a sharded run too)."""
+        axes = grid.spec.axes
+        labels = [a.label for a in axes]
+        how = f"{src}.extent(\"{labels[0]}\")" + (f" or {src}.extent(0)" if len(labels) == 1 else "")
+        if e.keywords or len(e.args) != 1:
+            raise self.error(f"{src}.extent(...) takes one axis, by label or position: e.g. {how}")
+        which = self.expr(e.args[0])
+        if isinstance(which, HVal) and which.is_const and which.kind == "i" and not which.shape:
+            which = int(which.value)
+        if isinstance(which, bool) or not isinstance(which, (str, int)):
+            raise self.error(f"{src}.extent(...) takes an axis label (a string) or a constant position; "
+                             f"write e.g. {how}")
+        if isinstance(which, int):
+            if not -len(axes) <= which < len(axes):
+                raise self.error(f"grid '{grid.spec.name}' has {len(axes)} axis(es) {labels}: position {which} is "
+                                 f"outside; write e.g. {how}")
+            axis = axes[which]
+        elif which in labels:
+            axis = axes[labels.index(which)]
+        else:
+            raise self.error(f"grid '{grid.spec.name}' has axes {labels}; there is no axis {which!r}: write e.g. "
+                             f"{how}")
+        if axis.extent is not None:
+            return HVal(int(axis.extent), "i")
+        return HVal(create("hawk.extent", [], [self.sem.i64], {"axis": axis.label}).result, "i")
 
     def own_sum(self, base, src: str, e: ast.Call):
         axis = None

@@ -10,7 +10,7 @@ another func still answers while the kernel func exists.
   sink_name(op)      scatter: the sink it writes
   cell_name(op)      cell / cut_read: the cell it hands out or reads
   written_name(op)   store / scatter / cell: the output, sink or cell it writes
-  lane_axis(op)      lane: the Grid axis whose coordinate it gives
+  lane_axis(op)      lane / extent: the Grid axis whose coordinate (extent) it gives
   coord_axes(op)     at: the axes its coordinates index ("#" for a flat index); cut_read: the kept axes
   plane_value(op)    the block argument naming it
   plane_type(op)     the PlaneType (kind, elem, shape, axes) of the plane, sink or cell it names
@@ -83,7 +83,7 @@ def written_name(op) -> str:
 
 
 def lane_axis(op) -> str:
-    """The Grid axis a hawk.lane gives this lane's coordinate on."""
+    """The Grid axis a hawk.lane gives this lane's coordinate on (a hawk.extent: whose extent it gives)."""
     return _str(op, "axis")
 
 

@@ -4,6 +4,8 @@ A kernel is a `func.func` with `hawk.kernel` and `hawk.axes` (its lane axes); ea
 uses is a typed block argument named by its `hawk.name` argument attribute. Ops (generic form):
 
   hawk.lane     {axis}               () -> i64                    this lane's coordinate on a Grid axis
+  hawk.extent   {axis}               () -> i64                    the run's extent of a Grid axis (the same on
+                                                                  every lane; a sharded run: the whole grid's)
   hawk.load                          (plane|output|total) -> T    this lane's value of a per-lane plane (an
                                                                   output or cell: before the launch writes it)
   hawk.param                         (scalar) -> T                a run-wide number
@@ -107,6 +109,12 @@ def _reduction(name: str, *kinds: str) -> str:
 _IRDL = "irdl.dialect @hawk {" + "".join(_type(k, k != "scalar") for k in
                                           ("plane", "scalar", "table", "output", "sink", "total")) + f"""
   irdl.operation @lane {{
+    %s = irdl.base "#builtin.string"
+    %i = irdl.is i64
+    irdl.attributes {{"axis" = %s}}
+    irdl.results(value: %i)
+  }}
+  irdl.operation @extent {{
     %s = irdl.base "#builtin.string"
     %i = irdl.is i64
     irdl.attributes {{"axis" = %s}}

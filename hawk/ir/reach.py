@@ -33,12 +33,13 @@ def lane_offset(v: ir.Value, axis: str) -> int | None:
 
 def lane_reach(text: str, lead: str | None, per_lane: frozenset[str]) -> tuple[dict[str, int | None], bool]:
     """({plane: the most rows a `.at` read of it reaches along `lead`, None when it can reach any lane}, whether
-    the kernel reads its `lead` coordinate) for the hawk module `text`; `per_lane`: the per-lane planes."""
+    the kernel reads its `lead` coordinate or extent) for the hawk module `text`; `per_lane`: the per-lane
+    planes."""
     reach: dict[str, int | None] = {}
     coords = [False]
 
     def visit(op):
-        if is_hawk(op, "lane") and access.lane_axis(op) == lead:
+        if (is_hawk(op, "lane") or is_hawk(op, "extent")) and access.lane_axis(op) == lead:
             coords[0] = True
         elif is_hawk(op, "at") and access.plane_name(op) in per_lane:
             plane, axes = access.plane_name(op), access.coord_axes(op)

@@ -5,6 +5,7 @@
 - a scatter may sit in a `for` over range (each pass is its own scatter) but not under an `if`;
 - one kernel reduces with one operation: sum and mean together, or max, or min (block reductions, read in their
   own stage and never stored, do not count: hawk/passes/stages.py `block_span`);
+- a lane coordinate or extent names one of the kernel's lane axes (`check_axis`);
 - what IRDL cannot say about typed operands (`check_types`): a value read from or written to a plane, sink or
   cell has the type its argument's hawk type holds (element and payload shape), a scatter has one key per sink
   axis, a `.at` one coordinate per indexed axis.
@@ -20,6 +21,7 @@ from hawk.ir.access import (
     coord_axes,
     enclosing_func,
     func_name,
+    lane_axis,
     plane_name,
     plane_type,
     reduce_kind,
@@ -67,8 +69,22 @@ _VALUE_OUT = {"load": "reads", "param": "reads", "at": "reads", "cut_read": "rea
 _VALUE_IN = {"store": "stores", "cell": "hands out", "scatter": "scatters"}
 
 
+def check_axis(op) -> None:
+    """Raise when a hawk.lane or hawk.extent names an axis that is not one of its kernel func's lane axes."""
+    if not (is_hawk(op, "lane") or is_hawk(op, "extent")):
+        return
+    func = enclosing_func(op)
+    if func is None or "hawk.axes" not in func.attributes:
+        return
+    axes = [ir.StringAttr(a).value for a in ir.ArrayAttr(func.attributes["hawk.axes"])]
+    if lane_axis(op) not in axes:
+        raise error_at(op, f"internal error: {op.operation.name} names axis '{lane_axis(op)}'; the kernel's lane "
+                           f"axes are {axes}")
+
+
 def check_types(op) -> None:
     """Raise when a hawk op's values do not match the hawk type of the plane, sink or cell it names."""
+    check_axis(op)
     short = op.operation.name[5:]
     if short not in _VALUE_OUT and short not in _VALUE_IN:
         return

@@ -370,10 +370,12 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         self.acc(x, self.where(tie, share), False, adj)
 
     # ---- the whole adjoint ------------------------------------------------------------------------------
+    _READS = ("hawk.load", "hawk.param", "hawk.lane", "hawk.extent", "arith.constant")  # (of arguments only)
+
     def build(self) -> None:
         entry = self.block.operations[0]
         for op in nested_ops(self.func)[1:]:  # reads with no operands: to the entry, so every region sees them
-            if op.name in ("hawk.load", "hawk.param", "hawk.lane", "arith.constant") and op != entry.operation:
+            if op.name in self._READS and op != entry.operation:
                 op.move_before(entry)
         effects = [op for op in nested_ops(self.func) if op.name in _EFFECTS]
         self.barrier = [op.results[0] for op in nested_ops(self.func)

@@ -81,6 +81,15 @@ def opt_softmax(g: Grid["row", "col":16], x: Scalar, z: Mutable[Scalar]):
     z = ex / hawk.sum(ex, over="col")
 
 
+@hawk.kernel
+def opt_runs(lane: Grid["i"], k: Index, x: Scalar, y: Mutable[Scalar]):
+    i = lane.i
+    last = lane.extent("i") - 1
+    start = (i == 0) | (k != k.at(m.max(i - 1, 0)))
+    end = (i == last) | (k != k.at(m.min(i + 1, last)))
+    y = m.where(end, hawk.scan(x, reset=start), 0.0)
+
+
 @dataclass(frozen=True)
 class Input:
     kernel: object
@@ -110,6 +119,7 @@ INPUTS = {
     "target_nvvm": Input(opt_hist),
     "split_scan": Input(opt_scan, "verify-hawk"),
     "host_scan": Input(opt_scan, "verify-hawk,split-stages", stage=1),
+    "host_scan_interior": Input(opt_runs, "verify-hawk,split-stages", stage=1),
     "split_block": Input(opt_softmax, "verify-hawk"),
     "host_block": Input(opt_softmax, "verify-hawk,split-stages"),
     "gpu_blocks": Input(opt_softmax, "verify-hawk,split-stages,plan-buffers"),

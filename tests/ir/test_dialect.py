@@ -28,6 +28,7 @@ func.func @every_op(%xp: !x {hawk.name = "x"}, %pp: !p {hawk.name = "p"}, %tp: !
                     %yp: !y {hawk.name = "y"}, %bins: !s {hawk.name = "bins"}, %total: !c {hawk.name = "total"},
                     %cut: !c {hawk.name = "cut0"}) attributes {hawk.kernel, hawk.axes = ["row"]} {
   %r = "hawk.lane"() {axis = "row"} : () -> i64
+  %l = "hawk.extent"() {axis = "row"} : () -> i64
   %x = "hawk.load"(%xp) : (!x) -> f64
   %p = "hawk.param"(%pp) : (!p) -> f64
   %n = "hawk.at"(%xp, %r) {axes = ["#"]} : (!x, i64) -> f64
@@ -47,6 +48,7 @@ EVERY_OP_CHECKS = """
 # CHECK-SAME: %[[XP:[a-z0-9]+]]: !hawk.plane<f64, array<i64>, ["row"]> {hawk.name = "x"}
 # CHECK-SAME: !hawk.total<f64, array<i64>, []> {hawk.name = "cut0"}) attributes {hawk.axes = ["row"], hawk.kernel
 # CHECK: %[[R:.+]] = "hawk.lane"() {axis = "row"} : () -> i64
+# CHECK: "hawk.extent"() {axis = "row"} : () -> i64
 # CHECK: %[[X:.+]] = "hawk.load"(%[[XP]]) : (!hawk.plane<f64, array<i64>, ["row"]>) -> f64
 # CHECK: %[[P:.+]] = "hawk.param"(%{{.+}}) : (!hawk.scalar<f64, array<i64>>) -> f64
 # CHECK: "hawk.at"(%[[XP]], %[[R]]) {axes = ["#"]} : (!hawk.plane<f64, array<i64>, ["row"]>, i64) -> f64
@@ -94,8 +96,8 @@ def test_every_hawk_op_verifies(filecheck):
         filecheck(str(module), EVERY_OP_CHECKS)
         ops = _ops(module)
         hawk_ops = sorted({op.name for op in ops if op.name.startswith("hawk.")})
-        assert hawk_ops == ["hawk.at", "hawk.cell", "hawk.cut_read", "hawk.lane", "hawk.load", "hawk.param",
-                            "hawk.reduce", "hawk.scatter", "hawk.store"]
+        assert hawk_ops == ["hawk.at", "hawk.cell", "hawk.cut_read", "hawk.extent", "hawk.lane", "hawk.load",
+                            "hawk.param", "hawk.reduce", "hawk.scatter", "hawk.store"]
         named = {op.name: access.plane_name(op) for op in ops if op.name in ("hawk.load", "hawk.param",
                                                                           "hawk.store")}
         assert named == {"hawk.load": "x", "hawk.param": "p", "hawk.store": "y"}
@@ -168,6 +170,8 @@ MALFORMED = {
     "lane returns index": ('%r = "hawk.lane"() {axis = "row"} : () -> index', "i64"),
     "lane axis not a string": ('%r = "hawk.lane"() {axis = 0 : i64} : () -> i64', "builtin.string"),
     "lane without axis": ('%r = "hawk.lane"() : () -> i64', '"axis"'),
+    "extent returns f64": ('%r = "hawk.extent"() {axis = "row"} : () -> f64', "i64"),
+    "extent without axis": ('%r = "hawk.extent"() : () -> i64', '"axis"'),
     "load without plane": ('%x = "hawk.load"() : () -> f64', "operand"),
     "load of a number": ('%c = arith.constant 1.0 : f64\n%x = "hawk.load"(%c) : (f64) -> f64', "f64"),
     "load of a sink": ('%x = "hawk.load"(%sp) : (!s) -> f64', "hawk.sink"),

@@ -92,10 +92,16 @@ def fold_coordinate_tests(roots: list, ranges: dict[str, tuple[int, int | None]]
         known = _decide(pred, lo, float("inf") if hi is None else hi, k)
         if known is None:
             continue
-        with ir.InsertionPoint(op), op.location:
-            t = ir.IntegerType.get_signless(1)
-            const = ir.Operation.create("arith.constant", [t], [], {"value": ir.IntegerAttr.get(t, int(known))})
-        op.results[0].replace_all_uses_with(const.results[0])
+        decided(op, known)
+
+
+def decided(test, known: bool) -> None:
+    """Every use of a comparison's result becomes the constant `known` (the comparison itself, now unused, goes
+    with the canonicalizer)."""
+    with ir.InsertionPoint(test), test.location:
+        t = ir.IntegerType.get_signless(1)
+        const = ir.Operation.create("arith.constant", [t], [], {"value": ir.IntegerAttr.get(t, int(known))})
+    test.results[0].replace_all_uses_with(const.results[0])
 
 
 def _coordinate_vs_constant(a, b, ranges):

@@ -1,7 +1,7 @@
-"""Rules for reading and writing planes: lane coordinates (hawk.lane), plane reads (hawk.load, hawk.param),
-totals of earlier stages (hawk.cut_read), reads at other lanes or table entries (hawk.at) and per-lane outputs
-(hawk.store). Wide payloads (host_emit.WIDE_PAYLOAD) move between memory and values through loops over
-components (`gather`, `components`), so code size and compile time grow linearly with the payload.
+"""Rules for reading and writing planes: lane coordinates and extents (hawk.lane, hawk.extent), plane reads
+(hawk.load, hawk.param), totals of earlier stages (hawk.cut_read), reads at other lanes or table entries (hawk.at)
+and per-lane outputs (hawk.store). Wide payloads (host_emit.WIDE_PAYLOAD) move between memory and values through
+loops over components (`gather`, `components`), so code size and compile time grow linearly with the payload.
 
 The loop state comes from the context (hawk/passes/lower/context.py): `cx.lane`, `cx.L`, `cx.ext`, `cx.stride`,
 `cx.known_coords` and `cx.interior` (set by the driver), `cx.bufs` (the function's buffers by (name, role)).
@@ -69,6 +69,12 @@ def coord(cx: Lowering, axis: str) -> ir.Value:
 @rule("hawk.lane")
 def lower_lane(cx: Lowering, op) -> ir.Value:
     return cx.e.to_i64(coord(cx, lane_axis(op)))
+
+
+@rule("hawk.extent")
+def lower_extent(cx: Lowering, op) -> ir.Value:
+    """The run's extent of a Grid axis, from #meta (a sharded run's meta holds the whole grid's extents)."""
+    return cx.e.to_i64(cx.ext[cx.axes.index(lane_axis(op))])
 
 
 def plane_read(cx: Lowering, name: str, lane: ir.Value, t: ir.Type) -> ir.Value:

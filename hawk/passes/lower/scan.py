@@ -205,7 +205,7 @@ def scan_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
     return list(outer.results)
 
 
-_PURE_HAWK = ("lane", "load", "at", "param", "cut_read")  # hawk ops whose value depends on the lane only
+_PURE_HAWK = ("lane", "extent", "load", "at", "param", "cut_read")  # hawk ops whose value depends on the lane only
 
 
 def lane_slice(body: ir.Block, x: ir.Value) -> list | None:

@@ -9,7 +9,10 @@ every `.at` gets (hawk/passes/lower/planes.py), and a compare, none of which can
     them (grid.fold_coordinate_tests);
   - `m.max(i - c, 0)` with c <= margin is `i - c`;
   - a flat `.at` whose index is the lane plus a constant within the margin reads without the clamp, and one
-    whose index is `m.min(i + c, n)` (0 <= c <= margin) without its upper half.
+    whose index is `m.min(i + c, n)` (0 <= c <= margin) without its upper half;
+  - against the lane count (`last = lane.extent("i") - 1`, hawk.extent): `m.min(i + c, last)` with c <= margin
+    is `i + c`, and `i == last` (and the other signed tests of the lane plus a constant against the extent
+    plus a constant) are decided where the interior's range decides them (its lanes are below lanes - margin).
 Every lane computes the same values as with the general body, so nothing about bits changes; the loops only
 lose work. One-axis kernels only (the flat index is then the lane).
 """
@@ -22,7 +25,7 @@ from mlir.dialects import scf
 from hawk.ir.access import at_coords, coord_axes, plane_name
 from hawk.ir.dialect import is_hawk
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
-from hawk.passes.lower.grid import fold_coordinate_tests
+from hawk.passes.lower.grid import decided, fold_coordinate_tests
 from hawk.passes.lower.planes import plane_read
 
 _MAXSI = "arith.maxsi"
@@ -35,20 +38,30 @@ def _const(v: ir.Value) -> int | None:
     return ir.IntegerAttr(owner.attributes["value"]).value
 
 
-def lane_offset(v: ir.Value) -> int | None:
-    """c when v is the lane plus (or minus) constants, else None."""
+def _offset(v: ir.Value, op: str) -> int | None:
+    """c when v is the result of a hawk op named `op` plus (or minus) constants, else None."""
     owner = v.owner
     if isinstance(owner, ir.Block):
         return None
-    if is_hawk(owner, "lane"):
+    if is_hawk(owner, op):
         return 0
     if owner.name in ("arith.addi", "arith.subi"):
         base, k = owner.operands
-        c, b = _const(k), lane_offset(base)
+        c, b = _const(k), _offset(base, op)
         if c is None or b is None:
             return None
         return b + c if owner.name == "arith.addi" else b - c
     return None
+
+
+def lane_offset(v: ir.Value) -> int | None:
+    """c when v is the lane plus (or minus) constants, else None."""
+    return _offset(v, "lane")
+
+
+def extent_offset(v: ir.Value) -> int | None:
+    """c when v is the run's extent of the (only) lane axis plus (or minus) constants, else None."""
+    return _offset(v, "extent")
 
 
 def _clamped_below(v: ir.Value) -> int | None:
@@ -62,6 +75,53 @@ def _clamped_below(v: ir.Value) -> int | None:
         if off is not None and off <= 0 and _const(z) == 0:
             return off
     return None
+
+
+def _gap(a: ir.Value, b: ir.Value, m: int) -> int | None:
+    """The largest `a - b` on interior lanes when `a` is the lane plus c and `b` the extent plus d (lanes equals
+    the extent: one lane axis): a lane is at most lanes - m - 1 there, so c - d - m - 1; None otherwise."""
+    c, d = lane_offset(a), extent_offset(b)
+    return None if c is None or d is None else c - d - m - 1
+
+
+# signed tests (arith.cmpi predicates slt sle sgt sge eq ne) of a against b: the answer when a < b, when a <= b
+_WHEN_BELOW = {2: True, 3: True, 4: False, 5: False, 0: False, 1: True}
+_WHEN_AT_MOST = {3: True, 4: False}
+_SWAP_SIGNED = {2: 4, 3: 5, 4: 2, 5: 3, 0: 0, 1: 1}
+
+
+def _fold_the_end(copies: list, m: int) -> None:
+    """On interior lanes: `min(lane + c, extent + d)` is the lane side wherever it is at most the end, and a
+    signed test between the two is decided wherever the gap (`_gap`) decides it."""
+    found = []
+
+    def visit(op):
+        if op.name in ("arith.minsi", "arith.cmpi"):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    for root in copies:
+        root.operation.walk(visit)
+    for op in found:
+        a, b = op.operands
+        if op.name == "arith.minsi":
+            for x, z in ((a, b), (b, a)):
+                gap = _gap(x, z, m)
+                if gap is not None and gap <= 0:
+                    op.results[0].replace_all_uses_with(x)
+                    break
+            continue
+        pred = ir.IntegerAttr(op.attributes["predicate"]).value
+        if pred not in _WHEN_BELOW:
+            continue
+        gap = _gap(a, b, m)
+        if gap is None:
+            gap, pred = _gap(b, a, m), _SWAP_SIGNED[pred]
+        if gap is None or gap > 0:
+            continue
+        known = _WHEN_BELOW[pred] if gap < 0 else _WHEN_AT_MOST.get(pred)
+        if known is not None:
+            decided(op, known)
 
 
 def _index_offset(op) -> int | None:
@@ -105,6 +165,7 @@ def three_loops(cx: Lowering, body: ir.Block, start: ir.Value, end: ir.Value, ac
         if interior:
             fold_coordinate_tests(copies, {axis: (m, None)})
             _drop_low_clamps(copies, m)
+            _fold_the_end(copies, m)
             direct = [(op, low) for op in copies if is_hawk(op, "at")
                       for low in [_unclamped(op, m)] if low is not None]
         skip = {d.operation for d, _ in direct}

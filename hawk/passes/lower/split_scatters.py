@@ -60,7 +60,7 @@ def split_scatters(cx: Lowering, body: ir.Block) -> list | None:
 
     def visit(op):
         if is_hawk(op, "reduce") or is_hawk(op, "store") or op.name.startswith("scf.") or \
-                (is_hawk(op) and op.name[5:] not in ("load", "param", "lane", "at", "scatter", "cell")):
+                (is_hawk(op) and op.name[5:] not in ("load", "param", "lane", "extent", "at", "scatter", "cell")):
             ok[0] = False
         return ir.WalkResult.ADVANCE
 
