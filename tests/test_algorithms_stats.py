@@ -56,6 +56,9 @@ def test_statistics_against_numpy(dtype):
     assert std(x) == math.sqrt(v)
     assert abs(l1 - math.fsum(np.abs(w))) <= tol * math.fsum(np.abs(w))
     assert abs(l2 - math.sqrt(math.fsum(w * w))) <= tol * l2
+    assert l2 == math.sqrt(dot(x, x))  # one exact sum of the same rounded squares, however it is read
+    if dtype == np.float64:
+        assert l2 == math.sqrt(math.fsum(w * w))  # (float64 squares: the terms fsum adds)
     assert amax == np.abs(w).max()
     assert abs(d - math.fsum(w * w[::-1])) <= tol * math.fsum(np.abs(w * w[::-1]))
     assert count_nonzero(x) == np.count_nonzero(x)

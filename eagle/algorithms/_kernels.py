@@ -101,6 +101,11 @@ def int_abs_max(k: Index, unsigned: Param, total: Mutable[Scalar]):
 
 
 @hawk.kernel
+def float_sum_squares(x: Scalar, total: Mutable[Scalar]):
+    total = hawk.sum(x * x, policy="ordered")  # (norm: one plane read once, not the same one bound twice)
+
+
+@hawk.kernel
 def float_dot(a: Scalar, b: Scalar, total: Mutable[Scalar]):
     total = hawk.sum(a * b, policy="ordered")
 

@@ -82,6 +82,8 @@ def norm(data, ord=2, n: int | None = None, *, target: str | None = None, thread
     target = pick_target(target, (x,), "norm")
     if x.size == 0:
         return 0.0
+    if order == 2 and x.dtype.kind == "f":
+        return math.sqrt(cell(plan(K.float_sum_squares, target, threads).run(x=float_run(x))))
     if order == 2:
         return math.sqrt(_dot_terms(x, x, target, threads))
     if x.dtype.kind == "f":
