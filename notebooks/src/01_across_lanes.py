@@ -294,6 +294,30 @@ ax.legend(loc="upper right", fontsize=8)
 plt.show()
 
 # %% [markdown]
+# `smooth` fixes its length (`"pos":POINTS`). With a bare label the length comes with the data, and
+# `lane.extent("pos")` is it: an integer, the same on every lane, so the last lane is `lane.extent("pos") - 1`
+# (a fixed extent would just be the constant).
+
+# %%
+@hawk.kernel
+def smooth_any(lane: Grid["pos"], u: Scalar, w: Param) -> Scalar:
+    i, last = lane.pos, lane.extent("pos") - 1
+    if m.land(i > 0, i < last):
+        v = (1.0 - 2.0 * w) * u + w * (u.at(pos=i - 1) + u.at(pos=i + 1))
+    else:
+        v = u
+    return v
+
+
+any_plan = eagle.deploy(smooth_any)
+print("same bits as smooth at", POINTS, "points:", np.array_equal(any_plan.run(u=noisy, w=1 / 3), once))
+for n in (3, 7, 40):
+    ends = np.asarray(any_plan.run(u=noisy[:n], w=1 / 3))
+    mid = noisy[1:n - 1] / 3 + (noisy[:n - 2] + noisy[2:n]) / 3
+    print(f"{n} points: ends kept {ends[0] == noisy[0] and ends[-1] == noisy[n - 1]},",
+          "inside equals numpy:", np.allclose(ends[1:-1], mid))
+
+# %% [markdown]
 # ## Reading a total: stages
 #
 # Reading a reduced value later in the body is fine, but the total exists only once every lane has been added.
