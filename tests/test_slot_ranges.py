@@ -11,7 +11,7 @@ here (it is part of the specialisation, hence of every cache key).
 Each run is checked at threads 1..4 (really split: `plan.last_chunks`), bitwise across the thread counts, and
 against NumPy (np.add.at: plain adds in lane order, bit for bit), one chunk's Neumaier steps in lane order
 (compensated, bit for bit, and within the contract's bound of math.fsum), math.fsum per slot (ordered, exactly)
-or the last writer (stores); spirv (one thread in lane order) gives the host's bits.
+or the last writer (stores); spirv (a thread per range, every thread running every lane) gives the host's bits.
 """
 
 import math
@@ -24,6 +24,7 @@ import eagle
 import hawk
 from eagle.errors import InputError
 from hawk import Index, Mutable, Scalar, Sorted, Vector
+from eagle.targets.device import RANGE_THREADS
 from hawk.abi.layout import COPY_SLOTS_ENV, PAIR_SLOTS, slot_range, wants_slot_ranges
 
 COPY = 1024  # the copy limit these tests set: the 3000-slot sinks below are "too large" for copies
@@ -321,21 +322,34 @@ def test_artifacts_carry_the_form(tmp_path):
     bt_same_bits(got, want, "artifact against plan")
 
 
-@pytest.mark.parametrize("kernel", [sr_two, sr_mixed, sr_with_output])
+@pytest.mark.parametrize("kernel", [sr_two, sr_mixed, sr_with_output, sr_computed, sr_multi, sr_store])
 def test_spirv_gives_the_hosts_bits(kernel):
-    # a GPU keeps the one-thread form for these stages (lane order, as one host chunk): the same bits as every
-    # host split; for an ordered sink, the exact sum rounded once
+    # a GPU runs these stages in slot ranges too, a thread per range (eagle.targets.device.plan_grid; spirv has
+    # no float atomics): each slot's scatters in lane order from one thread, so the bits of every host split;
+    # for an ordered sink, the exact sum rounded once
     why = bt_target_missing("spirv")
     if why:
         bt_spirv_missing(f"target 'spirv' cannot run here: {why}")
     rng = np.random.default_rng(81_007)
     key, other = _keys(rng, N, SLOTS), _keys(rng, N, 500)
     x = rng.integers(-4000, 4000, size=N) / 4.0 if kernel is sr_mixed else rng.normal(size=N) * 1e3
-    planes = dict(key=key, x=x, **({"v": rng.normal(size=(2, N))} if kernel is sr_with_output else {"other": other}))
+    planes = dict(key=key, x=x)
+    if kernel is sr_with_output:
+        planes["v"] = rng.normal(size=(2, N))
+    elif kernel is sr_multi:
+        planes.update(v=rng.normal(size=(2, N)), r=rng.integers(0, 5, size=N).astype(np.int32),
+                      c=rng.integers(0, 6, size=N).astype(np.int32))
+    elif kernel in (sr_two, sr_mixed):
+        planes["other"] = other
+    elif kernel is sr_computed:
+        planes["key"] = key + 1
     host = eagle.deploy(kernel, threads=4, min_chunk=MIN_CHUNK)
     want = host.run(**planes)
     assert host.last_chunks == (4,)
-    got = eagle.deploy(kernel, target="spirv").run(**planes)
+    gpu = eagle.deploy(kernel, target="spirv")
+    got = gpu.run(**planes)
+    threads = 5 * 6 if kernel is sr_multi else RANGE_THREADS  # (no more threads than the smallest sink has slots)
+    assert gpu.last_chunks == (threads,), f"{kernel.name}: ran {gpu.last_chunks} thread(s)"
     if isinstance(want, dict):
         want, got = {k: np.asarray(v) for k, v in want.items()}, {k: np.asarray(v) for k, v in got.items()}
     bt_same_bits(np.asarray(got) if not isinstance(got, dict) else got,
@@ -386,3 +400,36 @@ def test_a_compensated_companion_is_folded_on_every_thread(monkeypatch, reports,
                 assert fold["parts"] >= 2 and fold["threads"] >= 2, fold
             else:
                 assert folds == []
+
+
+def test_spirv_reports_a_computed_bad_key_once_and_changes_nothing():
+    # every thread runs every lane, thread 0 alone reports: the count and the first bad key are the host's
+    why = bt_target_missing("spirv")
+    if why:
+        bt_spirv_missing(f"target 'spirv' cannot run here: {why}")
+    rng = np.random.default_rng(81_008)
+    key = _keys(rng, N, SLOTS) + 1
+    key[[100, 9000, 15000]] = [SLOTS + 6, -6, SLOTS + 1]
+    x = rng.normal(size=N)
+    prior = rng.normal(size=SLOTS)
+    for target in ("host", "spirv"):
+        acc = prior.copy()
+        with pytest.raises(InputError, match=rf"'sr_computed': 3 lane\(s\) .*first bad key: {SLOTS + 5}\)"):
+            eagle.deploy(sr_computed, target=target).run(key=key, x=x, acc=acc)
+        bt_same_bits(acc, prior, f"{target}: the caller's sink after a refused run")
+
+
+@pytest.mark.parametrize("gpu", ["nvvm", "rocdl"])
+def test_the_form_builds_for_the_other_gpu_targets(gpu):
+    """Without the GPU's runtime each kernel compiles (PTX / AMD code objects), then raises RuntimeMissing; with
+    one, the results are the host's (sr_store: no float atomics for stores, so slot ranges on every GPU)."""
+    rng = np.random.default_rng(81_009)
+    key, other = _keys(rng, N, SLOTS), _keys(rng, N, SLOTS)
+    for kernel, planes in ((sr_store, dict(key=key, x=rng.normal(size=N))),
+                           (sr_mixed, dict(key=key, other=other, x=rng.integers(-4000, 4000, size=N) / 4.0))):
+        try:
+            got = eagle.deploy(kernel, target=gpu).run(**planes)
+        except eagle.RuntimeMissing as exc:
+            assert "compiled" in str(exc), (kernel.name, str(exc))  # (raised after the build, not instead of it)
+            continue
+        bt_same_bits(np.asarray(got), np.asarray(eagle.deploy(kernel).run(**planes)), f"{kernel.name} on {gpu}")

@@ -87,6 +87,9 @@ def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], a
         slots = kept_slots(layout, extents)
         return Grid(-(-math.prod(extents) // max(slots, 1)), max(1, -(-slots // WORKGROUP)), WORKGROUP, form)
     span = layout.parallel_span(atomics)
+    if in_ranges(layout, atomics) and end > 0:  # a thread per range of slots, each running every lane
+        t = range_threads(layout)
+        return Grid(end, t, min(WORKGROUP, t))
     if span is None or end == 0:
         return Grid(max(end, 1), 1, 1)
     align = span
@@ -96,6 +99,23 @@ def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], a
     c = -(-c // align) * align
     t = -(-end // c)
     return Grid(c, t, min(WORKGROUP, t))
+
+
+RANGE_THREADS = 256  # threads of a slot-range stage (each runs every lane: a thread per range of each sink)
+
+
+def in_ranges(layout: Layout, atomics: bool = False) -> bool:
+    """Whether a stage runs in slot ranges on a GPU: a slot-range stage (Layout.slot_ranges) whose threads
+    would otherwise collide (float `atomics` that cover every sink let threads take their own lanes instead)."""
+    return layout.slot_ranges() and layout.parallel_span(atomics) is None
+
+
+def range_threads(layout: Layout) -> int:
+    """Threads of a slot-range stage on a GPU (hawk.abi.layout.wants_slot_ranges): RANGE_THREADS, or fewer when
+    a sink has fewer slots (every range then holds at least one slot of each sink). Each thread reads every lane,
+    so more threads add reads of the lane planes (shared by a warp's threads) and take fewer scatters each."""
+    slots = min((math.prod(a.extent for a in layout.sig.get(n).axes) for n in layout.sinks), default=1)
+    return max(1, min(RANGE_THREADS, slots))
 
 
 def thread_cap(layout: Layout, fbytes: int, atomics: bool = False) -> int:
@@ -283,6 +303,8 @@ class DeviceStage:
             b, self.grid.chunks, cuts, copies, staged=True, pair_copies=0,  # threads deposit every ordered term
             no_copies=direct)
         self.nchunks = launcher.last_chunks = self.grid.chunks
+        if in_ranges(lay, runtime.float_atomics):  # a thread per range of slots (plan_grid)
+            self.buffers[lay.buffer_index("#parts")][0] = self.grid.chunks
         meta_k = launcher.meta_k
         self.buffers[meta_k] = device_meta(b, self.grid, lo, hi)
         self.host_meta = np.array([lo, hi, self.grid.chunks, b.lanes, *b.extents], dtype=np.int64)

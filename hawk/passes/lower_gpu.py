@@ -64,7 +64,9 @@ def gpu_return(cx: Lowering, kernel) -> None:
 
 
 def read_thread_meta(cx: Lowering) -> None:
-    """Extents, strides and L as on the host; lo, hi and chunk from the thread's global id."""
+    """Extents, strides and L as on the host; lo, hi and chunk from the thread's global id. In a slot-range
+    stage split into P > 1 ranges (#parts) every thread runs every lane, [base, end), applying its own slots
+    (hawk/passes/lower/slot_ranges.py)."""
     e = cx.e
     cx.read_meta()
     meta = cx.bufs[("#meta", "meta")]
@@ -78,8 +80,12 @@ def read_thread_meta(cx: Lowering) -> None:
     bdim = create("gpu.block_dim", [], [e.index], {"dimension": dim}).result
     cx.chunk = cx.copy = e.add_i(e.mul_i(bid, bdim), tid)
     start = e.mul_i(cx.chunk, span)
-    cx.hi = e.op("arith.minui", e.add_i(start, span), end)
-    cx.lo = e.op("arith.minui", e.op("arith.maxui", start, base), cx.hi)
+    hi = e.op("arith.minui", e.add_i(start, span), end)
+    lo = e.op("arith.minui", e.op("arith.maxui", start, base), hi)
+    if ("#parts", "parts") in cx.bufs:
+        ranges = e.cmpi(8, e.load(cx.bufs[("#parts", "parts")], e.c(0)), e.c(1, e.i64))  # ugt: P > 1
+        lo, hi = e.select(ranges, e.op("arith.minui", base, end), lo), e.select(ranges, end, hi)
+    cx.lo, cx.hi = lo, hi
 
 
 def lower_gpu_chunks(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str, ir.Type], atomics: bool = False,

@@ -8,8 +8,12 @@ unless the host launcher sets it). Chunk c of P applies slots [c * S / P, (c + 1
 (hawk.abi.layout.slot_range; c taken mod P, so with P = 1 every chunk applies every slot, whatever lanes it
 runs), so each slot gets its adds and stores from one chunk, in lane order: the bits of a single chunk under
 every policy, whatever P. A bad key is reported by chunk 0 alone (every chunk sees it), so the count and the
-first bad key are those of one chunk. The bounds are computed once per function, before its lane loop. GPU
-targets keep the one-thread form (no guards).
+first bad key are those of one chunk. The bounds are computed once per function, before its lane loop.
+
+GPU targets run the form in their chunk form with a thread per range (eagle/targets/device.py `plan_grid`):
+every thread runs every lane (hawk/passes/lower_gpu.py `read_thread_meta`) and applies its own slots, so a
+sink too large for copies no longer runs on one thread, and the bits are the host's. With P = 1 (nvvm and
+rocdl when float atomics cover every sink of the stage) threads take their own lanes, as without the form.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ _ULT, _UGE = 6, 9  # arith.cmpi "ult", "uge"
 
 
 def active(cx: Lowering) -> bool:
-    """Whether this lowering emits the slot-range guards: a host lane function of a slot-range stage."""
-    return cx.target == "host" and ("#parts", "parts") in cx.bufs and cx.chunk is not None
+    """Whether this lowering emits the slot-range guards: the lane function of a slot-range stage (the host's,
+    or a GPU's chunk form, where a chunk is a thread)."""
+    return ("#parts", "parts") in cx.bufs and cx.chunk is not None
 
 
 def _top(cx: Lowering):
