@@ -68,7 +68,8 @@ class Grid:
         return -(-self.span // self.block) if self.form == "tree" else self.span
 
 
-def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], atomics: bool = False) -> Grid:
+def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], atomics: bool = False,
+              ranges: int | None = None) -> Grid:
     """The launch for lanes [0, end) of a run with these lane extents. "tree": workgroups take GROUP_ALIGN-aligned
     spans; "slots": a thread per kept slot; "chunks": one chunk when threads would collide, else chunks that start
     on the spans of lanes that share a kept slot (and on compensated blocks), as many as the memory of the
@@ -88,7 +89,7 @@ def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], a
         return Grid(-(-math.prod(extents) // max(slots, 1)), max(1, -(-slots // WORKGROUP)), WORKGROUP, form)
     span = layout.parallel_span(atomics)
     if in_ranges(layout, atomics) and end > 0:  # a thread per range of slots, each running every lane
-        t = range_threads(layout)
+        t = range_threads(layout, RANGE_THREADS if ranges is None else ranges)
         return Grid(end, t, min(WORKGROUP, t))
     if span is None or end == 0:
         return Grid(max(end, 1), 1, 1)
@@ -101,7 +102,9 @@ def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], a
     return Grid(c, t, min(WORKGROUP, t))
 
 
-RANGE_THREADS = 256  # threads of a slot-range stage (each runs every lane: a thread per range of each sink)
+RANGE_THREADS = 256  # threads of a slot-range stage on a GPU (each runs every lane: a thread per range of each
+# sink); a runtime may say fewer (DeviceRuntime.range_threads: a Vulkan device that is a CPU, lavapipe, where the
+# invocations share the machine's few cores and each one's stream over every lane costs a core's time)
 
 
 def in_ranges(layout: Layout, atomics: bool = False) -> bool:
@@ -110,12 +113,12 @@ def in_ranges(layout: Layout, atomics: bool = False) -> bool:
     return layout.slot_ranges() and layout.parallel_span(atomics) is None
 
 
-def range_threads(layout: Layout) -> int:
-    """Threads of a slot-range stage on a GPU (hawk.abi.layout.wants_slot_ranges): RANGE_THREADS, or fewer when
-    a sink has fewer slots (every range then holds at least one slot of each sink). Each thread reads every lane,
-    so more threads add reads of the lane planes (shared by a warp's threads) and take fewer scatters each."""
+def range_threads(layout: Layout, most: int = RANGE_THREADS) -> int:
+    """Threads of a slot-range stage on a GPU (hawk.abi.layout.wants_slot_ranges): `most`, or fewer when a sink
+    has fewer slots (every range then holds at least one slot of each sink). Each thread reads every lane, so
+    more threads add reads of the lane planes (shared by a warp's threads) and take fewer scatters each."""
     slots = min((math.prod(a.extent for a in layout.sig.get(n).axes) for n in layout.sinks), default=1)
-    return max(1, min(RANGE_THREADS, slots))
+    return max(1, min(most, slots))
 
 
 def thread_cap(layout: Layout, fbytes: int, atomics: bool = False) -> int:
@@ -225,6 +228,7 @@ class DeviceRuntime:
     name = "device"
     target = "device"
     float_atomics = False
+    range_threads = RANGE_THREADS  # threads of a slot-range stage (plan_grid)
     transfers: Transfers
 
     @classmethod
@@ -294,7 +298,8 @@ class DeviceStage:
 
             fetch_keys(b, lay, runtime)
         launcher.binder.check_keys(lay, b)
-        self.grid = plan_grid(lay, hi, np.dtype(b.dtype).itemsize, tuple(b.extents), runtime.float_atomics)
+        self.grid = plan_grid(lay, hi, np.dtype(b.dtype).itemsize, tuple(b.extents), runtime.float_atomics,
+                              runtime.range_threads)
         self.launcher, self.binary, self.entry, self.runtime, self.finish_lib = launcher, binary, entry, runtime, \
             finish_lib
         copies = self.grid.chunks if self.grid.form == "chunks" else 1  # tree forms: one thread per kept slot

@@ -220,6 +220,8 @@ class VulkanRuntime(DeviceRuntime):
     def _open_device(self) -> None:
         vk = self.vk
         self.physical, self.device_name, self.device_type = self._pick_device()
+        if self.device_type == vk.VK_PHYSICAL_DEVICE_TYPE_CPU:  # (lavapipe: invocations share the CPU's cores)
+            self.range_threads = max(2, os.cpu_count() or 2)
         self.family = self._compute_family()
         have12 = vk.VkPhysicalDeviceVulkan12Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
         have = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=have12)
