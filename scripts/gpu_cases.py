@@ -21,6 +21,8 @@ from hawk import Grid, Index, Matrix, Mutable, Param, Scalar, Sorted, Vector
 SLOTS = 64  # scatter slots of the contract cases
 BINS = 256
 WIDE = 100_000  # slots of a plain scatter too large for private copies: float atomics on nvvm and rocdl
+RANGES = 3000  # slots of the slot-range case's sinks, built with HAWK_COPY_SLOTS=RANGE_COPY: too large for copies
+RANGE_COPY = 1024
 COLS = 16  # the fast axis of the contract grids
 BENCH_COLS = 1000  # the fast axis of the benchmark grids
 N = 30_011  # lanes of most contract cases: many GPU threads, small enough to store
@@ -185,6 +187,12 @@ def gk_cols_ordered(lane: Grid["row", "col":COLS], x: Scalar) -> Scalar:
     return hawk.mean(x, over="row", policy="ordered", where=x > -1.0)
 
 
+@hawk.kernel
+def gk_slot_ranges(key: Index, other: Index, x: Scalar, acc: Mutable["slot":RANGES], last: Mutable["slot":RANGES]):
+    hawk.scatter(acc, policy="compensated")[key] += x  # (no float atomics for these: a GPU thread per slot range)
+    hawk.scatter(last)[other] = x * 2.0
+
+
 # ============================================================================== cases
 @dataclass
 class Case:
@@ -200,6 +208,7 @@ class Case:
     exact: tuple[str, ...] = ("*",)  # outputs compared bitwise ("*": all); the others within rtol
     rtol: dict = field(default_factory=lambda: {"float64": 1e-12, "float32": 1e-5})
     bench: bool = False
+    copy_slots: int = 0  # $HAWK_COPY_SLOTS while its kernel builds (0: unset): a smaller copy limit
 
 
 def _x(n, dt, rng):
@@ -217,6 +226,11 @@ def _keys(n, dt, rng, sort=False, vec=False):
         key = np.sort(key)
     x = rng.standard_normal((2, n) if vec else n).astype(dt)
     return {"key": key, ("v" if vec else "x"): x}
+
+
+def _range_keys(n, dt, rng):
+    keys = rng.integers(-1, RANGES, (2, n), dtype=np.int32)  # (-1: no slot)
+    return {"key": keys[0], "other": keys[1], "x": rng.standard_normal(n).astype(dt)}
 
 
 def _adversarial(n, dt, rng):
@@ -272,6 +286,8 @@ def contract_cases() -> list[Case]:
         Case("scatter_wide_atomic", gk_scatter_wide, (N,), both,
              lambda n, dt, r: {"key": r.integers(0, WIDE, n, dtype=np.int32), "x": r.standard_normal(n).astype(dt)},
              exact=()),
+        Case("slot_ranges", gk_slot_ranges, (N,), both, _range_keys,
+             copy_slots=RANGE_COPY),  # each slot's terms in lane order from one thread: the host's bits
         Case("over_fast_axis_ordered", gk_rows_ordered, (N,), both, _grid),
         Case("over_slow_axis_ordered_mean", gk_cols_ordered, (N,), both, _grid),
         Case("gather_at", gk_gather, (N,), both,

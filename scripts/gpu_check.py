@@ -19,7 +19,9 @@ Most users go through scripts/gpu_check.sh.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import platform
 import sys
 import time
@@ -173,6 +175,23 @@ def _case_ids(case, bench_lanes: int):
             yield f"{case.name}.{dt}.n{n}", dt, n
 
 
+@contextlib.contextmanager
+def _copy_slots(n: int):
+    """$HAWK_COPY_SLOTS = n while a kernel builds (n > 0): its artifacts carry that copy limit in their spec."""
+    if not n:
+        yield
+        return
+    was = os.environ.get("HAWK_COPY_SLOTS")
+    os.environ["HAWK_COPY_SLOTS"] = str(n)
+    try:
+        yield
+    finally:
+        if was is None:
+            del os.environ["HAWK_COPY_SLOTS"]
+        else:
+            os.environ["HAWK_COPY_SLOTS"] = was
+
+
 def build(args) -> int:
     sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]  # gpu_cases, and the benchmarks/ it takes kernels from
     import gpu_cases
@@ -201,13 +220,14 @@ def build(args) -> int:
     t0 = time.perf_counter()
     kernels: dict[str, tuple] = {}
     for c in cases:
-        k, dts = kernels.get(c.kernel.name, (c.kernel, ()))
-        kernels[c.kernel.name] = (k, tuple(dict.fromkeys(dts + c.dtypes)))
+        k, dts, _ = kernels.get(c.kernel.name, (c.kernel, (), 0))
+        kernels[c.kernel.name] = (k, tuple(dict.fromkeys(dts + c.dtypes)), c.copy_slots)
     broken: dict[str, str] = {}
-    for name, (k, dts) in kernels.items():
+    for name, (k, dts, copy_slots) in kernels.items():
         t = time.perf_counter()
         try:
-            hawk.artifact.build_bundle([k], out / "artifacts", targets=targets, dtypes=dts, cpu="portable")
+            with _copy_slots(copy_slots):
+                hawk.artifact.build_bundle([k], out / "artifacts", targets=targets, dtypes=dts, cpu="portable")
         except Exception as exc:  # a kernel that does not build is a bug: record it, build the rest
             lines = [ln.strip() for ln in str(exc).splitlines() if "error" in ln.lower()] or [str(exc)]
             broken[name] = f"{type(exc).__name__}: " + " | ".join(dict.fromkeys(lines))[:600]

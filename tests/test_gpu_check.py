@@ -118,7 +118,7 @@ def test_run_on_a_device_runtime_here_when_there_is_one(tmp_path):
     except eagle.RuntimeMissing as exc:
         pytest.skip(f"no Vulkan device here: {exc}")
     out = tmp_path / "spv"
-    cases = "sum_ordered,scatter_ordered,histogram,split_standardize,stencil_at,bench_sum_auto,bench_centre"
+    cases = "sum_ordered,scatter_ordered,histogram,split_standardize,stencil_at,slot_ranges,bench_sum_auto,bench_centre"
     r = _sh("build", "--out", str(out), "--only", cases, "--bench-lanes", "20000", "--targets", "spirv")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     r = _sh("run", "--bundle", str(out), "--target", "spirv", "--no-mlir", "--budget", "20")
