@@ -68,12 +68,18 @@ class Grid:
         return -(-self.span // self.block) if self.form == "tree" else self.span
 
 
+RANGE_THREADS = 256  # threads of a slot-range stage on a GPU (each runs every lane: a thread per range of each
+# sink); a runtime may say fewer (DeviceRuntime.range_threads: a Vulkan device that is a CPU, lavapipe, where the
+# invocations share the machine's few cores and each one's stream over every lane costs a core's time)
+
+
 def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], atomics: bool = False,
-              ranges: int | None = None) -> Grid:
+              ranges: int = RANGE_THREADS) -> Grid:
     """The launch for lanes [0, end) of a run with these lane extents. "tree": workgroups take GROUP_ALIGN-aligned
     spans; "slots": a thread per kept slot; "chunks": one chunk when threads would collide, else chunks that start
     on the spans of lanes that share a kept slot (and on compensated blocks), as many as the memory of the
-    threads' private copies and exact accumulators allows."""
+    threads' private copies and exact accumulators allows; a slot-range stage (in_ranges), up to `ranges` threads
+    that each run every lane."""
     form = gpu_form(layout, fbytes)
     if form == "tree":
         c = max(GROUP_ALIGN, -(-end // MAX_GROUPS))
@@ -89,7 +95,7 @@ def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], a
         return Grid(-(-math.prod(extents) // max(slots, 1)), max(1, -(-slots // WORKGROUP)), WORKGROUP, form)
     span = layout.parallel_span(atomics)
     if in_ranges(layout, atomics) and end > 0:  # a thread per range of slots, each running every lane
-        t = range_threads(layout, RANGE_THREADS if ranges is None else ranges)
+        t = range_threads(layout, ranges)
         return Grid(end, t, min(WORKGROUP, t))
     if span is None or end == 0:
         return Grid(max(end, 1), 1, 1)
@@ -100,11 +106,6 @@ def plan_grid(layout: Layout, end: int, fbytes: int, extents: tuple[int, ...], a
     c = -(-c // align) * align
     t = -(-end // c)
     return Grid(c, t, min(WORKGROUP, t))
-
-
-RANGE_THREADS = 256  # threads of a slot-range stage on a GPU (each runs every lane: a thread per range of each
-# sink); a runtime may say fewer (DeviceRuntime.range_threads: a Vulkan device that is a CPU, lavapipe, where the
-# invocations share the machine's few cores and each one's stream over every lane costs a core's time)
 
 
 def in_ranges(layout: Layout, atomics: bool = False) -> bool:

@@ -21,6 +21,7 @@ from hawk.ir.access import (
     coord_axes,
     enclosing_func,
     func_name,
+    kernel_axes,
     lane_axis,
     plane_name,
     plane_type,
@@ -76,7 +77,7 @@ def check_axis(op) -> None:
     func = enclosing_func(op)
     if func is None or "hawk.axes" not in func.attributes:
         return
-    axes = [ir.StringAttr(a).value for a in ir.ArrayAttr(func.attributes["hawk.axes"])]
+    axes = kernel_axes(func)
     if lane_axis(op) not in axes:
         raise error_at(op, f"internal error: {op.operation.name} names axis '{lane_axis(op)}'; the kernel's lane "
                            f"axes are {axes}")
