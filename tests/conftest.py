@@ -245,6 +245,30 @@ def bt_ordered_scatter(prior, keys, terms, dtype, slots=None):
     return out.reshape(prior.shape)
 
 
+def bt_group_bad_keys(kernel, plain_twin, first_bad: int, x: float = 1.0, **extra) -> str:
+    """A grouped scatter's refusal (hawk/passes/lower/split_scatters.py: lanes in groups of four) for two keyed
+    sinks whose first bad key is the second sink's at lane `first_bad`, then the first's in the next lane; the
+    message must be the one-pass lane loop's (`plain_twin`, the same kernel with plain sinks). Returns it."""
+    import eagle
+
+    n = 64
+    key = np.arange(n, dtype=np.int32) % 5 + 1
+    k2 = (np.arange(n, dtype=np.int32) * 3) % 5 + 1
+    k2[first_bad] = 501 + first_bad  # the earliest bad lane: the second sink's key (500 + first_bad)
+    key[first_bad + 1] = 1001  # then the first sink's, in the next lane (maybe the same group)
+    key[n - 2] = 0  # (-1: adds nothing)
+
+    def message(k) -> str:
+        with pytest.raises(eagle.InputError) as info:
+            eagle.deploy(k, threads=1).run(key=key, k2=k2, x=np.full(n, x), **extra)
+        return str(info.value).replace(k.name, "K")
+
+    got = message(kernel)
+    assert f"first bad key: {500 + first_bad}" in got
+    assert got == message(plain_twin)  # as the one-pass lane loop reports it
+    return got
+
+
 def bt_host_lanes_ir(kernel, tmp_path) -> str:
     """The kernel's IR after the host lowering (verify-hawk, plan-buffers, lower-host-lanes), through `hawk-opt`
     on its printed hawk IR: what a test of the lowered loop's shape reads."""

@@ -8,7 +8,7 @@ every thread count and on spirv, and a bad key must be reported as one pass repo
 
 import numpy as np
 import pytest
-from conftest import bt_host_lanes_ir, bt_ordered_scatter
+from conftest import bt_group_bad_keys, bt_host_lanes_ir, bt_ordered_scatter
 from exact_families import f_kahan, f_span, f_subnormal, f_zeros, same_bits, split_runs
 
 import eagle
@@ -112,24 +112,9 @@ def test_several_scatters_and_a_2d_sink_in_one_group(target, dtype):
         same_bits(got["tab"], want_tab, dtype, f"{target} tab threads={threads}")
 
 
-def _message(kernel, **planes) -> str:
-    with pytest.raises(eagle.InputError) as info:
-        eagle.deploy(kernel, threads=1).run(**planes)
-    return str(info.value).replace(kernel.name, "K")
-
-
 @pytest.mark.parametrize("first_bad", [1, PAIR_LANES + 2, 4 * PAIR_LANES - 1])
 def test_bad_keys_in_a_group_are_reported_in_lane_order(first_bad):
-    n = 64
-    key = np.arange(n, dtype=np.int32) % 5 + 1
-    k2 = (np.arange(n, dtype=np.int32) * 3) % 5 + 1
-    k2[first_bad] = 501 + first_bad  # the earliest bad lane: the second sink's key (500 + first_bad)
-    key[first_bad + 1] = 1001  # then the first sink's, in the next lane (maybe the same group)
-    key[n - 2] = 0  # (-1: adds nothing)
-    x = np.ones(n)
-    got = _message(xq_err, key=key, k2=k2, x=x)
-    assert f"first bad key: {500 + first_bad}" in got
-    assert got == _message(xq_err_plain, key=key, k2=k2, x=x)  # as the one-pass lane loop reports it
+    bt_group_bad_keys(xq_err, xq_err_plain, first_bad)
 
 
 def test_only_bodies_of_ordered_scatters_take_the_grouped_form(tmp_path):
