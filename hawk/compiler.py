@@ -16,7 +16,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from hawk.abi import cache
-from hawk.abi.layout import Layout, Spec, layout_from_json, layout_to_json, make_spec
+from hawk.abi.layout import Layout, Spec, copy_slots_setting, layout_from_json, layout_to_json, make_spec
 from hawk.abi.signature import Signature
 from hawk.errors import KernelError
 from hawk.frontend.refs import ABSENT, Unkeyable, captured_key, captured_parts, captured_values
@@ -120,10 +120,13 @@ class Kernel:
         raise TypeError(f"kernel '{self.name}' runs through eagle: eagle.deploy({self.name}).run(**planes)")
 
     def default_spec(self) -> Spec:
-        spec = self.__dict__.get("_default_spec")
-        if spec is None:
-            spec = self._default_spec = make_spec(self.signature, "float64", {})
-        return spec
+        """The float64 specialisation under the copy limit in force now ($HAWK_COPY_SLOTS, read as make_spec
+        reads it): the one stage_count describes, so that it agrees with the specs runs make."""
+        limit = copy_slots_setting()
+        known = self.__dict__.get("_default_spec")
+        if known is None or known[0] != limit:
+            known = self._default_spec = (limit, make_spec(self.signature, "float64", {}))
+        return known[1]
 
     def spec_for(self, float_dtype: str, index_dtypes: dict[str, str], auto_sum: str = "fast") -> Spec:
         return make_spec(self.signature, float_dtype, index_dtypes, auto_sum)
@@ -233,7 +236,8 @@ class Kernel:
 
     @property
     def stage_count(self) -> int:
-        """Stages of the kernel (the same for every specialisation: splitting depends on data flow only)."""
+        """Stages of the kernel (the same for every specialisation made under one copy limit: splitting depends on
+        data flow, and on which sinks are too large for private copies, hawk/passes/split_sinks.py)."""
         return len(self._stages.get(self.default_spec()) or self.stages())
 
     def layout(self, spec: Spec, stage: int = 0) -> Layout:

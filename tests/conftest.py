@@ -269,6 +269,22 @@ def bt_group_bad_keys(kernel, plain_twin, first_bad: int, x: float = 1.0, **extr
     return got
 
 
+def bt_neumaier_scatter(prior, key, x, dtype) -> np.ndarray:
+    """A compensated sink as one chunk leaves it: per slot, Neumaier steps over its terms in lane order in float64
+    from (0, 0) (a non-finite sum keeps no correction), then (prior + sum) + correction rounded once to `dtype`."""
+    s = np.zeros(prior.size)
+    c = np.zeros(prior.size)
+    for k, v in zip(key.tolist(), np.asarray(x, dtype=np.float64).tolist(), strict=True):
+        if k < 0:
+            continue
+        a = float(s[k])
+        t = a + v
+        if abs(t) < math.inf:
+            c[k] += (a - t) + v if abs(a) >= abs(v) else (v - t) + a
+        s[k] = t
+    return ((np.asarray(prior, dtype=np.float64) + s) + c).astype(dtype)
+
+
 def bt_host_lanes_ir(kernel, tmp_path) -> str:
     """The kernel's IR after the host lowering (verify-hawk, plan-buffers, lower-host-lanes), through `hawk-opt`
     on its printed hawk IR: what a test of the lowered loop's shape reads."""

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import bt_same_bits, bt_spirv_missing, bt_target_missing
+from conftest import bt_neumaier_scatter, bt_same_bits, bt_spirv_missing, bt_target_missing
 
 import eagle
 import hawk
@@ -129,22 +129,6 @@ def _fsum_bound(got, prior, key, x, dtype) -> None:
     bt_same_bits(np.asarray(got)[~touched], np.asarray(prior, dtype=dtype)[~touched], "untouched slots")
 
 
-def _neumaier(prior, key, x, dtype) -> np.ndarray:
-    """A compensated sink as one chunk leaves it: per slot, Neumaier steps over its terms in lane order in float64
-    from (0, 0) (a non-finite sum keeps no correction), then (prior + sum) + correction rounded once to `dtype`."""
-    s = np.zeros(prior.size)
-    c = np.zeros(prior.size)
-    for k, v in zip(key.tolist(), np.asarray(x, dtype=np.float64).tolist(), strict=True):
-        if k < 0:
-            continue
-        a = float(s[k])
-        t = a + v
-        if abs(t) < math.inf:
-            c[k] += (a - t) + v if abs(a) >= abs(v) else (v - t) + a
-        s[k] = t
-    return ((np.asarray(prior, dtype=np.float64) + s) + c).astype(dtype)
-
-
 def test_the_form_and_its_limit():
     # the copy limit is part of the specialisation (and so of every cache key) and of the hawk IR's facts
     spec = sr_computed.spec_for("float64", {})
@@ -205,7 +189,7 @@ def test_compensated_sums_are_one_chunks(dtype):
     got = _threads(sr_auto, key=key, x=x, acc=prior)
     assert got.dtype == dtype
     _fsum_bound(got, prior, key, x, dtype)
-    bt_same_bits(got, _neumaier(prior, key, x, dtype), "one chunk's Neumaier steps in lane order")
+    bt_same_bits(got, bt_neumaier_scatter(prior, key, x, dtype), "one chunk's Neumaier steps in lane order")
 
 
 def test_vector_payload_two_key_axes_and_sorted_keys():
@@ -219,10 +203,10 @@ def test_vector_payload_two_key_axes_and_sorted_keys():
     assert got["acc"].shape == (2, SLOTS) and got["tab"].shape == (5, 6)
     for k in range(2):
         _fsum_bound(got["acc"][k], np.zeros(SLOTS), key, v[k], np.float64)
-        bt_same_bits(got["acc"][k], _neumaier(np.zeros(SLOTS), key, v[k], np.float64), f"component {k}")
+        bt_same_bits(got["acc"][k], bt_neumaier_scatter(np.zeros(SLOTS), key, v[k], np.float64), f"component {k}")
     flat = np.where(r >= 0, r * 6 + c, -1)
     _fsum_bound(got["tab"].ravel(), np.zeros(30), flat, x, np.float64)
-    bt_same_bits(got["tab"].ravel(), _neumaier(np.zeros(30), flat, x, np.float64), "two key axes")
+    bt_same_bits(got["tab"].ravel(), bt_neumaier_scatter(np.zeros(30), flat, x, np.float64), "two key axes")
     skey = np.sort(rng.integers(0, SLOTS, size=N)).astype(np.int32)  # runs of equal keys summed in registers
     _fsum_bound(_threads(sr_sorted, key=skey, x=x), np.zeros(SLOTS), skey, x, np.float64)
 
@@ -384,7 +368,7 @@ def test_a_compensated_companion_is_folded_on_every_thread(monkeypatch, reports,
     x = (rng.normal(size=n) * 10.0 ** rng.integers(-8, 9, size=n)).astype(dtype)
     x[:3], key[:3] = [np.inf, -np.inf, np.nan], [5, 5, 6]  # non-finite sums keep no correction
     prior = rng.normal(size=slots).astype(dtype)
-    want = _neumaier(prior, key, x, dtype)
+    want = bt_neumaier_scatter(prior, key, x, dtype)
     for native, parallel in (("1", True), ("1", False), ("0", True)):
         monkeypatch.setenv("EAGLE_NATIVE", native)
         monkeypatch.setattr(eagle.native, "_STATE", {})

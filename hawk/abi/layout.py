@@ -296,7 +296,8 @@ PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get private copies (one p
 # PAIR_SLOTS slots too, in a fixed number of chunks (Layout.fixed_chunks; eagle.launch.SPLIT_CHUNKS, all the
 # copies within eagle.launch.COPY_BYTES): fewer, larger chunks as the sink grows, so a big sink never runs as one
 # chunk on the host or one GPU thread for want of room. Beyond PAIR_SLOTS a stage that only scatters (and writes
-# per-lane outputs) runs in slot ranges on the host (wants_slot_ranges: no copies at all); any other, one chunk.
+# per-lane outputs) runs in slot ranges on the host (wants_slot_ranges: no copies at all); split-stages gives
+# such scatters in any other stage a stage of their own (hawk/passes/split_sinks.py).
 # Ordered sinks and kept cells: one exact accumulator per slot (hawk/exact.py: 576 bytes a float64 slot) that
 # every chunk shares (integer atomic adds), allocated zeroed once and left zeroed by the finish. Up to
 # PAIR_SLOTS slots, each host chunk also keeps its own (high, low) float pair per slot (two error-free TwoSums a

@@ -42,6 +42,7 @@ from hawk.ir.access import (
 from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
 from hawk.ir.types import add_arg, drop_unused_args, of_value
+from hawk.passes.split_sinks import rename, split_lone_sinks
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,30 @@ def stage_count(module: ir.Module) -> int:
 def split_stages(text: str, name: str, reserved: frozenset[str] = frozenset()) -> list[StageIR]:
     """Split a hawk module (in the current context) into its stages; one stage gives the module back.
 
-    Internal cells are named cut0, cut1, ... skipping the `reserved` names (the kernel's planes)."""
+    Internal cells are named cut0, cut1, ... skipping the `reserved` names (the kernel's planes). A stage whose
+    scatters into a sink too large for private copies would leave it one chunk is then split in two
+    (hawk/passes/split_sinks.py); stages are named in order: `name`, `<name>_2`, ..."""
+    stages = _split_levels(text, name, reserved)
+    out: list[StageIR] = []
+    for st in stages:
+        two = split_lone_sinks(st.text)
+        if two is None:
+            out.append(st)
+            continue
+        (first, args1), (second, args2) = two
+        out.append(StageIR(st.name, first, tuple(c for c in st.cells_in if c in args1), st.cells_out))
+        out.append(StageIR(st.name, second, tuple(c for c in st.cells_in if c in args2), ()))
+    if len(out) == len(stages):
+        return stages
+    named = []
+    for k, st in enumerate(out):
+        new = name if k == 0 else f"{name}_{k + 1}"
+        named.append(StageIR(new, st.text if new == st.name else rename(st.text, new), st.cells_in, st.cells_out))
+    return named
+
+
+def _split_levels(text: str, name: str, reserved: frozenset[str]) -> list[StageIR]:
+    """The stages of a hawk module by levels (a read of a reduced value starts the next one)."""
     n = stage_count(ir.Module.parse(text))
     if n == 1:
         text = _drop_unread_scans(text)

@@ -39,7 +39,8 @@ class VerifyHawk(ModulePass):
 class SplitStages(ModulePass):
     name = "split-stages"
     summary = ("a kernel func that reads a reduced value becomes one func per stage, each with its hawk.stage "
-               "facts (cells in, cells out, outputs owned)")
+               "facts (cells in, cells out, outputs owned); scatters into sinks too large for copies, beside "
+               "reductions, get a stage of their own")
 
     def apply(self, module: ir.Module) -> None:
         from hawk.passes.stages import split_stages

@@ -90,6 +90,13 @@ def opt_runs(lane: Grid["i"], k: Index, x: Scalar, y: Mutable[Scalar]):
     y = m.where(end, hawk.scan(x, reset=start), 0.0)
 
 
+@hawk.kernel
+def opt_big_sink(k: Index, x: Scalar, big: Mutable["slot":40_000_000], small: Mutable["bin":8]) -> Scalar:
+    hawk.scatter(big)[k] += x * 2.0  # (over PAIR_SLOTS slots: no private copies)
+    hawk.scatter(small, policy="plain")[k % 8] += x
+    return hawk.sum(x, policy="ordered")
+
+
 @dataclass(frozen=True)
 class Input:
     kernel: object
@@ -118,6 +125,7 @@ INPUTS = {
     "target_host": Input(opt_staged),
     "target_nvvm": Input(opt_hist),
     "split_scan": Input(opt_scan, "verify-hawk"),
+    "split_sinks": Input(opt_big_sink, "verify-hawk"),
     "host_scan": Input(opt_scan, "verify-hawk,split-stages", stage=1),
     "host_scan_interior": Input(opt_runs, "verify-hawk,split-stages", stage=1),
     "split_block": Input(opt_softmax, "verify-hawk"),

@@ -1,0 +1,154 @@
+"""The last step of split-stages: a stage that scatters into a sink too large for private copies, and that does
+anything a slot-range stage cannot (reduce, scan, store a cell or store by key, read an output plane), becomes
+two stages: the stage without those scatters, then those scatters alone.
+
+Why (issue 10, "no single-thread cliffs"): a sink of more than Spec.copy_slots slots (hawk.abi.layout.PAIR_SLOTS
+by default) that is not an ordered sink only added into gets no copy per chunk, so chunks would write its slots
+together: such a stage ran as one chunk on the host and as one GPU thread. A stage whose only effects are
+scatters (and per-lane outputs it never reads) runs in slot ranges instead (hawk.abi.layout.wants_slot_ranges):
+every chunk runs every lane and applies the slots of its own range. Split off, the large sinks' scatters make
+such a stage, and the rest runs in chunks as any stage does. The second stage computes again the lane values
+its scatters need (it reads their inputs a second time): the price of using every thread.
+
+Nothing moves across another effect on the same sink: every scatter into a split-off sink moves, in lane order,
+to the second stage, which runs after the first. Bad keys are reported per stage: a run refused in the second
+stage names the first bad key of the split-off sinks (the first stage's sinks, checked first, would be named
+before it). The second stage keeps every value its scatters use; when one of those is itself a reduction, a scan
+or a read of an output plane, the stage stays whole (one chunk, as before).
+"""
+
+from __future__ import annotations
+
+import math
+
+from mlir import ir
+
+from hawk.abi.layout import PAIR_SLOTS, sum_policy
+from hawk.ir.access import kernel_func, plane_name, policy, scatter_mode, sink_name, store_key, stored_value
+from hawk.ir.dialect import is_hawk
+from hawk.ir.types import arg_names, drop_unused_args
+
+_EFFECTS = ("store", "scatter", "cell", "scan_totals")
+_COLLECTIVES = ("reduce", "block_reduce", "scan", "scan_apply", "scan_totals")
+
+
+def _walk(func_op) -> list:
+    found = []
+
+    def visit(op):
+        found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    func_op.operation.walk(visit)
+    return found
+
+
+def _copy_limit(func_op) -> int:
+    """The largest sink with private copies for this specialisation (hawk.passes.plan.copy_slots_of)."""
+    from hawk.passes.plan import copy_slots_of
+
+    try:
+        return copy_slots_of(func_op)
+    except (ValueError, KeyError):
+        return PAIR_SLOTS
+
+
+def lone_sinks(func_op) -> set[str]:
+    """Sinks a stage writes that would leave it one chunk: more slots than get private copies, and not an
+    ordered sink only added into (whose slots every chunk adds into through shared exact accumulators)."""
+    from hawk.passes.analysis import payload_of
+    from hawk.passes.plan import signature_of
+
+    if "hawk.signature" not in func_op.operation.attributes:
+        return set()
+    sig, limit = signature_of(func_op), _copy_limit(func_op)
+    slots: dict[str, int] = {}
+    ordered_adds: dict[str, bool] = {}
+    for op in _walk(func_op):
+        if not is_hawk(op, "scatter"):
+            continue
+        sink = sink_name(op)
+        spec = sig.get(sink)
+        extent = math.prod(a.extent for a in spec.axes) if spec is not None else 0
+        slots[sink] = max(slots.get(sink, 0), extent * math.prod(payload_of(stored_value(op).type)))
+        adds = scatter_mode(op) == "add" and sum_policy(policy(op), True) == "ordered"
+        ordered_adds[sink] = ordered_adds.get(sink, True) and adds
+    return {s for s, n in slots.items() if n > limit and not ordered_adds[s]}
+
+
+def _in_ranges_already(func_op) -> bool:
+    """Whether the stage is a slot-range stage as it is (hawk.abi.layout.wants_slot_ranges): its effects are
+    scatters and stores of per-lane outputs it never reads."""
+    written, read = set(), set()
+    for op in _walk(func_op):
+        if is_hawk(op) and op.operation.name[5:] in _COLLECTIVES + ("cell",):
+            return False
+        if is_hawk(op, "store"):
+            if store_key(op) is not None:
+                return False
+            written.add(plane_name(op))
+        elif is_hawk(op, "load") or is_hawk(op, "at"):
+            read.add(plane_name(op))
+    return not (written & read)
+
+
+def _effect(op) -> bool:
+    return is_hawk(op) and op.operation.name[5:] in _EFFECTS
+
+
+def _prune(func_op) -> None:
+    """Erase top-level ops with no effect inside them whose results nothing uses (last to first)."""
+    block = func_op.regions[0].blocks[0]
+    for op in reversed([o for o in block.operations if o.operation.name != "func.return"]):
+        if any(list(r.uses) for r in op.results):
+            continue
+        if any(_effect(o) for o in _walk(op)):
+            continue
+        op.operation.erase()
+
+
+def _part(text: str, keep) -> tuple[ir.Module, object]:
+    """The stage's module with every effect op for which keep(op) is false erased, then pruned."""
+    module = ir.Module.parse(text)
+    func_op = kernel_func(module)
+    for op in reversed(_walk(func_op)):
+        if _effect(op) and not keep(op):
+            op.operation.erase()
+    _prune(func_op)
+    drop_unused_args(func_op)
+    return module, func_op
+
+
+def _written(func_op) -> set[str]:
+    return {plane_name(op) for op in _walk(func_op) if is_hawk(op, "store")}
+
+
+def _reads(func_op) -> set[str]:
+    return {plane_name(op) for op in _walk(func_op) if is_hawk(op, "load") or is_hawk(op, "at")}
+
+
+def split_lone_sinks(text: str) -> tuple[tuple[str, set[str]], tuple[str, set[str]]] | None:
+    """For a stage that needs it, (the stage without its large sinks' scatters, those scatters alone), each
+    as (module text, the names of its func's arguments); else None."""
+    module = ir.Module.parse(text)  # (held: the func lives as long as its module)
+    func_op = kernel_func(module)
+    lone = lone_sinks(func_op)
+    if not lone or _in_ranges_already(func_op):
+        return None
+
+    def moves(op) -> bool:
+        return is_hawk(op, "scatter") and sink_name(op) in lone
+
+    second, func2 = _part(text, moves)
+    # its scatters need a reduction, a scan or what the stage stores: the stage stays whole
+    if not _in_ranges_already(func2) or _reads(func2) & _written(func_op):
+        return None
+    first, func1 = _part(text, lambda op: not moves(op))
+    return (str(first), set(arg_names(func1))), (str(second), set(arg_names(func2)))
+
+
+def rename(text: str, name: str) -> str:
+    """A stage's module with its kernel func called `name`."""
+    module = ir.Module.parse(text)
+    kernel_func(module).attributes["sym_name"] = ir.StringAttr.get(name)
+    return str(module)
