@@ -195,4 +195,25 @@ class PlanBuffers(ModulePass):
 
     def apply(self, module: ir.Module) -> None:
         for func in kernel_funcs(module):
+            _refuse_unsplit(func, self.name)
             func.operation.attributes[LAYOUT] = layout_attr(plan(func))
+
+
+def _refuse_unsplit(func, pass_name: str) -> None:
+    """A kernel func that reads a reduced value (or a scan's) in its own body needs split-stages first: its
+    lowering would otherwise erase a reduction that ops still use (an abort inside MLIR, not an error)."""
+    from hawk.ir.dialect import is_hawk
+
+    found = []
+
+    def visit(op):
+        if (is_hawk(op, "reduce") or is_hawk(op, "scan")) and \
+                any(not is_hawk(u.owner, "cell") for r in op.results for u in r.uses):
+            found.append(op.name)
+        return ir.WalkResult.ADVANCE
+
+    func.operation.walk(visit)
+    if found:
+        name = ir.StringAttr(func.attributes["sym_name"]).value
+        raise ValueError(f"{pass_name}: kernel func '{name}' reads the result of a {found[0]} in its own body: run "
+                         "split-stages first (a read of a reduced value is a stage boundary, or a block reduction)")

@@ -104,6 +104,9 @@ def test_reads_standard_input():
     (["--passes", "lower-gpu-lanes{lanes=4}"], "pass 'lower-gpu-lanes' has no option 'lanes'"),
     (["--passes", "lower-gpu-lanes{subgroup}"], "option 'subgroup': write option=value"),
     (["--passes", "lower-host-lanes"], "has no hawk.layout attribute (run plan-buffers first)"),
+    # (a kernel func that reads its mean in its own body: lowering it unsplit aborted inside MLIR)
+    (["--passes", "verify-hawk,plan-buffers,lower-host-lanes"],
+     "kernel func 'opt_staged' reads the result of a hawk.reduce in its own body: run split-stages first"),
 ])
 def test_bad_pipelines_are_refused_in_one_line(args, words):
     r = _hawk_opt(str(HERE / "verify_hawk.mlir"), *args)

@@ -202,6 +202,7 @@ def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_spa
         with ir.InsertionPoint(inner.body):
             offset = e.op("arith.subi", inner.induction_variable, row0)
             anchor = scf.YieldOp(list(inner.inner_iter_args))
+        cx.lane_row = (span, row0)
         if kept_span is not None:
             cx.kept_slot, cx.kept_count = offset, count
         else:
@@ -215,7 +216,7 @@ def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_spa
         else:
             lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
             results = list(inner.results)
-        cx.kept_slot, cx.known_coords = None, {}
+        cx.kept_slot, cx.known_coords, cx.lane_row = None, {}, None
         scf.YieldOp(results)
     return list(outer.results)
 
@@ -240,7 +241,9 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
         inner = scf.ForOp(start, end, e.c(1), inits)
         with ir.InsertionPoint(inner.body):
             anchor = scf.YieldOp(list(inner.inner_iter_args))
+        cx.lane_row = (span, e.mul_i(slot, e.c(span)))
         lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
+        cx.lane_row = None
         res = list(inner.results)
         n = e.c(1)
         for a in kept[0].kept:

@@ -81,6 +81,9 @@ class Lowering:
         self.known_coords: dict[str, ir.Value] = {}  # coordinates the loops already hold
         self.interior: dict[str, int] = {}  # axis -> margin: lanes at least this far from both edges
         self.kept_slot = self.kept_count = None  # a driver that knows a lane's kept slot (and the count)
+        # (S, row0): the loop being lowered runs lanes of [row0, row0 + S) only, row0 a multiple of S (a row of
+        # the column or nested shape, a slot's fold): a block total over spans S divides is one load per row
+        self.lane_row: tuple[int, ir.Value] | None = None
         self.nested: dict[str, int] | None = None  # nested driver: kept totals' slots among the accumulators
         # planned by state.plan_state and the folds
         self.full: list = []  # state.Acc per every-lane reduction
