@@ -22,7 +22,18 @@ from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
 from hawk.ir.access import scatter_mode, sink_name, stored_value
 from hawk.ir.dialect import is_hawk
 from hawk.passes.host_emit import size
-from hawk.passes.lower import block, grid, ordered_chains, reduce_full, scan, sorted_runs, split_scatters, state, wide
+from hawk.passes.lower import (
+    block,
+    grid,
+    ordered_chains,
+    reduce_full,
+    scan,
+    sorted_pairs,
+    sorted_runs,
+    split_scatters,
+    state,
+    wide,
+)
 from hawk.passes.lower.context import Lowering, clone_body, rewrite, rewrite_ops
 from hawk.passes.lower.grid import own_offsets
 from hawk.passes.speculate import NO_SPECULATE
@@ -136,6 +147,8 @@ def lower_body(cx: Lowering, body: ir.Block, anchor, region_op, lane: ir.Value, 
 
 def flat_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
     e = cx.e
+    if sorted_pairs.sorted_ordered(cx, body) is not None:  # an ordered scatter by sorted keys (sorted_pairs.py)
+        return sorted_pairs.run_driver(cx, body, chunk0)
     if split_scatters.split_scatters(cx, body):  # computed keys in a vectorized pass first (split_scatters.py)
         return split_scatters.split_driver(cx, body, chunk0)
     loop = scf.ForOp(cx.lo, cx.hi, e.c(1), chunk0)

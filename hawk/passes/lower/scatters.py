@@ -77,12 +77,22 @@ def exact_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, live: ir.Value
         e.store(s2, pairs, q)
         scf.YieldOp([])
     with ir.InsertionPoint(keep.else_block):
-        exact_emit.deposit(e, buf, e.mul_i(at, e.c(w)), x, atomic=True)
-        count = e.dim(buf)
-        spill = e.op("arith.subi", count, e.c(1))
-        create("memref.atomic_rmw", [e.c(1, e.i64), buf, spill], [e.i64],
-               {"kind": ir.IntegerAttr.get(e.i64, 1)})  # addi
+        spill(cx, name, at, x)
         scf.YieldOp([])
+
+
+def spill(cx: Lowering, name: str, at: ir.Value, x: ir.Value) -> None:
+    """x into slot `at`'s shared exact accumulator (a term a (high, low) pair could not take exactly); with
+    per-chunk pairs, counted in the accumulator buffer's last word (the finish then rounds that sink from its
+    accumulators)."""
+    e = cx.e
+    buf = cx.bufs[(name, "exact")]
+    exact_emit.deposit(e, buf, e.mul_i(at, e.c(exact_emit.words_of(e.f))), x, atomic=True)
+    if not (cx.exact_pairs and name in cx.lay.private):  # (no pairs: every term is in the accumulators)
+        return
+    last = e.op("arith.subi", e.dim(buf), e.c(1))
+    create("memref.atomic_rmw", [e.c(1, e.i64), buf, last], [e.i64],
+           {"kind": ir.IntegerAttr.get(e.i64, 1)})  # addi
 
 
 def comp_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, carry: ir.Value | None = None) -> None:

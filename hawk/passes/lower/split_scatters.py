@@ -57,19 +57,15 @@ def paired(cx: Lowering, op) -> bool:
     return policy == "ordered" and (sink, "pairs") in cx.bufs
 
 
-def split_scatters(cx: Lowering, body: ir.Block) -> list | None:
-    """The body's scatters when the two-pass form applies (else None): every effect a top-level add of a scalar
-    into a sink no lane stores into, no reduction, and either every scatter ordered into pairs (`paired`) or
-    every one plain with at least one key computed in the kernel (a key read straight from an Index plane gains
-    nothing there)."""
+def scatter_body(body: ir.Block) -> list | None:
+    """The body's top-level scatters when it has no control flow and no hawk op but reads of planes, params,
+    lanes and extents, scatters and cells (else None)."""
     from hawk.ir.dialect import is_hawk
 
-    if not cx.exact_pairs or cx.lay.reductions or len(cx.axes) != 1:
-        return None
-    scatters_, ok = [], [True]
+    found, ok = [], [True]
 
     def visit(op):
-        if is_hawk(op, "reduce") or is_hawk(op, "store") or op.name.startswith("scf.") or \
+        if op.name.startswith("scf.") or \
                 (is_hawk(op) and op.name[5:] not in ("load", "param", "lane", "extent", "at", "scatter", "cell")):
             ok[0] = False
         return ir.WalkResult.ADVANCE
@@ -77,8 +73,19 @@ def split_scatters(cx: Lowering, body: ir.Block) -> list | None:
     for op in body.operations:
         op.operation.walk(visit)
         if op.operation.name == "hawk.scatter":
-            scatters_.append(op)
-    if not ok[0] or not scatters_:
+            found.append(op)
+    return found if ok[0] else None
+
+
+def split_scatters(cx: Lowering, body: ir.Block) -> list | None:
+    """The body's scatters when the two-pass form applies (else None): every effect a top-level add of a scalar
+    into a sink no lane stores into, no reduction, and either every scatter ordered into pairs (`paired`) or
+    every one plain with at least one key computed in the kernel (a key read straight from an Index plane gains
+    nothing there)."""
+    if not cx.exact_pairs or cx.lay.reductions or len(cx.axes) != 1:
+        return None
+    scatters_ = scatter_body(body)
+    if not scatters_:
         return None
     if all(paired(cx, op) for op in scatters_):
         return scatters_
