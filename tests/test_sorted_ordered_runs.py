@@ -14,6 +14,7 @@ from exact_families import f_kahan, f_span, f_subnormal, f_zeros, same_bits, spl
 import eagle
 import hawk
 from hawk import Index, Mutable, Scalar, Sorted
+from hawk.abi.layout import COPY_SLOTS_ENV
 from hawk.passes.lower.sorted_pairs import RUN_LANES
 
 DTYPES = [np.float64, np.float32]
@@ -119,3 +120,18 @@ def test_a_second_error_inside_a_group_is_kept(dtype):
     key = np.zeros(n, np.int32)
     got = np.asarray(eagle.deploy(so_run, threads=1).run(key=key, x=x, acc=np.zeros(SLOTS, dtype)))
     assert got[0] == 1.0 and got.dtype == dtype
+
+
+def test_a_sink_too_large_for_pairs(monkeypatch):
+    # past the copy limit an ordered sink keeps no pairs, only the shared exact accumulators: the runs' flushes
+    # and spills go there (atomically), with the same exact bits
+    monkeypatch.setenv(COPY_SLOTS_ENV, "4")
+    assert so_run.layout(so_run.spec_for("float64", {})).private == {}
+    rng = np.random.default_rng(13_105)
+    n = 9 * 1024 + 5
+    key = _sorted_keys(n, rng)
+    x = _terms(n, np.float64, rng)
+    prior = rng.standard_normal(SLOTS)
+    want = bt_ordered_scatter(prior, key, x, np.float64)
+    for threads, got in split_runs(so_run, "host", key=key, x=x, acc=prior):
+        same_bits(got, want, np.float64, f"threads={threads}")

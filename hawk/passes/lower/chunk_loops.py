@@ -244,7 +244,8 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
     outer = scf.ForOp(klo, khi, e.c(1), chunk0)
     with ir.InsertionPoint(outer.body):
         slot = outer.induction_variable
-        start = e.op("arith.maxui", e.mul_i(slot, e.c(span)), cx.lo)
+        row0 = e.mul_i(slot, e.c(span))  # (before the inner loop, whose lanes read it: Lowering.lane_row)
+        start = e.op("arith.maxui", row0, cx.lo)
         end = e.op("arith.minui", e.add_i(e.mul_i(slot, e.c(span)), e.c(span)), cx.hi)
         inits = list(outer.inner_iter_args)
         cx.nested = {}
@@ -254,7 +255,7 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
         inner = scf.ForOp(start, end, e.c(1), inits)
         with ir.InsertionPoint(inner.body):
             anchor = scf.YieldOp(list(inner.inner_iter_args))
-        cx.lane_row = (span, e.mul_i(slot, e.c(span)))
+        cx.lane_row = (span, row0)
         lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
         cx.lane_row = None
         res = list(inner.results)
