@@ -28,7 +28,6 @@ from hawk.ir.access import kernel_func, plane_name, policy, scatter_mode, sink_n
 from hawk.ir.dialect import is_hawk
 from hawk.ir.types import arg_names, drop_unused_args
 
-_EFFECTS = ("store", "scatter", "cell", "scan_totals")
 _COLLECTIVES = ("reduce", "block_reduce", "scan", "scan_apply", "scan_totals")
 
 
@@ -93,7 +92,10 @@ def _in_ranges_already(func_op) -> bool:
 
 
 def _effect(op) -> bool:
-    return is_hawk(op) and op.operation.name[5:] in _EFFECTS
+    """A side effect (split-stages' own list, hawk/passes/stages.py, and a scan's block totals)."""
+    from hawk.passes.stages import _EFFECTS
+
+    return is_hawk(op) and op.operation.name[5:] in (*_EFFECTS, "scan_totals")
 
 
 def _prune(func_op) -> None:
