@@ -78,17 +78,12 @@ def lone_sinks(func_op) -> set[str]:
 def _in_ranges_already(func_op) -> bool:
     """Whether the stage is a slot-range stage as it is (hawk.abi.layout.wants_slot_ranges): its effects are
     scatters and stores of per-lane outputs it never reads."""
-    written, read = set(), set()
     for op in _walk(func_op):
         if is_hawk(op) and op.operation.name[5:] in _COLLECTIVES + ("cell",):
             return False
-        if is_hawk(op, "store"):
-            if store_key(op) is not None:
-                return False
-            written.add(plane_name(op))
-        elif is_hawk(op, "load") or is_hawk(op, "at"):
-            read.add(plane_name(op))
-    return not (written & read)
+        if is_hawk(op, "store") and store_key(op) is not None:
+            return False
+    return not (_written(func_op) & _reads(func_op))
 
 
 def _effect(op) -> bool:

@@ -212,10 +212,11 @@ def fold_slots(cx: Lowering, body: ir.Block, group: list[Block], tlo, thi, base)
                                                                 e.c(span)), e.c(1), [])
     with ir.InsertionPoint(slots.body):
         s = slots.induction_variable
-        start = e.op("arith.maxui", e.mul_i(s, e.c(span)), tlo)
-        end = e.op("arith.minui", e.add_i(e.mul_i(s, e.c(span)), e.c(span)), thi)
+        row0 = e.mul_i(s, e.c(span))
+        start = e.op("arith.maxui", row0, tlo)
+        end = e.op("arith.minui", e.add_i(row0, e.c(span)), thi)
         at = e.op("arith.subi", s, e.op("arith.divui", base, e.c(span)))
-        saved, cx.lane_row = cx.lane_row, (span, e.mul_i(s, e.c(span)))  # (the slot's lanes: one row)
+        saved, cx.lane_row = cx.lane_row, (span, row0)  # (the slot's lanes: one row)
         res = fold_lanes(cx, body, group, start, end, e.c(1))
         cx.lane_row = saved
         for b in group:
@@ -312,11 +313,8 @@ def lower_block_reduce(cx: Lowering, op) -> ir.Value | None:
         if getattr(cx, "block_regs", None) is not None:  # the "blocks" form: the slot's total in a register
             return cx.block_regs[b.n]
         row = cx.lane_row
-        if row is not None and b.span % row[0] == 0:  # every lane of the loop's row is in one slot
-            at = e.op("arith.divui", e.op("arith.subi", row[1], cx.block_base), e.c(b.span))
-        else:
-            at = e.op("arith.divui", e.op("arith.subi", cx.lane, cx.block_base), e.c(b.span))
-        return e.load(b.totals, at)
+        lane = row[1] if row is not None and b.span % row[0] == 0 else cx.lane  # (the row's lanes: one slot)
+        return e.load(b.totals, e.op("arith.divui", e.op("arith.subi", lane, cx.block_base), e.c(b.span)))
     x, mask, s, k = reduce_value(op), reduce_mask(op), cx.accs, b.slot
     if b.kind in ("max", "min"):
         new = extremum(cx, b.kind, s[k], x)

@@ -147,8 +147,9 @@ def lower_body(cx: Lowering, body: ir.Block, anchor, region_op, lane: ir.Value, 
 
 def flat_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
     e = cx.e
-    if sorted_pairs.sorted_ordered(cx, body) is not None:  # an ordered scatter by sorted keys (sorted_pairs.py)
-        return sorted_pairs.run_driver(cx, body, chunk0)
+    run = sorted_pairs.sorted_ordered(cx, body)
+    if run is not None:  # an ordered scatter by sorted keys (sorted_pairs.py)
+        return sorted_pairs.run_driver(cx, body, chunk0, run)
     if split_scatters.split_scatters(cx, body):  # computed keys in a vectorized pass first (split_scatters.py)
         return split_scatters.split_driver(cx, body, chunk0)
     loop = scf.ForOp(cx.lo, cx.hi, e.c(1), chunk0)

@@ -31,7 +31,7 @@ from hawk.ir.dialect import is_hawk
 from hawk.passes.analysis import key_source, payload_of
 from hawk.passes.host_emit import _EQ, _SGE, _SLT
 from hawk.passes.lower import scatters, slot_ranges, split_scatters
-from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
+from hawk.passes.lower.context import Lowering
 
 RUN_LANES = 8  # lanes of a group: one 512-bit vector of float64 pairs' highs (two 256-bit ones on AVX2)
 _OLT, _UNE, _NE = 4, 13, 1  # arith.cmpf "olt", "une"; arith.cmpi "ne"
@@ -63,28 +63,22 @@ def _limit(cx: Lowering) -> float:
     return 2.0 ** ((1024 if cx.e.f == cx.e.f64 else 128) - 64)
 
 
-def run_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
-    """The lane loop in groups (see the module's docstring); the chunk state passes through unchanged."""
+def run_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], op) -> list[ir.Value]:
+    """The lane loop in groups (see the module's docstring) for the body's scatter `op` (sorted_ordered's); the
+    chunk state passes through unchanged."""
     e = cx.e
     W = RUN_LANES
     vec = ir.VectorType.get([W], e.f)
-    sink = sink_name(sorted_ordered(cx, body))
+    sink = sink_name(op)
     extent = cx.lay.sig.get(sink).axes[0].extent
     n = len(chunk0)
     init = [*chunk0, e.c(-1, e.i64), e.splat(0.0, vec), e.splat(0.0, vec)]
-    span = e.op("arith.subi", cx.hi, cx.lo)
-    stop = e.add_i(cx.lo, e.op("arith.subi", span, e.op("arith.remui", span, e.c(W))))
-    loop = scf.ForOp(cx.lo, stop, e.c(W), init)
-    with ir.InsertionPoint(loop.body):
-        anchor = scf.YieldOp(list(loop.inner_iter_args))
-    lanes = []  # (key, term) per lane of the group
+    loop, anchor, stop = split_scatters.group_loop(cx, W, init)
+    lanes = []  # (key, term, the scatter's copy) per lane of the group
     for j in range(W):
         with ir.InsertionPoint(anchor), body.owner.location:
             lane = e.add_i(loop.induction_variable, e.c(j)) if j else loop.induction_variable
-        copies = clone_body(cx, body, anchor)
-        (scatter,) = [c for c in copies if c.operation.name == "hawk.scatter"]
-        cx.lane, cx.accs, cx.j = lane, [], None
-        rewrite_ops(cx, [c for c in copies if c.operation.name != "hawk.scatter"])
+        (scatter,) = split_scatters.lane_scatters(cx, body, anchor, lane)
         lanes.append((scatter_keys(scatter)[0], stored_value(scatter), scatter))
     with ir.InsertionPoint(anchor), body.owner.location:
         state = list(loop.inner_iter_args)
@@ -93,7 +87,7 @@ def run_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.
         for k, _, _ in lanes:
             same = e.cmpi(_EQ, k, key)
             fast = same if fast is None else e.op("arith.andi", fast, same)
-        inside = e.op("arith.andi", e.cmpi(_SGE, key, e.c(0, e.i64)), e.cmpi(_SLT, key, e.c(extent, e.i64)))
+        inside = _inside(cx, key, extent)
         terms = create("vector.from_elements", [x for _, x, _ in lanes], [vec]).result
         small = e.cmpf(_OLT, e.abs(terms), e.splat(_limit(cx), vec))
         fast = e.op("arith.andi", e.op("arith.andi", fast, inside), _all(cx, small))
@@ -125,10 +119,7 @@ def run_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.
     tail = scf.ForOp(stop, cx.hi, e.c(1), list(loop.results))
     with ir.InsertionPoint(tail.body):
         anchor = scf.YieldOp(list(tail.inner_iter_args))
-    copies = clone_body(cx, body, anchor)
-    (scatter,) = [c for c in copies if c.operation.name == "hawk.scatter"]
-    cx.lane, cx.accs, cx.j = tail.induction_variable, [], None
-    rewrite_ops(cx, [c for c in copies if c.operation.name != "hawk.scatter"])
+    (scatter,) = split_scatters.lane_scatters(cx, body, anchor, tail.induction_variable)
     with ir.InsertionPoint(anchor), body.owner.location:
         state = list(tail.inner_iter_args)
         cur = lane_step(cx, sink, extent, state[n:], scatter_keys(scatter)[0], stored_value(scatter), 0)
@@ -138,6 +129,12 @@ def run_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.
     final = list(tail.results)
     flush(cx, sink, extent, *final[n:])
     return final[:n]
+
+
+def _inside(cx: Lowering, key: ir.Value, extent: int) -> ir.Value:
+    """i1: 0 <= key < extent (an i64 key)."""
+    e = cx.e
+    return e.op("arith.andi", e.cmpi(_SGE, key, e.c(0, e.i64)), e.cmpi(_SLT, key, e.c(extent, e.i64)))
 
 
 def _all(cx: Lowering, mask: ir.Value) -> ir.Value:
@@ -159,7 +156,7 @@ def lane_step(cx: Lowering, sink: str, extent: int, cur: list[ir.Value], k: ir.V
     with ir.InsertionPoint(branch.else_block):
         scf.YieldOp([highs, lows])
     highs, lows = branch.results
-    inside = e.op("arith.andi", e.cmpi(_SGE, k, e.c(0, e.i64)), e.cmpi(_SLT, k, e.c(extent, e.i64)))
+    inside = _inside(cx, k, extent)
     scatters.report_bad_key(cx, sink, k, e.op("arith.andi", e.op("arith.xori", inside, e.c(1, e.i1)),
                                            e.cmpi(_NE, k, e.c(-1, e.i64))))
     small = e.cmpf(_OLT, e.abs(x), e.cf(_limit(cx)))
@@ -181,8 +178,7 @@ def flush(cx: Lowering, sink: str, extent: int, key: ir.Value, highs: ir.Value, 
     exact_add's code)."""
     e = cx.e
     W = ir.VectorType(highs.type).shape[0]
-    inside = e.op("arith.andi", e.cmpi(_SGE, key, e.c(0, e.i64)), e.cmpi(_SLT, key, e.c(extent, e.i64)))
-    branch = scf.IfOp(inside, [], has_else=False)
+    branch = scf.IfOp(_inside(cx, key, extent), [], has_else=False)
     with ir.InsertionPoint(branch.then_block):
         parked = cx.temp(2 * W, e.f, tag="run-pairs")
         e.vstore(highs, parked, e.c(0))

@@ -161,21 +161,13 @@ def paired_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
     over (fewer than PAIR_LANES) one by one."""
     e = cx.e
     W = PAIR_LANES
-    span = e.op("arith.subi", cx.hi, cx.lo)
-    stop = e.add_i(cx.lo, e.op("arith.subi", span, e.op("arith.remui", span, e.c(W))))
-    loop = scf.ForOp(cx.lo, stop, e.c(W), chunk0)
-    with ir.InsertionPoint(loop.body):
-        anchor = scf.YieldOp(list(loop.inner_iter_args))
+    loop, anchor, stop = group_loop(cx, W, chunk0)
     lanes, groups = [], []
     for j in range(W):
         with ir.InsertionPoint(anchor), body.owner.location:
             lane = e.add_i(loop.induction_variable, e.c(j)) if j else loop.induction_variable
-        copies = clone_body(cx, body, anchor)
-        kept = [c for c in copies if c.operation.name == "hawk.scatter"]  # (before rewrite_ops erases the rest)
-        cx.lane, cx.accs, cx.j = lane, [], None
-        rewrite_ops(cx, [c for c in copies if c.operation.name != "hawk.scatter"])
         lanes.append(lane)
-        groups.append(kept)
+        groups.append(lane_scatters(cx, body, anchor, lane))
     with ir.InsertionPoint(anchor), body.owner.location:
         plan, valid = [], None
         for n, op in enumerate(groups[0]):
@@ -214,6 +206,38 @@ def paired_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
     return list(tail.results)
 
 
+def group_loop(cx: Lowering, width: int, init: list[ir.Value]):
+    """The loop over the chunk's whole groups of `width` lanes, from cx.lo, carrying `init`: (the loop, the
+    placeholder yield ending its body, the first lane after the last whole group)."""
+    e = cx.e
+    span = e.op("arith.subi", cx.hi, cx.lo)
+    stop = e.add_i(cx.lo, e.op("arith.subi", span, e.op("arith.remui", span, e.c(width))))
+    loop = scf.ForOp(cx.lo, stop, e.c(width), init)
+    with ir.InsertionPoint(loop.body):
+        anchor = scf.YieldOp(list(loop.inner_iter_args))
+    return loop, anchor, stop
+
+
+def lane_scatters(cx: Lowering, body: ir.Block, anchor, lane: ir.Value) -> list:
+    """The body copied before `anchor` for `lane`, every op lowered but its scatters: those copies, not yet
+    lowered (their keys and values are lowered values), for the caller to lower or erase."""
+    copies = clone_body(cx, body, anchor)
+    kept = [c for c in copies if c.operation.name == "hawk.scatter"]  # (before rewrite_ops erases the rest)
+    cx.lane, cx.accs, cx.j = lane, [], None
+    rewrite_ops(cx, [c for c in copies if c.operation.name != "hawk.scatter"])
+    return kept
+
+
+def _distinct(cx: Lowering, lanes: list[tuple[ir.Value, ir.Value]], keep: ir.Value | None = None) -> ir.Value:
+    """i1: the lanes' slots (each lane's first entry) all differ (and `keep`, when given)."""
+    e = cx.e
+    for a in range(len(lanes)):
+        for b in range(a + 1, len(lanes)):
+            ne = e.cmpi(_NE, lanes[a][0], lanes[b][0])
+            keep = ne if keep is None else e.op("arith.andi", keep, ne)
+    return keep
+
+
 def _shuffle(a: ir.Value, b: ir.Value, mask: list[int]) -> ir.Value:
     t = ir.VectorType(a.type)
     out = ir.VectorType.get([len(mask)], t.element_type)
@@ -241,10 +265,7 @@ def pair_adds(cx: Lowering, sink: str, lanes: list[tuple[ir.Value, ir.Value]]) -
     s2, e2 = e.two_sum(lo, e1)
     lost = create("vector.reduction", [e.cmpf(_UNE, e2, e.splat(0.0, e2.type))], [e.i1],
                   {"kind": ir.Attribute.parse("#vector.kind<or>")}).result  # (NaN: an inf or NaN sum)
-    keep = e.op("arith.xori", lost, e.c(1, e.i1))
-    for a in range(W):
-        for b in range(a + 1, W):
-            keep = e.op("arith.andi", keep, e.cmpi(_NE, lanes[a][0], lanes[b][0]))
+    keep = _distinct(cx, lanes, e.op("arith.xori", lost, e.c(1, e.i1)))
     branch = scf.IfOp(keep, [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         mixed = _shuffle(s1, s2, [k for j in range(W) for k in (j, W + j)])
@@ -275,12 +296,7 @@ def comp_adds(cx: Lowering, sink: str, lanes: list[tuple[ir.Value, ir.Value]]) -
 
     s, c = gather([e.load(comp, p) for p in at]), gather([e.load(comp, p) for p in at_c])
     t, c2 = e.neumaier(s, c, gather([e.widen(v, e.f64) for _, v in lanes]))
-    keep = None
-    for a in range(W):
-        for b in range(a + 1, W):
-            ne = e.cmpi(_NE, lanes[a][0], lanes[b][0])
-            keep = ne if keep is None else e.op("arith.andi", keep, ne)
-    branch = scf.IfOp(keep, [], has_else=True)
+    branch = scf.IfOp(_distinct(cx, lanes), [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         for j in range(W):
             e.store(vector.extract(t, [], [j]), comp, at[j])
