@@ -90,14 +90,17 @@ def test_a_bound_launch_reports_bad_keys_as_lane_by_lane(first_bad):
     acc = np.zeros(SLOTS)
     messages = []
     for kernel in (so_run, so_lane):
-        k = key.copy()
-        bound = eagle.deploy(kernel, threads=1).bind(key=k, x=x, acc=acc.copy())
+        k, sink = key.copy(), acc.copy()
+        bound = eagle.deploy(kernel, threads=1).bind(key=k, x=x, acc=sink)
         bound.launch()
+        before = sink.copy()
+        assert np.array_equal(before, np.bincount(key, minlength=SLOTS))  # (written in place: ones, counted)
         k[first_bad:first_bad + 3] = SLOTS + 2  # (still sorted up to the next run)
         k[700:705] = -1  # (adds nothing)
         with pytest.raises(eagle.InputError) as info:
             bound.launch()
         messages.append(str(info.value).replace(kernel.name, "K"))
+        assert sink.tobytes() == before.tobytes(), f"{kernel.name}: a refused launch changed the sink"
     assert messages[0] == messages[1] and "3 lane(s)" in messages[0] and f"first bad key: {SLOTS + 2}" in messages[0]
 
 
