@@ -66,7 +66,8 @@ class Emit:
         return create(name, list(args), [t or args[0].type], attrs).result
 
     def cmpi(self, pred: int, a: ir.Value, b: ir.Value) -> ir.Value:
-        return self.op("arith.cmpi", a, b, t=self.i1, attrs={"predicate": ir.IntegerAttr.get(self.i64, pred)})
+        pred_attr = ir.IntegerAttr.get(self.i64, pred)
+        return self.op("arith.cmpi", a, b, t=like(a.type, self.i1), attrs={"predicate": pred_attr})
 
     def cmpf(self, pred: int, a: ir.Value, b: ir.Value) -> ir.Value:
         pred_attr = ir.IntegerAttr.get(self.i64, pred)

@@ -3,12 +3,19 @@ group of ORDERED_CHAINS lanes at a time (cx.block_groups groups: fewer in a bloc
 into two-float chains (side by side in one vector) whose every step is checked to be exact, so a block hands the
 chunk a few floats instead of a deposit per term (docs/ordered.md).
 
-- float64, biased chains: a chain's pair starts at (M, M * 2**-44) with M = 1.5 * 2**p, p predicted from the
-  largest term of an earlier block. While every high stays in M's binade, each step is two Fast2Sums (the
-  Sterbenz lemma makes them exact), and the low's own error is checked to be zero: six flops a group plus two
-  bitwise ORs of flags. A block that breaks either condition runs again over its term buffer through the
-  float32 form below, which also finds the block's largest term and so the next blocks' p.
-- float32 (and the float64 retry): Knuth TwoSum chains from (0, 0), the second TwoSum's error checked zero.
+- float64, biased chains: a chain's pair starts at (M, 0) with M = 1.5 * 2**p, p predicted from the largest
+  term of an earlier block. While every term's magnitude lies in [2**(p-LOW_RANGE), 2**(p-HEADROOM)] (or is
+  zero), the high stays in M's binade, each step's Fast2Sum is exact (Sterbenz), and every error it hands the
+  low is a multiple of 2**(p-99) below 2**(p-53), so the low's plain adds are exact too: four flops a group,
+  and the range test on the terms' bits (integer compares, off the adders). A block with a term outside the
+  range runs again over its term buffer through the float32 form below, which also finds the block's largest
+  term and so the next blocks' p.
+- float32, windowed chains: each chain is one float64 sum, a plain add per term, exact while every term is zero
+  or its exponent lies in a window of F32_WINDOW + 1 binades under 2**(E+1) (E predicted like p): such terms
+  are multiples of 2**(E-45), and 128 of them stay below 2**53 times that. A block's float64 sums go to the
+  chunk's float32 pairs as three float32 parts each.
+- The retry (both types): Knuth TwoSum chains from (0, 0), the second TwoSum's error checked zero, and the
+  block's largest term, which sets the next blocks' p or E.
 - The group's terms come from copies of the body side by side (packed into one vector), or, when the body
   writes or reads neighbours, from the term buffer that a plain loop of the body filled first (chunk_loops.py):
   the SLP vectorizer leaves such copies scalar, the loop vectorizer does not.
@@ -32,9 +39,14 @@ from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 
 _UNE = 13  # arith.cmpf "une": unordered or not equal
 B = ORDERED_BLOCK
-LOW_SHIFT = 44  # the low's bias is M * 2**-LOW_SHIFT: a chain's 128 errors (each <= 2**(p-53)) stay in its binade
-HEADROOM = 9  # p = (exponent of the largest term) + HEADROOM: 128 terms' partial sums stay within M +- 2**(p-1)
-P_RANGE = (-1022 + LOW_SHIFT, 1022)  # p keeps M and the low's bias normal (and the low's ulp >= 2**-1074)
+HEADROOM = 9  # p = (exponent of the largest term) + HEADROOM: 128 terms up to 2**(p-9) keep a high within M +- 2**(p-2)
+LOW_RANGE = 47  # terms from 2**(p-47): multiples of 2**(p-99), so 128 errors (each <= 2**(p-53)) add exactly in the low
+P_RANGE = (-978, 1022)  # p keeps M and 2**(p-HEADROOM) normal
+F32_WINDOW = 22  # float32 terms with exponents E-22 .. E: multiples of 2**(E-45), 128 of them below 2**(E+8)
+F32_HEADROOM = 1  # E = (exponent of the largest term) + F32_HEADROOM
+F32_START = 3  # a chunk's first guess of E (terms from about 2e-6 to 16 pass)
+_MANT = (1 << 52) - 1
+_SMALLEST_NORMAL = 1 << 52  # the bits of 2**-1022: the range's floor when 2**(p-LOW_RANGE) is below it
 P_START = 16  # a chunk's first guess
 
 
@@ -54,14 +66,16 @@ def pair_width(cx: Lowering) -> int:
 
 def widen_chain0(cx: Lowering, chain0: list[ir.Value]) -> list[ir.Value]:
     """The chain state's first values with cx.pair_w lanes for the pairs and the flags (plan_state makes them
-    ORDERED_CHAINS wide)."""
-    if not cx.n_terms or cx.pair_w == ORDERED_CHAINS:
+    ORDERED_CHAINS wide, in the kernel's type); a float32 chain's first slot is its float64 sum (the second is
+    unused)."""
+    if not cx.n_terms or (biased(cx) and cx.pair_w == ORDERED_CHAINS):
         return chain0
     out = list(chain0)
     zero = cx.e.splat(0.0, _lanes(cx))
     for acc in cx.full:
-        for k in range(acc.chain, acc.chain + 2 * acc.n) if acc.pairs else ():
-            out[k] = zero
+        for c in range(acc.n) if acc.pairs else ():
+            out[acc.chain + 2 * c] = zero if biased(cx) else cx.e.splat(0.0, _wide(cx))
+            out[acc.chain + 2 * c + 1] = zero
     out[cx.exact_flag] = _bits(cx, zero)
     return out
 
@@ -102,9 +116,22 @@ def term_buffer(cx: Lowering) -> ir.Value:
 
 
 def chunk_pairs(cx: Lowering) -> ir.Value:
-    """Per component of an ordered sum kept in pairs (`acc.term_at + c`): the chunk's (high, low) vectors
-    (2 * cx.pair_w words), then (float64) its bias M splat over cx.pair_w words."""
-    return cx.temp(cx.n_terms * 3 * cx.pair_w, cx.e.f, tag="chunk pairs")
+    """Per component of an ordered sum kept in pairs (`acc.term_at + c`), all float64: the chunk's (high, low)
+    vectors (2 * cx.pair_w words; float32 kernels too: a float32 block's chain sums have up to 53 bits), then the
+    next blocks' bias M (float64) or window top 2**E (float32) splat over cx.pair_w words."""
+    return cx.temp(cx.n_terms * 3 * cx.pair_w, cx.e.f64, tag="chunk pairs")
+
+
+def _wide(cx: Lowering) -> ir.Type:
+    """cx.pair_w float64 values: a chunk's pairs, a float32 block's chain sums."""
+    return ir.VectorType.get([cx.pair_w], cx.e.f64)
+
+
+def _guess(cx: Lowering, at: int) -> ir.Value:
+    """The current M or 2**E of the component at `at` in chunk_pairs, in the kernel's type (exact)."""
+    e = cx.e
+    g = e.vload(chunk_pairs(cx), e.c(at + 2 * cx.pair_w), cx.pair_w, e.f64)
+    return g if biased(cx) else e.op("arith.truncf", g, t=_lanes(cx))
 
 
 def _components(cx: Lowering):
@@ -122,11 +149,12 @@ def _acc_base(cx: Lowering, acc, c: int) -> ir.Value:
 def start_chunk_pairs(cx: Lowering) -> None:
     """Zero the chunk's pairs and set its first guess of M (before its first block)."""
     e = cx.e
-    zero = e.splat(0.0, _lanes(cx))
+    zero = e.splat(0.0, _wide(cx))
     for _, _, at in _components(cx):
         e.vstore(zero, chunk_pairs(cx), e.c(at))
         e.vstore(zero, chunk_pairs(cx), e.c(at + cx.pair_w))
-        e.vstore(e.splat(1.5 * 2.0 ** P_START, _lanes(cx)), chunk_pairs(cx), e.c(at + 2 * cx.pair_w))
+        first = 1.5 * 2.0 ** P_START if biased(cx) else 2.0 ** F32_START
+        e.vstore(e.splat(first, _wide(cx)), chunk_pairs(cx), e.c(at + 2 * cx.pair_w))
 
 
 def deposit_chunk_pairs(cx: Lowering) -> None:
@@ -134,21 +162,31 @@ def deposit_chunk_pairs(cx: Lowering) -> None:
     e = cx.e
     exact = cx.bufs[("#exact", "exact")]
     for acc, c, at in _components(cx):
-        base = _acc_base(cx, acc, c)
-        for j in range(2 * cx.pair_w):
-            exact_emit.deposit(e, exact, base, e.load(chunk_pairs(cx), e.c(at + j)))
+        _deposit_wide(cx, exact, _acc_base(cx, acc, c),
+                      [e.vload(chunk_pairs(cx), e.c(at + k * cx.pair_w), cx.pair_w, e.f64) for k in (0, 1)])
+
+
+def _deposit_wide(cx: Lowering, exact: ir.Value, base: ir.Value, vals: list[ir.Value]) -> None:
+    """Every entry of these float64 vectors into the accumulator at `base`: as it is (float64), or as its three
+    float32 parts (float32; the values are sums of float32 terms within float32's range, so the parts are
+    exact)."""
+    e = cx.e
+    for v in vals:
+        for part in [v] if biased(cx) else _parts(cx, v):
+            for j in range(cx.pair_w):
+                exact_emit.deposit(e, exact, base, vector.extract(part, [], [j]))
 
 
 def chain_inits(cx: Lowering, inits: list[ir.Value], nchunk: int) -> list[ir.Value]:
-    """A full block's first chain state: biased chains start at (M, M * 2**-LOW_SHIFT)."""
+    """A full block's first chain state: biased chains start at (M, 0)."""
     if not (cx.n_terms and biased(cx)):
         return inits
     e = cx.e
     out = list(inits)
     for acc, c, at in _components(cx):
-        m = e.vload(chunk_pairs(cx), e.c(at + 2 * cx.pair_w), cx.pair_w, e.f)
+        m = _guess(cx, at)
         k = nchunk + acc.chain + 2 * c
-        out[k], out[k + 1] = m, e.op("arith.mulf", m, e.splat(2.0 ** -LOW_SHIFT, _lanes(cx)))
+        out[k], out[k + 1] = m, e.splat(0.0, _lanes(cx))
     return out
 
 
@@ -182,12 +220,11 @@ def ordered_chains_step(cx: Lowering) -> None:
                 if not cx.recompute:
                     e.vstore(xv, term_buffer(cx), e.add_i(cx.group_at, e.c((acc.term_at + c) * B)))
             k = nchunk_red_total(cx) + acc.chain + 2 * c
+            m = _guess(cx, 3 * cx.pair_w * (acc.term_at + c))
             if biased(cx):
-                s[k], s[k + 1], lost = _biased_step(cx, s[k], s[k + 1], xv)
+                s[k], s[k + 1], lost = _biased_step(cx, s[k], s[k + 1], xv, m)
             else:
-                s1, e1 = e.two_sum(s[k], xv)
-                s2, e2 = e.two_sum(s[k + 1], e1)
-                s[k], s[k + 1], lost = s1, s2, _bits(cx, e2)
+                s[k], lost = _windowed_step(cx, s[k], xv, m)
             bad = lost if bad is None else e.op("arith.ori", bad, lost)
     if bad is None:
         return
@@ -216,56 +253,91 @@ def buffered_chains_step(cx: Lowering) -> None:
     ordered_chains_step(cx)
 
 
-def _biased_step(cx: Lowering, hi: ir.Value, lo: ir.Value, x: ir.Value):
-    """(high, low) += x by two Fast2Sums: exact while the highs stay in one binade (then s - hi is exact by
-    Sterbenz and x - (s - hi) is the add's rounding error, a float) and the low's error is zero (the low stays in
-    its own binade, above every error it takes). Returns the new pair and the bits that show a loss."""
+def _biased_step(cx: Lowering, hi: ir.Value, lo: ir.Value, x: ir.Value, m: ir.Value):
+    """(high, low) += x by one Fast2Sum and a plain add into the low, exact while x is zero or its magnitude
+    lies in [2**(p-LOW_RANGE), 2**(p-HEADROOM)] for M = m = 1.5 * 2**p: then the high stays in M's binade
+    (s - hi is exact by Sterbenz, x - (s - hi) is the add's rounding error), and each error is a multiple of
+    2**(p-99) of magnitude <= 2**(p-53), so a chain's 128 of them keep the low's partial sums exact multiples of
+    2**(p-99) below 2**(p-46). Returns the new pair and the bits that show a loss: all ones where x is outside
+    the range (an inf or NaN is above it), tested on x's bits with unsigned compares."""
     e = cx.e
     s = e.add(hi, x)
     e1 = e.op("arith.subf", x, e.op("arith.subf", s, hi))
-    s2 = e.add(lo, e1)
-    e2 = e.op("arith.subf", e1, e.op("arith.subf", s2, lo))
-    top = create("arith.constant", [], [_bits_t(cx)], {"value": ir.DenseElementsAttr.get_splat(
-        _bits_t(cx), ir.IntegerAttr.get(ir.IntegerType.get_signless(64), -(1 << 52)))}).result  # sign, exponent
-    moved = e.op("arith.andi", e.op("arith.xori", _bits(cx, s), _bits(cx, hi)), top)
-    return s, s2, e.op("arith.ori", moved, _bits(cx, e2))
+    ax = e.op("arith.andi", _bits(cx, x), _splat_bits(cx, (1 << 63) - 1))
+    top = e.op("arith.andi", _bits(cx, m), _splat_bits(cx, ~_MANT))  # 2**p
+    big = e.op("arith.subi", top, _splat_bits(cx, HEADROOM << 52))
+    small = e.op("arith.maxui", e.op("arith.subi", top, _splat_bits(cx, LOW_RANGE << 52)),
+                 _splat_bits(cx, _SMALLEST_NORMAL))
+    above = e.cmpi(8, ax, big)  # ugt: also inf and NaN
+    below = e.cmpi(6, e.op("arith.subi", ax, _splat_bits(cx, 1)),
+                   e.op("arith.subi", small, _splat_bits(cx, 1)))  # ult: 0 < ax < small (a zero wraps to the top)
+    out = e.op("arith.ori", above, below)
+    return s, e.add(lo, e1), e.op("arith.extsi", out, t=_bits_t(cx))
+
+
+def _windowed_step(cx: Lowering, total: ir.Value, x: ir.Value, top: ir.Value):
+    """A float32 group's terms into its chains' float64 sums by one plain add, exact while each term is zero or
+    has an exponent from E - F32_WINDOW to E (`top` = 2**E; floored at the smallest normal): then every term is
+    a multiple of 2**(E-45) below 2**(E+1), so a chain's 128 partial sums are multiples of 2**(E-45) below
+    2**53 times that, all float64 values. Returns the new sums and the bits that show a loss (all ones where a
+    term is outside the window; an inf or NaN is above it)."""
+    e = cx.e
+    ax = e.op("arith.andi", _bits(cx, x), _splat_bits(cx, (1 << 31) - 1))
+    tb = _bits(cx, top)
+    ceiling = e.op("arith.ori", tb, _splat_bits(cx, (1 << 23) - 1))  # the largest float of E's binade
+    floor = e.op("arith.maxui", e.op("arith.subi", tb, _splat_bits(cx, F32_WINDOW << 23)), _splat_bits(cx, 1 << 23))
+    above = e.cmpi(8, ax, ceiling)  # ugt
+    below = e.cmpi(6, e.op("arith.subi", ax, _splat_bits(cx, 1)), e.op("arith.subi", floor, _splat_bits(cx, 1)))
+    lost = e.op("arith.extsi", e.op("arith.ori", above, below), t=_bits_t(cx))
+    return e.add(total, e.op("arith.extf", x, t=_wide(cx))), lost
+
+
+def _parts(cx: Lowering, v: ir.Value) -> list[ir.Value]:
+    """A float32 block's float64 chain sums as three float32 vectors whose exact sum is v (v is a sum of float32
+    terms, so a multiple of 2**-149 with 53 bits: the nearest float32, then the nearest to what is left, then
+    the rest, each subtraction exact), unless v is beyond float32's range (the first part is then inf)."""
+    e = cx.e
+    out, rest = [], v
+    for _ in range(3):
+        part = e.op("arith.truncf", rest, t=_lanes(cx))
+        out.append(part)
+        rest = e.op("arith.subf", rest, e.op("arith.extf", part, t=_wide(cx)))
+    return out
+
+
+def _splat_bits(cx: Lowering, v: int) -> ir.Value:
+    t = _bits_t(cx)
+    w = cx.e.f.width
+    v = v - (1 << w) if v >= 1 << (w - 1) else v  # (signless: the same bits as a signed value)
+    return create("arith.constant", [], [t], {"value": ir.DenseElementsAttr.get_splat(
+        t, ir.IntegerAttr.get(ir.IntegerType.get_signless(w), v))}).result
 
 
 # ---- a block's end -----------------------------------------------------------------------------------------
 
 def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int, body: ir.Block) -> None:
-    """The end of a full block: add its chains' pairs into the chunk's pairs (biased: less the biases, which is
-    exact in the binade), or when the chains lost a bit, retry (biased) or deposit the block's terms one by one
-    (from the term buffer, or recomputed by the body when cx.recompute). Either way the chunk gains exactly
-    the block's terms."""
+    """The end of a full block: add its chains' sums into the chunk's pairs (biased: the high less the bias,
+    exact in the binade, and the low; windowed: the float64 sums), or, when the chains
+    lost a bit (or a float32 block's sum is beyond float32's range), retry the block (retry_block). Either way
+    the chunk gains exactly the block's terms."""
     if cx.exact_flag is None:
         return
     e = cx.e
     redo = nonzero(cx, res[nchunk + cx.exact_flag])
-    for acc, c, _ in _components(cx) if not biased(cx) else ():
-        for k in (nchunk + acc.chain + 2 * c, nchunk + acc.chain + 2 * c + 1):
-            v = res[k]  # v - v is NaN where v is inf or NaN
-            redo = e.op("arith.ori", redo, e.cmpf(_UNE, e.op("arith.subf", v, v), e.splat(0.0, _lanes(cx))))
+    parts = []
+    for acc, c, at in _components(cx):
+        k = nchunk + acc.chain + 2 * c
+        if biased(cx):
+            parts.append((acc, c, at, [e.op("arith.subf", res[k], _guess(cx, at)), res[k + 1]]))
+            continue
+        redo = e.op("arith.ori", redo, _past_f32(cx, res[k]))
+        parts.append((acc, c, at, [res[k]]))
     branch = scf.IfOp(any_of(cx, redo), [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
-        if biased(cx):
-            retry_block(cx)
-        elif cx.recompute:  # the block's lanes again, one by one, each term deposited (no term buffer)
-            redo_block(cx, body, res)
-        else:
-            deposit_terms(cx)
+        retry_block(cx, body, res)
         scf.YieldOp([])
     with ir.InsertionPoint(branch.else_block):
-        pairs = []
-        for acc, c, at in _components(cx):
-            k = nchunk + acc.chain + 2 * c
-            hi, lo = res[k], res[k + 1]
-            if biased(cx):
-                m = e.vload(chunk_pairs(cx), e.c(at + 2 * cx.pair_w), cx.pair_w, e.f)
-                hi = e.op("arith.subf", hi, m)
-                lo = e.op("arith.subf", lo, e.op("arith.mulf", m, e.splat(2.0 ** -LOW_SHIFT, _lanes(cx))))
-            pairs.append((acc, c, at, hi, lo))
-        merge_pairs(cx, pairs)
+        merge_pairs(cx, parts)
         scf.YieldOp([])
 
 
@@ -283,9 +355,11 @@ def deposit_terms(cx: Lowering) -> None:
             scf.YieldOp([])
 
 
-def retry_block(cx: Lowering) -> None:
-    """A biased block that lost a bit, again from its term buffer through TwoSum chains from (0, 0), which also
-    find each component's largest term: M for the next blocks. If those lose a bit too, every term is
+def retry_block(cx: Lowering, body: ir.Block, state: list[ir.Value]) -> None:
+    """A block whose chains lost a bit, again through TwoSum chains from (0, 0) in the kernel's type, which also
+    find each component's largest term: M (float64) or E (float32) for the next blocks. The terms come from the
+    term buffer, or (cx.recompute) from the body run again, a group of pair_w copies at a time as in the block's
+    own loop (what those copies do to other reductions is dropped). If the chains lose a bit too, every term is
     deposited."""
     e = cx.e
     comps = list(_components(cx))
@@ -293,16 +367,26 @@ def retry_block(cx: Lowering) -> None:
     init = [zero] * (3 * len(comps)) + [_bits(cx, zero)]
     loop = scf.ForOp(e.c(0), cx.block_groups, e.c(1), init)
     with ir.InsertionPoint(loop.body):
+        anchor = scf.YieldOp([])
+    g = loop.induction_variable
+    if cx.recompute:
+        rerun_group(cx, body, state, g, anchor)
+    with ir.InsertionPoint(anchor):
         st = list(loop.inner_iter_args)
-        g = e.mul_i(loop.induction_variable, e.c(cx.pair_w))
+        at = e.mul_i(g, e.c(cx.pair_w))
         for n, (acc, c, _) in enumerate(comps):
-            xv = e.vload(term_buffer(cx), e.add_i(g, e.c((acc.term_at + c) * B)), cx.pair_w, e.f)
+            if cx.recompute:
+                xv = create("vector.from_elements", cx.pending[(acc.chain, c)], [_lanes(cx)]).result
+            else:
+                xv = e.vload(term_buffer(cx), e.add_i(at, e.c((acc.term_at + c) * B)), cx.pair_w, e.f)
             s1, e1 = e.two_sum(st[3 * n], xv)
             s2, e2 = e.two_sum(st[3 * n + 1], e1)
             st[3 * n], st[3 * n + 1] = s1, s2
             st[3 * n + 2] = e.op("arith.maximumf", st[3 * n + 2], e.abs(xv))
             st[-1] = e.op("arith.ori", st[-1], _bits(cx, e2))
         scf.YieldOp(st)
+    anchor.operation.erase()
+    cx.pending = {}
     res = list(loop.results)
     redo = nonzero(cx, res[-1])
     for n, (_, _, at) in enumerate(comps):
@@ -310,14 +394,31 @@ def retry_block(cx: Lowering) -> None:
             redo = e.op("arith.ori", redo, e.cmpf(_UNE, e.op("arith.subf", v, v), zero))
         top = create("vector.reduction", [res[3 * n + 2]], [e.f],
                      {"kind": ir.Attribute.parse("#vector.kind<maximumf>")}).result
-        e.vstore(e.bcast(next_bias(cx, top), _lanes(cx)), chunk_pairs(cx), e.c(at + 2 * cx.pair_w))
+        guess = next_bias(cx, top) if biased(cx) else e.op("arith.extf", next_window(cx, top), t=e.f64)
+        e.vstore(e.bcast(guess, _wide(cx)), chunk_pairs(cx), e.c(at + 2 * cx.pair_w))
     branch = scf.IfOp(any_of(cx, redo), [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
-        deposit_terms(cx)
+        if cx.recompute:
+            redo_block(cx, body, state)
+        else:
+            deposit_terms(cx)
         scf.YieldOp([])
     with ir.InsertionPoint(branch.else_block):
-        merge_pairs(cx, [(acc, c, at, res[3 * n], res[3 * n + 1]) for n, (acc, c, at) in enumerate(comps)])
+        merge_pairs(cx, [(acc, c, at, [_widen(cx, v) for v in res[3 * n:3 * n + 2]])
+                         for n, (acc, c, at) in enumerate(comps)])
         scf.YieldOp([])
+
+
+def rerun_group(cx: Lowering, body: ir.Block, state: list[ir.Value], g: ir.Value, anchor) -> None:
+    """Group `g` of the current block run again before `anchor`: pair_w copies of the body, lane j of the group
+    in copy j, each from the loop state `state` (discarded after); the group's terms are left in cx.pending."""
+    e = cx.e
+    cx.pending = {}
+    for jj in range(cx.pair_w):
+        with ir.InsertionPoint(anchor), body.owner.location:
+            cx.lane = e.add_i(cx.block_start, e.mul_i(g, e.c(cx.pair_w)), e.c(jj))
+        cx.accs, cx.j = list(state), jj
+        rewrite_ops(cx, clone_body(cx, body, anchor))
 
 
 def next_bias(cx: Lowering, top: ir.Value) -> ir.Value:
@@ -333,35 +434,60 @@ def next_bias(cx: Lowering, top: ir.Value) -> ir.Value:
     return e.op("arith.bitcast", bits, t=e.f64)
 
 
-def merge_pairs(cx: Lowering, pairs: list) -> None:
-    """A block's exact pairs (h, l) per component into the chunk's pairs (H, L): (H, a) = TwoSum(H, h), then a
-    and l into L by two TwoSums. When those two errors are zero (their bits ORed; an overflow makes them NaN),
-    H + L gained exactly h + l and the new pairs are kept; otherwise the chunk's pairs stay as they were and
-    the block's pairs are deposited instead."""
+def next_window(cx: Lowering, top: ir.Value) -> ir.Value:
+    """2**E for a float32 block whose largest term is `top`: E = its exponent + F32_HEADROOM, within the normal
+    exponents (a NaN or inf top gives the highest E: such a block retries anyway)."""
+    e = cx.e
+    i32 = ir.IntegerType.get_signless(32)
+    ex = e.op("arith.shrui", e.op("arith.bitcast", top, t=i32), e.c(23, i32))  # (top >= 0: no sign bit)
+    ex = e.op("arith.minsi", e.op("arith.maxsi", e.op("arith.addi", ex, e.c(F32_HEADROOM, i32)), e.c(1, i32)),
+              e.c(254, i32))
+    return e.op("arith.bitcast", e.op("arith.shli", ex, e.c(23, i32)), t=e.f)
+
+
+def merge_pairs(cx: Lowering, blocks: list) -> None:
+    """A block's exact parts per component (acc, c, at, [p0, p1, ...]: float64 vectors whose exact sum is the
+    block's) into the chunk's pairs (H, L): (H, a) = TwoSum(H, p0), then a and each further part into L by
+    TwoSums. When those errors are zero (an overflow makes them NaN) and, for float32, the new H and L stay
+    within float32's range (so that they can be deposited as float32 parts), H + L gained exactly the parts and
+    the new pairs are kept; otherwise the chunk's pairs stay as they were and the parts are deposited instead."""
     e = cx.e
     buf = chunk_pairs(cx)
-    new, bad = [], None
-    for _, _, at, h, lo in pairs:
-        h1, a = e.two_sum(e.vload(buf, e.c(at), cx.pair_w, e.f), h)
-        l1, b = e.two_sum(e.vload(buf, e.c(at + cx.pair_w), cx.pair_w, e.f), a)
-        l2, d = e.two_sum(l1, lo)
-        for err in (b, d):
-            bad = _bits(cx, err) if bad is None else e.op("arith.ori", bad, _bits(cx, err))
-        new.append((at, h1, l2))
-    branch = scf.IfOp(any_of(cx, nonzero(cx, bad)), [], has_else=True)
+    new, bad = [], []
+    zero = e.splat(0.0, _wide(cx))
+    for _, _, at, parts in blocks:
+        h1, a = e.two_sum(e.vload(buf, e.c(at), cx.pair_w, e.f64), parts[0])
+        low = e.vload(buf, e.c(at + cx.pair_w), cx.pair_w, e.f64)
+        for part in [a] + parts[1:]:
+            low, err = e.two_sum(low, part)
+            bad.append(e.cmpf(_UNE, err, zero))
+        if not biased(cx):
+            bad += [_past_f32(cx, h1), _past_f32(cx, low)]
+        new.append((at, h1, low))
+    lost = bad[0]
+    for b in bad[1:]:
+        lost = e.op("arith.ori", lost, b)
+    branch = scf.IfOp(any_of(cx, lost), [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         exact = cx.bufs[("#exact", "exact")]
-        for acc, c, _, h, lo in pairs:
-            base = _acc_base(cx, acc, c)
-            for v in (h, lo):
-                for j in range(cx.pair_w):
-                    exact_emit.deposit(e, exact, base, vector.extract(v, [], [j]))
+        for acc, c, _, parts in blocks:
+            _deposit_wide(cx, exact, _acc_base(cx, acc, c), parts)
         scf.YieldOp([])
     with ir.InsertionPoint(branch.else_block):
-        for at, h1, l2 in new:
+        for at, h1, low in new:
             e.vstore(h1, buf, e.c(at))
-            e.vstore(l2, buf, e.c(at + cx.pair_w))
+            e.vstore(low, buf, e.c(at + cx.pair_w))
         scf.YieldOp([])
+
+
+def _widen(cx: Lowering, v: ir.Value) -> ir.Value:
+    return v if biased(cx) else cx.e.op("arith.extf", v, t=_wide(cx))
+
+
+def _past_f32(cx: Lowering, v: ir.Value) -> ir.Value:
+    """Per entry of a float64 vector: whether |v| >= 2**127 or v is NaN (its float32 parts may not be exact)."""
+    e = cx.e
+    return e.cmpf(10, e.abs(v), e.splat(2.0 ** 127, _wide(cx)))  # uge
 
 
 # ---- rerunning a block -------------------------------------------------------------------------------------
@@ -370,8 +496,8 @@ def can_recompute(cx: Lowering, body: ir.Block) -> bool:
     """Whether a full block's terms may be recomputed by running the body again rather than kept in a term
     buffer: the body writes nothing (no store, no scatter) and every other reduction keeps its state in the
     loop's values (which a rerun discards), none in memory (kept totals, folds, wide states, deposits)."""
-    if biased(cx) or any(r.kept or r.kind == "fold" for r in cx.lay.reductions) or cx.runs:
-        return False  # (biased chains retry a block from its term buffer)
+    if any(r.kept or r.kind == "fold" for r in cx.lay.reductions) or cx.runs:
+        return False
     if any(a.wide or (a.policy == "ordered" and not a.pairs) for a in cx.full):
         return False
     writes = []
