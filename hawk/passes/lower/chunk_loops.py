@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import memref, scf
+from mlir.dialects import scf
 
 from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
 from hawk.ir.access import scatter_mode, sink_name, stored_value
@@ -341,10 +341,9 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
                 ordered_chains.buffered_chains_step(cx)
         else:  # full blocks: W copies, lane j feeding chain j
             cx.accs = list(fast.inner_iter_args)
-            if cx.n_terms:
+            if cx.n_terms:  # (no prefetch hints: measured slower with the lighter chains, docs/ordered.md)
                 with ir.InsertionPoint(fast_anchor), body.owner.location:
                     cx.group_at = e.mul_i(fast.induction_variable, e.c(W))
-                    prefetch_ahead(cx, e.add_i(start, cx.group_at))
             for jj in range(W):
                 with ir.InsertionPoint(fast_anchor), body.owner.location:
                     cx.lane = e.add_i(start, e.mul_i(fast.induction_variable, e.c(W)), e.c(jj))
@@ -435,16 +434,3 @@ def partial_block(cx: Lowering, start: ir.Value, end: ir.Value, inits: list[ir.V
         scf.YieldOp(list(inner.results))
     scf.YieldOp(list(groups.results))
     return guard, anchor, lane, cur, j
-
-
-PREFETCH_LANES = 1024  # how far ahead of a full block's group the ordered sums' loop asks for its inputs
-
-
-def prefetch_ahead(cx: Lowering, lane: ir.Value) -> None:
-    """Prefetch hints for the lane planes PREFETCH_LANES lanes ahead (clamped to the last lane): the TwoSum
-    chains' loop is long enough per cache line that the hardware prefetcher alone leaves it waiting on memory."""
-    e = cx.e
-    at = e.op("arith.minui", e.add_i(lane, e.c(PREFETCH_LANES)), e.op("arith.subi", cx.L, e.c(1)))
-    for b in cx.lay.buffers:
-        if b.role in ("in", "index"):
-            memref.PrefetchOp(cx.bufs[(b.name, b.role)], [at], False, 3, True)
