@@ -8,21 +8,21 @@ chunk a few floats instead of a deposit per term (docs/ordered.md).
   zero), the high stays in M's binade, each step's Fast2Sum is exact (Sterbenz), and every error it hands the
   low is a multiple of 2**(p-99) below 2**(p-53), so the low's plain adds are exact too: four flops a group,
   and the range test on the terms' bits (integer compares, off the adders). A block with a term outside the
-  range runs again over its term buffer through the float32 form below, which also finds the block's largest
-  term and so the next blocks' p.
+  range retries (below).
 - float32, windowed chains: each chain is one float64 sum, a plain add per term, exact while every term is zero
   or its exponent lies in a window of F32_WINDOW + 1 binades under 2**(E+1) (E predicted like p): such terms
-  are multiples of 2**(E-45), and 128 of them stay below 2**53 times that. A block's float64 sums go to the
-  chunk's float32 pairs as three float32 parts each.
-- The retry (both types): Knuth TwoSum chains from (0, 0), the second TwoSum's error checked zero, and the
-  block's largest term, which sets the next blocks' p or E.
+  are multiples of 2**(E-45), and 128 of them stay below 2**53 times that.
+- The retry (both types): the block's terms again (from its term buffer, or by rerunning its groups' copies
+  when the body writes nothing) through Knuth TwoSum chains from (0, 0) in the kernel's type, the second
+  TwoSum's error checked zero; it also finds the block's largest term, which sets the next blocks' p or E.
 - The group's terms come from copies of the body side by side (packed into one vector), or, when the body
   writes or reads neighbours, from the term buffer that a plain loop of the body filled first (chunk_loops.py):
   the SLP vectorizer leaves such copies scalar, the loop vectorizer does not.
-- A block whose chains lost a bit deposits its terms one by one (from the term buffer, or by rerunning a body
-  that writes nothing: `redo_block`).
-- Every exact block's pairs go into the chunk's own (high, low) vector pairs by more checked TwoSums
-  (`merge_pairs`); those are deposited once, at the chunk's end.
+- A block whose retry lost a bit too deposits its terms one by one (from the term buffer, or by rerunning a
+  body that writes nothing: `redo_block`).
+- Every exact block's sums go into the chunk's own float64 (high, low) vector pairs by more checked TwoSums
+  (`merge_pairs`); those are deposited once, at the chunk's end (float32: each value as three float32
+  parts).
 Each route adds exactly the block's terms to the chunk's accumulators, so the speed depends on the data and
 the result never does.
 """
@@ -37,7 +37,8 @@ from hawk.ir.build import create
 from hawk.passes import exact_emit
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 
-_UNE = 13  # arith.cmpf "une": unordered or not equal
+_UNE, _UGE = 13, 10  # arith.cmpf "une" (unordered or not equal), "uge"
+_ULT, _UGT = 6, 8  # arith.cmpi unsigned "<", ">"
 B = ORDERED_BLOCK
 HEADROOM = 9  # p = (exponent of the largest term) + HEADROOM: 128 terms up to 2**(p-9) keep a high within M +- 2**(p-2)
 LOW_RANGE = 47  # terms from 2**(p-47): multiples of 2**(p-99), so 128 errors (each <= 2**(p-53)) add exactly in the low
@@ -263,16 +264,10 @@ def _biased_step(cx: Lowering, hi: ir.Value, lo: ir.Value, x: ir.Value, m: ir.Va
     e = cx.e
     s = e.add(hi, x)
     e1 = e.op("arith.subf", x, e.op("arith.subf", s, hi))
-    ax = e.op("arith.andi", _bits(cx, x), _splat_bits(cx, (1 << 63) - 1))
     top = e.op("arith.andi", _bits(cx, m), _splat_bits(cx, ~_MANT))  # 2**p
-    big = e.op("arith.subi", top, _splat_bits(cx, HEADROOM << 52))
-    small = e.op("arith.maxui", e.op("arith.subi", top, _splat_bits(cx, LOW_RANGE << 52)),
-                 _splat_bits(cx, _SMALLEST_NORMAL))
-    above = e.cmpi(8, ax, big)  # ugt: also inf and NaN
-    below = e.cmpi(6, e.op("arith.subi", ax, _splat_bits(cx, 1)),
-                   e.op("arith.subi", small, _splat_bits(cx, 1)))  # ult: 0 < ax < small (a zero wraps to the top)
-    out = e.op("arith.ori", above, below)
-    return s, e.add(lo, e1), e.op("arith.extsi", out, t=_bits_t(cx))
+    ceiling = e.op("arith.subi", top, _splat_bits(cx, HEADROOM << 52))
+    floor = e.op("arith.subi", top, _splat_bits(cx, LOW_RANGE << 52))
+    return s, e.add(lo, e1), _outside(cx, x, ceiling, floor, _SMALLEST_NORMAL)
 
 
 def _windowed_step(cx: Lowering, total: ir.Value, x: ir.Value, top: ir.Value):
@@ -282,14 +277,23 @@ def _windowed_step(cx: Lowering, total: ir.Value, x: ir.Value, top: ir.Value):
     2**53 times that, all float64 values. Returns the new sums and the bits that show a loss (all ones where a
     term is outside the window; an inf or NaN is above it)."""
     e = cx.e
-    ax = e.op("arith.andi", _bits(cx, x), _splat_bits(cx, (1 << 31) - 1))
     tb = _bits(cx, top)
     ceiling = e.op("arith.ori", tb, _splat_bits(cx, (1 << 23) - 1))  # the largest float of E's binade
-    floor = e.op("arith.maxui", e.op("arith.subi", tb, _splat_bits(cx, F32_WINDOW << 23)), _splat_bits(cx, 1 << 23))
-    above = e.cmpi(8, ax, ceiling)  # ugt
-    below = e.cmpi(6, e.op("arith.subi", ax, _splat_bits(cx, 1)), e.op("arith.subi", floor, _splat_bits(cx, 1)))
-    lost = e.op("arith.extsi", e.op("arith.ori", above, below), t=_bits_t(cx))
-    return e.add(total, e.op("arith.extf", x, t=_wide(cx))), lost
+    floor = e.op("arith.subi", tb, _splat_bits(cx, F32_WINDOW << 23))
+    return e.add(total, e.op("arith.extf", x, t=_wide(cx))), _outside(cx, x, ceiling, floor, 1 << 23)
+
+
+def _outside(cx: Lowering, x: ir.Value, ceiling: ir.Value, floor: ir.Value, normal: int) -> ir.Value:
+    """The chains' range test on the terms' bits: all ones where x is non-zero and |x| lies above `ceiling` (an
+    inf or NaN always does) or below `floor` (raised to `normal`, the bits of the smallest normal), zero
+    elsewhere. Unsigned integer compares: |x| - 1 wraps a zero past every floor."""
+    e = cx.e
+    ax = e.op("arith.andi", _bits(cx, x), _splat_bits(cx, (1 << (e.f.width - 1)) - 1))
+    floor = e.op("arith.maxui", floor, _splat_bits(cx, normal))
+    one = _splat_bits(cx, 1)
+    above = e.cmpi(_UGT, ax, ceiling)
+    below = e.cmpi(_ULT, e.op("arith.subi", ax, one), e.op("arith.subi", floor, one))
+    return e.op("arith.extsi", e.op("arith.ori", above, below), t=_bits_t(cx))
 
 
 def _parts(cx: Lowering, v: ir.Value) -> list[ir.Value]:
@@ -317,9 +321,9 @@ def _splat_bits(cx: Lowering, v: int) -> ir.Value:
 
 def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int, body: ir.Block) -> None:
     """The end of a full block: add its chains' sums into the chunk's pairs (biased: the high less the bias,
-    exact in the binade, and the low; windowed: the float64 sums), or, when the chains
-    lost a bit (or a float32 block's sum is beyond float32's range), retry the block (retry_block). Either way
-    the chunk gains exactly the block's terms."""
+    exact in the binade, and the low; windowed: the float64 sums), or, when the chains lost a bit (or a float32
+    block's sum is beyond float32's range), retry the block (retry_block). Either way the chunk gains exactly
+    the block's terms."""
     if cx.exact_flag is None:
         return
     e = cx.e
@@ -487,7 +491,7 @@ def _widen(cx: Lowering, v: ir.Value) -> ir.Value:
 def _past_f32(cx: Lowering, v: ir.Value) -> ir.Value:
     """Per entry of a float64 vector: whether |v| >= 2**127 or v is NaN (its float32 parts may not be exact)."""
     e = cx.e
-    return e.cmpf(10, e.abs(v), e.splat(2.0 ** 127, _wide(cx)))  # uge
+    return e.cmpf(_UGE, e.abs(v), e.splat(2.0 ** 127, _wide(cx)))
 
 
 # ---- rerunning a block -------------------------------------------------------------------------------------
