@@ -32,6 +32,7 @@ import hawk.passes.lower  # noqa: F401  (registers the rules)
 from hawk.abi.layout import gpu_form
 from hawk.ir.access import kernel_func
 from hawk.ir.build import create
+from hawk.passes import chunk_form
 from hawk.passes.gpu_wide import WideBuffers
 from hawk.passes.lower import chunk_loops, folds
 from hawk.passes.lower.context import Lowering, lanes_point
@@ -92,6 +93,7 @@ def lower_gpu_chunks(module: ir.Module, layout, ftype: ir.Type, itypes: dict[str
                      wide: bool = False) -> None:
     cx = gpu_context(module, layout, ftype, itypes, atomics, wide)
     kfunc = kernel_func(module)
+    cx.form = chunk_form.read(kfunc, layout, cx.exact_pairs, cx.wide_ok, "map-lanes-gpu")
     folds.collect_folds(cx, kfunc)
     with lanes_point(module, layout.name), kfunc.location:
         lanes = gpu_lanes_func(cx)

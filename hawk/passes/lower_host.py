@@ -8,7 +8,7 @@ sinks (into the chunk's private copies) are written in place; the partials of ev
 the build-finish pass's (hawk/passes/lower/finish.py); the lanes function goes before it.
 
 This module is the driver only: it makes the lowering context (target "host"), builds the function and lets
-chunk_loops pick the loop shape (flat, two-pass scatters, blocked chains, nested or column rows); every hawk op
+chunk_loops run the loop shape the chunk-form pass wrote (`hawk.chunk_form`, chunk_form.py); every hawk op
 is lowered by its rule in hawk/passes/lower/ (context.py has the rule table).
 """
 
@@ -20,6 +20,7 @@ from mlir.dialects import func
 import hawk.passes.lower  # noqa: F401  (registers the rules)
 from hawk.abi.layout import Layout
 from hawk.ir.access import kernel_func
+from hawk.passes import chunk_form
 from hawk.passes.lower import chunk_loops, folds
 from hawk.passes.lower.context import Lowering, lanes_point
 
@@ -28,6 +29,7 @@ def lower_host(module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[s
     """The kernel func of `module` as @<k>_lanes for the host (the user's combiners, copied where used, go)."""
     cx = Lowering(module, layout, ftype, itypes, "host")
     kfunc = kernel_func(module)
+    cx.form = chunk_form.read(kfunc, layout, cx.exact_pairs, cx.wide_ok, "lower-chunk-loop")
     folds.collect_folds(cx, kfunc)  # hawk.reduce with a user's operator: hawk/passes/lower/folds.py
     with lanes_point(module, layout.name), kfunc.location:
         lanes = func.FuncOp(f"{layout.name}_lanes", (cx.arg_types(), []))

@@ -3,17 +3,21 @@ IR and writes IR, so each runs alone under `hawk-opt --passes` and has its own F
 
   gpu-form          the kernel func gets `hawk.gpu_form`: the GPU form its Layout takes (tree | slots | chunks
                     | blocks, hawk.abi.layout.gpu_form), a decision the GPU lowering then reads from the IR
+  chunk-form        the kernel func gets `hawk.chunk_form`: the loop shape a chunk of lanes runs in (flat | blocked
+                    | nested | column | rows | scan, hawk/passes/chunk_form.py), which the chunk-loop lowering
+                    reads (host chunks; GPU threads of the "chunks" form)
   build-finish      `@<k>_finish` (host code on every target) from the stage's `hawk.layout`, the user's
                     combiners and its scans' forms; the kernel func stays (hawk/passes/lower/finish.py)
-  lower-chunk-loop  the kernel func -> `@<k>_lanes` for the host: one chunk's lanes in the loop shape the stage
-                    takes, every hawk op lowered by its rule (hawk/passes/lower_host.py)
+  lower-chunk-loop  the kernel func -> `@<k>_lanes` for the host: one chunk's lanes in the loop shape
+                    `hawk.chunk_form` names, every hawk op lowered by its rule (hawk/passes/lower_host.py)
   map-lanes-gpu     the kernel func -> a gpu.module kernel in the form `hawk.gpu_form` names, every hawk op
                     lowered by its "gpu" rule (hawk/passes/lower_gpu.py, lower_gpu_tree.py, lower/block.py)
 
 `lower-host-lanes` and `lower-gpu-lanes{...}` (the names the target pipelines, `Kernel.mlir(after=...)` and
-`$HAWK_DUMP_DIR` use) are pass groups: build-finish then lower-chunk-loop; gpu-form, build-finish{target=gpu}
-then map-lanes-gpu. The layout moves from the kernel func onto the module in each of these passes (plan.py
-`take_layout`), where it stays for the runtime once the kernel func is gone.
+`$HAWK_DUMP_DIR` use) are pass groups: chunk-form, build-finish then lower-chunk-loop; gpu-form,
+chunk-form{pairs=false}, build-finish{target=gpu} then map-lanes-gpu. The layout moves from the kernel func
+onto the module in build-finish and the lowerings (plan.py `take_layout`), where it stays for the runtime once
+the kernel func is gone.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import dataclasses
 from mlir import ir
 
 from hawk.passes.base import ModulePass, PassGroup, kernel_funcs, register
-from hawk.passes.plan import LAYOUT, layout_of_attr, take_layout, types_of
+from hawk.passes.plan import func_layout, take_layout, types_of
 
 
 @register
@@ -37,10 +41,29 @@ class GpuForm(ModulePass):
         from hawk.passes.lower_gpu import write_form
 
         for func in kernel_funcs(module):
-            if LAYOUT not in func.operation.attributes:
-                raise ValueError(f"{self.name}: kernel func '{ir.StringAttr(func.attributes['sym_name']).value}'"
-                                 " has no hawk.layout: run plan-buffers first")
-            write_form(func, layout_of_attr(func.operation.attributes[LAYOUT]), types_of(func)[0])
+            write_form(func, func_layout(func), types_of(func)[0])
+
+
+@register
+@dataclasses.dataclass
+class ChunkForm(ModulePass):
+    name = "chunk-form"
+    summary = ("write hawk.chunk_form on each planned kernel func: the loop shape a chunk of lanes runs in (flat, "
+               "blocked, nested, column, rows or scan); GPU funcs only in the chunks form")
+
+    pairs: bool = True  # ordered sums over every lane keep two-float chains (the host's lowering)
+    wide: bool = True  # payloads of more than WIDE_PAYLOAD components take component loops
+
+    def apply(self, module: ir.Module) -> None:
+        from hawk.passes import chunk_form
+        from hawk.passes.lower_gpu import FORM
+
+        for func in kernel_funcs(module):
+            layout = func_layout(func)
+            attrs = func.operation.attributes
+            if FORM in attrs and ir.StringAttr(attrs[FORM]).value != "chunks":
+                continue  # a GPU form without a chunk loop (tree, slots, blocks)
+            chunk_form.write(func, layout, self.pairs, self.wide)
 
 
 @register
@@ -65,8 +88,8 @@ class BuildFinish(ModulePass):
 @dataclasses.dataclass
 class LowerChunkLoop(ModulePass):
     name = "lower-chunk-loop"
-    summary = ("the kernel func -> @<k>_lanes for the host: one chunk's lanes in a loop of the stage's shape, each "
-               "hawk op lowered by its rule, chunk partials into #scratch (scf, memref, arith, vector)")
+    summary = ("the kernel func -> @<k>_lanes for the host: one chunk's lanes in the loop shape hawk.chunk_form "
+               "names, each hawk op lowered by its rule, chunk partials into #scratch (scf, memref, arith, vector)")
 
     def apply(self, module: ir.Module) -> None:
         from hawk.passes.lower_host import lower_host
@@ -101,17 +124,18 @@ class MapLanesGpu(ModulePass):
 @dataclasses.dataclass
 class LowerHostLanes(PassGroup):
     name = "lower-host-lanes"
-    summary = "the host's lowering: build-finish{target=host}, then lower-chunk-loop"
+    summary = "the host's lowering: chunk-form, build-finish{target=host}, then lower-chunk-loop"
 
     def passes(self) -> list[ModulePass]:
-        return [BuildFinish("host"), LowerChunkLoop()]
+        return [ChunkForm(), BuildFinish("host"), LowerChunkLoop()]
 
 
 @register
 @dataclasses.dataclass
 class LowerGpuLanes(PassGroup):
     name = "lower-gpu-lanes"
-    summary = "a GPU target's lowering: gpu-form, build-finish{target=gpu}, then map-lanes-gpu with these options"
+    summary = ("a GPU target's lowering: gpu-form, chunk-form{pairs=false}, build-finish{target=gpu}, then "
+               "map-lanes-gpu with these options")
     choices = {"wide": ("false", "true", "tree")}
 
     subgroup: int = 0
@@ -119,4 +143,5 @@ class LowerGpuLanes(PassGroup):
     wide: str = "false"
 
     def passes(self) -> list[ModulePass]:
-        return [GpuForm(), BuildFinish("gpu"), MapLanesGpu(self.subgroup, self.atomics, self.wide)]
+        chunks = ChunkForm(pairs=False, wide=self.wide == "true")  # (wide "tree": not in the chunks form)
+        return [GpuForm(), chunks, BuildFinish("gpu"), MapLanesGpu(self.subgroup, self.atomics, self.wide)]

@@ -94,6 +94,11 @@ def layout_of_attr(a: ir.Attribute) -> Layout:
     return layout_from_json(d)
 
 
+def func_layout(func) -> Layout:
+    """The Layout plan-buffers wrote on a kernel func (refused in one line when it has none)."""
+    return layout_of_attr(_get(func, LAYOUT, "run plan-buffers first"))
+
+
 def module_layout(module: ir.Module) -> Layout:
     """The Layout a lowered (or planned single-stage) module carries."""
     if LAYOUT in module.operation.attributes:

@@ -134,7 +134,10 @@ INPUTS = {
     "gpu_form": Input(opt_rows, PLANNED),
     "build_finish": Input(opt_mean, PLANNED),
     "build_finish_gpu": Input(opt_hist, PLANNED),
-    "lower_chunk_loop": Input(opt_total, PLANNED + ",build-finish"),
+    "lower_chunk_loop": Input(opt_total, PLANNED + ",chunk-form,build-finish"),
+    "chunk_form": Input(opt_rows, PLANNED),
+    "chunk_form_chains": Input(opt_ordered, PLANNED),
+    "chunk_form_gpu": Input(opt_ordered, PLANNED + ",gpu-form"),
     "map_lanes_gpu": Input(opt_compensated, PLANNED + ",gpu-form,build-finish{target=gpu}"),
 }
 

@@ -263,13 +263,15 @@ def test_neighbour_reads_skip_their_clamps_in_the_interior(filecheck):
 
 IR_DIR = Path(__file__).parent
 GROUPS = [  # (input file, a group, the passes it runs)
-    ("host_finish", "lower-host-lanes", "build-finish{target=host},lower-chunk-loop"),
-    ("host_sink_private", "lower-host-lanes", "build-finish,lower-chunk-loop"),
-    ("host_scan", "plan-buffers,lower-host-lanes", "plan-buffers,build-finish,lower-chunk-loop"),
-    ("gpu_tree", "lower-gpu-lanes{subgroup=32}", "gpu-form,build-finish{target=gpu},map-lanes-gpu{subgroup=32}"),
+    ("host_finish", "lower-host-lanes", "chunk-form,build-finish{target=host},lower-chunk-loop"),
+    ("host_sink_private", "lower-host-lanes", "chunk-form,build-finish,lower-chunk-loop"),
+    ("host_scan", "plan-buffers,lower-host-lanes", "plan-buffers,chunk-form,build-finish,lower-chunk-loop"),
+    ("gpu_tree", "lower-gpu-lanes{subgroup=32}",
+     "gpu-form,chunk-form{pairs=false wide=false},build-finish{target=gpu},map-lanes-gpu{subgroup=32}"),
     ("gpu_chunks", "lower-gpu-lanes{atomics=true wide=true}",
-     "gpu-form,build-finish{target=gpu},map-lanes-gpu{atomics=true wide=true}"),
-    ("gpu_blocks", "lower-gpu-lanes", "gpu-form,build-finish{target=gpu},map-lanes-gpu"),
+     "gpu-form,chunk-form{pairs=false},build-finish{target=gpu},map-lanes-gpu{atomics=true wide=true}"),
+    ("gpu_blocks", "lower-gpu-lanes",
+     "gpu-form,chunk-form{pairs=false wide=false},build-finish{target=gpu},map-lanes-gpu"),
 ]
 
 
@@ -330,7 +332,9 @@ def test_map_lanes_gpu_reads_the_form_from_the_ir():
         run(text, passes="map-lanes-gpu")
     forced = run(text, passes="gpu-form").replace('hawk.gpu_form = "tree"', 'hawk.gpu_form = "chunks"')
     assert 'hawk.gpu_form = "chunks"' in forced
-    chunks = run(forced, passes="build-finish{target=gpu},map-lanes-gpu")  # a tree stage in the chunk form
+    with pytest.raises(ValueError, match="has no hawk.chunk_form attribute: run chunk-form first"):
+        run(forced, passes="build-finish{target=gpu},map-lanes-gpu")  # the chunks form reads its loop shape
+    chunks = run(forced, passes="chunk-form{pairs=false},build-finish{target=gpu},map-lanes-gpu")  # a tree stage
     assert "gpu.block_dim" in chunks and "workgroup(" not in chunks
     with pytest.raises(ValueError, match="'rows' is not a GPU form; write one of tree, slots, chunks, blocks"):
         run(forced.replace('"chunks"', '"rows"'), passes="map-lanes-gpu")

@@ -40,7 +40,7 @@ def test_every_pass_has_a_filecheck_file():
         for p in parse_pipeline(_directives(f).get("PASSES", "")):
             named.add(p.name)
     assert {"verify-hawk", "split-stages", "plan-buffers", "lower-host-lanes", "lower-gpu-lanes",
-            "speculate-ifs", "gpu-form", "build-finish", "lower-chunk-loop", "map-lanes-gpu"} <= named
+            "speculate-ifs", "gpu-form", "chunk-form", "build-finish", "lower-chunk-loop", "map-lanes-gpu"} <= named
 
 
 @pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
@@ -82,12 +82,13 @@ def test_list_passes_names_every_pass_with_a_line_and_the_targets():
     assert "lower-gpu-lanes{subgroup=int atomics=bool wide=str}" in r.stdout
     assert "nvvm: verify-hawk,plan-buffers,lower-gpu-lanes{subgroup=32 atomics=true wide=true}" in r.stdout
     # the lowering's passes, and each target pipeline with its pass groups written out
-    for name in ("gpu-form", "build-finish{target=str}", "lower-chunk-loop",
+    for name in ("gpu-form", "chunk-form{pairs=bool wide=bool}", "build-finish{target=str}", "lower-chunk-loop",
                  "map-lanes-gpu{subgroup=int atomics=bool wide=str}"):
         assert f"\n  {name}\n      " in r.stdout, name
-    assert "= verify-hawk,plan-buffers,build-finish{target=host},lower-chunk-loop,speculate-ifs," in r.stdout
-    assert ("= verify-hawk,plan-buffers,gpu-form,build-finish{target=gpu},map-lanes-gpu{subgroup=32 atomics=true "
-            "wide=true},canonicalize,lower-finish-to-llvm") in r.stdout
+    assert ("= verify-hawk,plan-buffers,chunk-form{pairs=true wide=true},build-finish{target=host},lower-chunk-loop,"
+            "speculate-ifs,") in r.stdout
+    assert ("= verify-hawk,plan-buffers,gpu-form,chunk-form{pairs=false wide=true},build-finish{target=gpu},"
+            "map-lanes-gpu{subgroup=32 atomics=true wide=true},canonicalize,lower-finish-to-llvm") in r.stdout
 
 
 def test_reads_standard_input():

@@ -1,4 +1,5 @@
-"""The loop shapes a chunk of lanes runs in (host chunks and GPU threads of the chunk form alike):
+"""The loop shapes a chunk of lanes runs in (host chunks and GPU threads of the chunk form alike), the one
+`hawk.chunk_form` names (chunk_form.py decides it; the chunk-form pass writes it):
 
   flat      for lane in [lo, hi): body (split_scatters.py: two passes per block for computed scatter keys)
   blocked   for block: full blocks run ORDERED_CHAINS straight-line copies of the body per group of lanes (a
@@ -7,10 +8,11 @@
   nested    for kept slot: for its contiguous lanes: body, kept totals in registers (leading kept axes)
   (tiles)   block reductions: for tile of whole slots: the slots' totals, then one of these shapes (block.py)
   scan      for block of SCAN_BLOCK lanes: (start the scans) for its lanes: body (write the block totals): scan.py
-  column    for row: for its lanes (trailing kept axes: each lane's slot is affine; a grid: coordinates from
-            the loops; neighbour reads: the interior without clamps, grid.py)
+  column    for row: for its lanes (trailing kept axes: each lane's slot is affine in the lane)
+  rows      the column loops over a grid's rows: coordinates from the loops; neighbour reads: the interior
+            without clamps (grid.py)
 
-`lanes_body` plans the chunk state (state.py), picks the shape and writes the chunk's partials to #scratch.
+`lanes_body` plans the chunk state (state.py), runs the shape and writes the chunk's partials to #scratch.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from mlir.dialects import scf
 from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
 from hawk.ir.access import scatter_mode, sink_name, stored_value
 from hawk.ir.dialect import is_hawk
+from hawk.passes import chunk_form
 from hawk.passes.host_emit import size
 from hawk.passes.lower import (
     block,
@@ -97,16 +100,17 @@ def count_sinks(cx: Lowering, body: ir.Block) -> frozenset[str]:
 
 
 def drive(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.Value]) -> list[ir.Value]:
-    """The loop shape over lanes [cx.lo, cx.hi), from chunk state chunk0: its final chunk state."""
-    if any(a.policy == "compensated" or a.pairs for a in cx.full):
+    """The loop shape `cx.form` (chunk_form.py: written by the chunk-form pass) over lanes [cx.lo, cx.hi), from
+    chunk state chunk0: its final chunk state."""
+    if cx.form == "blocked":
         return blocked_driver(cx, body, chunk0, chain0)
-    if nest_span(cx) is not None:
+    if cx.form == "nested":
         return nested_driver(cx, body, chunk0)
-    if column_span(cx) is not None:
-        return column_driver(cx, body, chunk0, column_span(cx))
-    if len(cx.axes) > 1 and not any(r.kept for r in cx.lay.reductions):
+    if cx.form == "column":
+        return column_driver(cx, body, chunk0, chunk_form.column_span(cx.lay, cx.is_wide))
+    if cx.form == "rows":
         return column_driver(cx, body, chunk0, None)  # rows of a grid: coordinates without div/mod
-    if scan.has_scans(body):
+    if cx.form == "scan":
         return scan.scan_driver(cx, body, chunk0)  # the flat loop in blocks of SCAN_BLOCK (scan.py)
     return flat_driver(cx, body, chunk0)
 
@@ -159,41 +163,6 @@ def flat_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
     return list(loop.results)
 
 
-def nest_span(cx: Lowering) -> int | None:
-    """Lanes per kept slot when every reduction keeping axes keeps the same leading lane axes with a sum
-    ("auto"), max or min: those lanes are contiguous, so one register accumulator serves each slot."""
-    kept = [r for r in cx.lay.reductions if r.kept]
-    if not kept or len({r.kept for r in kept}) != 1 or any(r.kind == "fold" for r in cx.lay.reductions):
-        return None
-    k = kept[0].kept
-    if list(k) != cx.axes[:len(k)] or any(r.kind in ("sum", "mean") and r.policy != "auto" for r in kept) \
-            or any(cx.is_wide(r.payload) for r in kept):  # wide: the component loops of reduce_kept
-        return None
-    span = 1
-    for a in cx.lay.sig.lane_axes()[len(k):]:
-        if a.extent is None:
-            return None
-        span *= a.extent
-    return span
-
-
-def column_span(cx: Lowering) -> int | None:
-    """Kept slots when every reduction keeping axes keeps the same trailing lane axes (a sum "auto", max or
-    min): lane = row * span + slot, so the slot is affine in the lane and the update loop vectorizes."""
-    kept = [r for r in cx.lay.reductions if r.kept]
-    if not kept or len({r.kept for r in kept}) != 1 or any(r.kind == "fold" for r in cx.lay.reductions):
-        return None
-    k = kept[0].kept
-    if list(k) != cx.axes[len(cx.axes) - len(k):] or len(k) == len(cx.axes) or \
-            any(r.kind in ("sum", "mean") and r.policy != "auto" for r in kept) or \
-            any(cx.is_wide(r.payload) for r in kept):
-        return None
-    span = 1
-    for a in cx.lay.sig.lane_axes()[len(cx.axes) - len(k):]:
-        span *= a.extent
-    return span
-
-
 def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_span: int | None) -> list[ir.Value]:
     """for each row: for its `span` lanes: body. With kept_span, the rows are those of the reduced axes and
     each lane updates its own kept slot (lane - row start); else the rows are the grid's first axis, whose
@@ -238,7 +207,7 @@ def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_spa
 def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
     """for each kept slot: for its contiguous lanes: body, the kept totals in registers; then into the slot."""
     e = cx.e
-    span = nest_span(cx)
+    span = chunk_form.nest_span(cx.lay, cx.is_wide)
     kept = [r for r in cx.lay.reductions if r.kept]
     klo = e.op("arith.divui", cx.lo, e.c(span))
     khi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))

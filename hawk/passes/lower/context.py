@@ -84,6 +84,7 @@ class Lowering:
         # (S, row0): the loop being lowered runs lanes of [row0, row0 + S) only, row0 a multiple of S (a row of
         # the column or nested shape, a slot's fold): a block total over spans S divides is one load per row
         self.lane_row: tuple[int, ir.Value] | None = None
+        self.form = "flat"  # the loop shape of a chunk (chunk_form.py), read from hawk.chunk_form by the driver
         self.nested: dict[str, int] | None = None  # nested driver: kept totals' slots among the accumulators
         # planned by state.plan_state and the folds
         self.full: list = []  # state.Acc per every-lane reduction
