@@ -37,7 +37,8 @@ NAMES = sorted(p.stem for p in (ROOT / "notebooks" / "src").glob("[0-9][0-9]_*.p
 
 def test_every_notebook_is_here():
     assert NAMES == ["01_across_lanes", "02_sum_contract", "03_stages_and_artifacts", "04_gpu_targets",
-                     "05_reverse", "06_jax", "07_torch", "08_warp", "09_sharded", "10_algorithms"]
+                     "05_reverse", "06_jax", "07_torch", "08_warp", "09_sharded", "10_algorithms",
+                     "11_inside_the_compiler"]
 
 
 def test_notebooks_match_their_sources(tool):
