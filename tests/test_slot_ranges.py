@@ -87,7 +87,7 @@ def sr_with_output(key: Index, x: Scalar, v: Vector[2], acc: Mutable["slot":3000
 
 @hawk.kernel
 def sr_reads_output(key: Index, x: Scalar, acc: Mutable["slot":3000], y: Mutable[Scalar]):
-    hawk.scatter(acc, policy="plain")[key] += y  # (reads its output: this stage keeps the one-chunk form)
+    hawk.scatter(acc, policy="plain")[key] += y  # (reads its output: split-stages runs the scatter first)
     y = x
 
 
@@ -138,8 +138,9 @@ def test_the_form_and_its_limit(monkeypatch):
     for kernel in (sr_computed, sr_auto, sr_multi, sr_sorted, sr_two, sr_store, sr_mixed, sr_with_output):
         lay = kernel.layout(kernel.spec_for("float64", {}))
         assert lay.slot_ranges() and wants_slot_ranges(lay) and not lay.private, kernel.name
-    lay = sr_reads_output.layout(sr_reads_output.spec_for("float64", {}))
-    assert not lay.slot_ranges() and lay.parallel_span() is None  # (it reads its output: still one chunk)
+    spec = sr_reads_output.spec_for("float64", {})  # it reads its output: the scatter's stage runs first, in
+    first, rest = (sr_reads_output.layout(spec, k) for k in (0, 1))  # slot ranges, then y = x in chunks
+    assert first.slot_ranges() and list(first.sinks) == ["acc"] and not rest.sinks and not rest.slot_ranges()
     with monkeypatch.context() as unset:
         unset.delenv(COPY_SLOTS_ENV)
         default = sr_computed.default_spec()

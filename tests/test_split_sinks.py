@@ -192,3 +192,37 @@ def test_spirv_gives_the_hosts_bits():
     assert len(gpu.last_chunks) == 3 and gpu.last_chunks[-1] > 1, gpu.last_chunks  # a thread per slot range
     bt_same_bits({k: np.asarray(v) for k, v in got.items()}, {k: np.asarray(v) for k, v in want.items()},
                  "spirv against host")
+
+
+@hawk.kernel
+def ss_reads_own(key: Index, x: Scalar, acc: Mutable["slot":3000], y: Mutable[Scalar]) -> Scalar:
+    hawk.scatter(acc, policy="plain")[key] += y * x  # reads y as it was passed (the lane's own, before it assigns)
+    y = y + x  # noqa: F841
+    return hawk.sum(x, policy="ordered")
+
+
+def test_scatters_that_read_a_plane_the_rest_writes_run_first():
+    # the large sink's scatters read y before the stage writes it: their stage runs first (in slot ranges), the
+    # rest after it (in chunks); before, the whole stage ran as one chunk
+    spec = ss_reads_own.spec_for("float64", {})
+    first, second = (ss_reads_own.layout(spec, stage=k) for k in (0, 1))
+    assert first.slot_ranges() and list(first.sinks) == ["acc"] and not first.reductions
+    assert "acc" not in second.sinks and second.reductions and second.parallel_span() is not None
+    rng = np.random.default_rng(91_007)
+    key = _keys(rng)
+    x, y, prior = rng.normal(size=N), rng.normal(size=N), rng.normal(size=SLOTS)
+    for passed in (True, False):  # (an omitted y starts at zero, for both stages)
+        y0 = y if passed else np.zeros(N)
+        got = []
+        for threads in THREADS:
+            plan = eagle.deploy(ss_reads_own, threads=threads, min_chunk=MIN_CHUNK)
+            out = plan.run(key=key, x=x, acc=prior.copy(), **({"y": y.copy()} if passed else {}))
+            chunks = plan.last_chunks
+            assert len(chunks) == 2 and chunks[0] == threads and (threads == 1 or chunks[1] > 1), chunks
+            got.append({k: np.asarray(v) for k, v in out.items()})
+        want = prior.copy()
+        np.add.at(want, key[key >= 0], (y0 * x)[key >= 0])  # plain adds in lane order: one chunk's bits
+        for out in got:
+            bt_same_bits(out["acc"], want, "np.add.at of y * x, y as passed")
+            bt_same_bits(out["y"], y0 + x, "the lane output")
+            assert float(out["result"][0]) == math.fsum(x.tolist())

@@ -127,8 +127,13 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
             err.call = "scatter"  # the compiler points it at the kernel's first scatter
             raise err
 
+    # an output plane this stage reads (the value passed in: a lane's own, read before a later stage assigns it)
+    # but does not hand back still needs its buffer here: the run's array for it, shared with the stage that
+    # writes it (eagle.launch: "#run:" buffers), so the read sees what the caller passed (zeros when omitted)
+    read_here = _read_planes(module, {p.name for p in sig.planes if p.kind == "output"})
+
     def mine(n: str) -> bool:
-        return owns is None or n in owns
+        return owns is None or n in owns or n in read_here
 
     lay = Layout(name, sig, {k: v for k, v in outputs.items() if mine(k)}, reductions, sinks, index_keys,
                  sink_policy)
@@ -203,8 +208,9 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
                 bufs.append(Buffer(p.name, "priv", _comp_dtype(sink_policy[p.name])))
                 if p.name in stored:
                     bufs.append(Buffer(p.name, "mark", "i64"))
-    if wants_slot_ranges(lay, _reads_outputs(module, set(lay.outputs))):  # how many slot ranges a host launch
-        # splits each sink into (hawk/abi/layout.py);
+    written_read = _read_planes(module, set(lay.outputs) & _stored_planes(module))  # (outputs only read: safe)
+    if wants_slot_ranges(lay, bool(written_read)):  # how many slot ranges a host launch splits each sink into
+        # (hawk/abi/layout.py);
         # its sinks keep no copies (each chunk applies its own slots of every sink in place)
         lay.private = {n: v for n, v in lay.private.items() if n not in sinks}
         bufs[:] = [b for b in bufs if not (b.name in sinks and b.role in ("priv", "mark", "pairs"))]
@@ -214,18 +220,31 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     return lay
 
 
-def _reads_outputs(module: ir.Module, names: set[str]) -> bool:
-    """Whether the body reads one of these output planes (its own lane or another's)."""
-    found = [False]
+def _read_planes(module: ir.Module, names: set[str]) -> set[str]:
+    """Which of these planes the body reads (its own lane or another's)."""
+    found: set[str] = set()
 
     def visit(op):
         if (is_hawk(op, "load") or is_hawk(op, "at")) and plane_name(op) in names:
-            found[0] = True
+            found.add(plane_name(op))
         return ir.WalkResult.ADVANCE
 
     if names:
         module.operation.walk(visit)
-    return found[0]
+    return found
+
+
+def _stored_planes(module: ir.Module) -> set[str]:
+    """The output planes the body stores into (per lane or by key)."""
+    found: set[str] = set()
+
+    def visit(op):
+        if is_hawk(op, "store"):
+            found.add(plane_name(op))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
 
 
 def _private_cell_slots(r: Reduction, sig: Signature) -> int:

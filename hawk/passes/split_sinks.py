@@ -1,6 +1,6 @@
 """The last step of split-stages: a stage that scatters into a sink too large for private copies, and that does
 anything a slot-range stage cannot (reduce, scan, store a cell or store by key, read an output plane), becomes
-two stages: the stage without those scatters, then those scatters alone.
+two stages: the stage without those scatters, then those scatters alone (or the other way round, below).
 
 Why (issue 10, "no single-thread cliffs"): a sink of more than Spec.copy_slots slots (hawk.abi.layout.PAIR_SLOTS
 by default) that is not an ordered sink only added into gets no copy per chunk, so chunks would write its slots
@@ -11,10 +11,12 @@ such a stage, and the rest runs in chunks as any stage does. The second stage co
 its scatters need (it reads their inputs a second time): the price of using every thread.
 
 Nothing moves across another effect on the same sink: every scatter into a split-off sink moves, in lane order,
-to the second stage, which runs after the first. Bad keys are reported per stage: a run refused in the second
+to the scatters' stage, which runs after the rest. Bad keys are reported per stage: a run refused in the second
 stage names the first bad key of the split-off sinks (the first stage's sinks, checked first, would be named
-before it). The second stage keeps every value its scatters use; when one of those is itself a reduction, a scan
-or a read of an output plane, the stage stays whole (one chunk, as before).
+before it). The scatters' stage keeps every value its scatters use; when one of those is itself a reduction or a
+scan, the stage stays whole (one chunk, as before). When they read a plane the rest writes (a lane's own value
+of an output, read before the lane assigns it: the only read of a written plane the language allows), the
+scatters' stage runs first instead, so it reads the values the whole stage would have read.
 """
 
 from __future__ import annotations
@@ -124,9 +126,11 @@ def _reads(func_op) -> set[str]:
     return {plane_name(op) for op in _walk(func_op) if is_hawk(op, "load") or is_hawk(op, "at")}
 
 
-def split_lone_sinks(text: str) -> tuple[tuple[str, set[str]], tuple[str, set[str]]] | None:
-    """For a stage that needs it, (the stage without its large sinks' scatters, those scatters alone), each
-    as (module text, the names of its func's arguments); else None."""
+def split_lone_sinks(text: str) -> list[tuple[str, set[str], bool]] | None:
+    """For a stage that needs it, its two parts in launch order, each as (module text, the names of its func's
+    arguments, whether it is the rest of the stage, which writes the stage's cells); else None. The large sinks'
+    scatters run second, or first when they read a plane the rest writes (each lane its own value, read before
+    the lane writes it: `.at` reads of written planes are refused), so that they read what the stage read."""
     module = ir.Module.parse(text)  # (held: the func lives as long as its module)
     func_op = kernel_func(module)
     lone = lone_sinks(func_op)
@@ -137,11 +141,11 @@ def split_lone_sinks(text: str) -> tuple[tuple[str, set[str]], tuple[str, set[st
         return is_hawk(op, "scatter") and sink_name(op) in lone
 
     second, func2 = _part(text, moves)
-    # its scatters need a reduction, a scan or what the stage stores: the stage stays whole
-    if not _in_ranges_already(func2) or _reads(func2) & _written(func_op):
+    if not _in_ranges_already(func2):  # its scatters need a reduction's or a scan's value: the stage stays whole
         return None
     first, func1 = _part(text, lambda op: not moves(op))
-    return (str(first), set(arg_names(func1))), (str(second), set(arg_names(func2)))
+    rest, sinks = (str(first), set(arg_names(func1)), True), (str(second), set(arg_names(func2)), False)
+    return [sinks, rest] if _reads(func2) & _written(func1) else [rest, sinks]
 
 
 def rename(text: str, name: str) -> str:

@@ -185,13 +185,12 @@ def split_stages(text: str, name: str, reserved: frozenset[str] = frozenset()) -
     stages = _split_levels(text, name, reserved)
     out: list[StageIR] = []
     for st in stages:
-        two = split_lone_sinks(st.text)
-        if two is None:
+        parts = split_lone_sinks(st.text)
+        if parts is None:
             out.append(st)
             continue
-        (first, args1), (second, args2) = two
-        out.append(StageIR(st.name, first, tuple(c for c in st.cells_in if c in args1), st.cells_out))
-        out.append(StageIR(st.name, second, tuple(c for c in st.cells_in if c in args2), ()))
+        for part, args, rest in parts:  # (the rest of the stage writes its cells; the scatters write none)
+            out.append(StageIR(st.name, part, tuple(c for c in st.cells_in if c in args), st.cells_out if rest else ()))
     if len(out) == len(stages):
         return stages
     named = []
