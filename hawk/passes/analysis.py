@@ -130,7 +130,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     # an output plane this stage reads (the value passed in: a lane's own, read before a later stage assigns it)
     # but does not hand back still needs its buffer here: the run's array for it, shared with the stage that
     # writes it (eagle.launch: "#run:" buffers), so the read sees what the caller passed (zeros when omitted)
-    read_here = _read_planes(module, {p.name for p in sig.planes if p.kind == "output"})
+    read_here = planes_read(module, {p.name for p in sig.planes if p.kind == "output"})
 
     def mine(n: str) -> bool:
         return owns is None or n in owns or n in read_here
@@ -208,7 +208,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
                 bufs.append(Buffer(p.name, "priv", _comp_dtype(sink_policy[p.name])))
                 if p.name in stored:
                     bufs.append(Buffer(p.name, "mark", "i64"))
-    written_read = _read_planes(module, set(lay.outputs) & _stored_planes(module))  # (outputs only read: safe)
+    written_read = planes_read(module, set(lay.outputs) & planes_stored(module))  # (outputs only read: safe)
     if wants_slot_ranges(lay, bool(written_read)):  # how many slot ranges a host launch splits each sink into
         # (hawk/abi/layout.py);
         # its sinks keep no copies (each chunk applies its own slots of every sink in place)
@@ -220,22 +220,22 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     return lay
 
 
-def _read_planes(module: ir.Module, names: set[str]) -> set[str]:
-    """Which of these planes the body reads (its own lane or another's)."""
+def planes_read(root, names: set[str] | None = None) -> set[str]:
+    """The planes (of `names`, when given) read under `root` (a module or func), at a lane's own or another's."""
     found: set[str] = set()
 
     def visit(op):
-        if (is_hawk(op, "load") or is_hawk(op, "at")) and plane_name(op) in names:
+        if (is_hawk(op, "load") or is_hawk(op, "at")) and (names is None or plane_name(op) in names):
             found.add(plane_name(op))
         return ir.WalkResult.ADVANCE
 
-    if names:
-        module.operation.walk(visit)
+    if names is None or names:
+        root.operation.walk(visit)
     return found
 
 
-def _stored_planes(module: ir.Module) -> set[str]:
-    """The output planes the body stores into (per lane or by key)."""
+def planes_stored(root) -> set[str]:
+    """The output planes stored into under `root` (a module or func), per lane or by key."""
     found: set[str] = set()
 
     def visit(op):
@@ -243,7 +243,7 @@ def _stored_planes(module: ir.Module) -> set[str]:
             found.add(plane_name(op))
         return ir.WalkResult.ADVANCE
 
-    module.operation.walk(visit)
+    root.operation.walk(visit)
     return found
 
 

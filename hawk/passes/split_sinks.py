@@ -26,9 +26,10 @@ import math
 from mlir import ir
 
 from hawk.abi.layout import PAIR_SLOTS, sum_policy
-from hawk.ir.access import kernel_func, plane_name, policy, scatter_mode, sink_name, store_key, stored_value
+from hawk.ir.access import kernel_func, policy, scatter_mode, sink_name, store_key, stored_value
 from hawk.ir.dialect import is_hawk
 from hawk.ir.types import arg_names, drop_unused_args
+from hawk.passes.analysis import planes_read, planes_stored
 
 _COLLECTIVES = ("reduce", "block_reduce", "scan", "scan_apply", "scan_totals")
 
@@ -85,7 +86,7 @@ def _in_ranges_already(func_op) -> bool:
             return False
         if is_hawk(op, "store") and store_key(op) is not None:
             return False
-    return not (_written(func_op) & _reads(func_op))
+    return not (planes_stored(func_op) & planes_read(func_op))
 
 
 def _effect(op) -> bool:
@@ -118,14 +119,6 @@ def _part(text: str, keep) -> tuple[ir.Module, object]:
     return module, func_op
 
 
-def _written(func_op) -> set[str]:
-    return {plane_name(op) for op in _walk(func_op) if is_hawk(op, "store")}
-
-
-def _reads(func_op) -> set[str]:
-    return {plane_name(op) for op in _walk(func_op) if is_hawk(op, "load") or is_hawk(op, "at")}
-
-
 def split_lone_sinks(text: str) -> list[tuple[str, set[str], bool]] | None:
     """For a stage that needs it, its two parts in launch order, each as (module text, the names of its func's
     arguments, whether it is the rest of the stage, which writes the stage's cells); else None. The large sinks'
@@ -145,7 +138,7 @@ def split_lone_sinks(text: str) -> list[tuple[str, set[str], bool]] | None:
         return None
     first, func1 = _part(text, lambda op: not moves(op))
     rest, sinks = (str(first), set(arg_names(func1)), True), (str(second), set(arg_names(func2)), False)
-    return [sinks, rest] if _reads(func2) & _written(func1) else [rest, sinks]
+    return [sinks, rest] if planes_read(func2) & planes_stored(func1) else [rest, sinks]
 
 
 def rename(text: str, name: str) -> str:
