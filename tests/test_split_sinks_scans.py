@@ -1,0 +1,239 @@
+"""Large sinks fed by a scan's or a block reduction's values (issue 10, "no single-thread cliffs"): a stage whose
+scatters into a sink too large for private copies take a forward or reverse `hawk.scan`'s values (read from the
+offsets an earlier stage's finish left) or a block reduction's (`hawk.sum(x, over="c")` read in the same body)
+runs in slot ranges (hawk.abi.layout.wants_slot_ranges): every chunk runs every lane, recomputing the scan's
+running values block by block and the block totals tile by tile as one chunk would, and applies only its own
+slots. When the stage does more (an ordered total), split_sinks splits those scatters off into such a stage.
+Before, every one of these stages ran as one chunk (one GPU thread).
+
+$HAWK_COPY_SLOTS=1024 makes the 3000-slot sinks "too large" (as in tests/test_split_sinks.py). Each run is
+checked at threads 1..4 with the slot-range stage really in one part per thread (`plan.last_chunks`), the same
+bits at every count, and against references that do not depend on the split: the scan's block contract
+(docs/semantics.md "Scans") computed here in Python, one chunk's Neumaier steps for compensated sinks, the last
+writer for stores, lane-order adds for plain sinks, math.fsum for ordered sums.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from conftest import bt_neumaier_scatter, bt_same_bits, bt_spirv_missing, bt_target_missing
+
+import eagle
+import hawk
+from hawk import Grid, Index, Mutable, Scalar
+from hawk.abi.layout import COPY_SLOTS_ENV, SCAN_BLOCK
+
+SLOTS = 3000
+N = 20_000
+ROW = 64  # (Grid kernels: ROWS rows of ROW lanes, whole ordered blocks of lanes per chunk)
+ROWS = 320
+MIN_CHUNK = 1024
+THREADS = (1, 2, 3, 4)
+
+
+@pytest.fixture(autouse=True)
+def small_copy_limit(monkeypatch):
+    monkeypatch.setenv(COPY_SLOTS_ENV, "1024")
+
+
+@hawk.kernel
+def sc_running(key: Index, x: Scalar, acc: Mutable["slot":3000]):
+    c = hawk.scan(x)
+    hawk.scatter(acc)[key] += c  # (auto: compensated)
+
+
+@hawk.kernel
+def sc_reverse_store(key: Index, x: Scalar, buf: Mutable["slot":3000]):
+    after = hawk.scan(x, reverse=True, exclusive=True)
+    hawk.scatter(buf)[key] = after * 2.0  # a store: the last lane wins
+
+
+@hawk.kernel
+def sc_segments(key: Index, x: Scalar, flag: Index, buf: Mutable["slot":3000], acc: Mutable["slot":3000],
+                tot: Mutable[Scalar]):
+    c = hawk.scan(x * 2.0, reset=flag == 1)
+    hawk.scatter(buf)[key] = c - x  # (large and stored: the split-off stage)
+    hawk.scatter(acc, policy="ordered")[key] += c  # (ordered, only added: shared exact accumulators, stays)
+    tot = hawk.sum(c, policy="ordered")  # noqa: F841
+
+
+@hawk.kernel
+def sc_rows(lane: Grid["r", "c":64], key: Index, x: Scalar, acc: Mutable["slot":3000]):
+    s = hawk.sum(x, over="c", policy="ordered")
+    top = hawk.max(x, over="c")
+    hawk.scatter(acc, policy="plain")[key] += x * s - top
+
+
+@hawk.kernel
+def sc_rows_total(lane: Grid["r", "c":64], key: Index, x: Scalar, acc: Mutable["slot":3000], tot: Mutable[Scalar]):
+    s = hawk.sum(x, over="c", policy="compensated")
+    hawk.scatter(acc)[key] += x - s  # (auto: compensated)
+    tot = hawk.sum(x * s, policy="ordered")  # noqa: F841
+
+
+def _keys(rng, n=N):
+    key = rng.integers(0, SLOTS, size=n)
+    key[rng.uniform(size=n) < 0.05] = -1
+    return key.astype(np.int32)
+
+
+def _blocked_scan(x, flags=None) -> np.ndarray:
+    """The scan's block contract, one lane at a time: each SCAN_BLOCK block runs from its offset (the in-order
+    fold of the earlier blocks' totals, -0.0 first); a flagged lane starts afresh; a block's total starts from
+    -0.0 and restarts at a flag, and a block with a flag hands on its total alone."""
+    out = np.empty(x.size)
+    off = -0.0
+    for b0 in range(0, x.size, SCAN_BLOCK):
+        run, tot, flagged = off, -0.0, False
+        for i in range(b0, min(b0 + SCAN_BLOCK, x.size)):
+            v = float(x[i])
+            if flags is not None and flags[i]:
+                run, tot, flagged = v, v, True
+            else:
+                run, tot = run + v, tot + v
+            out[i] = run
+        off = tot if flagged else off + tot
+    return out
+
+
+def _last_writer(prior, key, values) -> np.ndarray:
+    want = prior.copy()
+    for k, v in zip(key.tolist(), values.tolist(), strict=True):
+        if k >= 0:
+            want[k] = v
+    return want
+
+
+def _runs(kernel, sinks, stages, **planes):
+    """The kernel's outputs at threads 1..4 (passed sinks copied first), the same bits at every count; its last
+    stage in one slot range per thread, and a stage before it (if any) in several chunks."""
+    got = []
+    for threads in THREADS:
+        given = {k: (np.array(v, copy=True) if k in sinks else v) for k, v in planes.items()}
+        plan = eagle.deploy(kernel, threads=threads, min_chunk=MIN_CHUNK)
+        out = plan.run(**given)
+        chunks = plan.last_chunks
+        assert len(chunks) == stages and chunks[-1] == threads, f"{kernel.name} threads={threads}: {chunks}"
+        if threads > 1 and stages > 1:
+            assert chunks[-2] > 1, f"{kernel.name} threads={threads}: the stage before ran {chunks} chunk(s)"
+        out = out if isinstance(out, dict) else {sinks[0]: out}  # (one output: handed back alone)
+        got.append({k: np.asarray(v) for k, v in out.items()})
+    for threads, out in zip(THREADS[1:], got[1:], strict=True):
+        bt_same_bits(out, got[0], f"{kernel.name}: threads {threads} against threads 1")
+    return got[0]
+
+
+def _last_layout(kernel):
+    spec = kernel.spec_for("float64", {})
+    return kernel.layout(spec, stage=kernel.stage_count - 1)
+
+
+def test_a_forward_scan_feeds_a_large_compensated_sink():
+    lay = _last_layout(sc_running)
+    assert lay.slot_ranges() and [b.role for b in lay.buffers if b.name == "cut0"] == ["scanoff"]
+    rng = np.random.default_rng(92_001)
+    key = _keys(rng)
+    x = rng.normal(size=N) * 10.0 ** rng.integers(-4, 5, size=N)
+    prior = rng.normal(size=SLOTS)
+    out = _runs(sc_running, ("acc",), 2, key=key, x=x, acc=prior)
+    bt_same_bits(out["acc"], bt_neumaier_scatter(prior, key, _blocked_scan(x), np.float64),
+                 "one chunk's Neumaier steps over the blocked scan")
+
+
+def test_a_reverse_exclusive_scan_feeds_a_large_stored_sink():
+    rng = np.random.default_rng(92_002)
+    key = _keys(rng)
+    x = rng.normal(size=N)
+    prior = rng.normal(size=SLOTS)
+    out = _runs(sc_reverse_store, ("buf",), 2, key=key, x=x, buf=prior)
+    after = np.concatenate([np.cumsum(x[::-1])[::-1][1:], [-0.0]])  # (one fold from the last lane down)
+    bt_same_bits(out["buf"], _last_writer(prior, key, after * 2.0), "the last writer of the reverse scan")
+
+
+def test_a_segmented_scan_beside_an_ordered_total_splits_off_its_large_sink():
+    # scan totals, then the rest (the ordered sink and total, in chunks), then the stored sink (slot ranges)
+    lay = _last_layout(sc_segments)
+    assert lay.slot_ranges() and list(lay.sinks) == ["buf"] and not lay.reductions
+    rng = np.random.default_rng(92_003)
+    key = _keys(rng)
+    x = rng.normal(size=N)
+    flag = (rng.uniform(size=N) < 0.001).astype(np.int32)
+    flag[[5, SCAN_BLOCK - 1, 2 * SCAN_BLOCK]] = 1
+    buf, acc = rng.normal(size=SLOTS), rng.normal(size=SLOTS)
+    out = _runs(sc_segments, ("buf", "acc"), 3, key=key, x=x, flag=flag, buf=buf, acc=acc)
+    c = _blocked_scan(x * 2.0, flag == 1)
+    bt_same_bits(out["buf"], _last_writer(buf, key, c - x), "the last writer of the segmented scan")
+    assert float(out["tot"][0]) == math.fsum(c.tolist())  # ordered: the exact sum, rounded once
+    live = key >= 0
+    for s in (0, 17, SLOTS - 1):
+        assert out["acc"][s] == math.fsum([float(acc[s]), *c[live & (key == s)].tolist()])
+
+
+def test_block_reductions_feed_a_large_sink_in_slot_ranges():
+    # the block totals stay in the stage (no split): one stage, in slot ranges
+    assert sc_rows.stage_count == 1 and _last_layout(sc_rows).slot_ranges()
+    rng = np.random.default_rng(92_004)
+    key = _keys(rng, ROWS * ROW).reshape(ROWS, ROW)
+    x = rng.normal(size=(ROWS, ROW))
+    prior = rng.normal(size=SLOTS)
+    out = _runs(sc_rows, ("acc",), 1, key=key, x=x, acc=prior)
+    s = np.array([math.fsum(row) for row in x.tolist()])  # ordered: each row's exact sum, rounded once
+    terms = x * s[:, None] - x.max(axis=1)[:, None]
+    want = prior.copy()
+    for k, v in zip(key.ravel().tolist(), terms.ravel().tolist(), strict=True):
+        if k >= 0:
+            want[k] += v  # plain adds in lane order: one chunk's bits
+    bt_same_bits(out["acc"], want, "lane-order adds of x * row sum - row max")
+
+
+def test_block_reductions_beside_an_ordered_total_split_off_the_large_sink():
+    lay = _last_layout(sc_rows_total)
+    assert sc_rows_total.stage_count == 2 and lay.slot_ranges() and not lay.reductions
+    rng = np.random.default_rng(92_005)
+    key = _keys(rng, ROWS * ROW).reshape(ROWS, ROW)
+    x = rng.normal(size=(ROWS, ROW)) * 10.0 ** rng.integers(-3, 4, size=(ROWS, ROW))
+    prior = rng.normal(size=SLOTS)
+    out = _runs(sc_rows_total, ("acc",), 2, key=key, x=x, acc=prior)
+    rows = np.repeat(np.arange(ROWS, dtype=np.int32), ROW)
+    s = bt_neumaier_scatter(np.zeros(ROWS), rows, x.ravel(), np.float64)  # each row's Neumaier steps
+    assert float(out["tot"][0]) == math.fsum((x * s[:, None]).ravel().tolist())
+    want = bt_neumaier_scatter(prior, key.ravel(), (x - s[:, None]).ravel(), np.float64)
+    bt_same_bits(out["acc"], want, "one chunk's Neumaier steps of x - row sum")
+
+
+def test_spirv_gives_the_hosts_bits():
+    why = bt_target_missing("spirv")
+    if why:
+        bt_spirv_missing(f"target 'spirv' cannot run here: {why}")
+    rng = np.random.default_rng(92_006)
+    key = _keys(rng)
+    x = rng.normal(size=N)
+    flag = (rng.uniform(size=N) < 0.001).astype(np.int32)
+    buf, acc = rng.normal(size=SLOTS), rng.normal(size=SLOTS)
+    grid = dict(key=_keys(rng, ROWS * ROW).reshape(ROWS, ROW), x=rng.normal(size=(ROWS, ROW)), acc=acc)
+    for kernel, planes in ((sc_segments, dict(key=key, x=x, flag=flag, buf=buf, acc=acc)), (sc_rows, grid)):
+        want = eagle.deploy(kernel, threads=4, min_chunk=MIN_CHUNK).run(**{k: np.copy(v) for k, v in planes.items()})
+        gpu = eagle.deploy(kernel, target="spirv")
+        got = gpu.run(**{k: np.copy(v) for k, v in planes.items()})
+        assert gpu.last_chunks[-1] > 1, (kernel.name, gpu.last_chunks)  # a thread per slot range
+        got, want = (r if isinstance(r, dict) else {"acc": r} for r in (got, want))
+        bt_same_bits({k: np.asarray(v) for k, v in got.items()}, {k: np.asarray(v) for k, v in want.items()},
+                     f"{kernel.name}: spirv against host")
+
+
+@pytest.mark.parametrize("gpu", ["nvvm", "rocdl"])
+def test_the_stages_build_for_the_other_gpu_targets(gpu):
+    """Without the GPU's runtime each kernel compiles (PTX / AMD code objects), then raises RuntimeMissing; with
+    one, the results are the host's."""
+    rng = np.random.default_rng(92_007)
+    key = _keys(rng)
+    x = rng.normal(size=N)
+    grid = dict(key=_keys(rng, ROWS * ROW).reshape(ROWS, ROW), x=rng.normal(size=(ROWS, ROW)))
+    for kernel, planes in ((sc_reverse_store, dict(key=key, x=x)), (sc_rows, grid)):
+        try:
+            got = eagle.deploy(kernel, target=gpu).run(**planes)
+        except eagle.RuntimeMissing as exc:
+            assert "compiled" in str(exc), (kernel.name, str(exc))  # (raised after the build, not instead of it)
+            continue
+        bt_same_bits(np.asarray(got), np.asarray(eagle.deploy(kernel).run(**planes)), f"{kernel.name} on {gpu}")
