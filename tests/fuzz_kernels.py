@@ -132,7 +132,9 @@ class Gen(Grammar):
         if shape_kind < 0.14:
             return self.wide_vector()
         self.body_stmts(depth)
-        if shape_kind < 0.45:  # a per-lane result: a float, or an integer or truth value made a float
+        if shape_kind < 0.45 and self.rng.random() < 0.25:  # a scan's running values, perhaps scattered too
+            header, what = self.scan(depth, want)
+        elif shape_kind < 0.45:  # a per-lane result: a float, or an integer or truth value made a float
             r = self.rng.random()
             e = self.f(depth) if r < 0.8 else (self.i(depth) if r < 0.9 else self.b(depth))
             self.lines.append(f"    return {e.src}")
@@ -286,6 +288,65 @@ class Gen(Grammar):
                 fz[sel[(sel >= 0) & (sel < BINS)]] = True
         want["bins"] = (out, mag, fz)
         return self.signature('bins: Mutable["bin":B]', None), f"scatter {mode} policy={policy}", expect
+
+    def scan(self, depth: int, want: dict):
+        """`c = hawk.scan(e, ...)`: add, min or max, float or integer, maybe exclusive, reversed or segmented
+        (reset by an integer test: never fuzzy), returned and maybe scattered into the bins by `kb`. Lanes are
+        fewer than a scan block, so the reference is NumPy's sequential fold in flat lane order (docs/semantics.md
+        "Scans"); a fuzzy term makes every lane after it (in the scan's direction) fuzzy."""
+        r = self.rng
+        op = self.pick(["add", "add", "min", "max"])
+        e = self.f(depth) if r.random() < 0.75 else self.i(depth)
+        excl, rev = r.random() < 0.3, r.random() < 0.25
+        reset = r.random() < 0.3
+        args = [e.src] + ([f"op=m.{op}"] if op != "add" else []) + (["exclusive=True"] if excl else []) + \
+            (["reverse=True"] if rev else []) + (["reset=k % 3 == 0"] if reset else [])
+        flags = (self.data["k"] % 3 == 0).reshape(-1) if reset else np.zeros(e.val.size, bool)
+        val = np.broadcast_to(e.val, self.shape).reshape(-1)
+        mag = np.broadcast_to(e.mag + np.abs(e.val), self.shape).reshape(-1) if e.kind == "f" else np.zeros(val.size)
+        if e.kind == "f":
+            ident = {"add": -0.0, "min": np.inf, "max": -np.inf}[op]
+        else:
+            ident = {"add": 0, "min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}[op]
+        fold = {"add": np.add, "min": np.minimum, "max": np.maximum}[op]
+        out = np.empty(val.size, dtype=np.float64 if e.kind == "f" else np.int64)
+        scale = np.zeros(val.size)
+        order = range(val.size - 1, -1, -1) if rev else range(val.size)
+        run = run_mag = None
+        for i in order:
+            # a forward segment starts at a flagged lane; run down, the lane below a flagged one starts afresh
+            start = run is None or (flags[i] if not rev else flags[i + 1])
+            if start:
+                run, run_mag = None, 0.0
+            before = ident if run is None else run
+            run = val[i] if run is None else fold(run, val[i])
+            run_mag = run_mag + mag[i] if op == "add" else max(run_mag, mag[i])
+            out[i] = before if excl else run
+            scale[i] = (run_mag - (mag[i] if op == "add" else 0.0)) if excl else run_mag
+        fz = None
+        if e.fuzzy is not None and np.any(e.fuzzy):
+            lanes = np.broadcast_to(e.fuzzy, self.shape).reshape(-1)
+            spread = np.logical_or.accumulate(lanes[::-1] if rev else lanes)
+            fz = (spread[::-1] if rev else spread).reshape(self.shape)
+        self.lines.append(f"    c = hawk.scan({', '.join(args)})")
+        res = out.astype(np.float64).reshape(self.shape)
+        self.lines.append("    return c" if e.kind == "f" else "    return m.to_float(c)")
+        want["result"] = (res, scale.reshape(self.shape) if e.kind == "f" else None, fz)
+        what = f"scan op={op} {e.kind} exclusive={excl} reverse={rev} reset={reset}"
+        if r.random() < 0.4:  # the running values scattered: a stage that scatters a scan's values
+            self.lines.insert(len(self.lines) - 1, "    hawk.scatter(bins)[kb] += " +
+                              ("c" if e.kind == "f" else "m.to_float(c)"))
+            bins = np.zeros(BINS)
+            bmag = np.zeros(BINS)
+            for s, v, m_ in zip(self.data["kb"].reshape(-1).tolist(), res.reshape(-1).tolist(),
+                                scale.tolist(), strict=True):
+                bins[s] += v
+                bmag[s] += m_ + abs(v)
+            bfz = np.ones(BINS, bool) if fz is not None else None
+            want["bins"] = (bins, bmag if e.kind == "f" else bmag + 1.0, bfz)
+            what += " + scatter"
+            return self.signature('bins: Mutable["bin":B]', "Scalar"), what
+        return self.signature("", "Scalar"), what
 
     def wide_vector(self) -> Case:
         """A Vector[1024] plane folded in the lane."""

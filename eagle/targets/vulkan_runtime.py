@@ -32,6 +32,7 @@ import numpy as np
 from eagle.targets import vulkan_memory
 from eagle.targets.device import DeviceRuntime, Grid, Placed, Transfers, missing
 from eagle.targets.vulkan_memory import VulkanBuffer
+from hawk.abi.targets import CANARY_TRIPS
 
 MIN_BUFFER = 16  # bytes: a zero-size plane still binds a (tiny) buffer
 HELD_MAX = 4096  # bytes: launch arguments up to this size are not copied again when the binding holds them already
@@ -42,7 +43,6 @@ _CORE_FEATURES = ("shaderFloat64", "shaderInt64", "shaderInt16")
 _VK12_FEATURES = ("shaderBufferInt64Atomics", "shaderSharedInt64Atomics")
 _OP_CAPABILITY = 17
 _OP_DECORATE, _BINDING = 71, 33
-CANARY_TRIPS = 2
 _HOST_MEMORY = 0x2 | 0x4  # HOST_VISIBLE | HOST_COHERENT
 
 _LOCK = threading.Lock()

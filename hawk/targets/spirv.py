@@ -33,7 +33,10 @@ Workarounds for this MLIR (22.1.8) and for Mesa's lavapipe, in hawk/targets/spir
 - spirv-update-vce lowers the version to 1.0, which cannot list storage buffers in the entry point: reset to 1.5;
   it also misses Int64Atomics for 64-bit atomics, which fix_version adds;
 - lavapipe loses AcquireRelease atomic adds in loops when whole SIMD groups of a workgroup have left the loop:
-  atomics are made relaxed (relax_atomics), all the ordering they need.
+  atomics are made relaxed (relax_atomics), all the ordering they need;
+- lavapipe folds `x * 0.0` and `x / 0.0` to 0 when the zero is a constant (IEEE: NaN or +-inf for some x), even
+  with NoContraction and SignedZeroInfNanPreserve: constant zero operands become zeros computed at run time
+  (hawk/targets/spirv_zeros.py).
 The kernel gets one extra argument after its own: eagle's status buffer (i64 x 3), bound by the runtime.
 """
 
@@ -127,6 +130,7 @@ class SpirvTarget:
             unroll_innermost_loops,
         )
         from hawk.targets.spirv_math import lower_math
+        from hawk.targets.spirv_zeros import opaque_zeros
 
         # per-thread buffers (wide payloads' component loops) are Function-class variables in SPIR-V
         gpu_module = gpu_module.replace("#gpu.address_space<private>", "#spirv.storage_class<Function>")
@@ -138,7 +142,9 @@ class SpirvTarget:
             try:
                 scalarize(g)
                 for f in _funcs(g):
-                    lower_math(f, add_loop_canary(f))
+                    status = add_loop_canary(f)
+                    lower_math(f, status)
+                    opaque_zeros(f, status)
             except Unsupported as exc:
                 raise RuntimeError(f"spirv target: cannot lower the kernel: {exc}") from exc
             refuse_math(g)
