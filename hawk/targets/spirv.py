@@ -18,10 +18,11 @@ default (lavapipe keeps them; so do NVIDIA and AMD for float64, float32 may flus
 
 Math: GLSL.std.450 (the only math library a Vulkan shader has) works in 32 bits only, with Vulkan's loose precision
 rules, and has no erf; hawk/targets/spirv_math.py compiles its own exp, log, exp2, log2, log10, sin, cos, tan,
-asin, acos, atan and atan2 (float64: within 1-2 ulps) and runs the float32 calls of those and of expm1, log1p,
-sinh, cosh, tanh and pow in float64, rounded once. The float64 functions it lacks (expm1, log1p, sinh, cosh, tanh,
-pow) and erf/cbrt at any width are refused at compile time with the function named, rather than silently run at
-lower precision; the host, nvvm and rocdl targets run them. sin/cos/tan of |x| > 2^19 pi are refused at run time.
+asin, acos, atan and atan2 (float64: within 1-2 ulps), hawk/targets/spirv_math64.py float64 expm1, log1p, sinh,
+cosh, tanh and pow on those (within 2-3 ulps; pow through a double-double logarithm), and the float32 calls of
+all of them run in float64, rounded once. erf and cbrt (at any width) are refused at compile time with the
+function named, rather than silently run at lower precision; the host, nvvm and rocdl targets run them.
+sin/cos/tan of |x| > 2^19 pi are refused at run time.
 
 Workarounds for this MLIR (22.1.8) and for Mesa's lavapipe, in hawk/targets/spirv_lower.py (the last two below):
 - scf.for with iter_args that runs zero times returns garbage (llvm/llvm-project#211981): such loops are guarded;
@@ -71,10 +72,9 @@ LOWER = ("builtin.module(gpu.module(arith-expand,convert-math-to-spirv),convert-
          "spirv.module(spirv-lower-abi-attrs,spirv-update-vce,canonicalize,cse))")
 SERIALIZE = "builtin.module(gpu-module-to-binary{format=bin})"
 
-# float64 math that neither GLSL.std.450 (32-bit only) nor hawk/targets/spirv_math.py (which lowers exp, log,
-# sin, cos, tan, exp2, log2 and log10 before this check) computes
-F32_ONLY = {"expm1", "log1p", "sinh", "cosh", "tanh", "powf"}
-NO_SPIRV = {"erf", "erfc", "cbrt"}  # no GLSL.std.450 instruction at any width
+# math with no GLSL.std.450 instruction at any width, and none of eagle's own (hawk/targets/spirv_math.py and
+# spirv_math64.py lower the rest before this check, float64 included)
+NO_SPIRV = {"erf", "erfc", "cbrt"}
 # what a kernel author wrote for each math op (powf comes from `**` or hawk.math.pow)
 SPELLING = {"powf": "pow"}
 
@@ -215,9 +215,9 @@ def refuse_math(gpu_module) -> None:
             fn = name[5:]
             t = op.results[0].type if len(op.results) else None
             elem = _element(t)
-            f64 = elem is not None and isinstance(elem, ir.F64Type)
-            if fn in NO_SPIRV or (f64 and fn in F32_ONLY):
-                bad.append((SPELLING.get(fn, fn), "float64" if f64 else str(elem), _source_line(op.location)))
+            if fn in NO_SPIRV:
+                dtype = {"f64": "float64", "f32": "float32", "f16": "float16"}.get(str(elem), str(elem))
+                bad.append((SPELLING.get(fn, fn), dtype, _source_line(op.location)))
         return ir.WalkResult.ADVANCE
 
     gpu_module.operation.walk(visit)
@@ -225,13 +225,9 @@ def refuse_math(gpu_module) -> None:
         fn, dtype, (file, line) = bad[0]
         names = ", ".join(sorted({f"hawk.math.{f}" for f, _, _ in bad}))
         kernel = gpu_module.sym_name.value.removesuffix("_gpu")
-        why = ("GLSL.std.450, the only math library a Vulkan shader has, works in 32 bits only, and eagle's own "
-               "float64 code covers exp, log, exp2, log2, log10, sin, cos, tan, asin, acos, atan and atan2"
-               if fn not in NO_SPIRV else "GLSL.std.450, the only math library a Vulkan shader has, has no such "
-               "function")
+        why = "GLSL.std.450, the only math library a Vulkan shader has, has no such function, nor has eagle's own"
         err = KernelError(f"target 'spirv' cannot compute {names} on {dtype} lanes: {why}. Run this kernel on "
-                          f"target 'host', 'nvvm' or 'rocdl'" + (", or with float32 data on 'spirv'"
-                                                                  if fn not in NO_SPIRV else ""),
+                          f"target 'host', 'nvvm' or 'rocdl'",
                           kernel=kernel, file=file, line=line)
         err.call = fn  # Kernel.located finds the user's line of the call when the IR kept no location
         raise err

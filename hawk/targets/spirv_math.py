@@ -411,8 +411,13 @@ def tanh_32(b: _B, x):
 def pow_32(b: _B, x, y):
     """x^y for float32 x, y (in float64: |y log|x|| <= ~104 wherever the float32 result is finite, so exp(y log|x|)
     is good to ~1e-14), with IEEE pow's special cases."""
+    return pow_specials(b, x, y, exp(b, b.mul(y, log(b, b.absf(x)))))
+
+
+def pow_specials(b: _B, x, y, r):
+    """pow(x, y) from r = |x|^y (NaN, 0 or inf where IEEE's pow of |x| is): the sign of a negative base to an odd
+    integer power, NaN for a finite negative base to a non-integer power, and 1 for x = 1, y = 0 and (-1, +-inf)."""
     ax = b.absf(x)
-    r = exp(b, b.mul(y, log(b, ax)))
     integer = b.fcmp("oeq", b.floor(y), y)
     half = b.mul(y, 0.5)
     odd = b.land(integer, b.op("arith.cmpf", [b.floor(half), half], b.b,
@@ -482,7 +487,8 @@ def fmod(b: _B, x, y):
 
 
 F64_FUNCS = ("exp", "log", "sin", "cos", "tan", "exp2", "log2", "log10", "atan", "atan2", "asin", "acos")
-F32_FUNCS = (*F64_FUNCS, "expm1", "log1p", "sinh", "cosh", "tanh", "powf")
+F64_MORE = ("expm1", "log1p", "sinh", "cosh", "tanh", "powf")  # float64 ones on exp and log (spirv_math64.py)
+F32_FUNCS = (*F64_FUNCS, *F64_MORE)
 INV_LN2_TAIL = 2.0355273740931033e-17  # 1/ln 2 - INV_LN2
 INV_LN10, INV_LN10_TAIL = 0.4342944819032518, 1.098319650216765e-17
 
@@ -538,7 +544,8 @@ def lower_math(gpu_func, status) -> None:
         if op.name.startswith("math.") and len(op.results) == 1:
             t = op.results[0].type
             fn = op.name[5:]
-            if (isinstance(t, ir.F64Type) and fn in F64_FUNCS) or (isinstance(t, ir.F32Type) and fn in F32_FUNCS) \
+            if (isinstance(t, ir.F64Type) and fn in F64_FUNCS + F64_MORE) or \
+                    (isinstance(t, ir.F32Type) and fn in F32_FUNCS) \
                     or (fn == "trunc" and isinstance(t, (ir.F32Type, ir.F64Type))):
                 ops.append(op.operation)
         return ir.WalkResult.ADVANCE
@@ -589,6 +596,10 @@ def lower_math(gpu_func, status) -> None:
                 neg = b.op("arith.cmpf", [x, b.op("arith.constant", [], t, {"value": ir.FloatAttr.get(t, 0.0)})],
                            b.b, {"predicate": ir.IntegerAttr.get(b.i, 4)})
                 out = b.op("arith.select", [neg, b.op("math.ceil", [x], t), b.op("math.floor", [x], t)], t)
+            elif isinstance(t, ir.F64Type) and fn in F64_MORE:
+                from hawk.targets.spirv_math64 import FUNCS
+
+                out = FUNCS[fn](b, *args)
             elif isinstance(t, ir.F64Type):
                 out = _f64(b, fn, args, flag)
             else:
