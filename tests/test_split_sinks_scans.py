@@ -1,10 +1,11 @@
 """Large sinks fed by a scan's or a block reduction's values (issue 10, "no single-thread cliffs"): a stage whose
 scatters into a sink too large for private copies take a forward or reverse `hawk.scan`'s values (read from the
-offsets an earlier stage's finish left) or a block reduction's (`hawk.sum(x, over="c")` read in the same body)
-runs in slot ranges (hawk.abi.layout.wants_slot_ranges): every chunk runs every lane, recomputing the scan's
-running values block by block and the block totals tile by tile as one chunk would, and applies only its own
-slots. When the stage does more (an ordered total), split_sinks splits those scatters off into such a stage.
-Before, every one of these stages ran as one chunk (one GPU thread).
+offsets an earlier stage's finish left; a keyed scan's too, its running values in a row of each chunk's own) or a
+block reduction's (`hawk.sum(x, over="c")` read in the same body) runs in slot ranges
+(hawk.abi.layout.wants_slot_ranges): every chunk runs every lane, recomputing the scan's running values block by
+block and the block totals tile by tile as one chunk would, and applies only its own slots. When the stage does
+more (an ordered total), split_sinks splits those scatters off into such a stage. Before, every one of these
+stages ran as one chunk (one GPU thread).
 
 $HAWK_COPY_SLOTS=1024 makes the 3000-slot sinks "too large" (as in tests/test_split_sinks.py). Each run is
 checked at threads 1..4 with the slot-range stage really in one part per thread (`plan.last_chunks`), the same
@@ -21,6 +22,7 @@ from conftest import bt_neumaier_scatter, bt_same_bits, bt_spirv_missing, bt_tar
 
 import eagle
 import hawk
+import hawk.math as m
 from hawk import Grid, Index, Mutable, Scalar
 from hawk.abi.layout import COPY_SLOTS_ENV, SCAN_BLOCK
 
@@ -59,6 +61,19 @@ def sc_segments(key: Index, x: Scalar, flag: Index, buf: Mutable["slot":3000], a
 
 
 @hawk.kernel
+def sc_keyed(key: Index, d: Index, x: Scalar, acc: Mutable["slot":3000]):
+    c = hawk.scan(x, by=d, keys=16)  # (each key's running total; key -1: the identity)
+    hawk.scatter(acc)[key] += c  # (auto: compensated)
+
+
+@hawk.kernel
+def sc_keyed_dest(key: Index, d: Index, x: Scalar, buf: Mutable["slot":3000], tot: Mutable[Scalar]):
+    dest = hawk.scan(1, by=d, keys=16, order="key", exclusive=True)  # (a stable counting sort's destination)
+    hawk.scatter(buf)[m.where(key >= 0, dest % 3000, -1)] = x
+    tot = hawk.sum(x * float(dest), policy="ordered")  # noqa: F841
+
+
+@hawk.kernel
 def sc_rows(lane: Grid["r", "c":64], key: Index, x: Scalar, acc: Mutable["slot":3000]):
     s = hawk.sum(x, over="c", policy="ordered")
     top = hawk.max(x, over="c")
@@ -94,6 +109,25 @@ def _blocked_scan(x, flags=None) -> np.ndarray:
                 run, tot = run + v, tot + v
             out[i] = run
         off = tot if flagged else off + tot
+    return out
+
+
+def _keyed_scan(x, d, keys: int) -> np.ndarray:
+    """A keyed scan's block contract (order="lane", inclusive), one lane at a time: each key's running value starts
+    a SCAN_BLOCK block from its offset (the in-order fold of that key's earlier block totals, -0.0 first); a lane
+    with key -1 gets the identity, -0.0."""
+    out = np.empty(x.size)
+    off = [-0.0] * keys
+    for b0 in range(0, x.size, SCAN_BLOCK):
+        run, tot = list(off), [-0.0] * keys
+        for i in range(b0, min(b0 + SCAN_BLOCK, x.size)):
+            k = int(d[i])
+            if k < 0:
+                out[i] = -0.0
+                continue
+            run[k], tot[k] = run[k] + float(x[i]), tot[k] + float(x[i])
+            out[i] = run[k]
+        off = [o + t for o, t in zip(off, tot, strict=True)]
     return out
 
 
@@ -170,6 +204,34 @@ def test_a_segmented_scan_beside_an_ordered_total_splits_off_its_large_sink():
         assert out["acc"][s] == math.fsum([float(acc[s]), *c[live & (key == s)].tolist()])
 
 
+def test_a_keyed_scan_feeds_a_large_compensated_sink():
+    lay = _last_layout(sc_keyed)
+    assert lay.slot_ranges() and lay.keyed  # (its running values in a row of each chunk's own)
+    rng = np.random.default_rng(92_008)
+    key = _keys(rng)
+    d = rng.integers(-1, 16, size=N).astype(np.int32)
+    x = rng.normal(size=N) * 10.0 ** rng.integers(-4, 5, size=N)
+    prior = rng.normal(size=SLOTS)
+    out = _runs(sc_keyed, ("acc",), 2, key=key, d=d, x=x, acc=prior)
+    bt_same_bits(out["acc"], bt_neumaier_scatter(prior, key, _keyed_scan(x, d, 16), np.float64),
+                 "one chunk's Neumaier steps over the keyed scan")
+
+
+def test_a_keyed_destination_beside_an_ordered_total_splits_off_its_large_sink():
+    rng = np.random.default_rng(92_009)
+    key = _keys(rng)
+    d = rng.integers(-1, 16, size=N).astype(np.int32)
+    x = rng.normal(size=N)
+    buf = rng.normal(size=SLOTS)
+    out = _runs(sc_keyed_dest, ("buf",), 3, key=key, d=d, x=x, buf=buf)
+    live = d >= 0  # lanes before this one in (digit, lane) order; key -1: the identity, 0
+    order = np.argsort(np.where(live, d, 99), kind="stable")
+    dest = np.zeros(N, dtype=np.int64)
+    dest[order[:live.sum()]] = np.arange(live.sum())
+    bt_same_bits(out["buf"], _last_writer(buf, np.where(key >= 0, dest % SLOTS, -1), x), "the last writer")
+    assert float(out["tot"][0]) == math.fsum((x * dest).tolist())
+
+
 def test_block_reductions_feed_a_large_sink_in_slot_ranges():
     # the block totals stay in the stage (no split): one stage, in slot ranges
     assert sc_rows.stage_count == 1 and _last_layout(sc_rows).slot_ranges()
@@ -212,7 +274,9 @@ def test_spirv_gives_the_hosts_bits():
     flag = (rng.uniform(size=N) < 0.001).astype(np.int32)
     buf, acc = rng.normal(size=SLOTS), rng.normal(size=SLOTS)
     grid = dict(key=_keys(rng, ROWS * ROW).reshape(ROWS, ROW), x=rng.normal(size=(ROWS, ROW)), acc=acc)
-    for kernel, planes in ((sc_segments, dict(key=key, x=x, flag=flag, buf=buf, acc=acc)), (sc_rows, grid)):
+    d = rng.integers(-1, 16, size=N).astype(np.int32)
+    for kernel, planes in ((sc_segments, dict(key=key, x=x, flag=flag, buf=buf, acc=acc)), (sc_rows, grid),
+                           (sc_keyed, dict(key=key, d=d, x=x, acc=acc))):
         want = eagle.deploy(kernel, threads=4, min_chunk=MIN_CHUNK).run(**{k: np.copy(v) for k, v in planes.items()})
         gpu = eagle.deploy(kernel, target="spirv")
         got = gpu.run(**{k: np.copy(v) for k, v in planes.items()})
@@ -230,7 +294,9 @@ def test_the_stages_build_for_the_other_gpu_targets(gpu):
     key = _keys(rng)
     x = rng.normal(size=N)
     grid = dict(key=_keys(rng, ROWS * ROW).reshape(ROWS, ROW), x=rng.normal(size=(ROWS, ROW)))
-    for kernel, planes in ((sc_reverse_store, dict(key=key, x=x)), (sc_rows, grid)):
+    d = rng.integers(-1, 16, size=N).astype(np.int32)
+    for kernel, planes in ((sc_reverse_store, dict(key=key, x=x)), (sc_rows, grid),
+                           (sc_keyed, dict(key=key, d=d, x=x))):
         try:
             got = eagle.deploy(kernel, target=gpu).run(**planes)
         except eagle.RuntimeMissing as exc:

@@ -15,8 +15,9 @@ to the scatters' stage, which runs after the rest. Bad keys are reported per sta
 stage names the first bad key of the split-off sinks (the first stage's sinks, checked first, would be named
 before it). The scatters' stage keeps every value its scatters use. A forward or reverse scan's values (from the
 offsets an earlier stage left) and block reductions are made again there as one chunk makes them (every chunk
-runs every scan block and tile); when one of those values is a keyed scan's (its running values per block sit in
-a buffer the chunks share), the stage stays whole (one chunk, as before). When they
+runs every scan block and tile; a keyed scan's running values, in a buffer the chunks share in the chunked form,
+go to a buffer of each chunk's own); only when one of those values is a keyed scan's of more than
+KEYED_RANGE_KEYS keys does the stage stay whole (one chunk, as before). When they
 read a plane the rest writes (a lane's own value of an output, read before the lane assigns it: the only read of
 a written plane the language allows), the scatters' stage runs first instead, so it reads the values the whole
 stage would have read.
@@ -28,7 +29,7 @@ import math
 
 from mlir import ir
 
-from hawk.abi.layout import PAIR_SLOTS, sum_policy
+from hawk.abi.layout import KEYED_RANGE_KEYS, PAIR_SLOTS, sum_policy
 from hawk.ir.access import kernel_func, policy, scan_keys, scatter_mode, sink_name, store_key, stored_value
 from hawk.ir.dialect import is_hawk
 from hawk.ir.types import arg_names, drop_unused_args
@@ -85,7 +86,7 @@ def _in_ranges_already(func_op) -> bool:
     """Whether the stage is a slot-range stage as it is (hawk.abi.layout.wants_slot_ranges): its effects are
     scatters and stores of per-lane outputs it never reads; it may read a scan's offsets and fold block totals."""
     for op in _walk(func_op):
-        if is_hawk(op, "block_reduce") or (is_hawk(op, "scan_apply") and scan_keys(op) is None):
+        if is_hawk(op, "block_reduce") or (is_hawk(op, "scan_apply") and (scan_keys(op) or 0) <= KEYED_RANGE_KEYS):
             continue  # (read only: a scan's values from the offsets an earlier stage left; block totals per chunk)
         if is_hawk(op) and op.operation.name[5:] in _COLLECTIVES + ("cell",):
             return False

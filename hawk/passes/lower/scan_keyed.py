@@ -12,7 +12,8 @@ of SCAN_BLOCK counted from lane 0 (a host chunk and a GPU thread of the chunk fo
               (order="lane": the fold of the same key's earlier blocks) or runs on (order="key": the fold of
               every smaller key's blocks, then the same key's earlier ones).
   stage s+1   `scan_apply`: at a block's first lane the block's row of offsets is copied into its row of the
-              second half (the running values: the offsets stay for any later stage that reads the scan too);
+              second half (the running values: the offsets stay for any later stage that reads the scan too; in a
+              slot-range stage, where every chunk runs every block, into a row of the chunk's own instead);
               a lane with key k reads entry k (its exclusive value), folds x in, writes it back (its inclusive
               value); a lane with key -1 gets the identity.
 
@@ -28,6 +29,7 @@ from mlir.dialects import scf
 
 from hawk.abi.layout import SCAN_BLOCK
 from hawk.ir.access import scan_cell, scan_key, scan_keys, scan_mode, scan_op, scan_value
+from hawk.passes.lower import slot_ranges
 from hawk.passes.lower.context import Lowering
 
 _NE, _ULT = 1, 6  # arith.cmpi predicates
@@ -98,22 +100,25 @@ def keyed_apply(cx: Lowering, op) -> ir.Value:
     n, x, key, kind = scan_keys(op), scan_value(op), scan_key(op), scan_op(op)
     buf = cx.bufs[(scan_cell(op), "scanoff")]
     row = _row(cx, n)
-    run = e.add_i(_half(cx, n), row)
+    if slot_ranges.active(cx):  # every chunk runs every block: the running values in a row of its own
+        runs, run = cx.local_buffer(n, x.type), e.c(0)
+    else:
+        runs, run = buf, e.add_i(_half(cx, n), row)
 
     def start():
         loop = scf.ForOp(e.c(0), e.c(n), e.c(1))
         with ir.InsertionPoint(loop.body):
             k = loop.induction_variable
-            e.store(e.load(buf, e.add_i(row, k)), buf, e.add_i(run, k))
+            e.store(e.load(buf, e.add_i(row, k)), runs, e.add_i(run, k))
             scf.YieldOp([])
 
     _at_block_start(cx, start)
     branch = scf.IfOp(_inside(cx, key, n), [x.type], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         at = e.add_i(run, e.to_index(key))
-        prev = e.load(buf, at)
+        prev = e.load(runs, at)
         new = combine(cx, kind, prev, x)
-        e.store(new, buf, at)
+        e.store(new, runs, at)
         scf.YieldOp([new if scan_mode(op) == "inclusive" else prev])
     with ir.InsertionPoint(branch.else_block):
         scf.YieldOp([identity(cx, kind, x.type)])
