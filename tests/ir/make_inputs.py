@@ -97,6 +97,11 @@ def opt_big_sink(k: Index, x: Scalar, big: Mutable["slot":40_000_000], small: Mu
     return hawk.sum(x, policy="ordered")
 
 
+@hawk.kernel
+def opt_keyed_big(k: Index, d: Index, x: Scalar, big: Mutable["slot":40_000_000]):
+    hawk.scatter(big)[k] += hawk.scan(x, by=d, keys=16)  # (its second stage: slot ranges)
+
+
 @dataclass(frozen=True)
 class Input:
     kernel: object
@@ -128,6 +133,7 @@ INPUTS = {
     "split_sinks": Input(opt_big_sink, "verify-hawk"),
     "host_scan": Input(opt_scan, "verify-hawk,split-stages", stage=1),
     "host_scan_interior": Input(opt_runs, "verify-hawk,split-stages", stage=1),
+    "host_scan_keyed_ranges": Input(opt_keyed_big, "verify-hawk,split-stages", stage=1),
     "split_block": Input(opt_softmax, "verify-hawk"),
     "host_block": Input(opt_softmax, "verify-hawk,split-stages"),
     "gpu_blocks": Input(opt_softmax, "verify-hawk,split-stages,plan-buffers"),

@@ -430,6 +430,7 @@ def _dump_names(kernel) -> list[str]:
 
 def test_dump_dir_gets_one_file_per_pass_in_order(tmp_path, monkeypatch):
     dump = tmp_path / "dump"
+    ir_p_total.mlir(after="verify-hawk")  # its stages built first (see test_dump_stops_with_the_pipeline)
     monkeypatch.setenv("HAWK_DUMP_DIR", str(dump))
     final = ir_p_total.mlir(after="lower-to-llvm")
     names = sorted(p.name for p in dump.iterdir())
@@ -444,7 +445,8 @@ def test_dump_dir_gets_one_file_per_pass_in_order(tmp_path, monkeypatch):
 
 
 def test_dump_stops_with_the_pipeline(tmp_path, monkeypatch):
-    monkeypatch.setenv("HAWK_DUMP_DIR", str(tmp_path))
+    ir_p_ok.mlir(after="verify-hawk")  # its stages built first (else their analysis dumps too, whichever test ran
+    monkeypatch.setenv("HAWK_DUMP_DIR", str(tmp_path))  # before in this process: a flake under pytest-xdist)
     ir_p_ok.mlir(after="lower-host-lanes")
     assert sorted(p.name for p in tmp_path.iterdir()) == _dump_names(ir_p_ok)[:3]
 
