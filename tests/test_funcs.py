@@ -7,6 +7,7 @@ check that every kernel calling it gets a new key and the new result.
 """
 
 import importlib.util
+import math
 import pathlib
 import sys
 import textwrap
@@ -243,22 +244,33 @@ def test_early_returns_and_calls_inside_kernel_if_and_for(target):
 
 @hawk.func
 def soft(a):
-    return m.tanh(a)
+    return m.erf(a)
 
 
 @hawk.kernel
-def f_spirv_tanh(x: Scalar, y: Mutable[Scalar]):
-    y = soft(x) + 1.0  # @spirv_tanh
+def f_spirv_erf(x: Scalar, y: Mutable[Scalar]):
+    y = soft(x) + 1.0  # @spirv_erf
 
 
-def test_a_target_refusal_inside_a_func_points_at_the_calling_line():
+def test_a_target_refusal_inside_a_func_points_at_the_calling_line(monkeypatch, tmp_path):
+    # spirv computes every math function the front end makes, so erf is taken off its lists here
+    # (as in tests/test_target_refusals.py), with a disk cache of the test's own so that the kernel is compiled
+    import hawk.targets.spirv as spirv_target
+    import hawk.targets.spirv_math as spirv_math
+
     why = bt_target_missing("spirv")
     if why:
         bt_spirv_missing(f"target 'spirv' cannot run here: {why}")
-    with pytest.raises(hawk.KernelError) as excinfo:
-        bt_run_on("spirv", f_spirv_tanh, x=_x(10))
-    _refused(excinfo, "spirv_tanh", "kernel 'f_spirv_tanh'", "hawk.math.tanh on float64")
-    bt_close(bt_run_on("spirv", f_spirv_tanh, x=_x(10, np.float32)), np.tanh(_x(10, np.float32)) + 1.0, rtol=2e-6)
+    monkeypatch.setenv("HAWK_CACHE_DIR", str(tmp_path))
+    with monkeypatch.context() as patch:
+        patch.setattr(spirv_math, "F64_MORE", tuple(f for f in spirv_math.F64_MORE if f != "erf"))
+        patch.setattr(spirv_math, "F32_FUNCS", tuple(f for f in spirv_math.F32_FUNCS if f != "erf"))
+        patch.setattr(spirv_target, "NO_SPIRV", spirv_target.NO_SPIRV | {"erf"})
+        with pytest.raises(hawk.KernelError) as excinfo:
+            bt_run_on("spirv", f_spirv_erf, x=_x(10))
+    _refused(excinfo, "spirv_erf", "kernel 'f_spirv_erf'", "hawk.math.erf on float64")
+    x = _x(10)
+    bt_close(bt_run_on("spirv", f_spirv_erf, x=x), np.array([math.erf(v) for v in x.tolist()]) + 1.0, rtol=1e-15)
 
 
 # ------------------------------------------------------------------ calling from Python

@@ -1,7 +1,8 @@
-"""float64 expm1, log1p, sinh, cosh, tanh and pow on the spirv target (hawk/targets/spirv_math64.py, on the target's
-own exp and log; pow through a double-double logarithm): within 2 ulps of the correctly rounded value (tanh and pow
-3), measured against mpmath at 120 bits, with zeros (and their signs), infinities and NaNs exactly IEEE's, and pow's
-subnormal results within one subnormal step. Before, float64 calls of these were refused on spirv.
+"""float64 expm1, log1p, sinh, cosh, tanh, erf and pow on the spirv target (hawk/targets/spirv_math64.py, on the
+target's own exp and log; pow through a double-double logarithm): within 2 ulps of the correctly rounded value
+(erf 1, tanh and pow 3), measured against mpmath at 120 bits, with zeros (and their signs), infinities and NaNs
+exactly IEEE's, and pow's subnormal results within one subnormal step. Before, float64 calls of these (and erf at
+any width) were refused on spirv.
 """
 
 import mpmath
@@ -15,12 +16,13 @@ from hawk import Mutable, Scalar
 SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -0.5, 5e-324, 1e-310, 1e-300, -1e-300,
                      1e-40, 1e-7, -1e-7, 0.3465, -0.3466, 20.0, -20.0, 22.0, -22.0, 22.5, 88.7, -104.0, 709.78,
                      709.79, 710.47, 710.48, -710.47, -708.5, -740.0, -745.2, 1 - 2.0 ** -53, -1 + 2.0 ** -53])
-BOUND = {"em1": 2.0, "l1p": 2.0, "sh": 2.0, "ch": 2.0, "th": 3.0}
+BOUND = {"em1": 2.0, "l1p": 2.0, "sh": 2.0, "ch": 2.0, "th": 3.0, "er": 1.0}
 
 
 @hawk.kernel
 def v_math64(x: Scalar, em1: Mutable[Scalar], l1p: Mutable[Scalar], sh: Mutable[Scalar], ch: Mutable[Scalar],
-             th: Mutable[Scalar]):
+             th: Mutable[Scalar], er: Mutable[Scalar]):
+    er = m.erf(x)
     em1 = m.expm1(x)
     l1p = m.log1p(x)
     sh = m.sinh(x)
@@ -34,10 +36,13 @@ def _exact(name: str, v: float) -> float:
         return np.nan
     if v == 0.0:
         return 1.0 if name == "ch" else v  # (the sign of a zero argument is kept)
+    if np.isinf(v) and name == "er":
+        return float(np.sign(v))
     if name == "l1p" and v == -1.0:
         return -np.inf
     with mpmath.workprec(120):
-        f = {"em1": mpmath.expm1, "l1p": mpmath.log1p, "sh": mpmath.sinh, "ch": mpmath.cosh, "th": mpmath.tanh}[name]
+        f = {"em1": mpmath.expm1, "l1p": mpmath.log1p, "sh": mpmath.sinh, "ch": mpmath.cosh, "th": mpmath.tanh,
+             "er": mpmath.erf}[name]
         return float(f(mpmath.mpf(float(v))))
 
 
@@ -99,3 +104,20 @@ def test_float64_pow_within_three_ulps_and_ieee_at_the_edges():
     same = ((got[rest] == ieee[rest]) & (np.signbit(got[rest]) == np.signbit(ieee[rest]))) | \
         (np.isnan(got[rest]) & np.isnan(ieee[rest]))
     assert same.all(), list(zip(x[rest][~same], y[rest][~same], got[rest][~same], ieee[rest][~same], strict=True))
+
+
+@hawk.kernel
+def v_erf32(x: Scalar) -> Scalar:
+    return m.erf(x)
+
+
+def test_float32_erf_is_correctly_rounded_here():
+    why = bt_target_missing("spirv")
+    if why:
+        bt_spirv_missing(f"target 'spirv' cannot run here: {why}")
+    rng = np.random.default_rng(66)
+    x = np.concatenate([rng.uniform(-6.5, 6.5, 3000), np.exp(rng.uniform(-80, 1.5, 1000)), SPECIALS]).astype(np.float32)
+    dev = np.asarray(bt_run_on("spirv", v_erf32, x=x))
+    want = np.array([_exact("er", v) for v in x.astype(np.float64).tolist()]).astype(np.float32)
+    err = _ulps(dev.astype(np.float64), want.astype(np.float64))  # (in float64 ulps: 0 means the same float32)
+    assert err.max() == 0.0, (x[err.argmax()], dev[err.argmax()], want[err.argmax()])

@@ -19,9 +19,9 @@ default (lavapipe keeps them; so do NVIDIA and AMD for float64, float32 may flus
 Math: GLSL.std.450 (the only math library a Vulkan shader has) works in 32 bits only, with Vulkan's loose precision
 rules, and has no erf; hawk/targets/spirv_math.py compiles its own exp, log, exp2, log2, log10, sin, cos, tan,
 asin, acos, atan and atan2 (float64: within 1-2 ulps), hawk/targets/spirv_math64.py float64 expm1, log1p, sinh,
-cosh, tanh and pow on those (within 2-3 ulps; pow through a double-double logarithm), and the float32 calls of
-all of them run in float64, rounded once. erf and cbrt (at any width) are refused at compile time with the
-function named, rather than silently run at lower precision; the host, nvvm and rocdl targets run them.
+cosh, tanh, erf and pow on those (within 1-3 ulps; pow through a double-double logarithm), and the float32 calls
+of all of them run in float64, rounded once. Math it lacks (NO_SPIRV: erfc and cbrt, which the front end does not
+make today) is refused at compile time with the function named, rather than silently run at lower precision.
 sin/cos/tan of |x| > 2^19 pi are refused at run time.
 
 Workarounds for this MLIR (22.1.8) and for Mesa's lavapipe, in hawk/targets/spirv_lower.py (the last two below):
@@ -74,7 +74,7 @@ SERIALIZE = "builtin.module(gpu-module-to-binary{format=bin})"
 
 # math with no GLSL.std.450 instruction at any width, and none of eagle's own (hawk/targets/spirv_math.py and
 # spirv_math64.py lower the rest before this check, float64 included)
-NO_SPIRV = {"erf", "erfc", "cbrt"}
+NO_SPIRV = {"erfc", "cbrt"}  # (the front end makes neither today)
 # what a kernel author wrote for each math op (powf comes from `**` or hawk.math.pow)
 SPELLING = {"powf": "pow"}
 

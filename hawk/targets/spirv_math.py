@@ -487,7 +487,7 @@ def fmod(b: _B, x, y):
 
 
 F64_FUNCS = ("exp", "log", "sin", "cos", "tan", "exp2", "log2", "log10", "atan", "atan2", "asin", "acos")
-F64_MORE = ("expm1", "log1p", "sinh", "cosh", "tanh", "powf")  # float64 ones on exp and log (spirv_math64.py)
+F64_MORE = ("expm1", "log1p", "sinh", "cosh", "tanh", "powf", "erf")  # on exp and log (spirv_math64.py)
 F32_FUNCS = (*F64_FUNCS, *F64_MORE)
 INV_LN2_TAIL = 2.0355273740931033e-17  # 1/ln 2 - INV_LN2
 INV_LN10, INV_LN10_TAIL = 0.4342944819032518, 1.098319650216765e-17
@@ -524,6 +524,10 @@ def _f64(b: _B, fn: str, args, flag):
         return {"atan": atan, "asin": asin, "acos": acos}[fn](b, x)
     if fn == "atan2":
         return atan2(b, args[0], args[1])
+    if fn == "erf":  # (float32: the float64 code, rounded once by the caller)
+        from hawk.targets.spirv_math64 import erf
+
+        return erf(b, x)
     return {"expm1": expm1_32, "log1p": log1p_32, "sinh": sinh_32, "cosh": cosh_32, "tanh": tanh_32}[fn](b, x) \
         if fn != "powf" else pow_32(b, x, args[1])
 

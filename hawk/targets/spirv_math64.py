@@ -1,5 +1,5 @@
-"""float64 expm1, log1p, sinh, cosh and tanh for the SPIR-V target, built on spirv_math's exp and log (each
-within 1 ulp), without branches (every side computed, one selected).
+"""float64 expm1, log1p, sinh, cosh, tanh, pow and erf for the SPIR-V target, built on spirv_math's exp and log
+(each within 1 ulp), without branches (every side computed, one selected). (erf also serves float32 calls.)
 
   expm1: Kahan's u = exp(x), (u - 1) x / log(u) (the quotient is taken at the u actually computed, which cancels
          exp's rounding); x where u == 1, u - 1 itself for x > 1 (no cancellation there, and (u - 1) x could
@@ -15,9 +15,10 @@ within 1 ulp), without branches (every side computed, one selected).
          term (about 2^-62 relative in all), y times it by Dekker's product, then exp(z_hi) (1 + z_lo); zeros,
          infinities and NaNs of x or y take the plain y log|x|, and pow_32's IEEE rules give signs and NaNs. A
          plain exp(y log x) would be off by up to |y log x| ulps (hundreds near the overflow threshold).
-Measured against mpmath over the spirv tests' inputs (tests/test_spirv_math64.py): within 2 ulps (tanh 3), and
-subnormal pow results within 1 ulp of the subnormal spacing. Every float op is exact-decorated (NoContraction),
-which the error-free transformations here need.
+  erf:   fdlibm's s_erf.c ranges and rational approximations (below, by the constants).
+Measured against mpmath over the spirv tests' inputs (tests/test_spirv_math64.py): within 2 ulps (erf 1; tanh and
+pow 3), and subnormal pow results within 1 ulp of the subnormal spacing. Every float op is exact-decorated
+(NoContraction), which the error-free transformations here need.
 """
 
 from __future__ import annotations
@@ -146,4 +147,53 @@ def pow64(b: _B, x, y):
     return pow_specials(b, x, y, b.mul(exp(b, zh), b.add(1.0, zl)))
 
 
-FUNCS = {"expm1": expm1, "log1p": log1p, "tanh": tanh, "sinh": sinh, "cosh": cosh, "powf": pow64}
+# erf after fdlibm's s_erf.c: x + x P(x^2)/Q(x^2) below 0.84375, erx + P(s)/Q(s) with s = |x| - 1 below 1.25, then
+# 1 - exp(-z^2 - 0.5625) exp((z - x)(z + x) + R(1/x^2)/S(1/x^2)) / x with z = x cut to its high 32 bits, +-1 from 6
+ERX, EFX8 = 8.45062911510467529297e-01, 1.02703333676410069053e+00
+ERF_PP = (1.28379167095512558561e-01, -3.25042107247001499370e-01, -2.84817495755985104766e-02,
+          -5.77027029648944159157e-03, -2.37630166566501626084e-05)
+ERF_QQ = (1.0, 3.97917223959155352819e-01, 6.50222499887672944485e-02, 5.08130628187576562776e-03,
+          1.32494738004321644526e-04, -3.96022827877536812320e-06)
+ERF_PA = (-2.36211856075265944077e-03, 4.14856118683748331666e-01, -3.72207876035701323847e-01,
+          3.18346619901161753674e-01, -1.10894694282396677476e-01, 3.54783043256182359371e-02,
+          -2.16637559486879084300e-03)
+ERF_QA = (1.0, 1.06420880400844228286e-01, 5.40397917702171048937e-01, 7.18286544141962662868e-02,
+          1.26171219808761642112e-01, 1.36370839120290507362e-02, 1.19844998467991074170e-02)
+ERF_RA = (-9.86494403484714822705e-03, -6.93858572707181764372e-01, -1.05586262253232909814e+01,
+          -6.23753324503260060396e+01, -1.62396669462573470355e+02, -1.84605092906711035994e+02,
+          -8.12874355063065934246e+01, -9.81432934416914548592e+00)
+ERF_SA = (1.0, 1.96512716674392571292e+01, 1.37657754143519042600e+02, 4.34565877475229228821e+02,
+          6.45387271733267880336e+02, 4.29008140027567833386e+02, 1.08635005541779435134e+02,
+          6.57024977031928170135e+00, -6.04244152148580987438e-02)
+ERF_RB = (-9.86494292470009928597e-03, -7.99283237680523006574e-01, -1.77579549177547519889e+01,
+          -1.60636384855821916062e+02, -6.37566443368389627722e+02, -1.02509513161107724954e+03,
+          -4.83519191608651397019e+02)
+ERF_SB = (1.0, 3.03380607434824582924e+01, 3.25792512996573918826e+02, 1.53672958608443695994e+03,
+          3.19985821950859553908e+03, 2.55305040643316442583e+03, 4.74528541206955367215e+02,
+          -2.24409524465858183362e+01)
+ERF_RB_FROM = 2.8571434020996094  # (high word 0x4006DB6E: fdlibm's switch from the ra/sa to the rb/sb pair)
+
+
+def erf(b: _B, x):
+    ax = b.absf(x)
+    z = b.mul(x, x)
+    small = b.add(x, b.mul(x, b.div(b.poly(z, list(ERF_PP)), b.poly(z, list(ERF_QQ)))))
+    tiny = b.mul(0.125, b.add(b.mul(8.0, x), b.mul(EFX8, x)))  # (no underflow on the way)
+    small = b.sel(b.fcmp("olt", ax, 2.0 ** -28), tiny, small)
+    s1 = b.sub(ax, 1.0)
+    mid = b.add(ERX, b.div(b.poly(s1, list(ERF_PA)), b.poly(s1, list(ERF_QA))))
+    xa = b.op("arith.maximumf", [b.op("arith.minimumf", [ax, b.c(6.0)], b.f), b.c(1.25)], b.f)
+    s = b.div(1.0, b.mul(xa, xa))
+    near = b.fcmp("olt", xa, ERF_RB_FROM)
+    r_s = b.sel(near, b.div(b.poly(s, list(ERF_RA)), b.poly(s, list(ERF_SA))),
+                b.div(b.poly(s, list(ERF_RB)), b.poly(s, list(ERF_SB))))
+    zc = b.real(b.iand(b.bits(xa), -(1 << 32)))  # xa with its low 32 bits cleared: zc^2 is exact
+    r = b.mul(exp(b, b.sub(b.neg(b.mul(zc, zc)), 0.5625)),
+              exp(b, b.add(b.mul(b.sub(zc, xa), b.add(zc, xa)), r_s)))
+    big = b.sub(1.0, b.div(r, xa))
+    far = b.sel(b.fcmp("olt", ax, 1.25), mid, b.sel(b.fcmp("olt", ax, 6.0), big, 1.0))
+    out = b.sel(b.fcmp("olt", ax, 0.84375), small, b.op("math.copysign", [far, x], b.f))
+    return b.sel(b.fcmp("uno", x, x), b.add(x, x), out)
+
+
+FUNCS = {"expm1": expm1, "log1p": log1p, "tanh": tanh, "sinh": sinh, "cosh": cosh, "powf": pow64, "erf": erf}
