@@ -11,7 +11,7 @@ from conftest import bt_same_bits, bt_spirv_missing, bt_target_missing
 import eagle
 import hawk
 import hawk.math as m
-from hawk import Scalar
+from hawk import Index, Scalar
 
 X = np.array([1.5, -2.0, 0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -3e38])
 
@@ -58,3 +58,20 @@ def test_a_folded_zero_follows_ieee(target, dtype):
             want = ref(x).astype(dtype)
         got = np.asarray(eagle.deploy(kernel, target=target).run(x=x))
         bt_same_bits(got, want, f"{kernel.name} on {target} ({np.dtype(dtype).name})")
+
+
+@hawk.kernel
+def zf_expr(x: Scalar, k: Index) -> Scalar:
+    return x / m.to_float((k - k) % 3)  # (a zero only folding proves: MLIR's canonicaliser, then the driver)
+
+
+@pytest.mark.parametrize("target", ["host", "spirv"])
+def test_a_zero_that_folding_proves_follows_ieee(target):
+    if target == "spirv":
+        why = bt_target_missing("spirv")
+        if why:
+            bt_spirv_missing(f"target 'spirv' cannot run here: {why}")
+    k = np.arange(X.size, dtype=np.int64)
+    with np.errstate(all="ignore"):
+        want = X / 0.0
+    bt_same_bits(np.asarray(eagle.deploy(zf_expr, target=target).run(x=X, k=k)), want, f"zf_expr on {target}")

@@ -141,6 +141,8 @@ class SpirvTarget:
                 workgroup_allocs(f)  # first: later steps add arguments (the status buffer)
             try:
                 scalarize(g)
+                # folded first, so that every float zero MLIR can prove is a constant for opaque_zeros to hide
+                passmanager.PassManager.parse("builtin.module(gpu.module(canonicalize))").run(module.operation)
                 for f in _funcs(g):
                     status = add_loop_canary(f)
                     lower_math(f, status)

@@ -4,7 +4,9 @@ replaced by a zero computed at run time.
 Why: Mesa's lavapipe (22.3, the CI's Vulkan device) folds `x * 0.0` to 0 and `x / 0.0` to 0 at shader compile
 time even for instructions decorated NoContraction and with SignedZeroInfNanPreserve declared, where IEEE (and the
 host target) give NaN for an infinite or NaN x and +-inf or NaN for the division. Such constants reach the kernel
-when the front end or MLIR's canonicaliser folds an expression to zero (`x / m.to_float(m.index(0.5, n))`). A
+when the front end or MLIR's canonicaliser folds an expression to zero (`x / m.to_float(m.index(0.5, n))`,
+`x / m.to_float((k - k) % 3)`: the spirv target canonicalises the kernel before this step, so that every zero
+MLIR can prove is a constant here; a zero only the driver proves is beyond reach). A
 zero the driver cannot know keeps IEEE's rules: `float(status[0] - CANARY_TRIPS)`, read from eagle's status
 buffer (whose word 0 the runtime sets to CANARY_TRIPS and no invocation writes; hawk/targets/spirv_lower.py
 `add_loop_canary`), negated for -0.0. One load and one conversion per invocation, where a kernel has such an op.
