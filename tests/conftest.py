@@ -316,3 +316,58 @@ def fold_reports(monkeypatch):
 
     monkeypatch.setattr(eagle.native.StageArgs, "fire", recording)
     return seen
+
+
+def bt_sink_keys(rng, n: int, slots: int, minus: float = 0.05) -> np.ndarray:
+    """n scatter keys into `slots` slots, uniform, a fraction `minus` of them -1 (adds nothing), as int32."""
+    key = rng.integers(0, slots, size=n)
+    key[rng.uniform(size=n) < minus] = -1
+    return key.astype(np.int32)
+
+
+def bt_split_runs(kernel, sinks, stages: int, threads, min_chunk: int, **planes) -> dict:
+    """A kernel whose last stage runs in slot ranges (tests of hawk/passes/split_sinks.py), run at each of
+    `threads` (passed sinks copied first): the same bits at every count, `stages` stages, the last in one slot
+    range per thread and a stage before it (if any) in several chunks. Its outputs at threads[0], by name (a
+    lone output under the first sink's name)."""
+    import eagle
+
+    got = []
+    for t in threads:
+        given = {k: (np.array(v, copy=True) if k in sinks else v) for k, v in planes.items()}
+        plan = eagle.deploy(kernel, threads=t, min_chunk=min_chunk)
+        out = plan.run(**given)
+        chunks = plan.last_chunks
+        assert len(chunks) == stages and chunks[-1] == t, f"{kernel.name} threads={t}: {chunks}"
+        if t > 1 and stages > 1:
+            assert chunks[-2] > 1, f"{kernel.name} threads={t}: the stage before ran {chunks} chunk(s)"
+        out = out if isinstance(out, dict) else {sinks[0]: out}
+        got.append({k: np.asarray(v) for k, v in out.items()})
+    for t, out in zip(threads[1:], got[1:], strict=True):
+        bt_same_bits(out, got[0], f"{kernel.name}: threads {t} against threads {threads[0]}")
+    return got[0]
+
+
+def bt_gpu_builds(gpu: str, kernel, planes: dict) -> None:
+    """Without the GPU target's runtime the kernel compiles (PTX / AMD code objects), then raises RuntimeMissing
+    saying so; with one, its results are the host's bits."""
+    import eagle
+
+    try:
+        got = eagle.deploy(kernel, target=gpu).run(**planes)
+    except eagle.RuntimeMissing as exc:
+        assert "compiled" in str(exc), (kernel.name, str(exc))  # (raised after the build, not instead of it)
+        return
+    bt_same_bits(np.asarray(got), np.asarray(eagle.deploy(kernel).run(**planes)), f"{kernel.name} on {gpu}")
+
+
+def bt_ulps(got, want, dtype=np.float64) -> np.ndarray:
+    """|got - want| in ulps of `dtype` at `want`, per value; NaN meets NaN, and zeros (with their signs) and
+    infinities must match exactly (else inf)."""
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    same = ((got == want) & (np.signbit(got) == np.signbit(want))) | (np.isnan(got) & np.isnan(want))
+    step = np.spacing(np.abs(np.where(np.isfinite(want), want, 0.0)).astype(dtype)).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        err = np.where(same, 0.0, np.abs(got - want) / step)
+    err[(~np.isfinite(want) | (want == 0.0)) & ~same] = np.inf
+    return err

@@ -18,7 +18,14 @@ import math
 
 import numpy as np
 import pytest
-from conftest import bt_neumaier_scatter, bt_same_bits, bt_spirv_missing, bt_target_missing
+from conftest import (
+    bt_gpu_builds,
+    bt_neumaier_scatter,
+    bt_same_bits,
+    bt_sink_keys,
+    bt_spirv_missing,
+    bt_target_missing,
+)
 
 import eagle
 import hawk
@@ -91,12 +98,6 @@ def sr_reads_output(key: Index, x: Scalar, acc: Mutable["slot":3000], y: Mutable
     y = x
 
 
-def _keys(rng, n: int, slots: int, minus: float = 0.05) -> np.ndarray:
-    key = rng.integers(0, slots, size=n)
-    key[rng.uniform(size=n) < minus] = -1
-    return key.astype(np.int32)
-
-
 def _threads(kernel, sinks: tuple[str, ...] = ("acc",), **planes) -> np.ndarray:
     """The kernel's result at threads 1..4: each run in one part per thread (every part a chunk), the passed sinks
     written in place, the same bits at every thread count. Returns the result (a dict for several sinks)."""
@@ -155,7 +156,7 @@ def test_the_form_and_its_limit(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_plain_adds_in_lane_order(dtype):
     rng = np.random.default_rng(81_000)
-    slot = _keys(rng, N, SLOTS)
+    slot = bt_sink_keys(rng, N, SLOTS)
     key = (slot + 1).astype(np.int32)  # the kernel's key - 1 is the slot (0 - 1: no slot)
     x = (rng.normal(size=N) * 10.0 ** rng.integers(-5, 6, size=N)).astype(dtype)
     prior = rng.normal(size=SLOTS).astype(dtype)
@@ -171,7 +172,7 @@ def test_runs_again_and_over_part_of_the_lanes():
     rng = np.random.default_rng(81_010)
     plan = eagle.deploy(sr_computed, threads=3, min_chunk=MIN_CHUNK)
     for trial in range(3):
-        slot = _keys(rng, N, SLOTS)
+        slot = bt_sink_keys(rng, N, SLOTS)
         x = rng.normal(size=N)
         prior = rng.normal(size=SLOTS)
         lo, hi = (0, N) if trial < 2 else (1234, N - 777)
@@ -187,7 +188,7 @@ def test_runs_again_and_over_part_of_the_lanes():
 def test_compensated_sums_are_one_chunks(dtype):
     rng = np.random.default_rng(81_001)
     slots = 40_000
-    key = _keys(rng, N, slots // 10)
+    key = bt_sink_keys(rng, N, slots // 10)
     key = np.where(key >= 0, key * 10 + 3, -1).astype(np.int32)  # many terms a slot
     x = (rng.normal(size=N) * 10.0 ** rng.integers(-6, 7, size=N)).astype(dtype)
     prior = rng.normal(size=slots).astype(dtype)
@@ -197,9 +198,9 @@ def test_compensated_sums_are_one_chunks(dtype):
     bt_same_bits(got, bt_neumaier_scatter(prior, key, x, dtype), "one chunk's Neumaier steps in lane order")
 
 
-def test_vector_payload_two_key_axes_and_sorted_keys():
+def test_vector_payload_two_key_axes_and_sortedbt_sink_keys():
     rng = np.random.default_rng(81_002)
-    key = _keys(rng, N, SLOTS)
+    key = bt_sink_keys(rng, N, SLOTS)
     v = rng.normal(size=(2, N)) * 1e3
     r, c = rng.integers(0, 5, size=N).astype(np.int32), rng.integers(0, 6, size=N).astype(np.int32)
     r[:50] = -1
@@ -225,7 +226,7 @@ def _fsum_per_slot(prior, key, x) -> np.ndarray:
 
 def test_a_plain_and_an_ordered_sink_in_one_stage():
     rng = np.random.default_rng(81_003)
-    key, other = _keys(rng, N, SLOTS), _keys(rng, N, 500)
+    key, other = bt_sink_keys(rng, N, SLOTS), bt_sink_keys(rng, N, 500)
     x = rng.normal(size=N) * 10.0 ** rng.integers(-300, 300, size=N)  # the ordered sum is exact whatever the range
     x[:4] = [1e300, -1e300, 5e-324, -0.0]
     other[:4] = 7
@@ -239,7 +240,7 @@ def test_a_plain_and_an_ordered_sink_in_one_stage():
 
 def test_lane_outputs_beside_a_large_sink():
     rng = np.random.default_rng(81_009)
-    key = _keys(rng, N, SLOTS)
+    key = bt_sink_keys(rng, N, SLOTS)
     x, v = rng.normal(size=N), rng.normal(size=(2, N))
     y_given = np.full((2, N), np.nan)  # written in place: every lane by chunk 0
     got = _threads(sr_with_output, sinks=("y",), key=key, x=x, v=v, y=y_given)
@@ -259,14 +260,14 @@ def _last_writer(prior, key, values):
 
 def test_stores_and_stored_and_added_sinks_keep_lane_order():
     rng = np.random.default_rng(81_004)
-    key = _keys(rng, N, SLOTS, minus=0.3)
+    key = bt_sink_keys(rng, N, SLOTS, minus=0.3)
     x = rng.integers(-4000, 4000, size=N) / 4.0  # sums of these are exact in any order
     prior = np.linspace(-1.0, 1.0, SLOTS)
     prior[:10] = -0.0
     key[np.isin(key, np.arange(10))] = 10
     got = _threads(sr_store, sinks=("buf",), key=key, x=x, buf=prior)
     bt_same_bits(got, _last_writer(prior, key, x), "the last lane's store")
-    other = _keys(rng, N, SLOTS, minus=0.2)
+    other = bt_sink_keys(rng, N, SLOTS, minus=0.2)
     other[: N // 2] = key[: N // 2]  # half the lanes add into the slot they just stored
     other[np.isin(other, np.arange(10))] = 11
     got = _threads(sr_mixed, sinks=("buf",), key=key, other=other, x=x, buf=prior)
@@ -284,7 +285,7 @@ def test_a_bad_key_is_reported_once_and_changes_nothing():
     # a computed key (the binder checks keys read straight from an Index plane before the run): every part runs
     # every lane, and part 0 alone reports, so the count and the first bad key are one chunk's
     rng = np.random.default_rng(81_005)
-    key = _keys(rng, N, SLOTS) + 1
+    key = bt_sink_keys(rng, N, SLOTS) + 1
     key[[100, 9000, 15000]] = [SLOTS + 6, -6, SLOTS + 1]  # slots 3005, -7, 3000: in three different parts' lanes
     x = rng.normal(size=N)
     prior = rng.normal(size=SLOTS)
@@ -301,7 +302,7 @@ def test_a_bad_key_is_reported_once_and_changes_nothing():
 def test_artifacts_carry_the_form(tmp_path):
     hawk.artifact.build_bundle([sr_mixed], tmp_path, targets=("host",), dtypes=("float64",))
     rng = np.random.default_rng(81_006)
-    key, other = _keys(rng, N, SLOTS), _keys(rng, N, SLOTS)
+    key, other = bt_sink_keys(rng, N, SLOTS), bt_sink_keys(rng, N, SLOTS)
     planes = dict(key=key, other=other, x=rng.integers(-4000, 4000, size=N) / 4.0)
     plan = eagle.deploy(sr_mixed, threads=3, min_chunk=MIN_CHUNK)
     want = np.asarray(plan.run(**planes))
@@ -319,7 +320,7 @@ def test_spirv_gives_the_hosts_bits(kernel):
     if why:
         bt_spirv_missing(f"target 'spirv' cannot run here: {why}")
     rng = np.random.default_rng(81_007)
-    key, other = _keys(rng, N, SLOTS), _keys(rng, N, 500)
+    key, other = bt_sink_keys(rng, N, SLOTS), bt_sink_keys(rng, N, 500)
     x = rng.integers(-4000, 4000, size=N) / 4.0 if kernel is sr_mixed else rng.normal(size=N) * 1e3
     planes = dict(key=key, x=x)
     if kernel is sr_with_output:
@@ -369,7 +370,7 @@ def test_a_compensated_companion_is_folded_on_every_thread(monkeypatch, reports,
 
     slots, n = 40_000, 60_000
     rng = np.random.default_rng(81_008)
-    key = _keys(rng, n, slots)
+    key = bt_sink_keys(rng, n, slots)
     x = (rng.normal(size=n) * 10.0 ** rng.integers(-8, 9, size=n)).astype(dtype)
     x[:3], key[:3] = [np.inf, -np.inf, np.nan], [5, 5, 6]  # non-finite sums keep no correction
     prior = rng.normal(size=slots).astype(dtype)
@@ -399,7 +400,7 @@ def test_spirv_reports_a_computed_bad_key_once_and_changes_nothing():
     if why:
         bt_spirv_missing(f"target 'spirv' cannot run here: {why}")
     rng = np.random.default_rng(81_008)
-    key = _keys(rng, N, SLOTS) + 1
+    key = bt_sink_keys(rng, N, SLOTS) + 1
     key[[100, 9000, 15000]] = [SLOTS + 6, -6, SLOTS + 1]
     x = rng.normal(size=N)
     prior = rng.normal(size=SLOTS)
@@ -415,12 +416,7 @@ def test_the_form_builds_for_the_other_gpu_targets(gpu):
     """Without the GPU's runtime each kernel compiles (PTX / AMD code objects), then raises RuntimeMissing; with
     one, the results are the host's (sr_store: no float atomics for stores, so slot ranges on every GPU)."""
     rng = np.random.default_rng(81_009)
-    key, other = _keys(rng, N, SLOTS), _keys(rng, N, SLOTS)
+    key, other = bt_sink_keys(rng, N, SLOTS), bt_sink_keys(rng, N, SLOTS)
     for kernel, planes in ((sr_store, dict(key=key, x=rng.normal(size=N))),
                            (sr_mixed, dict(key=key, other=other, x=rng.integers(-4000, 4000, size=N) / 4.0))):
-        try:
-            got = eagle.deploy(kernel, target=gpu).run(**planes)
-        except eagle.RuntimeMissing as exc:
-            assert "compiled" in str(exc), (kernel.name, str(exc))  # (raised after the build, not instead of it)
-            continue
-        bt_same_bits(np.asarray(got), np.asarray(eagle.deploy(kernel).run(**planes)), f"{kernel.name} on {gpu}")
+        bt_gpu_builds(gpu, kernel, planes)

@@ -7,7 +7,7 @@ any width) were refused on spirv.
 
 import mpmath
 import numpy as np
-from conftest import bt_run_on, bt_spirv_missing, bt_target_missing
+from conftest import bt_run_on, bt_spirv_missing, bt_target_missing, bt_ulps
 
 import hawk
 import hawk.math as m
@@ -46,16 +46,7 @@ def _exact(name: str, v: float) -> float:
         return float(f(mpmath.mpf(float(v))))
 
 
-def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    same = ((got == want) & (np.signbit(got) == np.signbit(want))) | (np.isnan(got) & np.isnan(want))
-    step = np.spacing(np.abs(np.where(np.isfinite(want), want, 0.0)))
-    with np.errstate(invalid="ignore"):
-        err = np.where(same, 0.0, np.abs(got - want) / step)
-    err[(~np.isfinite(want) | (want == 0.0)) & ~same] = np.inf  # zeros, infinities and NaNs: exactly
-    return err
-
-
-def test_float64_expm1_log1p_sinh_cosh_tanh_within_a_few_ulps():
+def test_float64_expm1_log1p_sinh_cosh_tanh_within_a_fewbt_ulps():
     why = bt_target_missing("spirv")
     if why:
         bt_spirv_missing(f"target 'spirv' cannot run here: {why}")
@@ -66,7 +57,7 @@ def test_float64_expm1_log1p_sinh_cosh_tanh_within_a_few_ulps():
     dev = bt_run_on("spirv", v_math64, x=x)
     for name, bound in BOUND.items():
         want = np.array([_exact(name, v) for v in x.tolist()])
-        err = _ulps(np.asarray(dev[name], dtype=np.float64), want)
+        err = bt_ulps(np.asarray(dev[name], dtype=np.float64), want)
         worst = int(np.argmax(err))
         assert err[worst] <= bound, (name, x[worst], dev[name][worst], want[worst], err[worst])
 
@@ -96,7 +87,7 @@ def test_float64_pow_within_three_ulps_and_ieee_at_the_edges():
     with mpmath.workprec(150):
         want = np.array([float(mpmath.power(mpmath.mpf(a), mpmath.mpf(b))) if ok else w
                          for a, b, ok, w in zip(x.tolist(), y.tolist(), normal.tolist(), ieee.tolist(), strict=True)])
-    err = _ulps(got[normal], want[normal])
+    err = bt_ulps(got[normal], want[normal])
     assert err.max() <= 3.0, (x[normal][err.argmax()], y[normal][err.argmax()], err.max())
     sub = ~normal & np.isfinite(ieee) & (ieee != 0)
     assert np.all(np.abs(got[sub] - ieee[sub]) <= 5e-324), (x[sub], y[sub], got[sub], ieee[sub])
@@ -119,5 +110,5 @@ def test_float32_erf_is_correctly_rounded_here():
     x = np.concatenate([rng.uniform(-6.5, 6.5, 3000), np.exp(rng.uniform(-80, 1.5, 1000)), SPECIALS]).astype(np.float32)
     dev = np.asarray(bt_run_on("spirv", v_erf32, x=x))
     want = np.array([_exact("er", v) for v in x.astype(np.float64).tolist()]).astype(np.float32)
-    err = _ulps(dev.astype(np.float64), want.astype(np.float64))  # (in float64 ulps: 0 means the same float32)
+    err = bt_ulps(dev.astype(np.float64), want.astype(np.float64))  # (in float64 ulps: 0 means the same float32)
     assert err.max() == 0.0, (x[err.argmax()], dev[err.argmax()], want[err.argmax()])

@@ -13,7 +13,14 @@ import math
 
 import numpy as np
 import pytest
-from conftest import bt_neumaier_scatter, bt_same_bits, bt_spirv_missing, bt_target_missing
+from conftest import (
+    bt_neumaier_scatter,
+    bt_same_bits,
+    bt_sink_keys,
+    bt_spirv_missing,
+    bt_split_runs,
+    bt_target_missing,
+)
 
 import eagle
 import hawk
@@ -54,27 +61,13 @@ def ss_staged(key: Index, x: Scalar, acc: Mutable["slot":3000], var: Mutable[Sca
 
 
 def _keys(rng, n=N, slots=SLOTS):
-    key = rng.integers(0, slots, size=n)
-    key[rng.uniform(size=n) < 0.05] = -1
-    return key.astype(np.int32)
+    return bt_sink_keys(rng, n, slots)
 
 
 def _runs(kernel, sinks, stages, **planes):
-    """The kernel's outputs at threads 1..4 (passed sinks copied first), the same bits at every count; each run's
-    first stage in several chunks and its split-off stage in one part per thread."""
-    got = []
-    for threads in THREADS:
-        given = {k: (np.array(v, copy=True) if k in sinks else v) for k, v in planes.items()}
-        plan = eagle.deploy(kernel, threads=threads, min_chunk=MIN_CHUNK)
-        out = plan.run(**given)
-        chunks = plan.last_chunks
-        assert len(chunks) == stages and chunks[-1] == threads, f"{kernel.name} threads={threads}: {chunks}"
-        if threads > 1:
-            assert chunks[-2] > 1, f"{kernel.name} threads={threads}: the first stage ran {chunks} chunk(s)"
-        got.append({k: np.asarray(v) for k, v in out.items()})
-    for threads, out in zip(THREADS[1:], got[1:], strict=True):
-        bt_same_bits(out, got[0], f"{kernel.name}: threads {threads} against threads 1")
-    return got[0]
+    """The kernel's outputs at threads 1..4, the same bits at every count; each run's first stage in several
+    chunks and its split-off stage in one part per thread (conftest.bt_split_runs)."""
+    return bt_split_runs(kernel, sinks, stages, THREADS, MIN_CHUNK, **planes)
 
 
 def test_a_sum_beside_a_large_compensated_sink():

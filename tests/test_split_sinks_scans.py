@@ -18,7 +18,15 @@ import math
 
 import numpy as np
 import pytest
-from conftest import bt_neumaier_scatter, bt_same_bits, bt_spirv_missing, bt_target_missing
+from conftest import (
+    bt_gpu_builds,
+    bt_neumaier_scatter,
+    bt_same_bits,
+    bt_sink_keys,
+    bt_spirv_missing,
+    bt_split_runs,
+    bt_target_missing,
+)
 
 import eagle
 import hawk
@@ -88,9 +96,7 @@ def sc_rows_total(lane: Grid["r", "c":64], key: Index, x: Scalar, acc: Mutable["
 
 
 def _keys(rng, n=N):
-    key = rng.integers(0, SLOTS, size=n)
-    key[rng.uniform(size=n) < 0.05] = -1
-    return key.astype(np.int32)
+    return bt_sink_keys(rng, n, SLOTS)
 
 
 def _blocked_scan(x, flags=None) -> np.ndarray:
@@ -140,22 +146,7 @@ def _last_writer(prior, key, values) -> np.ndarray:
 
 
 def _runs(kernel, sinks, stages, **planes):
-    """The kernel's outputs at threads 1..4 (passed sinks copied first), the same bits at every count; its last
-    stage in one slot range per thread, and a stage before it (if any) in several chunks."""
-    got = []
-    for threads in THREADS:
-        given = {k: (np.array(v, copy=True) if k in sinks else v) for k, v in planes.items()}
-        plan = eagle.deploy(kernel, threads=threads, min_chunk=MIN_CHUNK)
-        out = plan.run(**given)
-        chunks = plan.last_chunks
-        assert len(chunks) == stages and chunks[-1] == threads, f"{kernel.name} threads={threads}: {chunks}"
-        if threads > 1 and stages > 1:
-            assert chunks[-2] > 1, f"{kernel.name} threads={threads}: the stage before ran {chunks} chunk(s)"
-        out = out if isinstance(out, dict) else {sinks[0]: out}  # (one output: handed back alone)
-        got.append({k: np.asarray(v) for k, v in out.items()})
-    for threads, out in zip(THREADS[1:], got[1:], strict=True):
-        bt_same_bits(out, got[0], f"{kernel.name}: threads {threads} against threads 1")
-    return got[0]
+    return bt_split_runs(kernel, sinks, stages, THREADS, MIN_CHUNK, **planes)
 
 
 def _last_layout(kernel):
@@ -297,9 +288,4 @@ def test_the_stages_build_for_the_other_gpu_targets(gpu):
     d = rng.integers(-1, 16, size=N).astype(np.int32)
     for kernel, planes in ((sc_reverse_store, dict(key=key, x=x)), (sc_rows, grid),
                            (sc_keyed, dict(key=key, d=d, x=x))):
-        try:
-            got = eagle.deploy(kernel, target=gpu).run(**planes)
-        except eagle.RuntimeMissing as exc:
-            assert "compiled" in str(exc), (kernel.name, str(exc))  # (raised after the build, not instead of it)
-            continue
-        bt_same_bits(np.asarray(got), np.asarray(eagle.deploy(kernel).run(**planes)), f"{kernel.name} on {gpu}")
+        bt_gpu_builds(gpu, kernel, planes)

@@ -182,7 +182,9 @@ def exp(b: _B, x):
     return b.sel(nan, b.add(x, x), out)
 
 
-def log(b: _B, x):
+def log_reduce(b: _B, x):
+    """fdlibm's reduction for a positive x: (xn, k, hx) with x = 2^k xn, xn in [sqrt(2)/2, sqrt(2)) (a subnormal x
+    scaled by 2^54 first), hx the fraction bits of x's high word (which log's rational form picks its split by)."""
     sub = b.land(b.fcmp("ogt", x, 0.0), b.fcmp("olt", x, 2.2250738585072014e-308))
     xs = b.sel(sub, b.mul(x, TWO54), x)
     bits = b.bits(xs)
@@ -192,7 +194,11 @@ def log(b: _B, x):
     i = b.iand(b.iadd(hx, 0x95F64), 0x100000)
     high = b.ior(hx, b.ixor(i, 0x3FF00000))
     xn = b.real(b.ior(b.shl(high, 32), b.iand(bits, 0xFFFFFFFF)))
-    k = b.iadd(k, b.shr(i, 20))
+    return xn, b.iadd(k, b.shr(i, 20)), hx
+
+
+def log(b: _B, x):
+    xn, k, hx = log_reduce(b, x)
     f = b.sub(xn, 1.0)
     s = b.div(f, b.add(2.0, f))
     dk = b.to_real(k)
@@ -408,32 +414,6 @@ def tanh_32(b: _B, x):
     return b.sel(b.fcmp("ogt", b.absf(x), 20.0), one, out)
 
 
-def pow_32(b: _B, x, y):
-    """x^y for float32 x, y (in float64: |y log|x|| <= ~104 wherever the float32 result is finite, so exp(y log|x|)
-    is good to ~1e-14), with IEEE pow's special cases."""
-    return pow_specials(b, x, y, exp(b, b.mul(y, log(b, b.absf(x)))))
-
-
-def pow_specials(b: _B, x, y, r):
-    """pow(x, y) from r = |x|^y (NaN, 0 or inf where IEEE's pow of |x| is): the sign of a negative base to an odd
-    integer power, NaN for a finite negative base to a non-integer power, and 1 for x = 1, y = 0 and (-1, +-inf)."""
-    ax = b.absf(x)
-    integer = b.fcmp("oeq", b.floor(y), y)
-    half = b.mul(y, 0.5)
-    odd = b.land(integer, b.op("arith.cmpf", [b.floor(half), half], b.b,
-                                   {"predicate": ir.IntegerAttr.get(b.i, 6)}))  # one: floor(y/2) != y/2
-    neg = b.fcmp("olt", x, 0.0)
-    neg_zero = b.land(b.fcmp("oeq", x, 0.0), b.icmp("slt", b.bits(x), 0))
-    negative_base = b.lor(neg, neg_zero)
-    r = b.sel(b.land(negative_base, odd), b.neg(r), r)
-    finite_neg = b.land(neg, b.fcmp("olt", ax, float("inf")))
-    r = b.sel(b.land(finite_neg, b.op("arith.xori", [integer, b.op("arith.constant", [], b.b, {
-        "value": ir.IntegerAttr.get(b.b, 1)})], b.b)), float("nan"), r)
-    r = b.sel(b.land(b.fcmp("oeq", x, -1.0), b.fcmp("oeq", b.absf(y), float("inf"))), 1.0, r)
-    r = b.sel(b.fcmp("oeq", x, 1.0), 1.0, r)
-    return b.sel(b.fcmp("oeq", y, 0.0), 1.0, r)
-
-
 FMOD_STEP = 10  # bits of the exponent gap one i64 step of fmod takes (a remainder < 2^53, shifted, stays < 2^63)
 
 
@@ -524,12 +504,11 @@ def _f64(b: _B, fn: str, args, flag):
         return {"atan": atan, "asin": asin, "acos": acos}[fn](b, x)
     if fn == "atan2":
         return atan2(b, args[0], args[1])
-    if fn == "erf":  # (float32: the float64 code, rounded once by the caller)
-        from hawk.targets.spirv_math64 import erf
+    if fn in ("erf", "powf"):  # (float32 calls: spirv_math64's code in float64, rounded once by the caller)
+        from hawk.targets import spirv_math64
 
-        return erf(b, x)
-    return {"expm1": expm1_32, "log1p": log1p_32, "sinh": sinh_32, "cosh": cosh_32, "tanh": tanh_32}[fn](b, x) \
-        if fn != "powf" else pow_32(b, x, args[1])
+        return spirv_math64.erf(b, x) if fn == "erf" else spirv_math64.pow_32(b, x, args[1])
+    return {"expm1": expm1_32, "log1p": log1p_32, "sinh": sinh_32, "cosh": cosh_32, "tanh": tanh_32}[fn](b, x)
 
 
 def lower_math(gpu_func, status) -> None:

@@ -1,5 +1,6 @@
 """float64 expm1, log1p, sinh, cosh, tanh, pow and erf for the SPIR-V target, built on spirv_math's exp and log
-(each within 1 ulp), without branches (every side computed, one selected). (erf also serves float32 calls.)
+(each within 1 ulp), without branches (every side computed, one selected). (erf, and pow_32 with the IEEE special
+cases both pows share, also serve float32 calls.)
 
   expm1: Kahan's u = exp(x), (u - 1) x / log(u) (the quotient is taken at the u actually computed, which cancels
          exp's rounding); x where u == 1, u - 1 itself for x > 1 (no cancellation there, and (u - 1) x could
@@ -23,7 +24,9 @@ pow 3), and subnormal pow results within 1 ulp of the subnormal spacing. Every f
 
 from __future__ import annotations
 
-from hawk.targets.spirv_math import _B, EXP_HI, LN2_HI, LN2_LO, exp, log, pow_specials
+from mlir import ir
+
+from hawk.targets.spirv_math import _B, EXP_HI, LN2_HI, LN2_LO, exp, log, log_reduce
 
 LN2_HALF = 0.34657359027997264  # ln(2) / 2
 SINH_TINY, TANH_TINY = 2.0 ** -28, 2.0 ** -55
@@ -113,14 +116,8 @@ def _two_prod(b: _B, a, c):
 
 def _log_dd(b: _B, x):
     """log(x) = hi + lo for a positive finite x, relative error about 2^-62 (fdlibm's reduction, as in log)."""
-    sub = b.fcmp("olt", x, 2.2250738585072014e-308)
-    bits = b.bits(b.sel(sub, b.mul(x, 2.0 ** 54), x))
-    hx = b.shr(bits, 32)
-    k = b.isub(b.isub(b.shr(hx, 20), 1023), b.sel(sub, 54, 0))
-    hx = b.iand(hx, 0x000FFFFF)
-    i = b.iand(b.iadd(hx, 0x95F64), 0x100000)
-    xn = b.real(b.ior(b.shl(b.ior(hx, b.ixor(i, 0x3FF00000)), 32), b.iand(bits, 0xFFFFFFFF)))
-    dk = b.to_real(b.iadd(k, b.shr(i, 20)))
+    xn, k, _ = log_reduce(b, x)
+    dk = b.to_real(k)
     f = b.sub(xn, 1.0)  # (exact: xn in [sqrt(2)/2, sqrt(2)))
     d, dl = _two_sum(b, xn, 1.0)
     s = b.div(f, d)
@@ -131,6 +128,32 @@ def _log_dd(b: _B, x):
     hi, e2 = _two_sum(b, b.mul(dk, LN2_HI), b.mul(2.0, s))
     lo = b.add(b.add(b.add(b.mul(dk, LN2_LO), b.mul(2.0, sl)), tail), e2)
     return _two_sum(b, hi, lo)
+
+
+def pow_32(b: _B, x, y):
+    """x^y for float32 x, y (in float64: |y log|x|| <= ~104 wherever the float32 result is finite, so exp(y log|x|)
+    is good to ~1e-14), with IEEE pow's special cases."""
+    return pow_specials(b, x, y, exp(b, b.mul(y, log(b, b.absf(x)))))
+
+
+def pow_specials(b: _B, x, y, r):
+    """pow(x, y) from r = |x|^y (NaN, 0 or inf where IEEE's pow of |x| is): the sign of a negative base to an odd
+    integer power, NaN for a finite negative base to a non-integer power, and 1 for x = 1, y = 0 and (-1, +-inf)."""
+    ax = b.absf(x)
+    integer = b.fcmp("oeq", b.floor(y), y)
+    half = b.mul(y, 0.5)
+    odd = b.land(integer, b.op("arith.cmpf", [b.floor(half), half], b.b,
+                                   {"predicate": ir.IntegerAttr.get(b.i, 6)}))  # one: floor(y/2) != y/2
+    neg = b.fcmp("olt", x, 0.0)
+    neg_zero = b.land(b.fcmp("oeq", x, 0.0), b.icmp("slt", b.bits(x), 0))
+    negative_base = b.lor(neg, neg_zero)
+    r = b.sel(b.land(negative_base, odd), b.neg(r), r)
+    finite_neg = b.land(neg, b.fcmp("olt", ax, float("inf")))
+    r = b.sel(b.land(finite_neg, b.op("arith.xori", [integer, b.op("arith.constant", [], b.b, {
+        "value": ir.IntegerAttr.get(b.b, 1)})], b.b)), float("nan"), r)
+    r = b.sel(b.land(b.fcmp("oeq", x, -1.0), b.fcmp("oeq", b.absf(y), float("inf"))), 1.0, r)
+    r = b.sel(b.fcmp("oeq", x, 1.0), 1.0, r)
+    return b.sel(b.fcmp("oeq", y, 0.0), 1.0, r)
 
 
 def pow64(b: _B, x, y):

@@ -19,6 +19,7 @@ import math
 from mlir import ir
 
 from hawk.abi.targets import CANARY_TRIPS
+from hawk.targets import spirv_lower
 
 OPS = ("arith.mulf", "arith.divf", "arith.addf", "arith.subf")
 
@@ -73,4 +74,4 @@ def opaque_zeros(gpu_func, status: ir.Value) -> int:
 
 
 def _create(name: str, operands: list, result: ir.Type, attrs: dict | None = None) -> ir.Value:
-    return ir.Operation.create(name, results=[result], operands=operands, attributes=attrs or {}).result
+    return spirv_lower._create(name, operands, [result], attrs).result
