@@ -31,6 +31,7 @@ from conftest import (
 import eagle
 import hawk
 import hawk.math as m
+from eagle.errors import InputError
 from hawk import Grid, Index, Mutable, Scalar
 from hawk.abi.layout import COPY_SLOTS_ENV, SCAN_BLOCK
 
@@ -289,3 +290,26 @@ def test_the_stages_build_for_the_other_gpu_targets(gpu):
     for kernel, planes in ((sc_reverse_store, dict(key=key, x=x)), (sc_rows, grid),
                            (sc_keyed, dict(key=key, d=d, x=x))):
         bt_gpu_builds(gpu, kernel, planes)
+
+
+@hawk.kernel
+def sc_bad(key: Index, x: Scalar, acc: Mutable["slot":3000]):
+    hawk.scatter(acc)[key - 1] += hawk.scan(x)  # (a computed key: checked as the lanes run)
+
+
+def test_a_bad_key_in_the_scan_fed_stage_changes_nothing():
+    # refused by the slot-range stage, after the scan's first stage ran: the caller's sink is as it was
+    rng = np.random.default_rng(92_010)
+    key = _keys(rng) + 1
+    key[12_345] = SLOTS + 5
+    x = rng.normal(size=N)
+    prior = rng.normal(size=SLOTS)
+    acc = prior.copy()
+    plan = eagle.deploy(sc_bad, threads=4, min_chunk=MIN_CHUNK)
+    with pytest.raises(InputError, match=f"sink 'acc' of kernel 'sc_bad'.*first bad key: {SLOTS + 4}"):
+        plan.run(key=key, x=x, acc=acc)
+    assert _last_layout(sc_bad).slot_ranges()
+    bt_same_bits(acc, prior, "the caller's sink after a refused run")
+    key[12_345] = 0  # (-1: nothing)
+    plan.run(key=key, x=x, acc=acc)
+    assert plan.last_chunks[-1] == 4, plan.last_chunks

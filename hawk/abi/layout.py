@@ -280,9 +280,6 @@ def has_scan(lay: Layout) -> bool:
     return any(b.role in SCAN_ROLES for b in lay.buffers)
 
 
-KEYED_RANGE_KEYS = 4096  # a keyed scan read in a slot-range stage keeps its running values per chunk: up to this
-
-
 def writes_scan(lay: Layout) -> bool:
     """Whether a stage writes a scan's block totals or lane values (a stage that only reads a forward scan's
     offsets, "scanoff", writes nothing a chunk owns: every chunk may run every block, as slot ranges do)."""
@@ -344,17 +341,16 @@ def wants_slot_ranges(lay: Layout, reads_outputs: bool = False) -> bool:
     """Whether a stage runs in slot ranges on the host (issues 10 and 11: no single-thread cliff for sinks of
     any size): its effects are scatters into sinks and per-lane outputs it never reads (`reads_outputs`: the
     body reads some output plane; no reductions over every lane or kept axes, scan totals, cells or stores by key:
-    a scan's offsets (a keyed one's of up to KEYED_RANGE_KEYS keys, its running values in a buffer of each chunk's
-    own) and block reductions are made again by every chunk, block by block and tile by tile, with one chunk's
-    bits), and some sink would make it run
-    as one chunk (too large for copies). Each of the launch's P chunks then runs every lane and applies only the
+    a scan's offsets (a keyed one's too, its running values in a buffer of each chunk's own: at most
+    hawk.frontend.scan_keyed.MAX_KEYS of them) and block reductions are made again by every chunk, block by block
+    and tile by tile, with one chunk's bits), and some sink would make it run as one chunk (too large for
+    copies). Each of the launch's P chunks then runs every lane and applies only the
     scatters whose slot falls in its own range of each sink (slot_range), and chunk 0 alone writes the per-lane
     outputs: every slot sees its terms, stores and adds in lane order from one chunk, so the results have the
     bits of one chunk, under every policy, at every P. Its sinks keep no copies (analysis drops those a smaller
     sink would have had), so it needs no memory beyond the sinks. The cost: every chunk reads every lane's inputs
     (P times the streaming), for 1/P of the random slot accesses that dominate a scatter into a sink this large."""
-    if not lay.sinks or lay.reductions or lay.cells_out or writes_scan(lay) or \
-            any(keys > KEYED_RANGE_KEYS for keys in lay.keyed.values()):
+    if not lay.sinks or lay.reductions or lay.cells_out or writes_scan(lay):
         return False
     if lay.outputs and (reads_outputs or any(mode != "lane" for mode in lay.outputs.values())):
         return False

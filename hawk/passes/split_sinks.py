@@ -16,8 +16,7 @@ stage names the first bad key of the split-off sinks (the first stage's sinks, c
 before it). The scatters' stage keeps every value its scatters use. A forward or reverse scan's values (from the
 offsets an earlier stage left) and block reductions are made again there as one chunk makes them (every chunk
 runs every scan block and tile; a keyed scan's running values, in a buffer the chunks share in the chunked form,
-go to a buffer of each chunk's own); only when one of those values is a keyed scan's of more than
-KEYED_RANGE_KEYS keys does the stage stay whole (one chunk, as before). When they
+go to a buffer of each chunk's own, at most hawk.frontend.scan_keyed.MAX_KEYS values). When they
 read a plane the rest writes (a lane's own value of an output, read before the lane assigns it: the only read of
 a written plane the language allows), the scatters' stage runs first instead, so it reads the values the whole
 stage would have read.
@@ -29,8 +28,8 @@ import math
 
 from mlir import ir
 
-from hawk.abi.layout import KEYED_RANGE_KEYS, PAIR_SLOTS, sum_policy
-from hawk.ir.access import kernel_func, policy, scan_keys, scatter_mode, sink_name, store_key, stored_value
+from hawk.abi.layout import PAIR_SLOTS, sum_policy
+from hawk.ir.access import kernel_func, policy, scatter_mode, sink_name, store_key, stored_value
 from hawk.ir.dialect import is_hawk
 from hawk.ir.types import arg_names, drop_unused_args
 from hawk.passes.analysis import planes_read, planes_stored
@@ -86,7 +85,7 @@ def _in_ranges_already(func_op) -> bool:
     """Whether the stage is a slot-range stage as it is (hawk.abi.layout.wants_slot_ranges): its effects are
     scatters and stores of per-lane outputs it never reads; it may read a scan's offsets and fold block totals."""
     for op in _walk(func_op):
-        if is_hawk(op, "block_reduce") or (is_hawk(op, "scan_apply") and (scan_keys(op) or 0) <= KEYED_RANGE_KEYS):
+        if is_hawk(op, "block_reduce") or is_hawk(op, "scan_apply"):
             continue  # (read only: a scan's values from the offsets an earlier stage left; block totals per chunk)
         if is_hawk(op) and op.operation.name[5:] in _COLLECTIVES + ("cell",):
             return False
