@@ -26,7 +26,7 @@ _HEAD = ("import hawk\nimport hawk.math as m\nfrom hawk import Grid, Index, Muta
          f"\nN = {N}\nB = {BINS}\n\n\n")
 _HEAD_LINES = _HEAD.count("\n")
 
-__all__ = ["KNOWN", "case", "check", "main"]
+__all__ = ["KNOWN", "case", "check", "load_kernel", "main", "runner_args"]
 
 
 class Gen(Grammar):
@@ -459,20 +459,25 @@ def _close(got: np.ndarray, want: np.ndarray, mag: np.ndarray | None, fuzzy: np.
     return None
 
 
+def load_kernel(c: Case, path: str):
+    """Write the case's module to `path` and import it (kernels are read from their source file); the kernel."""
+    with open(path, "w") as fh:
+        fh.write(c.source)
+    spec = importlib.util.spec_from_file_location(c.name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, c.name)
+
+
 def check(c: Case, workdir: str, target: str = "host") -> dict:
     """Write the case's module, import it (which compiles the kernel's front end), run it, compare."""
     import eagle
     import hawk
 
     path = os.path.join(workdir, f"{c.name}.py")
-    with open(path, "w") as fh:
-        fh.write(c.source)
     out = {"index": c.index, "what": c.what, "tags": sorted(c.tags)}
     try:
-        spec = importlib.util.spec_from_file_location(c.name, path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        kernel = getattr(mod, c.name)
+        kernel = load_kernel(c, path)
         planes = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in c.planes.items()}
         res = eagle.deploy(kernel, target=target).run(**planes)
     except hawk.KernelError as exc:
@@ -506,14 +511,20 @@ def check(c: Case, workdir: str, target: str = "host") -> dict:
     return {**out, "status": "ok", "why": "match"}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def runner_args(doc: str) -> argparse.ArgumentParser:
+    """The options a runner script takes: which cases (seed, start, count), where to write them, which target."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--count", type=int, default=1)
     ap.add_argument("--dir", default=None)
-    ap.add_argument("--show", action="store_true", help="print the cases' modules instead of running them")
     ap.add_argument("--target", default=os.environ.get("HAWK_FUZZ_TARGET", "host"), help="eagle target to run on")
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = runner_args(__doc__)
+    ap.add_argument("--show", action="store_true", help="print the cases' modules instead of running them")
     ap.add_argument("--skip", default=os.environ.get("HAWK_FUZZ_SKIP", ""),
                     help="comma-separated known-class tags to leave out (see KNOWN)")
     a = ap.parse_args(argv)

@@ -24,8 +24,10 @@ pytestmark = pytest.mark.slow  # (pyproject.toml's markers: -m 'not slow' leaves
 
 SEED = int(os.environ.get("HAWK_FUZZ_SEED", "20261201"))
 COUNT = int(os.environ.get("HAWK_FUZZ_COUNT", "300"))
+REVERSE_COUNT = int(os.environ.get("HAWK_FUZZ_REVERSE_COUNT", "60"))
 BATCH = 50
 RUNNER = Path(__file__).with_name("fuzz_kernels.py")
+REVERSE_RUNNER = Path(__file__).with_name("fuzz_reverse.py")
 ROOT = RUNNER.parent.parent
 
 
@@ -75,6 +77,22 @@ def test_generated_kernels_match_numpy_or_are_refused_by_line(tmp_path):
         first = fk.case(SEED, failed[0]["index"])
         pytest.fail(f"{len(failed)} of {COUNT} generated kernels failed:\n" + "\n".join(lines) +
                     f"\n\nsource of case {SEED}:{first.index}:\n{first.source}")
+
+
+def test_reverse_of_generated_kernels_matches_difference_quotients(tmp_path):
+    """tests/fuzz_reverse.py on the same kernels: every gradient against central differences of the compiled
+    forward, or a refusal by name. Most kernels must really be judged (not all rough or refused)."""
+    half = (REVERSE_COUNT + 1) // 2
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        batches = pool.map(lambda s: _run_batch(s, min(s + half, REVERSE_COUNT), tmp_path, REVERSE_RUNNER),
+                           range(0, REVERSE_COUNT, half))
+        results = [r for b in batches for r in b]
+    assert {r["index"] for r in results} == set(range(REVERSE_COUNT))
+    failed = [r for r in results if r["status"] == "fail"]
+    assert not failed, "\n".join(f"case {SEED}:{r['index']} ({r['what']}): {r['why'][:600]}" for r in failed)
+    runs = [r for r in results if r["status"] != "skipped"]
+    judged = [r for r in runs if r["status"] == "ok"]
+    assert len(judged) >= 0.6 * len(runs), f"only {len(judged)} of {len(runs)} gradients judged: {runs[:5]}"
 
 
 def test_generation_is_reproducible():

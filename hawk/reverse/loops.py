@@ -156,13 +156,17 @@ def _where(v: ir.Value, clones: list):
 
 
 def dce(func_op) -> None:
-    """Erase ops whose results nobody uses (the forward values the reverse does not need), to a fixed point."""
+    """Erase ops whose results nobody uses (the forward values the reverse does not need), to a fixed point. An op
+    holding an effect is kept: a reverse loop whose carried cotangents nobody reads may still scatter (the
+    gradient of a `.at` read inside it)."""
     changed = True
     while changed:
         changed = False
         for o in reversed(_all_ops(func_op)):
             name = o.name
             if name in EFFECTS or name in ("scf.yield", "func.return", "func.func") or not len(o.results):
+                continue
+            if o.regions and any(inner.name in EFFECTS for inner in nested_ops(o)):
                 continue
             if all(not list(r.uses) for r in o.results):
                 o.erase()

@@ -112,6 +112,10 @@ class OutputsMixin:
                 create("hawk.store", [self.arg(out, "output", v.type, self.p.axes), v], [])
             elif kind == "sink" and entry is not None:
                 self.own_share(plane, out, self.share(entry))
+            elif kind == "sink" and out not in self.scattered and self.p.payload.get(plane):
+                # no cotangent reached a vector plane's gradient sink: a scatter that adds nothing (key -1) still
+                # gives the sink its payload, so the gradient comes back shaped like the plane (all zero)
+                self.scatter(out, self.zero(self.lane_type(plane)), [self.iconst(-1)])
 
     def cell_out(self, out: str, share: ir.Value) -> None:
         """A Param's gradient: the ordered sum over lanes of each lane's share."""

@@ -109,6 +109,7 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
                 self.store_pos.append((op, seen.get(sink, 0)))
                 seen[sink] = seen.get(sink, 0) + 1
         self.in_if = 0  # reverse-ifs around the code being built (a scatter may not sit in one)
+        self.scattered: set[str] = set()  # gradient sinks a scatter adds into
 
     # ---- structure ----------------------------------------------------------------------------------
     def hoist(self, block, anchor=None) -> list:
@@ -295,6 +296,7 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         self.scatter(self.p.grad[plane], g, keys)
 
     def scatter(self, sink: str, v, keys) -> None:
+        self.scattered.add(sink)
         arg = self.arg(sink, "sink", v.type, [f"k{n}" for n in range(len(keys))])
         create("hawk.scatter", [arg, v, *keys], [], {"mode": "add", "policy": "ordered"})
 

@@ -20,7 +20,7 @@ import numpy as np
 import eagle
 import hawk
 import hawk.math as m
-from hawk import Mutable, Param, Scalar
+from hawk import Grid, Mutable, Param, Scalar, Table
 
 jax.config.update("jax_enable_x64", True)
 np.set_printoptions(precision=4, suppress=True)
@@ -130,3 +130,36 @@ plt.show()
 one = eagle.deploy(squares, threads=1).reverse(1.0 / n, x=x, y=y, **p)
 three = eagle.deploy(squares, threads=3).reverse(1.0 / n, x=x, y=y, **p)
 print({k: np.asarray(one[k]).tobytes() == np.asarray(three[k]).tobytes() for k in ("a", "b", "c")})
+
+# %% [markdown]
+# ## Reads of other lanes inside a loop
+#
+# A causal filter: each lane adds four earlier samples, each weighted by a tap from a `Table`. The reads
+# `x.at(t=g.t - j)` sit inside the `for` loop, so their reverse is a scatter of the cotangent back to the lanes
+# that were read (at the clamped coordinates the forward read), run inside the loop's reverse, and each tap's
+# gradient is a sum over lanes. Both are ordered sums (exact, rounded once), as everywhere in the reverse.
+
+# %%
+@hawk.kernel
+def causal(g: Grid["t"], x: Scalar, taps: Table["tap":4]) -> Scalar:
+    acc = 0.0
+    for j in range(4):
+        acc = acc + taps.at(tap=j) * x.at(t=g.t - j)
+    return acc
+
+
+T = 20_000
+signal = np.sin(np.linspace(0.0, 60.0, T)) + 0.1 * rng.normal(size=T)
+weights = np.array([0.4, 0.3, 0.2, 0.1])
+ct = rng.normal(size=T)
+grads = eagle.deploy(causal).reverse(ct, x=signal, taps=weights, t=T)
+
+
+def jax_filter(sig, w):
+    back = [np.maximum(np.arange(T) - j, 0) for j in range(4)]  # clamped at the first sample, as .at clamps
+    return jnp.sum(ct * sum(w[j] * sig[back[j]] for j in range(4)))
+
+
+jx, jw = jax.grad(jax_filter, argnums=(0, 1))(signal, weights)
+print("d/dx    largest difference from jax.grad:", float(np.max(np.abs(np.asarray(grads["x"]) - jx))))
+print("d/dtaps hawk:", np.asarray(grads["taps"]), " jax:", np.asarray(jw))

@@ -1,0 +1,156 @@
+"""The reverse fuzzer: the gradients of the front-end fuzzer's kernels (tests/fuzz_kernels.py) against central
+finite differences of the same kernels' compiled forward runs (tests/test_fuzz.py runs it).
+
+For each generated kernel that must run (`expect == "match"`), a random cotangent `ct` is drawn for every output
+and `plan.reverse(ct)` gives the gradient `g` of every float input. Then, one input at a time, a random direction
+`d` over that input is drawn and the directional derivative `sum(g * d)` is compared with
+`sum(ct * (F(+h) - F(-h))) / 2h`, where `F(t) = forward(input + t d)`. The forward is the compiled kernel itself,
+whose values the front-end fuzzer checks against NumPy, so a mismatch is the reverse's.
+
+The generated kernels are not smooth everywhere (floor, comparisons, `m.index`, keys). A direction is only judged
+when the difference quotient is stable: the quotients at `h` and `h / 4` agree to STABLE of the derivative's
+scale, give or take what the outputs' own rounding (their spacing, weighted by the cotangent) moves a quotient by;
+otherwise the point sits on a kink or a jump within the step, and the direction is counted as "rough", as it is
+when gradient and quotient differ but that rounding is too coarse to tell them apart. The planes' special
+values (NaN, inf, 1e300, subnormals) are replaced by ordinary draws first, input components whose gradient is not
+finite are left out of the direction, and output components beyond BIG (or not finite) get a zero cotangent.
+
+A kernel the reverse refuses must be refused by name (`eagle.InputError` or `hawk.KernelError`, with the
+kernel's name in the message); anything else is a failure. Run as a script, like tests/fuzz_kernels.py:
+
+    python tests/fuzz_reverse.py --seed 7 --start 0 --count 50 --dir /tmp/fz    # one JSON line per case
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+
+import fuzz_kernels as fk
+import numpy as np
+
+H = 1e-5  # the larger step, relative to the input's scale (components are O(1): normal and uniform draws)
+STABLE = 1e-6  # quotients at h and h/4 this close (relative to the derivative's scale): the point is smooth
+TOL = 2e-6  # the gradient's directional derivative this close to the quotient at h/4 (same scale)
+BIG = 1e12  # output components this large (or not finite) get a zero cotangent: their rounding hides the step
+
+__all__ = ["check_reverse", "main"]
+
+
+def _tame(v, rng):
+    """A copy of a plane with its special values (NaN, inf, 1e300, subnormals: the forward fuzzer's) replaced by
+    ordinary draws: a difference quotient cannot follow a gradient through a value that swallows the step."""
+    if not isinstance(v, np.ndarray) or v.dtype.kind != "f":
+        return v.copy() if isinstance(v, np.ndarray) else v
+    wild = ~np.isfinite(v) | (np.abs(v) > 1e6) | ((v != 0.0) & (np.abs(v) < 1e-300))
+    return np.where(wild, rng.normal(size=v.shape), v)
+
+
+def _outputs(res, c) -> dict[str, np.ndarray]:
+    """The run's outputs by name (a kernel with one output hands back its array alone)."""
+    if isinstance(res, dict):
+        return {k: np.asarray(v, dtype=np.float64) for k, v in res.items()}
+    return {next(iter(c.want)): np.asarray(res, dtype=np.float64)}
+
+
+def _change(up: dict, down: dict, ct: dict) -> float:
+    """sum(ct * (up - down)) over every output, differenced component by component (a large output beside a
+    small one would swallow the small one's change in a sum of ct * out); a zero cotangent adds nothing."""
+    total = 0.0
+    for name, c in ct.items():
+        diff = up[name].reshape(c.shape) - down[name].reshape(c.shape)
+        total += float(np.sum(np.where(c == 0.0, 0.0, c * diff)))
+    return total
+
+
+def check_reverse(c, workdir: str, target: str = "host") -> dict:
+    """Differentiate case `c` and judge its gradients against difference quotients, one input at a time."""
+    import eagle
+    import hawk
+
+    out = {"index": c.index, "what": c.what, "tags": sorted(c.tags)}
+    if c.expect != "match":
+        return {**out, "status": "skipped", "why": f"expects {c.expect}"}
+    rng = np.random.default_rng([c.seed, c.index, 7])
+    try:
+        kernel = fk.load_kernel(c, os.path.join(workdir, f"{c.name}.py"))
+        plan = eagle.deploy(kernel, target=target)
+        planes = {k: _tame(v, rng) for k, v in c.planes.items()}
+        outs = _outputs(plan.run(**{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in planes.items()}),
+                        c)
+        ct = {k: np.where(np.abs(v) < BIG, rng.normal(size=v.shape), 0.0) for k, v in outs.items()}
+        arg = ct if len(ct) > 1 else next(iter(ct.values()))
+        before = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in planes.items()}
+        grads = {k: np.asarray(v, dtype=np.float64) for k, v in plan.reverse(arg, **planes).items()}
+    except (eagle.InputError, hawk.KernelError) as exc:
+        msg = str(exc)
+        if c.name not in msg:
+            return {**out, "status": "fail", "why": f"refusal without the kernel's name: {msg[:300]}"}
+        return {**out, "status": "refused", "why": msg[:200]}
+    except Exception as exc:  # anything else is a bug: the kind and where it came from
+        tb = traceback.extract_tb(exc.__traceback__)[-1]
+        return {**out, "status": "fail",
+                "why": f"{type(exc).__name__}: {str(exc)[:300]} (at {os.path.basename(tb.filename)}:{tb.lineno})"}
+    for k, v in before.items():  # the reverse reads the planes, never writes them
+        if isinstance(v, np.ndarray) and not np.array_equal(v, planes[k], equal_nan=True):
+            return {**out, "status": "fail", "why": f"plan.reverse changed the caller's '{k}'"}
+    judged, rough, notes = [], [], []
+    # the smallest change of the weighted outputs the forward can show (a huge output swallows a small change)
+    grain = sum(float(np.sum(np.where(np.isfinite(o), np.abs(ct[k]) * np.spacing(np.abs(o).reshape(ct[k].shape)),
+                                      0.0))) for k, o in outs.items())
+    for name, g in sorted(grads.items()):
+        base = np.asarray(planes[name], dtype=np.float64)
+        g = g.reshape(base.shape)
+        ok = np.isfinite(g)
+        if not np.all(np.isfinite(g)):
+            notes.append(f"{name}: {int(np.sum(~np.isfinite(g)))} non-finite")
+        d = np.where(ok, rng.normal(size=base.shape), 0.0)
+        if not np.any(d):
+            continue
+        ad = float(np.sum(np.where(d == 0.0, 0.0, g * d)))
+        scale = float(np.sum(np.where(d == 0.0, 0.0, np.abs(g * d))))
+
+        def quotient(h: float, name=name, base=base, d=d) -> float:
+            def at(t: float) -> dict:
+                moved = dict(planes)
+                moved[name] = float((base + t * d).reshape(())) if np.ndim(c.planes[name]) == 0 else base + t * d
+                moved = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in moved.items()}
+                return _outputs(plan.run(**moved), c)
+            return _change(at(h), at(-h), ct) / (2.0 * h)
+
+        q1, q4 = quotient(H), quotient(H / 4)
+        size, noise = scale + abs(q4), 10.0 * grain / (H / 2)  # noise: what the outputs' rounding moves q4 by
+        if not (np.isfinite(q1) and np.isfinite(q4)) or abs(q1 - q4) > STABLE * size + noise:
+            rough.append(name)  # a kink or a jump within the step
+            continue
+        if abs(ad - q4) > TOL * size + noise:
+            if noise > 1e-3 * size:  # the forward rounds too coarsely here to tell
+                rough.append(name)
+                continue
+            return {**out, "status": "fail",
+                    "why": f"d/d{name}: the reverse gives {ad!r}, difference quotients {q4!r} (h/4), {q1!r} (h); "
+                           f"scale {scale:.3g}"}
+        judged.append(name)
+    status = "ok" if judged else "rough"
+    return {**out, "status": status, "why": f"judged {judged}, rough {rough}" + (f"; {notes}" if notes else "")}
+
+
+def main(argv=None) -> int:
+    a = fk.runner_args(__doc__).parse_args(argv)
+    import tempfile
+
+    workdir = a.dir or tempfile.mkdtemp(prefix="hawk_fuzz_rev_")
+    os.makedirs(workdir, exist_ok=True)
+    for i in range(a.start, a.start + a.count):
+        print(json.dumps({"begin": i}), flush=True)
+        with np.errstate(all="ignore"):
+            print(json.dumps(check_reverse(fk.case(a.seed, i), workdir, a.target)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.exit(main())
