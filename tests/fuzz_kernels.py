@@ -26,7 +26,7 @@ _HEAD = ("import hawk\nimport hawk.math as m\nfrom hawk import Grid, Index, Muta
          f"\nN = {N}\nB = {BINS}\n\n\n")
 _HEAD_LINES = _HEAD.count("\n")
 
-__all__ = ["KNOWN", "case", "check", "load_kernel", "main", "runner_args"]
+__all__ = ["KNOWN", "case", "check", "load_kernel", "main", "run_cases", "runner_args"]
 
 
 class Gen(Grammar):
@@ -520,6 +520,22 @@ def runner_args(doc: str) -> argparse.ArgumentParser:
     ap.add_argument("--dir", default=None)
     ap.add_argument("--target", default=os.environ.get("HAWK_FUZZ_TARGET", "host"), help="eagle target to run on")
     return ap
+
+
+def run_cases(check_fn, doc: str, argv=None) -> int:
+    """A runner script's loop (tests/fuzz_reverse.py, tests/fuzz_threads.py): `check_fn(case, workdir, target)`
+    on each case of the range, one JSON line each, after a line naming the case it begins (for crash reports)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: hawk, eagle
+    a = runner_args(doc).parse_args(argv)
+    import tempfile
+
+    workdir = a.dir or tempfile.mkdtemp(prefix="hawk_fuzz_")
+    os.makedirs(workdir, exist_ok=True)
+    for i in range(a.start, a.start + a.count):
+        print(json.dumps({"begin": i}), flush=True)
+        with np.errstate(all="ignore"):
+            print(json.dumps(check_fn(case(a.seed, i), workdir, a.target)), flush=True)
+    return 0
 
 
 def main(argv=None) -> int:

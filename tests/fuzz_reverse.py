@@ -23,7 +23,6 @@ kernel's name in the message); anything else is a failure. Run as a script, like
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
@@ -36,7 +35,7 @@ STABLE = 1e-6  # quotients at h and h/4 this close (relative to the derivative's
 TOL = 2e-6  # the gradient's directional derivative this close to the quotient at h/4 (same scale)
 BIG = 1e12  # output components this large (or not finite) get a zero cotangent: their rounding hides the step
 
-__all__ = ["check_reverse", "main"]
+__all__ = ["check_reverse"]
 
 
 def _tame(v, rng):
@@ -137,20 +136,5 @@ def check_reverse(c, workdir: str, target: str = "host") -> dict:
     return {**out, "status": status, "why": f"judged {judged}, rough {rough}" + (f"; {notes}" if notes else "")}
 
 
-def main(argv=None) -> int:
-    a = fk.runner_args(__doc__).parse_args(argv)
-    import tempfile
-
-    workdir = a.dir or tempfile.mkdtemp(prefix="hawk_fuzz_rev_")
-    os.makedirs(workdir, exist_ok=True)
-    for i in range(a.start, a.start + a.count):
-        print(json.dumps({"begin": i}), flush=True)
-        with np.errstate(all="ignore"):
-            print(json.dumps(check_reverse(fk.case(a.seed, i), workdir, a.target)), flush=True)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    sys.exit(main())
+    sys.exit(fk.run_cases(check_reverse, __doc__))

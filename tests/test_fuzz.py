@@ -28,6 +28,8 @@ REVERSE_COUNT = int(os.environ.get("HAWK_FUZZ_REVERSE_COUNT", "60"))
 BATCH = 50
 RUNNER = Path(__file__).with_name("fuzz_kernels.py")
 REVERSE_RUNNER = Path(__file__).with_name("fuzz_reverse.py")
+SPLIT_COUNT = int(os.environ.get("HAWK_FUZZ_SPLIT_COUNT", "150"))
+SPLIT_RUNNER = Path(__file__).with_name("fuzz_threads.py")
 ROOT = RUNNER.parent.parent
 
 
@@ -79,20 +81,34 @@ def test_generated_kernels_match_numpy_or_are_refused_by_line(tmp_path):
                     f"\n\nsource of case {SEED}:{first.index}:\n{first.source}")
 
 
+def _run_runner(count: int, tmp_path: Path, runner: Path) -> list[dict]:
+    """Cases [0, count) through a runner script in two halves side by side; asserts that none failed."""
+    half = (count + 1) // 2
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        batches = pool.map(lambda s: _run_batch(s, min(s + half, count), tmp_path, runner), range(0, count, half))
+        results = [r for b in batches for r in b]
+    assert {r["index"] for r in results} == set(range(count))
+    failed = [r for r in results if r["status"] == "fail"]
+    assert not failed, "\n".join(f"case {SEED}:{r['index']} ({r['what']}): {r['why'][:600]}" for r in failed)
+    return [r for r in results if r["status"] != "skipped"]
+
+
 def test_reverse_of_generated_kernels_matches_difference_quotients(tmp_path):
     """tests/fuzz_reverse.py on the same kernels: every gradient against central differences of the compiled
     forward, or a refusal by name. Most kernels must really be judged (not all rough or refused)."""
-    half = (REVERSE_COUNT + 1) // 2
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        batches = pool.map(lambda s: _run_batch(s, min(s + half, REVERSE_COUNT), tmp_path, REVERSE_RUNNER),
-                           range(0, REVERSE_COUNT, half))
-        results = [r for b in batches for r in b]
-    assert {r["index"] for r in results} == set(range(REVERSE_COUNT))
-    failed = [r for r in results if r["status"] == "fail"]
-    assert not failed, "\n".join(f"case {SEED}:{r['index']} ({r['what']}): {r['why'][:600]}" for r in failed)
-    runs = [r for r in results if r["status"] != "skipped"]
+    runs = _run_runner(REVERSE_COUNT, tmp_path, REVERSE_RUNNER)
     judged = [r for r in runs if r["status"] == "ok"]
     assert len(judged) >= 0.6 * len(runs), f"only {len(judged)} of {len(runs)} gradients judged: {runs[:5]}"
+
+
+def test_split_runs_of_generated_kernels_keep_the_promised_bits(tmp_path):
+    """tests/fuzz_threads.py: the kernels on 20,011 lanes (3,001 grid rows), whole on one thread and split into
+    many chunks on 2 and 3 threads; every output that promises bits compared bit for bit. Most cases must really
+    have been split and compared."""
+    compared = _run_runner(SPLIT_COUNT, tmp_path, SPLIT_RUNNER)
+    split = [r for r in compared if r["status"] == "ok"]
+    assert len(split) >= 0.8 * len(compared) and len(split) >= SPLIT_COUNT // 3, \
+        f"only {len(split)} of {len(compared)} cases split and compared: {compared[:5]}"
 
 
 def test_generation_is_reproducible():

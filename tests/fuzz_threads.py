@@ -1,0 +1,120 @@
+"""The split fuzzer: the front-end fuzzer's kernels (tests/fuzz_kernels.py) on a few thousand lanes, run whole on
+one thread and split into many chunks on several threads, and every output that promises bits compared bit for
+bit (tests/test_fuzz.py runs it).
+
+What promises bits whatever the thread count and chunking (docs/semantics.md): per-lane outputs computed without
+a non-ordered total, `hawk.max`/`hawk.min` and ordered sums and means, scatters with `policy="ordered"` or `=`
+(the last writer in lane order), scans (fixed blocks from lane 0). Sums and scatters under `auto`, `compensated`
+and `plain` promise a bound, not bits: those outputs are left out. Each run's chunks are read back
+(`plan.last_chunks`); a case whose split runs did not really split is reported as "unsplit", not as passed.
+
+    python tests/fuzz_threads.py --seed 7 --start 0 --count 50 --dir /tmp/fz    # one JSON line per case
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import traceback
+
+import fuzz_kernels as fk
+import numpy as np
+from fuzz_grammar import BINS, COLS, TABLE
+
+LANES, ROWS = 20011, 3001  # a plain kernel's lanes (not a multiple of a 1024-lane block); a Grid kernel's rows
+SPLITS = ((1, None), (3, 64), (2, 1000))  # (threads, min_chunk): whole, then two other splits
+
+__all__ = ["check_split", "promised"]
+
+
+def promised(c) -> set[str]:
+    """The outputs of case `c` whose bits must not depend on the split."""
+    src = c.source
+    sums = re.findall(r"hawk\.(?:sum|mean)\(.*", src)  # each with the rest of its line (its policy=)
+    scatter = re.search(r"hawk\.scatter\(bins(.*?)\)\[.*?\] (\+=|=)", src)
+    loose_sum = any('policy="ordered"' not in line for line in sums)
+    out = set()
+    for name in c.want:
+        if name == "result":
+            if not (c.what.startswith("staged") and loose_sum):
+                out.add(name)
+        elif name == "total":
+            if not sums or not loose_sum:
+                out.add(name)
+        elif name == "bins" and scatter is not None:
+            if scatter.group(2) == "=" or 'policy="ordered"' in scatter.group(1):
+                out.add(name)
+        elif name == "out":
+            out.add(name)
+    return out
+
+
+def big_planes(c, rng) -> dict:
+    """Planes like the case's, on LANES lanes (ROWS rows of a Grid); Tables, Params and sinks as they were."""
+    grid = "row" in c.planes
+    shape = (ROWS, COLS) if grid else (LANES,)
+    lanes = int(np.prod(shape))
+    x = rng.normal(size=shape) * 2.0
+    wild = c.planes["x"][~np.isfinite(c.planes["x"]) | (np.abs(c.planes["x"]) > 1e6)]
+    x.reshape(-1)[rng.integers(lanes, size=wild.size)] = wild  # the case's special values, elsewhere
+    d = {"x": x, "y": rng.uniform(-3.0, 3.0, size=shape), "k": rng.integers(0, lanes, size=shape).astype(np.int64),
+         "kb": rng.integers(0, BINS, size=shape).astype(np.int32), "p": c.planes["p"],
+         "v": rng.normal(size=(3, *shape)), "tb": rng.normal(size=TABLE)}
+    if "bins" in c.planes:
+        d["bins"] = np.array(c.planes["bins"])
+    if "out" in c.planes:
+        d["out"] = rng.normal(size=shape)
+    if grid:
+        d["row"] = ROWS
+    return d
+
+
+def _bits(a) -> bytes:
+    return np.ascontiguousarray(np.asarray(a)).tobytes()
+
+
+def check_split(c, workdir: str, target: str = "host") -> dict:
+    """Run case `c` whole and split; compare the promised outputs' bits."""
+    import eagle
+    import hawk
+
+    out = {"index": c.index, "what": c.what, "tags": sorted(c.tags)}
+    keep = promised(c) if c.expect == "match" and "p" in c.planes else set()  # (not the Vector[1024] cases)
+    if not keep:
+        return {**out, "status": "skipped", "why": f"expects {c.expect}" if c.expect != "match" else "no bits promised"}
+    planes = big_planes(c, np.random.default_rng([c.seed, c.index, 11]))
+    runs, chunks = [], []
+    try:
+        kernel = fk.load_kernel(c, os.path.join(workdir, f"{c.name}.py"))
+        for threads, min_chunk in SPLITS:
+            plan = eagle.deploy(kernel, target=target, threads=threads, min_chunk=min_chunk)
+            res = plan.run(**{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in planes.items()})
+            runs.append(res if isinstance(res, dict) else {next(iter(c.want)): res})
+            chunks.append(tuple(plan.last_chunks))
+    except eagle.InputError as exc:  # keys outside the sink on these planes: refused by name, as on the case's
+        if "'bins'" in str(exc) and c.name in str(exc):
+            return {**out, "status": "skipped", "why": "key refused"}
+        return {**out, "status": "fail", "why": f"InputError: {exc}"}
+    except hawk.KernelError as exc:
+        return {**out, "status": "fail", "why": f"KernelError: {exc}"}
+    except Exception as exc:  # anything else is a bug: the kind and where it came from
+        tb = traceback.extract_tb(exc.__traceback__)[-1]
+        return {**out, "status": "fail",
+                "why": f"{type(exc).__name__}: {str(exc)[:300]} (at {os.path.basename(tb.filename)}:{tb.lineno})"}
+    for name in sorted(keep):
+        for (threads, min_chunk), run, ch in zip(SPLITS[1:], runs[1:], chunks[1:], strict=True):
+            if _bits(run[name]) != _bits(runs[0][name]):
+                a, b = np.asarray(runs[0][name]).reshape(-1), np.asarray(run[name]).reshape(-1)
+                where = "shapes differ" if a.shape != b.shape else "at " + str(np.flatnonzero(
+                    (a.view(np.uint8).reshape(a.size, -1) != b.view(np.uint8).reshape(b.size, -1)).any(1))[:3])
+                return {**out, "status": "fail",
+                        "why": f"{name}: threads={threads} min_chunk={min_chunk} (chunks {ch}) differs from one "
+                               f"thread (chunks {chunks[0]}) {where}: {b[:3].tolist()}... vs {a[:3].tolist()}..."}
+    if max(max(ch, default=1) for ch in chunks[1:]) < 2:
+        return {**out, "status": "unsplit", "why": f"chunks {chunks}"}
+    return {**out, "status": "ok", "why": f"{sorted(keep)} the same bits; chunks {chunks}"}
+
+
+if __name__ == "__main__":
+    sys.exit(fk.run_cases(check_split, __doc__))
