@@ -25,12 +25,13 @@ _NOT_ELEMENTWISE = {"arith.constant", "arith.index_cast"}
 
 
 def _stored(elem: ir.Type) -> ir.Type:
-    """How a buffer holds an element: booleans as bytes."""
-    return ir.IntegerType.get_signless(8) if elem == ir.IntegerType.get_signless(1) else elem
+    """How a buffer holds an element: booleans as 32-bit integers (a Vulkan device need not store bytes: SPIR-V's
+    Int8 capability is optional, and without it the spirv target cannot lower a store of an i8)."""
+    return ir.IntegerType.get_signless(32) if elem == ir.IntegerType.get_signless(1) else elem
 
 
 def _as_stored(v: ir.Value) -> ir.Value:
-    """A vector value as its buffer holds it (booleans widened to bytes)."""
+    """A vector value as its buffer holds it (booleans widened to 32 bits)."""
     t = ir.VectorType(v.type)
     if _stored(t.element_type) == t.element_type:
         return v
@@ -67,7 +68,7 @@ class WideBuffers:
 
     def new_buf(self, t: ir.Type) -> ir.Value:
         """A buffer for a value of type t: one a dead value left (same size and type), else a new one. Booleans
-        are kept as bytes (memrefs of i1 do not lower to LLVM)."""
+        are kept as 32-bit integers (memrefs of i1 do not lower to LLVM; see _stored)."""
         vt = ir.VectorType(t)
         key = (size(vt.shape), str(vt.element_type))
         pool = self.free.setdefault(key, [])

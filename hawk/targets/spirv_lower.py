@@ -7,7 +7,8 @@ scalarize: SPIR-V has only 1-D vectors of 2, 3 or 4 elements and convert-gpu-to-
 local (built from scalars, combined, taken apart again; loop-carried values are scalars), so every vector value is
 replaced by its elements, row-major, and every op on vectors by the same op on each element. Reductions combine
 in the host's order (the accumulator first, then the elements in index order), so a lane's terms carry the same
-bits as on the host.
+bits as on the host. A rank-1 vector stored to or loaded from a memref at one index (a wide payload's per-thread
+buffer, hawk/passes/gpu_wide.py) becomes one memref.store or memref.load per element.
 """
 
 from __future__ import annotations
@@ -115,6 +116,8 @@ def _rewrite(op: ir.Operation, get) -> list:
     """The replacement of each result of `op`: a list of scalars for a vector result, a scalar otherwise."""
     name = op.name
     attrs = {a: op.attributes[a] for a in op.attributes}
+    if name in ("vector.store", "vector.load") and _flat_access(op):
+        return _buffer_access(op, get)
     if name in ("scf.yield", "scf.for", "scf.if", "scf.while", "func.return", "gpu.return", "memref.store",
                 "memref.load", "vector.load", "vector.store", "vector.transfer_read", "vector.transfer_write"):
         raise Unsupported(f"{name} on vector values")
@@ -219,6 +222,30 @@ def _rewrite(op: ir.Operation, get) -> list:
         for k, r in enumerate(new.results):
             outs[k].append(r)
     return outs
+
+
+def _flat_access(op) -> bool:
+    """A rank-1 vector stored to or loaded from a memref at one index (how hawk/passes/gpu_wide.py moves a wide
+    payload to and from its per-thread buffer)."""
+    v = op.operands[0] if op.name == "vector.store" else op.results[0]
+    return len(op.operands) == (3 if op.name == "vector.store" else 2) and ir.VectorType(v.type).rank == 1
+
+
+def _buffer_access(op, get) -> list:
+    """vector.store / vector.load element by element: memref.store / memref.load at index + k."""
+    index = ir.IndexType.get()
+
+    def at(k: int) -> ir.Value:
+        base = op.operands[-1]
+        return base if k == 0 else _create("arith.addi", [base, _constant(index, k)], [index]).result
+
+    if op.name == "vector.store":
+        for k, x in enumerate(get(op.operands[0])):
+            _create("memref.store", [x, op.operands[1], at(k)], [])
+        return []
+    t = ir.VectorType(op.results[0].type)
+    return [[_create("memref.load", [op.operands[0], at(k)], [t.element_type]).result
+             for k in range(math.prod(t.shape))]]
 
 
 def _static_position(op, attrs) -> list[int]:

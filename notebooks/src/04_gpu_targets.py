@@ -29,7 +29,7 @@ import eagle
 import hawk
 import hawk.artifact
 import hawk.math as m
-from hawk import Index, Mutable, Scalar
+from hawk import Index, Mutable, Scalar, Vector
 from hawk.targets import gpu_target
 
 # %% [markdown]
@@ -134,6 +134,53 @@ else:
     assert counter.planes() == 0
     print("the one copy back, when asked:", again["result"].numpy()[:3], "| copies down:",
           counter.counts[("down", "array")])
+
+# %% [markdown]
+# ## Math functions on spirv
+#
+# A Vulkan shader's own math library (GLSL.std.450) is 32-bit only, with loose precision, so the spirv target
+# compiles eagle's own float64 functions into each kernel: fdlibm's algorithms written without branches, within
+# 1 to 3 ulps of the correctly rounded value (docs/devices.md). Below, a kernel that calls most of them runs on
+# the host (the system's libm) and on spirv, and the largest difference is counted in ulps of the host's result.
+# Two IEEE details are kept on purpose: `x / 0.0` is an infinity and `0.0 * inf` a NaN, as on the host, although
+# lavapipe's shader compiler would fold a constant zero operand away (eagle computes such zeros at run time).
+# `sin`, `cos` and `tan` reduce their argument exactly up to `2^19 pi`; beyond that a spirv run is refused
+# (`ArgumentOutOfRange`, naming the kernel) rather than answer wrongly.
+
+# %% machine
+NAMES = ("expm1", "log1p", "tanh", "sinh", "cosh", "pow", "erf", "sin", "atan2", "exp")
+
+
+@hawk.kernel
+def functions(x: Scalar) -> Vector[10]:
+    return m.vec(m.expm1(x * 0.5), m.log1p(x * x), m.tanh(x), m.sinh(x * 0.25), m.cosh(x * 0.25),
+                 m.pow(1.0 + x * x, 0.3 * x), m.erf(x), m.sin(3.0 * x), m.atan2(x, 1.5), m.exp(-x * x))
+
+
+@hawk.kernel
+def by_zero(x: Scalar) -> Scalar:
+    return x / 0.0 + x * 0.0
+
+
+grid = np.linspace(-6.0, 6.0, 2001)
+on_host = np.asarray(eagle.deploy(functions).run(x=grid))
+try:
+    on_spirv = np.asarray(eagle.deploy(functions, target="spirv").run(x=grid))
+except eagle.RuntimeMissing as why:
+    print("spirv skipped:", why)
+else:
+    ulps = np.abs(on_spirv - on_host) / np.spacing(np.abs(on_host))  # (function, point)
+    print(f"largest difference from the host's libm over {grid.size} points, in ulps:")
+    print({name: int(u) for name, u in zip(NAMES, ulps.max(axis=1), strict=True)})
+    special = np.array([1.0, -2.0, 0.0, np.inf])
+    print("x / 0.0 + x * 0.0 on spirv:", np.asarray(eagle.deploy(by_zero, target="spirv").run(x=special)),
+          " host:", np.asarray(eagle.deploy(by_zero).run(x=special)))
+    from eagle.targets.vulkan_runtime import ArgumentOutOfRange
+
+    try:
+        eagle.deploy(functions, target="spirv").run(x=np.array([1.0, 1e7]))
+    except ArgumentOutOfRange as refused:
+        print("refused:", str(refused)[:120], "...")
 
 # %% [markdown]
 # ## Compiling for every target
