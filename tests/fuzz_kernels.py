@@ -134,6 +134,8 @@ class Gen(Grammar):
         self.body_stmts(depth)
         if shape_kind < 0.45 and self.rng.random() < 0.25:  # a scan's running values, perhaps scattered too
             header, what = self.scan(depth, want)
+        elif shape_kind < 0.45 and self.rng.random() < 0.2:  # a vector made in the lane, returned
+            header, what = self.vector_result(depth, want)
         elif shape_kind < 0.45:  # a per-lane result: a float, or an integer or truth value made a float
             r = self.rng.random()
             e = self.f(depth) if r < 0.8 else (self.i(depth) if r < 0.9 else self.b(depth))
@@ -347,6 +349,32 @@ class Gen(Grammar):
             what += " + scatter"
             return self.signature('bins: Mutable["bin":B]', "Scalar"), what
         return self.signature("", "Scalar"), what
+
+    def vector_result(self, depth: int, want: dict):
+        """`return m.vec(e0, ..., ek)` (2 to 12 components: wider than 8 is a wide payload), maybe times a float
+        or plus the Vector[3] plane's components summed: a Vector[k] output, components first."""
+        k = int(self.pick([2, 3, 4, 5, 9, 12]))
+        parts = [self.f(max(depth - 1, 0)) for _ in range(k)]
+        src = f"m.vec({', '.join(p.src for p in parts)})"
+        val = np.stack([np.broadcast_to(p.val, self.shape) for p in parts])
+        mag = np.stack([np.broadcast_to(p.mag, self.shape) for p in parts])
+        fz = [p.fuzzy for p in parts]
+        form = self.rng.random()
+        with np.errstate(all="ignore"):
+            if form < 0.35:  # scaled by a lane value
+                e = self.f(max(depth - 1, 0))
+                src = f"{src} * ({e.src})"
+                mag = mag * absf(e.val) + absf(val) * e.mag
+                val = val * e.val
+                fz = [union(f, e) if f is not None or e.fuzzy is not None else None for f in fz]
+            elif form < 0.55:  # plus a float made of the Vector[3] plane
+                src = f"{src} + v.sum()"
+                vs = self.data["v"].sum(axis=0)
+                val, mag = val + vs, mag + absf(self.data["v"]).sum(axis=0) + absf(val)
+        lanes = [np.zeros(self.shape, bool) if f is None else np.broadcast_to(f, self.shape) for f in fz]
+        self.lines.append(f"    return {src}")
+        want["result"] = (val, mag, np.stack(lanes) if any(f is not None for f in fz) else None)
+        return self.signature("", f"Vector[{k}]"), f"Vector[{k}] made in the lane"
 
     def wide_vector(self) -> Case:
         """A Vector[1024] plane folded in the lane."""

@@ -8,10 +8,12 @@ and `plan.reverse(ct)` gives the gradient `g` of every float input. Then, one in
 whose values the front-end fuzzer checks against NumPy, so a mismatch is the reverse's.
 
 The generated kernels are not smooth everywhere (floor, comparisons, `m.index`, keys). A direction is only judged
-when the difference quotient is stable: the quotients at `h` and `h / 4` agree to STABLE of the derivative's
-scale, give or take what the outputs' own rounding (their spacing, weighted by the cotangent) moves a quotient by;
-otherwise the point sits on a kink or a jump within the step, and the direction is counted as "rough", as it is
-when gradient and quotient differ but that rounding is too coarse to tell them apart. The planes' special
+when the difference quotient is stable: the central quotients at `h` and `h / 4` agree to STABLE of the
+derivative's scale and the one-sided ones at `h / 4` to KINK, give or take what the outputs' own rounding (their
+spacing, weighted by the cotangent) moves a quotient by. Otherwise the point sits on a kink or a jump within the
+step, or on a kink itself (`abs`, `clamp` or `copysign` at an input of exactly 0.0, where the central quotient
+averages two slopes and the reverse picks one), and the direction is counted as "rough", as it is when gradient
+and quotient differ but that rounding is too coarse to tell them apart. The planes' special
 values (NaN, inf, 1e300, subnormals) are replaced by ordinary draws first, input components whose gradient is not
 finite are left out of the direction, and output components beyond BIG (or not finite) get a zero cotangent.
 
@@ -33,6 +35,7 @@ import numpy as np
 H = 1e-5  # the larger step, relative to the input's scale (components are O(1): normal and uniform draws)
 STABLE = 1e-6  # quotients at h and h/4 this close (relative to the derivative's scale): the point is smooth
 TOL = 2e-6  # the gradient's directional derivative this close to the quotient at h/4 (same scale)
+KINK = 1e-3  # one-sided quotients this far apart (relative to the scale): the point sits on a kink
 BIG = 1e12  # output components this large (or not finite) get a zero cotangent: their rounding hides the step
 
 __all__ = ["check_reverse"]
@@ -111,18 +114,20 @@ def check_reverse(c, workdir: str, target: str = "host") -> dict:
         ad = float(np.sum(np.where(d == 0.0, 0.0, g * d)))
         scale = float(np.sum(np.where(d == 0.0, 0.0, np.abs(g * d))))
 
-        def quotient(h: float, name=name, base=base, d=d) -> float:
-            def at(t: float) -> dict:
-                moved = dict(planes)
-                moved[name] = float((base + t * d).reshape(())) if np.ndim(c.planes[name]) == 0 else base + t * d
-                moved = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in moved.items()}
-                return _outputs(plan.run(**moved), c)
-            return _change(at(h), at(-h), ct) / (2.0 * h)
+        def at(t: float, name=name, base=base, d=d) -> dict:
+            moved = dict(planes)
+            moved[name] = float((base + t * d).reshape(())) if np.ndim(c.planes[name]) == 0 else base + t * d
+            moved = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in moved.items()}
+            return _outputs(plan.run(**moved), c)
 
-        q1, q4 = quotient(H), quotient(H / 4)
+        h4 = H / 4
+        up, down = at(h4), at(-h4)
+        q1, q4 = _change(at(H), at(-H), ct) / (2.0 * H), _change(up, down, ct) / (2.0 * h4)
+        ahead, behind = _change(up, outs, ct) / h4, _change(outs, down, ct) / h4  # one-sided: a kink at the point
         size, noise = scale + abs(q4), 10.0 * grain / (H / 2)  # noise: what the outputs' rounding moves q4 by
-        if not (np.isfinite(q1) and np.isfinite(q4)) or abs(q1 - q4) > STABLE * size + noise:
-            rough.append(name)  # a kink or a jump within the step
+        if not all(np.isfinite([q1, q4, ahead, behind])) or abs(q1 - q4) > STABLE * size + noise or \
+                abs(ahead - behind) > KINK * size + 2.0 * noise:
+            rough.append(name)  # a kink or a jump within the step (or at the point itself: abs(0.0))
             continue
         if abs(ad - q4) > TOL * size + noise:
             if noise > 1e-3 * size:  # the forward rounds too coarsely here to tell
