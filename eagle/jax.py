@@ -17,6 +17,7 @@ docs/bridges.md).
 
 from __future__ import annotations
 
+import math
 import threading
 
 import jax
@@ -68,7 +69,12 @@ class _Call(PreparedRun):
         _handler()
         super().__init__(jk.plan, shaped, params, grid, passed, jk.order)
         self.grid = dict(grid)
-        self.rets = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in self.rets]
+        rets = list(self.rets)
+        for i, j in self.aliases.items():  # XLA aliases an operand only to a result of its very shape
+            shape = tuple(shaped[self.operands[i]].shape)
+            if math.prod(shape) == rets[j][0][0]:
+                rets[j] = (shape, rets[j][1])
+        self.rets = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in rets]
         self.address = self.native_plan()
         keep_for_process(self)
 

@@ -194,5 +194,5 @@ class PreparedRun:
         out = {}
         for name, (j, off, shape) in self.picks.items():
             size = int(np.prod(shape)) if shape else 1
-            out[name] = rets[j][off:off + size].reshape(shape)
+            out[name] = rets[j].reshape(-1)[off:off + size].reshape(shape)  # (an aliased result: its operand's shape)
         return out

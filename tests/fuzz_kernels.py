@@ -26,7 +26,7 @@ _HEAD = ("import hawk\nimport hawk.math as m\nfrom hawk import Grid, Index, Muta
          f"\nN = {N}\nB = {BINS}\n\n\n")
 _HEAD_LINES = _HEAD.count("\n")
 
-__all__ = ["KNOWN", "case", "check", "load_kernel", "main", "run_cases", "runner_args"]
+__all__ = ["KNOWN", "case", "check", "fresh", "load_kernel", "main", "named", "record", "run_cases", "runner_args"]
 
 
 class Gen(Grammar):
@@ -503,7 +503,7 @@ def check(c: Case, workdir: str, target: str = "host") -> dict:
     import hawk
 
     path = os.path.join(workdir, f"{c.name}.py")
-    out = {"index": c.index, "what": c.what, "tags": sorted(c.tags)}
+    out = record(c)
     try:
         kernel = load_kernel(c, path)
         planes = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in c.planes.items()}
@@ -539,6 +539,18 @@ def check(c: Case, workdir: str, target: str = "host") -> dict:
     return {**out, "status": "ok", "why": "match"}
 
 
+def fresh(planes: dict) -> dict:
+    """Copies of a case's arrays (a run may write the outputs and sinks it is given), numbers as they are."""
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in planes.items()}
+
+
+def named(res, c: Case) -> dict[str, np.ndarray]:
+    """A run's results by name (a kernel with one output hands back its array alone)."""
+    if isinstance(res, dict):
+        return {k: np.asarray(v) for k, v in res.items()}
+    return {next(iter(c.want)): np.asarray(res)}
+
+
 def runner_args(doc: str) -> argparse.ArgumentParser:
     """The options a runner script takes: which cases (seed, start, count), where to write them, which target."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
@@ -550,9 +562,15 @@ def runner_args(doc: str) -> argparse.ArgumentParser:
     return ap
 
 
+def record(c: Case) -> dict:
+    """The head of a case's JSON line: its number, what it is, its known-class tags."""
+    return {"index": c.index, "what": c.what, "tags": sorted(c.tags)}
+
+
 def run_cases(check_fn, doc: str, argv=None) -> int:
-    """A runner script's loop (tests/fuzz_reverse.py, tests/fuzz_threads.py): `check_fn(case, workdir, target)`
-    on each case of the range, one JSON line each, after a line naming the case it begins (for crash reports)."""
+    """A runner script's loop (tests/fuzz_reverse.py, fuzz_threads.py, fuzz_bridges.py): `check_fn(case, workdir,
+    target)` on each case of the range that must run (the others are skipped), one JSON line each, after a line
+    naming the case it begins (for crash reports)."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: hawk, eagle
     a = runner_args(doc).parse_args(argv)
     import tempfile
@@ -561,8 +579,12 @@ def run_cases(check_fn, doc: str, argv=None) -> int:
     os.makedirs(workdir, exist_ok=True)
     for i in range(a.start, a.start + a.count):
         print(json.dumps({"begin": i}), flush=True)
+        c = case(a.seed, i)
+        if c.expect != "match":
+            print(json.dumps({**record(c), "status": "skipped", "why": f"expects {c.expect}"}), flush=True)
+            continue
         with np.errstate(all="ignore"):
-            print(json.dumps(check_fn(case(a.seed, i), workdir, a.target)), flush=True)
+            print(json.dumps(check_fn(c, workdir, a.target)), flush=True)
     return 0
 
 

@@ -50,13 +50,6 @@ def _tame(v, rng):
     return np.where(wild, rng.normal(size=v.shape), v)
 
 
-def _outputs(res, c) -> dict[str, np.ndarray]:
-    """The run's outputs by name (a kernel with one output hands back its array alone)."""
-    if isinstance(res, dict):
-        return {k: np.asarray(v, dtype=np.float64) for k, v in res.items()}
-    return {next(iter(c.want)): np.asarray(res, dtype=np.float64)}
-
-
 def _change(up: dict, down: dict, ct: dict) -> float:
     """sum(ct * (up - down)) over every output, differenced component by component (a large output beside a
     small one would swallow the small one's change in a sum of ct * out); a zero cotangent adds nothing."""
@@ -72,19 +65,16 @@ def check_reverse(c, workdir: str, target: str = "host") -> dict:
     import eagle
     import hawk
 
-    out = {"index": c.index, "what": c.what, "tags": sorted(c.tags)}
-    if c.expect != "match":
-        return {**out, "status": "skipped", "why": f"expects {c.expect}"}
+    out = fk.record(c)
     rng = np.random.default_rng([c.seed, c.index, 7])
     try:
         kernel = fk.load_kernel(c, os.path.join(workdir, f"{c.name}.py"))
         plan = eagle.deploy(kernel, target=target)
         planes = {k: _tame(v, rng) for k, v in c.planes.items()}
-        outs = _outputs(plan.run(**{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in planes.items()}),
-                        c)
+        outs = fk.named(plan.run(**fk.fresh(planes)), c)
         ct = {k: np.where(np.abs(v) < BIG, rng.normal(size=v.shape), 0.0) for k, v in outs.items()}
         arg = ct if len(ct) > 1 else next(iter(ct.values()))
-        before = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in planes.items()}
+        before = fk.fresh(planes)
         grads = {k: np.asarray(v, dtype=np.float64) for k, v in plan.reverse(arg, **planes).items()}
     except (eagle.InputError, hawk.KernelError) as exc:
         msg = str(exc)
@@ -117,8 +107,7 @@ def check_reverse(c, workdir: str, target: str = "host") -> dict:
         def at(t: float, name=name, base=base, d=d) -> dict:
             moved = dict(planes)
             moved[name] = float((base + t * d).reshape(())) if np.ndim(c.planes[name]) == 0 else base + t * d
-            moved = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in moved.items()}
-            return _outputs(plan.run(**moved), c)
+            return fk.named(plan.run(**fk.fresh(moved)), c)
 
         h4 = H / 4
         up, down = at(h4), at(-h4)

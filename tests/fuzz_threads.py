@@ -79,18 +79,17 @@ def check_split(c, workdir: str, target: str = "host") -> dict:
     import eagle
     import hawk
 
-    out = {"index": c.index, "what": c.what, "tags": sorted(c.tags)}
-    keep = promised(c) if c.expect == "match" and "p" in c.planes else set()  # (not the Vector[1024] cases)
+    out = fk.record(c)
+    keep = promised(c) if "p" in c.planes else set()  # (not the Vector[1024] cases)
     if not keep:
-        return {**out, "status": "skipped", "why": f"expects {c.expect}" if c.expect != "match" else "no bits promised"}
+        return {**out, "status": "skipped", "why": "no bits promised"}
     planes = big_planes(c, np.random.default_rng([c.seed, c.index, 11]))
     runs, chunks = [], []
     try:
         kernel = fk.load_kernel(c, os.path.join(workdir, f"{c.name}.py"))
         for threads, min_chunk in SPLITS:
             plan = eagle.deploy(kernel, target=target, threads=threads, min_chunk=min_chunk)
-            res = plan.run(**{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in planes.items()})
-            runs.append(res if isinstance(res, dict) else {next(iter(c.want)): res})
+            runs.append(fk.named(plan.run(**fk.fresh(planes)), c))
             chunks.append(tuple(plan.last_chunks))
     except eagle.InputError as exc:  # keys outside the sink on these planes: refused by name, as on the case's
         if "'bins'" in str(exc) and c.name in str(exc):

@@ -24,12 +24,14 @@ pytestmark = pytest.mark.slow  # (pyproject.toml's markers: -m 'not slow' leaves
 
 SEED = int(os.environ.get("HAWK_FUZZ_SEED", "20261201"))
 COUNT = int(os.environ.get("HAWK_FUZZ_COUNT", "300"))
-REVERSE_COUNT = int(os.environ.get("HAWK_FUZZ_REVERSE_COUNT", "60"))
+REVERSE_COUNT = int(os.environ.get("HAWK_FUZZ_REVERSE_COUNT", "40"))
 BATCH = 50
 RUNNER = Path(__file__).with_name("fuzz_kernels.py")
 REVERSE_RUNNER = Path(__file__).with_name("fuzz_reverse.py")
-SPLIT_COUNT = int(os.environ.get("HAWK_FUZZ_SPLIT_COUNT", "150"))
+SPLIT_COUNT = int(os.environ.get("HAWK_FUZZ_SPLIT_COUNT", "100"))
 SPLIT_RUNNER = Path(__file__).with_name("fuzz_threads.py")
+BRIDGE_COUNT = int(os.environ.get("HAWK_FUZZ_BRIDGE_COUNT", "30"))
+BRIDGE_RUNNER = Path(__file__).with_name("fuzz_bridges.py")
 ROOT = RUNNER.parent.parent
 
 
@@ -109,6 +111,15 @@ def test_split_runs_of_generated_kernels_keep_the_promised_bits(tmp_path):
     split = [r for r in compared if r["status"] == "ok"]
     assert len(split) >= 0.8 * len(compared) and len(split) >= SPLIT_COUNT // 3, \
         f"only {len(split)} of {len(compared)} cases split and compared: {compared[:5]}"
+
+
+def test_generated_kernels_through_the_jax_and_torch_bridges(tmp_path):
+    """tests/fuzz_bridges.py: each kernel through eagle.torch.wrap and eagle.jax.wrap, results against Plan.run's
+    bits and gradients (torch autograd, jax.vjp) against plan.reverse's bits."""
+    runs = _run_runner(BRIDGE_COUNT, tmp_path, BRIDGE_RUNNER)
+    done = [r for r in runs if r["status"] == "ok"]
+    assert len(done) >= 0.8 * len(runs), f"only {len(done)} of {len(runs)} kernels went through: {runs[:5]}"
+    assert any("gradients" in r["why"] for r in done), "no gradient was compared"
 
 
 def test_generation_is_reproducible():

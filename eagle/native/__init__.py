@@ -88,6 +88,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.eagle_pool_size.restype = ctypes.c_int
     lib.eagle_set_dealt.argtypes = [ctypes.c_int]
     lib.eagle_set_dealt.restype = ctypes.c_int
+    lib.eagle_call_ieee.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.eagle_call_ieee.restype = None
     return lib
 
 
@@ -110,6 +112,16 @@ def library() -> ctypes.CDLL | None:
                 LOG.debug("eagle runs host stages on a Python thread pool: the native executor is unavailable "
                           "(%s)", _STATE["why"])
         return _STATE["lib"]
+
+
+def call_ieee(entry, args) -> None:
+    """Call a compiled entry (a ctypes function of one pointer) on `args` with IEEE subnormals and round to nearest,
+    whatever the calling thread's mode (executor.c, fp_ieee); without the native executor, as the thread is."""
+    lib = library()
+    if lib is None:
+        entry(args)
+    else:
+        lib.eagle_call_ieee(ctypes.cast(entry, ctypes.c_void_p), ctypes.cast(args, ctypes.c_void_p))
 
 
 def unavailable_reason() -> str | None:

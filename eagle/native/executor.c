@@ -25,6 +25,47 @@
 #include <string.h>
 #include <time.h>
 
+/* The floating-point mode compiled code runs in: IEEE subnormals and round to nearest, whatever the caller's
+ * thread was set to. XLA's CPU threads flush subnormals to zero (MXCSR's FTZ and DAZ bits), as does a process
+ * that called torch.set_flush_denormal(True); under them x * 1.0 of a subnormal x gave 0 inside jax.jit, and the
+ * exact sums' error-free steps would lose their low parts. fp_ieee() sets the mode and returns the caller's,
+ * which fp_restore() puts back. Workers set it once, when they start. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+typedef unsigned int fp_mode;
+#define FP_NOT_IEEE 0xE040u /* MXCSR: flush to zero (bit 15), rounding control (13-14), denormals are zero (6) */
+static fp_mode fp_ieee(void) {
+    fp_mode old = _mm_getcsr();
+    if (old & FP_NOT_IEEE)
+        _mm_setcsr(old & ~FP_NOT_IEEE);
+    return old;
+}
+static void fp_restore(fp_mode old) {
+    if (old & FP_NOT_IEEE)
+        _mm_setcsr(old);
+}
+#elif defined(__aarch64__)
+typedef uint64_t fp_mode;
+#define FP_NOT_IEEE ((1ull << 24) | (3ull << 22)) /* FPCR: flush to zero (FZ), rounding mode (RMode) */
+static fp_mode fp_ieee(void) {
+    fp_mode old;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(old));
+    if (old & FP_NOT_IEEE) {
+        fp_mode v = old & ~FP_NOT_IEEE;
+        __asm__ volatile("msr fpcr, %0" : : "r"(v));
+    }
+    return old;
+}
+static void fp_restore(fp_mode old) {
+    if (old & FP_NOT_IEEE)
+        __asm__ volatile("msr fpcr, %0" : : "r"(old));
+}
+#else
+typedef int fp_mode;
+static fp_mode fp_ieee(void) { return 0; }
+static void fp_restore(fp_mode old) { (void)old; }
+#endif
+
 typedef void (*eagle_fn)(void **);
 
 typedef struct { /* one buffer that starts fresh at every launch */
@@ -386,6 +427,7 @@ static void run_chunks(uint32_t g, const eagle_stage *s, int64_t n, eagle_task t
 
 static void *worker(void *arg) {
     int me = (int)(intptr_t)arg;
+    fp_ieee(); /* (a thread starts with its creator's mode, which may flush subnormals) */
     uint32_t seen = (uint32_t)born[me];
     int join = 0;
     for (;;) {
@@ -497,8 +539,18 @@ static void run_all(const eagle_stage *s, int helpers, int64_t n, eagle_task tas
 }
 
 
-/* Run one launch of a stage (see the top of this file). Returns 1 when the #err buffer holds a refusal. */
+/* Run one launch of a stage (see the top of this file), in IEEE mode (fp_ieee). Returns 1 when the #err buffer
+ * holds a refusal. */
+static int fire(const eagle_stage *s);
+
 int eagle_fire(const eagle_stage *s) {
+    fp_mode caller = fp_ieee();
+    int rc = fire(s);
+    fp_restore(caller);
+    return rc;
+}
+
+static int fire(const eagle_stage *s) {
     pthread_once(&once, init_once);
     for (int64_t k = 0; k < s->ncopies; k++)
         memcpy((void *)(intptr_t)s->vals[5 * s->copies[k].buf], s->copies[k].src, (size_t)s->copies[k].bytes);
@@ -561,6 +613,13 @@ int eagle_fire(const eagle_stage *s) {
         if (err[i])
             return 1;
     return 0;
+}
+
+/* Call a compiled entry taking one pointer (a GPU stage's host finish) in IEEE mode, as eagle_fire runs its own. */
+void eagle_call_ieee(void (*entry)(void *), void *args) {
+    fp_mode caller = fp_ieee();
+    entry(args);
+    fp_restore(caller);
 }
 
 /* Tests: deal every phase's tasks out to the caller and each helper (1) or let them claim tasks as they come

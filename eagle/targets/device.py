@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from eagle import native
 from eagle.errors import RuntimeMissing
 from hawk.abi.layout import (
     GROUP_ALIGN,
@@ -387,7 +388,7 @@ class DeviceStage:
         host = list(self.buffers)
         host[self.launcher.meta_k] = self.host_meta
         args = PackedArgs(host)
-        self.finish_lib.finish(args.ptrs)
+        native.call_ieee(self.finish_lib.finish, args.ptrs)
         err = self.buffers[self.launcher.err_k]
         if err.any():
             self.launcher.check_errors(err)
