@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 
 import fuzz_kernels as fk
 import numpy as np
@@ -121,14 +120,8 @@ def check_bridges(c, workdir: str, target: str = "host") -> dict:
             why = bridge(kernel, planes, c, want, grads, ct)
             if why:
                 return {**out, "status": "fail", "why": why}
-    except eagle.InputError as exc:
-        if c.name not in str(exc):
-            return {**out, "status": "fail", "why": f"refusal without the kernel's name: {str(exc)[:300]}"}
-        return {**out, "status": "refused", "why": str(exc)[:200]}
-    except Exception as exc:  # anything else is a bug: the kind and where it came from
-        tb = traceback.extract_tb(exc.__traceback__)[-1]
-        return {**out, "status": "fail",
-                "why": f"{type(exc).__name__}: {str(exc)[:300]} (at {os.path.basename(tb.filename)}:{tb.lineno})"}
+    except Exception as exc:  # a refusal by name, or a bug
+        return fk.raised(c, exc, (eagle.InputError,))
     return {**out, "status": "ok", "why": "results" + (" and gradients" if grads else "") + " bit for bit"}
 
 

@@ -26,7 +26,8 @@ _HEAD = ("import hawk\nimport hawk.math as m\nfrom hawk import Grid, Index, Muta
          f"\nN = {N}\nB = {BINS}\n\n\n")
 _HEAD_LINES = _HEAD.count("\n")
 
-__all__ = ["KNOWN", "case", "check", "fresh", "load_kernel", "main", "named", "record", "run_cases", "runner_args"]
+__all__ = ["KNOWN", "case", "check", "close", "fresh", "load_kernel", "main", "named", "raised", "record",
+           "run_cases", "runner_args"]
 
 
 class Gen(Grammar):
@@ -462,7 +463,7 @@ def case(seed: int, index: int) -> Case:
 # ---- checking one case (in the runner process) -------------------------------------------------------------
 
 
-def _close(got: np.ndarray, want: np.ndarray, mag: np.ndarray | None, fuzzy: np.ndarray | None) -> str | None:
+def close(got: np.ndarray, want: np.ndarray, mag: np.ndarray | None, fuzzy: np.ndarray | None) -> str | None:
     """None when `got` matches `want`: exactly (mag None), or within REL of the error scale; NaN meets NaN and
     infinities match exactly. Fuzzy lanes (within rounding of a jump) are not compared."""
     if np.size(got) != np.size(want):
@@ -533,7 +534,7 @@ def check(c: Case, workdir: str, target: str = "host") -> dict:
     if sorted(got) != sorted(c.want):
         return {**out, "status": "fail", "why": f"outputs {sorted(got)} != {sorted(c.want)}"}
     for name, (val, mag, fuzzy) in c.want.items():
-        why = _close(np.asarray(got[name]), np.asarray(val, dtype=np.float64), mag, fuzzy)
+        why = close(np.asarray(got[name]), np.asarray(val, dtype=np.float64), mag, fuzzy)
         if why:
             return {**out, "status": "fail", "why": f"{name}: {why}"}
     return {**out, "status": "ok", "why": "match"}
@@ -565,6 +566,19 @@ def runner_args(doc: str) -> argparse.ArgumentParser:
 def record(c: Case) -> dict:
     """The head of a case's JSON line: its number, what it is, its known-class tags."""
     return {"index": c.index, "what": c.what, "tags": sorted(c.tags)}
+
+
+def raised(c: Case, exc: BaseException, refusals: tuple = ()) -> dict:
+    """A runner's record for an exception: a refusal of a type in `refusals` that names the kernel is "refused"
+    (one that does not name it fails); anything else is a bug: its kind and where it came from."""
+    out = record(c)
+    if isinstance(exc, refusals):
+        if c.name not in str(exc):
+            return {**out, "status": "fail", "why": f"refusal without the kernel's name: {str(exc)[:300]}"}
+        return {**out, "status": "refused", "why": str(exc)[:200]}
+    tb = traceback.extract_tb(exc.__traceback__)[-1]
+    return {**out, "status": "fail",
+            "why": f"{type(exc).__name__}: {str(exc)[:300]} (at {os.path.basename(tb.filename)}:{tb.lineno})"}
 
 
 def run_cases(check_fn, doc: str, argv=None) -> int:

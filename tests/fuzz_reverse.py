@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 
 import fuzz_kernels as fk
 import numpy as np
@@ -76,15 +75,8 @@ def check_reverse(c, workdir: str, target: str = "host") -> dict:
         arg = ct if len(ct) > 1 else next(iter(ct.values()))
         before = fk.fresh(planes)
         grads = {k: np.asarray(v, dtype=np.float64) for k, v in plan.reverse(arg, **planes).items()}
-    except (eagle.InputError, hawk.KernelError) as exc:
-        msg = str(exc)
-        if c.name not in msg:
-            return {**out, "status": "fail", "why": f"refusal without the kernel's name: {msg[:300]}"}
-        return {**out, "status": "refused", "why": msg[:200]}
-    except Exception as exc:  # anything else is a bug: the kind and where it came from
-        tb = traceback.extract_tb(exc.__traceback__)[-1]
-        return {**out, "status": "fail",
-                "why": f"{type(exc).__name__}: {str(exc)[:300]} (at {os.path.basename(tb.filename)}:{tb.lineno})"}
+    except Exception as exc:  # a refusal by name, or a bug
+        return fk.raised(c, exc, (eagle.InputError, hawk.KernelError))
     for k, v in before.items():  # the reverse reads the planes, never writes them
         if isinstance(v, np.ndarray) and not np.array_equal(v, planes[k], equal_nan=True):
             return {**out, "status": "fail", "why": f"plan.reverse changed the caller's '{k}'"}

@@ -32,6 +32,8 @@ SPLIT_COUNT = int(os.environ.get("HAWK_FUZZ_SPLIT_COUNT", "100"))
 SPLIT_RUNNER = Path(__file__).with_name("fuzz_threads.py")
 BRIDGE_COUNT = int(os.environ.get("HAWK_FUZZ_BRIDGE_COUNT", "30"))
 BRIDGE_RUNNER = Path(__file__).with_name("fuzz_bridges.py")
+ARTIFACT_COUNT = int(os.environ.get("HAWK_FUZZ_ARTIFACT_COUNT", "40"))
+ARTIFACT_RUNNER = Path(__file__).with_name("fuzz_artifacts.py")
 ROOT = RUNNER.parent.parent
 
 
@@ -120,6 +122,13 @@ def test_generated_kernels_through_the_jax_and_torch_bridges(tmp_path):
     done = [r for r in runs if r["status"] == "ok"]
     assert len(done) >= 0.8 * len(runs), f"only {len(done)} of {len(runs)} kernels went through: {runs[:5]}"
     assert any("gradients" in r["why"] for r in done), "no gradient was compared"
+
+
+def test_generated_kernels_as_artifacts(tmp_path):
+    """tests/fuzz_artifacts.py: each kernel published with build_bundle, loaded and run without the compiler's
+    Plan; the results that promise bits have Plan.run's, the rest meet NumPy's reference."""
+    runs = _run_runner(ARTIFACT_COUNT, tmp_path, ARTIFACT_RUNNER)
+    assert len([r for r in runs if r["status"] == "ok"]) >= 0.9 * len(runs), runs[:5]
 
 
 def test_generation_is_reproducible():
