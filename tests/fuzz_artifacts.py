@@ -1,16 +1,9 @@
 """The artifact fuzzer: the front-end fuzzer's kernels (tests/fuzz_kernels.py) published with
 `hawk.artifact.build_bundle`, loaded back with `hawk.load` and run with `hawk.run`, each result against
-`eagle.deploy(kernel).run(...)`: bit for bit where the result promises bits (tests/fuzz_threads.py `promised`),
-else against the case's NumPy reference within its bound as the front-end fuzzer checks, since an artifact builds
-every `policy="auto"` sum over all lanes as "ordered" (docs/artifacts.md). tests/test_fuzz.py runs it.
-
-An artifact holds every stage of a kernel, its layouts read from the lowered IR and its Index dtypes; a run
-through it binds the planes again without the compiler. The generated kernels vary what that must carry: staged
-totals, sinks passed with contents, Grid extents at run time, Index planes of two widths (`kb` is int32, `k`
-int64 here), vector results.
-
-    python tests/fuzz_artifacts.py --seed 7 --start 0 --count 50 --dir /tmp/fz    # one JSON line per case
-"""
+`eagle.deploy(kernel, target=...).run(...)` on the same target: bit for bit where the result promises bits
+(tests/fuzz_threads.py `promised`), else against the case's NumPy reference within its bound as the front-end
+fuzzer checks, since an artifact builds every `policy="auto"` sum over all lanes as "ordered" (docs/artifacts.md).
+tests/test_fuzz.py runs it."""
 
 from __future__ import annotations
 
@@ -33,11 +26,11 @@ def check_artifact(c, workdir: str, target: str = "host") -> dict:
     out = fk.record(c)
     try:
         kernel = fk.load_kernel(c, os.path.join(workdir, f"{c.name}.py"))
-        want = fk.named(eagle.deploy(kernel).run(**fk.fresh(c.planes)), c)
+        want = fk.named(eagle.deploy(kernel, target=target).run(**fk.fresh(c.planes)), c)
         where = os.path.join(workdir, f"art_{c.name}")
         idx = {n: str(c.planes[n].dtype) for n in ("k", "kb") if n in c.planes}  # (the planes' own widths)
         hawk.artifact.build_bundle([kernel], where, targets=(target,), index_dtypes=idx)
-        got = fk.named(hawk.run(hawk.load(where, c.name), **fk.fresh(c.planes)), c)
+        got = fk.named(hawk.run(hawk.load(where, c.name, target=target), **fk.fresh(c.planes)), c)
     except Exception as exc:  # a refusal by name, or a bug
         return fk.raised(c, exc, (eagle.InputError,))
     if sorted(got) != sorted(want):
