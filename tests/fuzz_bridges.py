@@ -50,11 +50,10 @@ def _torch(kernel, planes: dict, c, want: dict, grads: dict | None, ct: dict):
         else:
             args[k] = v
     res = f(**args)
-    got = {k: v.detach().numpy() for k, v in (res if isinstance(res, dict) else {next(iter(c.want)): res}).items()}
-    why = _diff("torch", got, want)
+    outs = res if isinstance(res, dict) else {next(iter(c.want)): res}
+    why = _diff("torch", {k: v.detach().numpy() for k, v in outs.items()}, want)
     if why or grads is None:
         return why
-    outs = res if isinstance(res, dict) else {next(iter(c.want)): res}
     names = sorted(outs)
     gs = torch.autograd.grad([outs[k] for k in names], [args[k] for k in sorted(wrt)],
                              [torch.from_numpy(np.ascontiguousarray(ct[k])).reshape(outs[k].shape) for k in names],

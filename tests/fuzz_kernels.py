@@ -367,7 +367,7 @@ class Gen(Grammar):
                 src = f"{src} * ({e.src})"
                 mag = mag * absf(e.val) + absf(val) * e.mag
                 val = val * e.val
-                fz = [union(f, e) if f is not None or e.fuzzy is not None else None for f in fz]
+                fz = [union(f, e) for f in fz]
             elif form < 0.55:  # plus a float made of the Vector[3] plane
                 src = f"{src} + v.sum()"
                 vs = self.data["v"].sum(axis=0)
@@ -507,8 +507,7 @@ def check(c: Case, workdir: str, target: str = "host") -> dict:
     out = record(c)
     try:
         kernel = load_kernel(c, path)
-        planes = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in c.planes.items()}
-        res = eagle.deploy(kernel, target=target).run(**planes)
+        res = eagle.deploy(kernel, target=target).run(**fresh(c.planes))
     except hawk.KernelError as exc:
         msg = str(exc)
         if exc.line is None or not msg.startswith(f"{path}:{exc.line}:"):
@@ -582,9 +581,9 @@ def raised(c: Case, exc: BaseException, refusals: tuple = ()) -> dict:
 
 
 def run_cases(check_fn, doc: str, argv=None) -> int:
-    """A runner script's loop (tests/fuzz_reverse.py, fuzz_threads.py, fuzz_bridges.py): `check_fn(case, workdir,
-    target)` on each case of the range that must run (the others are skipped), one JSON line each, after a line
-    naming the case it begins (for crash reports)."""
+    """A runner script's loop (tests/fuzz_reverse.py, fuzz_threads.py, fuzz_bridges.py, fuzz_artifacts.py):
+    `check_fn(case, workdir, target)` on each case of the range that must run (the others are skipped), one JSON
+    line each, after a line naming the case it begins (for crash reports)."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: hawk, eagle
     a = runner_args(doc).parse_args(argv)
     import tempfile

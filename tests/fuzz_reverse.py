@@ -88,8 +88,8 @@ def check_reverse(c, workdir: str, target: str = "host") -> dict:
         base = np.asarray(planes[name], dtype=np.float64)
         g = g.reshape(base.shape)
         ok = np.isfinite(g)
-        if not np.all(np.isfinite(g)):
-            notes.append(f"{name}: {int(np.sum(~np.isfinite(g)))} non-finite")
+        if not np.all(ok):
+            notes.append(f"{name}: {int(np.sum(~ok))} non-finite")
         d = np.where(ok, rng.normal(size=base.shape), 0.0)
         if not np.any(d):
             continue

@@ -1,6 +1,6 @@
-"""The split fuzzer: the front-end fuzzer's kernels (tests/fuzz_kernels.py) on a few thousand lanes, run whole on
-one thread and split into many chunks on several threads, and every output that promises bits compared bit for
-bit (tests/test_fuzz.py runs it).
+"""The split fuzzer: the front-end fuzzer's kernels (tests/fuzz_kernels.py) on 20,011 lanes (3,001 rows of a Grid),
+run whole on one thread and split into many chunks on several threads, and every output that promises bits
+compared bit for bit (tests/test_fuzz.py runs it).
 
 What promises bits whatever the thread count and chunking (docs/semantics.md): per-lane outputs computed without
 a non-ordered total, `hawk.max`/`hawk.min` and ordered sums and means, scatters with `policy="ordered"` or `=`

@@ -24,9 +24,10 @@ pytestmark = pytest.mark.slow  # (pyproject.toml's markers: -m 'not slow' leaves
 
 SEED = int(os.environ.get("HAWK_FUZZ_SEED", "20261201"))
 COUNT = int(os.environ.get("HAWK_FUZZ_COUNT", "300"))
-REVERSE_COUNT = int(os.environ.get("HAWK_FUZZ_REVERSE_COUNT", "40"))
 BATCH = 50
 RUNNER = Path(__file__).with_name("fuzz_kernels.py")
+# the runners that take the same cases further (a few of each in the suite; more with the variables)
+REVERSE_COUNT = int(os.environ.get("HAWK_FUZZ_REVERSE_COUNT", "40"))
 REVERSE_RUNNER = Path(__file__).with_name("fuzz_reverse.py")
 SPLIT_COUNT = int(os.environ.get("HAWK_FUZZ_SPLIT_COUNT", "100"))
 SPLIT_RUNNER = Path(__file__).with_name("fuzz_threads.py")
