@@ -337,24 +337,29 @@ def private_sink_slots(slots: int, policy: str, stored: bool, added: bool, limit
     return slots if slots <= limit else 0
 
 
+def slot_range_form(lay: Layout, reads_outputs: bool = False) -> bool:
+    """Whether a stage's effects fit the slot-range form (the one statement of the rule: wants_slot_ranges
+    below, and split-stages' hawk/passes/split_sinks.py, which splits a stage so that its large sinks' scatters
+    fit it): it scatters into sinks and writes only per-lane outputs it never reads (`reads_outputs`: the body
+    reads some output plane it writes), with no reductions over every lane or kept axes, scan totals, cells or
+    stores by key. It may read a scan's offsets (a keyed one's too, its running values in a buffer of each
+    chunk's own: at most hawk.frontend.scan_keyed.MAX_KEYS of them) and fold block reductions: every chunk makes
+    those again, block by block and tile by tile, with one chunk's bits."""
+    if not lay.sinks or lay.reductions or lay.cells_out or writes_scan(lay):
+        return False
+    return not (lay.outputs and (reads_outputs or any(mode != "lane" for mode in lay.outputs.values())))
+
+
 def wants_slot_ranges(lay: Layout, reads_outputs: bool = False) -> bool:
     """Whether a stage runs in slot ranges on the host (issues 10 and 11: no single-thread cliff for sinks of
-    any size): its effects are scatters into sinks and per-lane outputs it never reads (`reads_outputs`: the
-    body reads some output plane; no reductions over every lane or kept axes, scan totals, cells or stores by key:
-    a scan's offsets (a keyed one's too, its running values in a buffer of each chunk's own: at most
-    hawk.frontend.scan_keyed.MAX_KEYS of them) and block reductions are made again by every chunk, block by block
-    and tile by tile, with one chunk's bits), and some sink would make it run as one chunk (too large for
-    copies). Each of the launch's P chunks then runs every lane and applies only the
+    any size): its effects fit the form (slot_range_form) and some sink would make it run as one chunk (too
+    large for copies). Each of the launch's P chunks then runs every lane and applies only the
     scatters whose slot falls in its own range of each sink (slot_range), and chunk 0 alone writes the per-lane
     outputs: every slot sees its terms, stores and adds in lane order from one chunk, so the results have the
     bits of one chunk, under every policy, at every P. Its sinks keep no copies (analysis drops those a smaller
     sink would have had), so it needs no memory beyond the sinks. The cost: every chunk reads every lane's inputs
     (P times the streaming), for 1/P of the random slot accesses that dominate a scatter into a sink this large."""
-    if not lay.sinks or lay.reductions or lay.cells_out or writes_scan(lay):
-        return False
-    if lay.outputs and (reads_outputs or any(mode != "lane" for mode in lay.outputs.values())):
-        return False
-    return lay.parallel_span() is None
+    return slot_range_form(lay, reads_outputs) and lay.parallel_span() is None
 
 
 def slot_range(slots: int, part: int, parts: int) -> tuple[int, int]:

@@ -208,9 +208,8 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
                 bufs.append(Buffer(p.name, "priv", _comp_dtype(sink_policy[p.name])))
                 if p.name in stored:
                     bufs.append(Buffer(p.name, "mark", "i64"))
-    written_read = planes_read(module, set(lay.outputs) & planes_stored(module))  # (outputs only read: safe)
-    if wants_slot_ranges(lay, bool(written_read)):  # how many slot ranges a host launch splits each sink into
-        # (hawk/abi/layout.py);
+    if wants_slot_ranges(lay, reads_written_outputs(module, lay)):  # a host launch splits each sink into
+        # slot ranges (hawk/abi/layout.py);
         # its sinks keep no copies (each chunk applies its own slots of every sink in place)
         lay.private = {n: v for n, v in lay.private.items() if n not in sinks}
         bufs[:] = [b for b in bufs if not (b.name in sinks and b.role in ("priv", "mark", "pairs"))]
@@ -218,6 +217,12 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     bufs += [Buffer("#scratch", "scratch", "f64"), Buffer("#exact", "exact", "i64"), Buffer("#meta", "meta", "i64"),
              Buffer("#err", "err", "i64")]
     return lay
+
+
+def reads_written_outputs(root, lay: Layout) -> bool:
+    """Whether the body under `root` reads an output plane it also writes (a lane's own value, read before the
+    lane assigns it); outputs only read are safe for the slot-range form (hawk.abi.layout.slot_range_form)."""
+    return bool(planes_read(root, set(lay.outputs) & planes_stored(root)))
 
 
 def planes_read(root, names: set[str] | None = None) -> set[str]:

@@ -180,15 +180,17 @@ def stage_of(func) -> dict | None:
     return from_attr(attrs["hawk.stage"]) if "hawk.stage" in attrs else None
 
 
-def plan(func) -> Layout:
-    """Run the analysis over one kernel func from its facts."""
+def plan(func, owns: set[str] | None = None) -> Layout:
+    """Run the analysis over one kernel func from its facts (`owns`: the outputs and sinks it hands back, when
+    its hawk.stage attribute does not say yet: split-stages' parts)."""
     _, itypes = types_of(func)
     short = {n: f"i{ir.IntegerType(t).width}" if isinstance(t, ir.IntegerType) else
              "f64" if isinstance(t, ir.F64Type) else "f32" for n, t in itypes.items()}
     st = stage_of(func)
+    if st is not None:
+        owns = set(st["owns"])
     return analyse(func, signature_of(func), outputs_of(func), ir.StringAttr(func.attributes["sym_name"]).value,
-                   short, None if st is None else set(st["owns"]), tuple(st["cells_out"]) if st else (),
-                   copy_slots=copy_slots_of(func))
+                   short, owns, tuple(st["cells_out"]) if st else (), copy_slots=copy_slots_of(func))
 
 
 @register

@@ -28,13 +28,11 @@ import math
 
 from mlir import ir
 
-from hawk.abi.layout import PAIR_SLOTS, sum_policy
-from hawk.ir.access import kernel_func, policy, scatter_mode, sink_name, store_key, stored_value
+from hawk.abi.layout import PAIR_SLOTS, slot_range_form, sum_policy
+from hawk.ir.access import kernel_func, policy, scatter_mode, sink_name, stored_value
 from hawk.ir.dialect import is_hawk
 from hawk.ir.types import arg_names, drop_unused_args
 from hawk.passes.analysis import planes_read, planes_stored
-
-_COLLECTIVES = ("reduce", "block_reduce", "scan", "scan_apply", "scan_totals")
 
 
 def _walk(func_op) -> list:
@@ -82,16 +80,13 @@ def lone_sinks(func_op) -> set[str]:
 
 
 def _in_ranges_already(func_op) -> bool:
-    """Whether the stage is a slot-range stage as it is (hawk.abi.layout.wants_slot_ranges): its effects are
-    scatters and stores of per-lane outputs it never reads; it may read a scan's offsets and fold block totals."""
-    for op in _walk(func_op):
-        if is_hawk(op, "block_reduce") or is_hawk(op, "scan_apply"):
-            continue  # (read only: a scan's values from the offsets an earlier stage left; block totals per chunk)
-        if is_hawk(op) and op.operation.name[5:] in _COLLECTIVES + ("cell",):
-            return False
-        if is_hawk(op, "store") and store_key(op) is not None:
-            return False
-    return not (planes_stored(func_op) & planes_read(func_op))
+    """Whether the stage fits the slot-range form as it is (hawk.abi.layout.slot_range_form, read off the
+    stage's own Layout, of the outputs and sinks it writes: the rule is stated once, there)."""
+    from hawk.passes.analysis import reads_written_outputs, written_names
+    from hawk.passes.plan import plan
+
+    lay = plan(func_op, owns=written_names(func_op))
+    return slot_range_form(lay, reads_written_outputs(func_op, lay))
 
 
 def _effect(op) -> bool:
