@@ -159,26 +159,30 @@ class JaxKernel:
         return f
 
     def _backward(self, call: _Call, ops: tuple, gs: tuple) -> tuple:
-        from eagle.reverse import adjoint_for, cotangents, forward_of
+        from eagle.reverse import adjoint_for, adjoint_inputs, cotangents, forward_of
 
         planes = dict(zip(call.operands, ops, strict=True))
+        fwd = forward_of(self.plan)
+        sig = fwd.signature
         floats = ("lane", "table", "param")
-        wrt = tuple(n for n in call.operands if self.kinds[n] in floats)
+        # a passed output whose initial contents the kernel reads: differentiated like an input (docs/reverse.md)
+        wrt = tuple(n for n in call.operands if self.kinds[n] in floats or
+                    (self.kinds[n] == "output" and n in fwd.init and not sig.get(n).integer))
         sinks = [n for n in call.operands if self.kinds[n] == "sink"]
         grads: dict = {}
         cot = call.results(gs)
         if not wrt and not sinks:
             return tuple(None for _ in call.operands)
         adj_plan, design, win = adjoint_for(self.plan, wrt, call.extents)
-        inputs = {n: (planes[n].reshape(()) if self.kinds[n] == "param" else planes[n])
-                  for n in call.operands if self.kinds[n] not in ("output", "sink")}
+        inputs = adjoint_inputs(fwd, {n: (planes[n].reshape(()) if self.kinds[n] == "param" else planes[n])
+                                      for n in call.operands}, call.extents, call.dtype, xp=jnp)
         inputs.update(call.grid)
         # sinks stored into with `= v`: the winners kernel finds the store that won each slot (or -1), as
         # plan.reverse does; the adjoint reads it as a Table, and a won slot's initial content has no gradient
         wins = self._winners(win, design, inputs, call) if win is not None else {}
         if wrt:
             tables = {design.win[s]: w for s, w in wins.items()}
-            cts = cotangents(forward_of(self.plan), design, cot, call.extents, call.dtype, xp=jnp, strict=False)
+            cts = cotangents(fwd, design, cot, call.extents, call.dtype, xp=jnp, strict=False)
             got = self._bridge(adj_plan)(**inputs, **cts, **tables)
             got = got if isinstance(got, dict) else {next(iter(design.grad.values())): got}
             for x in wrt:

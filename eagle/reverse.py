@@ -36,13 +36,40 @@ class Forward:
     name: str
     signature: object
     outputs: dict
+    reads: object = None  # () -> the outputs whose initial contents the body reads (asked only by the reverse)
+
+    @property
+    def init(self) -> frozenset[str]:
+        """The outputs whose initial contents the kernel reads: inputs of its adjoint, and (floats) differentiable
+        like a passed sink's initial contents."""
+        return frozenset(self.reads()) if self.reads is not None else frozenset()
 
 
 def forward_of(runner) -> Forward:
     k = getattr(runner, "kernel", None)
     if k is not None:  # a Plan
-        return Forward(k.name, k.signature, k.outputs)
-    return Forward(runner.name, runner.signature, runner.outputs)  # a LoadedKernel
+        return Forward(k.name, k.signature, k.outputs, k.initial_reads)
+    rev = getattr(runner, "_reverse", None)  # a LoadedKernel: its sidecar's reverse record says
+    return Forward(runner.name, runner.signature, runner.outputs, lambda: rev.info.init if rev is not None else ())
+
+
+def adjoint_inputs(fwd: Forward, planes: dict, extents: tuple[int, ...], dtype, xp=np) -> dict:
+    """The forward's planes that its adjoint reads: every input, and the initial contents of the outputs the body
+    reads before assigning (the arrays passed, or the zeros the forward read when omitted; an integer output's
+    as int64 unless int32/int64: the adjoint reads it as an Index plane). Sinks and other outputs are left out."""
+    sig, init = fwd.signature, fwd.init
+    out = {n: v for n, v in planes.items() if sig.get(n) is None or sig.get(n).kind not in ("output", "sink")}
+    for y in sorted(init):
+        p = sig.get(y)
+        v = planes.get(y)
+        if p.integer:
+            v = xp.zeros(tuple(extents), np.int64) if v is None else xp.asarray(v)
+            out[y] = v if np.dtype(v.dtype) in (np.dtype(np.int32), np.dtype(np.int64)) else v.astype(np.int64)
+        else:
+            pay = p.payload.shape
+            shape = (*pay, *extents) if len(pay) < 2 else (math.prod(pay), *extents)
+            out[y] = xp.zeros(shape, dtype) if v is None else v
+    return out
 
 
 def _fail(fwd: Forward, msg: str, plane: str | None = None) -> InputError:
@@ -78,23 +105,28 @@ def choose_wrt(fwd: Forward, wrt, given: dict, built: tuple[str, ...] | None = N
     loaded artifact's adjoint was built for (None for a Plan, which builds the adjoint it is asked for)."""
     sig = fwd.signature
     floats = [p.name for p in sig.planes if p.kind in ("lane", "param", "table")]
-    if wrt is None:
-        return (tuple(floats) if built is None else tuple(built),
-                tuple(n for n in given if sig.get(n) is not None and sig.get(n).kind == "sink"))
+    init = sorted(n for n in fwd.init if not sig.get(n).integer)  # outputs whose initial contents are read
+    if wrt is None:  # (an output's initial contents, as a sink's, when passed)
+        kwrt = tuple(floats) + tuple(n for n in init if n in given) if built is None else \
+            tuple(n for n in built if n not in init or n in given)
+        return kwrt, tuple(n for n in given if sig.get(n) is not None and sig.get(n).kind == "sink")
     names = (wrt,) if isinstance(wrt, str) else tuple(wrt)
     for n in names:
         p = sig.get(n)
         if p is None:
             raise _fail(fwd, f"wrt= names '{n}', which is not a plane; its float inputs are {floats}")
-        if p.kind in ("index", "grid"):
-            raise _fail(fwd, "is an integer plane (keys, indices, extents) and has no gradient: leave it out of "
-                             "wrt=", n)
-        if p.kind == "output":
-            raise _fail(fwd, "is an output; wrt= names inputs (its cotangent is the cotangent= argument)", n)
+        if p.kind in ("index", "grid") or (p.kind == "output" and p.integer):
+            what = "an integer output (Mutable[Index])" if p.kind == "output" else \
+                "an integer plane (keys, indices, extents)"
+            raise _fail(fwd, f"is {what} and has no gradient: leave it out of wrt=", n)
+        if p.kind == "output" and n not in init:
+            raise _fail(fwd, "is an output whose initial contents the kernel never reads (each lane assigns it "
+                             "before any read), so they have no gradient; wrt= names inputs (its cotangent is the "
+                             "cotangent= argument)", n)
         if built is not None and p.kind != "sink" and n not in built:
             raise _fail(fwd, f"this artifact's reverse was built for {list(built)}: rebuild it with "
                              f"reverse=(..., '{n}') to differentiate it", n)
-    return (tuple(n for n in names if sig.get(n).kind in ("lane", "param", "table")),
+    return (tuple(n for n in names if sig.get(n).kind in ("lane", "param", "table", "output")),
             tuple(n for n in names if sig.get(n).kind == "sink"))
 
 
@@ -244,8 +276,7 @@ class Reverse:
         self.dtype, self.extents = b.dtype, b.extents
         self.kwrt, self.swrt = choose_wrt(fwd, wrt, b.given, source.built)
         adj, self.design, win = source(fwd, self.kwrt, b.extents)
-        inputs = {n: v for n, v in self.planes.items() if sig.get(n) is None or sig.get(n).kind not in ("output",
-                                                                                                      "sink")}
+        inputs = adjoint_inputs(fwd, self.planes, b.extents, b.dtype)
         zero = cotangents(fwd, self.design, {}, b.extents, b.dtype)
         self.fills = {s: np.full(tuple(a.extent for a in sig.get(s).axes), -1.0, b.dtype) for s in self.design.win}
         self.wins = {s: f.copy() for s, f in self.fills.items()}
@@ -289,7 +320,8 @@ class Reverse:
                 results = self.gathered(results, cts)
         grads = {}
         for x in self.kwrt:
-            shape = (1,) if sig.get(x).kind == "param" else np.shape(self.planes[x])
+            shape = (1,) if sig.get(x).kind == "param" else np.shape(self.planes[x]) if x in self.planes else \
+                np.shape(self.exact_planes[x])  # (an omitted output's initial contents: the zeros read)
             grads[x] = Array(results[design.grad[x]].reshape(shape))
         for s in self.swrt:  # a sink's initial contents: added to (the cotangent), or replaced where a lane stored
             shape = (*design.payload.get(s, ()), *(a.extent for a in sig.get(s).axes))

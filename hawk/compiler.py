@@ -355,6 +355,13 @@ class Kernel:
         per_lane = frozenset(p.name for p in self.signature.planes if p.kind in ("lane", "index"))
         return lane_reach(self.hawk_ir(spec), axes[0].label if axes else None, per_lane)
 
+    def initial_reads(self) -> frozenset[str]:
+        """The outputs whose initial contents the body reads before assigning them: the adjoint reads them as
+        inputs, and a float one's initial contents have a gradient (hawk/reverse/kernel.py facts)."""
+        from hawk.reverse.kernel import facts
+
+        return facts(self).init_read
+
     def adjoint_needs_extents(self, wrt: tuple[str, ...]) -> bool:
         """Whether the adjoint for `wrt` is specialised to the lane extents (hawk.reverse.needs_extents)."""
         from hawk.reverse import needs_extents

@@ -198,3 +198,9 @@ def dist_fold(x: Scalar, p: Mutable[Scalar], q: Mutable[Scalar], y: Mutable[Scal
     p = hawk.reduce(dist_lerp, x)
     q = hawk.reduce(dist_lerp, x * 2.0, where=x > 1.0)
     y = x - p
+
+
+@hawk.kernel
+def dist_decay(x: Scalar, w: Param, y: Mutable[Scalar], tot: Mutable[Scalar]):
+    y = y * w + hm.sin(x)  # (reads y's initial contents: zeros in a sharded call, which takes no passed outputs)
+    tot = hawk.sum(y * y, policy="ordered")

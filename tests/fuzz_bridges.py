@@ -6,7 +6,8 @@ The generated signatures vary (Grid axes with a run-time extent, Index planes of
 a Table, a Param, Mutable outputs and sinks passed with contents, vector results, several outputs), and the
 bridges' prepared call paths patch framework memory into stage buffers: a wrong offset or a dropped output shows
 as different bits. Kernels whose outputs are passed in (a Mutable per-lane output, a sink) take torch's in-place
-op, which has no autograd, and JAX's aliased operands; their gradients are not asked for. A refusal must name the
+op, which has no autograd (no gradients asked of torch there), and JAX's aliased operands, whose gradients (the
+initial contents' too: a Mutable output's is read by the body) must be plan.reverse's. A refusal must name the
 kernel (`eagle.InputError`); any other exception fails.
 
     python tests/fuzz_bridges.py --seed 7 --start 0 --count 50 --dir /tmp/fz    # one JSON line per case
@@ -108,15 +109,13 @@ def check_bridges(c, workdir: str, target: str = "host") -> dict:
         want = fk.named(plan.run(**fk.fresh(planes)), c)
         ct = {k: rng.normal(size=v.shape) for k, v in want.items()}
         passed_out = any(k in planes for k in ("out", "bins"))
-        grads = None
-        if not passed_out:
-            try:
-                grads = {k: np.asarray(v) for k, v in
-                         plan.reverse(ct if len(ct) > 1 else next(iter(ct.values())), **planes).items()}
-            except (eagle.InputError, hawk.KernelError):
-                grads = None  # refused by the reverse itself (tests/fuzz_reverse.py judges those)
-        for bridge in (_torch, _jax):
-            why = bridge(kernel, planes, c, want, grads, ct)
+        try:
+            grads = {k: np.asarray(v) for k, v in
+                     plan.reverse(ct if len(ct) > 1 else next(iter(ct.values())), **planes).items()}
+        except (eagle.InputError, hawk.KernelError):
+            grads = None  # refused by the reverse itself (tests/fuzz_reverse.py judges those)
+        for bridge in (_torch, _jax):  # (torch's in-place op, for passed outputs, has no autograd)
+            why = bridge(kernel, planes, c, want, None if passed_out and bridge is _torch else grads, ct)
             if why:
                 return {**out, "status": "fail", "why": why}
     except Exception as exc:  # a refusal by name, or a bug

@@ -550,6 +550,36 @@ def case_gradient_of_a_split_kernel():
     _bits_equal({"v": got}, want, ["v"])
 
 
+def case_gradient_of_an_output_read_before_assigned():
+    """A kernel that reads its output's initial contents (zeros: a sharded call takes no passed outputs): x's and
+    w's gradients bitwise plan.reverse's, inside shard_map on 4 shards and partitioned under jit."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, _ = _setup()
+    dist_decay = dk.dist_decay
+    rng = np.random.default_rng(33)
+    n = 4 * 1_500
+    x, cy = rng.normal(size=n), rng.normal(size=n)
+    want = eagle.deploy(dist_decay).reverse({"y": cy, "tot": np.array([1.5])}, x=x, w=0.7)
+    mesh = _mesh(4)
+    f = eagle.jax.wrap(dist_decay, axis_name="d")
+    g = jax.shard_map(lambda x, w: f(x=x, w=w), mesh=mesh, in_specs=(P("d"), P()),
+                      out_specs={"tot": P(), "y": P("d")})
+    fp = eagle.jax.wrap(dist_decay, partition=True)
+    for call in (g, lambda x, w: fp(x=x, w=w)):
+        def loss(x, w, call=call):
+            r = call(x, w)
+            return (r["y"] * cy).sum() + 1.5 * r["tot"].sum()
+
+        gx, gw = jax.jit(jax.grad(loss, argnums=(0, 1)))(jax.device_put(x, NamedSharding(mesh, P("d"))), 0.7)
+        _bits_equal({"x": gx, "w": np.asarray(gw).reshape(1)}, want, ["x", "w"])
+
+
 def case_partitioned_stencil_under_jit():
     import jax
     from jax.sharding import NamedSharding

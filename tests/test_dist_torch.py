@@ -33,6 +33,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     NC,
     NR,
     dist_bigsink,
+    dist_decay,
     dist_fold,
     dist_grad,
     dist_gridscan,
@@ -291,6 +292,26 @@ def case_gradients_of_a_split_kernel(rank, group):
     ((got["z"] * torch.from_numpy(cv[:, lo:hi])).sum() + got["tot_0"].sum() * 2.0 - got["tot_2"].sum()).backward()
     want = eagle.deploy(dist_split).reverse({"z": cv, "tot": np.array([2.0, 0.0, -1.0])}, v=v)
     _bits({"v": vt.grad}, {"v": np.asarray(want["v"])[:, lo:hi]}, ["v"])
+
+
+def case_gradient_of_an_output_read_before_assigned(rank, group):
+    """A kernel that reads its output's initial contents (zeros: a sharded call takes no passed outputs) over
+    uneven ranks: x's and w's gradients bitwise plan.reverse's on the whole run."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    x = np.random.default_rng(31).normal(size=6_001)
+    cuts = [0, 10, 3_000, 3_001, 6_001]
+    lo, hi = cuts[rank], cuts[rank + 1]
+    cy = np.random.default_rng(32).normal(size=x.size)
+    xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
+    wt = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    got = eagle.torch.wrap(dist_decay, group=group)(x=xt, w=wt)
+    ((got["y"] * torch.from_numpy(cy[lo:hi])).sum() + 1.5 * got["tot"].sum()).backward()
+    want = eagle.deploy(dist_decay).reverse({"y": cy, "tot": np.array([1.5])}, x=x, w=0.7)
+    _bits({"x": xt.grad, "w": wt.grad.reshape(1)}, {"x": np.asarray(want["x"])[lo:hi], "w": want["w"]}, ["x", "w"])
 
 
 def case_gradients_of_a_stencil_over_uneven_rows(rank, group):

@@ -27,7 +27,7 @@ from eagle.distributed.sinks import FOLD, XSUM
 from eagle.distributed.stages import BITS, ERR, GATHER, check_plan
 from eagle.errors import InputError
 from eagle.jax import TARGET, keep_for_process
-from eagle.reverse import cotangents, forward_of
+from eagle.reverse import adjoint_inputs, cotangents, forward_of
 
 LANES, CHECK, FOLDS = "eagle_dist_lanes", "eagle_dist_check", "eagle_dist_fold"
 
@@ -187,6 +187,8 @@ def _backward(jk, axis_name, run, names: list[str], grid: dict, values: tuple, g
         if stencil:  # the adjoint is specialised to the whole grid (shard_map's shards: equal runs of rows)
             ext = (axis_size(axis_name) * rows, *ext[1:])
         inputs = {n: planes[n] for n in names if jk.kinds.get(n) in (*FLOATS, "index")}
+        # outputs read before they are assigned: a sharded run starts them at zero (passed outputs are refused)
+        inputs.update(adjoint_inputs(forward_of(jk.plan), {}, tuple(run.extents), run.dtype, xp=jnp))
         shapes = {x: (planes[x].shape, planes[x].dtype) for x in wrt}
 
         def scatter():

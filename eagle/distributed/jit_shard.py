@@ -55,7 +55,7 @@ class Partitioned:
 
         from eagle.distributed.grads import FLOATS, adjoint_plan, renamed, stencil_planes
         from eagle.jax import JaxKernel
-        from eagle.reverse import cotangents, forward_of
+        from eagle.reverse import adjoint_inputs, cotangents, forward_of
 
         jk = self.jk
         planes = dict(zip(self.names, ops, strict=True))
@@ -78,6 +78,7 @@ class Partitioned:
                 ak = jk._adjoints[("partition", id(adj))] = JaxKernel(adj.kernel, plan=adj, partition=True)
             inputs = {n: planes[n].reshape(()) if jk.kinds[n] == "param" else planes[n] for n in self.names
                       if jk.kinds[n] in (*FLOATS, "index")}
+            inputs.update(adjoint_inputs(forward_of(jk.plan), {}, extents, dtype, xp=jnp))  # (outputs read: zeros)
             cts = cotangents(forward_of(jk.plan), design, cot, extents, dtype, xp=jnp, strict=False)
             try:
                 got = ak(**inputs, **cts, **self.grid)

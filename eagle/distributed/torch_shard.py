@@ -97,7 +97,7 @@ def _backward(spec: _Spec, cot: dict) -> dict:
     """Gradients of the tracked planes: the adjoint run sharded across the group (per-lane gradients are this
     rank's lanes'; Param and Table gradients, exact sums over every rank's lanes, the same on every rank); a
     sink's prior content gets the sink's cotangent."""
-    from eagle.reverse import cotangents, forward_of
+    from eagle.reverse import adjoint_inputs, cotangents, forward_of
 
     tk, b = spec.tk, spec.binding
     kinds = {p.name: p.kind for p in tk.plan.kernel.signature.planes}
@@ -119,7 +119,7 @@ def _backward(spec: _Spec, cot: dict) -> dict:
         rows[dist.get_rank(spec.group)] = ext[0]
         dist.all_reduce(rows, op=dist.ReduceOp.SUM, group=spec.group)
         r0, ext = int(rows[:dist.get_rank(spec.group)].sum()), (int(rows.sum()), *ext[1:])
-    inputs = {n: v for n, v in spec.planes.items() if kinds.get(n) not in ("output", "sink")}
+    inputs = adjoint_inputs(forward_of(tk.plan), spec.planes, tuple(b.extents), b.dtype)  # (outputs read: zeros)
     form = gather_form(tk.plan, wrt, ext) if stencil else None
     if form is not None:  # plan.reverse's gather form; the scatter adjoint below where a lane's pair erred
         got = _gathered(spec, form, wrt, ext, r0, rows, cot, inputs, stencil)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The adjoint's planes as a sidecar records them (hawk/reverse/sweep.Design's fields that the door reads).
-INFO_FIELDS = ("ct", "ct_kind", "payload", "grad", "grad_kind", "win", "kept")
+INFO_FIELDS = ("ct", "ct_kind", "payload", "grad", "grad_kind", "win", "kept", "init")
 
 
 @dataclass(frozen=True)
@@ -21,11 +21,14 @@ class Info:
     grad_kind: dict
     win: dict
     kept: dict
+    init: tuple = ()  # outputs whose initial contents the adjoint reads as input planes (of their own names)
 
 
 def info_to_json(design) -> dict:
     """The fields of a Design (or Info) that a sidecar records, as JSON data."""
-    d = {f: dict(getattr(design, f)) for f in INFO_FIELDS}
+    d = {f: dict(getattr(design, f)) for f in INFO_FIELDS if f != "init"}
+    if getattr(design, "init", ()):  # (written only when some: other kernels' sidecars are as before)
+        d["init"] = list(design.init)
     d["payload"] = {k: list(v) for k, v in d["payload"].items()}
     d["kept"] = {k: list(v) for k, v in d["kept"].items()}
     return d
@@ -33,4 +36,5 @@ def info_to_json(design) -> dict:
 
 def info_from_json(d: dict) -> Info:
     return Info(dict(d["ct"]), dict(d["ct_kind"]), {k: tuple(v) for k, v in d["payload"].items()}, dict(d["grad"]),
-                dict(d["grad_kind"]), dict(d["win"]), {k: tuple(v) for k, v in d["kept"].items()})
+                dict(d["grad_kind"]), dict(d["win"]), {k: tuple(v) for k, v in d["kept"].items()},
+                tuple(d.get("init", ())))  # (a sidecar written before outputs' initial contents had gradients)

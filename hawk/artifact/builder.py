@@ -241,6 +241,8 @@ def build_bundle(kernels: Iterable[Kernel], directory, targets: Iterable[str] = 
 def _reverse_wrt(kernel: Kernel, reverse) -> tuple[str, ...]:
     sig = kernel.signature
     floats = [p.name for p in sig.planes if p.kind in ("lane", "param", "table")]
+    # and the float outputs whose initial contents the body reads (differentiated when a run passes them)
+    floats += sorted(n for n in kernel.initial_reads() if not sig.get(n).integer)
     names = tuple(floats) if reverse is True else _words(reverse, "reverse")
     bad = [n for n in names if n not in floats]
     if bad:

@@ -33,6 +33,7 @@ class Facts:
     stored: frozenset[str]  # sinks stored into with =
     kept: dict  # cell -> the lane axes its reduction keeps (cells over every lane are left out)
     stores: dict  # stored sink -> how many `=` statements store into it
+    init_read: frozenset[str] = frozenset()  # outputs whose initial contents the body reads (before assigning)
 
 
 def facts(kernel: Kernel) -> Facts:
@@ -61,7 +62,7 @@ def facts(kernel: Kernel) -> Facts:
     if known is not None:
         return known
     sig = kernel.signature
-    at, pay, stored, added, kept, counts = set(), {}, set(), set(), {}, {}
+    at, pay, stored, added, kept, counts, init = set(), {}, set(), set(), {}, {}, set()
     with new_context(), ir.Location.unknown():
         module = ir.Module.parse(located_ir(kernel, kernel.default_spec()))
         found = []
@@ -87,9 +88,7 @@ def facts(kernel: Kernel) -> Facts:
                                    "gradient rule yet): scan inclusively and shift, or keep the scan out of the "
                                    "gradient")
             elif is_hawk(op, "load") and sig.get(plane_name(op)).kind == "output":
-                raise error_at(op, f"the reverse cannot take a read of output "
-                                   f"'{plane_name(op)}' before it is assigned (its initial contents): pass "
-                                   "those values as an input plane instead")
+                init.add(plane_name(op))  # its initial contents: an input plane of the adjoint (design)
             elif is_hawk(op, "store") and store_key(op) is not None:
                 raise error_at(op, f"the reverse does not take a store by key into output plane "
                                    f"'{plane_name(op)}' (hawk.scatter({plane_name(op)})[k] = v) yet: store into a "
@@ -118,7 +117,7 @@ def facts(kernel: Kernel) -> Facts:
     if both:
         raise KernelError(f"the reverse cannot take sink '{sorted(both)[0]}', both stored into (=) and added "
                           "into (+=): use two sinks", kernel=kernel.name)
-    kernel._reverse_facts = Facts(frozenset(at), pay, frozenset(stored), kept, counts)
+    kernel._reverse_facts = Facts(frozenset(at), pay, frozenset(stored), kept, counts, frozenset(init))
     return kernel._reverse_facts
 
 
@@ -174,6 +173,17 @@ def _payload_type(shape: tuple[int, ...]):
     return _annotation("lane", T.Payload(tuple(shape)), (), False)
 
 
+def initial_planes(sig: Signature, f: Facts) -> list[PlaneSpec]:
+    """The input planes that hold the initial contents of the outputs the body reads before assigning them, under
+    the outputs' own names: a float output's as a per-lane plane, an integer one's as an Index plane."""
+    out = []
+    for y in sorted(f.init_read):
+        p = sig.get(y)
+        out.append(PlaneSpec(y, "index", T.Index) if p.integer else
+                   PlaneSpec(y, "lane", _payload_type(p.payload.shape), p.payload))
+    return out
+
+
 def design(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None, float_dtype: str):
     """The adjoint's Design (hawk/reverse/sweep.py), its Signature and its outputs' modes."""
     from hawk.reverse.sweep import Design
@@ -210,11 +220,15 @@ def design(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
         if p.name in f.stored:
             win[p.name] = _fresh(f"win_{p.name}", used)
             planes.append(PlaneSpec(win[p.name], "table", T.TableType(keyed), axes=keyed))
+    planes += initial_planes(sig, f)
     lanes = math.prod(extents) if extents else None
     for x in wrt:
         p = sig.get(x)
         grad[x] = _fresh(f"grad_{x}", used)
-        if p.kind == "lane":
+        if p.kind == "output":  # (its initial contents: choose_wrt names only outputs in init_read)
+            payload[x], grad_kind[x], outputs[grad[x]] = p.payload.shape, "lane", "lane"
+            planes.append(PlaneSpec(grad[x], "output", T.Mutable[_payload_type(p.payload.shape)], p.payload))
+        elif p.kind == "lane":
             payload[x] = p.payload.shape
             if x in f.at_read:
                 grad_kind[x] = "sink"
@@ -232,7 +246,8 @@ def design(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
             planes.append(PlaneSpec(grad[x], "sink", T.SinkType(p.axes), axes=p.axes))
     tables = {p.name: [(a.label, a.extent) for a in p.axes] for p in sig.planes if p.kind == "table"}
     d = Design(kernel.name, f"{kernel.name}__reverse", [a.label for a in sig.lane_axes()], extents, ct, ct_kind,
-               payload, grad, grad_kind, win, tables, float_dtype, dict(f.kept), dict(f.stores))
+               payload, grad, grad_kind, win, tables, float_dtype, dict(f.kept), dict(f.stores),
+               tuple(sorted(f.init_read)))
     return d, Signature(tuple(planes), None), outputs, f
 
 
@@ -259,6 +274,9 @@ class IRKernel(Kernel):
         self._info = _read_info(_info_path(name, self._info_key))
         self._info["outputs"] = dict(outputs)
         self.stages(self.default_spec())  # build and split now: refusals come before any launch
+
+    def initial_reads(self) -> frozenset[str]:
+        return frozenset()  # (an adjoint reads no output's initial contents: it is not differentiated again)
 
     def hawk_ir(self, spec=None) -> str:
         spec = spec or self.default_spec()
@@ -315,7 +333,7 @@ def winners(kernel: Kernel, extents: tuple[int, ...] | None) -> IRKernel:
 
     sig, f = kernel.signature, facts(kernel)
     planes = [p for p in sig.planes if p.kind in ("lane", "index", "param", "table", "grid")
-              or (p.kind == "sink" and p.name in f.stored)]
+              or (p.kind == "sink" and p.name in f.stored)] + initial_planes(sig, f)
     name = f"{kernel.name}__winners"
 
     def build(module, float_dtype):
@@ -324,6 +342,7 @@ def winners(kernel: Kernel, extents: tuple[int, ...] | None) -> IRKernel:
         d, _, _, _ = design(kernel, (), extents, float_dtype)
         d.name = name
         s = Sweep(module, d)
+        s.read_initial()
         for op in list(s.block.operations):
             if not is_hawk(op) or op.operation.name not in ("hawk.store", "hawk.cell", "hawk.scatter"):
                 continue

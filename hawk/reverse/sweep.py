@@ -44,7 +44,7 @@ from hawk.ir.access import (
 )
 from hawk.ir.build import create, strs
 from hawk.ir.dialect import is_hawk
-from hawk.ir.types import drop_unused_args
+from hawk.ir.types import drop_unused_args, find_arg, hawk_type, parts, retype_arg
 from hawk.passes.verify import error_at
 from hawk.reverse.loops import LoopsMixin, dce, deep_operands, nested_ops
 from hawk.reverse.outputs import OutputsMixin
@@ -85,6 +85,7 @@ class Design:
     float_dtype: str = "float64"
     kept: dict = field(default_factory=dict)  # cell -> lane axes its reduction keeps (its cotangent: a Table)
     stores: dict = field(default_factory=dict)  # stored sink -> its `=` statements
+    init: tuple = ()  # forward outputs whose initial contents the adjoint reads, as input planes of their names
 
 
 class Sweep(LoopsMixin, OutputsMixin, Emit):
@@ -374,7 +375,16 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
     # ---- the whole adjoint ------------------------------------------------------------------------------
     _READS = ("hawk.load", "hawk.param", "hawk.lane", "hawk.extent", "arith.constant")  # (of arguments only)
 
+    def read_initial(self) -> None:
+        """Outputs read before they are assigned: the adjoint reads the same values, as input planes."""
+        for y in self.p.init:
+            arg = find_arg(self.func, y)
+            if arg is not None:
+                t = parts(arg.type)
+                retype_arg(arg, hawk_type("plane", t.elem, t.shape, t.axes))
+
     def build(self) -> None:
+        self.read_initial()
         entry = self.block.operations[0]
         for op in nested_ops(self.func)[1:]:  # reads with no operands: to the entry, so every region sees them
             if op.name in self._READS and op != entry.operation:

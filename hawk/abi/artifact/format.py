@@ -239,10 +239,14 @@ def _check_reverse(d: dict, rev: dict, planes: dict, refuse: _Refuse) -> None:
     kernels = [d["name"], rev["kernel"]] + ([] if rev["winners"] is None else [rev["winners"]["kernel"]])
     if len(set(kernels)) != len(kernels):
         raise refuse(path, f"names kernels {kernels}, which must differ from each other and from the kernel")
+    init = rev.get("init", [])
+    for y in init:
+        if d["outputs"].get(y) != "lane":
+            raise refuse(f"{path}.init", f"names '{y}', which is not a per-lane output of the kernel")
     for x in rev["wrt"]:
-        if planes.get(x, {}).get("kind") not in ("lane", "param", "table"):
+        if planes.get(x, {}).get("kind") not in ("lane", "param", "table") and x not in init:
             raise refuse(f"{path}.wrt", f"names '{x}', which is not a float input plane (Scalar, Vector, Matrix, "
-                                        "Param or Table)")
+                                        "Param or Table) nor an output whose initial contents it reads (init)")
     if set(rev["grad"]) != set(rev["wrt"]) or set(rev["grad_kind"]) != set(rev["wrt"]):
         raise refuse(f"{path}.grad", "must name a gradient plane and its kind for each input of wrt")
     sinks = {n for n, p in planes.items() if p["kind"] == "sink"}
