@@ -30,7 +30,8 @@ def single_stage_only(kernel: str, stages: int, door: str) -> InputError:
 class BoundLaunch:
     """`plan.bind(**planes)`: a launch with its buffers allocated once. `launch()` returns the results."""
 
-    def __init__(self, plan, planes: dict, base: int | None = None, count: int | None = None):
+    def __init__(self, plan, planes: dict, base: int | None = None, count: int | None = None,
+                 keep_initial: bool = True):
         self.plan, self.planes = plan, planes
         if getattr(plan, "device", None) is not None:  # a GPU target: device arrays bound where they lie
             from eagle.targets import device_planes
@@ -43,7 +44,13 @@ class BoundLaunch:
         self.stages, results = plan.stages(self.bound, lo, hi)
         self.results = results[next(iter(results))] if len(results) == 1 else {k: results[k] for k in sorted(results)}
         self._direct = self.stages[0] if len(self.stages) == 1 and fires_alone(self.stages[0]) else None
-
+        # passed outputs whose initial contents the body reads: a launch writes them, and the reverse needs what
+        # the last launch started from (or, before any launch, what the next starts from): kept in copies
+        reads = plan.kernel.initial_reads() if keep_initial else ()
+        self.initial = {n: np.array(planes[n], copy=True) for n in sorted(reads)
+                        if isinstance(planes.get(n), np.ndarray)}
+        if self.initial:
+            self._direct = None
     @property
     def chunks(self) -> tuple[int, ...]:
         """The chunks each stage runs per launch (host: chunks handed to threads; GPU: sets of partials)."""
@@ -60,6 +67,8 @@ class BoundLaunch:
         if st is not None:  # Prepared.launch and commit of a stage with nothing to save first or commit after
             st.fire_native()
             return self.results
+        for n, kept in self.initial.items():
+            np.copyto(kept, self.planes[n])
         run_stages(self.stages)
         return self.results
 
@@ -106,7 +115,7 @@ def _step_loop(plan, door: str, planes: dict, carry: Mapping[str, str], steps: i
              and sig.get(k).kind in ("output", "sink")}
     plan.binder.check_writable(given, "loop")  # the loop steps private copies: the binder never sees these
     planes = {k: (np.array(v, copy=True) if k in carried or k in given else v) for k, v in planes.items()}
-    bound = BoundLaunch(plan, planes)
+    bound = BoundLaunch(plan, planes, keep_initial=False)  # (a loop has no reverse)
     results = bound.results
     named = results if isinstance(results, dict) else {next(iter(bound.stages[0].results)): results}
     for step in range(1, steps + 1):

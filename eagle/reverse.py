@@ -296,9 +296,16 @@ class Reverse:
             self.gather_run = _Prepared(gk, shares(self.gather.shares))
             self.sums_run = _Prepared(sk, shares(self.gather.sums.values())) if sk is not None else None
         self.exact_planes = {**inputs, **zero, **tables}
+        # outputs read before they are assigned, passed: written again into the adjoint's buffers at every call
+        # (a bound launch's copies of them change with each launch: eagle/doors.py)
+        self.initial = [n for n in sorted(fwd.init) if isinstance(self.planes.get(n), np.ndarray)]
 
     def __call__(self, cotangent) -> dict[str, Array]:
         fwd, design, sig = self.fwd, self.design, self.fwd.signature
+        for n in self.initial:
+            for run in (self.win_run, self.adj_run, self.exact_run):
+                if run is not None and n in run.bound.arrays:
+                    run.set(n, self.planes[n])
         cts = cotangents(fwd, design, cotangent, self.extents, self.dtype)
         if not isinstance(cotangent, Mapping):  # one output (cotangents() checked it)
             cotangent = {next(iter(design.ct)): cotangent}
@@ -371,6 +378,6 @@ def reverse_bound(launch, cotangent, wrt=None) -> dict[str, Array]:
                                              "base= and count=, or pass the planes' slices [base:base+count]")
     cache = launch.__dict__.setdefault("_reverse", {})
     key = None if wrt is None else ((wrt,) if isinstance(wrt, str) else tuple(wrt))
-    if key not in cache:
-        cache[key] = Reverse(launch.plan, launch.planes, wrt)
+    if key not in cache:  # (an output the body reads before assigning: its contents when the last launch began)
+        cache[key] = Reverse(launch.plan, {**launch.planes, **getattr(launch, "initial", {})}, wrt)
     return cache[key](cotangent)

@@ -49,14 +49,17 @@ class WarpKernel:
 
     def __call__(self, **planes):
         host = {n: self._host(n, v) for n, v in planes.items()}
-        out = self.plan.run(**host)
-        results = out if isinstance(out, dict) else {None: out}
         grads = [v for v in planes.values() if isinstance(v, wp.array) and v.requires_grad]
         tape = active_tape() if grads else None
+        # the planes as they are before the run: a passed output the body reads before assigning it is written in
+        # place, and the reverse must read its initial contents
+        kept = {n: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for n, v in host.items()} \
+            if tape is not None else {}
+        out = self.plan.run(**host)
+        results = out if isinstance(out, dict) else {None: out}
         wrapped = {n: self._result(n, a, planes, host, tape is not None) for n, a in results.items()}
         if tape is not None:
             outs = {n: a for n, a in wrapped.items() if a.requires_grad and all(a is not g for g in grads)}
-            kept = {n: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for n, v in host.items()}
             wants = {n: v for n, v in planes.items() if isinstance(v, wp.array) and v.requires_grad}
 
             def backward(outs=outs, kept=kept, wants=wants):

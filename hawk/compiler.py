@@ -171,9 +171,10 @@ class Kernel:
         if spec not in self._hawk:
             if "_captured" in self.__dict__:  # after decoration: built from the values the key was made from
                 self._check_captured()
-            text, outputs = _lowering().build_hawk(self.source, self.signature, self.name, spec)
+            text, outputs, reads = _lowering().build_hawk(self.source, self.signature, self.name, spec)
             self._hawk[spec] = (text, outputs)
             self._info.setdefault("outputs", outputs)
+            self._info.setdefault("initial_reads", reads)
         return self._hawk[spec][0]
 
     def stages(self, spec: Spec | None = None) -> list[Stage]:
@@ -357,10 +358,11 @@ class Kernel:
 
     def initial_reads(self) -> frozenset[str]:
         """The outputs whose initial contents the body reads before assigning them: the adjoint reads them as
-        inputs, and a float one's initial contents have a gradient (hawk/reverse/kernel.py facts)."""
-        from hawk.reverse.kernel import facts
-
-        return facts(self).init_read
+        inputs, and a float one's initial contents have a gradient. Known from the kernel's facts (no MLIR on a
+        warm start: a bound launch asks, to keep those contents for its reverse)."""
+        if "initial_reads" not in self._info:
+            self.hawk_ir()
+        return frozenset(self._info["initial_reads"])
 
     def adjoint_needs_extents(self, wrt: tuple[str, ...]) -> bool:
         """Whether the adjoint for `wrt` is specialised to the lane extents (hawk.reverse.needs_extents)."""

@@ -18,8 +18,9 @@ from hawk.passes.plan import annotate, module_layout, set_stage, spec_types
 from hawk.passes.stages import split_stages
 
 
-def build_hawk(source: Source, sig: Signature, name: str, spec: Spec) -> tuple[str, dict[str, str]]:
-    """The checked hawk module of one specialisation, and each output's mode ('lane' or 'cell')."""
+def build_hawk(source: Source, sig: Signature, name: str, spec: Spec) -> tuple[str, dict[str, str], list[str]]:
+    """The checked hawk module of one specialisation, each output's mode ('lane' or 'cell'), and the outputs whose
+    initial contents the body reads (before assigning them)."""
     with new_context(), ir.Location.unknown():
         ftype, itypes = spec_types(spec)
         builder = KernelBuilder(source, sig, ftype, itypes)
@@ -32,7 +33,7 @@ def build_hawk(source: Source, sig: Signature, name: str, spec: Spec) -> tuple[s
         Pipeline(("verify-hawk",)).run(module)  # (after annotate: block reductions need the Grid's extents)
         if spec.auto_sum == "ordered":
             _auto_sums_ordered(module)
-        return str(module), builder.outputs
+        return str(module), builder.outputs, sorted(builder.out_reads)
 
 
 def split(text: str, name: str, sig: Signature, outputs: dict[str, str]) -> list[tuple]:

@@ -40,6 +40,12 @@ def wb_scale(x: Scalar, s: Param) -> Scalar:
     return s * x
 
 
+@hawk.kernel
+def wb_decay(x: Scalar, y: Mutable[Scalar], tot: Mutable[Scalar]):
+    y = y * 0.5 + x * x  # (reads y's initial contents: written in place, so the tape keeps them as they were)
+    tot = hawk.sum(y * x, policy="ordered")
+
+
 def _planes(rows=3, dtype=np.float64, seed=0):
     rng = np.random.default_rng(seed)
     return dict(x=rng.normal(size=(rows, 5)).astype(dtype), v=rng.normal(size=(3, rows, 5)).astype(dtype),
@@ -149,3 +155,20 @@ def test_a_taped_pipeline_alternates_warp_and_hawk_and_back():
     # without a tape (or without inputs that require grad) nothing is recorded and results carry no gradient
     plain = f(x=wp.array(x0, dtype=wp.float64, device="cpu"), s=3.0)
     assert not plain.requires_grad and np.array_equal(plain.numpy(), 3.0 * x0)
+
+
+def test_the_tape_keeps_a_passed_outputs_initial_contents():
+    """A passed output the body reads before assigning it is written in place by the call; the recorded
+    backward reads its contents as they were at the call, so x's gradient is d tot/dx = 0.5 y0 + 3 x^2."""
+    x0, y0 = np.linspace(-1.0, 1.0, 8), np.linspace(2.0, 3.0, 8)
+    x = wp.array(x0, dtype=wp.float64, device="cpu", requires_grad=True)
+    y = wp.array(y0, dtype=wp.float64, device="cpu")
+    f = eagle.warp.wrap(wb_decay)
+    tape = wp.Tape()
+    with tape:
+        out = f(x=x, y=y)
+    assert out["y"] is y and np.array_equal(y.numpy(), y0 * 0.5 + x0 * x0)  # written in place
+    tape.backward(grads={out["tot"]: wp.ones(1, dtype=wp.float64, device="cpu")})
+    want = np.asarray(eagle.deploy(wb_decay).reverse({"tot": 1.0}, wrt=("x",), x=x0, y=y0)["x"])
+    assert x.grad.numpy().tobytes() == want.tobytes()
+    assert np.allclose(want, 0.5 * y0 + 3.0 * x0 * x0, rtol=1e-15)

@@ -71,7 +71,7 @@ def ri_grid(cell: Grid["r", "c":40], u: Scalar, taps: Table["t":3], y: Mutable[S
 
 
 def _grads(got: dict) -> dict:
-    return {k: np.asarray(v) for k, v in got.items()}
+    return {k: np.array(v, copy=True) for k, v in got.items()}  # (a bound reverse reuses its buffers)
 
 
 def test_scalar_output_gradient_matches_jax():
@@ -180,14 +180,36 @@ def test_grid_stencil_with_an_initial_read():
         np.testing.assert_allclose(got[name].reshape(np.shape(w)), w, rtol=1e-13, atol=1e-13, err_msg=name)
 
 
-def test_bound_reverse():
+def test_bound_reverse_differentiates_the_last_launch():
+    """A bound launch writes y in place; its reverse differentiates the launch last run (from the contents y had
+    when it began), or before any launch the one the bound arrays describe."""
     plan = eagle.deploy(ri_decay)
-    bound = plan.bind(x=X, w=W, y=Y0.copy())
-    first = _grads(bound.reverse({"y": CT, "tot": 1.3}))
-    again = _grads(bound.reverse({"y": CT, "tot": 1.3}))
-    direct = _grads(plan.reverse({"y": CT, "tot": 1.3}, x=X, w=W, y=Y0))
-    for name in ("x", "w", "y"):
-        assert np.array_equal(first[name], direct[name]) and np.array_equal(again[name], direct[name]), name
+    y = Y0.copy()
+    bound = plan.bind(x=X, w=W, y=y)
+    ct = {"y": CT, "tot": 1.3}
+    starts = [Y0.copy()]
+    before = _grads(bound.reverse(ct))
+    for _ in range(2):
+        bound.launch()
+        starts.append(y.copy())
+    assert not np.array_equal(starts[1], starts[0])  # (the launches really wrote y)
+    after = _grads(bound.reverse(ct))  # the second launch began from starts[1]
+    for got, start in ((before, starts[0]), (after, starts[1])):
+        want = _grads(plan.reverse(ct, x=X, w=W, y=start))
+        for name in ("x", "w", "y"):
+            assert np.array_equal(got[name], want[name]), name
+
+
+def test_a_bound_integer_output_is_kept_too():
+    k0 = np.arange(N, dtype=np.int16)
+    k = k0.copy()
+    i = np.full(N, 3, np.int64)
+    bound = eagle.deploy(ri_count).bind(i=i, x=X, k=k)
+    bound.launch()
+    got = _grads(bound.reverse({"y": CT}))
+    np.testing.assert_allclose(got["x"], CT * (k0 + 3.0), rtol=1e-15)  # the launch began from k0
+    bound.launch()  # ... this one from k0 + 3
+    np.testing.assert_allclose(_grads(bound.reverse({"y": CT}))["x"], CT * (k0 + 6.0), rtol=1e-15)
 
 
 def test_artifact_reverse(tmp_path):
