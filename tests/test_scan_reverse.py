@@ -423,6 +423,58 @@ def test_gradient_of_a_running_max_splits_ties_equally():
     assert np.allclose(g, _extreme_grad(xm, ctm, np.zeros(xm.size, bool), lambda a, b: a < b), rtol=1e-11)
 
 
+@hawk.kernel
+def suffix_max(x: Scalar, start: Scalar) -> Scalar:
+    return hawk.scan(x * x, op=m.max, reverse=True, reset=start > 0.5)
+
+
+@hawk.kernel
+def suffix_min(x: Scalar) -> Scalar:
+    return hawk.scan(x, op=m.min, reverse=True)
+
+
+def _mirrored(x, ct, flags, better):
+    """The reverse scan's rule through the forward one's reference: lanes and segments mirrored (a segment's
+    first lane, flagged, becomes its last)."""
+    starts = np.flatnonzero(np.r_[True, flags[1:]])
+    mirrored_flags = np.zeros(x.size, bool)
+    mirrored_flags[x.size - 1 - (np.r_[starts[1:], x.size] - 1)] = True
+    return _extreme_grad(x[::-1], ct[::-1], mirrored_flags, better)[::-1]
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_gradient_of_a_reverse_running_max_splits_ties_equally(threads):
+    """reverse=True: lane j's cotangent goes to the lanes i >= j of its segment with x[i] == y[j], split equally;
+    the same bits on every thread count (the adjoint's scans split into chunks of whole blocks)."""
+    rng = np.random.default_rng(27)
+    n = 3 * SCAN_BLOCK + 11
+    x = np.round(rng.standard_normal(n) * 4) / 4  # many ties (x * x too)
+    start = (rng.random(n) < 0.002).astype(np.float64)
+    ct = rng.standard_normal(n)
+    plan = eagle.deploy(suffix_max, threads=threads, min_chunk=SCAN_BLOCK)
+    g = np.asarray(plan.reverse(ct, x=x, start=start)["x"])
+    want = 2 * x * _mirrored(x * x, ct, start > 0.5, lambda a, b: a > b)
+    assert np.allclose(g, want, rtol=1e-12, atol=1e-12)
+    if threads > 1:
+        assert max(plan.last_reverse_chunks) > 1
+        one = np.asarray(eagle.deploy(suffix_max, threads=1).reverse(ct, x=x, start=start)["x"])
+        assert g.tobytes() == one.tobytes()
+    xm = np.round(rng.standard_normal(SCAN_BLOCK + 3) * 8) / 8
+    ctm = rng.standard_normal(xm.size)
+    g = np.asarray(eagle.deploy(suffix_min, threads=threads).reverse(ctm, x=xm)["x"])
+    assert np.allclose(g, _mirrored(xm, ctm, np.zeros(xm.size, bool), lambda a, b: a < b), rtol=1e-11)
+
+
+def test_gradient_of_a_reverse_running_max_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+
+    x, ct = np.random.default_rng(28).standard_normal((2, 700))  # no ties
+    g = np.asarray(eagle.deploy(suffix_min).reverse(ct, x=x)["x"])
+    _, vjp = jax.vjp(lambda a: jax.lax.cummin(a, reverse=True), x)
+    assert np.allclose(g, np.asarray(vjp(ct)[0]), rtol=1e-13, atol=1e-13)
+
+
 def test_gradient_of_a_running_min_against_jax():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
@@ -472,7 +524,7 @@ def test_keyed_and_exclusive_extreme_scans_are_refused_at_their_line():
 
     @hawk.kernel
     def rev_max(x: Scalar, y: Mutable[Scalar]):
-        y = hawk.scan(x, op=m.max, reverse=True)  # @rev_max
+        y = hawk.scan(x, op=m.max, reverse=True, exclusive=True)  # @rev_max
 
     lines = open(__file__).read().splitlines()
     x, k = np.arange(10.0), (np.arange(10) % 4).astype(np.int32)

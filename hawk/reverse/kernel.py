@@ -47,7 +47,6 @@ def facts(kernel: Kernel) -> Facts:
         scan_keys,
         scan_mode,
         scan_op,
-        scan_reverse,
         scan_value,
         scatter_mode,
         sink_name,
@@ -82,11 +81,11 @@ def facts(kernel: Kernel) -> Facts:
                 raise error_at(op, "the reverse does not differentiate a keyed hawk.scan (by=) yet: keep it out of "
                                    "the gradient (scan integers, or compute the keyed totals in another kernel)")
             elif is_hawk(op, "scan") and scan_op(op) != "add" and is_float(scan_value(op).type) and \
-                    (scan_mode(op) == "exclusive" or scan_reverse(op)):
+                    scan_mode(op) == "exclusive":
                 raise error_at(op, f"the reverse differentiates a float hawk.scan with op=m.{scan_op(op)} only "
-                                   "inclusive and in lane order (its exclusive and reverse=True forms have no "
-                                   "gradient rule yet): scan inclusively and shift, or keep the scan out of the "
-                                   "gradient")
+                                   "inclusive (its exclusive form has no gradient rule yet: its cotangent would "
+                                   "have to move one lane over): scan inclusively and combine with the lane's own "
+                                   "value, or keep the scan out of the gradient")
             elif is_hawk(op, "load") and sig.get(plane_name(op)).kind == "output":
                 init.add(plane_name(op))  # its initial contents: an input plane of the adjoint (design)
             elif is_hawk(op, "store") and store_key(op) is not None:

@@ -350,26 +350,37 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         self.acc(x, dx, False, adj)
 
     def reverse_extreme_scan(self, op, g, adj: dict) -> None:
-        """An inclusive min/max scan (facts() refuses the exclusive and reverse ones): lane j's cotangent goes to
-        the lanes i <= j of its segment with x[i] == y[j], split equally (hawk.max's rule). Those lanes lie in
-        j's plateau (the lanes since y last changed, where a lane whose own x is y is a tie), so with
-        start = (y changed here, or reset), tie = (x == y) and c = the running count of ties since the last start:
-        dx = where(tie, the reverse scan of dy / c with the same starts)."""
+        """An inclusive min/max scan, forward or reverse (facts() refuses the exclusive ones): lane j's cotangent
+        goes to the lanes of its segment that y[j] ranges over (i <= j; reverse=True: i >= j) with x[i] == y[j],
+        split equally (hawk.max's rule). Those lanes lie in j's plateau (a run of lanes with one y), where a lane
+        whose own x is y is a tie. Forward: a plateau starts where y changes (start = y differs from the
+        exclusive scan, or reset), c = the running count of ties since the last start, and
+        dx = where(tie, the reverse add scan of dy / c with the same starts). Reverse: the mirror; a plateau
+        starts after a lane where y changes, found from the lane before's y, which the exclusive scan of y with
+        the other operator gives (y is monotone within a segment), and the counts run downwards, the shares
+        upwards."""
         x, y, reset = scan_value(op), op.results[0], scan_reset(op)
         i64 = ir.IntegerType.get_signless(64)
         extra = [reset] if reset is not None else []
-        before = create("hawk.scan", [x, *extra], [x.type], {"op": scan_op(op), "mode": "exclusive"}).result
+        down = {"reverse": ir.UnitAttr.get()}
+        if scan_reverse(op):
+            other = "min" if scan_op(op) == "max" else "max"
+            before = create("hawk.scan", [y, *extra], [x.type], {"op": other, "mode": "exclusive"}).result
+            counts, shares = down, {}
+        else:
+            before = create("hawk.scan", [x, *extra], [x.type], {"op": scan_op(op), "mode": "exclusive"}).result
+            counts, shares = {}, down
         start = self.cmp("une", before, y)
         if reset is not None:
             start = self.op("arith.ori", start, reset)
         tie = self.cmp("oeq", x, y)
         count = create("hawk.scan", [self.op("arith.extui", tie, t=i64), start], [i64],
-                       {"op": "add", "mode": "inclusive"}).result
+                       {"op": "add", "mode": "inclusive", **counts}).result
         c = self.op("arith.sitofp", count, t=x.type)
         one = self.const(1.0, x.type)
         c = self.select(self.cmp("olt", c, one), one, c)  # (c >= 1 wherever a tie exists; NaN runs have none)
         share = create("hawk.scan", [self.div(g, c), start], [x.type],
-                       {"op": "add", "mode": "inclusive", "reverse": ir.UnitAttr.get()}).result
+                       {"op": "add", "mode": "inclusive", **shares}).result
         self.acc(x, self.where(tie, share), False, adj)
 
     # ---- the whole adjoint ------------------------------------------------------------------------------
