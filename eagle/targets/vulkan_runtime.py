@@ -15,9 +15,9 @@ the exact accumulators of policy="ordered" (hawk/exact.py) that threads share; F
 is refused with the feature named.
 
 Binaries from eagle's SPIR-V target take one more binding after their arguments: a status buffer (i64 [2, 0, 0])
-the runtime adds and reads back. Word 1 set: an invocation ran out of lavapipe's loop budget (LoopBudgetExceeded);
-word 2 set: a sin/cos/tan argument was beyond what the target reduces exactly (ArgumentOutOfRange). Either way the
-launch's results are discarded and the error says why; a binary without the extra binding launches as it is.
+the runtime adds and reads back. Word 1 set: an invocation ran out of lavapipe's loop budget (LoopBudgetExceeded):
+the launch's results are discarded and the error says why; a binary without the extra binding launches as it is.
+(Word 2 is not set by binaries any more: sin/cos/tan reduce every argument, hawk/targets/spirv_math.py.)
 """
 
 from __future__ import annotations
@@ -76,10 +76,6 @@ def bindings(spirv: bytes) -> int:
 
 class LoopBudgetExceeded(RuntimeError):
     """A launch on lavapipe whose invocations ran out of its loop budget (its results are wrong and discarded)."""
-
-
-class ArgumentOutOfRange(RuntimeError):
-    """A launch whose sin/cos/tan met an argument the spirv target cannot reduce exactly (results discarded)."""
 
 
 def transfers() -> Transfers:
@@ -494,11 +490,6 @@ class VulkanRuntime(DeviceRuntime):
 
             self.submit(record)
             flags = self.buffers[len(buffers)].mapped[8:24].view(np.int64) if pipe.status else (0, 0)
-            if flags[1]:
-                raise ArgumentOutOfRange(
-                    f"target 'spirv': kernel '{entry}' took hawk.math.sin, cos or tan of a value beyond +-2^19 pi; the "
-                    f"spirv target reduces arguments exactly only up to there (no Payne-Hanek reduction), so the "
-                    f"results were discarded. Run it on 'host', 'nvvm' or 'rocdl', or reduce the argument first")
             if flags[0]:
                 raise LoopBudgetExceeded(
                     f"target 'spirv': kernel '{entry}' ran out of the loop budget of device {self.device_name}: "

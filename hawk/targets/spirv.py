@@ -22,7 +22,8 @@ asin, acos, atan and atan2 (float64: within 1-2 ulps), hawk/targets/spirv_math64
 cosh, tanh, erf and pow on those (within 1-3 ulps; pow through a double-double logarithm), and the float32 calls
 of all of them run in float64, rounded once. Math it lacks (NO_SPIRV: erfc and cbrt, which the front end does not
 make today) is refused at compile time with the function named, rather than silently run at lower precision.
-sin/cos/tan of |x| > 2^19 pi are refused at run time.
+sin/cos/tan of |x| > 2^19 pi take the host's Payne-Hanek reduction (the host's bits), in a branch only such lanes
+take.
 
 Workarounds for this MLIR (22.1.8) and for Mesa's lavapipe, in hawk/targets/spirv_lower.py (the last two below):
 - scf.for with iter_args that runs zero times returns garbage (llvm/llvm-project#211981): such loops are guarded;

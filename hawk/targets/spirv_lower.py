@@ -436,7 +436,8 @@ def expand_sign_extensions(gpu_module) -> None:
 def add_loop_canary(gpu_func) -> ir.Value:
     """Give the kernel one more argument, eagle's status buffer `status: memref<?xi64>` (bound after the kernel's
     own arguments; returned), and end it with a loop of `status[0]` trips (the runtime puts 2 there) that sets
-    `status[1] = 1` when it ran fewer. (status[2] is set by spirv_math for sin/cos arguments it cannot reduce.)
+    `status[1] = 1` when it ran fewer. (status[2] is not set: it was the flag of sin/cos arguments spirv_math
+    could not reduce, which it now reduces all.)
 
     Mesa's lavapipe ends every loop of a shader invocation once the invocation has run 65535 loop iterations in
     all (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS), silently. An invocation that hit that budget cuts the canary

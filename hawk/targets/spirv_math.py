@@ -20,8 +20,9 @@ run the same code in float64 and round once: every float32 value sampled in the 
 one. float32 division and sqrt also go through float64, which makes them correctly rounded on every driver (Vulkan
 allows 2.5 ulps). This needs Float64 on the device (lavapipe, NVIDIA, AMD have it; the runtime names the feature
 if missing).
-sin/cos/tan of a finite |x| > 2^19 pi would need a Payne-Hanek reduction: such a lane sets the kernel's status
-word and the runtime refuses the launch (eagle/targets/vulkan_runtime.py) rather than return a wrong value.
+sin/cos/tan of a finite |x| > 2^19 pi go through the host's Payne-Hanek reduction (hawk/targets/host_math.py,
+192 bits of 2/pi and 64-bit integer products; its words picked by selects), in a branch that only lanes with
+such an argument take: the host's bits for every argument.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from mlir import ir
 
 SUPPORTED = ("exp", "log", "sin", "cos")
 TRIG_LIMIT = 1647099.3291652855  # 2^19 * pi: beyond this the three-part reduction is no longer exact
-STATUS_TRIG = 2  # the status word a lane sets when its sin/cos argument is beyond TRIG_LIMIT
 
 # fdlibm's constants (hex-exact in the original; these decimal forms round to the same doubles)
 LN2_HI, LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
@@ -479,7 +479,47 @@ def _scaled_log(b: _B, x, hi: float, lo: float):
     return b.add(b.mul(v, hi), b.mul(v, lo))
 
 
-def _f64(b: _B, fn: str, args, flag):
+def _far(b: _B, x, fn: str, far, near):
+    """`near` where |x| <= TRIG_LIMIT, else sin, cos or tan of x through the host's Payne-Hanek reduction
+    (hawk/targets/host_math.py: the same code, so far arguments give the host's bits), in a branch only lanes with
+    such an argument take."""
+    from mlir.dialects import scf
+
+    from hawk.targets import host_math
+
+    branch = scf.IfOp(far, [b.f], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        wide = _Wide()
+        scf.YieldOp([host_math._trig(wide, x, fn, *host_math.reduce_far(wide, x))])
+    with ir.InsertionPoint(branch.else_block):
+        scf.YieldOp([near])
+    return branch.results[0]
+
+
+def _wide_class():
+    """host_math's _BI with the words of 2/pi picked by selects from constants (a shader has no constant table)."""
+    from hawk.targets import host_math
+
+    class Wide(host_math._BI):
+        def word(self, j):
+            words = (0, *host_math.TWO_OVER_PI)
+            out = self.ci(_signed(words[-1]))
+            for k in range(len(words) - 2, -1, -1):
+                out = self.sel(self.icmp("eq", j, k), self.ci(_signed(words[k])), out)
+            return out
+
+    return Wide
+
+
+def _signed(w: int) -> int:
+    return w - (1 << 64) if w >= 1 << 63 else w
+
+
+def _Wide():  # noqa: N802 (a class made on first use: host_math imports this module)
+    return _wide_class()()
+
+
+def _f64(b: _B, fn: str, args):
     x = args[0]
     if fn == "exp":
         return exp(b, x)
@@ -489,11 +529,9 @@ def _f64(b: _B, fn: str, args, flag):
         if fn == "tan":
             s, far = sincos(b, x, "sin")
             c, _ = sincos(b, x, "cos")
-            flag(far)
-            return b.div(s, c)
+            return _far(b, x, fn, far, b.div(s, c))
         out, far = sincos(b, x, fn)
-        flag(far)
-        return out
+        return _far(b, x, fn, far, out)
     if fn == "exp2":
         return exp2(b, x)
     if fn == "log2":
@@ -517,9 +555,7 @@ def lower_math(gpu_func, status) -> None:
     convert-math-to-spirv does not lower) by floor or ceil, and float32 division and square root by the float64 ones
     rounded once: Vulkan lets a driver be 2.5 ulps off for those, while a float64 quotient or root of float32
     values rounded to float32 is exactly the IEEE float32 result (53 >= 2 x 24 + 2), as on the host; arith.remf
-    (OpFRem is inexact) by the exact `fmod` above. A lane whose
-    sin/cos/tan argument is beyond TRIG_LIMIT stores STATUS_TRIG into status[2]."""
-    from mlir.dialects import scf
+    (OpFRem is inexact) by the exact `fmod` above. (`status`, eagle's status buffer, is not written here.)"""
 
     ops = []
 
@@ -566,14 +602,6 @@ def lower_math(gpu_func, status) -> None:
             b = _B()
             args = list(op.operands)
 
-            def flag(far, b=b):
-                guard = scf.IfOp(far, [], has_else=False)
-                with ir.InsertionPoint(guard.then_block):
-                    idx = ir.IndexType.get()
-                    two = b.op("arith.constant", [], idx, {"value": ir.IntegerAttr.get(idx, 2)})
-                    ir.Operation.create("memref.store", operands=[b.ci(STATUS_TRIG), status, two])
-                    scf.YieldOp([])
-
             if fn == "trunc":
                 x = args[0]
                 neg = b.op("arith.cmpf", [x, b.op("arith.constant", [], t, {"value": ir.FloatAttr.get(t, 0.0)})],
@@ -584,9 +612,9 @@ def lower_math(gpu_func, status) -> None:
 
                 out = FUNCS[fn](b, *args)
             elif isinstance(t, ir.F64Type):
-                out = _f64(b, fn, args, flag)
+                out = _f64(b, fn, args)
             else:
                 wide = [b.op("arith.extf", [a], b.f) for a in args]
-                out = b.op("arith.truncf", [_f64(b, fn, wide, flag)], t)
+                out = b.op("arith.truncf", [_f64(b, fn, wide)], t)
         op.results[0].replace_all_uses_with(out)
         op.erase()
