@@ -35,6 +35,8 @@ BRIDGE_COUNT = int(os.environ.get("HAWK_FUZZ_BRIDGE_COUNT", "30"))
 BRIDGE_RUNNER = Path(__file__).with_name("fuzz_bridges.py")
 ARTIFACT_COUNT = int(os.environ.get("HAWK_FUZZ_ARTIFACT_COUNT", "40"))
 ARTIFACT_RUNNER = Path(__file__).with_name("fuzz_artifacts.py")
+ALGORITHMS_COUNT = int(os.environ.get("HAWK_FUZZ_ALGORITHMS_COUNT", "150"))
+ALGORITHMS_RUNNER = Path(__file__).with_name("fuzz_algorithms.py")  # (its own cases: eagle.algorithms calls)
 ROOT = RUNNER.parent.parent
 
 
@@ -61,9 +63,16 @@ def _run_batch(start: int, stop: int, workdir: Path, runner: Path = RUNNER) -> l
             results.append({"index": start, "status": "fail", "what": "runner", "tags": [],
                             "why": f"runner exited {proc.returncode}: {proc.stderr[-2000:]}"})
             break
-        c = fk.case(SEED, begun)
+        if runner == ALGORITHMS_RUNNER:  # a library call, not a generated kernel: name it and how to replay it
+            import fuzz_algorithms
+
+            c = fuzz_algorithms.case(SEED, begun)
+            source = f"replay: python {runner.name} --seed {SEED} --start {begun} --count 1"
+        else:
+            c = fk.case(SEED, begun)
+            source = c.source
         results.append({"index": begun, "status": "fail", "what": c.what, "tags": sorted(c.tags), "crash": True,
-                        "why": f"the process died (exit {proc.returncode}): {proc.stderr[-600:]}\n{c.source}"})
+                        "why": f"the process died (exit {proc.returncode}): {proc.stderr[-600:]}\n{source}"})
         start = begun + 1
     return results
 
@@ -130,6 +139,18 @@ def test_generated_kernels_as_artifacts(tmp_path):
     Plan; the results that promise bits have Plan.run's, the rest meet NumPy's reference."""
     runs = _run_runner(ARTIFACT_COUNT, tmp_path, ARTIFACT_RUNNER)
     assert len([r for r in runs if r["status"] == "ok"]) >= 0.9 * len(runs), runs[:5]
+
+
+def test_algorithms_meet_their_documented_semantics(tmp_path):
+    """tests/fuzz_algorithms.py: calls of eagle.algorithms and the eagle.Array reductions with random dtypes,
+    sizes, prefixes, layouts and special values, each against a NumPy/Python reference of docs/algorithms.md
+    (bits where the docs promise bits), refusals by documented type with the caller's arrays unchanged, and the
+    same bits on 3 threads in small chunks. Most cases must run (not be refused), and many must be split."""
+    runs = _run_runner(ALGORITHMS_COUNT, tmp_path, ALGORITHMS_RUNNER)
+    ran = [r for r in runs if r["status"] == "ok" and r["why"].startswith("match")]
+    assert len(ran) >= 0.6 * len(runs), f"only {len(ran)} of {len(runs)} calls ran: {runs[:5]}"
+    assert sum("split into" in r["why"] for r in ran) >= 0.25 * len(runs), "few calls split over 3 threads"
+    assert any(r["why"].startswith("refused") for r in runs), "no refusal was drawn"
 
 
 def test_generation_is_reproducible():

@@ -143,12 +143,20 @@ def host_array(data, who: str, name: str = "data") -> np.ndarray:
         if data.dtype.kind not in "fiub":
             raise TypeError(f"{who}: {name} must hold numbers, got dtype {data.dtype}")
         return data
-    if isinstance(data, Array):
-        return data.numpy()
-    a = np.asarray(data)
+    a = data.numpy() if isinstance(data, Array) else np.asarray(data)
     if a.dtype.kind not in "fiub":
         raise TypeError(f"{who}: {name} must hold numbers (floats, integers or booleans), got dtype {a.dtype}")
+    _plain_float(a, who, name)
+    if not a.dtype.isnative:  # the other byte order: read by value (the kernels' planes are native)
+        a = a.astype(a.dtype.newbyteorder("="))
     return a
+
+
+def _plain_float(a, who: str, name: str) -> None:
+    """Refuse a float wider than float64 (longdouble): no kernel plane reads it, and narrowing it would round."""
+    if a.dtype.kind == "f" and a.dtype.itemsize > 8:
+        raise TypeError(f"{who}: {name} is {a.dtype}; floats are float16, float32 or float64 (convert with "
+                        ".astype(np.float64))")
 
 
 def prefix(a: np.ndarray, n, who: str, name: str = "data") -> np.ndarray:
@@ -227,6 +235,9 @@ def destination(dst, who: str, writes: str) -> np.ndarray:
     if not d.flags.c_contiguous or not d.flags.writeable:
         raise ValueError(f"{who}: dst must be a writable C-contiguous array (pass np.ascontiguousarray(dst) and "
                          "read the result from it)")
-    if d.dtype.kind not in "fiu" or d.dtype == np.float16:
+    if d.dtype.kind not in "fiu" or d.dtype == np.float16 or d.dtype.itemsize > 8:
         raise TypeError(f"{who}: dst is {d.dtype}; {writes} float32, float64 or integer arrays")
+    if not d.dtype.isnative:
+        raise TypeError(f"{who}: dst is {d.dtype.str}, in the other byte order; {writes} arrays in the machine's "
+                        f"byte order (pass dst.astype(dst.dtype.newbyteorder('=')) and read the result from it)")
     return d.reshape(-1)

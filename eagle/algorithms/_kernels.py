@@ -6,7 +6,8 @@ sums split each value into 21-bit limbs whose float64 sums stay exact, and exact
 high 32 bits first, then the low 32 bits among the lanes that hold the highest (lowest) high part. Lanes
 that must not count take a sentinel through m.where rather than `where=`: a masked max/min is not vectorized
 on the host (about 6x slower).
-`unsigned` Params are 2**64 for a uint64 array read as int64, else 0.0: added to a value read negative.
+`unsigned` Params are 2**64 for a uint64 array read as int64, else 0.0: `as_float` converts such a value read
+negative to its unsigned value, rounded once.
 
 Mutable outputs are assigned in the body (pyproject ignores F841/F821 for eagle/algorithms). No
 `from __future__ import annotations`: the histogram factory's annotation names a closure variable.
@@ -20,6 +21,21 @@ from hawk import Index, Mutable, Param, Scalar
 
 LIMB = 2097152  # 2**21: n limbs of 21 bits sum exactly in float64 for n < 2**32
 HALF = 4294967296  # 2**32
+QUARTER_WRAP = 4611686018427387904  # 2**62
+
+
+@hawk.func
+def as_float(k, unsigned):
+    """An Index value as a float of the run's type, rounded once; a uint64 read as int64 (`unsigned` = 2**64,
+    k < 0) as its unsigned value u = k + 2**64, also rounded once. (`float(k) + 2**64` rounds twice: k on the
+    grid of its own binade, then the sum on u's, so a u just off a tie of u's grid could land on the tie and go
+    to even the wrong way.) u is halved with round-to-odd, v = 2 * (u // 4) + (1 if u % 4 else 0), which lies
+    in [2**62, 2**63) (an int64) and rounds to the same float as u / 2 (float64 and float32 keep at most 53 of
+    its 63 bits, so the bit that stands for the dropped ones never decides a tie); float(v) * 2.0 is then exact.
+    Lanes of signed or non-negative values take float(k) (the other branch reads -1 there: no overflow)."""
+    neg = m.where(k < 0, k, -1)
+    half = (neg // 4) * 2 + QUARTER_WRAP + QUARTER_WRAP + m.where(neg % 4 != 0, 1, 0)
+    return m.where((k < 0) & (unsigned > 0.0), float(half) * 2.0, float(k))
 
 
 # --- Array.sum / min / max --------------------------------------------------------------------------------
@@ -74,7 +90,7 @@ def float_var(x: Scalar, total: Mutable[Scalar]):
 
 @hawk.kernel
 def int_var(k: Index, unsigned: Param, total: Mutable[Scalar]):
-    x = float(k) + m.where(k < 0, unsigned, 0.0)
+    x = as_float(k, unsigned)
     mu = hawk.mean(x, policy="ordered")
     d = x - mu
     total = hawk.sum(d * d, policy="ordered")
@@ -87,7 +103,7 @@ def float_abs_sum(x: Scalar, total: Mutable[Scalar]):
 
 @hawk.kernel
 def int_abs_sum(k: Index, unsigned: Param, total: Mutable[Scalar]):
-    total = hawk.sum(m.abs(float(k) + m.where(k < 0, unsigned, 0.0)), policy="ordered")
+    total = hawk.sum(m.abs(as_float(k, unsigned)), policy="ordered")
 
 
 @hawk.kernel
@@ -97,7 +113,7 @@ def float_abs_max(x: Scalar, total: Mutable[Scalar]):
 
 @hawk.kernel
 def int_abs_max(k: Index, unsigned: Param, total: Mutable[Scalar]):
-    total = hawk.max(m.abs(float(k) + m.where(k < 0, unsigned, 0.0)))
+    total = hawk.max(m.abs(as_float(k, unsigned)))
 
 
 @hawk.kernel
@@ -112,13 +128,13 @@ def float_dot(a: Scalar, b: Scalar, total: Mutable[Scalar]):
 
 @hawk.kernel
 def float_int_dot(a: Scalar, k: Index, unsigned: Param, total: Mutable[Scalar]):
-    total = hawk.sum(a * (float(k) + m.where(k < 0, unsigned, 0.0)), policy="ordered")
+    total = hawk.sum(a * (as_float(k, unsigned)), policy="ordered")
 
 
 @hawk.kernel
 def int_dot(j: Index, k: Index, uj: Param, uk: Param, total: Mutable[Scalar]):
-    a = float(j) + m.where(j < 0, uj, 0.0)
-    b = float(k) + m.where(k < 0, uk, 0.0)
+    a = as_float(j, uj)
+    b = as_float(k, uk)
     total = hawk.sum(a * b, policy="ordered")
 
 
@@ -151,7 +167,7 @@ def float_histogram(bins: int):
 def int_histogram(bins: int):
     @hawk.kernel
     def histogram_int_bins(k: Index, unsigned: Param, lo: Param, scale: Param, counts: Mutable["bin":bins]):
-        x = float(k) + m.where(k < 0, unsigned, 0.0)
+        x = as_float(k, unsigned)
         hawk.scatter(counts, policy="ordered")[m.index((x - lo) * scale, bins)] += 1.0
 
     return histogram_int_bins
@@ -165,7 +181,7 @@ def float_copy(x: Scalar, out: Mutable[Scalar]):
 
 @hawk.kernel
 def int_to_float_copy(k: Index, unsigned: Param, out: Mutable[Scalar]):
-    out = float(k) + m.where(k < 0, unsigned, 0.0)
+    out = as_float(k, unsigned)
 
 
 @hawk.kernel

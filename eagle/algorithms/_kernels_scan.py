@@ -4,7 +4,7 @@ integer output planes and plane scatter stores).
 Scans: `hawk.scan` gives each lane the running total of the lanes before it (exclusive) or up to it (inclusive) in
 fixed 4096-lane blocks (docs/semantics.md, "Scans"): np.cumsum's bits up to 4096 lanes, the same bits everywhere.
 Float outputs scan in the run's float type (dst's); integer outputs scan in int64 and the store wraps to dst's
-width. `unsigned` Params are 2**64 for a uint64 array read as int64, else 0.0.
+width. `unsigned` Params are 2**64 for a uint64 array read as int64, else 0.0 (`_kernels.as_float`: one rounding).
 
 Runs of equal adjacent keys: lane i starts a run when i == 0 or its key differs from lane i - 1's (so NaN keys are
 each their own run); `hawk.scan` of the start flags numbers the runs. A run's first lane stores its key at the
@@ -21,6 +21,7 @@ runs.py checks).
 
 import hawk
 import hawk.math as m
+from eagle.algorithms._kernels import as_float
 from hawk import Grid, Index, Mutable, Param, Scalar
 
 
@@ -37,12 +38,12 @@ def float_scan_exclusive(lane: Grid["i"], x: Scalar, out: Mutable[Scalar]):
 
 @hawk.kernel
 def int_to_float_scan_inclusive(k: Index, unsigned: Param, out: Mutable[Scalar]):
-    out = hawk.scan(float(k) + m.where(k < 0, unsigned, 0.0))
+    out = hawk.scan(as_float(k, unsigned))
 
 
 @hawk.kernel
 def int_to_float_scan_exclusive(lane: Grid["i"], k: Index, unsigned: Param, out: Mutable[Scalar]):
-    out = m.where(lane.i == 0, 0.0, hawk.scan(float(k) + m.where(k < 0, unsigned, 0.0), exclusive=True))
+    out = m.where(lane.i == 0, 0.0, hawk.scan(as_float(k, unsigned), exclusive=True))
 
 
 @hawk.kernel

@@ -111,13 +111,13 @@ def _integer_scan(x: np.ndarray, out: np.ndarray, exclusive: bool, target, threa
 
 
 def _as_float_term(value, dtype: np.dtype):
-    """The last input as the kernel converts it into dst's float type (an integer rounds once; a uint64 read as
-    int64 gets 2**64 added in that type), so that exclusive total = dst[n-1] + term has the inclusive bits."""
+    """The last input as the kernel converts it into dst's float type (an integer rounds once, a uint64 too), so
+    that exclusive total = dst[n-1] + term has the inclusive bits."""
     if isinstance(value, float):
         return dtype.type(value)
     v = int(value)
-    if v >= 1 << 63:  # a uint64 read as int64: float(k) + 2**64, as the kernel does
-        return np.array(v - (1 << 64), np.int64).astype(dtype)[()] + dtype.type(2.0**64)
+    if v >= 1 << 63:  # a uint64 from 2**63: halved with round-to-odd (an int64), rounded once, doubled (exact),
+        return np.array((v >> 1) | (v & 1), np.int64).astype(dtype)[()] * dtype.type(2.0)  # as _kernels.as_float
     return np.array(v, np.int64).astype(dtype)[()]  # one rounding, int64 -> float, as the kernel's
 
 
