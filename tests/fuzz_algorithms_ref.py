@@ -234,7 +234,7 @@ def _n_rule(n, *sizes) -> tuple[int, Refusal | None]:
     """The first n values (n=None: sizes[0]); a negative n or one past any array is a ValueError."""
     count = sizes[0] if n is None else n
     if count < 0 or any(count > s for s in sizes):
-        return 0, Refusal((ValueError,), r"n=-?\d+ is outside")
+        return 0, Refusal((ValueError,), r"n=-?\d+ is outside|n past any array involved")
     return count, None
 
 

@@ -153,3 +153,11 @@ def test_every_target_gives_the_host_values(target):
 
     for g, w in zip(calls(target), calls("host"), strict=True):
         assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
+
+
+def test_gather_with_a_longer_perm_names_both_arrays():
+    """n=None reads perm.size values of both arrays: a perm longer than values is refused by the bounds rule,
+    in words about the arrays the caller passed (not an n it never gave)."""
+    with pytest.raises(ValueError, match="perm has 5 positions and values only 3"):
+        gather(np.arange(3.0), np.zeros(5, np.int64))
+    assert np.asarray(gather(np.arange(3.0), np.zeros(5, np.int64), n=3)).tolist() == [0.0, 0.0, 0.0]

@@ -132,6 +132,10 @@ def _gather(values, perm, n, target, threads, checked: bool) -> Array:
         raise TypeError(f"gather: perm must hold integer positions, got {p.dtype}")
     count = p.size if n is None else n
     idx = prefix(p, count, "gather", "perm")
+    if n is None and p.size > v.size:  # (the reference's bounds rule, said of the arrays the caller passed)
+        raise ValueError(f"gather: perm has {p.size} positions and values only {v.size}: gather reads the first n "
+                         f"of both (n=None: perm.size), and n past any array involved is refused; pass "
+                         f"n <= {v.size}, or gather from values padded to perm's length")
     prefix(v, count, "gather", "values")  # the bounds rule: n past any array involved is refused
     target = pick_target(target, (v, idx), "gather")
     if idx.size == 0:
