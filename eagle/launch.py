@@ -225,7 +225,7 @@ class Launcher:
                 raise InputError(f"plane '{sink}' of kernel '{self.binder.name}': {count} lane(s) stored by key to "
                                  f"a position outside its array (first bad key: {first}); valid positions are "
                                  "0..len-1, and -1 writes nothing")
-            if self.lay.buffers[sink_k].role == "scan":  # hawk.scan(x, by=key, keys=n): a key outside
+            if self.lay.buffers[sink_k].role in ("scan", "rscan"):  # hawk.scan(x, by=key, keys=n): a key outside
                 raise InputError(f"kernel '{self.binder.name}': {count} lane(s) gave a keyed hawk.scan(x, by=key, "
                                  f"keys={self.lay.keyed[sink]}) a key outside 0..{self.lay.keyed[sink] - 1} "
                                  f"(first bad key: {first}); a key of -1 leaves its lane out")
@@ -267,7 +267,7 @@ class Launcher:
                 how.append(("cut", name))
             elif role in ("scan", "rscan"):  # a scan's block totals (rscan: a reverse scan's values per lane)
                 size = scan_values(b.lanes) if role == "scan" else 2 * max(1, b.lanes)  # (two planes of lanes)
-                if name in self.lay.keyed:  # a keyed scan: rows of per-key values per block
+                if role == "scan" and name in self.lay.keyed:  # a keyed scan: rows of per-key values per block
                     size = keyed_values(b.lanes, self.lay.keyed[name])
                 bufs.append(np.zeros(size, dtype=np.int64 if buf.dtype == "i64" else b.dtype))
             elif role == "cell" and name in self.lay.cells_out and name not in self.lay.outputs:

@@ -204,3 +204,9 @@ def dist_fold(x: Scalar, p: Mutable[Scalar], q: Mutable[Scalar], y: Mutable[Scal
 def dist_decay(x: Scalar, w: Param, y: Mutable[Scalar], tot: Mutable[Scalar]):
     y = y * w + hm.sin(x)  # (reads y's initial contents: zeros in a sharded call, which takes no passed outputs)
     tot = hawk.sum(y * y, policy="ordered")
+
+
+@hawk.kernel
+def dist_rkscan(x: Scalar, k: Index, y: Mutable[Scalar], z: Mutable[Scalar]):
+    y = hawk.scan(x, by=k, keys=5, reverse=True)  # each key's lanes from the last down (a finish's fold)
+    z = hawk.scan(x * x, by=k, keys=5)  # (its gradient: a reversed keyed scan)

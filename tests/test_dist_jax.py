@@ -580,6 +580,32 @@ def case_gradient_of_an_output_read_before_assigned():
         _bits_equal({"x": gx, "w": np.asarray(gw).reshape(1)}, want, ["x", "w"])
 
 
+def case_reverse_keyed_scans_and_their_gradient():
+    """A reversed keyed scan (one sequential fold per key in the finish) inside shard_map on 4 shards: every
+    shard's lanes bitwise the one-device run, and jax.grad through a forward keyed scan (whose adjoint is a
+    reversed keyed scan) bitwise plan.reverse's."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, _ = _setup()
+    rng = np.random.default_rng(34)
+    n = 4 * 3_001
+    x, k, cz = rng.normal(size=n), rng.integers(-1, 5, n), rng.normal(size=n)
+    mesh = _mesh(4)
+    f = eagle.jax.wrap(dk.dist_rkscan, axis_name="d")
+    g = jax.jit(jax.shard_map(lambda x, k: f(x=x, k=k), mesh=mesh, in_specs=(P("d"), P("d")),
+                              out_specs={"y": P("d"), "z": P("d")}))
+    ks = jax.device_put(k, NamedSharding(mesh, P("d")))
+    xs = jax.device_put(x, NamedSharding(mesh, P("d")))
+    _bits_equal(g(xs, ks), eagle.deploy(dk.dist_rkscan).run(x=x, k=k), ["y", "z"])
+    gx = jax.jit(jax.grad(lambda x: (g(x, ks)["z"] * cz).sum()))(xs)
+    _bits_equal({"x": gx}, eagle.deploy(dk.dist_rkscan).reverse({"z": cz}, x=x, k=k), ["x"])
+
+
 def case_partitioned_stencil_under_jit():
     import jax
     from jax.sharding import NamedSharding

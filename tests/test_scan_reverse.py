@@ -520,7 +520,7 @@ def test_no_lanes_and_one_lane():
 def test_keyed_and_exclusive_extreme_scans_are_refused_at_their_line():
     @hawk.kernel
     def keyed(x: Scalar, k: Index, y: Mutable[Scalar]):
-        y = hawk.scan(x, by=k, keys=4)  # @keyed_scan
+        y = hawk.scan(x, by=k, keys=4, op=m.max)  # @keyed_scan
 
     @hawk.kernel
     def rev_max(x: Scalar, y: Mutable[Scalar]):
@@ -528,7 +528,8 @@ def test_keyed_and_exclusive_extreme_scans_are_refused_at_their_line():
 
     lines = open(__file__).read().splitlines()
     x, k = np.arange(10.0), (np.arange(10) % 4).astype(np.int32)
-    for kernel, tag, words, planes in ((keyed, "# @keyed_scan", "keyed hawk.scan", {"x": x, "k": k}),
+    for kernel, tag, words, planes in ((keyed, "# @keyed_scan", "keyed hawk.scan \\(by=\\) only with op=m.add",
+                                        {"x": x, "k": k}),
                                        (rev_max, "# @rev_max", "op=m.max only inclusive", {"x": x})):
         with pytest.raises(hawk.KernelError, match=words) as exc:
             eagle.deploy(kernel).reverse(np.ones(10), **planes)

@@ -95,7 +95,7 @@ def check_plan(half: Half) -> int:
         msgs = half.call._sink_messages(st)
         lay = st.launcher.lay
         for k, buf in enumerate(lay.buffers):
-            if buf.role == "scan" and buf.name in lay.keyed:  # (Launcher.check_errors's words)
+            if buf.role in ("scan", "rscan") and buf.name in lay.keyed:  # (Launcher.check_errors's words)
                 n = lay.keyed[buf.name]
                 text = (f"kernel '{half.call.name}': %lld lane(s) gave a keyed hawk.scan(x, by=key, keys={n}) a key "
                         f"outside 0..{n - 1} (first bad key: %lld); a key of -1 leaves its lane out").encode()
@@ -174,7 +174,7 @@ def _check_blocks(kernel, lay, row: int) -> None:
 def _checks(launcher) -> bool:
     """Whether a stage's lanes can refuse (its #err is gathered and looked at before the finish): a scatter that
     checks its keys as it runs, or a keyed scan's keys."""
-    return launcher.checks_at_run_time or any(b.role == "scan" and b.name in launcher.lay.keyed
+    return launcher.checks_at_run_time or any(b.role in ("scan", "rscan") and b.name in launcher.lay.keyed
                                               for b in launcher.lay.buffers)
 
 

@@ -1,13 +1,16 @@
 """`hawk.scan(x, by=key, keys=n, order="lane"|"key", exclusive=False, op=m.add)`: running totals per key.
 
 Each lane's result folds x over the lanes whose key equals its own: order="lane" (the default) runs over the
-earlier lanes (and the lane itself unless exclusive); order="key" runs over every (key, lane) pair before it in
-(key, lane) order, so `hawk.scan(1, by=k, keys=n, order="key", exclusive=True)` is each lane's position in a
-stable sort by key (a counting sort's destination). `keys=n` is a constant (1..MAX_KEYS); a key of -1 leaves
+earlier lanes (and the lane itself unless exclusive; reverse=True: the later lanes, from the last down);
+order="key" runs over every (key, lane) pair before it in (key, lane) order, so
+`hawk.scan(1, by=k, keys=n, order="key", exclusive=True)` is each lane's position in a stable sort by key (a
+counting sort's destination). `keys=n` is a constant (1..MAX_KEYS); a key of -1 leaves
 the lane out (it adds nothing and gets the identity); any other key outside 0..n-1 refuses the run.
 
 The call becomes a `hawk.scan {op, mode, keys, order}` whose second operand is the i64 key; split-stages splits it
-as any scan, and hawk/passes/lower/scan_keyed.py lowers it (per-block, per-key totals; offsets per key).
+as any scan, and hawk/passes/lower/scan_keyed.py lowers it (per-block, per-key totals; offsets per key); a reversed
+one (attribute reverse) runs as a reverse scan does, its keys in the "rscan" buffer's second plane and per-key
+running values in its finish (hawk/passes/lower/scan.py).
 """
 
 from __future__ import annotations
@@ -26,11 +29,10 @@ def keyed_scan_call(kb, e: ast.Call, kw: dict) -> HVal:
     """Read `hawk.scan(x, by=key, keys=n, ...)` (`kw`: the call's keywords by name; scan.py checked the rest)."""
     from hawk.frontend.scan import _constant_flag, scan_operand
 
-    bad = [k for k in kw if k not in ("exclusive", "op", "by", "keys", "order")]
+    bad = [k for k in kw if k not in ("exclusive", "op", "by", "keys", "order", "reverse")]
     if bad:
-        why = {"reset": "segments and keys do not mix: give each segment its own key",
-               "reverse": "a keyed scan runs forwards only"}.get(bad[0], "")
-        raise kb.error(f"hawk.scan(x, by=key, keys=n) takes exclusive=, op= and order=, not {bad[0]}="
+        why = {"reset": "segments and keys do not mix: give each segment its own key"}.get(bad[0], "")
+        raise kb.error(f"hawk.scan(x, by=key, keys=n) takes exclusive=, op=, order= and reverse=, not {bad[0]}="
                        + (f" ({why})" if why else ""), kw[bad[0]])
     if "by" not in kw or "keys" not in kw:
         raise kb.error("a keyed scan needs both by= (one integer key per lane) and keys= (how many keys, a constant): "
@@ -46,6 +48,10 @@ def keyed_scan_call(kb, e: ast.Call, kw: dict) -> HVal:
             raise kb.error(f"order= takes \"lane\" (per key, in lane order) or \"key\" (in (key, lane) order, a "
                            f"stable sort's positions), not '{ast.unparse(node)}'", node)
     mode = "exclusive" if _constant_flag(kb, kw, "exclusive") else "inclusive"
+    reverse = _constant_flag(kb, kw, "reverse")
+    if reverse and order == "key":
+        raise kb.error("a keyed scan with order=\"key\" runs forwards only (reverse=True takes order=\"lane\": "
+                       "each key's lanes from the last down)", kw["reverse"])
     op, x = scan_operand(kb, e, kw)
     s = kb.sem
     k_node = kw["by"]
@@ -58,7 +64,8 @@ def keyed_scan_call(kb, e: ast.Call, kw: dict) -> HVal:
         key = HVal(s.mlir(key), "i")
     operands = [s.mlir(x), s.mlir(key)]
     i64 = ir.IntegerType.get_signless(64)
-    attrs = {"op": op, "mode": mode, "keys": ir.IntegerAttr.get(i64, n), "order": order}
+    attrs = {"op": op, "mode": mode, "keys": ir.IntegerAttr.get(i64, n), "order": order} | \
+        ({"reverse": ir.UnitAttr.get()} if reverse else {})
     v = create("hawk.scan", operands, [operands[0].type], attrs).result
     return HVal(v, x.kind)
 

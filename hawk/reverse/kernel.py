@@ -47,6 +47,7 @@ def facts(kernel: Kernel) -> Facts:
         scan_keys,
         scan_mode,
         scan_op,
+        scan_order,
         scan_value,
         scatter_mode,
         sink_name,
@@ -73,13 +74,12 @@ def facts(kernel: Kernel) -> Facts:
                 raise error_at(op, "the reverse does not differentiate hawk.reduce with an operator (a fold's "
                                    "adjoint depends on the operator's own derivative): use hawk.sum, hawk.mean, "
                                    "hawk.max or hawk.min where a gradient is needed")
-            elif is_hawk(op, "scan") and scan_keys(op) is not None and is_float(scan_value(op).type):
-                raise error_at(op, "the reverse does not differentiate a keyed hawk.scan (by=) yet (its adjoint is "
-                                   "a keyed scan from the last lane down): keep it out of the gradient, or scan "
-                                   "each key's lanes with reset= where they are contiguous")
-            elif is_hawk(op, "scan") and "keys" in op.attributes and is_float(scan_value(op).type):  # (KEYSCAN)
-                raise error_at(op, "the reverse does not differentiate a keyed hawk.scan (by=) yet: keep it out of "
-                                   "the gradient (scan integers, or compute the keyed totals in another kernel)")
+            elif is_hawk(op, "scan") and scan_keys(op) is not None and is_float(scan_value(op).type) and \
+                    (scan_op(op) != "add" or scan_order(op) != "lane"):
+                raise error_at(op, "the reverse differentiates a keyed hawk.scan (by=) only with op=m.add and "
+                                   "order=\"lane\" (a min/max or order=\"key\" keyed scan has no gradient rule "
+                                   "yet): keep it out of the gradient, or scan each key's lanes with reset= where "
+                                   "they are contiguous")
             elif is_hawk(op, "scan") and scan_op(op) != "add" and is_float(scan_value(op).type) and \
                     scan_mode(op) == "exclusive":
                 raise error_at(op, f"the reverse differentiates a float hawk.scan with op=m.{scan_op(op)} only "

@@ -33,6 +33,8 @@ from hawk.ir.access import (
     plane_name,
     reduce_kind,
     reduce_over,
+    scan_key,
+    scan_keys,
     scan_mode,
     scan_op,
     scan_reset,
@@ -338,7 +340,8 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
     def reverse_scan(self, op, g, adj: dict) -> None:
         """An add scan's adjoint is the add scan of its cotangent in the other lane order, with the same mode and
         segments: inclusive y[j] = x[0] + ... + x[j] gives dx[i] = dy[i] + ... + dy[n-1] (the suffix sums stop
-        at the end of i's segment; exclusive: from i+1)."""
+        at the end of i's segment; exclusive: from i+1). A keyed one (order="lane") runs per key the same way: the
+        keyed scan of the cotangent, by the same keys, in the other lane order (a key -1 lane gets the identity)."""
         x, reset = scan_value(op), scan_reset(op)
         if not is_float(x.type):
             return
@@ -346,7 +349,11 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
             self.reverse_extreme_scan(op, g, adj)
             return
         attrs = {"op": "add", "mode": scan_mode(op)} | ({} if scan_reverse(op) else {"reverse": ir.UnitAttr.get()})
-        dx = create("hawk.scan", [g] + ([reset] if reset is not None else []), [g.type], attrs).result
+        extra = [reset] if reset is not None else []
+        if scan_keys(op) is not None:
+            attrs |= {"keys": op.attributes["keys"], "order": op.attributes["order"]}
+            extra = [scan_key(op)]
+        dx = create("hawk.scan", [g, *extra], [g.type], attrs).result
         self.acc(x, dx, False, adj)
 
     def reverse_extreme_scan(self, op, g, adj: dict) -> None:

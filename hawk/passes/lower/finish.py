@@ -14,7 +14,7 @@ from mlir import ir
 from mlir.dialects import func, scf
 
 from hawk.abi.layout import Layout, chunk_slots, sum_policy
-from hawk.ir.access import kernel_func, scan_cell, scan_keys, scan_op, scan_order, scan_reset, scan_reverse, scan_value
+from hawk.ir.access import kernel_func, scan_cell, scan_op, scan_value
 from hawk.ir.dialect import is_hawk
 from hawk.passes import exact_emit
 from hawk.passes.host_emit import _EQ, size
@@ -64,19 +64,12 @@ def finish_accs(cx: Lowering) -> list:
 
 def scan_forms(body: ir.Block) -> dict:
     """Each scan cell whose block totals (or lanes) this stage writes: (operator, value type, form), form
-    "blocks", "lanes" / "lanes+flags" (reverse) or ("keyed", keys, order), in op order (scan.plan_scans)."""
-    out = {}
-    for op in body.operations:
-        if not is_hawk(op, "scan_totals"):
-            continue
-        if scan_keys(op) is not None:
-            form = ("keyed", scan_keys(op), scan_order(op))
-        elif scan_reverse(op):
-            form = "lanes+flags" if scan_reset(op) is not None else "lanes"
-        else:
-            form = "blocks"
-        out[scan_cell(op)] = (scan_op(op), scan_value(op).type, form)
-    return out
+    "blocks", "lanes" / "lanes+flags" (reverse), ("keyed", keys, order) or ("rkeyed", keys), in op order
+    (scan.form_of, which scan.plan_scans reads too)."""
+    from hawk.passes.lower.scan import form_of
+
+    return {scan_cell(op): (scan_op(op), scan_value(op).type, form_of(op)) for op in body.operations
+            if is_hawk(op, "scan_totals")}
 
 
 def build_finish(cx: Lowering, finish) -> None:

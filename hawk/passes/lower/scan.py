@@ -38,10 +38,20 @@ a < b or a is NaN, else b; hawk.math's m.min), integer minsi/maxsi.
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import scf
+from mlir.dialects import memref, scf
 
 from hawk.abi.layout import SCAN_BLOCK, SCAN_ENTRY
-from hawk.ir.access import scan_cell, scan_keys, scan_mode, scan_op, scan_order, scan_reset, scan_reverse, scan_value
+from hawk.ir.access import (
+    scan_cell,
+    scan_key,
+    scan_keys,
+    scan_mode,
+    scan_op,
+    scan_order,
+    scan_reset,
+    scan_reverse,
+    scan_value,
+)
 from hawk.ir.dialect import is_hawk
 from hawk.passes.lower import scan_interior
 from hawk.passes.lower.context import Lowering, clone_ops, rewrite_ops, rule
@@ -60,13 +70,9 @@ def plan_scans(cx: Lowering, body: ir.Block, chunk: list[ir.Value]) -> None:
         if not (is_hawk(op, "scan_totals") or is_hawk(op, "scan_apply")):
             continue
         t = scan_value(op).type
-        if scan_keys(op) is not None:  # keyed: running values in memory (scan_keyed.py)
-            if is_hawk(op, "scan_totals"):
-                cx.scans[scan_cell(op)] = (scan_op(op), t, ("keyed", scan_keys(op), scan_order(op)))
-            continue
-        if scan_reverse(op):  # no running value in the lanes' loop: the finish runs it (finish_reverse)
-            if is_hawk(op, "scan_totals"):
-                cx.scans[scan_cell(op)] = (scan_op(op), t, "lanes+flags" if scan_reset(op) is not None else "lanes")
+        if scan_keys(op) is not None or scan_reverse(op):  # keyed: running values in memory (scan_keyed.py);
+            if is_hawk(op, "scan_totals"):  # reversed: none in the lanes' loop, the finish runs it
+                cx.scans[scan_cell(op)] = (scan_op(op), t, form_of(op))
             continue
         op.attributes[_SLOT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(chunk))
         chunk.append(identity(cx, scan_op(op), t))
@@ -75,6 +81,18 @@ def plan_scans(cx: Lowering, body: ir.Block, chunk: list[ir.Value]) -> None:
             if scan_reset(op) is not None:
                 chunk.append(cx.e.c(0, cx.e.i1))
     cx.n_scans = len(chunk) - before  # (the chains follow: ordered_chains.nchunk_red_total)
+
+
+def form_of(op) -> str | tuple:
+    """How a scan's stages and finish run it: "blocks" (block totals, then offsets), "lanes" / "lanes+flags" (a
+    reverse scan: the lanes' values, and flags, folded down by the finish), ("keyed", keys, order) (per-block,
+    per-key totals: scan_keyed.py) or ("rkeyed", keys) (a reversed keyed scan: the lanes' values and keys, folded
+    down per key by the finish)."""
+    if scan_keys(op) is not None:
+        return ("rkeyed", scan_keys(op)) if scan_reverse(op) else ("keyed", scan_keys(op), scan_order(op))
+    if scan_reverse(op):
+        return "lanes+flags" if scan_reset(op) is not None else "lanes"
+    return "blocks"
 
 
 def _slot(op) -> int:
@@ -275,10 +293,10 @@ def lower_unsplit_scan(cx: Lowering, op) -> None:
 def lower_scan_totals(cx: Lowering, op) -> None:
     """This lane into its block's running total; the block's last lane (or the chunk's) writes it out."""
     e = cx.e
-    if scan_keys(op) is not None:
-        return keyed_totals(cx, op)
     if scan_reverse(op):
         return _store_lane(cx, op)
+    if scan_keys(op) is not None:
+        return keyed_totals(cx, op)
     k, x, reset, kind = _slot(op), scan_value(op), scan_reset(op), scan_op(op)
     blocked = cx.scan_blocked  # scan_driver starts each block's total and writes it out itself
     if blocked and k in cx.scan_tails:  # the total is folded after the loop from the last flagged lane
@@ -314,7 +332,7 @@ def lower_scan_totals(cx: Lowering, op) -> None:
 def lower_scan_apply(cx: Lowering, op) -> ir.Value:
     """This lane's scanned value: its block's offset at the block's first lane, else the running value, (+) x."""
     e = cx.e
-    if scan_keys(op) is not None:
+    if scan_keys(op) is not None and not scan_reverse(op):
         return keyed_apply(cx, op)
     buf = cx.bufs[(scan_cell(op), "scanoff")]
     if scan_reverse(op):  # the finish of the stage before left the planes (inclusive, exclusive)
@@ -331,13 +349,25 @@ def lower_scan_apply(cx: Lowering, op) -> ir.Value:
 
 
 def _store_lane(cx: Lowering, op) -> None:
-    """A reverse scan's stage s: this lane's value (and reset flag) into the planes of the "rscan" buffer."""
+    """A reverse scan's stage s: this lane's value (and reset flag, or a keyed scan's key, -1 for a key outside
+    0..n-1 after counting it as a bad key) into the planes of the "rscan" buffer."""
+    from hawk.passes.lower.scan_keyed import _inside
+    from hawk.passes.lower.scatters import report_bad_key
+
     e = cx.e
-    x, reset = scan_value(op), scan_reset(op)
+    x, reset, n = scan_value(op), scan_reset(op), scan_keys(op)
     buf = cx.bufs[(scan_cell(op), "rscan")]
     e.store(x, buf, cx.lane)
     if reset is not None:
         e.store(_flag_value(cx, reset, x.type), buf, e.add_i(_plane(cx), cx.lane))
+    if n is not None:
+        key = scan_key(op)
+        inside = _inside(cx, key, n)
+        report_bad_key(cx, scan_cell(op), key, e.op("arith.andi", e.op("arith.xori", inside, e.c(1, e.i1)),
+                                                    e.cmpi(1, key, e.c(-1, e.i64))), role="rscan")
+        k = e.select(inside, key, e.c(-1, e.i64))
+        kv = k if isinstance(x.type, ir.IntegerType) else e.op("arith.sitofp", k, t=x.type)
+        e.store(kv, buf, e.add_i(_plane(cx), cx.lane))
 
 
 def _plane(cx: Lowering) -> ir.Value:
@@ -368,6 +398,38 @@ def finish_reverse(cx: Lowering, cell: str, kind: str, t: ir.Type, flags: bool) 
         scf.YieldOp([incl, cut_next])
 
 
+def finish_reverse_keyed(cx: Lowering, cell: str, kind: str, t: ir.Type, keys: int) -> None:
+    """A reversed keyed scan's lanes, from the last down, into the planes (inclusive, exclusive) in place: each
+    key's running value (in `keys` values of the finish's own, starting from the identity) folds its lanes from
+    the last down; a lane of key -1 gets the identity in both and changes nothing."""
+    e = cx.e
+    buf = cx.bufs[(cell, "rscan")]
+    n = e.op("arith.divui", e.dim(buf), e.c(2))
+    ident = identity(cx, kind, t)
+    runs = memref.AllocaOp(ir.MemRefType.get([keys], t), [], []).result
+    init = scf.ForOp(e.c(0), e.c(keys), e.c(1))
+    with ir.InsertionPoint(init.body):
+        e.store(ident, runs, init.induction_variable)
+        scf.YieldOp([])
+    loop = scf.ForOp(e.c(0), n, e.c(1))
+    with ir.InsertionPoint(loop.body):
+        lane = e.op("arith.subi", e.op("arith.subi", n, e.c(1)), loop.induction_variable)
+        second = e.add_i(n, lane)
+        x, kv = e.load(buf, lane), e.load(buf, second)
+        k = kv if isinstance(t, ir.IntegerType) else e.op("arith.fptosi", kv, t=e.i64)
+        valid = e.cmpi(5, k, e.c(0, e.i64))  # (sge)
+        at = e.to_index(e.select(valid, k, e.c(0, e.i64)))
+        prev = e.select(valid, e.load(runs, at), ident)
+        incl = combine(cx, kind, prev, x)
+        branch = scf.IfOp(valid, [], has_else=False)
+        with ir.InsertionPoint(branch.then_block):
+            e.store(incl, runs, at)
+            scf.YieldOp([])
+        e.store(e.select(valid, incl, ident), buf, lane)
+        e.store(prev, buf, second)
+        scf.YieldOp([])
+
+
 def _is_set(cx: Lowering, flag: ir.Value, t: ir.Type) -> ir.Value:
     e = cx.e
     if isinstance(t, ir.IntegerType):
@@ -380,6 +442,9 @@ def finish_scans(cx: Lowering) -> None:
     scan's lanes into its running values (finish_reverse)."""
     e = cx.e
     for cell, (kind, t, form) in cx.scans.items():
+        if isinstance(form, tuple) and form[0] == "rkeyed":
+            finish_reverse_keyed(cx, cell, kind, t, form[1])
+            continue
         if isinstance(form, tuple):  # ("keyed", keys, order)
             finish_keyed(cx, cell, kind, t, form[1], form[2])
             continue
