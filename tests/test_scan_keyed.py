@@ -322,6 +322,31 @@ def test_reverse_keyed_scan_folds_each_key_from_the_last_lane_down(n):
         assert all(np.asarray(got[o]).tobytes() == want[o].tobytes() for o in want)
 
 
+@hawk.kernel
+def down_extremes(x: Scalar, j: Index, k: Index, hi: Mutable[Scalar], lo: Mutable[Index]):
+    hi = hawk.scan(x, by=k, keys=NK, op=m.max, reverse=True)
+    lo = hawk.scan(j, by=k, keys=NK, op=m.min, reverse=True, exclusive=True)
+
+
+def test_reverse_keyed_min_max_scans_float_and_integer():
+    x, k = _planes(SCAN_BLOCK + 9, 25)
+    x[::7] = np.nan  # (np.maximum's rule: a NaN, once met, stays)
+    j = np.random.default_rng(26).integers(-1000, 1000, x.size)
+    got = eagle.deploy(down_extremes, threads=3, min_chunk=1024).run(x=x, j=j, k=k, lo=np.zeros(x.size, np.int64))
+    top = np.iinfo(np.int64).max
+    hi, lo, run_hi, run_lo = np.full(x.size, -np.inf), np.full(x.size, top), {}, {}
+    for i in range(x.size - 1, -1, -1):
+        key = int(k[i])
+        if key < 0:
+            continue
+        run_hi[key] = np.maximum(run_hi.get(key, -np.inf), x[i])
+        hi[i] = run_hi[key]
+        lo[i] = run_lo.get(key, top)
+        run_lo[key] = min(lo[i], int(j[i]))
+    assert np.asarray(got["hi"]).tobytes() == hi.tobytes()
+    assert np.asarray(got["lo"]).tolist() == lo.tolist()
+
+
 def test_reverse_keyed_scan_refuses_a_bad_key_and_order_key():
     x, k = _planes(40, 22)
     k[17] = NK + 2
