@@ -131,6 +131,7 @@ def build_finish(cx: Lowering, finish) -> None:
         for r in cx.lay.reductions:
             if r.kept and r.kind == "mean":
                 finish_kept_mean(cx, r)
+        canonical_nans(cx)
         func.ReturnOp([])
 
 
@@ -353,6 +354,28 @@ def finish_companions(cx: Lowering) -> None:
             i = loop.induction_variable
             total = e.add(e.add(e.widen(e.load(target, i), e.f64), e.load(comp, i)), e.load(comp, e.add_i(i, n)))
             e.store(e.narrow(total, e.f), target, i)
+            scf.YieldOp([])
+
+
+_UNO = 14  # arith.cmpf's "unordered": a NaN
+
+
+def canonical_nans(cx: Lowering) -> None:
+    """A float max/min result (over every lane or per kept slot) that is NaN becomes the canonical quiet NaN: which
+    of several NaNs the lanes held wins depends on how the lanes were split into chunks and vectors, and the bits
+    of max and min are promised on every thread count and target."""
+    e = cx.e
+    for r in cx.lay.reductions:
+        if r.kind not in ("max", "min") or (r.cell, "cell") not in cx.bufs:
+            continue
+        buf = cx.bufs[(r.cell, "cell")]
+        t = ir.MemRefType(buf.type).element_type
+        if not isinstance(t, (ir.F32Type, ir.F64Type)):
+            continue
+        loop = scf.ForOp(e.c(0), e.dim(buf), e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            v = e.load(buf, loop.induction_variable)
+            e.store(e.select(e.cmpf(_UNO, v, v), e.cf(float("nan"), t), v), buf, loop.induction_variable)
             scf.YieldOp([])
 
 
