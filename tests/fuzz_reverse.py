@@ -13,8 +13,8 @@ derivative's scale and the one-sided ones at `h / 4` to KINK, give or take what 
 spacing, weighted by the cotangent) moves a quotient by. Otherwise the point sits on a kink or a jump within the
 step, or on a kink itself (`abs`, `clamp` or `copysign` at an input of exactly 0.0, where the central quotient
 averages two slopes and the reverse picks one), and the direction is counted as "rough", as it is when gradient
-and quotient differ but that rounding is too coarse to tell them apart. The planes' special
-values (NaN, inf, 1e300, subnormals) are replaced by ordinary draws first, input components whose gradient is not
+and quotient differ but that rounding is too coarse to tell them apart. The planes' special values (NaN, inf,
+1e300, subnormals, exact zeros) are replaced by ordinary draws first, input components whose gradient is not
 finite are left out of the direction, and output components beyond BIG (or not finite) get a zero cotangent.
 
 A kernel the reverse refuses must be refused by name (`eagle.InputError` or `hawk.KernelError`, with the
@@ -41,11 +41,13 @@ __all__ = ["check_reverse"]
 
 
 def _tame(v, rng):
-    """A copy of a plane with its special values (NaN, inf, 1e300, subnormals: the forward fuzzer's) replaced by
-    ordinary draws: a difference quotient cannot follow a gradient through a value that swallows the step."""
+    """A copy of a plane with its special values (NaN, inf, 1e300, subnormals, and exact zeros: the forward
+    fuzzer's) replaced by ordinary draws: a difference quotient cannot follow a gradient through a value that
+    swallows the step, nor through a zero where a mask holds only at the point itself (`m.pow(p, x) >= c` with a
+    negative p is true at x = 0.0 alone: the lane adds its x there, a derivative of 1 that no step can see)."""
     if not isinstance(v, np.ndarray) or v.dtype.kind != "f":
         return v.copy() if isinstance(v, np.ndarray) else v
-    wild = ~np.isfinite(v) | (np.abs(v) > 1e6) | ((v != 0.0) & (np.abs(v) < 1e-300))
+    wild = ~np.isfinite(v) | (np.abs(v) > 1e6) | (np.abs(v) < 1e-300)
     return np.where(wild, rng.normal(size=v.shape), v)
 
 
