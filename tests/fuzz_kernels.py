@@ -302,9 +302,12 @@ class Gen(Grammar):
         e = self.f(depth) if r.random() < 0.75 else self.i(depth)
         excl, rev = r.random() < 0.3, r.random() < 0.25
         reset = r.random() < 0.3
+        keyed = not reset and r.random() < 0.3  # by=kb - 1: B - 1 keys and lanes left out (key -1)
         args = [e.src] + ([f"op=m.{op}"] if op != "add" else []) + (["exclusive=True"] if excl else []) + \
-            (["reverse=True"] if rev else []) + (["reset=k % 3 == 0"] if reset else [])
+            (["reverse=True"] if rev else []) + (["reset=k % 3 == 0"] if reset else []) + \
+            ([f"by=kb - 1, keys={BINS - 1}"] if keyed else [])
         flags = (self.data["k"] % 3 == 0).reshape(-1) if reset else np.zeros(e.val.size, bool)
+        keys = (self.data["kb"].astype(np.int64) - 1).reshape(-1) if keyed else np.zeros(e.val.size, np.int64)
         val = np.broadcast_to(e.val, self.shape).reshape(-1)
         mag = np.broadcast_to(e.mag + np.abs(e.val), self.shape).reshape(-1) if e.kind == "f" else np.zeros(val.size)
         if e.kind == "f":
@@ -315,15 +318,19 @@ class Gen(Grammar):
         out = np.empty(val.size, dtype=np.float64 if e.kind == "f" else np.int64)
         scale = np.zeros(val.size)
         order = range(val.size - 1, -1, -1) if rev else range(val.size)
-        run = run_mag = None
+        runs: dict = {}  # key -> (running value, its magnitude); one key (0) when not keyed
         for i in order:
             # a forward segment starts at a flagged lane; run down, the lane below a flagged one starts afresh
-            start = run is None or (flags[i] if not rev else flags[i + 1])
-            if start:
-                run, run_mag = None, 0.0
+            if flags[i] if not rev else (i + 1 < val.size and flags[i + 1]):
+                runs.clear()
+            if keys[i] < 0:  # a lane left out: the identity, and nothing added
+                out[i], scale[i] = ident, 0.0
+                continue
+            run, run_mag = runs.get(int(keys[i]), (None, 0.0))
             before = ident if run is None else run
             run = val[i] if run is None else fold(run, val[i])
             run_mag = run_mag + mag[i] if op == "add" else max(run_mag, mag[i])
+            runs[int(keys[i])] = (run, run_mag)
             out[i] = before if excl else run
             scale[i] = (run_mag - (mag[i] if op == "add" else 0.0)) if excl else run_mag
         fz = None
@@ -335,7 +342,7 @@ class Gen(Grammar):
         res = out.astype(np.float64).reshape(self.shape)
         self.lines.append("    return c" if e.kind == "f" else "    return m.to_float(c)")
         want["result"] = (res, scale.reshape(self.shape) if e.kind == "f" else None, fz)
-        what = f"scan op={op} {e.kind} exclusive={excl} reverse={rev} reset={reset}"
+        what = f"scan op={op} {e.kind} exclusive={excl} reverse={rev} reset={reset} keyed={keyed}"
         if r.random() < 0.4:  # the running values scattered: a stage that scatters a scan's values
             self.lines.insert(len(self.lines) - 1, "    hawk.scatter(bins)[kb] += " +
                               ("c" if e.kind == "f" else "m.to_float(c)"))
