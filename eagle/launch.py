@@ -159,8 +159,10 @@ class Launcher:
 
     @property
     def checks_at_run_time(self) -> bool:
-        """Whether the compiled code can refuse after writing: every scatter checks its keys as it runs."""
-        return bool(self.lay.sinks) or any(b.role == "fold" for b in self.lay.buffers) or \
+        """Whether the compiled code can refuse after writing: every scatter checks its keys as it runs, and so does
+        a keyed scan (forward or reversed)."""
+        return bool(self.lay.sinks) or any(b.role == "fold" or (b.role in ("scan", "rscan") and b.name in
+                                                                self.lay.keyed) for b in self.lay.buffers) or \
             "scatter-run" in self.lay.outputs.values()  # (an empty fold; an output plane stored by computed keys)
 
     def chunk_bounds(self, b: Bound, lo: int, hi: int) -> list[tuple[int, int]]:

@@ -245,6 +245,30 @@ def test_a_refused_keyed_scan_leaves_the_callers_outputs_untouched(target):
         assert got.tobytes() == want.tobytes()
 
 
+@hawk.kernel
+def beside_up(x: Scalar, k: Index, o: Mutable[Scalar], y: Mutable[Scalar]):
+    o = x * 2.0  # (written by the keyed scan's own stage, which then finds the bad key)
+    y = hawk.scan(x, by=k, keys=NK)
+
+
+@hawk.kernel
+def beside_down(x: Scalar, k: Index, o: Mutable[Scalar], y: Mutable[Scalar]):
+    o = x * 2.0
+    y = hawk.scan(x, by=k, keys=NK, reverse=True)
+
+
+@pytest.mark.parametrize("kernel", [beside_up, beside_down], ids=["forward", "reversed"])
+def test_a_refused_keyed_scan_leaves_an_output_of_its_own_stage_untouched(kernel):
+    """A per-lane output written in the stage that finds a bad key (before: written, then the run refused)."""
+    x, k = _planes(SCAN_BLOCK + 40, 27)
+    k[100] = NK + 1
+    o, y = np.full(x.size, 7.5), np.full(x.size, -3.25)
+    for threads in (1, 3):
+        with pytest.raises(eagle.InputError, match=rf"first bad key: {NK + 1}"):
+            eagle.deploy(kernel, threads=threads, min_chunk=1024).run(x=x, k=k, o=o, y=y)
+        assert np.all(o == 7.5) and np.all(y == -3.25)
+
+
 def test_refusals():
     with pytest.raises(hawk.KernelError, match="not reset=") as exc:
         @hawk.kernel

@@ -173,9 +173,8 @@ def _check_blocks(kernel, lay, row: int) -> None:
 # ---- the two halves ---------------------------------------------------------------------------------------------
 def _checks(launcher) -> bool:
     """Whether a stage's lanes can refuse (its #err is gathered and looked at before the finish): a scatter that
-    checks its keys as it runs, or a keyed scan's keys."""
-    return launcher.checks_at_run_time or any(b.role in ("scan", "rscan") and b.name in launcher.lay.keyed
-                                              for b in launcher.lay.buffers)
+    checks its keys as it runs, or a keyed scan's keys (Launcher.checks_at_run_time)."""
+    return launcher.checks_at_run_time
 
 
 def _combine_kind(buf, lay, checks: bool) -> str | None:
