@@ -134,7 +134,7 @@ class Gen(Grammar):
             return self.wide_vector()
         self.body_stmts(depth)
         if shape_kind < 0.45 and self.rng.random() < 0.25:  # a scan's running values, perhaps scattered too
-            header, what = self.scan(depth, want)
+            header, what, expect = self.scan(depth, want)
         elif shape_kind < 0.45 and self.rng.random() < 0.2:  # a vector made in the lane, returned
             header, what = self.vector_result(depth, want)
         elif shape_kind < 0.45:  # a per-lane result: a float, or an integer or truth value made a float
@@ -303,11 +303,13 @@ class Gen(Grammar):
         excl, rev = r.random() < 0.3, r.random() < 0.25
         reset = r.random() < 0.3
         keyed = not reset and r.random() < 0.3  # by=kb - 1: B - 1 keys and lanes left out (key -1)
+        shift = 2 if keyed and r.random() < 0.15 else 1  # by=kb - 2: a key of -2 refuses the run
         args = [e.src] + ([f"op=m.{op}"] if op != "add" else []) + (["exclusive=True"] if excl else []) + \
             (["reverse=True"] if rev else []) + (["reset=k % 3 == 0"] if reset else []) + \
-            ([f"by=kb - 1, keys={BINS - 1}"] if keyed else [])
+            ([f"by=kb - {shift}, keys={BINS - 1}"] if keyed else [])
         flags = (self.data["k"] % 3 == 0).reshape(-1) if reset else np.zeros(e.val.size, bool)
         keys = (self.data["kb"].astype(np.int64) - 1).reshape(-1) if keyed else np.zeros(e.val.size, np.int64)
+        expect = "input_error" if shift == 2 and np.any(self.data["kb"] == 0) else "match"
         val = np.broadcast_to(e.val, self.shape).reshape(-1)
         mag = np.broadcast_to(e.mag + np.abs(e.val), self.shape).reshape(-1) if e.kind == "f" else np.zeros(val.size)
         if e.kind == "f":
@@ -355,8 +357,8 @@ class Gen(Grammar):
             bfz = np.ones(BINS, bool) if fz is not None else None
             want["bins"] = (bins, bmag if e.kind == "f" else bmag + 1.0, bfz)
             what += " + scatter"
-            return self.signature('bins: Mutable["bin":B]', "Scalar"), what
-        return self.signature("", "Scalar"), what
+            return self.signature('bins: Mutable["bin":B]', "Scalar"), what, expect
+        return self.signature("", "Scalar"), what, expect
 
     def vector_result(self, depth: int, want: dict):
         """`return m.vec(e0, ..., ek)` (2 to 12 components: wider than 8 is a wide payload), maybe times a float
@@ -512,9 +514,10 @@ def check(c: Case, workdir: str, target: str = "host") -> dict:
 
     path = os.path.join(workdir, f"{c.name}.py")
     out = record(c)
+    given = fresh(c.planes)
     try:
         kernel = load_kernel(c, path)
-        res = eagle.deploy(kernel, target=target).run(**fresh(c.planes))
+        res = eagle.deploy(kernel, target=target).run(**given)
     except hawk.KernelError as exc:
         msg = str(exc)
         if exc.line is None or not msg.startswith(f"{path}:{exc.line}:"):
@@ -525,7 +528,11 @@ def check(c: Case, workdir: str, target: str = "host") -> dict:
             return {**out, "status": "ok", "why": "refused"}
         return {**out, "status": "fail", "why": f"valid kernel refused: {msg}"}
     except eagle.InputError as exc:
-        if c.expect == "input_error" and "'bins'" in str(exc):
+        changed = [k for k, v in given.items() if isinstance(v, np.ndarray) and
+                   np.asarray(v).tobytes() != np.asarray(c.planes[k]).tobytes()]
+        if changed:  # a refused run leaves every array the caller passed as it was
+            return {**out, "status": "fail", "why": f"refused, but the caller's '{changed[0]}' was written: {exc}"}
+        if c.expect == "input_error" and ("'bins'" in str(exc) or "keyed hawk.scan" in str(exc)):
             return {**out, "status": "ok", "why": "key refused"}
         return {**out, "status": "fail", "why": f"InputError: {exc}"}
     except Exception as exc:  # anything else is a bug: the kind and where it came from
