@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from eagle import native
+from eagle import fpenv, native
 from eagle.array import Array
 from eagle.binding import Bound
 from eagle.native import folds as large_folds
@@ -151,7 +151,8 @@ class Prepared:
             np.copyto(saved, dst)
         try:
             if self.args.lib is None:
-                self.launch_python()
+                with fpenv.ieee():  # (the native executor sets IEEE mode itself)
+                    self.launch_python()
             else:
                 self.fire_native()
         except BaseException:
@@ -187,10 +188,11 @@ class Prepared:
             parts = [(keep[k].reshape(self.nchunks, -1), fill) for k, fill in self.resets if k in self.split]
 
             def work():
-                for c, ptrs in todo:
-                    for part, fill in parts:  # this chunk's own copies
-                        part[c].fill(fill)
-                    lanes(ptrs)
+                with fpenv.ieee():  # (each pool thread in IEEE mode while it runs chunks)
+                    for c, ptrs in todo:
+                        for part, fill in parts:  # this chunk's own copies
+                            part[c].fill(fill)
+                        lanes(ptrs)
 
             workers = min(self.launcher.threads, self.nchunks)
             futures = [_pool(workers).submit(work) for _ in range(workers - 1)]

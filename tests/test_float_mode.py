@@ -98,3 +98,27 @@ def test_a_gpu_stage_finishes_in_ieee_mode():
     with FlushDenormals():
         got = eagle.deploy(exact_total, target="spirv").run(x=x)
     assert float(got["total"][0]) == want
+
+
+@pytest.fixture
+def python_path(monkeypatch):
+    """Stages launched without the native executor ($EAGLE_NATIVE=0): the Python thread pool calls the code."""
+    monkeypatch.setenv("EAGLE_NATIVE", "0")
+    monkeypatch.setattr(eagle.native, "_STATE", {})
+    assert eagle.native.library() is None
+
+
+def test_the_python_path_runs_in_ieee_mode_too(python_path):
+    """eagle.fpenv.ieee around the Python path's launch and in its pool threads (fegetenv/fesetenv)."""
+    with FlushDenormals():
+        got = np.asarray(eagle.deploy(twice).run(x=SUBNORMALS))
+        assert float(torch.tensor([1e-310], dtype=torch.float64) * 1.0) == 0.0  # the caller's mode is back
+    assert got.tobytes() == (SUBNORMALS * 2.0).tobytes()
+    rng = np.random.default_rng(10)
+    x = rng.choice(SUBNORMALS, size=200_000) * rng.uniform(0.5, 2.0, size=200_000)
+    plan = eagle.deploy(exact_total, threads=3, min_chunk=4096)
+    with FlushDenormals():
+        got = plan.run(x=x)
+    assert plan.last_chunks[0] > 3
+    assert float(got["total"][0]) == math.fsum(v * 0.5 for v in x.tolist())
+    assert np.asarray(got["result"]).tobytes() == (x * 0.5).tobytes()

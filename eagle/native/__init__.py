@@ -116,10 +116,13 @@ def library() -> ctypes.CDLL | None:
 
 def call_ieee(entry, args) -> None:
     """Call a compiled entry (a ctypes function of one pointer) on `args` with IEEE subnormals and round to nearest,
-    whatever the calling thread's mode (executor.c, fp_ieee); without the native executor, as the thread is."""
+    whatever the calling thread's mode (executor.c, fp_ieee; without the native executor, eagle.fpenv.ieee)."""
     lib = library()
     if lib is None:
-        entry(args)
+        from eagle import fpenv
+
+        with fpenv.ieee():
+            entry(args)
     else:
         lib.eagle_call_ieee(ctypes.cast(entry, ctypes.c_void_p), ctypes.cast(args, ctypes.c_void_p))
 
