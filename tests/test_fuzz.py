@@ -35,7 +35,7 @@ BRIDGE_COUNT = int(os.environ.get("HAWK_FUZZ_BRIDGE_COUNT", "30"))
 BRIDGE_RUNNER = Path(__file__).with_name("fuzz_bridges.py")
 ARTIFACT_COUNT = int(os.environ.get("HAWK_FUZZ_ARTIFACT_COUNT", "40"))
 ARTIFACT_RUNNER = Path(__file__).with_name("fuzz_artifacts.py")
-ALGORITHMS_COUNT = int(os.environ.get("HAWK_FUZZ_ALGORITHMS_COUNT", "150"))
+ALGORITHMS_COUNT = int(os.environ.get("HAWK_FUZZ_ALGORITHMS_COUNT", "100"))
 ALGORITHMS_RUNNER = Path(__file__).with_name("fuzz_algorithms.py")  # (its own cases: eagle.algorithms calls)
 ROOT = RUNNER.parent.parent
 
