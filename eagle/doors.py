@@ -51,6 +51,7 @@ class BoundLaunch:
                         if isinstance(planes.get(n), np.ndarray)}
         if self.initial:
             self._direct = None
+
     @property
     def chunks(self) -> tuple[int, ...]:
         """The chunks each stage runs per launch (host: chunks handed to threads; GPU: sets of partials)."""

@@ -163,11 +163,9 @@ class JaxKernel:
 
         planes = dict(zip(call.operands, ops, strict=True))
         fwd = forward_of(self.plan)
-        sig = fwd.signature
         floats = ("lane", "table", "param")
         # a passed output whose initial contents the kernel reads: differentiated like an input (docs/reverse.md)
-        wrt = tuple(n for n in call.operands if self.kinds[n] in floats or
-                    (self.kinds[n] == "output" and n in fwd.init and not sig.get(n).integer))
+        wrt = tuple(n for n in call.operands if self.kinds[n] in floats or n in fwd.float_init)
         sinks = [n for n in call.operands if self.kinds[n] == "sink"]
         grads: dict = {}
         cot = call.results(gs)

@@ -44,6 +44,11 @@ class Forward:
         like a passed sink's initial contents."""
         return frozenset(self.reads()) if self.reads is not None else frozenset()
 
+    @property
+    def float_init(self) -> tuple[str, ...]:
+        """Those of `init` whose initial contents have a gradient (float outputs), sorted."""
+        return tuple(sorted(n for n in self.init if not self.signature.get(n).integer))
+
 
 def forward_of(runner) -> Forward:
     k = getattr(runner, "kernel", None)
@@ -105,7 +110,7 @@ def choose_wrt(fwd: Forward, wrt, given: dict, built: tuple[str, ...] | None = N
     loaded artifact's adjoint was built for (None for a Plan, which builds the adjoint it is asked for)."""
     sig = fwd.signature
     floats = [p.name for p in sig.planes if p.kind in ("lane", "param", "table")]
-    init = sorted(n for n in fwd.init if not sig.get(n).integer)  # outputs whose initial contents are read
+    init = fwd.float_init  # outputs whose initial contents are read
     if wrt is None:  # (an output's initial contents, as a sink's, when passed)
         kwrt = tuple(floats) + tuple(n for n in init if n in given) if built is None else \
             tuple(n for n in built if n not in init or n in given)
@@ -265,7 +270,7 @@ class Reverse:
     takes a cotangent and hands back the gradients (in buffers reused by the next call, as plan.bind's results).
     `source(fwd, wrt, extents)` gives (adjoint runner, its planes, winners runner or None); a Plan's by default."""
 
-    def __init__(self, plan, planes: dict, wrt=None, source=None):
+    def __init__(self, plan, planes: dict, wrt=None, source=None, refresh: tuple[str, ...] = ()):
         gathers = source is None  # a Plan's (a loaded artifact has its scatter adjoint only)
         source = source or plan_source(plan)
         self.source = source
@@ -296,13 +301,13 @@ class Reverse:
             self.gather_run = _Prepared(gk, shares(self.gather.shares))
             self.sums_run = _Prepared(sk, shares(self.gather.sums.values())) if sk is not None else None
         self.exact_planes = {**inputs, **zero, **tables}
-        # outputs read before they are assigned, passed: written again into the adjoint's buffers at every call
-        # (a bound launch's copies of them change with each launch: eagle/doors.py)
-        self.initial = [n for n in sorted(fwd.init) if isinstance(self.planes.get(n), np.ndarray)]
+        # planes written again into the adjoint's buffers at every call: a bound launch's copies of the outputs the
+        # body reads before assigning, which change with each launch (eagle/doors.py)
+        self.refresh = refresh
 
     def __call__(self, cotangent) -> dict[str, Array]:
         fwd, design, sig = self.fwd, self.design, self.fwd.signature
-        for n in self.initial:
+        for n in self.refresh:
             for run in (self.win_run, self.adj_run, self.exact_run):
                 if run is not None and n in run.bound.arrays:
                     run.set(n, self.planes[n])
@@ -379,5 +384,6 @@ def reverse_bound(launch, cotangent, wrt=None) -> dict[str, Array]:
     cache = launch.__dict__.setdefault("_reverse", {})
     key = None if wrt is None else ((wrt,) if isinstance(wrt, str) else tuple(wrt))
     if key not in cache:  # (an output the body reads before assigning: its contents when the last launch began)
-        cache[key] = Reverse(launch.plan, {**launch.planes, **getattr(launch, "initial", {})}, wrt)
+        initial = getattr(launch, "initial", {})
+        cache[key] = Reverse(launch.plan, {**launch.planes, **initial}, wrt, refresh=tuple(initial))
     return cache[key](cotangent)

@@ -489,8 +489,8 @@ class VulkanRuntime(DeviceRuntime):
                                         0, None, 0, None)
 
             self.submit(record)
-            flags = self.buffers[len(buffers)].mapped[8:24].view(np.int64) if pipe.status else (0, 0)
-            if flags[0]:
+            budget = self.buffers[len(buffers)].mapped[8:16].view(np.int64)[0] if pipe.status else 0  # (word 1)
+            if budget:
                 raise LoopBudgetExceeded(
                     f"target 'spirv': kernel '{entry}' ran out of the loop budget of device {self.device_name}: "
                     f"lavapipe silently ends every loop of a shader invocation after 65535 loop iterations in all, "

@@ -62,7 +62,7 @@ def facts(kernel: Kernel) -> Facts:
     if known is not None:
         return known
     sig = kernel.signature
-    at, pay, stored, added, kept, counts, init = set(), {}, set(), set(), {}, {}, set()
+    at, pay, stored, added, kept, counts = set(), {}, set(), set(), {}, {}
     with new_context(), ir.Location.unknown():
         module = ir.Module.parse(located_ir(kernel, kernel.default_spec()))
         found = []
@@ -86,8 +86,6 @@ def facts(kernel: Kernel) -> Facts:
                                    "inclusive (its exclusive form has no gradient rule yet: its cotangent would "
                                    "have to move one lane over): scan inclusively and combine with the lane's own "
                                    "value, or keep the scan out of the gradient")
-            elif is_hawk(op, "load") and sig.get(plane_name(op)).kind == "output":
-                init.add(plane_name(op))  # its initial contents: an input plane of the adjoint (design)
             elif is_hawk(op, "store") and store_key(op) is not None:
                 raise error_at(op, f"the reverse does not take a store by key into output plane "
                                    f"'{plane_name(op)}' (hawk.scatter({plane_name(op)})[k] = v) yet: store into a "
@@ -116,7 +114,8 @@ def facts(kernel: Kernel) -> Facts:
     if both:
         raise KernelError(f"the reverse cannot take sink '{sorted(both)[0]}', both stored into (=) and added "
                           "into (+=): use two sinks", kernel=kernel.name)
-    kernel._reverse_facts = Facts(frozenset(at), pay, frozenset(stored), kept, counts, frozenset(init))
+    # outputs read before assigned (the front end's record, Kernel.initial_reads): input planes of the adjoint
+    kernel._reverse_facts = Facts(frozenset(at), pay, frozenset(stored), kept, counts, kernel.initial_reads())
     return kernel._reverse_facts
 
 

@@ -27,6 +27,8 @@ such an argument take: the host's bits for every argument.
 
 from __future__ import annotations
 
+import functools
+
 from mlir import ir
 
 SUPPORTED = ("exp", "log", "sin", "cos")
@@ -496,6 +498,7 @@ def _far(b: _B, x, fn: str, far, near):
     return branch.results[0]
 
 
+@functools.cache
 def _wide_class():
     """host_math's _BI with the words of 2/pi picked by selects from constants (a shader has no constant table)."""
     from hawk.targets import host_math
