@@ -96,6 +96,18 @@ def test_terms_at_both_ends_of_the_range_sum_exactly():
     assert_exact(eagle.deploy(xo_range_sum, threads=1).run(x=x), x, np.float64, "range ends")
 
 
+def test_a_term_over_the_top_sends_its_block_to_the_retry():
+    # one chain takes a huge term and then its negation among small ones: the huge term swallows the high's bias
+    # M and the small terms' bits, which no Fast2Sum error sees, and the two cancel, so only the ceiling test
+    # (not the high's value at the block's end) can tell the block was not exact
+    rng = np.random.default_rng(33)
+    x = rng.random(4 * ORDERED_BLOCK)
+    x[ORDERED_BLOCK + 4] = 1e30
+    x[ORDERED_BLOCK + 4 + ORDERED_CHAINS] = -1e30
+    for threads in (1, 2):
+        assert_exact(eagle.deploy(xo_range_sum, threads=threads).run(x=x), x, np.float64, "a term over the top")
+
+
 # ---- float32: windowed float64 sums ---------------------------------------------------------------------
 
 @hawk.kernel
@@ -152,3 +164,14 @@ def test_float32_window_ends_and_a_sum_past_float32():
     x = np.concatenate(blocks).astype(np.float32)
     out = eagle.deploy(xo_range_sum32, threads=1).run(x=x)
     assert_exact(out["tot"], x, np.float32, "float32 window ends")
+
+
+def test_a_float32_term_over_the_window_sends_its_block_to_the_retry():
+    # as for float64: 2**60 and its negation in one chain, between float32 terms in [0.5, 1) whose low bits a
+    # float64 sum at 2**60 cannot hold
+    rng = np.random.default_rng(34)
+    x = (0.5 + 0.5 * rng.random(4 * ORDERED_BLOCK)).astype(np.float32)  # (none under the window's floor)
+    x[ORDERED_BLOCK + 4 + 5 * ORDERED_CHAINS] = 2.0 ** 60  # (the chain's sixth term: it holds five before)
+    x[ORDERED_BLOCK + 4 + 6 * ORDERED_CHAINS] = -(2.0 ** 60)
+    out = eagle.deploy(xo_range_sum32, threads=1).run(x=x)
+    assert_exact(out["tot"], x, np.float32, "a float32 term over the window")

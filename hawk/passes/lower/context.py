@@ -92,7 +92,7 @@ class Lowering:
         self.scratch_at: list[int] = []  # where each chunk-state slot lands in #scratch
         self.nchunk_red = 0  # chunk-state slots of reductions (the runs' and flags' follow)
         self.n_terms = 0  # components of ordered sums kept in two-float chains (host)
-        self.exact_flag: int | None = None  # chain slot of "a chain lost a bit in this block"
+        self.term_range: int | None = None  # first chain slot of the terms' ranges (state.plan_state)
         self.pending: dict = {}  # blocked driver: a group's terms per (chain, component), one per copy
         self.block_start: ir.Value | None = None  # blocked driver: the block's first lane
         self.folds: dict = {}

@@ -6,9 +6,9 @@ chunk a few floats instead of a deposit per term (docs/ordered.md).
 - float64, biased chains: a chain's pair starts at (M, 0) with M = 1.5 * 2**p, p predicted from the largest
   term of an earlier block. While every term's magnitude lies in [2**(p-LOW_RANGE), 2**(p-HEADROOM)] (or is
   zero), the high stays in M's binade, each step's Fast2Sum is exact (Sterbenz), and every error it hands the
-  low is a multiple of 2**(p-99) below 2**(p-53), so the low's plain adds are exact too: four flops a group,
-  and the range test on the terms' bits (integer compares, off the adders). A block with a term outside the
-  range retries (below).
+  low is a multiple of 2**(p-99) below 2**(p-53), so the low's plain adds are exact too: four flops a group.
+  Each group also widens the block's range of |term| bits (an integer max and min per component and chain),
+  which the block's end holds against that range: a block with a term outside it retries (below).
 - float32, windowed chains: each chain is one float64 sum, a plain add per term, exact while every term is zero
   or its exponent lies in a window of F32_WINDOW + 1 binades under 2**(E+1) (E predicted like p): such terms
   are multiples of 2**(E-45), and 128 of them stay below 2**53 times that.
@@ -77,7 +77,9 @@ def widen_chain0(cx: Lowering, chain0: list[ir.Value]) -> list[ir.Value]:
         for c in range(acc.n) if acc.pairs else ():
             out[acc.chain + 2 * c] = zero if biased(cx) else cx.e.splat(0.0, _wide(cx))
             out[acc.chain + 2 * c + 1] = zero
-    out[cx.exact_flag] = _bits(cx, zero)
+    for t in range(cx.n_terms):
+        out[cx.term_range + 2 * t] = _bits(cx, zero)
+        out[cx.term_range + 2 * t + 1] = _splat_bits(cx, -1)
     return out
 
 
@@ -206,13 +208,10 @@ def ordered_chain_step(cx: Lowering, acc, v: ir.Value, mask: ir.Value | None) ->
 def ordered_chains_step(cx: Lowering) -> None:
     """A group's terms (one per chain) into the chains' (high, low) pairs, and into the block's term buffer
     (one vector store at cx.group_at, the group's first lane in the block) unless a lost-bit block reruns the
-    body (cx.recompute). The bits that show a loss are ORed into the block's flags: the low's error (both
-    forms), and (biased) the sign and exponent bits in which a new high differs from the one before (a high
-    leaving M's binade: a Fast2Sum may have erred); a sum that overflows stays inf or NaN, which the flags
-    (biased) or flush_pairs (TwoSum) see."""
+    body (cx.recompute). Each component's terms also widen its block's range (range_step), which flush_pairs
+    holds against the range that makes every step exact."""
     e = cx.e
     s = cx.accs
-    bad = None
     for acc in cx.full:
         for c in range(acc.n) if acc.pairs else ():
             xv = cx.pending[(acc.chain, c)]
@@ -221,16 +220,12 @@ def ordered_chains_step(cx: Lowering) -> None:
                 if not cx.recompute:
                     e.vstore(xv, term_buffer(cx), e.add_i(cx.group_at, e.c((acc.term_at + c) * B)))
             k = nchunk_red_total(cx) + acc.chain + 2 * c
-            m = _guess(cx, 3 * cx.pair_w * (acc.term_at + c))
             if biased(cx):
-                s[k], s[k + 1], lost = _biased_step(cx, s[k], s[k + 1], xv, m)
+                s[k], s[k + 1] = _biased_step(cx, s[k], s[k + 1], xv)
             else:
-                s[k], lost = _windowed_step(cx, s[k], xv, m)
-            bad = lost if bad is None else e.op("arith.ori", bad, lost)
-    if bad is None:
-        return
-    k = nchunk_red_total(cx) + cx.exact_flag  # ORed per chain, looked at once at the block's end
-    s[k] = e.op("arith.ori", s[k], bad)
+                s[k] = _windowed_step(cx, s[k], xv)
+            r = nchunk_red_total(cx) + cx.term_range + 2 * (acc.term_at + c)
+            s[r], s[r + 1] = range_step(cx, s[r], s[r + 1], xv)
 
 
 def store_lane_terms(cx: Lowering, at: ir.Value) -> None:
@@ -254,46 +249,53 @@ def buffered_chains_step(cx: Lowering) -> None:
     ordered_chains_step(cx)
 
 
-def _biased_step(cx: Lowering, hi: ir.Value, lo: ir.Value, x: ir.Value, m: ir.Value):
+def _biased_step(cx: Lowering, hi: ir.Value, lo: ir.Value, x: ir.Value):
     """(high, low) += x by one Fast2Sum and a plain add into the low, exact while x is zero or its magnitude
-    lies in [2**(p-LOW_RANGE), 2**(p-HEADROOM)] for M = m = 1.5 * 2**p: then the high stays in M's binade
-    (s - hi is exact by Sterbenz, x - (s - hi) is the add's rounding error), and each error is a multiple of
-    2**(p-99) of magnitude <= 2**(p-53), so a chain's 128 of them keep the low's partial sums exact multiples of
-    2**(p-99) below 2**(p-46). Returns the new pair and the bits that show a loss: all ones where x is outside
-    the range (an inf or NaN is above it), tested on x's bits with unsigned compares."""
+    lies in [2**(p-LOW_RANGE), 2**(p-HEADROOM)] for M = 1.5 * 2**p (which flush_pairs checks): then the high
+    stays in M's binade (s - hi is exact by Sterbenz, x - (s - hi) is the add's rounding error), and each error
+    is a multiple of 2**(p-99) of magnitude <= 2**(p-53), so a chain's 128 of them keep the low's partial sums
+    exact multiples of 2**(p-99) below 2**(p-46)."""
     e = cx.e
     s = e.add(hi, x)
-    e1 = e.op("arith.subf", x, e.op("arith.subf", s, hi))
-    top = e.op("arith.andi", _bits(cx, m), _splat_bits(cx, ~_MANT))  # 2**p
-    ceiling = e.op("arith.subi", top, _splat_bits(cx, HEADROOM << 52))
-    floor = e.op("arith.subi", top, _splat_bits(cx, LOW_RANGE << 52))
-    return s, e.add(lo, e1), _outside(cx, x, ceiling, floor, _SMALLEST_NORMAL)
+    return s, e.add(lo, e.op("arith.subf", x, e.op("arith.subf", s, hi)))
 
 
-def _windowed_step(cx: Lowering, total: ir.Value, x: ir.Value, top: ir.Value):
+def _windowed_step(cx: Lowering, total: ir.Value, x: ir.Value) -> ir.Value:
     """A float32 group's terms into its chains' float64 sums by one plain add, exact while each term is zero or
-    has an exponent from E - F32_WINDOW to E (`top` = 2**E; floored at the smallest normal): then every term is
-    a multiple of 2**(E-45) below 2**(E+1), so a chain's 128 partial sums are multiples of 2**(E-45) below
-    2**53 times that, all float64 values. Returns the new sums and the bits that show a loss (all ones where a
-    term is outside the window; an inf or NaN is above it)."""
-    e = cx.e
-    tb = _bits(cx, top)
-    ceiling = e.op("arith.ori", tb, _splat_bits(cx, (1 << 23) - 1))  # the largest float of E's binade
-    floor = e.op("arith.subi", tb, _splat_bits(cx, F32_WINDOW << 23))
-    return e.add(total, e.op("arith.extf", x, t=_wide(cx))), _outside(cx, x, ceiling, floor, 1 << 23)
+    has an exponent from E - F32_WINDOW to E (2**E the window's top; floored at the smallest normal; flush_pairs
+    checks it): then every term is a multiple of 2**(E-45) below 2**(E+1), so a chain's 128 partial sums are
+    multiples of 2**(E-45) below 2**53 times that, all float64 values."""
+    return cx.e.add(total, cx.e.op("arith.extf", x, t=_wide(cx)))
 
 
-def _outside(cx: Lowering, x: ir.Value, ceiling: ir.Value, floor: ir.Value, normal: int) -> ir.Value:
-    """The chains' range test on the terms' bits: all ones where x is non-zero and |x| lies above `ceiling` (an
-    inf or NaN always does) or below `floor` (raised to `normal`, the bits of the smallest normal), zero
-    elsewhere. Unsigned integer compares: |x| - 1 wraps a zero past every floor."""
+def range_step(cx: Lowering, top: ir.Value, bottom: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """A group's terms into a component's range in this block, per chain: the largest |x| and the smallest
+    |x| - 1, on the bits as unsigned integers (so a zero, whose |x| - 1 wraps to all ones, never lowers the
+    bottom, and an inf or NaN lies above every finite top). Two integer max/min a group: the range is checked
+    once, at the block's end (_out_of_range), instead of testing each term."""
     e = cx.e
     ax = e.op("arith.andi", _bits(cx, x), _splat_bits(cx, (1 << (e.f.width - 1)) - 1))
+    return (e.op("arith.maxui", top, ax),
+            e.op("arith.minui", bottom, e.op("arith.subi", ax, _splat_bits(cx, 1))))
+
+
+def _out_of_range(cx: Lowering, top: ir.Value, bottom: ir.Value, guess: ir.Value) -> ir.Value:
+    """Per chain, whether a component's block held a non-zero term outside the range that keeps its steps
+    exact (range_step's `top` and `bottom`; `guess` is M for biased chains, 2**E for windowed ones): above
+    2**(p-HEADROOM) or below 2**(p-LOW_RANGE) (biased), outside E's window (windowed); either floor is raised to
+    the smallest normal."""
+    e = cx.e
+    tb = _bits(cx, guess)
+    if biased(cx):
+        two_p = e.op("arith.andi", tb, _splat_bits(cx, ~_MANT))
+        ceiling = e.op("arith.subi", two_p, _splat_bits(cx, HEADROOM << 52))
+        floor, normal = e.op("arith.subi", two_p, _splat_bits(cx, LOW_RANGE << 52)), _SMALLEST_NORMAL
+    else:
+        ceiling = e.op("arith.ori", tb, _splat_bits(cx, (1 << 23) - 1))  # the largest float of E's binade
+        floor, normal = e.op("arith.subi", tb, _splat_bits(cx, F32_WINDOW << 23)), 1 << 23
     floor = e.op("arith.maxui", floor, _splat_bits(cx, normal))
-    one = _splat_bits(cx, 1)
-    above = e.cmpi(_UGT, ax, ceiling)
-    below = e.cmpi(_ULT, e.op("arith.subi", ax, one), e.op("arith.subi", floor, one))
-    return e.op("arith.extsi", e.op("arith.ori", above, below), t=_bits_t(cx))
+    below = e.cmpi(_ULT, bottom, e.op("arith.subi", floor, _splat_bits(cx, 1)))
+    return e.op("arith.ori", e.cmpi(_UGT, top, ceiling), below)
 
 
 def _parts(cx: Lowering, v: ir.Value) -> list[ir.Value]:
@@ -324,13 +326,16 @@ def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int, body: ir.Block) 
     exact in the binade, and the low; windowed: the float64 sums), or, when the chains lost a bit (or a float32
     block's sum is beyond float32's range), retry the block (retry_block). Either way the chunk gains exactly
     the block's terms."""
-    if cx.exact_flag is None:
+    if cx.term_range is None:
         return
     e = cx.e
-    redo = nonzero(cx, res[nchunk + cx.exact_flag])
+    redo = None
     parts = []
     for acc, c, at in _components(cx):
         k = nchunk + acc.chain + 2 * c
+        r = nchunk + cx.term_range + 2 * (acc.term_at + c)
+        out = _out_of_range(cx, res[r], res[r + 1], _guess(cx, at))
+        redo = out if redo is None else e.op("arith.ori", redo, out)
         if biased(cx):
             parts.append((acc, c, at, [e.op("arith.subf", res[k], _guess(cx, at)), res[k + 1]]))
             continue

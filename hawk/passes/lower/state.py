@@ -80,13 +80,14 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
             raise RuntimeError(f"internal error: kernel '{cx.lay.name}': the lanes write {used} chunk partials for "
                                f"'{r.cell}', the layout gives it {chunk_slots(r)}")
         cx.full.append(acc)
-    cx.exact_flag = None
-    if cx.n_terms:  # per chain, the OR of its TwoSum errors' bits in this block (non-zero: a bit was lost)
-        cx.exact_flag = len(chain)
+    cx.term_range = None
+    if cx.n_terms:  # per component kept in pairs and per chain, this block's largest |term| and smallest |term| - 1
+        cx.term_range = len(chain)  # (as bits; ordered_chains.range_step), tested once at the block's end
         bits = ir.IntegerType.get_signless(e.f.width)
         flags = ir.VectorType.get([ORDERED_CHAINS], bits)
-        no = ir.DenseElementsAttr.get_splat(flags, ir.IntegerAttr.get(bits, 0))
-        chain.append(create("arith.constant", [], [flags], {"value": no}).result)
+        for v in (0, -1) * cx.n_terms:
+            init = ir.DenseElementsAttr.get_splat(flags, ir.IntegerAttr.get(bits, v))
+            chain.append(create("arith.constant", [], [flags], {"value": init}).result)
     cx.nchunk_red = len(chunk)
     cx.runs: list[Run] = []
     for op in body.operations:
