@@ -18,7 +18,7 @@ import eagle
 import hawk
 from hawk import Mutable, Scalar
 from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
-from hawk.passes.lower.ordered_chains import F32_START, F32_WINDOW, HEADROOM, LOW_RANGE, P_START
+from hawk.passes.lower.ordered_chains import BIAS_STEP, F32_START, F32_WINDOW, HEADROOM, LOW_RANGE, P_START
 
 P = P_START  # a chunk's first block runs with M = 1.5 * 2**P_START
 
@@ -62,6 +62,17 @@ def test_the_floor_is_what_keeps_the_low_exact():
             assert kept == exact, "the rule accepted a chain it cannot hold exactly"
         else:  # a floor one binade lower would accept this chain and lose the probe's last bit
             assert kept != exact
+
+
+def test_a_block_s_largest_term_passes_the_bias_it_sets():
+    # after a retry the next blocks' p is the largest term's exponent + BIAS_STEP: that term, and every other of
+    # its binade, must then pass the ceiling (with HEADROOM alone nearly every block of uniform data squared
+    # retried: only a power of two passed)
+    for ex in (-30, -1, 0, 3, 40):
+        p = ex + BIAS_STEP
+        largest = math.ldexp(2.0 - 2.0 ** -52, ex)
+        assert largest <= 2.0 ** (p - HEADROOM)
+        assert 2.0 ** ex >= 2.0 ** (p - LOW_RANGE)
 
 
 def test_terms_just_under_the_floor_still_sum_exactly():

@@ -4,11 +4,12 @@ into two-float chains (side by side in one vector) whose every step is checked t
 chunk a few floats instead of a deposit per term (docs/ordered.md).
 
 - float64, biased chains: a chain's pair starts at (M, 0) with M = 1.5 * 2**p, p predicted from the largest
-  term of an earlier block. While every term's magnitude lies in [2**(p-LOW_RANGE), 2**(p-HEADROOM)] (or is
-  zero), the high stays in M's binade, each step's Fast2Sum is exact (Sterbenz), and every error it hands the
-  low is a multiple of 2**(p-99) below 2**(p-53), so the low's plain adds are exact too: four flops a group.
-  Each group also widens the block's range of |term| bits (an integer max and min per component and chain),
-  which the block's end holds against that range: a block with a term outside it retries (below).
+  term of an earlier block (its exponent + BIAS_STEP). While every term's magnitude lies in
+  [2**(p-LOW_RANGE), 2**(p-HEADROOM)] (or is zero), the high stays in M's binade, each step's Fast2Sum is exact
+  (Sterbenz), and every error it hands the low is a multiple of 2**(p-99) below 2**(p-53), so the low's plain
+  adds are exact too: four flops a group. Each group also widens the block's range of |term| bits (an integer
+  max and min per component and chain), which the block's end holds against that range: a block with a term
+  outside it retries (below).
 - float32, windowed chains: each chain is one float64 sum, a plain add per term, exact while every term is zero
   or its exponent lies in a window of F32_WINDOW + 1 binades under 2**(E+1) (E predicted like p): such terms
   are multiples of 2**(E-45), and 128 of them stay below 2**53 times that.
@@ -40,7 +41,10 @@ from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 _UNE, _UGE = 13, 10  # arith.cmpf "une" (unordered or not equal), "uge"
 _ULT, _UGT = 6, 8  # arith.cmpi unsigned "<", ">"
 B = ORDERED_BLOCK
-HEADROOM = 9  # p = (exponent of the largest term) + HEADROOM: 128 terms up to 2**(p-9) keep a high within M +- 2**(p-2)
+HEADROOM = 9  # terms up to 2**(p-HEADROOM): 128 of them keep a high within M +- 2**(p-2)
+BIAS_STEP = HEADROOM + 1  # p = (exponent of a block's largest term) + BIAS_STEP: that term, below 2**(exponent + 1),
+# is within the next blocks' ceiling 2**(p-HEADROOM) (with HEADROOM alone, a largest term above its binade's power
+# of two, nearly every one, failed the ceiling it had set, and every block retried)
 LOW_RANGE = 47  # terms from 2**(p-47): multiples of 2**(p-99), so 128 errors (each <= 2**(p-53)) add exactly in the low
 P_RANGE = (-978, 1022)  # p keeps M and 2**(p-HEADROOM) normal
 F32_WINDOW = 22  # float32 terms with exponents E-22 .. E: multiples of 2**(E-45), 128 of them below 2**(E+8)
@@ -431,12 +435,12 @@ def rerun_group(cx: Lowering, body: ir.Block, state: list[ir.Value], g: ir.Value
 
 
 def next_bias(cx: Lowering, top: ir.Value) -> ir.Value:
-    """M = 1.5 * 2**p for a block whose largest term is `top` (float64): p = its exponent + HEADROOM, within
+    """M = 1.5 * 2**p for a block whose largest term is `top` (float64): p = its exponent + BIAS_STEP, within
     P_RANGE (a NaN or inf top gives the highest p: such a block retries anyway)."""
     e = cx.e
     i64 = e.i64
     ex = e.op("arith.andi", e.op("arith.shrui", e.op("arith.bitcast", top, t=i64), e.c(52, i64)), e.c(0x7FF, i64))
-    p = e.op("arith.addi", ex, e.c(HEADROOM - 1023, i64))
+    p = e.op("arith.addi", ex, e.c(BIAS_STEP - 1023, i64))
     p = e.op("arith.minsi", e.op("arith.maxsi", p, e.c(P_RANGE[0], i64)), e.c(P_RANGE[1], i64))
     bits = e.op("arith.ori", e.op("arith.shli", e.op("arith.addi", p, e.c(1023, i64)), e.c(52, i64)),
                 e.c(1 << 51, i64))
