@@ -369,15 +369,18 @@ def deposit_terms(cx: Lowering) -> None:
 
 
 def retry_block(cx: Lowering, body: ir.Block, state: list[ir.Value]) -> None:
-    """A block whose chains lost a bit, again through TwoSum chains from (0, 0) in the kernel's type, which also
-    find each component's largest term: M (float64) or E (float32) for the next blocks. The terms come from the
-    term buffer, or (cx.recompute) from the body run again, a group of pair_w copies at a time as in the block's
-    own loop (what those copies do to other reductions is dropped). If the chains lose a bit too, every term is
-    deposited."""
+    """A block whose chains lost a bit, again through TwoSum chains from (0, 0) in float64 (a float32 block's terms
+    widened, exactly: its pairs then hold about 106 bits, where float32 pairs held 48 and a block of terms
+    spread over more than its window, squares of normal data say, lost a bit in most blocks and was deposited
+    term by term), which also find each component's largest term: M (float64) or E (float32) for the next
+    blocks. The terms come from the term buffer, or (cx.recompute) from the body run again, a group of pair_w
+    copies at a time as in the block's own loop (what those copies do to other reductions is dropped). If the
+    chains lose a bit too (or a float32 block's pair reaches 2**127: its float32 parts would not be exact), every
+    term is deposited."""
     e = cx.e
     comps = list(_components(cx))
-    zero = e.splat(0.0, _lanes(cx))
-    init = [zero] * (3 * len(comps)) + [_bits(cx, zero)]
+    zero = e.splat(0.0, _wide(cx))
+    init = [zero] * (3 * len(comps)) + [e.op("arith.bitcast", zero, t=_wide_bits(cx))]
     loop = scf.ForOp(e.c(0), cx.block_groups, e.c(1), init)
     with ir.InsertionPoint(loop.body):
         anchor = scf.YieldOp([])
@@ -392,22 +395,27 @@ def retry_block(cx: Lowering, body: ir.Block, state: list[ir.Value]) -> None:
                 xv = create("vector.from_elements", cx.pending[(acc.chain, c)], [_lanes(cx)]).result
             else:
                 xv = e.vload(term_buffer(cx), e.add_i(at, e.c((acc.term_at + c) * B)), cx.pair_w, e.f)
+            xv = _widen(cx, xv)
             s1, e1 = e.two_sum(st[3 * n], xv)
             s2, e2 = e.two_sum(st[3 * n + 1], e1)
             st[3 * n], st[3 * n + 1] = s1, s2
             st[3 * n + 2] = e.op("arith.maximumf", st[3 * n + 2], e.abs(xv))
-            st[-1] = e.op("arith.ori", st[-1], _bits(cx, e2))
+            st[-1] = e.op("arith.ori", st[-1], e.op("arith.bitcast", e2, t=_wide_bits(cx)))
         scf.YieldOp(st)
     anchor.operation.erase()
     cx.pending = {}
     res = list(loop.results)
-    redo = nonzero(cx, res[-1])
+    redo = e.cmpf(_UNE, e.op("arith.bitcast", res[-1], t=_wide(cx)), zero)  # (as nonzero(), on float64 bits)
     for n, (_, _, at) in enumerate(comps):
         for v in res[3 * n:3 * n + 2]:
-            redo = e.op("arith.ori", redo, e.cmpf(_UNE, e.op("arith.subf", v, v), zero))
-        top = create("vector.reduction", [res[3 * n + 2]], [e.f],
+            lost = e.cmpf(_UNE, e.op("arith.subf", v, v), zero) if biased(cx) else _past_f32(cx, v)
+            redo = e.op("arith.ori", redo, lost)
+        top = create("vector.reduction", [res[3 * n + 2]], [e.f64],
                      {"kind": ir.Attribute.parse("#vector.kind<maximumf>")}).result
-        guess = next_bias(cx, top) if biased(cx) else e.op("arith.extf", next_window(cx, top), t=e.f64)
+        if biased(cx):
+            guess = next_bias(cx, top)
+        else:  # (top is a float32 term, widened: exact both ways)
+            guess = e.op("arith.extf", next_window(cx, e.op("arith.truncf", top, t=e.f)), t=e.f64)
         e.vstore(e.bcast(guess, _wide(cx)), chunk_pairs(cx), e.c(at + 2 * cx.pair_w))
     branch = scf.IfOp(any_of(cx, redo), [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
@@ -417,8 +425,7 @@ def retry_block(cx: Lowering, body: ir.Block, state: list[ir.Value]) -> None:
             deposit_terms(cx)
         scf.YieldOp([])
     with ir.InsertionPoint(branch.else_block):
-        merge_pairs(cx, [(acc, c, at, [_widen(cx, v) for v in res[3 * n:3 * n + 2]])
-                         for n, (acc, c, at) in enumerate(comps)])
+        merge_pairs(cx, [(acc, c, at, res[3 * n:3 * n + 2]) for n, (acc, c, at) in enumerate(comps)])
         scf.YieldOp([])
 
 
@@ -495,6 +502,10 @@ def merge_pairs(cx: Lowering, blocks: list) -> None:
 
 def _widen(cx: Lowering, v: ir.Value) -> ir.Value:
     return v if biased(cx) else cx.e.op("arith.extf", v, t=_wide(cx))
+
+
+def _wide_bits(cx: Lowering) -> ir.Type:
+    return ir.VectorType.get([cx.pair_w], cx.e.i64)
 
 
 def _past_f32(cx: Lowering, v: ir.Value) -> ir.Value:
