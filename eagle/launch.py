@@ -343,9 +343,10 @@ class Launcher:
                 bufs.append(np.zeros(max(self.exact_words(name, b.dtype, bufs, nchunks), 1), dtype=np.int64))
                 if name == "#exact":  # (a sink's or cell's: zeroed here, and the finish leaves them zeroed)
                     resets.append((bufs[-1], 0))
-            elif role == "pairs":  # each chunk's (high, low) float pairs of an ordered sink or kept cell
-                n = nchunks if pair_copies is None else pair_copies
-                bufs.append(np.zeros(2 * self.lay.private[name] * n, dtype=b.dtype))
+            elif role == "pairs":  # each chunk's (high, low) float pairs of an ordered sink or kept cell: float64
+                n = nchunks if pair_copies is None else pair_copies  # (an artifact of format 3 has the kernel's)
+                bufs.append(np.zeros(2 * self.lay.private[name] * n, dtype=np.float64 if buf.dtype == "f64" else
+                                     b.dtype))
                 resets.append((bufs[-1], 0.0))
             elif role == "comp":  # compensated: (sum, correction) of the lanes' terms in float64
                 target = next(a for bb, a in zip(self.lay.buffers, bufs, strict=False)

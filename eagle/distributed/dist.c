@@ -96,7 +96,8 @@ int eagle_dist_refusal(const dist_check *p, const int64_t *err, int64_t n, char 
 }
 
 /* What a fold takes: the copies' kind (0/1: plain float64/float32; 2: compensated, float64 (sum, correction)
- * halves; 3/4: ordered float64/float32 (high, low) pairs), the copies and the sink's slots. */
+ * halves; 3/4: the float64 (high, low) pairs of an ordered float64/float32 sink), the copies and the sink's
+ * slots. */
 typedef struct {
     int64_t kind, copies, slots;
 } dist_fold;
@@ -117,7 +118,9 @@ typedef struct {
         (ok) &= (e2_ == (T)0);                                                                                       \
     } while (0)
 
-#define FOLD_PAIRS(T)                                                                                                \
+/* A float32 sink's folded pair must stay below `limit` = 2**127 (the finish may hand its values to the float32
+ * accumulator as float32 parts: hawk/passes/lower/scatters.py pair_fits_f32); past it the slot counts as erred. */
+#define FOLD_PAIRS(T, limit)                                                                                         \
     do {                                                                                                             \
         const T *in_ = (const T *)in;                                                                                \
         T *out_ = (T *)out;                                                                                          \
@@ -130,7 +133,7 @@ typedef struct {
             }                                                                                                        \
             out_[2 * i] = hi;                                                                                        \
             out_[2 * i + 1] = lo;                                                                                    \
-            bad += !ok;                                                                                              \
+            bad += !ok || !(fabs(hi) < (limit));                                                                     \
         }                                                                                                            \
     } while (0)
 
@@ -170,8 +173,8 @@ int64_t eagle_dist_fold_run(const dist_fold *p, const void *in, void *out) {
         }
         break;
     }
-    case 3: FOLD_PAIRS(double); break;
-    case 4: FOLD_PAIRS(float); break;
+    case 3: FOLD_PAIRS(double, INFINITY); break;
+    case 4: FOLD_PAIRS(double, 0x1p127); break;
     default: return -1;
     }
     return bad;

@@ -90,7 +90,11 @@ def large_sinks(lay, bufs: list, outs: list[int], kinds: list, chunks: int) -> d
             continue
         if buf.role not in ("pairs", "priv") or chunks < 2 or not slots:
             continue
-        fold = copy_fold("ordered" if buf.role == "pairs" else lay.policy_of(name), bufs[j].dtype)
+        if buf.role == "pairs":  # (float64 pairs; the fold's kind says the sink's type: dist.c FOLD_PAIRS)
+            sink = next(a for b, a in zip(lay.buffers, bufs, strict=True) if b.name == name and b.role == "sink")
+            fold = copy_fold("ordered", sink.dtype) if bufs[j].dtype == np.float64 else None
+        else:
+            fold = copy_fold(lay.policy_of(name), bufs[j].dtype)
         if fold is None:
             continue
         width, kind = fold

@@ -88,7 +88,7 @@ typedef struct { /* a large sink's per-chunk copies, folded into it in chunk ord
                      * kinds 3, 4: `slots` (high, low) pairs) */
     int64_t target; /* the sink (kinds 0, 1, 3, 4), or its companion (kind 2: `slots` sums, then `slots` corrections) */
     int64_t kind;   /* 0: float64 adds, 1: float32 adds, 2: Neumaier steps on float64 (sum, correction) pairs,
-                     * 3, 4: an ordered sink's float64 / float32 (high, low) pairs (pairs_range),
+                     * 3, 4: an ordered float64 / float32 sink's float64 (high, low) pairs (pairs_range),
                      * 5, 6: a slot-range stage's compensated companion (`priv`: `slots` sums, then
                      * corrections) into its float64 / float32 sink (companion_range; no copies) */
     int64_t slots;
@@ -340,13 +340,34 @@ static void pairs_range_f64(const eagle_stage *s, eagle_fold *f, int64_t first, 
         PAIR_SLOT(double, sink, pairs, n, copies, f, i);
 }
 
-/* Slots [first, last) of a float32 ordered sink, one by one. */
+/* Slots [first, last) of a float32 ordered sink (float64 pairs), one by one: the compiled finish's fast path
+ * (finish.py finish_exact, _round_pair): the prior content and every chunk's pair by TwoSums in float64, then
+ * (h, l) = TwoSum(high, low) and the float32 nearest h, which is the float32 nearest h + l unless h lies exactly
+ * halfway between two float32 values (its 29 bits past float32's precision are 1 then zeros) and l is not zero:
+ * such a slot, like one whose pair lost a bit, is left to the compiled finish. */
 static void pairs_range_f32(const eagle_stage *s, eagle_fold *f, int64_t first, int64_t last) {
     int64_t n = f->slots, copies = s->vals[5 * f->priv + 3] / (2 * n);
     float *sink = (float *)(intptr_t)s->vals[5 * f->target];
-    const float *pairs = (const float *)(intptr_t)s->vals[5 * f->priv];
-    for (int64_t i = first; i < last; i++)
-        PAIR_SLOT(float, sink, pairs, n, copies, f, i);
+    const double *pairs = (const double *)(intptr_t)s->vals[5 * f->priv];
+    for (int64_t i = first; i < last; i++) {
+        double h = 0.0, l = 0.0;
+        int ok = 1;
+        PAIR_ADD(double, h, l, ok, (double)sink[i]);
+        for (int64_t c = 0; c < copies; c++) {
+            const double *p = pairs + 2 * (c * n + i);
+            PAIR_ADD(double, h, l, ok, p[0]);
+            PAIR_ADD(double, h, l, ok, p[1]);
+        }
+        double t = h + l, b = t - h, low = (h - (t - b)) + (l - b);
+        uint64_t bits;
+        memcpy(&bits, &t, sizeof bits);
+        if (ok && (low == 0.0 || (bits & ((UINT64_C(1) << 29) - 1)) != (UINT64_C(1) << 28))) {
+            sink[i] = (float)t;
+        } else {
+            f->lost[i] = 1;
+            __atomic_store_n(&f->failed, 1, __ATOMIC_RELAXED);
+        }
+    }
 }
 
 /* Part p after a fold that lost a bit somewhere: the slots the fold wrote get empty pairs (so the compiled finish,
@@ -358,7 +379,7 @@ static void unlost_part(const eagle_stage *s, int64_t p) {
         if ((f->kind != 3 && f->kind != 4) || f->skip || !f->failed)
             continue;
         int64_t n = f->slots, lo = n * p / s->nparts, hi = n * (p + 1) / s->nparts;
-        int64_t copies = s->vals[5 * f->priv + 3] / (2 * n), size = f->kind == 3 ? 8 : 4;
+        int64_t copies = s->vals[5 * f->priv + 3] / (2 * n), size = 8; /* (float64 pairs, either sink) */
         char *pairs = (char *)(intptr_t)s->vals[5 * f->priv];
         for (int64_t c = 0; c < copies; c++)
             for (int64_t i = lo; i < hi; i++)

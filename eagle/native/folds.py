@@ -37,7 +37,8 @@ PAIR_KINDS = (3, 4)  # an ordered sink's float64 / float32 (high, low) pairs
 def copy_fold(policy: str, dtype: np.dtype) -> tuple[int, int] | None:
     """(values per slot, fold kind) of a sink's per-chunk copies in `dtype`, as executor.c's fold_part and dist.c
     fold them: plain 0 (float64) / 1 (float32) into the sink, compensated 2 (float64 (sum, correction) pairs into
-    the companion), ordered 3 / 4 (float64 / float32 (high, low) pairs); None where no fold applies."""
+    the companion), ordered 3 / 4 (the float64 (high, low) pairs of a float64 / float32 sink); None where no fold
+    applies."""
     if policy == "plain" and dtype in (np.float64, np.float32):
         return 1, 0 if dtype == np.float64 else 1
     if policy == "compensated" and dtype == np.float64:
@@ -107,7 +108,7 @@ def pair_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tupl
         n = sink.size
         fold = copy_fold("ordered", sink.dtype)
         if fold is None or n < FOLD_SLOTS or buffers[pairs].size != 2 * n * nchunks or \
-                buffers[pairs].dtype != sink.dtype or buffers[exact].size < 1:
+                buffers[pairs].dtype != np.float64 or buffers[exact].size < 1:
             continue
         folds.append((pairs, target, fold[1], n, exact, np.zeros(n, np.uint8)))
     return folds
@@ -153,11 +154,12 @@ def fold_python(keep: list[np.ndarray], folds: list, nchunks: int) -> list[tuple
 
 def fold_pairs_python(sink: np.ndarray, pairs: np.ndarray) -> bool:
     """An ordered sink's fast path (executor.c pairs_range) on every slot at once: writes the sink and returns
-    True when every slot's pair stayed exact, else leaves the sink as it was and returns False."""
-    hi, lo = np.zeros_like(sink), np.zeros_like(sink)
+    True when every slot's pair stayed exact (and, for a float32 sink, its rounding is sure: pairs_range_f32),
+    else leaves the sink as it was and returns False."""
+    hi, lo = np.zeros(sink.shape), np.zeros(sink.shape)
     ok = True
     with np.errstate(invalid="ignore", over="ignore"):
-        for x in (sink, *(p for c in pairs for p in (c[:, 0], c[:, 1]))):
+        for x in (sink.astype(np.float64), *(p for c in pairs for p in (c[:, 0], c[:, 1]))):
             s1 = hi + x
             b1 = s1 - hi
             e1 = (hi - (s1 - b1)) + (x - b1)
@@ -166,6 +168,13 @@ def fold_pairs_python(sink: np.ndarray, pairs: np.ndarray) -> bool:
             e2 = (lo - (s2 - b2)) + (e1 - b2)
             hi, lo = s1, s2
             ok = ok and bool(np.all(e2 == 0))
+        if ok and sink.dtype == np.float32:
+            t = hi + lo
+            b = t - hi
+            low = (hi - (t - b)) + (lo - b)
+            tie = (t.view(np.uint64) & np.uint64((1 << 29) - 1)) == np.uint64(1 << 28)
+            ok = not bool(np.any(tie & (low != 0)))
+            hi, lo = t, np.zeros_like(t)
         if ok:
             sink[:] = hi + lo
     return ok

@@ -182,7 +182,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
         if exact:  # an exact accumulator per kept slot (and per count, for a mean): hawk/exact.py; and pairs
             bufs.append(Buffer(r.cell, "exact", "i64"))
             if slots:
-                bufs.append(Buffer(r.cell, "pairs", "f"))
+                bufs.append(Buffer(r.cell, "pairs", "f64"))  # (float64 for float32 kernels too)
         elif r.kept and r.kind in ("sum", "mean") and sum_policy(r.policy, True) != "plain" and r.policy != "auto":
             bufs.append(Buffer(r.cell, "comp", _comp_dtype(sum_policy(r.policy, True))))
     for p in sig.planes:
@@ -195,7 +195,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
                 bufs.append(Buffer(p.name, "exact", "i64"))
                 if p.name in sinks and p.name not in stored and slots <= copy_slots:
                     lay.private[p.name] = slots
-                    bufs.append(Buffer(p.name, "pairs", "f"))
+                    bufs.append(Buffer(p.name, "pairs", "f64"))
                 continue
             if sink_policy.get(p.name, "plain") != "plain":
                 bufs.append(Buffer(p.name, "comp", _comp_dtype(sink_policy[p.name])))

@@ -172,11 +172,12 @@ def exact_total(cx: Lowering, acc, c: ir.Value) -> ir.Value:
 
 def finish_exact(cx: Lowering, name: str) -> None:
     """An ordered sink or kept cell, slot by slot: the exact sum of the slot's shared accumulator, each chunk's
-    (high, low) pair and (a sink's) prior content, rounded once into the slot; a kept mean's counts (after its
-    values) go to its count plane. When no term went to the accumulators (their count word is zero), a slot's
-    few floats are added by TwoSums into one pair that holds their sum exactly, and fl(high + low) is the
-    correctly rounded sum; otherwise (or when that pair loses a bit) they are deposited into the slot's
-    accumulator, which is rounded and zeroed again."""
+    (high, low) pair (float64) and (a sink's) prior content, rounded once into the slot; a kept mean's counts
+    (after its values) go to its count plane. When no term went to the accumulators (their count word is zero),
+    a slot's few floats are added by TwoSums into one float64 pair that holds their sum exactly, which
+    _round_pair rounds; otherwise (or when that pair loses a bit, or its float32 rounding is not sure) they are
+    deposited into the slot's accumulator (a float32 kernel's pair values as float32 parts), which is rounded
+    and zeroed again."""
     e = cx.e
     exact = cx.bufs[(name, "exact")]
     w = exact_emit.words_of(e.f)
@@ -199,11 +200,12 @@ def finish_exact(cx: Lowering, name: str) -> None:
             i = loop.induction_variable
             j = e.op("arith.subi", i, first)
             terms = [e.load(out, j)] if is_sink else []
-            fast = scf.IfOp(quiet, [e.f, e.f, e.i1], has_else=True)
+            f64 = e.f64
+            fast = scf.IfOp(quiet, [f64, f64, e.i1], has_else=True)
             with ir.InsertionPoint(fast.then_block):
-                hi, lo, ok = e.cf(0.0), e.cf(0.0), e.c(1, e.i1)
+                hi, lo, ok = e.cf(0.0, f64), e.cf(0.0, f64), e.c(1, e.i1)
                 for x in terms:
-                    hi, lo, ok = _pair_add(cx, hi, lo, ok, x)
+                    hi, lo, ok = _pair_add(cx, hi, lo, ok, e.widen(x, f64))
                 if pairs is not None:
                     each = scf.ForOp(e.c(0), copies, e.c(1), [hi, lo, ok])
                     with ir.InsertionPoint(each.body):
@@ -215,11 +217,12 @@ def finish_exact(cx: Lowering, name: str) -> None:
                     hi, lo, ok = each.results
                 scf.YieldOp([hi, lo, ok])
             with ir.InsertionPoint(fast.else_block):
-                scf.YieldOp([e.cf(0.0), e.cf(0.0), e.c(0, e.i1)])
+                scf.YieldOp([e.cf(0.0, f64), e.cf(0.0, f64), e.c(0, e.i1)])
             hi, lo, ok = fast.results
+            value, ok = _round_pair(cx, hi, lo, ok)
             done = scf.IfOp(ok, [e.f], has_else=True)
             with ir.InsertionPoint(done.then_block):
-                scf.YieldOp([e.add(hi, lo)])
+                scf.YieldOp([value])
             with ir.InsertionPoint(done.else_block):
                 base = e.mul_i(i, e.c(w))
                 for x in terms:
@@ -228,8 +231,9 @@ def finish_exact(cx: Lowering, name: str) -> None:
                     each = scf.ForOp(e.c(0), copies, e.c(1), [])
                     with ir.InsertionPoint(each.body):
                         at = e.mul_i(e.add_i(e.mul_i(each.induction_variable, slots), i), e.c(2))
-                        exact_emit.deposit(e, exact, base, e.load(pairs, at))
-                        exact_emit.deposit(e, exact, base, e.load(pairs, e.add_i(at, e.c(1))))
+                        for v in (e.load(pairs, at), e.load(pairs, e.add_i(at, e.c(1)))):
+                            for part in [v] if isinstance(e.f, ir.F64Type) else f32_parts(cx, v):
+                                exact_emit.deposit(e, exact, base, part)
                         scf.YieldOp([])
                 v = exact_emit.round_acc(e, exact, base, e.f)
                 exact_emit.clear(e, exact, base, e.f)
@@ -240,13 +244,42 @@ def finish_exact(cx: Lowering, name: str) -> None:
 
 
 def _pair_add(cx: Lowering, hi: ir.Value, lo: ir.Value, ok: ir.Value, x: ir.Value):
-    """(hi, lo) += x by two TwoSums; ok stays true while the pair holds the exact sum (finite, no error)."""
+    """(hi, lo) += x by two TwoSums in float64; ok stays true while the pair holds the exact sum (finite, no
+    error)."""
     e = cx.e
-    zero = e.cf(0.0)
     s1, e1 = e.two_sum(hi, x)
     s2, e2 = e.two_sum(lo, e1)
-    fine = e.cmpf(1, e2, zero)  # oeq: false for NaN too (a sum that is inf or NaN makes the error NaN)
+    fine = e.cmpf(1, e2, e.cf(0.0, e.f64))  # oeq: false for NaN too (a sum that is inf or NaN makes the error NaN)
     return s1, s2, e.op("arith.andi", ok, fine)
+
+
+def _round_pair(cx: Lowering, hi: ir.Value, lo: ir.Value, ok: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The exact sum hi + lo (a float64 pair) rounded once to the kernel's type, and whether that rounding is
+    sure (else the finish takes the exact path). float64: fl(hi + lo), always. float32: (H, L) = TwoSum(hi, lo)
+    puts L within half a float64 ulp of H; the float32 nearest H is then the float32 nearest H + L unless H is
+    exactly halfway between two float32 values (its 29 bits past float32's precision are 1 then zeros) and L
+    is not zero, where L breaks the tie: those go to the exact path. (A value in float32's subnormal range is
+    a sum of multiples of 2**-149, exact in float64, so its L is zero.)"""
+    e = cx.e
+    if isinstance(e.f, ir.F64Type):
+        return e.add(hi, lo), ok
+    h, low = e.two_sum(hi, lo)
+    tail = e.op("arith.andi", e.op("arith.bitcast", h, t=e.i64), e.c((1 << 29) - 1, e.i64))
+    sure = e.op("arith.ori", e.cmpf(1, low, e.cf(0.0, e.f64)), e.cmpi(1, tail, e.c(1 << 28, e.i64)))  # oeq; ne
+    return e.op("arith.truncf", h, t=e.f), e.op("arith.andi", ok, sure)
+
+
+def f32_parts(cx: Lowering, v: ir.Value) -> list[ir.Value]:
+    """A float64 value that is a sum of float32 terms below 2**127 (a multiple of 2**-149 with at most 53 bits)
+    as three float32 values whose exact sum it is: the nearest float32, the nearest to what is left, the rest
+    (each subtraction exact). The float32 accumulators take float32 terms."""
+    e = cx.e
+    out, rest = [], v
+    for _ in range(3):
+        part = e.op("arith.truncf", rest, t=e.f)
+        out.append(part)
+        rest = e.op("arith.subf", rest, e.op("arith.extf", part, t=e.f64))
+    return out
 
 
 def finish_private(cx: Lowering) -> None:

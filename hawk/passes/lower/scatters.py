@@ -17,7 +17,7 @@ from hawk.passes.host_emit import _EQ, _SGE, _SLT, size
 from hawk.passes.lower import planes, slot_ranges, sorted_runs
 from hawk.passes.lower.context import Lowering, rule
 
-_OEQ = 1  # arith.cmpf "oeq"
+_OEQ, _OLT = 1, 4  # arith.cmpf "oeq", "olt"
 
 
 @rule("add-into")
@@ -51,9 +51,11 @@ def add_into_gpu(cx: Lowering, policy: str, name: str, at: ir.Value, x: ir.Value
 
 def exact_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, live: ir.Value | None = None) -> None:
     """x into slot `at` of an ordered sink or kept cell: on the host, into this chunk's (high, low) pair of
-    the slot by two error-free TwoSums, and only a term the pair cannot take exactly (the second TwoSum
-    errs, or a sum is not finite) into the slot's shared exact accumulator, counted in its last word; on a
-    GPU (and for a sink also stored into) every term into the accumulator."""
+    the slot (float64, also for float32 kernels: 106 bits, where float32 pairs held 48 and widely spread terms
+    spilled often) by two error-free TwoSums, and only a term the pair cannot take exactly (the second TwoSum
+    errs, a sum is not finite, or a float32 kernel's pair would reach 2**127) into the slot's shared exact
+    accumulator, counted in its last word; on a GPU (and for a sink also stored into) every term into the
+    accumulator."""
     e = cx.e
     buf = cx.bufs[(name, "exact")]
     w = exact_emit.words_of(e.f)
@@ -64,13 +66,14 @@ def exact_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, live: ir.Value
     pairs = cx.bufs[(name, "pairs")]
     p = e.mul_i(e.add_i(at, copy_start(cx, name)), e.c(2))
     q = e.add_i(p, e.c(1))
-    zero = e.cf(0.0)
     if live is not None:
-        x = e.select(live, x, zero)
+        x = e.select(live, x, e.cf(0.0))
     hi, lo = e.load(pairs, p), e.load(pairs, q)
-    s1, e1 = e.two_sum(hi, x)
+    s1, e1 = e.two_sum(hi, e.widen(x, e.f64))
     s2, e2 = e.two_sum(lo, e1)
-    ok = e.cmpf(_OEQ, e2, zero)  # false for NaN too: a sum that is inf or NaN makes the error NaN
+    ok = e.cmpf(_OEQ, e2, e.cf(0.0, e.f64))  # false for NaN too: a sum that is inf or NaN makes the error NaN
+    if not isinstance(e.f, ir.F64Type):
+        ok = e.op("arith.andi", ok, pair_fits_f32(cx, s1))
     keep = scf.IfOp(ok, [], has_else=True)
     with ir.InsertionPoint(keep.then_block):
         e.store(s1, pairs, p)
@@ -79,6 +82,13 @@ def exact_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, live: ir.Value
     with ir.InsertionPoint(keep.else_block):
         spill(cx, name, at, x)
         scf.YieldOp([])
+
+
+def pair_fits_f32(cx: Lowering, high: ir.Value) -> ir.Value:
+    """A float32 kernel's pair (float64, a sum of float32 terms: a multiple of 2**-149) stays below 2**127, so
+    that the finish can deposit each of its values as three float32 parts exactly (finish.f32_parts)."""
+    e = cx.e
+    return e.cmpf(_OLT, e.abs(high), e.cf(2.0 ** 127, e.f64))
 
 
 def spill(cx: Lowering, name: str, at: ir.Value, x: ir.Value) -> None:

@@ -35,7 +35,7 @@ from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 
 SPLIT_BLOCK = 256  # lanes per block: the key and value buffers stay in L1
 PAIR_LANES = 4  # lanes of an ordered scatter whose pair updates run side by side (one vector of floats)
-_NE, _UNE = 1, 13  # arith.cmpi "ne", arith.cmpf "une"
+_NE, _UNE, _UGE = 1, 13, 10  # arith.cmpi "ne", arith.cmpf "une", "uge"
 
 
 def paired(cx: Lowering, op) -> bool:
@@ -253,18 +253,21 @@ def pair_adds(cx: Lowering, sink: str, lanes: list[tuple[ir.Value, ir.Value]]) -
     pairs = cx.bufs[(sink, "pairs")]
     base = scatters.copy_start(cx, sink)
     at = [e.mul_i(e.add_i(idx, base), e.c(2)) for idx, _ in lanes]
-    two = [e.vload(pairs, p, 2, e.f) for p in at]  # [high, low] of each lane's slot
+    two = [e.vload(pairs, p, 2, e.f64) for p in at]  # [high, low] of each lane's slot (float64 pairs)
     while len(two) > 1:  # concatenated: [h0, l0, h1, l1, ...]
         m = ir.VectorType(two[0].type).shape[0]
         two = [_shuffle(two[k], two[k + 1], list(range(2 * m))) for k in range(0, len(two), 2)]
     both = two[0]
     hi = _shuffle(both, both, list(range(0, 2 * W, 2)))
     lo = _shuffle(both, both, list(range(1, 2 * W, 2)))
-    x = create("vector.from_elements", [v for _, v in lanes], [ir.VectorType.get([W], e.f)]).result
+    wide = [e.widen(v, e.f64) for _, v in lanes]
+    x = create("vector.from_elements", wide, [ir.VectorType.get([W], e.f64)]).result
     s1, e1 = e.two_sum(hi, x)
     s2, e2 = e.two_sum(lo, e1)
-    lost = create("vector.reduction", [e.cmpf(_UNE, e2, e.splat(0.0, e2.type))], [e.i1],
-                  {"kind": ir.Attribute.parse("#vector.kind<or>")}).result  # (NaN: an inf or NaN sum)
+    lost = e.cmpf(_UNE, e2, e.splat(0.0, e2.type))  # (NaN: an inf or NaN sum)
+    if not isinstance(e.f, ir.F64Type):  # (scatters.pair_fits_f32, lane by lane)
+        lost = e.op("arith.ori", lost, e.cmpf(_UGE, e.abs(s1), e.splat(2.0 ** 127, s1.type)))
+    lost = create("vector.reduction", [lost], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
     keep = _distinct(cx, lanes, e.op("arith.xori", lost, e.c(1, e.i1)))
     branch = scf.IfOp(keep, [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
