@@ -66,6 +66,10 @@ def _data(case: str, dtype):
         prior[5], x[0], x[-1] = 1.0, 2.0 ** -60, 2.0 ** -130  # three floats: more bits than a pair holds
         prior[9], x[1] = 1.7e308, 1.7e308  # overflows: +inf
         prior[11] = np.nan  # a passed NaN: the canonical NaN
+    elif case == "tie":  # float32: slot 5's exact sum lies just past a float32 tie (the float64 pair's low decides,
+        key[key == 5] = 6  # so the fold leaves it to the compiled finish's exact path: pairs_range_f32)
+        key[[0, -1]] = 5, 5
+        prior[5], x[0], x[-1] = 1.0, 2.0 ** -24, 2.0 ** -60
     return key, x.astype(dtype), prior.astype(dtype)
 
 
@@ -90,7 +94,7 @@ def _run(key, x, prior, threads):
 
 @pytest.mark.parametrize("native", ["1", "0"])
 @pytest.mark.parametrize("case,dtype", [("plain", np.float64), ("plain", np.float32), ("spill", np.float64),
-                                        ("lost", np.float64)])
+                                        ("lost", np.float64), ("tie", np.float32)])
 def test_ordered_sink_folded_in_parallel_has_the_finishs_bits(monkeypatch, reports, native, case, dtype):
     monkeypatch.setenv("EAGLE_NATIVE", native)
     monkeypatch.setattr(eagle.native, "_STATE", {})
@@ -112,6 +116,8 @@ def test_ordered_sink_folded_in_parallel_has_the_finishs_bits(monkeypatch, repor
     want = got[False, 1]
     if case == "lost":
         assert np.isposinf(want[9]) and _bits(want)[11] == 0x7FF8000000000000
+    if case == "tie":
+        assert want[5] == np.float32(1.0 + 2.0 ** -23)
     for k, v in got.items():
         np.testing.assert_array_equal(_bits(v), _bits(want), err_msg=f"{case} {np.dtype(dtype).name} {k}")
     if dtype == np.float64:  # the exact sum of each slot's terms, rounded once
@@ -119,7 +125,7 @@ def test_ordered_sink_folded_in_parallel_has_the_finishs_bits(monkeypatch, repor
     if native == "1":  # what the executor did in the parallel run at threads=2 (the 2nd launch)
         (fold,) = reports[1]
         assert fold["kind"] == (3 if dtype == np.float64 else 4) and fold["slots"] == SLOTS
-        assert fold["skip"] == (case == "spill") and fold["failed"] == (case == "lost")
+        assert fold["skip"] == (case == "spill") and fold["failed"] == (case in ("lost", "tie"))
         if case != "spill":
             assert fold["parts"] > 1, fold
         assert reports[2:4] == [[], []], "PARALLEL_FINISH off: no fold"
