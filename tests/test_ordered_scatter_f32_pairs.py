@@ -12,7 +12,7 @@ from exact_families import same_bits, split_runs
 
 import eagle
 import hawk
-from hawk import Index, Mutable, Scalar
+from hawk import Index, Mutable, Scalar, Sorted
 
 F32 = np.float32
 
@@ -25,6 +25,11 @@ def xf_one(key: Index, x: Scalar, acc: Mutable["slot":4]):
 @hawk.kernel
 def xf_big(key: Index, x: Scalar, acc: Mutable["slot":20000]):
     hawk.scatter(acc, policy="ordered")[key] += x  # (past 16,384 slots: the executor's parallel finish)
+
+
+@hawk.kernel
+def xf_sorted(key: Sorted[Index], x: Scalar, acc: Mutable["slot":64]):
+    hawk.scatter(acc, policy="ordered")[key] += x  # (runs of equal keys in float64 registers: sorted_pairs.py)
 
 
 @hawk.kernel
@@ -83,6 +88,22 @@ def test_spread_terms_on_several_chunks(kernel, slots):
     want = _want(prior, keys, x)
     for threads, out in split_runs(kernel, "host", threads=[1, 3], min_chunk=4096, key=keys, x=x, acc=prior):
         same_bits(out, want, F32, f"{kernel.name}, threads={threads}")
+
+
+def test_sorted_keys_spread_terms_and_specials():
+    rng = np.random.default_rng(43)
+    n = 40000
+    keys = np.sort(rng.integers(0, 64, n)).astype(np.int64)
+    x = _spread(n, rng)
+    at = np.flatnonzero(keys == 7)
+    x[at[[3, 9]]] = [3e38, -3e38]  # past the runs' 2**64: straight to the accumulator
+    x[np.flatnonzero(keys == 8)[5]] = np.inf
+    x[np.flatnonzero(keys == 9)[[2, 4]]] = [np.inf, -np.inf]
+    prior = _spread(64, rng)
+    want = _want(prior, keys, x)
+    assert np.isposinf(want[8]) and np.isnan(want[9])
+    for threads, out in split_runs(xf_sorted, "host", threads=[1, 3], min_chunk=4096, key=keys, x=x, acc=prior):
+        same_bits(out, want, F32, f"sorted, threads={threads}")
 
 
 def test_two_scatters_a_lane_into_spread_slots():

@@ -81,6 +81,30 @@ def deposit(e: Emit, buf: ir.Value, base: ir.Value, x: ir.Value, live: ir.Value 
             e.store(e.op("arith.addi", e.load(buf, where), v), buf, where)
 
 
+def f32_parts(e: Emit, v: ir.Value) -> list[ir.Value]:
+    """A float64 value that is a sum of float32 terms below 2**127 (so a multiple of 2**-149 with at most 53
+    bits) as three float32 values whose exact sum it is: the nearest float32, the nearest to what is left, the
+    rest (each subtraction exact). An infinity is itself and two zeros (inf - inf would be a NaN); a NaN gives
+    NaNs. Scalars or vectors."""
+    f32 = ir.F32Type.get()
+    t = ir.VectorType.get(ir.VectorType(v.type).shape, f32) if isinstance(v.type, ir.VectorType) else f32
+    zero = e.splat(0.0, v.type) if isinstance(v.type, ir.VectorType) else e.cf(0.0, v.type)
+    out, rest = [], v
+    for _ in range(3):
+        part = e.op("arith.truncf", rest, t=t)
+        out.append(part)
+        wide = e.op("arith.extf", part, t=v.type)
+        rest = e.select(e.cmpf(1, wide, rest), zero, e.op("arith.subf", rest, wide))  # oeq: all of it taken
+    return out
+
+
+def deposit_as(e: Emit, buf: ir.Value, base: ir.Value, x: ir.Value, t: ir.Type, atomic: bool = False) -> None:
+    """deposit() into an accumulator of type t's format: a float64 x into a float32 one as its f32_parts (x a
+    sum of float32 terms below 2**127: a float32 kernel's float64 pairs and chain sums)."""
+    for part in [x] if x.type == t else f32_parts(e, x):
+        deposit(e, buf, base, part, atomic=atomic)
+
+
 def normalize(e: Emit, buf: ir.Value, base: ir.Value, nl: int) -> None:
     """Propagate carries in place: limbs 0..nl-2 become digits in [0, 2**32), the top limb keeps the sign."""
     i64 = e.i64

@@ -232,8 +232,7 @@ def finish_exact(cx: Lowering, name: str) -> None:
                     with ir.InsertionPoint(each.body):
                         at = e.mul_i(e.add_i(e.mul_i(each.induction_variable, slots), i), e.c(2))
                         for v in (e.load(pairs, at), e.load(pairs, e.add_i(at, e.c(1)))):
-                            for part in [v] if isinstance(e.f, ir.F64Type) else f32_parts(cx, v):
-                                exact_emit.deposit(e, exact, base, part)
+                            exact_emit.deposit_as(e, exact, base, v, e.f)
                         scf.YieldOp([])
                 v = exact_emit.round_acc(e, exact, base, e.f)
                 exact_emit.clear(e, exact, base, e.f)
@@ -267,19 +266,6 @@ def _round_pair(cx: Lowering, hi: ir.Value, lo: ir.Value, ok: ir.Value) -> tuple
     tail = e.op("arith.andi", e.op("arith.bitcast", h, t=e.i64), e.c((1 << 29) - 1, e.i64))
     sure = e.op("arith.ori", e.cmpf(1, low, e.cf(0.0, e.f64)), e.cmpi(1, tail, e.c(1 << 28, e.i64)))  # oeq; ne
     return e.op("arith.truncf", h, t=e.f), e.op("arith.andi", ok, sure)
-
-
-def f32_parts(cx: Lowering, v: ir.Value) -> list[ir.Value]:
-    """A float64 value that is a sum of float32 terms below 2**127 (a multiple of 2**-149 with at most 53 bits)
-    as three float32 values whose exact sum it is: the nearest float32, the nearest to what is left, the rest
-    (each subtraction exact). The float32 accumulators take float32 terms."""
-    e = cx.e
-    out, rest = [], v
-    for _ in range(3):
-        part = e.op("arith.truncf", rest, t=e.f)
-        out.append(part)
-        rest = e.op("arith.subf", rest, e.op("arith.extf", part, t=e.f64))
-    return out
 
 
 def finish_private(cx: Lowering) -> None:

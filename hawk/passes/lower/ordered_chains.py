@@ -179,9 +179,8 @@ def _deposit_wide(cx: Lowering, exact: ir.Value, base: ir.Value, vals: list[ir.V
     exact)."""
     e = cx.e
     for v in vals:
-        for part in [v] if biased(cx) else _parts(cx, v):
-            for j in range(cx.pair_w):
-                exact_emit.deposit(e, exact, base, vector.extract(part, [], [j]))
+        for j in range(cx.pair_w):
+            exact_emit.deposit_as(e, exact, base, vector.extract(v, [], [j]), e.f)
 
 
 def chain_inits(cx: Lowering, inits: list[ir.Value], nchunk: int) -> list[ir.Value]:
@@ -300,19 +299,6 @@ def _out_of_range(cx: Lowering, top: ir.Value, bottom: ir.Value, guess: ir.Value
     floor = e.op("arith.maxui", floor, _splat_bits(cx, normal))
     below = e.cmpi(_ULT, bottom, e.op("arith.subi", floor, _splat_bits(cx, 1)))
     return e.op("arith.ori", e.cmpi(_UGT, top, ceiling), below)
-
-
-def _parts(cx: Lowering, v: ir.Value) -> list[ir.Value]:
-    """A float32 block's float64 chain sums as three float32 vectors whose exact sum is v (v is a sum of float32
-    terms, so a multiple of 2**-149 with 53 bits: the nearest float32, then the nearest to what is left, then
-    the rest, each subtraction exact), unless v is beyond float32's range (the first part is then inf)."""
-    e = cx.e
-    out, rest = [], v
-    for _ in range(3):
-        part = e.op("arith.truncf", rest, t=_lanes(cx))
-        out.append(part)
-        rest = e.op("arith.subf", rest, e.op("arith.extf", part, t=_wide(cx)))
-    return out
 
 
 def _splat_bits(cx: Lowering, v: int) -> ir.Value:

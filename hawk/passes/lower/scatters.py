@@ -86,18 +86,19 @@ def exact_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, live: ir.Value
 
 def pair_fits_f32(cx: Lowering, high: ir.Value) -> ir.Value:
     """A float32 kernel's pair (float64, a sum of float32 terms: a multiple of 2**-149) stays below 2**127, so
-    that the finish can deposit each of its values as three float32 parts exactly (finish.f32_parts)."""
+    that the finish can deposit each of its values as three float32 parts exactly (exact_emit.f32_parts)."""
     e = cx.e
     return e.cmpf(_OLT, e.abs(high), e.cf(2.0 ** 127, e.f64))
 
 
 def spill(cx: Lowering, name: str, at: ir.Value, x: ir.Value) -> None:
-    """x into slot `at`'s shared exact accumulator (a term a (high, low) pair could not take exactly); with
+    """x (of the kernel's type, or float64 from a float32 kernel's pairs: exact_emit.deposit_as) into slot `at`'s
+    shared exact accumulator (a term a (high, low) pair could not take exactly); with
     per-chunk pairs, counted in the accumulator buffer's last word (the finish then rounds that sink from its
     accumulators)."""
     e = cx.e
     buf = cx.bufs[(name, "exact")]
-    exact_emit.deposit(e, buf, e.mul_i(at, e.c(exact_emit.words_of(e.f))), x, atomic=True)
+    exact_emit.deposit_as(e, buf, e.mul_i(at, e.c(exact_emit.words_of(e.f))), x, e.f, atomic=True)
     if not (cx.exact_pairs and name in cx.lay.private):  # (no pairs: every term is in the accumulators)
         return
     last = e.op("arith.subi", e.dim(buf), e.c(1))

@@ -59,7 +59,8 @@ def sorted_ordered(cx: Lowering, body: ir.Block):
 
 
 def _limit(cx: Lowering) -> float:
-    """The magnitude from which a term goes straight to the accumulator: 2**(emax - 64)."""
+    """The magnitude from which a term goes straight to the accumulator: 2**(emax - 64) of the kernel's type (so a
+    run's sums stay finite, and a float32 kernel's float64 pairs below 2**127: exact_emit.f32_parts)."""
     return 2.0 ** ((1024 if cx.e.f == cx.e.f64 else 128) - 64)
 
 
@@ -68,7 +69,7 @@ def run_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], op) -> list
     chunk state passes through unchanged."""
     e = cx.e
     W = RUN_LANES
-    vec = ir.VectorType.get([W], e.f)
+    vec = ir.VectorType.get([W], e.f64)  # (float64 pairs for float32 kernels too, as scatters.exact_add keeps)
     sink = sink_name(op)
     extent = cx.lay.sig.get(sink).axes[0].extent
     n = len(chunk0)
@@ -88,7 +89,7 @@ def run_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], op) -> list
             same = e.cmpi(_EQ, k, key)
             fast = same if fast is None else e.op("arith.andi", fast, same)
         inside = _inside(cx, key, extent)
-        terms = create("vector.from_elements", [x for _, x, _ in lanes], [vec]).result
+        terms = create("vector.from_elements", [e.widen(x, e.f64) for _, x, _ in lanes], [vec]).result
         small = e.cmpf(_OLT, e.abs(terms), e.splat(_limit(cx), vec))
         fast = e.op("arith.andi", e.op("arith.andi", fast, inside), _all(cx, small))
         branch = scf.IfOp(fast, [e.i64, vec, vec], has_else=True)
@@ -101,7 +102,7 @@ def run_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], op) -> list
             with ir.InsertionPoint(rare.then_block):  # each non-zero error into the accumulator
                 for j in range(W):
                     err = vector.extract(e2, [], [j])
-                    one = scf.IfOp(e.cmpf(_UNE, err, e.cf(0.0)), [], has_else=False)
+                    one = scf.IfOp(e.cmpf(_UNE, err, e.cf(0.0, e.f64)), [], has_else=False)
                     with ir.InsertionPoint(one.then_block):
                         scatters.spill(cx, sink, e.to_index(key), err)
                         scf.YieldOp([])
@@ -159,12 +160,13 @@ def lane_step(cx: Lowering, sink: str, extent: int, cur: list[ir.Value], k: ir.V
     inside = _inside(cx, k, extent)
     scatters.report_bad_key(cx, sink, k, e.op("arith.andi", e.op("arith.xori", inside, e.c(1, e.i1)),
                                            e.cmpi(_NE, k, e.c(-1, e.i64))))
-    small = e.cmpf(_OLT, e.abs(x), e.cf(_limit(cx)))
-    xin = e.select(small, x, e.cf(0.0))
+    x = e.widen(x, e.f64)
+    small = e.cmpf(_OLT, e.abs(x), e.cf(_limit(cx), e.f64))
+    xin = e.select(small, x, e.cf(0.0, e.f64))
     s1, e1 = e.two_sum(vector.extract(highs, [], [j]), xin)
     s2, e2 = e.two_sum(vector.extract(lows, [], [j]), e1)
-    rare = e.op("arith.andi", e.op("arith.ori", e.op("arith.xori", small, e.c(1, e.i1)), e.cmpf(_UNE, e2, e.cf(0.0))),
-                inside)
+    lost = e.cmpf(_UNE, e2, e.cf(0.0, e.f64))
+    rare = e.op("arith.andi", e.op("arith.ori", e.op("arith.xori", small, e.c(1, e.i1)), lost), inside)
     spill = scf.IfOp(rare, [], has_else=False)
     with ir.InsertionPoint(spill.then_block):
         scatters.spill(cx, sink, e.to_index(k), e.select(small, e2, x))  # (a large term: e2 is zero)
@@ -180,7 +182,7 @@ def flush(cx: Lowering, sink: str, extent: int, key: ir.Value, highs: ir.Value, 
     W = ir.VectorType(highs.type).shape[0]
     branch = scf.IfOp(_inside(cx, key, extent), [], has_else=False)
     with ir.InsertionPoint(branch.then_block):
-        parked = cx.temp(2 * W, e.f, tag="run-pairs")
+        parked = cx.temp(2 * W, e.f64, tag="run-pairs")
         e.vstore(highs, parked, e.c(0))
         e.vstore(lows, parked, e.c(W))
         at = e.to_index(key)
