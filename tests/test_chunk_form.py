@@ -26,6 +26,10 @@ def _kernels() -> dict:
         return hawk.sum(x * x, over="col")
 
     @hawk.kernel
+    def cf_nested_ordered(g: Grid["row", "col":64], x: Scalar) -> Scalar:
+        return hawk.sum(x * x, over="col", policy="ordered")  # (the host: TwoSum pairs in registers)
+
+    @hawk.kernel
     def cf_column(g: Grid["row", "col":16], x: Scalar) -> Scalar:
         return hawk.min(x * 2.0, over="row")
 
@@ -45,16 +49,18 @@ def _kernels() -> dict:
     def cf_flat(x: Scalar, y: Mutable[Scalar]):
         y = x * 3.0
 
-    return {k.name: k for k in (cf_nested, cf_nested_sum, cf_column, cf_rows, cf_scan, cf_blocked, cf_flat)}
+    return {k.name: k for k in (cf_nested, cf_nested_sum, cf_nested_ordered, cf_column, cf_rows, cf_scan, cf_blocked,
+                                cf_flat)}
 
 
-SHAPES = {"cf_nested": "nested", "cf_nested_sum": "nested", "cf_column": "column", "cf_rows": "rows", "cf_scan": "scan",
+SHAPES = {"cf_nested": "nested", "cf_nested_sum": "nested", "cf_nested_ordered": "nested",
+          "cf_column": "column", "cf_rows": "rows", "cf_scan": "scan",
           "cf_blocked": "blocked", "cf_flat": "flat"}
 ROWS = 2_003  # rows of each grid: chunks cut them (min_chunk below)
 
 
 def _planes(name: str, rng) -> dict:
-    if name in ("cf_nested", "cf_nested_sum"):
+    if name in ("cf_nested", "cf_nested_sum", "cf_nested_ordered"):
         return {"x": rng.standard_normal((ROWS, 64))}
     if name == "cf_column":
         return {"x": rng.standard_normal((ROWS, 16))}
@@ -85,6 +91,7 @@ def test_chunk_form_picks_each_shape(name):
 def test_gpu_chunks_take_no_two_float_chains():
     # without pairs (GPU threads: ordered terms go to the exact accumulators one by one) an ordered sum is flat
     assert _form_of(_kernels()["cf_blocked"], 0, pairs=False) == "flat"
+    assert _form_of(_kernels()["cf_nested_ordered"], 0, pairs=False) == "flat"  # (ordered kept sums too)
 
 
 def _runs(kernels: dict, name: str, planes: dict) -> dict:

@@ -3,8 +3,9 @@
 
   blocked  every-lane sums that keep chains (compensated; ordered on the host: two-float chains): blocks of
            ORDERED_BLOCK lanes, groups of lanes as straight-line copies feeding one chain each
-  nested   every kept reduction keeps the same leading axes (sum "auto", max, min): a loop per kept slot over
-           its contiguous lanes, the slot's totals in registers
+  nested   every kept reduction keeps the same leading axes (sum "auto", max, min; "ordered" on the host, as
+           two-float TwoSum pairs): a loop per kept slot over its contiguous lanes, the slot's totals in
+           registers
   column   every kept reduction keeps the same trailing axes: rows of the reduced axes, the slot affine in the
            lane (the update loop vectorizes)
   rows     a grid without kept reductions: rows of the first axis, coordinates from the loops (no div/mod),
@@ -36,21 +37,23 @@ def wide_test(wide: bool) -> Callable[[tuple], bool]:
     return lambda shape: wide and bool(shape) and size(shape) > WIDE_PAYLOAD
 
 
-def _kept_axes(lay: Layout, is_wide) -> tuple | None:
-    """The axes every kept reduction keeps, when they all keep the same ones with a sum "auto", max or min over
-    a payload of registers (and no fold): else None."""
+def _kept_axes(lay: Layout, is_wide, ordered: bool = False) -> tuple | None:
+    """The axes every kept reduction keeps, when they all keep the same ones with a sum "auto" (or "ordered",
+    when `ordered`), max or min over a payload of registers (and no fold): else None."""
     kept = [r for r in lay.reductions if r.kept]
     if not kept or len({r.kept for r in kept}) != 1 or any(r.kind == "fold" for r in lay.reductions):
         return None
-    if any(r.kind in ("sum", "mean") and r.policy != "auto" for r in kept) or any(is_wide(r.payload) for r in kept):
+    sums = ("auto", "ordered") if ordered else ("auto",)
+    if any(r.kind in ("sum", "mean") and r.policy not in sums for r in kept) or any(is_wide(r.payload) for r in kept):
         return None
     return tuple(kept[0].kept)
 
 
-def nest_span(lay: Layout, is_wide) -> int | None:
+def nest_span(lay: Layout, is_wide, pairs: bool = False) -> int | None:
     """Lanes per kept slot when the kept axes are the leading lane axes (their lanes are contiguous, so one
-    register accumulator serves each slot): the nested shape."""
-    k, axes = _kept_axes(lay, is_wide), lay.sig.lane_axes()
+    register accumulator serves each slot): the nested shape; with `pairs` (the host), ordered sums too (a
+    TwoSum pair in registers per slot: reduce_kept.reduce_nested)."""
+    k, axes = _kept_axes(lay, is_wide, pairs), lay.sig.lane_axes()
     if k is None or list(k) != [a.label for a in axes[:len(k)]]:
         return None
     span = 1
@@ -92,7 +95,7 @@ def pick(lay: Layout, body: ir.Block, pairs: bool, wide: bool) -> str:
     is_wide = wide_test(wide)
     if needs_chains(lay, pairs, is_wide):
         return "blocked"
-    if nest_span(lay, is_wide) is not None:
+    if nest_span(lay, is_wide, pairs) is not None:
         return "nested"
     if column_span(lay, is_wide) is not None:
         return "column"

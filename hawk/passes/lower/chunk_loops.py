@@ -30,6 +30,7 @@ from hawk.passes.lower import (
     grid,
     ordered_chains,
     reduce_full,
+    reduce_kept,
     scan,
     sorted_pairs,
     sorted_runs,
@@ -207,7 +208,7 @@ def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_spa
 def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
     """for each kept slot: for its contiguous lanes: body, the kept totals in registers; then into the slot."""
     e = cx.e
-    span = chunk_form.nest_span(cx.lay, cx.is_wide)
+    span = chunk_form.nest_span(cx.lay, cx.is_wide, cx.exact_pairs)
     kept = [r for r in cx.lay.reductions if r.kept]
     klo = e.op("arith.divui", cx.lo, e.c(span))
     khi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
@@ -221,19 +222,28 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
         cx.nested = {}
         for r in kept:
             cx.nested[r.cell] = len(inits)
-            inits += [e.identity(r.kind)] * size(r.payload) + ([e.c(0, e.i64)] if r.kind == "mean" else [])
+            if reduce_kept.nested_pairs(r):  # per component, NEST_CHAINS (high, low) pairs: two float64 vectors
+                inits += [e.splat(0.0, ir.VectorType.get([reduce_kept.NEST_CHAINS], e.f64))] * (2 * size(r.payload))
+            else:
+                inits += [e.identity(r.kind)] * size(r.payload)
+            inits += [e.c(0, e.i64)] if r.kind == "mean" else []
+        n = e.c(1)  # kept slots per component
+        for a in kept[0].kept:
+            n = e.mul_i(n, cx.ext[cx.axes.index(a)])
+        cx.lane_row, cx.nested_slot = (span, row0), (slot, n)
+        if any(reduce_kept.nested_pairs(r) for r in kept):
+            start, inits = _nested_groups(cx, body, start, end, inits)
         inner = scf.ForOp(start, end, e.c(1), inits)
         with ir.InsertionPoint(inner.body):
             anchor = scf.YieldOp(list(inner.inner_iter_args))
-        cx.lane_row = (span, row0)
         lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
-        cx.lane_row = None
+        cx.lane_row, cx.nested_slot = None, None
         res = list(inner.results)
-        n = e.c(1)
-        for a in kept[0].kept:
-            n = e.mul_i(n, cx.ext[cx.axes.index(a)])
         for r in kept:
             at0 = cx.nested[r.cell]
+            if reduce_kept.nested_pairs(r):
+                reduce_kept.nested_pairs_out(cx, r, slot, n, res[at0:])
+                continue
             out = cx.bufs[(r.cell, "cell")]
             for c in range(size(r.payload)):
                 at = e.add_i(e.mul_i(e.c(c), n), slot)
@@ -245,6 +255,37 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
         scf.YieldOp(res[:len(chunk0)])
     cx.nested = None
     return list(outer.results)
+
+
+def _nested_groups(cx: Lowering, body: ir.Block, start: ir.Value, end: ir.Value, inits: list[ir.Value]):
+    """A kept slot's whole groups of NEST_CHAINS lanes, each lane a copy of the body, copy j feeding pair j of
+    the ordered totals, which add the group's terms side by side after the copies (reduce_kept.nested_group_step:
+    one TwoSum chain is bound by its adds' latency, NEST_CHAINS of them in a vector are not; the scalar form
+    of this ran 20 cycles a lane); the other totals take every copy in lane order. Returns the first lane after
+    the groups (the rest run one by one, into pair 0) and the state after them."""
+    e = cx.e
+    W = reduce_kept.NEST_CHAINS
+    span = e.op("arith.subi", end, start)
+    stop = e.add_i(start, e.op("arith.subi", span, e.op("arith.remui", span, e.c(W))))
+    groups = scf.ForOp(start, stop, e.c(W), inits)
+    with ir.InsertionPoint(groups.body):
+        anchor = scf.YieldOp(list(groups.inner_iter_args))
+    state = list(groups.inner_iter_args)
+    cx.nested_group = {}
+    for j in range(W):
+        with ir.InsertionPoint(anchor):
+            lane = e.add_i(groups.induction_variable, e.c(j)) if j else groups.induction_variable
+        copies = clone_body(cx, body, anchor)
+        cx.lane, cx.accs, cx.j = lane, state, j
+        rewrite_ops(cx, copies)
+        state = list(cx.accs)
+    with ir.InsertionPoint(anchor), body.owner.location:
+        cx.accs = state
+        reduce_kept.nested_group_step(cx, [r for r in cx.lay.reductions if r.kept])
+        scf.YieldOp(cx.accs)
+    anchor.operation.erase()
+    cx.j, cx.nested_group = None, None
+    return stop, list(groups.results)
 
 
 def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.Value]) -> list[ir.Value]:

@@ -86,6 +86,8 @@ class Lowering:
         self.lane_row: tuple[int, ir.Value] | None = None
         self.form = "flat"  # the loop shape of a chunk (chunk_form.py), read from hawk.chunk_form by the driver
         self.nested: dict[str, int] | None = None  # nested driver: kept totals' slots among the accumulators
+        self.nested_slot: tuple | None = None  # nested driver: (the kept slot, kept slots per component)
+        self.nested_group: dict | None = None  # nested driver, a group of copies: ordered terms for after it
         # planned by state.plan_state and the folds
         self.full: list = []  # state.Acc per every-lane reduction
         self.runs: list = []  # sorted_runs.Run per sorted scatter

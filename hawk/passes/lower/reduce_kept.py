@@ -4,17 +4,141 @@ copy of it) by kept index, or in registers per slot under the nested driver (chu
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import scf
+from mlir.dialects import scf, vector
 
 from hawk.abi.layout import sum_policy
 from hawk.ir.access import reduce_mask, reduce_value
+from hawk.ir.build import create
 from hawk.passes.host_emit import size
 from hawk.passes.lower import planes, scatters
 from hawk.passes.lower.context import Lowering
 
+_UNE, _OLT, _UGE = 13, 4, 10  # arith.cmpf "une", "olt", "uge"
+NEST_CHAINS = 8  # TwoSum pairs per component of an ordered kept total under the nested driver, side by side in a
+# vector (lane j of a group of 8 feeds pair j: chunk_loops._nested_groups)
+
+
+def nested_pairs(r) -> bool:
+    """Whether a kept total of the nested driver keeps (high, low) pairs in registers: an ordered sum or mean
+    (chunk_form picks the nested shape for those on the host only)."""
+    return r.kind in ("sum", "mean") and r.policy == "ordered"
+
+
+def _slot_at(cx: Lowering, r, c: int, slot: ir.Value, n: ir.Value) -> ir.Value:
+    """Where component c of kept slot `slot` lies among the cell's n slots per component (a mean's count at
+    c = the payload's size), as reduce_kept numbers them."""
+    return cx.e.add_i(cx.e.mul_i(cx.e.c(c), n), slot)
+
+
+def _pair_limit(cx: Lowering) -> float:
+    """The magnitude from which a term skips the slot's register pair and goes straight to its exact
+    accumulator: 2**(emax - 64) of the kernel's type, as sorted_pairs' runs (the pair's sums stay finite, and a
+    float32 kernel's float64 pair below 2**127: exact_emit.f32_parts)."""
+    return 2.0 ** ((1024 if cx.e.f == cx.e.f64 else 128) - 64)
+
+
+def reduce_nested_pair(cx: Lowering, op, r) -> None:
+    """An ordered kept total of this slot's lanes (the nested driver): each component keeps NEST_CHAINS
+    float64 (high, low) pairs in registers, side by side in two vectors. In a group of copies
+    (chunk_loops._nested_groups) the lane's term waits in cx.nested_group until every copy has run, and
+    nested_group_step then adds the group's terms, one per pair, by two vector TwoSums; a lane outside a group
+    adds its term into pair 0 alone (here). Either way a term at or above _pair_limit (an inf, a NaN) goes to
+    the slot's exact accumulator as it is, and so does a non-zero second error (scatters.spill: the pairs
+    plus what they spilled stay the exact sum of the terms). The driver adds the pairs into the slot at its
+    end (nested_pairs_out): the exact sum, rounded once, as the lane-by-lane form gives."""
+    e = cx.e
+    s, at0 = cx.accs, cx.nested[r.cell]
+    mask = reduce_mask(op)
+    for c, x in enumerate(e.elems(reduce_value(op), r.payload)):
+        if mask is not None:
+            x = e.select(mask, x, e.cf(0.0))
+        x = e.widen(x, e.f64)
+        if cx.nested_group is not None:
+            cx.nested_group.setdefault((r.cell, c), [None] * NEST_CHAINS)[cx.j] = x
+            continue
+        small = e.cmpf(_OLT, e.abs(x), e.cf(_pair_limit(cx), e.f64))
+        k = at0 + 2 * c
+        zero = e.cf(0.0, e.f64)
+        s1, e1 = e.two_sum(vector.extract(s[k], [], [0]), e.select(small, x, zero))
+        s2, e2 = e.two_sum(vector.extract(s[k + 1], [], [0]), e1)
+        s[k], s[k + 1] = vector.insert(s1, s[k], [], [0]), vector.insert(s2, s[k + 1], [], [0])
+        rare = e.op("arith.ori", e.op("arith.xori", small, e.c(1, e.i1)), e.cmpf(_UNE, e2, zero))
+        slot, n = cx.nested_slot
+        branch = scf.IfOp(rare, [], has_else=False)
+        with ir.InsertionPoint(branch.then_block):
+            scatters.spill(cx, r.cell, _slot_at(cx, r, c, slot, n), e.select(small, e2, x))
+            scf.YieldOp([])
+    if r.kind == "mean":
+        k = at0 + 2 * size(r.payload)
+        one = e.c(1, e.i64) if mask is None else e.op("arith.extui", mask, t=e.i64)
+        s[k] = e.op("arith.addi", s[k], one)
+
+
+def nested_group_step(cx: Lowering, kept: list) -> None:
+    """After a group's copies: each ordered kept total's waiting terms (one per pair) into its pairs by two
+    vector TwoSums, and one branch for the rare lanes (a large term, a non-zero second error), which spill."""
+    e = cx.e
+    s = cx.accs
+    slot, n = cx.nested_slot
+    vec = ir.VectorType.get([NEST_CHAINS], e.f64)
+    for r in kept:
+        for c in range(size(r.payload)) if nested_pairs(r) else ():
+            xs = cx.nested_group[(r.cell, c)]
+            xv = create("vector.from_elements", xs, [vec]).result
+            big = e.cmpf(_UGE, e.abs(xv), e.splat(_pair_limit(cx), vec))  # (NaN too)
+            k = cx.nested[r.cell] + 2 * c
+            zero = e.splat(0.0, vec)
+            s[k], e1 = e.two_sum(s[k], e.select(big, zero, xv))
+            s[k + 1], e2 = e.two_sum(s[k + 1], e1)
+            rare = e.op("arith.ori", big, e.cmpf(_UNE, e2, zero))
+            anyone = create("vector.reduction", [rare], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")})
+            branch = scf.IfOp(anyone.result, [], has_else=False)
+            with ir.InsertionPoint(branch.then_block):
+                late = e.select(big, xv, e2)
+                for j in range(NEST_CHAINS):
+                    one = scf.IfOp(vector.extract(rare, [], [j]), [], has_else=False)
+                    with ir.InsertionPoint(one.then_block):
+                        scatters.spill(cx, r.cell, _slot_at(cx, r, c, slot, n), vector.extract(late, [], [j]))
+                        scf.YieldOp([])
+                scf.YieldOp([])
+    cx.nested_group = {}
+
+
+def nested_pairs_out(cx: Lowering, r, slot: ir.Value, n: ir.Value, res: list[ir.Value]) -> None:
+    """A slot's register pairs (reduce_nested_pair) at its end into the slot (scatters.exact_add: the chunk's
+    pair, or the accumulator, deposited), and a mean's count (exact: below 2**53) into its count slot. The
+    2 x NEST_CHAINS values of a component are first added by TwoSums into one pair; when that pair held them
+    exactly (its second errors all zero: the common case) only its two values go to the slot, else all of
+    them do."""
+    e = cx.e
+    zero = e.cf(0.0, e.f64)
+    for c in range(size(r.payload)):
+        at = _slot_at(cx, r, c, slot, n)
+        vals = [vector.extract(v, [], [j]) for v in res[2 * c:2 * c + 2] for j in range(NEST_CHAINS)]
+        hi, lo, ok = zero, zero, e.c(1, e.i1)
+        for v in vals:
+            hi, e1 = e.two_sum(hi, v)
+            lo, e2 = e.two_sum(lo, e1)
+            ok = e.op("arith.andi", ok, e.cmpf(1, e2, zero))  # oeq: false for NaN too
+        branch = scf.IfOp(ok, [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            scatters.exact_add(cx, r.cell, at, hi)
+            scatters.exact_add(cx, r.cell, at, lo)
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            for v in vals:
+                scatters.exact_add(cx, r.cell, at, v)
+            scf.YieldOp([])
+    if r.kind == "mean":
+        count = e.op("arith.uitofp", res[2 * size(r.payload)], t=e.f64)
+        scatters.exact_add(cx, r.cell, _slot_at(cx, r, size(r.payload), slot, n), count)
+
 
 def reduce_nested(cx: Lowering, op, r) -> None:
     """A kept-axis total of this slot's lanes, in registers (fast sums may be reassociated)."""
+    if nested_pairs(r):
+        reduce_nested_pair(cx, op, r)
+        return
     e = cx.e
     s, at0 = cx.accs, cx.nested[r.cell]
     mask = reduce_mask(op)

@@ -61,7 +61,10 @@ def exact_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, live: ir.Value
     w = exact_emit.words_of(e.f)
     shared = name not in cx.lay.stored  # every chunk adds into the one accumulator
     if not (cx.exact_pairs and name in cx.lay.private):
-        exact_emit.deposit(e, buf, e.mul_i(at, e.c(w)), x, live, atomic=shared)
+        if x.type != e.f:  # (a float32 kernel's float64 pair value: reduce_kept.nested_pairs_out; no mask)
+            exact_emit.deposit_as(e, buf, e.mul_i(at, e.c(w)), x, e.f, atomic=shared)
+        else:
+            exact_emit.deposit(e, buf, e.mul_i(at, e.c(w)), x, live, atomic=shared)
         return
     pairs = cx.bufs[(name, "pairs")]
     p = e.mul_i(e.add_i(at, copy_start(cx, name)), e.c(2))
