@@ -61,6 +61,7 @@ def lanes_body(cx: Lowering, body: ir.Block) -> None:
     final = list(final)
     if cx.n_terms:
         ordered_chains.deposit_chunk_pairs(cx)
+    wide.deposit_ordered_wide(cx)
     reduce_full.finish_extrema(cx, final)
     scratch = cx.bufs[("#scratch", "scratch")]
     base = e.mul_i(cx.chunk, e.c(max(cx.lay.width, 1)))

@@ -77,6 +77,8 @@ def reduce_full(cx: Lowering, op, acc: Acc) -> None:
 
     if acc.policy == "ordered" and acc.pairs and isinstance(cx.j, int):  # a full block: chain j
         ordered_chains.ordered_chain_step(cx, acc, v, mask)
+    elif acc.wide_pairs:  # the chunk's (high, low) vectors of a wide payload (wide.py)
+        wide.reduce_ordered_wide(cx, acc, v, mask)
     elif acc.policy == "ordered":  # each component into this chunk's exact accumulator for it
         exact = cx.bufs[("#exact", "exact")]
         w = exact_emit.words_of(e.f)

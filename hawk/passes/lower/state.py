@@ -33,6 +33,7 @@ class Acc:
     chain: int = -1  # compensated: first chain-state slot, ORDERED_CHAINS x 2n
     exact_at: int = 0  # ordered: where its accumulators (one per component) start in a chunk's #exact words
     pairs: bool = False  # ordered, host: full blocks keep two-float chains (ordered_chain_step), exact or redone
+    wide_pairs: bool = False  # ordered, host, a wide payload: the chunk's (high, low) vectors in `mem` (wide.py)
     term_at: int = 0  # pairs: where its components' terms start in the block's term buffer (x ORDERED_BLOCK)
     mem: ir.Value | None = None  # wide: [chunk state (values, corrections)] [chain state (CHAINS x ...)]
     chain_at: int = 0  # wide: where the chain state starts in `mem`
@@ -61,6 +62,8 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
                 lanes = ir.VectorType.get([ORDERED_CHAINS], e.f)  # the chains side by side
                 chain += [e.splat(0.0, lanes)] * (2 * n)  # (high, low) per component
                 cx.n_terms += n
+            elif cx.exact_pairs and n <= wide.PAIR_PAYLOAD:
+                wide.plan_ordered_wide(cx, acc)
         else:
             t = e.f64  # chunk partials are float64 (ordered chains stay in the kernel's type)
             if cx.exact_pairs and pol in ("max", "min") and not acc.wide:

@@ -17,8 +17,13 @@ from mlir import ir
 from mlir.dialects import scf
 
 from hawk.abi.layout import ORDERED_CHAINS
+from hawk.ir.build import create
+from hawk.passes import exact_emit
 from hawk.passes.lower import planes
 from hawk.passes.lower.context import Lowering
+
+PAIR_PAYLOAD = 64  # the widest payload an ordered sum keeps as (high, low) vectors (wider: a deposit per term)
+_UNE, _UGE = 13, 10  # arith.cmpf "une", "uge"
 
 
 def plan_wide(cx: Lowering, acc) -> int:
@@ -154,3 +159,71 @@ def finish_wide(cx: Lowering, acc, width: ir.Value) -> None:
             val = e.op("arith.divf", val, e.narrow(res[-1], e.f))
         e.store(val, cx.bufs[(r.cell, "cell")], c)
         scf.YieldOp([])
+
+
+# ---- ordered sums of wide payloads (the host) ----------------------------------------------------------------
+
+def plan_ordered_wide(cx: Lowering, acc) -> None:
+    """An ordered wide sum's chunk state: (high, low) float64 vectors of its n components in `mem`, zero."""
+    acc.wide_pairs = True
+    acc.mem = cx.local_buffer(2 * acc.n, cx.e.f64)
+    fill(cx, acc.mem, 0, 2 * acc.n, 0.0)
+
+
+def _acc_base(cx: Lowering, acc) -> ir.Value:
+    """Where this chunk's exact accumulators of the sum start in #exact (one per component after it)."""
+    e = cx.e
+    width = cx.lay.exact_width(exact_emit.fmt(e.f))
+    return e.add_i(e.mul_i(cx.chunk, e.c(width)), e.c(acc.exact_at))
+
+
+def reduce_ordered_wide(cx: Lowering, acc, v: ir.Value, mask: ir.Value | None) -> None:
+    """One lane's components into the chunk's (high, low) vectors by two vector TwoSums (every component side by
+    side); a component at or above 2**(emax - 64) of the kernel's type (an inf, a NaN) skips the pair and goes
+    to the chunk's exact accumulator for it as it is, and so does a non-zero second error, in one rare branch:
+    the pairs plus what they spilled stay the exact sum of the terms (as sorted_pairs' runs)."""
+    e = cx.e
+    n = acc.n
+    vec = ir.VectorType.get([n], e.f64)
+    x = e.widen(e.flat(v), e.f64)
+    zero = e.splat(0.0, vec)
+    if mask is not None:
+        x = e.select(mask, x, zero)
+    limit = 2.0 ** ((1024 if e.f == e.f64 else 128) - 64)
+    big = e.cmpf(_UGE, e.abs(x), e.splat(limit, vec))  # (NaN too)
+    hi, e1 = e.two_sum(e.vload(acc.mem, e.c(0), n, e.f64), e.select(big, zero, x))
+    lo, e2 = e.two_sum(e.vload(acc.mem, e.c(n), n, e.f64), e1)
+    e.vstore(hi, acc.mem, e.c(0))
+    e.vstore(lo, acc.mem, e.c(n))
+    rare = e.op("arith.ori", big, e.cmpf(_UNE, e2, zero))
+    anyone = create("vector.reduction", [rare], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
+    branch = scf.IfOp(anyone, [], has_else=False)
+    with ir.InsertionPoint(branch.then_block):
+        late = cx.temp(n, e.f64, tag="wide-late")
+        flags = cx.temp(n, e.f64, tag="wide-rare")
+        e.vstore(e.select(big, x, e2), late, e.c(0))
+        e.vstore(e.select(rare, e.splat(1.0, vec), zero), flags, e.c(0))
+        exact = cx.bufs[("#exact", "exact")]
+        w = e.c(exact_emit.words_of(e.f))
+        base = _acc_base(cx, acc)
+        for c in _each(cx, n):
+            one = scf.IfOp(e.cmpf(_UNE, e.load(flags, c), e.cf(0.0, e.f64)), [], has_else=False)
+            with ir.InsertionPoint(one.then_block):
+                exact_emit.deposit_as(e, exact, e.add_i(base, e.mul_i(c, w)), e.load(late, c), e.f)
+                scf.YieldOp([])
+        scf.YieldOp([])
+
+
+def deposit_ordered_wide(cx: Lowering) -> None:
+    """At the chunk's end: every ordered wide sum's (high, low) values into the chunk's exact accumulators."""
+    e = cx.e
+    exact = cx.bufs.get(("#exact", "exact"))
+    for acc in cx.full:
+        if not acc.wide_pairs:
+            continue
+        w = e.c(exact_emit.words_of(e.f))
+        base = _acc_base(cx, acc)
+        for c in _each(cx, acc.n):
+            at = e.add_i(base, e.mul_i(c, w))
+            for half in (0, acc.n):
+                exact_emit.deposit_as(e, exact, at, e.load(acc.mem, e.add_i(c, e.c(half))), e.f)
