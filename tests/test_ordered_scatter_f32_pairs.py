@@ -106,6 +106,23 @@ def test_sorted_keys_spread_terms_and_specials():
         same_bits(out, want, F32, f"sorted, threads={threads}")
 
 
+def test_sorted_keys_into_a_sink_without_pairs(monkeypatch):
+    # a sink too large for per-chunk pairs (HAWK_COPY_SLOTS below its size): the runs' float64 pairs (float32
+    # kernel) go straight to the exact accumulators, as float32 parts (exact_emit.deposit_as); depositing a
+    # float64 value as such wrote past the slot's float32 accumulator
+    from hawk.abi.layout import COPY_SLOTS_ENV
+
+    monkeypatch.setenv(COPY_SLOTS_ENV, "16")
+    rng = np.random.default_rng(44)
+    keys = np.sort(rng.integers(0, 64, 20000)).astype(np.int64)
+    x = _spread(20000, rng)
+    prior = _spread(64, rng)
+    want = _want(prior, keys, x)
+    for threads in (1, 3):
+        out = eagle.deploy(xf_sorted, threads=threads, min_chunk=4096).run(key=keys, x=x, acc=prior.copy())
+        same_bits(out, want, F32, f"sorted, no pairs, threads={threads}")
+
+
 def test_two_scatters_a_lane_into_spread_slots():
     rng = np.random.default_rng(42)
     keys = rng.integers(0, 4, 5000).astype(np.int64)
