@@ -127,10 +127,11 @@ def test_fold_of_ordered_pairs_keeps_the_exact_sum_or_says_so(dtype):
 
     rng = np.random.default_rng(3)
     copies, slots = 5, 400
-    pairs = np.zeros((copies, slots, 2), dtype=dtype)
+    pairs = np.zeros((copies, slots, 2))  # (float64 pairs for either sink type; kind 4: a float32 sink's)
     pairs[:, :200, 0] = rng.integers(-1000, 1000, size=(copies, 200)) * 0.25  # sums a pair holds exactly
-    pairs[:, 200:, 0] = rng.normal(size=(copies, 200)) * np.exp2(rng.integers(-8, 8, size=(copies, 200)))
-    pairs[:, 200:, 1] = np.exp2(rng.integers(-120, -60, size=(copies, 200))).astype(dtype)  # far below: errs
+    pairs[:, 200:, 0] = (rng.normal(size=(copies, 200)) * np.exp2(rng.integers(-8, 8, size=(copies, 200)))
+                         ).astype(dtype)
+    pairs[:, 200:, 1] = np.exp2(rng.integers(-190, -120, size=(copies, 200)))  # far below: errs
     one, bad = Fold(3 if dtype == np.float64 else 4, copies, slots, 2 * slots, True).run(pairs.reshape(-1))
     one = one.reshape(slots, 2)
     assert 0 < bad <= 200
@@ -142,6 +143,13 @@ def test_fold_of_ordered_pairs_keeps_the_exact_sum_or_says_so(dtype):
         else:
             assert i >= 200, i
     assert exact >= slots - bad  # (a slot not counted holds the exact sum)
+    if dtype == np.float32:  # a float32 sink's folded pair at 2**127 or more is counted (its float32 parts)
+        big = np.zeros((copies, 1, 2))
+        big[:, 0, 0] = 2.0 ** 126
+        one, bad = Fold(4, copies, 1, 2, True).run(big.reshape(-1))
+        assert bad == 1 and one[0] == 5 * 2.0 ** 126
+        with pytest.raises(RuntimeError, match="takes 5 x 2 float64 values"):
+            Fold(4, copies, 1, 2, True).run(big.reshape(-1).astype(np.float32))
     plain = rng.normal(size=(copies, slots)).astype(dtype)
     got, bad = Fold(0 if dtype == np.float64 else 1, copies, slots, slots, False).run(plain.reshape(-1))
     want = np.zeros(slots, dtype=dtype)

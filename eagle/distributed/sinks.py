@@ -59,6 +59,10 @@ class Fold:
         from eagle import native
         from eagle.distributed.stages import library
 
+        want = np.float32 if self.kind == 1 else np.float64  # (kinds 3, 4: float64 pairs of either sink)
+        if copies.dtype != want or copies.size != self.copies * self.values:
+            raise RuntimeError(f"internal error: a fold of kind {self.kind} takes {self.copies} x {self.values} "
+                               f"{np.dtype(want).name} values, got {copies.size} {copies.dtype}")
         out = np.empty(self.values, dtype=copies.dtype)
         a = np.ascontiguousarray(copies)
         bad = library().eagle_dist_fold_run(ctypes.c_void_p(self.address), ctypes.c_void_p(native.address(a)),
