@@ -98,11 +98,19 @@ def f32_parts(e: Emit, v: ir.Value) -> list[ir.Value]:
     return out
 
 
-def deposit_as(e: Emit, buf: ir.Value, base: ir.Value, x: ir.Value, t: ir.Type, atomic: bool = False) -> None:
+def past_f32(e: Emit, v: ir.Value) -> ir.Value:
+    """Per entry of a float64 scalar or vector: whether |v| >= 2**127 or v is NaN, where f32_parts would not be
+    exact (a float32 kernel's float64 pairs and chain sums are kept below it)."""
+    limit = e.splat(2.0 ** 127, v.type) if isinstance(v.type, ir.VectorType) else e.cf(2.0 ** 127, v.type)
+    return e.cmpf(10, e.abs(v), limit)  # uge
+
+
+def deposit_as(e: Emit, buf: ir.Value, base: ir.Value, x: ir.Value, t: ir.Type, live: ir.Value | None = None,
+               atomic: bool = False) -> None:
     """deposit() into an accumulator of type t's format: a float64 x into a float32 one as its f32_parts (x a
     sum of float32 terms below 2**127: a float32 kernel's float64 pairs and chain sums)."""
     for part in [x] if x.type == t else f32_parts(e, x):
-        deposit(e, buf, base, part, atomic=atomic)
+        deposit(e, buf, base, part, live, atomic=atomic)
 
 
 def normalize(e: Emit, buf: ir.Value, base: ir.Value, nl: int) -> None:

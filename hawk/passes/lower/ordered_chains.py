@@ -38,7 +38,7 @@ from hawk.ir.build import create
 from hawk.passes import exact_emit
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 
-_UNE, _UGE = 13, 10  # arith.cmpf "une" (unordered or not equal), "uge"
+_UNE = 13  # arith.cmpf "une" (unordered or not equal)
 _ULT, _UGT = 6, 8  # arith.cmpi unsigned "<", ">"
 B = ORDERED_BLOCK
 HEADROOM = 9  # terms up to 2**(p-HEADROOM): 128 of them keep a high within M +- 2**(p-2)
@@ -114,7 +114,8 @@ def nonzero(cx: Lowering, flags: ir.Value) -> ir.Value:
     """Per lane, whether ORed bits (of errors, of exponent differences) show a loss: read as a float, the OR is
     zero (or -0.0: sign bits only) when nothing was lost, non-zero or NaN otherwise."""
     e = cx.e
-    return e.cmpf(_UNE, e.op("arith.bitcast", flags, t=_lanes(cx)), e.splat(0.0, _lanes(cx)))
+    t = _wide(cx) if ir.VectorType(flags.type).element_type == e.i64 else _lanes(cx)
+    return e.cmpf(_UNE, e.op("arith.bitcast", flags, t=t), e.splat(0.0, t))
 
 
 def term_buffer(cx: Lowering) -> ir.Value:
@@ -329,7 +330,7 @@ def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int, body: ir.Block) 
         if biased(cx):
             parts.append((acc, c, at, [e.op("arith.subf", res[k], _guess(cx, at)), res[k + 1]]))
             continue
-        redo = e.op("arith.ori", redo, _past_f32(cx, res[k]))
+        redo = e.op("arith.ori", redo, exact_emit.past_f32(e, res[k]))
         parts.append((acc, c, at, [res[k]]))
     branch = scf.IfOp(any_of(cx, redo), [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
@@ -391,10 +392,10 @@ def retry_block(cx: Lowering, body: ir.Block, state: list[ir.Value]) -> None:
     anchor.operation.erase()
     cx.pending = {}
     res = list(loop.results)
-    redo = e.cmpf(_UNE, e.op("arith.bitcast", res[-1], t=_wide(cx)), zero)  # (as nonzero(), on float64 bits)
+    redo = nonzero(cx, res[-1])
     for n, (_, _, at) in enumerate(comps):
         for v in res[3 * n:3 * n + 2]:
-            lost = e.cmpf(_UNE, e.op("arith.subf", v, v), zero) if biased(cx) else _past_f32(cx, v)
+            lost = e.cmpf(_UNE, e.op("arith.subf", v, v), zero) if biased(cx) else exact_emit.past_f32(e, v)
             redo = e.op("arith.ori", redo, lost)
         top = create("vector.reduction", [res[3 * n + 2]], [e.f64],
                      {"kind": ir.Attribute.parse("#vector.kind<maximumf>")}).result
@@ -468,7 +469,7 @@ def merge_pairs(cx: Lowering, blocks: list) -> None:
             low, err = e.two_sum(low, part)
             bad.append(e.cmpf(_UNE, err, zero))
         if not biased(cx):
-            bad += [_past_f32(cx, h1), _past_f32(cx, low)]
+            bad += [exact_emit.past_f32(e, h1), exact_emit.past_f32(e, low)]
         new.append((at, h1, low))
     lost = bad[0]
     for b in bad[1:]:
@@ -493,14 +494,6 @@ def _widen(cx: Lowering, v: ir.Value) -> ir.Value:
 def _wide_bits(cx: Lowering) -> ir.Type:
     return ir.VectorType.get([cx.pair_w], cx.e.i64)
 
-
-def _past_f32(cx: Lowering, v: ir.Value) -> ir.Value:
-    """Per entry of a float64 vector: whether |v| >= 2**127 or v is NaN (its float32 parts may not be exact)."""
-    e = cx.e
-    return e.cmpf(_UGE, e.abs(v), e.splat(2.0 ** 127, _wide(cx)))
-
-
-# ---- rerunning a block -------------------------------------------------------------------------------------
 
 def can_recompute(cx: Lowering, body: ir.Block) -> bool:
     """Whether a full block's terms may be recomputed by running the body again rather than kept in a term

@@ -30,19 +30,12 @@ def _slot_at(cx: Lowering, r, c: int, slot: ir.Value, n: ir.Value) -> ir.Value:
     return cx.e.add_i(cx.e.mul_i(cx.e.c(c), n), slot)
 
 
-def _pair_limit(cx: Lowering) -> float:
-    """The magnitude from which a term skips the slot's register pair and goes straight to its exact
-    accumulator: 2**(emax - 64) of the kernel's type, as sorted_pairs' runs (the pair's sums stay finite, and a
-    float32 kernel's float64 pair below 2**127: exact_emit.f32_parts)."""
-    return 2.0 ** ((1024 if cx.e.f == cx.e.f64 else 128) - 64)
-
-
 def reduce_nested_pair(cx: Lowering, op, r) -> None:
     """An ordered kept total of this slot's lanes (the nested driver): each component keeps NEST_CHAINS
     float64 (high, low) pairs in registers, side by side in two vectors. In a group of copies
     (chunk_loops._nested_groups) the lane's term waits in cx.nested_group until every copy has run, and
     nested_group_step then adds the group's terms, one per pair, by two vector TwoSums; a lane outside a group
-    adds its term into pair 0 alone (here). Either way a term at or above _pair_limit (an inf, a NaN) goes to
+    adds its term into pair 0 alone (here). Either way a term at or above scatters.pair_limit (an inf, a NaN) goes to
     the slot's exact accumulator as it is, and so does a non-zero second error (scatters.spill: the pairs
     plus what they spilled stay the exact sum of the terms). The driver adds the pairs into the slot at its
     end (nested_pairs_out): the exact sum, rounded once, as the lane-by-lane form gives."""
@@ -56,7 +49,7 @@ def reduce_nested_pair(cx: Lowering, op, r) -> None:
         if cx.nested_group is not None:
             cx.nested_group.setdefault((r.cell, c), [None] * NEST_CHAINS)[cx.j] = x
             continue
-        small = e.cmpf(_OLT, e.abs(x), e.cf(_pair_limit(cx), e.f64))
+        small = e.cmpf(_OLT, e.abs(x), e.cf(scatters.pair_limit(cx), e.f64))
         k = at0 + 2 * c
         zero = e.cf(0.0, e.f64)
         s1, e1 = e.two_sum(vector.extract(s[k], [], [0]), e.select(small, x, zero))
@@ -85,7 +78,7 @@ def nested_group_step(cx: Lowering, kept: list) -> None:
         for c in range(size(r.payload)) if nested_pairs(r) else ():
             xs = cx.nested_group[(r.cell, c)]
             xv = create("vector.from_elements", xs, [vec]).result
-            big = e.cmpf(_UGE, e.abs(xv), e.splat(_pair_limit(cx), vec))  # (NaN too)
+            big = e.cmpf(_UGE, e.abs(xv), e.splat(scatters.pair_limit(cx), vec))  # (NaN too)
             k = cx.nested[r.cell] + 2 * c
             zero = e.splat(0.0, vec)
             s[k], e1 = e.two_sum(s[k], e.select(big, zero, xv))

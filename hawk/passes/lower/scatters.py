@@ -17,7 +17,7 @@ from hawk.passes.host_emit import _EQ, _SGE, _SLT, size
 from hawk.passes.lower import planes, slot_ranges, sorted_runs
 from hawk.passes.lower.context import Lowering, rule
 
-_OEQ, _OLT = 1, 4  # arith.cmpf "oeq", "olt"
+_OEQ = 1  # arith.cmpf "oeq"
 
 
 @rule("add-into")
@@ -60,11 +60,8 @@ def exact_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, live: ir.Value
     buf = cx.bufs[(name, "exact")]
     w = exact_emit.words_of(e.f)
     shared = name not in cx.lay.stored  # every chunk adds into the one accumulator
-    if not (cx.exact_pairs and name in cx.lay.private):
-        if x.type != e.f:  # (a float32 kernel's float64 pair value: reduce_kept.nested_pairs_out; no mask)
-            exact_emit.deposit_as(e, buf, e.mul_i(at, e.c(w)), x, e.f, atomic=shared)
-        else:
-            exact_emit.deposit(e, buf, e.mul_i(at, e.c(w)), x, live, atomic=shared)
+    if not (cx.exact_pairs and name in cx.lay.private):  # (x may be a float32 kernel's float64 pair value)
+        exact_emit.deposit_as(e, buf, e.mul_i(at, e.c(w)), x, e.f, live, atomic=shared)
         return
     pairs = cx.bufs[(name, "pairs")]
     p = e.mul_i(e.add_i(at, copy_start(cx, name)), e.c(2))
@@ -75,8 +72,8 @@ def exact_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, live: ir.Value
     s1, e1 = e.two_sum(hi, e.widen(x, e.f64))
     s2, e2 = e.two_sum(lo, e1)
     ok = e.cmpf(_OEQ, e2, e.cf(0.0, e.f64))  # false for NaN too: a sum that is inf or NaN makes the error NaN
-    if not isinstance(e.f, ir.F64Type):
-        ok = e.op("arith.andi", ok, pair_fits_f32(cx, s1))
+    if not isinstance(e.f, ir.F64Type):  # (a float32 kernel's pair stays below 2**127: the finish's f32_parts)
+        ok = e.op("arith.andi", ok, e.op("arith.xori", exact_emit.past_f32(e, s1), e.c(1, e.i1)))
     keep = scf.IfOp(ok, [], has_else=True)
     with ir.InsertionPoint(keep.then_block):
         e.store(s1, pairs, p)
@@ -87,11 +84,11 @@ def exact_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, live: ir.Value
         scf.YieldOp([])
 
 
-def pair_fits_f32(cx: Lowering, high: ir.Value) -> ir.Value:
-    """A float32 kernel's pair (float64, a sum of float32 terms: a multiple of 2**-149) stays below 2**127, so
-    that the finish can deposit each of its values as three float32 parts exactly (exact_emit.f32_parts)."""
-    e = cx.e
-    return e.cmpf(_OLT, e.abs(high), e.cf(2.0 ** 127, e.f64))
+def pair_limit(cx: Lowering) -> float:
+    """The magnitude from which a term skips a register pair (sorted runs, nested kept totals, wide payloads) and
+    goes straight to the exact accumulator: 2**(emax - 64) of the kernel's type, so that a pair's sums stay
+    finite and a float32 kernel's float64 pair below 2**127 (exact_emit.f32_parts)."""
+    return 2.0 ** ((1024 if cx.e.f == cx.e.f64 else 128) - 64)
 
 
 def spill(cx: Lowering, name: str, at: ir.Value, x: ir.Value) -> None:

@@ -58,12 +58,6 @@ def sorted_ordered(cx: Lowering, body: ir.Block):
     return op
 
 
-def _limit(cx: Lowering) -> float:
-    """The magnitude from which a term goes straight to the accumulator: 2**(emax - 64) of the kernel's type (so a
-    run's sums stay finite, and a float32 kernel's float64 pairs below 2**127: exact_emit.f32_parts)."""
-    return 2.0 ** ((1024 if cx.e.f == cx.e.f64 else 128) - 64)
-
-
 def run_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], op) -> list[ir.Value]:
     """The lane loop in groups (see the module's docstring) for the body's scatter `op` (sorted_ordered's); the
     chunk state passes through unchanged."""
@@ -90,7 +84,7 @@ def run_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], op) -> list
             fast = same if fast is None else e.op("arith.andi", fast, same)
         inside = _inside(cx, key, extent)
         terms = create("vector.from_elements", [e.widen(x, e.f64) for _, x, _ in lanes], [vec]).result
-        small = e.cmpf(_OLT, e.abs(terms), e.splat(_limit(cx), vec))
+        small = e.cmpf(_OLT, e.abs(terms), e.splat(scatters.pair_limit(cx), vec))
         fast = e.op("arith.andi", e.op("arith.andi", fast, inside), _all(cx, small))
         branch = scf.IfOp(fast, [e.i64, vec, vec], has_else=True)
         with ir.InsertionPoint(branch.then_block):
@@ -161,7 +155,7 @@ def lane_step(cx: Lowering, sink: str, extent: int, cur: list[ir.Value], k: ir.V
     scatters.report_bad_key(cx, sink, k, e.op("arith.andi", e.op("arith.xori", inside, e.c(1, e.i1)),
                                            e.cmpi(_NE, k, e.c(-1, e.i64))))
     x = e.widen(x, e.f64)
-    small = e.cmpf(_OLT, e.abs(x), e.cf(_limit(cx), e.f64))
+    small = e.cmpf(_OLT, e.abs(x), e.cf(scatters.pair_limit(cx), e.f64))
     xin = e.select(small, x, e.cf(0.0, e.f64))
     s1, e1 = e.two_sum(vector.extract(highs, [], [j]), xin)
     s2, e2 = e.two_sum(vector.extract(lows, [], [j]), e1)

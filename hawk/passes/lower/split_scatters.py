@@ -29,13 +29,14 @@ from mlir.dialects import scf, vector
 
 from hawk.ir.access import is_plane_value, scatter_keys, scatter_mode, sink_name, stored_value
 from hawk.ir.build import create
+from hawk.passes import exact_emit
 from hawk.passes.analysis import key_source, payload_of
 from hawk.passes.lower import scatters
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 
 SPLIT_BLOCK = 256  # lanes per block: the key and value buffers stay in L1
 PAIR_LANES = 4  # lanes of an ordered scatter whose pair updates run side by side (one vector of floats)
-_NE, _UNE, _UGE = 1, 13, 10  # arith.cmpi "ne", arith.cmpf "une", "uge"
+_NE, _UNE = 1, 13  # arith.cmpi "ne", arith.cmpf "une"
 
 
 def paired(cx: Lowering, op) -> bool:
@@ -265,8 +266,8 @@ def pair_adds(cx: Lowering, sink: str, lanes: list[tuple[ir.Value, ir.Value]]) -
     s1, e1 = e.two_sum(hi, x)
     s2, e2 = e.two_sum(lo, e1)
     lost = e.cmpf(_UNE, e2, e.splat(0.0, e2.type))  # (NaN: an inf or NaN sum)
-    if not isinstance(e.f, ir.F64Type):  # (scatters.pair_fits_f32, lane by lane)
-        lost = e.op("arith.ori", lost, e.cmpf(_UGE, e.abs(s1), e.splat(2.0 ** 127, s1.type)))
+    if not isinstance(e.f, ir.F64Type):  # (a float32 kernel's pair stays below 2**127, as in scatters.exact_add)
+        lost = e.op("arith.ori", lost, exact_emit.past_f32(e, s1))
     lost = create("vector.reduction", [lost], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
     keep = _distinct(cx, lanes, e.op("arith.xori", lost, e.c(1, e.i1)))
     branch = scf.IfOp(keep, [], has_else=True)

@@ -19,7 +19,7 @@ from mlir.dialects import scf
 from hawk.abi.layout import ORDERED_CHAINS
 from hawk.ir.build import create
 from hawk.passes import exact_emit
-from hawk.passes.lower import planes
+from hawk.passes.lower import planes, scatters
 from hawk.passes.lower.context import Lowering
 
 PAIR_PAYLOAD = 64  # the widest payload an ordered sum keeps as (high, low) vectors (wider: a deposit per term)
@@ -189,8 +189,7 @@ def reduce_ordered_wide(cx: Lowering, acc, v: ir.Value, mask: ir.Value | None) -
     zero = e.splat(0.0, vec)
     if mask is not None:
         x = e.select(mask, x, zero)
-    limit = 2.0 ** ((1024 if e.f == e.f64 else 128) - 64)
-    big = e.cmpf(_UGE, e.abs(x), e.splat(limit, vec))  # (NaN too)
+    big = e.cmpf(_UGE, e.abs(x), e.splat(scatters.pair_limit(cx), vec))  # (NaN too)
     hi, e1 = e.two_sum(e.vload(acc.mem, e.c(0), n, e.f64), e.select(big, zero, x))
     lo, e2 = e.two_sum(e.vload(acc.mem, e.c(n), n, e.f64), e1)
     e.vstore(hi, acc.mem, e.c(0))
