@@ -18,7 +18,7 @@ from hawk.ir.access import kernel_func, scan_cell, scan_op, scan_value
 from hawk.ir.dialect import is_hawk
 from hawk.passes import exact_emit
 from hawk.passes.host_emit import _EQ, size
-from hawk.passes.lower import folds, scan, wide
+from hawk.passes.lower import folds, scan, scatters, wide
 from hawk.passes.lower.context import Lowering
 
 _NE = 1
@@ -205,14 +205,14 @@ def finish_exact(cx: Lowering, name: str) -> None:
             with ir.InsertionPoint(fast.then_block):
                 hi, lo, ok = e.cf(0.0, f64), e.cf(0.0, f64), e.c(1, e.i1)
                 for x in terms:
-                    hi, lo, ok = _pair_add(cx, hi, lo, ok, e.widen(x, f64))
+                    hi, lo, ok = scatters.pair_add(cx, hi, lo, ok, e.widen(x, f64))
                 if pairs is not None:
                     each = scf.ForOp(e.c(0), copies, e.c(1), [hi, lo, ok])
                     with ir.InsertionPoint(each.body):
                         at = e.mul_i(e.add_i(e.mul_i(each.induction_variable, slots), i), e.c(2))
                         hi, lo, ok = each.inner_iter_args
-                        hi, lo, ok = _pair_add(cx, hi, lo, ok, e.load(pairs, at))
-                        hi, lo, ok = _pair_add(cx, hi, lo, ok, e.load(pairs, e.add_i(at, e.c(1))))
+                        hi, lo, ok = scatters.pair_add(cx, hi, lo, ok, e.load(pairs, at))
+                        hi, lo, ok = scatters.pair_add(cx, hi, lo, ok, e.load(pairs, e.add_i(at, e.c(1))))
                         scf.YieldOp([hi, lo, ok])
                     hi, lo, ok = each.results
                 scf.YieldOp([hi, lo, ok])
@@ -240,16 +240,6 @@ def finish_exact(cx: Lowering, name: str) -> None:
             e.store(done.results[0], out, j)
             scf.YieldOp([])
     e.store(e.c(0, e.i64), exact, spill_at)
-
-
-def _pair_add(cx: Lowering, hi: ir.Value, lo: ir.Value, ok: ir.Value, x: ir.Value):
-    """(hi, lo) += x by two TwoSums in float64; ok stays true while the pair holds the exact sum (finite, no
-    error)."""
-    e = cx.e
-    s1, e1 = e.two_sum(hi, x)
-    s2, e2 = e.two_sum(lo, e1)
-    fine = e.cmpf(1, e2, e.cf(0.0, e.f64))  # oeq: false for NaN too (a sum that is inf or NaN makes the error NaN)
-    return s1, s2, e.op("arith.andi", ok, fine)
 
 
 def _round_pair(cx: Lowering, hi: ir.Value, lo: ir.Value, ok: ir.Value) -> tuple[ir.Value, ir.Value]:

@@ -148,10 +148,13 @@ def _components(cx: Lowering):
             yield acc, c, 3 * cx.pair_w * (acc.term_at + c)
 
 
-def _acc_base(cx: Lowering, acc, c: int) -> ir.Value:
+def exact_slot(cx: Lowering, acc, c: int | ir.Value) -> ir.Value:
+    """Where this chunk's exact accumulator for component c of an ordered whole sum starts in #exact (the
+    chunk's words, then the sum's accumulators from acc.exact_at, one per component: finish.finish_accs)."""
     e = cx.e
-    chunk_base = e.mul_i(cx.chunk, e.c(cx.lay.exact_width(exact_emit.fmt(e.f))))
-    return e.add_i(chunk_base, e.c(acc.exact_at + c * exact_emit.words_of(e.f)))
+    w = exact_emit.words_of(e.f)
+    base = e.add_i(e.mul_i(cx.chunk, e.c(cx.lay.exact_width(exact_emit.fmt(e.f)))), e.c(acc.exact_at))
+    return e.add_i(base, e.c(c * w) if isinstance(c, int) else e.mul_i(c, e.c(w)))
 
 
 def start_chunk_pairs(cx: Lowering) -> None:
@@ -170,7 +173,7 @@ def deposit_chunk_pairs(cx: Lowering) -> None:
     e = cx.e
     exact = cx.bufs[("#exact", "exact")]
     for acc, c, at in _components(cx):
-        _deposit_wide(cx, exact, _acc_base(cx, acc, c),
+        _deposit_wide(cx, exact, exact_slot(cx, acc, c),
                       [e.vload(chunk_pairs(cx), e.c(at + k * cx.pair_w), cx.pair_w, e.f64) for k in (0, 1)])
 
 
@@ -347,7 +350,7 @@ def deposit_terms(cx: Lowering) -> None:
     e = cx.e
     exact = cx.bufs[("#exact", "exact")]
     for acc, c, _ in _components(cx):
-        base = _acc_base(cx, acc, c)
+        base = exact_slot(cx, acc, c)
         each = scf.ForOp(e.c(0), e.mul_i(cx.block_groups, e.c(cx.pair_w)), e.c(1), [])
         with ir.InsertionPoint(each.body):
             at = e.add_i(each.induction_variable, e.c((acc.term_at + c) * B))
@@ -478,7 +481,7 @@ def merge_pairs(cx: Lowering, blocks: list) -> None:
     with ir.InsertionPoint(branch.then_block):
         exact = cx.bufs[("#exact", "exact")]
         for acc, c, _, parts in blocks:
-            _deposit_wide(cx, exact, _acc_base(cx, acc, c), parts)
+            _deposit_wide(cx, exact, exact_slot(cx, acc, c), parts)
         scf.YieldOp([])
     with ir.InsertionPoint(branch.else_block):
         for at, h1, low in new:

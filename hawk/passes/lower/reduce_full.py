@@ -81,10 +81,8 @@ def reduce_full(cx: Lowering, op, acc: Acc) -> None:
         wide.reduce_ordered_wide(cx, acc, v, mask)
     elif acc.policy == "ordered":  # each component into this chunk's exact accumulator for it
         exact = cx.bufs[("#exact", "exact")]
-        w = exact_emit.words_of(e.f)
-        base = e.add_i(e.mul_i(cx.chunk, e.c(cx.lay.exact_width(exact_emit.fmt(e.f)))), e.c(acc.exact_at))
         for c, x in planes.components(cx, v, r.payload):
-            exact_emit.deposit(e, exact, e.add_i(base, e.mul_i(c, e.c(w))), x, mask)
+            exact_emit.deposit(e, exact, ordered_chains.exact_slot(cx, acc, c), x, mask)
     elif acc.policy == "compensated":
         for c, x in enumerate(xs):
             x = e.widen(x, e.f64)

@@ -13,7 +13,6 @@ from hawk.passes.host_emit import size
 from hawk.passes.lower import planes, scatters
 from hawk.passes.lower.context import Lowering
 
-_UNE, _OLT, _UGE = 13, 4, 10  # arith.cmpf "une", "olt", "uge"
 NEST_CHAINS = 8  # TwoSum pairs per component of an ordered kept total under the nested driver, side by side in a
 # vector (lane j of a group of 8 feeds pair j: chunk_loops._nested_groups)
 
@@ -49,17 +48,13 @@ def reduce_nested_pair(cx: Lowering, op, r) -> None:
         if cx.nested_group is not None:
             cx.nested_group.setdefault((r.cell, c), [None] * NEST_CHAINS)[cx.j] = x
             continue
-        small = e.cmpf(_OLT, e.abs(x), e.cf(scatters.pair_limit(cx), e.f64))
         k = at0 + 2 * c
-        zero = e.cf(0.0, e.f64)
-        s1, e1 = e.two_sum(vector.extract(s[k], [], [0]), e.select(small, x, zero))
-        s2, e2 = e.two_sum(vector.extract(s[k + 1], [], [0]), e1)
-        s[k], s[k + 1] = vector.insert(s1, s[k], [], [0]), vector.insert(s2, s[k + 1], [], [0])
-        rare = e.op("arith.ori", e.op("arith.xori", small, e.c(1, e.i1)), e.cmpf(_UNE, e2, zero))
+        hi, lo, rare, late = scatters.pair_step(cx, vector.extract(s[k], [], [0]), vector.extract(s[k + 1], [], [0]), x)
+        s[k], s[k + 1] = vector.insert(hi, s[k], [], [0]), vector.insert(lo, s[k + 1], [], [0])
         slot, n = cx.nested_slot
         branch = scf.IfOp(rare, [], has_else=False)
         with ir.InsertionPoint(branch.then_block):
-            scatters.spill(cx, r.cell, _slot_at(cx, r, c, slot, n), e.select(small, e2, x))
+            scatters.spill(cx, r.cell, _slot_at(cx, r, c, slot, n), late)
             scf.YieldOp([])
     if r.kind == "mean":
         k = at0 + 2 * size(r.payload)
@@ -78,16 +73,11 @@ def nested_group_step(cx: Lowering, kept: list) -> None:
         for c in range(size(r.payload)) if nested_pairs(r) else ():
             xs = cx.nested_group[(r.cell, c)]
             xv = create("vector.from_elements", xs, [vec]).result
-            big = e.cmpf(_UGE, e.abs(xv), e.splat(scatters.pair_limit(cx), vec))  # (NaN too)
             k = cx.nested[r.cell] + 2 * c
-            zero = e.splat(0.0, vec)
-            s[k], e1 = e.two_sum(s[k], e.select(big, zero, xv))
-            s[k + 1], e2 = e.two_sum(s[k + 1], e1)
-            rare = e.op("arith.ori", big, e.cmpf(_UNE, e2, zero))
+            s[k], s[k + 1], rare, late = scatters.pair_step(cx, s[k], s[k + 1], xv)
             anyone = create("vector.reduction", [rare], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")})
             branch = scf.IfOp(anyone.result, [], has_else=False)
             with ir.InsertionPoint(branch.then_block):
-                late = e.select(big, xv, e2)
                 for j in range(NEST_CHAINS):
                     one = scf.IfOp(vector.extract(rare, [], [j]), [], has_else=False)
                     with ir.InsertionPoint(one.then_block):
@@ -110,9 +100,7 @@ def nested_pairs_out(cx: Lowering, r, slot: ir.Value, n: ir.Value, res: list[ir.
         vals = [vector.extract(v, [], [j]) for v in res[2 * c:2 * c + 2] for j in range(NEST_CHAINS)]
         hi, lo, ok = zero, zero, e.c(1, e.i1)
         for v in vals:
-            hi, e1 = e.two_sum(hi, v)
-            lo, e2 = e.two_sum(lo, e1)
-            ok = e.op("arith.andi", ok, e.cmpf(1, e2, zero))  # oeq: false for NaN too
+            hi, lo, ok = scatters.pair_add(cx, hi, lo, ok, v)
         branch = scf.IfOp(ok, [], has_else=True)
         with ir.InsertionPoint(branch.then_block):
             scatters.exact_add(cx, r.cell, at, hi)

@@ -17,7 +17,7 @@ from hawk.passes.host_emit import _EQ, _SGE, _SLT, size
 from hawk.passes.lower import planes, slot_ranges, sorted_runs
 from hawk.passes.lower.context import Lowering, rule
 
-_OEQ = 1  # arith.cmpf "oeq"
+_OEQ, _UGE, _UNE = 1, 10, 13  # arith.cmpf "oeq", "uge", "une"
 
 
 @rule("add-into")
@@ -89,6 +89,33 @@ def pair_limit(cx: Lowering) -> float:
     goes straight to the exact accumulator: 2**(emax - 64) of the kernel's type, so that a pair's sums stay
     finite and a float32 kernel's float64 pair below 2**127 (exact_emit.f32_parts)."""
     return 2.0 ** ((1024 if cx.e.f == cx.e.f64 else 128) - 64)
+
+
+def pair_step(cx: Lowering, hi: ir.Value, lo: ir.Value, x: ir.Value) -> tuple[ir.Value, ...]:
+    """x (float64: one value, or a vector beside the vectors hi and lo) into (high, low) pairs by two TwoSums, the
+    step sorted runs, nested kept totals and wide payloads share. A term at or above pair_limit (an inf, a NaN
+    too) skips its pair; it, or else a non-zero second error, is the lane's `late` value, which the caller spills
+    where `rare` holds: the pairs plus what they spilled stay the exact sum of the terms. Returns
+    (hi, lo, rare, late)."""
+    e = cx.e
+    if isinstance(x.type, ir.VectorType):
+        zero, limit = e.splat(0.0, x.type), e.splat(pair_limit(cx), x.type)
+    else:
+        zero, limit = e.cf(0.0, e.f64), e.cf(pair_limit(cx), e.f64)
+    big = e.cmpf(_UGE, e.abs(x), limit)
+    hi, e1 = e.two_sum(hi, e.select(big, zero, x))
+    lo, e2 = e.two_sum(lo, e1)
+    return hi, lo, e.op("arith.ori", big, e.cmpf(_UNE, e2, zero)), e.select(big, x, e2)
+
+
+def pair_add(cx: Lowering, hi: ir.Value, lo: ir.Value, ok: ir.Value, x: ir.Value) -> tuple[ir.Value, ...]:
+    """(hi, lo) += x by two TwoSums in float64 (the finish's and a nested driver's merge of pairs); ok stays true
+    while the pair holds the exact sum (finite, no second error). Returns (hi, lo, ok)."""
+    e = cx.e
+    s1, e1 = e.two_sum(hi, x)
+    s2, e2 = e.two_sum(lo, e1)
+    fine = e.cmpf(_OEQ, e2, e.cf(0.0, e.f64))  # false for NaN too (a sum that is inf or NaN makes the error NaN)
+    return s1, s2, e.op("arith.andi", ok, fine)
 
 
 def spill(cx: Lowering, name: str, at: ir.Value, x: ir.Value) -> None:

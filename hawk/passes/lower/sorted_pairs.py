@@ -154,16 +154,11 @@ def lane_step(cx: Lowering, sink: str, extent: int, cur: list[ir.Value], k: ir.V
     inside = _inside(cx, k, extent)
     scatters.report_bad_key(cx, sink, k, e.op("arith.andi", e.op("arith.xori", inside, e.c(1, e.i1)),
                                            e.cmpi(_NE, k, e.c(-1, e.i64))))
-    x = e.widen(x, e.f64)
-    small = e.cmpf(_OLT, e.abs(x), e.cf(scatters.pair_limit(cx), e.f64))
-    xin = e.select(small, x, e.cf(0.0, e.f64))
-    s1, e1 = e.two_sum(vector.extract(highs, [], [j]), xin)
-    s2, e2 = e.two_sum(vector.extract(lows, [], [j]), e1)
-    lost = e.cmpf(_UNE, e2, e.cf(0.0, e.f64))
-    rare = e.op("arith.andi", e.op("arith.ori", e.op("arith.xori", small, e.c(1, e.i1)), lost), inside)
-    spill = scf.IfOp(rare, [], has_else=False)
+    s1, s2, rare, late = scatters.pair_step(cx, vector.extract(highs, [], [j]), vector.extract(lows, [], [j]),
+                                            e.widen(x, e.f64))
+    spill = scf.IfOp(e.op("arith.andi", rare, inside), [], has_else=False)
     with ir.InsertionPoint(spill.then_block):
-        scatters.spill(cx, sink, e.to_index(k), e.select(small, e2, x))  # (a large term: e2 is zero)
+        scatters.spill(cx, sink, e.to_index(k), late)
         scf.YieldOp([])
     return [k, vector.insert(s1, highs, [], [j]), vector.insert(s2, lows, [], [j])]
 

@@ -19,11 +19,11 @@ from mlir.dialects import scf
 from hawk.abi.layout import ORDERED_CHAINS
 from hawk.ir.build import create
 from hawk.passes import exact_emit
-from hawk.passes.lower import planes, scatters
+from hawk.passes.lower import ordered_chains, planes, scatters
 from hawk.passes.lower.context import Lowering
 
 PAIR_PAYLOAD = 64  # the widest payload an ordered sum keeps as (high, low) vectors (wider: a deposit per term)
-_UNE, _UGE = 13, 10  # arith.cmpf "une", "uge"
+_UNE = 13  # arith.cmpf "une"
 
 
 def plan_wide(cx: Lowering, acc) -> int:
@@ -170,13 +170,6 @@ def plan_ordered_wide(cx: Lowering, acc) -> None:
     fill(cx, acc.mem, 0, 2 * acc.n, 0.0)
 
 
-def _acc_base(cx: Lowering, acc) -> ir.Value:
-    """Where this chunk's exact accumulators of the sum start in #exact (one per component after it)."""
-    e = cx.e
-    width = cx.lay.exact_width(exact_emit.fmt(e.f))
-    return e.add_i(e.mul_i(cx.chunk, e.c(width)), e.c(acc.exact_at))
-
-
 def reduce_ordered_wide(cx: Lowering, acc, v: ir.Value, mask: ir.Value | None) -> None:
     """One lane's components into the chunk's (high, low) vectors by two vector TwoSums (every component side by
     side); a component at or above 2**(emax - 64) of the kernel's type (an inf, a NaN) skips the pair and goes
@@ -189,26 +182,22 @@ def reduce_ordered_wide(cx: Lowering, acc, v: ir.Value, mask: ir.Value | None) -
     zero = e.splat(0.0, vec)
     if mask is not None:
         x = e.select(mask, x, zero)
-    big = e.cmpf(_UGE, e.abs(x), e.splat(scatters.pair_limit(cx), vec))  # (NaN too)
-    hi, e1 = e.two_sum(e.vload(acc.mem, e.c(0), n, e.f64), e.select(big, zero, x))
-    lo, e2 = e.two_sum(e.vload(acc.mem, e.c(n), n, e.f64), e1)
+    pairs = (e.vload(acc.mem, e.c(0), n, e.f64), e.vload(acc.mem, e.c(n), n, e.f64))
+    hi, lo, rare, late = scatters.pair_step(cx, *pairs, x)
     e.vstore(hi, acc.mem, e.c(0))
     e.vstore(lo, acc.mem, e.c(n))
-    rare = e.op("arith.ori", big, e.cmpf(_UNE, e2, zero))
     anyone = create("vector.reduction", [rare], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
     branch = scf.IfOp(anyone, [], has_else=False)
     with ir.InsertionPoint(branch.then_block):
-        late = cx.temp(n, e.f64, tag="wide-late")
+        parked = cx.temp(n, e.f64, tag="wide-late")
         flags = cx.temp(n, e.f64, tag="wide-rare")
-        e.vstore(e.select(big, x, e2), late, e.c(0))
+        e.vstore(late, parked, e.c(0))
         e.vstore(e.select(rare, e.splat(1.0, vec), zero), flags, e.c(0))
         exact = cx.bufs[("#exact", "exact")]
-        w = e.c(exact_emit.words_of(e.f))
-        base = _acc_base(cx, acc)
         for c in _each(cx, n):
             one = scf.IfOp(e.cmpf(_UNE, e.load(flags, c), e.cf(0.0, e.f64)), [], has_else=False)
             with ir.InsertionPoint(one.then_block):
-                exact_emit.deposit_as(e, exact, e.add_i(base, e.mul_i(c, w)), e.load(late, c), e.f)
+                exact_emit.deposit_as(e, exact, ordered_chains.exact_slot(cx, acc, c), e.load(parked, c), e.f)
                 scf.YieldOp([])
         scf.YieldOp([])
 
@@ -220,9 +209,7 @@ def deposit_ordered_wide(cx: Lowering) -> None:
     for acc in cx.full:
         if not acc.wide_pairs:
             continue
-        w = e.c(exact_emit.words_of(e.f))
-        base = _acc_base(cx, acc)
         for c in _each(cx, acc.n):
-            at = e.add_i(base, e.mul_i(c, w))
+            at = ordered_chains.exact_slot(cx, acc, c)
             for half in (0, acc.n):
                 exact_emit.deposit_as(e, exact, at, e.load(acc.mem, e.add_i(c, e.c(half))), e.f)
