@@ -92,3 +92,14 @@ def test_vector_payloads():
     want = np.stack([_rows_want(v[c], np.float64) for c in range(3)])
     for threads, out in split_runs(xn_vec, "host", threads=[1, 3], min_chunk=100, v=v):
         same_bits(out, want, np.float64, f"Vector[3], threads={threads}")
+
+
+@pytest.mark.parametrize("j", range(8))
+def test_a_second_error_in_any_pair_of_a_group_reaches_the_slot(j):
+    """Pair j of a group (lanes j, 8 + j and 16 + j of a row) takes 2**60, then 128 (a tie: the high stays
+    2**60, the low holds 128), then 2**-60, whose second TwoSum errs by 2**-60: that error must reach the
+    slot's accumulator, and it decides the rounding (2**60 + 256 with it, the tie's 2**60 without)."""
+    x = np.zeros((3, 37))
+    x[1, [j, 8 + j, 16 + j]] = [2.0 ** 60, 128.0, 2.0 ** -60]
+    for _, out in split_runs(xn_rows, "host", threads=[1], min_chunk=100, x=x):
+        same_bits(out, np.array([0.0, 2.0 ** 60 + 256.0, 0.0]), np.float64, f"pair {j}")

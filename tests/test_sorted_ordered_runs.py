@@ -138,3 +138,17 @@ def test_a_sink_too_large_for_pairs(monkeypatch):
     want = bt_ordered_scatter(prior, key, x, np.float64)
     for threads, got in split_runs(so_run, "host", key=key, x=x, acc=prior):
         same_bits(got, want, np.float64, f"threads={threads}")
+
+
+@pytest.mark.parametrize("j", range(RUN_LANES))
+def test_a_second_error_in_any_lane_of_a_group_reaches_the_slot(j):
+    """A run's lane j of three full groups (after a first group that starts the run) takes 2**60, then 128 (a
+    tie: the pair's high stays 2**60, its low holds 128), then 2**-60, whose second TwoSum errs by 2**-60 in
+    the groups' vector step: that error must reach the slot's accumulator, and it decides the rounding
+    (2**60 + 256 with it, the tie's 2**60 without)."""
+    W = RUN_LANES
+    x = np.zeros(5 * W)
+    x[[W + j, 2 * W + j, 3 * W + j]] = [2.0 ** 60, 128.0, 2.0 ** -60]
+    key = np.full(x.size, 2, np.int32)
+    for _, got in split_runs(so_run, "host", threads=[1], min_chunk=1024, key=key, x=x, acc=np.zeros(SLOTS)):
+        same_bits(got, np.where(np.arange(SLOTS) == 2, 2.0 ** 60 + 256.0, 0.0), np.float64, f"lane {j}")

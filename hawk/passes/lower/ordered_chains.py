@@ -31,7 +31,7 @@ the result never does.
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import scf, vector
+from mlir.dialects import scf
 
 from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
 from hawk.ir.build import create
@@ -180,11 +180,18 @@ def deposit_chunk_pairs(cx: Lowering) -> None:
 def _deposit_wide(cx: Lowering, exact: ir.Value, base: ir.Value, vals: list[ir.Value]) -> None:
     """Every entry of these float64 vectors into the accumulator at `base`: as it is (float64), or as its three
     float32 parts (float32; the values are sums of float32 terms within float32's range, so the parts are
-    exact)."""
+    exact). The entries are parked in a small buffer and deposited in a loop: one copy of the deposit's code per
+    call (unrolled, the copies of every component, lane and call made a float32 vector sum's library take a
+    minute to compile)."""
     e = cx.e
-    for v in vals:
-        for j in range(cx.pair_w):
-            exact_emit.deposit_as(e, exact, base, vector.extract(v, [], [j]), e.f)
+    n = len(vals) * cx.pair_w
+    parked = cx.temp(n, e.f64, tag="chain-deposit")
+    for i, v in enumerate(vals):
+        e.vstore(v, parked, e.c(i * cx.pair_w))
+    each = scf.ForOp(e.c(0), e.c(n), e.c(1), [])
+    with ir.InsertionPoint(each.body):
+        exact_emit.deposit_as(e, exact, base, e.load(parked, each.induction_variable), e.f)
+        scf.YieldOp([])
 
 
 def chain_inits(cx: Lowering, inits: list[ir.Value], nchunk: int) -> list[ir.Value]:

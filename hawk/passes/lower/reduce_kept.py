@@ -78,11 +78,7 @@ def nested_group_step(cx: Lowering, kept: list) -> None:
             anyone = create("vector.reduction", [rare], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")})
             branch = scf.IfOp(anyone.result, [], has_else=False)
             with ir.InsertionPoint(branch.then_block):
-                for j in range(NEST_CHAINS):
-                    one = scf.IfOp(vector.extract(rare, [], [j]), [], has_else=False)
-                    with ir.InsertionPoint(one.then_block):
-                        scatters.spill(cx, r.cell, _slot_at(cx, r, c, slot, n), vector.extract(late, [], [j]))
-                        scf.YieldOp([])
+                scatters.spill_lanes(cx, r.cell, _slot_at(cx, r, c, slot, n), rare, late)
                 scf.YieldOp([])
     cx.nested_group = {}
 
@@ -107,8 +103,7 @@ def nested_pairs_out(cx: Lowering, r, slot: ir.Value, n: ir.Value, res: list[ir.
             scatters.exact_add(cx, r.cell, at, lo)
             scf.YieldOp([])
         with ir.InsertionPoint(branch.else_block):
-            for v in vals:
-                scatters.exact_add(cx, r.cell, at, v)
+            scatters.add_each(cx, r.cell, at, vals)
             scf.YieldOp([])
     if r.kind == "mean":
         count = e.op("arith.uitofp", res[2 * size(r.payload)], t=e.f64)

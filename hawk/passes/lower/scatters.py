@@ -133,6 +133,37 @@ def spill(cx: Lowering, name: str, at: ir.Value, x: ir.Value) -> None:
            {"kind": ir.IntegerAttr.get(e.i64, 1)})  # addi
 
 
+def spill_lanes(cx: Lowering, name: str, at: ir.Value, rare: ir.Value, late: ir.Value) -> None:
+    """Each lane of the float64 vector `late` where `rare` holds (pair_step's; a rare lane's value is never zero:
+    a large term or a non-zero error) spilled into slot `at` of `name`. The lanes are parked in a small buffer
+    and spilled in a loop: one copy of spill's code (an unrolled copy per lane made a library's build slow)."""
+    e = cx.e
+    n = ir.VectorType(late.type).shape[0]
+    parked = cx.temp(n, e.f64, tag="spill-lanes")
+    e.vstore(e.select(rare, late, e.splat(0.0, late.type)), parked, e.c(0))
+    each = scf.ForOp(e.c(0), e.c(n), e.c(1), [])
+    with ir.InsertionPoint(each.body):
+        x = e.load(parked, each.induction_variable)
+        one = scf.IfOp(e.cmpf(_UNE, x, e.cf(0.0, e.f64)), [], has_else=False)
+        with ir.InsertionPoint(one.then_block):
+            spill(cx, name, at, x)
+            scf.YieldOp([])
+        scf.YieldOp([])
+
+
+def add_each(cx: Lowering, name: str, at: ir.Value, vals: list[ir.Value]) -> None:
+    """exact_add of each of these float64 values into slot `at`, parked in a small buffer and added in a loop
+    (one copy of exact_add's code)."""
+    e = cx.e
+    parked = cx.temp(len(vals), e.f64, tag="add-each")
+    for i, v in enumerate(vals):
+        e.store(v, parked, e.c(i))
+    each = scf.ForOp(e.c(0), e.c(len(vals)), e.c(1), [])
+    with ir.InsertionPoint(each.body):
+        exact_add(cx, name, at, e.load(parked, each.induction_variable))
+        scf.YieldOp([])
+
+
 def comp_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, carry: ir.Value | None = None) -> None:
     """Neumaier-add x (float64) into the companion's (sum, correction) pair of slot `at`; `carry` is a
     correction already gathered elsewhere (a sorted run's)."""

@@ -90,16 +90,11 @@ def run_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], op) -> list
         with ir.InsertionPoint(branch.then_block):
             s1, e1 = e.two_sum(highs, terms)
             s2, e2 = e.two_sum(lows, e1)
-            lost = create("vector.reduction", [e.cmpf(_UNE, e2, e.splat(0.0, vec))], [e.i1],
-                          {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
-            rare = scf.IfOp(lost, [], has_else=False)
+            nonzero = e.cmpf(_UNE, e2, e.splat(0.0, vec))
+            lost = create("vector.reduction", [nonzero], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")})
+            rare = scf.IfOp(lost.result, [], has_else=False)
             with ir.InsertionPoint(rare.then_block):  # each non-zero error into the accumulator
-                for j in range(W):
-                    err = vector.extract(e2, [], [j])
-                    one = scf.IfOp(e.cmpf(_UNE, err, e.cf(0.0, e.f64)), [], has_else=False)
-                    with ir.InsertionPoint(one.then_block):
-                        scatters.spill(cx, sink, e.to_index(key), err)
-                        scf.YieldOp([])
+                scatters.spill_lanes(cx, sink, e.to_index(key), nonzero, e2)
                 scf.YieldOp([])
             scf.YieldOp([key, s1, s2])
         with ir.InsertionPoint(branch.else_block):
