@@ -105,6 +105,8 @@ def startup(runs: int) -> dict:
         "first_use_ms": med(first, "prime_s") * 1e3,
         "cold_first_result_ms": med(cold, "first_result_s") * 1e3,
         "warm_first_result_ms": med(warm, "first_result_s") * 1e3,
+        "cold_large_result_ms": med(cold, "large_first_result_s") * 1e3,
+        "warm_large_result_ms": med(warm, "large_first_result_s") * 1e3,
         "import_ms": med(cold + warm, "import_s") * 1e3,
         "second_plan_same_process_ms": med(cold + warm, "next_plan_s") * 1e3,
         "bytecode": all(r["bytecode"] for r in first + cold + warm),

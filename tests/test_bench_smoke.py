@@ -64,7 +64,8 @@ def test_suite_smoke(tmp_path):
 
     ex = rep["extras"]
     assert ex["overhead_us"]["hawk bound launch (map: x + 1)"]["us"] > 0
-    assert ex["startup"]["ok"] and ex["startup"]["cold_first_result_ms"] > 0
+    st = ex["startup"]
+    assert st["ok"] and st["cold_first_result_ms"] > 0 and st["cold_large_result_ms"] > 0
     assert ex["memory"]["cases"]
 
 
