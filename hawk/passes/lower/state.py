@@ -14,7 +14,7 @@ from hawk.ir.access import sink_name, stored_value
 from hawk.ir.build import create
 from hawk.passes.analysis import payload_of
 from hawk.passes.host_emit import size
-from hawk.passes.lower import scan, sorted_runs, wide
+from hawk.passes.lower import ordered_chains, scan, sorted_runs, wide
 from hawk.passes.lower.context import Lowering
 from hawk.passes.lower.finish import finish_accs
 from hawk.passes.lower.sorted_runs import Run
@@ -88,7 +88,7 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
         cx.term_range = len(chain)  # (as bits; ordered_chains.range_step), tested once at the block's end
         bits = ir.IntegerType.get_signless(e.f.width)
         flags = ir.VectorType.get([ORDERED_CHAINS], bits)
-        for v in (0, -1) * cx.n_terms:
+        for v in ordered_chains.range_init(e.f.width) * cx.n_terms:
             init = ir.DenseElementsAttr.get_splat(flags, ir.IntegerAttr.get(bits, v))
             chain.append(create("arith.constant", [], [flags], {"value": init}).result)
     cx.nchunk_red = len(chunk)
