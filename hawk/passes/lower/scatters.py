@@ -69,9 +69,7 @@ def exact_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, live: ir.Value
     if live is not None:
         x = e.select(live, x, e.cf(0.0))
     hi, lo = e.load(pairs, p), e.load(pairs, q)
-    s1, e1 = e.two_sum(hi, e.widen(x, e.f64))
-    s2, e2 = e.two_sum(lo, e1)
-    ok = e.cmpf(_OEQ, e2, e.cf(0.0, e.f64))  # false for NaN too: a sum that is inf or NaN makes the error NaN
+    s1, s2, ok = pair_add(cx, hi, lo, e.c(1, e.i1), e.widen(x, e.f64))
     if not isinstance(e.f, ir.F64Type):  # (a float32 kernel's pair stays below 2**127: the finish's f32_parts)
         ok = e.op("arith.andi", ok, e.op("arith.xori", exact_emit.past_f32(e, s1), e.c(1, e.i1)))
     keep = scf.IfOp(ok, [], has_else=True)

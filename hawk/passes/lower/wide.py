@@ -190,14 +190,13 @@ def reduce_ordered_wide(cx: Lowering, acc, v: ir.Value, mask: ir.Value | None) -
     branch = scf.IfOp(anyone, [], has_else=False)
     with ir.InsertionPoint(branch.then_block):
         parked = cx.temp(n, e.f64, tag="wide-late")
-        flags = cx.temp(n, e.f64, tag="wide-rare")
-        e.vstore(late, parked, e.c(0))
-        e.vstore(e.select(rare, e.splat(1.0, vec), zero), flags, e.c(0))
+        e.vstore(e.select(rare, late, zero), parked, e.c(0))  # (a rare component's late value is never zero)
         exact = cx.bufs[("#exact", "exact")]
         for c in _each(cx, n):
-            one = scf.IfOp(e.cmpf(_UNE, e.load(flags, c), e.cf(0.0, e.f64)), [], has_else=False)
+            y = e.load(parked, c)
+            one = scf.IfOp(e.cmpf(_UNE, y, e.cf(0.0, e.f64)), [], has_else=False)
             with ir.InsertionPoint(one.then_block):
-                exact_emit.deposit_as(e, exact, ordered_chains.exact_slot(cx, acc, c), e.load(parked, c), e.f)
+                exact_emit.deposit_as(e, exact, ordered_chains.exact_slot(cx, acc, c), y, e.f)
                 scf.YieldOp([])
         scf.YieldOp([])
 
