@@ -1,9 +1,9 @@
 """Every kernel of the test suite compiles for the GPU targets, checked by the real offline tools.
 
 For each @hawk.kernel defined at module level in tests/ (every stage of split kernels), float64, plus float32 for
-a handful: PTX for sm_80 and sm_90 that ptxas assembles, and AMD code objects for gfx90a and gfx1100 that ld.lld
-links with no undefined symbols and that define the stage's kernel descriptor. A kernel that fails to lower is a
-bug: its test fails with the compiler's words.
+a handful: PTX for sm_80 (and sm_90 for a fixed sample: nvvm_chips) that ptxas assembles, and AMD code objects
+for gfx90a and gfx1100 that ld.lld links with no undefined symbols and that define the stage's kernel descriptor.
+A kernel that fails to lower is a bug: its test fails with the compiler's words.
 
 The builds run in two worker processes (this machine has two cores; compiling holds the GIL), once per session,
 for the tests that were selected; a worker that crashes is replaced and its job reported as failed. Tests that
@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import traceback
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,16 @@ KNOWN_NVVM = (re.compile(r"vector\.multi_reduction|Translation failed for operat
               "target")
 
 
+def nvvm_chips(module: str, name: str) -> tuple[str, ...]:
+    """sm_80 for every kernel; sm_90 for the float32 handful and a fixed quarter of the rest (by a hash of the
+    name, so the sample does not move when kernels are added). The two chips take the same module through the
+    same NVPTX backend with another `.target` (the same PTX but for a few instructions), so a sample finds what
+    is sm_90's own at a quarter of its build and ptxas time."""
+    if name in FLOAT32 or zlib.crc32(f"{module}.{name}".encode()) % 4 == 0:
+        return CHIPS["nvvm"]
+    return CHIPS["nvvm"][:1]
+
+
 def _job_id(job) -> str:
     return f"{job[1]}-{job[2]}"
 
@@ -126,7 +137,7 @@ def build_job(module: str, name: str, dtype: str) -> dict:
             rec["lower"] = _words(exc)
             continue
         entry = f"{st.name}_lanes"
-        for chip in CHIPS["nvvm"]:
+        for chip in nvvm_chips(module, name):
             try:
                 target = NvvmTarget(chip)
                 ptx = target.compile(gpu[target.subgroup])
@@ -284,7 +295,7 @@ def test_the_suite_has_kernels_of_every_shape():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("job", JOBS, ids=_job_id)
-def test_ptx_assembles_for_sm80_and_sm90(job, gpu_builds):
+def test_ptx_assembles_for_nvidia_chips(job, gpu_builds):
     res = gpu_builds[job]
     assert res["stages"] or res.get("error"), "no stage was built"
     bad = _failures(res, "nvvm")
@@ -368,18 +379,6 @@ def test_rocdl_controls_follow_the_chip():
         in controls("gfx1100")
     with pytest.raises(ValueError, match="rocdl chip 'sm_80' is not known"):
         eagle.deploy(gc_fast_dot, target="rocdl", chip="sm_80")
-
-
-def test_rocdl_check_refuses_undefined_symbols_and_missing_kernels():
-    from hawk.targets.rocdl import RocdlTarget
-
-    target = RocdlTarget()
-    binary = target.compile(gc_fast_dot.lowered_gpu(gc_fast_dot.default_spec(), 0).gpu_module)
-    assert target.check(binary, "gc_fast_dot_lanes")["kernels"] == ["gc_fast_dot_lanes"]
-    with pytest.raises(RuntimeError, match="no kernel descriptor nothing_lanes.kd"):
-        target.check(binary, "nothing_lanes")
-    with pytest.raises(RuntimeError, match="not an ELF"):
-        target.check(b"not a code object")
 
 
 # ---- runtimes -------------------------------------------------------------------------------------------------

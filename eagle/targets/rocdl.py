@@ -10,6 +10,7 @@ import os
 import numpy as np
 
 from eagle.targets.device import DeviceRuntime, Grid, Placed, PointerBuffer, Transfers, missing
+from hawk.abi.libraries import first_loadable
 
 
 # ---- launch (NumPy and ctypes only) -------------------------------------------------------------------------
@@ -26,13 +27,7 @@ class HipRuntime(DeviceRuntime):
         path = os.environ.get("HAWK_HIP_LIBRARY") or ctypes.util.find_library("amdhip64")
         cands = [path] if path else []
         cands += ["libamdhip64.so", "/opt/rocm/lib/libamdhip64.so"]
-        lib, errors = None, []
-        for c in cands:
-            try:
-                lib = ctypes.CDLL(c)
-                break
-            except OSError as exc:
-                errors.append(str(exc))
+        lib, errors = first_loadable(cands)
         if lib is None:
             raise missing("rocdl", "the HIP runtime of ROCm (libamdhip64.so)",
                           "no ROCm runtime: " + (errors[-1] if errors else "libamdhip64.so not found"))

@@ -2,9 +2,10 @@
 HIP is eagle/targets/rocdl.py's).
 
 The MLIR wheel's LLVM has no AMDGPU backend, so MLIR stops at LLVM IR (convert-gpu-to-rocdl, then
-translate_module_to_llvmir) and Debian's LLVM 22 tools finish: `llvm-link-22 --only-needed` pulls in the ROCm
-device libraries (ockl for the work-group size, ocml for math), `llc-22` makes an object for the chip and
-`ld.lld-22 -shared` makes the code object HIP loads.
+translate_module_to_llvmir) and Debian's LLVM 22 finishes: `llvm-link-22 --only-needed` pulls in the ROCm
+device libraries (ockl for the work-group size, ocml for math), its shared library optimises and makes an object
+for the chip in this process (hawk.targets.llvm_c: what `opt-22 -O3` and `llc-22 -O3` make, without two tool
+start-ups) and `ld.lld-22 -shared` makes the code object HIP loads.
 
 The device libraries' control variables (wavefront size, ISA version, ABI version, denormal and rounding
 controls) are written here as a small LLVM module per chip instead of taken from the oclc_*.bc files, so that
@@ -22,6 +23,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from hawk.targets import llvm_c
 from hawk.targets.gpu_vectors import lower_vectors
 
 TRIPLE = "amdgcn-amd-amdhsa"
@@ -29,7 +31,9 @@ TRIPLE = "amdgcn-amd-amdhsa"
 DATA_LAYOUT = ("e-m:e-p:64:64-p1:64:64-p2:32:32-p3:32:32-p4:64:64-p5:32:32-p6:32:32-p7:160:256:256:32-"
                "p8:128:128:128:48-p9:192:256:256:32-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
                "v256:256-v512:512-v1024:1024-v2048:2048-n32:64-S32-A5-G1-ni:7:8:9")
-CHIPS = ("gfx900", "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950", "gfx1010", "gfx1030",
+# (LLVM 22 no longer knows gfx940 and gfx941, folded into gfx942: llc built generic code for them, which the check
+# then refused with a puzzling message)
+CHIPS = ("gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1010", "gfx1030",
          "gfx1031", "gfx1100", "gfx1101", "gfx1102", "gfx1150", "gfx1151", "gfx1200", "gfx1201")
 ABI_VERSION = 500  # code object v5, what LLVM 22 emits by default and ROCm >= 5.x loads
 LLVM_SUFFIX = "-22"  # the Debian LLVM whose IR reader matches the MLIR wheel's LLVM (22.1)
@@ -96,14 +100,33 @@ def device_libs_dir() -> Path:
                        "rocm-device-libs (scripts/setup.sh does), or set HAWK_ROCM_DEVICE_LIBS to their folder")
 
 
+# LLVM's options for every AMDGPU compile in this process (command-line options of the library, set once):
+# -amdgpu-unroll-threshold-private=0: AMDGPU otherwise unrolls loops over private arrays far more eagerly (to
+# promote the arrays to registers); wide payloads' component loops over per-thread buffers then became straight-line
+# code again, and a compensated Vector[64] sum took 20 s in llc. The code object version is the ABI's.
+LLVM_OPTIONS = ("-amdgpu-unroll-threshold-private=0", f"--amdhsa-code-object-version={ABI_VERSION // 100}")
+
+
+def llvm_c_api():
+    """The in-process LLVM 22 with the AMDGPU backend and this target's options."""
+    a = llvm_c.api("AMDGPU")
+    llvm_c.set_options(a, LLVM_OPTIONS)
+    return a
+
+
+def _explained(words: str) -> str:
+    """LLVM's words, with what to do where they are about private memory."""
+    if "stack frame size" in words:  # private memory a thread: wide payloads' per-thread buffers
+        words += (" -- the kernel needs more private memory per thread than the chip allows: its wide payloads'"
+                  " per-thread state (a compensated sum keeps 18 float64 a component) is too large; use a"
+                  " narrower payload here, or run it on 'nvvm' or 'host'")
+    return words
+
+
 def _run(cmd: list[str], what: str) -> None:
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        words = (r.stderr or r.stdout).strip()[:4000]
-        if "stack frame size" in words:  # private memory a thread: wide payloads' per-thread buffers
-            words += (" -- the kernel needs more private memory per thread than the chip allows: its wide payloads'"
-                      " per-thread state (a compensated sum keeps 18 float64 a component) is too large; use a"
-                      " narrower payload here, or run it on 'nvvm' or 'host'")
+        words = _explained((r.stderr or r.stdout).strip()[:4000])
         raise RuntimeError(f"{what} failed ({Path(cmd[0]).name}): {words}")
 
 
@@ -164,7 +187,7 @@ class RocdlTarget:
         with tempfile.TemporaryDirectory() as d:
             d = Path(d)
             (d / "k.ll").write_text(text)
-            linked, optimized, obj, co = d / "linked.bc", d / "opt.bc", d / "k.o", d / "k.hsaco"
+            linked, obj, co = d / "linked.bc", d / "k.o", d / "k.hsaco"
             if any(f"@__{lib}_" in text for lib in DEVICE_LIBS):
                 # --only-needed: pull in only what the kernel calls (and what that calls) from the libraries
                 (d / "controls.ll").write_text(controls(self.chip))
@@ -173,42 +196,34 @@ class RocdlTarget:
                       str(linked)], "linking the ROCm device libraries")
             else:  # a kernel that calls neither library: nothing to link (about half of the link time)
                 linked = d / "k.ll"
-            # IR optimisation as MLIR's own GPU serializers do (O3): inlines the library calls. No fast-math flag
-            # is added, so the ordered paths keep their separate, unfused adds.
-            # -amdgpu-unroll-threshold-private=0: AMDGPU otherwise unrolls loops over private arrays far more
-            # eagerly (to promote the arrays to registers); wide payloads' component loops over per-thread
-            # buffers then became straight-line code again, and a compensated Vector[64] sum took 20 s in llc
-            _run([tool("opt"), "-O3", f"-mtriple={TRIPLE}", f"-mcpu={self.chip}", "-amdgpu-unroll-threshold-private=0",
-                  str(linked), "-o", str(optimized)], f"optimising for {self.chip}")
-            _run([tool("llc"), f"-mtriple={TRIPLE}", f"-mcpu={self.chip}", "-O3", "-filetype=obj",
-                  f"--amdhsa-code-object-version={ABI_VERSION // 100}", str(optimized), "-o", str(obj)],
-                 f"compiling for {self.chip}")
+            # IR optimisation as MLIR's own GPU serializers do (O3), then code generation (as `opt -O3` and
+            # `llc -O3` would, in this process: hawk.targets.llvm_c). It inlines the library calls; no fast-math
+            # flag is added, so the ordered paths keep their separate, unfused adds.
+            try:
+                obj.write_bytes(llvm_c.object_code(llvm_c_api(), linked.read_bytes(), TRIPLE, self.chip,
+                                                   f"compiling for {self.chip}"))
+            except RuntimeError as exc:
+                raise RuntimeError(_explained(str(exc))) from None
             _run([tool("ld.lld"), "-shared", str(obj), "-o", str(co)], "linking the code object")
             return co.read_bytes()
 
     def check(self, binary: bytes, entry: str | None = None) -> dict:
         """Check a code object offline: an AMDGPU ELF for this chip, no undefined symbols, and the kernel's
         descriptor `<entry>.kd` defined. Returns {"undefined": [], "kernels": [...]}; raises on a failure."""
-        if binary[:4] != b"\x7fELF":
-            raise RuntimeError("the rocdl binary is not an ELF code object")
-        with tempfile.TemporaryDirectory() as d:
-            p = Path(d) / "k.hsaco"
-            p.write_bytes(binary)
-            r = subprocess.run([tool("llvm-nm"), "--undefined-only", str(p)], capture_output=True, text=True)
-            if r.returncode != 0:
-                raise RuntimeError(f"llvm-nm cannot read the code object: {r.stderr.strip()}")
-            undefined = [ln.split()[-1] for ln in r.stdout.splitlines() if ln.strip()]
-            if undefined:
-                raise RuntimeError(f"the {self.chip} code object has undefined symbols: {undefined}")
-            r = subprocess.run([tool("llvm-readelf"), "--file-header", "--dyn-symbols", str(p)], capture_output=True,
-                               text=True)
-            if r.returncode != 0:
-                raise RuntimeError(f"llvm-readelf cannot read the code object: {r.stderr.strip()}")
-            if "AMDGPU" not in r.stdout or self.chip.upper() not in r.stdout.upper():
-                raise RuntimeError(f"the code object is not an AMDGPU ELF for {self.chip}:\n{r.stdout[:2000]}")
-            kernels = sorted({w[:-3] for w in r.stdout.split() if w.endswith(".kd")})
-            if entry is not None and entry not in kernels:
-                raise RuntimeError(f"the code object has no kernel descriptor {entry}.kd (it has {kernels})")
-            if not kernels:
-                raise RuntimeError("the code object holds no kernel")
-            return {"undefined": undefined, "kernels": kernels}
+        from hawk.targets import amd_elf
+
+        try:
+            obj = amd_elf.read(binary)
+        except ValueError as exc:
+            raise RuntimeError(f"the rocdl binary is not an AMDGPU ELF code object: {exc}") from None
+        if obj.mach != amd_elf.MACH[self.chip]:
+            have = next((c for c, m in amd_elf.MACH.items() if m == obj.mach), f"machine {obj.mach:#x}")
+            raise RuntimeError(f"the code object is for {have}, not {self.chip}")
+        if obj.undefined:
+            raise RuntimeError(f"the {self.chip} code object has undefined symbols: {sorted(obj.undefined)}")
+        kernels = sorted(n[:-3] for n in obj.defined if n.endswith(".kd"))
+        if entry is not None and entry not in kernels:
+            raise RuntimeError(f"the code object has no kernel descriptor {entry}.kd (it has {kernels})")
+        if not kernels:
+            raise RuntimeError("the code object holds no kernel")
+        return {"undefined": [], "kernels": kernels}
