@@ -40,11 +40,12 @@ ALGORITHMS_RUNNER = Path(__file__).with_name("fuzz_algorithms.py")  # (its own c
 ROOT = RUNNER.parent.parent
 
 
-def _run_batch(start: int, stop: int, workdir: Path, runner: Path = RUNNER) -> list[dict]:
+def _run_batch(start: int, stop: int, workdir: Path, runner: Path = RUNNER, cache: Path | None = None) -> list[dict]:
     """Check cases [start, stop) in fresh processes: a process that dies is reported as a crash of the case it
-    had begun (with its source), and the rest of the batch goes on in a new process."""
+    had begun (with its source), and the rest of the batch goes on in a new process. `cache`: the compile cache
+    (default: one in `workdir`)."""
     results: list[dict] = []
-    env = {**os.environ, "HAWK_CACHE_DIR": str(workdir / "cache"), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "HAWK_CACHE_DIR": str(cache or workdir / "cache"), "PYTHONPATH": str(ROOT)}
     while start < stop:
         proc = subprocess.run([sys.executable, str(runner), "--seed", str(SEED), "--start", str(start), "--count",
                                str(stop - start), "--dir", str(workdir)], capture_output=True, text=True, env=env,
@@ -77,10 +78,17 @@ def _run_batch(start: int, stop: int, workdir: Path, runner: Path = RUNNER) -> l
     return results
 
 
-def test_generated_kernels_match_numpy_or_are_refused_by_line(tmp_path):
+@pytest.fixture(scope="module")
+def fuzz_cache(tmp_path_factory) -> Path:
+    """One compile cache for the module's runners: they take the same generated kernels (cases 0, 1, ...) further,
+    so a kernel one runner built is a cache hit for the next (keys name the kernel and spec, not the file)."""
+    return tmp_path_factory.mktemp("fuzz-cache")
+
+
+def test_generated_kernels_match_numpy_or_are_refused_by_line(tmp_path, fuzz_cache):
     starts = range(0, COUNT, BATCH)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        batches = pool.map(lambda s: _run_batch(s, min(s + BATCH, COUNT), tmp_path), starts)
+        batches = pool.map(lambda s: _run_batch(s, min(s + BATCH, COUNT), tmp_path, cache=fuzz_cache), starts)
         results = [r for b in batches for r in b]
     seen = {r["index"] for r in results}
     assert seen == set(range(COUNT)), f"cases never reported: {sorted(set(range(COUNT)) - seen)[:10]}"
@@ -95,11 +103,12 @@ def test_generated_kernels_match_numpy_or_are_refused_by_line(tmp_path):
                     f"\n\nsource of case {SEED}:{first.index}:\n{first.source}")
 
 
-def _run_runner(count: int, tmp_path: Path, runner: Path) -> list[dict]:
+def _run_runner(count: int, tmp_path: Path, runner: Path, cache: Path) -> list[dict]:
     """Cases [0, count) through a runner script in two halves side by side; asserts that none failed."""
     half = (count + 1) // 2
     with ThreadPoolExecutor(max_workers=2) as pool:
-        batches = pool.map(lambda s: _run_batch(s, min(s + half, count), tmp_path, runner), range(0, count, half))
+        batches = pool.map(lambda s: _run_batch(s, min(s + half, count), tmp_path, runner, cache),
+                           range(0, count, half))
         results = [r for b in batches for r in b]
     assert {r["index"] for r in results} == set(range(count))
     failed = [r for r in results if r["status"] == "fail"]
@@ -107,46 +116,46 @@ def _run_runner(count: int, tmp_path: Path, runner: Path) -> list[dict]:
     return [r for r in results if r["status"] != "skipped"]
 
 
-def test_reverse_of_generated_kernels_matches_difference_quotients(tmp_path):
+def test_reverse_of_generated_kernels_matches_difference_quotients(tmp_path, fuzz_cache):
     """tests/fuzz_reverse.py on the same kernels: every gradient against central differences of the compiled
     forward, or a refusal by name. Most kernels must really be judged (not all rough or refused)."""
-    runs = _run_runner(REVERSE_COUNT, tmp_path, REVERSE_RUNNER)
+    runs = _run_runner(REVERSE_COUNT, tmp_path, REVERSE_RUNNER, fuzz_cache)
     judged = [r for r in runs if r["status"] == "ok"]
     assert len(judged) >= 0.6 * len(runs), f"only {len(judged)} of {len(runs)} gradients judged: {runs[:5]}"
 
 
-def test_split_runs_of_generated_kernels_keep_the_promised_bits(tmp_path):
+def test_split_runs_of_generated_kernels_keep_the_promised_bits(tmp_path, fuzz_cache):
     """tests/fuzz_threads.py: the kernels on 20,011 lanes (3,001 grid rows), whole on one thread and split into
     many chunks on 2 and 3 threads; every output that promises bits compared bit for bit. Most cases must really
     have been split and compared."""
-    compared = _run_runner(SPLIT_COUNT, tmp_path, SPLIT_RUNNER)
+    compared = _run_runner(SPLIT_COUNT, tmp_path, SPLIT_RUNNER, fuzz_cache)
     split = [r for r in compared if r["status"] == "ok"]
     assert len(split) >= 0.8 * len(compared) and len(split) >= SPLIT_COUNT // 3, \
         f"only {len(split)} of {len(compared)} cases split and compared: {compared[:5]}"
 
 
-def test_generated_kernels_through_the_jax_and_torch_bridges(tmp_path):
+def test_generated_kernels_through_the_jax_and_torch_bridges(tmp_path, fuzz_cache):
     """tests/fuzz_bridges.py: each kernel through eagle.torch.wrap and eagle.jax.wrap, results against Plan.run's
     bits and gradients (torch autograd, jax.vjp) against plan.reverse's bits."""
-    runs = _run_runner(BRIDGE_COUNT, tmp_path, BRIDGE_RUNNER)
+    runs = _run_runner(BRIDGE_COUNT, tmp_path, BRIDGE_RUNNER, fuzz_cache)
     done = [r for r in runs if r["status"] == "ok"]
     assert len(done) >= 0.8 * len(runs), f"only {len(done)} of {len(runs)} kernels went through: {runs[:5]}"
     assert any("gradients" in r["why"] for r in done), "no gradient was compared"
 
 
-def test_generated_kernels_as_artifacts(tmp_path):
+def test_generated_kernels_as_artifacts(tmp_path, fuzz_cache):
     """tests/fuzz_artifacts.py: each kernel published with build_bundle, loaded and run without the compiler's
     Plan; the results that promise bits have Plan.run's, the rest meet NumPy's reference."""
-    runs = _run_runner(ARTIFACT_COUNT, tmp_path, ARTIFACT_RUNNER)
+    runs = _run_runner(ARTIFACT_COUNT, tmp_path, ARTIFACT_RUNNER, fuzz_cache)
     assert len([r for r in runs if r["status"] == "ok"]) >= 0.9 * len(runs), runs[:5]
 
 
-def test_algorithms_meet_their_documented_semantics(tmp_path):
+def test_algorithms_meet_their_documented_semantics(tmp_path, fuzz_cache):
     """tests/fuzz_algorithms.py: calls of eagle.algorithms and the eagle.Array reductions with random dtypes,
     sizes, prefixes, layouts and special values, each against a NumPy/Python reference of docs/algorithms.md
     (bits where the docs promise bits), refusals by documented type with the caller's arrays unchanged, and the
     same bits on 3 threads in small chunks. Most cases must run (not be refused), and many must be split."""
-    runs = _run_runner(ALGORITHMS_COUNT, tmp_path, ALGORITHMS_RUNNER)
+    runs = _run_runner(ALGORITHMS_COUNT, tmp_path, ALGORITHMS_RUNNER, fuzz_cache)
     ran = [r for r in runs if r["status"] == "ok" and r["why"].startswith("match")]
     assert len(ran) >= 0.6 * len(runs), f"only {len(ran)} of {len(runs)} calls ran: {runs[:5]}"
     assert sum("split into" in r["why"] for r in ran) >= 0.25 * len(runs), "few calls split over 3 threads"
