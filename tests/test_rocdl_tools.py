@@ -136,3 +136,21 @@ def test_the_check_refuses_what_is_not_the_chips_complete_kernel():
     called = _amd_code_object("gfx90a", "declare void @nowhere()\n", "call void @nowhere()")
     with pytest.raises(RuntimeError, match=r"gfx90a code object has undefined symbols: \['nowhere'\]"):
         target.check(called, "k")
+
+
+def test_builds_in_several_threads_give_the_same_objects():
+    """Each build has its own LLVM context and target machine: stages compiled side by side in threads are the
+    objects compiled one after another."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(k, chip) for k in (rt_dot, rt_exp, rt_vec) for chip in ("gfx90a", "gfx1100")]
+
+    def build(job):
+        kernel, chip = job
+        target = RocdlTarget(chip)
+        return target.compile(kernel.lowered_gpu(kernel.default_spec(), 0, target.subgroup, True).gpu_module)
+
+    alone = [build(j) for j in jobs]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        together = list(pool.map(build, jobs * 2))
+    assert together == alone * 2

@@ -25,6 +25,7 @@ _str = ctypes.c_char_p
 OPT_AGGRESSIVE, RELOC_DEFAULT, CODE_MODEL_DEFAULT, OBJECT_FILE, DS_ERROR = 3, 0, 0, 1, 0
 _DIAGNOSTIC = ctypes.CFUNCTYPE(None, _vp, _vp)
 _lock = threading.Lock()
+_options_lock = threading.Lock()
 _options: tuple[str, ...] | None = None
 
 
@@ -73,9 +74,15 @@ class _Api:
         return text
 
 
-@cache
 def api(backend: str) -> _Api:
-    """The loaded library with `backend`'s target (e.g. "AMDGPU") initialised; RuntimeError if it is missing."""
+    """The loaded library with `backend`'s target (e.g. "AMDGPU") initialised; RuntimeError if it is missing.
+    Loaded once per process, under a lock (builds may run in several threads)."""
+    with _lock:
+        return _load(backend)
+
+
+@cache
+def _load(backend: str) -> _Api:
     lib, why = first_loadable(LIBRARY_NAMES)
     if lib is None:
         raise RuntimeError("compiling for this target needs LLVM 22's shared library (libLLVM.so.22.1, Debian "
@@ -89,7 +96,7 @@ def api(backend: str) -> _Api:
 def set_options(a: _Api, options: tuple[str, ...]) -> None:
     """LLVM's command-line options (process-wide, settable once): a second, different set is refused."""
     global _options
-    with _lock:
+    with _options_lock:
         if _options is None:
             argv = (_str * (len(options) + 1))(b"hawk", *(o.encode() for o in options))
             a.parse_command_line(len(options) + 1, argv, None)
