@@ -26,7 +26,8 @@ fi
 # Debian packages.
 # APT_PACKAGES: packages every machine needs, checked with dpkg (apt-get runs only when one is missing).
 # The GPU toolchains the tests use without a GPU:
-#   llvm-22 lld-22 rocm-device-libs   AMD code objects (llc-22, llvm-link-22, ld.lld-22; ockl/ocml bitcode)
+#   llvm-22 lld-22 rocm-device-libs   AMD code objects (libLLVM.so.22.1 in process, llvm-link-22, ld.lld-22;
+#                                     ockl/ocml bitcode)
 #   spirv-tools                       spirv-val
 #   mesa-vulkan-drivers libvulkan1    lavapipe: runs the SPIR-V target on the CPU
 # (ptxas comes from the pip extra `gpu`: nvidia-cuda-nvcc-cu12.)
