@@ -14,7 +14,7 @@ EM_AMDGPU = 224
 SHT_SYMTAB, SHT_DYNSYM = 2, 11
 SHN_UNDEF = 0
 # EF_AMDGPU_MACH_AMDGCN_* (the low byte of e_flags), from LLVM's BinaryFormat/ELF.h, for the chips
-# hawk.targets.rocdl.CHIPS lists (tests/test_gpu_compile.py checks each against what llc-22 writes)
+# hawk.targets.rocdl.CHIPS lists (tests/test_rocdl_tools.py checks each against what llc-22 writes)
 MACH = {"gfx900": 0x02C, "gfx906": 0x02F, "gfx908": 0x030, "gfx90a": 0x03F, "gfx942": 0x04C, "gfx950": 0x04F,
         "gfx1010": 0x033, "gfx1030": 0x036, "gfx1031": 0x037, "gfx1100": 0x041, "gfx1101": 0x046, "gfx1102": 0x047,
         "gfx1150": 0x043, "gfx1151": 0x04A, "gfx1200": 0x048, "gfx1201": 0x04E}

@@ -4,7 +4,7 @@ The rocdl target needs LLVM's AMDGPU backend, which the MLIR wheel's LLVM lacks,
 tools: `opt -O3`, then `llc -O3`. Each tool process spent about 20 ms starting (loading libLLVM and registering
 its targets) before doing 10-40 ms of work on a stage. Here the same pipeline (the `default<O3>` pass pipeline for
 the target machine, then its code generator at the aggressive level) runs on a library loaded once: the objects are
-byte-identical to the tools' (tests/test_gpu_compile.py compares them) at a third of the time.
+byte-identical to the tools' (tests/test_rocdl_tools.py compares them) at a third of the time.
 
 An LLVM error diagnostic would end the process under LLVM's default handler, so every context gets a handler that
 collects the diagnostics, and errors become a RuntimeError with LLVM's words.
