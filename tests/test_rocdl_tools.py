@@ -14,7 +14,7 @@ import hawk
 from hawk import Mutable, Scalar, Vector
 from hawk import math as m
 from hawk.targets import amd_elf, llvm_c
-from hawk.targets.rocdl import CHIPS, DEVICE_LIBS, TRIPLE, RocdlTarget, controls, device_libs_dir, llvm_c_api, tool
+from hawk.targets.rocdl import CHIPS, TRIPLE, RocdlTarget, llvm_c_api, tool
 
 
 @hawk.kernel
@@ -35,15 +35,8 @@ def rt_vec(a: Vector[4], x: Scalar) -> Vector[4]:
 def _linked(kernel, chip: str, d: Path) -> Path:
     """The stage's LLVM IR for `chip`, with the device libraries linked as RocdlTarget.compile links them."""
     target = RocdlTarget(chip)
-    text = target.llvm_ir(kernel.lowered_gpu(kernel.default_spec(), 0, target.subgroup, True).gpu_module)
-    (d / "k.ll").write_text(text)
-    if not any(f"@__{lib}_" in text for lib in DEVICE_LIBS):
-        return d / "k.ll"
-    (d / "controls.ll").write_text(controls(chip))
-    libs = [str(device_libs_dir() / f"{lib}.bc") for lib in DEVICE_LIBS]
-    subprocess.run([tool("llvm-link"), "--only-needed", str(d / "k.ll"), *libs, str(d / "controls.ll"), "-o",
-                    str(d / "linked.bc")], check=True, capture_output=True)
-    return d / "linked.bc"
+    return target.linked(target.llvm_ir(kernel.lowered_gpu(kernel.default_spec(), 0, target.subgroup,
+                                                           True).gpu_module), d)
 
 
 @pytest.mark.parametrize("chip", ["gfx90a", "gfx1100"])

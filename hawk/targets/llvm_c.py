@@ -24,8 +24,7 @@ _str = ctypes.c_char_p
 # the C API's enums: LLVMCodeGenOptLevel, LLVMRelocMode, LLVMCodeModel, LLVMCodeGenFileType, LLVMDiagnosticSeverity
 OPT_AGGRESSIVE, RELOC_DEFAULT, CODE_MODEL_DEFAULT, OBJECT_FILE, DS_ERROR = 3, 0, 0, 1, 0
 _DIAGNOSTIC = ctypes.CFUNCTYPE(None, _vp, _vp)
-_lock = threading.Lock()
-_options_lock = threading.Lock()
+_lock = threading.Lock()  # loading the library, setting its options
 _options: tuple[str, ...] | None = None
 
 
@@ -96,7 +95,7 @@ def _load(backend: str) -> _Api:
 def set_options(a: _Api, options: tuple[str, ...]) -> None:
     """LLVM's command-line options (process-wide, settable once): a second, different set is refused."""
     global _options
-    with _options_lock:
+    with _lock:
         if _options is None:
             argv = (_str * (len(options) + 1))(b"hawk", *(o.encode() for o in options))
             a.parse_command_line(len(options) + 1, argv, None)

@@ -180,22 +180,26 @@ class RocdlTarget:
                 raise RuntimeError(f"the rocdl lowering left ops that do not translate to LLVM IR: {left}")
             return str(llvm.translate_module_to_llvmir(out.operation))
 
+    def linked(self, text: str, d: Path) -> Path:
+        """The stage's LLVM IR `text` written in the folder `d`, with the device libraries it calls linked in: the
+        file compile() optimises (k.ll as it is when it calls neither library, about half of the link time)."""
+        (d / "k.ll").write_text(text)
+        if not any(f"@__{lib}_" in text for lib in DEVICE_LIBS):
+            return d / "k.ll"
+        # --only-needed: pull in only what the kernel calls (and what that calls) from the libraries
+        (d / "controls.ll").write_text(controls(self.chip))
+        bitcode = [str(device_libs_dir() / f"{lib}.bc") for lib in DEVICE_LIBS]
+        _run([tool("llvm-link"), "--only-needed", str(d / "k.ll"), *bitcode, str(d / "controls.ll"), "-o",
+              str(d / "linked.bc")], "linking the ROCm device libraries")
+        return d / "linked.bc"
+
     def compile(self, gpu_module: str) -> bytes:
         """The HSA code object (an ELF shared object) holding the stage's kernel."""
         text = self.llvm_ir(gpu_module)
-        libs = device_libs_dir()
+        device_libs_dir()  # (needed or not by this stage: a build on a machine without them is refused alike)
         with tempfile.TemporaryDirectory() as d:
             d = Path(d)
-            (d / "k.ll").write_text(text)
-            linked, obj, co = d / "linked.bc", d / "k.o", d / "k.hsaco"
-            if any(f"@__{lib}_" in text for lib in DEVICE_LIBS):
-                # --only-needed: pull in only what the kernel calls (and what that calls) from the libraries
-                (d / "controls.ll").write_text(controls(self.chip))
-                bitcode = [str(libs / f"{lib}.bc") for lib in DEVICE_LIBS]
-                _run([tool("llvm-link"), "--only-needed", str(d / "k.ll"), *bitcode, str(d / "controls.ll"), "-o",
-                      str(linked)], "linking the ROCm device libraries")
-            else:  # a kernel that calls neither library: nothing to link (about half of the link time)
-                linked = d / "k.ll"
+            linked, obj, co = self.linked(text, d), d / "k.o", d / "k.hsaco"
             # IR optimisation as MLIR's own GPU serializers do (O3), then code generation (as `opt -O3` and
             # `llc -O3` would, in this process: hawk.targets.llvm_c). It inlines the library calls; no fast-math
             # flag is added, so the ordered paths keep their separate, unfused adds.
