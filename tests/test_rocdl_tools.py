@@ -80,9 +80,10 @@ def test_llvm_options_are_set_once_per_process():
         llvm_c.set_options(a, ("-some-other-option",))
 
 
-def _amd_code_object(chip: str, decls: str = "", body: str = "") -> bytes:
-    """A one-kernel code object `k` for `chip`, straight from LLVM IR text (llc-22, ld.lld-22)."""
-    ll = (f'target triple = "amdgcn-amd-amdhsa"\n{decls}define amdgpu_kernel void @k() {{\n  {body}\n'
+def _amd_code_object(chip: str, decls: str = "", body: str = "", kind: str = "amdgpu_kernel") -> bytes:
+    """A code object with one function `k` for `chip` (a kernel unless `kind` says otherwise), straight from LLVM
+    IR text (llc-22, ld.lld-22)."""
+    ll = (f'target triple = "amdgcn-amd-amdhsa"\n{decls}define {kind} void @k() {{\n  {body}\n'
           "  ret void\n}\n")
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
@@ -129,6 +130,19 @@ def test_the_check_refuses_what_is_not_the_chips_complete_kernel():
     called = _amd_code_object("gfx90a", "declare void @nowhere()\n", "call void @nowhere()")
     with pytest.raises(RuntimeError, match=r"gfx90a code object has undefined symbols: \['nowhere'\]"):
         target.check(called, "k")
+    with pytest.raises(RuntimeError, match="the code object holds no kernel"):  # a plain function, no descriptor
+        target.check(_amd_code_object("gfx90a", kind="dso_local"))
+
+
+def test_a_missing_llvm_library_is_named(monkeypatch):
+    monkeypatch.setattr(llvm_c, "LIBRARY_NAMES", ("libLLVM-not-here.so.22.1",))
+    llvm_c._load.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match=r"needs LLVM 22's shared library \(libLLVM.so.22.1, Debian package "
+                                               r"libllvm22.*libLLVM-not-here"):
+            llvm_c.api("AMDGPU")
+    finally:
+        llvm_c._load.cache_clear()  # the real library again for the tests after
 
 
 def test_builds_in_several_threads_give_the_same_objects():
