@@ -197,16 +197,19 @@ class Kernel:
     def _build_stages(self, spec: Spec) -> None:
         """Build the hawk IR, split it, analyse every stage's layout, and record it all in the disk cache."""
         lw = _lowering()
-        text = self.hawk_ir(spec)
-        parts = lw.split(text, self.name, self.signature, self.outputs)
-        stages = [Stage(n, _hash(t), ci, co, ow, t) for n, t, ci, co, ow in parts]
+        with lw.front_end():
+            text = self.hawk_ir(spec)
+            parts = lw.split(text, self.name, self.signature, self.outputs)
+            stages = [Stage(n, _hash(t), ci, co, ow, t) for n, t, ci, co, ow in parts]
+            multi = len(stages) > 1
+            layouts = []
+            for st in stages:
+                try:
+                    layouts.append(lw.stage_layout(self.signature, self.outputs, spec, st, multi))
+                except KernelError as exc:  # found on the IR, which keeps no source lines: point at the user's call
+                    raise self.located(exc) from None
         self._stages[spec] = stages
-        multi = len(stages) > 1
-        for k, st in enumerate(stages):
-            try:
-                self._layouts[(spec, k)] = lw.stage_layout(self.signature, self.outputs, spec, st, multi)
-            except KernelError as exc:  # found on the IR, which keeps no source lines: point at the user's call
-                raise self.located(exc) from None
+        self._layouts.update({(spec, k): lay for k, lay in enumerate(layouts)})
         specs = self._info.setdefault("specs", {})
         specs[repr(spec)] = {
             "stages": [{"name": s.name, "key": s.key, "cells_in": list(s.cells_in), "cells_out": list(s.cells_out),

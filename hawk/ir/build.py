@@ -6,6 +6,10 @@ from collections.abc import Sequence
 
 from mlir import ir
 
+from hawk.ir.dialect import BUILDER_DIALECTS
+
+_PRELOADED = frozenset(BUILDER_DIALECTS) | {"hawk"}
+
 
 def strs(values: Sequence[str]) -> ir.ArrayAttr:
     return ir.ArrayAttr.get([ir.StringAttr.get(v) for v in values])
@@ -23,7 +27,10 @@ def _attr(v):
 
 def create(name: str, operands: Sequence[ir.Value] = (), results: Sequence[ir.Type] = (),
            attrs: dict | None = None, regions: int = 0) -> ir.Operation:
-    """Create `name` at the current insertion point and location."""
+    """Create `name` at the current insertion point and location (loading its dialect first if the context has
+    not: building an op of an unloaded dialect aborts the process)."""
+    if name.partition(".")[0] not in _PRELOADED:
+        ir.Context.current.dialects[name.partition(".")[0]]  # noqa: B018 (the lookup loads it)
     attributes = {k: _attr(v) for k, v in (attrs or {}).items()}
     return ir.Operation.create(name, results=list(results), operands=list(operands), attributes=attributes,
                                regions=regions)

@@ -41,7 +41,11 @@ type against its plane's element and payload, key and coordinate counts).
 from __future__ import annotations
 
 from mlir import ir
+from mlir._mlir_libs._mlir import globals as _mlir_globals
 from mlir.dialects import irdl
+
+if "hawk.ir.pydialects" not in _mlir_globals.dialect_search_modules:  # hawk/ir/pydialects/hawk.py says why
+    _mlir_globals.append_dialect_search_prefix("hawk.ir.pydialects")
 
 
 def _type(name: str, axes: bool = True) -> str:
@@ -194,9 +198,18 @@ _IRDL = "irdl.dialect @hawk {" + "".join(_type(k, k != "scalar") for k in
 """
 
 
+# The dialects every context loads when it is made. Loading all registered dialects (the bindings' default) cost
+# about 10 ms a context, and hawk makes several per kernel. Parsed text and upstream passes load what they meet,
+# but an op built from Python of a dialect that is not loaded aborts the process (LLVM ERROR), so this lists every
+# dialect whose Python op builders hawk imports (tests/ir/test_contexts.py checks the imports against it), and
+# hawk.ir.build.create loads any other dialect an op names before building it.
+BUILDER_DIALECTS = ("builtin", "func", "arith", "scf", "memref", "vector", "gpu", "llvm", "irdl", "math", "cf",
+                    "index")
+
+
 def new_context() -> ir.Context:
-    """A fresh MLIR context with the upstream dialects and the hawk dialect loaded."""
-    ctx = ir.Context()
+    """A fresh MLIR context with the dialects hawk builds ops of (BUILDER_DIALECTS) and the hawk dialect loaded."""
+    ctx = ir.Context(load_on_create_dialects=list(BUILDER_DIALECTS))
     with ctx, ir.Location.unknown():
         irdl.load_dialects(ir.Module.parse(_IRDL))
     return ctx

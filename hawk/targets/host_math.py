@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from mlir import ir
 
+from hawk.ir.build import create
 from hawk.targets import spirv_math as sm
 from hawk.targets.spirv_math import _B
 
@@ -131,15 +132,14 @@ class _BI(_B):
 
     def mul_wide(self, a, b):
         """(low, high) 64-bit halves of the unsigned 128-bit product."""
-        op = ir.Operation.create("arith.mului_extended", results=[self.i, self.i], operands=[a, b])
+        op = create("arith.mului_extended", [a, b], [self.i, self.i])
         return op.results[0], op.results[1]
 
     def word(self, j):
         idx = ir.IndexType.get()
         table = self.op("memref.get_global", [], ir.MemRefType.get([len(TWO_OVER_PI) + 1], self.i),
                         {"name": ir.FlatSymbolRefAttr.get(TABLE)})
-        return ir.Operation.create("memref.load", results=[self.i],
-                                   operands=[table, self.op("arith.index_cast", [j], idx)]).result
+        return create("memref.load", [table, self.op("arith.index_cast", [j], idx)], [self.i]).result
 
 
 def _split(v: float) -> tuple[float, float]:
@@ -300,8 +300,7 @@ def trig(b: _B, x, fn: str):
     which keeps that result except where |x| is beyond."""
     n, y0, y1, _ = sm._reduce(b, x)
     near = _trig(b, x, fn, n, y0, y1)
-    return ir.Operation.create("func.call", results=[b.f], operands=[x, near],
-                               attributes={"callee": ir.FlatSymbolRefAttr.get(_far_name(fn))}).result
+    return create("func.call", [x, near], [b.f], {"callee": ir.FlatSymbolRefAttr.get(_far_name(fn))}).result
 
 
 def _f64(b: _B, fn: str, x):

@@ -18,6 +18,8 @@ import math
 
 from mlir import ir
 
+from hawk.ir.build import create
+
 # vector.kind -> the scalar op combining two values (float, integer)
 KINDS = {"add": ("arith.addf", "arith.addi"), "mul": ("arith.mulf", "arith.muli"),
          "maxnumf": ("arith.maxnumf", None), "minnumf": ("arith.minnumf", None),
@@ -61,7 +63,7 @@ def _flat(idx, shape) -> int:
 
 
 def _create(name, operands, results, attrs=None):
-    return ir.Operation.create(name, results=list(results), operands=list(operands), attributes=attrs or {})
+    return create(name, operands, results, attrs)
 
 
 def _is_float(t: ir.Type) -> bool:

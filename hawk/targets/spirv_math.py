@@ -31,6 +31,8 @@ import functools
 
 from mlir import ir
 
+from hawk.ir.build import create
+
 SUPPORTED = ("exp", "log", "sin", "cos")
 TRIG_LIMIT = 1647099.3291652855  # 2^19 * pi: beyond this the three-part reduction is no longer exact
 
@@ -62,7 +64,7 @@ class _B:
         self.b = ir.IntegerType.get_signless(1)
 
     def op(self, name, operands, rtype, attrs=None):
-        return ir.Operation.create(name, results=[rtype], operands=list(operands), attributes=attrs or {}).result
+        return create(name, operands, [rtype], attrs).result
 
     def c(self, v: float):
         return self.op("arith.constant", [], self.f, {"value": ir.FloatAttr.get(self.f, v)})

@@ -12,6 +12,7 @@ from mlir import ir
 from mlir.dialects import scf
 
 from hawk.ir.access import at_coords, coord_axes, lane_axis
+from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 
@@ -100,7 +101,7 @@ def decided(test, known: bool) -> None:
     with the canonicalizer)."""
     with ir.InsertionPoint(test), test.location:
         t = ir.IntegerType.get_signless(1)
-        const = ir.Operation.create("arith.constant", [t], [], {"value": ir.IntegerAttr.get(t, int(known))})
+        const = create("arith.constant", [], [t], {"value": ir.IntegerAttr.get(t, int(known))})
     test.results[0].replace_all_uses_with(const.results[0])
 
 
