@@ -13,20 +13,12 @@ checked against their recorded sha256 before they are loaded (hawk.abi.cache).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 from hawk.abi import cache
-
-
-def _cc() -> str:
-    for c in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if c and shutil.which(c):
-            return c
-    raise RuntimeError("the host target links kernels with a C compiler driver and found none: install gcc "
-                       "(apt-get install gcc) or set CC")
+from hawk.targets.host_link import link
 
 
 def with_description(llvm_dialect_ir: str, symbol: str, payload: bytes) -> str:
@@ -120,12 +112,6 @@ def _packed_wrappers(module) -> str:
         body += [f"    llvm.call @{name}({vals}) : ({', '.join(types)}) -> ()", "    llvm.return"]
         out.append(f"  llvm.func @_mlir_{name}(%args: !llvm.ptr) {{\n" + "\n".join(body) + "\n  }\n")
     return "".join(out)
-
-
-def link(obj: Path, so: Path) -> None:
-    r = subprocess.run([_cc(), "-shared", "-o", str(so), str(obj), "-lm"], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"linking the host kernel failed: {r.stderr.strip()}")
 
 
 def build(text: str, so: Path, cpu: str | None = None) -> None:
