@@ -17,12 +17,19 @@ unsigned __int128 q(unsigned __int128 a, unsigned __int128 b) { return a / b; } 
 """
 
 
+PLAIN = "double g(double x) { return x * x + 1.0; }\n"  # calls nothing: linked without the libraries
+
+
+def _object(tmp_path: Path, source: str, name: str = "k") -> Path:
+    (tmp_path / f"{name}.c").write_text(source)
+    subprocess.run([host_link.cc(), "-c", "-fPIC", "-O2", str(tmp_path / f"{name}.c"), "-o",
+                    str(tmp_path / f"{name}.o")], check=True)
+    return tmp_path / f"{name}.o"
+
+
 @pytest.fixture()
 def obj(tmp_path: Path) -> Path:
-    (tmp_path / "k.c").write_text(SOURCE)
-    subprocess.run([host_link.cc(), "-c", "-fPIC", "-O2", str(tmp_path / "k.c"), "-o", str(tmp_path / "k.o")],
-                   check=True)
-    return tmp_path / "k.o"
+    return _object(tmp_path, SOURCE)
 
 
 @pytest.fixture(autouse=True)
@@ -55,6 +62,20 @@ def test_the_direct_link_gives_the_drivers_library_byte_for_byte(obj: Path, tmp_
     subprocess.run(host_link.driver_command(obj, tmp_path / "driver.so"), check=True)
     assert (tmp_path / "direct.so").read_bytes() == (tmp_path / "driver.so").read_bytes()
     assert _f(tmp_path / "direct.so") == pytest.approx(1.479425538604203, rel=1e-15)
+
+
+def test_an_object_that_calls_nothing_links_without_libraries_to_the_same_bytes(obj: Path, tmp_path: Path):
+    plain = _object(tmp_path, PLAIN, "plain")
+    assert host_link.calls_nothing(plain) and not host_link.calls_nothing(obj)
+    cmd = host_link.linker_command(host_link.cc())
+    lean = host_link.without_libraries(cmd)
+    assert "-lm" in cmd and not [a for a in lean[lean.index(host_link._OBJ):] if a.startswith("-l")]
+    host_link.link(plain, tmp_path / "lean.so")
+    subprocess.run(host_link.driver_command(plain, tmp_path / "driver.so"), check=True)
+    assert (tmp_path / "lean.so").read_bytes() == (tmp_path / "driver.so").read_bytes()
+    lib = ctypes.CDLL(str(tmp_path / "lean.so"))
+    lib.g.restype, lib.g.argtypes = ctypes.c_double, [ctypes.c_double]
+    assert lib.g(3.0) == 10.0
 
 
 def test_a_linker_command_that_fails_hands_over_to_the_driver(obj: Path, tmp_path: Path):

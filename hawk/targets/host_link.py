@@ -4,8 +4,11 @@ The C compiler driver (`cc -shared k.o -lm`) is the reference: it knows the mach
 and runtime libraries. But a link through it starts three processes (driver, collect2, ld) and took 21 ms here, of
 which ld itself is 4 ms; a cold test suite links a few thousand kernels. So the driver is asked once per process
 for the linker command it would run (`cc -###`), and each link runs that command with the paths swapped in. The
-LTO plugin arguments are dropped (the objects are native code, never LTO bitcode). Whenever the command cannot be
-derived, or a direct link fails, the driver links instead (and does so for the rest of the process).
+LTO plugin arguments are dropped (the objects are native code, never LTO bitcode). Most kernels call no library
+function at all (their math is emitted inline); for those the libraries after the object are left out too, which
+changes no byte of the output (they are linked --as-needed and nothing needs them) and saves reading libc's and
+libm's symbol tables (18 -> 5 ms). Whenever the command cannot be derived, or a direct link fails, the driver
+links instead (and does so for the rest of the process).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
+
+from hawk.targets import elf
 
 _OBJ, _SO = "/hawk-link-placeholder/k.o", "/hawk-link-placeholder/k.so"
 _lock = threading.Lock()
@@ -71,11 +76,30 @@ def _derive(driver: str) -> list[str] | None:
     return out if shutil.which(out[0]) else None
 
 
+_LIBRARY_STATE = ("--push-state", "--pop-state", "--as-needed", "--no-as-needed")
+
+
+def without_libraries(cmd: list[str]) -> list[str]:
+    """The linker command without the libraries named after the object (and the flags that scope them)."""
+    at = cmd.index(_OBJ)
+    return cmd[:at + 1] + [a for a in cmd[at + 1:] if not a.startswith("-l") and a not in _LIBRARY_STATE]
+
+
+def calls_nothing(obj: Path) -> bool:
+    """Whether the object refers to no symbol it does not define (but the GOT the linker makes)."""
+    try:
+        return not (elf.read(obj.read_bytes()).undefined - {"_GLOBAL_OFFSET_TABLE_"})
+    except (OSError, ValueError):
+        return False
+
+
 def link(obj: Path, so: Path) -> None:
     """Link the object `obj` into the shared library `so` (with libm)."""
     driver = cc()
     cmd = linker_command(driver)
     if cmd is not None:
+        if calls_nothing(obj):
+            cmd = without_libraries(cmd)
         argv = [str(obj) if a == _OBJ else str(so) if a == _SO else a for a in cmd]
         if subprocess.run(argv, capture_output=True).returncode == 0:
             return
