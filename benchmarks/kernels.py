@@ -131,6 +131,17 @@ def col_sums(cols: int):
 
 
 @functools.cache
+def col_sums_ordered(cols: int):
+    """The exact sum of each column, rounded once (policy "ordered")."""
+
+    @hawk.kernel
+    def col_sums_ordered(g: Grid["row", "col":cols], x: Scalar) -> Scalar:
+        return hawk.sum(x, over="row", policy="ordered")
+
+    return col_sums_ordered
+
+
+@functools.cache
 def diffuse(cols: int):
     """One explicit 5-point diffusion step on a (rows, cols) grid; the border is held fixed.
 

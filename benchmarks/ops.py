@@ -90,6 +90,11 @@ def ours_one(kernel_of, check: str = "default", **extra):
     return ours
 
 
+def ours_col(d: Data) -> dict[str, Impl]:
+    return {"hawk": _ours(K.col_sums(d.cols), x=d.u),
+            "hawk ordered": _ours(K.col_sums_ordered(d.cols), "ordered", x=d.u)}
+
+
 def ours_hist(d: Data) -> dict[str, Impl]:
     return {
         "hawk auto": _ours(K.histogram_auto, t=d.t),
@@ -164,8 +169,7 @@ OPS: list[Op] = [
     Op("row_softmax", "softmax over the fast axis of a (rows, 1000) grid: max and sum read per row, one launch",
        ours_one(lambda d: K.row_softmax(d.cols), x=lambda d: d.u), reference=ref_softmax, scale=ref_softmax),
     Op("col_sum", "sum over the slow axis of a (rows, 1000) grid: one sum per column",
-       ours_one(lambda d: K.col_sums(d.cols), x=lambda d: d.u),
-       reference=lambda d: d.u.astype(np.float64).sum(axis=0),
+       ours_col, reference=lambda d: d.u.astype(np.float64).sum(axis=0),
        scale=lambda d: np.abs(d.u.astype(np.float64)).sum(axis=0)),
     Op("scatter_random", "scatter-add into 1024 keys, random keys", ours_scatter(False),
        reference=ref_scatter("keys"),
@@ -213,6 +217,7 @@ def check_output(op: Op, d: Data, name: str, impl: Impl, got) -> None:
         return
     if impl.check == "ordered":
         want = (np.asarray([ordered_sum(d.x)]) if op.name == "sum" else
+                np.asarray([ordered_sum(np.ascontiguousarray(c)) for c in d.u.T]) if op.name == "col_sum" else
                 ordered_scatter(d.skeys if op.name == "scatter_sorted" else d.keys, d.x, KEYS))
         w = np.asarray(want, dtype=np.float64).reshape(-1)
         if not np.array_equal(g, w):

@@ -6,8 +6,8 @@
   nested   every kept reduction keeps the same leading axes (sum "auto", max, min; "ordered" on the host, as
            two-float TwoSum pairs): a loop per kept slot over its contiguous lanes, the slot's totals in
            registers
-  column   every kept reduction keeps the same trailing axes: rows of the reduced axes, the slot affine in the
-           lane (the update loop vectorizes)
+  column   every kept reduction keeps the same trailing axes (sum "auto", max, min; "ordered" on the host):
+           rows of the reduced axes, the slot affine in the lane (the update loop vectorizes)
   rows     a grid without kept reductions: rows of the first axis, coordinates from the loops (no div/mod),
            neighbour reads without clamps in the interior
   scan     scans' running values: the flat loop cut in SCAN_BLOCK blocks
@@ -64,16 +64,23 @@ def nest_span(lay: Layout, is_wide, pairs: bool = False) -> int | None:
     return span
 
 
-def column_span(lay: Layout, is_wide) -> int | None:
+COLUMN_LATE = 1 << 13  # at most this many values in the column shape's late buffers (reduce_kept.column_late:
+# span values per component of each ordered kept total, on the stack of the lanes function); wider rows run flat
+
+
+def column_span(lay: Layout, is_wide, pairs: bool = False) -> int | None:
     """Kept slots when the kept axes are the trailing lane axes (not all of them): lane = row * span + slot, so
-    the slot is affine in the lane: the column shape."""
-    k, axes = _kept_axes(lay, is_wide), lay.sig.lane_axes()
+    the slot is affine in the lane: the column shape; with `pairs` (the host), ordered sums too (a branch-free
+    TwoSum pair step per slot: reduce_kept.reduce_column_pair), while their late buffers fit COLUMN_LATE."""
+    k, axes = _kept_axes(lay, is_wide, pairs), lay.sig.lane_axes()
     if k is None or len(k) == len(axes) or list(k) != [a.label for a in axes[len(axes) - len(k):]]:
         return None
     span = 1
     for a in axes[len(axes) - len(k):]:
         span *= a.extent
-    return span
+    ordered = [r for r in lay.reductions if r.kept and r.kind in ("sum", "mean") and r.policy == "ordered"]
+    late = sum(size(r.payload) + (r.kind == "mean") for r in ordered)
+    return span if span * late <= COLUMN_LATE else None
 
 
 def needs_chains(lay: Layout, pairs: bool, is_wide) -> bool:
@@ -97,7 +104,7 @@ def pick(lay: Layout, body: ir.Block, pairs: bool, wide: bool) -> str:
         return "blocked"
     if nest_span(lay, is_wide, pairs) is not None:
         return "nested"
-    if column_span(lay, is_wide) is not None:
+    if column_span(lay, is_wide, pairs) is not None:
         return "column"
     if len(lay.sig.lane_axes()) > 1 and not any(r.kept for r in lay.reductions):
         return "rows"

@@ -109,7 +109,7 @@ def drive(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.
     if cx.form == "nested":
         return nested_driver(cx, body, chunk0)
     if cx.form == "column":
-        return column_driver(cx, body, chunk0, chunk_form.column_span(cx.lay, cx.is_wide))
+        return column_driver(cx, body, chunk0, chunk_form.column_span(cx.lay, cx.is_wide, cx.exact_pairs))
     if cx.form == "rows":
         return column_driver(cx, body, chunk0, None)  # rows of a grid: coordinates without div/mod
     if cx.form == "scan":
@@ -175,6 +175,8 @@ def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_spa
         span = 1
         for a in cx.lay.sig.lane_axes()[1:]:
             span *= a.extent
+    if kept_span is not None:
+        reduce_kept.column_late(cx, span)
     rlo = e.op("arith.divui", cx.lo, e.c(span))
     rhi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
     outer = scf.ForOp(rlo, rhi, e.c(1), chunk0)
@@ -201,6 +203,8 @@ def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_spa
         else:
             lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
             results = list(inner.results)
+        if kept_span is not None:
+            reduce_kept.column_flush(cx, span)
         cx.kept_slot, cx.known_coords, cx.lane_row = None, {}, None
         scf.YieldOp(results)
     return list(outer.results)

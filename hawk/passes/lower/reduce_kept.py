@@ -9,10 +9,12 @@ from mlir.dialects import scf, vector
 from hawk.abi.layout import sum_policy
 from hawk.ir.access import reduce_mask, reduce_value
 from hawk.ir.build import create
+from hawk.passes import exact_emit
 from hawk.passes.host_emit import size
 from hawk.passes.lower import planes, scatters
 from hawk.passes.lower.context import Lowering
 
+_NE = 1  # arith.cmpi's "ne"
 NEST_CHAINS = 8  # TwoSum pairs per component of an ordered kept total under the nested driver, side by side in a
 # vector (lane j of a group of 8 feeds pair j: chunk_loops._nested_groups)
 
@@ -171,12 +173,92 @@ def reduce_kept_branchless(cx: Lowering, op, r, idx, n) -> None:
         e.store(e.add(e.load(cnt, at), one), cnt, at)
 
 
+def column_pairs(cx: Lowering, r) -> bool:
+    """Whether a kept total takes the column shape's branch-free pair step (reduce_column_pair): an ordered sum or
+    mean into this chunk's (high, low) pairs (the host)."""
+    return r.kind in ("sum", "mean") and r.policy == "ordered" and cx.exact_pairs and r.cell in cx.lay.private
+
+
+def column_terms(r) -> int:
+    """Values per slot of a kept total in the column shape: its components, and a mean's count."""
+    return size(r.payload) + (r.kind == "mean")
+
+
+def column_late(cx: Lowering, span: int) -> None:
+    """Before the column shape's rows: a late buffer of `span` values (zeroed) per component of each ordered kept
+    total, where a row's terms its pairs could not take exactly wait (reduce_column_pair)."""
+    e = cx.e
+    cx.column_late = {}
+    for r in cx.lay.reductions:
+        if r.kept and column_pairs(cx, r):
+            for c in range(column_terms(r)):
+                buf = cx.local_buffer(span, e.f)
+                loop = scf.ForOp(e.c(0), e.c(span), e.c(1), [])
+                with ir.InsertionPoint(loop.body):
+                    e.store(e.cf(0.0), buf, loop.induction_variable)
+                    scf.YieldOp([])
+                cx.column_late[(r.cell, c)] = buf
+
+
+def reduce_column_pair(cx: Lowering, op, r, slot: ir.Value, n: ir.Value) -> None:
+    """An ordered kept total in the column shape: each term into this chunk's (high, low) pair of its slot by the
+    two TwoSums exact_add makes, without exact_add's branch, so that the loop over a row's lanes vectorizes. A
+    term the pair cannot take exactly leaves the pair as it is and waits in the row's late buffer (its bits are
+    never zero: a zero is always taken exactly), and column_flush spills it after the row. Each pair sees the
+    same terms in the same order as under exact_add in the flat loop, and spills go to the exact accumulator:
+    the same bits."""
+    e = cx.e
+    pairs, base = cx.bufs[(r.cell, "pairs")], scatters.copy_start(cx, r.cell)
+    mask = reduce_mask(op)
+    xs = list(e.elems(reduce_value(op), r.payload)) + ([e.cf(1.0)] if r.kind == "mean" else [])
+    for c, x in enumerate(xs):
+        if mask is not None:
+            x = e.select(mask, x, e.cf(0.0))
+        p = e.mul_i(e.add_i(e.mul_i(e.c(c), n), slot, base), e.c(2))
+        q = e.add_i(p, e.c(1))
+        hi, lo = e.load(pairs, p), e.load(pairs, q)
+        s1, s2, ok = scatters.pair_add(cx, hi, lo, e.c(1, e.i1), e.widen(x, e.f64))
+        if not isinstance(e.f, ir.F64Type):  # (as exact_add: a float32 kernel's pair stays below 2**127)
+            ok = e.op("arith.andi", ok, e.op("arith.xori", exact_emit.past_f32(e, s1), e.c(1, e.i1)))
+        e.store(e.select(ok, s1, hi), pairs, p)
+        e.store(e.select(ok, s2, lo), pairs, q)
+        e.store(e.select(ok, e.cf(0.0), x), cx.column_late[(r.cell, c)], slot)
+
+
+def column_flush(cx: Lowering, span: int) -> None:
+    """After a row of the column shape: when a late buffer holds a term (any non-zero bits: one vectorized pass),
+    spill each into its slot's exact accumulator and zero it again."""
+    e = cx.e
+    for (cell, c), buf in cx.column_late.items():
+        bits = ir.IntegerType.get_signless(64 if isinstance(e.f, ir.F64Type) else 32)
+        scan = scf.ForOp(e.c(0), e.c(span), e.c(1), [e.c(0, bits)])
+        with ir.InsertionPoint(scan.body):
+            b = e.op("arith.bitcast", e.load(buf, scan.induction_variable), t=bits)
+            scf.YieldOp([e.op("arith.ori", scan.inner_iter_args[0], b)])
+        late = scf.IfOp(e.cmpi(_NE, scan.results[0], e.c(0, bits)), [], has_else=False)
+        with ir.InsertionPoint(late.then_block):
+            each = scf.ForOp(e.c(0), e.c(span), e.c(1), [])
+            with ir.InsertionPoint(each.body):
+                j = each.induction_variable
+                x = e.load(buf, j)
+                held = scf.IfOp(e.cmpi(_NE, e.op("arith.bitcast", x, t=bits), e.c(0, bits)), [], has_else=False)
+                with ir.InsertionPoint(held.then_block):
+                    scatters.spill(cx, cell, e.add_i(e.mul_i(e.c(c), e.c(span)), j), x)
+                    e.store(e.cf(0.0), buf, j)
+                    scf.YieldOp([])
+                scf.YieldOp([])
+            scf.YieldOp([])
+
+
 def reduce_kept(cx: Lowering, op, r) -> None:
     e = cx.e
     idx, n = planes.kept_index(cx, r.kept)
     v = reduce_value(op)
     if cx.kept_slot is not None and (r.kind in ("max", "min") or r.policy == "auto"):
         reduce_kept_branchless(cx, op, r, idx, n)
+        return
+    if cx.kept_slot is not None and cx.form == "column" and column_pairs(cx, r):
+        reduce_column_pair(cx, op, r, idx, n)
         return
     if r.kind in ("sum", "mean") and r.policy == "ordered":  # exact accumulators; a mean counts in one more
         mask = reduce_mask(op)
