@@ -64,14 +64,15 @@ def nest_span(lay: Layout, is_wide, pairs: bool = False) -> int | None:
     return span
 
 
-COLUMN_LATE = 1 << 13  # at most this many values in the column shape's late buffers (reduce_kept.column_late:
-# span values per component of each ordered kept total, on the stack of the lanes function); wider rows run flat
+COLUMN_LATE = 1 << 11  # at most this many slots x components of ordered kept totals in the column shape: each
+# takes five values on the stack of the lanes function (reduce_kept.column_start: 80 KiB at most); wider rows
+# run flat
 
 
 def column_span(lay: Layout, is_wide, pairs: bool = False) -> int | None:
     """Kept slots when the kept axes are the trailing lane axes (not all of them): lane = row * span + slot, so
     the slot is affine in the lane: the column shape; with `pairs` (the host), ordered sums too (a branch-free
-    TwoSum pair step per slot: reduce_kept.reduce_column_pair), while their late buffers fit COLUMN_LATE."""
+    TwoSum pair step per slot: reduce_kept.reduce_column_pair), while their buffers fit COLUMN_LATE."""
     k, axes = _kept_axes(lay, is_wide, pairs), lay.sig.lane_axes()
     if k is None or len(k) == len(axes) or list(k) != [a.label for a in axes[len(axes) - len(k):]]:
         return None

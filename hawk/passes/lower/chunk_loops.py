@@ -176,7 +176,7 @@ def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_spa
         for a in cx.lay.sig.lane_axes()[1:]:
             span *= a.extent
     if kept_span is not None:
-        reduce_kept.column_late(cx, span)
+        reduce_kept.column_start(cx, span)
     rlo = e.op("arith.divui", cx.lo, e.c(span))
     rhi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
     outer = scf.ForOp(rlo, rhi, e.c(1), chunk0)
@@ -207,6 +207,8 @@ def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_spa
             reduce_kept.column_flush(cx, span)
         cx.kept_slot, cx.known_coords, cx.lane_row = None, {}, None
         scf.YieldOp(results)
+    if kept_span is not None:
+        reduce_kept.column_end(cx, span)
     return list(outer.results)
 
 
