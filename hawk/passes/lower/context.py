@@ -88,7 +88,8 @@ class Lowering:
         self.nested: dict[str, int] | None = None  # nested driver: kept totals' slots among the accumulators
         self.nested_slot: tuple | None = None  # nested driver: (the kept slot, kept slots per component)
         self.nested_group: dict | None = None  # nested driver, a group of copies: ordered terms for after it
-        self.column_late: dict = {}  # column driver: (cell, component) -> a row's late terms (reduce_kept)
+        self.column_late: dict = {}  # column driver: (cell, component) -> its highs, lows, their old values, and
+        # a row's late terms (reduce_kept.column_start)
         # planned by state.plan_state and the folds
         self.full: list = []  # state.Acc per every-lane reduction
         self.runs: list = []  # sorted_runs.Run per sorted scatter
