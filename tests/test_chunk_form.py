@@ -30,6 +30,14 @@ def _kernels() -> dict:
         return hawk.sum(x * x, over="col", policy="ordered")  # (the host: TwoSum pairs in registers)
 
     @hawk.kernel
+    def cf_short(g: Grid["row", "col":3], x: Scalar) -> Scalar:
+        return hawk.min(x, over="col", where=x > -1.5)  # (short slots: straight-line copies, _short_slots)
+
+    @hawk.kernel
+    def cf_short_mean(g: Grid["row", "col":3], x: Scalar) -> Scalar:
+        return hawk.mean(x * 2.0, over="col", where=x > -1.5)
+
+    @hawk.kernel
     def cf_column(g: Grid["row", "col":16], x: Scalar) -> Scalar:
         return hawk.min(x * 2.0, over="row")
 
@@ -49,11 +57,12 @@ def _kernels() -> dict:
     def cf_flat(x: Scalar, y: Mutable[Scalar]):
         y = x * 3.0
 
-    return {k.name: k for k in (cf_nested, cf_nested_sum, cf_nested_ordered, cf_column, cf_rows, cf_scan, cf_blocked,
-                                cf_flat)}
+    return {k.name: k for k in (cf_nested, cf_nested_sum, cf_nested_ordered, cf_short, cf_short_mean, cf_column,
+                                cf_rows, cf_scan, cf_blocked, cf_flat)}
 
 
-SHAPES = {"cf_nested": "nested", "cf_nested_sum": "nested", "cf_nested_ordered": "nested",
+SHAPES = {"cf_nested": "nested", "cf_nested_sum": "nested", "cf_nested_ordered": "nested", "cf_short": "nested",
+          "cf_short_mean": "nested",
           "cf_column": "column", "cf_rows": "rows", "cf_scan": "scan",
           "cf_blocked": "blocked", "cf_flat": "flat"}
 ROWS = 2_003  # rows of each grid: chunks cut them (min_chunk below)
@@ -64,6 +73,10 @@ def _planes(name: str, rng) -> dict:
         return {"x": rng.standard_normal((ROWS, 64))}
     if name == "cf_column":
         return {"x": rng.standard_normal((ROWS, 16))}
+    if name in ("cf_short", "cf_short_mean"):
+        x = rng.standard_normal((8 * ROWS, 3))  # (enough lanes for chunks of 4096)
+        x[5, 1], x[7] = np.nan, [-0.0, 0.0, -0.0]  # (a NaN, and zeros of both signs: max/min's own bits)
+        return {"x": x}
     if name == "cf_rows":
         return {"u": rng.standard_normal((ROWS, 32))}
     if name == "cf_scan":
@@ -105,7 +118,8 @@ def _runs(kernels: dict, name: str, planes: dict) -> dict:
     return out
 
 
-@pytest.mark.parametrize("name", ["cf_nested", "cf_nested_sum", "cf_column", "cf_rows", "cf_scan"])
+@pytest.mark.parametrize("name", ["cf_nested", "cf_nested_sum", "cf_short", "cf_short_mean", "cf_column", "cf_rows",
+                                  "cf_scan"])
 def test_the_flat_loop_gives_what_each_faster_shape_gives(name, monkeypatch, tmp_path):
     rng = np.random.default_rng(11)
     planes = _planes(name, rng)
@@ -124,10 +138,34 @@ def test_the_flat_loop_gives_what_each_faster_shape_gives(name, monkeypatch, tmp
     got = _runs(flat, name, planes)
     for t in (1, 2):
         for k, w in want[t].items():
-            if name == "cf_nested_sum":  # an "auto" sum: the contract's bound, not bits
+            if name in ("cf_nested_sum", "cf_short_mean"):  # an "auto" sum: the contract's bound, not bits
                 np.testing.assert_allclose(got[t][k], w, rtol=1e-13)
             else:  # max, min, a stencil's lanes, a scan's running values: the same bits
                 assert got[t][k].tobytes() == w.tobytes(), (name, t, k)
+
+
+@pytest.mark.parametrize("base, count", [(4, 2102), (3, 2101), (4, 2100), (3, 2100), (1, 1), (7, 2)])
+def test_short_slots_cut_by_a_lane_range_give_what_the_flat_loop_gives(base, count, monkeypatch, tmp_path):
+    """run(base=, count=) may start or end inside a kept slot: _short_slots runs those slots lane by lane (a head
+    and a tail loop), the whole ones as copies."""
+    x = _planes("cf_short", np.random.default_rng(12))["x"]
+    outs = {}
+    for form in ("picked", "flat"):
+        if form == "flat":
+            monkeypatch.setattr(chunk_form, "pick", lambda *a: "flat")
+            monkeypatch.setattr(cache, "compiler_fingerprint", lambda: "flat-chunk-form")
+            monkeypatch.setenv("HAWK_CACHE_DIR", str(tmp_path))
+        kernels = _kernels()
+        assert _form_of(kernels["cf_short"], 0) == ("nested" if form == "picked" else "flat")
+        outs[form] = [np.asarray(eagle.deploy(kernels[n], threads=1).run(base=base, count=count, x=x.copy()))
+                      for n in ("cf_short", "cf_short_mean")]
+    assert outs["picked"][0].tobytes() == outs["flat"][0].tobytes()
+    np.testing.assert_allclose(outs["picked"][1], outs["flat"][1], rtol=1e-13)
+    row = (base + 2) // 3  # the first whole row inside the range: NumPy's min of it
+    if 3 * row + 3 <= base + count:
+        vals = x[row][x[row] > -1.5]
+        expect = np.nan if np.isnan(vals).any() else vals.min()
+        assert outs["picked"][0][row] == expect or (np.isnan(expect) and np.isnan(outs["picked"][0][row]))
 
 
 def test_a_shape_that_does_not_fit_is_refused_in_one_line():

@@ -22,6 +22,7 @@ from mlir.dialects import scf
 
 from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
 from hawk.ir.access import scatter_mode, sink_name, stored_value
+from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
 from hawk.passes import chunk_form
 from hawk.passes.host_emit import size
@@ -212,11 +213,17 @@ def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_spa
     return list(outer.results)
 
 
+SHORT_SPAN = 8  # kept slots of at most this many lanes run as straight-line copies of the body (_short_slots),
+SHORT_BODY = 48  # when the body has at most this many ops (it is emitted span + 2 times)
+
+
 def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
     """for each kept slot: for its contiguous lanes: body, the kept totals in registers; then into the slot."""
     e = cx.e
     span = chunk_form.nest_span(cx.lay, cx.is_wide, cx.exact_pairs)
     kept = [r for r in cx.lay.reductions if r.kept]
+    if span <= SHORT_SPAN and not any(reduce_kept.nested_pairs(r) for r in kept) and _ops(body) <= SHORT_BODY:
+        return _short_slots(cx, body, chunk0, span, kept)
     klo = e.op("arith.divui", cx.lo, e.c(span))
     khi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
     outer = scf.ForOp(klo, khi, e.c(1), chunk0)
@@ -251,17 +258,106 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
             if reduce_kept.nested_pairs(r):
                 reduce_kept.nested_pairs_out(cx, r, slot, n, res[at0:])
                 continue
-            out = cx.bufs[(r.cell, "cell")]
-            for c in range(size(r.payload)):
-                at = e.add_i(e.mul_i(e.c(c), n), slot)
-                e.store(e.combine_kind(r.kind, e.load(out, at), res[at0 + c]), out, at)
-            if r.kind == "mean":
-                cnt = cx.bufs[(r.cell, "count")]
-                got = e.op("arith.uitofp", res[at0 + size(r.payload)], t=e.f)
-                e.store(e.add(e.load(cnt, slot), got), cnt, slot)
+            _slot_out(cx, [r], slot, n, res)
         scf.YieldOp(res[:len(chunk0)])
     cx.nested = None
     return list(outer.results)
+
+
+def _ops(body: ir.Block) -> int:
+    count = [0]
+
+    def visit(op):
+        count[0] += 1
+        return ir.WalkResult.ADVANCE
+
+    for op in body.operations:
+        op.operation.walk(visit)
+    return count[0]
+
+
+def _short_slots(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int, kept: list) -> list[ir.Value]:
+    """The nested shape for short slots (a row of a few lanes): the chunk's whole slots run as `span`
+    straight-line copies of the body each, a loop LLVM vectorizes across slots (a loop of a few lanes per slot
+    ran at 3-4 ns a lane); a slot the chunk holds only part of (at most one at each end) takes a loop over its
+    lanes. Every slot's lanes are combined in lane order, as before: the same bits."""
+    e = cx.e
+    klo = e.op("arith.divui", cx.lo, e.c(span))
+    khi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
+    whole_lo = e.op("arith.divui", e.add_i(cx.lo, e.c(span - 1)), e.c(span))
+    whole_hi = e.op("arith.maxui", whole_lo, e.op("arith.divui", cx.hi, e.c(span)))
+    n = e.c(1)  # kept slots per component
+    for a in kept[0].kept:
+        n = e.mul_i(n, cx.ext[cx.axes.index(a)])
+    state = _slot_loop(cx, body, chunk0, klo, e.op("arith.minui", whole_lo, khi), span, kept, n, False)
+    state = _slot_loop(cx, body, state, whole_lo, whole_hi, span, kept, n, True)
+    state = _slot_loop(cx, body, state, whole_hi, khi, span, kept, n, None)
+    cx.nested = None
+    return state
+
+
+def _slot_loop(cx: Lowering, body: ir.Block, state: list[ir.Value], first: ir.Value, stop: ir.Value, span: int,
+               kept: list, n: ir.Value, whole: bool | None) -> list[ir.Value]:
+    """Slots [first, stop) of _short_slots: whole (`span` copies of the body from the slot's first lane), or a
+    loop over the slot's lanes within the chunk; None: that loop with the body itself (the last use), else with
+    a copy."""
+    e = cx.e
+    outer = scf.ForOp(first, stop, e.c(1), state)
+    with ir.InsertionPoint(outer.body):
+        slot = outer.induction_variable
+        row0 = e.mul_i(slot, e.c(span))
+        inits = list(outer.inner_iter_args)
+        cx.nested = {}
+        for r in kept:
+            cx.nested[r.cell] = len(inits)
+            inits += [e.identity(r.kind)] * size(r.payload) + ([e.c(0, e.i64)] if r.kind == "mean" else [])
+        cx.lane_row, cx.nested_slot = (span, row0), (slot, n)
+        if whole:
+            anchor = create("arith.constant", [], [e.i64], {"value": ir.IntegerAttr.get(e.i64, 0)})
+            res = inits
+            for k in range(span):
+                with ir.InsertionPoint(anchor):
+                    lane = e.add_i(row0, e.c(k)) if k else row0
+                copies = clone_body(cx, body, anchor)
+                cx.lane, cx.accs, cx.j = lane, res, None
+                rewrite_ops(cx, copies)
+                res = list(cx.accs)
+            anchor.erase()
+        else:
+            start = e.op("arith.maxui", row0, cx.lo)
+            end = e.op("arith.minui", e.add_i(row0, e.c(span)), cx.hi)
+            inner = scf.ForOp(start, end, e.c(1), inits)
+            with ir.InsertionPoint(inner.body):
+                anchor = scf.YieldOp(list(inner.inner_iter_args))
+            if whole is None:
+                lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
+            else:
+                copies = clone_body(cx, body, anchor)
+                cx.lane, cx.accs, cx.j = inner.induction_variable, list(inner.inner_iter_args), None
+                rewrite_ops(cx, copies)
+                with ir.InsertionPoint(anchor):
+                    scf.YieldOp(cx.accs)
+                anchor.operation.erase()
+            res = list(inner.results)
+        cx.lane_row, cx.nested_slot = None, None
+        _slot_out(cx, kept, slot, n, res)
+        scf.YieldOp(res[:len(state)])
+    return list(outer.results)
+
+
+def _slot_out(cx: Lowering, kept: list, slot: ir.Value, n: ir.Value, res: list[ir.Value]) -> None:
+    """A slot's register totals (not pairs) into the slot: combined with what it holds; a mean's count."""
+    e = cx.e
+    for r in kept:
+        at0 = cx.nested[r.cell]
+        out = cx.bufs[(r.cell, "cell")]
+        for c in range(size(r.payload)):
+            at = e.add_i(e.mul_i(e.c(c), n), slot)
+            e.store(e.combine_kind(r.kind, e.load(out, at), res[at0 + c]), out, at)
+        if r.kind == "mean":
+            cnt = cx.bufs[(r.cell, "count")]
+            got = e.op("arith.uitofp", res[at0 + size(r.payload)], t=e.f)
+            e.store(e.add(e.load(cnt, slot), got), cnt, slot)
 
 
 def _nested_groups(cx: Lowering, body: ir.Block, start: ir.Value, end: ir.Value, inits: list[ir.Value]):
