@@ -5,10 +5,12 @@
   blocked   for block: full blocks run ORDERED_CHAINS straight-line copies of the body per group of lanes (a
             chain each: compensated sums, ordered two-float chains), or (a body with stores or `.at` reads)
             one loop of the body writing the terms, then the chains over them; a partial block lane by lane
-  nested    for kept slot: for its contiguous lanes: body, kept totals in registers (leading kept axes)
+  nested    for kept slot: for its contiguous lanes: body, kept totals in registers (leading kept axes); short
+            slots: the chunk's whole slots as straight-line copies of the body (_short_slots)
   (tiles)   block reductions: for tile of whole slots: the slots' totals, then one of these shapes (block.py)
   scan      for block of SCAN_BLOCK lanes: (start the scans) for its lanes: body (write the block totals): scan.py
-  column    for row: for its lanes (trailing kept axes: each lane's slot is affine in the lane)
+  column    for row: for its lanes (trailing kept axes: each lane's slot is affine in the lane; ordered totals
+            through the row's buffers: reduce_kept.column_start)
   rows      the column loops over a grid's rows: coordinates from the loops; neighbour reads: the interior
             without clamps (grid.py)
 
