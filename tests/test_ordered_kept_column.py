@@ -9,9 +9,9 @@ still be its exact sum rounded once, with the same bits on any thread count (row
 
 import numpy as np
 import pytest
-from conftest import bt_ordered_sum
 from exact_families import same_bits, split_runs
 from test_chunk_form import _form_of
+from test_ordered_kept_nested import _rows_want
 
 import hawk
 from hawk import Grid, Scalar, Vector
@@ -51,11 +51,8 @@ def _spread(shape, dtype, rng):
 
 
 def _cols_want(x, dtype, mask=None, op=None):
-    out = []
-    for j in range(x.shape[1]):
-        t = x[:, j] if op is None else op(x[:, j])
-        out.append(bt_ordered_sum(t, dtype, None if mask is None else mask[:, j]))
-    return np.array(out, dtype=dtype)
+    """Each column's exact sum rounded once: the nested test's row sums of the transposed grid."""
+    return _rows_want(x.T, dtype, None if mask is None else mask.T, op)
 
 
 def test_the_column_shape_takes_ordered_sums_on_the_host_only():

@@ -29,8 +29,9 @@ def create(name: str, operands: Sequence[ir.Value] = (), results: Sequence[ir.Ty
            attrs: dict | None = None, regions: int = 0) -> ir.Operation:
     """Create `name` at the current insertion point and location (loading its dialect first if the context has
     not: building an op of an unloaded dialect aborts the process)."""
-    if name.partition(".")[0] not in _PRELOADED:
-        ir.Context.current.dialects[name.partition(".")[0]]  # noqa: B018 (the lookup loads it)
+    dialect = name.partition(".")[0]
+    if dialect not in _PRELOADED:
+        ir.Context.current.dialects[dialect]  # noqa: B018 (the lookup loads it)
     attributes = {k: _attr(v) for k, v in (attrs or {}).items()}
     return ir.Operation.create(name, results=list(results), operands=list(operands), attributes=attributes,
                                regions=regions)

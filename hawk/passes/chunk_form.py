@@ -80,8 +80,12 @@ def column_span(lay: Layout, is_wide, pairs: bool = False) -> int | None:
     for a in axes[len(axes) - len(k):]:
         span *= a.extent
     ordered = [r for r in lay.reductions if r.kept and r.kind in ("sum", "mean") and r.policy == "ordered"]
-    late = sum(size(r.payload) + (r.kind == "mean") for r in ordered)
-    return span if span * late <= COLUMN_LATE else None
+    return span if span * sum(column_terms(r) for r in ordered) <= COLUMN_LATE else None
+
+
+def column_terms(r) -> int:
+    """Values per slot of a kept total in the column shape: its components, and a mean's count."""
+    return size(r.payload) + (r.kind == "mean")
 
 
 def needs_chains(lay: Layout, pairs: bool, is_wide) -> bool:

@@ -234,18 +234,8 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
         row0 = e.mul_i(slot, e.c(span))  # (before the inner loop, whose lanes read it: Lowering.lane_row)
         start = e.op("arith.maxui", row0, cx.lo)
         end = e.op("arith.minui", e.add_i(e.mul_i(slot, e.c(span)), e.c(span)), cx.hi)
-        inits = list(outer.inner_iter_args)
-        cx.nested = {}
-        for r in kept:
-            cx.nested[r.cell] = len(inits)
-            if reduce_kept.nested_pairs(r):  # per component, NEST_CHAINS (high, low) pairs: two float64 vectors
-                inits += [e.splat(0.0, ir.VectorType.get([reduce_kept.NEST_CHAINS], e.f64))] * (2 * size(r.payload))
-            else:
-                inits += [e.identity(r.kind)] * size(r.payload)
-            inits += [e.c(0, e.i64)] if r.kind == "mean" else []
-        n = e.c(1)  # kept slots per component
-        for a in kept[0].kept:
-            n = e.mul_i(n, cx.ext[cx.axes.index(a)])
+        inits = _slot_inits(cx, kept, list(outer.inner_iter_args))
+        n = _kept_slots(cx, kept)
         cx.lane_row, cx.nested_slot = (span, row0), (slot, n)
         if any(reduce_kept.nested_pairs(r) for r in kept):
             start, inits = _nested_groups(cx, body, start, end, inits)
@@ -264,6 +254,30 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
         scf.YieldOp(res[:len(chunk0)])
     cx.nested = None
     return list(outer.results)
+
+
+def _slot_inits(cx: Lowering, kept: list, inits: list[ir.Value]) -> list[ir.Value]:
+    """`inits` and a kept slot's totals in registers after them (where each starts: cx.nested): per component
+    the identity, or (ordered, nested_pairs) NEST_CHAINS (high, low) pairs in two float64 vectors; a mean's
+    count."""
+    e = cx.e
+    cx.nested = {}
+    for r in kept:
+        cx.nested[r.cell] = len(inits)
+        if reduce_kept.nested_pairs(r):
+            inits += [e.splat(0.0, ir.VectorType.get([reduce_kept.NEST_CHAINS], e.f64))] * (2 * size(r.payload))
+        else:
+            inits += [e.identity(r.kind)] * size(r.payload)
+        inits += [e.c(0, e.i64)] if r.kind == "mean" else []
+    return inits
+
+
+def _kept_slots(cx: Lowering, kept: list) -> ir.Value:
+    """Kept slots per component (the product of the kept axes' extents)."""
+    n = cx.e.c(1)
+    for a in kept[0].kept:
+        n = cx.e.mul_i(n, cx.ext[cx.axes.index(a)])
+    return n
 
 
 def _ops(body: ir.Block) -> int:
@@ -288,9 +302,7 @@ def _short_slots(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int
     khi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
     whole_lo = e.op("arith.divui", e.add_i(cx.lo, e.c(span - 1)), e.c(span))
     whole_hi = e.op("arith.maxui", whole_lo, e.op("arith.divui", cx.hi, e.c(span)))
-    n = e.c(1)  # kept slots per component
-    for a in kept[0].kept:
-        n = e.mul_i(n, cx.ext[cx.axes.index(a)])
+    n = _kept_slots(cx, kept)
     state = _slot_loop(cx, body, chunk0, klo, e.op("arith.minui", whole_lo, khi), span, kept, n, False)
     state = _slot_loop(cx, body, state, whole_lo, whole_hi, span, kept, n, True)
     state = _slot_loop(cx, body, state, whole_hi, khi, span, kept, n, None)
@@ -308,11 +320,7 @@ def _slot_loop(cx: Lowering, body: ir.Block, state: list[ir.Value], first: ir.Va
     with ir.InsertionPoint(outer.body):
         slot = outer.induction_variable
         row0 = e.mul_i(slot, e.c(span))
-        inits = list(outer.inner_iter_args)
-        cx.nested = {}
-        for r in kept:
-            cx.nested[r.cell] = len(inits)
-            inits += [e.identity(r.kind)] * size(r.payload) + ([e.c(0, e.i64)] if r.kind == "mean" else [])
+        inits = _slot_inits(cx, kept, list(outer.inner_iter_args))
         cx.lane_row, cx.nested_slot = (span, row0), (slot, n)
         if whole:
             anchor = create("arith.constant", [], [e.i64], {"value": ir.IntegerAttr.get(e.i64, 0)})

@@ -9,7 +9,7 @@ from mlir.dialects import scf, vector
 from hawk.abi.layout import sum_policy
 from hawk.ir.access import reduce_mask, reduce_value
 from hawk.ir.build import create
-from hawk.passes import exact_emit
+from hawk.passes import chunk_form, exact_emit
 from hawk.passes.host_emit import size
 from hawk.passes.lower import planes, scatters
 from hawk.passes.lower.context import Lowering
@@ -179,11 +179,6 @@ def column_pairs(cx: Lowering, r) -> bool:
     return r.kind in ("sum", "mean") and r.policy == "ordered" and cx.exact_pairs and r.cell in cx.lay.private
 
 
-def column_terms(r) -> int:
-    """Values per slot of a kept total in the column shape: its components, and a mean's count."""
-    return size(r.payload) + (r.kind == "mean")
-
-
 def column_start(cx: Lowering, span: int) -> None:
     """Before the column shape's rows, per component of each ordered kept total: this chunk's (high, low) pairs
     of the `span` slots copied into two buffers of their own (highs, lows: the row loop then reads and writes
@@ -195,7 +190,7 @@ def column_start(cx: Lowering, span: int) -> None:
     for r in cx.lay.reductions:
         if r.kept and column_pairs(cx, r):
             pairs, base = cx.bufs[(r.cell, "pairs")], scatters.copy_start(cx, r.cell)
-            for c in range(column_terms(r)):
+            for c in range(chunk_form.column_terms(r)):
                 bufs = tuple(cx.local_buffer(span, t) for t in (e.f64, e.f64, e.f64, e.f64, e.f))
                 loop = scf.ForOp(e.c(0), e.c(span), e.c(1), [])
                 with ir.InsertionPoint(loop.body):
