@@ -120,6 +120,17 @@ def row_softmax(cols: int):
 
 
 @functools.cache
+def row_sums_ordered(cols: int):
+    """The exact sum of each row, rounded once (policy "ordered")."""
+
+    @hawk.kernel
+    def row_sums_ordered(g: Grid["row", "col":cols], x: Scalar) -> Scalar:
+        return hawk.sum(x, over="col", policy="ordered")
+
+    return row_sums_ordered
+
+
+@functools.cache
 def col_sums(cols: int):
     """Sum over the slow axis of a (rows, cols) grid: one value per column."""
 

@@ -90,6 +90,11 @@ def ours_one(kernel_of, check: str = "default", **extra):
     return ours
 
 
+def ours_row(d: Data) -> dict[str, Impl]:
+    return {"hawk": _ours(K.row_sums(d.cols), x=d.u),
+            "hawk ordered": _ours(K.row_sums_ordered(d.cols), "ordered", x=d.u)}
+
+
 def ours_col(d: Data) -> dict[str, Impl]:
     return {"hawk": _ours(K.col_sums(d.cols), x=d.u),
             "hawk ordered": _ours(K.col_sums_ordered(d.cols), "ordered", x=d.u)}
@@ -163,8 +168,7 @@ OPS: list[Op] = [
     Op("max", "max over every lane", ours_one(lambda d: K.max_all, x=lambda d: d.x),
        reference=lambda d: _one(d.x.max()), scale=lambda d: _one(0.0), exact=True),
     Op("row_sum", "sum over the fast axis of a (rows, 1000) grid: one sum per row",
-       ours_one(lambda d: K.row_sums(d.cols), x=lambda d: d.u),
-       reference=lambda d: d.u.astype(np.float64).sum(axis=1),
+       ours_row, reference=lambda d: d.u.astype(np.float64).sum(axis=1),
        scale=lambda d: np.abs(d.u.astype(np.float64)).sum(axis=1)),
     Op("row_softmax", "softmax over the fast axis of a (rows, 1000) grid: max and sum read per row, one launch",
        ours_one(lambda d: K.row_softmax(d.cols), x=lambda d: d.u), reference=ref_softmax, scale=ref_softmax),
@@ -218,6 +222,7 @@ def check_output(op: Op, d: Data, name: str, impl: Impl, got) -> None:
     if impl.check == "ordered":
         want = (np.asarray([ordered_sum(d.x)]) if op.name == "sum" else
                 np.asarray([ordered_sum(np.ascontiguousarray(c)) for c in d.u.T]) if op.name == "col_sum" else
+                np.asarray([ordered_sum(r) for r in d.u]) if op.name == "row_sum" else
                 ordered_scatter(d.skeys if op.name == "scatter_sorted" else d.keys, d.x, KEYS))
         w = np.asarray(want, dtype=np.float64).reshape(-1)
         if not np.array_equal(g, w):

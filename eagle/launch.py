@@ -348,6 +348,9 @@ class Launcher:
                 bufs.append(np.zeros(2 * self.lay.private[name] * n, dtype=np.float64 if buf.dtype == "f64" else
                                      b.dtype))
                 resets.append((bufs[-1], 0.0))
+            elif role == "parked":  # a (high, low) float64 pair per slot of an ordered kept cell (and per count)
+                bufs.append(np.zeros(max(2 * self.slot_values(name, bufs), 1), dtype=np.float64))  # (the finish
+                # leaves them zeroed)
             elif role == "comp":  # compensated: (sum, correction) of the lanes' terms in float64
                 target = next(a for bb, a in zip(self.lay.buffers, bufs, strict=False)
                               if bb.name == name and bb.role in ("sink", "cell"))
@@ -381,9 +384,12 @@ class Launcher:
         w = exact_words(np.dtype(dtype).name)
         if name == "#exact":
             return self.lay.exact_width(np.dtype(dtype).name) * nchunks
-        slots = sum(a.size for bb, a in zip(self.lay.buffers, bufs, strict=False)
-                    if bb.name == name and bb.role in ("sink", "cell", "count"))
-        return slots * w + 1
+        return self.slot_values(name, bufs) * w + 1
+
+    def slot_values(self, name: str, bufs: list[np.ndarray]) -> int:
+        """Values of an ordered sink or kept cell (a kept mean's counts included) among the buffers made so far."""
+        return sum(a.size for bb, a in zip(self.lay.buffers, bufs, strict=False)
+                   if bb.name == name and bb.role in ("sink", "cell", "count"))
 
     def check_room(self, name: str, role: str, shape: tuple[int, ...], b: Bound) -> None:
         """Refuse, naming the plane, an output or sink the run would allocate beyond the machine's memory (a sink's

@@ -183,9 +183,9 @@ def _combine_kind(buf, lay, checks: bool) -> str | None:
     cannot refuse: `checks` is its launcher's checks_at_run_time)."""
     if buf.role == "err":
         return ERR if checks else None
-    if buf.role in ("scan", "rscan", "fold"):  # block totals (rscan: lane values and flags; fold: a hawk.reduce's
-        # per-block partials) at global numbers, each written by the one shard that runs it: the finish then
-        return BITS  # folds the whole run as one device
+    if buf.role in ("scan", "rscan", "fold", "parked"):  # block totals (rscan: lane values and flags; fold: a
+        # hawk.reduce's per-block partials; parked: a kept slot's pair) at global numbers, each written by the one
+        return BITS  # shard that runs it: the finish then folds the whole run as one device
     if (buf.role == "scratch" and not lay.width) or (buf.name == "#exact" and not lay.exact_components):
         return None
     if buf.role in ("scratch", "pairs", "priv", "mark") or (buf.role == "exact" and buf.name == "#exact"):

@@ -183,6 +183,8 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
             bufs.append(Buffer(r.cell, "exact", "i64"))
             if slots:
                 bufs.append(Buffer(r.cell, "pairs", "f64"))  # (float64 for float32 kernels too)
+            else:  # one (high, low) per slot, left by the one host chunk that held all its lanes (reduce_kept.park)
+                bufs.append(Buffer(r.cell, "parked", "f64"))
         elif r.kept and r.kind in ("sum", "mean") and sum_policy(r.policy, True) != "plain" and r.policy != "auto":
             bufs.append(Buffer(r.cell, "comp", _comp_dtype(sum_policy(r.policy, True))))
     for p in sig.planes:

@@ -175,6 +175,11 @@ class Emit:
             return v
         return create("vector.broadcast", [v], [like_type]).result
 
+    def shuffle(self, a: ir.Value, b: ir.Value, mask: list[int]) -> ir.Value:
+        """Entries of the vectors a and b (b's numbered after a's) picked by `mask`, as a vector of len(mask)."""
+        out = ir.VectorType.get([len(mask)], ir.VectorType(a.type).element_type)
+        return create("vector.shuffle", [a, b], [out], {"mask": ir.DenseI64ArrayAttr.get(mask)}).result
+
     def vload(self, buf: ir.Value, at: ir.Value, n: int, elem: ir.Type) -> ir.Value:
         return create("vector.load", [buf, at], [ir.VectorType.get([n], elem)]).result
 

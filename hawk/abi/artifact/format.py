@@ -36,7 +36,7 @@ POLICIES = ("auto", "compensated", "plain", "ordered")
 SINK_POLICIES = ("plain", "compensated", "ordered")
 # The buffer roles eagle.launch.Launcher allocates; a role it does not know is refused before anything runs.
 BUFFER_ROLES = ("in", "index", "param", "table", "cut", "out", "cell", "count", "sink", "comp", "priv", "mark",
-                "scratch", "exact", "pairs", "fold", "meta", "err", "len", "scan", "scanoff",
+                "scratch", "exact", "pairs", "parked", "fold", "meta", "err", "len", "scan", "scanoff",
                 "rscan", "parts")
 BUFFER_DTYPES = ("f", "f64", "i32", "i64")
 _ROLE_KIND = {"in": "lane", "index": "index", "param": "param", "table": "table", "sink": "sink"}
@@ -339,6 +339,8 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
             raise refuse(where, f"is a private copy of '{bname}', which is not a sink or cell with private slots")
         if role in ("meta", "err", "scratch", "parts") and bname != f"#{role}":
             raise refuse(where, f"must be named '#{role}'")
+        if role == "parked" and bname not in roles.get("exact", []):
+            raise refuse(where, f"holds parked pairs of '{bname}', which has no exact accumulators before it")
         if role == "exact" and bname != "#exact" and bname not in roles.get("sink", []) + roles.get("cell", []):
             raise refuse(where, f"holds exact accumulators of '{bname}', which has no sink or cell buffer before it")
     for role in ("meta", "err"):

@@ -27,7 +27,7 @@ from hawk.ir.access import scatter_mode, sink_name, stored_value
 from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
 from hawk.passes import chunk_form
-from hawk.passes.host_emit import size
+from hawk.passes.host_emit import _EQ, size
 from hawk.passes.lower import (
     block,
     grid,
@@ -234,10 +234,12 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
         row0 = e.mul_i(slot, e.c(span))  # (before the inner loop, whose lanes read it: Lowering.lane_row)
         start = e.op("arith.maxui", row0, cx.lo)
         end = e.op("arith.minui", e.add_i(e.mul_i(slot, e.c(span)), e.c(span)), cx.hi)
+        whole = e.op("arith.andi", e.cmpi(_EQ, start, row0), e.cmpi(_EQ, end, e.add_i(row0, e.c(span))))
         inits = _slot_inits(cx, kept, list(outer.inner_iter_args))
         n = _kept_slots(cx, kept)
         cx.lane_row, cx.nested_slot = (span, row0), (slot, n)
         if any(reduce_kept.nested_pairs(r) for r in kept):
+            e.store(e.c(0, e.i64), reduce_kept.spilled(cx), e.c(0))
             start, inits = _nested_groups(cx, body, start, end, inits)
         inner = scf.ForOp(start, end, e.c(1), inits)
         with ir.InsertionPoint(inner.body):
@@ -248,7 +250,7 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
         for r in kept:
             at0 = cx.nested[r.cell]
             if reduce_kept.nested_pairs(r):
-                reduce_kept.nested_pairs_out(cx, r, slot, n, res[at0:])
+                reduce_kept.nested_pairs_out(cx, r, slot, n, res[at0:], whole, span)
                 continue
             _slot_out(cx, [r], slot, n, res)
         scf.YieldOp(res[:len(chunk0)])

@@ -177,7 +177,8 @@ def finish_exact(cx: Lowering, name: str) -> None:
     a slot's few floats are added by TwoSums into one float64 pair that holds their sum exactly, which
     _round_pair rounds; otherwise (or when that pair loses a bit, or its float32 rounding is not sure) they are
     deposited into the slot's accumulator (a float32 kernel's pair values as float32 parts), which is rounded
-    and zeroed again."""
+    and zeroed again. A kept cell without pairs per chunk takes that fast path for each slot a host chunk
+    parked a pair for (reduce_kept.park: one chunk held every term of the slot)."""
     e = cx.e
     exact = cx.bufs[(name, "exact")]
     w = exact_emit.words_of(e.f)
@@ -194,6 +195,7 @@ def finish_exact(cx: Lowering, name: str) -> None:
     quiet = e.cmpi(_EQ, e.load(exact, spill_at), e.c(0, e.i64))
     if not cx.exact_pairs or pairs is None:  # every term went to the accumulators (GPU threads; no pairs)
         quiet = e.c(0, e.i1)
+    parked = cx.bufs.get((name, "parked")) if cx.exact_pairs else None  # a kept slot's pair (reduce_kept.park)
     for out, first, last in parts:
         loop = scf.ForOp(first, last, e.c(1), [])
         with ir.InsertionPoint(loop.body):
@@ -201,9 +203,16 @@ def finish_exact(cx: Lowering, name: str) -> None:
             j = e.op("arith.subi", i, first)
             terms = [e.load(out, j)] if is_sink else []
             f64 = e.f64
+            if parked is not None:  # (every term of the slot is that pair, none is in the accumulator)
+                at = e.mul_i(i, e.c(2))
+                phi, plo = e.load(parked, at), e.load(parked, e.add_i(at, e.c(1)))
+                quiet = e.cmpi(_NE, e.op("arith.ori", e.op("arith.bitcast", phi, t=e.i64),
+                                         e.op("arith.bitcast", plo, t=e.i64)), e.c(0, e.i64))
             fast = scf.IfOp(quiet, [f64, f64, e.i1], has_else=True)
             with ir.InsertionPoint(fast.then_block):
                 hi, lo, ok = e.cf(0.0, f64), e.cf(0.0, f64), e.c(1, e.i1)
+                if parked is not None:
+                    hi, lo = phi, plo
                 for x in terms:
                     hi, lo, ok = scatters.pair_add(cx, hi, lo, ok, e.widen(x, f64))
                 if pairs is not None:
@@ -227,6 +236,8 @@ def finish_exact(cx: Lowering, name: str) -> None:
                 base = e.mul_i(i, e.c(w))
                 for x in terms:
                     exact_emit.deposit(e, exact, base, x)
+                for v in (phi, plo) if parked is not None else ():  # (a float32 tie the pair cannot settle; zeros if
+                    exact_emit.deposit_as(e, exact, base, v, e.f)  # nothing was parked)
                 for _ in () if pairs is None else (1,):
                     each = scf.ForOp(e.c(0), copies, e.c(1), [])
                     with ir.InsertionPoint(each.body):
@@ -238,6 +249,9 @@ def finish_exact(cx: Lowering, name: str) -> None:
                 exact_emit.clear(e, exact, base, e.f)
                 scf.YieldOp([v])
             e.store(done.results[0], out, j)
+            if parked is not None:  # (zeroed again for the next launch)
+                e.store(e.cf(0.0, f64), parked, at)
+                e.store(e.cf(0.0, f64), parked, e.add_i(at, e.c(1)))
             scf.YieldOp([])
     e.store(e.c(0, e.i64), exact, spill_at)
 

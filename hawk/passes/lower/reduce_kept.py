@@ -14,7 +14,8 @@ from hawk.passes.host_emit import size
 from hawk.passes.lower import planes, scatters
 from hawk.passes.lower.context import Lowering
 
-_NE = 1  # arith.cmpi's "ne"
+_EQ, _NE = 0, 1  # arith.cmpi's "eq", "ne"
+_OEQ = 1  # arith.cmpf's "oeq"
 NEST_CHAINS = 8  # TwoSum pairs per component of an ordered kept total under the nested driver, side by side in a
 # vector (lane j of a group of 8 feeds pair j: chunk_loops._nested_groups)
 
@@ -23,6 +24,12 @@ def nested_pairs(r) -> bool:
     """Whether a kept total of the nested driver keeps (high, low) pairs in registers: an ordered sum or mean
     (chunk_form picks the nested shape for those on the host only)."""
     return r.kind in ("sum", "mean") and r.policy == "ordered"
+
+
+def spilled(cx: Lowering) -> ir.Value:
+    """A one-word stack buffer, nonzero once some term of the current kept slot went to its exact accumulator (the
+    nested driver zeroes it per slot; the rare branches set it, so the common path carries nothing)."""
+    return cx.temp(1, cx.e.i64, tag="nested-spilled")
 
 
 def _slot_at(cx: Lowering, r, c: int, slot: ir.Value, n: ir.Value) -> ir.Value:
@@ -56,6 +63,7 @@ def reduce_nested_pair(cx: Lowering, op, r) -> None:
         slot, n = cx.nested_slot
         branch = scf.IfOp(rare, [], has_else=False)
         with ir.InsertionPoint(branch.then_block):
+            e.store(e.c(1, e.i64), spilled(cx), e.c(0))
             scatters.spill(cx, r.cell, _slot_at(cx, r, c, slot, n), late)
             scf.YieldOp([])
     if r.kind == "mean":
@@ -80,36 +88,88 @@ def nested_group_step(cx: Lowering, kept: list) -> None:
             anyone = create("vector.reduction", [rare], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")})
             branch = scf.IfOp(anyone.result, [], has_else=False)
             with ir.InsertionPoint(branch.then_block):
+                e.store(e.c(1, e.i64), spilled(cx), e.c(0))
                 scatters.spill_lanes(cx, r.cell, _slot_at(cx, r, c, slot, n), rare, late)
                 scf.YieldOp([])
     cx.nested_group = {}
 
 
-def nested_pairs_out(cx: Lowering, r, slot: ir.Value, n: ir.Value, res: list[ir.Value]) -> None:
-    """A slot's register pairs (reduce_nested_pair) at its end into the slot (scatters.exact_add: the chunk's
-    pair, or the accumulator, deposited), and a mean's count (exact: below 2**53) into its count slot. The
-    2 x NEST_CHAINS values of a component are first added by TwoSums into one pair; when that pair held them
-    exactly (its second errors all zero: the common case) only its two values go to the slot, else all of
-    them do."""
+def nested_pairs_out(cx: Lowering, r, slot: ir.Value, n: ir.Value, res: list[ir.Value], whole: ir.Value,
+                     span: int) -> None:
+    """A slot's register pairs (reduce_nested_pair) at its end into the slot, and a mean's count (exact: below
+    2**53) into its count slot. The 2 x NEST_CHAINS values of a component are first added into one pair
+    (_merge_pairs); when that pair holds them exactly (the common case) and this chunk holds every lane of the
+    slot (`whole`) and none of its terms spilled, the pair is parked for the finish to round alone (park: the
+    slot's 576-byte accumulator is never touched); when it holds them exactly otherwise,
+    its two values go to the slot (scatters.exact_add: other chunks' terms meet them there); else all of them do.
+    A cell with a copy per chunk keeps the finish's own fast path (scatters.exact_add into its pairs). Slots of
+    fewer than NEST_CHAINS lanes (`span`) run no groups: their terms are all in pair 0, which is the sum."""
     e = cx.e
-    zero = e.cf(0.0, e.f64)
-    for c in range(size(r.payload)):
-        at = _slot_at(cx, r, c, slot, n)
-        vals = [vector.extract(v, [], [j]) for v in res[2 * c:2 * c + 2] for j in range(NEST_CHAINS)]
-        hi, lo, ok = zero, zero, e.c(1, e.i1)
-        for v in vals:
-            hi, lo, ok = scatters.pair_add(cx, hi, lo, ok, v)
-        branch = scf.IfOp(ok, [], has_else=True)
+    alone = e.c(0, e.i1)
+    if (r.cell, "parked") in cx.bufs:
+        alone = e.op("arith.andi", whole, e.cmpi(_EQ, e.load(spilled(cx), e.c(0)), e.c(0, e.i64)))
+
+    def into(at: ir.Value, hi: ir.Value, lo: ir.Value) -> None:
+        branch = scf.IfOp(alone, [], has_else=True)
         with ir.InsertionPoint(branch.then_block):
+            park(cx, r.cell, at, hi, lo)
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
             scatters.exact_add(cx, r.cell, at, hi)
             scatters.exact_add(cx, r.cell, at, lo)
             scf.YieldOp([])
+
+    for c in range(size(r.payload)):
+        at = _slot_at(cx, r, c, slot, n)
+        if span < NEST_CHAINS:
+            hi, lo = (vector.extract(v, [], [0]) for v in res[2 * c:2 * c + 2])
+            into(at, hi, lo)
+            continue
+        hi, lo, ok = _merge_pairs(cx, res[2 * c], res[2 * c + 1])
+        branch = scf.IfOp(ok, [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            into(at, hi, lo)
+            scf.YieldOp([])
         with ir.InsertionPoint(branch.else_block):
+            vals = [vector.extract(v, [], [j]) for v in res[2 * c:2 * c + 2] for j in range(NEST_CHAINS)]
             scatters.add_each(cx, r.cell, at, vals)
             scf.YieldOp([])
     if r.kind == "mean":
         count = e.op("arith.uitofp", res[2 * size(r.payload)], t=e.f64)
-        scatters.exact_add(cx, r.cell, _slot_at(cx, r, size(r.payload), slot, n), count)
+        into(_slot_at(cx, r, size(r.payload), slot, n), count, e.cf(0.0, e.f64))
+
+
+def park(cx: Lowering, name: str, at: ir.Value, hi: ir.Value, lo: ir.Value) -> None:
+    """Leave the float64 pair (hi, lo), whose sum is exactly every term of slot `at` of kept cell `name` (none of
+    them in the slot's exact accumulator), in the cell's "parked" buffer for the finish to round alone
+    (finish.finish_exact). A pair of two +0.0 is parked as (+0.0, -0.0): all-zero bits mean nothing was."""
+    e = cx.e
+    buf, p = cx.bufs[(name, "parked")], e.mul_i(at, e.c(2))
+    none = e.cmpi(_EQ, e.op("arith.ori", e.op("arith.bitcast", hi, t=e.i64), e.op("arith.bitcast", lo, t=e.i64)),
+                  e.c(0, e.i64))
+    e.store(hi, buf, p)
+    e.store(e.select(none, e.cf(-0.0, e.f64), lo), buf, e.add_i(p, e.c(1)))
+
+
+def _merge_pairs(cx: Lowering, his: ir.Value, los: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """NEST_CHAINS (high, low) pairs (two float64 vectors) added into one pair by halves: each half's pairs take
+    the other half's highs, then its lows, by two TwoSums side by side (scatters.pair_add's step), so the
+    latency is three such rounds, not a chain of sixteen. Returns (hi, lo, ok): ok when every step was exact, so
+    that hi + lo is exactly the sum of the sixteen values."""
+    e = cx.e
+    ok = None
+    while ir.VectorType(his.type).shape[0] > 1:
+        m = ir.VectorType(his.type).shape[0] // 2
+        low, high = list(range(m)), list(range(m, 2 * m))
+        h, lo_ = e.shuffle(his, his, low), e.shuffle(los, los, low)
+        for x in (e.shuffle(his, his, high), e.shuffle(los, los, high)):
+            h, e1 = e.two_sum(h, x)
+            lo_, e2 = e.two_sum(lo_, e1)
+            fine = e.cmpf(_OEQ, e2, e.splat(0.0, e2.type))  # (false for NaN: an inf or NaN sum)
+            fine = create("vector.reduction", [fine], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<and>")})
+            ok = fine.result if ok is None else e.op("arith.andi", ok, fine.result)
+        his, los = h, lo_
+    return vector.extract(his, [], [0]), vector.extract(los, [], [0]), ok
 
 
 def reduce_nested(cx: Lowering, op, r) -> None:

@@ -239,12 +239,6 @@ def _distinct(cx: Lowering, lanes: list[tuple[ir.Value, ir.Value]], keep: ir.Val
     return keep
 
 
-def _shuffle(a: ir.Value, b: ir.Value, mask: list[int]) -> ir.Value:
-    t = ir.VectorType(a.type)
-    out = ir.VectorType.get([len(mask)], t.element_type)
-    return create("vector.shuffle", [a, b], [out], {"mask": ir.DenseI64ArrayAttr.get(mask)}).result
-
-
 def pair_adds(cx: Lowering, sink: str, lanes: list[tuple[ir.Value, ir.Value]]) -> None:
     """Each lane's (slot, term) into the slot's (high, low) pair by exact_add's two TwoSums, the lanes side by
     side: kept when every lane's second error is zero and the slots all differ, else exact_add lane by lane
@@ -257,10 +251,10 @@ def pair_adds(cx: Lowering, sink: str, lanes: list[tuple[ir.Value, ir.Value]]) -
     two = [e.vload(pairs, p, 2, e.f64) for p in at]  # [high, low] of each lane's slot (float64 pairs)
     while len(two) > 1:  # concatenated: [h0, l0, h1, l1, ...]
         m = ir.VectorType(two[0].type).shape[0]
-        two = [_shuffle(two[k], two[k + 1], list(range(2 * m))) for k in range(0, len(two), 2)]
+        two = [e.shuffle(two[k], two[k + 1], list(range(2 * m))) for k in range(0, len(two), 2)]
     both = two[0]
-    hi = _shuffle(both, both, list(range(0, 2 * W, 2)))
-    lo = _shuffle(both, both, list(range(1, 2 * W, 2)))
+    hi = e.shuffle(both, both, list(range(0, 2 * W, 2)))
+    lo = e.shuffle(both, both, list(range(1, 2 * W, 2)))
     wide = [e.widen(v, e.f64) for _, v in lanes]
     x = create("vector.from_elements", wide, [ir.VectorType.get([W], e.f64)]).result
     s1, e1 = e.two_sum(hi, x)
@@ -272,9 +266,9 @@ def pair_adds(cx: Lowering, sink: str, lanes: list[tuple[ir.Value, ir.Value]]) -
     keep = _distinct(cx, lanes, e.op("arith.xori", lost, e.c(1, e.i1)))
     branch = scf.IfOp(keep, [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
-        mixed = _shuffle(s1, s2, [k for j in range(W) for k in (j, W + j)])
+        mixed = e.shuffle(s1, s2, [k for j in range(W) for k in (j, W + j)])
         for j, p in enumerate(at):
-            e.vstore(_shuffle(mixed, mixed, [2 * j, 2 * j + 1]), pairs, p)
+            e.vstore(e.shuffle(mixed, mixed, [2 * j, 2 * j + 1]), pairs, p)
         scf.YieldOp([])
     with ir.InsertionPoint(branch.else_block):
         for idx, v in lanes:
