@@ -31,7 +31,7 @@ from eagle.errors import InputError
 from eagle.settings import MIN_CHUNK_ENV, is_whole, min_chunk_setting
 from eagle.stage import IDENT, OVERSPLIT, Prepared
 from hawk.abi.exact import words as exact_words
-from hawk.abi.layout import ORDERED_BLOCK, Layout, fold_values, has_scan, keyed_values, scan_values
+from hawk.abi.layout import ORDERED_BLOCK, Layout, compensated, fold_values, has_scan, keyed_values, scan_values
 
 COPY_BYTES = 1 << 30  # the most memory every chunk's private copies may take together (one copy always)
 PRIVATE_VALUES = 1 << 20  # beyond one chunk per thread, private copies of sinks and cells stay within this
@@ -323,9 +323,10 @@ class Launcher:
                 resets.append((bufs[-1], 0.0))
             elif role == "priv" and name not in self.lay.sinks:  # a kept cell: copies start at its identity
                 r = self.red[name]
-                fill = -0.0 if r.kind == "sum" else IDENT[r.kind]
+                fill = -0.0 if r.kind == "sum" and not compensated(r) else IDENT[r.kind]
                 n = self.lay.private[name] * (nchunks if cell_copies is None else cell_copies)
-                bufs.append(np.full(n, fill, dtype=b.dtype))
+                n *= 2 if compensated(r) else 1  # ((sum, correction) pairs: their sums, then corrections)
+                bufs.append(np.full(n, fill, dtype=np.float64 if buf.dtype == "f64" else b.dtype))
                 resets.append((bufs[-1], fill))
             elif role == "priv":
                 slots = 0 if name in no_copies else self.lay.private[name]

@@ -395,9 +395,10 @@ def gf_col_min_and_low(g: Grid["row", "col":7, "k":3], x: Scalar, low: Mutable[S
 
 
 def test_kept_cells_off_the_leading_axes_get_a_copy_per_chunk():
-    # compensated sums keep lane order; ordered ones exact accumulators, a copy per chunk while few (the column
-    # sums' 42 slots) and one shared copy when the kept axis is the unbounded leading one (the row means)
-    for kernel, private in ((gf_col_max, ["result"]), (gf_col_sums, ["result"]), (gf_col_comp, []),
+    # compensated sums a (sum, correction) pair per slot and chunk; ordered ones exact accumulators, a copy per
+    # chunk while few (the column sums' 42 slots) and one shared copy when the kept axis is the unbounded leading
+    # one (the row means)
+    for kernel, private in ((gf_col_max, ["result"]), (gf_col_sums, ["result"]), (gf_col_comp, ["result"]),
                             (gf_middle, ["result"]), (gf_row_means, [])):
         lay = _layout(kernel)
         assert lay.private_cells() == private, kernel.name

@@ -377,6 +377,11 @@ def ordered(r: Reduction) -> bool:
     return r.kind in ("sum", "mean") and r.policy == "ordered"
 
 
+def compensated(r: Reduction) -> bool:
+    """A compensated sum or mean (max and min ignore the policy): a kept cell's copies are (sum, correction) pairs."""
+    return r.kind in ("sum", "mean") and r.policy == "compensated"
+
+
 def sum_policy(policy: str, scatter: bool) -> str:
     """What a policy word means for one sum: 'fast' | 'plain' | 'compensated' | 'ordered'."""
     if policy == "auto":

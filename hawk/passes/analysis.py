@@ -13,6 +13,7 @@ from hawk.abi.layout import (
     Buffer,
     Layout,
     Reduction,
+    compensated,
     private_sink_slots,
     sum_policy,
     wants_slot_ranges,
@@ -173,8 +174,8 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
         slots = _private_cell_slots(r, sig)
         if slots:  # each chunk adds into its own copy of the cell; the finish combines them in chunk order
             lay.private[r.cell] = slots
-            if not exact:
-                bufs.append(Buffer(r.cell, "priv", "f"))
+            if not exact:  # (compensated: (sum, correction) pairs in float64, as a compensated sink's copies)
+                bufs.append(Buffer(r.cell, "priv", "f64" if compensated(r) else "f"))
         if r.kind == "mean" and r.kept:
             bufs.append(Buffer(r.cell, "count", "f"))
         if r.kind == "fold":  # per block of lanes or per kept slot: a flag and the value (hawk/passes/lower/folds.py)
@@ -256,14 +257,15 @@ def planes_stored(root) -> set[str]:
 
 def _private_cell_slots(r: Reduction, sig: Signature) -> int:
     """Slots of a private copy for a reduction that keeps lane axes other than the leading ones (those already
-    give chunks whole slots): an "auto" sum or mean, a max or a min whose kept extents are fixed and few; else
-    0. Ordered sums keep (high, low) pairs per chunk (any kept axes) beside one shared exact accumulator per slot.
-    Compensated sums keep their lane-order companions: one chunk."""
+    give chunks whole slots): a sum or mean, a max or a min whose kept extents are fixed and few; else 0.
+    Ordered sums keep (high, low) pairs per chunk (any kept axes) beside one shared exact accumulator per slot;
+    compensated ones a (sum, correction) pair per slot and chunk, which the finish adds in chunk order into the
+    companion (kept extents that are not fixed: one chunk, each slot in lane order)."""
     axes = sig.lane_axes()
     exact = r.kind in ("sum", "mean") and r.policy == "ordered"
     if r.kind == "fold":  # a kept slot's lanes go to one chunk, in lane order (no copies)
         return 0
-    if not r.kept or (r.kind in ("sum", "mean") and r.policy not in ("auto", "ordered")):
+    if not r.kept:
         return 0
     labels = [a.label for a in axes]
     if list(r.kept) == labels[:len(r.kept)] and not exact:

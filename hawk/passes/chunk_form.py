@@ -3,10 +3,11 @@
 
   blocked  every-lane sums that keep chains (compensated; ordered on the host: two-float chains): blocks of
            ORDERED_BLOCK lanes, groups of lanes as straight-line copies feeding one chain each
-  nested   every kept reduction keeps the same leading axes (sum "auto", max, min; "ordered" on the host, as
-           two-float TwoSum pairs): a loop per kept slot over its contiguous lanes, the slot's totals in
-           registers
-  column   every kept reduction keeps the same trailing axes (sum "auto", max, min; "ordered" on the host):
+  nested   every kept reduction keeps the same leading axes (sum "auto", max, min; "ordered" and "compensated"
+           on the host, as two-float TwoSum pairs and Neumaier chains): a loop per kept slot over its
+           contiguous lanes, the slot's totals in registers
+  column   every kept reduction keeps the same trailing axes (sum "auto", max, min; "ordered" on the host;
+           "compensated" with a copy per chunk):
            rows of the reduced axes, the slot affine in the lane (the update loop vectorizes)
   rows     a grid without kept reductions: rows of the first axis, coordinates from the loops (no div/mod),
            neighbour reads without clamps in the interior
@@ -37,22 +38,25 @@ def wide_test(wide: bool) -> Callable[[tuple], bool]:
     return lambda shape: wide and bool(shape) and size(shape) > WIDE_PAYLOAD
 
 
-def _kept_axes(lay: Layout, is_wide, ordered: bool = False) -> tuple | None:
-    """The axes every kept reduction keeps, when they all keep the same ones with a sum "auto" (or "ordered",
-    when `ordered`), max or min over a payload of registers (and no fold): else None."""
+def _kept_axes(lay: Layout, is_wide, ordered: bool = False, copies: bool = False) -> tuple | None:
+    """The axes every kept reduction keeps, when they all keep the same ones with a sum "auto" (or "ordered" and
+    "compensated", when `ordered`: the host's register pairs and chains; or "compensated" into a copy per chunk,
+    when `copies`), max or min over a payload of registers (and no fold): else None."""
     kept = [r for r in lay.reductions if r.kept]
     if not kept or len({r.kept for r in kept}) != 1 or any(r.kind == "fold" for r in lay.reductions):
         return None
     sums = ("auto", "ordered") if ordered else ("auto",)
-    if any(r.kind in ("sum", "mean") and r.policy not in sums for r in kept) or any(is_wide(r.payload) for r in kept):
+    if any(r.kind in ("sum", "mean") and r.policy not in sums and
+           not (r.policy == "compensated" and (r.cell in lay.private if copies else ordered)) for r in kept) or \
+            any(is_wide(r.payload) for r in kept):
         return None
     return tuple(kept[0].kept)
 
 
 def nest_span(lay: Layout, is_wide, pairs: bool = False) -> int | None:
     """Lanes per kept slot when the kept axes are the leading lane axes (their lanes are contiguous, so one
-    register accumulator serves each slot): the nested shape; with `pairs` (the host), ordered sums too (a
-    TwoSum pair in registers per slot: reduce_kept.reduce_nested)."""
+    register accumulator serves each slot): the nested shape; with `pairs` (the host), ordered and compensated
+    sums too (TwoSum pairs or Neumaier chains in registers per slot: reduce_kept.reduce_nested)."""
     k, axes = _kept_axes(lay, is_wide, pairs), lay.sig.lane_axes()
     if k is None or list(k) != [a.label for a in axes[:len(k)]]:
         return None
@@ -72,8 +76,9 @@ COLUMN_LATE = 1 << 11  # at most this many slots x components of ordered kept to
 def column_span(lay: Layout, is_wide, pairs: bool = False) -> int | None:
     """Kept slots when the kept axes are the trailing lane axes (not all of them): lane = row * span + slot, so
     the slot is affine in the lane: the column shape; with `pairs` (the host), ordered sums too (a branch-free
-    TwoSum pair step per slot: reduce_kept.reduce_column_pair), while their buffers fit COLUMN_LATE."""
-    k, axes = _kept_axes(lay, is_wide, pairs), lay.sig.lane_axes()
+    TwoSum pair step per slot: reduce_kept.reduce_column_pair), while their buffers fit COLUMN_LATE; compensated
+    sums with a copy per chunk too (a branch-free Neumaier step per slot: reduce_kept.reduce_kept_branchless)."""
+    k, axes = _kept_axes(lay, is_wide, pairs, copies=True), lay.sig.lane_axes()
     if k is None or len(k) == len(axes) or list(k) != [a.label for a in axes[len(axes) - len(k):]]:
         return None
     span = 1

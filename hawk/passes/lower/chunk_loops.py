@@ -224,7 +224,7 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
     e = cx.e
     span = chunk_form.nest_span(cx.lay, cx.is_wide, cx.exact_pairs)
     kept = [r for r in cx.lay.reductions if r.kept]
-    if span <= SHORT_SPAN and not any(reduce_kept.nested_pairs(r) for r in kept) and _ops(body) <= SHORT_BODY:
+    if span <= SHORT_SPAN and not any(reduce_kept.nested_vectors(r) for r in kept) and _ops(body) <= SHORT_BODY:
         return _short_slots(cx, body, chunk0, span, kept)
     klo = e.op("arith.divui", cx.lo, e.c(span))
     khi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
@@ -240,6 +240,7 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
         cx.lane_row, cx.nested_slot = (span, row0), (slot, n)
         if any(reduce_kept.nested_pairs(r) for r in kept):
             e.store(e.c(0, e.i64), reduce_kept.spilled(cx), e.c(0))
+        if any(reduce_kept.nested_vectors(r) for r in kept):
             start, inits = _nested_groups(cx, body, start, end, inits)
         inner = scf.ForOp(start, end, e.c(1), inits)
         with ir.InsertionPoint(inner.body):
@@ -251,6 +252,9 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
             at0 = cx.nested[r.cell]
             if reduce_kept.nested_pairs(r):
                 reduce_kept.nested_pairs_out(cx, r, slot, n, res[at0:], whole, span)
+                continue
+            if reduce_kept.nested_neumaier(r):
+                reduce_kept.nested_neumaier_out(cx, r, slot, n, res[at0:])
                 continue
             _slot_out(cx, [r], slot, n, res)
         scf.YieldOp(res[:len(chunk0)])
@@ -266,7 +270,7 @@ def _slot_inits(cx: Lowering, kept: list, inits: list[ir.Value]) -> list[ir.Valu
     cx.nested = {}
     for r in kept:
         cx.nested[r.cell] = len(inits)
-        if reduce_kept.nested_pairs(r):
+        if reduce_kept.nested_vectors(r):
             inits += [e.splat(0.0, ir.VectorType.get([reduce_kept.NEST_CHAINS], e.f64))] * (2 * size(r.payload))
         else:
             inits += [e.identity(r.kind)] * size(r.payload)

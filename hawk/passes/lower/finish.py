@@ -286,6 +286,9 @@ def finish_private(cx: Lowering) -> None:
         if (name, "mark") in cx.bufs:
             finish_stores(cx, name, priv, cx.bufs[(name, "mark")], n)
             continue
+        if (name, "comp") in cx.bufs and (name, "cell") in cx.bufs:
+            finish_cell_pairs(cx, name, priv, slots)
+            continue
         if (name, "cell") in cx.bufs:
             finish_cell_copies(cx, name, priv, n)
             continue
@@ -341,6 +344,42 @@ def finish_cell_copies(cx: Lowering, name: str, priv: ir.Value, n: ir.Value) -> 
                 e.store(e.combine_kind(r.kind, e.load(target, at), part), target, at)
                 scf.YieldOp([])
             scf.YieldOp([])
+
+
+def finish_cell_pairs(cx: Lowering, name: str, priv: ir.Value, slots: int) -> None:
+    """A compensated kept cell from its chunks' (sum, correction) copies, in chunk order: each slot's sums by
+    Neumaier steps into its companion pair, the corrections added to the pair's correction (as a compensated
+    sink's copies are folded); finish_companions then rounds each pair into the cell. A mean's counts (after its
+    values in each copy's sums: whole numbers, exact) are added into its count plane."""
+    e = cx.e
+    cell, comp = cx.bufs[(name, "cell")], cx.bufs[(name, "comp")]
+    values, p = e.dim(cell), e.c(slots)
+    copies = e.op("arith.divui", e.dim(priv), e.c(2 * slots))
+    loop = scf.ForOp(e.c(0), values, e.c(1), [])
+    with ir.InsertionPoint(loop.body):
+        i = loop.induction_variable
+        at_c = e.add_i(i, values)
+        chunks = scf.ForOp(e.c(0), copies, e.c(1), [e.load(comp, i), e.load(comp, at_c)])
+        with ir.InsertionPoint(chunks.body):
+            base = e.add_i(e.mul_i(chunks.induction_variable, e.c(2 * slots)), i)
+            s, c = e.neumaier(*chunks.inner_iter_args, e.load(priv, base))
+            scf.YieldOp([s, e.add(c, e.load(priv, e.add_i(base, p)))])
+        e.store(chunks.results[0], comp, i)
+        e.store(chunks.results[1], comp, at_c)
+        scf.YieldOp([])
+    if (name, "count") not in cx.bufs:
+        return
+    cnt = cx.bufs[(name, "count")]
+    loop = scf.ForOp(values, p, e.c(1), [])
+    with ir.InsertionPoint(loop.body):
+        i = loop.induction_variable
+        at = e.op("arith.subi", i, values)
+        chunks = scf.ForOp(e.c(0), copies, e.c(1), [e.load(cnt, at)])
+        with ir.InsertionPoint(chunks.body):
+            part = e.load(priv, e.add_i(e.mul_i(chunks.induction_variable, e.c(2 * slots)), i))
+            scf.YieldOp([e.add(chunks.inner_iter_args[0], e.narrow(part, e.f))])
+        e.store(chunks.results[0], cnt, at)
+        scf.YieldOp([])
 
 
 def finish_stores(cx: Lowering, name: str, priv: ir.Value, mark: ir.Value, n: ir.Value) -> None:

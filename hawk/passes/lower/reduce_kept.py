@@ -6,7 +6,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import scf, vector
 
-from hawk.abi.layout import sum_policy
+from hawk.abi.layout import compensated, sum_policy
 from hawk.ir.access import reduce_mask, reduce_value
 from hawk.ir.build import create
 from hawk.passes import chunk_form, exact_emit
@@ -24,6 +24,18 @@ def nested_pairs(r) -> bool:
     """Whether a kept total of the nested driver keeps (high, low) pairs in registers: an ordered sum or mean
     (chunk_form picks the nested shape for those on the host only)."""
     return r.kind in ("sum", "mean") and r.policy == "ordered"
+
+
+def nested_neumaier(r) -> bool:
+    """Whether a kept total of the nested driver keeps NEST_CHAINS Neumaier (sum, correction) chains in registers:
+    a compensated sum or mean (chunk_form picks the nested shape for those on the host only)."""
+    return compensated(r)
+
+
+def nested_vectors(r) -> bool:
+    """Whether a nested kept total keeps two float64 vectors of NEST_CHAINS per component (pairs or chains), fed a
+    group's lanes side by side (chunk_loops._nested_groups)."""
+    return nested_pairs(r) or nested_neumaier(r)
 
 
 def spilled(cx: Lowering) -> ir.Value:
@@ -80,6 +92,10 @@ def nested_group_step(cx: Lowering, kept: list) -> None:
     slot, n = cx.nested_slot
     vec = ir.VectorType.get([NEST_CHAINS], e.f64)
     for r in kept:
+        for c in range(size(r.payload)) if nested_neumaier(r) else ():
+            xv = create("vector.from_elements", cx.nested_group[(r.cell, c)], [vec]).result
+            k = cx.nested[r.cell] + 2 * c
+            s[k], s[k + 1] = e.neumaier(s[k], s[k + 1], xv)
         for c in range(size(r.payload)) if nested_pairs(r) else ():
             xs = cx.nested_group[(r.cell, c)]
             xv = create("vector.from_elements", xs, [vec]).result
@@ -172,10 +188,52 @@ def _merge_pairs(cx: Lowering, his: ir.Value, los: ir.Value) -> tuple[ir.Value, 
     return vector.extract(his, [], [0]), vector.extract(los, [], [0]), ok
 
 
+def reduce_nested_neumaier(cx: Lowering, op, r) -> None:
+    """A compensated kept total of this slot's lanes (the nested driver): NEST_CHAINS Neumaier chains per
+    component in two float64 vectors (sums, corrections); a group's lanes wait in cx.nested_group and take one
+    vector step (nested_group_step), a lane outside a group steps chain 0 alone; a masked-out lane adds 0.0."""
+    e = cx.e
+    s, at0 = cx.accs, cx.nested[r.cell]
+    mask = reduce_mask(op)
+    for c, x in enumerate(e.elems(reduce_value(op), r.payload)):
+        x = e.widen(x if mask is None else e.select(mask, x, e.cf(0.0)), e.f64)
+        if cx.nested_group is not None:
+            cx.nested_group.setdefault((r.cell, c), [None] * NEST_CHAINS)[cx.j] = x
+            continue
+        k = at0 + 2 * c
+        t, u = e.neumaier(vector.extract(s[k], [], [0]), vector.extract(s[k + 1], [], [0]), x)
+        s[k], s[k + 1] = vector.insert(t, s[k], [], [0]), vector.insert(u, s[k + 1], [], [0])
+    if r.kind == "mean":
+        k = at0 + 2 * size(r.payload)
+        one = e.c(1, e.i64) if mask is None else e.op("arith.extui", mask, t=e.i64)
+        s[k] = e.op("arith.addi", s[k], one)
+
+
+def nested_neumaier_out(cx: Lowering, r, slot: ir.Value, n: ir.Value, res: list[ir.Value]) -> None:
+    """A slot's Neumaier chains at its end: their sums added in chain order by Neumaier steps, their corrections
+    with the steps' own, into the slot's companion pair (scatters.comp_add: this chunk holds every lane of the
+    slot, so it is the only writer); a mean's count into its count plane."""
+    e = cx.e
+    for c in range(size(r.payload)):
+        t, u = e.cf(0.0, e.f64), e.cf(0.0, e.f64)
+        for j in range(NEST_CHAINS):
+            t, u = e.neumaier(t, u, vector.extract(res[2 * c], [], [j]))
+        for j in range(NEST_CHAINS):
+            u = e.add(u, vector.extract(res[2 * c + 1], [], [j]))
+        scatters.comp_add(cx, r.cell, _slot_at(cx, r, c, slot, n), t, u)
+    if r.kind == "mean":
+        cnt = cx.bufs[(r.cell, "count")]
+        got = e.op("arith.uitofp", res[2 * size(r.payload)], t=e.f)
+        e.store(e.add(e.load(cnt, slot), got), cnt, slot)
+
+
 def reduce_nested(cx: Lowering, op, r) -> None:
     """A kept-axis total of this slot's lanes, in registers (fast sums may be reassociated)."""
     if nested_pairs(r):
         reduce_nested_pair(cx, op, r)
+        return
+    if nested_neumaier(r):
+        reduce_nested_neumaier(cx, op, r)
         return
     e = cx.e
     s, at0 = cx.accs, cx.nested[r.cell]
@@ -205,21 +263,32 @@ def kept_out(cx: Lowering, r) -> tuple[ir.Value, ir.Value | None]:
 def count_at(cx: Lowering, r, idx: ir.Value, n: ir.Value) -> tuple[ir.Value, ir.Value]:
     """Where a kept mean counts this lane: its count plane, or the counts after the values in this chunk's
     copy of the cell."""
-    if r.cell in cx.lay.private:
+    if r.cell in cx.lay.private:  # (a compensated copy holds its sums, then its corrections: counts among the sums)
         e = cx.e
-        start = scatters.copy_start(cx, r.cell)
+        start = scatters.copy_start(cx, r.cell, 2 if compensated(r) else 1)
         return cx.bufs[(r.cell, "priv")], e.add_i(start, e.mul_i(e.c(size(r.payload)), n), idx)
     return cx.bufs[(r.cell, "count")], idx
 
 
 def reduce_kept_branchless(cx: Lowering, op, r, idx, n) -> None:
-    """out[slot] op= v with the mask folded in by selects: a straight-line update LLVM can vectorize."""
+    """out[slot] op= v with the mask folded in by selects: a straight-line update LLVM can vectorize. A
+    compensated sum takes a Neumaier step on this chunk's (sum, correction) pair of the slot (a masked-out lane
+    adds 0.0)."""
     e = cx.e
     out, base = kept_out(cx, r)
     mask = reduce_mask(op)
+    pairs = compensated(r)
+    if pairs:
+        base, half = scatters.copy_start(cx, r.cell, 2), e.c(cx.lay.private[r.cell])
     for c, x in planes.components(cx, reduce_value(op), r.payload):
         at = e.add_i(e.mul_i(c, n), idx)
         at = at if base is None else e.add_i(at, base)
+        if pairs:
+            x = e.widen(x if mask is None else e.select(mask, x, e.cf(0.0)), e.f64)
+            s1, c1 = e.neumaier(e.load(out, at), e.load(out, e.add_i(at, half)), x)
+            e.store(s1, out, at)
+            e.store(c1, out, e.add_i(at, half))
+            continue
         old = e.load(out, at)
         if r.kind in ("max", "min"):
             new = e.extremum(r.kind, old, x)
@@ -229,7 +298,8 @@ def reduce_kept_branchless(cx: Lowering, op, r, idx, n) -> None:
         e.store(new, out, at)
     if r.kind == "mean":
         cnt, at = count_at(cx, r, idx, n)
-        one = e.cf(1.0) if mask is None else e.select(mask, e.cf(1.0), e.cf(0.0))
+        t = ir.MemRefType(cnt.type).element_type
+        one = e.cf(1.0, t) if mask is None else e.select(mask, e.cf(1.0, t), e.cf(0.0, t))
         e.store(e.add(e.load(cnt, at), one), cnt, at)
 
 
@@ -334,7 +404,8 @@ def reduce_kept(cx: Lowering, op, r) -> None:
     e = cx.e
     idx, n = planes.kept_index(cx, r.kept)
     v = reduce_value(op)
-    if cx.kept_slot is not None and (r.kind in ("max", "min") or r.policy == "auto"):
+    if cx.kept_slot is not None and (r.kind in ("max", "min") or r.policy == "auto" or
+                                     (compensated(r) and r.cell in cx.lay.private)):
         reduce_kept_branchless(cx, op, r, idx, n)
         return
     if cx.kept_slot is not None and cx.form == "column" and column_pairs(cx, r):
@@ -360,7 +431,8 @@ def reduce_kept(cx: Lowering, op, r) -> None:
                 cx.apply("add-into", "plain" if policy == "fast" else policy, r.cell, at, x, "cell")
         if r.kind == "mean":
             cnt, at = count_at(cx, r, idx, n)
-            e.store(e.add(e.load(cnt, at), e.cf(1.0)), cnt, at)
+            one = e.cf(1.0, ir.MemRefType(cnt.type).element_type)  # (a compensated copy is float64)
+            e.store(e.add(e.load(cnt, at), one), cnt, at)
         if where is not None:
             scf.YieldOp([])
 
