@@ -351,6 +351,15 @@ def test_extremum_loop_is_packed(kernel, op):
 
 
 @needs_avx2
+@pytest.mark.parametrize("kernel, op", [(vmax_where, "vmaxpd"), (vmin_where, "vminpd")])
+def test_masked_extremum_loop_is_packed(kernel, op):
+    """A masked-out lane offers the identity to the max (reduce_full.extremum_step): a select of the state
+    instead kept the loop scalar (2.5 ms against 0.13 for 10**6 lanes)."""
+    body = _vector_body(_lanes_asm(kernel, kernel.name))
+    assert re.search(rf"{op}\s+%[yz]mm", body), body
+
+
+@needs_avx2
 def test_masked_sum_loop_is_packed():
     body = _vector_body(_lanes_asm(positive_sum, "positive_sum"))
     assert re.search(r"vaddpd\s+%[yz]mm", body), body

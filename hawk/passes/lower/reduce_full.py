@@ -35,14 +35,16 @@ def lower_reduce(cx: Lowering, op) -> None:
 
 
 def extremum_step(cx: Lowering, acc: Acc, c: int, x: ir.Value, mask: ir.Value | None) -> None:
-    """One lane into a max/min with flags: the packed max and the sum of NaNs and zeros (both masked)."""
+    """One lane into a max/min with flags: the packed max and the sum of NaNs and zeros. A masked-out lane offers
+    the identity (-inf for max, +inf for min), which changes neither (and is neither NaN nor zero): selecting
+    the lane's value, not the new state, keeps the loop a plain max/min reduction that LLVM vectorizes (a
+    select of the state ran lane by lane, 18x slower)."""
     e, s = cx.e, cx.accs
     k, nk = acc.slot + c, acc.flags + c
-    new = e.fast_extremum(acc.policy, s[k], x)
-    s[k] = new if mask is None else e.select(mask, new, s[k])
-    special = e.cmpf(_UEQ, x, e.cf(0.0))  # NaN, +0.0 or -0.0
     if mask is not None:
-        special = e.op("arith.andi", special, mask)
+        x = e.select(mask, x, e.identity(acc.policy, x.type))
+    s[k] = e.fast_extremum(acc.policy, s[k], x)
+    special = e.cmpf(_UEQ, x, e.cf(0.0))  # NaN, +0.0 or -0.0
     if acc.policy == "max":
         s[nk] = e.fast_add(s[nk], e.select(special, x, e.cf(-0.0)))
     else:  # (not an add of -x: LLVM may turn that into a subtraction, which keeps a NaN's sign)
