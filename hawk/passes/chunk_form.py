@@ -5,7 +5,8 @@
            ORDERED_BLOCK lanes, groups of lanes as straight-line copies feeding one chain each
   nested   every kept reduction keeps the same leading axes (sum "auto", max, min; "ordered" and "compensated"
            on the host, as two-float TwoSum pairs and Neumaier chains): a loop per kept slot over its
-           contiguous lanes, the slot's totals in registers
+           contiguous lanes, the slot's totals in registers; on the host also a middle block of fixed kept
+           axes (sum "auto", max, min; nest_wraps): a loop per run of lanes sharing a slot, into the chunk's copy
   column   every kept reduction keeps the same trailing axes (sum "auto", max, min; "ordered" on the host;
            "compensated" with a copy per chunk):
            rows of the reduced axes, the slot affine in the lane (the update loop vectorizes)
@@ -58,14 +59,32 @@ def nest_span(lay: Layout, is_wide, pairs: bool = False) -> int | None:
     register accumulator serves each slot): the nested shape; with `pairs` (the host), ordered and compensated
     sums too (TwoSum pairs or Neumaier chains in registers per slot: reduce_kept.reduce_nested)."""
     k, axes = _kept_axes(lay, is_wide, pairs), lay.sig.lane_axes()
-    if k is None or list(k) != [a.label for a in axes[:len(k)]]:
+    if k is None:
+        return None
+    labels = [a.label for a in axes]
+    if list(k) != labels[:len(k)] and not nest_wraps(lay, is_wide, pairs):
         return None
     span = 1
-    for a in axes[len(k):]:
+    for a in axes[labels.index(k[-1]) + 1:]:
         if a.extent is None:
             return None
         span *= a.extent
     return span
+
+
+def nest_wraps(lay: Layout, is_wide, pairs: bool = False) -> bool:
+    """Whether the nested shape runs a middle block of kept axes (the host): kept axes that are contiguous but
+    not the leading ones, with fixed extents, kept by sums "auto", max or min into a copy per chunk. A run of
+    `nest_span` lanes then shares one kept slot, the run's number modulo the kept slots: the run's total goes
+    into this chunk's copy of that slot (a per-channel total of Grid["batch", "channel":C, "pixel":P])."""
+    k, axes = _kept_axes(lay, is_wide), lay.sig.lane_axes()
+    labels = [a.label for a in axes]
+    if not pairs or k is None or list(k) == labels[:len(k)]:
+        return False
+    at = labels.index(k[0])
+    return (list(k) == labels[at:at + len(k)] and at + len(k) < len(labels) and
+            all(axes[i].extent is not None for i in range(at, len(labels))) and
+            all(r.cell in lay.private for r in lay.reductions if r.kept))
 
 
 COLUMN_LATE = 1 << 11  # at most this many slots x components of ordered kept totals in the column shape: each

@@ -224,6 +224,7 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
     e = cx.e
     span = chunk_form.nest_span(cx.lay, cx.is_wide, cx.exact_pairs)
     kept = [r for r in cx.lay.reductions if r.kept]
+    cx.nest_wraps = chunk_form.nest_wraps(cx.lay, cx.is_wide, cx.exact_pairs)  # (a run's slot: its number mod n)
     if span <= SHORT_SPAN and not any(reduce_kept.nested_vectors(r) for r in kept) and _ops(body) <= SHORT_BODY:
         return _short_slots(cx, body, chunk0, span, kept)
     klo = e.op("arith.divui", cx.lo, e.c(span))
@@ -237,6 +238,7 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
         whole = e.op("arith.andi", e.cmpi(_EQ, start, row0), e.cmpi(_EQ, end, e.add_i(row0, e.c(span))))
         inits = _slot_inits(cx, kept, list(outer.inner_iter_args))
         n = _kept_slots(cx, kept)
+        slot = _wrapped(cx, slot, n)
         cx.lane_row, cx.nested_slot = (span, row0), (slot, n)
         if any(reduce_kept.nested_pairs(r) for r in kept):
             e.store(e.c(0, e.i64), reduce_kept.spilled(cx), e.c(0))
@@ -327,6 +329,7 @@ def _slot_loop(cx: Lowering, body: ir.Block, state: list[ir.Value], first: ir.Va
         slot = outer.induction_variable
         row0 = e.mul_i(slot, e.c(span))
         inits = _slot_inits(cx, kept, list(outer.inner_iter_args))
+        slot = _wrapped(cx, slot, n)
         cx.lane_row, cx.nested_slot = (span, row0), (slot, n)
         if whole:
             anchor = create("arith.constant", [], [e.i64], {"value": ir.IntegerAttr.get(e.i64, 0)})
@@ -361,19 +364,27 @@ def _slot_loop(cx: Lowering, body: ir.Block, state: list[ir.Value], first: ir.Va
     return list(outer.results)
 
 
+def _wrapped(cx: Lowering, run: ir.Value, n: ir.Value) -> ir.Value:
+    """The kept slot of a run of the nested shape: the run itself, or (a middle block of kept axes,
+    chunk_form.nest_wraps) its number modulo the n kept slots."""
+    return cx.e.op("arith.remui", run, n) if cx.nest_wraps else run
+
+
 def _slot_out(cx: Lowering, kept: list, slot: ir.Value, n: ir.Value, res: list[ir.Value]) -> None:
-    """A slot's register totals (not pairs) into the slot: combined with what it holds; a mean's count."""
+    """A slot's register totals (not pairs) into the slot (or this chunk's copy of it): combined with what it
+    holds; a mean's count."""
     e = cx.e
     for r in kept:
         at0 = cx.nested[r.cell]
-        out = cx.bufs[(r.cell, "cell")]
+        out, base = reduce_kept.kept_out(cx, r)
         for c in range(size(r.payload)):
             at = e.add_i(e.mul_i(e.c(c), n), slot)
+            at = at if base is None else e.add_i(at, base)
             e.store(e.combine_kind(r.kind, e.load(out, at), res[at0 + c]), out, at)
         if r.kind == "mean":
-            cnt = cx.bufs[(r.cell, "count")]
+            cnt, at = reduce_kept.count_at(cx, r, slot, n)
             got = e.op("arith.uitofp", res[at0 + size(r.payload)], t=e.f)
-            e.store(e.add(e.load(cnt, slot), got), cnt, slot)
+            e.store(e.add(e.load(cnt, at), got), cnt, at)
 
 
 def _nested_groups(cx: Lowering, body: ir.Block, start: ir.Value, end: ir.Value, inits: list[ir.Value]):

@@ -87,6 +87,7 @@ class Lowering:
         self.form = "flat"  # the loop shape of a chunk (chunk_form.py), read from hawk.chunk_form by the driver
         self.nested: dict[str, int] | None = None  # nested driver: kept totals' slots among the accumulators
         self.nested_slot: tuple | None = None  # nested driver: (the kept slot, kept slots per component)
+        self.nest_wraps = False  # nested driver: a middle block of kept axes (chunk_form.nest_wraps)
         self.nested_group: dict | None = None  # nested driver, a group of copies: ordered terms for after it
         self.column_late: dict = {}  # column driver: (cell, component) -> its highs, lows, their old values, and
         # a row's late terms (reduce_kept.column_start)
