@@ -40,6 +40,17 @@ def nm_two(g: Grid["n", "c":4, "d":3, "p":7], v: Vector[2]) -> Vector[2]:  # (tw
     return hawk.sum(v, over=("n", "p"))
 
 
+@hawk.kernel
+def nm_ordered(g: Grid["n", "c":6, "p":12], x: Scalar, s: hawk.Mutable[Scalar], mu: hawk.Mutable[Scalar]):
+    s = hawk.sum(x, over=("n", "p"), policy="ordered")
+    mu = hawk.mean(x, over=("n", "p"), policy="ordered", where=x > 0.0)
+
+
+@hawk.kernel
+def nm_comp(g: Grid["n", "c":6, "p":12], x: Scalar) -> Scalar:
+    return hawk.sum(x, over=("n", "p"), policy="compensated")
+
+
 def _data(shape, rng):
     x = rng.standard_normal(shape)
     x[3, 1, 1] = np.nan  # (a NaN in channel 1; channel 2 all zeros, of both signs)
@@ -67,7 +78,7 @@ def _bits(a):
 
 
 def test_the_nested_shape_is_picked_on_the_host_only():
-    for kernel in (nm_max, nm_min, nm_mean, nm_short, nm_two):
+    for kernel in (nm_max, nm_min, nm_mean, nm_short, nm_two, nm_ordered, nm_comp):
         assert _form_of(kernel, 0) == "nested", kernel.name
         assert _form_of(kernel, 0, pairs=False) != "nested", kernel.name
 
@@ -112,3 +123,21 @@ def test_lane_ranges_that_cut_runs(base, count):
     inside = (lanes >= base) & (lanes < base + count)
     got = np.asarray(eagle.deploy(nm_min, threads=1).run(base=base, count=count, x=x.copy()))
     assert _bits(got) == _bits(np.where(inside, x, np.inf).min(axis=(0, 2)))
+
+
+def test_ordered_and_compensated_sums():
+    """Ordered: each run's (high, low) pairs into the chunk's pair of its slot, the exact sum rounded once;
+    compensated: each run's Neumaier chains into the chunk's (sum, correction) pair, within the bound."""
+    from conftest import bt_ordered_sum, bt_sum_ulps
+
+    rng = np.random.default_rng(96)
+    x = rng.standard_normal((700, 6, 12)) * 10.0 ** rng.integers(-9, 9, (700, 6, 12))
+    for t, out in _runs(nm_ordered, x=x):
+        for c in range(6):
+            terms = x[:, c, :]
+            assert out["s"][c] == bt_ordered_sum(terms, np.float64), f"ordered sum {c}, threads={t}"
+            pos = terms[terms > 0.0]
+            assert out["mu"][c] == bt_ordered_sum(pos, np.float64) / pos.size, f"ordered mean {c}, threads={t}"
+    for t, got in _runs(nm_comp, x=x):
+        for c in range(6):
+            assert bt_sum_ulps(got[c], x[:, c, :]) <= 1.0, f"compensated {c}, threads={t}"

@@ -30,6 +30,11 @@ def xp_rows19(g: Grid["r", "c":19], x: Scalar) -> Scalar:  # (two groups of eigh
     return hawk.sum(x, over="c", policy="ordered")
 
 
+@hawk.kernel
+def xp_fixed_rows(g: Grid["r":300, "c":19], x: Scalar) -> Scalar:  # (fixed kept extent: a copy per chunk, no parking)
+    return hawk.sum(x, over="c", policy="ordered")
+
+
 def _want(x, dtype, mask=None):
     return np.array([bt_ordered_sum(x[i], dtype, None if mask is None else mask[i]) for i in range(x.shape[0])],
                     dtype=dtype)
@@ -122,3 +127,11 @@ def test_an_artifact_parks_as_a_plan_does(tmp_path):
     got = np.asarray(hawk.run(loaded, x=x.copy()))
     assert max(loaded.last_chunks) > 1
     same_bits(got, _want(x, np.float64), np.float64, "artifact")
+
+
+def test_rows_of_a_fixed_extent_keep_their_pairs_per_chunk():
+    """A kept axis of fixed extent gives the cell a (high, low) pair per slot and chunk (and no parked buffer):
+    the row ends add into those (this kernel failed to compile while the row end always offered to park)."""
+    x = _seams(300, 19, np.float64, np.random.default_rng(76))
+    for threads, out in split_runs(xp_fixed_rows, "host", threads=[1, 2, 3], min_chunk=64, x=x):
+        same_bits(out, _want(x, np.float64), np.float64, f"fixed rows, threads={threads}")

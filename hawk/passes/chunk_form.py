@@ -74,10 +74,11 @@ def nest_span(lay: Layout, is_wide, pairs: bool = False) -> int | None:
 
 def nest_wraps(lay: Layout, is_wide, pairs: bool = False) -> bool:
     """Whether the nested shape runs a middle block of kept axes (the host): kept axes that are contiguous but
-    not the leading ones, with fixed extents, kept by sums "auto", max or min into a copy per chunk. A run of
-    `nest_span` lanes then shares one kept slot, the run's number modulo the kept slots: the run's total goes
-    into this chunk's copy of that slot (a per-channel total of Grid["batch", "channel":C, "pixel":P])."""
-    k, axes = _kept_axes(lay, is_wide), lay.sig.lane_axes()
+    not the leading ones, with fixed extents, kept by sums (any policy), max or min into a copy per chunk. A
+    run of `nest_span` lanes then shares one kept slot, the run's number modulo the kept slots: the run's total
+    goes into this chunk's copy of that slot (a per-channel total of Grid["batch", "channel":C, "pixel":P]):
+    plain, its Neumaier pair, or (ordered) its (high, low) pair, by the same steps as a leading slot's."""
+    k, axes = _kept_axes(lay, is_wide, pairs), lay.sig.lane_axes()
     labels = [a.label for a in axes]
     if not pairs or k is None or list(k) == labels[:len(k)]:
         return False

@@ -126,6 +126,10 @@ def nested_pairs_out(cx: Lowering, r, slot: ir.Value, n: ir.Value, res: list[ir.
         alone = e.op("arith.andi", whole, e.cmpi(_EQ, e.load(spilled(cx), e.c(0)), e.c(0, e.i64)))
 
     def into(at: ir.Value, hi: ir.Value, lo: ir.Value) -> None:
+        if (r.cell, "parked") not in cx.bufs:  # (a copy per chunk: its pairs)
+            scatters.exact_add(cx, r.cell, at, hi)
+            scatters.exact_add(cx, r.cell, at, lo)
+            return
         branch = scf.IfOp(alone, [], has_else=True)
         with ir.InsertionPoint(branch.then_block):
             park(cx, r.cell, at, hi, lo)
