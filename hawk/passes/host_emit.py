@@ -180,6 +180,14 @@ class Emit:
         out = ir.VectorType.get([len(mask)], ir.VectorType(a.type).element_type)
         return create("vector.shuffle", [a, b], [out], {"mask": ir.DenseI64ArrayAttr.get(mask)}).result
 
+    def any_of(self, flags: ir.Value) -> ir.Value:
+        """Whether any entry of a vector of i1 is set."""
+        return create("vector.reduction", [flags], [self.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
+
+    def all_of(self, flags: ir.Value) -> ir.Value:
+        """Whether every entry of a vector of i1 is set."""
+        return create("vector.reduction", [flags], [self.i1], {"kind": ir.Attribute.parse("#vector.kind<and>")}).result
+
     def vload(self, buf: ir.Value, at: ir.Value, n: int, elem: ir.Type) -> ir.Value:
         return create("vector.load", [buf, at], [ir.VectorType.get([n], elem)]).result
 

@@ -107,8 +107,7 @@ def _bits(cx: Lowering, v: ir.Value) -> ir.Value:
 
 def any_of(cx: Lowering, flags: ir.Value) -> ir.Value:
     """Whether any entry of a vector of i1 is set."""
-    kind = {"kind": ir.Attribute.parse("#vector.kind<or>")}
-    return create("vector.reduction", [flags], [cx.e.i1], kind).result
+    return cx.e.any_of(flags)
 
 
 def nonzero(cx: Lowering, flags: ir.Value) -> ir.Value:

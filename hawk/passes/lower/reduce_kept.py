@@ -101,8 +101,7 @@ def nested_group_step(cx: Lowering, kept: list) -> None:
             xv = create("vector.from_elements", xs, [vec]).result
             k = cx.nested[r.cell] + 2 * c
             s[k], s[k + 1], rare, late = scatters.pair_step(cx, s[k], s[k + 1], xv)
-            anyone = create("vector.reduction", [rare], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")})
-            branch = scf.IfOp(anyone.result, [], has_else=False)
+            branch = scf.IfOp(e.any_of(rare), [], has_else=False)
             with ir.InsertionPoint(branch.then_block):
                 e.store(e.c(1, e.i64), spilled(cx), e.c(0))
                 scatters.spill_lanes(cx, r.cell, _slot_at(cx, r, c, slot, n), rare, late)
@@ -186,8 +185,8 @@ def _merge_pairs(cx: Lowering, his: ir.Value, los: ir.Value) -> tuple[ir.Value, 
             h, e1 = e.two_sum(h, x)
             lo_, e2 = e.two_sum(lo_, e1)
             fine = e.cmpf(_OEQ, e2, e.splat(0.0, e2.type))  # (false for NaN: an inf or NaN sum)
-            fine = create("vector.reduction", [fine], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<and>")})
-            ok = fine.result if ok is None else e.op("arith.andi", ok, fine.result)
+            every = e.all_of(fine)
+            ok = every if ok is None else e.op("arith.andi", ok, every)
         his, los = h, lo_
     return vector.extract(his, [], [0]), vector.extract(los, [], [0]), ok
 

@@ -91,8 +91,7 @@ def run_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], op) -> list
             s1, e1 = e.two_sum(highs, terms)
             s2, e2 = e.two_sum(lows, e1)
             nonzero = e.cmpf(_UNE, e2, e.splat(0.0, vec))
-            lost = create("vector.reduction", [nonzero], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")})
-            rare = scf.IfOp(lost.result, [], has_else=False)
+            rare = scf.IfOp(e.any_of(nonzero), [], has_else=False)
             with ir.InsertionPoint(rare.then_block):  # each non-zero error into the accumulator
                 scatters.spill_lanes(cx, sink, e.to_index(key), nonzero, e2)
                 scf.YieldOp([])
@@ -128,7 +127,7 @@ def _inside(cx: Lowering, key: ir.Value, extent: int) -> ir.Value:
 
 
 def _all(cx: Lowering, mask: ir.Value) -> ir.Value:
-    return create("vector.reduction", [mask], [cx.e.i1], {"kind": ir.Attribute.parse("#vector.kind<and>")}).result
+    return cx.e.all_of(mask)
 
 
 def lane_step(cx: Lowering, sink: str, extent: int, cur: list[ir.Value], k: ir.Value, x: ir.Value,

@@ -262,7 +262,7 @@ def pair_adds(cx: Lowering, sink: str, lanes: list[tuple[ir.Value, ir.Value]]) -
     lost = e.cmpf(_UNE, e2, e.splat(0.0, e2.type))  # (NaN: an inf or NaN sum)
     if not isinstance(e.f, ir.F64Type):  # (a float32 kernel's pair stays below 2**127, as in scatters.exact_add)
         lost = e.op("arith.ori", lost, exact_emit.past_f32(e, s1))
-    lost = create("vector.reduction", [lost], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
+    lost = e.any_of(lost)
     keep = _distinct(cx, lanes, e.op("arith.xori", lost, e.c(1, e.i1)))
     branch = scf.IfOp(keep, [], has_else=True)
     with ir.InsertionPoint(branch.then_block):

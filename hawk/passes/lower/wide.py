@@ -17,7 +17,6 @@ from mlir import ir
 from mlir.dialects import scf
 
 from hawk.abi.layout import ORDERED_CHAINS
-from hawk.ir.build import create
 from hawk.passes import exact_emit
 from hawk.passes.lower import ordered_chains, planes, scatters
 from hawk.passes.lower.context import Lowering
@@ -186,7 +185,7 @@ def reduce_ordered_wide(cx: Lowering, acc, v: ir.Value, mask: ir.Value | None) -
     hi, lo, rare, late = scatters.pair_step(cx, *pairs, x)
     e.vstore(hi, acc.mem, e.c(0))
     e.vstore(lo, acc.mem, e.c(n))
-    anyone = create("vector.reduction", [rare], [e.i1], {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
+    anyone = e.any_of(rare)
     branch = scf.IfOp(anyone, [], has_else=False)
     with ir.InsertionPoint(branch.then_block):
         parked = cx.temp(n, e.f64, tag="wide-late")
