@@ -47,8 +47,9 @@ def nm_ordered(g: Grid["n", "c":6, "p":12], x: Scalar, s: hawk.Mutable[Scalar], 
 
 
 @hawk.kernel
-def nm_comp(g: Grid["n", "c":6, "p":12], x: Scalar) -> Scalar:
-    return hawk.sum(x, over=("n", "p"), policy="compensated")
+def nm_comp(g: Grid["n", "c":6, "p":12], x: Scalar, s: hawk.Mutable[Scalar], mu: hawk.Mutable[Scalar]):
+    s = hawk.sum(x, over=("n", "p"), policy="compensated")
+    mu = hawk.mean(x, over=("n", "p"), policy="compensated", where=x > 0.0)
 
 
 def _data(shape, rng):
@@ -138,6 +139,8 @@ def test_ordered_and_compensated_sums():
             assert out["s"][c] == bt_ordered_sum(terms, np.float64), f"ordered sum {c}, threads={t}"
             pos = terms[terms > 0.0]
             assert out["mu"][c] == bt_ordered_sum(pos, np.float64) / pos.size, f"ordered mean {c}, threads={t}"
-    for t, got in _runs(nm_comp, x=x):
+    for t, out in _runs(nm_comp, x=x):
         for c in range(6):
-            assert bt_sum_ulps(got[c], x[:, c, :]) <= 1.0, f"compensated {c}, threads={t}"
+            assert bt_sum_ulps(out["s"][c], x[:, c, :]) <= 1.0, f"compensated {c}, threads={t}"
+            pos = x[:, c, :][x[:, c, :] > 0.0]  # (each run's count into the chunk's copy: threads=3 counted
+            assert bt_sum_ulps(out["mu"][c] * pos.size, pos) <= 2.0, f"compensated mean {c}, threads={t}"  # wrong)

@@ -382,9 +382,7 @@ def _slot_out(cx: Lowering, kept: list, slot: ir.Value, n: ir.Value, res: list[i
             at = at if base is None else e.add_i(at, base)
             e.store(e.combine_kind(r.kind, e.load(out, at), res[at0 + c]), out, at)
         if r.kind == "mean":
-            cnt, at = reduce_kept.count_at(cx, r, slot, n)
-            got = e.op("arith.uitofp", res[at0 + size(r.payload)], t=e.f)
-            e.store(e.add(e.load(cnt, at), got), cnt, at)
+            reduce_kept.add_count(cx, r, slot, n, res[at0 + size(r.payload)])
 
 
 def _nested_groups(cx: Lowering, body: ir.Block, start: ir.Value, end: ir.Value, inits: list[ir.Value]):

@@ -124,18 +124,20 @@ def nested_pairs_out(cx: Lowering, r, slot: ir.Value, n: ir.Value, res: list[ir.
     if (r.cell, "parked") in cx.bufs:
         alone = e.op("arith.andi", whole, e.cmpi(_EQ, e.load(spilled(cx), e.c(0)), e.c(0, e.i64)))
 
+    def add(at: ir.Value, hi: ir.Value, lo: ir.Value) -> None:
+        scatters.exact_add(cx, r.cell, at, hi)
+        scatters.exact_add(cx, r.cell, at, lo)
+
     def into(at: ir.Value, hi: ir.Value, lo: ir.Value) -> None:
         if (r.cell, "parked") not in cx.bufs:  # (a copy per chunk: its pairs)
-            scatters.exact_add(cx, r.cell, at, hi)
-            scatters.exact_add(cx, r.cell, at, lo)
+            add(at, hi, lo)
             return
         branch = scf.IfOp(alone, [], has_else=True)
         with ir.InsertionPoint(branch.then_block):
             park(cx, r.cell, at, hi, lo)
             scf.YieldOp([])
         with ir.InsertionPoint(branch.else_block):
-            scatters.exact_add(cx, r.cell, at, hi)
-            scatters.exact_add(cx, r.cell, at, lo)
+            add(at, hi, lo)
             scf.YieldOp([])
 
     for c in range(size(r.payload)):
@@ -225,9 +227,16 @@ def nested_neumaier_out(cx: Lowering, r, slot: ir.Value, n: ir.Value, res: list[
             u = e.add(u, vector.extract(res[2 * c + 1], [], [j]))
         scatters.comp_add(cx, r.cell, _slot_at(cx, r, c, slot, n), t, u)
     if r.kind == "mean":
-        cnt = cx.bufs[(r.cell, "count")]
-        got = e.op("arith.uitofp", res[2 * size(r.payload)], t=e.f)
-        e.store(e.add(e.load(cnt, slot), got), cnt, slot)
+        add_count(cx, r, slot, n, res[2 * size(r.payload)])
+
+
+def add_count(cx: Lowering, r, slot: ir.Value, n: ir.Value, count: ir.Value) -> None:
+    """A kept mean's lanes counted in registers (i64) into its count slot: the count plane, or this chunk's
+    copy (count_at; a compensated copy is float64)."""
+    e = cx.e
+    cnt, at = count_at(cx, r, slot, n)
+    got = e.op("arith.uitofp", count, t=ir.MemRefType(cnt.type).element_type)
+    e.store(e.add(e.load(cnt, at), got), cnt, at)
 
 
 def reduce_nested(cx: Lowering, op, r) -> None:
