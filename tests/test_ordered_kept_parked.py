@@ -135,3 +135,24 @@ def test_rows_of_a_fixed_extent_keep_their_pairs_per_chunk():
     x = _seams(300, 19, np.float64, np.random.default_rng(76))
     for threads, out in split_runs(xp_fixed_rows, "host", threads=[1, 2, 3], min_chunk=64, x=x):
         same_bits(out, _want(x, np.float64), np.float64, f"fixed rows, threads={threads}")
+
+
+def test_a_sidecar_whose_parked_buffer_has_no_accumulators_is_refused(tmp_path):
+    """The artifact format's check of the new role, by its message: parked pairs belong to a cell with exact
+    accumulators before them."""
+    import json
+
+    from hawk.abi.artifact.format import content_hash
+    from hawk.artifact import ArtifactError
+
+    hawk.artifact.build(xp_rows19, str(tmp_path), targets=("host",), dtypes=("float64",))
+    p = tmp_path / "xp_rows19.json"
+    sc = json.loads(p.read_text())
+    for b in sc["builds"]:
+        parked = [x for x in b["layout"]["buffers"] if x["role"] == "parked"]
+        assert len(parked) == 1
+        parked[0]["name"] = "ghost"
+    sc["content_hash"] = content_hash(sc)
+    p.write_text(json.dumps(sc))
+    with pytest.raises(ArtifactError, match="holds parked pairs of 'ghost', which has no exact accumulators"):
+        hawk.load(str(tmp_path), "xp_rows19")
