@@ -220,7 +220,7 @@ def cotangents(fwd: Forward, design, cotangent, extents: tuple[int, ...], dtype,
         a = xp.zeros(want, dtype) if out not in given else xp.asarray(given[out])
         if a.dtype.kind != "f":
             a = a.astype(dtype)
-        if a.size != math.prod(want):
+        if a.size != math.prod(want) or not _fits(tuple(a.shape), want, len(pay)):
             raise _fail(fwd, f"the cotangent of '{out}' must be shaped {want} (as run hands it back), got {a.shape}")
         a = xp.asarray(a, dtype=dtype)
         if isinstance(a, np.ndarray):
@@ -234,6 +234,17 @@ def cotangents(fwd: Forward, design, cotangent, extents: tuple[int, ...], dtype,
             size = math.prod(pay)
             out_planes[design.ct[out]] = a.reshape(((size,) if size > 1 or not axes else ()) + axes)
     return out_planes
+
+
+def _fits(shape: tuple, want: tuple, payload_dims: int) -> bool:
+    """Whether a cotangent of the right size is laid out as `want`: that shape, flat, or with the payload's axes
+    flattened into one (axes of length 1 aside). A same-size array of another shape (a Vector cell's (slots,
+    components) for (components, slots)) would be read in the wrong order: refused."""
+    def bare(s):
+        return tuple(d for d in s if d != 1)
+
+    flat_payload = (math.prod(want[:payload_dims]), *want[payload_dims:])
+    return len(bare(shape)) <= 1 or bare(shape) in (bare(want), bare(flat_payload))
 
 
 class _Prepared:

@@ -525,6 +525,25 @@ def test_cotangent_errors():
         plan.reverse({"y": np.ones(3)}, x=x, w=w, a=1.0)
 
 
+@hawk.kernel
+def vec_cols(g: Grid["row", "col":3], v: Vector[2]) -> Vector[2]:
+    return hawk.sum(v * v, over="row")
+
+
+def test_a_cotangent_laid_out_otherwise_is_refused_not_read_in_another_order():
+    """A Vector kept cell's cotangent is (components, kept slots), as run hands the cell back: flat is the same
+    array; a same-size (slots, components) array would be read in the wrong order, so it is refused."""
+    v = RNG.normal(size=(2, 5, 3))
+    plan = eagle.deploy(vec_cols)
+    ct = RNG.normal(size=(2, 3))
+    got = np.asarray(plan.reverse(ct, v=v)["v"])
+    np.testing.assert_allclose(got, 2.0 * v * ct[:, None, :], rtol=1e-15)
+    np.testing.assert_array_equal(np.asarray(plan.reverse(ct.reshape(-1), v=v)["v"]), got)
+    np.testing.assert_array_equal(np.asarray(plan.reverse(ct.reshape(1, 2, 3), v=v)["v"]), got)
+    with pytest.raises(eagle.InputError, match=r"cotangent of 'result' must be shaped \(2, 3\).*got \(3, 2\)"):
+        plan.reverse(np.ascontiguousarray(ct.T), v=v)
+
+
 def test_bound_reverse_reuses_its_buffers_and_sees_new_cotangents():
     x, w = RNG.normal(size=6), RNG.normal(size=6)
     plan = eagle.deploy(two_outputs)
