@@ -210,3 +210,60 @@ def dist_decay(x: Scalar, w: Param, y: Mutable[Scalar], tot: Mutable[Scalar]):
 def dist_rkscan(x: Scalar, k: Index, y: Mutable[Scalar], z: Mutable[Scalar]):
     y = hawk.scan(x, by=k, keys=5, reverse=True)  # each key's lanes from the last down (a finish's fold)
     z = hawk.scan(x * x, by=k, keys=5)  # (its gradient: a reversed keyed scan)
+
+
+# ---- reductions keeping axes other than the leading one (each chunk's copy of the cell, gathered like a sink's) ---
+KC = 5  # the kept columns
+
+
+@hawk.kernel
+def dist_cols(lane: Grid["row", "col":KC], x: Scalar, s_auto: Mutable[Scalar], s_comp: Mutable[Scalar],
+              s_ord: Mutable[Scalar], mu: Mutable[Scalar], mu_ord: Mutable[Scalar]):
+    s_auto = hawk.sum(x, over="row")
+    s_comp = hawk.sum(x, over="row", policy="compensated")
+    s_ord = hawk.sum(x * x, over="row", policy="ordered")
+    mu = hawk.mean(x, over="row", where=x < 1.0)
+    mu_ord = hawk.mean(x, over="row", where=x < 2.0, policy="ordered")
+
+
+@hawk.kernel
+def dist_colmax(lane: Grid["row", "col":KC], x: Scalar) -> Scalar:
+    return hawk.max(x, over="row")
+
+
+@hawk.kernel
+def dist_colmin(lane: Grid["row", "col":KC], x: Scalar) -> Scalar:
+    return hawk.min(x, over="row", where=x > -1.0)
+
+
+@hawk.kernel
+def dist_chan(lane: Grid["n", "c":3, "p":7], x: Scalar, run: Mutable[Scalar], s: Mutable[Scalar],
+              so: Mutable[Scalar]):  # per channel (a middle axis), beside a scan: shards start mid-row
+    run = hawk.scan(x)
+    s = hawk.sum(x, over=("n", "p"), policy="compensated")
+    so = hawk.sum(x, over=("n", "p"), policy="ordered")
+
+
+@hawk.kernel
+def dist_bnorm(lane: Grid["n", "c":3], x: Scalar, y: Mutable[Scalar], mu: Mutable[Scalar]):
+    mu = hawk.mean(x, over="n", policy="ordered")  # read below: a cut cell, combined before the second stage
+    d = x - mu
+    y = d / hm.sqrt(hawk.mean(d * d, over="n", policy="ordered") + 1e-5)
+
+
+@hawk.kernel
+def dist_colvec(lane: Grid["row", "col":3], v: Vector[2], w: Param, s: Mutable[Vector[2]], t: Mutable[Scalar]):
+    s = hawk.sum(v * v * w, over="row", policy="ordered")
+    t = hawk.sum(v[0] * w, policy="ordered")
+
+
+
+
+@hawk.kernel
+def dist_colwide(lane: Grid["row", "col":70_000], x: Scalar) -> Scalar:  # refused: over PRIVATE_SLOTS, no copies
+    return hawk.sum(x, over="row")
+
+
+@hawk.kernel
+def dist_colfold(lane: Grid["row", "col":3], x: Scalar) -> Scalar:  # refused: a fold keeps no copy per chunk
+    return hawk.reduce(dist_lerp, x, over="row")

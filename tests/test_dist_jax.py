@@ -244,7 +244,11 @@ def case_what_shards_cannot_do_is_refused_by_name():
 
     np, ks = _setup()
     for kernel, planes, specs, words in (
-            (ks["rows"], dict(u=np.ones((NR, NC))), dict(u=P("d")), ("'per_row'", "keeps lane axes")),):
+            (ks["rows"], dict(u=np.ones((NR, NC))), dict(u=P("d")),
+             ("'per_row'", "keeps the leading lane axis 'row'", "then `out = t`")),
+            (dk.dist_colfold, dict(x=np.ones((8, 3))), dict(x=P("d")), ("'result'", "without a copy per chunk")),
+            (dk.dist_colwide, dict(x=np.ones((8, 70_000))), dict(x=P("d")),
+             ("'result'", "70000 slots", "without a copy per chunk")),):
         try:
             _sharded(kernel, _mesh(8), planes, specs, P())
         except InputError as exc:
@@ -829,6 +833,104 @@ def case_the_grid_extent_is_the_whole_grids_on_every_shard():
                                         out_specs=out if len(names) > 1 else P("d")))(
                 jax.device_put(u, NamedSharding(mesh, P("d"))))
             _bits_equal(got if len(names) > 1 else {names[0]: got}, want, names)
+
+
+def _kept_bounds(np, got, x, mask=None):
+    """Per kept column of `x` (rows x columns): the compensated sum within k <= 1 and the auto sum and mean within
+    the fast form's bound (n x eps x sum|x|) of the exact values."""
+    import math
+
+    eps = np.finfo(x.dtype).eps
+    for j in range(x.shape[1]):
+        col = x[:, j]
+        mag = float(np.abs(col).sum())
+        assert abs(float(np.asarray(got["s_comp"])[j]) - math.fsum(col)) <= eps * mag, j
+        assert abs(float(np.asarray(got["s_auto"])[j]) - math.fsum(col)) <= col.size * eps * mag, j
+        kept = col[col < 1.0]
+        want = math.fsum(kept) / kept.size
+        assert abs(float(np.asarray(got["mu"])[j]) - want) <= kept.size * eps * np.abs(kept).sum() / kept.size, j
+
+
+def case_reductions_keeping_axes_off_the_leading_one():
+    """Column sums, means, max and min (kept axes other than the leading one: each chunk keeps its own copy of the
+    cell, gathered along the chunk axis like a sink's copies) on 4 and 8 shards, a shard of one row too: ordered
+    sums and means bitwise the one-device run, max/min bitwise, compensated within k <= 1, auto within the fast
+    form's bound; a middle kept axis beside a scan (shards start mid-row); a split kernel whose kept cell is read
+    by the next stage (a batch norm: its cut cell combined between the stages); a Vector payload."""
+    import math
+
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+
+    np, _ = _setup()
+    rng = np.random.default_rng(21)
+    for shards, rows in ((4, 4 * 3001), (8, 8 * 17), (8, 8)):
+        x = rng.normal(size=(rows, dk.KC)) * np.exp(rng.normal(size=(rows, dk.KC)) * 4)
+        want = eagle.deploy(dk.dist_cols).run(x=x)
+        got = _sharded(dk.dist_cols, _mesh(shards), dict(x=x), dict(x=P("d")), P())
+        _bits_equal(got, want, ["s_ord", "mu_ord"])
+        _kept_bounds(np, got, x)
+        for kernel in (dk.dist_colmax, dk.dist_colmin):
+            _bits_equal({"r": _sharded(kernel, _mesh(shards), dict(x=x), dict(x=P("d")), P())},
+                        {"r": eagle.deploy(kernel).run(x=x)}, ["r"])
+        x3 = rng.normal(size=(shards * 250, 3, 7))  # 5250 lanes a shard: its scan blocks start mid-row
+        want = eagle.deploy(dk.dist_chan).run(x=x3)
+        got = _sharded(dk.dist_chan, _mesh(shards), dict(x=x3), dict(x=P("d")), {"run": P("d"), "s": P(), "so": P()})
+        _bits_equal(got, want, ["run", "so"])
+        for c in range(3):
+            col = x3[:, c, :].reshape(-1)
+            assert abs(float(np.asarray(got["s"])[c]) - math.fsum(col)) <= np.finfo(float).eps * np.abs(col).sum(), \
+                (shards, rows, c, np.asarray(got["s"]), np.asarray(want["s"]), math.fsum(col))
+        xb = rng.normal(size=(rows, 3)) * 3 + 1
+        got = _sharded(dk.dist_bnorm, _mesh(shards), dict(x=xb), dict(x=P("d")), {"y": P("d"), "mu": P()})
+        _bits_equal(got, eagle.deploy(dk.dist_bnorm).run(x=xb), ["y", "mu"])
+        v = rng.normal(size=(2, rows, 3))
+        got = _sharded(dk.dist_colvec, _mesh(shards), dict(v=v), dict(v=P(None, "d")), P(), w=1.5)
+        _bits_equal(got, eagle.deploy(dk.dist_colvec).run(v=v, w=1.5), ["s_0", "s_1", "t"])
+
+
+def case_kept_axes_gradients_and_partition_under_jit():
+    """jax.grad through column sums of a Vector plane on 4 and 8 shards (the adjoint reads each column's
+    cotangent, the same on every shard), bitwise plan.reverse; under plain jit with NamedSharding
+    (`partition=True`) the kept sums bitwise the one-device run, and no lane input gathered."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, _ = _setup()
+    rng = np.random.default_rng(22)
+    f = eagle.jax.wrap(dk.dist_colvec, axis_name="d")
+    for shards, rows in ((4, 4 * 301), (8, 8 * 5)):
+        v = rng.normal(size=(2, rows, 3))
+        cot = {"s": rng.normal(size=(2, 3)), "t": np.array([0.3])}  # (components, kept columns)
+        mesh = _mesh(shards)
+        g = jax.shard_map(lambda v, w: f(v=v, w=w), mesh=mesh, in_specs=(P(None, "d"), P()), out_specs=P())
+
+        def loss(v, w, g=g, cot=cot):
+            r = g(v, w)
+            return sum((r[f"s_{i}"] * cot["s"][i]).sum() for i in range(2)) + (r["t"] * cot["t"]).sum()
+
+        got = jax.jit(jax.grad(loss, argnums=(0, 1)))(jax.device_put(v, NamedSharding(mesh, P(None, "d"))),
+                                                      jnp.asarray(1.5))
+        want = eagle.deploy(dk.dist_colvec).reverse(cot, v=v, w=1.5)
+        _bits_equal({"v": got[0], "w": np.asarray(got[1]).reshape(-1)},
+                    {"v": want["v"], "w": np.asarray(want["w"]).reshape(-1)}, ["v", "w"])
+    rows = 8 * 503
+    x = rng.normal(size=(rows, dk.KC)) * 1e3
+    fp = eagle.jax.wrap(dk.dist_cols, partition=True)
+    g = jax.jit(lambda x: fp(x=x))
+    xs = jax.device_put(x, NamedSharding(_mesh(8), P("d")))
+    _bits_equal(g(xs), eagle.deploy(dk.dist_cols).run(x=x), ["s_ord", "mu_ord"])
+    hlo = g.lower(xs).compile().as_text()
+    assert "eagle_hawk_call" in hlo and f"f64[{rows // 8},{dk.KC}]" in hlo  # a launch per shard, its own rows
+    for line in hlo.splitlines():
+        if "all-gather(" in line or "all-to-all(" in line or "collective-permute(" in line:
+            assert f"[{rows},{dk.KC}]" not in line and f"[{rows // 8},{dk.KC}]" not in line, line
 
 
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -15,6 +15,7 @@ tests/dist_kernels.py's, shared with the JAX tests.
 """
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -30,9 +31,16 @@ pytest.importorskip("torch")
 
 from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_jax.py)
     BIG,
+    KC,
     NC,
     NR,
     dist_bigsink,
+    dist_bnorm,
+    dist_chan,
+    dist_colmax,
+    dist_colmin,
+    dist_cols,
+    dist_colvec,
     dist_decay,
     dist_fold,
     dist_grad,
@@ -449,12 +457,73 @@ def case_scans_beside_halos_vectors_stores_and_large_sinks_uneven(rank, group):
     assert kinds.count(FOLD) == 3 and kinds.count(XSUM) == 1, kinds
 
 
+def case_reductions_keeping_axes_off_the_leading_one_uneven(rank, group):
+    """Column sums, means, max and min over rows split 3/397/600/1 (each chunk's copy of the kept cell gathered
+    along the chunk axis): ordered sums and means bitwise the one-process run, max/min bitwise, compensated within
+    k <= 1, auto within the fast form's bound; per-channel sums of a middle axis beside a scan, a batch norm (its
+    kept cell read by a second stage) and `backward()` through Vector column sums, bitwise. Every rank's result
+    buffers start as NaN here (`_rank`), so a cell the finish combines into must be reset first."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    rng = np.random.default_rng(41)
+    rows = 1001
+    r0, r1 = [0, 3, 400, 1000, rows][rank:rank + 2]
+    x = rng.normal(size=(rows, KC)) * np.exp(rng.normal(size=(rows, KC)) * 4)
+    want = eagle.deploy(dist_cols).run(x=x)
+    got = eagle.torch.wrap(dist_cols, group=group)(x=torch.from_numpy(x[r0:r1].copy()))
+    _bits(got, want, ["s_ord", "mu_ord"])
+    eps = np.finfo(np.float64).eps
+    for j in range(KC):
+        col, kept = x[:, j], x[:, j][x[:, j] < 1.0]
+        assert abs(got["s_comp"][j].item() - math.fsum(col)) <= eps * np.abs(col).sum(), j
+        assert abs(got["s_auto"][j].item() - math.fsum(col)) <= rows * eps * np.abs(col).sum(), j
+        assert abs(got["mu"][j].item() - math.fsum(kept) / kept.size) <= eps * np.abs(kept).sum(), j
+    for kernel in (dist_colmax, dist_colmin):
+        g = eagle.torch.wrap(kernel, group=group)(x=torch.from_numpy(x[r0:r1].copy()))
+        assert g.numpy().tobytes() == np.asarray(eagle.deploy(kernel).run(x=x)).tobytes(), kernel.name
+    x3 = rng.normal(size=(rows, 3, 7))  # 21 lanes a row: the scan's 4096-lane blocks start mid-row
+    want = eagle.deploy(dist_chan).run(x=x3)
+    got = eagle.torch.wrap(dist_chan, group=group)(x=torch.from_numpy(x3[r0:r1].copy()))
+    _bits(got, {"run": np.asarray(want["run"])[r0:r1], "so": want["so"]}, ["run", "so"])
+    xb = rng.normal(size=(rows, 3)) * 3 + 1
+    want = eagle.deploy(dist_bnorm).run(x=xb)
+    got = eagle.torch.wrap(dist_bnorm, group=group)(x=torch.from_numpy(xb[r0:r1].copy()))
+    _bits(got, {"y": np.asarray(want["y"])[r0:r1], "mu": want["mu"]}, ["y", "mu"])
+    v = rng.normal(size=(2, rows, 3))
+    vt = torch.from_numpy(v[:, r0:r1].copy()).requires_grad_(True)
+    w = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    out = eagle.torch.wrap(dist_colvec, group=group)(v=vt, w=w)
+    cs = rng.normal(size=(2, 3))  # (components, kept columns): as run hands the cell back
+    (sum((out[f"s_{i}"] * torch.from_numpy(cs[i])).sum() for i in range(2)) + 0.3 * out["t"].sum()).backward()
+    want = eagle.deploy(dist_colvec).reverse({"s": cs, "t": np.array([0.3])}, v=v, w=1.5)
+    assert vt.grad.numpy().tobytes() == np.asarray(want["v"])[:, r0:r1].tobytes()
+    assert w.grad.item() == float(np.asarray(want["w"]).reshape(-1)[0])
+
+
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def _junk_empty():
+    """np.empty whose float arrays hold NaN: eagle.torch hands the halves fresh np.empty result buffers, so
+    whatever a half reads before writing (a buffer it should have reset) shows as NaN, on every run."""
+    real = np.empty
+
+    def empty(shape, dtype=float, *args, **kwargs):
+        a = real(shape, dtype, *args, **kwargs)
+        if a.dtype.kind == "f":
+            a.fill(np.nan)
+        return a
+
+    np.empty = empty
 
 
 def _rank(rank: int, port: int, out: str) -> None:
     import torch.distributed as dist
 
+    _junk_empty()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=RANKS)
     report = {}
     for name, fn in CASES.items():
@@ -496,6 +565,11 @@ def _main(out: str) -> None:
     eagle.deploy(dist_bigsink).run(x=np.ones(4), key=np.zeros(4, np.int32))
     eagle.deploy(dist_store).run(x=np.ones(4), key=np.zeros(4, np.int32))
     eagle.deploy(dist_fold).run(x=np.full(4, 2.0))
+    for k in (dist_cols, dist_colmax, dist_colmin):
+        eagle.deploy(k).run(x=np.ones((3, KC)))
+    eagle.deploy(dist_chan).run(x=np.ones((3, 3, 7)))
+    eagle.deploy(dist_bnorm).run(x=np.ones((3, 3)))
+    eagle.deploy(dist_colvec).reverse({"s": np.ones((2, 3)), "t": np.ones(1)}, v=np.ones((2, 3, 3)), w=1.0)
     eagle.deploy(dist_heat).reverse({"out": np.exp2(np.arange(NR * NC).reshape(NR, NC) % 600 - 300.0)},
                                     u=np.ones((NR, NC)), k=0.1)  # (the gather form, and its fallback's adjoint)
     with socket.socket() as s:

@@ -27,8 +27,14 @@ FLOATS = ("lane", "table", "param")
 
 def stencil_planes(plan, wrt: tuple[str, ...]) -> list[str]:
     """The planes of `wrt` read with `.at` (their adjoint adds into other lanes' gradients, so it is specialised
-    to the whole grid's extents and its gradient is the whole grid's, of which a shard keeps its rows)."""
-    return [x for x in wrt if plan.kernel.adjoint_needs_extents((x,))]
+    to the whole grid's extents and its gradient is the whole grid's, of which a shard keeps its rows). A cell
+    that keeps lane axes also specialises the adjoint to the extents, but only to shape its cotangent by the kept
+    axes, which a sharded run allows only off the leading one (fixed extents: the same on every shard)."""
+    from hawk.reverse import facts
+
+    f = facts(plan.kernel)
+    grid = len(plan.kernel.signature.lane_axes()) > 1
+    return [x for x in wrt if x in f.at_read or (f.stored and grid)]
 
 
 def own_rows(g, r0: int, rows: int, total: int, w: int):

@@ -47,6 +47,7 @@ from eagle.stage import Prepared, cell_index
 from hawk.abi.layout import (
     ORDERED_BLOCK,
     PAIR_SLOTS,
+    PRIVATE_SLOTS,
     SCAN_BLOCK,
     fold_values,
     has_scan,
@@ -139,9 +140,7 @@ def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
         for r in lay.reductions:
             folds = folds or (r.kind == "fold" and not r.kept)
             if r.kept:
-                raise InputError(f"kernel '{name}': '{r.cell}' keeps lane axes {list(r.kept)}; sharded runs take "
-                                 f"reductions over every lane and scatters into sinks (scatter into a sink keyed "
-                                 f"by the kept coordinates instead)")
+                _check_kept(kernel, lay, r)
         for s in lay.stored:  # each chunk's copy and marks: the finish takes the last chunk's store, and chunk
             # s x C + c of S x C is in lane order, so the last lane of the whole run wins, as on one device
             if s not in lay.private:
@@ -154,6 +153,27 @@ def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
         unit = SCAN_BLOCK if scans else ORDERED_BLOCK
         how = replace(how, block=math.lcm(unit, *(math.lcm(s, ORDERED_BLOCK) for s in spans if s)))
     return how
+
+
+def _check_kept(kernel, lay, r) -> None:
+    """A reduction keeping lane axes runs sharded when each chunk accumulates its own copy of the cell (fixed kept
+    extents, not the leading axis: a column sum, per-channel statistics): the copies are gathered along the chunk
+    axis like a sink's and the finish combines S x C chunks as it combines C. Kept leading axes (a row sum) put
+    each slot on one shard and write the cell directly, which no combine here carries; they are refused."""
+    axes = kernel.signature.lane_axes()
+    lead = axes[0].label if axes else "lane"
+    if lead in r.kept:
+        raise InputError(f"kernel '{kernel.name}': '{r.cell}' keeps the leading lane axis '{lead}' (kept: "
+                         f"{list(r.kept)}), which sharded runs split between shards; read the total in the body "
+                         f"instead and hand it back per lane (`t = hawk.{r.kind}(..., over=...)`, then `out = t`: "
+                         f"a block reduction, each slot on its own shard), or run unsharded")
+    if r.cell not in lay.private or r.kind == "fold":
+        extents = {a.label: a.extent for a in axes}
+        raise InputError(f"kernel '{kernel.name}': '{r.cell}' keeps lane axes {list(r.kept)} "
+                         f"({' x '.join(str(extents.get(k)) for k in r.kept)} slots) without a copy per chunk "
+                         f"(kept axes need fixed extents, at most {PRIVATE_SLOTS} values; hawk.reduce folds "
+                         f"keep none), so shards cannot combine it; scatter into a sink keyed by the kept "
+                         f"coordinates instead")
 
 
 def _check_blocks(kernel, lay, row: int) -> None:
@@ -318,7 +338,7 @@ def finish_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0) -> Ha
     totals, turned into offsets in place). `total`: the whole run's lanes."""
     lib, launcher = plan.prepare(b.spec, k)
     recipe: list = []
-    bufs, res, copies, _, _ = launcher.buffers(b, chunks, dict(cuts), staged=False, recipe=recipe)
+    bufs, res, copies, resets, _ = launcher.buffers(b, chunks, dict(cuts), staged=False, recipe=recipe)
     bufs[launcher.meta_k][:2] = (0, b.lanes)
     lay = launcher.lay
     _whole_run_scans(lay, bufs, total)
@@ -328,7 +348,10 @@ def finish_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0) -> Ha
     metas = [np.array([0, 0, c, b.lanes, *b.extents], dtype=np.int64) for c in range(chunks)] if chunks > 1 \
         else None
     err = launcher.err_k  # (the finish's own refusals, a fold's empty slice: into its own #err, zeroed per call)
-    st = Prepared(launcher, lib, bufs, metas, chunks, res, copies, [(bufs[err], 0)], (), recipe)
+    # the cells are the framework's fresh result buffers: each starts at its identity, since a kept cell's finish
+    # combines the chunks' copies into it (cells over every lane are written whole)
+    fresh = [(a, f) for a, f in resets if any(a is bufs[j] for j in cells)]
+    st = Prepared(launcher, lib, bufs, metas, chunks, res, copies, fresh + [(bufs[err], 0)], (), recipe)
     st.args.stage.lanes = skip_address()
     st.args.stage.threads = 1
     ops = cut_ops + state

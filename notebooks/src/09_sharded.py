@@ -101,6 +101,54 @@ gathers = [ln.split("=")[1].split("all-gather")[0].strip() for ln in hlo.splitli
 print("all-gathers in the compiled program move:", gathers, f"(a lane input would be f64[{n}])")
 
 # %% [markdown]
+# ## Per-channel statistics over a sharded batch
+#
+# Reductions that keep axes other than the leading one (column sums, per-channel means over a batch) combine
+# across shards too: each chunk of each shard keeps its own copy of the cell, and the finish adds the copies in
+# order, or, for `ordered`, adds their exact parts and rounds once. A batch norm over a batch split across the
+# devices: the channel means (an ordered mean keeping axis `c`) are read by a second stage, which gets them, the
+# same on every shard, before it normalises its own rows. The row sum, which keeps the leading axis (each row's
+# total lies on one shard), is refused by name with what to write instead.
+
+# %%
+C = 4
+
+
+@hawk.kernel
+def batch_norm(lane: Grid["n", "c":C], x: Scalar, y: Mutable[Scalar], mu: Mutable[Scalar], var: Mutable[Scalar]):
+    mu = hawk.mean(x, over="n", policy="ordered")
+    d = x - mu
+    var = hawk.mean(d * d, over="n", policy="ordered")
+    y = d / m.sqrt(var + 1e-5)
+
+
+batch = rng.normal(size=(8 * 1000, C)) * [1.0, 10.0, 0.1, 1e3] + [0.0, 5.0, -2.0, 1e4]
+one = eagle.deploy(batch_norm).run(x=batch)
+fb = eagle.jax.wrap(batch_norm, axis_name="d")
+for shards in (2, 8):
+    mesh = jax.make_mesh((shards,), ("d",), devices=jax.devices()[:shards])
+    bn = jax.jit(jax.shard_map(lambda x: fb(x=x), mesh=mesh, in_specs=P("d"),
+                               out_specs={"y": P("d"), "mu": P(), "var": P()}))
+    got = bn(jax.device_put(batch, NamedSharding(mesh, P("d"))))
+    same = all(np.asarray(got[k]).tobytes() == np.asarray(one[k]).tobytes() for k in ("y", "mu", "var"))
+    print(f"{shards} shards: the one-device bits: {same}; y stays sharded over {len(got['y'].sharding.device_set)}"
+          " devices")
+print("channel means:", np.asarray(one["mu"]))
+print("against NumPy:", np.allclose(np.asarray(one["y"]), (batch - batch.mean(0)) / np.sqrt(batch.var(0) + 1e-5)))
+
+
+@hawk.kernel
+def row_sums(lane: Grid["n", "c":C], x: Scalar) -> Scalar:
+    return hawk.sum(x, over="c")
+
+
+try:
+    jax.jit(jax.shard_map(lambda x: eagle.jax.wrap(row_sums, axis_name="d")(x=x), mesh=mesh, in_specs=P("d"),
+                          out_specs=P()))(jax.device_put(batch, NamedSharding(mesh, P("d"))))
+except eagle.InputError as exc:
+    print("refused:", exc)
+
+# %% [markdown]
 # ## A stencil with halos
 #
 # A five-point heat step on a 2-D grid, its rows split over the devices. A shard's edge rows read their
