@@ -373,6 +373,18 @@ class Kernel:
 
         return needs_extents(self, wrt)
 
+    def adjoint_reads_other_lanes(self, wrt: tuple[str, ...]) -> bool:
+        """Whether the adjoint for `wrt` adds into other lanes' gradients (hawk.reverse.reads_other_lanes)."""
+        from hawk.reverse import reads_other_lanes
+
+        return reads_other_lanes(self, wrt)
+
+    def kept_cells(self) -> dict[str, tuple[str, ...]]:
+        """Cells of reductions that keep lane axes, with the axes each keeps (hawk.reverse.facts)."""
+        from hawk.reverse import facts
+
+        return dict(facts(self).kept)
+
 
 # ---- the kernel-info disk cache --------------------------------------------------------------------------
 def _hash(text: str) -> str:

@@ -61,7 +61,7 @@ def dist_ratio(x: Scalar, tot: Mutable[Scalar], z: Mutable[Scalar]):
     z = x / tot
 
 
-# ---- what only the JAX tests use: refused reads and stores, a kept-axis reduction, a grid kernel's gradient ---------
+# ---- what only the JAX tests use: refused reads and stores, a grid kernel's gradient -------------------------------
 @hawk.kernel
 def dist_shift(x: Scalar, src: Index) -> Scalar:
     return x.at(src) - x
@@ -75,11 +75,6 @@ def dist_far(lane: Grid["row", "col":NC], u: Scalar, r: Index) -> Scalar:
 @hawk.kernel
 def dist_store(x: Scalar, key: Index, last: Mutable["slot":5]):
     hawk.scatter(last)[key] = x
-
-
-@hawk.kernel
-def dist_rows(lane: Grid["row", "col":NC], u: Scalar, per_row: Mutable[Scalar]):
-    per_row = hawk.sum(u, over="col")
 
 
 @hawk.kernel
@@ -267,3 +262,24 @@ def dist_colwide(lane: Grid["row", "col":70_000], x: Scalar) -> Scalar:  # refus
 @hawk.kernel
 def dist_colfold(lane: Grid["row", "col":3], x: Scalar) -> Scalar:  # refused: a fold keeps no copy per chunk
     return hawk.reduce(dist_lerp, x, over="row")
+
+
+# ---- reductions keeping the leading axis (a row sum): each shard's own rows, like a per-lane output ------------------
+@hawk.kernel
+def dist_rowstats(lane: Grid["row", "col":KC], x: Scalar, s_auto: Mutable[Scalar], s_comp: Mutable[Scalar],
+                  s_ord: Mutable[Scalar], mu: Mutable[Scalar], tot: Mutable[Scalar]):
+    s_auto = hawk.sum(x, over="col")
+    s_comp = hawk.sum(x, over="col", policy="compensated")
+    s_ord = hawk.sum(x * x, over="col", policy="ordered")
+    mu = hawk.mean(x, over="col", where=x < 1.0)
+    tot = hawk.sum(x, policy="ordered")  # (over every lane: the whole run's, beside the shard's rows)
+
+
+@hawk.kernel
+def dist_rowmax(lane: Grid["row", "col":KC], x: Scalar) -> Scalar:
+    return hawk.max(x, over="col")
+
+
+@hawk.kernel
+def dist_rowcoord(lane: Grid["row", "col":KC], x: Scalar) -> Scalar:  # refused: global rows (lane.row)
+    return hawk.sum(x * lane.row, over="col")

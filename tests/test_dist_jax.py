@@ -5,7 +5,9 @@ with shard sizes that are not multiples of the chunk alignment; max is exact; an
 bound (n * eps * sum|x|); per-lane outputs stay sharded and equal the one-device outputs; a passed sink's prior content
 is added once; float32 ordered sums round once; a 2-D stencil exchanges halo rows between shards (ppermute) and runs
 with the whole grid's coordinates, bitwise equal to one device; `.at` reads that can reach any lane (a flat index, a
-computed row) and reductions that keep axes are refused by name; `= v` stores into sinks keep the last lane's value
+computed row) are refused by name; reductions that keep axes run sharded (off the leading axis: each chunk's copy of
+the cell gathered, ordered ones bitwise; keeping the leading axis: each shard's own rows, bitwise), and what they
+cannot do is refused by name; `= v` stores into sinks keep the last lane's value
 across shards; a Vector plane runs beside halos; scans run beside halos and Vector planes; large sinks' copies are
 folded per shard before the gather (the ordered one bitwise); a stencil's gradient (gather form with halos of share
 rows, and its scatter fallback) and a Vector plane's beside cells are bitwise plan.reverse's; forward and keyed scans
@@ -47,7 +49,7 @@ def _setup():
     import numpy as np
 
     jax.config.update("jax_enable_x64", True)
-    names = ("sums", "max", "split", "shift", "heat", "far", "store", "rows", "grad", "ratio", "gridgrad", "vheat")
+    names = ("sums", "max", "split", "shift", "heat", "far", "store", "grad", "ratio", "gridgrad", "vheat")
     return np, {n: getattr(dk, f"dist_{n}") for n in names}
 
 
@@ -244,8 +246,8 @@ def case_what_shards_cannot_do_is_refused_by_name():
 
     np, ks = _setup()
     for kernel, planes, specs, words in (
-            (ks["rows"], dict(u=np.ones((NR, NC))), dict(u=P("d")),
-             ("'per_row'", "keeps the leading lane axis 'row'", "then `out = t`")),
+            (dk.dist_rowcoord, dict(x=np.ones((8, dk.KC))), dict(x=P("d")),
+             ("'result' keeps the leading lane axis", "its own coordinates", "a kernel of its own")),
             (dk.dist_colfold, dict(x=np.ones((8, 3))), dict(x=P("d")), ("'result'", "without a copy per chunk")),
             (dk.dist_colwide, dict(x=np.ones((8, 70_000))), dict(x=P("d")),
              ("'result'", "70000 slots", "without a copy per chunk")),):
@@ -931,6 +933,46 @@ def case_kept_axes_gradients_and_partition_under_jit():
     for line in hlo.splitlines():
         if "all-gather(" in line or "all-to-all(" in line or "collective-permute(" in line:
             assert f"[{rows},{dk.KC}]" not in line and f"[{rows // 8},{dk.KC}]" not in line, line
+
+
+def case_reductions_keeping_the_leading_axis_per_shard():
+    """Row sums of every policy, a masked mean and a max (each kept slot's lanes on one shard, which keeps its
+    slots' state to itself) on 4 and 8 shards, one of a single row: each shard hands back its own rows, sharded
+    like the input, bitwise the one-device run (a slot is one fold in lane order, whatever the policy); beside an
+    ordered total over every lane; under partition=True the same, sharded P("d"); the row sum's gradient and the
+    row sum of `lane.row` (global lane numbers) refused by name."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+    from eagle import InputError
+
+    np, _ = _setup()
+    rng = np.random.default_rng(23)
+    outs = {k: P("d") for k in ("s_auto", "s_comp", "s_ord", "mu")} | {"tot": P()}
+    for shards, rows in ((4, 4 * 301), (8, 8 * 3), (8, 8)):
+        x = rng.normal(size=(rows, dk.KC)) * np.exp(rng.normal(size=(rows, dk.KC)) * 4)
+        want = eagle.deploy(dk.dist_rowstats).run(x=x)
+        got = _sharded(dk.dist_rowstats, _mesh(shards), dict(x=x), dict(x=P("d")), outs)
+        _bits_equal(got, want, list(want))
+        assert len(got["s_ord"].sharding.device_set) == shards
+        _bits_equal({"r": _sharded(dk.dist_rowmax, _mesh(shards), dict(x=x), dict(x=P("d")), P("d"))},
+                    {"r": eagle.deploy(dk.dist_rowmax).run(x=x)}, ["r"])
+        fp = eagle.jax.wrap(dk.dist_rowstats, partition=True)
+        xs = jax.device_put(x, NamedSharding(_mesh(shards), P("d")))
+        got = jax.jit(lambda x, fp=fp: fp(x=x))(xs)
+        _bits_equal(got, want, list(want))
+        assert got["s_ord"].sharding.spec == P("d")
+    f = eagle.jax.wrap(dk.dist_rowstats, axis_name="d")
+    g = jax.shard_map(lambda x: f(x=x)["s_ord"], mesh=_mesh(4), in_specs=P("d"), out_specs=P("d"))
+    try:
+        jax.jit(jax.grad(lambda x: g(x).sum()))(jax.device_put(x[:8], NamedSharding(_mesh(4), P("d"))))
+    except InputError as exc:
+        assert "dist_rowstats" in str(exc) and "keeps the leading lane axis 'row'" in str(exc), str(exc)
+    else:
+        raise AssertionError("a gradient through a sharded row sum ran")
 
 
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}

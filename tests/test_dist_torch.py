@@ -50,6 +50,8 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_kscan,
     dist_max,
     dist_ratio,
+    dist_rowmax,
+    dist_rowstats,
     dist_rscan,
     dist_scans,
     dist_sgrad,
@@ -457,6 +459,14 @@ def case_scans_beside_halos_vectors_stores_and_large_sinks_uneven(rank, group):
     assert kinds.count(FOLD) == 3 and kinds.count(XSUM) == 1, kinds
 
 
+def _kept_data(rank: int, seed: int):
+    """(rng, x, r0, r1): 1001 rows of KC widely spread values, and this rank's rows [r0, r1) of a 3/397/600/1 split."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(1001, KC)) * np.exp(rng.normal(size=(1001, KC)) * 4)
+    r0, r1 = [0, 3, 400, 1000, 1001][rank:rank + 2]
+    return rng, x, r0, r1
+
+
 def case_reductions_keeping_axes_off_the_leading_one_uneven(rank, group):
     """Column sums, means, max and min over rows split 3/397/600/1 (each chunk's copy of the kept cell gathered
     along the chunk axis): ordered sums and means bitwise the one-process run, max/min bitwise, compensated within
@@ -468,10 +478,8 @@ def case_reductions_keeping_axes_off_the_leading_one_uneven(rank, group):
     import eagle
     import eagle.torch
 
-    rng = np.random.default_rng(41)
-    rows = 1001
-    r0, r1 = [0, 3, 400, 1000, rows][rank:rank + 2]
-    x = rng.normal(size=(rows, KC)) * np.exp(rng.normal(size=(rows, KC)) * 4)
+    rng, x, r0, r1 = _kept_data(rank, 41)
+    rows = x.shape[0]
     want = eagle.deploy(dist_cols).run(x=x)
     got = eagle.torch.wrap(dist_cols, group=group)(x=torch.from_numpy(x[r0:r1].copy()))
     _bits(got, want, ["s_ord", "mu_ord"])
@@ -501,6 +509,31 @@ def case_reductions_keeping_axes_off_the_leading_one_uneven(rank, group):
     want = eagle.deploy(dist_colvec).reverse({"s": cs, "t": np.array([0.3])}, v=v, w=1.5)
     assert vt.grad.numpy().tobytes() == np.asarray(want["v"])[:, r0:r1].tobytes()
     assert w.grad.item() == float(np.asarray(want["w"]).reshape(-1)[0])
+
+
+def case_reductions_keeping_the_leading_axis_uneven(rank, group):
+    """Row sums of every policy, a masked mean and a max over rows split 3/397/600/1: each rank hands back its
+    own rows' totals (its slots' state never crosses the group), bitwise the one-process run, beside an ordered
+    total over every lane; backward() through them refused by name."""
+    import torch
+
+    import eagle
+    import eagle.torch
+    from eagle import InputError
+
+    _, x, r0, r1 = _kept_data(rank, 43)
+    want = eagle.deploy(dist_rowstats).run(x=x)
+    got = eagle.torch.wrap(dist_rowstats, group=group)(x=torch.from_numpy(x[r0:r1].copy()))
+    _bits(got, {k: v if k == "tot" else np.asarray(v)[r0:r1] for k, v in want.items()}, list(want))
+    g = eagle.torch.wrap(dist_rowmax, group=group)(x=torch.from_numpy(x[r0:r1].copy()))
+    assert g.numpy().tobytes() == np.asarray(eagle.deploy(dist_rowmax).run(x=x))[r0:r1].tobytes()
+    xt = torch.from_numpy(x[r0:r1].copy()).requires_grad_(True)
+    try:
+        eagle.torch.wrap(dist_rowstats, group=group)(x=xt)["s_ord"].sum().backward()
+    except InputError as exc:
+        assert "dist_rowstats" in str(exc) and "keeps the leading lane axis 'row'" in str(exc), str(exc)
+    else:
+        raise AssertionError("a gradient through a sharded row sum ran")
 
 
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}
@@ -565,7 +598,7 @@ def _main(out: str) -> None:
     eagle.deploy(dist_bigsink).run(x=np.ones(4), key=np.zeros(4, np.int32))
     eagle.deploy(dist_store).run(x=np.ones(4), key=np.zeros(4, np.int32))
     eagle.deploy(dist_fold).run(x=np.full(4, 2.0))
-    for k in (dist_cols, dist_colmax, dist_colmin):
+    for k in (dist_cols, dist_colmax, dist_colmin, dist_rowstats, dist_rowmax):
         eagle.deploy(k).run(x=np.ones((3, KC)))
     eagle.deploy(dist_chan).run(x=np.ones((3, 3, 7)))
     eagle.deploy(dist_bnorm).run(x=np.ones((3, 3)))

@@ -30,11 +30,7 @@ def stencil_planes(plan, wrt: tuple[str, ...]) -> list[str]:
     to the whole grid's extents and its gradient is the whole grid's, of which a shard keeps its rows). A cell
     that keeps lane axes also specialises the adjoint to the extents, but only to shape its cotangent by the kept
     axes, which a sharded run allows only off the leading one (fixed extents: the same on every shard)."""
-    from hawk.reverse import facts
-
-    f = facts(plan.kernel)
-    grid = len(plan.kernel.signature.lane_axes()) > 1
-    return [x for x in wrt if x in f.at_read or (f.stored and grid)]
+    return [x for x in wrt if plan.kernel.adjoint_reads_other_lanes((x,))]
 
 
 def own_rows(g, r0: int, rows: int, total: int, w: int):
@@ -49,6 +45,12 @@ def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: st
     from eagle.reverse import adjoint_for
 
     kernel = plan.kernel
+    lead = next(iter(a.label for a in kernel.signature.lane_axes()), None)
+    rows = sorted(c for c, kept in kernel.kept_cells().items() if lead in kept)
+    if rows:  # (its cotangent is each shard's own slots, which the adjoint, run with whole-run lanes, cannot place)
+        raise InputError(f"kernel '{kernel.name}': gradients through a sharded call of a kernel whose cell "
+                         f"'{rows[0]}' keeps the leading lane axis '{lead}' are not supported yet; differentiate "
+                         f"the unsharded call, or keep the other axes only")
     adj, design, win = adjoint_for(plan, wrt, extents)
     if win is not None:  # (sinks stored into with `= v`: which lane won each slot is not carried across shards)
         raise InputError(f"kernel '{kernel.name}': gradients through a sharded call of a kernel storing into "

@@ -159,7 +159,8 @@ def sharded_call(jk, axis_name, planes: dict):
         planes = dict(zip(names, values, strict=True))
         got = run.drive({n: planes[n] for n in ops}, {n: planes[f"#prior:{n}"] for n in priors}, lanes,
                         lambda h, o: fire(h, o, h.call.aliases), combine, refuse, lambda a, b: a + b, halo, move)
-        return {n: pick(*v) for n, v in got.items()}
+        # a row sum's cell is each shard's own rows: varying along the axis, like a per-lane output
+        return {n: _like(pick(*v), frozenset({axis_name})) if n in run.local else pick(*v) for n, v in got.items()}
 
     args = [*ops.values(), *priors.values()]
     vma = [_varying(a) for a in args]  # (residuals lose it)

@@ -30,8 +30,10 @@ class Partitioned:
         out = jax.eval_shape(whole, *avals)
         self.result_names = sorted(out)
         nla = len(jk.plan.kernel.signature.lane_axes())
-        outputs = _lane_outputs(jk.plan)
-        self.result_dims = [(out[n].ndim - nla) if n in outputs else None for n in self.result_names]
+        outputs, rows = _lane_outputs(jk.plan), _leading_kept(jk.plan)
+        self.result_dims = [(out[n].ndim - nla) if n in outputs else
+                            (out[n].ndim - rows[_cell(n, rows)]) if _cell(n, rows) else None
+                            for n in self.result_names]
         f = custom_partitioning(lambda *ops: self._tuple(whole(*ops)))
         f.def_partition(partition=self._partition, infer_sharding_from_operands=self._infer,
                         sharding_rule=self._rule(avals, out, nla))
@@ -221,6 +223,25 @@ def _lane_outputs(plan) -> set[str]:
     spec = plan.kernel.default_spec()
     return {b.name for k in range(plan.kernel.stage_count) for b in plan.kernel.layout(spec, k).buffers
             if b.role == "out"}
+
+
+def _leading_kept(plan) -> dict[str, int]:
+    """Cells keeping a leading block of lane axes (a row sum: each shard's own rows), by name: how many axes."""
+    from eagle.distributed.stages import leading_cells
+
+    spec, kernel = plan.kernel.default_spec(), plan.kernel
+    found = {}
+    for k in range(kernel.stage_count):
+        lay = kernel.layout(spec, k)
+        local = leading_cells(kernel, lay)
+        found.update({r.cell: len(r.kept) for r in lay.reductions if r.cell in local})
+    return found
+
+
+def _cell(name: str, cells: dict) -> str | None:
+    """The cell a result is (or is a component of: <cell>_<k>), if among `cells`."""
+    base, _, tail = name.rpartition("_")
+    return name if name in cells else base if tail.isdigit() and base in cells else None
 
 
 def _only_name(plan) -> str:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from eagle.distributed.geometry import bounds, geometry, realigned, window
-from eagle.distributed.stages import ERR, FSUM, Half, check_shardable, finish_stage, lanes_stage
+from eagle.distributed.stages import ERR, FSUM, LOCAL, Half, check_shardable, finish_stage, lanes_stage
 from eagle.errors import InputError
 
 
@@ -78,12 +78,14 @@ class ShardedRun:
             self.windows = {n: (lo, hi, window([r * w for r in starts], lo, hi))
                             for n, (lo, hi) in self.windows.items()}
         cuts: dict = {}
+        self.local: set[str] = set()  # results that are each shard's own slots (a row sum's), not the whole run's
         for k, c in enumerate(counts):
             lh = lanes_stage(plan, b, k, c, cuts, total, tail)
             lh.geo = np.stack([geometry(plan, b, k, lh, how, r0, rows) for r0, rows in spans])
             self._halo_sizes(lh, b)
             fh = finish_stage(plan, b, k, c * shards, cuts, total)
             self.halves.append((lh, fh))
+            self.local |= fh.local
             cuts.update(fh.call.stages[0].cells_out)
         self.dtype, self.extents = b.dtype, tuple(b.extents)
 
@@ -151,7 +153,7 @@ class ShardedRun:
             for i, (k, kind, arr) in enumerate(zip(lh.results, lh.kinds, got, strict=True)):
                 if kind is None:
                     continue
-                v = combine(kind, arr, lh.folds.get(i))
+                v = arr if kind == LOCAL else combine(kind, arr, lh.folds.get(i))  # (LOCAL: this shard's own)
                 if kind == ERR:
                     v = refuse(fh, v)
                 if kind == FSUM and k in sinks and sinks[k] in priors:

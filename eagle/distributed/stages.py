@@ -14,7 +14,9 @@ So a sharded stage runs
   order-free), shared float buffers (a plain sink's adds) added (`FSUM`); in a stage that checks keys as it
   runs, the per-chunk #err triples gathered too (`ERR`) and looked at on every shard before the finish, so a
   key outside a sink on one shard refuses the call on all of them alike, before any finish (no shard is left
-  waiting in a collective, and nothing of the caller's is written);
+  waiting in a collective, and nothing of the caller's is written). A reduction keeping the leading axes (a row
+  sum) has each kept slot on one shard: its state stays there (`LOCAL`), and its cell comes back as the shard's
+  own rows;
 * `finish_stage`: the compiled finish alone over S * C chunks of that combined state: ordered sums are rounded
   once from the exact total of every shard's terms, so they are bitwise equal to the one-device run whatever the
   shard count or sizes; max/min and counts are exact; auto sums are the finish's own chunk-order combine.
@@ -55,7 +57,7 @@ from hawk.abi.layout import (
     scan_values,
 )
 
-GATHER, ISUM, FSUM, ERR, BITS = "gather", "isum", "fsum", "err", "bits"
+GATHER, ISUM, FSUM, ERR, BITS, LOCAL = "gather", "isum", "fsum", "err", "bits", "local"
 _SOURCE = Path(__file__).with_name("dist.c")
 _LOCK = threading.Lock()
 _LIB: list = []
@@ -123,8 +125,9 @@ def skip_address() -> int:
 # ---- what a kernel may do across shards -----------------------------------------------------------------------
 def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
     """How the kernel runs sharded (eagle/distributed/reach.py), refusing, by kernel and plane, what shards cannot
-    compute from their own lanes and halos: `.at` reads that can reach any lane, reductions that keep lane axes,
-    stores with `= v` into sinks that keep no copy per chunk, and block reductions whose slots a shard boundary could
+    compute from their own lanes and halos: `.at` reads that can reach any lane, reductions that keep lane axes
+    without a copy per chunk (or the leading axes where shards run with whole-run lane numbers), stores with `= v`
+    into sinks that keep no copy per chunk, and block reductions whose slots a shard boundary could
     cut. A kernel with a hawk.scan (or a hawk.reduce fold over every lane) runs each shard over whole blocks
     (Reach.block: its planes, Vector ones and those read with halos included, extended by the lanes it runs past
     its own); a reverse scan's lane values go to every shard's finish. `row`: lanes per leading coordinate (a
@@ -133,6 +136,7 @@ def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
     name = kernel.name
     how = reach(kernel, spec, where)
     scans = folds = False
+    local = []
     for k in range(kernel.stage_count):
         lay = kernel.layout(spec, k)
         scans = scans or has_scan(lay)
@@ -141,6 +145,8 @@ def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
             folds = folds or (r.kind == "fold" and not r.kept)
             if r.kept:
                 _check_kept(kernel, lay, r)
+            if r.cell in leading_cells(kernel, lay):
+                local.append(r.cell)
         for s in lay.stored:  # each chunk's copy and marks: the finish takes the last chunk's store, and chunk
             # s x C + c of S x C is in lane order, so the last lane of the whole run wins, as on one device
             if s not in lay.private:
@@ -148,6 +154,12 @@ def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
                                  f"keeps no copy per chunk here (over {PAIR_SLOTS} slots, or also added into with "
                                  f"a policy other than plain), so every shard would write its slots at once; "
                                  f"scatter with `+=` (or max/min), or run unsharded")
+    if local and (how.global_lanes or scans or folds):
+        why = "reads neighbours or its own coordinates" if how.global_lanes else "scans or folds over every lane"
+        raise InputError(f"kernel '{name}': '{local[0]}' keeps the leading lane axis, and the kernel {why}, so its "
+                         f"shards run with the whole run's lane numbers, where a shard's own slots of '{local[0]}' "
+                         f"are not at its own positions; move that reduction into a kernel of its own, or run "
+                         f"unsharded")
     if scans or folds:  # shards start on scan blocks (a fold's blocks), and on every stage's chunk alignment
         spans = [kernel.layout(spec, k).parallel_span() for k in range(kernel.stage_count)]
         unit = SCAN_BLOCK if scans else ORDERED_BLOCK
@@ -158,15 +170,17 @@ def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
 def _check_kept(kernel, lay, r) -> None:
     """A reduction keeping lane axes runs sharded when each chunk accumulates its own copy of the cell (fixed kept
     extents, not the leading axis: a column sum, per-channel statistics): the copies are gathered along the chunk
-    axis like a sink's and the finish combines S x C chunks as it combines C. Kept leading axes (a row sum) put
-    each slot on one shard and write the cell directly, which no combine here carries; they are refused."""
+    axis like a sink's and the finish combines S x C chunks as it combines C. One keeping a leading block of axes
+    (a row sum) has every kept slot on one shard, which keeps its slots' state to itself (leading_cells)."""
     axes = kernel.signature.lane_axes()
-    lead = axes[0].label if axes else "lane"
-    if lead in r.kept:
-        raise InputError(f"kernel '{kernel.name}': '{r.cell}' keeps the leading lane axis '{lead}' (kept: "
-                         f"{list(r.kept)}), which sharded runs split between shards; read the total in the body "
-                         f"instead and hand it back per lane (`t = hawk.{r.kind}(..., over=...)`, then `out = t`: "
-                         f"a block reduction, each slot on its own shard), or run unsharded")
+    labels = [a.label for a in axes]
+    lead = labels[0] if labels else "lane"
+    if lead in r.kept:  # each kept slot on one shard: the shard's own slots (leading_cells)
+        if list(r.kept) != labels[:len(r.kept)] or r.kind == "fold":
+            raise InputError(f"kernel '{kernel.name}': '{r.cell}' keeps lane axes {list(r.kept)}; with the "
+                             f"leading axis '{lead}' a sharded run takes a leading block of axes ({labels}) and "
+                             f"no hawk.reduce fold; keep a leading block, or run unsharded")
+        return
     if r.cell not in lay.private or r.kind == "fold":
         extents = {a.label: a.extent for a in axes}
         raise InputError(f"kernel '{kernel.name}': '{r.cell}' keeps lane axes {list(r.kept)} "
@@ -197,10 +211,21 @@ def _checks(launcher) -> bool:
     return launcher.checks_at_run_time
 
 
-def _combine_kind(buf, lay, checks: bool) -> str | None:
+def leading_cells(kernel, lay) -> set[str]:
+    """Cells of reductions keeping the leading lane axes (a row sum): each kept slot's lanes lie on one shard,
+    which holds its slots' whole state (`LOCAL`: never combined) and hands back its own slots' totals, as it does
+    its own lanes of a per-lane output."""
+    labels = [a.label for a in kernel.signature.lane_axes()]
+    return {r.cell for r in lay.reductions if r.kept and r.kept[0] == labels[0]}
+
+
+def _combine_kind(buf, lay, checks: bool, local: set[str] = frozenset()) -> str | None:
     """How a partial-state buffer of the lanes half is combined across shards (None: not state, or a
     placeholder: #scratch with no partials, #exact with no ordered sums over every lane, #err in a stage that
-    cannot refuse: `checks` is its launcher's checks_at_run_time)."""
+    cannot refuse: `checks` is its launcher's checks_at_run_time). `local`: leading_cells, whose cell, counts,
+    companion, exact accumulators and parked pairs stay on their shard."""
+    if buf.name in local and buf.role in ("cell", "count", "comp", "exact", "parked"):
+        return LOCAL
     if buf.role == "err":
         return ERR if checks else None
     if buf.role in ("scan", "rscan", "fold", "parked"):  # block totals (rscan: lane values and flags; fold: a
@@ -233,6 +258,7 @@ class Half:
     geo: np.ndarray | None = None  # lanes half: per shard, its geometry (eagle/distributed/geometry.py)
     elem: list[int] = field(default_factory=list)  # lanes half: bytes per element of each operand and result
     folds: dict = field(default_factory=dict)  # lanes half: result position -> a large sink's Fold (sinks.py)
+    local: set = field(default_factory=set)  # finish half: results that are this shard's own slots (leading_cells)
 
 
 class StageCall(PreparedRun):
@@ -294,8 +320,9 @@ def lanes_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0, tail: 
     _whole_run_scans(lay, bufs, total)
     resets = [(a, f) for a, f in resets if any(a is o for o in bufs)]  # (not those of buffers resized above)
     ops, outs, kinds, names = [], [], [], []
+    local = leading_cells(plan.kernel, lay)
     for j, buf in enumerate(lay.buffers):
-        kind = _combine_kind(buf, lay, _checks(launcher))
+        kind = _combine_kind(buf, lay, _checks(launcher), local)
         if buf.role in ("in", "index", "param", "table", "cut", "scanoff"):
             ops.append(j)
             names.append(buf.name)
@@ -305,8 +332,8 @@ def lanes_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0, tail: 
         elif buf.role == "out" or kind is not None:
             outs.append(j)
             kinds.append(kind)
-            if kind in (ISUM, FSUM, BITS) or buf.role == "out":  # written by the lanes: starts at zero here
-                resets.append((bufs[j], 0))
+            if kind in (ISUM, FSUM, BITS) or buf.role == "out" or (kind == LOCAL and buf.role != "cell"):
+                resets.append((bufs[j], 0))  # written by the lanes: starts at zero here (a cell: its identity)
     outputs = {bb.name for bb in lay.buffers if bb.role == "out"}
     picks = _picks(SimpleNamespace(results=res, buffers=bufs), outputs, outs)
     if tail:  # (a Vector output: `tail` more lanes per component, each component as long as the others)
@@ -343,8 +370,10 @@ def finish_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0) -> Ha
     lay = launcher.lay
     _whole_run_scans(lay, bufs, total)
     cut_ops = [j for j, buf in enumerate(lay.buffers) if buf.role in ("cut", "scanoff")]
-    state = [j for j, buf in enumerate(lay.buffers) if _combine_kind(buf, lay, _checks(launcher)) is not None]
-    cells = [j for j, buf in enumerate(lay.buffers) if buf.role == "cell"]
+    local = leading_cells(plan.kernel, lay)
+    state = [j for j, buf in enumerate(lay.buffers)
+             if _combine_kind(buf, lay, _checks(launcher), local) is not None]
+    cells = [j for j, buf in enumerate(lay.buffers) if buf.role == "cell" and j not in state]
     metas = [np.array([0, 0, c, b.lanes, *b.extents], dtype=np.int64) for c in range(chunks)] if chunks > 1 \
         else None
     err = launcher.err_k  # (the finish's own refusals, a fold's empty slice: into its own #err, zeroed per call)
@@ -365,6 +394,7 @@ def finish_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0) -> Ha
         half.call.places[len(ops) + results.index(err)] = []
     wanted = {bb.name for bb in lay.buffers if bb.role in ("cell", "sink")}
     half.picks = _picks(st, wanted, results)
+    half.local = {n for n in half.picks if n in local or n.rpartition("_")[0] in local}
     half.cells_out = {c: results.index(cell_index(lay, c)) for c in lay.cells_out}
     _let_go(st)
     return half

@@ -251,9 +251,15 @@ def design(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
 
 def needs_extents(kernel: Kernel, wrt: tuple[str, ...]) -> bool:
     """Whether the adjoint is specialised to the lane extents: a gradient sink over the lanes (a plane read
-    with .at), or the lane index of a grid lane (stores by key)."""
+    with .at), or the lane index of a grid lane (stores by key), or a kept cell's cotangent (by the kept axes)."""
+    return reads_other_lanes(kernel, wrt) or bool(facts(kernel).kept)
+
+
+def reads_other_lanes(kernel: Kernel, wrt: tuple[str, ...]) -> bool:
+    """Whether the adjoint adds into other lanes' gradients (a plane of `wrt` read with .at) or needs a grid lane's
+    index (stores by key)."""
     f = facts(kernel)
-    return bool(f.at_read & set(wrt)) or bool(f.stored and len(kernel.signature.lane_axes()) > 1) or bool(f.kept)
+    return bool(f.at_read & set(wrt)) or bool(f.stored and len(kernel.signature.lane_axes()) > 1)
 
 
 class IRKernel(Kernel):
