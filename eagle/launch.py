@@ -190,11 +190,14 @@ class Launcher:
         return p.results, p.cells_out
 
     def prepare(self, lib, b: Bound, lo: int = 0, hi: int | None = None,
-                cuts: dict[str, np.ndarray] | None = None, staged: bool | None = None) -> Prepared:
+                cuts: dict[str, np.ndarray] | None = None, staged: bool | None = None,
+                zeroed: frozenset[str] = frozenset()) -> Prepared:
         """Allocate every buffer and build the packed arguments once; `fire()` launches (again and again).
         `staged`: write scratch copies of the caller's arrays (default: when this stage checks keys as it runs;
         a multi-stage run also asks it of the stages before one that does), or, for output planes stored by key,
-        write them in place and save a copy that a refusal puts back."""
+        write them in place and save a copy that a refusal puts back. `zeroed`: omitted outputs the body reads
+        before assigning, which every launch starts at zero (the bridges patch fresh, uninitialized result
+        buffers in; Plan.run's own are new zeros, and a bound launch's carry the last launch's values on)."""
         hi = b.lanes if hi is None else hi
         self.binder.check_keys(self.lay, b)
         if self.parts_k is not None:  # a slot-range stage: every chunk runs lanes [lo, hi), applying its own slots
@@ -206,7 +209,8 @@ class Launcher:
         recipe: list[tuple] = []
         saves: list[tuple[np.ndarray, np.ndarray]] = []
         buffers, results, copies, resets, stage = self.buffers(b, nchunks, {} if cuts is None else cuts,
-                                                               staged=staged, recipe=recipe, saves=saves)
+                                                               staged=staged, recipe=recipe, saves=saves,
+                                                               zeroed=zeroed)
         meta = buffers[self.meta_k]
         meta[0], meta[1] = lo, hi
         if self.parts_k is not None:
@@ -240,7 +244,8 @@ class Launcher:
 
     def buffers(self, b: Bound, nchunks: int, cuts: dict[str, np.ndarray], cell_copies: int | None = None,
                 staged: bool = False, pair_copies: int | None = None, recipe: list | None = None,
-                no_copies: frozenset[str] = frozenset(), saves: list | None = None):
+                no_copies: frozenset[str] = frozenset(), saves: list | None = None,
+                zeroed: frozenset[str] = frozenset()):
         """Every buffer in layout order, the results by name, (caller array, result) copies of given cells, what
         resets at every launch and, when `staged`, (caller array, scratch copy) pairs: the compiled code then
         writes the scratch copies of the outputs and sinks the caller passed. Kept cells with private copies get
@@ -250,7 +255,8 @@ class Launcher:
         `no_copies`: sinks whose private copies are left empty (a GPU adding into them with float atomics).
         `saves`, when given (a host stage): a staged output plane stored by key is written in place instead and
         (caller's array, the copy each launch saves it into) goes there: a refused run, the rare case, pays for
-        the copy back, instead of every run paying for a second copy (scratch in, then scratch out)."""
+        the copy back, instead of every run paying for a second copy (scratch in, then scratch out). `zeroed`:
+        omitted outputs reset to zero at every launch (see prepare)."""
         bufs: list[np.ndarray] = []
         how = [] if recipe is None else recipe
         results: dict[str, Array] = {}
@@ -291,7 +297,7 @@ class Launcher:
                 elif a is None:
                     self.check_room(name, role, shape, b)
                     a = cuts[f"#run:{name}"] = np.zeros(shape, dtype=self.binder.out_dtype(name, b))
-                    if role == "sink":
+                    if role == "sink" or name in zeroed:
                         resets.append((a, 0.0))
                     bufs.append(a.reshape(-1))
                     how.append(("fresh", name, shape))

@@ -76,8 +76,11 @@ class PreparedRun:
         parts = [plan.prepare(b.spec, k) for k in range(plan.kernel.stage_count)]
         cuts: dict = {}
         self.stages, results = [], {}
+        # an output the caller leaves out but the body reads holds zeros (as in Plan.run): the framework's result
+        # buffer patched in at each call holds anything, so the stage that first takes it zeroes it every launch
+        zeroed = frozenset(plan.kernel.initial_reads()) - set(passed)
         for host_lib, launcher in parts:
-            st = launcher.prepare(host_lib, b, 0, b.lanes, cuts, staged=False)
+            st = launcher.prepare(host_lib, b, 0, b.lanes, cuts, staged=False, zeroed=zeroed)
             if st.args.lib is None:
                 raise RuntimeError(f"kernel '{plan.kernel.name}': the native executor is unavailable here "
                                    f"({native.unavailable_reason()})")

@@ -60,6 +60,25 @@ def _same(got, want):
     assert g.dtype == w.dtype and g.shape == w.shape and g.tobytes() == w.tobytes()
 
 
+@hawk.kernel
+def jb_decay(x: Scalar, y: Mutable[Scalar], tot: Mutable[Scalar]):
+    y = y * 0.5 + x  # reads y before assigning it: zeros when the caller leaves y out
+    tot = hawk.sum(y, policy="ordered")
+
+
+def test_an_omitted_output_read_before_assigned_starts_at_zero_at_every_call():
+    """As Plan.run: an output the caller leaves out holds zeros when the body reads it, at every call, eager and
+    under jit (XLA hands the call a result buffer that may hold an earlier call's values)."""
+    f = eagle.jax.wrap(jb_decay)
+    g = jax.jit(lambda x: f(x=x))
+    for i in range(12):
+        x = np.full(50_000, float(i + 1))
+        want = eagle.deploy(jb_decay).run(x=x)
+        for got in (f(x=x), g(x)):
+            assert np.array_equal(np.asarray(got["y"]), x), i
+            assert np.asarray(got["tot"]).tobytes() == np.asarray(want["tot"]).tobytes(), i
+
+
 @pytest.mark.parametrize("jit", [False, True])
 def test_every_plane_kind_gives_plan_runs_bits(jit):
     f = eagle.jax.wrap(jb_all)

@@ -109,6 +109,23 @@ def test_single_output_and_numbers():
     _same_bits(f(x=x, w=w, s=torch.tensor(0.25, dtype=torch.float64)), want)  # NumPy arrays, a 0-d tensor Param
 
 
+@hawk.kernel
+def tb_decay(x: Scalar, y: Mutable[Scalar], tot: Mutable[Scalar]):
+    y = y * 0.5 + x  # reads y before assigning it: zeros when the caller leaves y out
+    tot = hawk.sum(y, policy="ordered")
+
+
+def test_an_omitted_output_read_before_assigned_starts_at_zero_at_every_call():
+    """As Plan.run: an output the caller leaves out holds zeros when the body reads it, at every call (the
+    prepared path hands the stages a fresh, uninitialized result buffer each time, which the first stage zeroes)."""
+    f = eagle.torch.wrap(tb_decay)
+    for i in range(12):
+        x = torch.full((50_000,), float(i + 1), dtype=torch.float64)
+        got = f(x=x)
+        assert torch.equal(got["y"], x), i
+        _same_bits(got, eagle.deploy(tb_decay).run(x=x.numpy()))
+
+
 def test_the_prepared_path_per_shape_with_params_strides_and_threads():
     """The op's prepared path (a call plan per set of shapes, the tensors' addresses swapped in) against Plan.run:
     a Param that changes call after call (a float; a float64 0-d tensor into a float32 run), an nn.Parameter, a
