@@ -5,22 +5,22 @@ with shard sizes that are not multiples of the chunk alignment; max is exact; an
 bound (n * eps * sum|x|); per-lane outputs stay sharded and equal the one-device outputs; a passed sink's prior content
 is added once; float32 ordered sums round once; a 2-D stencil exchanges halo rows between shards (ppermute) and runs
 with the whole grid's coordinates, bitwise equal to one device; `.at` reads that can reach any lane (a flat index, a
-computed row) are refused by name; reductions that keep axes run sharded (off the leading axis: each chunk's copy of
-the cell gathered, ordered ones bitwise; keeping the leading axis: each shard's own rows, bitwise), and what they
-cannot do is refused by name; `= v` stores into sinks keep the last lane's value
-across shards; a Vector plane runs beside halos; scans run beside halos and Vector planes; large sinks' copies are
-folded per shard before the gather (the ordered one bitwise); a stencil's gradient (gather form with halos of share
-rows, and its scatter fallback) and a Vector plane's beside cells are bitwise plan.reverse's; forward and keyed scans
-(shards run whole 4096-lane blocks), reverse scans (every shard's finish folds the whole run's lanes) and gradients
-through scans, and block reductions are bitwise the one-device run; a key outside a sink on one shard refuses the call
-on every shard (in Plan.run's words, the arrays passed unchanged, the program usable again); `jax.grad` / `jax.vjp`
-through the sharded call (the adjoint run sharded the same way) give per-lane, Table, Param and prior-sink gradients
-bitwise equal to `plan.reverse` on 4 and 8 shards, and for a split kernel whose adjoint recomputes a cell; under plain
-`jax.jit` with NamedSharding inputs (`partition=True`: custom_partitioning) the compiled HLO runs one launch per shard
-and gathers no lane input, a stencil partitions too (its gradient in gather form), and jax.grad through it is bitwise
-plan.reverse's; two processes under `jax.distributed` (2 devices each, gloo) give the one-device bits. JAX fixes its
-device count at start-up, so the cases run in one subprocess with XLA_FLAGS=--xla_force_host_platform_device_count=8 and
-report back per case.
+computed row) are refused by name; reductions that keep axes run sharded (off the leading axis: each chunk's copy of the
+cell gathered, ordered ones bitwise; keeping the leading axis: each shard's own rows, bitwise), and what they cannot do
+is refused by name (under partition=True, run whole over gathered lanes with a warning); `= v` stores into sinks keep
+the last lane's value across shards; a Vector plane runs beside halos; scans run beside halos and Vector planes; large
+sinks' copies are folded per shard before the gather (the ordered one bitwise); a stencil's gradient (gather form with
+halos of share rows, and its scatter fallback) and a Vector plane's beside cells are bitwise plan.reverse's; forward and
+keyed scans (shards run whole 4096-lane blocks), reverse scans (every shard's finish folds the whole run's lanes) and
+gradients through scans, and block reductions are bitwise the one-device run; a key outside a sink on one shard refuses
+the call on every shard (in Plan.run's words, the arrays passed unchanged, the program usable again); `jax.grad` /
+`jax.vjp` through the sharded call (the adjoint run sharded the same way) give per-lane, Table, Param and prior-sink
+gradients bitwise equal to `plan.reverse` on 4 and 8 shards, and for a split kernel whose adjoint recomputes a cell;
+under plain `jax.jit` with NamedSharding inputs (`partition=True`: custom_partitioning) the compiled HLO runs one launch
+per shard and gathers no lane input, a stencil partitions too (its gradient in gather form), and jax.grad through it is
+bitwise plan.reverse's; two processes under `jax.distributed` (2 devices each, gloo) give the one-device bits. JAX fixes
+its device count at start-up, so the cases run in one subprocess with XLA_FLAGS=--xla_force_host_platform_device_count=8
+and report back per case.
 """
 
 import json
@@ -973,6 +973,33 @@ def case_reductions_keeping_the_leading_axis_per_shard():
         assert "dist_rowstats" in str(exc) and "keeps the leading lane axis 'row'" in str(exc), str(exc)
     else:
         raise AssertionError("a gradient through a sharded row sum ran")
+
+
+def case_what_cannot_shard_runs_gathered_under_partition():
+    """Under plain jit (partition=True), a kernel the sharded path refuses (a flat `.at` read) runs as the
+    one-device call over gathered lanes, bitwise Plan.run, with a UserWarning naming the kernel and the read (inside
+    shard_map the same kernel is refused: case_at_on_a_lane_plane_is_refused)."""
+    import warnings
+
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    rng = np.random.default_rng(24)
+    n = 8 * 1001
+    x, src = rng.normal(size=n), rng.integers(0, n, size=n).astype(np.int32)
+    f = eagle.jax.wrap(ks["shift"], partition=True)
+    sh = NamedSharding(_mesh(8), P("d"))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        got = jax.jit(lambda x, src: f(x=x, src=src))(jax.device_put(x, sh), jax.device_put(src, sh))
+    _bits_equal({"r": got}, {"r": eagle.deploy(ks["shift"]).run(x=x, src=src)}, ["r"])
+    text = [str(w.message) for w in said if "runs unsharded" in str(w.message)]
+    assert text and "dist_shift" in text[0] and "plane 'x'" in text[0], [str(w.message) for w in said]
 
 
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}

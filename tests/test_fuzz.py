@@ -35,6 +35,8 @@ BRIDGE_COUNT = int(os.environ.get("HAWK_FUZZ_BRIDGE_COUNT", "30"))
 BRIDGE_RUNNER = Path(__file__).with_name("fuzz_bridges.py")
 ARTIFACT_COUNT = int(os.environ.get("HAWK_FUZZ_ARTIFACT_COUNT", "40"))
 ARTIFACT_RUNNER = Path(__file__).with_name("fuzz_artifacts.py")
+SHARDED_COUNT = int(os.environ.get("HAWK_FUZZ_SHARDED_COUNT", "60"))
+SHARDED_RUNNER = Path(__file__).with_name("fuzz_sharded.py")
 ALGORITHMS_COUNT = int(os.environ.get("HAWK_FUZZ_ALGORITHMS_COUNT", "100"))
 ALGORITHMS_RUNNER = Path(__file__).with_name("fuzz_algorithms.py")  # (its own cases: eagle.algorithms calls)
 ROOT = RUNNER.parent.parent
@@ -148,6 +150,16 @@ def test_generated_kernels_as_artifacts(tmp_path, fuzz_cache):
     Plan; the results that promise bits have Plan.run's, the rest meet NumPy's reference."""
     runs = _run_runner(ARTIFACT_COUNT, tmp_path, ARTIFACT_RUNNER, fuzz_cache)
     assert len([r for r in runs if r["status"] == "ok"]) >= 0.9 * len(runs), runs[:5]
+
+
+def test_generated_kernels_sharded_over_jax_devices_keep_the_promised_bits(tmp_path, fuzz_cache):
+    """tests/fuzz_sharded.py: each kernel on 20,000 lanes split over 4 JAX CPU devices (partition=True under
+    jit), every output that promises bits against the one-device Plan.run's; a kernel the sharded path cannot
+    run is gathered and run whole, with a warning naming it. Many must really have run sharded."""
+    pytest.importorskip("jax")
+    runs = _run_runner(SHARDED_COUNT, tmp_path, SHARDED_RUNNER, fuzz_cache)
+    sharded = [r for r in runs if r["status"] == "ok" and "shards" in r["why"]]
+    assert len(sharded) >= 0.3 * len(runs), f"only {len(sharded)} of {len(runs)} ran sharded: {runs[:5]}"
 
 
 def test_algorithms_meet_their_documented_semantics(tmp_path, fuzz_cache):

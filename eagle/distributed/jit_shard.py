@@ -12,6 +12,8 @@ axis.
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import numpy as np
 from jax.experimental.custom_partitioning import custom_partitioning
@@ -129,6 +131,8 @@ class Partitioned:
 
     def _partition(self, mesh, arg_shapes, result_shape):
         axis = self._axis(arg_shapes)
+        if axis is not None and self._refused(mesh, axis, arg_shapes):
+            axis = None  # the one-device call over gathered lanes (warned)
         args = self._shardings(mesh, axis, self.lane_dims)
         results = self._shardings(mesh, axis, self.result_dims)
         if axis is None:
@@ -140,6 +144,31 @@ class Partitioned:
             return self._tuple(got if isinstance(got, dict) else {self.result_names[0]: got})
 
         return mesh, lower, results, args
+
+    def _refused(self, mesh, axis: str, arg_shapes) -> bool:
+        """Whether the kernel cannot run sharded over `axis` (eagle/distributed/stages.py check_shardable: a `.at`
+        read that can reach any lane, ...). Under plain jit the call's meaning is the whole run's, so it then runs
+        as one call over the gathered lanes, with a warning naming the kernel and the reason (inside shard_map and
+        in torch groups the same kernel is refused: there each shard's call is the user's)."""
+        from eagle.distributed.run import bind_sharded
+
+        shards = mesh.shape[axis]
+        stand = {}
+        for n, s, d in zip(self.names, arg_shapes, self.lane_dims, strict=True):
+            shape = list(s.shape)
+            if d is not None:
+                shape[d] //= shards
+            stand[n] = 0.0 if self.jk.kinds[n] == "param" else np.zeros(shape, np.dtype(s.dtype))
+        key = ("refused", axis, shards, tuple((n, np.shape(v)) for n, v in stand.items()))
+        if key not in self.jk._calls:
+            try:
+                bind_sharded(self.jk.plan, {**stand, **self.grid}, f"mesh axis '{axis}'")
+                self.jk._calls[key] = False
+            except InputError as exc:
+                warnings.warn(f"{exc}. Under jax.jit it runs unsharded instead: XLA gathers its lanes onto every "
+                              f"device", stacklevel=2)
+                self.jk._calls[key] = True
+        return self.jk._calls[key]
 
     def _rule(self, avals, out: dict, nla: int) -> str:
         """Shardy's rule: a factor per lane axis shared by every per-lane plane and output, one of its own for

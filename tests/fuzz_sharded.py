@@ -1,0 +1,105 @@
+"""The sharded fuzzer: the front-end fuzzer's kernels (tests/fuzz_kernels.py) on 20,000 lanes (3,000 rows of a
+Grid) split over 4 JAX CPU devices (`eagle.jax.wrap(kernel, partition=True)` under `jax.jit`, the lane planes
+carrying a `NamedSharding`), every output that promises bits compared bit for bit with the one-device Plan.run
+(tests/test_fuzz.py runs it).
+
+What promises bits whatever the split is what promises them across threads (tests/fuzz_threads.py `promised`):
+per-lane outputs computed without a non-ordered total, max/min, ordered sums, means and scatters, `=` stores,
+scans. A sharded run takes no passed per-lane output, so `out` is left out of both runs (it starts at zero); a
+sink's prior content is passed to both. A kernel the sharded path cannot run (a `.at` read that can reach any
+lane) runs as one call over the gathered lanes under `jax.jit`, with a warning naming the kernel (why it cannot be
+sharded); anything else is a failure.
+
+    python tests/fuzz_sharded.py --seed 7 --start 0 --count 50 --dir /tmp/fz    # one JSON line per case
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")  # before JAX starts
+
+import fuzz_kernels as fk  # noqa: E402
+import numpy as np  # noqa: E402
+from fuzz_threads import big_planes, promised  # noqa: E402
+
+SHARDS = 4
+ROWS, LANES = 3000, 20000  # every shard an equal run (JAX shards evenly): 750 rows, 5000 lanes
+
+__all__ = ["check_sharded"]
+
+
+def _planes(c, rng) -> dict:
+    """tests/fuzz_threads.py's planes, cut to ROWS rows (LANES lanes), without a passed per-lane output."""
+    d = big_planes(c, rng)
+    d.pop("out", None)
+    n = ROWS if "row" in c.planes else LANES
+    for k in ("x", "y", "k", "kb"):
+        d[k] = d[k][:n]
+    d["k"] = d["k"] % (n * (d["x"][0].size if d["x"].ndim > 1 else 1))  # (a lane index of the cut planes)
+    d["v"] = d["v"][:, :n]
+    if "row" in d:
+        d["row"] = ROWS
+    return d
+
+
+def _sharded(kernel, planes: dict) -> dict:
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle.jax
+
+    jax.config.update("jax_enable_x64", True)
+    mesh = jax.make_mesh((SHARDS,), ("d",), devices=jax.devices()[:SHARDS])
+    lane = {"x": P("d"), "y": P("d"), "k": P("d"), "kb": P("d"), "v": P(None, "d")}
+    arrays = {k: jax.device_put(v, NamedSharding(mesh, lane.get(k, P()))) for k, v in planes.items()
+              if isinstance(v, np.ndarray)}
+    fixed = {k: v for k, v in planes.items() if not isinstance(v, np.ndarray)}
+    f = eagle.jax.wrap(kernel, partition=True)
+    names = sorted(arrays)
+    got = jax.jit(lambda *a: f(**dict(zip(names, a, strict=True)), **fixed))(*[arrays[k] for k in names])
+    return got
+
+
+def check_sharded(c, workdir: str, target: str = "host") -> dict:
+    """Run case `c` on one device and over SHARDS JAX devices; compare the promised outputs' bits."""
+    import eagle
+
+    out = fk.record(c)
+    keep = promised(c) if "p" in c.planes else set()  # (not the Vector[1024] cases)
+    if not keep:
+        return {**out, "status": "skipped", "why": "no bits promised"}
+    planes = _planes(c, np.random.default_rng([c.seed, c.index, 17]))
+    try:
+        kernel = fk.load_kernel(c, os.path.join(workdir, f"{c.name}.py"))
+        want = fk.named(eagle.deploy(kernel).run(**fk.fresh(planes)), c)
+    except eagle.InputError as exc:  # keys outside the sink on these planes: refused by name, as on the case's
+        if c.name in str(exc):
+            return {**out, "status": "skipped", "why": "refused on one device"}
+        return {**out, "status": "fail", "why": f"InputError: {exc}"}
+    except Exception as exc:
+        return fk.raised(c, exc)
+    try:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            got = fk.named(_sharded(kernel, fk.fresh(planes)), c)
+    except Exception as exc:
+        return fk.raised(c, exc)
+    gathered = [str(w.message) for w in said if "runs unsharded" in str(w.message)]
+    if gathered and c.name not in gathered[0]:
+        return {**out, "status": "fail", "why": f"a warning not naming the kernel: {gathered[0]}"}
+    for name in sorted(keep):
+        a, b = np.asarray(want[name]), np.asarray(got[name])
+        if a.shape != b.shape or a.dtype != b.dtype or a.tobytes() != b.tobytes():
+            return {**out, "status": "fail", "why": f"{name}: {SHARDS} shards give {b.dtype}{b.shape} "
+                                                    f"{b.reshape(-1)[:3].tolist()}..., one device {a.dtype}{a.shape} "
+                                                    f"{a.reshape(-1)[:3].tolist()}..."}
+    how = "gathered (refused sharded: " + gathered[0][:200] + ")" if gathered else f"on {SHARDS} shards"
+    return {**out, "status": "ok", "why": f"{sorted(keep)} the same bits {how}"}
+
+
+if __name__ == "__main__":
+    sys.exit(fk.run_cases(check_sharded, __doc__))
