@@ -37,6 +37,8 @@ ARTIFACT_COUNT = int(os.environ.get("HAWK_FUZZ_ARTIFACT_COUNT", "40"))
 ARTIFACT_RUNNER = Path(__file__).with_name("fuzz_artifacts.py")
 SHARDED_COUNT = int(os.environ.get("HAWK_FUZZ_SHARDED_COUNT", "60"))
 SHARDED_RUNNER = Path(__file__).with_name("fuzz_sharded.py")
+RANKS_COUNT = int(os.environ.get("HAWK_FUZZ_RANKS_COUNT", "30"))
+RANKS_RUNNER = Path(__file__).with_name("fuzz_ranks.py")
 ALGORITHMS_COUNT = int(os.environ.get("HAWK_FUZZ_ALGORITHMS_COUNT", "100"))
 ALGORITHMS_RUNNER = Path(__file__).with_name("fuzz_algorithms.py")  # (its own cases: eagle.algorithms calls)
 ROOT = RUNNER.parent.parent
@@ -160,6 +162,16 @@ def test_generated_kernels_sharded_over_jax_devices_keep_the_promised_bits(tmp_p
     runs = _run_runner(SHARDED_COUNT, tmp_path, SHARDED_RUNNER, fuzz_cache)
     sharded = [r for r in runs if r["status"] == "ok" and "shards" in r["why"]]
     assert len(sharded) >= 0.3 * len(runs), f"only {len(sharded)} of {len(runs)} ran sharded: {runs[:5]}"
+
+
+def test_generated_kernels_over_uneven_torch_ranks_keep_the_promised_bits(tmp_path, fuzz_cache):
+    """tests/fuzz_ranks.py: each kernel on 20,000 lanes over 4 gloo ranks of 37, 40%, all but one, and 1 lanes
+    (or rows), through eagle.torch.wrap(group=...), every output that promises bits against the one-process
+    Plan.run's (a per-lane output the rank's own lanes); refusals alike on every rank. Many must really run."""
+    pytest.importorskip("torch")
+    runs = _run_runner(RANKS_COUNT, tmp_path, RANKS_RUNNER, fuzz_cache)
+    ran = [r for r in runs if r["status"] == "ok"]
+    assert len(ran) >= 0.3 * len(runs), f"only {len(ran)} of {len(runs)} ran over the ranks: {runs[:5]}"
 
 
 def test_algorithms_meet_their_documented_semantics(tmp_path, fuzz_cache):

@@ -1,0 +1,182 @@
+"""The torch.distributed fuzzer: the front-end fuzzer's kernels (tests/fuzz_kernels.py) on 20,000 lanes (3,000 rows of a
+Grid) split unevenly over 4 gloo ranks (37 lanes or rows, then 40%, then all but one, then one), called through
+`eagle.torch.wrap(kernel, group=...)`, every output that promises bits (tests/fuzz_threads.py `promised`) against the
+one-process Plan.run's: a per-lane output (or a cell keeping the leading axis, a row max) the rank's own lanes, a cell
+or sink the whole run's (tests/test_fuzz.py runs it). What the sharded path cannot run must be refused on every rank
+alike, naming the kernel; anything else is a failure. The ranks hand the halves NaN-filled result buffers (`np.empty`
+patched), so a buffer read before it is written shows.
+
+    python tests/fuzz_ranks.py --seed 7 --start 0 --count 50 --dir /tmp/fz    # one JSON line per case
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+
+import fuzz_kernels as fk
+import numpy as np
+from fuzz_sharded import LANES, ROWS, _planes
+from fuzz_threads import promised
+
+RANKS = 4
+
+__all__ = ["check_rank"]
+
+
+def _cuts(n: int) -> list[int]:
+    return [0, 37, int(n * 0.4), n - 1, n]
+
+
+def _own_rows(plan, lane_dims: int) -> dict[str, int]:
+    """The results that are each rank's own lanes, with how many trailing axes are lane axes: per-lane outputs
+    (every lane axis), and cells keeping a leading block of axes (a row max: those axes)."""
+    from eagle.distributed.stages import leading_cells
+
+    kernel = plan.kernel
+    spec = kernel.default_spec()
+    own = {}
+    for k in range(kernel.stage_count):
+        lay = kernel.layout(spec, k)
+        own.update({b.name: lane_dims for b in lay.buffers if b.role == "out"})
+        local = leading_cells(kernel, lay)
+        own.update({r.cell: len(r.kept) for r in lay.reductions if r.cell in local})
+    return own
+
+
+def check_rank(c, workdir: str, rank: int, group) -> dict:
+    """Case `c` on this rank: its share of the lanes through eagle.torch.wrap against Plan.run over all of them."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    out = fk.record(c)
+    keep = promised(c) if "p" in c.planes else set()  # (not the Vector[1024] cases)
+    if not keep:
+        return {**out, "status": "skipped", "why": "no bits promised"}
+    planes = _planes(c, np.random.default_rng([c.seed, c.index, 17]))
+    n = ROWS if "row" in c.planes else LANES
+    lo, hi = _cuts(n)[rank:rank + 2]
+    try:
+        kernel = fk.load_kernel(c, os.path.join(workdir, f"rank{rank}.{c.name}.py"))
+        plan = eagle.deploy(kernel)
+        want = fk.named(plan.run(**fk.fresh(planes)), c)
+    except eagle.InputError as exc:  # keys outside the sink on these planes (the same on every rank)
+        if c.name in str(exc):
+            return {**out, "status": "skipped", "why": "refused on one process"}
+        return {**out, "status": "fail", "why": f"InputError: {exc}"}
+    except Exception as exc:
+        return fk.raised(c, exc)
+    lane = {"x", "y", "k", "kb"}
+    args = {}
+    for k, v in fk.fresh(planes).items():
+        if k == "row":
+            continue  # (each rank's rows come from its planes)
+        if k in lane:
+            args[k] = torch.from_numpy(np.ascontiguousarray(v[lo:hi]))
+        elif k == "v":
+            args[k] = torch.from_numpy(np.ascontiguousarray(v[:, lo:hi]))
+        elif isinstance(v, np.ndarray):
+            args[k] = torch.from_numpy(v)
+        else:
+            args[k] = v
+    try:
+        got = fk.named(eagle.torch.wrap(kernel, group=group)(**args), c)
+    except eagle.InputError as exc:
+        if c.name in str(exc):
+            return {**out, "status": "refused", "why": str(exc)[:300]}
+        return {**out, "status": "fail", "why": f"InputError not naming the kernel: {exc}"}
+    except Exception as exc:
+        return fk.raised(c, exc)
+    own = _own_rows(plan, 2 if "row" in c.planes else 1)
+    for name in sorted(keep):
+        w = np.asarray(want[name])
+        if name in own:  # (payload axes first, then the lane axes: the rank's run of the leading one)
+            w = w[(slice(None),) * (w.ndim - own[name]) + (slice(lo, hi),)]
+        g = got[name].numpy() if hasattr(got[name], "numpy") else np.asarray(got[name])
+        if g.shape != w.shape or g.dtype != w.dtype or g.tobytes() != w.tobytes():
+            return {**out, "status": "fail", "why": f"{name} on rank {rank} (lanes {lo}..{hi}): {g.dtype}{g.shape} "
+                                                    f"{g.reshape(-1)[:3].tolist()}..., one process {w.dtype}{w.shape} "
+                                                    f"{w.reshape(-1)[:3].tolist()}..."}
+    return {**out, "status": "ok", "why": f"{sorted(keep)} the same bits on {RANKS} uneven ranks"}
+
+
+def _rank(rank: int, port: int, a) -> None:
+    import torch.distributed as dist
+
+    real = np.empty
+
+    def empty(shape, dtype=float, *args, **kwargs):  # result buffers that hold NaN, not zeros by luck
+        arr = real(shape, dtype, *args, **kwargs)
+        if arr.dtype.kind == "f":
+            arr.fill(np.nan)
+        return arr
+
+    np.empty = empty
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=RANKS)
+    with open(os.path.join(a.logs, f"rank{rank}.jsonl"), "w") as log:
+        for i in range(a.start, a.start + a.count):
+            print(json.dumps({"begin": i}), file=log, flush=True)
+            c = fk.case(a.seed, i)
+            if c.expect != "match":
+                rec = {**fk.record(c), "status": "skipped", "why": f"expects {c.expect}"}
+            else:
+                with np.errstate(all="ignore"):
+                    rec = check_rank(c, a.dir, rank, dist.group.WORLD)
+            print(json.dumps(rec), file=log, flush=True)
+            dist.barrier()
+    dist.destroy_process_group()
+
+
+def main(argv=None) -> int:
+    """Spawn the ranks over the case range, then print one line per case: a case fails if any rank failed it."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
+    a = fk.runner_args(__doc__).parse_args(argv)
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    a.dir = a.dir or tempfile.mkdtemp(prefix="hawk_fuzz_")
+    a.logs = os.path.join(a.dir, f"ranks-{a.seed}-{a.start}-{os.getpid()}")  # (runners may share a.dir)
+    os.makedirs(a.logs, exist_ok=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    died = None
+    try:
+        mp.spawn(_rank, args=(port, a), nprocs=RANKS, join=True)
+    except Exception as exc:  # a rank died (or raised outside a case): reported at the case it had begun
+        died = f"{type(exc).__name__}: {str(exc)[-600:]}"
+    recs: dict[int, list[dict]] = {}
+    begun = None
+    for r in range(RANKS):
+        path = os.path.join(a.logs, f"rank{r}.jsonl")
+        for line in open(path) if os.path.exists(path) else ():
+            rec = json.loads(line)
+            if "begin" in rec:
+                begun = rec["begin"] if begun is None or died is None else max(begun, rec["begin"])
+                continue
+            recs.setdefault(rec["index"], []).append(rec)
+    for i in range(a.start, a.start + a.count):
+        print(json.dumps({"begin": i}), flush=True)
+        got = recs.get(i, [])
+        bad = [r for r in got if r["status"] == "fail"]
+        if bad:
+            print(json.dumps(bad[0]), flush=True)
+        elif len(got) == RANKS and len({r["status"] for r in got}) == 1:
+            print(json.dumps(got[0]), flush=True)
+        elif len(got) == RANKS:
+            print(json.dumps({**got[0], "status": "fail", "why": f"ranks disagree: {[r['status'] for r in got]}"}),
+                  flush=True)
+        else:  # the ranks stopped before this case
+            print(json.dumps({"index": i, "status": "fail", "what": "ranks", "tags": [],
+                              "why": f"not every rank reported it ({died or 'no error'})"}), flush=True)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
