@@ -141,12 +141,11 @@ def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
         lay = kernel.layout(spec, k)
         scans = scans or has_scan(lay)
         _check_blocks(kernel, lay, row)
+        local += sorted(leading_cells(kernel, lay))
         for r in lay.reductions:
             folds = folds or (r.kind == "fold" and not r.kept)
             if r.kept:
                 _check_kept(kernel, lay, r)
-            if r.cell in leading_cells(kernel, lay):
-                local.append(r.cell)
         for s in lay.stored:  # each chunk's copy and marks: the finish takes the last chunk's store, and chunk
             # s x C + c of S x C is in lane order, so the last lane of the whole run wins, as on one device
             if s not in lay.private:
