@@ -105,11 +105,6 @@ def _bits(cx: Lowering, v: ir.Value) -> ir.Value:
     return cx.e.op("arith.bitcast", v, t=_bits_t(cx))
 
 
-def any_of(cx: Lowering, flags: ir.Value) -> ir.Value:
-    """Whether any entry of a vector of i1 is set."""
-    return cx.e.any_of(flags)
-
-
 def nonzero(cx: Lowering, flags: ir.Value) -> ir.Value:
     """Per lane, whether ORed bits (of errors, of exponent differences) show a loss: read as a float, the OR is
     zero (or -0.0: sign bits only) when nothing was lost, non-zero or NaN otherwise."""
@@ -355,7 +350,7 @@ def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int, body: ir.Block) 
             continue
         redo = e.op("arith.ori", redo, exact_emit.past_f32(e, res[k]))
         parts.append((acc, c, at, [res[k]]))
-    branch = scf.IfOp(any_of(cx, redo), [], has_else=True)
+    branch = scf.IfOp(cx.e.any_of(redo), [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         retry_block(cx, body, res)
         scf.YieldOp([])
@@ -427,7 +422,7 @@ def retry_block(cx: Lowering, body: ir.Block, state: list[ir.Value]) -> None:
         else:  # (top is a float32 term, widened: exact both ways)
             guess = e.op("arith.extf", next_window(cx, e.op("arith.truncf", top, t=e.f)), t=e.f64)
         e.vstore(e.bcast(guess, _wide(cx)), chunk_pairs(cx), e.c(at + 2 * cx.pair_w))
-    branch = scf.IfOp(any_of(cx, redo), [], has_else=True)
+    branch = scf.IfOp(cx.e.any_of(redo), [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         if cx.recompute:
             redo_block(cx, body, state)
@@ -497,7 +492,7 @@ def merge_pairs(cx: Lowering, blocks: list) -> None:
     lost = bad[0]
     for b in bad[1:]:
         lost = e.op("arith.ori", lost, b)
-    branch = scf.IfOp(any_of(cx, lost), [], has_else=True)
+    branch = scf.IfOp(cx.e.any_of(lost), [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         exact = cx.bufs[("#exact", "exact")]
         for acc, c, _, parts in blocks:

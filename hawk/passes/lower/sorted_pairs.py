@@ -85,7 +85,7 @@ def run_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], op) -> list
         inside = _inside(cx, key, extent)
         terms = create("vector.from_elements", [e.widen(x, e.f64) for _, x, _ in lanes], [vec]).result
         small = e.cmpf(_OLT, e.abs(terms), e.splat(scatters.pair_limit(cx), vec))
-        fast = e.op("arith.andi", e.op("arith.andi", fast, inside), _all(cx, small))
+        fast = e.op("arith.andi", e.op("arith.andi", fast, inside), e.all_of(small))
         branch = scf.IfOp(fast, [e.i64, vec, vec], has_else=True)
         with ir.InsertionPoint(branch.then_block):
             s1, e1 = e.two_sum(highs, terms)
@@ -124,10 +124,6 @@ def _inside(cx: Lowering, key: ir.Value, extent: int) -> ir.Value:
     """i1: 0 <= key < extent (an i64 key)."""
     e = cx.e
     return e.op("arith.andi", e.cmpi(_SGE, key, e.c(0, e.i64)), e.cmpi(_SLT, key, e.c(extent, e.i64)))
-
-
-def _all(cx: Lowering, mask: ir.Value) -> ir.Value:
-    return cx.e.all_of(mask)
 
 
 def lane_step(cx: Lowering, sink: str, extent: int, cur: list[ir.Value], k: ir.Value, x: ir.Value,
