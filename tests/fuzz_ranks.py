@@ -18,8 +18,7 @@ import sys
 
 import fuzz_kernels as fk
 import numpy as np
-from fuzz_sharded import LANES, ROWS, _planes
-from fuzz_threads import promised
+from fuzz_sharded import LANES, ROWS, mismatch, reference
 
 RANKS = 4
 
@@ -32,18 +31,11 @@ def _cuts(n: int) -> list[int]:
 
 def _own_rows(plan, lane_dims: int) -> dict[str, int]:
     """The results that are each rank's own lanes, with how many trailing axes are lane axes: per-lane outputs
-    (every lane axis), and cells keeping a leading block of axes (a row max: those axes)."""
-    from eagle.distributed.stages import leading_cells
+    (every lane axis), and cells keeping a leading block of axes (a row max: those axes), as the partition rule
+    of eagle/distributed/jit_shard.py names them."""
+    from eagle.distributed.jit_shard import _lane_outputs, _leading_kept
 
-    kernel = plan.kernel
-    spec = kernel.default_spec()
-    own = {}
-    for k in range(kernel.stage_count):
-        lay = kernel.layout(spec, k)
-        own.update({b.name: lane_dims for b in lay.buffers if b.role == "out"})
-        local = leading_cells(kernel, lay)
-        own.update({r.cell: len(r.kept) for r in lay.reductions if r.cell in local})
-    return own
+    return {**dict.fromkeys(_lane_outputs(plan), lane_dims), **_leading_kept(plan)}
 
 
 def check_rank(c, workdir: str, rank: int, group) -> dict:
@@ -53,23 +45,13 @@ def check_rank(c, workdir: str, rank: int, group) -> dict:
     import eagle
     import eagle.torch
 
+    ref = reference(c, os.path.join(workdir, f"rank{rank}.{c.name}.py"))
+    if isinstance(ref, dict):
+        return ref
+    kernel, plan, planes, keep, want = ref
     out = fk.record(c)
-    keep = promised(c) if "p" in c.planes else set()  # (not the Vector[1024] cases)
-    if not keep:
-        return {**out, "status": "skipped", "why": "no bits promised"}
-    planes = _planes(c, np.random.default_rng([c.seed, c.index, 17]))
     n = ROWS if "row" in c.planes else LANES
     lo, hi = _cuts(n)[rank:rank + 2]
-    try:
-        kernel = fk.load_kernel(c, os.path.join(workdir, f"rank{rank}.{c.name}.py"))
-        plan = eagle.deploy(kernel)
-        want = fk.named(plan.run(**fk.fresh(planes)), c)
-    except eagle.InputError as exc:  # keys outside the sink on these planes (the same on every rank)
-        if c.name in str(exc):
-            return {**out, "status": "skipped", "why": "refused on one process"}
-        return {**out, "status": "fail", "why": f"InputError: {exc}"}
-    except Exception as exc:
-        return fk.raised(c, exc)
     lane = {"x", "y", "k", "kb"}
     args = {}
     for k, v in fk.fresh(planes).items():
@@ -96,11 +78,10 @@ def check_rank(c, workdir: str, rank: int, group) -> dict:
         w = np.asarray(want[name])
         if name in own:  # (payload axes first, then the lane axes: the rank's run of the leading one)
             w = w[(slice(None),) * (w.ndim - own[name]) + (slice(lo, hi),)]
-        g = got[name].numpy() if hasattr(got[name], "numpy") else np.asarray(got[name])
-        if g.shape != w.shape or g.dtype != w.dtype or g.tobytes() != w.tobytes():
-            return {**out, "status": "fail", "why": f"{name} on rank {rank} (lanes {lo}..{hi}): {g.dtype}{g.shape} "
-                                                    f"{g.reshape(-1)[:3].tolist()}..., one process {w.dtype}{w.shape} "
-                                                    f"{w.reshape(-1)[:3].tolist()}..."}
+        why = mismatch(name, got[name].numpy() if hasattr(got[name], "numpy") else got[name], w,
+                       f"rank {rank} (lanes {lo}..{hi})")
+        if why:
+            return {**out, "status": "fail", "why": why}
     return {**out, "status": "ok", "why": f"{sorted(keep)} the same bits on {RANKS} uneven ranks"}
 
 

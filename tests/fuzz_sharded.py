@@ -64,8 +64,9 @@ def _sharded(kernel, planes: dict) -> dict:
     return got
 
 
-def check_sharded(c, workdir: str, target: str = "host") -> dict:
-    """Run case `c` on one device and over SHARDS JAX devices; compare the promised outputs' bits."""
+def reference(c, path: str):
+    """Case `c` on one device: (kernel, plan, planes, promised outputs, results), or the record to report instead
+    (no bits promised, its keys refused on these planes, a failure). Shared with tests/fuzz_ranks.py."""
     import eagle
 
     out = fk.record(c)
@@ -74,14 +75,34 @@ def check_sharded(c, workdir: str, target: str = "host") -> dict:
         return {**out, "status": "skipped", "why": "no bits promised"}
     planes = _planes(c, np.random.default_rng([c.seed, c.index, 17]))
     try:
-        kernel = fk.load_kernel(c, os.path.join(workdir, f"{c.name}.py"))
-        want = fk.named(eagle.deploy(kernel).run(**fk.fresh(planes)), c)
+        kernel = fk.load_kernel(c, path)
+        plan = eagle.deploy(kernel)
+        return kernel, plan, planes, keep, fk.named(plan.run(**fk.fresh(planes)), c)
     except eagle.InputError as exc:  # keys outside the sink on these planes: refused by name, as on the case's
         if c.name in str(exc):
             return {**out, "status": "skipped", "why": "refused on one device"}
         return {**out, "status": "fail", "why": f"InputError: {exc}"}
     except Exception as exc:
         return fk.raised(c, exc)
+
+
+def mismatch(name: str, got, want, split: str) -> str | None:
+    """Why output `name` of the split run (`split` says how it was split) differs from the one-device run's, if
+    it does: shape, dtype or any bit."""
+    g, w = np.asarray(got), np.asarray(want)
+    if g.shape == w.shape and g.dtype == w.dtype and g.tobytes() == w.tobytes():
+        return None
+    return (f"{name}: {split} give {g.dtype}{g.shape} {g.reshape(-1)[:3].tolist()}..., one device {w.dtype}{w.shape} "
+            f"{w.reshape(-1)[:3].tolist()}...")
+
+
+def check_sharded(c, workdir: str, target: str = "host") -> dict:
+    """Run case `c` on one device and over SHARDS JAX devices; compare the promised outputs' bits."""
+    ref = reference(c, os.path.join(workdir, f"{c.name}.py"))
+    if isinstance(ref, dict):
+        return ref
+    kernel, _, planes, keep, want = ref
+    out = fk.record(c)
     try:
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
@@ -92,11 +113,9 @@ def check_sharded(c, workdir: str, target: str = "host") -> dict:
     if gathered and c.name not in gathered[0]:
         return {**out, "status": "fail", "why": f"a warning not naming the kernel: {gathered[0]}"}
     for name in sorted(keep):
-        a, b = np.asarray(want[name]), np.asarray(got[name])
-        if a.shape != b.shape or a.dtype != b.dtype or a.tobytes() != b.tobytes():
-            return {**out, "status": "fail", "why": f"{name}: {SHARDS} shards give {b.dtype}{b.shape} "
-                                                    f"{b.reshape(-1)[:3].tolist()}..., one device {a.dtype}{a.shape} "
-                                                    f"{a.reshape(-1)[:3].tolist()}..."}
+        why = mismatch(name, got[name], want[name], f"{SHARDS} shards")
+        if why:
+            return {**out, "status": "fail", "why": why}
     how = "gathered (refused sharded: " + gathered[0][:200] + ")" if gathered else f"on {SHARDS} shards"
     return {**out, "status": "ok", "why": f"{sorted(keep)} the same bits {how}"}
 
