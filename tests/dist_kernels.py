@@ -283,3 +283,14 @@ def dist_rowmax(lane: Grid["row", "col":KC], x: Scalar) -> Scalar:
 @hawk.kernel
 def dist_rowcoord(lane: Grid["row", "col":KC], x: Scalar) -> Scalar:  # refused: global rows (lane.row)
     return hawk.sum(x * lane.row, over="col")
+
+
+@hawk.kernel
+def dist_rowscan(lane: Grid["row", "col":KC], x: Scalar, run: Mutable[Scalar], tot: Mutable[Scalar]):
+    run = hawk.scan(x)  # refused beside a row sum: a scan runs shards with whole-run lane numbers
+    tot = hawk.sum(x, over="col")
+
+
+@hawk.kernel
+def dist_rowfold(lane: Grid["row", "col":KC], x: Scalar) -> Scalar:  # refused: a fold keeping the leading axis
+    return hawk.reduce(dist_lerp, x, over="col")

@@ -248,6 +248,10 @@ def case_what_shards_cannot_do_is_refused_by_name():
     for kernel, planes, specs, words in (
             (dk.dist_rowcoord, dict(x=np.ones((8, dk.KC))), dict(x=P("d")),
              ("'result' keeps the leading lane axis", "its own coordinates", "a kernel of its own")),
+            (dk.dist_rowscan, dict(x=np.ones((8, dk.KC))), dict(x=P("d")),
+             ("'tot' keeps the leading lane axis", "scans or folds over every lane", "a kernel of its own")),
+            (dk.dist_rowfold, dict(x=np.ones((8, dk.KC))), dict(x=P("d")),
+             ("'result' keeps lane axes ['row']", "a leading block of axes", "no hawk.reduce fold")),
             (dk.dist_colfold, dict(x=np.ones((8, 3))), dict(x=P("d")), ("'result'", "without a copy per chunk")),
             (dk.dist_colwide, dict(x=np.ones((8, 70_000))), dict(x=P("d")),
              ("'result'", "70000 slots", "without a copy per chunk")),):
