@@ -379,6 +379,13 @@ class Kernel:
 
         return reads_other_lanes(self, wrt)
 
+    def stored_sinks(self) -> frozenset[str]:
+        """Sinks the body stores into with `= v` (hawk.reverse.facts): where a lane stored, a sink's prior content
+        is replaced, so its gradient there is zero."""
+        from hawk.reverse import facts
+
+        return frozenset(facts(self).stored)
+
     def kept_cells(self) -> dict[str, tuple[str, ...]]:
         """Cells of reductions that keep lane axes, with the axes each keeps (hawk.reverse.facts)."""
         from hawk.reverse import facts

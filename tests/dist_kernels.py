@@ -281,6 +281,27 @@ def dist_rowmax(lane: Grid["row", "col":KC], x: Scalar) -> Scalar:
 
 
 @hawk.kernel
+def dist_rowloss(lane: Grid["row", "col":KC], x: Scalar, y: Scalar, w: Param, loss: Mutable[Scalar],
+                 mu: Mutable[Scalar], z: Mutable[Scalar]):
+    e = x * w - y  # per-example losses: what a gradient through a sharded batch differentiates
+    loss = hawk.sum(e * e, over="col", policy="ordered")
+    mu = hawk.mean(e, over="col", where=x < 1.0, policy="compensated")
+    z = e * 2.0
+
+
+@hawk.kernel
+def dist_rowvec(lane: Grid["row", "col":KC], v: Vector[2], w: Param) -> Vector[2]:
+    return hawk.sum(v * v * w, over="col")
+
+
+@hawk.kernel
+def dist_rowtot(lane: Grid["row", "col":KC], x: Scalar, s: Mutable[Scalar], tot: Mutable[Scalar], z: Mutable[Scalar]):
+    s = hawk.sum(x, over="col")  # gradients refused sharded: tot's cotangent (read below) meets the lanes' at the
+    tot = hawk.sum(x, policy="ordered")  # whole run's first lane, the rows' at each shard's own rows
+    z = x - tot
+
+
+@hawk.kernel
 def dist_rowcoord(lane: Grid["row", "col":KC], x: Scalar) -> Scalar:  # refused: global rows (lane.row)
     return hawk.sum(x * lane.row, over="col")
 

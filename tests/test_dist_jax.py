@@ -282,6 +282,28 @@ def case_stores_into_sinks_last_lane_wins_across_shards():
                        dict(x=P("d"), key=P("d"), last=P()), P())
         _bits_equal({"last": got}, {"last": want}, ["last"])
         assert np.asarray(got)[3] == prior[3] and np.asarray(got)[0] == x[np.flatnonzero(key == 0)[-1]]
+    import jax
+    from jax.sharding import NamedSharding
+
+    import eagle.jax
+    from eagle import InputError
+
+    # gradients refused by name, the prior's too: where a lane stored, the prior is replaced (its gradient 0 there),
+    # which needs the winning lane of every slot (plan.reverse's winners kernel), not carried across shards
+    mesh = _mesh(4)
+    xs, ks_ = (jax.device_put(a, NamedSharding(mesh, P("d"))) for a in (x[:400], key[:400]))
+    f, fp = eagle.jax.wrap(ks["store"], axis_name="d"), eagle.jax.wrap(ks["store"], partition=True)
+    g = jax.shard_map(lambda x, k, p: f(x=x, key=k, last=p), mesh=mesh, in_specs=(P("d"), P("d"), P()),
+                      out_specs=P())
+    for call in (g, lambda x, k, p: fp(x=x, key=k, last=p)):
+        for argnums in (2, (0, 2)):
+            try:
+                jax.jit(jax.grad(lambda x, k, p, call=call: (call(x, k, p) * np.arange(5.0)).sum(),
+                                 argnums=argnums))(xs, ks_, prior)
+            except InputError as exc:
+                assert "'store'" not in str(exc) and "dist_store" in str(exc) and "sink 'last'" in str(exc), exc
+            else:
+                raise AssertionError(f"a sharded gradient through `= v` stores ran (argnums {argnums})")
 
 
 def case_gradients_of_a_stencil_bitwise():
@@ -943,8 +965,8 @@ def case_reductions_keeping_the_leading_axis_per_shard():
     """Row sums of every policy, a masked mean and a max (each kept slot's lanes on one shard, which keeps its
     slots' state to itself) on 4 and 8 shards, one of a single row: each shard hands back its own rows, sharded
     like the input, bitwise the one-device run (a slot is one fold in lane order, whatever the policy); beside an
-    ordered total over every lane; under partition=True the same, sharded P("d"); the row sum's gradient and the
-    row sum of `lane.row` (global lane numbers) refused by name."""
+    ordered total over every lane; under partition=True the same, sharded P("d"); the row sum of `lane.row` (global
+    lane numbers) and the gradient through a row sum beside a total read in the body refused by name."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -969,14 +991,77 @@ def case_reductions_keeping_the_leading_axis_per_shard():
         got = jax.jit(lambda x, fp=fp: fp(x=x))(xs)
         _bits_equal(got, want, list(want))
         assert got["s_ord"].sharding.spec == P("d")
-    f = eagle.jax.wrap(dk.dist_rowstats, axis_name="d")
-    g = jax.shard_map(lambda x: f(x=x)["s_ord"], mesh=_mesh(4), in_specs=P("d"), out_specs=P("d"))
+    f = eagle.jax.wrap(dk.dist_rowtot, axis_name="d")
+    g = jax.shard_map(lambda x: f(x=x), mesh=_mesh(4), in_specs=P("d"), out_specs={"s": P("d"), "tot": P(),
+                                                                                     "z": P("d")})
     try:
-        jax.jit(jax.grad(lambda x: g(x).sum()))(jax.device_put(x[:8], NamedSharding(_mesh(4), P("d"))))
+        jax.jit(jax.grad(lambda x: sum(v.sum() for v in g(x).values())))(
+            jax.device_put(x[:8], NamedSharding(_mesh(4), P("d"))))
     except InputError as exc:
-        assert "dist_rowstats" in str(exc) and "keeps the leading lane axis 'row'" in str(exc), str(exc)
+        assert "dist_rowtot" in str(exc) and "keeps the leading lane axis 'row' beside cells over" in str(exc), \
+            str(exc)
     else:
-        raise AssertionError("a gradient through a sharded row sum ran")
+        raise AssertionError("a gradient through a sharded row sum and a total read in the body ran")
+
+
+def case_gradients_through_row_results_bitwise():
+    """jax.grad through per-example losses on 2, 4 and 8 shards (one of a single row): an ordered row sum, a
+    masked compensated row mean and a per-lane output, a Vector row sum, a row max with ties, beside a total over
+    every lane; inside shard_map and under plain jit (partition=True). Each shard's rows' cotangents key the
+    adjoint by its own rows: bitwise plan.reverse."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, _ = _setup()
+    rng = np.random.default_rng(24)
+    f, fp = eagle.jax.wrap(dk.dist_rowloss, axis_name="d"), eagle.jax.wrap(dk.dist_rowloss, partition=True)
+    for shards, rows in ((4, 4 * 31), (8, 8), (2, 2 * 7)):
+        x, y = rng.normal(size=(rows, dk.KC)), rng.normal(size=(rows, dk.KC))
+        x[::3, 1] = x[::3, 0]
+        cot = {k: rng.normal(size=rows) for k in ("loss", "mu")} | {"z": rng.normal(size=(rows, dk.KC))}
+        mesh = _mesh(shards)
+        g = jax.shard_map(lambda x, y, w: f(x=x, y=y, w=w), mesh=mesh, in_specs=(P("d"), P("d"), P()),
+                          out_specs=P("d"))
+        want = eagle.deploy(dk.dist_rowloss).reverse(cot, x=x, y=y, w=1.5)
+        for call in (g, lambda x, y, w: fp(x=x, y=y, w=w)):
+            def loss(x, y, w, call=call, cot=cot):
+                r = call(x, y, w)
+                return sum((r[k] * cot[k]).sum() for k in cot)
+
+            xs, ys = (jax.device_put(a, NamedSharding(mesh, P("d"))) for a in (x, y))
+            got = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(xs, ys, jnp.asarray(1.5))
+            _bits_equal(dict(zip("xyw", (np.asarray(a).reshape(-1) for a in got), strict=True)),
+                        {k: np.asarray(want[k]).reshape(-1) for k in "xyw"}, list("xyw"))
+    rows, mesh = 4 * 9, _mesh(4)
+    v, cs = rng.normal(size=(2, rows, dk.KC)), rng.normal(size=(2, rows))
+    fv = eagle.jax.wrap(dk.dist_rowvec, axis_name="d")
+    g = jax.shard_map(lambda v, w: fv(v=v, w=w), mesh=mesh, in_specs=(P(None, "d"), P()), out_specs=P(None, "d"))
+    got = jax.jit(jax.grad(lambda v, w: (g(v, w) * cs).sum(), argnums=(0, 1)))(
+        jax.device_put(v, NamedSharding(mesh, P(None, "d"))), jnp.asarray(0.5))
+    want = eagle.deploy(dk.dist_rowvec).reverse({"result": cs}, v=v, w=0.5)
+    _bits_equal({"v": got[0], "w": np.asarray(got[1]).reshape(-1)},
+                {"v": want["v"], "w": np.asarray(want["w"]).reshape(-1)}, ["v", "w"])
+    x, c = rng.normal(size=(8 * 5, dk.KC)), rng.normal(size=8 * 5)
+    x[::2, 3] = x[::2].max(axis=1)  # (ties share the cotangent)
+    fm, mesh = eagle.jax.wrap(dk.dist_rowmax, axis_name="d"), _mesh(8)
+    g = jax.shard_map(lambda x: fm(x=x), mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+    got = jax.jit(jax.grad(lambda x: (g(x) * c).sum()))(jax.device_put(x, NamedSharding(mesh, P("d"))))
+    _bits_equal({"x": got}, {"x": eagle.deploy(dk.dist_rowmax).reverse({"result": c}, x=x)["x"]}, ["x"])
+    fs = eagle.jax.wrap(dk.dist_rowstats, axis_name="d")  # a row sum beside a total over every lane
+    outs = {k: P("d") for k in ("s_auto", "s_comp", "s_ord", "mu")} | {"tot": P()}
+    g = jax.shard_map(lambda x: fs(x=x), mesh=mesh, in_specs=P("d"), out_specs=outs)
+    def loss(x, g=g):  # (one call: two would add their gradients in JAX, in another order than the adjoint)
+        r = g(x)
+        return r["s_ord"].sum() + 0.5 * r["tot"].sum()
+
+    got = jax.jit(jax.grad(loss))(jax.device_put(x, NamedSharding(mesh, P("d"))))
+    want = eagle.deploy(dk.dist_rowstats).reverse({"s_ord": np.ones(8 * 5), "tot": np.array([0.5])}, x=x)
+    _bits_equal({"x": got}, want, ["x"])
 
 
 def case_what_cannot_shard_runs_gathered_under_partition():

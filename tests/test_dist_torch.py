@@ -50,8 +50,11 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_kscan,
     dist_max,
     dist_ratio,
+    dist_rowloss,
     dist_rowmax,
     dist_rowstats,
+    dist_rowtot,
+    dist_rowvec,
     dist_rscan,
     dist_scans,
     dist_sgrad,
@@ -431,6 +434,14 @@ def case_scans_beside_halos_vectors_stores_and_large_sinks_uneven(rank, group):
     got = eagle.torch.wrap(dist_store, group=group)(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]),
                                                      last=torch.from_numpy(prior))
     assert got.numpy().tobytes() == np.asarray(want).tobytes(), (got, want)
+    pt = torch.from_numpy(prior.copy()).requires_grad_(True)  # its gradient: 0 where a lane stored (refused)
+    try:
+        eagle.torch.wrap(dist_store, group=group)(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]),
+                                                  last=pt).sum().backward()
+    except InputError as exc:
+        assert "dist_store" in str(exc) and "sink 'last'" in str(exc), str(exc)
+    else:
+        raise AssertionError("a sharded gradient of a stored sink's prior ran")
     x = rng.normal(size=cuts[-1]) * 3  # a fold in lane order (neither associative nor commutative), and an empty slice
     want = eagle.deploy(dist_fold).run(x=x)
     got = eagle.torch.wrap(dist_fold, group=group)(x=torch.from_numpy(x[lo:hi]))
@@ -514,7 +525,8 @@ def case_reductions_keeping_axes_off_the_leading_one_uneven(rank, group):
 def case_reductions_keeping_the_leading_axis_uneven(rank, group):
     """Row sums of every policy, a masked mean and a max over rows split 3/397/600/1: each rank hands back its
     own rows' totals (its slots' state never crosses the group), bitwise the one-process run, beside an ordered
-    total over every lane; backward() through them refused by name."""
+    total over every lane; backward() through a row sum and the total bitwise plan.reverse; refused by name where
+    a total's cotangent meets the lanes' at the whole run's first lane (the rows' enter at each rank's own rows)."""
     import torch
 
     import eagle
@@ -528,12 +540,59 @@ def case_reductions_keeping_the_leading_axis_uneven(rank, group):
     g = eagle.torch.wrap(dist_rowmax, group=group)(x=torch.from_numpy(x[r0:r1].copy()))
     assert g.numpy().tobytes() == np.asarray(eagle.deploy(dist_rowmax).run(x=x))[r0:r1].tobytes()
     xt = torch.from_numpy(x[r0:r1].copy()).requires_grad_(True)
+    eagle.torch.wrap(dist_rowstats, group=group)(x=xt)["s_ord"].sum().backward()  # (the total takes no part)
+    want = eagle.deploy(dist_rowstats).reverse({"s_ord": np.ones(x.shape[0])}, x=x)["x"]
+    assert xt.grad.numpy().tobytes() == np.asarray(want)[r0:r1].tobytes()
+    xt = torch.from_numpy(x[r0:r1].copy()).requires_grad_(True)
+    out = eagle.torch.wrap(dist_rowstats, group=group)(x=xt)
+    (out["s_ord"].sum() + 0.5 * out["tot"].sum()).backward()  # (the total's cotangent: the same on every rank)
+    want = eagle.deploy(dist_rowstats).reverse({"s_ord": np.ones(x.shape[0]), "tot": np.array([0.5])}, x=x)["x"]
+    assert xt.grad.numpy().tobytes() == np.asarray(want)[r0:r1].tobytes()
+    out = eagle.torch.wrap(dist_rowtot, group=group)(x=torch.from_numpy(x[r0:r1].copy()).requires_grad_(True))
     try:
-        eagle.torch.wrap(dist_rowstats, group=group)(x=xt)["s_ord"].sum().backward()
+        (out["s"].sum() + out["tot"].sum()).backward()
     except InputError as exc:
-        assert "dist_rowstats" in str(exc) and "keeps the leading lane axis 'row'" in str(exc), str(exc)
+        assert "dist_rowtot" in str(exc) and "keeps the leading lane axis 'row' beside cells over" in str(exc), \
+            str(exc)
     else:
-        raise AssertionError("a gradient through a sharded row sum ran")
+        raise AssertionError("a gradient through a sharded row sum and a total read in the body ran")
+
+
+def case_gradients_through_row_results_uneven(rank, group):
+    """backward() through per-example losses over rows split 3/397/600/1 (an ordered row sum, a masked
+    compensated row mean, a per-lane output; a Vector row sum; a row max with ties): each rank's rows' cotangents
+    key the adjoint by its own rows, the Param's gradient is an exact sum over every rank: bitwise plan.reverse."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    rng, x, r0, r1 = _kept_data(rank, 44)
+    y = rng.normal(size=x.shape)
+    x[::3, 1] = x[::3, 0]  # (ties for the max below)
+    cot = {k: rng.normal(size=x.shape[0]) for k in ("loss", "mu")} | {"z": rng.normal(size=x.shape)}
+    xt, yt = (torch.from_numpy(a[r0:r1].copy()).requires_grad_(True) for a in (x, y))
+    w = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    out = eagle.torch.wrap(dist_rowloss, group=group)(x=xt, y=yt, w=w)
+    sum((out[k] * torch.from_numpy(np.ascontiguousarray(c[r0:r1]))).sum() for k, c in cot.items()).backward()
+    want = eagle.deploy(dist_rowloss).reverse(cot, x=x, y=y, w=1.5)
+    assert xt.grad.numpy().tobytes() == np.asarray(want["x"])[r0:r1].tobytes()
+    assert yt.grad.numpy().tobytes() == np.asarray(want["y"])[r0:r1].tobytes()
+    assert w.grad.item() == float(np.asarray(want["w"]).reshape(-1)[0])
+    v = rng.normal(size=(2, *x.shape))
+    vt = torch.from_numpy(v[:, r0:r1].copy()).requires_grad_(True)
+    w = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+    cs = rng.normal(size=(2, x.shape[0]))  # (components, kept rows)
+    out = eagle.torch.wrap(dist_rowvec, group=group)(v=vt, w=w)
+    (out * torch.from_numpy(cs[:, r0:r1].copy())).sum().backward()  # (one result: (components, own rows))
+    want = eagle.deploy(dist_rowvec).reverse({"result": cs}, v=v, w=0.5)
+    assert vt.grad.numpy().tobytes() == np.asarray(want["v"])[:, r0:r1].tobytes()
+    assert w.grad.item() == float(np.asarray(want["w"]).reshape(-1)[0])
+    xt = torch.from_numpy(x[r0:r1].copy()).requires_grad_(True)
+    c = rng.normal(size=x.shape[0])
+    (eagle.torch.wrap(dist_rowmax, group=group)(x=xt) * torch.from_numpy(c[r0:r1].copy())).sum().backward()
+    assert xt.grad.numpy().tobytes() == np.asarray(eagle.deploy(dist_rowmax).reverse({"result": c}, x=x)["x"])[
+        r0:r1].tobytes()
 
 
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}
@@ -600,6 +659,8 @@ def _main(out: str) -> None:
     eagle.deploy(dist_fold).run(x=np.full(4, 2.0))
     for k in (dist_cols, dist_colmax, dist_colmin, dist_rowstats, dist_rowmax):
         eagle.deploy(k).run(x=np.ones((3, KC)))
+    eagle.deploy(dist_rowloss).run(x=np.ones((3, KC)), y=np.ones((3, KC)), w=1.0)
+    eagle.deploy(dist_rowvec).run(v=np.ones((2, 3, KC)), w=1.0)
     eagle.deploy(dist_chan).run(x=np.ones((3, 3, 7)))
     eagle.deploy(dist_bnorm).run(x=np.ones((3, 3)))
     eagle.deploy(dist_colvec).reverse({"s": np.ones((2, 3)), "t": np.ones(1)}, v=np.ones((2, 3, 3)), w=1.0)

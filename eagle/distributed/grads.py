@@ -45,17 +45,34 @@ def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: st
     from eagle.reverse import adjoint_for
 
     kernel = plan.kernel
+    adj, design, win = adjoint_for(plan, wrt, extents)
     lead = next(iter(a.label for a in kernel.signature.lane_axes()), None)
     rows = sorted(c for c, kept in kernel.kept_cells().items() if lead in kept)
-    if rows:  # (its cotangent is each shard's own slots, which the adjoint, run with whole-run lanes, cannot place)
+    if rows and adj.kernel.lane_reach()[1]:
+        # (a row's cotangent is the shard's own, keyed by its own rows: the adjoint must run with the shard's
+        # lane numbers, which a cell over every lane, or reads of neighbours or coordinates, rule out)
         raise InputError(f"kernel '{kernel.name}': gradients through a sharded call of a kernel whose cell "
-                         f"'{rows[0]}' keeps the leading lane axis '{lead}' are not supported yet; differentiate "
-                         f"the unsharded call, or keep the other axes only")
-    adj, design, win = adjoint_for(plan, wrt, extents)
-    if win is not None:  # (sinks stored into with `= v`: which lane won each slot is not carried across shards)
-        raise InputError(f"kernel '{kernel.name}': gradients through a sharded call of a kernel storing into "
-                         f"sinks with `= v` are not supported; differentiate the unsharded call")
+                         f"'{rows[0]}' keeps the leading lane axis '{lead}' beside cells over other lanes, reads "
+                         f"of neighbours or of the '{lead}' coordinate are not supported yet; differentiate the "
+                         f"unsharded call, or compute the row results in a kernel of their own")
+    if win is not None:
+        refuse_stored(kernel, sorted(kernel.stored_sinks())[0])
     return adj, design
+
+
+def prior_gradient(kernel, sink: str, ct):
+    """The gradient of a sink's prior content: the sink's cotangent (each slot's sum adds the prior once); refused
+    for a sink stored into with `= v` (where a lane stored, the prior is replaced). None: no cotangent, none."""
+    if ct is not None and sink in kernel.stored_sinks():
+        refuse_stored(kernel, sink)
+    return ct
+
+
+def refuse_stored(kernel, sink: str):
+    """Which lane won each slot of a sink stored into with `= v` is not carried across shards (plan.reverse runs
+    a winners kernel over every lane): such gradients are refused, naming kernel and sink."""
+    raise InputError(f"kernel '{kernel.name}': gradients through a sharded call of a kernel storing into sinks "
+                     f"with `= v` (sink '{sink}') are not supported; differentiate the unsharded call")
 
 
 def renamed(kernel_name: str, exc: InputError) -> InputError:

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from eagle.distributed.geometry import dist_plan
-from eagle.distributed.grads import FLOATS, adjoint_plan, gather_form, renamed, stencil_planes
+from eagle.distributed.grads import FLOATS, adjoint_plan, gather_form, prior_gradient, renamed, stencil_planes
 from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
 from eagle.distributed.sinks import FOLD, XSUM
 from eagle.distributed.stages import BITS, ERR, GATHER, check_plan
@@ -181,7 +181,8 @@ def _backward(jk, axis_name, run, names: list[str], grid: dict, values: tuple, g
     grads: dict = {}
     for n in names:
         if n.startswith("#prior:"):  # a sink's prior content: one more term of each slot's sum
-            grads[n] = jnp.asarray(gs[n[len("#prior:"):]]).reshape(-1).astype(planes[n].dtype)
+            g = prior_gradient(jk.plan.kernel, n[len("#prior:"):], gs[n[len("#prior:"):]])
+            grads[n] = jnp.asarray(g).reshape(-1).astype(planes[n].dtype)
     if wrt:
         stencil = stencil_planes(jk.plan, wrt)
         rows, ext = run.extents[0], tuple(run.extents)

@@ -57,21 +57,23 @@ class Partitioned:
     def _backward(self, ops: tuple, gs: tuple) -> tuple:
         import jax.numpy as jnp
 
-        from eagle.distributed.grads import FLOATS, adjoint_plan, renamed, stencil_planes
+        from eagle.distributed.grads import FLOATS, adjoint_plan, prior_gradient, renamed, stencil_planes
         from eagle.jax import JaxKernel
         from eagle.reverse import adjoint_inputs, cotangents, forward_of
 
         jk = self.jk
         planes = dict(zip(self.names, ops, strict=True))
         cot = dict(zip(self.result_names, gs, strict=True))
-        grads = {n: jnp.asarray(cot[n]).reshape(planes[n].shape).astype(planes[n].dtype) for n in self.names
-                 if jk.kinds[n] == "sink" and n in cot}  # a sink's prior content: one more term of each slot
+        grads = {n: jnp.asarray(prior_gradient(jk.plan.kernel, n, cot[n])).reshape(planes[n].shape).astype(
+            planes[n].dtype) for n in self.names if jk.kinds[n] == "sink" and n in cot}  # (one more term a slot)
         wrt = tuple(n for n in self.names if jk.kinds[n] in FLOATS)
         if wrt:
             lane = [(a, d) for a, d in zip(self.avals, self.lane_dims, strict=True) if d is not None]
             extents = tuple(lane[0][0].shape[lane[0][1]:]) if lane else ()
             dtype = np.dtype(next((planes[n].dtype for n in wrt if jk.kinds[n] != "param"), planes[wrt[0]].dtype))
-            if stencil_planes(jk.plan, wrt):  # plan.reverse's gather form, as inside shard_map
+            # a stencil (plan.reverse's gather form) and row results (their cotangents keyed by each shard's own
+            # rows): the shard_map form's gradient on each shard
+            if stencil_planes(jk.plan, wrt) or _leading_kept(jk.plan):
                 if self._svjp is None:
                     self._svjp = _StencilVjp(self, wrt, ops, gs)
                 grads.update(zip(wrt, self._svjp.fn(*ops, *gs), strict=True))
@@ -178,11 +180,13 @@ class Partitioned:
 
 
 class _StencilVjp:
-    """A stencil's gradients under partition=True, as one custom_partitioning function of (operands, cotangents):
-    on a shard it differentiates the shard_map form of the call (eagle/distributed/jax_shard.py), whose backward
-    is plan.reverse's gather form with halo share rows (eagle/distributed/jax_grads.py), so the gradients are
-    bitwise plan.reverse's; unsharded, the one-device call's VJP. (The forward it differentiates feeds nothing:
-    XLA drops it.)"""
+    """A stencil's gradients under partition=True (and those through row results, a cell keeping the leading
+    axis), as one custom_partitioning function of (operands, cotangents): on a shard it differentiates the
+    shard_map form of the call (eagle/distributed/jax_shard.py), whose backward is plan.reverse's gather form with
+    halo share rows (eagle/distributed/jax_grads.py) or the adjoint keyed by the shard's own rows, so the
+    gradients are bitwise plan.reverse's; unsharded (or a kernel that cannot run sharded, as Partitioned._refused
+    says), the one-device call's VJP over the gathered lanes. (The forward it differentiates feeds nothing: XLA
+    drops it.)"""
 
     def __init__(self, part: Partitioned, wrt: tuple, ops: tuple, gs: tuple):
         self.part, self.wrt, self.n = part, wrt, len(ops)
@@ -218,6 +222,8 @@ class _StencilVjp:
 
         part = self.part
         axis = part._axis(arg_shapes[:self.n])
+        if axis is not None and part._refused(mesh, axis, arg_shapes[:self.n]):
+            axis = None  # the forward runs whole over gathered lanes (warned): so does its gradient
         args = part._shardings(mesh, axis, part.lane_dims) + part._shardings(mesh, axis, part.result_dims)
         results = part._shardings(mesh, axis, [part.lane_dims[i] for i in self.at])
         if axis is None:

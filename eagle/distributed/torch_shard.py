@@ -32,6 +32,7 @@ from eagle.distributed.grads import (
     local_gather,
     local_rows,
     own_rows,
+    prior_gradient,
     renamed,
     stencil_planes,
 )
@@ -106,7 +107,7 @@ def _backward(spec: _Spec, cot: dict) -> dict:
     for s in spec.track:
         if kinds[s] == "sink":
             shape = spec.planes[s].shape
-            g = cot.get(s)
+            g = prior_gradient(tk.plan.kernel, s, cot.get(s))
             grads[s] = torch.zeros(shape, dtype=spec.planes[s].dtype) if g is None else \
                 torch.from_numpy(np.array(g, dtype=b.dtype).reshape(shape)).to(spec.planes[s].dtype)
     wrt = tuple(n for n in spec.track if kinds[n] in FLOATS)

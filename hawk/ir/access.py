@@ -87,6 +87,12 @@ def lane_axis(op) -> str:
     return _str(op, "axis")
 
 
+def lane_is_own(op) -> bool:
+    """Whether a hawk.lane only keys a table of the run's own slots (unit attribute `own`): a sharded run may give
+    it the shard's own coordinate."""
+    return "own" in op.operation.attributes
+
+
 def coord_axes(op) -> list[str]:
     """A hawk.at's indexed axes (["#"]: one flat index) or a hawk.cut_read's kept axes, in order."""
     if _name(op) == "hawk.cut_read":

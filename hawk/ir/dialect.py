@@ -3,7 +3,9 @@
 A kernel is a `func.func` with `hawk.kernel` and `hawk.axes` (its lane axes); each plane, sink and cell it
 uses is a typed block argument named by its `hawk.name` argument attribute. Ops (generic form):
 
-  hawk.lane     {axis}               () -> i64                    this lane's coordinate on a Grid axis
+  hawk.lane     {axis}               () -> i64                    this lane's coordinate on a Grid axis (unit
+                                                                  attribute `own`: it keys only a table of the
+                                                                  run's own slots, so a shard's own serves)
   hawk.extent   {axis}               () -> i64                    the run's extent of a Grid axis (the same on
                                                                   every lane; a sharded run: the whole grid's)
   hawk.load                          (plane|output|total) -> T    this lane's value of a per-lane plane (an

@@ -3,7 +3,9 @@
 A run split into shards along the leading lane axis (rows of a Grid) needs, per per-lane plane read with `.at`,
 how many rows away a read can reach: a leading coordinate that is the lane's own plus a constant reaches that
 constant's size; anything else (a flat index, a coordinate computed from data) can reach any lane. It also needs
-whether the kernel reads the leading coordinate itself (then a shard must see the whole grid's coordinates).
+whether the kernel reads the leading coordinate itself (then a shard must see the whole grid's coordinates), not
+counting a coordinate marked `own` (it keys a table that holds the run's own slots, as the cotangent of a cell
+keeping the leading axis does in an adjoint: a shard's own coordinate is the right key there).
 Read off the hawk IR through hawk.ir.access; plain data out, so eagle needs no MLIR (Kernel.lane_reach).
 """
 
@@ -39,7 +41,9 @@ def lane_reach(text: str, lead: str | None, per_lane: frozenset[str]) -> tuple[d
     coords = [False]
 
     def visit(op):
-        if (is_hawk(op, "lane") or is_hawk(op, "extent")) and access.lane_axis(op) == lead:
+        if is_hawk(op, "lane") and access.lane_is_own(op):
+            pass  # (it keys a table of the shard's own slots: the shard's own numbering serves)
+        elif (is_hawk(op, "lane") or is_hawk(op, "extent")) and access.lane_axis(op) == lead:
             coords[0] = True
         elif is_hawk(op, "at") and access.plane_name(op) in per_lane:
             plane, axes = access.plane_name(op), access.coord_axes(op)

@@ -43,7 +43,9 @@ class OutputsMixin:
                 if a not in kept:
                     z = self.icmp_eq(self.lane(a), self.iconst(0))
                     first = z if first is None else self.land(first, z)
-            self.acc(v, self.where(first, self.read_ct(out, v.type, [self.lane(a) for a in kept])), False, adj)
+            # (keyed by the run's own coordinates: a shard of rows holds its rows' cotangents, eagle/distributed)
+            ct = self.read_ct(out, v.type, [self.lane(a, own=True) for a in kept])
+            self.acc(v, self.where(first, ct), False, adj)
         else:
             sink = sink_name(op)
             v, keys = stored_value(op), scatter_keys(op)

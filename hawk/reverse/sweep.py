@@ -159,8 +159,11 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
                 self._linear = self._coords_linear([self.lane(a) for a in self.p.axes], clamp=False)
         return self._linear
 
-    def lane(self, axis: str) -> ir.Value:
-        return create("hawk.lane", [], [ir.IntegerType.get_signless(64)], {"axis": axis}).result
+    def lane(self, axis: str, own: bool = False) -> ir.Value:
+        """This lane's coordinate on `axis`; `own`: it only keys a table of the run's own slots (a cotangent of a
+        cell keeping that axis), so a shard's own numbering serves (hawk.ir.reach does not count it)."""
+        attrs = {"axis": axis} | ({"own": ir.UnitAttr.get()} if own else {})
+        return create("hawk.lane", [], [ir.IntegerType.get_signless(64)], attrs).result
 
     def _coords_linear(self, coords: list, clamp: bool) -> ir.Value:
         ext = self.p.extents
