@@ -67,12 +67,8 @@ def check_rank(c, workdir: str, rank: int, group) -> dict:
             args[k] = v
     try:
         got = fk.named(eagle.torch.wrap(kernel, group=group)(**args), c)
-    except eagle.InputError as exc:
-        if c.name in str(exc):
-            return {**out, "status": "refused", "why": str(exc)[:300]}
-        return {**out, "status": "fail", "why": f"InputError not naming the kernel: {exc}"}
     except Exception as exc:
-        return fk.raised(c, exc)
+        return refused(c, exc)
     own = _own_rows(plan, 2 if "row" in c.planes else 1)
     for name in sorted(keep):
         w = np.asarray(want[name])
@@ -85,8 +81,21 @@ def check_rank(c, workdir: str, rank: int, group) -> dict:
     return {**out, "status": "ok", "why": f"{sorted(keep)} the same bits on {RANKS} uneven ranks"}
 
 
-def _rank(rank: int, port: int, a) -> None:
+def refused(c, exc: BaseException) -> dict:
+    """A rank's record for an exception of a sharded call: a refusal naming the kernel, or a failure."""
+    import eagle
+
+    if isinstance(exc, eagle.InputError):
+        if c.name in str(exc):
+            return {**fk.record(c), "status": "refused", "why": str(exc)[:300]}
+        return {**fk.record(c), "status": "fail", "why": f"InputError not naming the kernel: {exc}"}
+    return fk.raised(c, exc)
+
+
+def _rank(rank: int, port: int, a, check=None) -> None:
     import torch.distributed as dist
+
+    check = check or check_rank
 
     real = np.empty
 
@@ -106,16 +115,17 @@ def _rank(rank: int, port: int, a) -> None:
                 rec = {**fk.record(c), "status": "skipped", "why": f"expects {c.expect}"}
             else:
                 with np.errstate(all="ignore"):
-                    rec = check_rank(c, a.dir, rank, dist.group.WORLD)
+                    rec = check(c, a.dir, rank, dist.group.WORLD)
             print(json.dumps(rec), file=log, flush=True)
             dist.barrier()
     dist.destroy_process_group()
 
 
-def main(argv=None) -> int:
-    """Spawn the ranks over the case range, then print one line per case: a case fails if any rank failed it."""
+def main(argv=None, check=None, doc: str = __doc__) -> int:
+    """Spawn the ranks over the case range, then print one line per case: a case fails if any rank failed it.
+    `check(case, workdir, rank, group)`: what each rank does with a case (check_rank by default)."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
-    a = fk.runner_args(__doc__).parse_args(argv)
+    a = fk.runner_args(doc).parse_args(argv)
     import tempfile
 
     import torch.multiprocessing as mp
@@ -128,7 +138,7 @@ def main(argv=None) -> int:
         port = s.getsockname()[1]
     died = None
     try:
-        mp.spawn(_rank, args=(port, a), nprocs=RANKS, join=True)
+        mp.spawn(_rank, args=(port, a, check), nprocs=RANKS, join=True)
     except Exception as exc:  # a rank died (or raised outside a case): reported at the case it had begun
         died = f"{type(exc).__name__}: {str(exc)[-600:]}"
     recs: dict[int, list[dict]] = {}

@@ -35,10 +35,14 @@ BRIDGE_COUNT = int(os.environ.get("HAWK_FUZZ_BRIDGE_COUNT", "30"))
 BRIDGE_RUNNER = Path(__file__).with_name("fuzz_bridges.py")
 ARTIFACT_COUNT = int(os.environ.get("HAWK_FUZZ_ARTIFACT_COUNT", "40"))
 ARTIFACT_RUNNER = Path(__file__).with_name("fuzz_artifacts.py")
-SHARDED_COUNT = int(os.environ.get("HAWK_FUZZ_SHARDED_COUNT", "60"))
+SHARDED_COUNT = int(os.environ.get("HAWK_FUZZ_SHARDED_COUNT", "48"))
 SHARDED_RUNNER = Path(__file__).with_name("fuzz_sharded.py")
-RANKS_COUNT = int(os.environ.get("HAWK_FUZZ_RANKS_COUNT", "30"))
+SHARDED_GRADS_COUNT = int(os.environ.get("HAWK_FUZZ_SHARDED_GRADS_COUNT", "24"))
+SHARDED_GRADS_RUNNER = Path(__file__).with_name("fuzz_sharded_grads.py")
+RANKS_COUNT = int(os.environ.get("HAWK_FUZZ_RANKS_COUNT", "24"))
 RANKS_RUNNER = Path(__file__).with_name("fuzz_ranks.py")
+RANKS_GRADS_COUNT = int(os.environ.get("HAWK_FUZZ_RANKS_GRADS_COUNT", "12"))
+RANKS_GRADS_RUNNER = Path(__file__).with_name("fuzz_ranks_grads.py")
 ALGORITHMS_COUNT = int(os.environ.get("HAWK_FUZZ_ALGORITHMS_COUNT", "100"))
 ALGORITHMS_RUNNER = Path(__file__).with_name("fuzz_algorithms.py")  # (its own cases: eagle.algorithms calls)
 ROOT = RUNNER.parent.parent
@@ -164,6 +168,16 @@ def test_generated_kernels_sharded_over_jax_devices_keep_the_promised_bits(tmp_p
     assert len(sharded) >= 0.3 * len(runs), f"only {len(sharded)} of {len(runs)} ran sharded: {runs[:5]}"
 
 
+def test_gradients_of_generated_kernels_sharded_over_jax_devices_are_plan_reverse_bits(tmp_path, fuzz_cache):
+    """tests/fuzz_sharded_grads.py: jax.grad through each kernel split over 4 JAX CPU devices (partition=True under
+    jit) against the one-device plan.reverse, bit for bit; what a sharded gradient cannot take refused by name.
+    Many must really have run sharded."""
+    pytest.importorskip("jax")
+    runs = _run_runner(SHARDED_GRADS_COUNT, tmp_path, SHARDED_GRADS_RUNNER, fuzz_cache)
+    sharded = [r for r in runs if r["status"] == "ok" and "shards" in r["why"]]
+    assert len(sharded) >= 0.3 * len(runs), f"only {len(sharded)} of {len(runs)} ran sharded: {runs[:5]}"
+
+
 def test_generated_kernels_over_uneven_torch_ranks_keep_the_promised_bits(tmp_path, fuzz_cache):
     """tests/fuzz_ranks.py: each kernel on 20,000 lanes over 4 gloo ranks of 37, 40%, all but one, and 1 lanes
     (or rows), through eagle.torch.wrap(group=...), every output that promises bits against the one-process
@@ -172,6 +186,16 @@ def test_generated_kernels_over_uneven_torch_ranks_keep_the_promised_bits(tmp_pa
     runs = _run_runner(RANKS_COUNT, tmp_path, RANKS_RUNNER, fuzz_cache)
     ran = [r for r in runs if r["status"] == "ok"]
     assert len(ran) >= 0.3 * len(runs), f"only {len(ran)} of {len(runs)} ran over the ranks: {runs[:5]}"
+
+
+def test_gradients_of_generated_kernels_over_uneven_torch_ranks_are_plan_reverse_bits(tmp_path, fuzz_cache):
+    """tests/fuzz_ranks_grads.py: backward() through each kernel over the same 4 uneven gloo ranks against the
+    one-process plan.reverse, bit for bit (a per-lane plane's gradient the rank's own lanes, a Param's, Table's or
+    sink's the whole run's); refusals alike on every rank. Some must really run."""
+    pytest.importorskip("torch")
+    runs = _run_runner(RANKS_GRADS_COUNT, tmp_path, RANKS_GRADS_RUNNER, fuzz_cache)
+    ran = [r for r in runs if r["status"] == "ok"]
+    assert len(ran) >= 0.3 * len(runs), f"only {len(ran)} of {len(runs)} ran: {runs[:5]}"
 
 
 def test_algorithms_meet_their_documented_semantics(tmp_path, fuzz_cache):

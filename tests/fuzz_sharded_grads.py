@@ -1,0 +1,132 @@
+"""The sharded gradient fuzzer: the front-end fuzzer's kernels (tests/fuzz_kernels.py) differentiated through a
+call split over 4 JAX CPU devices (`jax.grad` of `eagle.jax.wrap(kernel, partition=True)` under `jax.jit`, the
+lane planes carrying a `NamedSharding`), every gradient compared bit for bit with the one-device `plan.reverse`
+(tests/test_fuzz.py runs it).
+
+The loss is `sum(ct * output)` over the float outputs, with a random cotangent `ct` per output, so JAX hands the
+kernel's backward exactly `ct`, as `plan.reverse(ct)` is given it. The adjoint sums in the ordered policy and
+recomputes the forward's sums ordered, so its gradients promise the same bits on every split (docs/reverse.md,
+docs/distributed.md). Planes as tests/fuzz_sharded.py's (20,000 lanes, 3,000 rows of a Grid), their special values
+replaced by ordinary draws (a NaN's payload is not a promise). A kernel whose gradient a sharded call refuses must
+be refused by name, and one plan.reverse refuses is skipped; anything else is a failure.
+
+    python tests/fuzz_sharded_grads.py --seed 7 --start 0 --count 50 --dir /tmp/fz    # one JSON line per case
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")  # before JAX starts
+
+import fuzz_kernels as fk  # noqa: E402
+import numpy as np  # noqa: E402
+from fuzz_reverse import _tame  # noqa: E402
+from fuzz_sharded import SHARDS, _planes, mismatch  # noqa: E402
+
+__all__ = ["check_sharded_grads"]
+
+LANE = ("x", "y", "k", "kb", "v")  # per-lane planes (v: Vector[3], components first)
+
+
+def _ct_of(name: str, cts: dict):
+    """The cotangent of a JAX result: an output's own, or component i of a Vector cell's (`<cell>_<i>`)."""
+    if name in cts:
+        return cts[name]
+    base, _, i = name.rpartition("_")
+    return cts[base][int(i)] if base in cts and i.isdigit() else None
+
+
+def _sharded_grads(kernel, planes: dict, cts: dict, wrt: list[str]) -> dict:
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle.jax
+
+    jax.config.update("jax_enable_x64", True)
+    mesh = jax.make_mesh((SHARDS,), ("d",), devices=jax.devices()[:SHARDS])
+    spec = {k: P(None, "d") if k == "v" else P("d") for k in LANE}
+    arrays = {k: jax.device_put(np.asarray(v), NamedSharding(mesh, spec.get(k, P()))) for k, v in planes.items()
+              if isinstance(v, np.ndarray) or k in wrt}
+    fixed = {k: v for k, v in planes.items() if k not in arrays}
+    f = eagle.jax.wrap(kernel, partition=True)
+    names = sorted(arrays)
+
+    def loss(diff, rest):
+        res = f(**diff, **rest, **fixed)
+        res = res if isinstance(res, dict) else {next(iter(cts)): res}
+        total = jnp.float64(0.0)
+        for k, r in res.items():
+            c = _ct_of(k, cts)
+            if c is not None and jnp.issubdtype(r.dtype, jnp.floating):
+                total = total + (r * jnp.asarray(c, dtype=r.dtype).reshape(r.shape)).sum()
+        return total
+
+    diff = {k: arrays[k] for k in names if k in wrt}
+    rest = {k: arrays[k] for k in names if k not in wrt}
+    return {k: np.asarray(v) for k, v in jax.jit(jax.grad(loss))(diff, rest).items()}
+
+
+def reverse_reference(c, path: str, salt: int):
+    """Case `c` differentiated on one device: (kernel, plan, planes, cotangents, plan.reverse's gradients, wrt), or the
+    record to report instead (skipped, or a failure). Planes as tests/fuzz_sharded.py's, tamed; shared with
+    tests/fuzz_ranks_grads.py."""
+    import eagle
+    import hawk
+
+    out = fk.record(c)
+    if "p" not in c.planes:  # (the Vector[1024] cases)
+        return {**out, "status": "skipped", "why": "wide vector case"}
+    rng = np.random.default_rng([c.seed, c.index, salt])
+    planes = {k: _tame(v, rng) for k, v in _planes(c, rng).items()}
+    try:
+        kernel = fk.load_kernel(c, path)
+        plan = eagle.deploy(kernel)
+        outs = fk.named(plan.run(**fk.fresh(planes)), c)
+        cts = {k: rng.normal(size=v.shape) for k, v in outs.items() if v.dtype.kind == "f"}
+        if not cts:
+            return {**out, "status": "skipped", "why": "no float output"}
+        want = {k: np.asarray(v) for k, v in plan.reverse(cts, **fk.fresh(planes)).items()}
+    except (eagle.InputError, hawk.KernelError) as exc:
+        if c.name in str(exc):
+            return {**out, "status": "skipped", "why": f"refused on one device: {str(exc)[:150]}"}
+        return fk.raised(c, exc)
+    except Exception as exc:
+        return fk.raised(c, exc)
+    wrt = sorted(k for k in want if k in planes)
+    if not wrt:
+        return {**out, "status": "skipped", "why": "no gradient"}
+    return kernel, plan, planes, cts, want, wrt
+
+
+def check_sharded_grads(c, workdir: str, target: str = "host") -> dict:
+    """Differentiate case `c` on one device (plan.reverse) and through SHARDS JAX devices; compare the bits."""
+    import eagle
+
+    ref = reverse_reference(c, os.path.join(workdir, f"{c.name}.py"), 23)
+    if isinstance(ref, dict):
+        return ref
+    kernel, _, planes, cts, want, wrt = ref
+    out = fk.record(c)
+    try:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            got = _sharded_grads(kernel, fk.fresh(planes), cts, wrt)
+    except Exception as exc:
+        return fk.raised(c, exc, (eagle.InputError,))
+    gathered = [str(w.message) for w in said if "runs unsharded" in str(w.message)]
+    for name in wrt:
+        g = got[name].reshape(np.shape(want[name])).astype(want[name].dtype)
+        why = mismatch(f"d/d{name}", g, want[name], f"{SHARDS} shards")
+        if why:
+            return {**out, "status": "fail", "why": why}
+    how = "gathered" if gathered else f"on {SHARDS} shards"
+    return {**out, "status": "ok", "why": f"d/d{wrt} the same bits {how}"}
+
+
+if __name__ == "__main__":
+    sys.exit(fk.run_cases(check_sharded_grads, __doc__))
