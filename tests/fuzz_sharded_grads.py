@@ -1,7 +1,8 @@
 """The sharded gradient fuzzer: the front-end fuzzer's kernels (tests/fuzz_kernels.py) differentiated through a
-call split over 4 JAX CPU devices (`jax.grad` of `eagle.jax.wrap(kernel, partition=True)` under `jax.jit`, the
-lane planes carrying a `NamedSharding`), every gradient compared bit for bit with the one-device `plan.reverse`
-(tests/test_fuzz.py runs it).
+call split over 4 JAX CPU devices (`jax.grad` under `jax.jit`, the lane planes carrying a `NamedSharding`; even
+cases through `eagle.jax.wrap(kernel, partition=True)`, odd ones through `eagle.jax.wrap(kernel, axis_name="d")`
+inside `jax.shard_map`), every gradient compared bit for bit with the one-device `plan.reverse` (tests/test_fuzz.py
+runs it).
 
 The loss is `sum(ct * output)` over the float outputs, with a random cotangent `ct` per output, so JAX hands the
 kernel's backward exactly `ct`, as `plan.reverse(ct)` is given it. The adjoint sums in the ordered policy and
@@ -39,7 +40,10 @@ def _ct_of(name: str, cts: dict):
     return cts[base][int(i)] if base in cts and i.isdigit() else None
 
 
-def _sharded_grads(kernel, planes: dict, cts: dict, wrt: list[str]) -> dict:
+def _sharded_grads(kernel, plan, planes: dict, cts: dict, wrt: list[str], how: str) -> dict:
+    """The gradients of `sum(ct * output)` through the call split over SHARDS devices: `how` "partition"
+    (partition=True under jit) or "shard_map" (axis_name= inside jax.shard_map: per-lane outputs and row results
+    sharded, cells replicated)."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding
@@ -53,8 +57,12 @@ def _sharded_grads(kernel, planes: dict, cts: dict, wrt: list[str]) -> dict:
     arrays = {k: jax.device_put(np.asarray(v), NamedSharding(mesh, spec.get(k, P()))) for k, v in planes.items()
               if isinstance(v, np.ndarray) or k in wrt}
     fixed = {k: v for k, v in planes.items() if k not in arrays}
-    f = eagle.jax.wrap(kernel, partition=True)
     names = sorted(arrays)
+    if how == "partition":
+        f = eagle.jax.wrap(kernel, partition=True)
+    else:
+        f = _shard_mapped(kernel, plan, mesh, arrays, names, fixed, spec, next(iter(cts)))
+        fixed = {}
 
     def loss(diff, rest):
         res = f(**diff, **rest, **fixed)
@@ -69,6 +77,43 @@ def _sharded_grads(kernel, planes: dict, cts: dict, wrt: list[str]) -> dict:
     diff = {k: arrays[k] for k in names if k in wrt}
     rest = {k: arrays[k] for k in names if k not in wrt}
     return {k: np.asarray(v) for k, v in jax.jit(jax.grad(loss))(diff, rest).items()}
+
+
+def _shard_mapped(kernel, plan, mesh, arrays: dict, names: list[str], fixed: dict, spec: dict, result: str):
+    """The kernel inside jax.shard_map over `mesh` as a function of the planes by name: each shard's grid is its
+    rows; results that are each shard's own lanes (per-lane outputs, row results) come back sharded along their
+    leading lane axis, the others (cells, sinks) replicated. `result`: the name of a lone result."""
+    import jax
+    from fuzz_ranks import _own_rows
+    from jax.sharding import PartitionSpec as P
+
+    import eagle.jax
+
+    local = {k: v // SHARDS if k == "row" else v for k, v in fixed.items()}
+    dims = 2 if "row" in fixed else 1
+    own = _own_rows(plan, dims)
+
+    def shard_shape(k: str, a):  # (a lane plane's leading lane axis: after a Vector's components)
+        shape = list(a.shape)
+        if k in spec:
+            shape[a.ndim - dims] //= SHARDS
+        return jax.ShapeDtypeStruct(tuple(shape), a.dtype)
+
+    one = eagle.jax.wrap(kernel)
+    shapes = jax.eval_shape(lambda a: one(**a, **local), {k: shard_shape(k, a) for k, a in arrays.items()})
+    single = not isinstance(shapes, dict)
+    shapes = {result: shapes} if single else shapes
+
+    def out_spec(name: str, a) -> P:
+        base = name if name in own else name.rpartition("_")[0]
+        return P(*([None] * (a.ndim - own[base])), "d") if base in own else P()
+
+    outs = {k: out_spec(k, a) for k, a in shapes.items()}
+    g = eagle.jax.wrap(kernel, axis_name="d")
+    mapped = jax.shard_map(lambda *a: g(**dict(zip(names, a, strict=True)), **local), mesh=mesh,
+                           in_specs=tuple(spec.get(k, P()) for k in names),
+                           out_specs=next(iter(outs.values())) if single else outs)
+    return lambda **a: mapped(*[a[k] for k in names])
 
 
 def reverse_reference(c, path: str, salt: int):
@@ -110,12 +155,13 @@ def check_sharded_grads(c, workdir: str, target: str = "host") -> dict:
     ref = reverse_reference(c, os.path.join(workdir, f"{c.name}.py"), 23)
     if isinstance(ref, dict):
         return ref
-    kernel, _, planes, cts, want, wrt = ref
+    kernel, plan, planes, cts, want, wrt = ref
     out = fk.record(c)
+    how = "partition" if c.index % 2 == 0 else "shard_map"
     try:
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
-            got = _sharded_grads(kernel, fk.fresh(planes), cts, wrt)
+            got = _sharded_grads(kernel, plan, fk.fresh(planes), cts, wrt, how)
     except Exception as exc:
         return fk.raised(c, exc, (eagle.InputError,))
     gathered = [str(w.message) for w in said if "runs unsharded" in str(w.message)]
@@ -123,9 +169,9 @@ def check_sharded_grads(c, workdir: str, target: str = "host") -> dict:
         g = got[name].reshape(np.shape(want[name])).astype(want[name].dtype)
         why = mismatch(f"d/d{name}", g, want[name], f"{SHARDS} shards")
         if why:
-            return {**out, "status": "fail", "why": why}
-    how = "gathered" if gathered else f"on {SHARDS} shards"
-    return {**out, "status": "ok", "why": f"d/d{wrt} the same bits {how}"}
+            return {**out, "status": "fail", "why": f"{how}: {why}"}
+    where = "gathered" if gathered else f"on {SHARDS} shards ({how})"
+    return {**out, "status": "ok", "why": f"d/d{wrt} the same bits {where}"}
 
 
 if __name__ == "__main__":

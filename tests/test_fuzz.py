@@ -170,12 +170,13 @@ def test_generated_kernels_sharded_over_jax_devices_keep_the_promised_bits(tmp_p
 
 def test_gradients_of_generated_kernels_sharded_over_jax_devices_are_plan_reverse_bits(tmp_path, fuzz_cache):
     """tests/fuzz_sharded_grads.py: jax.grad through each kernel split over 4 JAX CPU devices (partition=True under
-    jit) against the one-device plan.reverse, bit for bit; what a sharded gradient cannot take refused by name.
-    Many must really have run sharded."""
+    jit, or inside shard_map) against the one-device plan.reverse, bit for bit; what a sharded gradient cannot take
+    refused by name. Many must really have run sharded, some inside shard_map."""
     pytest.importorskip("jax")
     runs = _run_runner(SHARDED_GRADS_COUNT, tmp_path, SHARDED_GRADS_RUNNER, fuzz_cache)
     sharded = [r for r in runs if r["status"] == "ok" and "shards" in r["why"]]
     assert len(sharded) >= 0.3 * len(runs), f"only {len(sharded)} of {len(runs)} ran sharded: {runs[:5]}"
+    assert any("shard_map" in r["why"] for r in sharded), sharded
 
 
 def test_generated_kernels_over_uneven_torch_ranks_keep_the_promised_bits(tmp_path, fuzz_cache):
