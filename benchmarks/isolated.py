@@ -70,7 +70,7 @@ class Budget:
 
 def lanes(op: str, n: int) -> int:
     rows, cols = grid_shape(n)
-    return rows * cols if op in ("row_sum", "col_sum", "stencil") else n
+    return rows * cols if op in ("row_sum", "row_max_masked", "col_sum", "stencil") else n
 
 
 def _impl_args(args: Namespace, op: str, n: int, dt: str, name: str, source: str) -> list[str]:

@@ -106,6 +106,17 @@ def row_sums(cols: int):
 
 
 @functools.cache
+def row_max_masked(cols: int):
+    """The largest value below 0.5 of each row (a masked max keeping the slow axis)."""
+
+    @hawk.kernel
+    def row_max_masked(g: Grid["row", "col":cols], x: Scalar) -> Scalar:
+        return hawk.max(x, over="col", where=x < 0.5)
+
+    return row_max_masked
+
+
+@functools.cache
 def row_softmax(cols: int):
     """Softmax over the fast axis of a (rows, cols) grid: a max and a sum per row, both read in the body (block
     reductions, docs/semantics.md "Block reductions": one launch)."""

@@ -148,6 +148,10 @@ def ref_centre(d: Data) -> np.ndarray:
     return x - d.exact_sum(d.x) / d.n
 
 
+def ref_row_max_masked(d: Data) -> np.ndarray:
+    return np.max(d.u, axis=1, where=d.u < 0.5, initial=-np.inf).astype(np.float64)
+
+
 def ref_softmax(d: Data) -> np.ndarray:
     u = d.u.astype(np.float64)
     e = np.exp(u - u.max(axis=1, keepdims=True))
@@ -170,6 +174,9 @@ OPS: list[Op] = [
     Op("row_sum", "sum over the fast axis of a (rows, 1000) grid: one sum per row",
        ours_row, reference=lambda d: d.u.astype(np.float64).sum(axis=1),
        scale=lambda d: np.abs(d.u.astype(np.float64)).sum(axis=1)),
+    Op("row_max_masked", "max over the fast axis of a (rows, 1000) grid where x < 0.5: one max per row",
+       ours_one(lambda d: K.row_max_masked(d.cols), x=lambda d: d.u), reference=ref_row_max_masked,
+       scale=lambda d: np.zeros(d.rows), exact=True),
     Op("row_softmax", "softmax over the fast axis of a (rows, 1000) grid: max and sum read per row, one launch",
        ours_one(lambda d: K.row_softmax(d.cols), x=lambda d: d.u), reference=ref_softmax, scale=ref_softmax),
     Op("col_sum", "sum over the slow axis of a (rows, 1000) grid: one sum per column",

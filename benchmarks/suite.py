@@ -107,7 +107,7 @@ def run_case(op, d: Data, peers: dict, args, skipped: dict) -> dict:
         except Exception as e:  # a peer that cannot express this case is noted, not fatal
             skipped.setdefault(f"{name}:{op.name}", f"{type(e).__name__}: {e}".splitlines()[0][:200])
     case = {"op": op.name, "dtype": d.dtype.name, "n": d.n, "lanes": d.u.size if op.name in
-            ("row_sum", "col_sum", "stencil") else d.n, "impls": {}}
+            ("row_sum", "row_max_masked", "col_sum", "stencil") else d.n, "impls": {}}
     if not impls:
         case["impls"]["hawk"] = broken
     runners = {}

@@ -45,6 +45,7 @@ def _fns() -> dict:
         mean=j(jnp.mean),
         max=j(jnp.max),
         row_sum=j(lambda u: jnp.sum(u, axis=1)),
+        row_max_masked=j(lambda u: jnp.max(u, axis=1, where=u < 0.5, initial=-jnp.inf)),
         col_sum=j(lambda u: jnp.sum(u, axis=0)),
         segment_sum=j(lambda k, x: jax.ops.segment_sum(x, k, KEYS)),
         segment_sum_sorted=j(lambda k, x: jax.ops.segment_sum(x, k, KEYS, indices_are_sorted=True)),
@@ -73,7 +74,7 @@ def impls(op: str, d: Data) -> dict[str, Impl]:
     f = _fns()
     if op in ("sum", "masked_sum", "mean", "max", "centre"):
         return {"jax": _impl(f[op], _dev(d, "x"))}
-    if op in ("row_sum", "col_sum"):
+    if op in ("row_sum", "row_max_masked", "col_sum"):
         return {"jax": _impl(f[op], _dev(d, "u"))}
     if op in ("scatter_random", "scatter_sorted"):
         k = _dev(d, "skeys" if op == "scatter_sorted" else "keys")

@@ -71,6 +71,17 @@ def _compile() -> None:
         return out
 
     @njit(**fast)
+    def row_max_masked(u, out):
+        for r in prange(u.shape[0]):
+            m = -np.inf
+            for c in range(u.shape[1]):
+                v = u[r, c]
+                if v < 0.5:
+                    m = max(m, v)
+            out[r] = m
+        return out
+
+    @njit(**fast)
     def col_sum(u, out, nt):
         local = np.zeros((nt, u.shape[1]), dtype=out.dtype)
         step = (u.shape[0] + nt - 1) // nt
@@ -141,8 +152,9 @@ def _compile() -> None:
             y[i] = x[i] - mu
         return y
 
-    _K.update(total=total, masked=masked, mean=mean, largest=largest, row_sum=row_sum, col_sum=col_sum,
-              scatter_add=scatter_add, histogram=histogram, stencil=stencil, centre=centre)
+    _K.update(total=total, masked=masked, mean=mean, largest=largest, row_sum=row_sum,
+              row_max_masked=row_max_masked, col_sum=col_sum, scatter_add=scatter_add, histogram=histogram,
+              stencil=stencil, centre=centre)
 
 
 def impls(op: str, d: Data) -> dict[str, Impl]:
@@ -153,9 +165,9 @@ def impls(op: str, d: Data) -> dict[str, Impl]:
     if op in simple:
         f = _K[simple[op]]
         return {"numba": Impl(lambda: f(x), fetch=one)}
-    if op == "row_sum":
-        o = np.zeros(d.rows, dtype=dt)
-        return {"numba": Impl(lambda: _K["row_sum"](d.u, o))}
+    if op in ("row_sum", "row_max_masked"):
+        o, f = np.zeros(d.rows, dtype=dt), _K[op]
+        return {"numba": Impl(lambda: f(d.u, o))}
     if op == "col_sum":
         o = np.zeros(d.cols, dtype=dt)
         return {"numba": Impl(lambda: _K["col_sum"](d.u, o, nt))}

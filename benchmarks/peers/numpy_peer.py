@@ -47,6 +47,10 @@ def impls(op: str, d: Data) -> dict[str, Impl]:
     if op == "row_sum":
         o = np.zeros(d.rows, dtype=dt)
         return {"numpy": Impl(lambda: np.add.reduce(d.u, axis=1, out=o))}
+    if op == "row_max_masked":
+        o, mask = np.zeros(d.rows, dtype=dt), np.empty(d.u.shape, dtype=bool)
+        return {"numpy": Impl(lambda: np.maximum.reduce(d.u, axis=1, where=np.less(d.u, 0.5, out=mask),
+                                                        initial=-np.inf, out=o))}
     if op == "row_softmax":
         e = np.zeros_like(d.u)
         s = np.zeros((d.rows, 1), dtype=dt)

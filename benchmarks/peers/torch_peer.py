@@ -60,6 +60,16 @@ def impls(op: str, d: Data) -> dict[str, Impl]:
         return {"torch": Impl(lambda: torch.mean(x, 0, out=o1))}
     if op == "max":
         return {"torch": Impl(lambda: torch.amax(x, 0, out=o1))}
+    if op == "row_max_masked":
+        u = _t(d, "u")
+        o, tmp = torch.zeros(u.shape[0], dtype=tdt), torch.empty_like(u)
+        mask, low = torch.empty(u.shape, dtype=torch.bool), torch.tensor(float("-inf"), dtype=tdt)
+
+        def masked():
+            torch.where(torch.lt(u, 0.5, out=mask), u, low, out=tmp)
+            return torch.amax(tmp, 1, out=o)
+
+        return {"torch": Impl(masked)}
     if op in ("row_sum", "col_sum"):
         u = _t(d, "u")
         axis = 1 if op == "row_sum" else 0

@@ -68,7 +68,7 @@ class Lowering:
         self.bufs: dict[tuple[str, str], ir.Value] = {}
         self.entry: ir.Block | None = None  # its entry block, where per-function buffers are allocated
         self.temps: dict = {}
-        self.top_values: dict = {}  # values made once before the loop that needs them, by key (slot_ranges._at_top)
+        self.top_values: dict = {}  # values made once before the loop that needs them, by key (at_top)
         # meta: lanes [lo, hi) of this chunk (or thread), its index, its private copy, lanes, extents, strides
         self.lo = self.hi = self.chunk = self.copy = self.L = None
         self.ext: list[ir.Value] = []
@@ -147,6 +147,21 @@ class Lowering:
         for k in reversed(range(len(self.axes))):
             self.stride[k] = s
             s = e.mul_i(s, self.ext[k])
+
+    def at_top(self, key, make: Callable):
+        """make() emitted once per function before the loop that needs it (memoized under `key`), or here when
+        the insertion point is in the entry block itself (made for this use only)."""
+        if key in self.top_values:
+            return self.top_values[key]
+        block, top = ir.InsertionPoint.current.block, None
+        while block != self.entry:  # (the entry block's op that holds the insertion point: the lane loop)
+            top = block.owner
+            block = top.operation.block
+        if top is None:
+            return make()
+        with ir.InsertionPoint(top):
+            self.top_values[key] = make()
+        return self.top_values[key]
 
     # ---- buffers of the function -----------------------------------------------------------------------
     def local_buffer(self, n: int, elem: ir.Type) -> ir.Value:

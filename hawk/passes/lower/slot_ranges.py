@@ -35,32 +35,6 @@ def active(cx: Lowering) -> bool:
     return ("#parts", "parts") in cx.bufs and cx.chunk is not None
 
 
-def _top(cx: Lowering):
-    """The op of the function's entry block that holds the current insertion point (the lane loop, typically):
-    values made just before it are available to every lane. None when the insertion point is in the entry block
-    itself (a sorted run's last flush, after the loop)."""
-    block = ir.InsertionPoint.current.block
-    op = None
-    while block != cx.entry:
-        op = block.owner
-        block = op.operation.block
-    return op
-
-
-def _at_top(cx: Lowering, key, make):
-    """make() emitted once per function before the loop that needs it (memoized under `key`), or here when the
-    insertion point is in the entry block itself."""
-    memo = cx.top_values
-    if key in memo:
-        return memo[key]
-    top = _top(cx)
-    if top is None:  # (here, in the entry block: made for this use only)
-        return make()
-    with ir.InsertionPoint(top):
-        memo[key] = make()
-    return memo[key]
-
-
 def _part(cx: Lowering) -> tuple[ir.Value, ir.Value]:
     """(this chunk's range: chunk mod P, P) with P read from #parts. With P = 1 (a launcher that does not split
     by slots: every chunk its own lanes) every chunk applies and reports everything, as without the form."""
@@ -69,7 +43,7 @@ def _part(cx: Lowering) -> tuple[ir.Value, ir.Value]:
         parts = e.to_index(e.load(cx.bufs[("#parts", "parts")], e.c(0)))
         return e.op("arith.remui", cx.chunk, parts), parts
 
-    return _at_top(cx, "part", make)
+    return cx.at_top("part", make)
 
 
 def bounds(cx: Lowering, slots: int) -> tuple[ir.Value, ir.Value]:
@@ -82,7 +56,7 @@ def bounds(cx: Lowering, slots: int) -> tuple[ir.Value, ir.Value]:
         return (e.op("arith.divui", e.mul_i(part, n), parts),
                 e.op("arith.divui", e.mul_i(e.add_i(part, e.c(1)), n), parts))
 
-    return _at_top(cx, slots, make)
+    return cx.at_top(slots, make)
 
 
 def mine(cx: Lowering, slots: int, idx: ir.Value) -> ir.Value:
