@@ -2,7 +2,8 @@
 (-inf for max, +inf for min) to the slot, through a value the host's LLVM cannot fold (reduce_kept.masked_extremum),
 so the loop stays a plain max/min reduction it vectorizes. The result must be bit for bit the unmasked reduction of
 `m.where(mask, x, identity)`: NaNs (canonical), signed zeros, infinities, slots with no lane, float32, Vector
-payloads, rows (nested shape) and columns (column shape), on 1 and 3 threads."""
+payloads, rows (nested shape) and columns (column shape), block reductions read in the body (block.py), on 1 and 3
+threads."""
 
 import math
 import warnings
@@ -69,6 +70,26 @@ def mk_vec_max_ref(lane: Grid["row", "col":C], v: Vector[2], t: Scalar) -> Vecto
     return hawk.max(m.vec(m.where(v[0] < t, v[0], -INF), m.where(v[0] < t, v[1], -INF)), over="col")
 
 
+@hawk.kernel
+def mk_block_max(lane: Grid["row", "col":C], x: Scalar, t: Scalar) -> Scalar:
+    return x - hawk.max(x, over="col", where=x < t)  # (read in the body: a block reduction, one stage)
+
+
+@hawk.kernel
+def mk_block_max_ref(lane: Grid["row", "col":C], x: Scalar, t: Scalar) -> Scalar:
+    return x - hawk.max(m.where(x < t, x, -INF), over="col")
+
+
+@hawk.kernel
+def mk_block_min(lane: Grid["row", "col":C], x: Scalar, t: Scalar) -> Scalar:
+    return x - hawk.min(x, over="col", where=x < t)
+
+
+@hawk.kernel
+def mk_block_min_ref(lane: Grid["row", "col":C], x: Scalar, t: Scalar) -> Scalar:
+    return x - hawk.min(m.where(x < t, x, INF), over="col")
+
+
 PAIRS = [(mk_row_max, mk_row_max_ref), (mk_row_min, mk_row_min_ref), (mk_col_max, mk_col_max_ref),
          (mk_col_min, mk_col_min_ref)]
 
@@ -115,3 +136,17 @@ def test_masked_vector_row_max_is_the_unmasked_reduction_of_the_identity_where_m
     for threads in (1, 3):
         got = np.asarray(eagle.deploy(mk_vec_max, threads=threads, min_chunk=4096).run(v=v, t=t))
         assert got.tobytes() == want.tobytes(), threads
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("kernel,ref", [(mk_block_max, mk_block_max_ref), (mk_block_min, mk_block_min_ref)],
+                         ids=["max", "min"])
+def test_masked_block_extrema_read_in_the_body_are_the_unmasked_ones_of_the_identity(kernel, ref, dtype):
+    """A masked max/min read in the same stage (a block reduction: each row folded in one loop) the same way."""
+    assert kernel.stage_count == 1
+    x, t = _data(2000, dtype, 45)
+    want = np.asarray(eagle.deploy(ref, threads=1).run(x=x, t=t))
+    for threads in (1, 3):
+        plan = eagle.deploy(kernel, threads=threads, min_chunk=4096)
+        got = np.asarray(plan.run(x=x, t=t))
+        assert got.tobytes() == want.tobytes(), (threads, np.flatnonzero(got != want))

@@ -37,7 +37,7 @@ from hawk.ir.access import policy, reduce_kind, reduce_mask, reduce_over, reduce
 from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
 from hawk.passes import exact_emit
-from hawk.passes.lower import scan
+from hawk.passes.lower import reduce_kept, scan
 from hawk.passes.lower.context import Lowering, clone_ops, rewrite_ops, rule
 from hawk.passes.stages import _used_values
 
@@ -317,6 +317,9 @@ def lower_block_reduce(cx: Lowering, op) -> ir.Value | None:
         return e.load(b.totals, e.op("arith.divui", e.op("arith.subi", lane, cx.block_base), e.c(b.span)))
     x, mask, s, k = reduce_value(op), reduce_mask(op), cx.accs, b.slot
     if b.kind in ("max", "min"):
+        if cx.target == "host":  # (a masked-out lane offers an identity LLVM cannot fold: a vectorized loop)
+            s[k] = reduce_kept.masked_extremum(cx, b.kind, s[k], x, mask)
+            return None
         new = extremum(cx, b.kind, s[k], x)
         s[k] = new if mask is None else e.select(mask, new, s[k])
         return None
