@@ -352,12 +352,18 @@ class Kernel:
 
     def lane_reach(self, spec: Spec | None = None) -> tuple[dict[str, int | None], bool]:
         """How far `.at` reads reach along the leading lane axis, per per-lane plane (None: any lane), and whether
-        the kernel reads its leading coordinate (hawk/ir/reach.py; what eagle.distributed shards by)."""
+        the kernel reads its leading coordinate (hawk/ir/reach.py; what eagle.distributed shards by). Read once
+        per specialisation (it parses the hawk IR: milliseconds, and a sharded backward asks on every call)."""
         from hawk.ir.reach import lane_reach
 
-        axes = self.signature.lane_axes()
-        per_lane = frozenset(p.name for p in self.signature.planes if p.kind in ("lane", "index"))
-        return lane_reach(self.hawk_ir(spec), axes[0].label if axes else None, per_lane)
+        spec = spec or self.default_spec()
+        known = self.__dict__.setdefault("_lane_reach", {})
+        if spec not in known:
+            axes = self.signature.lane_axes()
+            per_lane = frozenset(p.name for p in self.signature.planes if p.kind in ("lane", "index"))
+            known[spec] = lane_reach(self.hawk_ir(spec), axes[0].label if axes else None, per_lane)
+        halo, coordinates = known[spec]
+        return dict(halo), coordinates
 
     def initial_reads(self) -> frozenset[str]:
         """The outputs whose initial contents the body reads before assigning them: the adjoint reads them as
