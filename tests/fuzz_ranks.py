@@ -18,7 +18,7 @@ import sys
 
 import fuzz_kernels as fk
 import numpy as np
-from fuzz_sharded import LANES, ROWS, mismatch, reference
+from fuzz_sharded import LANE_PLANES, LANES, ROWS, mismatch, reference
 
 RANKS = 4
 
@@ -38,6 +38,17 @@ def _own_rows(plan, lane_dims: int) -> dict[str, int]:
     return {**dict.fromkeys(_lane_outputs(plan), lane_dims), **_leading_kept(plan)}
 
 
+def own_lanes(a: np.ndarray, axes: int, lo: int, hi: int) -> np.ndarray:
+    """Lanes [lo, hi) of the leading lane axis of `a`, whose last `axes` axes are lane axes (payload axes first)."""
+    return np.ascontiguousarray(a[(slice(None),) * (a.ndim - axes) + (slice(lo, hi),)])
+
+
+def rank_planes(planes: dict, dims: int, lo: int, hi: int) -> dict:
+    """A rank's planes: its lanes [lo, hi) of each per-lane plane (`dims` lane axes), the others whole; the Grid's
+    row count left out (each rank's rows come from its planes)."""
+    return {k: own_lanes(v, dims, lo, hi) if k in LANE_PLANES else v for k, v in planes.items() if k != "row"}
+
+
 def check_rank(c, workdir: str, rank: int, group) -> dict:
     """Case `c` on this rank: its share of the lanes through eagle.torch.wrap against Plan.run over all of them."""
     import torch
@@ -52,28 +63,18 @@ def check_rank(c, workdir: str, rank: int, group) -> dict:
     out = fk.record(c)
     n = ROWS if "row" in c.planes else LANES
     lo, hi = _cuts(n)[rank:rank + 2]
-    lane = {"x", "y", "k", "kb"}
-    args = {}
-    for k, v in fk.fresh(planes).items():
-        if k == "row":
-            continue  # (each rank's rows come from its planes)
-        if k in lane:
-            args[k] = torch.from_numpy(np.ascontiguousarray(v[lo:hi]))
-        elif k == "v":
-            args[k] = torch.from_numpy(np.ascontiguousarray(v[:, lo:hi]))
-        elif isinstance(v, np.ndarray):
-            args[k] = torch.from_numpy(v)
-        else:
-            args[k] = v
+    dims = 2 if "row" in c.planes else 1
+    args = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
+            for k, v in rank_planes(fk.fresh(planes), dims, lo, hi).items()}
     try:
         got = fk.named(eagle.torch.wrap(kernel, group=group)(**args), c)
     except Exception as exc:
         return refused(c, exc)
-    own = _own_rows(plan, 2 if "row" in c.planes else 1)
+    own = _own_rows(plan, dims)
     for name in sorted(keep):
         w = np.asarray(want[name])
         if name in own:  # (payload axes first, then the lane axes: the rank's run of the leading one)
-            w = w[(slice(None),) * (w.ndim - own[name]) + (slice(lo, hi),)]
+            w = own_lanes(w, own[name], lo, hi)
         why = mismatch(name, got[name].numpy() if hasattr(got[name], "numpy") else got[name], w,
                        f"rank {rank} (lanes {lo}..{hi})")
         if why:

@@ -20,19 +20,11 @@ import sys
 
 import fuzz_kernels as fk
 import numpy as np
-from fuzz_ranks import RANKS, _cuts, _own_rows, main, refused
-from fuzz_sharded import LANES, ROWS, mismatch
+from fuzz_ranks import RANKS, _cuts, _own_rows, main, own_lanes, rank_planes, refused
+from fuzz_sharded import LANE_PLANES, LANES, ROWS, mismatch
 from fuzz_sharded_grads import reverse_reference
 
 __all__ = ["check_rank_grads"]
-
-LANE = ("x", "y", "k", "kb")
-
-
-def _own(a: np.ndarray, axes: int, lo: int, hi: int) -> np.ndarray:
-    """Lanes [lo, hi) of the leading lane axis of `a`, whose last `axes` axes are lane axes."""
-    return np.ascontiguousarray(a[(slice(None),) * (a.ndim - axes) + (slice(lo, hi),)])
-
 
 def check_rank_grads(c, workdir: str, rank: int, group) -> dict:
     """Case `c` on this rank: backward() through its share of the lanes against plan.reverse over all of them."""
@@ -49,12 +41,8 @@ def check_rank_grads(c, workdir: str, rank: int, group) -> dict:
     lo, hi = _cuts(n)[rank:rank + 2]
     dims = 2 if "row" in c.planes else 1
     args, tracked = {}, {}
-    for k, v in fk.fresh(planes).items():
-        if k == "row":
-            continue  # (each rank's rows come from its planes)
-        if k in LANE or k == "v":
-            t = torch.from_numpy(_own(v, dims, lo, hi))
-        elif isinstance(v, np.ndarray):
+    for k, v in rank_planes(fk.fresh(planes), dims, lo, hi).items():
+        if isinstance(v, np.ndarray):
             t = torch.from_numpy(v)
         else:
             t = torch.tensor(float(v), dtype=torch.float64) if k in wrt else v
@@ -71,7 +59,7 @@ def check_rank_grads(c, workdir: str, rank: int, group) -> dict:
             ct = cts.get(name)
             if ct is None or not torch.is_floating_point(r):
                 continue
-            ct = _own(ct, own[name], lo, hi) if name in own else ct
+            ct = own_lanes(ct, own[name], lo, hi) if name in own else ct
             term = (r * torch.from_numpy(np.ascontiguousarray(ct)).reshape(r.shape)).sum()
             loss = term if loss is None else loss + term
         if loss is None or not loss.requires_grad:
@@ -81,8 +69,8 @@ def check_rank_grads(c, workdir: str, rank: int, group) -> dict:
         return refused(c, exc)
     for name in wrt:
         w = want[name]
-        if name in LANE or name == "v":
-            w = _own(w.reshape(np.shape(planes[name])), dims, lo, hi)
+        if name in LANE_PLANES:
+            w = own_lanes(w.reshape(np.shape(planes[name])), dims, lo, hi)
         t = tracked[name].grad
         g = np.zeros(np.shape(w)) if t is None else t.numpy()
         why = mismatch(f"d/d{name}", np.asarray(g, dtype=w.dtype).reshape(np.shape(w)), w,

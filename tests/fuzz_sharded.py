@@ -30,6 +30,8 @@ ROWS, LANES = 3000, 20000  # every shard an equal run (JAX shards evenly): 750 r
 
 __all__ = ["check_sharded"]
 
+LANE_PLANES = ("x", "y", "k", "kb", "v")  # the cases' per-lane planes (v: Vector[3], its components first)
+
 
 def _planes(c, rng) -> dict:
     """tests/fuzz_threads.py's planes, cut to ROWS rows (LANES lanes), without a passed per-lane output."""
@@ -45,6 +47,13 @@ def _planes(c, rng) -> dict:
     return d
 
 
+def lane_specs() -> dict:
+    """Each per-lane plane's PartitionSpec: split along its leading lane axis over mesh axis "d"."""
+    from jax.sharding import PartitionSpec as P
+
+    return {k: P(None, "d") if k == "v" else P("d") for k in LANE_PLANES}
+
+
 def _sharded(kernel, planes: dict) -> dict:
     import jax
     from jax.sharding import NamedSharding
@@ -54,7 +63,7 @@ def _sharded(kernel, planes: dict) -> dict:
 
     jax.config.update("jax_enable_x64", True)
     mesh = jax.make_mesh((SHARDS,), ("d",), devices=jax.devices()[:SHARDS])
-    lane = {"x": P("d"), "y": P("d"), "k": P("d"), "kb": P("d"), "v": P(None, "d")}
+    lane = lane_specs()
     arrays = {k: jax.device_put(v, NamedSharding(mesh, lane.get(k, P()))) for k, v in planes.items()
               if isinstance(v, np.ndarray)}
     fixed = {k: v for k, v in planes.items() if not isinstance(v, np.ndarray)}

@@ -25,12 +25,9 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")  
 import fuzz_kernels as fk  # noqa: E402
 import numpy as np  # noqa: E402
 from fuzz_reverse import _tame  # noqa: E402
-from fuzz_sharded import SHARDS, _planes, mismatch  # noqa: E402
+from fuzz_sharded import SHARDS, _planes, lane_specs, mismatch  # noqa: E402
 
 __all__ = ["check_sharded_grads"]
-
-LANE = ("x", "y", "k", "kb", "v")  # per-lane planes (v: Vector[3], components first)
-
 
 def _ct_of(name: str, cts: dict):
     """The cotangent of a JAX result: an output's own, or component i of a Vector cell's (`<cell>_<i>`)."""
@@ -53,7 +50,7 @@ def _sharded_grads(kernel, plan, planes: dict, cts: dict, wrt: list[str], how: s
 
     jax.config.update("jax_enable_x64", True)
     mesh = jax.make_mesh((SHARDS,), ("d",), devices=jax.devices()[:SHARDS])
-    spec = {k: P(None, "d") if k == "v" else P("d") for k in LANE}
+    spec = lane_specs()
     arrays = {k: jax.device_put(np.asarray(v), NamedSharding(mesh, spec.get(k, P()))) for k, v in planes.items()
               if isinstance(v, np.ndarray) or k in wrt}
     fixed = {k: v for k, v in planes.items() if k not in arrays}
