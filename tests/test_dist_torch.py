@@ -440,6 +440,7 @@ def case_scans_beside_halos_vectors_stores_and_large_sinks_uneven(rank, group):
                                                   last=pt).sum().backward()
     except InputError as exc:
         assert "dist_store" in str(exc) and "sink 'last'" in str(exc), str(exc)
+        assert pt.detach().numpy().tobytes() == prior.tobytes() and pt.grad is None  # (the caller's, untouched)
     else:
         raise AssertionError("a sharded gradient of a stored sink's prior ran")
     x = rng.normal(size=cuts[-1]) * 3  # a fold in lane order (neither associative nor commutative), and an empty slice
