@@ -183,6 +183,10 @@ CASES = {
     "vec": ("m.vec(x, y).components[1]", lambda x, y, z: y, True),
     "mat": ("m.mat(m.vec(x, y), m.vec(z, x)).rows[1].components[0]", lambda x, y, z: z, True),
     "index": ("m.index(x, 7)", lambda x, y, z: _index(x, 7), True),
+    # the largest bound converted through 32 bits (values.NARROW_INDEX), and the smallest converted through 64
+    "index_narrow_top": ("m.index(x * 1e7, 16777216)", lambda x, y, z: _index(x * 1e7, 16777216), True),
+    "index_wide": ("m.index(x * 1e7, 16777217)", lambda x, y, z: _index(x * 1e7, 16777217), True),
+    "index_past_i32": ("m.index(x * 1e10, 17179869184)", lambda x, y, z: _index(x * 1e10, 2**34), True),
     "land": ("m.where(m.land(x > 0.0, y > 0.0), x, y)", lambda x, y, z: np.where(_both_positive(x, y), x, y),
              True),
     "lor": ("m.where(m.lor(x > 0.0, y > 0.0), x, y)", lambda x, y, z: np.where((x > 0) | (y > 0), x, y),
