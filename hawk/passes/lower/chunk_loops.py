@@ -31,6 +31,7 @@ from hawk.passes.host_emit import _EQ, size
 from hawk.passes.lower import (
     block,
     grid,
+    nested_chains,
     ordered_chains,
     reduce_full,
     reduce_kept,
@@ -229,21 +230,23 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
         return _short_slots(cx, body, chunk0, span, kept)
     klo = e.op("arith.divui", cx.lo, e.c(span))
     khi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
-    outer = scf.ForOp(klo, khi, e.c(1), chunk0)
+    chained = nested_chains.comps(kept) if span >= nested_chains.MIN_LANES else []
+    outer = scf.ForOp(klo, khi, e.c(1), chunk0 + nested_chains.first_guesses(cx, chained))
     with ir.InsertionPoint(outer.body):
         slot = outer.induction_variable
         row0 = e.mul_i(slot, e.c(span))  # (before the inner loop, whose lanes read it: Lowering.lane_row)
         start = e.op("arith.maxui", row0, cx.lo)
         end = e.op("arith.minui", e.add_i(e.mul_i(slot, e.c(span)), e.c(span)), cx.hi)
         whole = e.op("arith.andi", e.cmpi(_EQ, start, row0), e.cmpi(_EQ, end, e.add_i(row0, e.c(span))))
-        inits = _slot_inits(cx, kept, list(outer.inner_iter_args))
+        guesses = list(outer.inner_iter_args)[len(chunk0):]
+        inits = _slot_inits(cx, kept, list(outer.inner_iter_args)[:len(chunk0)])
         n = _kept_slots(cx, kept)
         slot = _wrapped(cx, slot, n)
         cx.lane_row, cx.nested_slot = (span, row0), (slot, n)
         if any(reduce_kept.nested_pairs(r) for r in kept):
             e.store(e.c(0, e.i64), reduce_kept.spilled(cx), e.c(0))
         if any(reduce_kept.nested_vectors(r) for r in kept):
-            start, inits = _nested_groups(cx, body, start, end, inits)
+            start, inits, guesses = _nested_groups(cx, body, start, end, inits, chained, guesses, span)
         inner = scf.ForOp(start, end, e.c(1), inits)
         with ir.InsertionPoint(inner.body):
             anchor = scf.YieldOp(list(inner.inner_iter_args))
@@ -259,9 +262,9 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
                 reduce_kept.nested_neumaier_out(cx, r, slot, n, res[at0:])
                 continue
             _slot_out(cx, [r], slot, n, res)
-        scf.YieldOp(res[:len(chunk0)])
+        scf.YieldOp(res[:len(chunk0)] + guesses)
     cx.nested = None
-    return list(outer.results)
+    return list(outer.results)[:len(chunk0)]
 
 
 def _slot_inits(cx: Lowering, kept: list, inits: list[ir.Value]) -> list[ir.Value]:
@@ -385,21 +388,35 @@ def _slot_out(cx: Lowering, kept: list, slot: ir.Value, n: ir.Value, res: list[i
             reduce_kept.add_count(cx, r, slot, n, res[at0 + size(r.payload)])
 
 
-def _nested_groups(cx: Lowering, body: ir.Block, start: ir.Value, end: ir.Value, inits: list[ir.Value]):
+def _nested_groups(cx: Lowering, body: ir.Block, start: ir.Value, end: ir.Value, inits: list[ir.Value],
+                   chained: list, guesses: list[ir.Value], slot_lanes: int):
     """A kept slot's whole groups of NEST_CHAINS lanes, each lane a copy of the body, copy j feeding pair j of
     the ordered totals, which add the group's terms side by side after the copies (reduce_kept.nested_group_step:
     one TwoSum chain is bound by its adds' latency, NEST_CHAINS of them in a vector are not; the scalar form
-    of this ran 20 cycles a lane); the other totals take every copy in lane order. Returns the first lane after
-    the groups (the rest run one by one, into pair 0) and the state after them."""
+    of this ran 20 cycles a lane); the other totals take every copy in lane order. The `chained` components
+    (nested_chains.comps) take biased chains in blocks of groups. Returns the first lane after the groups (the
+    rest run one by one, into pair 0), the state after them and the next slot's chain guesses."""
     e = cx.e
     W = reduce_kept.NEST_CHAINS
     span = e.op("arith.subi", end, start)
     stop = e.add_i(start, e.op("arith.subi", span, e.op("arith.remui", span, e.c(W))))
+    if chained:
+        state, guesses = nested_chains.chained_groups(cx, body, start, stop, inits, chained, guesses, _group_loop,
+                                                      slot_lanes)
+        return stop, state, guesses
+    return stop, _group_loop(cx, body, start, stop, inits), guesses
+
+
+def _group_loop(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value, inits: list[ir.Value]) -> list:
+    """Groups [start, stop) of NEST_CHAINS lanes (stop - start a multiple of it): the copies, then
+    reduce_kept.nested_group_step. Returns the state after them."""
+    e = cx.e
+    W = reduce_kept.NEST_CHAINS
     groups = scf.ForOp(start, stop, e.c(W), inits)
     with ir.InsertionPoint(groups.body):
         anchor = scf.YieldOp(list(groups.inner_iter_args))
     state = list(groups.inner_iter_args)
-    cx.nested_group = {}
+    cx.nested_group, cx.nested_group_at = {}, groups.induction_variable
     for j in range(W):
         with ir.InsertionPoint(anchor):
             lane = e.add_i(groups.induction_variable, e.c(j)) if j else groups.induction_variable
@@ -412,8 +429,8 @@ def _nested_groups(cx: Lowering, body: ir.Block, start: ir.Value, end: ir.Value,
         reduce_kept.nested_group_step(cx, [r for r in cx.lay.reductions if r.kept])
         scf.YieldOp(cx.accs)
     anchor.operation.erase()
-    cx.j, cx.nested_group = None, None
-    return stop, list(groups.results)
+    cx.j, cx.nested_group, cx.nested_group_at = None, None, None
+    return list(groups.results)
 
 
 def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.Value]) -> list[ir.Value]:

@@ -89,6 +89,9 @@ class Lowering:
         self.nested_slot: tuple | None = None  # nested driver: (the kept slot, kept slots per component)
         self.nest_wraps = False  # nested driver: a middle block of kept axes (chunk_form.nest_wraps)
         self.nested_group: dict | None = None  # nested driver, a group of copies: ordered terms for after it
+        self.nested_group_at: ir.Value | None = None  # nested driver, a group of copies: its first lane
+        self.nested_chain: dict | None = None  # nested driver, a block of groups: where each ordered component's
+        # chains lie among the accumulators, and their range (nested_chains)
         self.column_late: dict = {}  # column driver: (cell, component) -> its highs, lows, their old values, and
         # a row's late terms (reduce_kept.column_start)
         # planned by state.plan_state and the folds

@@ -85,11 +85,10 @@ def reduce_nested_pair(cx: Lowering, op, r) -> None:
 
 
 def nested_group_step(cx: Lowering, kept: list) -> None:
-    """After a group's copies: each ordered kept total's waiting terms (one per pair) into its pairs by two
-    vector TwoSums, and one branch for the rare lanes (a large term, a non-zero second error), which spill."""
+    """After a group's copies: each ordered kept total's waiting terms (one per pair) into its pairs
+    (pairs_take), or, inside a block of chains (cx.nested_chain), into its chains (nested_chains.chain_step)."""
     e = cx.e
     s = cx.accs
-    slot, n = cx.nested_slot
     vec = ir.VectorType.get([NEST_CHAINS], e.f64)
     for r in kept:
         for c in range(size(r.payload)) if nested_neumaier(r) else ():
@@ -97,16 +96,28 @@ def nested_group_step(cx: Lowering, kept: list) -> None:
             k = cx.nested[r.cell] + 2 * c
             s[k], s[k + 1] = e.neumaier(s[k], s[k + 1], xv)
         for c in range(size(r.payload)) if nested_pairs(r) else ():
-            xs = cx.nested_group[(r.cell, c)]
-            xv = create("vector.from_elements", xs, [vec]).result
-            k = cx.nested[r.cell] + 2 * c
-            s[k], s[k + 1], rare, late = scatters.pair_step(cx, s[k], s[k + 1], xv)
-            branch = scf.IfOp(e.any_of(rare), [], has_else=False)
-            with ir.InsertionPoint(branch.then_block):
-                e.store(e.c(1, e.i64), spilled(cx), e.c(0))
-                scatters.spill_lanes(cx, r.cell, _slot_at(cx, r, c, slot, n), rare, late)
-                scf.YieldOp([])
+            xv = create("vector.from_elements", cx.nested_group[(r.cell, c)], [vec]).result
+            if cx.nested_chain is not None:
+                from hawk.passes.lower import nested_chains  # (it builds on this module)
+                nested_chains.chain_step(cx, r, c, xv)
+            else:
+                pairs_take(cx, r, c, xv)
     cx.nested_group = {}
+
+
+def pairs_take(cx: Lowering, r, c: int, xv: ir.Value) -> None:
+    """A float64 vector of terms, one per pair, into component c's (high, low) pairs of `r` by two vector TwoSums,
+    and one branch for the rare lanes (a large term, a non-zero second error), which spill into the slot."""
+    e = cx.e
+    s = cx.accs
+    slot, n = cx.nested_slot
+    k = cx.nested[r.cell] + 2 * c
+    s[k], s[k + 1], rare, late = scatters.pair_step(cx, s[k], s[k + 1], xv)
+    branch = scf.IfOp(e.any_of(rare), [], has_else=False)
+    with ir.InsertionPoint(branch.then_block):
+        e.store(e.c(1, e.i64), spilled(cx), e.c(0))
+        scatters.spill_lanes(cx, r.cell, _slot_at(cx, r, c, slot, n), rare, late)
+        scf.YieldOp([])
 
 
 def nested_pairs_out(cx: Lowering, r, slot: ir.Value, n: ir.Value, res: list[ir.Value], whole: ir.Value,

@@ -1,0 +1,196 @@
+"""Biased chains for ordered kept totals under the nested driver (the host): a row's groups of NEST_CHAINS lanes
+add their terms into NEST_CHAINS float64 chains side by side by one Fast2Sum each, where the slot's (high, low)
+pairs take two TwoSums (docs/ordered.md).
+
+- A chain starts at (M, 0), M = 1.5 * 2**p, like the full sums' biased chains (ordered_chains): while each of its
+  terms is zero or of magnitude in [2**(p-LOW_RANGE), 2**(p-HEADROOM)], and it takes at most NEST_BLOCK of them,
+  `high - M` and `low` are exactly the sum of its terms.
+- A block (up to NEST_BLOCK groups of the row) steps the chains with no branch: each group stores its terms in
+  a term buffer and ORs its terms' test against that range (three compares a vector; an inf or NaN fails it)
+  into the block's flags. At the block's end the chains go into the pairs by the pairs' own step
+  (reduce_kept.pairs_take, with its spills); or, when some term failed the test, the chains are dropped and the
+  buffered terms take the pairs' step instead, group by group, as if there had been no chains. Nothing is run
+  twice, so any body can take this path.
+- p follows the data: a block that failed sets it from its largest finite term (the chunk's first guess is
+  P_START), for the slot's next rows. A wrong guess costs speed (a block stepped twice), never bits.
+float32 kernels widen their terms to float64 first, as the pairs do; p then stays within F32_P, where M is a
+multiple of 2**-149 (so the chains' sums split exactly into float32 parts, exact_emit.f32_parts).
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import scf
+
+from hawk.ir.build import create
+from hawk.passes.host_emit import size
+from hawk.passes.lower import reduce_kept
+from hawk.passes.lower.context import Lowering
+from hawk.passes.lower.ordered_chains import BIAS_STEP, HEADROOM, LOW_RANGE, P_START
+
+NEST_BLOCK = 128  # groups a chain takes before it goes into the pairs (LOW_RANGE's bound on the low's adds)
+MIN_LANES = 64  # slots of fewer lanes keep the pairs alone: a block's end costs about 60 cycles, which rows of
+# 16 lanes did not win back (1000000 x 16 float64 row sums: 1.9 ms with pairs, 3.1 ms with chains; 64 lanes:
+# 1.23 and 1.01 ms; 1000: 0.9 and 0.46 ms)
+ROW_STEP = BIAS_STEP + 2  # p = (exponent of the previous row's largest term) + ROW_STEP: the next row may reach 8x it
+F64_P = (-975, 968)  # the range's floor normal; its ceiling below scatters.pair_limit (2**960)
+F32_P = (-100, 72)  # M a multiple of 2**-149; the ceiling below a float32 kernel's pair_limit (2**64)
+_EQ, _SGE = 0, 5  # arith.cmpi
+_OEQ, _OLT, _UGT, _UGE = 1, 4, 9, 10  # arith.cmpf
+_MAG = (1 << 63) - 1
+_BLOCK_LANES = NEST_BLOCK * reduce_kept.NEST_CHAINS  # lanes of a block
+
+
+def comps(kept: list) -> list[tuple]:
+    """The (reduction, component) pairs whose terms take chains: each component of an ordered kept total."""
+    return [(r, c) for r in kept if reduce_kept.nested_pairs(r) for c in range(size(r.payload))]
+
+
+def _p_range(cx: Lowering) -> tuple[int, int]:
+    return F64_P if cx.e.f == cx.e.f64 else F32_P
+
+
+def _bias(cx: Lowering, p: ir.Value) -> ir.Value:
+    """M = 1.5 * 2**p (p an i64 within _p_range)."""
+    e = cx.e
+    bits = e.op("arith.ori", e.op("arith.shli", e.op("arith.addi", p, e.c(1023, e.i64)), e.c(52, e.i64)),
+                e.c(1 << 51, e.i64))
+    return e.op("arith.bitcast", bits, t=e.f64)
+
+
+def first_guesses(cx: Lowering, pairs: list[tuple]) -> list[ir.Value]:
+    """The chunk's first M per component (P_START)."""
+    return [_bias(cx, cx.e.c(P_START, cx.e.i64)) for _ in pairs]
+
+
+def _next_guess(cx: Lowering, guess: ir.Value, top: ir.Value) -> ir.Value:
+    """The next block's M from this block's largest |term| bits `top` (per chain): its exponent + ROW_STEP, within
+    _p_range; a block of zeros, or one with an inf or NaN, keeps `guess`."""
+    e = cx.e
+    top = create("vector.reduction", [e.op("arith.bitcast", top, t=_bits(cx))], [e.i64],
+                 {"kind": ir.Attribute.parse("#vector.kind<maxsi>")}).result  # (|term| bits: an inf or NaN above all)
+    ex = e.op("arith.shrui", top, e.c(52, e.i64))
+    lo, hi = _p_range(cx)
+    p = e.op("arith.addi", ex, e.c(ROW_STEP - 1023, e.i64))
+    p = e.op("arith.minsi", e.op("arith.maxsi", p, e.c(lo, e.i64)), e.c(hi, e.i64))
+    keep = e.op("arith.ori", e.cmpi(_EQ, top, e.c(0, e.i64)), e.cmpi(_SGE, ex, e.c(0x7FF, e.i64)))
+    return e.select(keep, guess, _bias(cx, p))
+
+def _range(cx: Lowering, guess: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The range of |term| that keeps a chain from (M, 0) exact: 2**(p-LOW_RANGE) to 2**(p-HEADROOM)."""
+    e = cx.e
+    two_p = e.op("arith.andi", e.op("arith.bitcast", guess, t=e.i64), e.c(~((1 << 52) - 1), e.i64))
+    return tuple(e.op("arith.bitcast", e.op("arith.subi", two_p, e.c(d << 52, e.i64)), t=e.f64)
+                 for d in (LOW_RANGE, HEADROOM))
+
+def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value, inits: list[ir.Value],
+                   pairs: list[tuple], guesses: list[ir.Value], group_loop,
+                   span: int) -> tuple[list[ir.Value], list[ir.Value]]:
+    """The slot's whole groups [start, stop) (of a slot of `span` lanes) in blocks of NEST_BLOCK groups, each
+    block's groups run by `group_loop(cx, body, lo, hi, state)` with each component's chains and range after the
+    slot state (cx.nested_chain says where; reduce_kept.nested_group_step calls chain_step), then the chains, or
+    the block's buffered terms, into the pairs. Returns the slot state and the guesses for the next rows."""
+    e = cx.e
+    vec = ir.VectorType.get([reduce_kept.NEST_CHAINS], e.f64)
+    n = len(inits)
+    blk = reduce_kept.NEST_CHAINS * NEST_BLOCK
+    blocks = scf.ForOp(start, stop, e.c(blk), inits + guesses)
+    with ir.InsertionPoint(blocks.body):
+        b = blocks.induction_variable
+        state, guess = list(blocks.inner_iter_args)[:n], list(blocks.inner_iter_args)[n:]
+        end = e.op("arith.minui", e.add_i(b, e.c(blk)), stop)
+        cx.nested_chain = {}
+        chains = []
+        for k, ((r, c), g) in enumerate(zip(pairs, guess, strict=True)):
+            cx.nested_chain[(r.cell, c)] = (n + 4 * k, k, b)
+            chains += [e.bcast(g, vec), e.splat(0.0, vec), e.splat(0.0, vec), e.splat(float("inf"), vec)]
+        res = group_loop(cx, body, b, end, state + chains)
+        out, bad, nxt = res[:n], None, []
+        for k, g in enumerate(guess):
+            hi, lo, top, bottom = res[n + 4 * k:n + 4 * k + 4]
+            floor, ceiling = (e.bcast(v, vec) for v in _range(cx, g))
+            # (an inf or NaN term left its chain's high inf or NaN: not below the ceiling either)
+            flag = e.op("arith.ori", e.cmpf(_UGT, top, ceiling), e.cmpf(_OLT, bottom, floor))
+            flag = _any8(cx, e.op("arith.ori", flag, e.cmpf(_UGE, e.abs(hi), e.splat(float("inf"), vec))))
+            bad = flag if bad is None else e.op("arith.ori", bad, flag)
+            nxt.append(_next_guess(cx, g, top))
+        branch = scf.IfOp(bad, [v.type for v in out], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            scf.YieldOp(_terms_into_pairs(cx, out, pairs, b, end))
+        with ir.InsertionPoint(branch.else_block):
+            cx.accs = list(out)
+            for k, ((r, c), g) in enumerate(zip(pairs, guess, strict=True)):
+                hi, lo = res[n + 4 * k:n + 4 * k + 2]
+                sums = (e.op("arith.subf", hi, e.bcast(g, vec)), lo)  # (exact: the high stayed in M's binade)
+                if span <= blk:  # (a row's only block: its pairs still hold nothing, and any exact pair will do)
+                    at = cx.nested[r.cell] + 2 * c
+                    cx.accs[at:at + 2] = sums
+                    continue
+                for v in sums:
+                    reduce_kept.pairs_take(cx, r, c, v)
+            scf.YieldOp(cx.accs)
+        cx.nested_chain = None
+        scf.YieldOp(list(branch.results) + nxt)
+    res = list(blocks.results)
+    return res[:n], res[n:]
+
+
+def _terms_into_pairs(cx: Lowering, state: list[ir.Value], pairs: list[tuple], b: ir.Value,
+                      end: ir.Value) -> list[ir.Value]:
+    """A failed block's buffered terms into the pairs, group by group (reduce_kept.pairs_take: what the groups
+    would have done with no chains)."""
+    e = cx.e
+    loop = scf.ForOp(e.c(0), e.op("arith.subi", end, b), e.c(reduce_kept.NEST_CHAINS), state)
+    with ir.InsertionPoint(loop.body):
+        cx.accs = list(loop.inner_iter_args)
+        for k, (r, c) in enumerate(pairs):
+            xv = e.vload(term_buffer(cx, len(pairs)), e.add_i(loop.induction_variable, e.c(k * _BLOCK_LANES)),
+                         reduce_kept.NEST_CHAINS, e.f64)
+            reduce_kept.pairs_take(cx, r, c, xv)
+        scf.YieldOp(cx.accs)
+    return list(loop.results)
+
+
+def term_buffer(cx: Lowering, m: int | None = None) -> ir.Value:
+    """A block's terms per chained component (NEST_BLOCK groups of NEST_CHAINS each, component-major)."""
+    return cx.temp((len(cx.nested_chain) if m is None else m) * _BLOCK_LANES, cx.e.f64, tag="nested-chain-terms")
+
+
+def chain_step(cx: Lowering, r, c: int, xv: ir.Value) -> None:
+    """A group's terms (one per chain) of component c of `r`: into the term buffer, into the chains by one
+    Fast2Sum, and into the chains' range (the largest |term| and the smallest non-zero one, by packed max and
+    min: what they make of a NaN is left open, since an inf or NaN term leaves its chain's high inf or NaN,
+    which the block's end catches). No branch: the block's end holds the range against the chains'
+    (chained_groups)."""
+    e = cx.e
+    s = cx.accs
+    i, k, b = cx.nested_chain[(r.cell, c)]
+    e.vstore(xv, term_buffer(cx), e.add_i(e.op("arith.subi", cx.nested_group_at, b), e.c(k * _BLOCK_LANES)))
+    hi, lo = s[i], s[i + 1]
+    t = e.add(hi, xv)
+    s[i], s[i + 1] = t, e.add(lo, e.op("arith.subf", xv, e.op("arith.subf", t, hi)))
+    ax = e.op("arith.bitcast", e.op("arith.andi", e.op("arith.bitcast", xv, t=_bits(cx)), _splat(cx, _MAG)),
+              t=xv.type)
+    inf = e.splat(float("inf"), xv.type)
+    nonzero = e.select(e.cmpf(_OEQ, ax, e.splat(0.0, xv.type)), inf, ax)
+    s[i + 2], s[i + 3] = e.fast_extremum("max", s[i + 2], ax), e.fast_extremum("min", s[i + 3], nonzero)
+
+
+def _splat(cx: Lowering, v: int) -> ir.Value:
+    t = _bits(cx)
+    return create("arith.constant", [], [t], {"value": ir.DenseElementsAttr.get_splat(
+        t, ir.IntegerAttr.get(cx.e.i64, v))}).result
+
+
+def _any8(cx: Lowering, flags: ir.Value) -> ir.Value:
+    """any_of over NEST_CHAINS flags, its halves ORed first (what x86 tests with one movmsk: a reduction of
+    eight i1 across two registers was packed to 16-bit lanes first)."""
+    e = cx.e
+    half = reduce_kept.NEST_CHAINS // 2
+    both = e.op("arith.ori", e.shuffle(flags, flags, list(range(half))),
+                e.shuffle(flags, flags, list(range(half, 2 * half))))
+    return e.any_of(both)
+
+
+def _bits(cx: Lowering) -> ir.Type:
+    return ir.VectorType.get([reduce_kept.NEST_CHAINS], cx.e.i64)

@@ -1,0 +1,143 @@
+"""Ordered kept totals of rows of at least 64 lanes take biased chains on the host (hawk/passes/lower/
+nested_chains.py): a block of up to 128 groups of 8 lanes adds each term into its chain (M, 0) by one Fast2Sum
+and widens the block's range of |term|; the block's end keeps the chains when every term lay in
+[2**(p-47), 2**(p-9)] (or was zero) and otherwise gives the block's buffered terms to the pairs. p comes from
+the previous block's largest term (its exponent + 12). Every row must still be its exact sum rounded once.
+
+The range tests put terms right at both ends of the range the guess allows, 128 to a chain (so a wider range
+loses bits: moving either end by three binades fails them), and terms just past either end."""
+
+import numpy as np
+import pytest
+from conftest import bt_ordered_sum
+from exact_families import same_bits, split_runs
+
+import eagle
+import hawk
+from hawk import Grid, Mutable, Scalar, Vector
+from hawk.passes.lower import nested_chains
+from hawk.passes.lower.ordered_chains import HEADROOM, LOW_RANGE, P_START
+
+COLS = 1024  # one block a row: 128 terms a chain
+
+
+@hawk.kernel
+def rc_rows(g: Grid["r", "c":1024], x: Scalar) -> Scalar:
+    return hawk.sum(x, over="c", policy="ordered")
+
+
+@hawk.kernel
+def rc_long(g: Grid["r", "c":2603], x: Scalar) -> Scalar:  # (two whole blocks, one of 69 groups, 3 lanes after)
+    return hawk.sum(x, over="c", policy="ordered")
+
+
+@hawk.kernel
+def rc_mixed(g: Grid["r", "c":512], x: Scalar, v: Vector[2], avg: Mutable[Scalar], tot: Mutable[Vector[2]],
+             quick: Mutable[Scalar]):
+    avg = hawk.mean(x, over="c", policy="ordered", where=x > -1.0)
+    tot = hawk.sum(v, over="c", policy="ordered")
+    quick = hawk.sum(x, over="c")  # (an "auto" total in the same group loop)
+
+
+def _rows_want(x, dtype, mask=None):
+    return np.array([bt_ordered_sum(x[i], dtype, None if mask is None else mask[i]) for i in range(x.shape[0])],
+                    dtype=dtype)
+
+
+def _edge_rows(dtype, rng, rows: int, past: str | None = None) -> np.ndarray:
+    """Row i's largest term is 2**t(i), t(i) = 7 + 3i, so row i's guess (row i-1's top exponent + ROW_STEP; the
+    chunk's first row: P_START) allows exactly [2**(t(i)-38), 2**t(i)]. Its terms fill that range: the top
+    itself, terms at the floor, full mantissas in between, both signs; a few rows take every term at the
+    ceiling, or (`past`) terms just past the ceiling or under the floor."""
+    step = nested_chains.ROW_STEP
+    assert P_START - HEADROOM == 7 and step - HEADROOM == 3  # (the rows' spacing follows the guess's rule)
+    x = np.empty((rows, COLS))
+    for i in range(rows):
+        top = 7 + 3 * i
+        floor = top - (LOW_RANGE - HEADROOM)
+        e = rng.integers(floor, top, COLS)
+        row = np.ldexp(rng.uniform(1.0, 2.0, COLS), e) * rng.choice([-1.0, 1.0], COLS)
+        row = np.minimum(np.abs(row), 2.0 ** top) * np.sign(row)
+        row[::97] = np.ldexp(rng.choice([-1.0, 1.0], row[::97].size), floor)  # right at the floor
+        row[5] = 2.0 ** top
+        if i % 7 == 3:
+            row[:] = 2.0 ** top  # 128 terms a chain at the ceiling: the high stays in M's binade
+        if past == "ceiling" and i % 5 == 2:
+            row[::3] = 2.0 ** (top + 3) * rng.uniform(0.5, 1.0, row[::3].size)
+        if past == "floor" and i % 5 == 2:
+            row[1::3] = np.ldexp(rng.uniform(1.0, 2.0, row[1::3].size), floor - 2)
+        x[i] = row
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("past", [None, "ceiling", "floor"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_rows_at_the_ends_of_the_chains_range(dtype, past):
+    rows = 20 if dtype == np.float32 else 60  # (float32 keeps p <= 72: tops up to 2**63)
+    x = _edge_rows(dtype, np.random.default_rng(61), rows, past)
+    want = _rows_want(x, dtype)
+    for threads, out in split_runs(rc_rows, "host", threads=[1], x=x):
+        same_bits(out, want, dtype, f"edges past={past}, threads={threads}")
+
+
+def _adversary(kind: str) -> np.ndarray:
+    """One row (a chunk's first: p = P_START) whose chains stay exact only because the range stops where it
+    does. Each chain's terms round its high down by almost half an ulp, so the low grows to about 2**(p-46),
+    and its last term (in range or not) has a bit at 2**(p-101) or 2**(p-99) that the low must keep: 55 or
+    56 bits. "floor": 127 such terms, then one two binades under the floor. "ceiling": first 40 terms of
+    2**(p-6) (three binades over the ceiling) take the high past 2**(p+1), where an ulp doubles, then 86 such
+    terms and one at the floor. A range that takes the outside terms into the chains loses that bit. Half the
+    chains take the big terms negated, so the row's exact sum is a float with that bit."""
+    p = P_START
+    if kind == "floor":
+        each = [2.0 ** (p - 10) + 2.0 ** (p - 53) - 2.0 ** (p - 62)] * 127 + [2.0 ** (p - 49) * (1 + 2.0 ** -52)]
+    else:
+        each = [2.0 ** (p - 6)] * 40 + [2.0 ** (p - 10) + 2.0 ** (p - 52) - 2.0 ** (p - 62)] * 87 + \
+            [2.0 ** (p - 47) * (1 + 2.0 ** -52)]
+    each = np.array(each)
+    # lane j of a group goes to chain j: chains 4-7 take the negated big terms, so the row's sum is the eight
+    # last terms' (a float), whose low bit a chain that lost it would not hand on
+    groups = np.stack([each] * 4 + [np.where(each == each[-1], each, -each)] * 4, axis=1)
+    return groups.reshape(1, -1)
+
+
+@pytest.mark.parametrize("kind", ["floor", "ceiling"])
+def test_terms_just_outside_the_range_leave_the_chains(kind):
+    x = _adversary(kind)
+    assert x.shape == (1, COLS)
+    want = _rows_want(x, np.float64)
+    out = np.asarray(eagle.deploy(rc_rows, threads=1).run(x=x))
+    same_bits(out, want, np.float64, f"{kind} adversary")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_long_rows_cut_between_chunks(dtype):
+    """Rows of several blocks, cut between chunks (each chunk's first block guesses P_START), with magnitudes
+    that jump from row to row: every block whose guess is off goes to the pairs."""
+    rng = np.random.default_rng(62)
+    x = rng.standard_normal((24, 2603)) * 10.0 ** rng.integers(-30, 30, (24, 1))
+    x[3] *= 10.0 ** rng.integers(-8, 8, 2603)  # many binades in one row
+    tiny = 5e-324 if dtype == np.float64 else 1e-45  # subnormal terms: under every floor
+    for row, cols, value in [(5, slice(1500, None), 0.0), (6, slice(None), -0.0), (7, 2000, np.inf),
+                             (8, [10, 2600], [np.inf, -np.inf]), (9, 1024, np.nan), (10, slice(None, None, 2), tiny)]:
+        x[row, cols] = value
+    x = x.astype(dtype)
+    want = _rows_want(x, dtype)
+    for threads, out in split_runs(rc_long, "host", threads=[1, 2, 3], min_chunk=1500, x=x):
+        same_bits(out, want, dtype, f"long rows, threads={threads}")
+
+
+def test_a_masked_mean_a_vector_sum_and_an_auto_sum_in_one_loop():
+    rng = np.random.default_rng(63)
+    x = rng.standard_normal((40, 512))
+    x[4] *= 1e200
+    x[5, 7] = np.nan
+    v = rng.standard_normal((2, 40, 512)) * 10.0 ** rng.integers(-5, 5, (1, 40, 512))  # (payload first)
+    mask = x > -1.0
+    want_sum = np.array([bt_ordered_sum(x[i], np.float64, mask[i]) for i in range(40)])
+    want_avg = want_sum / mask.sum(axis=1)
+    want_tot = np.stack([_rows_want(v[c], np.float64) for c in range(2)])
+    for threads, out in split_runs(rc_mixed, "host", threads=[1, 2], min_chunk=1024, x=x, v=v):
+        same_bits(out["avg"], want_avg, np.float64, f"masked mean, threads={threads}")
+        same_bits(np.stack([out["tot_0"], out["tot_1"]]), want_tot, np.float64, f"vector sum, threads={threads}")
+        np.testing.assert_allclose(out["quick"][6:], x[6:].sum(axis=1), rtol=1e-12)
