@@ -89,7 +89,7 @@ def nest_wraps(lay: Layout, is_wide, pairs: bool = False) -> bool:
 
 
 COLUMN_LATE = 1 << 11  # at most this many slots x components of ordered kept totals in the column shape: each
-# takes five values on the stack of the lanes function (reduce_kept.column_start: 80 KiB at most); wider rows
+# takes three float64 values on the stack of the lanes function (reduce_kept.column_start: 48 KiB at most); wider rows
 # run flat
 
 

@@ -92,8 +92,8 @@ class Lowering:
         self.nested_group_at: ir.Value | None = None  # nested driver, a group of copies: its first lane
         self.nested_chain: dict | None = None  # nested driver, a block of groups: where each ordered component's
         # chains lie among the accumulators, and their range (nested_chains)
-        self.column_late: dict = {}  # column driver: (cell, component) -> its highs, lows, their old values, and
-        # a row's late terms (reduce_kept.column_start)
+        self.column_late: dict = {}  # column driver: (cell, component) -> its highs, lows, and a row's late
+        # values (reduce_kept.column_start)
         # planned by state.plan_state and the folds
         self.full: list = []  # state.Acc per every-lane reduction
         self.runs: list = []  # sorted_runs.Run per sorted scatter

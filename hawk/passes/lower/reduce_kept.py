@@ -9,7 +9,7 @@ from mlir.dialects import scf, vector
 from hawk.abi.layout import compensated, sum_policy
 from hawk.ir.access import reduce_mask, reduce_value
 from hawk.ir.build import create
-from hawk.passes import chunk_form, exact_emit
+from hawk.passes import chunk_form
 from hawk.passes.host_emit import size
 from hawk.passes.lower import planes, scatters
 from hawk.passes.lower.context import Lowering
@@ -351,23 +351,22 @@ def column_pairs(cx: Lowering, r) -> bool:
 def column_start(cx: Lowering, span: int) -> None:
     """Before the column shape's rows, per component of each ordered kept total: this chunk's (high, low) pairs
     of the `span` slots copied into two buffers of their own (highs, lows: the row loop then reads and writes
-    them contiguously, without the shuffles interleaved pairs take), two for the values a row started from
-    (a pair that could not take its term gets them back), and a late buffer (zeroed), where a row's terms its
-    pairs could not take exactly wait (reduce_column_pair). All five on the stack: span values each."""
+    them contiguously, without the shuffles interleaved pairs take), and a late buffer (zeroed), where what a
+    row's pairs could not take waits (reduce_column_pair). All three on the stack, span float64 values each."""
     e = cx.e
     cx.column_late = {}
     for r in cx.lay.reductions:
         if r.kept and column_pairs(cx, r):
             pairs, base = cx.bufs[(r.cell, "pairs")], scatters.copy_start(cx, r.cell)
             for c in range(chunk_form.column_terms(r)):
-                bufs = tuple(cx.local_buffer(span, t) for t in (e.f64, e.f64, e.f64, e.f64, e.f))
+                bufs = tuple(cx.local_buffer(span, e.f64) for _ in range(3))
                 loop = scf.ForOp(e.c(0), e.c(span), e.c(1), [])
                 with ir.InsertionPoint(loop.body):
                     j = loop.induction_variable
                     p = e.mul_i(e.add_i(e.c(c * span), j, base), e.c(2))
                     e.store(e.load(pairs, p), bufs[0], j)
                     e.store(e.load(pairs, e.add_i(p, e.c(1))), bufs[1], j)
-                    e.store(e.cf(0.0), bufs[4], j)
+                    e.store(e.cf(0.0, e.f64), bufs[2], j)
                     scf.YieldOp([])
                 cx.column_late[(r.cell, c)] = bufs
 
@@ -375,7 +374,7 @@ def column_start(cx: Lowering, span: int) -> None:
 def column_end(cx: Lowering, span: int) -> None:
     """After the column shape's rows: the highs and lows back into this chunk's pairs."""
     e = cx.e
-    for (cell, c), (his, los, *_) in cx.column_late.items():
+    for (cell, c), (his, los, _) in cx.column_late.items():
         pairs, base = cx.bufs[(cell, "pairs")], scatters.copy_start(cx, cell)
         loop = scf.ForOp(e.c(0), e.c(span), e.c(1), [])
         with ir.InsertionPoint(loop.body):
@@ -389,51 +388,45 @@ def column_end(cx: Lowering, span: int) -> None:
 
 def reduce_column_pair(cx: Lowering, op, r, slot: ir.Value, n: ir.Value) -> None:
     """An ordered kept total in the column shape: each term into this chunk's (high, low) pair of its slot (held
-    in the highs and lows column_start made) by the two TwoSums exact_add makes, without exact_add's branch, so
-    that the loop over a row's lanes vectorizes. Every store is unconditional (a store of a select between the
-    new value and the one loaded there becomes a masked store on x86, slow on AMD's cores): the pair takes the
-    new sums and keeps the old ones aside; a term it could not take exactly waits in the row's late buffer (its
-    bits are never zero: a zero is always taken exactly), and column_flush restores that pair and spills the term
-    after the row. Each pair sees the same terms in the same order as under exact_add in the flat loop, and
-    spills go to the exact accumulator: the same bits."""
+    in the highs and lows column_start made) by the pairs' step (scatters.pair_step: two TwoSums; a term at or
+    above pair_limit skips the pair), without a branch, so that the loop over a row's lanes vectorizes. Every
+    store is unconditional (a store of a select between the new value and the one loaded there becomes a masked
+    store on x86, slow on AMD's cores): what the pair could not take (the large term, or the second TwoSum's
+    error: never zero bits) waits in the row's late buffer, zero otherwise, and column_flush spills it into the
+    slot's exact accumulator after the row: the pair plus its spills stay the exact sum of the slot's terms.
+    (Until 2026-12-04 the pair kept its old values aside and got them back, and the term was spilled: five
+    stores a lane, three now.)"""
     e = cx.e
     mask = reduce_mask(op)
     xs = list(e.elems(reduce_value(op), r.payload)) + ([e.cf(1.0)] if r.kind == "mean" else [])
     for c, x in enumerate(xs):
         if mask is not None:
             x = e.select(mask, x, e.cf(0.0))
-        his, los, old_his, old_los, late = cx.column_late[(r.cell, c)]
-        hi, lo = e.load(his, slot), e.load(los, slot)
-        s1, s2, ok = scatters.pair_add(cx, hi, lo, e.c(1, e.i1), e.widen(x, e.f64))
-        if not isinstance(e.f, ir.F64Type):  # (as exact_add: a float32 kernel's pair stays below 2**127)
-            ok = e.op("arith.andi", ok, e.op("arith.xori", exact_emit.past_f32(e, s1), e.c(1, e.i1)))
-        for v, buf in ((s1, his), (s2, los), (hi, old_his), (lo, old_los), (e.select(ok, e.cf(0.0), x), late)):
+        his, los, late = cx.column_late[(r.cell, c)]
+        s1, s2, rare, left = scatters.pair_step(cx, e.load(his, slot), e.load(los, slot), e.widen(x, e.f64))
+        for v, buf in ((s1, his), (s2, los), (e.select(rare, left, e.cf(0.0, e.f64)), late)):
             e.store(v, buf, slot)
 
 
 def column_flush(cx: Lowering, span: int) -> None:
-    """After a row of the column shape: when a late buffer holds a term (any non-zero bits: one vectorized pass),
-    its pair gets back the values the row started from, the term goes to its slot's exact accumulator, and the
-    buffer is zeroed again."""
+    """After a row of the column shape: when a late buffer holds a value (any non-zero bits: one vectorized
+    pass), each such value goes to its slot's exact accumulator, and the buffer is zeroed again."""
     e = cx.e
-    for (cell, c), (his, los, old_his, old_los, buf) in cx.column_late.items():
-        bits = ir.IntegerType.get_signless(64 if isinstance(e.f, ir.F64Type) else 32)
-        scan = scf.ForOp(e.c(0), e.c(span), e.c(1), [e.c(0, bits)])
+    for (cell, c), (_, _, buf) in cx.column_late.items():
+        scan = scf.ForOp(e.c(0), e.c(span), e.c(1), [e.c(0, e.i64)])
         with ir.InsertionPoint(scan.body):
-            b = e.op("arith.bitcast", e.load(buf, scan.induction_variable), t=bits)
+            b = e.op("arith.bitcast", e.load(buf, scan.induction_variable), t=e.i64)
             scf.YieldOp([e.op("arith.ori", scan.inner_iter_args[0], b)])
-        late = scf.IfOp(e.cmpi(_NE, scan.results[0], e.c(0, bits)), [], has_else=False)
+        late = scf.IfOp(e.cmpi(_NE, scan.results[0], e.c(0, e.i64)), [], has_else=False)
         with ir.InsertionPoint(late.then_block):
             each = scf.ForOp(e.c(0), e.c(span), e.c(1), [])
             with ir.InsertionPoint(each.body):
                 j = each.induction_variable
                 x = e.load(buf, j)
-                held = scf.IfOp(e.cmpi(_NE, e.op("arith.bitcast", x, t=bits), e.c(0, bits)), [], has_else=False)
+                held = scf.IfOp(e.cmpi(_NE, e.op("arith.bitcast", x, t=e.i64), e.c(0, e.i64)), [], has_else=False)
                 with ir.InsertionPoint(held.then_block):
-                    e.store(e.load(old_his, j), his, j)
-                    e.store(e.load(old_los, j), los, j)
                     scatters.spill(cx, cell, e.add_i(e.mul_i(e.c(c), e.c(span)), j), x)
-                    e.store(e.cf(0.0), buf, j)
+                    e.store(e.cf(0.0, e.f64), buf, j)
                     scf.YieldOp([])
                 scf.YieldOp([])
             scf.YieldOp([])
