@@ -16,7 +16,7 @@ import eagle
 import hawk
 from hawk import Grid, Mutable, Scalar, Vector
 from hawk.passes.lower import nested_chains
-from hawk.passes.lower.ordered_chains import HEADROOM, LOW_RANGE, P_START
+from hawk.passes.lower.ordered_chains import F32_START, F32_WINDOW, HEADROOM, LOW_RANGE, P_START
 
 COLS = 1024  # one block a row: 128 terms a chain
 
@@ -44,24 +44,32 @@ def _rows_want(x, dtype, mask=None):
                     dtype=dtype)
 
 
+def _schedule(dtype) -> tuple[int, int, int, float]:
+    """How the guess moves, for rows whose largest term has exponent t: (the chunk's first row's top exponent,
+    the step to the next row's, the binades the range reaches under the top, the largest magnitude allowed at
+    exponent t as a factor of 2**t). float64 (biased): M = 1.5 * 2**(t' + ROW_STEP) for the row before's top
+    exponent t' allows [2**(t-38), 2**t] with t = t' + 3; float32 (windowed): 2**E with E = t' + WINDOW_STEP
+    allows exponents E - 22 .. E."""
+    if dtype == np.float64:
+        assert P_START - HEADROOM == 7 and nested_chains.ROW_STEP - HEADROOM == 3
+        return 7, 3, LOW_RANGE - HEADROOM, 1.0
+    return F32_START, nested_chains.WINDOW_STEP, F32_WINDOW, 2.0 - 2.0 ** -23
+
+
 def _edge_rows(dtype, rng, rows: int, past: str | None = None) -> np.ndarray:
-    """Row i's largest term is 2**t(i), t(i) = 7 + 3i, so row i's guess (row i-1's top exponent + ROW_STEP; the
-    chunk's first row: P_START) allows exactly [2**(t(i)-38), 2**t(i)]. Its terms fill that range: the top
-    itself, terms at the floor, full mantissas in between, both signs; a few rows take every term at the
-    ceiling, or (`past`) terms just past the ceiling or under the floor."""
-    step = nested_chains.ROW_STEP
-    assert P_START - HEADROOM == 7 and step - HEADROOM == 3  # (the rows' spacing follows the guess's rule)
+    """Row i's largest magnitude is the most its guess allows (_schedule: the row before sets it), and its
+    terms fill the range down to the floor: full mantissas, both signs, terms right at the floor; a few rows
+    take every term at the ceiling (128 a chain), or (`past`) terms just over the ceiling or under the floor."""
+    first, step, reach, most = _schedule(dtype)
     x = np.empty((rows, COLS))
     for i in range(rows):
-        top = 7 + 3 * i
-        floor = top - (LOW_RANGE - HEADROOM)
-        e = rng.integers(floor, top, COLS)
-        row = np.ldexp(rng.uniform(1.0, 2.0, COLS), e) * rng.choice([-1.0, 1.0], COLS)
-        row = np.minimum(np.abs(row), 2.0 ** top) * np.sign(row)
+        top = first + step * i
+        floor = top - reach
+        row = np.ldexp(rng.uniform(1.0, 2.0, COLS), rng.integers(floor, top, COLS)) * rng.choice([-1.0, 1.0], COLS)
         row[::97] = np.ldexp(rng.choice([-1.0, 1.0], row[::97].size), floor)  # right at the floor
-        row[5] = 2.0 ** top
+        row[5] = most * 2.0 ** top
         if i % 7 == 3:
-            row[:] = 2.0 ** top  # 128 terms a chain at the ceiling: the high stays in M's binade
+            row[:] = most * 2.0 ** top
         if past == "ceiling" and i % 5 == 2:
             row[::3] = 2.0 ** (top + 3) * rng.uniform(0.5, 1.0, row[::3].size)
         if past == "floor" and i % 5 == 2:
@@ -73,41 +81,50 @@ def _edge_rows(dtype, rng, rows: int, past: str | None = None) -> np.ndarray:
 @pytest.mark.parametrize("past", [None, "ceiling", "floor"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_rows_at_the_ends_of_the_chains_range(dtype, past):
-    rows = 20 if dtype == np.float32 else 60  # (float32 keeps p <= 72: tops up to 2**63)
+    rows = 20 if dtype == np.float32 else 60  # (float32 window tops stay <= 2**62)
     x = _edge_rows(dtype, np.random.default_rng(61), rows, past)
     want = _rows_want(x, dtype)
     for threads, out in split_runs(rc_rows, "host", threads=[1], x=x):
         same_bits(out, want, dtype, f"edges past={past}, threads={threads}")
 
 
-def _adversary(kind: str) -> np.ndarray:
-    """One row (a chunk's first: p = P_START) whose chains stay exact only because the range stops where it
-    does. Each chain's terms round its high down by almost half an ulp, so the low grows to about 2**(p-46),
-    and its last term (in range or not) has a bit at 2**(p-101) or 2**(p-99) that the low must keep: 55 or
-    56 bits. "floor": 127 such terms, then one two binades under the floor. "ceiling": first 40 terms of
-    2**(p-6) (three binades over the ceiling) take the high past 2**(p+1), where an ulp doubles, then 86 such
-    terms and one at the floor. A range that takes the outside terms into the chains loses that bit. Half the
-    chains take the big terms negated, so the row's exact sum is a float with that bit."""
-    p = P_START
-    if kind == "floor":
-        each = [2.0 ** (p - 10) + 2.0 ** (p - 53) - 2.0 ** (p - 62)] * 127 + [2.0 ** (p - 49) * (1 + 2.0 ** -52)]
+def _adversary(kind: str, dtype) -> np.ndarray:
+    """One row (a chunk's first: p = P_START, E = F32_START) whose chains stay exact only because the range stops
+    where it does: each chain's last term has a low bit its chain must keep, and the terms before it leave too
+    little room for it when the range is wider. float64 (biased): each term before rounds the high down by
+    almost half an ulp, so the low grows to about 2**(p-46) and must keep a bit at 2**(p-101) ("floor": 127 such
+    terms, then one two binades under the floor) or, once 40 terms of 2**(p-6) (three binades over the ceiling)
+    took the high past 2**(p+1), where an ulp doubles, at 2**(p-99) ("ceiling"). float32 (windowed): 127 terms
+    at the window's top (or three binades over it) take a chain's sum where its last term's low bit (two
+    binades under the floor, or at it) is under half an ulp. Half the chains take the big terms negated, so the
+    row's exact sum is a float with that bit."""
+    if dtype == np.float64:
+        p = P_START
+        if kind == "floor":
+            each = [2.0 ** (p - 10) + 2.0 ** (p - 53) - 2.0 ** (p - 62)] * 127 + [2.0 ** (p - 49) * (1 + 2.0 ** -52)]
+        else:
+            each = [2.0 ** (p - 6)] * 40 + [2.0 ** (p - 10) + 2.0 ** (p - 52) - 2.0 ** (p - 62)] * 87 + \
+                [2.0 ** (p - 47) * (1 + 2.0 ** -52)]
     else:
-        each = [2.0 ** (p - 6)] * 40 + [2.0 ** (p - 10) + 2.0 ** (p - 52) - 2.0 ** (p - 62)] * 87 + \
-            [2.0 ** (p - 47) * (1 + 2.0 ** -52)]
+        t = F32_START
+        if kind == "floor":
+            each = [(2.0 - 2.0 ** -23) * 2.0 ** t] * 127 + [2.0 ** (t - 24) * (1 + 2.0 ** -23)]
+        else:
+            each = [1.5 * 2.0 ** (t + 3)] * 127 + [2.0 ** (t - 22) * (1 + 2.0 ** -23)]
     each = np.array(each)
-    # lane j of a group goes to chain j: chains 4-7 take the negated big terms, so the row's sum is the eight
-    # last terms' (a float), whose low bit a chain that lost it would not hand on
+    # lane j of a group goes to chain j: chains 4-7 take the negated big terms
     groups = np.stack([each] * 4 + [np.where(each == each[-1], each, -each)] * 4, axis=1)
-    return groups.reshape(1, -1)
+    return groups.reshape(1, -1).astype(dtype)
 
 
 @pytest.mark.parametrize("kind", ["floor", "ceiling"])
-def test_terms_just_outside_the_range_leave_the_chains(kind):
-    x = _adversary(kind)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_terms_just_outside_the_range_leave_the_chains(kind, dtype):
+    x = _adversary(kind, dtype)
     assert x.shape == (1, COLS)
-    want = _rows_want(x, np.float64)
+    want = _rows_want(x, dtype)
     out = np.asarray(eagle.deploy(rc_rows, threads=1).run(x=x))
-    same_bits(out, want, np.float64, f"{kind} adversary")
+    same_bits(out, want, dtype, f"{kind} adversary")
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -6,15 +6,16 @@ pairs take two TwoSums (docs/ordered.md).
   terms is zero or of magnitude in [2**(p-LOW_RANGE), 2**(p-HEADROOM)], and it takes at most NEST_BLOCK of them,
   `high - M` and `low` are exactly the sum of its terms.
 - A block (up to NEST_BLOCK groups of the row) steps the chains with no branch: each group stores its terms in
-  a term buffer and ORs its terms' test against that range (three compares a vector; an inf or NaN fails it)
-  into the block's flags. At the block's end the chains go into the pairs by the pairs' own step
-  (reduce_kept.pairs_take, with its spills); or, when some term failed the test, the chains are dropped and the
-  buffered terms take the pairs' step instead, group by group, as if there had been no chains. Nothing is run
-  twice, so any body can take this path.
-- p follows the data: a block that failed sets it from its largest finite term (the chunk's first guess is
-  P_START), for the slot's next rows. A wrong guess costs speed (a block stepped twice), never bits.
-float32 kernels widen their terms to float64 first, as the pairs do; p then stays within F32_P, where M is a
-multiple of 2**-149 (so the chains' sums split exactly into float32 parts, exact_emit.f32_parts).
+  a term buffer and widens the block's range of |term| (a packed max, and a packed min of the non-zero ones).
+  At the block's end, when that range lies inside the chains' and no chain's high turned inf or NaN, the chains
+  go into the pairs by the pairs' own step (reduce_kept.pairs_take, with its spills; a row of one block takes
+  them as its pairs); else the chains are dropped and the buffered terms take the pairs' step instead, group
+  by group, as if there had been no chains. Nothing is run twice, so any body can take this path.
+- p follows the data: each block sets the next one's from its largest term (the chunk's first guess is
+  P_START). A wrong guess costs speed (a block stepped twice), never bits.
+float32 kernels widen their terms to float64 first, as the pairs do, and their chains are windowed instead, as
+the full sums' are: one float64 sum per chain from 0, one plain add per group, exact while every term is zero or
+has a float32 exponent from E - F32_WINDOW to E (2**E the window's top, set like M from the block before).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from hawk.ir.build import create
 from hawk.passes.host_emit import size
 from hawk.passes.lower import reduce_kept
 from hawk.passes.lower.context import Lowering
-from hawk.passes.lower.ordered_chains import BIAS_STEP, HEADROOM, LOW_RANGE, P_START
+from hawk.passes.lower.ordered_chains import BIAS_STEP, F32_START, F32_WINDOW, HEADROOM, LOW_RANGE, P_START
 
 NEST_BLOCK = 128  # groups a chain takes before it goes into the pairs (LOW_RANGE's bound on the low's adds)
 MIN_LANES = 64  # slots of fewer lanes keep the pairs alone: a block's end costs about 60 cycles, which rows of
@@ -34,7 +35,8 @@ MIN_LANES = 64  # slots of fewer lanes keep the pairs alone: a block's end costs
 # 1.23 and 1.01 ms; 1000: 0.9 and 0.46 ms)
 ROW_STEP = BIAS_STEP + 2  # p = (exponent of the previous row's largest term) + ROW_STEP: the next row may reach 8x it
 F64_P = (-975, 968)  # the range's floor normal; its ceiling below scatters.pair_limit (2**960)
-F32_P = (-100, 72)  # M a multiple of 2**-149; the ceiling below a float32 kernel's pair_limit (2**64)
+WINDOW_STEP = 3  # float32: E = (exponent of the previous block's largest term) + WINDOW_STEP
+F32_E = (-126, 62)  # float32 window tops: terms below a float32 kernel's pair_limit (2**64)
 _EQ, _SGE = 0, 5  # arith.cmpi
 _OEQ, _OLT, _UGT, _UGE = 1, 4, 9, 10  # arith.cmpf
 _MAG = (1 << 63) - 1
@@ -46,42 +48,55 @@ def comps(kept: list) -> list[tuple]:
     return [(r, c) for r in kept if reduce_kept.nested_pairs(r) for c in range(size(r.payload))]
 
 
-def _p_range(cx: Lowering) -> tuple[int, int]:
-    return F64_P if cx.e.f == cx.e.f64 else F32_P
+def windowed(cx: Lowering) -> bool:
+    """Whether the chains are windowed (a float32 kernel) rather than biased (float64)."""
+    return cx.e.f != cx.e.f64
 
 
-def _bias(cx: Lowering, p: ir.Value) -> ir.Value:
-    """M = 1.5 * 2**p (p an i64 within _p_range)."""
+def _pow2(cx: Lowering, ex: ir.Value, half: bool = False) -> ir.Value:
+    """2**ex (1.5 * 2**ex with `half`) as float64, ex an i64 exponent of a normal float64."""
     e = cx.e
-    bits = e.op("arith.ori", e.op("arith.shli", e.op("arith.addi", p, e.c(1023, e.i64)), e.c(52, e.i64)),
-                e.c(1 << 51, e.i64))
-    return e.op("arith.bitcast", bits, t=e.f64)
+    bits = e.op("arith.shli", e.op("arith.addi", ex, e.c(1023, e.i64)), e.c(52, e.i64))
+    return e.op("arith.bitcast", e.op("arith.ori", bits, e.c(1 << 51, e.i64)) if half else bits, t=e.f64)
 
 
 def first_guesses(cx: Lowering, pairs: list[tuple]) -> list[ir.Value]:
-    """The chunk's first M per component (P_START)."""
-    return [_bias(cx, cx.e.c(P_START, cx.e.i64)) for _ in pairs]
+    """The chunk's first guess per component: M = 1.5 * 2**P_START (biased), 2**F32_START (windowed)."""
+    e = cx.e
+    return [_pow2(cx, e.c(F32_START, e.i64)) if windowed(cx) else _pow2(cx, e.c(P_START, e.i64), half=True)
+            for _ in pairs]
 
 
 def _next_guess(cx: Lowering, guess: ir.Value, top: ir.Value) -> ir.Value:
-    """The next block's M from this block's largest |term| bits `top` (per chain): its exponent + ROW_STEP, within
-    _p_range; a block of zeros, or one with an inf or NaN, keeps `guess`."""
+    """The next block's guess from this block's largest |term| (per chain; its bits are ordered as integers):
+    M = 1.5 * 2**(its exponent + ROW_STEP) within F64_P, or a window top 2**(its exponent + WINDOW_STEP)
+    within F32_E; a block of zeros, or one with an inf or NaN, keeps `guess`."""
     e = cx.e
     top = create("vector.reduction", [e.op("arith.bitcast", top, t=_bits(cx))], [e.i64],
                  {"kind": ir.Attribute.parse("#vector.kind<maxsi>")}).result  # (|term| bits: an inf or NaN above all)
     ex = e.op("arith.shrui", top, e.c(52, e.i64))
-    lo, hi = _p_range(cx)
-    p = e.op("arith.addi", ex, e.c(ROW_STEP - 1023, e.i64))
+    (lo, hi), step = (F32_E, WINDOW_STEP) if windowed(cx) else (F64_P, ROW_STEP)
+    p = e.op("arith.addi", ex, e.c(step - 1023, e.i64))
     p = e.op("arith.minsi", e.op("arith.maxsi", p, e.c(lo, e.i64)), e.c(hi, e.i64))
     keep = e.op("arith.ori", e.cmpi(_EQ, top, e.c(0, e.i64)), e.cmpi(_SGE, ex, e.c(0x7FF, e.i64)))
-    return e.select(keep, guess, _bias(cx, p))
+    return e.select(keep, guess, _pow2(cx, p, half=not windowed(cx)))
+
 
 def _range(cx: Lowering, guess: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """The range of |term| that keeps a chain from (M, 0) exact: 2**(p-LOW_RANGE) to 2**(p-HEADROOM)."""
+    """The range of |term| (floor, ceiling; both allowed) that keeps a block's chains exact. Biased, from
+    M = 1.5 * 2**p: 2**(p-LOW_RANGE) to 2**(p-HEADROOM). Windowed, from 2**E: float32 exponents E - F32_WINDOW
+    to E (the floor at least float32's smallest normal): such terms are multiples of 2**(E-45) below
+    2**(E+1), so a chain's 128 partial sums are multiples of it below 2**53 times it, float64 values all."""
     e = cx.e
     two_p = e.op("arith.andi", e.op("arith.bitcast", guess, t=e.i64), e.c(~((1 << 52) - 1), e.i64))
+    if windowed(cx):
+        floor = e.op("arith.maxsi", e.op("arith.subi", two_p, e.c(F32_WINDOW << 52, e.i64)),
+                     e.c((1023 - 126) << 52, e.i64))
+        ceiling = e.op("arith.subi", e.op("arith.addi", two_p, e.c(1 << 52, e.i64)), e.c(1, e.i64))
+        return tuple(e.op("arith.bitcast", v, t=e.f64) for v in (floor, ceiling))
     return tuple(e.op("arith.bitcast", e.op("arith.subi", two_p, e.c(d << 52, e.i64)), t=e.f64)
                  for d in (LOW_RANGE, HEADROOM))
+
 
 def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value, inits: list[ir.Value],
                    pairs: list[tuple], guesses: list[ir.Value], group_loop,
@@ -103,7 +118,8 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
         chains = []
         for k, ((r, c), g) in enumerate(zip(pairs, guess, strict=True)):
             cx.nested_chain[(r.cell, c)] = (n + 4 * k, k, b)
-            chains += [e.bcast(g, vec), e.splat(0.0, vec), e.splat(0.0, vec), e.splat(float("inf"), vec)]
+            start_hi = e.splat(0.0, vec) if windowed(cx) else e.bcast(g, vec)
+            chains += [start_hi, e.splat(0.0, vec), e.splat(0.0, vec), e.splat(float("inf"), vec)]
         res = group_loop(cx, body, b, end, state + chains)
         out, bad, nxt = res[:n], None, []
         for k, g in enumerate(guess):
@@ -121,7 +137,8 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
             cx.accs = list(out)
             for k, ((r, c), g) in enumerate(zip(pairs, guess, strict=True)):
                 hi, lo = res[n + 4 * k:n + 4 * k + 2]
-                sums = (e.op("arith.subf", hi, e.bcast(g, vec)), lo)  # (exact: the high stayed in M's binade)
+                # (biased: exact, the high stayed in M's binade; windowed: the sums, the lows unused zeros)
+                sums = (hi, lo) if windowed(cx) else (e.op("arith.subf", hi, e.bcast(g, vec)), lo)
                 if span <= blk:  # (a row's only block: its pairs still hold nothing, and any exact pair will do)
                     at = cx.nested[r.cell] + 2 * c
                     cx.accs[at:at + 2] = sums
@@ -168,7 +185,10 @@ def chain_step(cx: Lowering, r, c: int, xv: ir.Value) -> None:
     e.vstore(xv, term_buffer(cx), e.add_i(e.op("arith.subi", cx.nested_group_at, b), e.c(k * _BLOCK_LANES)))
     hi, lo = s[i], s[i + 1]
     t = e.add(hi, xv)
-    s[i], s[i + 1] = t, e.add(lo, e.op("arith.subf", xv, e.op("arith.subf", t, hi)))
+    if windowed(cx):  # (one plain add: exact inside the window)
+        s[i] = t
+    else:
+        s[i], s[i + 1] = t, e.add(lo, e.op("arith.subf", xv, e.op("arith.subf", t, hi)))
     ax = e.op("arith.bitcast", e.op("arith.andi", e.op("arith.bitcast", xv, t=_bits(cx)), _splat(cx, _MAG)),
               t=xv.type)
     inf = e.splat(float("inf"), xv.type)
