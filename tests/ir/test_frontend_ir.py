@@ -117,7 +117,8 @@ def ir_histogram(v: Scalar, bins: Mutable["bin":8]):
 
 HISTOGRAM = """
 # CHECK-LABEL: func.func @ir_histogram(
-# CHECK: %[[K:.+]] = arith.fptosi %{{.+}} : f64 to i64
+# CHECK: %[[K32:.+]] = arith.fptosi %{{.+}} : f64 to i32
+# CHECK: %[[K:.+]] = arith.extsi %[[K32]] : i32 to i64
 # CHECK: %[[ONE:.+]] = arith.constant 1.000000e+00 : f64
 # CHECK: "hawk.scatter"(%bins, %[[ONE]], %[[K]]) {mode = "add", policy = "auto"} : ({{.+}}, f64, i64) -> ()
 """
