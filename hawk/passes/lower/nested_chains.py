@@ -6,8 +6,8 @@ pairs take two TwoSums (docs/ordered.md).
   terms is zero or of magnitude in [2**(p-LOW_RANGE), 2**(p-HEADROOM)], and it takes at most NEST_BLOCK of them,
   `high - M` and `low` are exactly the sum of its terms.
 - A block (up to NEST_BLOCK groups of the row) steps the chains with no branch: each group stores its terms in
-  a term buffer and widens the block's range of |term| (a packed max, and a packed min of the non-zero ones).
-  At the block's end, when that range lies inside the chains' and no chain's high turned inf or NaN, the chains
+  a term buffer and widens the block's range of |term| (an integer max and min on the terms' bits). At the
+  block's end, when that range lies inside the chains' (an inf or NaN lies above every ceiling), the chains
   go into the pairs by the pairs' own step (reduce_kept.pairs_take, with its spills; a row of one block takes
   them as its pairs); else the chains are dropped and the buffered terms take the pairs' step instead, group
   by group, as if there had been no chains. Nothing is run twice, so any body can take this path.
@@ -37,8 +37,7 @@ ROW_STEP = BIAS_STEP + 2  # p = (exponent of the previous row's largest term) + 
 F64_P = (-975, 968)  # the range's floor normal; its ceiling below scatters.pair_limit (2**960)
 WINDOW_STEP = 3  # float32: E = (exponent of the previous block's largest term) + WINDOW_STEP
 F32_E = (-126, 62)  # float32 window tops: terms below a float32 kernel's pair_limit (2**64)
-_EQ, _SGE = 0, 5  # arith.cmpi
-_OEQ, _OLT, _UGT, _UGE = 1, 4, 9, 10  # arith.cmpf
+_EQ, _SLT, _SGT, _SGE = 0, 2, 4, 5  # arith.cmpi
 _MAG = (1 << 63) - 1
 _BLOCK_LANES = NEST_BLOCK * reduce_kept.NEST_CHAINS  # lanes of a block
 
@@ -72,7 +71,7 @@ def _next_guess(cx: Lowering, guess: ir.Value, top: ir.Value) -> ir.Value:
     M = 1.5 * 2**(its exponent + ROW_STEP) within F64_P, or a window top 2**(its exponent + WINDOW_STEP)
     within F32_E; a block of zeros, or one with an inf or NaN, keeps `guess`."""
     e = cx.e
-    top = create("vector.reduction", [e.op("arith.bitcast", top, t=_bits(cx))], [e.i64],
+    top = create("vector.reduction", [top], [e.i64],
                  {"kind": ir.Attribute.parse("#vector.kind<maxsi>")}).result  # (|term| bits: an inf or NaN above all)
     ex = e.op("arith.shrui", top, e.c(52, e.i64))
     (lo, hi), step = (F32_E, WINDOW_STEP) if windowed(cx) else (F64_P, ROW_STEP)
@@ -119,15 +118,15 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
         for k, ((r, c), g) in enumerate(zip(pairs, guess, strict=True)):
             cx.nested_chain[(r.cell, c)] = (n + 4 * k, k, b)
             start_hi = e.splat(0.0, vec) if windowed(cx) else e.bcast(g, vec)
-            chains += [start_hi, e.splat(0.0, vec), e.splat(0.0, vec), e.splat(float("inf"), vec)]
+            chains += [start_hi, e.splat(0.0, vec), _splat(cx, 0), _splat(cx, _MAG)]
         res = group_loop(cx, body, b, end, state + chains)
         out, bad, nxt = res[:n], None, []
         for k, g in enumerate(guess):
             hi, lo, top, bottom = res[n + 4 * k:n + 4 * k + 4]
-            floor, ceiling = (e.bcast(v, vec) for v in _range(cx, g))
-            # (an inf or NaN term left its chain's high inf or NaN: not below the ceiling either)
-            flag = e.op("arith.ori", e.cmpf(_UGT, top, ceiling), e.cmpf(_OLT, bottom, floor))
-            flag = _any8(cx, e.op("arith.ori", flag, e.cmpf(_UGE, e.abs(hi), e.splat(float("inf"), vec))))
+            floor, ceiling = (e.op("arith.bitcast", v, t=e.i64) for v in _range(cx, g))
+            flag = e.op("arith.ori", e.cmpi(_SGT, top, e.bcast(ceiling, _bits(cx))),
+                        e.cmpi(_SLT, bottom, e.bcast(e.op("arith.subi", floor, e.c(1, e.i64)), _bits(cx))))
+            flag = _any8(cx, flag)
             bad = flag if bad is None else e.op("arith.ori", bad, flag)
             nxt.append(_next_guess(cx, g, top))
         branch = scf.IfOp(bad, [v.type for v in out], has_else=True)
@@ -175,10 +174,10 @@ def term_buffer(cx: Lowering, m: int | None = None) -> ir.Value:
 
 def chain_step(cx: Lowering, r, c: int, xv: ir.Value) -> None:
     """A group's terms (one per chain) of component c of `r`: into the term buffer, into the chains by one
-    Fast2Sum, and into the chains' range (the largest |term| and the smallest non-zero one, by packed max and
-    min: what they make of a NaN is left open, since an inf or NaN term leaves its chain's high inf or NaN,
-    which the block's end catches). No branch: the block's end holds the range against the chains'
-    (chained_groups)."""
+    Fast2Sum (windowed: one add), and into the chains' range: the largest |term| and the smallest non-zero one
+    less one, on their bits as integers (ordered_chains.range_step's 64-bit form; an inf or NaN lies above every
+    ceiling, and no fast-math max is left to make a NaN poison a branch). No branch: the block's end holds the
+    range against the chains' (chained_groups)."""
     e = cx.e
     s = cx.accs
     i, k, b = cx.nested_chain[(r.cell, c)]
@@ -189,11 +188,10 @@ def chain_step(cx: Lowering, r, c: int, xv: ir.Value) -> None:
         s[i] = t
     else:
         s[i], s[i + 1] = t, e.add(lo, e.op("arith.subf", xv, e.op("arith.subf", t, hi)))
-    ax = e.op("arith.bitcast", e.op("arith.andi", e.op("arith.bitcast", xv, t=_bits(cx)), _splat(cx, _MAG)),
-              t=xv.type)
-    inf = e.splat(float("inf"), xv.type)
-    nonzero = e.select(e.cmpf(_OEQ, ax, e.splat(0.0, xv.type)), inf, ax)
-    s[i + 2], s[i + 3] = e.fast_extremum("max", s[i + 2], ax), e.fast_extremum("min", s[i + 3], nonzero)
+    mag = _splat(cx, _MAG)
+    ax = e.op("arith.andi", e.op("arith.bitcast", xv, t=_bits(cx)), mag)
+    less = e.op("arith.andi", e.op("arith.subi", ax, _splat(cx, 1)), mag)  # (a zero's -1 masked to the largest)
+    s[i + 2], s[i + 3] = e.op("arith.maxsi", s[i + 2], ax), e.op("arith.minsi", s[i + 3], less)
 
 
 def _splat(cx: Lowering, v: int) -> ir.Value:
