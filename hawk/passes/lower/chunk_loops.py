@@ -394,7 +394,7 @@ def _nested_groups(cx: Lowering, body: ir.Block, start: ir.Value, end: ir.Value,
     the ordered totals, which add the group's terms side by side after the copies (reduce_kept.nested_group_step:
     one TwoSum chain is bound by its adds' latency, NEST_CHAINS of them in a vector are not; the scalar form
     of this ran 20 cycles a lane); the other totals take every copy in lane order. The `chained` components
-    (nested_chains.comps) take biased chains in blocks of groups. Returns the first lane after the groups (the
+    (nested_chains.comps) take chains in blocks of groups first. Returns the first lane after the groups (the
     rest run one by one, into pair 0), the state after them and the next slot's chain guesses."""
     e = cx.e
     W = reduce_kept.NEST_CHAINS

@@ -1,6 +1,6 @@
-"""Biased chains for ordered kept totals under the nested driver (the host): a row's groups of NEST_CHAINS lanes
-add their terms into NEST_CHAINS float64 chains side by side by one Fast2Sum each, where the slot's (high, low)
-pairs take two TwoSums (docs/ordered.md).
+"""Chains for ordered kept totals under the nested driver (the host): a row of at least MIN_LANES lanes adds its
+groups of NEST_CHAINS terms into NEST_CHAINS float64 chains side by side, by one Fast2Sum each (float64) or one
+add (float32), where the slot's (high, low) pairs take two TwoSums (docs/ordered.md).
 
 - A chain starts at (M, 0), M = 1.5 * 2**p, like the full sums' biased chains (ordered_chains): while each of its
   terms is zero or of magnitude in [2**(p-LOW_RANGE), 2**(p-HEADROOM)], and it takes at most NEST_BLOCK of them,
