@@ -206,6 +206,17 @@ def test_histogram_detected_range_and_widening():
     assert np.asarray(counts).tolist() == [2, 0] and edges.tolist() == [7.0, 7.5, 8.0]
 
 
+def test_histogram_detects_its_range_by_the_min_and_max_rules():
+    """The detected range comes from one launch (reductions.float_extent, the max as -min(-x)); its ends are
+    Array.min()'s and Array.max()'s, signs of zero included (the last edge is the max itself)."""
+    for x in (np.array([0.0, -0.0, 1.0]), np.array([-3.0, -0.0]), np.array([-3.0, -0.0, 0.0]),
+              np.array([-0.0, 2.5], np.float32), np.random.default_rng(5).standard_normal(5000) * 1e3):
+        lo, hi = eagle.asarray(x).min(), eagle.asarray(x).max()
+        _, edges = histogram(x, bins=3)
+        assert edges.tobytes() == np.linspace(lo, hi, 4).tobytes(), (x[:3], lo, hi, edges)
+        assert math.copysign(1.0, edges[-1]) == math.copysign(1.0, hi)
+
+
 def test_histogram_errors_and_empty():
     x = np.ones(4)
     for bad in ({"bins": 0}, {"bins": -3}, {"range": (0.0, math.inf)}, {"range": (2.0, 1.0)},

@@ -57,6 +57,17 @@ def float_max(x: Scalar, hi: Mutable[Scalar], zero_sign: Mutable[Scalar]):
 
 
 @hawk.kernel
+def float_extent(x: Scalar, lo: Mutable[Scalar], neg_hi: Mutable[Scalar], lo_sign: Mutable[Scalar],
+                 neg_hi_sign: Mutable[Scalar]):
+    # float_min and float_max in one pass (a histogram's detected range); a kernel reduces with one operation,
+    # so the max is -min(-x) and its zero flag the negated min of the negated signs
+    lo = hawk.min(x)
+    neg_hi = hawk.min(-x)
+    lo_sign = hawk.min(m.where(x == 0.0, m.copysign(1.0, x), 2.0))
+    neg_hi_sign = hawk.min(m.where(x == 0.0, -m.copysign(1.0, x), 2.0))
+
+
+@hawk.kernel
 def int_sum(k: Index, s0: Mutable[Scalar], s1: Mutable[Scalar], s2: Mutable[Scalar]):
     upper = k // LIMB
     s0 = hawk.sum(k % LIMB)  # k == s0 + s1 * 2**21 + s2 * 2**42, every limb summed exactly
@@ -158,7 +169,8 @@ def int_nonzero(k: Index, count: Mutable[Scalar]):
 def float_histogram(bins: int):
     @hawk.kernel
     def histogram_bins(x: Scalar, lo: Param, scale: Param, counts: Mutable["bin":bins]):
-        hawk.scatter(counts, policy="ordered")[m.index((x - lo) * scale, bins)] += 1.0
+        # (plain adds of 1.0 are exact integers below the float's 2**53 or 2**24, in any order: histogram.py)
+        hawk.scatter(counts, policy="plain")[m.index((x - lo) * scale, bins)] += 1.0
 
     return histogram_bins
 
@@ -168,7 +180,7 @@ def int_histogram(bins: int):
     @hawk.kernel
     def histogram_int_bins(k: Index, unsigned: Param, lo: Param, scale: Param, counts: Mutable["bin":bins]):
         x = as_float(k, unsigned)
-        hawk.scatter(counts, policy="ordered")[m.index((x - lo) * scale, bins)] += 1.0
+        hawk.scatter(counts, policy="plain")[m.index((x - lo) * scale, bins)] += 1.0
 
     return histogram_int_bins
 

@@ -3,8 +3,9 @@
 The bin of x is int((x - lo) * (1 / width)) with width = (hi - lo) / bins, in the data's precision (float32 for
 integers), clamped into [0, bins - 1]: values below lo count in the first bin, values above hi in the last (a
 value equal to hi too, as in NumPy). range=None takes lo and hi from the first `n` values' min and max; equal
-endpoints become (lo, lo + 1). Counts are exact: the kernel adds 1.0 per value into an ordered sink, float32
-sinks over at most 2**24 values per launch (the host adds the launches' integer counts).
+endpoints become (lo, lo + 1). Counts are exact: the kernel adds 1.0 per value into a plain sink (every partial
+count is an integer the float holds exactly, whatever the order of the adds, the chunks' copies included),
+float32 sinks over at most 2**24 values per launch (the host adds the launches' integer counts).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 import eagle
 from eagle.algorithms import _kernels as K
 from eagle.algorithms._common import as_index, float_run, host_array, on_device, pick_target, plan, prefix
-from eagle.algorithms.reductions import array_max, array_min
+from eagle.algorithms.reductions import array_max, array_min, float_extent
 from eagle.array import Array
 
 _F32_EXACT = 1 << 24  # lanes per launch for float32 sinks: every count below this is an exact float32 integer
@@ -43,7 +44,10 @@ def histogram(data, bins: int = 10, range: tuple[float, float] | None = None,  #
         if x.size == 0:
             raise ValueError("histogram: n == 0 values and no range=: the range cannot be detected; pass "
                              "range=(lo, hi)")
-        lo, hi = array_min(x, target=target, threads=threads), array_max(x, target=target, threads=threads)
+        if x.dtype.kind == "f":  # (one pass for both)
+            lo, hi = float_extent(x, target, threads)
+        else:
+            lo, hi = array_min(x, target=target, threads=threads), array_max(x, target=target, threads=threads)
         if not (math.isfinite(lo) and math.isfinite(hi)):
             raise ValueError(f"histogram: the detected range ({lo}, {hi}) is not finite; filter NaN and "
                              "infinities first or pass a finite range=")
