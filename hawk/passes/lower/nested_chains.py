@@ -27,7 +27,7 @@ from hawk.ir.build import create
 from hawk.passes.host_emit import size
 from hawk.passes.lower import reduce_kept
 from hawk.passes.lower.context import Lowering
-from hawk.passes.lower.ordered_chains import BIAS_STEP, F32_START, F32_WINDOW, HEADROOM, LOW_RANGE, P_START
+from hawk.passes.lower.ordered_chains import BIAS_STEP, F32_START, F32_WINDOW, HEADROOM, LOW_RANGE, P_START, pow2
 
 NEST_BLOCK = 128  # groups a chain takes before it goes into the pairs (LOW_RANGE's bound on the low's adds)
 MIN_LANES = 64  # slots of fewer lanes keep the pairs alone: a block's end costs about 60 cycles, which rows of
@@ -52,17 +52,10 @@ def windowed(cx: Lowering) -> bool:
     return cx.e.f != cx.e.f64
 
 
-def _pow2(cx: Lowering, ex: ir.Value, half: bool = False) -> ir.Value:
-    """2**ex (1.5 * 2**ex with `half`) as float64, ex an i64 exponent of a normal float64."""
-    e = cx.e
-    bits = e.op("arith.shli", e.op("arith.addi", ex, e.c(1023, e.i64)), e.c(52, e.i64))
-    return e.op("arith.bitcast", e.op("arith.ori", bits, e.c(1 << 51, e.i64)) if half else bits, t=e.f64)
-
-
 def first_guesses(cx: Lowering, pairs: list[tuple]) -> list[ir.Value]:
     """The chunk's first guess per component: M = 1.5 * 2**P_START (biased), 2**F32_START (windowed)."""
     e = cx.e
-    return [_pow2(cx, e.c(F32_START, e.i64)) if windowed(cx) else _pow2(cx, e.c(P_START, e.i64), half=True)
+    return [pow2(cx, e.c(F32_START, e.i64)) if windowed(cx) else pow2(cx, e.c(P_START, e.i64), half=True)
             for _ in pairs]
 
 
@@ -78,23 +71,22 @@ def _next_guess(cx: Lowering, guess: ir.Value, top: ir.Value) -> ir.Value:
     p = e.op("arith.addi", ex, e.c(step - 1023, e.i64))
     p = e.op("arith.minsi", e.op("arith.maxsi", p, e.c(lo, e.i64)), e.c(hi, e.i64))
     keep = e.op("arith.ori", e.cmpi(_EQ, top, e.c(0, e.i64)), e.cmpi(_SGE, ex, e.c(0x7FF, e.i64)))
-    return e.select(keep, guess, _pow2(cx, p, half=not windowed(cx)))
+    return e.select(keep, guess, pow2(cx, p, half=not windowed(cx)))
 
 
 def _range(cx: Lowering, guess: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """The range of |term| (floor, ceiling; both allowed) that keeps a block's chains exact. Biased, from
-    M = 1.5 * 2**p: 2**(p-LOW_RANGE) to 2**(p-HEADROOM). Windowed, from 2**E: float32 exponents E - F32_WINDOW
-    to E (the floor at least float32's smallest normal): such terms are multiples of 2**(E-45) below
-    2**(E+1), so a chain's 128 partial sums are multiples of it below 2**53 times it, float64 values all."""
+    """The bits (i64, as the range's are) of the |term| range (floor, ceiling; both allowed) that keeps a
+    block's chains exact. Biased, from M = 1.5 * 2**p: 2**(p-LOW_RANGE) to 2**(p-HEADROOM). Windowed, from
+    2**E: float32 exponents E - F32_WINDOW to E (the floor at least float32's smallest normal): such terms are
+    multiples of 2**(E-45) below 2**(E+1), so a chain's 128 partial sums are multiples of it below 2**53 times
+    it, float64 values all."""
     e = cx.e
     two_p = e.op("arith.andi", e.op("arith.bitcast", guess, t=e.i64), e.c(~((1 << 52) - 1), e.i64))
     if windowed(cx):
         floor = e.op("arith.maxsi", e.op("arith.subi", two_p, e.c(F32_WINDOW << 52, e.i64)),
                      e.c((1023 - 126) << 52, e.i64))
-        ceiling = e.op("arith.subi", e.op("arith.addi", two_p, e.c(1 << 52, e.i64)), e.c(1, e.i64))
-        return tuple(e.op("arith.bitcast", v, t=e.f64) for v in (floor, ceiling))
-    return tuple(e.op("arith.bitcast", e.op("arith.subi", two_p, e.c(d << 52, e.i64)), t=e.f64)
-                 for d in (LOW_RANGE, HEADROOM))
+        return floor, e.op("arith.subi", e.op("arith.addi", two_p, e.c(1 << 52, e.i64)), e.c(1, e.i64))
+    return tuple(e.op("arith.subi", two_p, e.c(d << 52, e.i64)) for d in (LOW_RANGE, HEADROOM))
 
 
 def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value, inits: list[ir.Value],
@@ -123,7 +115,7 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
         out, bad, nxt = res[:n], None, []
         for k, g in enumerate(guess):
             hi, lo, top, bottom = res[n + 4 * k:n + 4 * k + 4]
-            floor, ceiling = (e.op("arith.bitcast", v, t=e.i64) for v in _range(cx, g))
+            floor, ceiling = _range(cx, g)
             flag = e.op("arith.ori", e.cmpi(_SGT, top, e.bcast(ceiling, _bits(cx))),
                         e.cmpi(_SLT, bottom, e.bcast(e.op("arith.subi", floor, e.c(1, e.i64)), _bits(cx))))
             flag = _any8(cx, flag)

@@ -454,9 +454,14 @@ def next_bias(cx: Lowering, top: ir.Value) -> ir.Value:
     ex = e.op("arith.andi", e.op("arith.shrui", e.op("arith.bitcast", top, t=i64), e.c(52, i64)), e.c(0x7FF, i64))
     p = e.op("arith.addi", ex, e.c(BIAS_STEP - 1023, i64))
     p = e.op("arith.minsi", e.op("arith.maxsi", p, e.c(P_RANGE[0], i64)), e.c(P_RANGE[1], i64))
-    bits = e.op("arith.ori", e.op("arith.shli", e.op("arith.addi", p, e.c(1023, i64)), e.c(52, i64)),
-                e.c(1 << 51, i64))
-    return e.op("arith.bitcast", bits, t=e.f64)
+    return pow2(cx, p, half=True)
+
+
+def pow2(cx: Lowering, ex: ir.Value, half: bool = False) -> ir.Value:
+    """2**ex (1.5 * 2**ex with `half`: a bias M) as float64, ex an i64 exponent of a normal float64."""
+    e = cx.e
+    bits = e.op("arith.shli", e.op("arith.addi", ex, e.c(1023, e.i64)), e.c(52, e.i64))
+    return e.op("arith.bitcast", e.op("arith.ori", bits, e.c(1 << 51, e.i64)) if half else bits, t=e.f64)
 
 
 def next_window(cx: Lowering, top: ir.Value) -> ir.Value:
