@@ -46,35 +46,39 @@ module attributes {hawk.layout = {buffers = ["x:in:f", "t:cell:f", "#scratch:scr
     %c0_4 = arith.constant 0 : index
     %c1_5 = arith.constant 1 : index
     %11:2 = scf.for %arg6 = %c0_4 to %5 step %c1_5 iter_args(%arg7 = %cst, %arg8 = %cst_2) -> (f64, f64) {
-      %13 = arith.muli %arg6, %c2_1 : index
-      %c0_7 = arith.constant 0 : index
-      %14 = arith.addi %13, %c0_7 : index
+      %16 = arith.muli %arg6, %c2_1 : index
       %c0_8 = arith.constant 0 : index
-      %15 = arith.addi %14, %c0_8 : index
-      %16 = memref.load %arg2[%15] : memref<?xf64>
-      %c1_9 = arith.constant 1 : index
-      %17 = arith.addi %14, %c1_9 : index
-      %18 = memref.load %arg2[%17] : memref<?xf64>
-      %19 = arith.addf %arg7, %16 : f64
-      %20 = math.absf %arg7 : f64
-      %21 = math.absf %16 : f64
-      %22 = arith.cmpf oge, %20, %21 : f64
-      %23 = arith.subf %arg7, %19 : f64
-      %24 = arith.addf %23, %16 : f64
-      %25 = arith.subf %16, %19 : f64
-      %26 = arith.addf %25, %arg7 : f64
-      %cst_10 = arith.constant 0x7FF0000000000000 : f64
-      %27 = math.absf %19 : f64
-      %28 = arith.cmpf olt, %27, %cst_10 : f64
-      %29 = arith.select %22, %24, %26 : f64
-      %30 = arith.addf %arg8, %29 : f64
-      %31 = arith.select %28, %30, %arg8 : f64
-      %32 = arith.addf %31, %18 : f64
-      scf.yield %19, %32 : f64, f64
+      %17 = arith.addi %16, %c0_8 : index
+      %c0_9 = arith.constant 0 : index
+      %18 = arith.addi %17, %c0_9 : index
+      %19 = memref.load %arg2[%18] : memref<?xf64>
+      %c1_10 = arith.constant 1 : index
+      %20 = arith.addi %17, %c1_10 : index
+      %21 = memref.load %arg2[%20] : memref<?xf64>
+      %22 = arith.addf %arg7, %19 : f64
+      %23 = math.absf %arg7 : f64
+      %24 = math.absf %19 : f64
+      %25 = arith.cmpf oge, %23, %24 : f64
+      %26 = arith.subf %arg7, %22 : f64
+      %27 = arith.addf %26, %19 : f64
+      %28 = arith.subf %19, %22 : f64
+      %29 = arith.addf %28, %arg7 : f64
+      %cst_11 = arith.constant 0x7FF0000000000000 : f64
+      %30 = math.absf %22 : f64
+      %31 = arith.cmpf olt, %30, %cst_11 : f64
+      %32 = arith.select %25, %27, %29 : f64
+      %33 = arith.addf %arg8, %32 : f64
+      %34 = arith.select %31, %33, %arg8 : f64
+      %35 = arith.addf %34, %21 : f64
+      scf.yield %22, %35 : f64, f64
     }
-    %12 = arith.addf %11#0, %11#1 : f64
-    %c0_6 = arith.constant 0 : index
-    memref.store %12, %arg1[%c0_6] : memref<?xf64>
+    %cst_6 = arith.constant 0x7FF0000000000000 : f64
+    %12 = math.absf %11#0 : f64
+    %13 = arith.cmpf olt, %12, %cst_6 : f64
+    %14 = arith.addf %11#0, %11#1 : f64
+    %15 = arith.select %13, %14, %11#0 : f64
+    %c0_7 = arith.constant 0 : index
+    memref.store %15, %arg1[%c0_7] : memref<?xf64>
     return
   }
 }

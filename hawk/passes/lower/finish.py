@@ -114,7 +114,7 @@ def build_finish(cx: Lowering, finish) -> None:
                 scf.YieldOp(out)
             res = list(loop.results)
             if acc.policy == "compensated":
-                vals = [e.add(res[c], res[acc.n + c]) for c in range(acc.n)]
+                vals = [compensated_value(e, res[c], res[acc.n + c]) for c in range(acc.n)]
             elif acc.policy != "ordered":
                 vals = res[:acc.n]
             vals = [e.narrow(v, e.f) if v.type != e.f else v for v in vals]
@@ -133,6 +133,13 @@ def build_finish(cx: Lowering, finish) -> None:
                 finish_kept_mean(cx, r)
         canonical_nans(cx)
         func.ReturnOp([])
+
+
+def compensated_value(e, s: ir.Value, c: ir.Value) -> ir.Value:
+    """A compensated total from its (sum, correction): s + c, or s alone when s is inf or NaN (a block's chain
+    that overflowed leaves a NaN correction behind; IEEE addition of the terms gives s there)."""
+    inf = e.splat(float("inf"), s.type) if isinstance(s.type, ir.VectorType) else e.cf(float("inf"), s.type)
+    return e.select(e.cmpf(4, e.abs(s), inf), e.add(s, c), s)  # olt: false for inf and NaN
 
 
 def finish_ordered(cx: Lowering, acc, scratch: ir.Value, width: ir.Value) -> None:

@@ -98,7 +98,14 @@ def reduce_full(cx: Lowering, op, acc: Acc) -> None:
                 # at most 127 x 2**-53 of the sum of |terms|, far inside float32's bound (docs/ordered.md)
                 s[ks] = keep(e.add(s[ks], x), s[ks])
                 continue
-            ns, nc = e.neumaier(s[ks], s[kc], x)
+            if isinstance(cx.j, int):
+                # a block's chain: Knuth's TwoSum, the same exact error as the Neumaier step's without its
+                # comparisons (7 adds, no masks). An overflowing sum leaves a NaN error: the chain's sum then
+                # stays inf or NaN, and the finish takes such a sum alone (finish.compensated_value)
+                ns, err = e.two_sum(s[ks], x)
+                nc = e.add(s[kc], err)
+            else:
+                ns, nc = e.neumaier(s[ks], s[kc], x)
             s[ks] = keep(ns, s[ks])
             s[kc] = keep(nc, s[kc])
     else:
