@@ -211,6 +211,28 @@ def split_runs(kernel, target, threads=None, min_chunk=SMALL, **planes):
         yield t, ({k: np.asarray(v) for k, v in out.items()} if isinstance(out, dict) else np.asarray(out))
 
 
+def chain_adversary(kind: str, dtype, p: int, t: int) -> np.ndarray:
+    """128 terms for one chain whose last term has a low bit the chain keeps only because its range stops where
+    it does (tests of the rows' and columns' chains; guess p, or window top exponent t for float32). float64
+    (biased from 1.5 * 2**p): each term before rounds the high down by almost half an ulp, so the low grows to
+    about 2**(p-46) and must keep a bit at 2**(p-101) ("floor": 127 such terms, then one two binades under the
+    floor) or, once 40 terms of 2**(p-6) (three binades over the ceiling) took the high past 2**(p+1), where an
+    ulp doubles, at 2**(p-99) ("ceiling"). float32 (windowed): 127 terms at the window's top (or three binades
+    over it) take a chain's sum where the last term's low bit (two binades under the floor, or at it) is under
+    half an ulp."""
+    if dtype == np.float64:
+        if kind == "floor":
+            each = [2.0 ** (p - 10) + 2.0 ** (p - 53) - 2.0 ** (p - 62)] * 127 + [2.0 ** (p - 49) * (1 + 2.0 ** -52)]
+        else:
+            each = [2.0 ** (p - 6)] * 40 + [2.0 ** (p - 10) + 2.0 ** (p - 52) - 2.0 ** (p - 62)] * 87 + \
+                [2.0 ** (p - 47) * (1 + 2.0 ** -52)]
+    elif kind == "floor":
+        each = [(2.0 - 2.0 ** -23) * 2.0 ** t] * 127 + [2.0 ** (t - 24) * (1 + 2.0 ** -23)]
+    else:
+        each = [1.5 * 2.0 ** (t + 3)] * 127 + [2.0 ** (t - 22) * (1 + 2.0 ** -23)]
+    return np.array(each)
+
+
 # ====================================================================================== hand-made cases
 
 

@@ -10,7 +10,7 @@ loses bits: moving either end by three binades fails them), and terms just past 
 import numpy as np
 import pytest
 from conftest import bt_ordered_sum
-from exact_families import same_bits, split_runs
+from exact_families import chain_adversary, same_bits, split_runs
 
 import eagle
 import hawk
@@ -90,28 +90,9 @@ def test_rows_at_the_ends_of_the_chains_range(dtype, past):
 
 def _adversary(kind: str, dtype) -> np.ndarray:
     """One row (a chunk's first: p = P_START, E = F32_START) whose chains stay exact only because the range stops
-    where it does: each chain's last term has a low bit its chain must keep, and the terms before it leave too
-    little room for it when the range is wider. float64 (biased): each term before rounds the high down by
-    almost half an ulp, so the low grows to about 2**(p-46) and must keep a bit at 2**(p-101) ("floor": 127 such
-    terms, then one two binades under the floor) or, once 40 terms of 2**(p-6) (three binades over the ceiling)
-    took the high past 2**(p+1), where an ulp doubles, at 2**(p-99) ("ceiling"). float32 (windowed): 127 terms
-    at the window's top (or three binades over it) take a chain's sum where its last term's low bit (two
-    binades under the floor, or at it) is under half an ulp. Half the chains take the big terms negated, so the
-    row's exact sum is a float with that bit."""
-    if dtype == np.float64:
-        p = P_START
-        if kind == "floor":
-            each = [2.0 ** (p - 10) + 2.0 ** (p - 53) - 2.0 ** (p - 62)] * 127 + [2.0 ** (p - 49) * (1 + 2.0 ** -52)]
-        else:
-            each = [2.0 ** (p - 6)] * 40 + [2.0 ** (p - 10) + 2.0 ** (p - 52) - 2.0 ** (p - 62)] * 87 + \
-                [2.0 ** (p - 47) * (1 + 2.0 ** -52)]
-    else:
-        t = F32_START
-        if kind == "floor":
-            each = [(2.0 - 2.0 ** -23) * 2.0 ** t] * 127 + [2.0 ** (t - 24) * (1 + 2.0 ** -23)]
-        else:
-            each = [1.5 * 2.0 ** (t + 3)] * 127 + [2.0 ** (t - 22) * (1 + 2.0 ** -23)]
-    each = np.array(each)
+    where it does (exact_families.chain_adversary, a chain's terms). Half the chains take the big terms
+    negated, so the row's exact sum is a float with the last terms' bit."""
+    each = chain_adversary(kind, dtype, P_START, F32_START)
     # lane j of a group goes to chain j: chains 4-7 take the negated big terms
     groups = np.stack([each] * 4 + [np.where(each == each[-1], each, -each)] * 4, axis=1)
     return groups.reshape(1, -1).astype(dtype)

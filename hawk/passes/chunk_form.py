@@ -89,8 +89,8 @@ def nest_wraps(lay: Layout, is_wide, pairs: bool = False) -> bool:
 
 
 COLUMN_LATE = 1 << 11  # at most this many slots x components of ordered kept totals in the column shape: each
-# takes three float64 values on the stack of the lanes function (reduce_kept.column_start: 48 KiB at most); wider rows
-# run flat
+# takes three float64 values on the stack of the lanes function (reduce_kept.column_start), and its chains four or
+# five more (column_chains.start): 128 KiB at most; wider rows run flat
 
 
 def column_span(lay: Layout, is_wide, pairs: bool = False) -> int | None:

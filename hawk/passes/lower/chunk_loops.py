@@ -10,9 +10,9 @@
   (tiles)   block reductions: for tile of whole slots: the slots' totals, then one of these shapes (block.py)
   scan      for block of SCAN_BLOCK lanes: (start the scans) for its lanes: body (write the block totals): scan.py
   column    for row: for its lanes (trailing kept axes: each lane's slot is affine in the lane; ordered totals
-            through the row's buffers: reduce_kept.column_start)
+            through the row's buffers, chains in front: columns.py, column_chains.py)
   rows      the column loops over a grid's rows: coordinates from the loops; neighbour reads: the interior
-            without clamps (grid.py)
+            without clamps (columns.py, grid.py)
 
 `lanes_body` plans the chunk state (state.py), runs the shape and writes the chunk's partials to #scratch.
 """
@@ -30,7 +30,6 @@ from hawk.passes import chunk_form
 from hawk.passes.host_emit import _EQ, size
 from hawk.passes.lower import (
     block,
-    grid,
     nested_chains,
     ordered_chains,
     reduce_full,
@@ -43,7 +42,6 @@ from hawk.passes.lower import (
     wide,
 )
 from hawk.passes.lower.context import Lowering, clone_body, rewrite, rewrite_ops
-from hawk.passes.lower.grid import own_offsets
 from hawk.passes.speculate import NO_SPECULATE
 
 
@@ -108,14 +106,16 @@ def count_sinks(cx: Lowering, body: ir.Block) -> frozenset[str]:
 def drive(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.Value]) -> list[ir.Value]:
     """The loop shape `cx.form` (chunk_form.py: written by the chunk-form pass) over lanes [cx.lo, cx.hi), from
     chunk state chunk0: its final chunk state."""
+    from hawk.passes.lower import columns  # (it builds on this module's lower_body)
+
     if cx.form == "blocked":
         return blocked_driver(cx, body, chunk0, chain0)
     if cx.form == "nested":
         return nested_driver(cx, body, chunk0)
     if cx.form == "column":
-        return column_driver(cx, body, chunk0, chunk_form.column_span(cx.lay, cx.is_wide, cx.exact_pairs))
+        return columns.column_driver(cx, body, chunk0, chunk_form.column_span(cx.lay, cx.is_wide, cx.exact_pairs))
     if cx.form == "rows":
-        return column_driver(cx, body, chunk0, None)  # rows of a grid: coordinates without div/mod
+        return columns.column_driver(cx, body, chunk0, None)  # rows of a grid: coordinates without div/mod
     if cx.form == "scan":
         return scan.scan_driver(cx, body, chunk0)  # the flat loop in blocks of SCAN_BLOCK (scan.py)
     return flat_driver(cx, body, chunk0)
@@ -167,53 +167,6 @@ def flat_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
         anchor = scf.YieldOp(list(loop.inner_iter_args))
     lower_body(cx, body, anchor, loop, loop.induction_variable, loop.inner_iter_args)
     return list(loop.results)
-
-
-def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_span: int | None) -> list[ir.Value]:
-    """for each row: for its `span` lanes: body. With kept_span, the rows are those of the reduced axes and
-    each lane updates its own kept slot (lane - row start); else the rows are the grid's first axis, whose
-    coordinate (and, on a 2-D grid, the second's) the loops give without a division."""
-    e = cx.e
-    span = kept_span
-    if span is None:
-        span = 1
-        for a in cx.lay.sig.lane_axes()[1:]:
-            span *= a.extent
-    if kept_span is not None:
-        reduce_kept.column_start(cx, span)
-    rlo = e.op("arith.divui", cx.lo, e.c(span))
-    rhi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
-    outer = scf.ForOp(rlo, rhi, e.c(1), chunk0)
-    with ir.InsertionPoint(outer.body):
-        row0 = e.mul_i(outer.induction_variable, e.c(span))
-        start = e.op("arith.maxui", row0, cx.lo)
-        end = e.op("arith.minui", e.add_i(row0, e.c(span)), cx.hi)
-        count = e.c(span)  # defined before the loop that uses it
-        inner = scf.ForOp(start, end, e.c(1), list(outer.inner_iter_args))
-        with ir.InsertionPoint(inner.body):
-            offset = e.op("arith.subi", inner.induction_variable, row0)
-            anchor = scf.YieldOp(list(inner.inner_iter_args))
-        cx.lane_row = (span, row0)
-        if kept_span is not None:
-            cx.kept_slot, cx.kept_count = offset, count
-        else:
-            cx.known_coords = {cx.axes[0]: outer.induction_variable}
-            if len(cx.axes) == 2:
-                cx.known_coords[cx.axes[1]] = offset
-        margins = own_offsets(body, cx.axes) if kept_span is None and len(cx.axes) == 2 else {}
-        if any(margins.values()):  # neighbour reads: the interior of the grid runs without their clamps
-            inner.operation.erase()
-            results = grid.interior_rows(cx, body, outer, row0, start, end, span, margins)
-        else:
-            lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
-            results = list(inner.results)
-        if kept_span is not None:
-            reduce_kept.column_flush(cx, span)
-        cx.kept_slot, cx.known_coords, cx.lane_row = None, {}, None
-        scf.YieldOp(results)
-    if kept_span is not None:
-        reduce_kept.column_end(cx, span)
-    return list(outer.results)
 
 
 SHORT_SPAN = 8  # kept slots of at most this many lanes run as straight-line copies of the body (_short_slots),

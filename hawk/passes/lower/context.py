@@ -94,6 +94,9 @@ class Lowering:
         # chains lie among the accumulators, and their range (nested_chains)
         self.column_late: dict = {}  # column driver: (cell, component) -> its highs, lows, and a row's late
         # values (reduce_kept.column_start)
+        self.column_chains: dict = {}  # column driver: (cell, component) -> its chains' buffers (column_chains)
+        self.column_step: bool | None = None  # column driver, a row with chains: the late values' OR is
+        self.column_any = -1  # accumulator column_any (column_chains.row_begin)
         # planned by state.plan_state and the folds
         self.full: list = []  # state.Acc per every-lane reduction
         self.runs: list = []  # sorted_runs.Run per sorted scatter

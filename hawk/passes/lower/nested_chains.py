@@ -63,11 +63,19 @@ def _next_guess(cx: Lowering, guess: ir.Value, top: ir.Value) -> ir.Value:
     """The next block's guess from this block's largest |term| (per chain; its bits are ordered as integers):
     M = 1.5 * 2**(its exponent + ROW_STEP) within F64_P, or a window top 2**(its exponent + WINDOW_STEP)
     within F32_E; a block of zeros, or one with an inf or NaN, keeps `guess`."""
-    e = cx.e
-    top = create("vector.reduction", [top], [e.i64],
+    top = create("vector.reduction", [top], [cx.e.i64],
                  {"kind": ir.Attribute.parse("#vector.kind<maxsi>")}).result  # (|term| bits: an inf or NaN above all)
+    return guess_after(cx, guess, top)
+
+
+def guess_after(cx: Lowering, guess: ir.Value, top: ir.Value, lowest: int | None = None,
+                step: int | None = None) -> ir.Value:
+    """_next_guess from a block's largest |term| as one i64 (its bits); column_chains calls it per slot, with
+    a guess of at least `lowest` (p or E) and its own `step`."""
+    e = cx.e
     ex = e.op("arith.shrui", top, e.c(52, e.i64))
-    (lo, hi), step = (F32_E, WINDOW_STEP) if windowed(cx) else (F64_P, ROW_STEP)
+    (lo, hi), own = (F32_E, WINDOW_STEP) if windowed(cx) else (F64_P, ROW_STEP)
+    lo, step = lo if lowest is None else lowest, own if step is None else step
     p = e.op("arith.addi", ex, e.c(step - 1023, e.i64))
     p = e.op("arith.minsi", e.op("arith.maxsi", p, e.c(lo, e.i64)), e.c(hi, e.i64))
     keep = e.op("arith.ori", e.cmpi(_EQ, top, e.c(0, e.i64)), e.cmpi(_SGE, ex, e.c(0x7FF, e.i64)))

@@ -395,13 +395,19 @@ def reduce_column_pair(cx: Lowering, op, r, slot: ir.Value, n: ir.Value) -> None
     error: never zero bits) waits in the row's late buffer, zero otherwise, and column_flush spills it into the
     slot's exact accumulator after the row: the pair plus its spills stay the exact sum of the slot's terms.
     (Until 2026-12-04 the pair kept its old values aside and got them back, and the term was spilled: five
-    stores a lane, three now.)"""
+    stores a lane, three now.) Chunks of columns.COLUMN_ROWS rows of column_chains.MIN_SPAN slots or more put
+    chains in front of the pairs (column_chains.step: the pairs then take late terms and the chains' sums)."""
     e = cx.e
     mask = reduce_mask(op)
     xs = list(e.elems(reduce_value(op), r.payload)) + ([e.cf(1.0)] if r.kind == "mean" else [])
     for c, x in enumerate(xs):
         if mask is not None:
             x = e.select(mask, x, e.cf(0.0))
+        if cx.column_step is not None:  # chains in front of the pairs (column_chains)
+            from hawk.passes.lower import column_chains  # (it builds on this module)
+
+            column_chains.step(cx, (r.cell, c), slot, e.widen(x, e.f64))
+            continue
         his, los, late = cx.column_late[(r.cell, c)]
         s1, s2, rare, left = scatters.pair_step(cx, e.load(his, slot), e.load(los, slot), e.widen(x, e.f64))
         for v, buf in ((s1, his), (s2, los), (e.select(rare, left, e.cf(0.0, e.f64)), late)):

@@ -1,0 +1,99 @@
+"""The column and rows loop shapes (chunk_loops.drive): for each row, for its lanes, the body. In the column
+shape each lane updates the kept slot `lane - row start` (trailing kept axes); ordered kept totals go through
+the row's buffers (reduce_kept.column_start), and in chunks of COLUMN_ROWS rows or more through chains in front
+of them (column_chains): such a stage has the row loop twice, one with chains and one without, and a chunk
+takes the one its row count picks (both give the same bits). The rows shape runs a grid's rows with their
+coordinates from the loops (neighbour reads: the interior without clamps, grid.interior_rows)."""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import scf
+
+from hawk.passes.lower import column_chains, grid, reduce_kept
+from hawk.passes.lower.chunk_loops import lower_body
+from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
+from hawk.passes.lower.grid import own_offsets
+
+COLUMN_ROWS = 64  # chunks of fewer rows keep the pairs alone: the chains' first rows and their buffers' setup and
+# flush cost more than they win there (1000 columns, 17 rows a chunk: 0.070 ms with pairs alone, 0.090 with chains)
+_UGE = 9  # arith.cmpi
+
+
+def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_span: int | None) -> list[ir.Value]:
+    """for each row: for its `span` lanes: body. With kept_span, the rows are those of the reduced axes and
+    each lane updates its own kept slot (lane - row start); else the rows are the grid's first axis, whose
+    coordinate (and, on a 2-D grid, the second's) the loops give without a division."""
+    e = cx.e
+    span = kept_span
+    if span is None:
+        span = 1
+        for a in cx.lay.sig.lane_axes()[1:]:
+            span *= a.extent
+    if kept_span is None:
+        return _rows(cx, body, chunk0, span, None, False)
+    reduce_kept.column_start(cx, span)
+    if column_chains.wanted(cx, span):
+        rows = e.op("arith.divui", e.op("arith.subi", cx.hi, cx.lo), e.c(span))
+        either = scf.IfOp(e.cmpi(_UGE, rows, e.c(COLUMN_ROWS)), [v.type for v in chunk0], has_else=True)
+        with ir.InsertionPoint(either.then_block):
+            scf.YieldOp(_rows(cx, body, chunk0, span, kept_span, True))
+        with ir.InsertionPoint(either.else_block):
+            scf.YieldOp(_rows(cx, body, chunk0, span, kept_span, False))
+        results = list(either.results)
+    else:
+        results = _rows(cx, body, chunk0, span, kept_span, False)
+    reduce_kept.column_end(cx, span)
+    return results
+
+
+def _rows(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int, kept_span: int | None,
+          chains: bool) -> list[ir.Value]:
+    """The row loop over the chunk's rows (with chains: a copy of the body, the chains' setup and flush)."""
+    e = cx.e
+    if chains:
+        column_chains.start(cx, span)
+    n = len(chunk0)
+    rlo = e.op("arith.divui", cx.lo, e.c(span))
+    rhi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
+    outer = scf.ForOp(rlo, rhi, e.c(1), chunk0)
+    with ir.InsertionPoint(outer.body):
+        row0 = e.mul_i(outer.induction_variable, e.c(span))
+        start = e.op("arith.maxui", row0, cx.lo)
+        end = e.op("arith.minui", e.add_i(row0, e.c(span)), cx.hi)
+        count = e.c(span)  # defined before the loop that uses it
+        inits = list(outer.inner_iter_args) + (column_chains.row_begin(cx, n) if chains else [])
+        inner = scf.ForOp(start, end, e.c(1), inits)
+        with ir.InsertionPoint(inner.body):
+            offset = e.op("arith.subi", inner.induction_variable, row0)
+            anchor = scf.YieldOp(list(inner.inner_iter_args))
+        cx.lane_row = (span, row0)
+        if kept_span is not None:
+            cx.kept_slot, cx.kept_count = offset, count
+        else:
+            cx.known_coords = {cx.axes[0]: outer.induction_variable}
+            if len(cx.axes) == 2:
+                cx.known_coords[cx.axes[1]] = offset
+        margins = own_offsets(body, cx.axes) if kept_span is None and len(cx.axes) == 2 else {}
+        if any(margins.values()):  # neighbour reads: the interior of the grid runs without their clamps
+            inner.operation.erase()
+            results = grid.interior_rows(cx, body, outer, row0, start, end, span, margins)
+        elif chains:  # (a copy: the loop without chains takes the body itself)
+            cx.lane, cx.accs, cx.j = inner.induction_variable, list(inner.inner_iter_args), None
+            rewrite_ops(cx, clone_body(cx, body, anchor))
+            anchor.operation.erase()
+            with ir.InsertionPoint(inner.body):
+                scf.YieldOp(cx.accs)
+            results = list(inner.results)
+        else:
+            lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
+            results = list(inner.results)
+        if chains:  # (the late terms through the pairs, then column_flush; a block's end)
+            column_chains.row_end(cx, span, results[n], outer.induction_variable, rlo)
+        elif kept_span is not None:
+            reduce_kept.column_flush(cx, span)
+        cx.kept_slot, cx.known_coords, cx.lane_row = None, {}, None
+        scf.YieldOp(results[:n])
+    if chains:
+        column_chains.flush(cx, span)
+    return list(outer.results)
