@@ -178,6 +178,22 @@ def test_a_few_late_terms_in_later_rows(dtype):
     same_bits(_run(cc_odd, x=x), _cols_want(x, dtype), dtype, "a few late terms")
 
 
+def test_a_run_over_part_of_the_rows():
+    """A run of lanes [base, base + count) starts and stops inside a row: the last row's loop stops short of
+    slots whose late buffer held the row before's late terms (a huge one in slot 20, taken slot by slot),
+    and that row's own late term (slot 3) must not bring them back."""
+    rng = np.random.default_rng(76)
+    x = rng.standard_normal((300, 24))
+    x[251, 20], x[252, 3] = 1e300, 1e-300
+    base, stop = 24 * 2 + 5, 24 * 252 + 11
+    flat = x.reshape(-1)
+    lanes = np.arange(flat.size)
+    inside = (lanes >= base) & (lanes < stop)
+    want = np.array([bt_ordered_sum(flat[(lanes % 24 == j) & inside], np.float64) for j in range(24)])
+    out = np.asarray(eagle.deploy(cc_cols, threads=1).run(base=base, count=stop - base, x=x))
+    same_bits(out, want, np.float64, "part of the rows")
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_long_columns_cut_between_chunks(dtype):
     """Columns of several blocks, cut between chunks (each chunk's first rows guess afresh), with magnitudes

@@ -4,18 +4,20 @@ two TwoSums a term (reduce_kept.reduce_column_pair). The chains are those of the
 (nested_chains): biased from M = 1.5 * 2**p for float64, windowed under 2**E for float32, exact while each takes at
 most NEST_BLOCK terms inside its range.
 
-- A block is the chunk's first row, then NEST_BLOCK rows: every slot's chain takes at most one term a row.
 - Each slot has a guess of its own (p, or E), so columns of different scales each get their range. A term is
   held against its slot's range as it comes (there is no buffer to replay): one inside it goes into the chain,
   one outside it (an inf, a NaN, a huge or tiny value, a zero) into the row's late buffer, with no branch in the
-  row's loop. A row that left any non-zero value there runs the pairs' step over its late buffer after it (then
-  reduce_kept.column_flush spills what the pairs could not take), noting each slot's largest late |term|.
-- At a block's end each chain goes into its slot's pair by the pairs' step (float64: `high - M`, then the low).
-  A slot whose late terms went over its range, or whose chain took nothing while terms went late, moves its
-  guess to its largest late term (nested_chains.guess_after); the chains start again.
+  row's loop. A row that left any non-zero value there hands it to the pairs' step after it: the whole row in
+  one vectorized pass when many slots did (then reduce_kept.column_flush spills what the pairs could not take),
+  else slot by slot; either way each slot's largest late |term| is noted.
+- A chunk's first FIRST_ROWS rows send every term late (a range needs a guess), then blocks of NEST_BLOCK rows
+  follow: every slot's chain takes at most one term a row. At a block's end each chain goes into its slot's
+  pair by the pairs' step (float64: `high - M`, then the low), the slot's guess moves (up to a late term over
+  its range; down when terms went under it) and the chains start again.
 
 The pairs, their spills and the chains always hold the exact sum of the slot's terms, so which way a term went
-never shows in the result; a guess that is off costs its rows the pairs' step, never bits.
+never shows in the result; a guess that is off costs its rows the pairs' step, never bits. columns.py decides
+when a chunk takes chains.
 """
 
 from __future__ import annotations
@@ -179,7 +181,7 @@ def _count(cx: Lowering, span: int) -> ir.Value:
 def _sparse_late(cx: Lowering, span: int, key: tuple) -> None:
     """The row's late values of one component, slot by slot where there is one: eight slots' bits ORed at a
     time, and each non-zero value by the pairs' step (its slot's largest noted, what the pair cannot take
-    spilled at once)."""
+    spilled at once, the late value cleared)."""
     e = cx.e
     buf = cx.column_late[key][2]
     whole = span - span % _GROUP
@@ -215,7 +217,8 @@ def _late_one(cx: Lowering, span: int, key: tuple, j: ir.Value) -> None:
         e.store(e.op("arith.maxsi", e.load(top, j), ax), top, j)
         s1, s2, rare, left = scatters.pair_step(cx, e.load(his, j), e.load(los, j), x)
         e.store(s1, his, j)
-        e.store(s2, los, j)  # (the late value stays: the next row, or a flush's pass, writes every slot's)
+        e.store(s2, los, j)
+        e.store(e.cf(0.0, e.f64), buf, j)  # (a row that stops short of slot j would find it again)
         spill = scf.IfOp(rare, [], has_else=False)
         with ir.InsertionPoint(spill.then_block):
             scatters.spill(cx, key[0], e.add_i(e.mul_i(e.c(key[1]), e.c(span)), j), left)
