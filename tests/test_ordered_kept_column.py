@@ -1,5 +1,5 @@
 """Ordered sums that keep the trailing Grid axes (column sums) run in the column shape on the host
-(hawk/passes/chunk_form.py, chunk_loops.column_driver): rows of the reduced axes, each lane's term into this
+(hawk/passes/chunk_form.py, columns.column_driver): rows of the reduced axes, each lane's term into this
 chunk's (high, low) pair of its slot by two TwoSums, branch-free so that the loop over a row vectorizes; what
 the pair cannot take (a large term, an inf or a NaN, or a non-zero second error) waits in the row's late
 buffer and after the row goes to the slot's exact accumulator (reduce_kept.reduce_column_pair, column_flush).

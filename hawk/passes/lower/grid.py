@@ -2,7 +2,7 @@
 the lanes farther from every edge than the largest offset cannot read past an edge, so their reads need no clamp.
 
 `own_offsets` marks each `.at` coordinate that is the lane's own coordinate plus a constant and returns the
-largest offset per axis; `interior_rows` (used by chunk_loops.column_driver) runs
+largest offset per axis; `interior_rows` (used by columns.column_driver) runs
 each row as three loops, the middle one with a copy of the body whose marked reads skip their clamps, so its
 loads are contiguous and LLVM vectorizes the loop. The edge loops keep the clamps: results are the same bits."""
 
