@@ -2,9 +2,10 @@
 column adds its terms into a chain of its own (float64: biased from M = 1.5 * 2**p by one Fast2Sum; float32:
 windowed under 2**E by one add) while each term lies in the column's range; a term outside it waits in the row's
 late buffer and goes to the column's (high, low) pair after the row. A chunk's first FIRST_ROWS rows send every
-term late, and each column's guess then follows its largest term; blocks of 128 rows follow, a column's guess
-moving when its late terms went over its range (or under it). Every column must still be its exact sum rounded
-once, whichever way its terms went.
+term late, and each column's guess then follows its largest term; a block of PROBE_ROWS rows and blocks of 128
+rows follow, a column's guess moving when its late terms went over its range (or under it), and a chunk whose
+block sent too many terms late dropping its chains. Every column must still be its exact sum rounded once,
+whichever way its terms went.
 
 The range tests set each column's guess in the first rows (a term and its negation), then put terms right at
 both ends of the range that guess allows and just past them; the adversaries are columns whose exact sums keep
@@ -24,7 +25,8 @@ from hawk.passes.lower.ordered_chains import F32_START, F32_WINDOW, HEADROOM, LO
 # ruff: noqa: UP037 (axis labels in annotations are strings, not forward references)
 
 BLOCK = nested_chains.NEST_BLOCK  # rows of a block after the chunk's first ones
-WARM = column_chains.FIRST_ROWS  # the chunk's first rows: every term late
+WARM = column_chains.FIRST_ROWS + column_chains.PROBE_ROWS  # the chunk's first rows: every term late, then a
+# short block (here of zeros: no guess moves)
 
 
 @hawk.kernel
@@ -210,6 +212,18 @@ def test_long_columns_cut_between_chunks(dtype):
     want = _cols_want(x, dtype)
     for threads, out in split_runs(cc_cols, "host", threads=[1, 2, 3], min_chunk=24 * 90, x=x):
         same_bits(out, want, dtype, f"long columns, threads={threads}")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_columns_wider_than_a_range_drop_the_chains(dtype):
+    """Lognormal columns (sigma 5) whose terms span more than any range: a block sends many late, the chunk
+    drops its chains and its later rows take the loop without them (one chunk, and three)."""
+    rng = np.random.default_rng(77)
+    x = (rng.lognormal(0.0, 5.0, (400, 24)) * rng.choice([-1.0, 1.0], (400, 24))).astype(dtype)
+    x[380, 5] = np.inf  # (in the rows after the drop: the loop without chains spills it)
+    want = _cols_want(x, dtype)
+    for threads, out in split_runs(cc_cols, "host", threads=[1, 3], min_chunk=24 * 100, x=x):
+        same_bits(out, want, dtype, f"wide columns, threads={threads}")
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -42,7 +42,11 @@ LOWEST_E = -126 + F32_WINDOW  # float32 windows stay above float32's smallest no
 FIRST_ROWS = 8  # the chunk's first block: every term goes late (to the pairs), and each slot's guess then
 # follows its largest term (the chains' range, fixed for a block, needs a guess first); NEST_BLOCK rows a block after
 _NOTHING = -(1 << 63)  # a floor no |term| bits lie above within a range's width: the first block's
-_EQ, _NE, _SGT, _SGE, _ULE = 0, 1, 4, 5, 7  # arith.cmpi
+_EQ, _NE, _SLE, _SGT, _SGE, _ULE = 0, 1, 3, 4, 5, 7  # arith.cmpi
+PROBE_ROWS = 16  # the chunk's second block: short, so that even a short chunk soon knows whether chains pay
+BAD_SHARE = 64  # a block after the first whose terms went late more than 1 in BAD_SHARE times ends the chunk's
+# chains (its columns' terms spread wider than a range: a late term costs about as much as 50-100 chained ones, so
+# past that the pairs alone cost less)
 _GROUP = 8  # late slots looked at together (one OR of their bits)
 DENSE = 16  # a row with more than 1/DENSE of its slots late takes the vectorized pass (the first rows: all)
 _MAG = (1 << 63) - 1
@@ -128,17 +132,21 @@ def row_begin(cx: Lowering, at: int) -> list[ir.Value]:
     return [cx.e.c(0, cx.e.i64)]
 
 
-def row_end(cx: Lowering, span: int, any_late: ir.Value, row: ir.Value, first: ir.Value) -> None:
+def row_end(cx: Lowering, span: int, any_late: ir.Value, row: ir.Value, first: ir.Value,
+            late_terms: ir.Value) -> tuple[ir.Value, ir.Value]:
     """After row `row` (the chunk's first: `first`) when it left late terms: through the pairs' step, each
-    slot's largest noted (the first block's rows, every term late: one vectorized pass over the row, then
-    column_flush; later rows, where few are late: only the late slots, found eight at a time); and at a
-    block's end the chains into the pairs, afresh."""
+    slot's largest noted (one vectorized pass over the row when many slots are late, then column_flush; else
+    only the late slots, found eight at a time); and at a block's end the chains into the pairs, afresh.
+    `late_terms` counts the block's late terms so far; returns (whether the chunk keeps its chains, the count
+    after this row): a block after the first whose terms went late more than 1 in BAD_SHARE times ends the
+    chains for the rest of the chunk."""
     e = cx.e
     cx.column_step = None
     r = e.op("arith.subi", row, first)
-    late = scf.IfOp(e.cmpi(_NE, any_late, e.c(0, e.i64)), [], has_else=False)
+    late = scf.IfOp(e.cmpi(_NE, any_late, e.c(0, e.i64)), [e.i64], has_else=True)
     with ir.InsertionPoint(late.then_block):
-        dense = scf.IfOp(e.cmpi(_SGT, _count(cx, span), e.c(span // DENSE, e.i64)), [], has_else=True)
+        lates = _count(cx, span)
+        dense = scf.IfOp(e.cmpi(_SGT, lates, e.c(span // DENSE, e.i64)), [], has_else=True)
         with ir.InsertionPoint(dense.then_block):
             for key in comps(cx):
                 buf, top = cx.column_late[key][2], cx.column_chains[key][-1]
@@ -155,13 +163,28 @@ def row_end(cx: Lowering, span: int, any_late: ir.Value, row: ir.Value, first: i
             for key in comps(cx):
                 _sparse_late(cx, span, key)
             scf.YieldOp([])
-        scf.YieldOp([])
-    later = e.op("arith.subi", r, e.c(FIRST_ROWS - 1))  # (the first block: FIRST_ROWS rows)
-    ends = scf.IfOp(e.op("arith.andi", e.cmpi(_SGE, later, e.c(0)),
-                         e.cmpi(_EQ, e.op("arith.remsi", later, e.c(NEST_BLOCK)), e.c(0))), [], has_else=False)
+        scf.YieldOp([lates])
+    with ir.InsertionPoint(late.else_block):
+        scf.YieldOp([e.c(0, e.i64)])
+    counted = e.op("arith.addi", late_terms, late.results[0])
+    # blocks: FIRST_ROWS rows, PROBE_ROWS rows (soon a verdict on the chains), then NEST_BLOCK rows each
+    later = e.op("arith.subi", r, e.c(FIRST_ROWS - 1))
+    after = e.op("arith.subi", later, e.c(PROBE_ROWS))
+    i1 = ir.IntegerType.get_signless(1)
+    probe = e.cmpi(_EQ, later, e.c(PROBE_ROWS))
+    end = e.op("arith.ori", e.op("arith.ori", e.cmpi(_EQ, later, e.c(0)), probe), e.op(
+        "arith.andi", e.cmpi(_SGT, after, e.c(0)), e.cmpi(_EQ, e.op("arith.remsi", after, e.c(NEST_BLOCK)), e.c(0))))
+    ends = scf.IfOp(end, [i1, e.i64], has_else=True)
     with ir.InsertionPoint(ends.then_block):
         flush(cx, span, renew=True)
-        scf.YieldOp([])
+        rows = e.select(probe, e.c(PROBE_ROWS, e.i64), e.c(NEST_BLOCK, e.i64))
+        terms = e.op("arith.muli", rows, e.c(span * len(comps(cx)), e.i64))
+        fine = e.cmpi(_SLE, e.op("arith.muli", counted, e.c(BAD_SHARE, e.i64)), terms)
+        keep = e.op("arith.ori", e.cmpi(_EQ, later, e.c(0)), fine)
+        scf.YieldOp([keep, e.c(0, e.i64)])
+    with ir.InsertionPoint(ends.else_block):
+        scf.YieldOp([create("arith.constant", [], [i1], {"value": ir.IntegerAttr.get(i1, 1)}).result, counted])
+    return ends.results[0], ends.results[1]
 
 
 def _count(cx: Lowering, span: int) -> ir.Value:

@@ -1,15 +1,17 @@
 """The column and rows loop shapes (chunk_loops.drive): for each row, for its lanes, the body. In the column
 shape each lane updates the kept slot `lane - row start` (trailing kept axes); ordered kept totals go through
 the row's buffers (reduce_kept.column_start), and in chunks of COLUMN_ROWS rows or more through chains in front
-of them (column_chains): such a stage has the row loop twice, one with chains and one without, and a chunk
-takes the one its row count picks (both give the same bits). The rows shape runs a grid's rows with their
-coordinates from the loops (neighbour reads: the interior without clamps, grid.interior_rows)."""
+of them (column_chains): such a stage has the row loop three times, one with chains, one for a chunk that
+dropped its chains, one for a chunk that never takes them (all give the same bits). The rows shape runs a
+grid's rows with their coordinates from the loops (neighbour reads: the interior without clamps,
+grid.interior_rows)."""
 
 from __future__ import annotations
 
 from mlir import ir
 from mlir.dialects import scf
 
+from hawk.ir.build import create
 from hawk.passes.lower import column_chains, grid, reduce_kept
 from hawk.passes.lower.chunk_loops import lower_body
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
@@ -31,29 +33,75 @@ def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_spa
         for a in cx.lay.sig.lane_axes()[1:]:
             span *= a.extent
     if kept_span is None:
-        return _rows(cx, body, chunk0, span, None, False)
+        return _rows(cx, body, chunk0, span, None)
     reduce_kept.column_start(cx, span)
     if column_chains.wanted(cx, span):
         rows = e.op("arith.divui", e.op("arith.subi", cx.hi, cx.lo), e.c(span))
         either = scf.IfOp(e.cmpi(_UGE, rows, e.c(COLUMN_ROWS)), [v.type for v in chunk0], has_else=True)
         with ir.InsertionPoint(either.then_block):
-            scf.YieldOp(_rows(cx, body, chunk0, span, kept_span, True))
+            scf.YieldOp(_chain_rows(cx, body, chunk0, span))
         with ir.InsertionPoint(either.else_block):
-            scf.YieldOp(_rows(cx, body, chunk0, span, kept_span, False))
+            scf.YieldOp(_rows(cx, body, chunk0, span, kept_span))
         results = list(either.results)
     else:
-        results = _rows(cx, body, chunk0, span, kept_span, False)
+        results = _rows(cx, body, chunk0, span, kept_span)
     reduce_kept.column_end(cx, span)
     return results
 
 
-def _rows(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int, kept_span: int | None,
-          chains: bool) -> list[ir.Value]:
-    """The row loop over the chunk's rows (with chains: a copy of the body, the chains' setup and flush)."""
+def _chain_rows(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int) -> list[ir.Value]:
+    """The chunk's rows with chains (column_chains), each row's loop a copy of the body; once a block's late
+    terms made the chains cost more than they save (column_chains.row_end), the chunk's later rows run a second
+    copy without them, as a short chunk does."""
     e = cx.e
-    if chains:
-        column_chains.start(cx, span)
+    column_chains.start(cx, span)
     n = len(chunk0)
+    i1 = ir.IntegerType.get_signless(1)
+    rlo = e.op("arith.divui", cx.lo, e.c(span))
+    rhi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
+    on = create("arith.constant", [], [i1], {"value": ir.IntegerAttr.get(i1, 1)}).result
+    outer = scf.ForOp(rlo, rhi, e.c(1), list(chunk0) + [on, e.c(0, e.i64)])
+    with ir.InsertionPoint(outer.body):
+        state, chained, dense = list(outer.inner_iter_args)[:n], outer.inner_iter_args[n], outer.inner_iter_args[n + 1]
+        row0 = e.mul_i(outer.induction_variable, e.c(span))
+        start = e.op("arith.maxui", row0, cx.lo)
+        end = e.op("arith.minui", e.add_i(row0, e.c(span)), cx.hi)
+        count = e.c(span)  # defined before the loop that uses it
+        mode = scf.IfOp(chained, [i1, e.i64] + [v.type for v in state], has_else=True)
+        with ir.InsertionPoint(mode.then_block):
+            res = _row_copy(cx, body, state + column_chains.row_begin(cx, n), row0, start, end, count, span)
+            keep, dense2 = column_chains.row_end(cx, span, res[n], outer.induction_variable, rlo, dense)
+            scf.YieldOp([keep, dense2] + res[:n])
+        with ir.InsertionPoint(mode.else_block):
+            res = _row_copy(cx, body, state, row0, start, end, count, span)
+            reduce_kept.column_flush(cx, span)
+            scf.YieldOp([chained, dense] + res)
+        cx.kept_slot, cx.lane_row = None, None
+        scf.YieldOp(list(mode.results)[2:] + list(mode.results)[:2])
+    column_chains.flush(cx, span)
+    return list(outer.results)[:n]
+
+
+def _row_copy(cx: Lowering, body: ir.Block, inits: list[ir.Value], row0: ir.Value, start: ir.Value, end: ir.Value,
+              count: ir.Value, span: int) -> list[ir.Value]:
+    """A row's lanes [start, end) in a loop over a copy of the body, from the accumulators `inits`."""
+    e = cx.e
+    inner = scf.ForOp(start, end, e.c(1), inits)
+    with ir.InsertionPoint(inner.body):
+        offset = e.op("arith.subi", inner.induction_variable, row0)
+        anchor = scf.YieldOp(list(inner.inner_iter_args))
+    cx.lane_row, cx.kept_slot, cx.kept_count = (span, row0), offset, count
+    cx.lane, cx.accs, cx.j = inner.induction_variable, list(inner.inner_iter_args), None
+    rewrite_ops(cx, clone_body(cx, body, anchor))
+    anchor.operation.erase()
+    with ir.InsertionPoint(inner.body):
+        scf.YieldOp(cx.accs)
+    return list(inner.results)
+
+
+def _rows(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int, kept_span: int | None) -> list[ir.Value]:
+    """The row loop over the chunk's rows, the body itself in it (no chains)."""
+    e = cx.e
     rlo = e.op("arith.divui", cx.lo, e.c(span))
     rhi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
     outer = scf.ForOp(rlo, rhi, e.c(1), chunk0)
@@ -62,8 +110,7 @@ def _rows(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int, kept_
         start = e.op("arith.maxui", row0, cx.lo)
         end = e.op("arith.minui", e.add_i(row0, e.c(span)), cx.hi)
         count = e.c(span)  # defined before the loop that uses it
-        inits = list(outer.inner_iter_args) + (column_chains.row_begin(cx, n) if chains else [])
-        inner = scf.ForOp(start, end, e.c(1), inits)
+        inner = scf.ForOp(start, end, e.c(1), list(outer.inner_iter_args))
         with ir.InsertionPoint(inner.body):
             offset = e.op("arith.subi", inner.induction_variable, row0)
             anchor = scf.YieldOp(list(inner.inner_iter_args))
@@ -78,22 +125,11 @@ def _rows(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int, kept_
         if any(margins.values()):  # neighbour reads: the interior of the grid runs without their clamps
             inner.operation.erase()
             results = grid.interior_rows(cx, body, outer, row0, start, end, span, margins)
-        elif chains:  # (a copy: the loop without chains takes the body itself)
-            cx.lane, cx.accs, cx.j = inner.induction_variable, list(inner.inner_iter_args), None
-            rewrite_ops(cx, clone_body(cx, body, anchor))
-            anchor.operation.erase()
-            with ir.InsertionPoint(inner.body):
-                scf.YieldOp(cx.accs)
-            results = list(inner.results)
         else:
             lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
             results = list(inner.results)
-        if chains:  # (the late terms through the pairs, then column_flush; a block's end)
-            column_chains.row_end(cx, span, results[n], outer.induction_variable, rlo)
-        elif kept_span is not None:
+        if kept_span is not None:
             reduce_kept.column_flush(cx, span)
         cx.kept_slot, cx.known_coords, cx.lane_row = None, {}, None
-        scf.YieldOp(results[:n])
-    if chains:
-        column_chains.flush(cx, span)
+        scf.YieldOp(results)
     return list(outer.results)
