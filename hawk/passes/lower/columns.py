@@ -51,8 +51,9 @@ def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_spa
 
 def _chain_rows(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int) -> list[ir.Value]:
     """The chunk's rows with chains (column_chains), each row's loop a copy of the body; once a block's late
-    terms made the chains cost more than they save (column_chains.row_end), the chunk's later rows run a second
-    copy without them, as a short chunk does."""
+    terms made the chains cost more than they save (column_chains.row_end: the outer loop carries whether the
+    chunk keeps them, and the block's late terms so far), the chunk's later rows run a second copy without them,
+    as a short chunk does."""
     e = cx.e
     column_chains.start(cx, span)
     n = len(chunk0)
@@ -62,7 +63,7 @@ def _chain_rows(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int)
     on = create("arith.constant", [], [i1], {"value": ir.IntegerAttr.get(i1, 1)}).result
     outer = scf.ForOp(rlo, rhi, e.c(1), list(chunk0) + [on, e.c(0, e.i64)])
     with ir.InsertionPoint(outer.body):
-        state, chained, dense = list(outer.inner_iter_args)[:n], outer.inner_iter_args[n], outer.inner_iter_args[n + 1]
+        state, chained, lates = list(outer.inner_iter_args)[:n], outer.inner_iter_args[n], outer.inner_iter_args[n + 1]
         row0 = e.mul_i(outer.induction_variable, e.c(span))
         start = e.op("arith.maxui", row0, cx.lo)
         end = e.op("arith.minui", e.add_i(row0, e.c(span)), cx.hi)
@@ -70,12 +71,12 @@ def _chain_rows(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int)
         mode = scf.IfOp(chained, [i1, e.i64] + [v.type for v in state], has_else=True)
         with ir.InsertionPoint(mode.then_block):
             res = _row_copy(cx, body, state + column_chains.row_begin(cx, n), row0, start, end, count, span)
-            keep, dense2 = column_chains.row_end(cx, span, res[n], outer.induction_variable, rlo, dense)
-            scf.YieldOp([keep, dense2] + res[:n])
+            keep, counted = column_chains.row_end(cx, span, res[n], outer.induction_variable, rlo, lates)
+            scf.YieldOp([keep, counted] + res[:n])
         with ir.InsertionPoint(mode.else_block):
             res = _row_copy(cx, body, state, row0, start, end, count, span)
             reduce_kept.column_flush(cx, span)
-            scf.YieldOp([chained, dense] + res)
+            scf.YieldOp([chained, lates] + res)
         cx.kept_slot, cx.lane_row = None, None
         scf.YieldOp(list(mode.results)[2:] + list(mode.results)[:2])
     column_chains.flush(cx, span)
