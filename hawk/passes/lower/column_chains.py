@@ -50,7 +50,6 @@ BAD_SHARE = 64  # a block after the first whose terms went late more than 1 in B
 _GROUP = 8  # late slots looked at together (one OR of their bits)
 DENSE = 16  # a row with more than 1/DENSE of its slots late takes the vectorized pass (the first rows: all)
 _MAG = (1 << 63) - 1
-_EXP = ~((1 << 52) - 1)
 
 
 def comps(cx: Lowering) -> list[tuple]:
@@ -82,8 +81,9 @@ def start(cx: Lowering, span: int) -> None:
 
 
 def _width(cx: Lowering) -> int:
-    """Bits from a range's floor to its ceiling (both allowed): biased 2**(p-LOW_RANGE) .. 2**(p-HEADROOM),
-    windowed float32 exponents E - F32_WINDOW .. E (up to 2**(E+1), excluded)."""
+    """Bits from nested_chains.chain_range's floor to its ceiling (both allowed), a constant for every guess
+    a slot takes: biased 2**(p-LOW_RANGE) .. 2**(p-HEADROOM), windowed float32 exponents E - F32_WINDOW .. E
+    (up to 2**(E+1), excluded; LOWEST_E keeps the floor off its clamp)."""
     if nested_chains.windowed(cx):
         return (F32_WINDOW + 1 << 52) - 1
     return LOW_RANGE - HEADROOM << 52
@@ -98,9 +98,7 @@ def _renew(cx: Lowering, bufs, j: ir.Value, g: ir.Value) -> None:
     for b in chain[1:]:
         e.store(e.cf(0.0, e.f64), b, j)
     e.store(g, guess, j)
-    reach = F32_WINDOW if len(chain) == 1 else LOW_RANGE
-    two_p = e.op("arith.andi", e.op("arith.bitcast", g, t=e.i64), e.c(_EXP, e.i64))
-    e.store(e.op("arith.subi", two_p, e.c(reach << 52, e.i64)), floor, j)
+    e.store(nested_chains.chain_range(cx, g)[0], floor, j)
     e.store(e.c(0, e.i64), top, j)
 
 
@@ -170,11 +168,10 @@ def row_end(cx: Lowering, span: int, any_late: ir.Value, row: ir.Value, first: i
     # blocks: FIRST_ROWS rows, PROBE_ROWS rows (soon a verdict on the chains), then NEST_BLOCK rows each
     later = e.op("arith.subi", r, e.c(FIRST_ROWS - 1))
     after = e.op("arith.subi", later, e.c(PROBE_ROWS))
-    i1 = ir.IntegerType.get_signless(1)
     probe = e.cmpi(_EQ, later, e.c(PROBE_ROWS))
     end = e.op("arith.ori", e.op("arith.ori", e.cmpi(_EQ, later, e.c(0)), probe), e.op(
         "arith.andi", e.cmpi(_SGT, after, e.c(0)), e.cmpi(_EQ, e.op("arith.remsi", after, e.c(NEST_BLOCK)), e.c(0))))
-    ends = scf.IfOp(end, [i1, e.i64], has_else=True)
+    ends = scf.IfOp(end, [e.i1, e.i64], has_else=True)
     with ir.InsertionPoint(ends.then_block):
         flush(cx, span, renew=True)
         rows = e.select(probe, e.c(PROBE_ROWS, e.i64), e.c(NEST_BLOCK, e.i64))
@@ -183,7 +180,7 @@ def row_end(cx: Lowering, span: int, any_late: ir.Value, row: ir.Value, first: i
         keep = e.op("arith.ori", e.cmpi(_EQ, later, e.c(0)), fine)
         scf.YieldOp([keep, e.c(0, e.i64)])
     with ir.InsertionPoint(ends.else_block):
-        scf.YieldOp([create("arith.constant", [], [i1], {"value": ir.IntegerAttr.get(i1, 1)}).result, counted])
+        scf.YieldOp([e.c(1, e.i1), counted])
     return ends.results[0], ends.results[1]
 
 
@@ -296,11 +293,8 @@ def _into_pairs(cx: Lowering, span: int, key: tuple, value) -> None:
     """value(j) into slot j's pair by the pairs' step, for every slot of the row (a vectorized loop); what the
     pair cannot take waits in the late buffer (zero otherwise) for column_flush."""
     e = cx.e
-    his, los, late = cx.column_late[key]
     loop = scf.ForOp(e.c(0), e.c(span), e.c(1), [])
     with ir.InsertionPoint(loop.body):
         j = loop.induction_variable
-        s1, s2, rare, left = scatters.pair_step(cx, e.load(his, j), e.load(los, j), value(j))
-        for v, buf in ((s1, his), (s2, los), (e.select(rare, left, e.cf(0.0, e.f64)), late)):
-            e.store(v, buf, j)
+        reduce_kept.column_pair_step(cx, key, j, value(j))
         scf.YieldOp([])

@@ -11,7 +11,6 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import scf
 
-from hawk.ir.build import create
 from hawk.passes.lower import column_chains, grid, reduce_kept
 from hawk.passes.lower.chunk_loops import lower_body
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
@@ -57,18 +56,12 @@ def _chain_rows(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int)
     e = cx.e
     column_chains.start(cx, span)
     n = len(chunk0)
-    i1 = ir.IntegerType.get_signless(1)
-    rlo = e.op("arith.divui", cx.lo, e.c(span))
-    rhi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
-    on = create("arith.constant", [], [i1], {"value": ir.IntegerAttr.get(i1, 1)}).result
-    outer = scf.ForOp(rlo, rhi, e.c(1), list(chunk0) + [on, e.c(0, e.i64)])
+    rlo, rhi = _row_range(cx, span)
+    outer = scf.ForOp(rlo, rhi, e.c(1), list(chunk0) + [e.c(1, e.i1), e.c(0, e.i64)])
     with ir.InsertionPoint(outer.body):
         state, chained, lates = list(outer.inner_iter_args)[:n], outer.inner_iter_args[n], outer.inner_iter_args[n + 1]
-        row0 = e.mul_i(outer.induction_variable, e.c(span))
-        start = e.op("arith.maxui", row0, cx.lo)
-        end = e.op("arith.minui", e.add_i(row0, e.c(span)), cx.hi)
-        count = e.c(span)  # defined before the loop that uses it
-        mode = scf.IfOp(chained, [i1, e.i64] + [v.type for v in state], has_else=True)
+        row0, start, end, count = _row_bounds(cx, outer.induction_variable, span)
+        mode = scf.IfOp(chained, [e.i1, e.i64] + [v.type for v in state], has_else=True)
         with ir.InsertionPoint(mode.then_block):
             res = _row_copy(cx, body, state + column_chains.row_begin(cx, n), row0, start, end, count, span)
             keep, counted = column_chains.row_end(cx, span, res[n], outer.induction_variable, rlo, lates)
@@ -103,14 +96,9 @@ def _row_copy(cx: Lowering, body: ir.Block, inits: list[ir.Value], row0: ir.Valu
 def _rows(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int, kept_span: int | None) -> list[ir.Value]:
     """The row loop over the chunk's rows, the body itself in it (no chains)."""
     e = cx.e
-    rlo = e.op("arith.divui", cx.lo, e.c(span))
-    rhi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
-    outer = scf.ForOp(rlo, rhi, e.c(1), chunk0)
+    outer = scf.ForOp(*_row_range(cx, span), e.c(1), chunk0)
     with ir.InsertionPoint(outer.body):
-        row0 = e.mul_i(outer.induction_variable, e.c(span))
-        start = e.op("arith.maxui", row0, cx.lo)
-        end = e.op("arith.minui", e.add_i(row0, e.c(span)), cx.hi)
-        count = e.c(span)  # defined before the loop that uses it
+        row0, start, end, count = _row_bounds(cx, outer.induction_variable, span)
         inner = scf.ForOp(start, end, e.c(1), list(outer.inner_iter_args))
         with ir.InsertionPoint(inner.body):
             offset = e.op("arith.subi", inner.induction_variable, row0)
@@ -134,3 +122,17 @@ def _rows(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int, kept_
         cx.kept_slot, cx.known_coords, cx.lane_row = None, {}, None
         scf.YieldOp(results)
     return list(outer.results)
+
+
+def _row_range(cx: Lowering, span: int) -> tuple[ir.Value, ir.Value]:
+    """The rows [first, last) the chunk's lanes [cx.lo, cx.hi) touch."""
+    e = cx.e
+    return e.op("arith.divui", cx.lo, e.c(span)), e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
+
+
+def _row_bounds(cx: Lowering, row: ir.Value, span: int) -> tuple[ir.Value, ...]:
+    """Row `row`'s first lane, the chunk's lanes [start, end) of it, and its slot count (a constant made here,
+    before the loop that uses it)."""
+    e = cx.e
+    row0 = e.mul_i(row, e.c(span))
+    return row0, e.op("arith.maxui", row0, cx.lo), e.op("arith.minui", e.add_i(row0, e.c(span)), cx.hi), e.c(span)

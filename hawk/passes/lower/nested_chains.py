@@ -82,12 +82,12 @@ def guess_after(cx: Lowering, guess: ir.Value, top: ir.Value, lowest: int | None
     return e.select(keep, guess, pow2(cx, p, half=not windowed(cx)))
 
 
-def _range(cx: Lowering, guess: ir.Value) -> tuple[ir.Value, ir.Value]:
+def chain_range(cx: Lowering, guess: ir.Value) -> tuple[ir.Value, ir.Value]:
     """The bits (i64, as the range's are) of the |term| range (floor, ceiling; both allowed) that keeps a
-    block's chains exact. Biased, from M = 1.5 * 2**p: 2**(p-LOW_RANGE) to 2**(p-HEADROOM). Windowed, from
-    2**E: float32 exponents E - F32_WINDOW to E (the floor at least float32's smallest normal): such terms are
-    multiples of 2**(E-45) below 2**(E+1), so a chain's 128 partial sums are multiples of it below 2**53 times
-    it, float64 values all."""
+    block's chains exact (column_chains' slots' too). Biased, from M = 1.5 * 2**p: 2**(p-LOW_RANGE) to
+    2**(p-HEADROOM). Windowed, from 2**E: float32 exponents E - F32_WINDOW to E (the floor at least float32's
+    smallest normal): such terms are multiples of 2**(E-45) below 2**(E+1), so a chain's 128 partial sums are
+    multiples of it below 2**53 times it, float64 values all."""
     e = cx.e
     two_p = e.op("arith.andi", e.op("arith.bitcast", guess, t=e.i64), e.c(~((1 << 52) - 1), e.i64))
     if windowed(cx):
@@ -123,7 +123,7 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
         out, bad, nxt = res[:n], None, []
         for k, g in enumerate(guess):
             hi, lo, top, bottom = res[n + 4 * k:n + 4 * k + 4]
-            floor, ceiling = _range(cx, g)
+            floor, ceiling = chain_range(cx, g)
             flag = e.op("arith.ori", e.cmpi(_SGT, top, e.bcast(ceiling, _bits(cx))),
                         e.cmpi(_SLT, bottom, e.bcast(e.op("arith.subi", floor, e.c(1, e.i64)), _bits(cx))))
             flag = _any8(cx, flag)

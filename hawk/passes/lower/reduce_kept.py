@@ -408,10 +408,18 @@ def reduce_column_pair(cx: Lowering, op, r, slot: ir.Value, n: ir.Value) -> None
 
             column_chains.step(cx, (r.cell, c), slot, e.widen(x, e.f64))
             continue
-        his, los, late = cx.column_late[(r.cell, c)]
-        s1, s2, rare, left = scatters.pair_step(cx, e.load(his, slot), e.load(los, slot), e.widen(x, e.f64))
-        for v, buf in ((s1, his), (s2, los), (e.select(rare, left, e.cf(0.0, e.f64)), late)):
-            e.store(v, buf, slot)
+        column_pair_step(cx, (r.cell, c), slot, e.widen(x, e.f64))
+
+
+def column_pair_step(cx: Lowering, key: tuple, slot: ir.Value, x: ir.Value) -> None:
+    """x (float64) into slot's pair in the column shape's buffers of component `key` by the pairs' step, every
+    store unconditional: what the pair cannot take goes to the slot's late value (zero otherwise), for
+    column_flush."""
+    e = cx.e
+    his, los, late = cx.column_late[key]
+    s1, s2, rare, left = scatters.pair_step(cx, e.load(his, slot), e.load(los, slot), x)
+    for v, buf in ((s1, his), (s2, los), (e.select(rare, left, e.cf(0.0, e.f64)), late)):
+        e.store(v, buf, slot)
 
 
 def column_flush(cx: Lowering, span: int) -> None:
