@@ -25,7 +25,7 @@ from mlir.dialects import scf
 
 from hawk.ir.build import create
 from hawk.passes.host_emit import size
-from hawk.passes.lower import reduce_kept
+from hawk.passes.lower import ordered_chains, reduce_kept
 from hawk.passes.lower.context import Lowering
 from hawk.passes.lower.ordered_chains import BIAS_STEP, F32_START, F32_WINDOW, HEADROOM, LOW_RANGE, P_START, pow2
 
@@ -37,7 +37,7 @@ ROW_STEP = BIAS_STEP + 2  # p = (exponent of the previous row's largest term) + 
 F64_P = (-975, 968)  # the range's floor normal; its ceiling below scatters.pair_limit (2**960)
 WINDOW_STEP = 3  # float32: E = (exponent of the previous block's largest term) + WINDOW_STEP
 F32_E = (-126, 62)  # float32 window tops: terms below a float32 kernel's pair_limit (2**64)
-_EQ, _SLT, _SGT, _SGE = 0, 2, 4, 5  # arith.cmpi
+_EQ, _SGT, _SGE = 0, 4, 5  # arith.cmpi
 _MAG = (1 << 63) - 1
 _BLOCK_LANES = NEST_BLOCK * reduce_kept.NEST_CHAINS  # lanes of a block
 
@@ -125,7 +125,7 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
             hi, lo, top, bottom = res[n + 4 * k:n + 4 * k + 4]
             floor, ceiling = chain_range(cx, g)
             flag = e.op("arith.ori", e.cmpi(_SGT, top, e.bcast(ceiling, _bits(cx))),
-                        e.cmpi(_SLT, bottom, e.bcast(e.op("arith.subi", floor, e.c(1, e.i64)), _bits(cx))))
+                        ordered_chains.bottom_below(e, bottom, e.bcast(floor, _bits(cx))))
             flag = _any8(cx, flag)
             bad = flag if bad is None else e.op("arith.ori", bad, flag)
             nxt.append(_next_guess(cx, g, top))
@@ -175,7 +175,7 @@ def term_buffer(cx: Lowering, m: int | None = None) -> ir.Value:
 def chain_step(cx: Lowering, r, c: int, xv: ir.Value) -> None:
     """A group's terms (one per chain) of component c of `r`: into the term buffer, into the chains by one
     Fast2Sum (windowed: one add), and into the chains' range: the largest |term| and the smallest non-zero one
-    less one, on their bits as integers (ordered_chains.range_step's 64-bit form; an inf or NaN lies above every
+    less one, on their bits as integers (ordered_chains.range_step64; an inf or NaN lies above every
     ceiling, and no fast-math max is left to make a NaN poison a branch). No branch: the block's end holds the
     range against the chains' (chained_groups)."""
     e = cx.e
@@ -188,10 +188,8 @@ def chain_step(cx: Lowering, r, c: int, xv: ir.Value) -> None:
         s[i] = t
     else:
         s[i], s[i + 1] = t, e.add(lo, e.op("arith.subf", xv, e.op("arith.subf", t, hi)))
-    mag = _splat(cx, _MAG)
-    ax = e.op("arith.andi", e.op("arith.bitcast", xv, t=_bits(cx)), mag)
-    less = e.op("arith.andi", e.op("arith.subi", ax, _splat(cx, 1)), mag)  # (a zero's -1 masked to the largest)
-    s[i + 2], s[i + 3] = e.op("arith.maxsi", s[i + 2], ax), e.op("arith.minsi", s[i + 3], less)
+    bits = e.op("arith.bitcast", xv, t=_bits(cx))
+    s[i + 2], s[i + 3] = ordered_chains.range_step64(e, s[i + 2], s[i + 3], bits, _splat(cx, _MAG))
 
 
 def _splat(cx: Lowering, v: int) -> ir.Value:

@@ -279,26 +279,45 @@ def _windowed_step(cx: Lowering, total: ir.Value, x: ir.Value) -> ir.Value:
 
 def range_init(width: int) -> tuple[int, int]:
     """A block's range before its first term (range_step), as integers of `width` bits: top 0, and bottom the
-    largest value range_step's bottom compare takes (all ones unsigned for 32 bits; for 64 bits, the largest
-    non-negative)."""
+    largest value range_step's bottom min takes (all ones unsigned for 32 bits; for 64 bits, the largest signed
+    one, which is also what a zero term maps to)."""
     return 0, (1 << (width - 1)) - 1 if width == 64 else -1
 
 
 def range_step(cx: Lowering, top: ir.Value, bottom: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:
     """A group's terms into a component's range in this block, per chain: the largest |x| and the smallest
-    |x| - 1, on the bits as integers, so that a zero never lowers the bottom and an inf or NaN lies above every
-    finite top. 32 bits: unsigned max/min (native on x86), a zero's |x| - 1 wrapping to all ones. 64 bits:
-    AVX2 has no unsigned 64-bit max/min (each costs two flips of the sign bit around a signed compare), so the
-    values are kept non-negative, a zero's -1 masked to the largest one, and signed max/min take them: float64
-    ordered sums 30% faster in cache. Two integer max/min a group: the range is checked once, at the block's
-    end (_out_of_range), instead of testing each term."""
+    non-zero |x| less one, on the bits as integers, so that a zero never lowers the bottom and an inf or NaN lies
+    above every finite top. 32 bits: unsigned max/min (native on x86), a zero's |x| - 1 wrapping to all ones.
+    64 bits: range_step64. Two integer max/min a group: the range is checked once, at the block's end
+    (_out_of_range), instead of testing each term."""
     e = cx.e
     low_bits = _splat_bits(cx, (1 << (e.f.width - 1)) - 1)
+    if e.f.width == 64:
+        return range_step64(e, top, bottom, _bits(cx, x), low_bits)
     ax = e.op("arith.andi", _bits(cx, x), low_bits)
-    less = e.op("arith.subi", ax, _splat_bits(cx, 1))
-    if e.f.width != 64:
-        return e.op("arith.maxui", top, ax), e.op("arith.minui", bottom, less)
-    return e.op("arith.maxsi", top, ax), e.op("arith.minsi", bottom, e.op("arith.andi", less, low_bits))
+    return e.op("arith.maxui", top, ax), e.op("arith.minui", bottom, e.op("arith.subi", ax, _splat_bits(cx, 1)))
+
+
+def range_step64(e, top: ir.Value, bottom: ir.Value, bits: ir.Value, mag: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """range_step for float64 terms (their `bits` as i64 vectors; `mag` the splat of 2**63 - 1): the top is the
+    signed max of |x|'s bits; the bottom the signed min of |x| + (2**63 - 1), which is |x| - 1 with its sign bit
+    flipped: a zero maps to the largest signed value (never the min), and non-zero terms keep their order. One
+    add and one signed min (AVX2 has no unsigned 64-bit min; AVX-512 takes either in one instruction), where
+    masking a wrapped |x| - 1 took two ops. bottom_below reads it back."""
+    ax = e.op("arith.andi", bits, mag)
+    return e.op("arith.maxsi", top, ax), e.op("arith.minsi", bottom, e.op("arith.addi", ax, mag))
+
+
+def bottom_below(e, bottom: ir.Value, floor: ir.Value) -> ir.Value:
+    """Per chain, whether range_step64's `bottom` shows a non-zero term below `floor` (bits of a positive float,
+    both i64 vectors): the bottom's sign bit flipped back gives |x| - 1 (all ones for zeros alone), held
+    unsigned against floor - 1."""
+    t = floor.type
+    sign = create("arith.constant", [], [t], {"value": ir.DenseElementsAttr.get_splat(
+        t, ir.IntegerAttr.get(ir.IntegerType.get_signless(64), -(1 << 63)))}).result
+    one = create("arith.constant", [], [t], {"value": ir.DenseElementsAttr.get_splat(
+        t, ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1))}).result
+    return e.cmpi(_ULT, e.op("arith.xori", bottom, sign), e.op("arith.subi", floor, one))
 
 
 def _out_of_range(cx: Lowering, top: ir.Value, bottom: ir.Value, guess: ir.Value) -> ir.Value:
@@ -316,7 +335,10 @@ def _out_of_range(cx: Lowering, top: ir.Value, bottom: ir.Value, guess: ir.Value
         ceiling = e.op("arith.ori", tb, _splat_bits(cx, (1 << 23) - 1))  # the largest float of E's binade
         floor, normal = e.op("arith.subi", tb, _splat_bits(cx, F32_WINDOW << 23)), 1 << 23
     floor = e.op("arith.maxui", floor, _splat_bits(cx, normal))
-    below = e.cmpi(_ULT, bottom, e.op("arith.subi", floor, _splat_bits(cx, 1)))
+    if e.f.width == 64:
+        below = bottom_below(e, bottom, floor)
+    else:
+        below = e.cmpi(_ULT, bottom, e.op("arith.subi", floor, _splat_bits(cx, 1)))
     return e.op("arith.ori", e.cmpi(_UGT, top, ceiling), below)
 
 
