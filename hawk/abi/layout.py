@@ -179,6 +179,10 @@ class Layout:
 # split gives the same bits, so they need no block structure.
 ORDERED_BLOCK = 1024
 ORDERED_CHAINS = 8
+# On the host, a block's compensated chains are this many (four 512-bit vectors of float64 sums side by side): with
+# eight, each block was one vector's chain of 128 dependent adds, bound by the add's latency; the block's end folds
+# them back to ORDERED_CHAINS by TwoSums (hawk/passes/lower/reduce_full.py). Kernels with a wide payload keep eight.
+COMPENSATED_CHAINS = 32
 
 
 # GPU launch forms (hawk/passes/lower_gpu_tree.py, hawk/passes/lower_gpu.py); workgroups of WORKGROUP threads.

@@ -394,7 +394,7 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
     neighbours (`terms_first`, which keeps the copies scalar), the groups' lanes run first in one plain loop
     of the body that stores the terms into the term buffer, and the chains then add the buffer."""
     e = cx.e
-    B, W = ORDERED_BLOCK, cx.pair_w  # (pair_w: more chains for float32 ordered sums, never with compensated)
+    B, W = ORDERED_BLOCK, cx.pair_w  # (pair_w: more chains for float32 ordered and for compensated sums)
     ragged = not any(a.policy == "compensated" or a.wide for a in cx.full)  # (their chains' grouping is fixed)
     terms_first = ragged and cx.n_terms > 0 and _breaks_copies(body)
     if terms_first:
@@ -459,6 +459,7 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
                 rewrite_ops(cx, clone_body(cx, body, fast_anchor))
             with ir.InsertionPoint(fast_anchor), body.owner.location:
                 ordered_chains.ordered_chains_step(cx)
+                reduce_full.compensated_chains_step(cx)
         fast_anchor.operation.erase()
         with ir.InsertionPoint(fast.body):
             scf.YieldOp(cx.accs)
@@ -471,11 +472,7 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
             if acc.wide:
                 wide.wide_merge_chains(cx, acc)
                 continue
-            for c in range(acc.n):
-                for w in range(W):
-                    ks = nchunk + acc.chain + w * 2 * acc.n + c
-                    ns, nc = e.neumaier(res[acc.slot + c], res[acc.slot + acc.n + c], res[ks])
-                    res[acc.slot + c], res[acc.slot + acc.n + c] = ns, e.add(nc, res[ks + acc.n])
+            reduce_full.merge_chains(cx, acc, res, nchunk)
         scf.YieldOp(res[:nchunk])
     return list(outer.results)
 

@@ -61,10 +61,12 @@ def biased(cx: Lowering) -> bool:
 
 
 def pair_width(cx: Lowering) -> int:
-    """Chains per block (cx.pair_w): ORDERED_CHAINS, or twice as many float32 ones (a full 512-bit vector of
-    TwoSum chains; the body then runs in groups of that many copies) when no compensated or wide sum shares
-    the blocks (their chains' grouping is fixed)."""
-    if biased(cx) or any(a.policy == "compensated" or a.wide for a in cx.full):
+    """Chains per block (cx.pair_w): with a compensated sum, its chain count (state.plan_state: cx.comp_chains);
+    else ORDERED_CHAINS beside a wide sum (whose chains' grouping is fixed) or for float64, and twice as many
+    float32 ones (a full 512-bit vector of chains; the body then runs in groups of that many copies)."""
+    if any(a.policy == "compensated" for a in cx.full):
+        return cx.comp_chains
+    if biased(cx) or any(a.wide for a in cx.full):
         return ORDERED_CHAINS
     return 2 * ORDERED_CHAINS
 

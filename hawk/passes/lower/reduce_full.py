@@ -9,8 +9,11 @@ Wide payloads: wide.py. The hawk.reduce rule picks the reduction's form: a fold 
 from __future__ import annotations
 
 from mlir import ir
+from mlir.dialects import vector
 
+from hawk.abi.layout import ORDERED_CHAINS
 from hawk.ir.access import reduce_mask, reduce_value
+from hawk.ir.build import create
 from hawk.passes import exact_emit
 from hawk.passes.lower import folds, ordered_chains, planes, reduce_kept, wide
 from hawk.passes.lower.context import Lowering, rule
@@ -87,24 +90,18 @@ def reduce_full(cx: Lowering, op, acc: Acc) -> None:
             exact_emit.deposit(e, exact, ordered_chains.exact_slot(cx, acc, c), x, mask)
     elif acc.policy == "compensated":
         for c, x in enumerate(xs):
+            if isinstance(cx.j, int) and cx.target == "host":  # a full block's copy j: into the group's vector
+                if mask is not None:  # (-0.0 adds nothing, even to a -0.0 sum)
+                    x = e.select(mask, x, e.cf(-0.0, x.type))
+                cx.pending.setdefault((acc.chain, c), [None] * cx.pair_w)[cx.j] = x
+                continue
             x = e.widen(x, e.f64)
-            if isinstance(cx.j, int):  # a straight-line copy: its own chain
+            if isinstance(cx.j, int):  # (GPU) a full block's copy j: its own chain, one value each
                 ks = ordered_chains.nchunk_red_total(cx) + acc.chain + cx.j * 2 * acc.n + c
-                kc = ks + acc.n
+                ns, nc = _chain_add(cx, s[ks], s[ks + acc.n], x)
+                ks, kc = ks, ks + acc.n
             else:
                 ks, kc = acc.slot + c, acc.slot + acc.n + c
-            if isinstance(cx.j, int) and isinstance(e.f, ir.F32Type):
-                # float32 terms in a float64 chain of at most 128 (it restarts each block): its plain adds err by
-                # at most 127 x 2**-53 of the sum of |terms|, far inside float32's bound (docs/ordered.md)
-                s[ks] = keep(e.add(s[ks], x), s[ks])
-                continue
-            if isinstance(cx.j, int):
-                # a block's chain: Knuth's TwoSum, the same exact error as the Neumaier step's without its
-                # comparisons (7 adds, no masks). An overflowing sum leaves a NaN error: the chain's sum then
-                # stays inf or NaN, and the finish takes such a sum alone (finish.compensated_value)
-                ns, err = e.two_sum(s[ks], x)
-                nc = e.add(s[kc], err)
-            else:
                 ns, nc = e.neumaier(s[ks], s[kc], x)
             s[ks] = keep(ns, s[ks])
             s[kc] = keep(nc, s[kc])
@@ -125,3 +122,65 @@ def reduce_full(cx: Lowering, op, acc: Acc) -> None:
                         acc.n * (2 if acc.policy == "compensated" else 1))
         one = e.c(1, e.i64) if mask is None else e.op("arith.extui", mask, t=e.i64)
         s[k] = e.op("arith.addi", s[k], one)
+
+
+
+def _chain_add(cx: Lowering, total: ir.Value, cor: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """A block's compensated chain (or a vector of them) takes x (float64). Float64 terms by Knuth's TwoSum: the
+    same exact error as a Neumaier step's without its comparisons (7 adds, no masks); an overflowing sum leaves a
+    NaN error, the chain's sum then stays inf or NaN, and the finish takes such a sum alone
+    (finish.compensated_value). Float32 terms (widened) by a plain add: a chain takes 32 of a block's terms
+    (128 on GPUs), whose adds err by at most 127 x 2**-53 of the sum of |terms|, far inside float32's bound
+    (docs/ordered.md)."""
+    e = cx.e
+    if isinstance(e.f, ir.F32Type):
+        return e.add(total, x), cor
+    total, err = e.two_sum(total, x)
+    return total, e.add(cor, err)
+
+
+def compensated_chains_step(cx: Lowering) -> None:
+    """A full block's group into its compensated chains (host): per component, the pair_w copies' terms
+    (cx.pending) as one vector into the chains' (sums, corrections) vectors (_chain_add). Vectors, not one
+    value per chain: 32 chains as scalars were packed badly by LLVM's SLP vectorizer."""
+    if cx.target != "host":  # (GPU chains took their terms one by one: reduce_full)
+        return
+    e, s = cx.e, cx.accs
+    base = ordered_chains.nchunk_red_total(cx)
+    for acc in cx.full:
+        if acc.policy != "compensated" or acc.wide:
+            continue
+        for c in range(acc.n):
+            terms = cx.pending.pop((acc.chain, c))
+            xv = create("vector.from_elements", terms, [ir.VectorType.get([cx.pair_w], terms[0].type)]).result
+            k = base + acc.chain + 2 * c
+            s[k], s[k + 1] = _chain_add(cx, s[k], s[k + 1], e.widen(xv, e.f64))
+
+
+def merge_chains(cx: Lowering, acc: Acc, res: list[ir.Value], nchunk: int) -> None:
+    """A full block's compensated chains of `acc` (in the block loop's results `res`, after the `nchunk`
+    chunk-state values) into the chunk's Neumaier pair. Host: vectors of cx.pair_w sums and corrections, folded
+    by halves to ORDERED_CHAINS first, chain j with chain j + half by Knuth's TwoSum (its error into the
+    corrections, which add plainly: the same second-order term a Neumaier step leaves); then each of the eight
+    by a Neumaier step, in chain order. GPU: ORDERED_CHAINS chains of one value each, in chain order."""
+    e, n = cx.e, acc.n
+    for c in range(n):
+        if cx.target != "host":
+            for w in range(ORDERED_CHAINS):
+                ks = nchunk + acc.chain + w * 2 * n + c
+                ns, nc = e.neumaier(res[acc.slot + c], res[acc.slot + n + c], res[ks])
+                res[acc.slot + c], res[acc.slot + n + c] = ns, e.add(nc, res[ks + n])
+            continue
+        k = nchunk + acc.chain + 2 * c
+        sums, cors = res[k], res[k + 1]
+        w = cx.pair_w
+        while w > ORDERED_CHAINS:
+            h = w // 2
+            lo, hi = list(range(h)), list(range(h, w))
+            sums, err = e.two_sum(e.shuffle(sums, sums, lo), e.shuffle(sums, sums, hi))
+            cors = e.add(e.add(e.shuffle(cors, cors, lo), e.shuffle(cors, cors, hi)), err)
+            w = h
+        for j in range(w):
+            s, cor = vector.extract(sums, [], [j]), vector.extract(cors, [], [j])
+            ns, nc = e.neumaier(res[acc.slot + c], res[acc.slot + n + c], s)
+            res[acc.slot + c], res[acc.slot + n + c] = ns, e.add(nc, cor)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from hawk.abi.layout import ORDERED_CHAINS, Reduction, chunk_slots
+from hawk.abi.layout import COMPENSATED_CHAINS, ORDERED_CHAINS, Reduction, chunk_slots
 from hawk.ir.access import sink_name, stored_value
 from hawk.ir.build import create
 from hawk.passes.analysis import payload_of
@@ -30,7 +30,7 @@ class Acc:
     chunk: int  # where its chunk partials start in #scratch: [values (n)] [corrections (n) if compensated] [count]
     slot: int  # its first chunk-state slot among the iter_args (the same layout; a wide one: only its count)
     wide: bool = False  # a wide payload: its chunk and chain state live in `mem` (hawk/passes/lower/wide.py)
-    chain: int = -1  # compensated: first chain-state slot, ORDERED_CHAINS x 2n
+    chain: int = -1  # compensated: first chain-state slot (state.plan_state: vectors on the host, values on GPUs)
     exact_at: int = 0  # ordered: where its accumulators (one per component) start in a chunk's #exact words
     pairs: bool = False  # ordered, host: full blocks keep two-float chains (ordered_chain_step), exact or redone
     wide_pairs: bool = False  # ordered, host, a wide payload: the chunk's (high, low) vectors in `mem` (wide.py)
@@ -49,7 +49,11 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
     cx.n_terms = 0  # components of ordered sums kept in pairs: their terms' block buffer
     # where each reduction's partials sit in #scratch and its accumulators in #exact: the finish's reading of the
     # layout (its own pass builds the finish from the layout alone), so the lanes write where it reads
-    for acc in finish_accs(cx):
+    accs = finish_accs(cx)
+    # compensated chains per block: COMPENSATED_CHAINS, or ORDERED_CHAINS on GPUs and beside a wide payload
+    cx.comp_chains = ORDERED_CHAINS if cx.target != "host" or any(
+        a.policy != "ordered" and cx.wide_sums and cx.is_wide(a.r.payload) for a in accs) else COMPENSATED_CHAINS
+    for acc in accs:
         r, n, pol, off = acc.r, acc.n, acc.policy, acc.chunk
         acc.slot = len(chunk)
         acc.wide = pol != "ordered" and cx.wide_sums and cx.is_wide(r.payload)
@@ -71,8 +75,11 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
             chunk += [e.identity(r.kind, t)] * n
             if pol == "compensated":
                 chunk += [e.cf(0.0, t)] * n
-                acc.chain = len(chain)  # CHAINS x (sums (n), corrections (n)), merged at each block's end
-                chain += [e.cf(0.0, t)] * (ORDERED_CHAINS * 2 * n)
+                acc.chain = len(chain)  # merged at each block's end (reduce_full.merge_chains)
+                if cx.target == "host":  # per component, the chains' (sums, corrections) vectors
+                    chain += [e.splat(0.0, ir.VectorType.get([cx.comp_chains], t))] * (2 * n)
+                else:  # per chain, sums (n) and corrections (n): spirv takes no vector loop values
+                    chain += [e.cf(0.0, t)] * (ORDERED_CHAINS * 2 * n)
             used = len(chunk) - acc.slot
             cx.scratch_at += range(off, off + used)
         if r.kind == "mean":
