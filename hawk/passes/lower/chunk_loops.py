@@ -32,6 +32,7 @@ from hawk.passes.lower import (
     block,
     nested_chains,
     ordered_chains,
+    planes,
     reduce_full,
     reduce_kept,
     scan,
@@ -449,9 +450,11 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
                 ordered_chains.buffered_chains_step(cx)
         else:  # full blocks: W copies, lane j feeding chain j
             cx.accs = list(fast.inner_iter_args)
-            if cx.n_terms:  # (no prefetch hints: measured slower with the lighter chains, docs/ordered.md)
+            if cx.n_terms:
                 with ir.InsertionPoint(fast_anchor), body.owner.location:
                     cx.group_at = e.mul_i(fast.induction_variable, e.c(W))
+            with ir.InsertionPoint(fast_anchor), body.owner.location:  # (the group's lanes, one block on)
+                planes.prefetch_ahead(cx, body, e.add_i(start, e.mul_i(fast.induction_variable, e.c(W))), W, B)
             for jj in range(W):
                 with ir.InsertionPoint(fast_anchor), body.owner.location:
                     cx.lane = e.add_i(start, e.mul_i(fast.induction_variable, e.c(W)), e.c(jj))

@@ -253,3 +253,26 @@ def kept_index(cx: Lowering, kept) -> tuple[ir.Value, ir.Value]:
         idx = e.add_i(idx, e.mul_i(coord(cx, a), n))
         n = e.mul_i(n, cx.ext[k])
     return idx, n
+
+
+
+def prefetch_ahead(cx: Lowering, body: ir.Block, lane: ir.Value, lanes: int, ahead: int) -> None:
+    """Read-prefetch hints (host) for the `lanes` lanes from `lane` + `ahead` of every scalar plane the body loads
+    at its own lane: one hint per 64-byte line, the lane clamped to the chunk's last one (cx.hi - 1, inside every
+    plane's buffer). Only hints: no result depends on them. Why: a loop that does more than a plain sum's add per
+    term (compensated and ordered chains) left the hardware prefetcher behind once the data came from memory
+    (docs/ordered.md, Prefetch)."""
+    if cx.target != "host":
+        return
+    e = cx.e
+    names = []
+    for op in body.operations:
+        if op.name == "hawk.load" and not payload_of(op.results[0].type) and plane_name(op) not in names:
+            names.append(plane_name(op))
+    last = e.op("arith.subi", cx.hi, e.c(1))
+    for name in names:
+        buf = cx.buf(name)
+        per_line = 64 * 8 // ir.MemRefType(buf.type).element_type.width
+        for k in range(0, lanes, per_line):
+            at = e.op("arith.minui", e.add_i(lane, e.c(ahead + k)), last)
+            memref.PrefetchOp(buf, [at], False, 3, True)
