@@ -369,6 +369,8 @@ def _group_loop(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value, i
     groups = scf.ForOp(start, stop, e.c(W), inits)
     with ir.InsertionPoint(groups.body):
         anchor = scf.YieldOp(list(groups.inner_iter_args))
+    with ir.InsertionPoint(anchor), body.owner.location:  # (the group's lanes, one block on: as blocked_driver's)
+        planes.prefetch_ahead(cx, body, groups.induction_variable, W, ORDERED_BLOCK)
     state = list(groups.inner_iter_args)
     cx.nested_group, cx.nested_group_at = {}, groups.induction_variable
     for j in range(W):

@@ -256,6 +256,7 @@ def kept_index(cx: Lowering, kept) -> tuple[ir.Value, ir.Value]:
 
 
 
+
 def prefetch_ahead(cx: Lowering, body: ir.Block, lane: ir.Value, lanes: int, ahead: int) -> None:
     """Read-prefetch hints (host) for the `lanes` lanes from `lane` + `ahead` of every scalar plane the body loads
     at its own lane: one hint per 64-byte line, the lane clamped to the chunk's last one (cx.hi - 1, inside every
@@ -265,14 +266,17 @@ def prefetch_ahead(cx: Lowering, body: ir.Block, lane: ir.Value, lanes: int, ahe
     if cx.target != "host":
         return
     e = cx.e
+    last = e.op("arith.subi", cx.hi, e.c(1))
+    for buf, per_line in _own_lane_planes(cx, body):
+        for k in range(0, lanes, per_line):
+            at = e.op("arith.minui", e.add_i(lane, e.c(ahead + k)), last)
+            memref.PrefetchOp(buf, [at], False, 3, True)
+
+
+def _own_lane_planes(cx: Lowering, body: ir.Block) -> list[tuple[ir.Value, int]]:
+    """(buffer, lanes per 64-byte line) of each scalar plane the body loads at its own lane."""
     names = []
     for op in body.operations:
         if op.name == "hawk.load" and not payload_of(op.results[0].type) and plane_name(op) not in names:
             names.append(plane_name(op))
-    last = e.op("arith.subi", cx.hi, e.c(1))
-    for name in names:
-        buf = cx.buf(name)
-        per_line = 64 * 8 // ir.MemRefType(buf.type).element_type.width
-        for k in range(0, lanes, per_line):
-            at = e.op("arith.minui", e.add_i(lane, e.c(ahead + k)), last)
-            memref.PrefetchOp(buf, [at], False, 3, True)
+    return [(cx.buf(n), 512 // ir.MemRefType(cx.buf(n).type).element_type.width) for n in names]
