@@ -11,7 +11,7 @@ from exact_families import f_kahan, same_bits, split_runs
 
 import eagle
 import hawk
-from hawk import Index, Mutable, Scalar
+from hawk import Index, Mutable, Scalar, Sorted
 from hawk.passes.lower.scatters import PREFETCH_KEYS, PREFETCH_SLOTS
 
 BIG = PREFETCH_SLOTS + 3
@@ -32,11 +32,34 @@ def xp_computed(key: Index, x: Scalar, acc: Mutable["slot":BIG]):
     hawk.scatter(acc, policy="ordered")[key * 2 - key] += x
 
 
+@hawk.kernel
+def xp_sorted(key: Sorted[Index], x: Scalar, acc: Mutable["slot":1024]):
+    hawk.scatter(acc, policy="ordered")[key] += x
+
+
+@hawk.kernel
+def xp_sorted_comp(key: Sorted[Index], x: Scalar, acc: Mutable["slot":1024]):
+    hawk.scatter(acc, policy="compensated")[key] += x
+
+
+@hawk.kernel
+def xp_plain(key: Index, x: Scalar, acc: Mutable["slot":1024]):
+    hawk.scatter(acc, policy="plain")[key] += x
+
+
 def test_only_large_ordered_sinks_keyed_straight_from_a_plane_get_the_hint(tmp_path):
-    hints = [line for line in bt_host_lanes_ir(xp_big, tmp_path).splitlines() if "memref.prefetch" in line]
-    assert hints and all("write" in line for line in hints)  # (one per lane of a paired group, and the tail's)
-    assert "memref.prefetch" not in bt_host_lanes_ir(xp_small, tmp_path)  # the pairs stay in cache
-    assert "memref.prefetch" not in bt_host_lanes_ir(xp_computed, tmp_path)  # no key plane to read ahead
+    # (write hints: a slot's pair; read hints: the input planes' lines planes.AHEAD lanes on, every paired group)
+    def hints(kernel, kind):
+        return [line for line in bt_host_lanes_ir(kernel, tmp_path).splitlines()
+                if "memref.prefetch" in line and f", {kind}," in line]
+
+    assert hints(xp_big, "write")  # (one per lane of a paired group, and the tail's)
+    assert not hints(xp_small, "write")  # the pairs stay in cache
+    assert not hints(xp_computed, "write")  # no key plane to read ahead
+    assert hints(xp_big, "read") and hints(xp_small, "read")
+    # scatters by sorted keys read ahead too; a plain scatter's light loop does not (hints measured slower there)
+    assert hints(xp_sorted, "read") and hints(xp_sorted_comp, "read")
+    assert "memref.prefetch" not in bt_host_lanes_ir(xp_plain, tmp_path)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

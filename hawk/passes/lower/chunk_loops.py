@@ -166,6 +166,9 @@ def flat_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
     loop = scf.ForOp(cx.lo, cx.hi, e.c(1), chunk0)
     with ir.InsertionPoint(loop.body):
         anchor = scf.YieldOp(list(loop.inner_iter_args))
+    if cx.runs:  # (scatters by sorted keys: from memory their run steps left the hardware prefetcher behind)
+        with ir.InsertionPoint(anchor), body.owner.location:
+            planes.prefetch_ahead(cx, body, loop.induction_variable, 1)
     lower_body(cx, body, anchor, loop, loop.induction_variable, loop.inner_iter_args)
     return list(loop.results)
 
@@ -369,8 +372,8 @@ def _group_loop(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value, i
     groups = scf.ForOp(start, stop, e.c(W), inits)
     with ir.InsertionPoint(groups.body):
         anchor = scf.YieldOp(list(groups.inner_iter_args))
-    with ir.InsertionPoint(anchor), body.owner.location:  # (the group's lanes, one block on: as blocked_driver's)
-        planes.prefetch_ahead(cx, body, groups.induction_variable, W, ORDERED_BLOCK)
+    with ir.InsertionPoint(anchor), body.owner.location:  # (the group's lanes, planes.AHEAD on: as blocked_driver)
+        planes.prefetch_ahead(cx, body, groups.induction_variable, W)
     state = list(groups.inner_iter_args)
     cx.nested_group, cx.nested_group_at = {}, groups.induction_variable
     for j in range(W):
@@ -455,8 +458,8 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
             if cx.n_terms:
                 with ir.InsertionPoint(fast_anchor), body.owner.location:
                     cx.group_at = e.mul_i(fast.induction_variable, e.c(W))
-            with ir.InsertionPoint(fast_anchor), body.owner.location:  # (the group's lanes, one block on)
-                planes.prefetch_ahead(cx, body, e.add_i(start, e.mul_i(fast.induction_variable, e.c(W))), W, B)
+            with ir.InsertionPoint(fast_anchor), body.owner.location:  # (the group's lanes, planes.AHEAD on)
+                planes.prefetch_ahead(cx, body, e.add_i(start, e.mul_i(fast.induction_variable, e.c(W))), W)
             for jj in range(W):
                 with ir.InsertionPoint(fast_anchor), body.owner.location:
                     cx.lane = e.add_i(start, e.mul_i(fast.induction_variable, e.c(W)), e.c(jj))

@@ -30,7 +30,7 @@ from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
 from hawk.passes.analysis import key_source, payload_of
 from hawk.passes.host_emit import _EQ, _SGE, _SLT
-from hawk.passes.lower import scatters, slot_ranges, split_scatters
+from hawk.passes.lower import planes, scatters, slot_ranges, split_scatters
 from hawk.passes.lower.context import Lowering
 
 RUN_LANES = 8  # lanes of a group: one 512-bit vector of float64 pairs' highs (two 256-bit ones on AVX2)
@@ -69,6 +69,8 @@ def run_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], op) -> list
     n = len(chunk0)
     init = [*chunk0, e.c(-1, e.i64), e.splat(0.0, vec), e.splat(0.0, vec)]
     loop, anchor, stop = split_scatters.group_loop(cx, W, init)
+    with ir.InsertionPoint(anchor), body.owner.location:  # (the group's input lines, planes.AHEAD lanes on)
+        planes.prefetch_ahead(cx, body, loop.induction_variable, W)
     lanes = []  # (key, term, the scatter's copy) per lane of the group
     for j in range(W):
         with ir.InsertionPoint(anchor), body.owner.location:

@@ -31,7 +31,7 @@ from hawk.ir.access import is_plane_value, scatter_keys, scatter_mode, sink_name
 from hawk.ir.build import create
 from hawk.passes import exact_emit
 from hawk.passes.analysis import key_source, payload_of
-from hawk.passes.lower import scatters
+from hawk.passes.lower import planes, scatters
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 
 SPLIT_BLOCK = 256  # lanes per block: the key and value buffers stay in L1
@@ -163,6 +163,8 @@ def paired_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
     e = cx.e
     W = PAIR_LANES
     loop, anchor, stop = group_loop(cx, W, chunk0)
+    with ir.InsertionPoint(anchor), body.owner.location:  # (the group's input lines, AHEAD lanes on)
+        planes.prefetch_ahead(cx, body, loop.induction_variable, W)
     lanes, groups = [], []
     for j in range(W):
         with ir.InsertionPoint(anchor), body.owner.location:
