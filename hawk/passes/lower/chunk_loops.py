@@ -2,8 +2,8 @@
 `hawk.chunk_form` names (chunk_form.py decides it; the chunk-form pass writes it):
 
   flat      for lane in [lo, hi): body (split_scatters.py: two passes per block for computed scatter keys)
-  blocked   for block: full blocks run ORDERED_CHAINS straight-line copies of the body per group of lanes (a
-            chain each: compensated sums, ordered two-float chains), or (a body with stores or `.at` reads)
+  blocked   for block: full blocks run cx.pair_w straight-line copies of the body per group of lanes (a chain
+            each: compensated sums, ordered two-float chains), or (a body with stores or `.at` reads)
             one loop of the body writing the terms, then the chains over them; a partial block lane by lane
   nested    for kept slot: for its contiguous lanes: body, kept totals in registers (leading kept axes); short
             slots: the chunk's whole slots as straight-line copies of the body (_short_slots)

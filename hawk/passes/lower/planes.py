@@ -255,8 +255,6 @@ def kept_index(cx: Lowering, kept) -> tuple[ir.Value, ir.Value]:
     return idx, n
 
 
-
-
 AHEAD = 1024  # lanes between a group and the lanes its prefetch hints are for (8 KiB of float64: measured
 # about as good as 512 and 2048 for sums and ordered scatters, docs/ordered.md)
 

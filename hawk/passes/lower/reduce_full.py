@@ -98,8 +98,8 @@ def reduce_full(cx: Lowering, op, acc: Acc) -> None:
             x = e.widen(x, e.f64)
             if isinstance(cx.j, int):  # (GPU) a full block's copy j: its own chain, one value each
                 ks = ordered_chains.nchunk_red_total(cx) + acc.chain + cx.j * 2 * acc.n + c
-                ns, nc = _chain_add(cx, s[ks], s[ks + acc.n], x)
-                ks, kc = ks, ks + acc.n
+                kc = ks + acc.n
+                ns, nc = _chain_add(cx, s[ks], s[kc], x)
             else:
                 ks, kc = acc.slot + c, acc.slot + acc.n + c
                 ns, nc = e.neumaier(s[ks], s[kc], x)
@@ -122,7 +122,6 @@ def reduce_full(cx: Lowering, op, acc: Acc) -> None:
                         acc.n * (2 if acc.policy == "compensated" else 1))
         one = e.c(1, e.i64) if mask is None else e.op("arith.extui", mask, t=e.i64)
         s[k] = e.op("arith.addi", s[k], one)
-
 
 
 def _chain_add(cx: Lowering, total: ir.Value, cor: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:
