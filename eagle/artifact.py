@@ -28,7 +28,7 @@ import uuid
 from eagle.binding import Binder
 from eagle.errors import InputError, RuntimeMissing
 from eagle.launch import Launcher, lane_range, prepare_stages
-from eagle.settings import min_chunk_setting, threads_setting
+from eagle.settings import chosen_chunk, min_chunk_setting, threads_setting
 from eagle.stage import run_stages
 from hawk.abi.artifact.format import (
     INDEX_DTYPES,
@@ -189,6 +189,7 @@ class LoadedKernel:
         try:
             self.threads = threads_setting(threads)
             self.min_chunk = min_chunk_setting(min_chunk)
+            self.chosen_chunk = chosen_chunk(min_chunk)
         except ValueError as exc:
             raise ValueError(f"hawk.load({sc['name']}): {exc}") from None
         self.last_chunks: tuple[int, ...] = ()  # the chunks each stage of the latest run ran
@@ -223,7 +224,7 @@ class LoadedKernel:
                                b["device"])
                 else:
                     lib = load(art.binaries[b["file"]], stage, at, expect)
-                runs.append((lib, Launcher(self.binder, layout, self.threads, self.min_chunk)))
+                runs.append((lib, Launcher(self.binder, layout, self.threads, self.min_chunk, self.chosen_chunk)))
             self._runs[dtype] = runs
         self._runtime = None
         self.last_reverse_chunks: tuple[int, ...] = ()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 
 import numpy as np
 
@@ -28,7 +27,7 @@ from eagle import native
 from eagle.array import Array
 from eagle.binding import Binder, Bound, physical_memory, reduced_shape
 from eagle.errors import InputError
-from eagle.settings import MIN_CHUNK_ENV, is_whole, min_chunk_setting
+from eagle.settings import chosen_chunk, is_whole, min_chunk_setting
 from eagle.stage import IDENT, OVERSPLIT, Prepared
 from hawk.abi.exact import words as exact_words
 from hawk.abi.layout import ORDERED_BLOCK, Layout, compensated, fold_values, has_scan, keyed_values, scan_values
@@ -39,6 +38,9 @@ SPLIT_CHUNKS = 32  # the most chunks of a stage whose chunking ignores the threa
 # large sink's or a stored-and-added sink's copies): its chunks, and so its bits, are the same at every thread count
 COPY_LANES = 2  # ... and each of its chunks runs at least this many lanes per value of its copies: a copy costs
 # about half a random-key lane per value to reset and fold (1e7 lanes into 1e6 compensated slots: 2 chunks)
+CELL_LANES = 64  # by default a chunk runs at least this many lanes per value of its kept cells' copies: a column
+# sum's lane costs a tenth of a scatter's, and its ordered chains warm up over a chunk's first 24 rows (a column
+# sum of 1000 columns at 1e5 lanes: 1 chunk, where 6 took 1.3-1.7x as long)
 PHYSICAL = physical_memory()
 
 
@@ -113,12 +115,14 @@ def _blocked(lay: Layout) -> bool:
 class Launcher:
     """Runs one specialisation of a kernel: buffers in layout order, chunks, finish, results."""
 
-    def __init__(self, binder: Binder, layout: Layout, threads: int, min_chunk: int | None = None):
+    def __init__(self, binder: Binder, layout: Layout, threads: int, min_chunk: int | None = None,
+                 chosen: bool | None = None):
         self.binder, self.lay, self.threads = binder, layout, threads
         self.min_chunk = min_chunk_setting(min_chunk)
         # a chunk size the caller chose (min_chunk= or $EAGLE_MIN_CHUNK) is taken as it is; the default one also
-        # keeps chunks at least as long as their private copies (see chunks)
-        self.chosen_chunk = min_chunk is not None or os.environ.get(MIN_CHUNK_ENV, "") != ""
+        # keeps chunks at least as long as their private copies (see chunks). `chosen`: what the plan was told,
+        # when `min_chunk` is the size it resolved (a plan resolves it once: settings.chosen_chunk)
+        self.chosen_chunk = chosen_chunk(min_chunk) if chosen is None else chosen
         self.last_chunks = 0  # chunks of the latest launch prepared (what tests read to see a run split)
         self.red = {r.cell: r for r in layout.reductions}
         self.meta_k = layout.buffer_index("#meta")
@@ -136,7 +140,8 @@ class Launcher:
         """How many chunks lanes [lo, lo + lanes) run in. A stage with Layout.fixed_chunks takes as many as its
         lanes, its copies and SPLIT_CHUNKS allow (each chunk at least COPY_LANES lanes per value its copies hold,
         whatever min_chunk; a power of two, so that 2, 4, 8... threads share them evenly), whatever the thread
-        count (one thread runs them in turn); any other takes up to OVERSPLIT per thread, one with one thread."""
+        count (one thread runs them in turn); any other takes up to OVERSPLIT per thread, one with one thread, and
+        a multiple of the thread count when it is more than that."""
         if self.span is None or (self.threads == 1 and not self.fixed):
             return 1
         most = SPLIT_CHUNKS if self.fixed else self.threads * OVERSPLIT
@@ -145,12 +150,14 @@ class Launcher:
             if not self.fixed:
                 most = min(most, max(self.threads, PRIVATE_VALUES // copies))
             most = min(most, max(1, COPY_BYTES // (8 * copies)))  # all the copies together: at most COPY_BYTES
-        # by default a chunk takes at least as many lanes as its private copies hold values: resetting and
-        # combining a copy would otherwise cost more than the lanes it saves
+        # by default a chunk takes at least as many lanes as its private copies hold values (CELL_LANES per value
+        # of a kept cell's): resetting and combining a copy would otherwise cost more than the lanes it saves
         least = max(self.min_chunk, self.aligned(b), COPY_LANES * copies if self.fixed else
-                    0 if self.chosen_chunk else copies)
+                    0 if self.chosen_chunk else copies + (CELL_LANES - 1) * self.lay.copy_values(cells_only=True))
         n = max(1, min(most, lanes // least))
-        return 1 << (n.bit_length() - 1) if self.fixed else n
+        if self.fixed:
+            return 1 << (n.bit_length() - 1)
+        return n - n % self.threads if n > self.threads else n  # (7 chunks on 2 threads: one thread runs 4)
 
     def range_parts(self, lanes: int) -> int:
         """Chunks of a slot-range stage (hawk.abi.layout.wants_slot_ranges): one per thread, each running every

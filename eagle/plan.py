@@ -13,7 +13,7 @@ from eagle import cache
 from eagle.binding import Binder, lane_local_inputs
 from eagle.launch import Launcher, lane_range, prepare_stages
 from eagle.native.reuse import RunCache
-from eagle.settings import min_chunk_setting, threads_setting
+from eagle.settings import chosen_chunk, min_chunk_setting, threads_setting
 from eagle.stage import run_stages
 from eagle.targets import auto_target, host, runtime
 from hawk.abi.layout import Spec
@@ -49,6 +49,7 @@ class Plan:
         try:
             self.threads = threads_setting(threads)
             self.min_chunk = min_chunk_setting(min_chunk)
+            self.chosen_chunk = chosen_chunk(min_chunk)  # (else the launcher's default rule also weighs copies)
         except ValueError as exc:
             raise ValueError(f"eagle.deploy({kernel.name}): {exc}") from None
         self.last_chunks: tuple[int, ...] = ()
@@ -61,6 +62,9 @@ class Plan:
     def __repr__(self) -> str:
         return f"<eagle.Plan {self.kernel.name} target={self.target} threads={self.threads}>"
 
+    def _launcher(self, spec, stage: int) -> Launcher:
+        return Launcher(self.binder, self.kernel.layout(spec, stage), self.threads, self.min_chunk, self.chosen_chunk)
+
     def prepare(self, spec: Spec, stage: int = 0) -> tuple[host.HostLibrary, Launcher]:
         """The compiled library and launcher for one stage of one specialisation (compiled once, cached)."""
         ready = self._ready.get((spec, stage))
@@ -71,7 +75,7 @@ class Plan:
             key = cache.key(st.key, repr(self.kernel), repr(spec), self.target, "opt3")
             lib = host.load(key, st.name, lambda path: self.kernel.build_library(spec, stage, path))
             self.kernel.persist()  # so that a later process finds the kernel's facts beside its binary
-            launcher = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads, self.min_chunk)
+            launcher = self._launcher(spec, stage)
             ready = self._ready[(spec, stage)] = (lib, launcher)
         return ready
 
@@ -94,7 +98,7 @@ class Plan:
                                lambda: self.kernel.device_binary(spec, stage, self.device))
         finish = host.load(cache.key(key, "finish"), st.name,
                            lambda path: self.kernel.build_library(spec, stage, path, finish=True))
-        launcher = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads, self.min_chunk)
+        launcher = self._launcher(spec, stage)
         return finish, launcher, binary, f"{st.name}_lanes"
 
     def run(self, base: int | None = None, count: int | None = None, **planes):

@@ -50,6 +50,12 @@ def threads_setting(value=None) -> int:
     return whole_setting(value, "threads", THREADS_ENV, os.cpu_count() or 1, "threads")
 
 
+def chosen_chunk(min_chunk: int | None) -> bool:
+    """Whether the caller chose the chunk size (`min_chunk=`, or $EAGLE_MIN_CHUNK set): then the launcher takes it
+    as it is; else its default rule also keeps chunks as long as their private copies (eagle/launch.py)."""
+    return min_chunk is not None or os.environ.get(MIN_CHUNK_ENV, "") != ""
+
+
 def min_chunk_setting(value=None) -> int:
     """The fewest lanes a host chunk takes: `min_chunk=`, else $EAGLE_MIN_CHUNK, else MIN_CHUNK (PYTHON_POOL_MIN_CHUNK
     where the native executor is unavailable). Chunk boundaries stay aligned to ordered blocks, kept spans and

@@ -17,6 +17,7 @@ What is checked:
 """
 
 import logging
+import math
 import os
 import shutil
 import threading
@@ -158,6 +159,30 @@ def test_the_default_chunk_is_small_with_the_native_executor(monkeypatch):
     assert plan.min_chunk == MIN_CHUNK == 1 << 14
     plan.run(x=_data(100_000)[0])
     assert plan.last_chunks == (6,)  # 1e5 lanes: both cores, as a fixed function of the lanes and settings
+
+
+@hawk.kernel
+def ne_columns(g: Grid["row", "col":1000], x: Scalar) -> Scalar:
+    return hawk.sum(x, over="row", policy="ordered")
+
+
+def test_kept_cells_copies_lengthen_the_default_chunk(monkeypatch):
+    # a column sum keeps a private copy of its 1000 slots per chunk: by default a chunk then runs at least
+    # CELL_LANES lanes per copy value (64 x 2000 here), and more chunks than threads come in a multiple of the
+    # thread count; a chunk size the caller chose is taken as it is. The sums are exact whatever the chunking.
+    from eagle.launch import CELL_LANES
+
+    monkeypatch.delenv("EAGLE_MIN_CHUNK", raising=False)
+    rng = np.random.default_rng(5)
+    for rows, want in ((100, 1), (1000, 1_000_000 // (CELL_LANES * 2000) // 2 * 2)):
+        x = rng.normal(size=(rows, 1000))
+        exact = [math.fsum(x[:, j]) for j in range(1000)]
+        default = eagle.deploy(ne_columns, threads=2)
+        assert np.array_equal(np.asarray(default.run(x=x)), exact)
+        assert default.last_chunks == (want,), (rows, default.last_chunks)
+        chosen = eagle.deploy(ne_columns, threads=2, min_chunk=1 << 14)
+        assert np.array_equal(np.asarray(chosen.run(x=x)), exact)
+        assert chosen.last_chunks == (min(8, rows * 1000 // (1 << 14)),), (rows, chosen.last_chunks)
 
 
 def test_results_match_numpy(monkeypatch):

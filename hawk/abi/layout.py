@@ -97,12 +97,14 @@ class Layout:
         """Cells of reductions keeping lane axes that each chunk accumulates in its own copy."""
         return [n for n in self.private if n not in self.sinks]
 
-    def copy_values(self) -> int:
+    def copy_values(self, cells_only: bool = False) -> int:
         """Values one chunk's private copies hold in all, which is what grows with the number of chunks: a
         plain sink's slots, a stored one's slots and marks, a compensated one's pairs, a kept cell's slots, an
-        ordered sink's or cell's (high, low) pairs."""
+        ordered sink's or cell's (high, low) pairs; `cells_only`: those of kept cells alone."""
         n = 0
         for name, slots in self.private.items():
+            if cells_only and name in self.sinks:
+                continue
             if self.policy_of(name) == "ordered":  # (high, low) pairs
                 n += 2 * slots
             elif name not in self.sinks:
