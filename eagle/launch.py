@@ -123,6 +123,8 @@ class Launcher:
         # keeps chunks at least as long as their private copies (see chunks). `chosen`: what the plan was told,
         # when `min_chunk` is the size it resolved (a plan resolves it once: settings.chosen_chunk)
         self.chosen_chunk = chosen_chunk(min_chunk) if chosen is None else chosen
+        self.copies = layout.copy_values()  # values one chunk's private copies hold (see chunks)
+        self.cell_copies = layout.copy_values(cells_only=True)  # ... of them in kept cells' copies
         self.last_chunks = 0  # chunks of the latest launch prepared (what tests read to see a run split)
         self.red = {r.cell: r for r in layout.reductions}
         self.meta_k = layout.buffer_index("#meta")
@@ -145,7 +147,7 @@ class Launcher:
         if self.span is None or (self.threads == 1 and not self.fixed):
             return 1
         most = SPLIT_CHUNKS if self.fixed else self.threads * OVERSPLIT
-        copies = self.lay.copy_values()
+        copies = self.copies
         if copies:
             if not self.fixed:
                 most = min(most, max(self.threads, PRIVATE_VALUES // copies))
@@ -153,7 +155,7 @@ class Launcher:
         # by default a chunk takes at least as many lanes as its private copies hold values (CELL_LANES per value
         # of a kept cell's): resetting and combining a copy would otherwise cost more than the lanes it saves
         least = max(self.min_chunk, self.aligned(b), COPY_LANES * copies if self.fixed else
-                    0 if self.chosen_chunk else copies + (CELL_LANES - 1) * self.lay.copy_values(cells_only=True))
+                    0 if self.chosen_chunk else copies + (CELL_LANES - 1) * self.cell_copies)
         n = max(1, min(most, lanes // least))
         if self.fixed:
             return 1 << (n.bit_length() - 1)

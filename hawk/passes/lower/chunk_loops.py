@@ -455,14 +455,15 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
                 ordered_chains.buffered_chains_step(cx)
         else:  # full blocks: W copies, lane j feeding chain j
             cx.accs = list(fast.inner_iter_args)
-            if cx.n_terms:
-                with ir.InsertionPoint(fast_anchor), body.owner.location:
-                    cx.group_at = e.mul_i(fast.induction_variable, e.c(W))
-            with ir.InsertionPoint(fast_anchor), body.owner.location:  # (the group's lanes, planes.AHEAD on)
-                planes.prefetch_ahead(cx, body, e.add_i(start, e.mul_i(fast.induction_variable, e.c(W))), W)
+            with ir.InsertionPoint(fast_anchor), body.owner.location:
+                at = e.mul_i(fast.induction_variable, e.c(W))  # the group's first lane: its index in the block
+                first = e.add_i(start, at)
+                if cx.n_terms:
+                    cx.group_at = at
+                planes.prefetch_ahead(cx, body, first, W)  # (the group's lanes, planes.AHEAD on)
             for jj in range(W):
                 with ir.InsertionPoint(fast_anchor), body.owner.location:
-                    cx.lane = e.add_i(start, e.mul_i(fast.induction_variable, e.c(W)), e.c(jj))
+                    cx.lane = e.add_i(first, e.c(jj))
                 cx.j = jj
                 rewrite_ops(cx, clone_body(cx, body, fast_anchor))
             with ir.InsertionPoint(fast_anchor), body.owner.location:

@@ -50,13 +50,13 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
     # where each reduction's partials sit in #scratch and its accumulators in #exact: the finish's reading of the
     # layout (its own pass builds the finish from the layout alone), so the lanes write where it reads
     accs = finish_accs(cx)
+    for acc in accs:
+        acc.wide = acc.policy != "ordered" and cx.wide_sums and cx.is_wide(acc.r.payload)
     # compensated chains per block: COMPENSATED_CHAINS, or ORDERED_CHAINS on GPUs and beside a wide payload
-    cx.comp_chains = ORDERED_CHAINS if cx.target != "host" or any(
-        a.policy != "ordered" and cx.wide_sums and cx.is_wide(a.r.payload) for a in accs) else COMPENSATED_CHAINS
+    cx.comp_chains = ORDERED_CHAINS if cx.target != "host" or any(a.wide for a in accs) else COMPENSATED_CHAINS
     for acc in accs:
         r, n, pol, off = acc.r, acc.n, acc.policy, acc.chunk
         acc.slot = len(chunk)
-        acc.wide = pol != "ordered" and cx.wide_sums and cx.is_wide(r.payload)
         if acc.wide:
             used = wide.plan_wide(cx, acc)  # its state in memory; only its count below is an iter_arg
         elif pol == "ordered":  # exact accumulators in #exact; only a mean's count is an iter_arg
