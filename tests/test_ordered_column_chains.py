@@ -7,6 +7,9 @@ rows follow, a column's guess moving when its late terms went over its range (or
 block sent too many terms late dropping its chains. Every column must still be its exact sum rounded once,
 whichever way its terms went.
 
+The kernels' bodies also write a per-lane output, which keeps them on the chains (a body that writes nothing
+takes the column tiles); the data tests run the same columns through the tiles too (the `_tiled` kernels).
+
 The range tests set each column's guess in the first rows (a term and its negation), then put terms right at
 both ends of the range that guess allows and just past them; the adversaries are columns whose exact sums keep
 a bit that a range three binades wider at either end loses."""
@@ -29,24 +32,43 @@ WARM = column_chains.FIRST_ROWS + column_chains.PROBE_ROWS  # the chunk's first 
 # short block (here of zeros: no guess moves)
 
 
+# Each kernel's body also writes a per-lane output, which keeps it on the column chains: a body that writes nothing
+# takes the column tiles (column_tiles.py; its own tests), and so do the `_tiled` twins the data tests also run.
 @hawk.kernel
-def cc_cols(g: Grid["r", "c":24], x: Scalar) -> Scalar:
+def cc_cols(g: Grid["r", "c":24], x: Scalar, total: Mutable[Scalar]) -> Scalar:
+    total = hawk.sum(x, over="r", policy="ordered")
+    return x
+
+
+@hawk.kernel
+def cc_odd(g: Grid["r", "c":27], x: Scalar, total: Mutable[Scalar]) -> Scalar:  # (three groups of eight and three)
+    total = hawk.sum(x, over="r", policy="ordered")
+    return x
+
+
+@hawk.kernel
+def cc_wide(g: Grid["r", "c":300], x: Scalar, total: Mutable[Scalar]) -> Scalar:
+    total = hawk.sum(x, over="r", policy="ordered")
+    return x
+
+
+@hawk.kernel
+def cc_narrow(g: Grid["r", "c":4], x: Scalar, total: Mutable[Scalar]) -> Scalar:  # (under MIN_SPAN: the pairs alone)
+    total = hawk.sum(x, over="r", policy="ordered")
+    return x
+
+
+@hawk.kernel
+def cc_cols_tiled(g: Grid["r", "c":24], x: Scalar) -> Scalar:
     return hawk.sum(x, over="r", policy="ordered")
 
 
 @hawk.kernel
-def cc_odd(g: Grid["r", "c":27], x: Scalar) -> Scalar:  # (three groups of eight slots and three more)
+def cc_odd_tiled(g: Grid["r", "c":27], x: Scalar) -> Scalar:
     return hawk.sum(x, over="r", policy="ordered")
 
 
-@hawk.kernel
-def cc_wide(g: Grid["r", "c":300], x: Scalar) -> Scalar:
-    return hawk.sum(x, over="r", policy="ordered")
-
-
-@hawk.kernel
-def cc_narrow(g: Grid["r", "c":4], x: Scalar) -> Scalar:  # (under MIN_SPAN: the pairs alone)
-    return hawk.sum(x, over="r", policy="ordered")
+VIA = {"chains": (cc_cols, cc_odd), "tiles": (cc_cols_tiled, cc_odd_tiled)}
 
 
 @hawk.kernel
@@ -64,7 +86,12 @@ def _cols_want(x, dtype, mask=None):
 
 
 def _run(kernel, threads=1, **planes):
-    return np.asarray(eagle.deploy(kernel, threads=threads).run(**planes))
+    return _total(eagle.deploy(kernel, threads=threads).run(**planes))
+
+
+def _total(out) -> np.ndarray:
+    """The column totals of a run: the `total` cell of a kernel with an output, else its one result."""
+    return np.asarray(out["total"] if isinstance(out, dict) else out)
 
 
 def test_narrow_rows_keep_the_pairs():
@@ -113,11 +140,12 @@ def _edge_blocks(dtype, rng, past: str | None = None) -> np.ndarray:
     return np.concatenate([_warm(np.ldexp(1.0, e)), blk, -blk]).astype(dtype)
 
 
+@pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("past", [None, "ceiling", "floor"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_columns_at_the_ends_of_the_chains_range(dtype, past):
+def test_columns_at_the_ends_of_the_chains_range(dtype, past, via):
     x = _edge_blocks(dtype, np.random.default_rng(71), past)
-    same_bits(_run(cc_cols, x=x), _cols_want(x, dtype), dtype, f"edges past={past}")
+    same_bits(_run(VIA[via][0], x=x), _cols_want(x, dtype), dtype, f"edges past={past}")
 
 
 def _adversary(kind: str, dtype) -> np.ndarray:
@@ -135,17 +163,19 @@ def _adversary(kind: str, dtype) -> np.ndarray:
     return x.astype(dtype)
 
 
+@pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("kind", ["floor", "ceiling"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_terms_just_outside_the_range_leave_the_chains(kind, dtype):
+def test_terms_just_outside_the_range_leave_the_chains(kind, dtype, via):
     x = _adversary(kind, dtype)
     want = _cols_want(x, dtype)
     assert (want == x[WARM + BLOCK - 1, 0]).all()  # (the small term: the big ones cancel)
-    same_bits(_run(cc_cols, x=x), want, dtype, f"{kind} adversary")
+    same_bits(_run(VIA[via][0], x=x), want, dtype, f"{kind} adversary")
 
 
+@pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_a_chain_takes_a_block_of_rows_at_most(dtype):
+def test_a_chain_takes_a_block_of_rows_at_most(dtype, via):
     """After first rows of zeros (the first guess stays), 255 terms that each leave a chain its largest error
     (float64: the low grows by almost 2**(p-53) a term; float32: the window's top, 2**(E+1) less an ulp), then
     one whose lowest bit (2**(p-99), or 2**(E-45)) a chain of more than 128 such terms cannot keep; the big
@@ -160,11 +190,12 @@ def test_a_chain_takes_a_block_of_rows_at_most(dtype):
     x = np.stack([col] * 24, axis=1).astype(dtype)
     want = _cols_want(x, dtype)
     assert (want == dtype(small)).all()
-    same_bits(_run(cc_cols, x=x), want, dtype, "a chain of two blocks' rows")
+    same_bits(_run(VIA[via][0], x=x), want, dtype, "a chain of two blocks' rows")
 
 
+@pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_a_few_late_terms_in_later_rows(dtype):
+def test_a_few_late_terms_in_later_rows(dtype, via):
     """Rows where only a few slots' terms go late take them slot by slot: infinities, a NaN, terms too big for
     a pair (over 2**960, or 2**64 in a float32 kernel: spilled to the accumulator at once) that later cancel,
     a subnormal, in the eight-slot groups and in the slots after them."""
@@ -177,7 +208,7 @@ def test_a_few_late_terms_in_later_rows(dtype):
                             (240, 12, -0.0)]:
         x[row, col] = value
     x = x.astype(dtype)
-    same_bits(_run(cc_odd, x=x), _cols_want(x, dtype), dtype, "a few late terms")
+    same_bits(_run(VIA[via][1], x=x), _cols_want(x, dtype), dtype, "a few late terms")
 
 
 def test_a_run_over_part_of_the_rows():
@@ -192,12 +223,13 @@ def test_a_run_over_part_of_the_rows():
     lanes = np.arange(flat.size)
     inside = (lanes >= base) & (lanes < stop)
     want = np.array([bt_ordered_sum(flat[(lanes % 24 == j) & inside], np.float64) for j in range(24)])
-    out = np.asarray(eagle.deploy(cc_cols, threads=1).run(base=base, count=stop - base, x=x))
+    out = _total(eagle.deploy(cc_cols, threads=1).run(base=base, count=stop - base, x=x))
     same_bits(out, want, np.float64, "part of the rows")
 
 
+@pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_long_columns_cut_between_chunks(dtype):
+def test_long_columns_cut_between_chunks(dtype, via):
     """Columns of several blocks, cut between chunks (each chunk's first rows guess afresh), with magnitudes
     that jump from block to block (a guess far off sends rows to the pairs), and specials."""
     rng = np.random.default_rng(72)
@@ -210,20 +242,21 @@ def test_long_columns_cut_between_chunks(dtype):
         x[rows, col] = value
     x = x.astype(dtype)
     want = _cols_want(x, dtype)
-    for threads, out in split_runs(cc_cols, "host", threads=[1, 2, 3], min_chunk=24 * 90, x=x):
-        same_bits(out, want, dtype, f"long columns, threads={threads}")
+    for threads, out in split_runs(VIA[via][0], "host", threads=[1, 2, 3], min_chunk=24 * 90, x=x):
+        same_bits(_total(out), want, dtype, f"long columns, threads={threads}")
 
 
+@pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_columns_wider_than_a_range_drop_the_chains(dtype):
+def test_columns_wider_than_a_range_drop_the_chains(dtype, via):
     """Lognormal columns (sigma 5) whose terms span more than any range: a block sends many late, the chunk
     drops its chains and its later rows take the loop without them (one chunk, and three)."""
     rng = np.random.default_rng(77)
     x = (rng.lognormal(0.0, 5.0, (400, 24)) * rng.choice([-1.0, 1.0], (400, 24))).astype(dtype)
     x[380, 5] = np.inf  # (in the rows after the drop: the loop without chains spills it)
     want = _cols_want(x, dtype)
-    for threads, out in split_runs(cc_cols, "host", threads=[1, 3], min_chunk=24 * 100, x=x):
-        same_bits(out, want, dtype, f"wide columns, threads={threads}")
+    for threads, out in split_runs(VIA[via][0], "host", threads=[1, 3], min_chunk=24 * 100, x=x):
+        same_bits(_total(out), want, dtype, f"wide columns, threads={threads}")
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -236,7 +269,7 @@ def test_short_chunks_keep_the_pairs(dtype):
     want = _cols_want(x, dtype)
     for threads in (1, 3):
         plan = eagle.deploy(cc_wide, threads=threads, min_chunk=300 * 16)
-        out = np.asarray(plan.run(x=x))
+        out = _total(plan.run(x=x))
         assert (150 / max(plan.last_chunks) < columns.COLUMN_ROWS) == (threads == 3), plan.last_chunks
         same_bits(out, want, dtype, f"threads={threads}")
 

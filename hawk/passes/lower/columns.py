@@ -1,6 +1,8 @@
 """The column and rows loop shapes (chunk_loops.drive): for each row, for its lanes, the body. In the column
 shape each lane updates the kept slot `lane - row start` (trailing kept axes); ordered kept totals go through
-the row's buffers (reduce_kept.column_start), and in chunks of COLUMN_ROWS rows or more through chains in front
+the row's buffers (reduce_kept.column_start): when the body writes nothing and they are the stage's only
+reductions, a chunk of column_tiles.MIN_ROWS whole rows or more walks tiles of slots down blocks of rows with
+their chains in registers (column_tiles); else, in chunks of COLUMN_ROWS rows or more, through chains in front
 of them (column_chains): such a stage has the row loop three times, one with chains, one for a chunk that
 dropped its chains, one for a chunk that never takes them (all give the same bits). The rows shape runs a
 grid's rows with their coordinates from the loops (neighbour reads: the interior without clamps,
@@ -11,14 +13,14 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import scf
 
-from hawk.passes.lower import column_chains, grid, reduce_kept
+from hawk.passes.lower import column_chains, column_tiles, grid, reduce_kept
 from hawk.passes.lower.chunk_loops import lower_body
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 from hawk.passes.lower.grid import own_offsets
 
 COLUMN_ROWS = 64  # chunks of fewer rows keep the pairs alone: the chains' first rows and their buffers' setup and
 # flush cost more than they win there (1000 columns, 17 rows a chunk: 0.070 ms with pairs alone, 0.090 with chains)
-_UGE = 9  # arith.cmpi
+_SGE, _UGE = 5, 9  # arith.cmpi
 
 
 def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_span: int | None) -> list[ir.Value]:
@@ -34,7 +36,18 @@ def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_spa
     if kept_span is None:
         return _rows(cx, body, chunk0, span, None)
     reduce_kept.column_start(cx, span)
-    if column_chains.wanted(cx, span):
+    if column_tiles.wanted(cx, body, span, chunk0):
+        first, last = column_tiles.whole_rows(cx, span)
+        either = scf.IfOp(e.cmpi(_SGE, e.op("arith.subi", last, first), e.c(column_tiles.MIN_ROWS)), [],
+                          has_else=True)
+        with ir.InsertionPoint(either.then_block):
+            column_tiles.rows(cx, body, span, first, last)
+            scf.YieldOp([])
+        with ir.InsertionPoint(either.else_block):
+            _rows(cx, body, chunk0, span, kept_span)
+            scf.YieldOp([])
+        results = []
+    elif column_chains.wanted(cx, span):
         rows = e.op("arith.divui", e.op("arith.subi", cx.hi, cx.lo), e.c(span))
         either = scf.IfOp(e.cmpi(_UGE, rows, e.c(COLUMN_ROWS)), [v.type for v in chunk0], has_else=True)
         with ir.InsertionPoint(either.then_block):

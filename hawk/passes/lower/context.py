@@ -95,6 +95,9 @@ class Lowering:
         self.column_late: dict = {}  # column driver: (cell, component) -> its highs, lows, and a row's late
         # values (reduce_kept.column_start)
         self.column_chains: dict = {}  # column driver: (cell, component) -> its chains' buffers (column_chains)
+        self.column_tile: dict | None = None  # column driver, a tile's copies: (cell, component) -> their terms
+        self.tile_j: int | None = None  # which copy of the tile is being lowered (column_tiles)
+        self.tile_w = 0  # slots of a column tile (column_tiles.width)
         self.column_step: bool | None = None  # column driver, a row with chains: the late values' OR is
         self.column_any = -1  # accumulator column_any (column_chains.row_begin)
         # planned by state.plan_state and the folds

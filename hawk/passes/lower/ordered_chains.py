@@ -550,9 +550,15 @@ def can_recompute(cx: Lowering, body: ir.Block) -> bool:
         return False
     if any(a.wide or (a.policy == "ordered" and not a.pairs) for a in cx.full):
         return False
+    return writes_nothing(body)
+
+
+def writes_nothing(body: ir.Block) -> bool:
+    """Whether running the body's lanes again changes nothing: no store, no scatter, no scan (a scan's running
+    value is loop state a rerun would start from the block's end)."""
     writes = []
 
-    def visit(op):  # (a scan's running value is loop state a rerun would start from the block's end)
+    def visit(op):
         if op.name in ("hawk.store", "hawk.scatter", "hawk.scan_totals", "hawk.scan_apply"):
             writes.append(op)
         return ir.WalkResult.ADVANCE

@@ -259,23 +259,24 @@ AHEAD = 1024  # lanes between a group and the lanes its prefetch hints are for (
 # about as good as 512 and 2048 for sums and ordered scatters, docs/ordered.md)
 
 
-def prefetch_ahead(cx: Lowering, body: ir.Block, lane: ir.Value, lanes: int) -> None:
-    """Read-prefetch hints (host) for the `lanes` lanes from `lane` + AHEAD of every scalar plane the body loads
+def prefetch_ahead(cx: Lowering, body: ir.Block, lane: ir.Value, lanes: int, ahead: int = AHEAD) -> None:
+    """Read-prefetch hints (host) for the `lanes` lanes from `lane` + `ahead` of every scalar plane the body loads
     at its own lane: one hint per 64-byte line, the lane clamped to the chunk's last one (cx.hi - 1, inside every
     plane's buffer). Only hints: no result depends on them. Why: a loop that does more per lane than a plain
     sum's add (compensated and ordered chains, ordered and compensated scatters) left the hardware prefetcher
-    behind once the data came from memory (docs/ordered.md, Prefetch)."""
+    behind once the data came from memory (docs/ordered.md, Prefetch); a column tile walks down rows, which the
+    hardware's prefetcher does not follow at all (column_tiles)."""
     if cx.target != "host":
         return
     e = cx.e
     last = e.op("arith.subi", cx.hi, e.c(1))
-    for buf, per_line in _own_lane_planes(cx, body):
+    for buf, per_line in own_lane_planes(cx, body):
         for k in range(0, lanes, per_line):
-            at = e.op("arith.minui", e.add_i(lane, e.c(AHEAD + k)), last)
+            at = e.op("arith.minui", e.add_i(lane, e.c(ahead + k)), last)
             memref.PrefetchOp(buf, [at], False, 3, True)
 
 
-def _own_lane_planes(cx: Lowering, body: ir.Block) -> list[tuple[ir.Value, int]]:
+def own_lane_planes(cx: Lowering, body: ir.Block) -> list[tuple[ir.Value, int]]:
     """(buffer, lanes per 64-byte line) of each scalar plane the body loads at its own lane."""
     names = []
     for op in body.operations:
