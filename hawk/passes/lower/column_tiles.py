@@ -83,10 +83,6 @@ def rows(cx: Lowering, body: ir.Block, span: int, first: ir.Value, last: ir.Valu
     chains in registers (of `width` slots, then of TILE for what is left), its last slots lane by lane; the lanes
     of a row the chunk holds only in part (before `first`, from `last`) lane by lane too."""
     e = cx.e
-    _pair_rows(cx, body, span, e.op("arith.divui", cx.lo, e.c(span)), first,
-               e.op("arith.remui", cx.lo, e.c(span)), e.c(span))
-    _pair_rows(cx, body, span, last, e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span)), e.c(0),
-               e.op("arith.remui", cx.hi, e.c(span)))
     ks = keys(cx)
     guesses = {k: cx.local_buffer(span, e.f64) for k in ks}
     for k, g in zip(ks, nested_chains.first_guesses(cx, ks), strict=True):
@@ -94,7 +90,19 @@ def rows(cx: Lowering, body: ir.Block, span: int, first: ir.Value, last: ir.Valu
         with ir.InsertionPoint(fill.body):
             e.store(g, guesses[k], fill.induction_variable)
             scf.YieldOp([])
-    w = width(cx, span)
+    walk_blocks(cx, body, span, first, last, width(cx, span),
+                lambda lo, hi, t: _tile(cx, body, span, lo, hi, t, guesses))
+
+
+def walk_blocks(cx: Lowering, body: ir.Block, span: int, first: ir.Value, last: ir.Value, w: int, tile) -> None:
+    """The lanes of a row the chunk holds in part (lanes_by_row), then its whole rows [first, last) in blocks of
+    ROWS rows, each block's slots in tiles: `tile(lo, hi, t)` for rows [lo, hi) and slots [t, t + cx.tile_w),
+    tiles of `w` slots, then of TILE, then the slots left lane by lane."""
+    e = cx.e
+    lanes_by_row(cx, body, span, e.op("arith.divui", cx.lo, e.c(span)), first,
+                 e.op("arith.remui", cx.lo, e.c(span)), e.c(span))
+    lanes_by_row(cx, body, span, last, e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span)), e.c(0),
+                 e.op("arith.remui", cx.hi, e.c(span)))
     wide, narrow = span - span % w, span - span % TILE  # (tiles of w slots, then of TILE, then lane by lane)
     blocks = scf.ForOp(first, last, e.c(ROWS), [])
     with ir.InsertionPoint(blocks.body):
@@ -104,24 +112,20 @@ def rows(cx: Lowering, body: ir.Block, span: int, first: ir.Value, last: ir.Valu
             if start < stop:
                 tiles = scf.ForOp(e.c(start), e.c(stop), e.c(cx.tile_w), [])
                 with ir.InsertionPoint(tiles.body):
-                    _tile(cx, body, span, lo, hi, tiles.induction_variable, guesses)
+                    tile(lo, hi, tiles.induction_variable)
                     scf.YieldOp([])
         if narrow < span:
-            _pair_rows(cx, body, span, lo, hi, e.c(narrow), e.c(span))
+            lanes_by_row(cx, body, span, lo, hi, e.c(narrow), e.c(span))
         scf.YieldOp([])
 
 
-def _tile(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, t: ir.Value, guesses: dict) -> None:
-    """Slots [t, t + cx.tile_w) over rows [lo, hi): chains in registers, then into the pairs, or the lanes again."""
+def walk_rows(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, t: ir.Value,
+              inits: list[ir.Value], step) -> list[ir.Value]:
+    """Rows [lo, hi) of the tile's slots [t, t + cx.tile_w): per row, a read hint AHEAD lanes on, a copy of the
+    body per slot (their reductions' terms wait in cx.column_tile, a list per key, in slot order), then
+    `step(state)` (the state after the row). Returns the state after the rows."""
     e = cx.e
-    ks = keys(cx)
     w = cx.tile_w
-    vec, bits = ir.VectorType.get([w], e.f64), ir.VectorType.get([w], e.i64)
-    g = {k: e.vload(guesses[k], t, w, e.f64) for k in ks}
-    inits = []
-    for k in ks:
-        inits += [e.splat(0.0, vec) if nested_chains.windowed(cx) else g[k], e.splat(0.0, vec),
-                  _isplat(cx, 0), _isplat(cx, _MAG)]
     loop = scf.ForOp(lo, hi, e.c(1), inits)
     with ir.InsertionPoint(loop.body):
         anchor = scf.YieldOp(list(loop.inner_iter_args))
@@ -140,7 +144,25 @@ def _tile(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, t
         cx.lane_row, cx.kept_slot, cx.kept_count = (span, row0), slot, count
         rewrite_ops(cx, copies)
     with ir.InsertionPoint(anchor):
-        state = list(loop.inner_iter_args)
+        scf.YieldOp(step(list(loop.inner_iter_args)))
+    anchor.operation.erase()
+    cx.column_tile, cx.tile_j, cx.kept_slot, cx.lane_row = None, None, None, None
+    return list(loop.results)
+
+
+def _tile(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, t: ir.Value, guesses: dict) -> None:
+    """Slots [t, t + cx.tile_w) over rows [lo, hi): chains in registers, then into the pairs, or the lanes again."""
+    e = cx.e
+    ks = keys(cx)
+    w = cx.tile_w
+    vec, bits = ir.VectorType.get([w], e.f64), ir.VectorType.get([w], e.i64)
+    g = {k: e.vload(guesses[k], t, w, e.f64) for k in ks}
+    inits = []
+    for k in ks:
+        inits += [e.splat(0.0, vec) if nested_chains.windowed(cx) else g[k], e.splat(0.0, vec),
+                  _isplat(cx, 0), _isplat(cx, _MAG)]
+
+    def step(state: list[ir.Value]) -> list[ir.Value]:
         for i, k in enumerate(ks):
             xv = create("vector.from_elements", cx.column_tile[k], [vec]).result
             hi_, lo_, top, bottom = state[4 * i:4 * i + 4]
@@ -150,10 +172,9 @@ def _tile(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, t
             top, bottom = ordered_chains.range_step64(e, top, bottom, e.op("arith.bitcast", xv, t=bits),
                                                       _isplat(cx, _MAG))
             state[4 * i:4 * i + 4] = [s, lo_, top, bottom]
-        scf.YieldOp(state)
-    anchor.operation.erase()
-    cx.column_tile, cx.tile_j, cx.kept_slot, cx.lane_row = None, None, None, None
-    res = list(loop.results)
+        return state
+
+    res = walk_rows(cx, body, span, lo, hi, t, inits, step)
     bad = None
     for i, k in enumerate(ks):
         floor, ceiling = _chain_range(cx, g[k])
@@ -163,7 +184,7 @@ def _tile(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, t
         _next_guesses(cx, guesses[k], t, g[k], top)
     branch = scf.IfOp(e.any_of(bad), [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
-        _pair_rows(cx, body, span, lo, hi, t, e.add_i(t, e.c(w)))
+        lanes_by_row(cx, body, span, lo, hi, t, e.add_i(t, e.c(w)))
         scf.YieldOp([])
     with ir.InsertionPoint(branch.else_block):
         for i, k in enumerate(ks):
@@ -209,10 +230,10 @@ def _spill(cx: Lowering, span: int, key: tuple, buf: ir.Value, at: ir.Value, slo
         scf.YieldOp([])
 
 
-def _pair_rows(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, s0: ir.Value,
-               s1: ir.Value) -> None:
-    """Slots [s0, s1) over rows [lo, hi) lane by lane, each term by the pairs' step (reduce_kept's column
-    pair step), each row's late values spilled after it."""
+def lanes_by_row(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, s0: ir.Value,
+                 s1: ir.Value) -> None:
+    """Slots [s0, s1) over rows [lo, hi) lane by lane, the body lowered as in the row loop (ordered totals: each
+    term by the pairs' step, reduce_kept's column pair step, each row's late values spilled after it)."""
     e = cx.e
     loop = scf.ForOp(lo, hi, e.c(1), [])
     with ir.InsertionPoint(loop.body):

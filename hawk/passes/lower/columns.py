@@ -2,7 +2,8 @@
 shape each lane updates the kept slot `lane - row start` (trailing kept axes); ordered kept totals go through
 the row's buffers (reduce_kept.column_start): when the body writes nothing and they are the stage's only
 reductions, a chunk of column_tiles.MIN_ROWS whole rows or more walks tiles of slots down blocks of rows with
-their chains in registers (column_tiles); else, in chunks of COLUMN_ROWS rows or more, through chains in front
+their chains in registers (column_tiles; plain totals likewise with accumulators, column_plain); else, in
+chunks of COLUMN_ROWS rows or more, through chains in front
 of them (column_chains): such a stage has the row loop three times, one with chains, one for a chunk that
 dropped its chains, one for a chunk that never takes them (all give the same bits). The rows shape runs a
 grid's rows with their coordinates from the loops (neighbour reads: the interior without clamps,
@@ -13,7 +14,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import scf
 
-from hawk.passes.lower import column_chains, column_tiles, grid, reduce_kept
+from hawk.passes.lower import column_chains, column_plain, column_tiles, grid, reduce_kept
 from hawk.passes.lower.chunk_loops import lower_body
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 from hawk.passes.lower.grid import own_offsets
@@ -36,12 +37,14 @@ def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_spa
     if kept_span is None:
         return _rows(cx, body, chunk0, span, None)
     reduce_kept.column_start(cx, span)
-    if column_tiles.wanted(cx, body, span, chunk0):
+    tiles = column_tiles if column_tiles.wanted(cx, body, span, chunk0) else \
+        column_plain if column_plain.wanted(cx, body, span, chunk0) else None
+    if tiles is not None:
         first, last = column_tiles.whole_rows(cx, span)
         either = scf.IfOp(e.cmpi(_SGE, e.op("arith.subi", last, first), e.c(column_tiles.MIN_ROWS)), [],
                           has_else=True)
         with ir.InsertionPoint(either.then_block):
-            column_tiles.rows(cx, body, span, first, last)
+            tiles.rows(cx, body, span, first, last)
             scf.YieldOp([])
         with ir.InsertionPoint(either.else_block):
             _rows(cx, body, chunk0, span, kept_span)

@@ -313,7 +313,12 @@ def count_at(cx: Lowering, r, idx: ir.Value, n: ir.Value) -> tuple[ir.Value, ir.
 def reduce_kept_branchless(cx: Lowering, op, r, idx, n) -> None:
     """out[slot] op= v with the mask folded in by selects: a straight-line update LLVM can vectorize. A
     compensated sum takes a Neumaier step on this chunk's (sum, correction) pair of the slot (a masked-out lane
-    adds 0.0)."""
+    adds 0.0). In a tile's copy of the body, the terms wait for the tile instead (column_plain)."""
+    if cx.column_tile is not None:
+        from hawk.passes.lower import column_plain  # (it builds on this module)
+
+        column_plain.record(cx, op, r)
+        return
     e = cx.e
     out, base = kept_out(cx, r)
     mask = reduce_mask(op)
