@@ -1,9 +1,10 @@
-"""Plain kept totals in the column shape take tiles on the host when they are the stage's only reductions and the
-body writes nothing (hawk/passes/lower/column_plain.py): "auto" sums and means, max and min keeping the trailing
-axes accumulate per slot in registers while a tile of slots walks down a block of rows, and each block's
-accumulators go into the slots at its end; the slots after the last tile and the lanes of a row a chunk holds in
-part take the row loop's step. Sums must stay within the plain bound against math.fsum (and give the same bits
-on a rerun of the same chunking); max and min are exact, NaN and signed zeros included."""
+"""Plain and compensated kept totals in the column shape take tiles on the host when they are the stage's only
+reductions and the body writes nothing (hawk/passes/lower/column_plain.py): "auto" and "compensated" sums and
+means, max and min keeping the trailing axes accumulate per slot in registers while a tile of slots walks down a
+block of rows, and each block's accumulators go into the slots at its end; the slots after the last tile and the
+lanes of a row a chunk holds in part take the row loop's step. "auto" sums must stay within the plain bound
+against math.fsum (and give the same bits on a rerun of the same chunking), compensated ones within k <= 1 on
+data where a plain sum is not; max and min are exact, NaN and signed zeros included."""
 
 import math
 
@@ -42,6 +43,16 @@ def pt_min(g: Grid["r", "c":43], x: Scalar) -> Scalar:
 @hawk.kernel
 def pt_vec(g: Grid["r", "c":20], v: Vector[3]) -> Vector[3]:
     return hawk.sum(v, over="r")
+
+
+@hawk.kernel
+def pt_comp(g: Grid["r", "c":43], x: Scalar) -> Scalar:  # (two vectors a slot: tiles of WIDE // 2, then TILE)
+    return hawk.sum(x, over="r", policy="compensated")
+
+
+@hawk.kernel
+def pt_comp_mean(g: Grid["r", "c":37], x: Scalar) -> Scalar:
+    return hawk.mean(x, over="r", policy="compensated", where=x > -0.5)
 
 
 @hawk.kernel
@@ -155,3 +166,54 @@ def test_chunks_of_few_rows_take_the_row_loop(dtype):
     out = np.asarray(plan.run(x=x))
     assert max(plan.last_chunks) > 1 and 60 / max(plan.last_chunks) < column_tiles.MIN_ROWS, plan.last_chunks
     _within_bound(out, x, dtype, "short chunks")
+
+
+def _cancelling(rows: int, cols: int, dtype, seed: int) -> np.ndarray:
+    """Columns whose second half cancels the first but for a relative 1e-9, with one term 1e12 times the rest
+    and terms spread over 24 binades: a plain sum of them errs by several eps x sum(|terms|)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols)) * 10.0 ** rng.integers(-4, 4, (rows, cols))
+    x[rows // 2:] = -x[:rows - rows // 2] * (1 + 1e-9)
+    x[0] *= 1e12
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("rows", [60, 150, 700])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_compensated_sums_within_one_eps(dtype, rows):
+    x = _cancelling(rows, 43, dtype, 97 + rows)
+    eps = float(np.finfo(dtype).eps)
+    for t, out in _runs(pt_comp, x=x):
+        for j in range(43):
+            col = x[:, j].astype(np.float64)
+            err = abs(float(out[j]) - math.fsum(col.tolist()))
+            k = err / (eps * float(np.abs(col).sum()))
+            assert k <= 1.0, f"threads={t}, column {j}: k = {k}"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_compensated_masked_mean(dtype):
+    x = _cancelling(300, 37, dtype, 98)
+    x[:, 30] = -1.0  # (no lane takes part: NaN)
+    mask = x > -0.5
+    eps = float(np.finfo(dtype).eps)
+    for t, out in _runs(pt_comp_mean, x=x):
+        assert np.isnan(out[30])
+        for j in (j for j in range(37) if j != 30):
+            col = np.where(mask[:, j], x[:, j].astype(np.float64), 0.0)
+            n = int(mask[:, j].sum())
+            err = abs(float(out[j]) * n - math.fsum(col.tolist()))
+            assert err <= eps * (float(np.abs(col).sum()) + abs(float(out[j])) * n), f"threads={t}, column {j}"
+
+
+def test_compensated_special_values():
+    """An infinity gives it, both infinities or a NaN give NaN, as IEEE addition of the terms does."""
+    rng = np.random.default_rng(99)
+    x = rng.standard_normal((200, 43))
+    x[10, 1] = np.inf
+    x[20, 2], x[150, 2] = np.inf, -np.inf
+    x[90, 3] = np.nan
+    x[5, 41] = -np.inf  # (a slot after the tiles)
+    for t, out in _runs(pt_comp, x=x):
+        assert out[1] == np.inf and np.isnan(out[2]) and np.isnan(out[3]) and out[41] == -np.inf, f"threads={t}"
+        _within_bound(np.delete(out, [1, 2, 3, 41]), np.delete(x, [1, 2, 3, 41], axis=1), np.float64, "rest")
