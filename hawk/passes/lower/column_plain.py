@@ -34,9 +34,9 @@ _OLT = 4  # arith.cmpf
 
 
 def wanted(cx: Lowering, body: ir.Block, span: int, chunk0: list) -> bool:
-    """Whether the column shape's chunks may take plain tiles: the host, every reduction of the stage a kept
-    max, min or "auto" sum or mean of a narrow payload, no other loop state, rows of at least TILE slots, and a
-    body that writes nothing (its lanes run in the tiles' order)."""
+    """Whether the column shape's chunks may take these tiles: the host, every reduction of the stage a kept
+    max, min, or "auto" or compensated (private copies) sum or mean of a narrow payload, no other loop state,
+    rows of at least TILE slots, and a body that writes nothing (its lanes run in the tiles' order)."""
     if cx.target != "host" or cx.column_late or chunk0 or span < TILE or not cx.lay.reductions:
         return False
     return all(r.kept and r.kind in _KINDS and not cx.is_wide(r.payload) and
