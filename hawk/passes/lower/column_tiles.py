@@ -1,6 +1,7 @@
-"""Tiles for ordered kept totals in the column shape (the host): the chunk's rows in blocks of NEST_BLOCK, each
-block's slots in tiles of TILE side by side, each tile's slots with a float64 chain each in registers (one
-vector per chain value) while the tile walks down the block's rows.
+"""Tiles for ordered kept totals in the column shape (the host): the chunk's rows in blocks of ROWS, each block's
+slots in tiles (`width`: WIDE slots, fewer for more totals, then TILE), each tile's slots with a float64 chain
+each in registers (vectors of chain values) while the tile walks down the block's rows. The walk itself
+(walk_blocks, walk_rows, lanes_by_row) serves column_plain's accumulators too.
 
 column_chains keeps a chain per slot in memory: each term loads and stores its slot's chain, range and late value
 (seven memory accesses a term, bound by the core's loads and stores). Here a tile's chains, their range (the
@@ -9,7 +10,8 @@ vector registers over the block's rows: a term costs its own load, a Fast2Sum (f
 windowed chains) and the range's four integer ops, as the full sums' chains do.
 
 - A chain starts at (M, 0), M = 1.5 * 2**p per slot (biased; windowed float32: 0 under a window top 2**E), and is
-  exact while each of its at most NEST_BLOCK terms is zero or inside nested_chains.chain_range of its guess. At
+  exact while each of its terms (ROWS, at most NEST_BLOCK) is zero or inside nested_chains.chain_range of its
+  guess. At
   the block's end the tile's range is held against it: inside, each chain's `high - M` and `low` go into its
   slot's (high, low) pair by the pairs' step (what a pair cannot take is spilled into the slot's exact
   accumulator); outside (an inf, a NaN, a term beyond the guess), the chains are dropped and the tile's block of
@@ -17,7 +19,8 @@ windowed chains) and the range's four integer ops, as the full sums' chains do.
   (ordered_chains.can_recompute's rule) and every reduction of the stage must be such a total.
 - Each slot's next guess follows its largest |term| in the block (nested_chains.guess_after); a chunk's first
   guess is ordered_chains.P_START (float32: F32_START). A guess that is off costs the block's rerun, never bits.
-- The slots after the last whole tile take the pairs' step lane by lane.
+- The slots after the last whole tile, and the lanes of a row the chunk holds only in part (a chunk starts on
+  an ordered block of 1024 lanes, not on a row), take the pairs' step lane by lane.
 
 The pairs, their spills and the chains always hold the exact sum of the slot's terms: the bits are those of the
 other column paths. columns.column_driver decides when a chunk takes tiles.

@@ -49,7 +49,7 @@ def column_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], kept_spa
         with ir.InsertionPoint(either.else_block):
             _rows(cx, body, chunk0, span, kept_span)
             scf.YieldOp([])
-        results = []
+        results = []  # (a stage with tiles has no loop state: `wanted`)
     elif column_chains.wanted(cx, span):
         rows = e.op("arith.divui", e.op("arith.subi", cx.hi, cx.lo), e.c(span))
         either = scf.IfOp(e.cmpi(_UGE, rows, e.c(COLUMN_ROWS)), [v.type for v in chunk0], has_else=True)
