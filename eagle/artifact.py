@@ -28,6 +28,7 @@ import uuid
 from eagle.binding import Binder
 from eagle.errors import InputError, RuntimeMissing
 from eagle.launch import Launcher, lane_range, prepare_stages
+from eagle.native.reuse import RunCache
 from eagle.settings import chosen_chunk, min_chunk_setting, threads_setting
 from eagle.stage import run_stages
 from hawk.abi.artifact.format import (
@@ -171,6 +172,28 @@ LOADERS = {"host": HostBinary, "nvvm": DeviceBinary, "rocdl": DeviceBinary, "spi
 
 
 # ---- the loaded kernel --------------------------------------------------------------------------------------
+class _PlanView:
+    """What eagle.native.reuse.RunCache reads and writes of a plan, for a loaded artifact's host runs: its binder,
+    stage count, lane range and prepared stages (with the artifact's dtype checks), and the facts of its latest
+    run."""
+
+    def __init__(self, loaded: LoadedKernel):
+        self.loaded, self.binder, self.kernel = loaded, loaded.binder, self
+
+    @property
+    def stage_count(self) -> int:
+        return self.loaded.stage_count
+
+    def lane_range(self, base, count, lanes: int, stages: int) -> tuple[int, int]:
+        return self.loaded._lane_range(base, count, lanes)
+
+    def stages(self, b, lo: int, hi: int) -> tuple[list, dict]:
+        return self.loaded.prepare_run(b, lo, hi)
+
+    def __setattr__(self, name: str, value) -> None:  # (a run's facts land on the loaded kernel)
+        object.__setattr__(self.loaded if name in ("last_chunks", "last_executor") else self, name, value)
+
+
 class LoadedKernel:
     """A published kernel loaded for one target: run it with hawk.run(loaded, **planes) or loaded.run(...)."""
 
@@ -227,6 +250,10 @@ class LoadedKernel:
                 runs.append((lib, Launcher(self.binder, layout, self.threads, self.min_chunk, self.chosen_chunk)))
             self._runs[dtype] = runs
         self._runtime = None
+        self.last_executor: tuple[str, ...] = ()  # which executor ran each stage of the latest host run
+        # prepared host runs reused by shape, as Plan.run's (eagle/native/reuse.py: a host run's results hold no
+        # internal cell, which stay inside the prepared stages)
+        self._host_runs = RunCache(_PlanView(self)) if target == "host" else None
         self.last_reverse_chunks: tuple[int, ...] = ()
         self._reverse = ReverseSource(self, art, sc["reverse"], where) if "reverse" in sc else None
 
@@ -251,12 +278,11 @@ class LoadedKernel:
     def run(self, base: int | None = None, count: int | None = None, **planes):
         """Run over every lane (or lanes [base, base + count) of a single-stage kernel); results as Plan.run:
         one output as an eagle.Array, several as a dict sorted by name. Internal cells are not handed back."""
-        if self.target == "host":
-            b = self.binder.bind(planes)
-        else:  # device arrays bound where they lie (eagle/targets/device_planes.py)
-            from eagle.targets import device_planes
+        if self._host_runs is not None:
+            return self._host_runs.run(base, count, planes)
+        from eagle.targets import device_planes  # (device arrays bound where they lie)
 
-            b = device_planes.bind(self, planes)
+        b = device_planes.bind(self, planes)
         lo, hi = self._lane_range(base, count, b.lanes)
         stages, results = self.prepare_run(b, lo, hi)
         run_stages(stages)

@@ -1,4 +1,5 @@
-"""Plan.run's fast path on the host: a run's prepared stages kept and rebound to the next run of the same shape.
+"""Plan.run's fast path on the host (and hawk.run's, for a loaded artifact: eagle/artifact.py): a run's prepared
+stages kept and rebound to the next run of the same shape.
 
 Preparing a run (checking its planes, allocating every buffer, building the argument blocks) costs far more than
 launching a small one. A host plan therefore keeps the prepared stages of recent runs, keyed by what decides
