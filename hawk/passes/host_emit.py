@@ -58,6 +58,13 @@ class Emit:
         t = t or self.index
         return create("arith.constant", [], [t], {"value": ir.IntegerAttr.get(t, v)}).result
 
+    def ci(self, v: int, t: ir.Type) -> ir.Value:
+        """An integer constant of type t: a scalar, or every entry of an integer vector type."""
+        if not isinstance(t, ir.VectorType):
+            return self.c(v, t)
+        attr = ir.DenseElementsAttr.get_splat(t, ir.IntegerAttr.get(ir.VectorType(t).element_type, v))
+        return create("arith.constant", [], [t], {"value": attr}).result
+
     def cf(self, v: float, t=None) -> ir.Value:
         t = t or self.f
         return create("arith.constant", [], [t], {"value": ir.FloatAttr.get(t, v)}).result

@@ -34,8 +34,7 @@ from mlir.dialects import scf
 from hawk.ir.build import create
 from hawk.passes.lower import nested_chains, ordered_chains, planes, reduce_kept, scatters
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
-from hawk.passes.lower.nested_chains import F32_E, F64_P, NEST_BLOCK, ROW_STEP, WINDOW_STEP
-from hawk.passes.lower.ordered_chains import F32_WINDOW, HEADROOM, LOW_RANGE
+from hawk.passes.lower.nested_chains import NEST_BLOCK
 
 TILE = 8  # the fewest slots a tile's chains hold side by side: one 512-bit vector of float64 per chain value
 WIDE = 32  # slots a tile of one total's chains holds: four vectors of chains, since one vector's Fast2Sum
@@ -48,7 +47,7 @@ ROWS = 64  # rows of a block: a tile's chains take that many terms each (at most
 assert ROWS <= NEST_BLOCK
 AHEAD = 64  # lanes ahead in the row that a tile's read hints are for (32 lanes: 1e7 float64 2010 us, float32 1330)
 MIN_ROWS = 16  # chunks of fewer rows keep the row-by-row paths (a block's end costs a few dozen ops a slot)
-_EQ, _SGT, _SGE = 0, 4, 5  # arith.cmpi
+_SGT = 4  # arith.cmpi
 _UNE = 13  # arith.cmpf
 _MAG = (1 << 63) - 1
 
@@ -180,11 +179,11 @@ def _tile(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, t
     res = walk_rows(cx, body, span, lo, hi, t, inits, step)
     bad = None
     for i, k in enumerate(ks):
-        floor, ceiling = _chain_range(cx, g[k])
+        floor, ceiling = nested_chains.chain_range(cx, g[k])
         top, bottom = res[4 * i + 2:4 * i + 4]
         flag = e.op("arith.ori", e.cmpi(_SGT, top, ceiling), ordered_chains.bottom_below(e, bottom, floor))
         bad = flag if bad is None else e.op("arith.ori", bad, flag)
-        _next_guesses(cx, guesses[k], t, g[k], top)
+        e.vstore(nested_chains.guess_after(cx, g[k], top), guesses[k], t)  # (each slot's guess for the next block)
     branch = scf.IfOp(e.any_of(bad), [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         lanes_by_row(cx, body, span, lo, hi, t, e.add_i(t, e.c(w)))
@@ -257,36 +256,5 @@ def lanes_by_row(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.V
         scf.YieldOp([])
 
 
-def _next_guesses(cx: Lowering, guesses: ir.Value, t: ir.Value, g: ir.Value, top: ir.Value) -> None:
-    """Each slot's guess for the next block from its largest |term| bits in this one, as nested_chains.guess_after
-    makes it for a row (a slot of zeros, or with an inf or NaN, keeps its guess), a tile's slots at a time."""
-    e = cx.e
-    (lo, hi), step = (F32_E, WINDOW_STEP) if nested_chains.windowed(cx) else (F64_P, ROW_STEP)
-    ex = e.op("arith.shrui", top, _isplat(cx, 52))
-    p = e.op("arith.addi", ex, _isplat(cx, step - 1023))
-    p = e.op("arith.minsi", e.op("arith.maxsi", p, _isplat(cx, lo)), _isplat(cx, hi))
-    keep = e.op("arith.ori", e.cmpi(_EQ, top, _isplat(cx, 0)), e.cmpi(_SGE, ex, _isplat(cx, 0x7FF)))
-    bits = e.op("arith.shli", e.op("arith.addi", p, _isplat(cx, 1023)), _isplat(cx, 52))
-    if not nested_chains.windowed(cx):  # (a bias M = 1.5 * 2**p)
-        bits = e.op("arith.ori", bits, _isplat(cx, 1 << 51))
-    new = e.op("arith.bitcast", bits, t=ir.VectorType.get([cx.tile_w], e.f64))
-    e.vstore(e.select(keep, g, new), guesses, t)
-
-
-def _chain_range(cx: Lowering, g: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """nested_chains.chain_range per slot: the floor and ceiling bits (i64 vectors) of the |terms| the chains
-    take exactly under the guesses g."""
-    e = cx.e
-    two_p = e.op("arith.andi", e.op("arith.bitcast", g, t=ir.VectorType.get([cx.tile_w], e.i64)),
-                 _isplat(cx, ~((1 << 52) - 1)))
-    if nested_chains.windowed(cx):
-        floor = e.op("arith.maxsi", e.op("arith.subi", two_p, _isplat(cx, F32_WINDOW << 52)),
-                     _isplat(cx, (1023 - 126) << 52))
-        return floor, e.op("arith.addi", two_p, _isplat(cx, (1 << 52) - 1))
-    return tuple(e.op("arith.subi", two_p, _isplat(cx, d << 52)) for d in (LOW_RANGE, HEADROOM))
-
-
 def _isplat(cx: Lowering, v: int) -> ir.Value:
-    t = ir.VectorType.get([cx.tile_w], cx.e.i64)
-    return create("arith.constant", [], [t], {"value": ir.DenseElementsAttr.get_splat(
-        t, ir.IntegerAttr.get(cx.e.i64, v))}).result
+    return cx.e.ci(v, ir.VectorType.get([cx.tile_w], cx.e.i64))

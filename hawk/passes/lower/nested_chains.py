@@ -24,7 +24,7 @@ from mlir import ir
 from mlir.dialects import scf
 
 from hawk.ir.build import create
-from hawk.passes.host_emit import size
+from hawk.passes.host_emit import like, size
 from hawk.passes.lower import ordered_chains, reduce_kept
 from hawk.passes.lower.context import Lowering
 from hawk.passes.lower.ordered_chains import BIAS_STEP, F32_START, F32_WINDOW, HEADROOM, LOW_RANGE, P_START, pow2
@@ -70,15 +70,17 @@ def _next_guess(cx: Lowering, guess: ir.Value, top: ir.Value) -> ir.Value:
 
 def guess_after(cx: Lowering, guess: ir.Value, top: ir.Value, lowest: int | None = None,
                 step: int | None = None) -> ir.Value:
-    """_next_guess from a block's largest |term| as one i64 (its bits); column_chains calls it per slot, with
-    a guess of at least `lowest` (p or E) and its own `step`."""
+    """_next_guess from a block's largest |term| as one i64 (its bits), or per slot from a vector of them
+    beside a vector of guesses (column_tiles); column_chains calls it per slot, with a guess of at least
+    `lowest` (p or E) and its own `step`."""
     e = cx.e
-    ex = e.op("arith.shrui", top, e.c(52, e.i64))
+    t = top.type
+    ex = e.op("arith.shrui", top, e.ci(52, t))
     (lo, hi), own = (F32_E, WINDOW_STEP) if windowed(cx) else (F64_P, ROW_STEP)
     lo, step = lo if lowest is None else lowest, own if step is None else step
-    p = e.op("arith.addi", ex, e.c(step - 1023, e.i64))
-    p = e.op("arith.minsi", e.op("arith.maxsi", p, e.c(lo, e.i64)), e.c(hi, e.i64))
-    keep = e.op("arith.ori", e.cmpi(_EQ, top, e.c(0, e.i64)), e.cmpi(_SGE, ex, e.c(0x7FF, e.i64)))
+    p = e.op("arith.addi", ex, e.ci(step - 1023, t))
+    p = e.op("arith.minsi", e.op("arith.maxsi", p, e.ci(lo, t)), e.ci(hi, t))
+    keep = e.op("arith.ori", e.cmpi(_EQ, top, e.ci(0, t)), e.cmpi(_SGE, ex, e.ci(0x7FF, t)))
     return e.select(keep, guess, pow2(cx, p, half=not windowed(cx)))
 
 
@@ -87,14 +89,16 @@ def chain_range(cx: Lowering, guess: ir.Value) -> tuple[ir.Value, ir.Value]:
     block's chains exact (column_chains' slots' too). Biased, from M = 1.5 * 2**p: 2**(p-LOW_RANGE) to
     2**(p-HEADROOM). Windowed, from 2**E: float32 exponents E - F32_WINDOW to E (the floor at least float32's
     smallest normal): such terms are multiples of 2**(E-45) below 2**(E+1), so a chain's 128 partial sums are
-    multiples of it below 2**53 times it, float64 values all."""
+    multiples of it below 2**53 times it, float64 values all. A vector of guesses gives the ranges per entry
+    (column_tiles' slots)."""
     e = cx.e
-    two_p = e.op("arith.andi", e.op("arith.bitcast", guess, t=e.i64), e.c(~((1 << 52) - 1), e.i64))
+    t = like(guess.type, e.i64)
+    two_p = e.op("arith.andi", e.op("arith.bitcast", guess, t=t), e.ci(~((1 << 52) - 1), t))
     if windowed(cx):
-        floor = e.op("arith.maxsi", e.op("arith.subi", two_p, e.c(F32_WINDOW << 52, e.i64)),
-                     e.c((1023 - 126) << 52, e.i64))
-        return floor, e.op("arith.subi", e.op("arith.addi", two_p, e.c(1 << 52, e.i64)), e.c(1, e.i64))
-    return tuple(e.op("arith.subi", two_p, e.c(d << 52, e.i64)) for d in (LOW_RANGE, HEADROOM))
+        floor = e.op("arith.maxsi", e.op("arith.subi", two_p, e.ci(F32_WINDOW << 52, t)),
+                     e.ci((1023 - 126) << 52, t))
+        return floor, e.op("arith.subi", e.op("arith.addi", two_p, e.ci(1 << 52, t)), e.ci(1, t))
+    return tuple(e.op("arith.subi", two_p, e.ci(d << 52, t)) for d in (LOW_RANGE, HEADROOM))
 
 
 def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value, inits: list[ir.Value],
@@ -193,9 +197,7 @@ def chain_step(cx: Lowering, r, c: int, xv: ir.Value) -> None:
 
 
 def _splat(cx: Lowering, v: int) -> ir.Value:
-    t = _bits(cx)
-    return create("arith.constant", [], [t], {"value": ir.DenseElementsAttr.get_splat(
-        t, ir.IntegerAttr.get(cx.e.i64, v))}).result
+    return cx.e.ci(v, _bits(cx))
 
 
 def _any8(cx: Lowering, flags: ir.Value) -> ir.Value:

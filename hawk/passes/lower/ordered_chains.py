@@ -36,6 +36,7 @@ from mlir.dialects import scf
 from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
 from hawk.ir.build import create
 from hawk.passes import exact_emit
+from hawk.passes.host_emit import like
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 
 _UNE = 13  # arith.cmpf "une" (unordered or not equal)
@@ -482,10 +483,12 @@ def next_bias(cx: Lowering, top: ir.Value) -> ir.Value:
 
 
 def pow2(cx: Lowering, ex: ir.Value, half: bool = False) -> ir.Value:
-    """2**ex (1.5 * 2**ex with `half`: a bias M) as float64, ex an i64 exponent of a normal float64."""
+    """2**ex (1.5 * 2**ex with `half`: a bias M) as float64, ex an i64 exponent of a normal float64 (or a vector
+    of them: a vector of float64)."""
     e = cx.e
-    bits = e.op("arith.shli", e.op("arith.addi", ex, e.c(1023, e.i64)), e.c(52, e.i64))
-    return e.op("arith.bitcast", e.op("arith.ori", bits, e.c(1 << 51, e.i64)) if half else bits, t=e.f64)
+    t = ex.type
+    bits = e.op("arith.shli", e.op("arith.addi", ex, e.ci(1023, t)), e.ci(52, t))
+    return e.op("arith.bitcast", e.op("arith.ori", bits, e.ci(1 << 51, t)) if half else bits, t=like(t, e.f64))
 
 
 def next_window(cx: Lowering, top: ir.Value) -> ir.Value:
