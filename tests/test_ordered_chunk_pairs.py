@@ -47,3 +47,30 @@ def test_chunk_pairs_keep_the_sum_exact(kind, dtype):
         x = x[333:-517]
     for threads, out in split_runs(xp_sum, "host", x=x):
         assert_exact(out, x, dtype, f"{kind} threads={threads}")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("kind", ["chains_apart", "near_top", "ordinary"])
+def test_chunk_end_fold(kind, dtype):
+    """At a chunk's end its pairs are added into one pair by checked TwoSums and deposited as two values, or,
+    when that pair would not hold them exactly, deposited one by one. Chains whose sums lie hundreds of binades
+    apart (each chain's range is its own, so every block stays exact) make the fold lose bits; float32 sums near
+    2**128 (each chain's sum finite in float64, their total past what float32 parts can hold) make it leave
+    float32's range. Either way the sum must stay exact, as it must when the fold holds (ordinary data)."""
+    rng = np.random.default_rng([1_108, len(kind), int(dtype == np.float32)])
+    n = 12 * BLOCK
+    if kind == "chains_apart":  # lanes 8k..8k+3 of each 16 large, the rest tiny (a chain's lanes share a scale)
+        big = (np.arange(n) % 16) < 4
+        span = 500 if dtype == np.float64 else 50
+        x = rng.standard_normal(n) * np.where(big, 2.0 ** span, 2.0 ** -span)
+    elif kind == "near_top":  # float32: a chunk's 4096 terms of 2**115..2**117 have chain sums near 2**124 and a
+        # total near 2**128; the first half of the lanes positive, the second negative, so the sum stays finite
+        x = np.exp2(rng.uniform(115, 117, n)) * np.where(np.arange(n) < n // 2, 1.0, -1.0)
+        if dtype == np.float64:
+            x *= 2.0 ** 890
+    else:
+        x = rng.standard_normal(n)
+    x = x.astype(dtype)
+    assert np.isfinite(x).all()
+    for threads, out in split_runs(xp_sum, "host", x=x, min_chunk=4 * BLOCK):
+        assert_exact(out, x, dtype, f"{kind} threads={threads}")

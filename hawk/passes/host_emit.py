@@ -16,7 +16,7 @@ from hawk.ir.build import create
 _FAST = "#arith.fastmath<reassoc,contract>"
 _NNAN_NSZ = "#arith.fastmath<nnan,nsz>"
 _SGE, _SLT, _EQ = 5, 2, 0
-_OGT = 2
+_OGT, _OEQ = 2, 1
 # x86 has no float conditional move: LLVM lowers a float select on an integer condition to a branch (see blend).
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 
@@ -251,6 +251,26 @@ class Emit:
         bb = self.op("arith.subf", s, a)
         err = self.add(self.op("arith.subf", a, self.op("arith.subf", s, bb)), self.op("arith.subf", b, bb))
         return s, err
+
+    def merge_pairs(self, his: ir.Value, los: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(high, low) float64 pairs, side by side in two vectors of a power-of-two width, added into one pair by
+        halves: each half's pairs take the other half's highs, then its lows, by two TwoSums side by side, so the
+        latency is a few such rounds, not a chain as long as the vectors. Returns (hi, lo, ok) as scalars: ok (i1)
+        when every step was exact (no low's TwoSum lost anything, no sum overflowed), so that hi + lo is exactly
+        the sum of every value of both vectors."""
+        ok = None
+        while ir.VectorType(his.type).shape[0] > 1:
+            m = ir.VectorType(his.type).shape[0] // 2
+            low, high = list(range(m)), list(range(m, 2 * m))
+            h, lo_ = self.shuffle(his, his, low), self.shuffle(los, los, low)
+            for x in (self.shuffle(his, his, high), self.shuffle(los, los, high)):
+                h, e1 = self.two_sum(h, x)
+                lo_, e2 = self.two_sum(lo_, e1)
+                fine = self.cmpf(_OEQ, e2, self.splat(0.0, e2.type))  # (false for NaN: an inf or NaN sum)
+                every = self.all_of(fine)
+                ok = every if ok is None else self.op("arith.andi", ok, every)
+            his, los = h, lo_
+        return vector.extract(his, [], [0]), vector.extract(los, [], [0]), ok
 
     def abs(self, v: ir.Value) -> ir.Value:
         """|v|; on a vector as max(v, -v) (the same comparisons, NaN included): the LLVM pipeline sends math.absf

@@ -15,7 +15,6 @@ from hawk.passes.lower import planes, scatters
 from hawk.passes.lower.context import Lowering
 
 _EQ, _NE, _SLT = 0, 1, 2  # arith.cmpi's "eq", "ne", "slt"
-_OEQ = 1  # arith.cmpf's "oeq"
 NEST_CHAINS = 8  # TwoSum pairs per component of an ordered kept total under the nested driver, side by side in a
 # vector (lane j of a group of 8 feeds pair j: chunk_loops._nested_groups)
 
@@ -124,10 +123,10 @@ def nested_pairs_out(cx: Lowering, r, slot: ir.Value, n: ir.Value, res: list[ir.
                      span: int) -> None:
     """A slot's register pairs (reduce_nested_pair) at its end into the slot, and a mean's count (exact: below
     2**53) into its count slot. The 2 x NEST_CHAINS values of a component are first added into one pair
-    (_merge_pairs); when that pair holds them exactly (the common case) and this chunk holds every lane of the
-    slot (`whole`) and none of its terms spilled, the pair is parked for the finish to round alone (park: the
-    slot's 576-byte accumulator is never touched); when it holds them exactly otherwise,
-    its two values go to the slot (scatters.exact_add: other chunks' terms meet them there); else all of them do.
+    (host_emit.Emit.merge_pairs); when that pair holds them exactly (the common case) and this chunk holds every
+    lane of the slot (`whole`) and none of its terms spilled, the pair is parked for the finish to round alone
+    (park: the slot's 576-byte accumulator is never touched); when it holds them exactly otherwise, its two
+    values go to the slot (scatters.exact_add: other chunks' terms meet them there); else all of them do.
     A cell with a copy per chunk keeps the finish's own fast path (scatters.exact_add into its pairs). Slots of
     fewer than NEST_CHAINS lanes (`span`) run no groups: their terms are all in pair 0, which is the sum."""
     e = cx.e
@@ -157,7 +156,7 @@ def nested_pairs_out(cx: Lowering, r, slot: ir.Value, n: ir.Value, res: list[ir.
             hi, lo = (vector.extract(v, [], [0]) for v in res[2 * c:2 * c + 2])
             into(at, hi, lo)
             continue
-        hi, lo, ok = _merge_pairs(cx, res[2 * c], res[2 * c + 1])
+        hi, lo, ok = cx.e.merge_pairs(res[2 * c], res[2 * c + 1])
         branch = scf.IfOp(ok, [], has_else=True)
         with ir.InsertionPoint(branch.then_block):
             into(at, hi, lo)
@@ -181,27 +180,6 @@ def park(cx: Lowering, name: str, at: ir.Value, hi: ir.Value, lo: ir.Value) -> N
                   e.c(0, e.i64))
     e.store(hi, buf, p)
     e.store(e.select(none, e.cf(-0.0, e.f64), lo), buf, e.add_i(p, e.c(1)))
-
-
-def _merge_pairs(cx: Lowering, his: ir.Value, los: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """NEST_CHAINS (high, low) pairs (two float64 vectors) added into one pair by halves: each half's pairs take
-    the other half's highs, then its lows, by two TwoSums side by side (scatters.pair_add's step), so the
-    latency is three such rounds, not a chain of sixteen. Returns (hi, lo, ok): ok when every step was exact, so
-    that hi + lo is exactly the sum of the sixteen values."""
-    e = cx.e
-    ok = None
-    while ir.VectorType(his.type).shape[0] > 1:
-        m = ir.VectorType(his.type).shape[0] // 2
-        low, high = list(range(m)), list(range(m, 2 * m))
-        h, lo_ = e.shuffle(his, his, low), e.shuffle(los, los, low)
-        for x in (e.shuffle(his, his, high), e.shuffle(los, los, high)):
-            h, e1 = e.two_sum(h, x)
-            lo_, e2 = e.two_sum(lo_, e1)
-            fine = e.cmpf(_OEQ, e2, e.splat(0.0, e2.type))  # (false for NaN: an inf or NaN sum)
-            every = e.all_of(fine)
-            ok = every if ok is None else e.op("arith.andi", ok, every)
-        his, los = h, lo_
-    return vector.extract(his, [], [0]), vector.extract(los, [], [0]), ok
 
 
 def reduce_nested_neumaier(cx: Lowering, op, r) -> None:
