@@ -38,6 +38,9 @@ SPLIT_CHUNKS = 32  # the most chunks of a stage whose chunking ignores the threa
 # large sink's or a stored-and-added sink's copies): its chunks, and so its bits, are the same at every thread count
 COPY_LANES = 2  # ... and each of its chunks runs at least this many lanes per value of its copies: a copy costs
 # about half a random-key lane per value to reset and fold (1e7 lanes into 1e6 compensated slots: 2 chunks)
+OVERSPLIT_LANES = 1 << 16  # by default, chunks beyond one per thread (stage.OVERSPLIT) only while each keeps this
+# many lanes: a chunk costs a few tenths of a microsecond (its handoff, its partials, the finish's fold of them), so
+# 1e5 lanes on two threads ran slower in 6 chunks than in 2 (ordered float64 sum 10.3 -> 8.8 us, auto 5.8 -> 5.4)
 CELL_LANES = 64  # by default a chunk runs at least this many lanes per value of its kept cells' copies: a column
 # sum's lane costs a tenth of a scatter's, and its ordered chains warm up over a chunk's first 24 rows (a column
 # sum of 1000 columns at 1e5 lanes: 1 chunk, where 6 took 1.3-1.7x as long)
@@ -142,11 +145,14 @@ class Launcher:
         """How many chunks lanes [lo, lo + lanes) run in. A stage with Layout.fixed_chunks takes as many as its
         lanes, its copies and SPLIT_CHUNKS allow (each chunk at least COPY_LANES lanes per value its copies hold,
         whatever min_chunk; a power of two, so that 2, 4, 8... threads share them evenly), whatever the thread
-        count (one thread runs them in turn); any other takes up to OVERSPLIT per thread, one with one thread, and
-        a multiple of the thread count when it is more than that."""
+        count (one thread runs them in turn); any other takes up to OVERSPLIT per thread (by default only while
+        each holds OVERSPLIT_LANES lanes), one with one thread, and a multiple of the thread count when it is more
+        than that."""
         if self.span is None or (self.threads == 1 and not self.fixed):
             return 1
         most = SPLIT_CHUNKS if self.fixed else self.threads * OVERSPLIT
+        if not (self.fixed or self.chosen_chunk):
+            most = min(most, max(self.threads, lanes // OVERSPLIT_LANES))
         copies = self.copies
         if copies:
             if not self.fixed:

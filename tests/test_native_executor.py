@@ -158,7 +158,15 @@ def test_the_default_chunk_is_small_with_the_native_executor(monkeypatch):
     plan = eagle.deploy(ne_sums, threads=2)
     assert plan.min_chunk == MIN_CHUNK == 1 << 14
     plan.run(x=_data(100_000)[0])
-    assert plan.last_chunks == (6,)  # 1e5 lanes: both cores, as a fixed function of the lanes and settings
+    assert plan.last_chunks == (2,)  # 1e5 lanes: both cores, as a fixed function of the lanes and settings;
+    # one chunk per thread while more would hold fewer than OVERSPLIT_LANES lanes each
+    plan.run(x=_data(1_000_000)[0])
+    assert plan.last_chunks == (8,)  # 1e6 lanes: OVERSPLIT chunks per thread
+    plan.run(x=_data(300_000)[0])
+    assert plan.last_chunks == (4,)  # 3e5: as many as keep OVERSPLIT_LANES each, a multiple of the threads
+    chosen = eagle.deploy(ne_sums, threads=2, min_chunk=MIN_CHUNK)  # a size the caller chose is taken as it is
+    chosen.run(x=_data(100_000)[0])
+    assert chosen.last_chunks == (6,)
 
 
 @hawk.kernel
@@ -224,6 +232,25 @@ def test_a_passed_sink_accumulates_across_native_launches():
     want = np.zeros(64)
     np.add.at(want, key, x)
     np.testing.assert_allclose(ap, 3 * want, rtol=1e-9, atol=1e-6 * np.abs(x).max())
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_every_chunk_runs_once_in_every_launch(threads):
+    # each thread walks its own range of chunks forwards in one launch and backwards in the next, and takes what
+    # is left of the others' ranges from their other end: over launches of both parities, with more chunks than
+    # threads (uneven ranges), a chunk run twice or not at all would show in the counts
+    n = 40_000
+    key = np.arange(n, dtype=np.int64) % 64
+    ap, ao = np.zeros(64), np.zeros(64)
+    plan = eagle.deploy(ne_scatter, threads=threads, min_chunk=3000)
+    bound = plan.bind(key=key, x=np.ones(n), ap=ap, ao=ao)
+    assert bound.chunks[0] > threads, bound.chunks
+    launches = 7
+    for _ in range(launches):
+        bound.launch()
+    want = launches * np.bincount(key, minlength=64).astype(np.float64)
+    np.testing.assert_array_equal(ap, want)
+    np.testing.assert_array_equal(ao, want)
 
 
 # ================================================================================ refusals lose nothing

@@ -2,17 +2,19 @@
  *
  * eagle_fire(stage) copies the caller's arrays into their scratch copies (staged stages), resets what starts fresh
  * at every launch (per-chunk copies: each chunk its own part, just before its lanes), runs the compiled lanes
- * function on every chunk's packed arguments (the calling thread and a persistent pool of pthreads take chunks
- * from one atomic counter), waits for the last chunk, folds a large sink's per-chunk copies (or an ordered sink's
+ * function on every chunk's packed arguments (the calling thread and a persistent pool of pthreads claim chunks
+ * by atomic compare-and-swap), waits for the last chunk, folds a large sink's per-chunk copies (or an ordered sink's
  * per-chunk (high, low) pairs) into it by ranges of slots on the same threads (eagle/native/folds.py: the finish's
  * own steps, in chunk order), runs the finish and says whether the #err buffer holds anything. Which thread runs
  * which chunk never changes a result: every chunk writes partials of its own, combined by the finish in chunk order.
  *
  * The pool is created on first use and grows when a launch asks for more threads than it has; it is never
  * shrunk. Launches from several caller threads at once do not wait for each other: one that finds the pool busy
- * runs its chunks alone. Workers poll for about 50 us after a launch (the next one often follows at once), then
- * sleep on a condition variable, so an idle pool costs nothing. The caller waits only for chunks a worker has
- * claimed: on a loaded machine a worker that wakes late finds every chunk taken and the launch already over.
+ * runs its chunks alone. Each thread takes the chunks of its own contiguous range first (the same ones launch after
+ * launch, so their data stay in its core's cache), then what is left of the others'. Workers poll for about
+ * 50 us after a launch (the next one often follows at once), then sleep on a condition variable, so an idle pool
+ * costs nothing. The caller waits only for chunks a worker has claimed: on a loaded machine a worker that wakes
+ * late finds every chunk taken and the launch already over.
  * For tests, `eagle_set_dealt(1)` deals each phase's tasks out instead: task k to participant k mod P (the caller
  * and its P - 1 helpers), each running its own share, so every helper really takes part (the caller waits for the
  * late ones). Off by default: which thread runs a task never changes a result, only who waits for whom.
@@ -137,10 +139,17 @@ static int dealt;                  /* eagle_set_dealt: tasks dealt out (task k t
 static int current_dealt;          /* ... for the current launch */
 static int waiting;                /* the caller sleeps on `done` */
 static uint64_t born[MAX_WORKERS]; /* the generation when each worker was started: it joins only later ones */
-/* (generation << 32) | the next chunk to hand out: a chunk is claimed only while its launch is current, so a
- * worker that wakes late finds nothing to do and never touches a finished launch; the caller waits only for
- * chunks that were claimed, never for workers that have not woken yet */
-static uint64_t ticket;
+/* A launch's tasks are split into one contiguous range per participant (the caller is participant 0, worker k
+ * participant k + 1): each takes the tasks of its own range first, in order, then those left in the others'
+ * (from their fronts), so a thread runs the same chunks launch after launch while nobody is late (their data stay
+ * in its core's cache: 1e5-5e5 lanes run again and again) and a thread slowed by other work still leaves its
+ * later chunks to the rest. Each range is one word, (generation << 32) | (next << 16) | end, claimed by
+ * compare-and-swap: a task is claimed only while its launch is current, so a worker that wakes late finds nothing
+ * to do and never touches a finished launch; the caller waits only for tasks that were claimed, never for
+ * workers that have not woken yet. (A launch of more than MAX_RANGED tasks, which eagle never asks for, runs
+ * on the caller alone.) */
+#define MAX_RANGED 0xffff
+static uint64_t ranges[MAX_WORKERS + 1];
 static int64_t completed;          /* chunks of the current launch run to the end */
 
 static inline void cpu_relax(void) {
@@ -157,15 +166,38 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-static int claim(uint32_t g, int64_t n, int64_t *chunk) {
-    uint64_t t = __atomic_load_n(&ticket, __ATOMIC_ACQUIRE);
+/* Claim a task of launch g from range r, its first unclaimed one or (back) its last: 0 when it has none left (or
+ * belongs to another launch). */
+static int claim_from(uint32_t g, int r, int back, int64_t *task) {
+    uint64_t t = __atomic_load_n(&ranges[r], __ATOMIC_ACQUIRE);
     for (;;) {
-        if ((uint32_t)(t >> 32) != g || (int64_t)(t & 0xffffffffu) >= n)
+        uint64_t next = (t >> 16) & 0xffffu, end = t & 0xffffu;
+        if ((uint32_t)(t >> 32) != g || next >= end)
             return 0;
-        if (__atomic_compare_exchange_n(&ticket, &t, t + 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            *chunk = (int64_t)(t & 0xffffffffu);
+        if (__atomic_compare_exchange_n(&ranges[r], &t, back ? t - 1 : t + (1u << 16), 1, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            *task = (int64_t)(back ? end - 1 : next);
             return 1;
         }
+    }
+}
+
+/* Claim a task of launch g for participant `me` of `parts`: its own range first, then the others' in turn. A
+ * range's owner walks it forwards in even launches and backwards in odd ones, so that the chunks it ran last (the
+ * ones still in its cache when a range is larger than the cache) come first in the next launch; others take from
+ * the end the owner reaches last. */
+static int claim(uint32_t g, int me, int parts, int64_t *task) {
+    for (int k = 0; k < parts; k++)
+        if (claim_from(g, (me + k) % parts, (int)(g & 1u) ^ (k != 0), task))
+            return 1;
+    return 0;
+}
+
+/* The ranges of launch g: its n tasks (at most MAX_RANGED) in `parts` nearly equal contiguous ranges. */
+static void split_ranges(uint32_t g, int64_t n, int parts) {
+    for (int r = 0; r < parts; r++) {
+        uint64_t lo = (uint64_t)(n * r / parts), hi = (uint64_t)(n * (r + 1) / parts);
+        __atomic_store_n(&ranges[r], ((uint64_t)g << 32) | (lo << 16) | hi, __ATOMIC_RELAXED);
     }
 }
 
@@ -438,9 +470,9 @@ static void run_share(const eagle_stage *s, int64_t n, eagle_task task, int me, 
 
 /* Run chunks of launch `g` until none is left to claim (`s` is dereferenced only after a successful claim: the
  * launch is then still running, its caller waiting for that very chunk). */
-static void run_chunks(uint32_t g, const eagle_stage *s, int64_t n, eagle_task task) {
+static void run_chunks(uint32_t g, const eagle_stage *s, int64_t n, eagle_task task, int me, int parts) {
     int64_t c;
-    while (claim(g, n, &c)) {
+    while (claim(g, me, parts, &c)) {
         task(s, c);
         task_done(n);
     }
@@ -474,7 +506,7 @@ static void *worker(void *arg) {
         if (join && share)
             run_share(s, n, task, me, parts);
         else if (join)
-            run_chunks(seen, s, n, task);
+            run_chunks(seen, s, n, task, me + 1, parts);
     }
     return NULL;
 }
@@ -517,8 +549,8 @@ static void init_once(void) { pthread_atfork(NULL, NULL, after_fork_child); }
 
 /* Run tasks 0..n-1 of one phase of a launch on the caller and `helpers` pool threads. */
 static void run_all(const eagle_stage *s, int helpers, int64_t n, eagle_task task) {
-    if (helpers <= 0 || pthread_mutex_trylock(&submit) != 0) { /* one thread, or the pool is busy with another
-                                                                   caller's launch: run alone */
+    if (helpers <= 0 || n > MAX_RANGED || pthread_mutex_trylock(&submit) != 0) { /* one thread, or the pool is
+                                                                   busy with another caller's launch: run alone */
         for (int64_t c = 0; c < n; c++)
             task(s, c);
         return;
@@ -531,17 +563,17 @@ static void run_all(const eagle_stage *s, int helpers, int64_t n, eagle_task tas
     current_task = task;
     current_dealt = dealt;
     wanted = dealt && have < helpers ? have : helpers; /* (dealt: only workers that exist get a share) */
+    int parts = wanted + 1;
     __atomic_store_n(&completed, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&ticket, (uint64_t)g << 32, __ATOMIC_RELEASE);
+    split_ranges(g, n, parts);
     __atomic_store_n(&gen, g, __ATOMIC_RELEASE);
     if (sleepers)
         pthread_cond_broadcast(&wake);
-    int parts = wanted + 1;
     pthread_mutex_unlock(&mu);
     if (current_dealt)
         run_share(s, n, task, parts - 1, parts);
     else
-        run_chunks(g, s, n, task);
+        run_chunks(g, s, n, task, 0, parts);
     int64_t until = now_ns() + CALLER_SPIN_NS;
     for (int k = 0; __atomic_load_n(&completed, __ATOMIC_ACQUIRE) < n; k++) {
         cpu_relax();
