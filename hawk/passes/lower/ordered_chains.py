@@ -167,11 +167,9 @@ def start_chunk_pairs(cx: Lowering) -> None:
 
 
 def deposit_chunk_pairs(cx: Lowering) -> None:
-    """Deposit the chunk's pairs into its exact accumulators (after its last block). The 2 x cx.pair_w values of
-    a component are first added into one pair by checked TwoSums (Emit.merge_pairs): when that pair holds them
-    exactly (and, for float32, within the range f32_parts takes), its two values are deposited, else all of
-    them are. A deposit is some forty scalar steps (float32: three of them a value), so a chunk of a float32 sum
-    spent 96 of them at its end, about a microsecond: what made 1e5 lanes slower in 8 chunks than in 2."""
+    """Deposit the chunk's pairs into its exact accumulators (after its last block): first added into one pair
+    by checked TwoSums (Emit.merge_pairs), whose two values go in when it holds them exactly (float32: within
+    f32_parts' range), else all 2 x cx.pair_w values (a deposit is some forty scalar steps: docs/ordered.md)."""
     e = cx.e
     exact = cx.bufs[("#exact", "exact")]
     for acc, c, at in _components(cx):
@@ -193,10 +191,9 @@ def deposit_chunk_pairs(cx: Lowering) -> None:
 
 def _deposit_wide(cx: Lowering, exact: ir.Value, base: ir.Value, vals: list[ir.Value]) -> None:
     """Every entry of these float64 vectors into the accumulator at `base`: as it is (float64), or as its three
-    float32 parts (float32; the values are sums of float32 terms within float32's range, so the parts are
-    exact). The entries are parked in a small buffer and deposited in a loop: one copy of the deposit's code per
-    call (unrolled, the copies of every component, lane and call made a float32 vector sum's library take a
-    minute to compile)."""
+    float32 parts (float32: sums of float32 terms within float32's range, so the parts are exact). Parked in a
+    small buffer and deposited in a loop: one copy of the deposit's code per call (unrolled, the copies of every
+    component, lane and call made a float32 vector sum's library take a minute to compile)."""
     e = cx.e
     n = len(vals) * cx.pair_w
     parked = cx.temp(n, e.f64, tag="chain-deposit")
