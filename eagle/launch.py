@@ -41,9 +41,9 @@ COPY_LANES = 2  # ... and each of its chunks runs at least this many lanes per v
 OVERSPLIT_LANES = 1 << 16  # by default, chunks beyond one per thread (stage.OVERSPLIT) only while each keeps this
 # many lanes: a chunk costs a few tenths of a microsecond (its handoff, its partials, the finish's fold of them), so
 # 1e5 lanes on two threads ran slower in 6 chunks than in 2 (ordered float64 sum 10.3 -> 8.8 us, auto 5.8 -> 5.4)
-CELL_LANES = 64  # by default a chunk runs at least this many lanes per value of its kept cells' copies: a column
-# sum's lane costs a tenth of a scatter's, and its ordered chains warm up over a chunk's first 24 rows (a column
-# sum of 1000 columns at 1e5 lanes: 1 chunk, where 6 took 1.3-1.7x as long)
+CELL_LANES = 16  # by default a chunk runs at least this many lanes per value of its kept cells' copies: a column
+# sum's lane costs a tenth of a scatter's (1000 columns at 1e5 lanes: 2 chunks; at 64, 1 chunk took 10.7 us float64
+# where 2 take 7.1, and an ordered one 19.5 where 2 take 16.5-17, once the finish took eight slots at a time)
 PHYSICAL = physical_memory()
 
 
@@ -108,11 +108,13 @@ class PackedArgs:
 
 def _blocked(lay: Layout) -> bool:
     """Whether a stage's chunks must start on ORDERED_BLOCK lanes: anything but plain, fast, max and min
-    reductions (compensated and ordered sums run blocks of lanes, folds and scans keep per-block state, sinks keep
-    their segments). Block reductions need only whole slots (their span: Layout.parallel_span)."""
+    reductions (compensated and ordered sums over every lane run blocks of lanes, folds and scans keep per-block
+    state, sinks keep their segments). Block reductions need only whole slots (their span:
+    Layout.parallel_span), and so do sums that keep axes: their chunks keep pairs of their own per slot (or hold
+    whole slots), and tests/test_ordered_column_tiles.py cuts column sums' chunks anywhere."""
     return bool(lay.sinks) or has_scan(lay) or \
         any(r.kind not in ("sum", "mean", "max", "min") or
-            (r.kind in ("sum", "mean") and r.policy not in ("auto", "plain")) for r in lay.reductions)
+            (r.kind in ("sum", "mean") and r.policy not in ("auto", "plain") and not r.kept) for r in lay.reductions)
 
 
 class Launcher:

@@ -158,13 +158,16 @@ def test_a_body_that_writes_keeps_the_row_loop():
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_chunks_of_few_rows_take_the_row_loop(dtype):
-    """Chunks with fewer than MIN_ROWS whole rows run the row loop: within the same bound."""
+@pytest.mark.parametrize("rows", [3, 24])
+def test_chunks_of_few_rows(dtype, rows):
+    """Chunks shorter than a row (3 rows in 12 chunks: no whole row, MIN_ROWS being 1) run the row loop; chunks
+    of two whole rows (24 rows) take tiles over a short block. Either way within the same bound."""
+    assert column_tiles.MIN_ROWS == 1
     rng = np.random.default_rng(96)
-    x = rng.standard_normal((60, 43)).astype(dtype)
-    plan = eagle.deploy(pt_sum, threads=3, min_chunk=43 * column_tiles.MIN_ROWS // 2)
+    x = rng.standard_normal((rows, 43)).astype(dtype)
+    plan = eagle.deploy(pt_sum, threads=3, min_chunk=10)
     out = np.asarray(plan.run(x=x))
-    assert max(plan.last_chunks) > 1 and 60 / max(plan.last_chunks) < column_tiles.MIN_ROWS, plan.last_chunks
+    assert plan.last_chunks == (12,), plan.last_chunks
     _within_bound(out, x, dtype, "short chunks")
 
 

@@ -175,14 +175,16 @@ def ne_columns(g: Grid["row", "col":1000], x: Scalar) -> Scalar:
 
 
 def test_kept_cells_copies_lengthen_the_default_chunk(monkeypatch):
-    # a column sum keeps a private copy of its 1000 slots per chunk: by default a chunk then runs at least
-    # CELL_LANES lanes per copy value (64 x 2000 here), and more chunks than threads come in a multiple of the
-    # thread count; a chunk size the caller chose is taken as it is. The sums are exact whatever the chunking.
-    from eagle.launch import CELL_LANES
+    # a column sum keeps a private copy of its 1000 slots per chunk (a pair each): by default a chunk then runs
+    # at least CELL_LANES lanes per copy value (16 x 2000 here), more chunks than threads only while each holds
+    # OVERSPLIT_LANES lanes, and those in a multiple of the thread count; a chunk size the caller chose is taken
+    # as it is. The sums are exact whatever the chunking.
+    from eagle.launch import CELL_LANES, OVERSPLIT_LANES
 
+    assert (CELL_LANES, OVERSPLIT_LANES) == (16, 1 << 16)
     monkeypatch.delenv("EAGLE_MIN_CHUNK", raising=False)
     rng = np.random.default_rng(5)
-    for rows, want in ((100, 1), (1000, 1_000_000 // (CELL_LANES * 2000) // 2 * 2)):
+    for rows, want in ((25, 1), (100, 2), (1000, 8)):
         x = rng.normal(size=(rows, 1000))
         exact = [math.fsum(x[:, j]) for j in range(1000)]
         default = eagle.deploy(ne_columns, threads=2)

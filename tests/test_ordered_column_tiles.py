@@ -196,14 +196,16 @@ def test_a_vector_total():
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_chunks_of_few_rows_take_the_pairs(dtype):
-    """A chunk whose whole rows are fewer than MIN_ROWS runs its lanes through the pairs: the same bits as one
-    chunk of tiles."""
+@pytest.mark.parametrize("rows", [3, 24, 60])
+def test_chunks_of_few_rows(dtype, rows):
+    """A chunk that holds no whole row (3 rows in 12 chunks; MIN_ROWS is 1) runs its lanes through the pairs; one
+    of two or five whole rows (24 or 60 rows) takes tiles over a short block: the same bits as one chunk."""
+    assert column_tiles.MIN_ROWS == 1
     rng = np.random.default_rng(88)
-    x = (rng.standard_normal((60, 43)) * 10.0 ** rng.integers(-9, 9, 43)).astype(dtype)
+    x = (rng.standard_normal((rows, 43)) * 10.0 ** rng.integers(-9, 9, 43)).astype(dtype)
     want = _want(x, dtype)
-    for threads, min_chunk in ((1, None), (3, 43 * column_tiles.MIN_ROWS // 2)):
+    for threads, min_chunk in ((1, None), (3, 10)):
         plan = eagle.deploy(ct_sum43, threads=threads, min_chunk=min_chunk)
         out = np.asarray(plan.run(x=x))
-        assert (max(plan.last_chunks) > 1) == (threads > 1), plan.last_chunks
+        assert plan.last_chunks == ((12,) if threads > 1 else (1,)), plan.last_chunks
         same_bits(out, want, dtype, f"threads={threads}")

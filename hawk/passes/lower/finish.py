@@ -18,7 +18,7 @@ from hawk.ir.access import kernel_func, scan_cell, scan_op, scan_value
 from hawk.ir.dialect import is_hawk
 from hawk.passes import exact_emit
 from hawk.passes.host_emit import _EQ, size
-from hawk.passes.lower import folds, scan, scatters, wide
+from hawk.passes.lower import finish_slots, folds, scan, scatters, wide
 from hawk.passes.lower.context import Lowering
 
 _NE = 1
@@ -204,18 +204,17 @@ def finish_exact(cx: Lowering, name: str) -> None:
         quiet = e.c(0, e.i1)
     parked = cx.bufs.get((name, "parked")) if cx.exact_pairs else None  # a kept slot's pair (reduce_kept.park)
     for out, first, last in parts:
-        loop = scf.ForOp(first, last, e.c(1), [])
-        with ir.InsertionPoint(loop.body):
-            i = loop.induction_variable
+        def one_slot(i: ir.Value, out=out, first=first) -> None:
             j = e.op("arith.subi", i, first)
             terms = [e.load(out, j)] if is_sink else []
             f64 = e.f64
+            fast_ok = quiet
             if parked is not None:  # (every term of the slot is that pair, none is in the accumulator)
                 at = e.mul_i(i, e.c(2))
                 phi, plo = e.load(parked, at), e.load(parked, e.add_i(at, e.c(1)))
-                quiet = e.cmpi(_NE, e.op("arith.ori", e.op("arith.bitcast", phi, t=e.i64),
-                                         e.op("arith.bitcast", plo, t=e.i64)), e.c(0, e.i64))
-            fast = scf.IfOp(quiet, [f64, f64, e.i1], has_else=True)
+                fast_ok = e.cmpi(_NE, e.op("arith.ori", e.op("arith.bitcast", phi, t=e.i64),
+                                           e.op("arith.bitcast", plo, t=e.i64)), e.c(0, e.i64))
+            fast = scf.IfOp(fast_ok, [f64, f64, e.i1], has_else=True)
             with ir.InsertionPoint(fast.then_block):
                 hi, lo, ok = e.cf(0.0, f64), e.cf(0.0, f64), e.c(1, e.i1)
                 if parked is not None:
@@ -257,8 +256,16 @@ def finish_exact(cx: Lowering, name: str) -> None:
                 scf.YieldOp([v])
             e.store(done.results[0], out, j)
             if parked is not None:  # (zeroed again for the next launch)
+                at = e.mul_i(i, e.c(2))
                 e.store(e.cf(0.0, f64), parked, at)
                 e.store(e.cf(0.0, f64), parked, e.add_i(at, e.c(1)))
+
+        start = first
+        if cx.exact_pairs and (pairs is not None or parked is not None):  # eight slots at a time first
+            start = finish_slots.groups(cx, out, first, last, is_sink, parked, pairs, copies, slots, quiet, one_slot)
+        loop = scf.ForOp(start, last, e.c(1), [])
+        with ir.InsertionPoint(loop.body):
+            one_slot(loop.induction_variable)
             scf.YieldOp([])
     e.store(e.c(0, e.i64), exact, spill_at)
 
