@@ -222,6 +222,7 @@ def _split_levels(text: str, name: str, reserved: frozenset[str]) -> list[StageI
                                                                            for v in _used_values(ops[j]))
                                                for j in range(len(ops)))}
         keep = {k for k, op in enumerate(ops) if level[k] == s and (_has_effect(op) or k in later_use)}
+        own = set(keep)
         # pull in what kept ops use, except totals of earlier stages (read as cells instead)
         stack, reads = list(keep), set()
         while stack:
@@ -260,6 +261,8 @@ def _split_levels(text: str, name: str, reserved: frozenset[str]) -> list[StageI
         for k in reversed(range(len(ops))):
             if k not in keep:
                 ops[k].operation.erase()
+            elif k not in own and level[k] != s:
+                _drop_effects(ops[k])  # (recomputed for its values: its stores and scatters are its level's)
         scanned = {k for k in keep if is_hawk(ops[k], "scan")}
         for k in sorted(scanned):
             _split_scan(func_op, ops[k], cut[k], totals=level[k] == s)
@@ -272,6 +275,22 @@ def _split_levels(text: str, name: str, reserved: frozenset[str]) -> list[StageI
             [cut[k] for k in sorted(reads) if k in scanned]  # (the order plan-buffers lists them in)
         stages.append(StageIR(stage_name, str(module), tuple(cells_in), tuple(cells_out)))
     return stages
+
+
+def _drop_effects(op) -> None:
+    """The stores, scatters and cells nested in `op` (a loop or a branch an earlier stage also runs, which a later
+    one recomputes only for the values it yields): each side effect belongs to the stage of its op's level
+    alone (a `for` that scattered and also summed into a value read after a total scattered twice)."""
+    found = []
+
+    def visit(o):
+        if o is not op.operation and is_hawk(o) and o.operation.name[5:] in _EFFECTS:
+            found.append(o)
+        return ir.WalkResult.ADVANCE
+
+    op.operation.walk(visit)
+    for o in found:
+        o.operation.erase()
 
 
 def _split_scan(func_op, op, cell_name_: str, totals: bool) -> None:
