@@ -16,6 +16,7 @@ from test_ordered_kept_nested import _rows_want
 import hawk
 from hawk import Grid, Scalar, Vector
 from hawk.passes import chunk_form
+from hawk.passes.lower import context
 
 
 @hawk.kernel
@@ -38,7 +39,19 @@ def xc_vec(g: Grid["r", "c":20], v: Vector[3]) -> Vector[3]:
 
 @hawk.kernel
 def xc_wide(g: Grid["r", "c":5000], x: Scalar, a: hawk.Mutable[Scalar], b: hawk.Mutable[Scalar]):
-    a = hawk.sum(x, over="r", policy="ordered")  # two totals of 5000 slots each: past COLUMN_LATE
+    a = hawk.sum(x, over="r", policy="ordered")  # two totals of 5000 slots each: the row's buffers on the heap
+    b = hawk.sum(x * 2.0, over="r", policy="ordered")
+
+
+@hawk.kernel
+def xc_wide_out(g: Grid["r", "c":3000], x: Scalar, a: hawk.Mutable[Scalar]) -> Scalar:
+    a = hawk.sum(x, over="r", policy="ordered")  # a body that writes: the column chains, buffers on the heap
+    return x * 2.0
+
+
+@hawk.kernel
+def xc_flat(g: Grid["r", "c":40000], x: Scalar, a: hawk.Mutable[Scalar], b: hawk.Mutable[Scalar]):
+    a = hawk.sum(x, over="r", policy="ordered")  # two totals of 40000 slots each: past COLUMN_LATE
     b = hawk.sum(x * 2.0, over="r", policy="ordered")
 
 
@@ -59,7 +72,8 @@ def test_the_column_shape_takes_ordered_sums_on_the_host_only():
     assert _form_of(xc_cols, 0) == "column"
     assert _form_of(xc_mixed, 0) == "column"
     assert _form_of(xc_cols, 0, pairs=False) == "flat"  # (GPU threads: every ordered term to the accumulators)
-    assert 5000 > chunk_form.COLUMN_LATE and _form_of(xc_wide, 0) == "flat"
+    assert 2 * 5000 * 8 * 3 > context.HEAP_BYTES and _form_of(xc_wide, 0) == "column"  # (buffers on the heap)
+    assert 80000 > chunk_form.COLUMN_LATE and _form_of(xc_flat, 0) == "flat"
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -126,9 +140,33 @@ def test_vector_payloads():
         same_bits(out, want, np.float64, f"Vector[3], threads={threads}")
 
 
-def test_rows_past_the_late_budget_run_flat_and_exact():
+@pytest.mark.parametrize("kernel, cols", [("xc_wide", 5000), ("xc_flat", 40000)])
+def test_wide_rows_are_exact(kernel, cols):
+    # 5000 slots: the column shape with its row buffers on the heap (tiles, and chains when the body writes);
+    # 40000: past the budget, flat
     rng = np.random.default_rng(65)
-    x = _spread((40, 5000), np.float64, rng)
-    for threads, out in split_runs(xc_wide, "host", threads=[1, 2], min_chunk=20_000, x=x):
-        same_bits(out["a"], _cols_want(x, np.float64), np.float64, f"wide, threads={threads}")
-        same_bits(out["b"], _cols_want(x, np.float64, op=lambda c: c * 2.0), np.float64, "wide, doubled")
+    x = _spread((40 if cols == 5000 else 3, cols), np.float64, rng)
+    for threads, out in split_runs(globals()[kernel], "host", threads=[1, 2], min_chunk=20_000, x=x):
+        same_bits(out["a"], _cols_want(x, np.float64), np.float64, f"{kernel}, threads={threads}")
+        same_bits(out["b"], _cols_want(x, np.float64, op=lambda c: c * 2.0), np.float64, f"{kernel}, doubled")
+
+
+def test_wide_rows_with_a_per_lane_output_take_the_chains_exactly():
+    rng = np.random.default_rng(66)
+    x = _spread((150, 3000), np.float64, rng)
+    x[:, :1500] = rng.standard_normal((150, 1500))  # (half the columns of one scale: the chains take them)
+    assert _form_of(xc_wide_out, 0) == "column"
+    for threads, out in split_runs(xc_wide_out, "host", threads=[1, 2], min_chunk=100_000, x=x):
+        same_bits(out["a"], _cols_want(x, np.float64), np.float64, f"threads={threads}")
+        np.testing.assert_array_equal(out["result"].reshape(x.shape), x * 2.0)
+
+
+def test_row_buffers_past_the_stack_budget_are_on_the_heap_and_freed():
+    # the lanes function keeps at most context.HEAP_BYTES of its buffers on the stack (a thread's stack may be
+    # small); the rest it allocates on the heap and frees before it returns
+    def lanes(kernel) -> str:
+        return next(f for f in kernel.mlir(after="lower-host-lanes").split("func.func") if "_lanes(" in f)
+
+    wide, narrow = lanes(xc_wide), lanes(xc_cols)
+    assert wide.count("memref.alloc(") > 0 and wide.count("memref.alloc(") == wide.count("memref.dealloc")
+    assert narrow.count("memref.alloc(") == 0 and narrow.count("memref.alloca(") > 0

@@ -88,9 +88,11 @@ def nest_wraps(lay: Layout, is_wide, pairs: bool = False) -> bool:
             all(r.cell in lay.private for r in lay.reductions if r.kept))
 
 
-COLUMN_LATE = 1 << 11  # at most this many slots x components of ordered kept totals in the column shape: each
-# takes three float64 values on the stack of the lanes function (reduce_kept.column_start), and its chains four or
-# five more (column_chains.start): 128 KiB at most; wider rows run flat
+COLUMN_LATE = 1 << 16  # at most this many slots x components of ordered kept totals in the column shape: each
+# takes three float64 values of the lanes function's buffers (reduce_kept.column_start), its chains four or five
+# more (column_chains.start), on the heap past context.HEAP_BYTES (until 2026-12-04 all on the stack, so at most
+# 2048: a 10000-column ordered sum over rows ran flat, a division and a scalar pair step a lane, 277 us at 1e5
+# lanes where the column shape takes about 20); wider rows run flat
 
 
 def column_span(lay: Layout, is_wide, pairs: bool = False) -> int | None:

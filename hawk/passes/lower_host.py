@@ -35,10 +35,11 @@ def lower_host(module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[s
         lanes = func.FuncOp(f"{layout.name}_lanes", (cx.arg_types(), []))
     entry = lanes.add_entry_block()
     cx.bufs = cx.args(lanes)
-    cx.begin(entry)
+    cx.begin(entry, heap=True)
     with ir.InsertionPoint(entry), kfunc.location:
         cx.read_meta()
         chunk_loops.lanes_body(cx, kfunc.regions[0].blocks[0])
+        cx.free_heap()
         func.ReturnOp([])
     kfunc.operation.erase()
     folds.drop_combiners(cx)

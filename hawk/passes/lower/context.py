@@ -21,6 +21,8 @@ from hawk.ir.dialect import is_hawk
 from hawk.passes.host_emit import Emit
 
 TARGETS = ("host", "gpu")
+HEAP_BYTES = 1 << 16  # the host's lanes function keeps at most this many bytes of local buffers on its stack (the
+# rest on the heap: a thread's stack may be small, and the column shape's rows of many slots keep several buffers)
 RULES: dict[tuple[str, str], Callable] = {}
 
 
@@ -68,6 +70,8 @@ class Lowering:
         self.bufs: dict[tuple[str, str], ir.Value] = {}
         self.entry: ir.Block | None = None  # its entry block, where per-function buffers are allocated
         self.temps: dict = {}
+        self.heap: list[ir.Value] | None = None  # local buffers on the heap (begin(heap=True), free_heap)
+        self.stack_bytes = 0  # ... and the bytes of those on the stack
         self.top_values: dict = {}  # values made once before the loop that needs them, by key (at_top)
         # meta: lanes [lo, hi) of this chunk (or thread), its index, its private copy, lanes, extents, strides
         self.lo = self.hi = self.chunk = self.copy = self.L = None
@@ -117,10 +121,18 @@ class Lowering:
         self.n_flags = 0
         self.reductions = self.full_iter = None  # rewrite_ops: the reductions in op order
 
-    def begin(self, entry: ir.Block) -> None:
+    def begin(self, entry: ir.Block, heap: bool = False) -> None:
         """Start building a function whose entry block is `entry`: the per-function buffers and values made
-        before its loops (temps, top_values) belong to the last one and are dropped."""
+        before its loops (temps, top_values) belong to the last one and are dropped. `heap`: local buffers past
+        HEAP_BYTES of stack go to the heap (the caller frees them: free_heap, before the function returns)."""
         self.entry, self.temps, self.top_values = entry, {}, {}
+        self.heap, self.stack_bytes = ([] if heap else None), 0
+
+    def free_heap(self) -> None:
+        """Free the heap buffers local_buffer made (at the insertion point: just before the return)."""
+        for buf in self.heap or ():
+            memref.DeallocOp(buf)
+        self.heap = None
 
     def apply(self, name: str, *args) -> ir.Value | None:
         """Run the rule (or shared step) `name` for this lowering's target."""
@@ -175,10 +187,18 @@ class Lowering:
     # ---- buffers of the function -----------------------------------------------------------------------
     def local_buffer(self, n: int, elem: ir.Type) -> ir.Value:
         """A buffer of n values allocated once at the top of the function (GPU: per thread, in private memory,
-        address space 5 on AMD GPUs, where allocas must live)."""
+        address space 5 on AMD GPUs, where allocas must live). On the host's lanes function, once its buffers
+        would take more than HEAP_BYTES of the stack, on the heap instead (freed by free_heap)."""
         space = ir.Attribute.parse("#gpu.address_space<private>") if self.private else None
+        t = ir.MemRefType.get([n], elem, memory_space=space)
+        size = n * max(1, getattr(elem, "width", 64) // 8)
         with ir.InsertionPoint.at_block_begin(self.entry):
-            return memref.AllocaOp(ir.MemRefType.get([n], elem, memory_space=space), [], []).result
+            if self.heap is not None and self.stack_bytes + size > HEAP_BYTES:
+                buf = memref.AllocOp(t, [], []).result
+                self.heap.append(buf)
+                return buf
+            self.stack_bytes += size
+            return memref.AllocaOp(t, [], []).result
 
     def temp(self, n: int, elem: ir.Type, tag: str = "") -> ir.Value:
         """A buffer of n components shared by every wide read and write of that size and type (and tag): each
