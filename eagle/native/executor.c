@@ -140,8 +140,8 @@ static int current_dealt;          /* ... for the current launch */
 static int waiting;                /* the caller sleeps on `done` */
 static uint64_t born[MAX_WORKERS]; /* the generation when each worker was started: it joins only later ones */
 /* A launch's tasks are split into one contiguous range per participant (the caller is participant 0, worker k
- * participant k + 1): each takes the tasks of its own range first, in order, then those left in the others'
- * (from their fronts), so a thread runs the same chunks launch after launch while nobody is late (their data stay
+ * participant k + 1): each takes the tasks of its own range first, then those left in the others' (see claim),
+ * so a thread runs the same chunks launch after launch while nobody is late (their data stay
  * in its core's cache: 1e5-5e5 lanes run again and again) and a thread slowed by other work still leaves its
  * later chunks to the rest. Each range is one word, (generation << 32) | (next << 16) | end, claimed by
  * compare-and-swap: a task is claimed only while its launch is current, so a worker that wakes late finds nothing
