@@ -285,6 +285,12 @@ def bt_neumaier_scatter(prior, key, x, dtype) -> np.ndarray:
     return ((np.asarray(prior, dtype=np.float64) + s) + c).astype(dtype)
 
 
+def bt_lanes_func(kernel) -> str:
+    """The host lanes function of `kernel` (stage 0) after lower-host-lanes, without the finish beside it (which
+    takes slots eight at a time its own way): what a test of the lanes loop's form reads."""
+    return next(f for f in kernel.mlir(after="lower-host-lanes").split("func.func") if "_lanes(" in f)
+
+
 def bt_host_lanes_ir(kernel, tmp_path) -> str:
     """The kernel's IR after the host lowering (verify-hawk, plan-buffers, lower-host-lanes), through `hawk-opt`
     on its printed hawk IR, less the finish function (which takes slots eight at a time its own way): what a

@@ -9,6 +9,7 @@ on any thread count (rows cut between chunks too)."""
 
 import numpy as np
 import pytest
+from conftest import bt_lanes_func
 from exact_families import same_bits, split_runs
 from test_chunk_form import _form_of
 from test_ordered_kept_nested import _rows_want
@@ -164,9 +165,6 @@ def test_wide_rows_with_a_per_lane_output_take_the_chains_exactly():
 def test_row_buffers_past_the_stack_budget_are_on_the_heap_and_freed():
     # the lanes function keeps at most context.HEAP_BYTES of its buffers on the stack (a thread's stack may be
     # small); the rest it allocates on the heap and frees before it returns
-    def lanes(kernel) -> str:
-        return next(f for f in kernel.mlir(after="lower-host-lanes").split("func.func") if "_lanes(" in f)
-
-    wide, narrow = lanes(xc_wide), lanes(xc_cols)
+    wide, narrow = bt_lanes_func(xc_wide), bt_lanes_func(xc_cols)
     assert wide.count("memref.alloc(") > 0 and wide.count("memref.alloc(") == wide.count("memref.dealloc")
     assert narrow.count("memref.alloc(") == 0 and narrow.count("memref.alloca(") > 0

@@ -8,7 +8,7 @@ lane-by-lane form reports them.
 
 import numpy as np
 import pytest
-from conftest import bt_ordered_scatter
+from conftest import bt_lanes_func, bt_ordered_scatter
 from exact_families import f_kahan, f_span, f_subnormal, f_zeros, same_bits, split_runs
 
 import eagle
@@ -106,12 +106,9 @@ def test_a_bound_launch_reports_bad_keys_as_lane_by_lane(first_bad):
 
 def test_only_an_ordered_scatter_by_sorted_keys_takes_the_form():
     # (the group's test: every key the run's, every term small enough, one `and` over a vector of flags)
-    def lanes(kernel) -> str:  # the lanes function alone (the finish takes eight slots at a time its own way)
-        return next(f for f in kernel.mlir(after="lower-host-lanes").split("func.func") if "_lanes(" in f)
-
-    runs = lanes(so_run)
+    runs = bt_lanes_func(so_run)
     assert "vector.reduction <and>" in runs and f": vector<{RUN_LANES}xf64>" in runs
-    assert "vector.reduction <and>" not in lanes(so_lane)
+    assert "vector.reduction <and>" not in bt_lanes_func(so_lane)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

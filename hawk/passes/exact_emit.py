@@ -88,7 +88,7 @@ def f32_parts(e: Emit, v: ir.Value) -> list[ir.Value]:
     NaNs. Scalars or vectors."""
     f32 = ir.F32Type.get()
     t = ir.VectorType.get(ir.VectorType(v.type).shape, f32) if isinstance(v.type, ir.VectorType) else f32
-    zero = e.splat(0.0, v.type) if isinstance(v.type, ir.VectorType) else e.cf(0.0, v.type)
+    zero = e.cf(0.0, v.type)
     out, rest = [], v
     for _ in range(3):
         part = e.op("arith.truncf", rest, t=t)
@@ -101,7 +101,7 @@ def f32_parts(e: Emit, v: ir.Value) -> list[ir.Value]:
 def past_f32(e: Emit, v: ir.Value) -> ir.Value:
     """Per entry of a float64 scalar or vector: whether |v| >= 2**127 or v is NaN, where f32_parts would not be
     exact (a float32 kernel's float64 pairs and chain sums are kept below it)."""
-    limit = e.splat(2.0 ** 127, v.type) if isinstance(v.type, ir.VectorType) else e.cf(2.0 ** 127, v.type)
+    limit = e.cf(2.0 ** 127, v.type)
     return e.cmpf(10, e.abs(v), limit)  # uge
 
 

@@ -66,7 +66,11 @@ class Emit:
         return create("arith.constant", [], [t], {"value": attr}).result
 
     def cf(self, v: float, t=None) -> ir.Value:
+        """A float constant of type t (the kernel's float type by default): a scalar, or every entry of a float
+        vector type."""
         t = t or self.f
+        if isinstance(t, ir.VectorType):
+            return self.splat(v, t)
         return create("arith.constant", [], [t], {"value": ir.FloatAttr.get(t, v)}).result
 
     def op(self, name: str, *args, t=None, attrs=None) -> ir.Value:
@@ -240,7 +244,7 @@ class Emit:
         lost_s = self.add(self.op("arith.subf", x, t), s)
         # An infinite or NaN t has no rounding error to keep (inf - inf would turn c into NaN): c stays as it was,
         # so the finish's t + c is t, as IEEE addition of the terms gives.
-        inf = self.splat(float("inf"), t.type) if isinstance(t.type, ir.VectorType) else self.cf(float("inf"), t.type)
+        inf = self.cf(float("inf"), t.type)
         finite = self.cmpf(4, self.abs(t), inf)  # olt: false for inf and NaN
         return t, self.select(finite, self.add(c, self.select(big, lost_x, lost_s)), c)
 
@@ -266,7 +270,7 @@ class Emit:
             for x in (self.shuffle(his, his, high), self.shuffle(los, los, high)):
                 h, e1 = self.two_sum(h, x)
                 lo_, e2 = self.two_sum(lo_, e1)
-                fine = self.cmpf(_OEQ, e2, self.splat(0.0, e2.type))  # (false for NaN: an inf or NaN sum)
+                fine = self.cmpf(_OEQ, e2, self.cf(0.0, e2.type))  # (false for NaN: an inf or NaN sum)
                 every = self.all_of(fine)
                 ok = every if ok is None else self.op("arith.andi", ok, every)
             his, los = h, lo_

@@ -126,7 +126,8 @@ def _used_values(op) -> list[ir.Value]:
     return [v for v in used if v not in inner]
 
 
-def _has_effect(op) -> bool:
+def _effects(op) -> list:
+    """The stores, scatters and cells `op` is or holds."""
     found = []
 
     def visit(o):
@@ -135,7 +136,11 @@ def _has_effect(op) -> bool:
         return ir.WalkResult.ADVANCE
 
     op.operation.walk(visit)
-    return bool(found)
+    return found
+
+
+def _has_effect(op) -> bool:
+    return bool(_effects(op))
 
 
 def _analyse(func_op):
@@ -281,15 +286,7 @@ def _drop_effects(op) -> None:
     """The stores, scatters and cells nested in `op` (a loop or a branch an earlier stage also runs, which a later
     one recomputes only for the values it yields): each side effect belongs to the stage of its op's level
     alone (a `for` that scattered and also summed into a value read after a total scattered twice)."""
-    found = []
-
-    def visit(o):
-        if o is not op.operation and is_hawk(o) and o.operation.name[5:] in _EFFECTS:
-            found.append(o)
-        return ir.WalkResult.ADVANCE
-
-    op.operation.walk(visit)
-    for o in found:
+    for o in _effects(op):
         o.operation.erase()
 
 

@@ -138,7 +138,7 @@ def build_finish(cx: Lowering, finish) -> None:
 def compensated_value(e, s: ir.Value, c: ir.Value) -> ir.Value:
     """A compensated total from its (sum, correction): s + c, or s alone when s is inf or NaN (a block's chain
     that overflowed leaves a NaN correction behind; IEEE addition of the terms gives s there)."""
-    inf = e.splat(float("inf"), s.type) if isinstance(s.type, ir.VectorType) else e.cf(float("inf"), s.type)
+    inf = e.cf(float("inf"), s.type)
     return e.select(e.cmpf(4, e.abs(s), inf), e.add(s, c), s)  # olt: false for inf and NaN
 
 
@@ -182,10 +182,11 @@ def finish_exact(cx: Lowering, name: str) -> None:
     (high, low) pair (float64) and (a sink's) prior content, rounded once into the slot; a kept mean's counts
     (after its values) go to its count plane. When no term went to the accumulators (their count word is zero),
     a slot's few floats are added by TwoSums into one float64 pair that holds their sum exactly, which
-    _round_pair rounds; otherwise (or when that pair loses a bit, or its float32 rounding is not sure) they are
-    deposited into the slot's accumulator (a float32 kernel's pair values as float32 parts), which is rounded
-    and zeroed again. A kept cell without pairs per chunk takes that fast path for each slot a host chunk
-    parked a pair for (reduce_kept.park: one chunk held every term of the slot)."""
+    finish_slots.round_pair rounds; otherwise (or when that pair loses a bit, or its float32 rounding is not
+    sure) they are deposited into the slot's accumulator (a float32 kernel's pair values as float32 parts),
+    which is rounded and zeroed again. A kept cell without pairs per chunk takes that fast path for each slot a
+    host chunk parked a pair for (reduce_kept.park: one chunk held every term of the slot). On the host, slots
+    go eight at a time first (finish_slots.groups), the rest one by one."""
     e = cx.e
     exact = cx.bufs[(name, "exact")]
     w = exact_emit.words_of(e.f)
@@ -234,7 +235,7 @@ def finish_exact(cx: Lowering, name: str) -> None:
             with ir.InsertionPoint(fast.else_block):
                 scf.YieldOp([e.cf(0.0, f64), e.cf(0.0, f64), e.c(0, e.i1)])
             hi, lo, ok = fast.results
-            value, ok = _round_pair(cx, hi, lo, ok)
+            value, ok = finish_slots.round_pair(cx, hi, lo, ok)
             done = scf.IfOp(ok, [e.f], has_else=True)
             with ir.InsertionPoint(done.then_block):
                 scf.YieldOp([value])
@@ -268,22 +269,6 @@ def finish_exact(cx: Lowering, name: str) -> None:
             one_slot(loop.induction_variable)
             scf.YieldOp([])
     e.store(e.c(0, e.i64), exact, spill_at)
-
-
-def _round_pair(cx: Lowering, hi: ir.Value, lo: ir.Value, ok: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """The exact sum hi + lo (a float64 pair) rounded once to the kernel's type, and whether that rounding is
-    sure (else the finish takes the exact path). float64: fl(hi + lo), always. float32: (H, L) = TwoSum(hi, lo)
-    puts L within half a float64 ulp of H; the float32 nearest H is then the float32 nearest H + L unless H is
-    exactly halfway between two float32 values (its 29 bits past float32's precision are 1 then zeros) and L
-    is not zero, where L breaks the tie: those go to the exact path. (A value in float32's subnormal range is
-    a sum of multiples of 2**-149, exact in float64, so its L is zero.)"""
-    e = cx.e
-    if isinstance(e.f, ir.F64Type):
-        return e.add(hi, lo), ok
-    h, low = e.two_sum(hi, lo)
-    tail = e.op("arith.andi", e.op("arith.bitcast", h, t=e.i64), e.c((1 << 29) - 1, e.i64))
-    sure = e.op("arith.ori", e.cmpf(1, low, e.cf(0.0, e.f64)), e.cmpi(1, tail, e.c(1 << 28, e.i64)))  # oeq; ne
-    return e.op("arith.truncf", h, t=e.f), e.op("arith.andi", ok, sure)
 
 
 def finish_private(cx: Lowering) -> None:

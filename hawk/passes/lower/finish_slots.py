@@ -1,8 +1,9 @@
-"""The finish's fast path for ordered sinks and kept cells, eight slots at a time (host finish).
+"""The rounding of an ordered slot's pair, and the finish's fast path for ordered sinks and kept cells, eight slots
+at a time (host finish).
 
 finish.finish_exact rounds each slot of an ordered sink or kept cell from a few float64 values: the sink's prior
 content, a parked pair, and each chunk's (high, low) pair, added by checked TwoSums (scatters.pair_add) into one
-pair that finish._round_pair rounds. Slot by slot, that is a chain of dependent TwoSums behind a branch: about 40
+pair that round_pair rounds. Slot by slot, that is a chain of dependent TwoSums behind a branch: about 40
 cycles a slot with one chunk, more with two (a 1000-column ordered sum's finish took 4 us of its 22 at 1e5 lanes,
 11 us with two chunks). Here eight consecutive slots go side by side in float64 vectors through the same steps;
 when every step of the eight was exact (and, for float32, every rounding sure) their values are stored at once,
@@ -16,34 +17,35 @@ from collections.abc import Callable
 from mlir import ir
 from mlir.dialects import scf
 
+from hawk.passes.host_emit import like
+from hawk.passes.lower import scatters
 from hawk.passes.lower.context import Lowering
 
 WIDTH = 8
 _OEQ, _NE = 1, 1  # arith.cmpf "oeq", arith.cmpi "ne"
 
 
-def _pair_add(e, hi, lo, ok, x):
-    """(hi, lo) += x, side by side: scatters.pair_add on vectors."""
-    s1, e1 = e.two_sum(hi, x)
-    s2, e2 = e.two_sum(lo, e1)
-    return s1, s2, e.op("arith.andi", ok, e.cmpf(_OEQ, e2, e.splat(0.0, e2.type)))
+def round_pair(cx: Lowering, hi: ir.Value, lo: ir.Value, ok: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The exact sum hi + lo (a float64 pair, or vectors of them side by side) rounded once to the kernel's type,
+    and whether that rounding is sure (else the finish takes the exact path). float64: fl(hi + lo), always.
+    float32: (H, L) = TwoSum(hi, lo) puts L within half a float64 ulp of H; the float32 nearest H is then the
+    float32 nearest H + L unless H is exactly halfway between two float32 values (its 29 bits past float32's
+    precision are 1 then zeros) and L is not zero, where L breaks the tie: those go to the exact path. (A value
+    in float32's subnormal range is a sum of multiples of 2**-149, exact in float64, so its L is zero.)"""
+    e = cx.e
+    if isinstance(e.f, ir.F64Type):
+        return e.add(hi, lo), ok
+    h, low = e.two_sum(hi, lo)
+    bits = like(h.type, e.i64)
+    tail = e.op("arith.andi", e.op("arith.bitcast", h, t=bits), e.ci((1 << 29) - 1, bits))
+    sure = e.op("arith.ori", e.cmpf(_OEQ, low, e.cf(0.0, low.type)), e.cmpi(_NE, tail, e.ci(1 << 28, bits)))
+    return e.op("arith.truncf", h, t=like(h.type, e.f)), e.op("arith.andi", ok, sure)
 
 
 def _halves(e, buf: ir.Value, at: ir.Value) -> tuple[ir.Value, ir.Value]:
     """WIDTH interleaved (high, low) pairs of `buf` from index `at`: the highs and the lows."""
     v = e.vload(buf, at, 2 * WIDTH, e.f64)
     return e.shuffle(v, v, list(range(0, 2 * WIDTH, 2))), e.shuffle(v, v, list(range(1, 2 * WIDTH, 2)))
-
-
-def _round(e, hi, lo, ok):
-    """finish._round_pair on vectors."""
-    if isinstance(e.f, ir.F64Type):
-        return e.add(hi, lo), ok
-    h, low = e.two_sum(hi, lo)
-    bits = ir.VectorType.get([WIDTH], e.i64)
-    tail = e.op("arith.andi", e.op("arith.bitcast", h, t=bits), e.ci((1 << 29) - 1, bits))
-    sure = e.op("arith.ori", e.cmpf(_OEQ, low, e.splat(0.0, low.type)), e.cmpi(_NE, tail, e.ci(1 << 28, bits)))
-    return e.op("arith.truncf", h, t=ir.VectorType.get([WIDTH], e.f)), e.op("arith.andi", ok, sure)
 
 
 def groups(cx: Lowering, out: ir.Value, first: ir.Value, last: ir.Value, sink: bool, parked, pairs, copies,
@@ -70,17 +72,17 @@ def groups(cx: Lowering, out: ir.Value, first: ir.Value, last: ir.Value, sink: b
             ok = e.cmpi(_NE, some, e.ci(0, bits))
         if sink:
             x = e.vload(out, j, WIDTH, e.f)
-            hi, lo, ok = _pair_add(e, hi, lo, ok, x if x.type == f64v else e.op("arith.extf", x, t=f64v))
+            hi, lo, ok = scatters.pair_add(cx, hi, lo, ok, e.widen(x, e.f64))
         if pairs is not None:
             each = scf.ForOp(e.c(0), copies, e.c(1), [hi, lo, ok])
             with ir.InsertionPoint(each.body):
                 h, low, fine = each.inner_iter_args
                 ph, pl = _halves(e, pairs, e.mul_i(e.add_i(e.mul_i(each.induction_variable, slots), g), e.c(2)))
-                h, low, fine = _pair_add(e, h, low, fine, ph)
-                h, low, fine = _pair_add(e, h, low, fine, pl)
+                h, low, fine = scatters.pair_add(cx, h, low, fine, ph)
+                h, low, fine = scatters.pair_add(cx, h, low, fine, pl)
                 scf.YieldOp([h, low, fine])
             hi, lo, ok = each.results
-        value, ok = _round(e, hi, lo, ok)
+        value, ok = round_pair(cx, hi, lo, ok)
         every = e.all_of(ok)
         if parked is None:
             every = e.op("arith.andi", every, quiet)

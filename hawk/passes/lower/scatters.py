@@ -13,7 +13,7 @@ from hawk.ir.access import scatter_keys, scatter_mode, sink_name, stored_value
 from hawk.ir.build import create
 from hawk.passes import exact_emit
 from hawk.passes.analysis import payload_of
-from hawk.passes.host_emit import _EQ, _SGE, _SLT, size
+from hawk.passes.host_emit import _EQ, _SGE, _SLT, like, size
 from hawk.passes.lower import planes, slot_ranges, sorted_runs
 from hawk.passes.lower.context import Lowering, rule
 
@@ -96,10 +96,7 @@ def pair_step(cx: Lowering, hi: ir.Value, lo: ir.Value, x: ir.Value) -> tuple[ir
     where `rare` holds: the pairs plus what they spilled stay the exact sum of the terms. Returns
     (hi, lo, rare, late)."""
     e = cx.e
-    if isinstance(x.type, ir.VectorType):
-        zero, limit = e.splat(0.0, x.type), e.splat(pair_limit(cx), x.type)
-    else:
-        zero, limit = e.cf(0.0, e.f64), e.cf(pair_limit(cx), e.f64)
+    zero, limit = e.cf(0.0, like(x.type, e.f64)), e.cf(pair_limit(cx), like(x.type, e.f64))
     big = e.cmpf(_UGE, e.abs(x), limit)
     hi, e1 = e.two_sum(hi, e.select(big, zero, x))
     lo, e2 = e.two_sum(lo, e1)
@@ -107,12 +104,13 @@ def pair_step(cx: Lowering, hi: ir.Value, lo: ir.Value, x: ir.Value) -> tuple[ir
 
 
 def pair_add(cx: Lowering, hi: ir.Value, lo: ir.Value, ok: ir.Value, x: ir.Value) -> tuple[ir.Value, ...]:
-    """(hi, lo) += x by two TwoSums in float64 (the finish's and a nested driver's merge of pairs); ok stays true
-    while the pair holds the exact sum (finite, no second error). Returns (hi, lo, ok)."""
+    """(hi, lo) += x by two TwoSums in float64 (the finish's and a nested driver's merge of pairs; scalars, or
+    vectors side by side: finish_slots); ok stays true while the pair holds the exact sum (finite, no second
+    error). Returns (hi, lo, ok)."""
     e = cx.e
     s1, e1 = e.two_sum(hi, x)
     s2, e2 = e.two_sum(lo, e1)
-    fine = e.cmpf(_OEQ, e2, e.cf(0.0, e.f64))  # false for NaN too (a sum that is inf or NaN makes the error NaN)
+    fine = e.cmpf(_OEQ, e2, e.cf(0.0, e2.type))  # false for NaN too (a sum that is inf or NaN makes the error NaN)
     return s1, s2, e.op("arith.andi", ok, fine)
 
 
