@@ -246,9 +246,18 @@ class Gen(Grammar):
             key = E(f"kb - {c}", self.data["kb"].astype(np.int64) - c, "i")
         loop = mode == "+=" and self.rng.random() < 0.25
         call = f"hawk.scatter(bins{', policy=' + repr(policy).replace(chr(39), chr(34)) if policy else ''})"
+        carried = None
         if loop:
             self.lines += ["    for j in range(2):", f"        {call}[({key.src} + j) % B] {mode} {v.src}"]
             keys = [np.mod(key.val + j, BINS) for j in range(2)]
+            if self.rng.random() < 0.4:  # the loop also carries a value read after a total: a later stage
+                carried = f"t{self.tmp}"  # recomputes the loop for it, and must not scatter again
+                self.tmp += 1
+                self.lines.insert(len(self.lines) - 2, f"    {carried} = 0.0")
+                self.lines += [f"        {carried} = {carried} + {v.src}", f"    return {carried} - hawk.max(y)"]
+                with np.errstate(all="ignore"):
+                    want["result"] = (v.val * 2.0 - np.max(self.data["y"]),
+                                      2.0 * (v.mag + np.abs(v.val)) + np.max(np.abs(self.data["y"])), v.fuzzy)
         else:
             self.lines.append(f"    {call}[{key.src}] {mode} {v.src}")
             keys = [key.val]
@@ -290,7 +299,8 @@ class Gen(Grammar):
                 sel = kk[v.fuzzy]
                 fz[sel[(sel >= 0) & (sel < BINS)]] = True
         want["bins"] = (out, mag, fz)
-        return self.signature('bins: Mutable["bin":B]', None), f"scatter {mode} policy={policy}", expect
+        what = f"scatter {mode} policy={policy}" + (" + a carried value after a total" if carried else "")
+        return self.signature('bins: Mutable["bin":B]', "Scalar" if carried else None), what, expect
 
     def scan(self, depth: int, want: dict):
         """`c = hawk.scan(e, ...)`: add, min or max, float or integer, maybe exclusive, reversed or segmented

@@ -223,6 +223,8 @@ def test_generator_covers_the_grammar():
     for form in ("hawk.sum(", "where=", "hawk.scatter(", ".at(", "for j in range(", "if ", "else:", "m.where(",
                  "hawk.max(", "hawk.mean(", "Grid[", "m.index(", "policy=\"ordered\"", " // ", " % ", "m.exp("):
         assert form in text, f"no generated kernel uses {form!r}"
+    whats = " ".join(fk.case(SEED, i).what for i in range(300))
+    assert "a carried value after a total" in whats, "no scatter loop carries a value read after a total"
     kinds = {fk.case(SEED, i).expect for i in range(300)}
     assert {"match", "kernel_error", "input_error"} <= kinds, kinds
 
