@@ -51,9 +51,14 @@ def xc_wide_out(g: Grid["r", "c":3000], x: Scalar, a: hawk.Mutable[Scalar]) -> S
 
 
 @hawk.kernel
-def xc_flat(g: Grid["r", "c":40000], x: Scalar, a: hawk.Mutable[Scalar], b: hawk.Mutable[Scalar]):
-    a = hawk.sum(x, over="r", policy="ordered")  # two totals of 40000 slots each: past COLUMN_LATE
-    b = hawk.sum(x * 2.0, over="r", policy="ordered")
+def xc_flat(g: Grid["r", "c":40000], v: Vector[27]) -> Vector[27]:
+    return hawk.sum(v, over="r", policy="ordered")  # 40000 slots x 27 components: past COLUMN_LATE
+
+
+@hawk.kernel
+def xc_broad(g: Grid["r", "c":70000], x: Scalar, a: hawk.Mutable[Scalar], b: hawk.Mutable[Scalar]):
+    a = hawk.sum(x, over="r", policy="ordered")  # two totals of 70000 slots each: the column shape (flat until
+    b = hawk.sum(x * 2.0, over="r", policy="ordered")  # 2026-12-05, 65,536 slots x components at most)
 
 
 def _spread(shape, dtype, rng):
@@ -74,7 +79,8 @@ def test_the_column_shape_takes_ordered_sums_on_the_host_only():
     assert _form_of(xc_mixed, 0) == "column"
     assert _form_of(xc_cols, 0, pairs=False) == "flat"  # (GPU threads: every ordered term to the accumulators)
     assert 2 * 5000 * 8 * 3 > context.HEAP_BYTES and _form_of(xc_wide, 0) == "column"  # (buffers on the heap)
-    assert 80000 > chunk_form.COLUMN_LATE and _form_of(xc_flat, 0) == "flat"
+    assert 40000 * 27 > chunk_form.COLUMN_LATE and _form_of(xc_flat, 0) == "flat"
+    assert 2 * 70000 > 1 << 16 and _form_of(xc_broad, 0) == "column"
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -141,10 +147,18 @@ def test_vector_payloads():
         same_bits(out, want, np.float64, f"Vector[3], threads={threads}")
 
 
-@pytest.mark.parametrize("kernel, cols", [("xc_wide", 5000), ("xc_flat", 40000)])
+def test_past_the_column_budget_sums_run_flat_and_exact():
+    rng = np.random.default_rng(64)
+    v = rng.standard_normal((27, 3, 40000)) * 10.0 ** rng.integers(-3, 4, (27, 3, 40000))
+    v[:, 2] = -v[:, 0]  # each column's exact sum is its middle term, which a sum in lane order often misses
+    want = v[:, 1].copy()
+    for threads, out in split_runs(xc_flat, "host", threads=[1, 2], min_chunk=20_000, v=v):
+        same_bits(out, want, np.float64, f"Vector[27] over 40000 columns, threads={threads}")
+
+
+@pytest.mark.parametrize("kernel, cols", [("xc_wide", 5000), ("xc_broad", 70000)])
 def test_wide_rows_are_exact(kernel, cols):
-    # 5000 slots: the column shape with its row buffers on the heap (tiles, and chains when the body writes);
-    # 40000: past the budget, flat
+    # the column shape with its row buffers on the heap (tiles, and chains when the body writes)
     rng = np.random.default_rng(65)
     x = _spread((40 if cols == 5000 else 3, cols), np.float64, rng)
     for threads, out in split_runs(globals()[kernel], "host", threads=[1, 2], min_chunk=20_000, x=x):

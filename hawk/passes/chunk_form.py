@@ -88,11 +88,12 @@ def nest_wraps(lay: Layout, is_wide, pairs: bool = False) -> bool:
             all(r.cell in lay.private for r in lay.reductions if r.kept))
 
 
-COLUMN_LATE = 1 << 16  # at most this many slots x components of ordered kept totals in the column shape: each
+COLUMN_LATE = 1 << 20  # at most this many slots x components of ordered kept totals in the column shape: each
 # takes three float64 values of the lanes function's buffers (reduce_kept.column_start), its chains four or five
-# more (column_chains.start), on the heap past context.HEAP_BYTES (until 2026-12-04 all on the stack, so at most
-# 2048: a 10000-column ordered sum over rows ran flat, a division and a scalar pair step a lane, 277 us at 1e5
-# lanes where the column shape takes about 20); wider rows run flat
+# more (column_chains.start), on the heap past context.HEAP_BYTES: up to 72 MiB a chunk, beside the 576 MiB of the
+# shared accumulators of that many float64 slots. It was 2048 (all on the stack) until 2026-12-04 and 65,536
+# until 2026-12-05: wider rows run flat, a division and a scalar pair step a lane, as one chunk (its pairs' copy
+# outweighs its lanes): 16 rows of 200,000 float64 columns took 28 ms where the column shape takes 2
 
 
 def column_span(lay: Layout, is_wide, pairs: bool = False) -> int | None:
