@@ -16,7 +16,7 @@ from eagle.native.reuse import RunCache
 from eagle.settings import chosen_chunk, min_chunk_setting, threads_setting
 from eagle.stage import run_stages
 from eagle.targets import auto_target, host, runtime
-from hawk.abi.layout import Spec
+from hawk.abi.layout import CELL_SLOTS, Spec
 
 if TYPE_CHECKING:  # (GPU targets' modules are imported when a GPU plan needs them, not on a host warm start)
     from eagle.targets.device import DeviceStage
@@ -54,7 +54,7 @@ class Plan:
             raise ValueError(f"eagle.deploy({kernel.name}): {exc}") from None
         self.last_chunks: tuple[int, ...] = ()
         self.binder = Binder(kernel.name, kernel.signature, kernel.outputs, lane_local_inputs(kernel),
-                             mixed=True)
+                             mixed=True, cell_slots=CELL_SLOTS if self.device is None else 0)
         self._ready: dict[tuple[Spec, int], tuple] = {}
         self._runtime = None
         self._runs = RunCache(self) if self.device is None else None  # prepared host runs reused by shape

@@ -279,6 +279,8 @@ class Prepared:
                     start = (size, fill)
                 view = (shape if shape else (1,)) if name == "result" or not r.payload else None
                 out.append((k, 5 * k, _CELL, name, (r, shape, start, view)))
+            elif tag == "alias":  # a one-chunk kept cell's copy: the cell itself, rebound just before it
+                out.append((k, 5 * k, _RARE, name, (tag, name, how[2])))
             else:
                 out.append((k, 5 * k, _RARE, name, (tag, name, j if tag == "staged" else i)))
                 j += tag == "staged"
@@ -291,6 +293,8 @@ class Prepared:
         tag, name, n = what
         if tag == "cut":
             return cuts[name]
+        if tag == "alias":
+            return self.buffers[n]
         if tag == "shared":
             shared = cuts[f"#run:{name}"]
             results[name] = Array(b.given.get(name, shared))

@@ -220,3 +220,69 @@ def test_compensated_special_values():
     for t, out in _runs(pt_comp, x=x):
         assert out[1] == np.inf and np.isnan(out[2]) and np.isnan(out[3]) and out[41] == -np.inf, f"threads={t}"
         _within_bound(np.delete(out, [1, 2, 3, 41]), np.delete(x, [1, 2, 3, 41], axis=1), np.float64, "rest")
+
+
+@hawk.kernel
+def pt_wide(g: Grid["r", "c":70000], x: Scalar, s: Mutable[Scalar], cs: Mutable[Scalar]):
+    s = hawk.sum(x, over="r")  # (70000 slots each: past PRIVATE_SLOTS, within CELL_SLOTS)
+    cs = hawk.sum(x, over="r", policy="compensated")
+
+
+@hawk.kernel
+def pt_wide_max(g: Grid["r", "c":70000], x: Scalar) -> Scalar:
+    return hawk.max(x, over="r")
+
+
+def test_wide_rows_keep_copies_on_the_host_and_split():
+    """On the host, totals keeping axes of more than PRIVATE_SLOTS slots keep a copy per chunk too (up to
+    CELL_SLOTS: Spec.cell_slots of a host plan's specs), so their chunks run on every thread (until 2026-12-05
+    they ran as one chunk); a GPU target's specs keep the old limit (a thread per slot there). The split runs
+    give the plain bound, k <= 1 and the exact max."""
+    from hawk.abi.layout import CELL_SLOTS, PRIVATE_SLOTS
+
+    assert PRIVATE_SLOTS < 70000 <= CELL_SLOTS
+    host = eagle.deploy(pt_wide_max).binder.bind({"x": np.zeros((2, 70000))}).spec
+    gpu = eagle.deploy(pt_wide_max, target="spirv").binder.bind({"x": np.zeros((2, 70000))}).spec
+    assert (host.cell_slots, gpu.cell_slots) == (CELL_SLOTS, 0)
+    cell = pt_wide_max.layout(host, 0).reductions[0].cell
+    assert cell in pt_wide_max.layout(host, 0).private and cell not in pt_wide_max.layout(gpu, 0).private
+    x = _cancelling(6, 70000, np.float64, 99)
+    exact = np.array([math.fsum(col) for col in x.T.tolist()])
+    size = np.abs(x).sum(axis=0)
+    eps = float(np.finfo(np.float64).eps)
+    for t, out in split_runs(pt_wide, "host", threads=[1, 2], min_chunk=50_000, x=x):
+        assert np.all(np.abs(out["s"] - exact) <= 6 * eps * size), f"auto, threads={t}"
+        assert np.all(np.abs(out["cs"] - exact) <= eps * size), f"compensated, threads={t}"
+    for t, out in split_runs(pt_wide_max, "host", threads=[1, 2], min_chunk=50_000, x=x):
+        assert np.array_equal(out, x.max(axis=0)), f"max, threads={t}"
+    plan = eagle.deploy(pt_wide_max, threads=2)  # (the default chunk: CELL_LANES lanes a copy value)
+    tall = np.tile(x, (6, 1))  # (36 rows: 2 chunks of at least 16 x 70000 lanes)
+    assert np.array_equal(np.asarray(plan.run(x=tall)), x.max(axis=0)) and plan.last_chunks == (2,), plan.last_chunks
+
+
+def test_one_chunk_adds_into_the_cell_itself_and_keeps_earlier_results():
+    """A one-chunk host launch hands a kept sum's or max's cell as its only copy (eagle.launch, alias_cells) and
+    the finish leaves it as the lanes left it: the same bits as a separate copy from -0.0 (a column of -0.0 and
+    +0.0 terms, or of -0.0 alone, sums to +0.0 on one chunk and on many). A reused run (Plan.run's prepared
+    buffers, rebound to fresh cells) never writes into the cells an earlier run handed back."""
+    rng = np.random.default_rng(100)
+    xs = [rng.standard_normal((7, 43)) for _ in range(3)]
+    for x in xs:
+        x[:, 0] = -0.0
+        x[:, 1] = 0.0
+        x[3, 2] = -0.0
+    one = eagle.deploy(pt_sum, threads=1)
+    many = eagle.deploy(pt_sum, threads=3, min_chunk=10)
+    mx = eagle.deploy(pt_max, threads=1)
+    kept = []
+    for x in xs:
+        a, b, m = one.run(x=x), many.run(x=x), mx.run(x=x)
+        assert one.last_chunks == (1,) and many.last_chunks[0] > 1
+        got, split = np.asarray(a), np.asarray(b)
+        assert got[0] == 0.0 and not np.signbit(got[0]) and not np.signbit(split[0]), (got[:3], split[:3])
+        _within_bound(got, x, np.float64, "one chunk")
+        assert np.array_equal(np.asarray(m), x.max(axis=0))
+        kept.append((a, np.asarray(a).copy(), m, x.max(axis=0)))
+    for a, first, m, want in kept:  # (each earlier result as it was handed back)
+        assert np.array_equal(np.asarray(a).view(np.uint64), first.view(np.uint64))
+        assert np.array_equal(np.asarray(m), want)

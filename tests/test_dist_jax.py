@@ -252,15 +252,21 @@ def case_what_shards_cannot_do_is_refused_by_name():
              ("'tot' keeps the leading lane axis", "scans or folds over every lane", "a kernel of its own")),
             (dk.dist_rowfold, dict(x=np.ones((8, dk.KC))), dict(x=P("d")),
              ("'result' keeps lane axes ['row']", "a leading block of axes", "no hawk.reduce fold")),
-            (dk.dist_colfold, dict(x=np.ones((8, 3))), dict(x=P("d")), ("'result'", "without a copy per chunk")),
-            (dk.dist_colwide, dict(x=np.ones((8, 70_000))), dict(x=P("d")),
-             ("'result'", "70000 slots", "without a copy per chunk")),):
+            (dk.dist_colfold, dict(x=np.ones((8, 3))), dict(x=P("d")), ("'result'", "without a copy per chunk")),):
         try:
             _sharded(kernel, _mesh(8), planes, specs, P())
         except InputError as exc:
             assert kernel.name in str(exc) and all(w in str(exc) for w in words), str(exc)
         else:
             raise AssertionError(f"{kernel.name} ran sharded")
+    # 70,000 columns: refused until 2026-12-05 (no copy per chunk past PRIVATE_SLOTS); the host's specs now keep
+    # copies up to CELL_SLOTS, so the shards combine it
+    import math
+
+    x = np.random.default_rng(7).normal(size=(8, 70_000))
+    got = np.asarray(_sharded(dk.dist_colwide, _mesh(8), dict(x=x), dict(x=P("d")), P())).reshape(-1)
+    exact = np.array([math.fsum(c) for c in x.T.tolist()])
+    assert np.all(np.abs(got - exact) <= 8 * np.finfo(np.float64).eps * np.abs(x).sum(axis=0))
 
 
 def case_stores_into_sinks_last_lane_wins_across_shards():

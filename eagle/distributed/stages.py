@@ -47,6 +47,7 @@ from eagle.native import cbuild
 from eagle.prepared import PreparedRun
 from eagle.stage import Prepared, cell_index
 from hawk.abi.layout import (
+    CELL_SLOTS,
     ORDERED_BLOCK,
     PAIR_SLOTS,
     PRIVATE_SLOTS,
@@ -184,7 +185,8 @@ def _check_kept(kernel, lay, r) -> None:
         extents = {a.label: a.extent for a in axes}
         raise InputError(f"kernel '{kernel.name}': '{r.cell}' keeps lane axes {list(r.kept)} "
                          f"({' x '.join(str(extents.get(k)) for k in r.kept)} slots) without a copy per chunk "
-                         f"(kept axes need fixed extents, at most {PRIVATE_SLOTS} values; hawk.reduce folds "
+                         f"(kept axes need fixed extents, at most {PRIVATE_SLOTS} values, {CELL_SLOTS} on the host; "
+                         f"hawk.reduce folds "
                          f"keep none), so shards cannot combine it; scatter into a sink keyed by the kept "
                          f"coordinates instead")
 

@@ -22,13 +22,16 @@ class Spec:
     ordered tree). `float_outputs`: the per-lane float outputs whose array has another float dtype than the
     run's (the store converts into it, docs/semantics.md); empty for every other run. `copy_slots`: the largest
     sink that keeps private copies (0: PAIR_SLOTS; $HAWK_COPY_SLOTS lowers it so that tests reach the slot-range
-    form with small sinks: it is in repr(spec), hence in every cache key, and in the hawk IR's facts)."""
+    form with small sinks: it is in repr(spec), hence in every cache key, and in the hawk IR's facts).
+    `cell_slots`: the largest reduction keeping axes with a copy per chunk (0: PRIVATE_SLOTS; a host plan's
+    specs say CELL_SLOTS, since a GPU runs a thread per kept slot instead of a few threads with large copies)."""
 
     float_dtype: str
     index_dtypes: tuple[tuple[str, str], ...]
     auto_sum: str = "fast"
     float_outputs: tuple[tuple[str, str], ...] = ()
     copy_slots: int = 0
+    cell_slots: int = 0
 
 
 @dataclass(frozen=True)
@@ -316,6 +319,11 @@ PRIVATE_SLOTS = 1 << 16  # sinks up to this many slots get private copies (one p
 # term, 16 bytes a float64 slot; the launcher keeps all the copies within eagle.launch.COPY_BYTES), and only a
 # term the pair cannot take exactly goes to the accumulator, which then stays mostly untouched (zero pages).
 PAIR_SLOTS = 1 << 25
+CELL_SLOTS = 1 << 22  # on the host, a sum, mean, max or min keeping fixed axes gets a copy per chunk up to this
+# many slots (x components), so that its chunks run on every thread (eagle.launch caps the copies by
+# PRIVATE_VALUES and COPY_BYTES, and gives a chunk CELL_LANES lanes a copy value); Spec.cell_slots. Until
+# 2026-12-05 PRIVATE_SLOTS: an "auto" column sum of 101 rows of 200,000 float64 columns ran as one chunk, 8.3 ms
+# on one thread of two, 4.9 ms in 4 chunks now
 COPY_SLOTS_ENV = "HAWK_COPY_SLOTS"  # overrides PAIR_SLOTS for a specialisation made while it is set (tests)
 
 
@@ -423,15 +431,17 @@ def fold_values(r: Reduction, lanes: int, cell_values: int) -> int:
 
 
 def make_spec(sig: Signature, float_dtype: str, index_dtypes: dict[str, str], auto_sum: str = "fast",
-              float_outputs: dict[str, str] | None = None) -> Spec:
+              float_outputs: dict[str, str] | None = None, cell_slots: int = 0) -> Spec:
     """The specialisation for a run: its float dtype and each Index plane's dtype (int32 unless given) and each
     integer output's (Mutable[Index]: int64 unless given); `float_outputs`: float outputs given another float
-    dtype (those equal to the run's are dropped, so such a run shares the plain run's specialisation)."""
+    dtype (those equal to the run's are dropped, so such a run shares the plain run's specialisation);
+    `cell_slots`: Spec.cell_slots."""
     given = float_outputs or {}
     floats = tuple((p.name, given[p.name]) for p in sig.planes
                    if p.kind == "output" and not p.integer and given.get(p.name, float_dtype) != float_dtype)
     return Spec(float_dtype, tuple((p.name, index_dtypes.get(p.name, "int32" if p.kind == "index" else "int64"))
-                                   for p in sig.planes if p.integer_plane), auto_sum, floats, copy_slots_setting())
+                                   for p in sig.planes if p.integer_plane), auto_sum, floats, copy_slots_setting(),
+                cell_slots)
 
 
 def layout_to_json(lay: Layout) -> dict:

@@ -47,9 +47,9 @@ def payload_of(t: ir.Type) -> tuple[int, ...]:
 
 def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: str,
             itypes: dict[str, str], owns: set[str] | None = None, cells_out: tuple[str, ...] = (),
-            copy_slots: int = PAIR_SLOTS) -> Layout:
+            copy_slots: int = PAIR_SLOTS, cell_slots: int = PRIVATE_SLOTS) -> Layout:
     """Read reductions, sinks and keys off the hawk func and fix the buffer order (`copy_slots`: the largest
-    sink with private copies, Spec.copy_slots).
+    sink with private copies, Spec.copy_slots; `cell_slots`: the largest kept cell with them, Spec.cell_slots).
 
     For one stage of a split kernel, `owns` names the outputs and sinks this stage hands back (those it writes;
     the last stage also takes those no stage writes); it also reads (role 'cut') and writes internal cells.
@@ -171,7 +171,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
             bufs.append(Buffer(c, "cell", "f"))
     for r in reductions:
         exact = r.kept and r.kind in ("sum", "mean") and r.policy == "ordered"
-        slots = _private_cell_slots(r, sig)
+        slots = _private_cell_slots(r, sig, cell_slots)
         if slots:  # each chunk adds into its own copy of the cell; the finish combines them in chunk order
             lay.private[r.cell] = slots
             if not exact:  # (compensated: (sum, correction) pairs in float64, as a compensated sink's copies)
@@ -255,7 +255,7 @@ def planes_stored(root) -> set[str]:
     return found
 
 
-def _private_cell_slots(r: Reduction, sig: Signature) -> int:
+def _private_cell_slots(r: Reduction, sig: Signature, limit: int) -> int:
     """Slots of a private copy for a reduction that keeps lane axes other than the leading ones (those already
     give chunks whole slots): a sum or mean, a max or a min whose kept extents are fixed and few; else 0.
     Ordered sums keep (high, low) pairs per chunk (any kept axes) beside one shared exact accumulator per slot;
@@ -274,7 +274,7 @@ def _private_cell_slots(r: Reduction, sig: Signature) -> int:
     if any(x is None for x in extents):
         return 0
     slots = (_size(r.payload) + (r.kind == "mean")) * _size(tuple(extents))  # a mean's counts follow its values
-    return slots if slots <= (PAIR_SLOTS if exact else PRIVATE_SLOTS) else 0
+    return slots if slots <= (PAIR_SLOTS if exact else limit) else 0
 
 
 def _size(shape) -> int:

@@ -107,6 +107,10 @@ class Emit:
     def dim(self, buf: ir.Value) -> ir.Value:
         return create("memref.dim", [buf, self.c(0)], [self.index]).result
 
+    def address(self, buf: ir.Value) -> ir.Value:
+        """Where a buffer's data starts, as an index (to see whether two buffers are one)."""
+        return create("memref.extract_aligned_pointer_as_index", [buf], [self.index]).result
+
     def add_i(self, *vals) -> ir.Value:
         r = vals[0]
         for v in vals[1:]:

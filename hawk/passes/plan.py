@@ -5,9 +5,10 @@ front end builds a kernel's IR, so `Kernel.mlir()` text compiles alone):
   hawk.signature  its planes (kind, payload, axes) and return payload, as Signature.to_json in attribute form
   hawk.outputs    [[name, "lane" | "cell" | "scatter" | "scatter-run"], ...] each output's mode ("scatter":
                   written by key, every key read straight from an Index plane; "scatter-run": some key computed)
-  hawk.spec       {float = f64, index = {i = i32}[, floats = {y = f32}][, copies = N]}: the specialisation's
-                  element types (floats: the per-lane float outputs of another float type, which the stores
-                  convert into; copies: Spec.copy_slots, the largest sink with private copies, when not the default)
+  hawk.spec       {float = f64, index = {i = i32}[, floats = {y = f32}][, copies = N][, cells = N]}: the
+                  specialisation's element types (floats: the per-lane float outputs of another float type, which
+                  the stores convert into; copies: Spec.copy_slots, the largest sink with private copies, when not
+                  the default; cells: Spec.cell_slots, the same for reductions keeping axes: a host plan's)
   hawk.stage      {cells_in, cells_out, owns}: one stage of a split kernel (written by split-stages)
 `plan-buffers` runs hawk/passes/analysis.py on that and writes the result as `hawk.layout` on the func, a
 dictionary whose ordered maps are arrays of [key, value] pairs and whose buffers read "name:role:dtype". The
@@ -21,7 +22,7 @@ import dataclasses
 
 from mlir import ir
 
-from hawk.abi.layout import PAIR_SLOTS, Layout, Spec, layout_from_json, layout_to_json
+from hawk.abi.layout import PAIR_SLOTS, PRIVATE_SLOTS, Layout, Spec, layout_from_json, layout_to_json
 from hawk.abi.signature import Signature
 from hawk.passes.analysis import analyse
 from hawk.passes.base import ModulePass, kernel_funcs, register
@@ -142,7 +143,8 @@ def annotate(module: ir.Module, sig: Signature, outputs: dict[str, str], spec: S
         "float": ir.TypeAttr.get(ftype),
         "index": ir.DictAttr.get({n: ir.TypeAttr.get(t) for n, t in itypes.items() if n not in floats}),
         **({"floats": ir.DictAttr.get({n: ir.TypeAttr.get(itypes[n]) for n in sorted(floats)})} if floats else {}),
-        **({"copies": to_attr(spec.copy_slots)} if spec.copy_slots else {})})
+        **({"copies": to_attr(spec.copy_slots)} if spec.copy_slots else {}),
+        **({"cells": to_attr(spec.cell_slots)} if spec.cell_slots else {})})
     if stage is not None:
         set_stage(func, *stage)
 
@@ -175,6 +177,13 @@ def copy_slots_of(func) -> int:
     return int(ir.IntegerAttr(spec["copies"]).value) if "copies" in spec else PAIR_SLOTS
 
 
+def cell_slots_of(func) -> int:
+    """The largest reduction keeping axes with a copy per chunk (hawk.spec's `cells`: Spec.cell_slots;
+    PRIVATE_SLOTS when absent)."""
+    spec = ir.DictAttr(_get(func, "hawk.spec", "the float and index types"))
+    return int(ir.IntegerAttr(spec["cells"]).value) if "cells" in spec else PRIVATE_SLOTS
+
+
 def stage_of(func) -> dict | None:
     attrs = func.operation.attributes
     return from_attr(attrs["hawk.stage"]) if "hawk.stage" in attrs else None
@@ -190,7 +199,8 @@ def plan(func, owns: set[str] | None = None) -> Layout:
     if st is not None:
         owns = set(st["owns"])
     return analyse(func, signature_of(func), outputs_of(func), ir.StringAttr(func.attributes["sym_name"]).value,
-                   short, owns, tuple(st["cells_out"]) if st else (), copy_slots=copy_slots_of(func))
+                   short, owns, tuple(st["cells_out"]) if st else (), copy_slots=copy_slots_of(func),
+                   cell_slots=cell_slots_of(func))
 
 
 @register

@@ -322,7 +322,10 @@ def finish_private(cx: Lowering) -> None:
 
 def finish_cell_copies(cx: Lowering, name: str, priv: ir.Value, n: ir.Value) -> None:
     """A kept cell from its copies, in copy order (as many as the launch made: the host and a GPU chunk form
-    one per chunk, a GPU slots form one, each slot written by its own thread)."""
+    one per chunk, a GPU slots form one, each slot written by its own thread). The first copy is combined with
+    the identity, not with the cell's content (which starts each launch at the identity): a one-chunk host
+    launch hands the cell itself as its only copy, started at the identity (eagle.launch.Launcher.buffers,
+    `alias_cells`), which then already holds the result: its pass is skipped."""
     e = cx.e
     r = next(r for r in cx.lay.reductions if r.cell == name)
     cell = cx.bufs[(name, "cell")]
@@ -333,16 +336,21 @@ def finish_cell_copies(cx: Lowering, name: str, priv: ir.Value, n: ir.Value) -> 
         parts.append((cx.bufs[(name, "count")], values, n))
     for target, first, last in parts:  # copy by copy, over every slot (each slot still takes its copies in
         # order, so the bits are those of slot by slot; the inner loop reads one copy straight: it vectorizes)
-        each = scf.ForOp(e.c(0), copies, e.c(1), [])
-        with ir.InsertionPoint(each.body):
-            loop = scf.ForOp(first, last, e.c(1), [])
-            with ir.InsertionPoint(loop.body):
-                i = loop.induction_variable
-                at = e.op("arith.subi", i, first)
-                part = e.load(priv, e.add_i(e.mul_i(each.induction_variable, n), i))
-                e.store(e.combine_kind(r.kind, e.load(target, at), part), target, at)
+        first_copies = e.op("arith.minui", copies, e.c(1))
+        if target is cell:  # (the cell as its own only copy: the bits of identity + copy, as a copy from -0.0)
+            first_copies = e.select(e.cmpi(_EQ, e.address(priv), e.address(cell)), e.c(0), first_copies)
+        for lo, hi, opening in ((e.c(0), first_copies, True), (e.c(1), copies, False)):
+            each = scf.ForOp(lo, hi, e.c(1), [])
+            with ir.InsertionPoint(each.body):
+                loop = scf.ForOp(first, last, e.c(1), [])
+                with ir.InsertionPoint(loop.body):
+                    i = loop.induction_variable
+                    at = e.op("arith.subi", i, first)
+                    part = e.load(priv, e.add_i(e.mul_i(each.induction_variable, n), i))
+                    old = e.identity(r.kind, part.type) if opening else e.load(target, at)
+                    e.store(e.combine_kind(r.kind, old, part), target, at)
+                    scf.YieldOp([])
                 scf.YieldOp([])
-            scf.YieldOp([])
 
 
 def finish_cell_pairs(cx: Lowering, name: str, priv: ir.Value, slots: int) -> None:
