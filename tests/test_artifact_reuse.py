@@ -9,7 +9,7 @@ import pytest
 import eagle
 import hawk
 from eagle.errors import InputError
-from hawk import Index, Mutable, Scalar
+from hawk import Grid, Index, Mutable, Scalar
 
 
 @hawk.kernel
@@ -23,11 +23,30 @@ def ar_bins(key: Index, x: Scalar, hist: Mutable["bin":4], total: Mutable[Scalar
     total = hawk.sum(x, policy="ordered")
 
 
+@hawk.kernel
+def ar_cols(g: Grid["r", "c":70000], x: Scalar) -> Scalar:  # noqa: F821 (70000 slots: past PRIVATE_SLOTS)
+    return hawk.max(x, over="r")
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     d = tmp_path_factory.mktemp("reuse")
-    hawk.artifact.build_bundle([ar_share, ar_bins], d, dtypes=("float64",))
+    hawk.artifact.build_bundle([ar_share, ar_bins, ar_cols], d, dtypes=("float64",))
     return d
+
+
+def test_wide_kept_cells_split_and_one_chunk_runs_keep_earlier_results(built):
+    # a host build gives the 70000-slot cell a copy per chunk (Spec.cell_slots, as a host plan does): 36 rows
+    # run in 2 chunks; 6 rows in one, whose copy is the cell itself, rebound to each reused run's fresh cell
+    loaded = hawk.load(built, "ar_cols", threads=2)
+    rng = np.random.default_rng(9)
+    tall = rng.normal(size=(36, 70000))
+    assert np.array_equal(np.asarray(hawk.run(loaded, x=tall)), tall.max(axis=0)) and loaded.last_chunks == (2,)
+    xs = [rng.normal(size=(6, 70000)) for _ in range(3)]
+    outs = [hawk.run(loaded, x=x) for x in xs]
+    assert loaded.last_chunks == (1,) and loaded._host_runs.hits >= 2
+    for x, out in zip(xs, outs, strict=True):
+        assert np.array_equal(np.asarray(out), x.max(axis=0))
 
 
 def _bits(a) -> bytes:

@@ -6,6 +6,7 @@ does not (eagle/artifact.py, reading the format of hawk.abi.artifact).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -27,7 +28,7 @@ from hawk.abi.artifact.format import (
     description,
     description_symbol,
 )
-from hawk.abi.layout import Spec, layout_to_json
+from hawk.abi.layout import CELL_SLOTS, Spec, layout_to_json
 from hawk.compiler import Kernel
 
 
@@ -329,6 +330,8 @@ def _publish(kernel: Kernel, d: Path, targets: tuple[str, ...], dtypes: tuple[st
              index_dtypes: dict[str, str], chips: dict[str, str], host_cpu: dict, reverse: dict | None = None) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     specs = {dt: kernel.spec_for(dt, index_dtypes, auto_sum="ordered") for dt in dtypes}
+    # the host's builds give kept cells copies up to CELL_SLOTS, as a host plan does (Spec.cell_slots)
+    host_specs = {dt: dataclasses.replace(sp, cell_slots=CELL_SLOTS) for dt, sp in specs.items()}
     stages = kernel.stages(specs[dtypes[0]])
     shape = [(s.name, s.cells_in, s.cells_out) for s in stages]
     for dt in dtypes[1:]:  # the split does not depend on the dtype; make sure
@@ -339,8 +342,9 @@ def _publish(kernel: Kernel, d: Path, targets: tuple[str, ...], dtypes: tuple[st
     builds = []
     for k, st in enumerate(stages):
         for dt in dtypes:
-            layout = layout_to_json(kernel.layout(specs[dt], k))
             for tg in targets:
+                spec = specs[dt] if tg in GPU_TARGETS else host_specs[dt]
+                layout = layout_to_json(kernel.layout(spec, k))
                 name = file_name(kernel.name, st.name, dt, tg)
                 entry = {"stage": st.name, "dtype": dt, "target": tg, "file": name, "layout": layout}
                 if tg in GPU_TARGETS:
@@ -351,7 +355,7 @@ def _publish(kernel: Kernel, d: Path, targets: tuple[str, ...], dtypes: tuple[st
                     fin_blob, _ = _write(d, fin, _build_finish, kernel, specs[dt], k, description(head, entry), cpu)
                     entry["device"]["finish_sha256"] = hashlib.sha256(fin_blob).hexdigest()
                 else:
-                    blob, _ = _write(d, name, BUILDERS[tg], kernel, specs[dt], k, description(head, entry), cpu)
+                    blob, _ = _write(d, name, BUILDERS[tg], kernel, spec, k, description(head, entry), cpu)
                     entry["sha256"] = hashlib.sha256(blob).hexdigest()
                 builds.append({f: entry[f] for f in ("stage", "dtype", "target", "file", "sha256", "layout",
                                                       "device") if f in entry})
