@@ -355,8 +355,8 @@ class Launcher:
                 fill = -0.0 if r.kind == "sum" and not compensated(r) else IDENT[r.kind]
                 if alias_cells and nchunks == 1 and cell_copies is None and r.kind != "mean" and \
                         not compensated(r) and name in cells:  # (a mean's copy holds its counts too)
-                    a = bufs[cells[name]]  # (starting at the identity, +0.0 for a sum: a sum from it is never
-                    bufs.append(a)  # -0.0, as identity + copy from -0.0 never is, and equal otherwise)
+                    a = bufs[cells[name]]  # (from the identity, +0.0 for a sum: the bits of identity + a copy
+                    bufs.append(a)  # from -0.0, since neither can end at -0.0 and they agree on all else)
                     how.append(("alias", name, cells[name]))
                     continue
                 n = self.lay.private[name] * (nchunks if cell_copies is None else cell_copies)

@@ -323,7 +323,7 @@ CELL_SLOTS = 1 << 22  # on the host, a sum, mean, max or min keeping fixed axes 
 # many slots (x components), so that its chunks run on every thread (eagle.launch caps the copies by
 # PRIVATE_VALUES and COPY_BYTES, and gives a chunk CELL_LANES lanes a copy value); Spec.cell_slots. Until
 # 2026-12-05 PRIVATE_SLOTS: an "auto" column sum of 101 rows of 200,000 float64 columns ran as one chunk, 8.3 ms
-# on one thread of two, 4.9 ms in 4 chunks now
+# on one thread of two, 4.3 ms in 4 chunks now
 COPY_SLOTS_ENV = "HAWK_COPY_SLOTS"  # overrides PAIR_SLOTS for a specialisation made while it is set (tests)
 
 

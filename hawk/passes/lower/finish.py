@@ -337,7 +337,7 @@ def finish_cell_copies(cx: Lowering, name: str, priv: ir.Value, n: ir.Value) -> 
     for target, first, last in parts:  # copy by copy, over every slot (each slot still takes its copies in
         # order, so the bits are those of slot by slot; the inner loop reads one copy straight: it vectorizes)
         first_copies = e.op("arith.minui", copies, e.c(1))
-        if target is cell:  # (the cell as its own only copy: the bits of identity + copy, as a copy from -0.0)
+        if target is cell:  # (a one-chunk host launch's cell is its own copy, from the identity: done already)
             first_copies = e.select(e.cmpi(_EQ, e.address(priv), e.address(cell)), e.c(0), first_copies)
         for lo, hi, opening in ((e.c(0), first_copies, True), (e.c(1), copies, False)):
             each = scf.ForOp(lo, hi, e.c(1), [])
