@@ -170,18 +170,22 @@ def types_of(func) -> tuple[ir.Type, dict[str, ir.Type]]:
     return ir.TypeAttr(spec["float"]).value, {n.name: ir.TypeAttr(n.attr).value for n in own}
 
 
+def _spec_count(func, key: str, default: int) -> int:
+    """hawk.spec's integer entry `key`, or `default` when the specialisation leaves it out."""
+    spec = ir.DictAttr(_get(func, "hawk.spec", "the float and index types"))
+    return int(ir.IntegerAttr(spec[key]).value) if key in spec else default
+
+
 def copy_slots_of(func) -> int:
     """The largest sink with private copies for this func's specialisation (hawk.spec's `copies`; PAIR_SLOTS
     when absent)."""
-    spec = ir.DictAttr(_get(func, "hawk.spec", "the float and index types"))
-    return int(ir.IntegerAttr(spec["copies"]).value) if "copies" in spec else PAIR_SLOTS
+    return _spec_count(func, "copies", PAIR_SLOTS)
 
 
 def cell_slots_of(func) -> int:
     """The largest reduction keeping axes with a copy per chunk (hawk.spec's `cells`: Spec.cell_slots;
     PRIVATE_SLOTS when absent)."""
-    spec = ir.DictAttr(_get(func, "hawk.spec", "the float and index types"))
-    return int(ir.IntegerAttr(spec["cells"]).value) if "cells" in spec else PRIVATE_SLOTS
+    return _spec_count(func, "cells", PRIVATE_SLOTS)
 
 
 def stage_of(func) -> dict | None:

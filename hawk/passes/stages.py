@@ -227,7 +227,6 @@ def _split_levels(text: str, name: str, reserved: frozenset[str]) -> list[StageI
                                                                            for v in _used_values(ops[j]))
                                                for j in range(len(ops)))}
         keep = {k for k, op in enumerate(ops) if level[k] == s and (_has_effect(op) or k in later_use)}
-        own = set(keep)
         # pull in what kept ops use, except totals of earlier stages (read as cells instead)
         stack, reads = list(keep), set()
         while stack:
@@ -266,8 +265,8 @@ def _split_levels(text: str, name: str, reserved: frozenset[str]) -> list[StageI
         for k in reversed(range(len(ops))):
             if k not in keep:
                 ops[k].operation.erase()
-            elif k not in own and level[k] != s:
-                _drop_effects(ops[k])  # (recomputed for its values: its stores and scatters are its level's)
+            elif level[k] != s:  # (an earlier level's op, recomputed for its values: its stores and scatters
+                _drop_effects(ops[k])  # are its own level's)
         scanned = {k for k in keep if is_hawk(ops[k], "scan")}
         for k in sorted(scanned):
             _split_scan(func_op, ops[k], cut[k], totals=level[k] == s)
