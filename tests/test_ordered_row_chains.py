@@ -2,7 +2,9 @@
 nested_chains.py): a block of up to 128 groups of 8 lanes adds each term into its chain (M, 0) by one Fast2Sum
 and widens the block's range of |term|; the block's end keeps the chains when every term lay in
 [2**(p-47), 2**(p-9)] (or was zero) and otherwise gives the block's buffered terms to the pairs. p comes from
-the previous block's largest term (its exponent + 12). Every row must still be its exact sum rounded once.
+the previous block's largest term (its exponent + 12). float32 rows take windowed chains in groups of 16 lanes
+(the range on the float32 bits), a row's last 8 lanes past its groups of 16 as one more group. Every row must
+still be its exact sum rounded once.
 
 The range tests put terms right at both ends of the range the guess allows, 128 to a chain (so a wider range
 loses bits: moving either end by three binades fails them), and terms just past either end."""
@@ -29,6 +31,21 @@ def rc_rows(g: Grid["r", "c":1024], x: Scalar) -> Scalar:
 @hawk.kernel
 def rc_long(g: Grid["r", "c":2603], x: Scalar) -> Scalar:  # (two whole blocks, one of 69 groups, 3 lanes after)
     return hawk.sum(x, over="c", policy="ordered")
+
+
+@hawk.kernel
+def rc_half(g: Grid["r", "c":1000], x: Scalar) -> Scalar:  # (float32: 62 groups of 16, then one of 8)
+    return hawk.sum(x, over="c", policy="ordered")
+
+
+@hawk.kernel
+def rc_next(g: Grid["r", "c":2061], x: Scalar) -> Scalar:  # (float32: a block of 2048 lanes, one of 8, 5 lanes after)
+    return hawk.sum(x, over="c", policy="ordered")
+
+
+@hawk.kernel
+def rc_vec3(g: Grid["r", "c":256], v: Vector[3]) -> Vector[3]:  # (three components: groups of 8)
+    return hawk.sum(v, over="c", policy="ordered")
 
 
 @hawk.kernel
@@ -93,7 +110,8 @@ def _adversary(kind: str, dtype) -> np.ndarray:
     where it does (exact_families.chain_adversary, a chain's terms). Half the chains take the big terms
     negated, so the row's exact sum is a float with the last terms' bit."""
     each = chain_adversary(kind, dtype, P_START, F32_START)
-    # lane j of a group goes to chain j: chains 4-7 take the negated big terms
+    # lane j of a group of 8 goes to chain j: chains 4-7 take the negated big terms (float32 groups are 16 lanes,
+    # so there a chain takes every other group of 8: 64 of the terms, whose sum still drops the last bit)
     groups = np.stack([each] * 4 + [np.where(each == each[-1], each, -each)] * 4, axis=1)
     return groups.reshape(1, -1).astype(dtype)
 
@@ -148,3 +166,27 @@ def test_row_groups_prefetch_the_lanes_one_block_on():
     text = rc_rows.mlir("float64", after="lower-host-lanes")
     hints = [line for line in text.splitlines() if "memref.prefetch" in line]
     assert hints and all(", read, locality<3>, data : memref<?xf64>" in h for h in hints), hints
+
+
+def test_float32_rows_take_groups_of_16_and_a_last_group_of_8():
+    """Groups of 16 float32 lanes; a row (or a chunk's part of one) whose groups leave 8 lanes runs them as one
+    more group, its other 8 terms zeros, into the same chains; the lanes after it one by one. Rows cut between
+    chunks, rows whose magnitudes jump, special values in the last group."""
+    for kernel in (rc_half, rc_next):
+        text = kernel.mlir("float32", after="lower-host-lanes")
+        assert "vector<16xi32>" in text and "vector<16xf32>" in text, kernel.name
+        cols = 1000 if kernel is rc_half else 2061
+        rng = np.random.default_rng(64)
+        x = rng.standard_normal((30, cols)) * 10.0 ** rng.integers(-12, 12, (30, 1))
+        x[2, -12:] = 3e38  # the last group and the lanes after it: past float32's range together
+        x[3, 992:1000] = np.float32(1e-45)  # subnormal terms, under every window
+        x[4, 995] = np.nan
+        x[5, ::2] *= 1e9
+        x = x.astype(np.float32)
+        want = _rows_want(x, np.float32)
+        for threads, out in split_runs(kernel, "host", threads=[1, 2, 3], min_chunk=3 * cols // 2, x=x):
+            same_bits(out, want, np.float32, f"{kernel.name}, threads={threads}")
+    assert "vector<16xi32>" not in rc_vec3.mlir("float32", after="lower-host-lanes")
+    v = np.random.default_rng(65).standard_normal((3, 12, 256)).astype(np.float32)
+    out = np.asarray(eagle.deploy(rc_vec3, threads=1).run(v=v))
+    same_bits(out, np.stack([_rows_want(v[c], np.float32) for c in range(3)]), np.float32, "Vector[3]")

@@ -18,6 +18,7 @@ NO_SPECULATE = "hawk.no_speculate"  # on an scf.if that guards loads (a lane pas
 _UNSAFE = {"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.floordivsi", "arith.ceildivsi",
            "arith.ceildivui"}
 _SAFE_DIALECTS = ("arith.", "math.", "vector.", "memref.load", "scf.yield", "scf.if", "memref.dim")
+_WRITES = {"vector.store", "vector.maskedstore", "vector.scatter", "vector.compressstore", "vector.transfer_write"}
 
 
 def _constant_divisor_is_safe(op) -> bool:
@@ -43,7 +44,7 @@ def _pure(region) -> bool:
         name = op.operation.name
         if name in _UNSAFE and _constant_divisor_is_safe(op):
             return ir.WalkResult.ADVANCE
-        if name in _UNSAFE or not name.startswith(_SAFE_DIALECTS):
+        if name in _UNSAFE or name in _WRITES or not name.startswith(_SAFE_DIALECTS):
             ok[0] = False
         return ir.WalkResult.ADVANCE
 

@@ -188,6 +188,7 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
     klo = e.op("arith.divui", cx.lo, e.c(span))
     khi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
     chained = nested_chains.comps(kept) if span >= nested_chains.MIN_LANES else []
+    cx.nest_w = nested_chains.group_width(cx, kept, chained)
     outer = scf.ForOp(klo, khi, e.c(1), chunk0 + nested_chains.first_guesses(cx, chained))
     with ir.InsertionPoint(outer.body):
         slot = outer.induction_variable
@@ -354,7 +355,7 @@ def _nested_groups(cx: Lowering, body: ir.Block, start: ir.Value, end: ir.Value,
     (nested_chains.comps) take chains in blocks of groups first. Returns the first lane after the groups (the
     rest run one by one, into pair 0), the state after them and the next slot's chain guesses."""
     e = cx.e
-    W = reduce_kept.NEST_CHAINS
+    W = reduce_kept.NEST_CHAINS  # (wider groups end with a group of this many: _group_loop)
     span = e.op("arith.subi", end, start)
     stop = e.add_i(start, e.op("arith.subi", span, e.op("arith.remui", span, e.c(W))))
     if chained:
@@ -365,20 +366,41 @@ def _nested_groups(cx: Lowering, body: ir.Block, start: ir.Value, end: ir.Value,
 
 
 def _group_loop(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value, inits: list[ir.Value]) -> list:
-    """Groups [start, stop) of NEST_CHAINS lanes (stop - start a multiple of it): the copies, then
-    reduce_kept.nested_group_step. Returns the state after them."""
+    """Groups [start, stop) of cx.nest_w lanes: the copies, then reduce_kept.nested_group_step. stop - start is a
+    multiple of NEST_CHAINS: wider groups (nested_chains.WIDE_GROUP) end with one of NEST_CHAINS lanes when it
+    is not theirs, its missing terms zeros (a row of 1000 lanes would leave 8 lanes to the one-by-one loop,
+    which cost as much as the 62 groups' savings). Returns the state after them."""
     e = cx.e
-    W = reduce_kept.NEST_CHAINS
-    groups = scf.ForOp(start, stop, e.c(W), inits)
+    W, half = cx.nest_w, reduce_kept.NEST_CHAINS
+    whole = stop
+    if W > half:
+        whole = e.op("arith.subi", stop, e.op("arith.remui", e.op("arith.subi", stop, start), e.c(W)))
+    groups = scf.ForOp(start, whole, e.c(W), inits)
     with ir.InsertionPoint(groups.body):
         anchor = scf.YieldOp(list(groups.inner_iter_args))
     with ir.InsertionPoint(anchor), body.owner.location:  # (the group's lanes, planes.AHEAD on: as blocked_driver)
         planes.prefetch_ahead(cx, body, groups.induction_variable, W)
-    state = list(groups.inner_iter_args)
-    cx.nested_group, cx.nested_group_at = {}, groups.induction_variable
-    for j in range(W):
+    _group_copies(cx, body, anchor, groups.induction_variable, W, list(groups.inner_iter_args))
+    if W == half:
+        return list(groups.results)
+    tail = scf.IfOp(e.cmpi(1, whole, stop), [v.type for v in inits], has_else=True)  # ne: a last half group
+    tail.operation.attributes[NO_SPECULATE] = ir.UnitAttr.get()  # (its lanes may lie past the chunk's end)
+    with ir.InsertionPoint(tail.then_block):
+        anchor = scf.YieldOp(list(groups.results))
+    _group_copies(cx, body, anchor, whole, half, list(groups.results))
+    with ir.InsertionPoint(tail.else_block):
+        scf.YieldOp(list(groups.results))
+    return list(tail.results)
+
+
+def _group_copies(cx: Lowering, body: ir.Block, anchor, first: ir.Value, count: int, state: list) -> None:
+    """`count` copies of the body for lanes first, first + 1, ... before `anchor` (a placeholder yield of the
+    state, replaced by the yield of the state after them), then reduce_kept.nested_group_step."""
+    e = cx.e
+    cx.nested_group, cx.nested_group_at = {}, first
+    for j in range(count):
         with ir.InsertionPoint(anchor):
-            lane = e.add_i(groups.induction_variable, e.c(j)) if j else groups.induction_variable
+            lane = e.add_i(first, e.c(j)) if j else first
         copies = clone_body(cx, body, anchor)
         cx.lane, cx.accs, cx.j = lane, state, j
         rewrite_ops(cx, copies)
@@ -389,7 +411,6 @@ def _group_loop(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value, i
         scf.YieldOp(cx.accs)
     anchor.operation.erase()
     cx.j, cx.nested_group, cx.nested_group_at = None, None, None
-    return list(groups.results)
 
 
 def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.Value]) -> list[ir.Value]:

@@ -94,6 +94,7 @@ class Lowering:
         self.nest_wraps = False  # nested driver: a middle block of kept axes (chunk_form.nest_wraps)
         self.nested_group: dict | None = None  # nested driver, a group of copies: ordered terms for after it
         self.nested_group_at: ir.Value | None = None  # nested driver, a group of copies: its first lane
+        self.nest_w = 8  # nested driver: lanes of a group of copies (nested_chains.group_width)
         self.nested_chain: dict | None = None  # nested driver, a block of groups: where each ordered component's
         # chains lie among the accumulators, and their range (nested_chains)
         self.column_late: dict = {}  # column driver: (cell, component) -> its highs, lows, and a row's late

@@ -13,9 +13,11 @@ add (float32), where the slot's (high, low) pairs take two TwoSums (docs/ordered
   by group, as if there had been no chains. Nothing is run twice, so any body can take this path.
 - p follows the data: each block sets the next one's from its largest term (the chunk's first guess is
   P_START). A wrong guess costs speed (a block stepped twice), never bits.
-float32 kernels widen their terms to float64 first, as the pairs do, and their chains are windowed instead, as
-the full sums' are: one float64 sum per chain from 0, one plain add per group, exact while every term is zero or
-has a float32 exponent from E - F32_WINDOW to E (2**E the window's top, set like M from the block before).
+float32 kernels' chains are windowed instead, as the full sums' are: one float64 sum per chain from 0 (the term
+widened, exactly), one plain add per group, exact while every term is zero or has a float32 exponent from
+E - F32_WINDOW to E (2**E the window's top, set like M from the block before), the range kept on the float32
+terms' own bits; their groups are WIDE_GROUP lanes (two vectors of float64 chains, one of the range: 10 vector ops
+for 16 terms, where groups of 8 widened before the range took 7 for 8).
 """
 
 from __future__ import annotations
@@ -37,9 +39,24 @@ ROW_STEP = BIAS_STEP + 2  # p = (exponent of the previous row's largest term) + 
 F64_P = (-975, 968)  # the range's floor normal; its ceiling below scatters.pair_limit (2**960)
 WINDOW_STEP = 3  # float32: E = (exponent of the previous block's largest term) + WINDOW_STEP
 F32_E = (-126, 62)  # float32 window tops: terms below a float32 kernel's pair_limit (2**64)
-_EQ, _SGT, _SGE = 0, 4, 5  # arith.cmpi
+_EQ, _SGT, _SGE, _ULT, _UGT = 0, 4, 5, 6, 8  # arith.cmpi
 _MAG = (1 << 63) - 1
-_BLOCK_LANES = NEST_BLOCK * reduce_kept.NEST_CHAINS  # lanes of a block
+WIDE_GROUP = 16  # lanes of a float32 group of copies (group_width)
+
+
+def group_width(cx: Lowering, kept: list, chained: list) -> int:
+    """Lanes of a group of copies under the nested driver (cx.nest_w): WIDE_GROUP for float32 chains when every
+    reduction of the stage is such a chained total of at most two components (a compensated total's chains and a
+    sum over every lane's take NEST_CHAINS copies; more components would spill registers), else NEST_CHAINS."""
+    if (chained and windowed(cx) and len(chained) <= 2 and not cx.full
+            and all(r in kept and reduce_kept.nested_pairs(r) for r in cx.lay.reductions)):
+        return WIDE_GROUP
+    return reduce_kept.NEST_CHAINS
+
+
+def _block_lanes(cx: Lowering) -> int:
+    """Lanes of a block of groups (each chain takes NEST_BLOCK terms)."""
+    return NEST_BLOCK * cx.nest_w
 
 
 def comps(kept: list) -> list[tuple]:
@@ -110,8 +127,9 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
     the block's buffered terms, into the pairs. Returns the slot state and the guesses for the next rows."""
     e = cx.e
     vec = ir.VectorType.get([reduce_kept.NEST_CHAINS], e.f64)
+    wide = ir.VectorType.get([cx.nest_w], e.f64)
     n = len(inits)
-    blk = reduce_kept.NEST_CHAINS * NEST_BLOCK
+    blk = _block_lanes(cx)
     blocks = scf.ForOp(start, stop, e.c(blk), inits + guesses)
     with ir.InsertionPoint(blocks.body):
         b = blocks.induction_variable
@@ -121,16 +139,20 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
         chains = []
         for k, ((r, c), g) in enumerate(zip(pairs, guess, strict=True)):
             cx.nested_chain[(r.cell, c)] = (n + 4 * k, k, b)
-            start_hi = e.splat(0.0, vec) if windowed(cx) else e.bcast(g, vec)
-            chains += [start_hi, e.splat(0.0, vec), _splat(cx, 0), _splat(cx, _MAG)]
+            if windowed(cx):  # (the second vector is unused: the windowed chains have no low)
+                chains += [e.splat(0.0, wide), e.splat(0.0, vec), e.ci(0, _bits32(cx)), e.ci(-1, _bits32(cx))]
+            else:
+                chains += [e.bcast(g, vec), e.splat(0.0, vec), _splat(cx, 0), _splat(cx, _MAG)]
         res = group_loop(cx, body, b, end, state + chains)
         out, bad, nxt = res[:n], None, []
         for k, g in enumerate(guess):
             hi, lo, top, bottom = res[n + 4 * k:n + 4 * k + 4]
-            floor, ceiling = chain_range(cx, g)
-            flag = e.op("arith.ori", e.cmpi(_SGT, top, e.bcast(ceiling, _bits(cx))),
-                        ordered_chains.bottom_below(e, bottom, e.bcast(floor, _bits(cx))))
-            flag = _any8(cx, flag)
+            if windowed(cx):
+                flag, top = _out_of_window(cx, g, top, bottom)
+            else:
+                floor, ceiling = chain_range(cx, g)
+                flag = _any8(cx, e.op("arith.ori", e.cmpi(_SGT, top, e.bcast(ceiling, _bits(cx))),
+                                      ordered_chains.bottom_below(e, bottom, e.bcast(floor, _bits(cx)))))
             bad = flag if bad is None else e.op("arith.ori", bad, flag)
             nxt.append(_next_guess(cx, g, top))
         branch = scf.IfOp(bad, [v.type for v in out], has_else=True)
@@ -140,11 +162,11 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
             cx.accs = list(out)
             for k, ((r, c), g) in enumerate(zip(pairs, guess, strict=True)):
                 hi, lo = res[n + 4 * k:n + 4 * k + 2]
-                # (biased: exact, the high stayed in M's binade; windowed: the sums, the lows unused zeros)
-                sums = (hi, lo) if windowed(cx) else (e.op("arith.subf", hi, e.bcast(g, vec)), lo)
+                # (biased: exact, the high stayed in M's binade; windowed: the sums, in halves of NEST_CHAINS)
+                sums = _halves(cx, hi) if windowed(cx) else (e.op("arith.subf", hi, e.bcast(g, vec)), lo)
                 if span <= blk:  # (a row's only block: its pairs still hold nothing, and any exact pair will do)
                     at = cx.nested[r.cell] + 2 * c
-                    cx.accs[at:at + 2] = sums
+                    cx.accs[at:at + 2] = sums if len(sums) == 2 else (sums[0], e.splat(0.0, vec))
                     continue
                 for v in sums:
                     reduce_kept.pairs_take(cx, r, c, v)
@@ -164,34 +186,42 @@ def _terms_into_pairs(cx: Lowering, state: list[ir.Value], pairs: list[tuple], b
     with ir.InsertionPoint(loop.body):
         cx.accs = list(loop.inner_iter_args)
         for k, (r, c) in enumerate(pairs):
-            xv = e.vload(term_buffer(cx, len(pairs)), e.add_i(loop.induction_variable, e.c(k * _BLOCK_LANES)),
-                         reduce_kept.NEST_CHAINS, e.f64)
+            xv = e.widen(e.vload(term_buffer(cx, len(pairs)), e.add_i(loop.induction_variable,
+                                                                         e.c(k * _block_lanes(cx))),
+                                 reduce_kept.NEST_CHAINS, cx.e.f), e.f64)
             reduce_kept.pairs_take(cx, r, c, xv)
         scf.YieldOp(cx.accs)
     return list(loop.results)
 
 
 def term_buffer(cx: Lowering, m: int | None = None) -> ir.Value:
-    """A block's terms per chained component (NEST_BLOCK groups of NEST_CHAINS each, component-major)."""
-    return cx.temp((len(cx.nested_chain) if m is None else m) * _BLOCK_LANES, cx.e.f64, tag="nested-chain-terms")
+    """A block's terms per chained component (NEST_BLOCK groups of cx.nest_w each, component-major), in the
+    kernel's type."""
+    return cx.temp((len(cx.nested_chain) if m is None else m) * _block_lanes(cx), cx.e.f, tag="nested-chain-terms")
 
 
 def chain_step(cx: Lowering, r, c: int, xv: ir.Value) -> None:
-    """A group's terms (one per chain) of component c of `r`: into the term buffer, into the chains by one
-    Fast2Sum (windowed: one add), and into the chains' range: the largest |term| and the smallest non-zero one
-    less one, on their bits as integers (ordered_chains.range_step64; an inf or NaN lies above every
-    ceiling, and no fast-math max is left to make a NaN poison a branch). No branch: the block's end holds the
-    range against the chains' (chained_groups)."""
+    """A group's terms (one per chain, in the kernel's type) of component c of `r`: into the term buffer (as
+    float64), into the chains by one Fast2Sum (windowed: one add of the widened terms), and into the chains'
+    range: the largest |term| and the smallest non-zero one less one, on their bits as integers (float64:
+    ordered_chains.range_step64; float32: unsigned max and min of the float32 bits, a zero's |x| - 1 wrapping to
+    all ones, as the full sums' range_step; an inf or NaN lies above every ceiling, and no fast-math max is left
+    to make a NaN poison a branch). No branch: the block's end holds the range against the chains'
+    (chained_groups)."""
     e = cx.e
     s = cx.accs
     i, k, b = cx.nested_chain[(r.cell, c)]
-    e.vstore(xv, term_buffer(cx), e.add_i(e.op("arith.subi", cx.nested_group_at, b), e.c(k * _BLOCK_LANES)))
+    wide = e.widen(xv, e.f64)
+    e.vstore(xv, term_buffer(cx), e.add_i(e.op("arith.subi", cx.nested_group_at, b), e.c(k * _block_lanes(cx))))
     hi, lo = s[i], s[i + 1]
-    t = e.add(hi, xv)
+    t = e.add(hi, wide)
     if windowed(cx):  # (one plain add: exact inside the window)
         s[i] = t
-    else:
-        s[i], s[i + 1] = t, e.add(lo, e.op("arith.subf", xv, e.op("arith.subf", t, hi)))
+        ax = e.op("arith.andi", e.op("arith.bitcast", xv, t=_bits32(cx)), e.ci((1 << 31) - 1, _bits32(cx)))
+        s[i + 2] = e.op("arith.maxui", s[i + 2], ax)
+        s[i + 3] = e.op("arith.minui", s[i + 3], e.op("arith.subi", ax, e.ci(1, _bits32(cx))))
+        return
+    s[i], s[i + 1] = t, e.add(lo, e.op("arith.subf", xv, e.op("arith.subf", t, hi)))
     bits = e.op("arith.bitcast", xv, t=_bits(cx))
     s[i + 2], s[i + 3] = ordered_chains.range_step64(e, s[i + 2], s[i + 3], bits, _splat(cx, _MAG))
 
@@ -208,6 +238,36 @@ def _any8(cx: Lowering, flags: ir.Value) -> ir.Value:
     both = e.op("arith.ori", e.shuffle(flags, flags, list(range(half))),
                 e.shuffle(flags, flags, list(range(half, 2 * half))))
     return e.any_of(both)
+
+
+def _out_of_window(cx: Lowering, guess: ir.Value, top: ir.Value, bottom: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """A windowed block's end: whether any chain's range (chain_step's float32 bits) leaves the window under
+    `guess` = 2**E (float32 exponents E - F32_WINDOW to E, the floor at least float32's smallest normal: as
+    chain_range, on float32 bits), and the block's largest |term| as the float64 bits _next_guess reads."""
+    e = cx.e
+    i32 = ir.IntegerType.get_signless(32)
+    t = _bits32(cx)
+    ex = e.op("arith.subi", e.op("arith.shrui", e.op("arith.bitcast", guess, t=e.i64), e.c(52, e.i64)),
+              e.c(1023 - 127, e.i64))  # (E's float32 biased exponent)
+    ceiling = e.op("arith.ori", e.op("arith.shli", ex, e.c(23, e.i64)), e.c((1 << 23) - 1, e.i64))
+    floor = e.op("arith.maxsi", e.op("arith.shli", e.op("arith.subi", ex, e.c(F32_WINDOW, e.i64)), e.c(23, e.i64)),
+                 e.c(1 << 23, e.i64))
+    ceiling, floor = (e.bcast(e.op("arith.trunci", v, t=i32), t) for v in (ceiling, floor))
+    flag = e.op("arith.ori", e.cmpi(_UGT, top, ceiling),
+                e.cmpi(_ULT, bottom, e.op("arith.subi", floor, e.ci(1, t))))
+    most = create("vector.reduction", [top], [i32], {"kind": ir.Attribute.parse("#vector.kind<maxui>")}).result
+    wide = e.op("arith.extf", e.op("arith.bitcast", most, t=e.f), t=e.f64)
+    return e.any_of(flag), e.bcast(e.op("arith.bitcast", wide, t=e.i64), _bits(cx))
+
+
+def _halves(cx: Lowering, v: ir.Value) -> tuple[ir.Value, ...]:
+    """A windowed block's chain sums (cx.nest_w float64) as vectors of NEST_CHAINS, the pairs' width."""
+    w = reduce_kept.NEST_CHAINS
+    return tuple(cx.e.shuffle(v, v, list(range(h, h + w))) for h in range(0, cx.nest_w, w))
+
+
+def _bits32(cx: Lowering) -> ir.Type:
+    return ir.VectorType.get([cx.nest_w], ir.IntegerType.get_signless(32))
 
 
 def _bits(cx: Lowering) -> ir.Type:

@@ -64,10 +64,10 @@ def reduce_nested_pair(cx: Lowering, op, r) -> None:
     for c, x in enumerate(e.elems(reduce_value(op), r.payload)):
         if mask is not None:
             x = e.select(mask, x, e.cf(0.0))
-        x = e.widen(x, e.f64)
-        if cx.nested_group is not None:
-            cx.nested_group.setdefault((r.cell, c), [None] * NEST_CHAINS)[cx.j] = x
+        if cx.nested_group is not None:  # (in the kernel's type: nested_group_step widens the group's vector)
+            cx.nested_group.setdefault((r.cell, c), [None] * cx.nest_w)[cx.j] = x
             continue
+        x = e.widen(x, e.f64)
         k = at0 + 2 * c
         hi, lo, rare, late = scatters.pair_step(cx, vector.extract(s[k], [], [0]), vector.extract(s[k + 1], [], [0]), x)
         s[k], s[k + 1] = vector.insert(hi, s[k], [], [0]), vector.insert(lo, s[k + 1], [], [0])
@@ -84,8 +84,9 @@ def reduce_nested_pair(cx: Lowering, op, r) -> None:
 
 
 def nested_group_step(cx: Lowering, kept: list) -> None:
-    """After a group's copies: each ordered kept total's waiting terms (one per pair) into its pairs
-    (pairs_take), or, inside a block of chains (cx.nested_chain), into its chains (nested_chains.chain_step)."""
+    """After a group's copies: each ordered kept total's waiting terms (one per pair; in the kernel's type) into
+    its pairs (pairs_take), or, inside a block of chains (cx.nested_chain), into its chains
+    (nested_chains.chain_step: a float32 group may be cx.nest_w = 16 terms wide)."""
     e = cx.e
     s = cx.accs
     vec = ir.VectorType.get([NEST_CHAINS], e.f64)
@@ -95,12 +96,15 @@ def nested_group_step(cx: Lowering, kept: list) -> None:
             k = cx.nested[r.cell] + 2 * c
             s[k], s[k + 1] = e.neumaier(s[k], s[k + 1], xv)
         for c in range(size(r.payload)) if nested_pairs(r) else ():
-            xv = create("vector.from_elements", cx.nested_group[(r.cell, c)], [vec]).result
+            xs = cx.nested_group[(r.cell, c)]  # (a last half group of wider ones: zeros after its terms)
+            t = next(x for x in xs if x is not None).type
+            xs = [e.cf(0.0, t) if x is None else x for x in xs]
+            xv = create("vector.from_elements", xs, [ir.VectorType.get([len(xs)], t)]).result
             if cx.nested_chain is not None:
                 from hawk.passes.lower import nested_chains  # (it builds on this module)
                 nested_chains.chain_step(cx, r, c, xv)
             else:
-                pairs_take(cx, r, c, xv)
+                pairs_take(cx, r, c, e.widen(xv, e.f64))
     cx.nested_group = {}
 
 
