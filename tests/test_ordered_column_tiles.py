@@ -131,6 +131,22 @@ def test_a_term_under_the_floor(dtype):
     _check(ct_sum43, want, dtype, "under the floor", x=x)
 
 
+def test_float32_terms_over_the_ceiling():
+    """float32 (the range on the terms' own bits): a block of one column whose chain would lose its last term's low
+    bit if the window reached three binades higher: ROWS - 1 terms of 1.5 * 2**(E+3) take the float64 sum past
+    2**(E+9), then a term at the window's floor whose lowest bit (2**(E-45)) is under half its ulp; then the big
+    terms negated, so the exact sum is that term. (float64's biased chains lose no bit there in ROWS terms: a
+    Fast2Sum past 2**(p+1) stays exact, so its ceiling is left to the huge-term test below.)"""
+    assert "vector<32xi32>" in ct_sum43.mlir("float32", after="lower-host-lanes")  # (a tile's range: 32 slots)
+    t = F32_START
+    head, last = [1.5 * 2.0 ** (t + 3)] * (ROWS - 1), 2.0 ** (t - F32_WINDOW) * (1 + 2.0 ** -23)
+    col = np.concatenate([head, [last], [-h for h in head], [0.0]])
+    x = np.stack([col] * 43, axis=1).astype(np.float32)
+    want = _want(x, np.float32)
+    assert (want == np.float32(last)).all()
+    _check(ct_sum43, want, np.float32, "over the ceiling", x=x)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_a_huge_term_and_its_negation_in_one_chain(dtype):
     """A term far over the ceiling swallows the chain's bias (float64) or its sum (float32), and its negation

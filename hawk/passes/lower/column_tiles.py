@@ -5,9 +5,10 @@ each in registers (vectors of chain values) while the tile walks down the block'
 
 column_chains keeps a chain per slot in memory: each term loads and stores its slot's chain, range and late value
 (seven memory accesses a term, bound by the core's loads and stores). Here a tile's chains, their range (the
-largest and smallest non-zero |term| bits per slot, ordered_chains.range_step64) and their guesses stay in
-vector registers over the block's rows: a term costs its own load, a Fast2Sum (float64; float32: one add, the
-windowed chains) and the range's four integer ops, as the full sums' chains do.
+largest and smallest non-zero |term| bits per slot, ordered_chains.range_step64; float32: on the terms' own bits,
+nested_chains.range_step32) and their guesses stay in vector registers over the block's rows: a term costs its own
+load, a Fast2Sum (float64; float32: one add of the widened term, the windowed chains) and the range's four integer
+ops, as the full sums' chains do.
 
 - A chain starts at (M, 0), M = 1.5 * 2**p per slot (biased; windowed float32: 0 under a window top 2**E), and is
   exact while each of its terms (ROWS, at most NEST_BLOCK) is zero or inside nested_chains.chain_range of its
@@ -158,31 +159,42 @@ def _tile(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, t
     e = cx.e
     ks = keys(cx)
     w = cx.tile_w
+    windowed = nested_chains.windowed(cx)
     vec, bits = ir.VectorType.get([w], e.f64), ir.VectorType.get([w], e.i64)
+    terms, i32 = ir.VectorType.get([w], e.f), ir.VectorType.get([w], ir.IntegerType.get_signless(32))
     g = {k: e.vload(guesses[k], t, w, e.f64) for k in ks}
     inits = []
     for k in ks:
-        inits += [e.splat(0.0, vec) if nested_chains.windowed(cx) else g[k], e.splat(0.0, vec),
-                  _isplat(cx, 0), _isplat(cx, _MAG)]
+        if windowed:  # (float32: the range on the terms' own bits, half the integer ops of float64 bits)
+            inits += [e.splat(0.0, vec), e.splat(0.0, vec), e.ci(0, i32), e.ci(-1, i32)]
+        else:
+            inits += [g[k], e.splat(0.0, vec), _isplat(cx, 0), _isplat(cx, _MAG)]
 
     def step(state: list[ir.Value]) -> list[ir.Value]:
         for i, k in enumerate(ks):
-            xv = create("vector.from_elements", cx.column_tile[k], [vec]).result
+            xv = create("vector.from_elements", cx.column_tile[k], [terms]).result
             hi_, lo_, top, bottom = state[4 * i:4 * i + 4]
-            s = e.add(hi_, xv)
-            if not nested_chains.windowed(cx):  # (Fast2Sum: |high| >= |x| inside M's binade)
+            if windowed:  # (one add of the widened terms: exact inside the window)
+                s = e.add(hi_, e.widen(xv, e.f64))
+                top, bottom = nested_chains.range_step32(cx, top, bottom, xv)
+            else:  # (Fast2Sum: |high| >= |x| inside M's binade)
+                s = e.add(hi_, xv)
                 lo_ = e.add(lo_, e.op("arith.subf", xv, e.op("arith.subf", s, hi_)))
-            top, bottom = ordered_chains.range_step64(e, top, bottom, e.op("arith.bitcast", xv, t=bits),
-                                                      _isplat(cx, _MAG))
+                top, bottom = ordered_chains.range_step64(e, top, bottom, e.op("arith.bitcast", xv, t=bits),
+                                                          _isplat(cx, _MAG))
             state[4 * i:4 * i + 4] = [s, lo_, top, bottom]
         return state
 
     res = walk_rows(cx, body, span, lo, hi, t, inits, step)
     bad = None
     for i, k in enumerate(ks):
-        floor, ceiling = nested_chains.chain_range(cx, g[k])
         top, bottom = res[4 * i + 2:4 * i + 4]
-        flag = e.op("arith.ori", e.cmpi(_SGT, top, ceiling), ordered_chains.bottom_below(e, bottom, floor))
+        if windowed:
+            flag = nested_chains.window_out(cx, g[k], top, bottom)
+            top = nested_chains.wide_bits(cx, top)
+        else:
+            floor, ceiling = nested_chains.chain_range(cx, g[k])
+            flag = e.op("arith.ori", e.cmpi(_SGT, top, ceiling), ordered_chains.bottom_below(e, bottom, floor))
         bad = flag if bad is None else e.op("arith.ori", bad, flag)
         e.vstore(nested_chains.guess_after(cx, g[k], top), guesses[k], t)  # (each slot's guess for the next block)
     branch = scf.IfOp(e.any_of(bad), [], has_else=True)

@@ -217,9 +217,7 @@ def chain_step(cx: Lowering, r, c: int, xv: ir.Value) -> None:
     t = e.add(hi, wide)
     if windowed(cx):  # (one plain add: exact inside the window)
         s[i] = t
-        ax = e.op("arith.andi", e.op("arith.bitcast", xv, t=_bits32(cx)), e.ci((1 << 31) - 1, _bits32(cx)))
-        s[i + 2] = e.op("arith.maxui", s[i + 2], ax)
-        s[i + 3] = e.op("arith.minui", s[i + 3], e.op("arith.subi", ax, e.ci(1, _bits32(cx))))
+        s[i + 2], s[i + 3] = range_step32(cx, s[i + 2], s[i + 3], xv)
         return
     s[i], s[i + 1] = t, e.add(lo, e.op("arith.subf", xv, e.op("arith.subf", t, hi)))
     bits = e.op("arith.bitcast", xv, t=_bits(cx))
@@ -242,22 +240,48 @@ def _any8(cx: Lowering, flags: ir.Value) -> ir.Value:
 
 def _out_of_window(cx: Lowering, guess: ir.Value, top: ir.Value, bottom: ir.Value) -> tuple[ir.Value, ir.Value]:
     """A windowed block's end: whether any chain's range (chain_step's float32 bits) leaves the window under
-    `guess` = 2**E (float32 exponents E - F32_WINDOW to E, the floor at least float32's smallest normal: as
-    chain_range, on float32 bits), and the block's largest |term| as the float64 bits _next_guess reads."""
+    `guess` = 2**E (window_out), and the block's largest |term| as the float64 bits _next_guess reads."""
     e = cx.e
     i32 = ir.IntegerType.get_signless(32)
-    t = _bits32(cx)
-    ex = e.op("arith.subi", e.op("arith.shrui", e.op("arith.bitcast", guess, t=e.i64), e.c(52, e.i64)),
-              e.c(1023 - 127, e.i64))  # (E's float32 biased exponent)
-    ceiling = e.op("arith.ori", e.op("arith.shli", ex, e.c(23, e.i64)), e.c((1 << 23) - 1, e.i64))
-    floor = e.op("arith.maxsi", e.op("arith.shli", e.op("arith.subi", ex, e.c(F32_WINDOW, e.i64)), e.c(23, e.i64)),
-                 e.c(1 << 23, e.i64))
-    ceiling, floor = (e.bcast(e.op("arith.trunci", v, t=i32), t) for v in (ceiling, floor))
-    flag = e.op("arith.ori", e.cmpi(_UGT, top, ceiling),
-                e.cmpi(_ULT, bottom, e.op("arith.subi", floor, e.ci(1, t))))
     most = create("vector.reduction", [top], [i32], {"kind": ir.Attribute.parse("#vector.kind<maxui>")}).result
     wide = e.op("arith.extf", e.op("arith.bitcast", most, t=e.f), t=e.f64)
-    return e.any_of(flag), e.bcast(e.op("arith.bitcast", wide, t=e.i64), _bits(cx))
+    return e.any_of(window_out(cx, guess, top, bottom)), e.bcast(e.op("arith.bitcast", wide, t=e.i64), _bits(cx))
+
+
+def window_out(cx: Lowering, guess: ir.Value, top: ir.Value, bottom: ir.Value) -> ir.Value:
+    """Per entry of a float32 range (range_step32's `top` and `bottom`, i32 vectors), whether it holds a non-zero
+    term outside the window under `guess` = 2**E (float64: one for all, or a vector of one per entry, as column
+    tiles keep): float32 exponents E - F32_WINDOW to E, the floor at least float32's smallest normal (chain_range,
+    on float32 bits)."""
+    e = cx.e
+    t = top.type
+    wide = like(guess.type, e.i64)
+    ex = e.op("arith.subi", e.op("arith.shrui", e.op("arith.bitcast", guess, t=wide), e.ci(52, wide)),
+              e.ci(1023 - 127, wide))  # (E's float32 biased exponent)
+    ceiling = e.op("arith.ori", e.op("arith.shli", ex, e.ci(23, wide)), e.ci((1 << 23) - 1, wide))
+    floor = e.op("arith.maxsi", e.op("arith.shli", e.op("arith.subi", ex, e.ci(F32_WINDOW, wide)), e.ci(23, wide)),
+                 e.ci(1 << 23, wide))
+    narrow = like(guess.type, ir.IntegerType.get_signless(32))
+    ceiling, floor = (e.bcast(e.op("arith.trunci", v, t=narrow), t) for v in (ceiling, floor))
+    return e.op("arith.ori", e.cmpi(_UGT, top, ceiling), e.cmpi(_ULT, bottom, e.op("arith.subi", floor, e.ci(1, t))))
+
+
+def range_step32(cx: Lowering, top: ir.Value, bottom: ir.Value, xv: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """float32 terms into a range per entry (i32 vectors: the largest |x| bits, and the smallest non-zero |x| bits
+    less one, unsigned, a zero's wrapping to all ones), as the full sums' ordered_chains.range_step: an inf or
+    NaN lies above every ceiling. range_init(32) gives its first values."""
+    e = cx.e
+    t = like(xv.type, ir.IntegerType.get_signless(32))
+    ax = e.op("arith.andi", e.op("arith.bitcast", xv, t=t), e.ci((1 << 31) - 1, t))
+    return e.op("arith.maxui", top, ax), e.op("arith.minui", bottom, e.op("arith.subi", ax, e.ci(1, t)))
+
+
+def wide_bits(cx: Lowering, top: ir.Value) -> ir.Value:
+    """A float32 range's top bits per entry (i32 vector) as the bits of the same values in float64 (i64), which
+    guess_after reads."""
+    e = cx.e
+    f = e.op("arith.bitcast", top, t=like(top.type, e.f))
+    return e.op("arith.bitcast", e.op("arith.extf", f, t=like(top.type, e.f64)), t=like(top.type, e.i64))
 
 
 def _halves(cx: Lowering, v: ir.Value) -> tuple[ir.Value, ...]:

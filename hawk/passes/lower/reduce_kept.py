@@ -391,7 +391,7 @@ def reduce_column_pair(cx: Lowering, op, r, slot: ir.Value, n: ir.Value) -> None
         if mask is not None:
             x = e.select(mask, x, e.cf(0.0))
         if cx.column_tile is not None:  # a tile's copy: the term waits for the tile's chains (column_tiles)
-            cx.column_tile.setdefault((r.cell, c), [None] * cx.tile_w)[cx.tile_j] = e.widen(x, e.f64)
+            cx.column_tile.setdefault((r.cell, c), [None] * cx.tile_w)[cx.tile_j] = x  # (in the kernel's type)
             continue
         if cx.column_step is not None:  # chains in front of the pairs (column_chains)
             from hawk.passes.lower import column_chains  # (it builds on this module)
