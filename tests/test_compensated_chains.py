@@ -1,6 +1,7 @@
 """Compensated sums over every lane on the host: a full block of 1024 lanes feeds 32 chains side by side
-(reduce_full.compensated_chains_step), folded by halves with TwoSum to eight at the block's end, each of which
-then goes into the chunk's Neumaier pair (reduce_full.merge_chains). What is checked, besides the k <= 1 bound
+(reduce_full.compensated_chains_step), which run on over the chunk's full blocks (reduce_full.carried_chains; beside
+an ordered or wide sum they start again every block), folded by halves with TwoSum to eight at the end, each of
+which then goes into the chunk's Neumaier pair (reduce_full.merge_chains). What is checked, besides the k <= 1 bound
 of tests/test_policies.py: the fold keeps its TwoSum errors (terms a larger chain absorbs come back), masked
 lanes add nothing inside full blocks, every component of a vector payload keeps its own chains, and an ordered
 sum sharing the blocks (its chains then 32 wide too) stays exact.
@@ -56,13 +57,13 @@ def _split_run(kernel, threads, **planes):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("threads", [1, 3])
 def test_terms_a_larger_chain_absorbs_come_back(dtype, threads):
-    # lanes 0-15 of every 32 hold +-2**60 (the sign flips every block, so those cancel over two blocks), lanes
-    # 16-31 hold 2**-60: at each block's fold, chain j (32 terms of 2**60) meets chain j + 16 (32 of 2**-60),
-    # far under half its ulp. Only the fold's TwoSum error keeps them; the exact sum is 2**16 * 2**-60.
+    # lanes 0-7 of every 32 hold 2**60, lanes 8-15 -2**60, lanes 16-31 2**-60 (the chains run on over a chunk's
+    # blocks): at the chunk's fold, chain j (2**60 terms, or -2**60 ones) meets chain j + 16 (2**-60 terms), far
+    # under half its ulp, then chains j and j + 8 cancel exactly. Only the fold's TwoSum errors keep the small
+    # terms; the exact sum is 2**16 * 2**-60.
     n = 128 * BLOCK
-    lane = np.arange(n)
-    big = np.where((lane // BLOCK) % 2 == 0, 2.0**60, -(2.0**60))
-    x = np.where(lane % 32 < 16, big, 2.0**-60).astype(dtype)
+    lane = np.arange(n) % 32
+    x = np.where(lane < 8, 2.0**60, np.where(lane < 16, -(2.0**60), 2.0**-60)).astype(dtype)
     got = np.asarray(_split_run(cc_sum, threads, x=x))
     assert got[0] == dtype(2.0**-44), got[0]
 
@@ -115,3 +116,16 @@ def test_full_blocks_prefetch_the_lanes_one_block_on(dtype, lines):
     assert len(hints) == lines, hints
     assert all(", read, locality<3>, data : memref<?x" in h for h in hints)
     assert "arith.minui" in text
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_chains_run_on_over_the_blocks_unless_an_ordered_sum_shares_them(dtype):
+    # the blocks' loop (the lanes function's first loop with state) carries the 32 chains' sums and corrections
+    # when the sum is compensated alone, and only the chunk's Neumaier pair beside an ordered sum (its chains
+    # restart every block: their range is checked per block)
+    def blocks_loop(kernel) -> str:
+        text = kernel.mlir(dtype, after="lower-host-lanes")
+        return next(line for line in text.splitlines() if "scf.for" in line and "iter_args" in line)
+
+    assert blocks_loop(cc_sum).count("vector<32xf64>") == 2
+    assert "vector<" not in blocks_loop(cc_beside_ordered)

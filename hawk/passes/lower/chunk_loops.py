@@ -419,23 +419,26 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
     under a guard. Without compensated or wide sums (`ragged`), every block that starts in the chunk runs its
     whole groups as chains and only its last < CHAINS lanes one by one; and when the body also writes or reads
     neighbours (`terms_first`, which keeps the copies scalar), the groups' lanes run first in one plain loop
-    of the body that stores the terms into the term buffer, and the chains then add the buffer."""
+    of the body that stores the terms into the term buffer, and the chains then add the buffer. Compensated
+    chains beside no ordered or wide sum (`carry`, host) run on from block to block and go into the chunk's
+    Neumaier pair once, at its end (reduce_full.carried_chains)."""
     e = cx.e
     B, W = ORDERED_BLOCK, cx.pair_w  # (pair_w: more chains for float32 ordered and for compensated sums)
     ragged = not any(a.policy == "compensated" or a.wide for a in cx.full)  # (their chains' grouping is fixed)
+    carry = reduce_full.carried_chains(cx)
     terms_first = ragged and cx.n_terms > 0 and _breaks_copies(body)
     if terms_first:
         cx.recompute = False  # (the term loop keeps every term)
     blo = e.op("arith.divui", cx.lo, e.c(B))
     bhi = e.op("arith.divui", e.add_i(cx.hi, e.c(B - 1)), e.c(B))
     nchunk = len(chunk0)
-    outer = scf.ForOp(blo, bhi, e.c(1), chunk0)
+    outer = scf.ForOp(blo, bhi, e.c(1), chunk0 + (chain0 if carry else []))
     with ir.InsertionPoint(outer.body):
         blk = outer.induction_variable
         wide.wide_block_start(cx)
         start = e.mul_i(blk, e.c(B))
         end = e.op("arith.minui", e.add_i(start, e.c(B)), cx.hi)
-        inits = list(outer.inner_iter_args) + list(chain0)  # every block's chains start afresh
+        inits = list(outer.inner_iter_args) + ([] if carry else list(chain0))  # (else each block's start afresh)
         cx.block_start = start
         starts_in = e.cmpi(9, start, cx.lo)  # uge
         if ragged:  # the groups of a block that starts in the chunk (all but its last < W lanes) run as chains
@@ -497,14 +500,18 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
         lower_body(cx, body, anchor, guard, lane, cur, j)
         res = list(tail.results) if ragged else list(split.results)
         for acc in cx.full:
-            if acc.policy != "compensated":
+            if acc.policy != "compensated" or carry:
                 continue
             if acc.wide:
                 wide.wide_merge_chains(cx, acc)
                 continue
             reduce_full.merge_chains(cx, acc, res, nchunk)
-        scf.YieldOp(res[:nchunk])
-    return list(outer.results)
+        scf.YieldOp(res if carry else res[:nchunk])
+    res = list(outer.results)
+    for acc in cx.full if carry else ():
+        if acc.policy == "compensated":
+            reduce_full.merge_chains(cx, acc, res, nchunk)
+    return res[:nchunk]
 
 
 _BREAK_COPIES = ("hawk.store", "hawk.scatter", "hawk.at")

@@ -128,9 +128,9 @@ def _chain_add(cx: Lowering, total: ir.Value, cor: ir.Value, x: ir.Value) -> tup
     """A block's compensated chain (or a vector of them) takes x (float64). Float64 terms by Knuth's TwoSum: the
     same exact error as a Neumaier step's without its comparisons (7 adds, no masks); an overflowing sum leaves a
     NaN error, the chain's sum then stays inf or NaN, and the finish takes such a sum alone
-    (finish.compensated_value). Float32 terms (widened) by a plain add: a chain takes 32 of a block's terms
-    (128 on GPUs), whose adds err by at most 127 x 2**-53 of the sum of |terms|, far inside float32's bound
-    (docs/ordered.md)."""
+    (finish.compensated_value). Float32 terms (widened) by a plain add: a chain takes 32 of each block's terms
+    (128 on GPUs) for as many blocks as it runs (carried_chains), whose adds err by at most (m - 1) x 2**-53 of the
+    sum of |terms| for m terms, far inside float32's bound (docs/ordered.md)."""
     e = cx.e
     if isinstance(e.f, ir.F32Type):
         return e.add(total, x), cor
@@ -154,6 +154,19 @@ def compensated_chains_step(cx: Lowering) -> None:
             xv = create("vector.from_elements", terms, [ir.VectorType.get([cx.pair_w], terms[0].type)]).result
             k = base + acc.chain + 2 * c
             s[k], s[k + 1] = _chain_add(cx, s[k], s[k + 1], e.widen(xv, e.f64))
+
+
+def carried_chains(cx: Lowering) -> bool:
+    """Whether a host stage's compensated chains run on over the chunk's full blocks, into its Neumaier pair
+    once at the chunk's end (chunk_loops.blocked_driver), instead of once a block: when no ordered or wide sum
+    shares the blocks (ordered chains are checked and restarted every block; wide ones keep their own). The
+    bound holds at any length: a float32 chain is a float64 sum of its terms, off by at most (m - 1) * 2**-53 of
+    their sum of |terms| for m terms (2**26 terms, a chunk of 2**31 lanes: 2**-27, a 16th of float32's eps); a
+    float64 chain is Knuth's TwoSum with its errors added plainly (Ogita, Rump and Oishi's Sum2 per chain: off
+    by eps |sum| + (m eps)**2 of the sum of |terms|). The merge at a block's end cost as much as a third of a
+    float32 block's time."""
+    return cx.target == "host" and any(a.policy == "compensated" for a in cx.full) and \
+        not cx.n_terms and not any(a.wide or a.policy == "ordered" for a in cx.full)
 
 
 def merge_chains(cx: Lowering, acc: Acc, res: list[ir.Value], nchunk: int) -> None:

@@ -75,7 +75,7 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
             chunk += [e.identity(r.kind, t)] * n
             if pol == "compensated":
                 chunk += [e.cf(0.0, t)] * n
-                acc.chain = len(chain)  # merged at each block's end (reduce_full.merge_chains)
+                acc.chain = len(chain)  # merged at each block's or the chunk's end (reduce_full.merge_chains)
                 if cx.target == "host":  # per component, the chains' (sums, corrections) vectors
                     chain += [e.splat(0.0, ir.VectorType.get([cx.comp_chains], t))] * (2 * n)
                 else:  # per chain, sums (n) and corrections (n): spirv takes no vector loop values
