@@ -45,7 +45,8 @@ CELL_LANES = 16  # by default a chunk runs at least this many lanes per value of
 # sum's lane costs a tenth of a scatter's (1000 columns at 1e5 lanes: 2 chunks; at 64, 1 chunk took 10.7 us float64
 # where 2 take 7.1, and an ordered one 19.5 where 2 take 16.5-17, once the finish took eight slots at a time)
 PHYSICAL = physical_memory()
-LINE = 64  # bytes of a cache line: chunks' own buffers start on one (lined)
+LINE = 128  # bytes of a pair of cache lines (a core fetches a line's neighbour with it): chunks' own buffers start
+# on one (lined)
 
 
 def lane_range(kernel: str, base, count, lanes: int, stages: int) -> tuple[int, int]:
@@ -365,14 +366,14 @@ class Launcher:
                 bufs.append(lined(n, np.float64 if buf.dtype == "f64" else b.dtype, fill))
                 resets.append((bufs[-1], fill))
             elif role == "priv":
-                slots = 0 if name in no_copies else self.lay.private[name]
+                slots = 0 if name in no_copies else self.lay.stride(name)
                 if self.lay.policy_of(name) == "compensated":
                     bufs.append(lined(2 * slots * nchunks, np.float64))
                 else:
                     bufs.append(lined(slots * nchunks, b.dtype))
                 resets.append((bufs[-1], 0.0))
             elif role == "mark":  # which slots of its private copy a chunk stored into
-                bufs.append(lined(self.lay.private[name] * nchunks, np.int64))
+                bufs.append(lined(self.lay.stride(name) * nchunks, np.int64))
                 resets.append((bufs[-1], 0))
             elif role == "scratch":
                 bufs.append(lined(max(self.lay.width, 1) * nchunks, np.float64))
@@ -382,7 +383,7 @@ class Launcher:
                     resets.append((bufs[-1], 0))
             elif role == "pairs":  # each chunk's (high, low) float pairs of an ordered sink or kept cell: float64
                 n = nchunks if pair_copies is None else pair_copies  # (an artifact of format 3 has the kernel's)
-                bufs.append(lined(2 * self.lay.private[name] * n, np.float64 if buf.dtype == "f64" else b.dtype))
+                bufs.append(lined(2 * self.lay.stride(name) * n, np.float64 if buf.dtype == "f64" else b.dtype))
                 resets.append((bufs[-1], 0.0))
             elif role == "parked":  # a (high, low) float64 pair per slot of an ordered kept cell (and per count)
                 bufs.append(np.zeros(max(2 * self.slot_values(name, bufs), 1), dtype=np.float64))  # (the finish
@@ -468,11 +469,11 @@ def fold_refusal(kernel: str, r, count: int, first: int) -> str:
 
 
 def lined(n: int, dtype, fill: float = 0.0) -> np.ndarray:
-    """n values of dtype, all `fill`, starting on a cache line: the buffers each chunk writes its own part of
-    (private copies, pairs, accumulators, chunk state). numpy's own allocations start on 16 bytes, so two
-    chunks' copies of a 256-slot float64 histogram shared the line between them about three times in four,
-    and their stores to its bins bounced it between the cores: 1e5 lanes on two threads took 51-57 us, one
-    thread 52; on lines, 31-36 us."""
+    """n values of dtype, all `fill`, starting on a pair of cache lines (LINE): the buffers each chunk writes its
+    own part of (private copies, pairs, accumulators, chunk state; a small sink's copies lie Layout.stride
+    apart). numpy's own allocations start on 16 bytes, so two chunks' copies of a 256-slot float64 histogram
+    shared the line between them about three times in four, and their stores to its bins bounced it between the
+    cores: 1e5 lanes on two threads took 51-57 us, one thread 52; on lines, 31-36 us."""
     dt = np.dtype(dtype)
     raw = np.zeros(n * dt.itemsize + LINE, dtype=np.uint8)  # (calloc: large zeroed buffers stay untouched pages)
     skip = -raw.ctypes.data % LINE

@@ -14,6 +14,7 @@ from hawk.abi.layout import (
     Layout,
     Reduction,
     compensated,
+    padded,
     private_sink_slots,
     sum_policy,
     wants_slot_ranges,
@@ -219,6 +220,9 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
         bufs.append(Buffer("#parts", "parts", "i64"))
     bufs += [Buffer("#scratch", "scratch", "f64"), Buffer("#exact", "exact", "i64"), Buffer("#meta", "meta", "i64"),
              Buffer("#err", "err", "i64")]
+    # a host plan's (its Spec.cell_slots) small sinks' copies lie Layout.stride apart; only where that pads
+    # (other layouts read as they did), and not on GPUs, whose threads' copies bounce no cache lines
+    lay.line_pad = cell_slots > PRIVATE_SLOTS and any(padded(v) != v for n, v in lay.private.items() if n in sinks)
     return lay
 
 

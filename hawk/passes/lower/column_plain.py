@@ -126,7 +126,7 @@ def _tile(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, t
         elif kind == "comp":
             buf, _ = reduce_kept.kept_out(cx, r)
             at = e.add_i(e.mul_i(e.c(c), n), t, scatters.copy_start(cx, r.cell, 2))
-            half = e.add_i(at, e.c(cx.lay.private[r.cell]))
+            half = e.add_i(at, e.c(cx.lay.stride(r.cell)))
             s1, err = e.two_sum(e.vload(buf, at, w, e.f64), res[i])
             c0 = e.vload(buf, half, w, e.f64)
             # (an infinite or NaN sum has no error to keep, and the TwoSums made NaNs of its errors: the correction

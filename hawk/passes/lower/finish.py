@@ -197,7 +197,9 @@ def finish_exact(cx: Lowering, name: str) -> None:
     if (name, "count") in cx.bufs:
         parts.append((cx.bufs[(name, "count")], values, e.add_i(values, e.dim(cx.bufs[(name, "count")]))))
     pairs = cx.bufs.get((name, "pairs"))
-    slots = parts[-1][2]
+    slots = parts[-1][2]  # (a copy's values; a sink's copies lie Layout.stride apart)
+    if is_sink and name in cx.lay.private:
+        slots = e.c(cx.lay.stride(name))
     copies = e.op("arith.divui", e.dim(pairs), e.mul_i(slots, e.c(2))) if pairs is not None else e.c(0)
     spill_at = e.op("arith.subi", e.dim(exact), e.c(1))
     quiet = e.cmpi(_EQ, e.load(exact, spill_at), e.c(0, e.i64))
@@ -281,9 +283,9 @@ def finish_private(cx: Lowering) -> None:
         if name in cx.lay.exact_names():
             continue
         priv = cx.bufs[(name, "priv")]
-        n = e.c(slots)
+        n, m = e.c(slots), e.c(cx.lay.stride(name))  # (slots; from one chunk's copy to the next: Layout.stride)
         if (name, "mark") in cx.bufs:
-            finish_stores(cx, name, priv, cx.bufs[(name, "mark")], n)
+            finish_stores(cx, name, priv, cx.bufs[(name, "mark")], n, m)
             continue
         if (name, "comp") in cx.bufs and (name, "cell") in cx.bufs:
             finish_cell_pairs(cx, name, priv, slots)
@@ -294,7 +296,7 @@ def finish_private(cx: Lowering) -> None:
         policy = cx.lay.policy_of(name)
         compensated = policy == "compensated"
         target = cx.bufs[(name, "comp")] if policy != "plain" else cx.bufs[(name, "sink")]
-        copies = e.op("arith.divui", e.dim(priv), e.c(slots * (2 if compensated else 1)))  # (a GPU adding
+        copies = e.op("arith.divui", e.dim(priv), e.c(cx.lay.stride(name) * (2 if compensated else 1)))  # (a GPU adding
         # atomically into a large plain sink allocates it none: eagle.targets.device; CLIFF)
         loop = scf.ForOp(e.c(0), n, e.c(1), [])
         with ir.InsertionPoint(loop.body):
@@ -308,11 +310,11 @@ def finish_private(cx: Lowering) -> None:
                 c = chunks.induction_variable
                 cur = list(chunks.inner_iter_args)
                 if compensated:
-                    base = e.add_i(e.mul_i(c, e.c(2 * slots)), i)
+                    base = e.add_i(e.mul_i(c, e.c(2 * cx.lay.stride(name))), i)
                     ns, nc = e.neumaier(cur[0], cur[1], e.load(priv, base))
-                    scf.YieldOp([ns, e.add(nc, e.load(priv, e.add_i(base, n)))])
+                    scf.YieldOp([ns, e.add(nc, e.load(priv, e.add_i(base, m)))])
                 else:
-                    scf.YieldOp([e.add(cur[0], e.load(priv, e.add_i(e.mul_i(c, n), i)))])
+                    scf.YieldOp([e.add(cur[0], e.load(priv, e.add_i(e.mul_i(c, m), i)))])
             res = list(chunks.results)
             e.store(res[0], target, i)
             if compensated:
@@ -389,9 +391,10 @@ def finish_cell_pairs(cx: Lowering, name: str, priv: ir.Value, slots: int) -> No
         scf.YieldOp([])
 
 
-def finish_stores(cx: Lowering, name: str, priv: ir.Value, mark: ir.Value, n: ir.Value) -> None:
+def finish_stores(cx: Lowering, name: str, priv: ir.Value, mark: ir.Value, n: ir.Value, m: ir.Value) -> None:
     """Each slot of a stored-into sink from the last chunk that stored into it (else it keeps its content); a
-    sink also added into adds, in chunk order, the copies of the chunks that stored nothing into the slot."""
+    sink also added into adds, in chunk order, the copies of the chunks that stored nothing into the slot.
+    n: its slots; m: from one chunk's copy (and marks) to the next."""
     e = cx.e
     sink = cx.bufs[(name, "sink")]
     loop = scf.ForOp(e.c(0), n, e.c(1), [])
@@ -399,7 +402,7 @@ def finish_stores(cx: Lowering, name: str, priv: ir.Value, mark: ir.Value, n: ir
         i = loop.induction_variable
         chunks = scf.ForOp(e.c(0), cx.chunk, e.c(1), [e.load(sink, i)])
         with ir.InsertionPoint(chunks.body):
-            at = e.add_i(e.mul_i(chunks.induction_variable, n), i)
+            at = e.add_i(e.mul_i(chunks.induction_variable, m), i)
             stored = e.cmpi(_NE, e.load(mark, at), e.c(0, e.i64))
             cur, mine = chunks.inner_iter_args[0], e.load(priv, at)
             if name in cx.lay.mixed:  # a chunk that stored nothing here adds its copy (CLIFF: large_sinks)

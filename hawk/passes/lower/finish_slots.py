@@ -53,7 +53,7 @@ def groups(cx: Lowering, out: ir.Value, first: ir.Value, last: ir.Value, sink: b
     """Slots [first, first + WIDTH * k) of `out` (its index j = slot - first) eight at a time; returns where
     they stop (the caller runs the rest slot by slot). `sink`: the slot's prior content is a term; `parked`:
     the buffer of parked pairs (a slot takes the fast path only with one) or None; `pairs`: the chunks' pairs
-    (`copies` of `slots` interleaved pairs) or None; `quiet`: no term went to the accumulators (without
+    (`copies` of `slots` interleaved pairs: a copy's stride) or None; `quiet`: no term went to the accumulators (without
     parked pairs). `one_slot(i)` emits the slot-by-slot path for slot i."""
     e = cx.e
     f64v = ir.VectorType.get([WIDTH], e.f64)

@@ -306,7 +306,7 @@ def reduce_kept_branchless(cx: Lowering, op, r, idx, n) -> None:
     mask = reduce_mask(op)
     pairs = compensated(r)
     if pairs:
-        base, half = scatters.copy_start(cx, r.cell, 2), e.c(cx.lay.private[r.cell])
+        base, half = scatters.copy_start(cx, r.cell, 2), e.c(cx.lay.stride(r.cell))
     for c, x in planes.components(cx, reduce_value(op), r.payload):
         at = e.add_i(e.mul_i(c, n), idx)
         at = at if base is None else e.add_i(at, base)

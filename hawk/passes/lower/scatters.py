@@ -166,7 +166,7 @@ def comp_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, carry: ir.Value
     e = cx.e
     if name in cx.lay.private:  # this chunk's own (sums, corrections) pair block
         comp = cx.bufs[(name, "priv")]
-        half = e.c(cx.lay.private[name])
+        half = e.c(cx.lay.stride(name))
         at = e.add_i(at, copy_start(cx, name, 2))
     else:
         comp = cx.bufs[(name, "comp")]
@@ -294,5 +294,5 @@ def report_bad_key(cx: Lowering, sink: str, key: ir.Value, bad: ir.Value, role: 
 
 def copy_start(cx: Lowering, name: str, width: int = 1) -> ir.Value:
     """Where this chunk's private copy of a sink or cell starts in its "priv" buffer (copies of `width`
-    values per slot: 2 for compensated pairs)."""
-    return cx.e.mul_i(cx.copy, cx.e.c(width * cx.lay.private[name]))
+    values per slot: 2 for compensated pairs), Layout.stride apart."""
+    return cx.e.mul_i(cx.copy, cx.e.c(width * cx.lay.stride(name)))

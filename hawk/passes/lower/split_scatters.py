@@ -285,7 +285,7 @@ def comp_adds(cx: Lowering, sink: str, lanes: list[tuple[ir.Value, ir.Value]]) -
     e = cx.e
     W = len(lanes)
     comp = cx.bufs[(sink, "priv")]
-    half = e.c(cx.lay.private[sink])
+    half = e.c(cx.lay.stride(sink))
     base = scatters.copy_start(cx, sink, 2)
     at = [e.add_i(idx, base) for idx, _ in lanes]
     at_c = [e.add_i(p, half) for p in at]
