@@ -188,7 +188,7 @@ def _terms_into_pairs(cx: Lowering, state: list[ir.Value], pairs: list[tuple], b
         for k, (r, c) in enumerate(pairs):
             xv = e.widen(e.vload(term_buffer(cx, len(pairs)), e.add_i(loop.induction_variable,
                                                                          e.c(k * _block_lanes(cx))),
-                                 reduce_kept.NEST_CHAINS, cx.e.f), e.f64)
+                                 reduce_kept.NEST_CHAINS, e.f), e.f64)
             reduce_kept.pairs_take(cx, r, c, xv)
         scf.YieldOp(cx.accs)
     return list(loop.results)
@@ -201,8 +201,8 @@ def term_buffer(cx: Lowering, m: int | None = None) -> ir.Value:
 
 
 def chain_step(cx: Lowering, r, c: int, xv: ir.Value) -> None:
-    """A group's terms (one per chain, in the kernel's type) of component c of `r`: into the term buffer (as
-    float64), into the chains by one Fast2Sum (windowed: one add of the widened terms), and into the chains'
+    """A group's terms (one per chain, in the kernel's type) of component c of `r`: into the term buffer (in that
+    type), into the chains by one Fast2Sum (windowed: one add of the widened terms), and into the chains'
     range: the largest |term| and the smallest non-zero one less one, on their bits as integers (float64:
     ordered_chains.range_step64; float32: unsigned max and min of the float32 bits, a zero's |x| - 1 wrapping to
     all ones, as the full sums' range_step; an inf or NaN lies above every ceiling, and no fast-math max is left
