@@ -361,7 +361,7 @@ class Launcher:
                     bufs.append(a)  # from -0.0, since neither can end at -0.0 and they agree on all else)
                     how.append(("alias", name, cells[name]))
                     continue
-                n = self.lay.private[name] * (nchunks if cell_copies is None else cell_copies)
+                n = self.lay.stride(name) * (nchunks if cell_copies is None else cell_copies)
                 n *= 2 if compensated(r) else 1  # ((sum, correction) pairs: their sums, then corrections)
                 bufs.append(lined(n, np.float64 if buf.dtype == "f64" else b.dtype, fill))
                 resets.append((bufs[-1], fill))

@@ -283,7 +283,8 @@ def finish_private(cx: Lowering) -> None:
         if name in cx.lay.exact_names():
             continue
         priv = cx.bufs[(name, "priv")]
-        n, m = e.c(slots), e.c(cx.lay.stride(name))  # (slots; from one chunk's copy to the next: Layout.stride)
+        stride = cx.lay.stride(name)  # (from one chunk's copy to the next)
+        n, m = e.c(slots), e.c(stride)
         if (name, "mark") in cx.bufs:
             finish_stores(cx, name, priv, cx.bufs[(name, "mark")], n, m)
             continue
@@ -296,7 +297,7 @@ def finish_private(cx: Lowering) -> None:
         policy = cx.lay.policy_of(name)
         compensated = policy == "compensated"
         target = cx.bufs[(name, "comp")] if policy != "plain" else cx.bufs[(name, "sink")]
-        copies = e.op("arith.divui", e.dim(priv), e.c(cx.lay.stride(name) * (2 if compensated else 1)))  # (a GPU adding
+        copies = e.op("arith.divui", e.dim(priv), e.c(stride * (2 if compensated else 1)))  # (a GPU adding
         # atomically into a large plain sink allocates it none: eagle.targets.device; CLIFF)
         loop = scf.ForOp(e.c(0), n, e.c(1), [])
         with ir.InsertionPoint(loop.body):
@@ -310,7 +311,7 @@ def finish_private(cx: Lowering) -> None:
                 c = chunks.induction_variable
                 cur = list(chunks.inner_iter_args)
                 if compensated:
-                    base = e.add_i(e.mul_i(c, e.c(2 * cx.lay.stride(name))), i)
+                    base = e.add_i(e.mul_i(c, e.c(2 * stride)), i)
                     ns, nc = e.neumaier(cur[0], cur[1], e.load(priv, base))
                     scf.YieldOp([ns, e.add(nc, e.load(priv, e.add_i(base, m)))])
                 else:

@@ -244,8 +244,7 @@ def _out_of_window(cx: Lowering, guess: ir.Value, top: ir.Value, bottom: ir.Valu
     e = cx.e
     i32 = ir.IntegerType.get_signless(32)
     most = create("vector.reduction", [top], [i32], {"kind": ir.Attribute.parse("#vector.kind<maxui>")}).result
-    wide = e.op("arith.extf", e.op("arith.bitcast", most, t=e.f), t=e.f64)
-    return e.any_of(window_out(cx, guess, top, bottom)), e.bcast(e.op("arith.bitcast", wide, t=e.i64), _bits(cx))
+    return e.any_of(window_out(cx, guess, top, bottom)), e.bcast(wide_bits(cx, most), _bits(cx))
 
 
 def window_out(cx: Lowering, guess: ir.Value, top: ir.Value, bottom: ir.Value) -> ir.Value:
@@ -277,8 +276,8 @@ def range_step32(cx: Lowering, top: ir.Value, bottom: ir.Value, xv: ir.Value) ->
 
 
 def wide_bits(cx: Lowering, top: ir.Value) -> ir.Value:
-    """A float32 range's top bits per entry (i32 vector) as the bits of the same values in float64 (i64), which
-    guess_after reads."""
+    """A float32 range's top bits (i32, or a vector of them) as the bits of the same values in float64 (i64),
+    which guess_after reads."""
     e = cx.e
     f = e.op("arith.bitcast", top, t=like(top.type, e.f))
     return e.op("arith.bitcast", e.op("arith.extf", f, t=like(top.type, e.f64)), t=like(top.type, e.i64))
