@@ -70,9 +70,11 @@ class Binder:
     """Checks runs of one kernel, known by its name, signature and output modes (no compiler needed)."""
 
     def __init__(self, name: str, sig: Signature, outputs: dict[str, str],
-                 lane_local: frozenset[str] = frozenset(), mixed: bool = False, cell_slots: int = 0):
+                 lane_local: frozenset[str] = frozenset(), mixed: bool = False, cell_slots: int = 0,
+                 sae: bool = False):
         self.name, self.sig, self.outputs = name, sig, outputs
         self.cell_slots = cell_slots  # the specs' Spec.cell_slots (a host plan's: CELL_SLOTS)
+        self.sae = sae  # the specs' Spec.sae (a host plan's on an x86-64 CPU with AVX-512F)
         # mixed: a per-lane float output may have another float dtype than the run's (compiled per dtype: a Plan's
         # binder); elsewhere (artifacts, built for whole-run dtypes) every float plane shares the run's dtype
         self.mixed = mixed
@@ -123,7 +125,7 @@ class Binder:
         spec = self._specs.get(key)
         if spec is None:
             spec = self._specs[key] = make_spec(self.sig, dtype.name, idt, float_outputs=own,
-                                                        cell_slots=self.cell_slots)
+                                                        cell_slots=self.cell_slots, sae=self.sae)
         extents = self.extents_of(kwargs, arrays)
         b = Bound(spec, extents, math.prod(extents), dtype)
         self._check_size(b)

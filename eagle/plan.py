@@ -54,7 +54,8 @@ class Plan:
             raise ValueError(f"eagle.deploy({kernel.name}): {exc}") from None
         self.last_chunks: tuple[int, ...] = ()
         self.binder = Binder(kernel.name, kernel.signature, kernel.outputs, lane_local_inputs(kernel),
-                             mixed=True, cell_slots=CELL_SLOTS if self.device is None else 0)
+                             mixed=True, cell_slots=CELL_SLOTS if self.device is None else 0,
+                             sae=self.device is None and cache.sae_host())
         self._ready: dict[tuple[Spec, int], tuple] = {}
         self._runtime = None
         self._runs = RunCache(self) if self.device is None else None  # prepared host runs reused by shape

@@ -285,6 +285,20 @@ def bt_neumaier_scatter(prior, key, x, dtype) -> np.ndarray:
     return ((np.asarray(prior, dtype=np.float64) + s) + c).astype(dtype)
 
 
+@pytest.fixture(params=["range", "flags"])
+def chain_check(request, monkeypatch):
+    """How the host's ordered chains over every lane prove a block exact (docs/ordered.md): "range" (every CPU:
+    the terms' range, $HAWK_NO_SAE=1 forces it) or "flags" (x86-64 with AVX-512F: the inexact flag;
+    hawk/passes/lower/flag_chains.py), skipped, saying why, on a CPU without it."""
+    from hawk.abi import cache
+
+    if request.param == "range":
+        monkeypatch.setenv("HAWK_NO_SAE", "1")
+    elif not cache.sae_host():
+        pytest.skip("the inexact-flag chains need an x86-64 CPU with AVX-512F; this one has none")
+    return request.param
+
+
 def bt_lanes_func(kernel) -> str:
     """The host lanes function of `kernel` (stage 0) after lower-host-lanes, without the finish beside it (which
     takes slots eight at a time its own way): what a test of the lanes loop's form reads."""

@@ -5,7 +5,8 @@ add of the error into its low, trusted only while every term is zero or has a ma
 [2**(p - LOW_RANGE), 2**(p - HEADROOM)]. float32: a chain is one float64 sum of its terms, trusted while every
 term is zero or has an exponent from E - F32_WINDOW to E. The floors are what keep those adds exact: these data
 sit just at and just below them, so a floor one binade too low makes the compiled sum lose a bit, and numeric
-models of the rules show the bounds are tight.
+models of the rules show the bounds are tight. The compiled cases run under both of a block's checks
+(conftest's chain_check): the range, and the inexact flag, which must get these data right too.
 """
 
 import math
@@ -75,7 +76,7 @@ def test_a_block_s_largest_term_passes_the_bias_it_sets():
         assert 2.0 ** ex >= 2.0 ** (p - LOW_RANGE)
 
 
-def test_terms_just_under_the_floor_still_sum_exactly():
+def test_terms_just_under_the_floor_still_sum_exactly(chain_check):
     # block 0: every chain takes 127 maximal errors and then a probe just under the floor (rejected: the block
     # retries); block 1 takes the negations, so the exact sum is 8 probes' lowest bits: any lost bit shows.
     p, per_chain = P, ORDERED_BLOCK // ORDERED_CHAINS
@@ -93,7 +94,7 @@ def test_terms_just_under_the_floor_still_sum_exactly():
     assert_exact(out, x, np.float64, "probes under the floor")
 
 
-def test_terms_at_both_ends_of_the_range_sum_exactly():
+def test_terms_at_both_ends_of_the_range_sum_exactly(chain_check):
     # in range: 2**(p-HEADROOM) and the floor with odd last bits, zeros of both signs; the next float past the
     # top (rejected) in a later block; each block's terms cancel but for those last bits.
     p = P
@@ -107,7 +108,7 @@ def test_terms_at_both_ends_of_the_range_sum_exactly():
     assert_exact(eagle.deploy(xo_range_sum, threads=1).run(x=x), x, np.float64, "range ends")
 
 
-def test_a_term_over_the_top_sends_its_block_to_the_retry():
+def test_a_term_over_the_top_sends_its_block_to_the_retry(chain_check):
     # one chain takes a huge term and then its negation among small ones: the huge term swallows the high's bias
     # M and the small terms' bits, which no Fast2Sum error sees, and the two cancel, so only the ceiling test
     # (not the high's value at the block's end) can tell the block was not exact
@@ -145,7 +146,7 @@ def test_the_float32_floor_is_what_keeps_a_chain_exact():
         assert (Fraction(float(total)) == exact) is exact_expected
 
 
-def test_float32_terms_just_under_the_window_sum_exactly():
+def test_float32_terms_just_under_the_window_sum_exactly(chain_check):
     # block 0: every chain takes 127 of the window's largest terms and a probe just under its floor (rejected:
     # the block retries); block 1 cancels all but the probes' last bits
     e, per_chain = F32_START, ORDERED_BLOCK // ORDERED_CHAINS
@@ -160,7 +161,7 @@ def test_float32_terms_just_under_the_window_sum_exactly():
     assert_exact(out["tot"], x, np.float32, "float32 probes under the floor")
 
 
-def test_float32_window_ends_and_a_sum_past_float32():
+def test_float32_window_ends_and_a_sum_past_float32(chain_check):
     e = F32_START
     rng = np.random.default_rng(32)
     blocks = []
@@ -177,7 +178,7 @@ def test_float32_window_ends_and_a_sum_past_float32():
     assert_exact(out["tot"], x, np.float32, "float32 window ends")
 
 
-def test_a_float32_term_over_the_window_sends_its_block_to_the_retry():
+def test_a_float32_term_over_the_window_sends_its_block_to_the_retry(chain_check):
     # as for float64: 2**60 and its negation in one chain, between float32 terms in [0.5, 1) whose low bits a
     # float64 sum at 2**60 cannot hold
     rng = np.random.default_rng(34)

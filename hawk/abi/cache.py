@@ -252,6 +252,15 @@ def detect_host_cpu() -> dict:
     return {"llvm": "none", "arch": machine(), "name": model, "features": ",".join(have), "detected": "cpuinfo"}
 
 
+def sae_host(features: str | None = None) -> bool:
+    """Whether host code built for this machine (or for a CPU with `features`, an LLVM feature string) runs on
+    x86-64 with AVX-512F: its adds can round without raising MXCSR's flags (Spec.sae). $HAWK_NO_SAE=1 says no
+    (the ordered chains then keep their range check everywhere, as on other CPUs)."""
+    if os.environ.get("HAWK_NO_SAE", "") not in ("", "0") or machine() != "x86_64":
+        return False
+    return "avx512f" in enabled(host_cpu()["features"] if features is None else features)
+
+
 def enabled(features: str) -> set[str]:
     """The features a feature string turns on ("+avx2,-avx512f" -> {"avx2"})."""
     return {f[1:] for f in features.split(",") if f.startswith("+")}

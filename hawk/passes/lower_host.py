@@ -23,12 +23,14 @@ from hawk.ir.access import kernel_func
 from hawk.passes import chunk_form
 from hawk.passes.lower import chunk_loops, folds
 from hawk.passes.lower.context import Lowering, lanes_point
+from hawk.passes.plan import sae_of
 
 
 def lower_host(module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[str, ir.Type]) -> None:
     """The kernel func of `module` as @<k>_lanes for the host (the user's combiners, copied where used, go)."""
     cx = Lowering(module, layout, ftype, itypes, "host")
     kfunc = kernel_func(module)
+    cx.sae = sae_of(kfunc)  # (an x86-64 CPU with AVX-512F: ordered chains may check the inexact flag)
     cx.form = chunk_form.read(kfunc, layout, cx.exact_pairs, cx.wide_ok, "lower-chunk-loop")
     folds.collect_folds(cx, kfunc)  # hawk.reduce with a user's operator: hawk/passes/lower/folds.py
     with lanes_point(module, layout.name), kfunc.location:

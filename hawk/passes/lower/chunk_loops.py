@@ -30,11 +30,13 @@ from hawk.passes import chunk_form
 from hawk.passes.host_emit import _EQ, size
 from hawk.passes.lower import (
     block,
+    flag_chains,
     nested_chains,
     ordered_chains,
     planes,
     reduce_full,
     reduce_kept,
+    rerun,
     scan,
     sorted_pairs,
     sorted_runs,
@@ -50,10 +52,11 @@ def lanes_body(cx: Lowering, body: ir.Block) -> None:
     e = cx.e
     cx.count_sinks = count_sinks(cx, body)
     chunk0, chain0 = state.plan_state(cx, body)
+    cx.flagged = flag_chains.eligible(cx, body) and not block.has_blocks(body)
     cx.pair_w = ordered_chains.pair_width(cx)
     chain0 = ordered_chains.widen_chain0(cx, chain0)
     # (float32) a block whose chains lost a bit reruns the body rather than keep its terms (ordered_chains.py)
-    cx.recompute = bool(cx.n_terms) and ordered_chains.can_recompute(cx, body)
+    cx.recompute = bool(cx.n_terms) and rerun.can_recompute(cx, body)
     cx.nested = None
     if cx.n_terms:  # the chunk's own pairs take every exact full block's chain pairs (ordered_chains.py)
         ordered_chains.start_chunk_pairs(cx)

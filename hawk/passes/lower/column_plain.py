@@ -24,7 +24,7 @@ from hawk.abi.layout import compensated
 from hawk.ir.access import reduce_mask, reduce_value
 from hawk.ir.build import create
 from hawk.passes.host_emit import size
-from hawk.passes.lower import column_tiles, ordered_chains, reduce_kept, scatters
+from hawk.passes.lower import column_tiles, reduce_kept, rerun, scatters
 from hawk.passes.lower.column_tiles import TILE
 from hawk.passes.lower.context import Lowering
 
@@ -41,7 +41,7 @@ def wanted(cx: Lowering, body: ir.Block, span: int, chunk0: list) -> bool:
         return False
     return all(r.kept and r.kind in _KINDS and not cx.is_wide(r.payload) and
                (r.kind in ("max", "min") or r.policy == "auto" or (compensated(r) and r.cell in cx.lay.private))
-               for r in cx.lay.reductions) and ordered_chains.writes_nothing(body)
+               for r in cx.lay.reductions) and rerun.writes_nothing(body)
 
 
 def _keys(cx: Lowering) -> list[tuple]:

@@ -17,7 +17,7 @@ ops, as the full sums' chains do.
   slot's (high, low) pair by the pairs' step (what a pair cannot take is spilled into the slot's exact
   accumulator); outside (an inf, a NaN, a term beyond the guess), the chains are dropped and the tile's block of
   lanes runs again, each term by the pairs' step, as without chains. So the body must write nothing
-  (ordered_chains.can_recompute's rule) and every reduction of the stage must be such a total.
+  (rerun.can_recompute's rule) and every reduction of the stage must be such a total.
 - Each slot's next guess follows its largest |term| in the block (nested_chains.guess_after); a chunk's first
   guess is ordered_chains.P_START (float32: F32_START). A guess that is off costs the block's rerun, never bits.
 - The slots after the last whole tile, and the lanes of a row the chunk holds only in part (a chunk starts on
@@ -33,7 +33,7 @@ from mlir import ir
 from mlir.dialects import scf
 
 from hawk.ir.build import create
-from hawk.passes.lower import nested_chains, ordered_chains, planes, reduce_kept, scatters
+from hawk.passes.lower import nested_chains, ordered_chains, planes, reduce_kept, rerun, scatters
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 from hawk.passes.lower.nested_chains import NEST_BLOCK
 
@@ -61,7 +61,7 @@ def wanted(cx: Lowering, body: ir.Block, span: int, chunk0: list) -> bool:
     if not cx.column_late or chunk0 or span < TILE:
         return False
     return all(r.kept and reduce_kept.column_pairs(cx, r) for r in cx.lay.reductions) and \
-        ordered_chains.writes_nothing(body)
+        rerun.writes_nothing(body)
 
 
 def width(cx: Lowering, span: int) -> int:

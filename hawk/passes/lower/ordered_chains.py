@@ -20,7 +20,7 @@ chunk a few floats instead of a deposit per term (docs/ordered.md).
   writes or reads neighbours, from the term buffer that a plain loop of the body filled first (chunk_loops.py):
   the SLP vectorizer leaves such copies scalar, the loop vectorizer does not.
 - A block whose retry lost a bit too deposits its terms one by one (from the term buffer, or by rerunning a
-  body that writes nothing: `redo_block`).
+  body that writes nothing: rerun.py).
 - Every exact block's sums go into the chunk's own float64 (high, low) vector pairs by more checked TwoSums
   (`merge_pairs`); those are deposited once, at the chunk's end (float32: each value as three float32
   parts).
@@ -37,7 +37,8 @@ from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
 from hawk.ir.build import create
 from hawk.passes import exact_emit
 from hawk.passes.host_emit import like
-from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
+from hawk.passes.lower import flag_chains, rerun
+from hawk.passes.lower.context import Lowering
 
 _UNE = 13  # arith.cmpf "une" (unordered or not equal)
 _ULT, _UGT = 6, 8  # arith.cmpi unsigned "<", ">"
@@ -64,7 +65,10 @@ def biased(cx: Lowering) -> bool:
 def pair_width(cx: Lowering) -> int:
     """Chains per block (cx.pair_w): with a compensated sum, its chain count (state.plan_state: cx.comp_chains);
     else ORDERED_CHAINS beside a wide sum (whose chains' grouping is fixed) or for float64, and twice as many
-    float32 ones (a full 512-bit vector of chains; the body then runs in groups of that many copies)."""
+    float32 ones (a full 512-bit vector of chains; the body then runs in groups of that many copies); chains
+    checked by the inexact flag take four vectors (flag_chains.FLAG_CHAINS)."""
+    if cx.flagged:
+        return flag_chains.FLAG_CHAINS
     if any(a.policy == "compensated" for a in cx.full):
         return cx.comp_chains
     if biased(cx) or any(a.wide for a in cx.full):
@@ -164,6 +168,8 @@ def start_chunk_pairs(cx: Lowering) -> None:
         e.vstore(zero, chunk_pairs(cx), e.c(at + cx.pair_w))
         first = 1.5 * 2.0 ** P_START if biased(cx) else 2.0 ** F32_START
         e.vstore(e.splat(first, _wide(cx)), chunk_pairs(cx), e.c(at + 2 * cx.pair_w))
+    if cx.flagged:
+        flag_chains.clear(cx)
 
 
 def deposit_chunk_pairs(cx: Lowering) -> None:
@@ -195,10 +201,11 @@ def _deposit_wide(cx: Lowering, exact: ir.Value, base: ir.Value, vals: list[ir.V
     small buffer and deposited in a loop: one copy of the deposit's code per call (unrolled, the copies of every
     component, lane and call made a float32 vector sum's library take a minute to compile)."""
     e = cx.e
-    n = len(vals) * cx.pair_w
+    w = ir.VectorType(vals[0].type).shape[0]
+    n = len(vals) * w
     parked = cx.temp(n, e.f64, tag="chain-deposit")
     for i, v in enumerate(vals):
-        e.vstore(v, parked, e.c(i * cx.pair_w))
+        e.vstore(v, parked, e.c(i * w))
     each = scf.ForOp(e.c(0), e.c(n), e.c(1), [])
     with ir.InsertionPoint(each.body):
         exact_emit.deposit_as(e, exact, base, e.load(parked, each.induction_variable), e.f)
@@ -250,7 +257,8 @@ def ordered_chains_step(cx: Lowering) -> None:
             else:
                 s[k] = _windowed_step(cx, s[k], xv)
             r = nchunk_red_total(cx) + cx.term_range + 2 * (acc.term_at + c)
-            s[r], s[r + 1] = range_step(cx, s[r], s[r + 1], xv)
+            if not cx.flagged:
+                s[r], s[r + 1] = range_step(cx, s[r], s[r + 1], xv)
 
 
 def store_lane_terms(cx: Lowering, at: ir.Value) -> None:
@@ -281,7 +289,7 @@ def _biased_step(cx: Lowering, hi: ir.Value, lo: ir.Value, x: ir.Value):
     is a multiple of 2**(p-99) of magnitude <= 2**(p-53), so a chain's 128 of them keep the low's partial sums
     exact multiples of 2**(p-99) below 2**(p-46)."""
     e = cx.e
-    s = e.add(hi, x)
+    s = flag_chains.add(e, hi, x) if cx.flagged else e.add(hi, x)  # (flagged: rounds without raising the flag)
     return s, e.add(lo, e.op("arith.subf", x, e.op("arith.subf", s, hi)))
 
 
@@ -381,16 +389,25 @@ def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int, body: ir.Block) 
     for acc, c, at in _components(cx):
         k = nchunk + acc.chain + 2 * c
         r = nchunk + cx.term_range + 2 * (acc.term_at + c)
-        out = _out_of_range(cx, res[r], res[r + 1], _guess(cx, at))
-        redo = out if redo is None else e.op("arith.ori", redo, out)
+        if not cx.flagged:
+            out = _out_of_range(cx, res[r], res[r + 1], _guess(cx, at))
+            redo = out if redo is None else e.op("arith.ori", redo, out)
         if biased(cx):
             parts.append((acc, c, at, [e.op("arith.subf", res[k], _guess(cx, at)), res[k + 1]]))
             continue
-        redo = e.op("arith.ori", redo, exact_emit.past_f32(e, res[k]))
+        past = exact_emit.past_f32(e, res[k])
+        redo = past if redo is None else e.op("arith.ori", redo, past)
         parts.append((acc, c, at, [res[k]]))
-    branch = scf.IfOp(cx.e.any_of(redo), [], has_else=True)
+    if cx.flagged:  # (the parts' vectors added into one, then the flag read once they are computed)
+        parts = [(acc, c, at, [flag_chains.fold(e, v) for v in vals]) for acc, c, at, vals in parts]
+        lost = flag_chains.lost(cx, [v for *_, vals in parts for v in vals], redo)
+    else:
+        lost = e.any_of(redo)
+    branch = scf.IfOp(lost, [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         retry_block(cx, body, res)
+        if cx.flagged:  # (the retry rounds on purpose)
+            flag_chains.clear(cx)
         scf.YieldOp([])
     with ir.InsertionPoint(branch.else_block):
         merge_pairs(cx, parts)
@@ -429,7 +446,7 @@ def retry_block(cx: Lowering, body: ir.Block, state: list[ir.Value]) -> None:
         anchor = scf.YieldOp([])
     g = loop.induction_variable
     if cx.recompute:
-        rerun_group(cx, body, state, g, anchor)
+        rerun.rerun_group(cx, body, state, g, anchor)
     with ir.InsertionPoint(anchor):
         st = list(loop.inner_iter_args)
         at = e.mul_i(g, e.c(cx.pair_w))
@@ -463,25 +480,13 @@ def retry_block(cx: Lowering, body: ir.Block, state: list[ir.Value]) -> None:
     branch = scf.IfOp(cx.e.any_of(redo), [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         if cx.recompute:
-            redo_block(cx, body, state)
+            rerun.redo_block(cx, body, state)
         else:
             deposit_terms(cx)
         scf.YieldOp([])
     with ir.InsertionPoint(branch.else_block):
         merge_pairs(cx, [(acc, c, at, res[3 * n:3 * n + 2]) for n, (acc, c, at) in enumerate(comps)])
         scf.YieldOp([])
-
-
-def rerun_group(cx: Lowering, body: ir.Block, state: list[ir.Value], g: ir.Value, anchor) -> None:
-    """Group `g` of the current block run again before `anchor`: pair_w copies of the body, lane j of the group
-    in copy j, each from the loop state `state` (discarded after); the group's terms are left in cx.pending."""
-    e = cx.e
-    cx.pending = {}
-    for jj in range(cx.pair_w):
-        with ir.InsertionPoint(anchor), body.owner.location:
-            cx.lane = e.add_i(cx.block_start, e.mul_i(g, e.c(cx.pair_w)), e.c(jj))
-        cx.accs, cx.j = list(state), jj
-        rewrite_ops(cx, clone_body(cx, body, anchor))
 
 
 def next_bias(cx: Lowering, top: ir.Value) -> ir.Value:
@@ -520,16 +525,19 @@ def merge_pairs(cx: Lowering, blocks: list) -> None:
     block's) into the chunk's pairs (H, L): (H, a) = TwoSum(H, p0), then a and each further part into L by
     TwoSums. When those errors are zero (an overflow makes them NaN) and, for float32, the new H and L stay
     within float32's range (so that they can be deposited as float32 parts), H + L gained exactly the parts and
-    the new pairs are kept; otherwise the chunk's pairs stay as they were and the parts are deposited instead."""
+    the new pairs are kept; otherwise the chunk's pairs stay as they were and the parts are deposited instead.
+    Parts narrower than the pairs (flag_chains.fold) go into the pairs' first entries."""
     e = cx.e
     buf = chunk_pairs(cx)
     new, bad = [], []
-    zero = e.splat(0.0, _wide(cx))
+    w = ir.VectorType(blocks[0][3][0].type).shape[0]
+    zero = e.splat(0.0, ir.VectorType.get([w], e.f64))
+    two_sum = (lambda a, b: flag_chains.two_sum(e, a, b)) if cx.flagged else e.two_sum  # (silent: flag_chains)
     for _, _, at, parts in blocks:
-        h1, a = e.two_sum(e.vload(buf, e.c(at), cx.pair_w, e.f64), parts[0])
-        low = e.vload(buf, e.c(at + cx.pair_w), cx.pair_w, e.f64)
+        h1, a = two_sum(e.vload(buf, e.c(at), w, e.f64), parts[0])
+        low = e.vload(buf, e.c(at + cx.pair_w), w, e.f64)
         for part in [a] + parts[1:]:
-            low, err = e.two_sum(low, part)
+            low, err = two_sum(low, part)
             bad.append(e.cmpf(_UNE, err, zero))
         if not biased(cx):
             bad += [exact_emit.past_f32(e, h1), exact_emit.past_f32(e, low)]
@@ -542,6 +550,8 @@ def merge_pairs(cx: Lowering, blocks: list) -> None:
         exact = cx.bufs[("#exact", "exact")]
         for acc, c, _, parts in blocks:
             _deposit_wide(cx, exact, exact_slot(cx, acc, c), parts)
+        if cx.flagged:  # (float32 parts round on purpose)
+            flag_chains.clear(cx)
         scf.YieldOp([])
     with ir.InsertionPoint(branch.else_block):
         for at, h1, low in new:
@@ -556,45 +566,3 @@ def _widen(cx: Lowering, v: ir.Value) -> ir.Value:
 
 def _wide_bits(cx: Lowering) -> ir.Type:
     return ir.VectorType.get([cx.pair_w], cx.e.i64)
-
-
-def can_recompute(cx: Lowering, body: ir.Block) -> bool:
-    """Whether a full block's terms may be recomputed by running the body again rather than kept in a term
-    buffer: the body writes nothing (no store, no scatter) and every other reduction keeps its state in the
-    loop's values (which a rerun discards), none in memory (kept totals, folds, wide states, deposits)."""
-    if any(r.kept or r.kind == "fold" for r in cx.lay.reductions) or cx.runs:
-        return False
-    if any(a.wide or (a.policy == "ordered" and not a.pairs) for a in cx.full):
-        return False
-    return writes_nothing(body)
-
-
-def writes_nothing(body: ir.Block) -> bool:
-    """Whether running the body's lanes again changes nothing: no store, no scatter, no scan (a scan's running
-    value is loop state a rerun would start from the block's end)."""
-    writes = []
-
-    def visit(op):
-        if op.name in ("hawk.store", "hawk.scatter", "hawk.scan_totals", "hawk.scan_apply"):
-            writes.append(op)
-        return ir.WalkResult.ADVANCE
-
-    for op in body.operations:
-        op.operation.walk(visit)
-    return not writes
-
-
-def redo_block(cx: Lowering, body: ir.Block, state: list[ir.Value]) -> None:
-    """A block's lanes in groups one by one, each lane's ordered terms deposited into the chunk's accumulators
-    (reduce_full with no chain); what the rerun does to the loop state is dropped, so other reductions count
-    each lane once."""
-    e = cx.e
-    each = scf.ForOp(e.c(0), e.mul_i(cx.block_groups, e.c(cx.pair_w)), e.c(1), [])
-    with ir.InsertionPoint(each.body):
-        anchor = scf.YieldOp([])
-    with ir.InsertionPoint(anchor), body.owner.location:
-        cx.lane = e.add_i(cx.block_start, each.induction_variable)
-    cx.accs, cx.j = list(state), each.induction_variable
-    rewrite_ops(cx, clone_body(cx, body, anchor))
-
-

@@ -1,0 +1,175 @@
+"""Ordered sums over every lane whose blocks the CPU's inexact flag proves exact (x86-64 with AVX-512F:
+hawk/passes/lower/flag_chains.py, docs/ordered.md).
+
+Which stages take the flag (a body that rounds nothing, only ordered sums kept in chains), what the lowering
+emits for them, and that their results are the exact sums, rounded once, bit for bit as under the range check
+(conftest's chain_check runs both): data that keep every block on the fast route, data that send blocks to the
+retry (a wide spread, one huge term, magnitudes that jump between blocks), special values, subnormals, float32
+and float64, split over several threads.
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from exact_families import FAMILIES, assert_exact, same_bits, split_runs
+
+import eagle
+import hawk
+import hawk.math as m
+from hawk import Index, Mutable, Scalar, Vector
+from hawk.abi import cache
+from hawk.abi.layout import ORDERED_BLOCK
+
+N = 5 * ORDERED_BLOCK + 77  # blocks cut by small chunks, a partial last group
+
+
+@hawk.kernel
+def fc_sum(x: Scalar) -> Scalar:
+    return hawk.sum(x, policy="ordered")
+
+
+@hawk.kernel
+def fc_masked_mean(x: Scalar, w: Scalar) -> Scalar:
+    return hawk.mean(m.abs(x), where=w > 0.0, policy="ordered") + hawk.sum(-x, policy="ordered")
+
+
+@hawk.kernel
+def fc_vector(v: Vector[3]) -> Vector[3]:
+    return hawk.sum(v, policy="ordered")
+
+
+@hawk.kernel
+def fc_gather(x: Scalar, src: Index) -> Scalar:
+    return hawk.sum(x.at(src), policy="ordered")  # (a neighbour's read: the block's terms first, in a loop)
+
+
+@hawk.kernel
+def fc_component(v: Vector[3]) -> Scalar:
+    return hawk.sum(-v[2], where=v[0] > v[1], policy="ordered")
+
+
+@hawk.kernel
+def fc_product(x: Scalar, w: Scalar) -> Scalar:
+    return hawk.sum(x * w, policy="ordered")
+
+
+@hawk.kernel
+def fc_beside_auto(x: Scalar) -> Scalar:
+    return hawk.sum(x, policy="ordered") + hawk.sum(x)
+
+
+@hawk.kernel
+def fc_beside_scatter(key: Index, x: Scalar, acc: Mutable["slot":8]) -> Scalar:
+    hawk.scatter(acc, policy="ordered")[key] += x
+    return hawk.sum(x, policy="ordered")
+
+
+@hawk.kernel
+def fc_with_store(x: Scalar, y: Mutable[Scalar]) -> Scalar:
+    y = x  # noqa: F841
+    return hawk.sum(x, policy="ordered")
+
+
+def _lowered(kernel, dtype: str, sae: bool) -> str:
+    spec = dataclasses.replace(kernel.spec_for(dtype, {}), sae=sae)
+    return kernel.lowered(spec).llvm_ir
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("kernel, flagged", [(fc_sum, True), (fc_masked_mean, True), (fc_vector, True),
+                                             (fc_gather, True), (fc_component, True),
+                                             (fc_product, False), (fc_beside_auto, False), (fc_beside_scatter, False),
+                                             (fc_with_store, False)])
+def test_which_stages_check_the_flag(kernel, flagged, dtype):
+    text = _lowered(kernel, dtype, sae=True)
+    assert ("stmxcsr" in text) == flagged, kernel.name
+    assert ("llvm.x86.avx512.add.pd.512" in text) == flagged, kernel.name  # (the silent adds)
+    plain = _lowered(kernel, dtype, sae=False)  # no AVX-512F: the range check, never the flag
+    assert "stmxcsr" not in plain and "avx512" not in plain
+
+
+def test_host_plans_say_whether_the_cpu_has_the_silent_adds(monkeypatch):
+    plan = eagle.deploy(fc_sum)
+    assert plan.binder.sae == cache.sae_host()
+    monkeypatch.setenv("HAWK_NO_SAE", "1")
+    assert not cache.sae_host() and not eagle.deploy(fc_sum).binder.sae
+
+
+def _jumps(n, dtype, rng):
+    """Blocks whose magnitudes jump by 2**40 up and down: every other block's guess is wrong."""
+    scale = np.repeat(2.0 ** (40 * (np.arange(n // ORDERED_BLOCK + 1) % 3)), ORDERED_BLOCK)[:n]
+    return (rng.standard_normal(n) * scale).astype(dtype)
+
+
+def _one_huge(n, dtype, rng):
+    """Normal data with one huge term (and its negation) in the third block: one retry, then the fast route."""
+    x = rng.standard_normal(n).astype(dtype)
+    big = 1e300 if dtype == np.float64 else 1e37
+    x[2 * ORDERED_BLOCK + 5], x[2 * ORDERED_BLOCK + 700] = big, -big
+    return x
+
+
+DATA = {"normal": lambda n, dt, rng: rng.standard_normal(n).astype(dt),
+        "integers": lambda n, dt, rng: rng.integers(-9, 9, n).astype(dt),
+        "spread": lambda n, dt, rng: (rng.standard_normal(n) * 10.0 ** rng.uniform(-30, 30, n)).astype(dt),
+        "jumps": _jumps, "one_huge": _one_huge}
+
+
+DATA.update({f: FAMILIES[f] for f in ("kahan", "span", "subnormal", "negzeros", "overflow", "beyond", "tie_odd",
+                                       "trap")})  # (exact_families' adversaries)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("data", sorted(DATA))
+def test_sums_are_exact_on_either_check_at_every_split(chain_check, data, dtype):
+    rng = np.random.default_rng([47_000, sorted(DATA).index(data), int(dtype == np.float32)])
+    x = DATA[data](N, dtype, rng)
+    for threads, out in split_runs(fc_sum, "host", x=x):
+        assert_exact(out, x, dtype, f"{data} {chain_check} threads={threads}")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_special_values_in_a_block_of_normal_data(chain_check, dtype):
+    rng = np.random.default_rng(47_200)
+    base = rng.standard_normal(N).astype(dtype)
+    top = float(np.finfo(dtype).max)
+    for where, values, want in [((3000,), [math.nan], math.nan), ((3000,), [math.inf], math.inf),
+                                ((10, 4000), [math.inf, -math.inf], math.nan),
+                                ((7, 2000, 4100), [top, top, -top], None)]:
+        x = base.copy()
+        x[list(where)] = values
+        for threads, out in split_runs(fc_sum, "host", x=x, threads=(1, 3)):
+            if want is None:
+                assert_exact(out, x, dtype, f"{values} {chain_check} threads={threads}")
+            else:
+                same_bits(np.asarray(out).reshape(-1)[:1], [want], dtype, f"{values} {chain_check}")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_means_masks_vectors_and_gathers_match_the_range_check(monkeypatch, dtype):
+    if not cache.sae_host():
+        pytest.skip("the inexact-flag chains need an x86-64 CPU with AVX-512F; this one has none")
+    rng = np.random.default_rng(47_300)
+    x = (rng.standard_normal(N) * 10.0 ** rng.integers(-8, 8, N)).astype(dtype)
+    w = rng.standard_normal(N).astype(dtype)
+    src = rng.integers(0, N, N).astype(np.int32)
+    v = (rng.standard_normal((3, N)) * [[1.0], [1e-20], [1e20]]).astype(dtype)  # (payload first)
+    runs = {}
+    for mode in ("flags", "range"):
+        if mode == "range":
+            monkeypatch.setenv("HAWK_NO_SAE", "1")
+        a = eagle.deploy(fc_masked_mean, threads=2, min_chunk=1024)
+        b = eagle.deploy(fc_vector, threads=2, min_chunk=1024)
+        c = eagle.deploy(fc_gather, threads=2, min_chunk=1024)
+        d = eagle.deploy(fc_component, threads=2, min_chunk=1024)
+        runs[mode] = (np.asarray(a.run(x=x, w=w)), np.asarray(b.run(v=v)), np.asarray(c.run(x=x, src=src)),
+                      np.asarray(d.run(v=v)))
+        assert all(max(p.last_chunks) > 1 for p in (a, b, c, d))
+    for got, want in zip(runs["flags"], runs["range"], strict=True):
+        same_bits(got, want, dtype, "flags against range")
+    for c in range(3):
+        assert_exact(runs["flags"][1][c:c + 1], v[c], dtype, f"component {c}")
+    assert_exact(runs["flags"][2], x[src], dtype, "gathered")
+    assert_exact(runs["flags"][3], -v[2], dtype, "one component, masked", mask=v[0] > v[1])
