@@ -120,8 +120,8 @@ def two_sum(e, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
 
 # ---- the flag ----------------------------------------------------------------------------------------------
 
-def _word(cx) -> ir.Value:
-    """The address of a 4-byte buffer that MXCSR is stored through, as an i64 (an operand of the asm)."""
+def _word(cx) -> tuple[ir.Value, ir.Value]:
+    """A 4-byte buffer that MXCSR is stored through: (its address as an i64, the asm's operand; the buffer)."""
     e = cx.e
     buf = cx.temp(1, ir.IntegerType.get_signless(32), tag="mxcsr")
     return e.op("arith.index_cast", e.address(buf), t=e.i64), buf
@@ -144,7 +144,8 @@ def lost(cx, sums: list[ir.Value], out: ir.Value | None) -> ir.Value:
         t = ir.VectorType.get(ir.VectorType(v.type).shape, e.i64)
         b = e.op("arith.bitcast", v, t=t)
         bits = b if bits is None else e.op("arith.ori", bits, b)
-        zero = zero or e.splat(0.0, v.type)
+        if zero is None:
+            zero = e.splat(0.0, v.type)
         nan = e.cmpf(_UNE, e.op("arith.subf", v, v), zero)  # (inf - inf and NaN: not finite)
         bad = nan if bad is None else e.op("arith.ori", bad, nan)
     dep = create("vector.reduction", [bits], [e.i64], {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
