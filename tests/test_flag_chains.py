@@ -13,12 +13,13 @@ import math
 
 import numpy as np
 import pytest
+from conftest import bt_ordered_sum
 from exact_families import FAMILIES, assert_exact, same_bits, split_runs
 
 import eagle
 import hawk
 import hawk.math as m
-from hawk import Index, Mutable, Scalar, Vector
+from hawk import Grid, Index, Mutable, Scalar, Vector
 from hawk.abi import cache
 from hawk.abi.layout import ORDERED_BLOCK
 
@@ -173,3 +174,75 @@ def test_means_masks_vectors_and_gathers_match_the_range_check(monkeypatch, dtyp
         assert_exact(runs["flags"][1][c:c + 1], v[c], dtype, f"component {c}")
     assert_exact(runs["flags"][2], x[src], dtype, "gathered")
     assert_exact(runs["flags"][3], -v[2], dtype, "one component, masked", mask=v[0] > v[1])
+
+
+# ---- rows: ordered sums over the trailing axes (the nested driver's chains, nested_chains.py) ----------------
+
+def _rows_kernel(cols: int):
+    @hawk.kernel
+    def fc_rows(g: Grid["r", "c":cols], x: Scalar) -> Scalar:
+        return hawk.sum(x, over="c", policy="ordered")
+
+    return fc_rows
+
+
+ROWS = {cols: _rows_kernel(cols) for cols in (64, 1000, 1016, 1040, 2603)}  # (groups of 32 leave 0-24 + 0-7)
+
+
+@hawk.kernel
+def fc_row_mean(g: Grid["r", "c":200], x: Scalar, v: Vector[2], avg: Mutable[Scalar], tot: Mutable[Vector[2]]):
+    avg = hawk.mean(m.abs(x), over="c", where=x < 1.0, policy="ordered")  # noqa: F841
+    tot = hawk.sum(v, over="c", policy="ordered")  # noqa: F841
+
+
+@hawk.kernel
+def fc_row_product(g: Grid["r", "c":200], x: Scalar) -> Scalar:
+    return hawk.sum(x * x, over="c", policy="ordered")
+
+
+@hawk.kernel
+def fc_short_rows(g: Grid["r", "c":16], x: Scalar) -> Scalar:
+    return hawk.sum(x, over="c", policy="ordered")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("kernel, flagged", [(ROWS[1000], True), (fc_row_mean, True), (fc_row_product, False),
+                                             (fc_short_rows, False)])
+def test_which_row_stages_check_the_flag(kernel, flagged, dtype):
+    assert ("stmxcsr" in _lowered(kernel, dtype, sae=True)) == flagged, kernel.name
+    assert "stmxcsr" not in _lowered(kernel, dtype, sae=False)
+
+
+def _rows_want(x, dtype):
+    return np.array([bt_ordered_sum(r, dtype) for r in x.reshape(x.shape[0], -1)], dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("cols", sorted(ROWS))
+def test_rows_are_exact_on_either_check_at_every_split(chain_check, cols, dtype):
+    rng = np.random.default_rng([47_400, cols, int(dtype == np.float32)])
+    rows = 24
+    d = 20 if dtype == np.float64 else 12
+    x = rng.standard_normal((rows, cols)) * 10.0 ** rng.integers(-d, d, (rows, 1))  # (guesses off row to row)
+    x[3] *= 10.0 ** rng.integers(-d, d, cols)  # a row spread over many binades: its blocks retry
+    for row, at, value in [(5, slice(cols // 2, None), 0.0), (6, slice(None), -0.0), (7, cols - 1, np.inf),
+                           (8, [1, cols - 3], [np.inf, -np.inf]), (9, cols // 3, np.nan)]:
+        x[row, at] = value
+    x = x.astype(dtype)
+    want = _rows_want(x, dtype)
+    for threads, out in split_runs(ROWS[cols], "host", threads=[1, 2, 3], min_chunk=cols * 5 // 2, x=x):
+        same_bits(out, want, dtype, f"{cols} columns, {chain_check}, threads={threads}")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_row_means_with_a_mask_and_a_vector_sum(chain_check, dtype):
+    rng = np.random.default_rng(47_500)
+    x = (rng.standard_normal((30, 200)) * 10.0 ** rng.integers(-9, 9, (30, 200))).astype(dtype)
+    v = (rng.standard_normal((2, 30, 200)) * [[[1.0]], [[1e-30]]]).astype(dtype)  # (payload first)
+    mask = x < 1.0
+    want = np.array([bt_ordered_sum(np.abs(x[i]), dtype, mask[i]) for i in range(30)], dtype=dtype)
+    want = (want / mask.sum(axis=1)).astype(dtype)
+    for threads, out in split_runs(fc_row_mean, "host", threads=[1, 2], min_chunk=1000, x=x, v=v):
+        same_bits(out["avg"], want, dtype, f"masked row means, {chain_check}, threads={threads}")
+        for c in range(2):
+            same_bits(out[f"tot_{c}"], _rows_want(v[c], dtype), dtype, f"component {c}, {chain_check}")

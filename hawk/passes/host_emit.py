@@ -52,6 +52,7 @@ class Emit:
         self.index = ir.IndexType.get()
         self.i64 = ir.IntegerType.get_signless(64)
         self.i1 = ir.IntegerType.get_signless(1)
+        self.silent = False  # float64 TwoSums raise no flag (sae_emit: a stage whose chains read the inexact flag)
 
     # ---- constants and plumbing ----------------------------------------------------------------------
     def c(self, v: int, t=None) -> ir.Value:
@@ -254,7 +255,12 @@ class Emit:
 
     def two_sum(self, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
         """(s, err) with s = fl(a + b) and s + err = a + b exactly (Knuth's TwoSum; strict IEEE, any order of
-        magnitudes; not exact when a sum overflows)."""
+        magnitudes; not exact when a sum overflows). Silent (sae_emit) when self.silent and a is float64."""
+        elem = ir.VectorType(a.type).element_type if isinstance(a.type, ir.VectorType) else a.type
+        if self.silent and elem == self.f64:
+            from hawk.passes import sae_emit  # (x86 intrinsics: only where a stage asks)
+
+            return sae_emit.two_sum(self, a, b)
         s = self.add(a, b)
         bb = self.op("arith.subf", s, a)
         err = self.add(self.op("arith.subf", a, self.op("arith.subf", s, bb)), self.op("arith.subf", b, bb))

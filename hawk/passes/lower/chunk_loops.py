@@ -53,6 +53,7 @@ def lanes_body(cx: Lowering, body: ir.Block) -> None:
     cx.count_sinks = count_sinks(cx, body)
     chunk0, chain0 = state.plan_state(cx, body)
     cx.flagged = flag_chains.eligible(cx, body) and not block.has_blocks(body)
+    cx.e.silent = cx.flagged  # (its TwoSums raise no flag: sae_emit)
     cx.pair_w = ordered_chains.pair_width(cx)
     chain0 = ordered_chains.widen_chain0(cx, chain0)
     # (float32) a block whose chains lost a bit reruns the body rather than keep its terms (ordered_chains.py)
@@ -191,6 +192,10 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
     klo = e.op("arith.divui", cx.lo, e.c(span))
     khi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
     chained = nested_chains.comps(kept) if span >= nested_chains.MIN_LANES else []
+    cx.flagged = flag_chains.nested_eligible(cx, body, kept, chained)  # (the inexact flag checks the chains)
+    if cx.flagged:
+        cx.e.silent = True  # (every TwoSum of the rows' pairs too: sae_emit)
+        flag_chains.clear(cx)
     cx.nest_w = nested_chains.group_width(cx, kept, chained)
     outer = scf.ForOp(klo, khi, e.c(1), chunk0 + nested_chains.first_guesses(cx, chained))
     with ir.InsertionPoint(outer.body):
@@ -382,10 +387,16 @@ def _group_loop(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value, i
     with ir.InsertionPoint(groups.body):
         anchor = scf.YieldOp(list(groups.inner_iter_args))
     with ir.InsertionPoint(anchor), body.owner.location:  # (the group's lanes, planes.AHEAD on: as blocked_driver)
-        planes.prefetch_ahead(cx, body, groups.induction_variable, W)
+        planes.prefetch_ahead(cx, body, groups.induction_variable, W, raw=True)
     _group_copies(cx, body, anchor, groups.induction_variable, W, list(groups.inner_iter_args))
     if W == half:
         return list(groups.results)
+    if W > 2 * half:  # (flag_chains' groups of 32: up to three groups of NEST_CHAINS lanes are left)
+        rest = scf.ForOp(whole, stop, e.c(half), list(groups.results))
+        with ir.InsertionPoint(rest.body):
+            anchor = scf.YieldOp(list(rest.inner_iter_args))
+        _group_copies(cx, body, anchor, rest.induction_variable, half, list(rest.inner_iter_args))
+        return list(rest.results)
     tail = scf.IfOp(e.cmpi(1, whole, stop), [v.type for v in inits], has_else=True)  # ne: a last half group
     tail.operation.attributes[NO_SPECULATE] = ir.UnitAttr.get()  # (its lanes may lie past the chunk's end)
     with ir.InsertionPoint(tail.then_block):
@@ -487,7 +498,7 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
                 first = e.add_i(start, at)
                 if cx.n_terms:
                     cx.group_at = at
-                planes.prefetch_ahead(cx, body, first, W)  # (the group's lanes, planes.AHEAD on)
+                planes.prefetch_ahead(cx, body, first, W, raw=True)  # (the group's lanes, planes.AHEAD on)
             for jj in range(W):
                 with ir.InsertionPoint(fast_anchor), body.owner.location:
                     cx.lane = e.add_i(first, e.c(jj))

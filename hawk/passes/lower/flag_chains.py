@@ -29,7 +29,6 @@ from hawk.ir.build import create
 
 FLAG_CHAINS = 32  # chains of a block, side by side in four 512-bit vectors of float64
 PE = 0x20  # MXCSR's precision (inexact) flag
-_SAE = 8  # the rounding operand of AVX-512's arithmetic intrinsics: to nearest, suppress all exceptions
 _UNE = 13  # arith.cmpf "une"
 # the body's ops that never round (nor, but for a signalling NaN, raise any flag)
 _EXACT = frozenset({
@@ -53,6 +52,24 @@ def eligible(cx, body: ir.Block) -> bool:
         return False
     if not all(a.pairs for a in cx.full):
         return False
+    return _rounds_nothing(body)
+
+
+def nested_eligible(cx, body: ir.Block, kept: list, chained: list) -> bool:
+    """The same for a stage under the nested driver (nested_chains): rows of chains (`chained` not empty), every
+    reduction an ordered sum or mean kept in pairs (reduce_kept.nested_pairs) over the trailing axes, nothing
+    over every lane, no sink, scan or fold, and a body that rounds nothing."""
+    from hawk.passes.lower import reduce_kept  # (it builds on lower's modules)
+
+    if cx.target != "host" or not cx.sae or not chained or cx.full or cx.runs or cx.n_scans or cx.folds:
+        return False
+    if cx.lay.sinks or not all(r in kept and reduce_kept.nested_pairs(r) for r in cx.lay.reductions):
+        return False
+    return _rounds_nothing(body)
+
+
+def _rounds_nothing(body: ir.Block) -> bool:
+    """Whether every op of the body (nested ones too) is in _EXACT."""
     found = []
 
     def visit(op):
@@ -65,57 +82,6 @@ def eligible(cx, body: ir.Block) -> bool:
         if op.name != "func.return":
             op.operation.walk(visit)
     return not found
-
-
-# ---- rounding without flags --------------------------------------------------------------------------------
-
-def _pieces(e, v: ir.Value) -> list[ir.Value]:
-    n = ir.VectorType(v.type).shape[0]
-    return [v] if n == 8 else [e.shuffle(v, v, list(range(k, k + 8))) for k in range(0, n, 8)]
-
-
-def _joined(e, parts: list[ir.Value]) -> ir.Value:
-    while len(parts) > 1:
-        n = ir.VectorType(parts[0].type).shape[0]
-        parts = [e.shuffle(a, b, list(range(2 * n))) for a, b in zip(parts[::2], parts[1::2], strict=True)]
-    return parts[0]
-
-
-def _silent(e, name: str, a: ir.Value, b: ir.Value) -> ir.Value:
-    """a + b (name "add") or a - b ("sub") rounded to nearest without raising any flag: float64 vectors of a
-    multiple of 8 entries, by AVX-512's intrinsic with embedded rounding, 8 at a time."""
-    rounding = e.c(_SAE, ir.IntegerType.get_signless(32))
-    piece = ir.VectorType.get([8], e.f64)
-    out = [create("llvm.call_intrinsic", [x, y, rounding], [piece],
-                  {"intrin": ir.StringAttr.get(f"llvm.x86.avx512.{name}.pd.512"),
-                   "op_bundle_sizes": ir.DenseI32ArrayAttr.get([]),
-                   "operandSegmentSizes": ir.DenseI32ArrayAttr.get([3, 0])}).result
-           for x, y in zip(_pieces(e, a), _pieces(e, b), strict=True)]
-    return _joined(e, out)
-
-
-def fold(e, v: ir.Value) -> ir.Value:
-    """A float64 vector of 8k entries added into 8 (entry j + 8i into j) by plain adds, checked by the flag like
-    the chains' own steps: a block's 32 chain sums become 8 before they go into the chunk's pairs, so the
-    merge's silent TwoSums run on one vector instead of four."""
-    parts = _pieces(e, v)
-    while len(parts) > 1:
-        parts = [e.add(a, b) for a, b in zip(parts[::2], parts[1::2], strict=True)]
-    return parts[0]
-
-
-def add(e, a: ir.Value, b: ir.Value) -> ir.Value:
-    """fl(a + b) without raising the inexact flag (the biased chains' Fast2Sum: ordered_chains._biased_step)."""
-    return _silent(e, "add", a, b)
-
-
-def two_sum(e, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """Emit.two_sum with every step rounded silently (float64 vectors of a multiple of 8 entries): the same
-    values, and the flag left as it was."""
-    s = _silent(e, "add", a, b)
-    bb = _silent(e, "sub", s, a)
-    err = _silent(e, "add", _silent(e, "sub", a, _silent(e, "sub", s, bb)), _silent(e, "sub", b, bb))
-    return s, err
 
 
 # ---- the flag ----------------------------------------------------------------------------------------------
@@ -135,25 +101,24 @@ def _asm(text: str, operands: list[ir.Value], constraints: str) -> None:
 
 def lost(cx, sums: list[ir.Value], out: ir.Value | None) -> ir.Value:
     """Whether a block's chains lost a bit (an i1): MXCSR's inexact flag is set, or a chain's sum in `sums`
-    (float64 vectors: biased chains' high less M and low, windowed chains' sums) is not finite, or `out` (a
-    vector of i1, or None) says so. The flag is read after every one of `sums` is computed: the read's asm
-    takes their bits ORed together."""
+    (float64 vectors or scalars: biased chains' high less M and low, windowed chains' sums) is not finite, or
+    `out` (a vector of i1, or None) says so. The flag is read after every one of `sums` is computed: the read's
+    asm takes their bits ORed together."""
     e = cx.e
-    bits = bad = zero = None
+    dep = flag = None
     for v in sums:
-        t = ir.VectorType.get(ir.VectorType(v.type).shape, e.i64)
-        b = e.op("arith.bitcast", v, t=t)
-        bits = b if bits is None else e.op("arith.ori", bits, b)
-        if zero is None:
-            zero = e.splat(0.0, v.type)
-        nan = e.cmpf(_UNE, e.op("arith.subf", v, v), zero)  # (inf - inf and NaN: not finite)
-        bad = nan if bad is None else e.op("arith.ori", bad, nan)
-    dep = create("vector.reduction", [bits], [e.i64], {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
+        vector = isinstance(v.type, ir.VectorType)
+        b = e.op("arith.bitcast", v, t=ir.VectorType.get(ir.VectorType(v.type).shape, e.i64) if vector else e.i64)
+        if vector:
+            b = create("vector.reduction", [b], [e.i64], {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
+        dep = b if dep is None else e.op("arith.ori", dep, b)
+        nan = e.cmpf(_UNE, e.op("arith.subf", v, v), e.cf(0.0, v.type))  # (inf - inf and NaN: not finite)
+        nan = e.any_of(nan) if vector else nan
+        flag = nan if flag is None else e.op("arith.ori", flag, nan)
     where, buf = _word(cx)
     _asm("stmxcsr ($0)", [where, dep], "r,r,~{memory}")
     word = e.load(buf, e.c(0))
-    flag = e.cmpi(1, e.op("arith.andi", word, e.c(PE, word.type)), e.c(0, word.type))  # ne
-    flag = e.op("arith.ori", flag, e.any_of(bad))
+    flag = e.op("arith.ori", flag, e.cmpi(1, e.op("arith.andi", word, e.c(PE, word.type)), e.c(0, word.type)))
     return flag if out is None else e.op("arith.ori", flag, e.any_of(out))
 
 

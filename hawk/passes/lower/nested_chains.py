@@ -23,11 +23,13 @@ for 16 terms, where groups of 8 widened before the range took 7 for 8).
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import scf
+from mlir.dialects import scf, vector
 
+from hawk.abi.layout import ORDERED_BLOCK
 from hawk.ir.build import create
+from hawk.passes import sae_emit
 from hawk.passes.host_emit import like, size
-from hawk.passes.lower import ordered_chains, reduce_kept
+from hawk.passes.lower import flag_chains, ordered_chains, reduce_kept
 from hawk.passes.lower.context import Lowering
 from hawk.passes.lower.ordered_chains import BIAS_STEP, F32_START, F32_WINDOW, HEADROOM, LOW_RANGE, P_START, pow2
 
@@ -48,6 +50,8 @@ def group_width(cx: Lowering, kept: list, chained: list) -> int:
     """Lanes of a group of copies under the nested driver (cx.nest_w): WIDE_GROUP for float32 chains when every
     reduction of the stage is such a chained total of at most two components (a compensated total's chains and a
     sum over every lane's take NEST_CHAINS copies; more components would spill registers), else NEST_CHAINS."""
+    if cx.flagged:  # (chains checked by the inexact flag: four vectors of them, flag_chains)
+        return flag_chains.FLAG_CHAINS
     if (chained and windowed(cx) and len(chained) <= 2 and not cx.full
             and all(r in kept and reduce_kept.nested_pairs(r) for r in cx.lay.reductions)):
         return WIDE_GROUP
@@ -55,8 +59,15 @@ def group_width(cx: Lowering, kept: list, chained: list) -> int:
 
 
 def _block_lanes(cx: Lowering) -> int:
-    """Lanes of a block of groups (each chain takes NEST_BLOCK terms)."""
-    return NEST_BLOCK * cx.nest_w
+    """Lanes of a block of groups (each chain takes NEST_BLOCK terms; chains checked by the inexact flag, whose
+    groups are four times wider, take ORDERED_BLOCK lanes a block, as the full sums' do)."""
+    return ORDERED_BLOCK if cx.flagged else NEST_BLOCK * cx.nest_w
+
+
+def _stride(cx: Lowering) -> int:
+    """Values of a component's part of the term buffer: a block's lanes, and room for the zeros that a block's
+    last short group (NEST_CHAINS lanes of a wider group: chunk_loops._group_loop) stores after its terms."""
+    return _block_lanes(cx) + cx.nest_w - reduce_kept.NEST_CHAINS
 
 
 def comps(kept: list) -> list[tuple]:
@@ -142,39 +153,110 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
             if windowed(cx):  # (the second vector is unused: the windowed chains have no low)
                 chains += [e.splat(0.0, wide), e.splat(0.0, vec), e.ci(0, _bits32(cx)), e.ci(-1, _bits32(cx))]
             else:
-                chains += [e.bcast(g, vec), e.splat(0.0, vec), _splat(cx, 0), _splat(cx, _MAG)]
+                v = wide if cx.flagged else vec
+                chains += [e.bcast(g, v), e.splat(0.0, v), _splat(cx, 0), _splat(cx, _MAG)]
         res = group_loop(cx, body, b, end, state + chains)
-        out, bad, nxt = res[:n], None, []
-        for k, g in enumerate(guess):
-            hi, lo, top, bottom = res[n + 4 * k:n + 4 * k + 4]
-            if windowed(cx):
-                flag, top = _out_of_window(cx, g, top, bottom)
-            else:
-                floor, ceiling = chain_range(cx, g)
-                flag = _any8(cx, e.op("arith.ori", e.cmpi(_SGT, top, e.bcast(ceiling, _bits(cx))),
-                                      ordered_chains.bottom_below(e, bottom, e.bcast(floor, _bits(cx)))))
-            bad = flag if bad is None else e.op("arith.ori", bad, flag)
-            nxt.append(_next_guess(cx, g, top))
-        branch = scf.IfOp(bad, [v.type for v in out], has_else=True)
-        with ir.InsertionPoint(branch.then_block):
-            scf.YieldOp(_terms_into_pairs(cx, out, pairs, b, end))
-        with ir.InsertionPoint(branch.else_block):
-            cx.accs = list(out)
-            for k, ((r, c), g) in enumerate(zip(pairs, guess, strict=True)):
-                hi, lo = res[n + 4 * k:n + 4 * k + 2]
-                # (biased: exact, the high stayed in M's binade; windowed: the sums, in halves of NEST_CHAINS)
-                sums = _halves(cx, hi) if windowed(cx) else (e.op("arith.subf", hi, e.bcast(g, vec)), lo)
-                if span <= blk:  # (a row's only block: its pairs still hold nothing, and any exact pair will do)
-                    at = cx.nested[r.cell] + 2 * c
-                    cx.accs[at:at + 2] = sums if len(sums) == 2 else (sums[0], e.splat(0.0, vec))
-                    continue
-                for v in sums:
-                    reduce_kept.pairs_take(cx, r, c, v)
-            scf.YieldOp(cx.accs)
+        ends = _flagged_end if cx.flagged else _range_end
+        out, nxt = ends(cx, res, n, pairs, guess, b, end, span)
         cx.nested_chain = None
-        scf.YieldOp(list(branch.results) + nxt)
+        scf.YieldOp(out + nxt)
     res = list(blocks.results)
     return res[:n], res[n:]
+
+
+def _range_end(cx: Lowering, res: list[ir.Value], n: int, pairs: list[tuple], guess: list[ir.Value], b: ir.Value,
+               end: ir.Value, span: int) -> tuple[list[ir.Value], list[ir.Value]]:
+    """A block's end under the range check: when every chain's range lies inside its guess's, the chains go into
+    the pairs (a row of one block takes them as its pairs), else the block's buffered terms do; the next guesses
+    come from the block's largest term. Returns (the slot state, the next guesses)."""
+    e = cx.e
+    vec = ir.VectorType.get([reduce_kept.NEST_CHAINS], e.f64)
+    blk = _block_lanes(cx)
+    out, bad, nxt = res[:n], None, []
+    for k, g in enumerate(guess):
+        hi, lo, top, bottom = res[n + 4 * k:n + 4 * k + 4]
+        if windowed(cx):
+            flag, top = _out_of_window(cx, g, top, bottom)
+        else:
+            floor, ceiling = chain_range(cx, g)
+            flag = _any8(cx, e.op("arith.ori", e.cmpi(_SGT, top, e.bcast(ceiling, _bits(cx))),
+                                  ordered_chains.bottom_below(e, bottom, e.bcast(floor, _bits(cx)))))
+        bad = flag if bad is None else e.op("arith.ori", bad, flag)
+        nxt.append(_next_guess(cx, g, top))
+    branch = scf.IfOp(bad, [v.type for v in out], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        scf.YieldOp(_terms_into_pairs(cx, out, pairs, b, end))
+    with ir.InsertionPoint(branch.else_block):
+        cx.accs = list(out)
+        for k, ((r, c), g) in enumerate(zip(pairs, guess, strict=True)):
+            hi, lo = res[n + 4 * k:n + 4 * k + 2]
+            # (biased: exact, the high stayed in M's binade; windowed: the sums, in halves of NEST_CHAINS)
+            sums = _halves(cx, hi) if windowed(cx) else (e.op("arith.subf", hi, e.bcast(g, vec)), lo)
+            if span <= blk:  # (a row's only block: its pairs still hold nothing, and any exact pair will do)
+                at = cx.nested[r.cell] + 2 * c
+                cx.accs[at:at + 2] = sums if len(sums) == 2 else (sums[0], e.splat(0.0, vec))
+                continue
+            for v in sums:
+                reduce_kept.pairs_take(cx, r, c, v)
+        scf.YieldOp(cx.accs)
+    return list(branch.results), nxt
+
+
+def _flagged_end(cx: Lowering, res: list[ir.Value], n: int, pairs: list[tuple], guess: list[ir.Value], b: ir.Value,
+                 end: ir.Value, span: int) -> tuple[list[ir.Value], list[ir.Value]]:
+    """A block's end when the inexact flag checks its chains (flag_chains): each component's chain sums (biased:
+    the highs less M, and the lows; windowed: the sums) are added from cx.nest_w chains into NEST_CHAINS by plain
+    adds, and when the flag stayed clear and they are finite they go into the pairs (by silent TwoSums; a row of
+    one block takes them as its pairs) and the guesses stay; else the block's buffered terms go into the pairs,
+    the next guesses come from their largest |term|, and the flag is cleared. Returns (the slot state, the next
+    guesses)."""
+    e = cx.e
+    vec = ir.VectorType.get([reduce_kept.NEST_CHAINS], e.f64)
+    wide = ir.VectorType.get([cx.nest_w], e.f64)
+    single = span <= _block_lanes(cx)  # (a row's only block: its sums go into pair 0 alone, reduce_kept.lone_pair)
+    fold = sae_emit.total if single else sae_emit.fold
+    sums = []
+    for k, g in enumerate(guess):
+        hi, lo = res[n + 4 * k:n + 4 * k + 2]
+        sums.append((fold(e, hi),) if windowed(cx) else
+                    (fold(e, e.op("arith.subf", hi, e.bcast(g, wide))), fold(e, lo)))
+    out = res[:n]
+    branch = scf.IfOp(flag_chains.lost(cx, [v for s in sums for v in s], None),
+                      [v.type for v in out + guess], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        state = _terms_into_pairs(cx, out, pairs, b, end)
+        tops = _buffer_tops(cx, len(pairs), b, end)
+        flag_chains.clear(cx)
+        scf.YieldOp(state + [_next_guess(cx, g, t) for g, t in zip(guess, tops, strict=True)])
+    with ir.InsertionPoint(branch.else_block):
+        cx.accs = list(out)
+        for (r, c), s in zip(pairs, sums, strict=True):
+            if single:  # (its pairs still hold nothing: pair 0 takes the row's sums, the others stay zeros)
+                at = cx.nested[r.cell] + 2 * c
+                zero = e.splat(0.0, vec)
+                cx.accs[at:at + 2] = [vector.insert(v, zero, [], [0]) for v in s] + [zero] * (2 - len(s))
+                continue
+            for v in s:
+                reduce_kept.pairs_take(cx, r, c, v)
+        scf.YieldOp(cx.accs + guess)
+    res = list(branch.results)
+    return res[:n], res[n:]
+
+
+def _buffer_tops(cx: Lowering, m: int, b: ir.Value, end: ir.Value) -> list[ir.Value]:
+    """Per chained component, the largest |term| of the block's buffered terms as float64 bits (a vector of
+    NEST_CHAINS i64: an inf or NaN above every finite one), which _next_guess reads."""
+    e = cx.e
+    zero = _splat(cx, 0)
+    loop = scf.ForOp(e.c(0), e.op("arith.subi", end, b), e.c(reduce_kept.NEST_CHAINS), [zero] * m)
+    with ir.InsertionPoint(loop.body):
+        tops = []
+        for k, top in enumerate(loop.inner_iter_args):
+            xv = e.widen(e.vload(term_buffer(cx, m), e.add_i(loop.induction_variable, e.c(k * _stride(cx))),
+                                 reduce_kept.NEST_CHAINS, e.f), e.f64)
+            tops.append(e.op("arith.maxsi", top, e.op("arith.bitcast", e.abs(xv), t=_bits(cx))))
+        scf.YieldOp(tops)
+    return list(loop.results)
 
 
 def _terms_into_pairs(cx: Lowering, state: list[ir.Value], pairs: list[tuple], b: ir.Value,
@@ -187,7 +269,7 @@ def _terms_into_pairs(cx: Lowering, state: list[ir.Value], pairs: list[tuple], b
         cx.accs = list(loop.inner_iter_args)
         for k, (r, c) in enumerate(pairs):
             xv = e.widen(e.vload(term_buffer(cx, len(pairs)), e.add_i(loop.induction_variable,
-                                                                         e.c(k * _block_lanes(cx))),
+                                                                         e.c(k * _stride(cx))),
                                  reduce_kept.NEST_CHAINS, e.f), e.f64)
             reduce_kept.pairs_take(cx, r, c, xv)
         scf.YieldOp(cx.accs)
@@ -197,7 +279,7 @@ def _terms_into_pairs(cx: Lowering, state: list[ir.Value], pairs: list[tuple], b
 def term_buffer(cx: Lowering, m: int | None = None) -> ir.Value:
     """A block's terms per chained component (NEST_BLOCK groups of cx.nest_w each, component-major), in the
     kernel's type."""
-    return cx.temp((len(cx.nested_chain) if m is None else m) * _block_lanes(cx), cx.e.f, tag="nested-chain-terms")
+    return cx.temp((len(cx.nested_chain) if m is None else m) * _stride(cx), cx.e.f, tag="nested-chain-terms")
 
 
 def chain_step(cx: Lowering, r, c: int, xv: ir.Value) -> None:
@@ -212,14 +294,17 @@ def chain_step(cx: Lowering, r, c: int, xv: ir.Value) -> None:
     s = cx.accs
     i, k, b = cx.nested_chain[(r.cell, c)]
     wide = e.widen(xv, e.f64)
-    e.vstore(xv, term_buffer(cx), e.add_i(e.op("arith.subi", cx.nested_group_at, b), e.c(k * _block_lanes(cx))))
+    e.vstore(xv, term_buffer(cx), e.add_i(e.op("arith.subi", cx.nested_group_at, b), e.c(k * _stride(cx))))
     hi, lo = s[i], s[i + 1]
-    t = e.add(hi, wide)
+    t = sae_emit.add(e, hi, wide) if cx.flagged and not windowed(cx) else e.add(hi, wide)  # (silent: flag_chains)
     if windowed(cx):  # (one plain add: exact inside the window)
         s[i] = t
-        s[i + 2], s[i + 3] = range_step32(cx, s[i + 2], s[i + 3], xv)
+        if not cx.flagged:  # (the flag checks the chains: no range)
+            s[i + 2], s[i + 3] = range_step32(cx, s[i + 2], s[i + 3], xv)
         return
     s[i], s[i + 1] = t, e.add(lo, e.op("arith.subf", xv, e.op("arith.subf", t, hi)))
+    if cx.flagged:
+        return
     bits = e.op("arith.bitcast", xv, t=_bits(cx))
     s[i + 2], s[i + 3] = ordered_chains.range_step64(e, s[i + 2], s[i + 3], bits, _splat(cx, _MAG))
 

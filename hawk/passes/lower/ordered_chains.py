@@ -35,7 +35,7 @@ from mlir.dialects import scf
 
 from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
 from hawk.ir.build import create
-from hawk.passes import exact_emit
+from hawk.passes import exact_emit, sae_emit
 from hawk.passes.host_emit import like
 from hawk.passes.lower import flag_chains, rerun
 from hawk.passes.lower.context import Lowering
@@ -289,7 +289,7 @@ def _biased_step(cx: Lowering, hi: ir.Value, lo: ir.Value, x: ir.Value):
     is a multiple of 2**(p-99) of magnitude <= 2**(p-53), so a chain's 128 of them keep the low's partial sums
     exact multiples of 2**(p-99) below 2**(p-46)."""
     e = cx.e
-    s = flag_chains.add(e, hi, x) if cx.flagged else e.add(hi, x)  # (flagged: rounds without raising the flag)
+    s = sae_emit.add(e, hi, x) if cx.flagged else e.add(hi, x)  # (flagged: rounds without raising the flag)
     return s, e.add(lo, e.op("arith.subf", x, e.op("arith.subf", s, hi)))
 
 
@@ -399,7 +399,7 @@ def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int, body: ir.Block) 
         redo = past if redo is None else e.op("arith.ori", redo, past)
         parts.append((acc, c, at, [res[k]]))
     if cx.flagged:  # (the parts' vectors added into one, then the flag read once they are computed)
-        parts = [(acc, c, at, [flag_chains.fold(e, v) for v in vals]) for acc, c, at, vals in parts]
+        parts = [(acc, c, at, [sae_emit.fold(e, v) for v in vals]) for acc, c, at, vals in parts]
         lost = flag_chains.lost(cx, [v for *_, vals in parts for v in vals], redo)
     else:
         lost = e.any_of(redo)
@@ -526,18 +526,18 @@ def merge_pairs(cx: Lowering, blocks: list) -> None:
     TwoSums. When those errors are zero (an overflow makes them NaN) and, for float32, the new H and L stay
     within float32's range (so that they can be deposited as float32 parts), H + L gained exactly the parts and
     the new pairs are kept; otherwise the chunk's pairs stay as they were and the parts are deposited instead.
-    Parts narrower than the pairs (flag_chains.fold) go into the pairs' first entries."""
+    Parts narrower than the pairs (sae_emit.fold) go into the pairs' first entries. (A flagged stage's TwoSums
+    are silent: Emit.silent.)"""
     e = cx.e
     buf = chunk_pairs(cx)
     new, bad = [], []
     w = ir.VectorType(blocks[0][3][0].type).shape[0]
     zero = e.splat(0.0, ir.VectorType.get([w], e.f64))
-    two_sum = (lambda a, b: flag_chains.two_sum(e, a, b)) if cx.flagged else e.two_sum  # (silent: flag_chains)
     for _, _, at, parts in blocks:
-        h1, a = two_sum(e.vload(buf, e.c(at), w, e.f64), parts[0])
+        h1, a = e.two_sum(e.vload(buf, e.c(at), w, e.f64), parts[0])
         low = e.vload(buf, e.c(at + cx.pair_w), w, e.f64)
         for part in [a] + parts[1:]:
-            low, err = two_sum(low, part)
+            low, err = e.two_sum(low, part)
             bad.append(e.cmpf(_UNE, err, zero))
         if not biased(cx):
             bad += [exact_emit.past_f32(e, h1), exact_emit.past_f32(e, low)]

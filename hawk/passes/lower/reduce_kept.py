@@ -160,18 +160,44 @@ def nested_pairs_out(cx: Lowering, r, slot: ir.Value, n: ir.Value, res: list[ir.
             hi, lo = (vector.extract(v, [], [0]) for v in res[2 * c:2 * c + 2])
             into(at, hi, lo)
             continue
-        hi, lo, ok = cx.e.merge_pairs(res[2 * c], res[2 * c + 1])
-        branch = scf.IfOp(ok, [], has_else=True)
-        with ir.InsertionPoint(branch.then_block):
-            into(at, hi, lo)
-            scf.YieldOp([])
-        with ir.InsertionPoint(branch.else_block):
-            vals = [vector.extract(v, [], [j]) for v in res[2 * c:2 * c + 2] for j in range(NEST_CHAINS)]
-            scatters.add_each(cx, r.cell, at, vals)
-            scf.YieldOp([])
+        if cx.flagged:  # (a row of one block whose chains held: the row's sums are in pair 0 alone)
+            lone = scf.IfOp(lone_pair(cx, res[2 * c:2 * c + 2]), [], has_else=True)
+            with ir.InsertionPoint(lone.then_block):
+                into(at, *(vector.extract(v, [], [0]) for v in res[2 * c:2 * c + 2]))
+                scf.YieldOp([])
+            with ir.InsertionPoint(lone.else_block):
+                _merged_out(cx, r, at, res[2 * c:2 * c + 2], into)
+                scf.YieldOp([])
+            continue
+        _merged_out(cx, r, at, res[2 * c:2 * c + 2], into)
     if r.kind == "mean":
         count = e.op("arith.uitofp", res[2 * size(r.payload)], t=e.f64)
         into(_slot_at(cx, r, size(r.payload), slot, n), count, e.cf(0.0, e.f64))
+
+
+def lone_pair(cx: Lowering, pair: list[ir.Value]) -> ir.Value:
+    """Whether every pair but pair 0 of these (high, low) vectors holds +0.0 (a flagged row of one block puts its
+    sums in pair 0 alone, nested_chains._flagged_end: then no merge is needed)."""
+    e = cx.e
+    t = ir.VectorType.get([NEST_CHAINS], e.i64)
+    bits = e.op("arith.ori", *(e.op("arith.bitcast", v, t=t) for v in pair))
+    zero = e.ci(0, t)
+    rest = e.shuffle(bits, zero, [NEST_CHAINS] + list(range(1, NEST_CHAINS)))  # (pair 0's bits left out)
+    return e.op("arith.xori", e.any_of(e.cmpi(1, rest, zero)), e.c(1, e.i1))  # (ne: none set)
+
+
+def _merged_out(cx: Lowering, r, at: ir.Value, pair: list[ir.Value], into) -> None:
+    """A slot's pairs added into one (Emit.merge_pairs) for `into`; when that loses a bit, every value goes to the
+    slot's accumulator instead."""
+    hi, lo, ok = cx.e.merge_pairs(pair[0], pair[1])
+    branch = scf.IfOp(ok, [], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        into(at, hi, lo)
+        scf.YieldOp([])
+    with ir.InsertionPoint(branch.else_block):
+        vals = [vector.extract(v, [], [j]) for v in pair for j in range(NEST_CHAINS)]
+        scatters.add_each(cx, r.cell, at, vals)
+        scf.YieldOp([])
 
 
 def park(cx: Lowering, name: str, at: ir.Value, hi: ir.Value, lo: ir.Value) -> None:
