@@ -246,3 +246,36 @@ def test_row_means_with_a_mask_and_a_vector_sum(chain_check, dtype):
         same_bits(out["avg"], want, dtype, f"masked row means, {chain_check}, threads={threads}")
         for c in range(2):
             same_bits(out[f"tot_{c}"], _rows_want(v[c], dtype), dtype, f"component {c}, {chain_check}")
+
+
+# ---- columns: ordered sums over the leading axis in tiles (column_tiles.py) ----------------------------------
+
+@hawk.kernel
+def fc_columns(g: Grid["r", "c":1003], x: Scalar) -> Scalar:
+    return hawk.sum(x, over="r", policy="ordered")
+
+
+@hawk.kernel
+def fc_column_squares(g: Grid["r", "c":1003], x: Scalar) -> Scalar:
+    return hawk.sum(x * x, over="r", policy="ordered")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_which_column_stages_check_the_flag(dtype):
+    assert "stmxcsr" in _lowered(fc_columns, dtype, sae=True)
+    assert "stmxcsr" not in _lowered(fc_columns, dtype, sae=False)
+    assert "stmxcsr" not in _lowered(fc_column_squares, dtype, sae=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_columns_are_exact_on_either_check_at_every_split(chain_check, dtype):
+    rng = np.random.default_rng(47_600)
+    d = 25 if dtype == np.float64 else 12
+    x = rng.standard_normal((300, 1003)) * 10.0 ** rng.integers(-d, d, (1, 1003))  # (guesses per column)
+    x[:, 7] *= 10.0 ** rng.integers(-d, d, 300)  # a column spread over many binades: its tiles' blocks go again
+    x[100:, 500] = x[:100, 500].repeat(2) * 1e10  # a column whose scale jumps between blocks of rows
+    x[5, 9], x[200, 40], x[201, 40], x[70, 41] = np.nan, np.inf, -np.inf, np.inf
+    x = x.astype(dtype)
+    want = np.array([bt_ordered_sum(x[:, j], dtype) for j in range(x.shape[1])], dtype=dtype)
+    for threads, out in split_runs(fc_columns, "host", threads=[1, 2, 3], min_chunk=40 * 1003, x=x):
+        same_bits(out, want, dtype, f"columns, {chain_check}, threads={threads}")

@@ -7,7 +7,8 @@ lanes of the block run again through the pairs. The slots after the last whole t
 chunk holds in part, take the pairs lane by lane. Every column must be its exact sum rounded once, whichever
 way its terms went: the data below put terms at the ends of a range and just past them, with a low bit that a
 wider range loses, a huge term and its negation in one chain, every special value, and scales that jump from
-block to block."""
+block to block. The runs take both of a block's checks (conftest's chain_check): the range, and the inexact flag
+(x86-64 with AVX-512F: hawk/passes/lower/flag_chains.py)."""
 
 import numpy as np
 import pytest
@@ -69,7 +70,7 @@ def test_the_widths():
 
 @pytest.mark.parametrize("kernel", [ct_sum43, ct_sum24, ct_narrow], ids=lambda k: k.name)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_columns_of_many_scales(kernel, dtype):
+def test_columns_of_many_scales(kernel, dtype, chain_check):
     cols = kernel.signature.lane_axes()[1].extent
     rng = np.random.default_rng(81)
     x = (rng.standard_normal((4096 // cols + 1, cols)) * 10.0 ** rng.integers(-20, 20, cols)).astype(dtype)
@@ -85,7 +86,7 @@ def _first_block_range(dtype) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_terms_at_the_ends_of_the_first_range(dtype):
+def test_terms_at_the_ends_of_the_first_range(dtype, chain_check):
     """The chunk's first block, its guess the first one: columns whose terms fill the range to both ends (full
     mantissas, both signs, right at the floor and at the ceiling), and columns with one term just past either
     end (those tiles run their lanes again)."""
@@ -124,14 +125,14 @@ def _floor_adversary(dtype) -> np.ndarray:
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_a_term_under_the_floor(dtype):
+def test_a_term_under_the_floor(dtype, chain_check):
     x, small = _floor_adversary(dtype)
     want = _want(x, dtype)
     assert (want == dtype(small)).all()
     _check(ct_sum43, want, dtype, "under the floor", x=x)
 
 
-def test_float32_terms_over_the_ceiling():
+def test_float32_terms_over_the_ceiling(chain_check):
     """float32 (the range on the terms' own bits): a block of one column whose chain would lose its last term's low
     bit if the window reached three binades higher: ROWS - 1 terms of 1.5 * 2**(E+3) take the float64 sum past
     2**(E+9), then a term at the window's floor whose lowest bit (2**(E-45)) is under half its ulp; then the big
@@ -148,7 +149,7 @@ def test_float32_terms_over_the_ceiling():
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_a_huge_term_and_its_negation_in_one_chain(dtype):
+def test_a_huge_term_and_its_negation_in_one_chain(dtype, chain_check):
     """A term far over the ceiling swallows the chain's bias (float64) or its sum (float32), and its negation
     later in the same block hands back a chain that looks sane: only the ceiling's test catches it."""
     rng = np.random.default_rng(83)
@@ -162,7 +163,7 @@ def test_a_huge_term_and_its_negation_in_one_chain(dtype):
 
 @pytest.mark.parametrize("kernel", [ct_sum43, ct_sum24], ids=lambda k: k.name)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_special_values(kernel, dtype):
+def test_special_values(kernel, dtype, chain_check):
     """Infinities, a NaN, terms too big for a pair (later cancelled), subnormals (under every floor), -0.0 and
     zeros, in tiles and in the slots after them, in several blocks."""
     cols = kernel.signature.lane_axes()[1].extent
@@ -179,7 +180,7 @@ def test_special_values(kernel, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_scales_that_jump_from_block_to_block(dtype):
+def test_scales_that_jump_from_block_to_block(dtype, chain_check):
     """Each block of ROWS rows at a scale of its own (guesses that are off send tiles to their reruns, and
     follow), blocks cut between chunks, and a few rows that spread over many binades."""
     rng = np.random.default_rng(85)

@@ -80,22 +80,24 @@ def test_term_buffer_only_where_the_body_writes():
     # instead (float64: the biased chains' retry runs the group's copies again) and keeps none.
     with_store = xr_with_store.mlir("float32", after="lower-host-lanes")
     read_only = xr_with_others.mlir("float32", after="lower-host-lanes")
-    assert "memref.alloca() : memref<1024xf32>" in with_store
+    assert "memref.alloca() {alignment = 64 : i64} : memref<1024xf32>" in with_store
     assert "memref<1024xf32>" not in read_only
-    assert "memref.alloca() : memref<1024xf64>" in xr_with_store.mlir("float64", after="lower-host-lanes")
+    text64 = xr_with_store.mlir("float64", after="lower-host-lanes")
+    assert "memref.alloca() {alignment = 64 : i64} : memref<1024xf64>" in text64
     assert "memref<2048xf64>" not in xr_with_others.mlir("float64", after="lower-host-lanes")
     # chains per block: 8 float64 ones alone; beside a compensated sum, its 32 (reduce_full.merge_chains)
     for kernel, n, w in ((xr_with_store, 1, 8), (xr_with_others, 2, 32)):
         text = kernel.mlir("float64", after="lower-host-lanes")
         # the chunk's own (high, low) vectors and bias per ordered component (a sum; a sum and a mean)
-        assert f"memref.alloca() : memref<{3 * w * n}xf64>" in text
+        assert f"memref.alloca() {{alignment = 64 : i64}} : memref<{3 * w * n}xf64>" in text
         assert f"vector<{w}xi64>" in text  # one lost-bit flag per chain: bits ORed
         for pred in ("ugt", "ult"):  # the range test on the terms' bits (ordered_chains._out_of_range)
             assert re.search(rf"arith.cmpi {pred}, %\S+, %\S+ : vector<{w}xi64>", text), pred
     # float32 chains are float64 sums of the widened terms, and the chunk's pairs float64 too (16 chains x 3; a
     # sum and a mean beside a compensated sum: 2 x 32 x 3)
     assert ": vector<16xf32> to vector<16xf64>" in with_store and ": vector<32xf32> to vector<32xf64>" in read_only
-    assert "memref.alloca() : memref<48xf64>" in with_store and "memref.alloca() : memref<192xf64>" in read_only
+    aligned = "memref.alloca() {alignment = 64 : i64} : "  # (local buffers start on a line: context.local_buffer)
+    assert aligned + "memref<48xf64>" in with_store and aligned + "memref<192xf64>" in read_only
     # float32 chains: 16 side by side (one 512-bit vector), or 32 beside a compensated sum (its chains)
     assert "vector<16xf32>" in with_store and "vector<16xi32>" in with_store
     assert "vector<16xi32>" not in read_only and "vector<32xi32>" in read_only

@@ -9,8 +9,8 @@
 // CHECK: hawk.layout = {blocks = {{\[}}[16, "max", "auto"], [16, "sum", "auto"]]
 // CHECK-SAME: reductions = []
 // CHECK-LABEL: func.func @opt_softmax_lanes(
-// CHECK: %[[KEPT:.+]] = memref.alloca() : memref<4096xf64>
-// CHECK-COUNT-2: memref.alloca() : memref<256xf64>
+// CHECK: %[[KEPT:.+]] = memref.alloca() {alignment = 64 : i64} : memref<4096xf64>
+// CHECK-COUNT-2: memref.alloca() {alignment = 64 : i64} : memref<256xf64>
 // CHECK: scf.for %[[TILE:.+]] = %{{.+}} to %{{.+}} step
 // CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step
 // CHECK: %[[MAX:.+]] = scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%{{.+}} = %cst{{.*}}) -> (f64)

@@ -6,7 +6,7 @@
 // folds its value into that row at its key.
 // CHECK: hawk.layout = {buffers = [{{.*}}"cut0:scanoff:f"{{.*}}"#parts:parts:i64"
 // CHECK-LABEL: func.func @opt_keyed_big_2_lanes(
-// CHECK: %[[ROW:.+]] = memref.alloca() : memref<16xf64>
+// CHECK: %[[ROW:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16xf64>
 // CHECK: scf.for %{{.+}} = %{{.+}} to %c16{{.*}} step
 // CHECK: %[[OFF:.+]] = memref.load %{{.+}}[%{{.+}}] : memref<?xf64>
 // CHECK: memref.store %[[OFF]], %[[ROW]][%{{.+}}] : memref<16xf64>

@@ -33,7 +33,8 @@ from mlir import ir
 from mlir.dialects import scf
 
 from hawk.ir.build import create
-from hawk.passes.lower import nested_chains, ordered_chains, planes, reduce_kept, rerun, scatters
+from hawk.passes import sae_emit
+from hawk.passes.lower import flag_chains, nested_chains, ordered_chains, planes, reduce_kept, rerun, scatters
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 from hawk.passes.lower.nested_chains import NEST_BLOCK
 
@@ -88,6 +89,10 @@ def rows(cx: Lowering, body: ir.Block, span: int, first: ir.Value, last: ir.Valu
     of a row the chunk holds only in part (before `first`, from `last`) lane by lane too."""
     e = cx.e
     ks = keys(cx)
+    cx.flagged = flag_chains.tiles_eligible(cx, body)  # (the inexact flag checks the chains: flag_chains)
+    if cx.flagged:
+        cx.e.silent = True  # (the pairs' TwoSums too)
+        flag_chains.clear(cx)
     guesses = {k: cx.local_buffer(span, e.f64) for k in ks}
     for k, g in zip(ks, nested_chains.first_guesses(cx, ks), strict=True):
         fill = scf.ForOp(e.c(0), e.c(span), e.c(1), [])
@@ -136,7 +141,7 @@ def walk_rows(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Valu
     with ir.InsertionPoint(anchor), body.owner.location:
         row0 = e.mul_i(loop.induction_variable, e.c(span))
         count = e.c(span)
-        planes.prefetch_ahead(cx, body, e.add_i(row0, t), w, AHEAD)  # (a tile walks down the rows: the
+        planes.prefetch_ahead(cx, body, e.add_i(row0, t), w, AHEAD, raw=True)  # (down the rows: the
         # hardware's prefetcher, which follows lines in order, does not see it)
     cx.column_tile = {}
     for j in range(w):
@@ -174,7 +179,9 @@ def _tile(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, t
         for i, k in enumerate(ks):
             xv = create("vector.from_elements", cx.column_tile[k], [terms]).result
             hi_, lo_, top, bottom = state[4 * i:4 * i + 4]
-            if windowed:  # (one add of the widened terms: exact inside the window)
+            if cx.flagged:  # (exactness from the flag; only the largest |term|, for the next guess)
+                s, lo_, top = _flagged_step(cx, hi_, lo_, top, xv)
+            elif windowed:  # (one add of the widened terms: exact inside the window)
                 s = e.add(hi_, e.widen(xv, e.f64))
                 top, bottom = nested_chains.range_step32(cx, top, bottom, xv)
             else:  # (Fast2Sum: |high| >= |x| inside M's binade)
@@ -186,28 +193,50 @@ def _tile(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, t
         return state
 
     res = walk_rows(cx, body, span, lo, hi, t, inits, step)
+    sums = {k: (res[4 * i],) if windowed else (e.op("arith.subf", res[4 * i], g[k]), res[4 * i + 1])
+            for i, k in enumerate(ks)}
     bad = None
     for i, k in enumerate(ks):
         top, bottom = res[4 * i + 2:4 * i + 4]
-        if windowed:
+        if cx.flagged:
+            top = nested_chains.wide_bits(cx, top) if windowed else top
+        elif windowed:
             flag = nested_chains.window_out(cx, g[k], top, bottom)
             top = nested_chains.wide_bits(cx, top)
         else:
             floor, ceiling = nested_chains.chain_range(cx, g[k])
             flag = e.op("arith.ori", e.cmpi(_SGT, top, ceiling), ordered_chains.bottom_below(e, bottom, floor))
-        bad = flag if bad is None else e.op("arith.ori", bad, flag)
+        if not cx.flagged:
+            bad = flag if bad is None else e.op("arith.ori", bad, flag)
         e.vstore(nested_chains.guess_after(cx, g[k], top), guesses[k], t)  # (each slot's guess for the next block)
-    branch = scf.IfOp(e.any_of(bad), [], has_else=True)
+    lost = flag_chains.lost(cx, [v for k in ks for v in sums[k]], None) if cx.flagged else e.any_of(bad)
+    branch = scf.IfOp(lost, [], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         lanes_by_row(cx, body, span, lo, hi, t, e.add_i(t, e.c(w)))
+        if cx.flagged:  # (the chains rounded)
+            flag_chains.clear(cx)
         scf.YieldOp([])
     with ir.InsertionPoint(branch.else_block):
-        for i, k in enumerate(ks):
-            high, low = res[4 * i:4 * i + 2]
-            sums = (high,) if nested_chains.windowed(cx) else (e.op("arith.subf", high, g[k]), low)
-            for v in sums:
+        for k in ks:
+            for v in sums[k]:
                 _into_pairs(cx, span, k, t, v)
         scf.YieldOp([])
+
+
+def _flagged_step(cx: Lowering, hi: ir.Value, lo: ir.Value, top: ir.Value, xv: ir.Value) -> tuple[ir.Value, ...]:
+    """A row's terms of a tile into its chains when the inexact flag checks them (flag_chains): the Fast2Sum with
+    its rounding add silent (float64; float32: one add of the widened terms), and the largest |term| bits
+    (float64 bits, signed max; float32 bits, unsigned), which set each slot's next guess. Two vector ops fewer
+    than the range (no smallest |term|) and no window: the flag proves the steps exact."""
+    e = cx.e
+    if nested_chains.windowed(cx):
+        bits = e.op("arith.bitcast", xv, t=top.type)
+        return e.add(hi, e.widen(xv, e.f64)), lo, e.op("arith.maxui", top, e.op("arith.andi", bits, e.ci(
+            (1 << 31) - 1, top.type)))
+    s = sae_emit.add(e, hi, xv)
+    lo = e.add(lo, e.op("arith.subf", xv, e.op("arith.subf", s, hi)))
+    bits = e.op("arith.bitcast", xv, t=top.type)
+    return s, lo, e.op("arith.maxsi", top, e.op("arith.andi", bits, _isplat(cx, _MAG)))
 
 
 def _into_pairs(cx: Lowering, span: int, key: tuple, t: ir.Value, v: ir.Value) -> None:

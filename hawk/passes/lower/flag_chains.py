@@ -68,6 +68,13 @@ def nested_eligible(cx, body: ir.Block, kept: list, chained: list) -> bool:
     return _rounds_nothing(body)
 
 
+def tiles_eligible(cx, body: ir.Block) -> bool:
+    """The same for a stage whose column sums walk in tiles (column_tiles.wanted: every reduction an ordered kept
+    total in the column shape's pairs, no loop state, a body that writes nothing): the host on x86-64 with
+    AVX-512F and a body that rounds nothing."""
+    return cx.target == "host" and cx.sae and not cx.folds and _rounds_nothing(body)
+
+
 def _rounds_nothing(body: ir.Block) -> bool:
     """Whether every op of the body (nested ones too) is in _EXACT."""
     found = []
