@@ -13,12 +13,14 @@ widen and add) and FLAG_CHAINS chains (four vectors) hide the adds' latency.
 
 The flag is the thread's, so it proves something only where nothing else rounds between the chunk's start
 and a block's end: `eligible` takes a stage whose lane body does no floating-point arithmetic (loads, selects,
-compares, widening, negation, abs) and whose reductions are all ordered sums over every lane kept in chains;
-a block's merge into the chunk's pairs rounds silently too (`two_sum`). The chunk's start clears the flag
-(`clear`: writing MXCSR costs tens of nanoseconds, so only when it is set), as do a retry and a lost merge,
-which round on purpose. MXCSR is read by inline assembly that takes a value computed from every chain's sums
-(and clobbers memory), so no chain step can be scheduled after the read. A flag that some other code set in
-the window only sends a block to its retry: the result never depends on it.
+compares, widening, negation, abs) and whose reductions are all ordered sums over every lane kept in chains
+(ordered_chains); `nested_eligible` one whose reductions are all ordered row totals in chains (nested_chains),
+`tiles_eligible` one whose column totals walk in tiles (column_tiles). Every TwoSum of such a stage rounds
+silently (Emit.silent, hawk/passes/sae_emit.py), a block's merge into the pairs among them. The chunk's start
+clears the flag (`clear`: writing MXCSR costs tens of nanoseconds, so only when it is set), as do a retry and
+a lost merge, which round on purpose. MXCSR is read by inline assembly that takes a value computed from every
+chain's sums (and clobbers memory), so no chain step can be scheduled after the read. A flag that some other
+code set in the window only sends a block to its retry: the result never depends on it.
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ chunk a few floats instead of a deposit per term (docs/ordered.md).
   the SLP vectorizer leaves such copies scalar, the loop vectorizer does not.
 - A block whose retry lost a bit too deposits its terms one by one (from the term buffer, or by rerunning a
   body that writes nothing: rerun.py).
+- On x86-64 with AVX-512F (cx.flagged), the CPU's inexact flag proves the steps exact instead of the range, the
+  Fast2Sum's rounding add silent (flag_chains.py): FLAG_CHAINS chains, no range state, the block's sums folded
+  into one vector before the flag is read (flush_pairs).
 - Every exact block's sums go into the chunk's own float64 (high, low) vector pairs by more checked TwoSums
   (`merge_pairs`); those are deposited once, at the chunk's end (float32: each value as three float32
   parts).
