@@ -270,9 +270,12 @@ def test_ordered_where_ignores_specials_in_unselected_lanes(target, dtype):
 
 
 def test_ordered_mean_of_no_selected_lane_is_nan(target):
-    out = eagle.deploy(xo_masked, target=target).run(x=np.ones(100), w=np.zeros(100), cut=0.5)
-    same_bits(np.asarray(out["tot"]), [0.0], np.float64, "sum of nothing")
-    assert np.isnan(np.asarray(out["avg"])[0])
+    for dtype in DTYPES:  # (the canonical quiet NaN: 0 / 0 gives x86's default NaN, whose sign bit is set)
+        for threads in (1, 2):
+            plan = eagle.deploy(xo_masked, target=target, threads=threads, min_chunk=1024)
+            out = plan.run(x=np.ones(5000, dtype), w=np.zeros(5000, dtype), cut=0.5)
+            same_bits(np.asarray(out["tot"]), [0.0], dtype, "sum of nothing")
+            same_bits(np.asarray(out["avg"]), [np.nan], dtype, f"mean of nothing, threads={threads}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

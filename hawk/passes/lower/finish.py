@@ -434,12 +434,13 @@ _UNO = 14  # arith.cmpf's "unordered": a NaN
 
 
 def canonical_nans(cx: Lowering) -> None:
-    """A float max/min result (over every lane or per kept slot) that is NaN becomes the canonical quiet NaN: which
-    of several NaNs the lanes held wins depends on how the lanes were split into chunks and vectors, and the bits
-    of max and min are promised on every thread count and target."""
+    """A float max/min or mean result (over every lane or per kept slot) that is NaN becomes the canonical quiet
+    NaN: which of several NaNs the lanes held wins depends on how the lanes were split into chunks and vectors,
+    the bits of max and min are promised on every thread count and target, and so are an ordered mean's, whose
+    mean of no lanes is 0 / 0 (x86's default NaN has the sign bit set; other targets' differ)."""
     e = cx.e
     for r in cx.lay.reductions:
-        if r.kind not in ("max", "min") or (r.cell, "cell") not in cx.bufs:
+        if r.kind not in ("max", "min", "mean") or (r.cell, "cell") not in cx.bufs:
             continue
         buf = cx.bufs[(r.cell, "cell")]
         t = ir.MemRefType(buf.type).element_type
