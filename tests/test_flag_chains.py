@@ -279,3 +279,29 @@ def test_columns_are_exact_on_either_check_at_every_split(chain_check, dtype):
     want = np.array([bt_ordered_sum(x[:, j], dtype) for j in range(x.shape[1])], dtype=dtype)
     for threads, out in split_runs(fc_columns, "host", threads=[1, 2, 3], min_chunk=40 * 1003, x=x):
         same_bits(out, want, dtype, f"columns, {chain_check}, threads={threads}")
+
+
+@hawk.kernel
+def fc_columns_64(g: Grid["r", "c":64], x: Scalar) -> Scalar:
+    return hawk.sum(x, over="r", policy="ordered")
+
+
+def test_float32_blocks_whose_sums_pass_float32s_range(chain_check):
+    # without a window nothing bounds a float32 block's chain sums: here they (and the 8 a block's 32 fold into,
+    # a row's blocks, a column tile's block of 64 rows) pass 2**127 while every total is a float32. The values a
+    # block hands on as float32 parts must stay under 2**127 (flag_chains.lost): past it, the parts were infinite
+    # and the results NaN.
+    i = np.arange(2048)
+    big = np.float32(4.7e36)  # (32 of them: about 2**127.1)
+    row = np.where((i % 32) % 8 < 4, big, -big).astype(np.float32)  # (chains 0-3 of each 8 up, 4-7 down)
+    row[5] = 1.0
+    x = np.stack([row, -row, np.roll(row, 3)])
+    for threads, out in split_runs(fc_sum, "host", threads=[1, 2], min_chunk=1024, x=row):
+        assert_exact(out, row, np.float32, f"a sum, {chain_check}, threads={threads}")
+    for threads, out in split_runs(_rows_kernel(2048), "host", threads=[1, 2], min_chunk=2048, x=x):
+        same_bits(out, _rows_want(x, np.float32), np.float32, f"rows, {chain_check}, threads={threads}")
+    y = np.tile(np.where(np.arange(128) < 64, 3e37, -3e37)[:, None], (1, 64)).astype(np.float32)  # (a block of
+    y[0] = 1.0  # 64 rows sums to 2**130.5, the next to minus that)
+    want = np.array([bt_ordered_sum(y[:, j], np.float32) for j in range(64)], dtype=np.float32)
+    for threads, out in split_runs(fc_columns_64, "host", threads=[1], x=y):
+        same_bits(out, want, np.float32, f"columns, {chain_check}, threads={threads}")

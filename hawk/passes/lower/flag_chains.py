@@ -28,6 +28,7 @@ from __future__ import annotations
 from mlir import ir
 
 from hawk.ir.build import create
+from hawk.passes import exact_emit
 
 FLAG_CHAINS = 32  # chains of a block, side by side in four 512-bit vectors of float64
 PE = 0x20  # MXCSR's precision (inexact) flag
@@ -110,9 +111,11 @@ def _asm(text: str, operands: list[ir.Value], constraints: str) -> None:
 
 def lost(cx, sums: list[ir.Value], out: ir.Value | None) -> ir.Value:
     """Whether a block's chains lost a bit (an i1): MXCSR's inexact flag is set, or a chain's sum in `sums`
-    (float64 vectors or scalars: biased chains' high less M and low, windowed chains' sums) is not finite, or
-    `out` (a vector of i1, or None) says so. The flag is read after every one of `sums` is computed: the read's
-    asm takes their bits ORed together."""
+    (float64 vectors or scalars: biased chains' high less M and low, windowed chains' sums) is not finite, or, in a
+    float32 kernel, reaches 2**127 (the values the block hands on, to its pairs or as float32 parts to an exact
+    accumulator, must be: exact_emit.past_f32; without a window nothing else bounds them), or `out` (a vector of
+    i1, or None) says so. The flag is read after every one of `sums` is computed: the read's asm takes their bits
+    ORed together."""
     e = cx.e
     dep = flag = None
     for v in sums:
@@ -121,7 +124,10 @@ def lost(cx, sums: list[ir.Value], out: ir.Value | None) -> ir.Value:
         if vector:
             b = create("vector.reduction", [b], [e.i64], {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
         dep = b if dep is None else e.op("arith.ori", dep, b)
-        nan = e.cmpf(_UNE, e.op("arith.subf", v, v), e.cf(0.0, v.type))  # (inf - inf and NaN: not finite)
+        if isinstance(e.f, ir.F32Type):  # (|v| >= 2**127, an inf or a NaN)
+            nan = exact_emit.past_f32(e, v)
+        else:  # (inf - inf and NaN: not finite)
+            nan = e.cmpf(_UNE, e.op("arith.subf", v, v), e.cf(0.0, v.type))
         nan = e.any_of(nan) if vector else nan
         flag = nan if flag is None else e.op("arith.ori", flag, nan)
     where, buf = _word(cx)

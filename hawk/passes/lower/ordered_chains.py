@@ -398,8 +398,9 @@ def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int, body: ir.Block) 
         if biased(cx):
             parts.append((acc, c, at, [e.op("arith.subf", res[k], _guess(cx, at)), res[k + 1]]))
             continue
-        past = exact_emit.past_f32(e, res[k])
-        redo = past if redo is None else e.op("arith.ori", redo, past)
+        if not cx.flagged:  # (flagged: flag_chains.lost holds the folded sums, which go on, against 2**127)
+            past = exact_emit.past_f32(e, res[k])
+            redo = past if redo is None else e.op("arith.ori", redo, past)
         parts.append((acc, c, at, [res[k]]))
     if cx.flagged:  # (the parts' vectors added into one, then the flag read once they are computed)
         parts = [(acc, c, at, [sae_emit.fold(e, v) for v in vals]) for acc, c, at, vals in parts]
