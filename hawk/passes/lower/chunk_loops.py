@@ -52,8 +52,7 @@ def lanes_body(cx: Lowering, body: ir.Block) -> None:
     e = cx.e
     cx.count_sinks = count_sinks(cx, body)
     chunk0, chain0 = state.plan_state(cx, body)
-    cx.flagged = flag_chains.eligible(cx, body) and not block.has_blocks(body)
-    cx.e.silent = cx.flagged  # (its TwoSums raise no flag: sae_emit)
+    flag_chains.begin(cx, flag_chains.eligible(cx, body) and not block.has_blocks(body))
     cx.pair_w = ordered_chains.pair_width(cx)
     chain0 = ordered_chains.widen_chain0(cx, chain0)
     # (float32) a block whose chains lost a bit reruns the body rather than keep its terms (ordered_chains.py)
@@ -192,10 +191,7 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
     klo = e.op("arith.divui", cx.lo, e.c(span))
     khi = e.op("arith.divui", e.add_i(cx.hi, e.c(span - 1)), e.c(span))
     chained = nested_chains.comps(kept) if span >= nested_chains.MIN_LANES else []
-    cx.flagged = flag_chains.nested_eligible(cx, body, kept, chained)  # (the inexact flag checks the chains)
-    if cx.flagged:
-        cx.e.silent = True  # (every TwoSum of the rows' pairs too: sae_emit)
-        flag_chains.clear(cx)
+    flag_chains.begin(cx, flag_chains.nested_eligible(cx, body, kept, chained))  # (the flag checks the chains)
     cx.nest_w = nested_chains.group_width(cx, kept, chained)
     outer = scf.ForOp(klo, khi, e.c(1), chunk0 + nested_chains.first_guesses(cx, chained))
     with ir.InsertionPoint(outer.body):

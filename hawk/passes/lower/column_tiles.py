@@ -89,10 +89,7 @@ def rows(cx: Lowering, body: ir.Block, span: int, first: ir.Value, last: ir.Valu
     of a row the chunk holds only in part (before `first`, from `last`) lane by lane too."""
     e = cx.e
     ks = keys(cx)
-    cx.flagged = flag_chains.tiles_eligible(cx, body)  # (the inexact flag checks the chains: flag_chains)
-    if cx.flagged:
-        cx.e.silent = True  # (the pairs' TwoSums too)
-        flag_chains.clear(cx)
+    flag_chains.begin(cx, flag_chains.tiles_eligible(cx, body))  # (the inexact flag checks the chains)
     guesses = {k: cx.local_buffer(span, e.f64) for k in ks}
     for k, g in zip(ks, nested_chains.first_guesses(cx, ks), strict=True):
         fill = scf.ForOp(e.c(0), e.c(span), e.c(1), [])

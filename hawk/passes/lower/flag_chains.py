@@ -58,6 +58,14 @@ def eligible(cx, body: ir.Block) -> bool:
     return _rounds_nothing(body)
 
 
+def begin(cx, eligible: bool) -> None:
+    """Whether this stage's chains read the flag (cx.flagged, from one of the `*eligible` rules); if they do,
+    its TwoSums round silently (Emit.silent) and the chunk's start clears the flag."""
+    cx.flagged = cx.e.silent = eligible
+    if eligible:
+        clear(cx)
+
+
 def nested_eligible(cx, body: ir.Block, kept: list, chained: list) -> bool:
     """The same for a stage under the nested driver (nested_chains): rows of chains (`chained` not empty), every
     reduction an ordered sum or mean kept in pairs (reduce_kept.nested_pairs) over the trailing axes, nothing

@@ -171,8 +171,6 @@ def start_chunk_pairs(cx: Lowering) -> None:
         e.vstore(zero, chunk_pairs(cx), e.c(at + cx.pair_w))
         first = 1.5 * 2.0 ** P_START if biased(cx) else 2.0 ** F32_START
         e.vstore(e.splat(first, _wide(cx)), chunk_pairs(cx), e.c(at + 2 * cx.pair_w))
-    if cx.flagged:
-        flag_chains.clear(cx)
 
 
 def deposit_chunk_pairs(cx: Lowering) -> None:

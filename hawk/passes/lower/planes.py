@@ -274,17 +274,18 @@ def prefetch_ahead(cx: Lowering, body: ir.Block, lane: ir.Value, lanes: int, ahe
     if cx.target != "host":
         return
     e = cx.e
-    last = e.op("arith.subi", cx.hi, e.c(1))
+    last = None if raw else e.op("arith.subi", cx.hi, e.c(1))
     for buf, per_line in own_lane_planes(cx, body):
-        size = ir.MemRefType(buf.type).element_type.width // 8
-        start = e.add_i(cx.at_top(("address", buf), lambda buf=buf: e.address(buf)),
-                        e.mul_i(e.add_i(lane, e.c(ahead)), e.c(size))) if raw else None
+        if raw:
+            size = ir.MemRefType(buf.type).element_type.width // 8
+            start = e.add_i(cx.at_top(("address", buf), lambda buf=buf: e.address(buf)),
+                            e.mul_i(e.add_i(lane, e.c(ahead)), e.c(size)))
         for k in range(0, lanes, per_line):
-            if not raw:
+            if raw:
+                at = e.op("arith.index_cast", e.add_i(start, e.c(k * size)) if k else start, t=e.i64)
+                llvm.intr_prefetch(llvm.inttoptr(llvm.PointerType.get(), at), 0, 3, 1)
+            else:
                 memref.PrefetchOp(buf, [e.op("arith.minui", e.add_i(lane, e.c(ahead + k)), last)], False, 3, True)
-                continue
-            at = e.op("arith.index_cast", e.add_i(start, e.c(k * size)) if k else start, t=e.i64)
-            llvm.intr_prefetch(llvm.inttoptr(llvm.PointerType.get(), at), 0, 3, 1)
 
 
 def own_lane_planes(cx: Lowering, body: ir.Block) -> list[tuple[ir.Value, int]]:
