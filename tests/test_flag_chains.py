@@ -9,7 +9,10 @@ and float64, split over several threads.
 """
 
 import dataclasses
+import json
 import math
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -305,3 +308,23 @@ def test_float32_blocks_whose_sums_pass_float32s_range(chain_check):
     want = np.array([bt_ordered_sum(y[:, j], np.float32) for j in range(64)], dtype=np.float32)
     for threads, out in split_runs(fc_columns_64, "host", threads=[1], x=y):
         same_bits(out, want, np.float32, f"columns, {chain_check}, threads={threads}")
+
+
+def test_artifacts_take_the_flag_only_when_built_for_such_a_cpu(tmp_path):
+    # a native build on x86-64 with AVX-512F reads the flag (Spec.sae from the build's host_cpu); a portable one,
+    # built for the generic x86-64 CPU, must not (its compile could not even select the AVX-512 adds)
+    import llvm
+
+    x = np.random.default_rng(47_700).standard_normal(9_001) * 10.0 ** (np.arange(9_001) % 17)
+    for cpu in ("native", "portable"):
+        d = tmp_path / cpu
+        hawk.artifact.build(fc_sum, d, dtypes=("float64",), cpu=cpu)
+        out = hawk.run(hawk.load(d, "fc_sum"), x=x)
+        assert_exact(np.asarray(out["result"] if isinstance(out, dict) else out), x, np.float64, cpu)
+        if cache.machine() != "x86_64":
+            continue
+        sc = json.loads((d / "fc_sum.json").read_text())
+        objdump = Path(llvm.__file__).parent / "bin" / "llvm-objdump"
+        text = "".join(subprocess.run([str(objdump), "-d", str(d / b["file"])], capture_output=True, text=True,
+                                      check=True).stdout for b in sc["builds"])
+        assert ("stmxcsr" in text) == (cpu == "native" and cache.sae_host()), cpu
