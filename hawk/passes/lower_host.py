@@ -21,7 +21,7 @@ import hawk.passes.lower  # noqa: F401  (registers the rules)
 from hawk.abi.layout import Layout
 from hawk.ir.access import kernel_func
 from hawk.passes import chunk_form
-from hawk.passes.lower import chunk_loops, folds
+from hawk.passes.lower import chunk_loops, folds, stream
 from hawk.passes.lower.context import Lowering, lanes_point
 from hawk.passes.plan import sae_of
 
@@ -40,7 +40,9 @@ def lower_host(module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[s
     cx.begin(entry, heap=True)
     with ir.InsertionPoint(entry), kfunc.location:
         cx.read_meta()
+        cx.stream = stream.flag(cx)  # (large per-lane outputs: non-temporal stores, stream.py)
         chunk_loops.lanes_body(cx, kfunc.regions[0].blocks[0])
+        stream.stream_loops(cx, lanes)
         cx.free_heap()
         func.ReturnOp([])
     kfunc.operation.erase()

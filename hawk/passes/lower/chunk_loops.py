@@ -42,6 +42,7 @@ from hawk.passes.lower import (
     sorted_runs,
     split_scatters,
     state,
+    stream,
     wide,
 )
 from hawk.passes.lower.context import Lowering, clone_body, rewrite, rewrite_ops
@@ -167,6 +168,7 @@ def flat_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
     if split_scatters.split_scatters(cx, body):  # computed keys in a vectorized pass first (split_scatters.py)
         return split_scatters.split_driver(cx, body, chunk0)
     loop = scf.ForOp(cx.lo, cx.hi, e.c(1), chunk0)
+    stream.mark(cx, loop)
     with ir.InsertionPoint(loop.body):
         anchor = scf.YieldOp(list(loop.inner_iter_args))
     if cx.runs:  # (scatters by sorted keys: from memory their run steps left the hardware prefetcher behind)
@@ -210,6 +212,7 @@ def nested_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[
         if any(reduce_kept.nested_vectors(r) for r in kept):
             start, inits, guesses = _nested_groups(cx, body, start, end, inits, chained, guesses, span)
         inner = scf.ForOp(start, end, e.c(1), inits)
+        stream.mark(cx, inner)
         with ir.InsertionPoint(inner.body):
             anchor = scf.YieldOp(list(inner.inner_iter_args))
         lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
@@ -550,6 +553,7 @@ def _term_loop(cx: Lowering, start: ir.Value, state: list[ir.Value]):
     e = cx.e
     n = e.mul_i(cx.block_groups, e.c(cx.pair_w))
     loop = scf.ForOp(start, e.add_i(start, n), e.c(1), state)
+    stream.mark(cx, loop)
     with ir.InsertionPoint(loop.body):
         anchor = scf.YieldOp(list(loop.inner_iter_args))
     return loop, anchor

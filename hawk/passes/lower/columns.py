@@ -14,7 +14,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import scf
 
-from hawk.passes.lower import column_chains, column_plain, column_tiles, grid, reduce_kept
+from hawk.passes.lower import column_chains, column_plain, column_tiles, grid, reduce_kept, stream
 from hawk.passes.lower.chunk_loops import lower_body
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 from hawk.passes.lower.grid import own_offsets
@@ -131,6 +131,7 @@ def _rows(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int, kept_
             inner.operation.erase()
             results = grid.interior_rows(cx, body, outer, row0, start, end, span, margins)
         else:
+            stream.mark(cx, inner)
             lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
             results = list(inner.results)
         if kept_span is not None:

@@ -115,6 +115,7 @@ class Lowering:
         self.term_range: int | None = None  # first chain slot of the terms' ranges (state.plan_state)
         self.sae = False  # the code runs on x86-64 with AVX-512F (Spec.sae; lower_host sets it)
         self.flagged = False  # the ordered chains check the inexact flag, not a range (flag_chains.eligible)
+        self.stream: ir.Value | None = None  # host: whether this launch streams its per-lane outputs (stream.py)
         self.pending: dict = {}  # blocked driver: a group's terms per (chain, component), one per copy
         self.block_start: ir.Value | None = None  # blocked driver: the block's first lane
         self.folds: dict = {}

@@ -14,6 +14,7 @@ from mlir.dialects import scf
 from hawk.ir.access import at_coords, coord_axes, lane_axis
 from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
+from hawk.passes.lower import stream
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 
 
@@ -127,6 +128,8 @@ def interior_rows(cx: Lowering, body, outer, row0, start, end, span, margins) ->
     accs = list(outer.inner_iter_args)
     for lo, hi, interior in ((start, a, False), (a, b, True), (b, end, False)):
         loop = scf.ForOp(lo, hi, e.c(1), accs)
+        if interior:
+            stream.mark(cx, loop)
         with ir.InsertionPoint(loop.body):
             cx.known_coords = {cx.axes[0]: row,
                                  cx.axes[1]: e.op("arith.subi", loop.induction_variable, row0)}

@@ -53,7 +53,7 @@ from hawk.ir.access import (
     scan_value,
 )
 from hawk.ir.dialect import is_hawk
-from hawk.passes.lower import scan_interior
+from hawk.passes.lower import scan_interior, stream
 from hawk.passes.lower.context import Lowering, clone_ops, rewrite_ops, rule
 from hawk.passes.lower.scan_keyed import finish_keyed, keyed_apply, keyed_totals
 
@@ -203,6 +203,7 @@ def scan_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
             pending = _tails(cx, tails, res, n, end)
         else:
             inner = scf.ForOp(start, end, e.c(1), state)
+            stream.mark(cx, inner)
             with ir.InsertionPoint(inner.body):
                 anchor = scf.YieldOp(list(inner.inner_iter_args))
             res = list(inner.results)

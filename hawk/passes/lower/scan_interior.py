@@ -24,6 +24,7 @@ from mlir.dialects import scf
 
 from hawk.ir.access import at_coords, coord_axes, plane_name
 from hawk.ir.dialect import is_hawk
+from hawk.passes.lower import stream
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 from hawk.passes.lower.grid import decided, fold_coordinate_tests
 from hawk.passes.lower.planes import plane_read
@@ -157,6 +158,8 @@ def three_loops(cx: Lowering, body: ir.Block, start: ir.Value, end: ir.Value, ac
     axis = cx.axes[0]
     for lo, hi, interior in ((start, a, False), (a, b, True), (b, end, False)):
         loop = scf.ForOp(lo, hi, e.c(1), accs)
+        if interior:
+            stream.mark(cx, loop)
         with ir.InsertionPoint(loop.body):
             anchor = scf.YieldOp(list(loop.inner_iter_args))
         cx.lane, cx.accs, cx.j = loop.induction_variable, list(loop.inner_iter_args), None
