@@ -14,7 +14,7 @@ from conftest import bt_lanes_func
 import eagle
 import hawk
 import hawk.math as m
-from hawk import Grid, Index, Mutable, Param, Scalar, Vector
+from hawk import Grid, Index, Matrix, Mutable, Param, Scalar, Vector
 from hawk.abi.layout import SCAN_BLOCK
 from hawk.passes.lower.stream import STREAM_BYTES
 
@@ -47,7 +47,18 @@ def st_bump(k: Index, out: Mutable[Index]):
 
 @hawk.kernel
 def st_vec(v: Vector[3], z: Mutable[Vector[3]]):
-    z = v * 2.0
+    z = v * 2.0  # component c at c * lanes + lane
+
+
+@hawk.kernel
+def st_mat(mm: Matrix[2, 3], x: Scalar, a: Mutable[Matrix[2, 3]], k: Mutable[Index]):
+    a = mm * 0.5
+    k = m.to_int(x * 8.0)
+
+
+@hawk.kernel
+def st_vec_read(v: Vector[3], z: Mutable[Vector[3]]):
+    z = z + v  # reads its output: never streamed
 
 
 @hawk.kernel
@@ -88,8 +99,9 @@ def _past(*arrays) -> None:
 def test_only_own_lane_outputs_nothing_reads_stream():
     _streams(st_map)
     _streams(st_two)
-    # an output read in the body; component stores at c * n + lane; a stage with no per-lane output
-    for k in (st_bump, st_vec, st_shift):
+    _streams(st_vec)
+    # outputs read in the body; a stage with no per-lane output
+    for k in (st_bump, st_vec_read, st_shift):
         assert "nontemporal" not in bt_lanes_func(k), k.name
 
 
@@ -170,3 +182,23 @@ def test_stencil_rows_against_slabs_that_do_not_stream(threads):
         assert slab[1:-1].tobytes() == big[a + 1:a + 999].tobytes(), a
     assert big[0].tobytes() == u[0].tobytes() and big[-1].tobytes() == u[-1].tobytes()
     _streams(st_diffuse)
+
+
+def test_vector_and_matrix_components_stream():
+    rng = np.random.default_rng(10)
+    v = rng.standard_normal((3, N // 3))
+    plan = eagle.deploy(st_vec, threads=2, min_chunk=1 << 18)
+    z = np.asarray(plan.run(v=v))
+    _past(z)
+    assert plan.last_chunks[0] > 1
+    assert z.tobytes() == (v * 2.0).tobytes()
+    x = rng.standard_normal(N // 6 + 77)
+    mm = rng.standard_normal((2, 3, x.size))
+    room = np.empty(6 * x.size + 3)
+    a = room[3:].reshape(2, 3, x.size)  # components starting at several offsets within a line
+    out = eagle.deploy(st_mat, threads=3, min_chunk=1 << 16).run(mm=mm, x=x, a=a)
+    _past(a, out["k"])
+    assert a.tobytes() == (mm * 0.5).tobytes()
+    assert np.asarray(out["k"]).tolist() == (x * 8.0).astype(np.int64).tolist()
+    _streams(st_vec)
+    _streams(st_mat)

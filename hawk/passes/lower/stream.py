@@ -7,12 +7,12 @@ streaming). They pay off only past the caches: below, the lines stay cached for 
 streaming them out costs (2x slower at 1e5 lanes, break-even near 40 MB of output on this machine). So the choice is
 made per launch, from the bytes of the stage's per-lane outputs (`flag`: at least STREAM_BYTES).
 
-A lane loop the lowering marks (`mark`: the flat loop, a grid's row loops) whose body stores per-lane outputs at its
-own lane becomes (`stream_loops`)
+A lane loop the lowering marks (`mark`: the flat loop, a grid's row loops...) whose body stores per-lane outputs at
+its own lane (a vector or matrix payload's component c at c * stride + lane) becomes (`stream_loops`)
 
-    if streaming: for each block of BLOCK lanes: the loop over the block, those stores into a local buffer (it
-                  stays in L1); then each buffer into its output: plain stores up to the output's next 64-byte line,
-                  aligned non-temporal vector stores of whole lines, plain stores for the rest
+    if streaming: for each block of BLOCK lanes: the loop over the block, those stores into a local buffer each
+                  (they stay in L1); then each buffer into its output: plain stores up to the output's next
+                  64-byte line, aligned non-temporal vector stores of whole lines, plain stores for the rest
     else:         the loop as it was
 
 and the function ends, when streaming, with a fence: non-temporal stores are weakly ordered, and the fence makes
@@ -28,7 +28,9 @@ from mlir.dialects import llvm, scf, vector
 from hawk.passes.lower.context import LINE, Lowering
 
 STREAM_BYTES = 48 << 20  # a launch's per-lane outputs of at least this many bytes are streamed
-BLOCK = 1024  # lanes a streamed block buffers (8 KiB of float64 an output: in L1 with room to spare)
+BLOCK = 1024  # lanes a streamed block buffers at most (8 KiB of float64 an output: in L1 with room to spare)
+BUFFER_BYTES = 32 << 10  # ... and its buffers' bytes (a matrix payload's components: fewer lanes a block)
+_PURE = ("arith.constant", "arith.addi", "arith.muli", "arith.divui", "arith.index_cast")
 MARK = "hawk.stream"
 _UGE, _ULT = 9, 6  # arith.cmpi
 
@@ -80,20 +82,18 @@ def stream_loops(cx: Lowering, lanes) -> None:
 
 
 def _own_lane_stores(loop, outs: set) -> list[int]:
-    """Positions, in the loop's body, of the stores into per-lane outputs at the loop's lane, for the outputs
-    nothing else in the loop touches (a step other than 1 or another use of the output: not streamed)."""
+    """Positions, in the loop's body, of its stores into per-lane outputs at the loop's lane plus an offset the
+    loop does not change, for the outputs nothing else in the loop touches (a step other than 1: none)."""
     step = loop.operands[2].owner
     if isinstance(step, ir.Block) or step.name != "arith.constant" or \
             ir.IntegerAttr(step.attributes["value"]).value != 1:
         return []
     body = loop.regions[0].blocks[0]
-    lane = body.arguments[0]
-    found, other = {}, set()
+    found: dict = {}
     for k, op in enumerate(body.operations):
-        if op.name == "memref.store" and op.operands[1] in outs and len(op.operands) == 3 and op.operands[2] == lane:
-            if op.operands[1] in found:
-                other.add(op.operands[1])
-            found[op.operands[1]] = k
+        if op.name == "memref.store" and op.operands[1] in outs and len(op.operands) == 3 and \
+                _offset(op.operands[2], body) is not False:
+            found.setdefault(op.operands[1], []).append(k)
     uses = []
 
     def visit(op):
@@ -102,10 +102,45 @@ def _own_lane_stores(loop, outs: set) -> list[int]:
 
     for op in body.operations:
         op.walk(visit)
-    for buf in found:
-        if sum(1 for v in uses if v == buf) != 1:
-            other.add(buf)
-    return sorted(k for buf, k in found.items() if buf not in other)
+    return sorted(k for buf, ks in found.items() if sum(1 for v in uses if v == buf) == len(ks) for k in ks)
+
+
+def _offset(index: ir.Value, body: ir.Block):
+    """A store's index `lane` (None), `lane + offset` with an offset computed from values outside the loop by
+    integer arithmetic alone (the offset), or anything else (False)."""
+    lane = body.arguments[0]
+    if index == lane:
+        return None
+    op = index.owner
+    if isinstance(op, ir.Block) or op.operation.block != body or op.name != "arith.addi":
+        return False
+    a, b = op.operands
+    for x, y in ((a, b), (b, a)):
+        if x == lane and _invariant(y, body):
+            return y
+    return False
+
+
+def _invariant(v: ir.Value, body: ir.Block) -> bool:
+    """v is made from values defined outside the loop's body by _PURE ops alone."""
+    if isinstance(v.owner, ir.Block):
+        return v.owner != body
+    op = v.owner.operation
+    if op.block != body:
+        return True
+    return op.name in _PURE and all(_invariant(x, body) for x in op.operands)
+
+
+def _hoisted(v: ir.Value, body: ir.Block) -> ir.Value:
+    """v (_invariant in `body`) computed here, where the loop's body is out of reach."""
+    if isinstance(v.owner, ir.Block) or v.owner.operation.block != body:
+        return v
+    op = v.owner.operation
+    operands = [_hoisted(x, body) for x in op.operands]  # (made before the op that uses them)
+    copy = op.clone()
+    for k, x in enumerate(operands):
+        copy.operands[k] = x
+    return copy.results[0]
 
 
 def _split(cx: Lowering, loop, stores: list[int]) -> None:
@@ -113,21 +148,23 @@ def _split(cx: Lowering, loop, stores: list[int]) -> None:
     e = cx.e
     lo, hi = loop.operands[0], loop.operands[1]
     inits = list(loop.operands[3:])
+    ops = list(loop.regions[0].blocks[0].operations)
+    per_lane = sum(_bytes(ops[k].operands[1]) for k in stores)
+    block = max(64, min(BLOCK, BUFFER_BYTES // per_lane // 64 * 64))
     with ir.InsertionPoint(loop), loop.location:
         either = scf.IfOp(cx.stream, [r.type for r in loop.results], has_else=True)
         with ir.InsertionPoint(either.then_block):
-            outer = scf.ForOp(lo, hi, e.c(BLOCK), inits)
+            outer = scf.ForOp(lo, hi, e.c(block), inits)
             with ir.InsertionPoint(outer.body):
                 start = outer.induction_variable
-                end = e.op("arith.minui", e.add_i(start, e.c(BLOCK)), hi)
+                end = e.op("arith.minui", e.add_i(start, e.c(block)), hi)
                 count = e.op("arith.subi", end, start)
                 inner = loop.clone()
                 inner.operands[0], inner.operands[1] = start, end
                 for k, v in enumerate(outer.inner_iter_args):
                     inner.operands[3 + k] = v
-                copies = _buffer_stores(cx, inner, stores, start)
-                for buf, out in copies:
-                    _stream_out(cx, buf, out, start, count)
+                for buf, out, at in _buffer_stores(cx, inner, stores, start, block):
+                    _stream_out(cx, buf, out, at, count)
                 scf.YieldOp(list(inner.results))
             scf.YieldOp(list(outer.results))
         for k, r in enumerate(loop.results):
@@ -137,53 +174,55 @@ def _split(cx: Lowering, loop, stores: list[int]) -> None:
         loop.move_before(done)
 
 
-def _buffer_stores(cx: Lowering, loop, stores: list[int], start: ir.Value) -> list[tuple[ir.Value, ir.Value]]:
-    """The copy's stores at `stores` now go into a block buffer each, at lane - start: (buffer, output) pairs."""
+def _buffer_stores(cx: Lowering, loop, stores: list[int], start: ir.Value, block: int) -> list[tuple]:
+    """The copy's stores at `stores` now go into a block buffer each, at lane - start: (buffer, output, where the
+    block's first lane goes in the output) for each, in the stores' order (two stores of one position: the later
+    one's copy comes later, as its store did)."""
     e = cx.e
     body = loop.regions[0].blocks[0]
     ops = list(body.operations)
-    pairs = []
+    found = []
     for k in stores:
         st = ops[k]
-        out = st.operands[1]
-        buf = cx.local_buffer(BLOCK, ir.MemRefType(out.type).element_type)
+        out, offset = st.operands[1], _offset(st.operands[2], body)
+        buf = cx.local_buffer(block, ir.MemRefType(out.type).element_type)
         with ir.InsertionPoint(st), st.location:
             e.store(st.operands[0], buf, e.op("arith.subi", body.arguments[0], start))
+        found.append((buf, out, start if offset is None else e.add_i(start, _hoisted(offset, body))))
         st.erase()
-        pairs.append((buf, out))
-    return pairs
+    return found
 
 
-def _stream_out(cx: Lowering, buf: ir.Value, out: ir.Value, start: ir.Value, count: ir.Value) -> None:
-    """buf[0, count) into out[start, start + count): plain stores up to out's next 64-byte line, non-temporal
+def _stream_out(cx: Lowering, buf: ir.Value, out: ir.Value, first: ir.Value, count: ir.Value) -> None:
+    """buf[0, count) into out[first, first + count): plain stores up to out's next 64-byte line, non-temporal
     stores of whole lines, plain stores after (an output not aligned to its element: plain stores only)."""
     e = cx.e
     elem = ir.MemRefType(out.type).element_type
     size = _bytes(out)
     per_line = LINE // size
-    at = e.add_i(cx.at_top(("address", out), lambda: e.address(out)), e.mul_i(start, e.c(size)))
+    at = e.add_i(cx.at_top(("address", out), lambda: e.address(out)), e.mul_i(first, e.c(size)))
     past = e.op("arith.remui", at, e.c(LINE))
     head = e.op("arith.divui", e.op("arith.remui", e.op("arith.subi", e.c(LINE), past), e.c(LINE)), e.c(size))
     odd = e.cmpi(1, e.op("arith.remui", at, e.c(size)), e.c(0))  # (ne)
     head = e.select(odd, count, e.op("arith.minui", head, count))
     lines = e.op("arith.divui", e.op("arith.subi", count, head), e.c(per_line))
     mid = e.add_i(head, e.mul_i(lines, e.c(per_line)))
-    _plain(cx, buf, out, start, e.c(0), head)
+    _plain(cx, buf, out, first, e.c(0), head)
     loop = scf.ForOp(head, mid, e.c(per_line), [])
     with ir.InsertionPoint(loop.body):
         i = loop.induction_variable
         v = e.vload(buf, i, per_line, elem)
-        vector.StoreOp(v, out, [e.add_i(start, i)], nontemporal=True, alignment=LINE)
+        vector.StoreOp(v, out, [e.add_i(first, i)], nontemporal=True, alignment=LINE)
         scf.YieldOp([])
-    _plain(cx, buf, out, start, mid, count)
+    _plain(cx, buf, out, first, mid, count)
 
 
-def _plain(cx: Lowering, buf: ir.Value, out: ir.Value, start: ir.Value, a: ir.Value, b: ir.Value) -> None:
+def _plain(cx: Lowering, buf: ir.Value, out: ir.Value, first: ir.Value, a: ir.Value, b: ir.Value) -> None:
     e = cx.e
     loop = scf.ForOp(a, b, e.c(1), [])
     with ir.InsertionPoint(loop.body):
         i = loop.induction_variable
-        e.store(e.load(buf, i), out, e.add_i(start, i))
+        e.store(e.load(buf, i), out, e.add_i(first, i))
         scf.YieldOp([])
 
 
