@@ -25,8 +25,8 @@ from hawk.passes.units import LLVM_PIPELINE
 __all__ = ["GPU", "HOST", "LLVM_PIPELINE", "PASSES", "TARGETS", "PassError", "Pipeline", "expanded", "gpu_pipeline",
            "target_pipeline"]
 
-HOST = ("verify-hawk", "plan-buffers", "lower-host-lanes", "speculate-ifs", "expand-math", "canonicalize",
-        "lower-to-llvm")
+HOST = ("verify-hawk", "plan-buffers", "lower-host-lanes", "speculate-ifs", "scalarize-payloads", "expand-math",
+        "canonicalize", "lower-to-llvm")
 GPU = ("verify-hawk", "plan-buffers", "lower-gpu-lanes", "canonicalize", "lower-finish-to-llvm")
 
 

@@ -14,6 +14,7 @@ from mlir import ir
 from hawk.passes.analysis import written_names
 from hawk.passes.base import ModulePass, UpstreamPass, kernel_funcs, register
 from hawk.passes.plan import outputs_of, set_stage, signature_of
+from hawk.passes.scalarize import scalarize_payloads
 from hawk.passes.speculate import speculate_ifs
 from hawk.passes.verify import verify_hawk
 
@@ -79,6 +80,17 @@ class SpeculateIfs(ModulePass):
 
     def apply(self, module: ir.Module) -> None:
         speculate_ifs(module)
+
+
+@register
+@dataclasses.dataclass
+class ScalarizePayloads(ModulePass):
+    name = "scalarize-payloads"
+    summary = ("vector and matrix arithmetic inside the host's lane loops -> one scalar op per component, so the "
+               "loop vectorizer widens the body across lanes (hawk/passes/scalarize.py)")
+
+    def apply(self, module: ir.Module) -> None:
+        scalarize_payloads(module)
 
 
 @register

@@ -206,15 +206,17 @@ print("y == x - x.mean() to 1e-14:", bool(np.max(np.abs(y - (x - x.mean()))) < 1
 #
 # * `Kernel.mlir(after="lower-host-lanes")` shows a stage after any pass of the host pipeline (below: the
 #   second stage's chunk function: a loop over its lanes `[lo, hi)` that reads `x`, subtracts the mean read
-#   once before the loop, and writes `y`), and
+#   once before the loop, and writes `y`; it is there twice: for outputs of 48 MiB or more the loop runs in
+#   blocks of 1024 lanes into a buffer that non-temporal stores copy out, hawk/passes/lower/stream.py), and
 #   `HAWK_DUMP_DIR=dir` writes every pass's output of every compile to `dir`.
 # * `tests/ir/*.mlir` hold one FileCheck test per pass, each starting from a `.mlir` file.
 # * docs/architecture.md lists the passes and modules, and how to add an op, a pass or a target.
 
 # %% [markdown]
 # The size of stage 1 on its way down: its operations after each pass of the host pipeline. The lowering group
-# adds the chunk loop, its reads of the run's facts (`#meta`) and the finish; `canonicalize` drops what nothing
-# uses (most of those reads, here); `lower-to-llvm` turns each structured op into LLVM's (a loop into branches).
+# adds the chunk loop (and its streamed copy), its reads of the run's facts (`#meta`) and the finish;
+# `canonicalize` drops what nothing uses (most of those reads, here); `lower-to-llvm` turns each structured op
+# into LLVM's (a loop into branches).
 
 # %%
 from mlir import ir

@@ -36,7 +36,7 @@ module attributes {hawk.layout = {buffers = ["v:in:f", "result:cell:f", "#scratc
       %16 = arith.mulf %14, %15 : f64
       %17 = arith.addf %arg7, %16 fastmath<reassoc,contract> : f64
       scf.yield %17 : f64
-    }
+    } {hawk.lanes}
     %c1_2 = arith.constant 1 : index
     %12 = arith.muli %5, %c1_2 : index
     %c0_3 = arith.constant 0 : index

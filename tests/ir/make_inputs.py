@@ -125,7 +125,7 @@ INPUTS = {
     "gpu_slots": Input(opt_rows, PLANNED),
     "gpu_chunks": Input(opt_hist, PLANNED),
     "canonicalize": Input(opt_total, PLANNED + ",lower-host-lanes"),
-    "lower_to_llvm": Input(opt_total, PLANNED + ",lower-host-lanes,speculate-ifs,canonicalize"),
+    "lower_to_llvm": Input(opt_total, PLANNED + ",lower-host-lanes,speculate-ifs,scalarize-payloads,canonicalize"),
     "lower_finish_to_llvm": Input(opt_hist, PLANNED + ",lower-gpu-lanes,canonicalize"),
     "target_host": Input(opt_staged),
     "target_nvvm": Input(opt_hist),

@@ -26,6 +26,7 @@ from mlir import ir
 from mlir.dialects import llvm, scf, vector
 
 from hawk.passes.lower.context import LINE, Lowering
+from hawk.passes.scalarize import LANES
 
 STREAM_BYTES = 48 << 20  # a launch's per-lane outputs of at least this many bytes are streamed
 BLOCK = 1024  # lanes a streamed block buffers at most (8 KiB of float64 an output: in L1 with room to spare)
@@ -36,9 +37,11 @@ _UGE, _ULT = 9, 6  # arith.cmpi
 
 
 def mark(cx: Lowering, loop: scf.ForOp) -> None:
-    """Let stream_loops stream this lane loop's per-lane stores (host lowerings only)."""
+    """Let stream_loops stream this lane loop's per-lane stores, and scalarize-payloads split its payload
+    arithmetic (hawk/passes/scalarize.py), host lowerings only."""
     if cx.target == "host":
         loop.operation.attributes[MARK] = ir.UnitAttr.get()
+        loop.operation.attributes[LANES] = ir.UnitAttr.get()
 
 
 def flag(cx: Lowering) -> ir.Value | None:
