@@ -11,6 +11,7 @@ import numpy as np
 KEYS = 1024
 BINS = 256
 RATE = 0.1
+DT = 0.01  # the particles' time step
 
 
 def grid_shape(n: int) -> tuple[int, int]:
@@ -39,6 +40,9 @@ class Data:
         self.t = rng.random(self.n, dtype=dt)  # [0, 1) in the run's dtype
         self.rows, self.cols = grid_shape(self.n)
         self.u = (rng.standard_normal(self.rows * self.cols)).astype(dt).reshape(self.rows, self.cols)
+        m = max(1, self.n // 3)  # the particles: n // 3 lanes of Vector[3] positions in [0, 1) and velocities
+        self.p = self.t[:3 * m].reshape(3, m) if 3 * m <= self.n else np.zeros((3, m), dt)
+        self.v = self.x[:3 * m].reshape(3, m) if 3 * m <= self.n else np.zeros((3, m), dt)
         self._memo: dict = {}
 
     def memo(self, key, fn):

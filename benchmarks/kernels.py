@@ -10,8 +10,8 @@ import functools
 
 import hawk
 import hawk.math as m
-from benchmarks.data import BINS, KEYS
-from hawk import Grid, Index, Mutable, Param, Scalar, Sorted
+from benchmarks.data import BINS, DT, KEYS
+from hawk import Grid, Index, Mutable, Param, Scalar, Sorted, Vector
 
 
 # --- reductions over every lane ---------------------------------------------------------------------------
@@ -91,6 +91,13 @@ def histogram_plain(t: Scalar, counts: Mutable["bin":BINS]):
 @hawk.kernel
 def centre(x: Scalar) -> Scalar:
     return x - hawk.mean(x)
+
+
+# --- particles: a Vector[3] payload per lane ---------------------------------------------------------------
+@hawk.kernel
+def particles(p: Vector[3], v: Vector[3]) -> Vector[3]:
+    q = p + DT * v
+    return m.where(q > 1.0, 2.0 - q, q)  # reflected at the wall x = 1 (each component)
 
 
 # --- grids: the fast axis is fixed per kernel ------------------------------------------------------------

@@ -14,7 +14,7 @@ import numpy as np
 
 import eagle
 from benchmarks import kernels as K
-from benchmarks.data import BINS, KEYS, RATE, Data, ordered_scatter, ordered_sum
+from benchmarks.data import BINS, DT, KEYS, RATE, Data, ordered_scatter, ordered_sum
 
 
 @dataclass
@@ -158,6 +158,11 @@ def ref_softmax(d: Data) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
+def ref_particles(d: Data) -> np.ndarray:
+    q = d.p.astype(np.float64) + DT * d.v.astype(np.float64)
+    return np.where(q > 1.0, 2.0 - q, q)
+
+
 def _one(v) -> np.ndarray:
     return np.array([v], dtype=np.float64)
 
@@ -195,6 +200,9 @@ OPS: list[Op] = [
        reference=ref_stencil, scale=scale_stencil),
     Op("centre", "two-stage kernel: y = x - mean(x)", ours_one(lambda d: K.centre, x=lambda d: d.x),
        reference=ref_centre, scale=lambda d: np.abs(d.x.astype(np.float64)) + abs(d.exact_sum(d.x) / d.n)),
+    Op("particles", "Vector[3] lanes (n / 3 of them): p + dt v, reflected at 1 per component",
+       ours_one(lambda d: K.particles, p=lambda d: d.p, v=lambda d: d.v),
+       reference=ref_particles, scale=lambda d: 2.0 + np.abs(d.p.astype(np.float64)) + np.abs(d.v * DT)),
 ]
 OP_NAMES = [op.name for op in OPS]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.data import BINS, KEYS, RATE, Data
+from benchmarks.data import BINS, DT, KEYS, RATE, Data
 from benchmarks.ops import Impl
 
 NAME = "jax"
@@ -35,6 +35,10 @@ def _fns() -> dict:
         c = u[1:-1, 1:-1]
         return u.at[1:-1, 1:-1].set(c + rate * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:] - 4.0 * c))
 
+    def particles(p, v):
+        q = p + DT * v
+        return jnp.where(q > 1.0, 2.0 - q, q)
+
     def hist_bincount(t):
         idx = jnp.clip(jnp.floor(t * 256.0), 0, BINS - 1).astype(jnp.int32)
         return jnp.bincount(idx, length=BINS)
@@ -54,6 +58,7 @@ def _fns() -> dict:
         hist_bincount=j(hist_bincount),
         stencil=j(stencil),
         centre=j(lambda x: x - jnp.mean(x)),
+        particles=j(particles),
     )
     return _FN
 
@@ -85,4 +90,6 @@ def impls(op: str, d: Data) -> dict[str, Impl]:
                 "jax bincount": _impl(f["hist_bincount"], _dev(d, "t"))}
     if op == "stencil":
         return {"jax": _impl(f["stencil"], _dev(d, "u"), d.dtype.type(RATE))}
+    if op == "particles":
+        return {"jax": _impl(f["particles"], _dev(d, "p"), _dev(d, "v"))}
     return {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.data import KEYS, RATE, Data
+from benchmarks.data import DT, KEYS, RATE, Data
 from benchmarks.ops import Impl
 
 NAME = "numba"
@@ -152,9 +152,17 @@ def _compile() -> None:
             y[i] = x[i] - mu
         return y
 
+    @njit(**fast)
+    def particles(p, v, out, dt_):
+        for i in prange(p.shape[1]):
+            for c in range(3):
+                q = p[c, i] + dt_ * v[c, i]
+                out[c, i] = 2.0 - q if q > 1.0 else q
+        return out
+
     _K.update(total=total, masked=masked, mean=mean, largest=largest, row_sum=row_sum,
               row_max_masked=row_max_masked, col_sum=col_sum, scatter_add=scatter_add, histogram=histogram,
-              stencil=stencil, centre=centre)
+              stencil=stencil, centre=centre, particles=particles)
 
 
 def impls(op: str, d: Data) -> dict[str, Impl]:
@@ -185,4 +193,7 @@ def impls(op: str, d: Data) -> dict[str, Impl]:
     if op == "centre":
         y = np.zeros_like(x)
         return {"numba": Impl(lambda: _K["centre"](x, y))}
+    if op == "particles":
+        out = np.zeros_like(d.p)
+        return {"numba": Impl(lambda: _K["particles"](d.p, d.v, out, dt.type(DT)))}
     return {}

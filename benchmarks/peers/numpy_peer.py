@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.data import BINS, KEYS, RATE, Data
+from benchmarks.data import BINS, DT, KEYS, RATE, Data
 from benchmarks.ops import Impl
 
 NAME = "numpy"
@@ -89,4 +89,14 @@ def impls(op: str, d: Data) -> dict[str, Impl]:
     if op == "centre":
         y = np.zeros_like(x)
         return {"numpy": Impl(lambda: np.subtract(x, np.mean(x), out=y))}
+    if op == "particles":
+        q, r, mask = np.zeros_like(d.p), np.zeros_like(d.p), np.empty(d.p.shape, dtype=bool)
+
+        def step():
+            np.add(np.multiply(d.v, dt.type(DT), out=q), d.p, out=q)
+            np.subtract(dt.type(2.0), q, out=r)
+            np.copyto(r, q, where=np.less_equal(q, 1.0, out=mask))
+            return r
+
+        return {"numpy": Impl(step)}
     return {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.data import BINS, KEYS, RATE, Data
+from benchmarks.data import BINS, DT, KEYS, RATE, Data
 from benchmarks.ops import Impl
 
 NAME = "torch"
@@ -93,4 +93,14 @@ def impls(op: str, d: Data) -> dict[str, Impl]:
     if op == "centre":
         y = torch.zeros_like(x)
         return {"torch": Impl(lambda: torch.sub(x, torch.mean(x), out=y))}
+    if op == "particles":
+        p, v = _t(d, "p"), _t(d, "v")
+        q, r, mask = torch.zeros_like(p), torch.zeros_like(p), torch.empty(p.shape, dtype=torch.bool)
+
+        def step():
+            torch.add(p, v, alpha=DT, out=q)
+            torch.neg(q, out=r).add_(2.0)
+            return torch.where(torch.le(q, 1.0, out=mask), q, r, out=r)
+
+        return {"torch": Impl(step)}
     return {}
