@@ -94,6 +94,28 @@ def test_terms_just_under_the_floor_still_sum_exactly(chain_check):
     assert_exact(out, x, np.float64, "probes under the floor")
 
 
+def test_a_term_one_ulp_under_the_floor_is_caught(chain_check):
+    # the range keeps its max and min on 32-bit halves (ordered_chains.range_step64): the float just under the
+    # floor shares the floor's high half but one and has an all-ones low half, the edge of that scheme. Taken,
+    # it would lose its last bit (2**(p-100), under the low's grid; the model shows it); it must be caught and
+    # its block retried, so the sum keeps 8 such bits.
+    p, per_chain = P, ORDERED_BLOCK // ORDERED_CHAINS
+    r = _max_errors(p)
+    probe = float(np.nextafter(2.0 ** (p - LOW_RANGE), 0.0))
+    assert probe == 2.0 ** (p - LOW_RANGE) - 2.0 ** (p - LOW_RANGE - 53)
+    _, h, lo = _model_chain([r] * (per_chain - 1) + [probe], p, LOW_RANGE)
+    assert Fraction(h) + Fraction(lo) != Fraction(r) * (per_chain - 1) + Fraction(probe)
+    block0 = np.full(ORDERED_BLOCK, r)
+    block0[(per_chain - 1) * ORDERED_CHAINS:] = probe
+    block1 = -block0
+    block1[(per_chain - 1) * ORDERED_CHAINS:] = -(2.0 ** (p - LOW_RANGE) - 2.0 ** (p - LOW_RANGE - 52))
+    x = np.concatenate([block0, block1])
+    assert math.fsum(x.tolist()) == ORDERED_CHAINS * 2.0 ** (p - LOW_RANGE - 53)
+    for threads in (1, 2):
+        out = eagle.deploy(xo_range_sum, threads=threads).run(x=x)
+        assert float(np.asarray(out)[0]) == ORDERED_CHAINS * 2.0 ** (p - LOW_RANGE - 53)
+
+
 def test_terms_at_both_ends_of_the_range_sum_exactly(chain_check):
     # in range: 2**(p-HEADROOM) and the floor with odd last bits, zeros of both signs; the next float past the
     # top (rejected) in a later block; each block's terms cancel but for those last bits.

@@ -154,7 +154,7 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
                 chains += [e.splat(0.0, wide), e.splat(0.0, vec), e.ci(0, _bits32(cx)), e.ci(-1, _bits32(cx))]
             else:
                 v = wide if cx.flagged else vec
-                chains += [e.bcast(g, v), e.splat(0.0, v), _splat(cx, 0), _splat(cx, _MAG)]
+                chains += [e.bcast(g, v), e.splat(0.0, v), _splat(cx, 0), _splat(cx, -1)]
         res = group_loop(cx, body, b, end, state + chains)
         ends = _flagged_end if cx.flagged else _range_end
         out, nxt = ends(cx, res, n, pairs, guess, b, end, span)

@@ -303,10 +303,10 @@ def _windowed_step(cx: Lowering, total: ir.Value, x: ir.Value) -> ir.Value:
 
 
 def range_init(width: int) -> tuple[int, int]:
-    """A block's range before its first term (range_step), as integers of `width` bits: top 0, and bottom the
-    largest value range_step's bottom min takes (all ones unsigned for 32 bits; for 64 bits, the largest signed
-    one, which is also what a zero term maps to)."""
-    return 0, (1 << (width - 1)) - 1 if width == 64 else -1
+    """A block's range before its first term (range_step), as integers of `width` bits: top 0, and bottom all
+    ones (unsigned, the largest value range_step's bottom min takes: what a zero term maps to)."""
+    del width
+    return 0, -1
 
 
 def range_step(cx: Lowering, top: ir.Value, bottom: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:
@@ -324,25 +324,41 @@ def range_step(cx: Lowering, top: ir.Value, bottom: ir.Value, x: ir.Value) -> tu
 
 
 def range_step64(e, top: ir.Value, bottom: ir.Value, bits: ir.Value, mag: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """range_step for float64 terms (their `bits` as i64 vectors; `mag` the splat of 2**63 - 1): the top is the
-    signed max of |x|'s bits; the bottom the signed min of |x| + (2**63 - 1), which is |x| - 1 with its sign bit
-    flipped: a zero maps to the largest signed value (never the min), and non-zero terms keep their order. One
-    add and one signed min (AVX2 has no unsigned 64-bit min; AVX-512 takes either in one instruction), where
-    masking a wrapped |x| - 1 took two ops. bottom_below reads it back."""
+    """range_step for float64 terms (their `bits` as i64 vectors; `mag` the splat of 2**63 - 1): the top an
+    unsigned max of |x|'s bits, the bottom an unsigned min of |x| - 1 (a zero wraps to all ones: it never lowers
+    the bottom), both taken on the 32-bit halves of each word (AVX2 has no 64-bit max or min: each cost a compare
+    and a blend; a 32-bit one is one instruction there as on AVX-512). Half by half, the top is at least every
+    term's |x| bits and the bottom at most every |x| - 1, both as 64-bit words, and both keep the largest and
+    smallest terms' high halves (sign, exponent, leading mantissa bits): so a block with a term outside the range
+    is always caught (a block whose largest or smallest term sits exactly on the range's edge may retry for
+    nothing), and the next guess, read from the top's exponent, is the largest term's. bottom_below reads it."""
     ax = e.op("arith.andi", bits, mag)
-    return e.op("arith.maxsi", top, ax), e.op("arith.minsi", bottom, e.op("arith.addi", ax, mag))
+    less = e.op("arith.subi", ax, _ones_like(ax))
+    if not isinstance(ax.type, ir.VectorType):
+        return e.op("arith.maxui", top, ax), e.op("arith.minui", bottom, less)
+    n = ir.VectorType(ax.type).shape[0]
+    halves = ir.VectorType.get([2 * n], ir.IntegerType.get_signless(32))
+
+    def on_halves(name: str, a: ir.Value, b: ir.Value) -> ir.Value:
+        split = [create("vector.bitcast", [v], [halves]).result for v in (a, b)]
+        return create("vector.bitcast", [e.op(name, *split)], [ax.type]).result
+
+    return on_halves("arith.maxui", top, ax), on_halves("arith.minui", bottom, less)
+
+
+def _ones_like(v: ir.Value) -> ir.Value:
+    """The splat (or scalar) 1 of v's integer type."""
+    t = v.type
+    one = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)
+    attr = ir.DenseElementsAttr.get_splat(t, one) if isinstance(t, ir.VectorType) else one
+    return create("arith.constant", [], [t], {"value": attr}).result
 
 
 def bottom_below(e, bottom: ir.Value, floor: ir.Value) -> ir.Value:
     """Per chain, whether range_step64's `bottom` shows a non-zero term below `floor` (bits of a positive float,
-    both i64 vectors): the bottom's sign bit flipped back gives |x| - 1 (all ones for zeros alone), held
-    unsigned against floor - 1."""
-    t = floor.type
-    sign = create("arith.constant", [], [t], {"value": ir.DenseElementsAttr.get_splat(
-        t, ir.IntegerAttr.get(ir.IntegerType.get_signless(64), -(1 << 63)))}).result
-    one = create("arith.constant", [], [t], {"value": ir.DenseElementsAttr.get_splat(
-        t, ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1))}).result
-    return e.cmpi(_ULT, e.op("arith.xori", bottom, sign), e.op("arith.subi", floor, one))
+    both i64 vectors): the bottom is at most every term's |x| - 1 (all ones for zeros alone), held unsigned
+    against floor - 1."""
+    return e.cmpi(_ULT, bottom, e.op("arith.subi", floor, _ones_like(floor)))
 
 
 def _out_of_range(cx: Lowering, top: ir.Value, bottom: ir.Value, guess: ir.Value) -> ir.Value:
