@@ -38,7 +38,8 @@ class Gen(Grammar):
         name = f"t{self.tmp}"
         self.tmp += 1
         self.lines.append(f"    {name} = {e.src}")
-        self.locals[name] = E(name, e.val, e.kind, e.mag, False, e.fuzzy, e.exact)
+        # (a constant stays one: the front end folds it through the name, and refuses a constant division by zero)
+        self.locals[name] = E(name, e.val, e.kind, e.mag, e.const, e.fuzzy, e.exact)
         return name
 
     def body_stmts(self, depth: int):
