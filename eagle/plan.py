@@ -55,7 +55,8 @@ class Plan:
         self.last_chunks: tuple[int, ...] = ()
         self.binder = Binder(kernel.name, kernel.signature, kernel.outputs, lane_local_inputs(kernel),
                              mixed=True, cell_slots=CELL_SLOTS if self.device is None else 0,
-                             sae=self.device is None and cache.sae_host())
+                             sae=self.device is None and cache.sae_host(),
+                             fma_pipes=self.device is None and cache.fma_pipes_host())
         self._ready: dict[tuple[Spec, int], tuple] = {}
         self._runtime = None
         self._runs = RunCache(self) if self.device is None else None  # prepared host runs reused by shape

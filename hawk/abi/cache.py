@@ -252,6 +252,19 @@ def detect_host_cpu() -> dict:
     return {"llvm": "none", "arch": machine(), "name": model, "features": ",".join(have), "detected": "cpuinfo"}
 
 
+def fma_pipes_host(features: str | None = None, name: str | None = None) -> bool:
+    """Whether host code built for this machine (or for a CPU `name` with `features`, LLVM's) runs on an x86-64
+    CPU whose fused multiply-adds issue to pipes of their own beside its two adders, AMD's Zen cores (LLVM's
+    "znver*" with "+fma"): a subtraction written as fma(a, -1, b) (the same bits) runs beside the adds
+    (Spec.fma_pipes). On Intel's cores adds and FMAs share two pipes, and it would gain nothing.
+    $HAWK_NO_FMA_PIPES=1 says no."""
+    if os.environ.get("HAWK_NO_FMA_PIPES", "") not in ("", "0") or machine() != "x86_64":
+        return False
+    cpu = host_cpu() if features is None or name is None else {}
+    name = cpu["name"] if name is None else name
+    return str(name).startswith("znver") and "fma" in enabled(cpu["features"] if features is None else features)
+
+
 def sae_host(features: str | None = None) -> bool:
     """Whether host code built for this machine (or for a CPU with `features`, an LLVM feature string) runs on
     x86-64 with AVX-512F: its adds can round without raising MXCSR's flags (Spec.sae). $HAWK_NO_SAE=1 says no

@@ -331,9 +331,12 @@ def _publish(kernel: Kernel, d: Path, targets: tuple[str, ...], dtypes: tuple[st
     d.mkdir(parents=True, exist_ok=True)
     specs = {dt: kernel.spec_for(dt, index_dtypes, auto_sum="ordered") for dt in dtypes}
     # the host's builds give kept cells copies up to CELL_SLOTS, as a host plan does (Spec.cell_slots)
-    # (and, built for a CPU with AVX-512F, may read its inexact flag: Spec.sae)
+    # (and, built for a CPU with AVX-512F, may read its inexact flag: Spec.sae; for AMD Zen, FMAs subtract in
+    # compensated chains: Spec.fma_pipes)
     sae = not host_cpu["portable"] and cache.sae_host(host_cpu["features"])
-    host_specs = {dt: dataclasses.replace(sp, cell_slots=CELL_SLOTS, sae=sae) for dt, sp in specs.items()}
+    fma = not host_cpu["portable"] and cache.fma_pipes_host(host_cpu["features"], host_cpu["cpu"])
+    host_specs = {dt: dataclasses.replace(sp, cell_slots=CELL_SLOTS, sae=sae, fma_pipes=fma)
+                  for dt, sp in specs.items()}
     stages = kernel.stages(specs[dtypes[0]])
     shape = [(s.name, s.cells_in, s.cells_out) for s in stages]
     for dt in dtypes[1:]:  # the split does not depend on the dtype; make sure

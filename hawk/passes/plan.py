@@ -5,11 +5,12 @@ front end builds a kernel's IR, so `Kernel.mlir()` text compiles alone):
   hawk.signature  its planes (kind, payload, axes) and return payload, as Signature.to_json in attribute form
   hawk.outputs    [[name, "lane" | "cell" | "scatter" | "scatter-run"], ...] each output's mode ("scatter":
                   written by key, every key read straight from an Index plane; "scatter-run": some key computed)
-  hawk.spec       {float = f64, index = {i = i32}[, floats = {y = f32}][, copies = N][, cells = N][, sae]}: the
+  hawk.spec       {float = f64, index = {i = i32}[, floats = {y = f32}][, copies = N][, cells = N][, sae]
+                  [, fma_pipes]}: the
                   specialisation's element types (floats: the per-lane float outputs of another float type, which
                   the stores convert into; copies: Spec.copy_slots, the largest sink with private copies, when not
                   the default; cells: Spec.cell_slots, the same for reductions keeping axes: a host plan's; sae:
-                  Spec.sae, the code runs on x86-64 with AVX-512F)
+                  Spec.sae, the code runs on x86-64 with AVX-512F; fma_pipes: Spec.fma_pipes, on AMD Zen)
   hawk.stage      {cells_in, cells_out, owns}: one stage of a split kernel (written by split-stages)
 `plan-buffers` runs hawk/passes/analysis.py on that and writes the result as `hawk.layout` on the func, a
 dictionary whose ordered maps are arrays of [key, value] pairs and whose buffers read "name:role:dtype". The
@@ -146,7 +147,8 @@ def annotate(module: ir.Module, sig: Signature, outputs: dict[str, str], spec: S
         **({"floats": ir.DictAttr.get({n: ir.TypeAttr.get(itypes[n]) for n in sorted(floats)})} if floats else {}),
         **({"copies": to_attr(spec.copy_slots)} if spec.copy_slots else {}),
         **({"cells": to_attr(spec.cell_slots)} if spec.cell_slots else {}),
-        **({"sae": ir.UnitAttr.get()} if spec.sae else {})})
+        **({"sae": ir.UnitAttr.get()} if spec.sae else {}),
+        **({"fma_pipes": ir.UnitAttr.get()} if spec.fma_pipes else {})})
     if stage is not None:
         set_stage(func, *stage)
 
@@ -193,6 +195,12 @@ def cell_slots_of(func) -> int:
 def sae_of(func) -> bool:
     """Whether this func's specialisation runs on an x86-64 CPU with AVX-512F (hawk.spec's `sae`: Spec.sae)."""
     return "sae" in ir.DictAttr(_get(func, "hawk.spec", "the float and index types"))
+
+
+def fma_pipes_of(func) -> bool:
+    """Whether this func's specialisation runs on an x86-64 CPU whose FMAs have pipes of their own (hawk.spec's
+    `fma_pipes`: Spec.fma_pipes)."""
+    return "fma_pipes" in ir.DictAttr(_get(func, "hawk.spec", "the float and index types"))
 
 
 def stage_of(func) -> dict | None:

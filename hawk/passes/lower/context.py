@@ -114,6 +114,8 @@ class Lowering:
         self.n_terms = 0  # components of ordered sums kept in two-float chains (host)
         self.term_range: int | None = None  # first chain slot of the terms' ranges (state.plan_state)
         self.sae = False  # the code runs on x86-64 with AVX-512F (Spec.sae; lower_host sets it)
+        self.fma_pipes = False  # ... on a CPU whose FMAs have pipes of their own (Spec.fma_pipes; lower_host)
+        self.minus_one = None  # an f64 -1 the optimizer cannot see (reduce_full.fma_two_sum), made once
         self.flagged = False  # the ordered chains check the inexact flag, not a range (flag_chains.eligible)
         self.stream: ir.Value | None = None  # host: whether this launch streams its per-lane outputs (stream.py)
         self.pending: dict = {}  # blocked driver: a group's terms per (chain, component), one per copy
@@ -130,7 +132,7 @@ class Lowering:
         """Start building a function whose entry block is `entry`: the per-function buffers and values made
         before its loops (temps, top_values) belong to the last one and are dropped. `heap`: local buffers past
         HEAP_BYTES of stack go to the heap (the caller frees them: free_heap, before the function returns)."""
-        self.entry, self.temps, self.top_values = entry, {}, {}
+        self.entry, self.temps, self.top_values, self.minus_one = entry, {}, {}, None
         self.heap, self.stack_bytes = ([] if heap else None), 0
 
     def free_heap(self) -> None:
