@@ -127,6 +127,19 @@ def test_the_passes_are_taken_without_avx512():
     loops = [ln for ln in lanes.splitlines() if "scf.for" in ln and f"vector<{w}xf64>" in ln]
     assert len(loops) == chain_passes.PASSES, loops
     assert all(ln.count(f"vector<{w}xf64>") == 2 for ln in loops), loops
+    # and beside them, for launches whose inputs pass chain_passes.CACHED_BYTES, the one-pass loop
+    assert [ln for ln in lanes.splitlines() if "scf.for" in ln and ln.count("vector<32xf64>") == 2][1:], lanes
+
+
+def test_a_launch_past_the_cache_takes_one_pass_within_the_bound():
+    # 2.2e6 lanes (17.6 MB of float64, past CACHED_BYTES): the one-pass loop, held to the contract's k <= 1
+    from conftest import bt_sum_ulps
+
+    rng = np.random.default_rng(4_914)
+    x = _data(rng, 2_200_000, 3)
+    assert x.nbytes > chain_passes.CACHED_BYTES
+    got = float(np.asarray(eagle.deploy(ch_sum).run(x=x))[0])
+    assert bt_sum_ulps(got, x, eps=float(np.finfo(np.float64).eps)) <= 1.0
 
 
 def test_passes_and_one_pass_agree_where_both_run(monkeypatch):

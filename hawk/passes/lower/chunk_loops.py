@@ -441,7 +441,7 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
     ragged = not any(a.policy == "compensated" or a.wide for a in cx.full)  # (their chains' grouping is fixed)
     carry = reduce_full.carried_chains(cx)
     terms_first = ragged and cx.n_terms > 0 and _breaks_copies(body)
-    in_passes = chain_passes.wanted(cx, carry)  # (full blocks: chain_passes.block)
+    in_passes = chain_passes.cached(cx) if chain_passes.wanted(cx, carry) else None  # (run time: an i1)
     if terms_first:
         cx.recompute = False  # (the term loop keeps every term)
     blo = e.op("arith.divui", cx.lo, e.c(B))
@@ -463,19 +463,18 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
             full = e.op("arith.andi", starts_in, e.cmpi(0, e.op("arith.subi", end, start), e.c(B)))
             cx.block_groups = e.c(B // W)
         split = scf.IfOp(full, [v.type for v in inits], has_else=True)
-        with ir.InsertionPoint(split.then_block):
-            if in_passes:  # (the copies are made here)
-                scf.YieldOp(chain_passes.block(cx, body, start, inits, nchunk))
-            else:
-                chains0 = inits
-                if terms_first:  # the groups' lanes in one loop, the chains after it (terms_first)
-                    terms, terms_anchor = _term_loop(cx, start, inits[:nchunk])
-                    chains0 = list(terms.results) + inits[nchunk:]
-                fast = scf.ForOp(e.c(0), cx.block_groups, e.c(1), ordered_chains.chain_inits(cx, chains0, nchunk))
-                with ir.InsertionPoint(fast.body):
-                    fast_anchor = scf.YieldOp(list(fast.inner_iter_args))
-                ordered_chains.flush_pairs(cx, list(fast.results), nchunk, body)
-                scf.YieldOp(list(fast.results))
+        one_pass = split.then_block if in_passes is None else \
+            chain_passes.either(cx, in_passes, split.then_block, body, start, inits, nchunk)
+        with ir.InsertionPoint(one_pass):
+            chains0 = inits
+            if terms_first:  # the groups' lanes in one loop, the chains after it (terms_first)
+                terms, terms_anchor = _term_loop(cx, start, inits[:nchunk])
+                chains0 = list(terms.results) + inits[nchunk:]
+            fast = scf.ForOp(e.c(0), cx.block_groups, e.c(1), ordered_chains.chain_inits(cx, chains0, nchunk))
+            with ir.InsertionPoint(fast.body):
+                fast_anchor = scf.YieldOp(list(fast.inner_iter_args))
+            ordered_chains.flush_pairs(cx, list(fast.results), nchunk, body)
+            scf.YieldOp(list(fast.results))
         with ir.InsertionPoint(split.else_block):
             if ragged:  # the lanes after the groups, one by one (below)
                 scf.YieldOp(inits)
@@ -488,33 +487,32 @@ def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0:
                 anchor = scf.YieldOp(list(tail.inner_iter_args))
             guard, lane, cur, j = tail, tail.induction_variable, tail.inner_iter_args, tail.induction_variable
         cx.pending = {}
-        if not in_passes:
-            if terms_first:  # the term loop: the body once per lane; then the chains from the term buffer
-                with body.owner.location:
-                    _lower_terms(cx, body, terms, terms_anchor, start)
-                cx.accs = list(fast.inner_iter_args)
+        if terms_first:  # the term loop: the body once per lane; then the chains from the term buffer
+            with body.owner.location:
+                _lower_terms(cx, body, terms, terms_anchor, start)
+            cx.accs = list(fast.inner_iter_args)
+            with ir.InsertionPoint(fast_anchor), body.owner.location:
+                cx.group_at = e.mul_i(fast.induction_variable, e.c(W))
+                ordered_chains.buffered_chains_step(cx)
+        else:  # full blocks: W copies, lane j feeding chain j
+            cx.accs = list(fast.inner_iter_args)
+            with ir.InsertionPoint(fast_anchor), body.owner.location:
+                at = e.mul_i(fast.induction_variable, e.c(W))  # the group's first lane: its index in the block
+                first = e.add_i(start, at)
+                if cx.n_terms:
+                    cx.group_at = at
+                planes.prefetch_ahead(cx, body, first, W, raw=True)  # (the group's lanes, planes.AHEAD on)
+            for jj in range(W):
                 with ir.InsertionPoint(fast_anchor), body.owner.location:
-                    cx.group_at = e.mul_i(fast.induction_variable, e.c(W))
-                    ordered_chains.buffered_chains_step(cx)
-            else:  # full blocks: W copies, lane j feeding chain j
-                cx.accs = list(fast.inner_iter_args)
-                with ir.InsertionPoint(fast_anchor), body.owner.location:
-                    at = e.mul_i(fast.induction_variable, e.c(W))  # the group's first lane: its index in the block
-                    first = e.add_i(start, at)
-                    if cx.n_terms:
-                        cx.group_at = at
-                    planes.prefetch_ahead(cx, body, first, W, raw=True)  # (the group's lanes, planes.AHEAD on)
-                for jj in range(W):
-                    with ir.InsertionPoint(fast_anchor), body.owner.location:
-                        cx.lane = e.add_i(first, e.c(jj))
-                    cx.j = jj
-                    rewrite_ops(cx, clone_body(cx, body, fast_anchor))
-                with ir.InsertionPoint(fast_anchor), body.owner.location:
-                    ordered_chains.ordered_chains_step(cx)
-                    reduce_full.compensated_chains_step(cx)
-            fast_anchor.operation.erase()
-            with ir.InsertionPoint(fast.body):
-                scf.YieldOp(cx.accs)
+                    cx.lane = e.add_i(first, e.c(jj))
+                cx.j = jj
+                rewrite_ops(cx, clone_body(cx, body, fast_anchor))
+            with ir.InsertionPoint(fast_anchor), body.owner.location:
+                ordered_chains.ordered_chains_step(cx)
+                reduce_full.compensated_chains_step(cx)
+        fast_anchor.operation.erase()
+        with ir.InsertionPoint(fast.body):
+            scf.YieldOp(cx.accs)
         # the partial block (ragged: the lanes after the groups): one lane at a time
         lower_body(cx, body, anchor, guard, lane, cur, j)
         res = list(tail.results) if ragged else list(split.results)
