@@ -14,7 +14,8 @@ from conftest import bt_lanes_func
 import eagle
 import hawk
 import hawk.math as m
-from hawk import Grid, Index, Matrix, Mutable, Param, Scalar, Vector
+from benchmarks.kernels import diffuse
+from hawk import Grid, Index, Matrix, Mutable, Scalar, Vector
 from hawk.abi.layout import SCAN_BLOCK
 from hawk.passes.lower.stream import STREAM_BYTES
 
@@ -73,15 +74,7 @@ def st_rows(g: Grid["row", "col":COLS], x: Scalar, y: Mutable[Scalar]) -> Scalar
     return hawk.sum(x, over="col", policy="ordered")
 
 
-@hawk.kernel
-def st_diffuse(g: Grid["row", "col":COLS], u: Scalar, rate: Param, last_row: Param) -> Scalar:
-    r = g.row
-    c = g.col
-    if m.land(m.land(r > 0, m.to_float(r) < last_row), m.land(c > 0, c < COLS - 1)):
-        nxt = u + rate * (u.at(row=r - 1) + u.at(row=r + 1) + u.at(col=c - 1) + u.at(col=c + 1) - 4.0 * u)
-    else:
-        nxt = u
-    return nxt
+st_diffuse = diffuse(COLS)  # (the benchmarks' 5-point diffusion step)
 
 
 def _streams(kernel, stage: int = 0) -> None:

@@ -47,14 +47,8 @@ def wanted(cx: Lowering, carry: bool) -> bool:
 
 def cached(cx: Lowering) -> ir.Value:
     """Whether this launch's per-lane inputs (the buffers' sizes) fit in CACHED_BYTES (an i1, at run time)."""
-    e = cx.e
-    total = e.c(0)
-    for b in cx.lay.buffers:
-        if b.role in ("in", "index"):
-            buf = cx.bufs[(b.name, b.role)]
-            width = max(1, ir.MemRefType(buf.type).element_type.width // 8)
-            total = e.add_i(total, e.mul_i(e.dim(buf), e.c(width)))
-    return e.cmpi(_ULE, total, e.c(CACHED_BYTES))
+    total = cx.buffer_bytes(("in", "index"))
+    return cx.e.cmpi(_ULE, total if total is not None else cx.e.c(0), cx.e.c(CACHED_BYTES))
 
 
 def either(cx: Lowering, cached: ir.Value, where: ir.Block, body: ir.Block, start: ir.Value, inits: list[ir.Value],

@@ -170,7 +170,7 @@ def _tile(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, t
         if windowed:  # (float32: the range on the terms' own bits, half the integer ops of float64 bits)
             inits += [e.splat(0.0, vec), e.splat(0.0, vec), e.ci(0, i32), e.ci(-1, i32)]
         else:
-            inits += [g[k], e.splat(0.0, vec), _isplat(cx, 0), _isplat(cx, -1)]
+            inits += [g[k], e.splat(0.0, vec)] + [_isplat(cx, v) for v in ordered_chains.RANGE_INIT]
 
     def step(state: list[ir.Value]) -> list[ir.Value]:
         for i, k in enumerate(ks):

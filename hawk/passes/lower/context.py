@@ -115,7 +115,6 @@ class Lowering:
         self.term_range: int | None = None  # first chain slot of the terms' ranges (state.plan_state)
         self.sae = False  # the code runs on x86-64 with AVX-512F (Spec.sae; lower_host sets it)
         self.fma_pipes = False  # ... on a CPU whose FMAs have pipes of their own (Spec.fma_pipes; lower_host)
-        self.minus_one = None  # an f64 -1 the optimizer cannot see (reduce_full.fma_two_sum), made once
         self.flagged = False  # the ordered chains check the inexact flag, not a range (flag_chains.eligible)
         self.stream: ir.Value | None = None  # host: whether this launch streams its per-lane outputs (stream.py)
         self.pending: dict = {}  # blocked driver: a group's terms per (chain, component), one per copy
@@ -132,7 +131,7 @@ class Lowering:
         """Start building a function whose entry block is `entry`: the per-function buffers and values made
         before its loops (temps, top_values) belong to the last one and are dropped. `heap`: local buffers past
         HEAP_BYTES of stack go to the heap (the caller frees them: free_heap, before the function returns)."""
-        self.entry, self.temps, self.top_values, self.minus_one = entry, {}, {}, None
+        self.entry, self.temps, self.top_values = entry, {}, {}
         self.heap, self.stack_bytes = ([] if heap else None), 0
 
     def free_heap(self) -> None:
@@ -175,6 +174,17 @@ class Lowering:
         for k in reversed(range(len(self.axes))):
             self.stride[k] = s
             s = e.mul_i(s, self.ext[k])
+
+    def buffer_bytes(self, roles: tuple[str, ...]) -> ir.Value | None:
+        """The bytes of this launch's buffers of the layout roles `roles` (their sizes, at run time); None when
+        the stage has none (stream.flag: per-lane outputs; chain_passes.cached: per-lane inputs)."""
+        e, total = self.e, None
+        for b in self.lay.buffers:
+            if b.role in roles:
+                buf = self.bufs[(b.name, b.role)]
+                size = e.mul_i(e.dim(buf), e.c(max(1, ir.MemRefType(buf.type).element_type.width // 8)))
+                total = size if total is None else e.add_i(total, size)
+        return total
 
     def at_top(self, key, make: Callable):
         """make() emitted once per function before the loop that needs it (memoized under `key`), or here when

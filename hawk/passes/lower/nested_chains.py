@@ -151,10 +151,11 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
         for k, ((r, c), g) in enumerate(zip(pairs, guess, strict=True)):
             cx.nested_chain[(r.cell, c)] = (n + 4 * k, k, b)
             if windowed(cx):  # (the second vector is unused: the windowed chains have no low)
-                chains += [e.splat(0.0, wide), e.splat(0.0, vec), e.ci(0, _bits32(cx)), e.ci(-1, _bits32(cx))]
+                chains += [e.splat(0.0, wide), e.splat(0.0, vec)]
+                chains += [e.ci(x, _bits32(cx)) for x in ordered_chains.RANGE_INIT]
             else:
                 v = wide if cx.flagged else vec
-                chains += [e.bcast(g, v), e.splat(0.0, v), _splat(cx, 0), _splat(cx, -1)]
+                chains += [e.bcast(g, v), e.splat(0.0, v)] + [_splat(cx, x) for x in ordered_chains.RANGE_INIT]
         res = group_loop(cx, body, b, end, state + chains)
         ends = _flagged_end if cx.flagged else _range_end
         out, nxt = ends(cx, res, n, pairs, guess, b, end, span)
@@ -353,7 +354,7 @@ def window_out(cx: Lowering, guess: ir.Value, top: ir.Value, bottom: ir.Value) -
 def range_step32(cx: Lowering, top: ir.Value, bottom: ir.Value, xv: ir.Value) -> tuple[ir.Value, ir.Value]:
     """float32 terms into a range per entry (i32 vectors: the largest |x| bits, and the smallest non-zero |x| bits
     less one, unsigned, a zero's wrapping to all ones), as the full sums' ordered_chains.range_step: an inf or
-    NaN lies above every ceiling. range_init(32) gives its first values."""
+    NaN lies above every ceiling. ordered_chains.RANGE_INIT gives its first values."""
     e = cx.e
     t = like(xv.type, ir.IntegerType.get_signless(32))
     ax = e.op("arith.andi", e.op("arith.bitcast", xv, t=t), e.ci((1 << 31) - 1, t))

@@ -92,7 +92,7 @@ def widen_chain0(cx: Lowering, chain0: list[ir.Value]) -> list[ir.Value]:
             out[acc.chain + 2 * c] = zero if biased(cx) else cx.e.splat(0.0, _wide(cx))
             out[acc.chain + 2 * c + 1] = zero
     for t in range(cx.n_terms):
-        top, bottom = range_init(cx.e.f.width)
+        top, bottom = RANGE_INIT
         out[cx.term_range + 2 * t] = _splat_bits(cx, top)
         out[cx.term_range + 2 * t + 1] = _splat_bits(cx, bottom)
     return out
@@ -302,11 +302,8 @@ def _windowed_step(cx: Lowering, total: ir.Value, x: ir.Value) -> ir.Value:
     return cx.e.add(total, cx.e.op("arith.extf", x, t=_wide(cx)))
 
 
-def range_init(width: int) -> tuple[int, int]:
-    """A block's range before its first term (range_step), as integers of `width` bits: top 0, and bottom all
-    ones (unsigned, the largest value range_step's bottom min takes: what a zero term maps to)."""
-    del width
-    return 0, -1
+RANGE_INIT = (0, -1)  # a block's range before its first term (range_step), as integers: top 0, and bottom all
+# ones (unsigned, the largest value range_step's bottom min takes: what a zero term maps to)
 
 
 def range_step(cx: Lowering, top: ir.Value, bottom: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:
@@ -333,7 +330,7 @@ def range_step64(e, top: ir.Value, bottom: ir.Value, bits: ir.Value, mag: ir.Val
     is always caught (a block whose largest or smallest term sits exactly on the range's edge may retry for
     nothing), and the next guess, read from the top's exponent, is the largest term's. bottom_below reads it."""
     ax = e.op("arith.andi", bits, mag)
-    less = e.op("arith.subi", ax, _ones_like(ax))
+    less = e.op("arith.subi", ax, e.ci(1, ax.type))
     if not isinstance(ax.type, ir.VectorType):
         return e.op("arith.maxui", top, ax), e.op("arith.minui", bottom, less)
     n = ir.VectorType(ax.type).shape[0]
@@ -346,19 +343,11 @@ def range_step64(e, top: ir.Value, bottom: ir.Value, bits: ir.Value, mag: ir.Val
     return on_halves("arith.maxui", top, ax), on_halves("arith.minui", bottom, less)
 
 
-def _ones_like(v: ir.Value) -> ir.Value:
-    """The splat (or scalar) 1 of v's integer type."""
-    t = v.type
-    one = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)
-    attr = ir.DenseElementsAttr.get_splat(t, one) if isinstance(t, ir.VectorType) else one
-    return create("arith.constant", [], [t], {"value": attr}).result
-
-
 def bottom_below(e, bottom: ir.Value, floor: ir.Value) -> ir.Value:
     """Per chain, whether range_step64's `bottom` shows a non-zero term below `floor` (bits of a positive float,
     both i64 vectors): the bottom is at most every term's |x| - 1 (all ones for zeros alone), held unsigned
     against floor - 1."""
-    return e.cmpi(_ULT, bottom, e.op("arith.subi", floor, _ones_like(floor)))
+    return e.cmpi(_ULT, bottom, e.op("arith.subi", floor, e.ci(1, floor.type)))
 
 
 def _out_of_range(cx: Lowering, top: ir.Value, bottom: ir.Value, guess: ir.Value) -> ir.Value:

@@ -152,15 +152,15 @@ def fma_two_sum(cx: Lowering, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Va
 
 def fma_minus(cx: Lowering, x: ir.Value, y: ir.Value) -> ir.Value:
     """x - y as fma(y, -1, x) (float64, a scalar or vector): one rounding, the subtraction's bits; the -1 comes
-    through an empty inline asm made once at the function's top, so that LLVM cannot fold it back (fma_two_sum)."""
+    through an empty inline asm made before the lane loop (cx.at_top), so that LLVM cannot fold it back."""
     e = cx.e
-    if cx.minus_one is None:
-        with ir.InsertionPoint.at_block_begin(cx.entry):
-            cx.minus_one = create("llvm.inline_asm", [e.cf(-1.0, e.f64)], [e.f64], {
-                "asm_string": ir.StringAttr.get(""), "constraints": ir.StringAttr.get("=x,0")}).result
-    m = create("vector.broadcast", [cx.minus_one], [x.type]).result if isinstance(x.type, ir.VectorType) \
-        else cx.minus_one
-    return create("llvm.intr.fma", [y, m, x], [x.type]).result
+
+    def minus_one() -> ir.Value:
+        m = create("llvm.inline_asm", [e.cf(-1.0, e.f64)], [e.f64], {
+            "asm_string": ir.StringAttr.get(""), "constraints": ir.StringAttr.get("=x,0")}).result
+        return create("vector.broadcast", [m], [x.type]).result if isinstance(x.type, ir.VectorType) else m
+
+    return create("llvm.intr.fma", [y, cx.at_top(("minus one", str(x.type)), minus_one), x], [x.type]).result
 
 
 def compensated_chains_step(cx: Lowering, chains: list[int] | None = None) -> None:

@@ -95,7 +95,7 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
         cx.term_range = len(chain)  # (as bits; ordered_chains.range_step), tested once at the block's end
         bits = ir.IntegerType.get_signless(e.f.width)
         flags = ir.VectorType.get([ORDERED_CHAINS], bits)
-        for v in ordered_chains.range_init(e.f.width) * cx.n_terms:
+        for v in ordered_chains.RANGE_INIT * cx.n_terms:
             init = ir.DenseElementsAttr.get_splat(flags, ir.IntegerAttr.get(bits, v))
             chain.append(create("arith.constant", [], [flags], {"value": init}).result)
     cx.nchunk_red = len(chunk)

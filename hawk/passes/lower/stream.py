@@ -47,14 +47,8 @@ def mark(cx: Lowering, loop: scf.ForOp) -> None:
 def flag(cx: Lowering) -> ir.Value | None:
     """Whether this launch streams: its per-lane outputs' bytes (the buffers' sizes) reach STREAM_BYTES. None when
     the stage writes no per-lane output."""
-    e = cx.e
-    total = None
-    for b in cx.lay.buffers:
-        if b.role == "out":
-            buf = cx.bufs[(b.name, b.role)]
-            size = e.mul_i(e.dim(buf), e.c(_bytes(buf)))
-            total = size if total is None else e.add_i(total, size)
-    return None if total is None else e.cmpi(_UGE, total, e.c(STREAM_BYTES))
+    total = cx.buffer_bytes(("out",))
+    return None if total is None else cx.e.cmpi(_UGE, total, cx.e.c(STREAM_BYTES))
 
 
 def stream_loops(cx: Lowering, lanes) -> None:
