@@ -19,7 +19,7 @@ import numpy as np
 
 from eagle.errors import InputError
 from eagle.settings import is_whole
-from eagle.stage import fires_alone, run_stages
+from eagle.stage import launched_alone, run_stages
 
 
 def single_stage_only(kernel: str, stages: int, door: str) -> InputError:
@@ -43,14 +43,12 @@ class BoundLaunch:
         self.lane_span = (lo, hi)  # the reverse refuses a range (eagle/reverse.py)
         self.stages, results = plan.stages(self.bound, lo, hi)
         self.results = results[next(iter(results))] if len(results) == 1 else {k: results[k] for k in sorted(results)}
-        self._direct = self.stages[0] if len(self.stages) == 1 and fires_alone(self.stages[0]) else None
         # passed outputs whose initial contents the body reads: a launch writes them, and the reverse needs what
         # the last launch started from (or, before any launch, what the next starts from): kept in copies
         reads = plan.kernel.initial_reads() if keep_initial else ()
         self.initial = {n: np.array(planes[n], copy=True) for n in sorted(reads)
                         if isinstance(planes.get(n), np.ndarray)}
-        if self.initial:
-            self._direct = None
+        self._direct = None if self.initial else launched_alone(self.stages)
 
     @property
     def chunks(self) -> tuple[int, ...]:

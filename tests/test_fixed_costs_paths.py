@@ -114,6 +114,38 @@ def test_a_bound_launch_is_its_foreign_call_and_still_refuses_a_bad_key():
     np.testing.assert_array_equal(np.asarray(out["y"]), np.full(64, 3.0))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_bound_launch_into_a_passed_sink_is_its_foreign_call_and_a_refusal_leaves_the_sink(threads):
+    """A passed sink is written through a scratch copy; a bound launch of one stage has its native launch copy
+    that back itself (executor.c, copy_back) only when nothing was refused."""
+    rng = np.random.default_rng(5)
+    n = 20_000
+    key = rng.integers(0, 3, n).astype(np.int64)
+    x = rng.standard_normal(n)
+    acc = rng.standard_normal(8)
+    want = acc.copy()
+    plan = eagle.deploy(fp_bad, threads=threads, min_chunk=1024)
+    bound = plan.bind(key=key, x=x, acc=acc)
+    assert (bound._direct is not None) == NATIVE
+    fires = eagle.native.FIRES[0]
+    for _ in range(2):  # the caller's sink accumulates, launch after launch
+        out = bound.launch()
+        np.add.at(want, key + 5, x)
+        assert np.asarray(out["acc"]) is acc
+        np.testing.assert_allclose(acc, want, rtol=1e-12, atol=1e-12)
+    assert eagle.native.FIRES[0] - fires == (2 if NATIVE else 0)
+    assert (max(bound.chunks) > 1) == (threads > 1)  # (the two-thread case really split)
+    before = acc.copy()
+    bound.inputs["key"][n // 2] = 3  # 3 + 5 = 8: found by the compiled code, after other lanes added theirs
+    with pytest.raises(InputError, match=r"sink 'acc' of kernel 'fp_bad': 1 lane\(s\) scattered to a key outside"):
+        bound.launch()
+    assert acc.tobytes() == before.tobytes()
+    bound.inputs["key"][n // 2] = 0
+    bound.launch()
+    np.add.at(want, key + 5, x)
+    np.testing.assert_allclose(acc, want, rtol=1e-12, atol=1e-12)
+
+
 def test_a_bound_launch_calls_stageargs_fire_as_patched(monkeypatch):
     if not NATIVE:
         pytest.skip(f"no native executor here: {eagle.native.unavailable_reason()}")

@@ -20,7 +20,6 @@ staged copies and the stage struct executor.c reads. Replacing a buffer is two s
 from __future__ import annotations
 
 import ctypes
-import logging
 import sys
 import threading
 from pathlib import Path
@@ -31,7 +30,6 @@ from eagle.native import cbuild
 from eagle.settings import native_setting
 
 SOURCE = Path(__file__).with_name("executor.c")
-LOG = logging.getLogger("eagle.native")
 _LOCK = threading.Lock()
 _STATE: dict = {}  # "lib": the loaded library or None, "why": why not
 FIRES = [0]  # native launches so far in this process (tests read it to see the native path taken)
@@ -66,7 +64,7 @@ class Stage(ctypes.Structure):
                 ("threads", ctypes.c_int64), ("resets", ctypes.c_void_p), ("nresets", ctypes.c_int64),
                 ("copies", ctypes.c_void_p), ("ncopies", ctypes.c_int64), ("meta_buf", ctypes.c_int64),
                 ("err_buf", ctypes.c_int64), ("folds", ctypes.c_void_p), ("nfolds", ctypes.c_int64),
-                ("nparts", ctypes.c_int64)]
+                ("nparts", ctypes.c_int64), ("copy_back", ctypes.c_int64)]
 
 
 def _compiler() -> str | None:
@@ -109,8 +107,11 @@ def library() -> ctypes.CDLL | None:
                 except (OSError, RuntimeError, AttributeError) as exc:
                     _STATE["lib"], _STATE["why"] = None, str(exc)
             if _STATE["lib"] is None:
-                LOG.debug("eagle runs host stages on a Python thread pool: the native executor is unavailable "
-                          "(%s)", _STATE["why"])
+                import logging  # (here: importing logging costs a warm start about 4 ms)
+
+                logging.getLogger("eagle.native").debug(
+                    "eagle runs host stages on a Python thread pool: the native executor is unavailable (%s)",
+                    _STATE["why"])
         return _STATE["lib"]
 
 
@@ -239,7 +240,7 @@ class StageArgs:
         self.stage = Stage(0, 0, base, ctypes.addressof(self.chunk_table), ctypes.addressof(self.finish_ptrs),
                            nchunks, threads, ctypes.addressof(self.resets), len(resets),
                            ctypes.addressof(self.copies), len(copies), meta_k, err_k,
-                           ctypes.addressof(self.folds), len(folds), max(1, nparts))
+                           ctypes.addressof(self.folds), len(folds), max(1, nparts), 0)
         self.stage_address = ctypes.addressof(self.stage)
         if lib is not None:  # what `fire` passes, made once: a c_void_p goes through ctypes faster than an int
             self._fire, self._stage_arg = lib.eagle_fire, ctypes.c_void_p(self.stage_address)

@@ -116,6 +116,8 @@ typedef struct {
     int64_t meta_buf, err_buf;
     eagle_fold *folds;
     int64_t nfolds, nparts; /* the folds run in `nparts` ranges of slots */
+    int64_t copy_back;      /* 1: a launch that refuses nothing copies each staged scratch copy back into the
+                             * caller's array (a stage launched alone: its commit; 0: the caller commits) */
 } eagle_stage;
 
 typedef void (*eagle_task)(const eagle_stage *, int64_t); /* task k of a launch's phase (a chunk, a fold part) */
@@ -664,7 +666,11 @@ static int fire(const eagle_stage *s) {
     int64_t n = s->vals[5 * s->err_buf + 3];
     for (int64_t i = 0; i < n; i++)
         if (err[i])
-            return 1;
+            return 1; /* (a refusal: the caller's arrays keep what they held) */
+    if (s->copy_back)
+        for (int64_t k = 0; k < s->ncopies; k++)
+            memcpy((void *)s->copies[k].src, (const void *)(intptr_t)s->vals[5 * s->copies[k].buf],
+                   (size_t)s->copies[k].bytes);
     return 0;
 }
 

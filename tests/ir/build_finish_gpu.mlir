@@ -7,10 +7,11 @@
 // CHECK: func.func @opt_hist(
 // CHECK:   "hawk.scatter"
 // CHECK-LABEL: func.func @opt_hist_finish(
-// CHECK: scf.for %[[SLOT:[a-z0-9_]+]] = %{{.+}} to %c8
-// CHECK:   scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(
+// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step
+// CHECK:   scf.for %[[SLOT:[a-z0-9_]+]] = %{{.+}} to %c8
+// CHECK:     memref.load %arg3[%[[SLOT]]] : memref<?xf64>
 // CHECK:     memref.load %arg4[
-// CHECK:   memref.store %{{.+}}, %arg3[%[[SLOT]]] : memref<?xf64>
+// CHECK:     memref.store %{{.+}}, %arg3[%[[SLOT]]] : memref<?xf64>
 // CHECK: scf.for
 // CHECK:   memref.load %arg3
 // CHECK:   memref.store %{{.+}}, %arg2[%{{.+}}] : memref<?xf64>

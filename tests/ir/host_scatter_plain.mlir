@@ -17,10 +17,12 @@
 // CHECK:     memref.store %{{.+}}, %arg7[
 // CHECK-LABEL: func.func @opt_hist_plain_finish(
 // CHECK-NOT: reassoc
-// CHECK: scf.for %[[SLOT:[a-z0-9_]+]] = %{{.+}} to %c8
-// CHECK:   %[[S:.+]] = scf.for {{.+}} iter_args(
-// CHECK:     memref.load %arg3[
-// CHECK:   memref.store %[[S]], %arg2[%[[SLOT]]] : memref<?xf64>
+// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step
+// CHECK:   scf.for %[[SLOT:[a-z0-9_]+]] = %{{.+}} to %c8
+// CHECK:     %[[OLD:.+]] = memref.load %arg2[%[[SLOT]]] : memref<?xf64>
+// CHECK:     %[[PART:.+]] = memref.load %arg3[
+// CHECK:     %[[S:.+]] = arith.addf %[[OLD]], %[[PART]] : f64
+// CHECK:     memref.store %[[S]], %arg2[%[[SLOT]]] : memref<?xf64>
 
 module {
   func.func @opt_hist_plain(%arg0: !hawk.plane<i32, array<i64>, ["sample"]> {hawk.name = "k"}, %arg1: !hawk.plane<f64, array<i64>, ["sample"]> {hawk.name = "x"}, %arg2: !hawk.sink<f64, array<i64>, ["bin"]> {hawk.name = "bins"}) attributes {hawk.axes = ["sample"], hawk.kernel, hawk.layout = {buffers = ["k:index:i32", "x:in:f", "bins:sink:f", "bins:priv:f", "#scratch:scratch:f64", "#exact:exact:i64", "#meta:meta:i64", "#err:err:i64"], cells_in = [], cells_out = [], index_keys = [["k", [["bins", 0]]]], name = "opt_hist_plain", outputs = [], private = [["bins", 8]], reductions = [], signature = {planes = [{axes = [], kind = "index", name = "k", payload = [], sorted = false}, {axes = [], kind = "lane", name = "x", payload = [], sorted = false}, {axes = [["bin", 8]], kind = "sink", name = "bins", payload = [], sorted = false}], returns}, sink_policy = [["bins", "plain"]], sinks = [["bins", []]], stored = []}, hawk.outputs = [], hawk.signature = {planes = [{axes = [], kind = "index", name = "k", payload = [], sorted = false}, {axes = [], kind = "lane", name = "x", payload = [], sorted = false}, {axes = [["bin", 8]], kind = "sink", name = "bins", payload = [], sorted = false}], returns}, hawk.spec = {float = f64, index = {k = i32}}} {

@@ -104,34 +104,33 @@ module attributes {gpu.container_module, hawk.layout = {buffers = ["k:index:i32"
     %c0 = arith.constant 0 : index
     %dim = memref.dim %arg4, %c0 : memref<?xf64>
     %0 = arith.divui %dim, %c16 : index
-    scf.for %arg9 = %c0 to %c8 step %c1 {
-      %1 = memref.load %arg3[%arg9] : memref<?xf64>
-      %2 = arith.addi %arg9, %c8 : index
-      %3 = memref.load %arg3[%2] : memref<?xf64>
-      %4:2 = scf.for %arg10 = %c0 to %0 step %c1 iter_args(%arg11 = %1, %arg12 = %3) -> (f64, f64) {
-        %5 = arith.muli %arg10, %c16 : index
-        %6 = arith.addi %5, %arg9 : index
-        %7 = memref.load %arg4[%6] : memref<?xf64>
-        %8 = arith.addf %arg11, %7 : f64
-        %9 = math.absf %arg11 : f64
-        %10 = math.absf %7 : f64
-        %11 = arith.cmpf oge, %9, %10 : f64
-        %12 = arith.subf %arg11, %8 : f64
-        %13 = arith.addf %12, %7 : f64
-        %14 = arith.subf %7, %8 : f64
-        %15 = arith.addf %14, %arg11 : f64
-        %16 = math.absf %8 : f64
-        %17 = arith.cmpf olt, %16, %cst : f64
-        %18 = arith.select %11, %13, %15 : f64
-        %19 = arith.addf %arg12, %18 : f64
-        %20 = arith.select %17, %19, %arg12 : f64
-        %21 = arith.addi %6, %c8 : index
-        %22 = memref.load %arg4[%21] : memref<?xf64>
-        %23 = arith.addf %20, %22 : f64
-        scf.yield %8, %23 : f64, f64
+    scf.for %arg9 = %c0 to %0 step %c1 {
+      scf.for %arg10 = %c0 to %c8 step %c1 {
+        %1 = arith.muli %arg9, %c16 : index
+        %2 = arith.addi %1, %arg10 : index
+        %3 = arith.addi %arg10, %c8 : index
+        %4 = memref.load %arg3[%arg10] : memref<?xf64>
+        %5 = memref.load %arg3[%3] : memref<?xf64>
+        %6 = memref.load %arg4[%2] : memref<?xf64>
+        %7 = arith.addf %4, %6 : f64
+        %8 = math.absf %4 : f64
+        %9 = math.absf %6 : f64
+        %10 = arith.cmpf oge, %8, %9 : f64
+        %11 = arith.subf %4, %7 : f64
+        %12 = arith.addf %11, %6 : f64
+        %13 = arith.subf %6, %7 : f64
+        %14 = arith.addf %13, %4 : f64
+        %15 = math.absf %7 : f64
+        %16 = arith.cmpf olt, %15, %cst : f64
+        %17 = arith.select %10, %12, %14 : f64
+        %18 = arith.addf %5, %17 : f64
+        %19 = arith.select %16, %18, %5 : f64
+        memref.store %7, %arg3[%arg10] : memref<?xf64>
+        %20 = arith.addi %2, %c8 : index
+        %21 = memref.load %arg4[%20] : memref<?xf64>
+        %22 = arith.addf %19, %21 : f64
+        memref.store %22, %arg3[%3] : memref<?xf64>
       }
-      memref.store %4#0, %arg3[%arg9] : memref<?xf64>
-      memref.store %4#1, %arg3[%2] : memref<?xf64>
     }
     %dim_0 = memref.dim %arg2, %c0 : memref<?xf64>
     scf.for %arg9 = %c0 to %dim_0 step %c1 {
