@@ -263,9 +263,10 @@ class Kernel:
         return out
 
     # ---- lowering -----------------------------------------------------------------------------------
-    def mlir(self, dtype: str = "float64", after: str | None = None, stage: int = 0) -> str:
-        """The IR as text: hawk dialect by default, or one stage after the named pass of the host pipeline."""
-        spec = self.spec_for(dtype, {})
+    def mlir(self, dtype: str = "float64", after: str | None = None, stage: int = 0, spec: Spec | None = None) -> str:
+        """The IR as text: hawk dialect by default, or one stage after the named pass of the host pipeline; of
+        `spec` when given (another CPU's, say), else of `dtype`'s default specialisation."""
+        spec = self.spec_for(dtype, {}) if spec is None else spec
         if not 0 <= stage < self.stage_count:
             raise ValueError(f"kernel '{self.name}' has {self.stage_count} stage(s): "
                              f"stage= is 0..{self.stage_count - 1}")

@@ -10,6 +10,9 @@ wider range loses, a huge term and its negation in one chain, every special valu
 block to block. The runs take both of a block's checks (conftest's chain_check): the range, and the inexact flag
 (x86-64 with AVX-512F: hawk/passes/lower/flag_chains.py)."""
 
+import dataclasses
+import re
+
 import numpy as np
 import pytest
 from conftest import bt_ordered_sum
@@ -19,7 +22,7 @@ import eagle
 import hawk
 from hawk import Grid, Scalar, Vector
 from hawk.passes.lower import column_tiles
-from hawk.passes.lower.column_tiles import ROWS, TILE, WIDE
+from hawk.passes.lower.column_tiles import AHEAD, NARROW, ROWS, TILE, WIDE
 from hawk.passes.lower.ordered_chains import F32_START, F32_WINDOW, HEADROOM, LOW_RANGE, P_START
 
 # ruff: noqa: UP037 (axis labels in annotations are strings, not forward references)
@@ -66,6 +69,22 @@ def test_the_widths():
     """The kernels' rows hold the tiles their comments say (WIDE slots for one total, half for two, TILE for
     more, and TILE where a row holds fewer than WIDE)."""
     assert WIDE % TILE == 0 and 43 - WIDE >= TILE and WIDE > 24 and 37 >= WIDE // 2 and 20 >= TILE > 5
+
+
+@pytest.mark.parametrize("sae", [True, False], ids=["avx512", "avx2"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_tiles_fit_the_registers_of_the_cpu(sae, dtype):
+    """With AVX-512F (32 registers of 512 bits) a tile holds WIDE slots; without it NARROW's (float64 chains: 8,
+    float32's windowed ones: 16), whose chains' state fits AVX2's 16 registers: the row loop's chains are
+    vectors of that many slots. Each read hint is AHEAD tiles on in the row."""
+    spec = dataclasses.replace(ct_sum43.spec_for(dtype, {}), sae=sae)
+    text = ct_sum43.mlir(after="lower-host-lanes", spec=spec)
+    w = WIDE if sae else NARROW[dtype == "float32"]
+    loops = [ln for ln in text.splitlines() if "scf.for" in ln and "iter_args" in ln and "vector<" in ln]
+    widths = {int(m) for ln in loops for m in re.findall(r"vector<(\d+)xf64>", ln)}
+    assert max(widths) == w, (w, widths)
+    hints = re.findall(r"arith.constant (\d+) : index", text)
+    assert str(AHEAD * w) in hints, (AHEAD * w, sorted(set(hints), key=int))
 
 
 @pytest.mark.parametrize("kernel", [ct_sum43, ct_sum24, ct_narrow], ids=lambda k: k.name)
@@ -138,7 +157,8 @@ def test_float32_terms_over_the_ceiling(chain_check):
     2**(E+9), then a term at the window's floor whose lowest bit (2**(E-45)) is under half its ulp; then the big
     terms negated, so the exact sum is that term. (float64's biased chains lose no bit there in ROWS terms: a
     Fast2Sum past 2**(p+1) stays exact, so its ceiling is left to the huge-term test below.)"""
-    assert "vector<32xi32>" in ct_sum43.mlir("float32", after="lower-host-lanes")  # (a tile's range: 32 slots)
+    assert f"vector<{NARROW[True]}xi32>" in ct_sum43.mlir("float32", after="lower-host-lanes")  # (a tile's range:
+    # the terms' own bits, NARROW[True] slots in the default spec's tiles, a CPU without AVX-512's)
     t = F32_START
     head, last = [1.5 * 2.0 ** (t + 3)] * (ROWS - 1), 2.0 ** (t - F32_WINDOW) * (1 + 2.0 ** -23)
     col = np.concatenate([head, [last], [-h for h in head], [0.0]])

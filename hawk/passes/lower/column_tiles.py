@@ -1,7 +1,7 @@
 """Tiles for ordered kept totals in the column shape (the host): the chunk's rows in blocks of ROWS, each block's
-slots in tiles (`width`: WIDE slots, fewer for more totals, then TILE), each tile's slots with a float64 chain
-each in registers (vectors of chain values) while the tile walks down the block's rows. The walk itself
-(walk_blocks, walk_rows, lanes_by_row) serves column_plain's accumulators too.
+slots in tiles (`width`: WIDE slots, NARROW without AVX-512, fewer for more totals, then TILE), each tile's
+slots with a float64 chain each in registers (vectors of chain values) while the tile walks down the block's
+rows. The walk itself (walk_blocks, walk_rows, lanes_by_row) serves column_plain's accumulators too.
 
 column_chains keeps a chain per slot in memory: each term loads and stores its slot's chain, range and late value
 (seven memory accesses a term, bound by the core's loads and stores). Here a tile's chains, their range (the
@@ -42,12 +42,19 @@ TILE = 8  # the fewest slots a tile's chains hold side by side: one 512-bit vect
 WIDE = 32  # slots a tile of one total's chains holds: four vectors of chains, since one vector's Fast2Sum
 # waits on its add's latency every row (1e5 lanes of 1000 float64 columns, two threads: 8 slots 27.7 us, 32
 # slots 25.2); two totals (a mean and its count) take 16 slots, more take 8 (the chains stay in registers)
+NARROW = {True: 16, False: 8}  # ... on a CPU without AVX-512F (16 vector registers of 256 bits), by whether the
+# chains are windowed (float32 terms: a float64 sum and the range on 32-bit bits, half a register a slot-vector
+# of the float64 form's four values): at WIDE slots the chains' state took 32 of the 16 registers and spilled
+# every row (AMD EPYC, Zen 3, one thread, 1000 ordered columns: float64 1e5 lanes 51 -> 33 us at 8 slots, 16
+# slots 44; float32 21.5 -> 19.8 us at 16 slots, 8 slots 21)
 ROWS = 64  # rows of a block: a tile's chains take that many terms each (at most NEST_BLOCK keep them exact), and a
 # block's rows stay in the core's cache while its tiles walk down them (ordered column sums of 1000 columns, two
 # threads, float64 and float32 in us: 1e5 lanes, 32 rows 26 / 24, 64 rows 26 / 22; 1e7 lanes 1670 / 1030 and
 # 1680 / 970; 128 rows without hints ran 1e7 in 10 ms: no prefetcher follows a walk down the rows)
 assert ROWS <= NEST_BLOCK
-AHEAD = 64  # lanes ahead in the row that a tile's read hints are for (32 lanes: 1e7 float64 2010 us, float32 1330)
+AHEAD = 2  # tiles ahead in the row that a tile's read hints are for: 64 lanes at WIDE (one tile ahead, 32
+# lanes: 1e7 float64 2010 us, float32 1330); at 8 slots on the EPYC, 16 lanes (1e5 lanes: 8 lanes ahead 39 us,
+# 16 lanes 32, 64 lanes 36: a hint too far ahead is gone from its 32 KiB L1 before its tile comes)
 MIN_ROWS = 1  # chunks with a whole row take tiles (a block of fewer rows than ROWS is a short block: 10 rows of 1000
 # ordered float64 columns 8.2 -> 4.8 us where this was 16 and sent them lane by lane through the pairs)
 _SGT = 4  # arith.cmpi
@@ -66,8 +73,10 @@ def wanted(cx: Lowering, body: ir.Block, span: int, chunk0: list) -> bool:
 
 
 def width(cx: Lowering, span: int) -> int:
-    """Slots a tile holds (a multiple of TILE): WIDE for one total, fewer for more (a row of fewer slots: TILE)."""
-    w = max(TILE, WIDE // len(keys(cx)) // TILE * TILE)
+    """Slots a tile holds (a multiple of TILE): WIDE for one total, fewer for more (a row of fewer slots: TILE);
+    on a CPU without AVX-512F (cx.sae false) NARROW's (float64 chains: 8, float32's windowed ones: 16)."""
+    most = WIDE if cx.sae else NARROW[nested_chains.windowed(cx)]
+    w = max(TILE, most // len(keys(cx)) // TILE * TILE)
     return w if span >= w else TILE
 
 
@@ -127,7 +136,7 @@ def walk_blocks(cx: Lowering, body: ir.Block, span: int, first: ir.Value, last: 
 
 def walk_rows(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Value, t: ir.Value,
               inits: list[ir.Value], step) -> list[ir.Value]:
-    """Rows [lo, hi) of the tile's slots [t, t + cx.tile_w): per row, a read hint AHEAD lanes on, a copy of the
+    """Rows [lo, hi) of the tile's slots [t, t + cx.tile_w): per row, a read hint AHEAD tiles on, a copy of the
     body per slot (their reductions' terms wait in cx.column_tile, a list per key, in slot order), then
     `step(state)` (the state after the row). Returns the state after the rows."""
     e = cx.e
@@ -138,7 +147,7 @@ def walk_rows(cx: Lowering, body: ir.Block, span: int, lo: ir.Value, hi: ir.Valu
     with ir.InsertionPoint(anchor), body.owner.location:
         row0 = e.mul_i(loop.induction_variable, e.c(span))
         count = e.c(span)
-        planes.prefetch_ahead(cx, body, e.add_i(row0, t), w, AHEAD, raw=True)  # (down the rows: the
+        planes.prefetch_ahead(cx, body, e.add_i(row0, t), w, AHEAD * w, raw=True)  # (down the rows: the
         # hardware's prefetcher, which follows lines in order, does not see it)
     cx.column_tile = {}
     for j in range(w):
