@@ -68,8 +68,9 @@ def run_stages(stages: list) -> None:
 def fires_alone(st) -> bool:
     """Whether launching `st` is its foreign call and nothing else: a host stage on the native executor that saves
     nothing before its launch (no output stored by key in place) and commits nothing after it (no cell or
-    scratch copy handed to the caller's arrays), so run_stages([st]) is `st.fire_native()` (what a bound launch
-    and a reused run then call)."""
+    scratch copy handed to the caller's arrays, or scratch copies its native launch copies back itself:
+    launched_alone), so run_stages([st]) is `st.fire_native()` (what a bound launch and a reused run then
+    call)."""
     return isinstance(st, Prepared) and st.args.lib is not None and not (st.saves or st.copies) and \
         (not st.staged or bool(st.args.stage.copy_back))
 
