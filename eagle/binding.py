@@ -71,11 +71,12 @@ class Binder:
 
     def __init__(self, name: str, sig: Signature, outputs: dict[str, str],
                  lane_local: frozenset[str] = frozenset(), mixed: bool = False, cell_slots: int = 0,
-                 sae: bool = False, fma_pipes: bool = False):
+                 sae: bool = False, fma_pipes: bool = False, mxcsr: bool = False):
         self.name, self.sig, self.outputs = name, sig, outputs
         self.cell_slots = cell_slots  # the specs' Spec.cell_slots (a host plan's: CELL_SLOTS)
         self.sae = sae  # the specs' Spec.sae (a host plan's on an x86-64 CPU with AVX-512F)
         self.fma_pipes = fma_pipes  # the specs' Spec.fma_pipes (a host plan's on AMD Zen)
+        self.mxcsr = mxcsr  # the specs' Spec.mxcsr (a host plan's on x86-64)
         # mixed: a per-lane float output may have another float dtype than the run's (compiled per dtype: a Plan's
         # binder); elsewhere (artifacts, built for whole-run dtypes) every float plane shares the run's dtype
         self.mixed = mixed
@@ -127,7 +128,7 @@ class Binder:
         if spec is None:
             spec = self._specs[key] = make_spec(self.sig, dtype.name, idt, float_outputs=own,
                                                         cell_slots=self.cell_slots, sae=self.sae,
-                                                        fma_pipes=self.fma_pipes)
+                                                        fma_pipes=self.fma_pipes, mxcsr=self.mxcsr)
         extents = self.extents_of(kwargs, arrays)
         b = Bound(spec, extents, math.prod(extents), dtype)
         self._check_size(b)

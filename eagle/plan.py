@@ -56,7 +56,8 @@ class Plan:
         self.binder = Binder(kernel.name, kernel.signature, kernel.outputs, lane_local_inputs(kernel),
                              mixed=True, cell_slots=CELL_SLOTS if self.device is None else 0,
                              sae=self.device is None and cache.sae_host(),
-                             fma_pipes=self.device is None and cache.fma_pipes_host())
+                             fma_pipes=self.device is None and cache.fma_pipes_host(),
+                             mxcsr=self.device is None and cache.mxcsr_host())
         self._ready: dict[tuple[Spec, int], tuple] = {}
         self._runtime = None
         self._runs = RunCache(self) if self.device is None else None  # prepared host runs reused by shape

@@ -285,18 +285,36 @@ def bt_neumaier_scatter(prior, key, x, dtype) -> np.ndarray:
     return ((np.asarray(prior, dtype=np.float64) + s) + c).astype(dtype)
 
 
-@pytest.fixture(params=["range", "flags"])
-def chain_check(request, monkeypatch):
+def _chain_check(request, monkeypatch) -> str:
     """How the host's ordered chains over every lane prove a block exact (docs/ordered.md): "range" (every CPU:
-    the terms' range, $HAWK_NO_SAE=1 forces it) or "flags" (x86-64 with AVX-512F: the inexact flag;
-    hawk/passes/lower/flag_chains.py), skipped, saying why, on a CPU without it."""
+    the terms' range, $HAWK_NO_SAE=1 forces it), "flags" (x86-64 with AVX-512F: the inexact flag, the Fast2Sum's
+    add silent; hawk/passes/lower/flag_chains.py) or "grid" (x86-64 with AVX and FMA: the inexact flag, float64
+    terms cut on a grid; $HAWK_NO_SILENT_ADDS=1 makes a CPU with AVX-512F take it too), each skipped, saying why,
+    on a CPU without it. Rows and columns read the flag only with AVX-512F (kept_check)."""
     from hawk.abi import cache
 
     if request.param == "range":
         monkeypatch.setenv("HAWK_NO_SAE", "1")
-    elif not cache.sae_host():
-        pytest.skip("the inexact-flag chains need an x86-64 CPU with AVX-512F; this one has none")
+    elif request.param == "flags" and not cache.sae_host():
+        pytest.skip("the inexact-flag chains with silent adds need an x86-64 CPU with AVX-512F; this one has none")
+    elif request.param == "grid":
+        monkeypatch.setenv("HAWK_NO_SILENT_ADDS", "1")
+        if not cache.mxcsr_host():
+            pytest.skip("the inexact-flag chains on a grid need an x86-64 CPU with AVX and FMA; this one has none")
     return request.param
+
+
+@pytest.fixture(params=["range", "flags", "grid"])
+def chain_check(request, monkeypatch):
+    """Each way the host's ordered chains over every lane prove a block exact (_chain_check)."""
+    return _chain_check(request, monkeypatch)
+
+
+@pytest.fixture(params=["range", "flags"])
+def kept_check(request, monkeypatch):
+    """Each way the host's ordered rows and column tiles prove a block exact (_chain_check): the range, or the
+    inexact flag with AVX-512F's silent adds (without them they take the range)."""
+    return _chain_check(request, monkeypatch)
 
 
 def bt_lanes_func(kernel) -> str:

@@ -1,9 +1,9 @@
-"""Ordered sums over every lane whose blocks the CPU's inexact flag proves exact (x86-64 with AVX-512F:
-hawk/passes/lower/flag_chains.py, docs/ordered.md).
+"""Ordered sums over every lane whose blocks the CPU's inexact flag proves exact (x86-64: with AVX-512F's silent
+adds, or, with AVX and FMA, float64 terms cut on a grid: hawk/passes/lower/flag_chains.py, docs/ordered.md).
 
 Which stages take the flag (a body that rounds nothing, only ordered sums kept in chains), what the lowering
 emits for them, and that their results are the exact sums, rounded once, bit for bit as under the range check
-(conftest's chain_check runs both): data that keep every block on the fast route, data that send blocks to the
+(conftest's chain_check runs each): data that keep every block on the fast route, data that send blocks to the
 retry (a wide spread, one huge term, magnitudes that jump between blocks), special values, subnormals, float32
 and float64, split over several threads.
 """
@@ -76,8 +76,8 @@ def fc_with_store(x: Scalar, y: Mutable[Scalar]) -> Scalar:
     return hawk.sum(x, policy="ordered")
 
 
-def _lowered(kernel, dtype: str, sae: bool) -> str:
-    spec = dataclasses.replace(kernel.spec_for(dtype, {}), sae=sae)
+def _lowered(kernel, dtype: str, sae: bool, mxcsr: bool = False) -> str:
+    spec = dataclasses.replace(kernel.spec_for(dtype, {}), sae=sae, mxcsr=mxcsr)
     return kernel.lowered(spec).llvm_ir
 
 
@@ -90,15 +90,54 @@ def test_which_stages_check_the_flag(kernel, flagged, dtype):
     text = _lowered(kernel, dtype, sae=True)
     assert ("stmxcsr" in text) == flagged, kernel.name
     assert ("llvm.x86.avx512.add.pd.512" in text) == flagged, kernel.name  # (the silent adds)
-    plain = _lowered(kernel, dtype, sae=False)  # no AVX-512F: the range check, never the flag
-    assert "stmxcsr" not in plain and "avx512" not in plain
+    grid = _lowered(kernel, dtype, sae=False, mxcsr=True)  # x86-64 without AVX-512F: float64 terms on a grid
+    assert ("stmxcsr" in grid) == flagged and "avx512" not in grid, kernel.name
+    assert ("llvm.intr.roundeven" in grid) == (flagged and dtype == "float64"), kernel.name
+    plain = _lowered(kernel, dtype, sae=False)  # not x86-64: the range check, never the flag
+    assert "stmxcsr" not in plain and "avx512" not in plain and "roundeven" not in plain
 
 
 def test_host_plans_say_whether_the_cpu_has_the_silent_adds(monkeypatch):
     plan = eagle.deploy(fc_sum)
-    assert plan.binder.sae == cache.sae_host()
-    monkeypatch.setenv("HAWK_NO_SAE", "1")
+    assert plan.binder.sae == cache.sae_host() and plan.binder.mxcsr == cache.mxcsr_host()
+    monkeypatch.setenv("HAWK_NO_SILENT_ADDS", "1")
     assert not cache.sae_host() and not eagle.deploy(fc_sum).binder.sae
+    assert eagle.deploy(fc_sum).binder.mxcsr == (cache.machine() == "x86_64" and cache.mxcsr_host())
+    monkeypatch.setenv("HAWK_NO_SAE", "1")
+    assert not cache.mxcsr_host() and not eagle.deploy(fc_sum).binder.mxcsr
+
+
+def test_which_cpus_cut_terms_on_a_grid(monkeypatch):
+    if cache.machine() != "x86_64":
+        assert not cache.mxcsr_host("+avx,+fma")
+        return
+    monkeypatch.delenv("HAWK_NO_SAE", raising=False)
+    assert cache.mxcsr_host("+avx,+avx2,+fma,-avx512f") and cache.mxcsr_host("+avx,+fma,+avx512f")
+    assert not cache.mxcsr_host("+avx,-fma") and not cache.mxcsr_host("+sse4.1,-avx")
+
+
+@pytest.mark.skipif(cache.machine() != "x86_64", reason="the grid's rounding is x86-64's vroundpd")
+def test_the_grid_rounds_without_raising_the_flag():
+    # the step's one rounding (roundeven) must raise no flag, or every block would retry: x86 rounds with its
+    # inexact exception suppressed (the immediate's bit 3: vroundpd $8), and never calls libm's roundeven
+    import subprocess as sp
+
+    from mlir import ir
+    from mlir.dialects import llvm
+
+    from hawk.ir.dialect import new_context
+    from hawk.targets.host import _llvm_tool
+
+    spec = dataclasses.replace(fc_sum.spec_for("float64", {}), mxcsr=True)
+    with new_context(), ir.Location.unknown():
+        ll = str(llvm.translate_module_to_llvmir(ir.Module.parse(fc_sum.lowered(spec).llvm_ir).operation))
+    triple = f"{cache.machine()}-unknown-linux-gnu"
+    for cpu in ("x86-64-v3", "znver3"):
+        opt = sp.run([_llvm_tool("opt"), "-O3", f"-mtriple={triple}", f"-mcpu={cpu}", "-S", "-"], input=ll,
+                     capture_output=True, text=True, check=True).stdout
+        asm = sp.run([_llvm_tool("llc"), "-O3", f"-mtriple={triple}", f"-mcpu={cpu}", "-"], input=opt,
+                     capture_output=True, text=True, check=True).stdout
+        assert "vroundpd\t$8, %ymm" in asm and "roundeven" not in asm and "stmxcsr" in asm, cpu
 
 
 def _jumps(n, dtype, rng):
@@ -152,9 +191,14 @@ def test_special_values_in_a_block_of_normal_data(chain_check, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_means_masks_vectors_and_gathers_match_the_range_check(monkeypatch, dtype):
-    if not cache.sae_host():
-        pytest.skip("the inexact-flag chains need an x86-64 CPU with AVX-512F; this one has none")
+@pytest.mark.parametrize("flags", ["flags", "grid"])
+def test_means_masks_vectors_and_gathers_match_the_range_check(monkeypatch, dtype, flags):
+    if flags == "flags" and not cache.sae_host():
+        pytest.skip("the inexact-flag chains with silent adds need an x86-64 CPU with AVX-512F; this one has none")
+    if flags == "grid":
+        monkeypatch.setenv("HAWK_NO_SILENT_ADDS", "1")
+        if not cache.mxcsr_host():
+            pytest.skip("the inexact-flag chains on a grid need an x86-64 CPU with AVX and FMA; this one has none")
     rng = np.random.default_rng(47_300)
     x = (rng.standard_normal(N) * 10.0 ** rng.integers(-8, 8, N)).astype(dtype)
     w = rng.standard_normal(N).astype(dtype)
@@ -222,7 +266,7 @@ def _rows_want(x, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("cols", sorted(ROWS))
-def test_rows_are_exact_on_either_check_at_every_split(chain_check, cols, dtype):
+def test_rows_are_exact_on_either_check_at_every_split(kept_check, cols, dtype):
     rng = np.random.default_rng([47_400, cols, int(dtype == np.float32)])
     rows = 24
     d = 20 if dtype == np.float64 else 12
@@ -234,11 +278,11 @@ def test_rows_are_exact_on_either_check_at_every_split(chain_check, cols, dtype)
     x = x.astype(dtype)
     want = _rows_want(x, dtype)
     for threads, out in split_runs(ROWS[cols], "host", threads=[1, 2, 3], min_chunk=cols * 5 // 2, x=x):
-        same_bits(out, want, dtype, f"{cols} columns, {chain_check}, threads={threads}")
+        same_bits(out, want, dtype, f"{cols} columns, {kept_check}, threads={threads}")
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_row_means_with_a_mask_and_a_vector_sum(chain_check, dtype):
+def test_row_means_with_a_mask_and_a_vector_sum(kept_check, dtype):
     rng = np.random.default_rng(47_500)
     x = (rng.standard_normal((30, 200)) * 10.0 ** rng.integers(-9, 9, (30, 200))).astype(dtype)
     v = (rng.standard_normal((2, 30, 200)) * [[[1.0]], [[1e-30]]]).astype(dtype)  # (payload first)
@@ -246,9 +290,9 @@ def test_row_means_with_a_mask_and_a_vector_sum(chain_check, dtype):
     want = np.array([bt_ordered_sum(np.abs(x[i]), dtype, mask[i]) for i in range(30)], dtype=dtype)
     want = (want / mask.sum(axis=1)).astype(dtype)
     for threads, out in split_runs(fc_row_mean, "host", threads=[1, 2], min_chunk=1000, x=x, v=v):
-        same_bits(out["avg"], want, dtype, f"masked row means, {chain_check}, threads={threads}")
+        same_bits(out["avg"], want, dtype, f"masked row means, {kept_check}, threads={threads}")
         for c in range(2):
-            same_bits(out[f"tot_{c}"], _rows_want(v[c], dtype), dtype, f"component {c}, {chain_check}")
+            same_bits(out[f"tot_{c}"], _rows_want(v[c], dtype), dtype, f"component {c}, {kept_check}")
 
 
 # ---- columns: ordered sums over the leading axis in tiles (column_tiles.py) ----------------------------------
@@ -271,7 +315,7 @@ def test_which_column_stages_check_the_flag(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_columns_are_exact_on_either_check_at_every_split(chain_check, dtype):
+def test_columns_are_exact_on_either_check_at_every_split(kept_check, dtype):
     rng = np.random.default_rng(47_600)
     d = 25 if dtype == np.float64 else 12
     x = rng.standard_normal((300, 1003)) * 10.0 ** rng.integers(-d, d, (1, 1003))  # (guesses per column)
@@ -281,7 +325,7 @@ def test_columns_are_exact_on_either_check_at_every_split(chain_check, dtype):
     x = x.astype(dtype)
     want = np.array([bt_ordered_sum(x[:, j], dtype) for j in range(x.shape[1])], dtype=dtype)
     for threads, out in split_runs(fc_columns, "host", threads=[1, 2, 3], min_chunk=40 * 1003, x=x):
-        same_bits(out, want, dtype, f"columns, {chain_check}, threads={threads}")
+        same_bits(out, want, dtype, f"columns, {kept_check}, threads={threads}")
 
 
 @hawk.kernel
@@ -311,8 +355,9 @@ def test_float32_blocks_whose_sums_pass_float32s_range(chain_check):
 
 
 def test_artifacts_take_the_flag_only_when_built_for_such_a_cpu(tmp_path):
-    # a native build on x86-64 with AVX-512F reads the flag (Spec.sae from the build's host_cpu); a portable one,
-    # built for the generic x86-64 CPU, must not (its compile could not even select the AVX-512 adds)
+    # a native build on x86-64 with AVX and FMA reads the flag (Spec.mxcsr, and Spec.sae with AVX-512F, from the
+    # build's host_cpu); a portable one, built for the generic x86-64 CPU, must not (its compile could not select
+    # the AVX-512 adds, nor round without a call to libm)
     import llvm
 
     x = np.random.default_rng(47_700).standard_normal(9_001) * 10.0 ** (np.arange(9_001) % 17)
@@ -327,4 +372,6 @@ def test_artifacts_take_the_flag_only_when_built_for_such_a_cpu(tmp_path):
         objdump = Path(llvm.__file__).parent / "bin" / "llvm-objdump"
         text = "".join(subprocess.run([str(objdump), "-d", str(d / b["file"])], capture_output=True, text=True,
                                       check=True).stdout for b in sc["builds"])
-        assert ("stmxcsr" in text) == (cpu == "native" and cache.sae_host()), cpu
+        assert ("stmxcsr" in text) == (cpu == "native" and cache.mxcsr_host()), cpu
+        assert ("vroundpd" in text or "vrndscalepd" in text) == (cpu == "native" and cache.mxcsr_host()
+                                                                and not cache.sae_host()), cpu

@@ -7,7 +7,7 @@ lanes of the block run again through the pairs. The slots after the last whole t
 chunk holds in part, take the pairs lane by lane. Every column must be its exact sum rounded once, whichever
 way its terms went: the data below put terms at the ends of a range and just past them, with a low bit that a
 wider range loses, a huge term and its negation in one chain, every special value, and scales that jump from
-block to block. The runs take both of a block's checks (conftest's chain_check): the range, and the inexact flag
+block to block. The runs take both of a block's checks (conftest's kept_check): the range, and the inexact flag
 (x86-64 with AVX-512F: hawk/passes/lower/flag_chains.py)."""
 
 import dataclasses
@@ -89,7 +89,7 @@ def test_tiles_fit_the_registers_of_the_cpu(sae, dtype):
 
 @pytest.mark.parametrize("kernel", [ct_sum43, ct_sum24, ct_narrow], ids=lambda k: k.name)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_columns_of_many_scales(kernel, dtype, chain_check):
+def test_columns_of_many_scales(kernel, dtype, kept_check):
     cols = kernel.signature.lane_axes()[1].extent
     rng = np.random.default_rng(81)
     x = (rng.standard_normal((4096 // cols + 1, cols)) * 10.0 ** rng.integers(-20, 20, cols)).astype(dtype)
@@ -105,7 +105,7 @@ def _first_block_range(dtype) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_terms_at_the_ends_of_the_first_range(dtype, chain_check):
+def test_terms_at_the_ends_of_the_first_range(dtype, kept_check):
     """The chunk's first block, its guess the first one: columns whose terms fill the range to both ends (full
     mantissas, both signs, right at the floor and at the ceiling), and columns with one term just past either
     end (those tiles run their lanes again)."""
@@ -144,14 +144,14 @@ def _floor_adversary(dtype) -> np.ndarray:
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_a_term_under_the_floor(dtype, chain_check):
+def test_a_term_under_the_floor(dtype, kept_check):
     x, small = _floor_adversary(dtype)
     want = _want(x, dtype)
     assert (want == dtype(small)).all()
     _check(ct_sum43, want, dtype, "under the floor", x=x)
 
 
-def test_float32_terms_over_the_ceiling(chain_check):
+def test_float32_terms_over_the_ceiling(kept_check):
     """float32 (the range on the terms' own bits): a block of one column whose chain would lose its last term's low
     bit if the window reached three binades higher: ROWS - 1 terms of 1.5 * 2**(E+3) take the float64 sum past
     2**(E+9), then a term at the window's floor whose lowest bit (2**(E-45)) is under half its ulp; then the big
@@ -169,7 +169,7 @@ def test_float32_terms_over_the_ceiling(chain_check):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_a_huge_term_and_its_negation_in_one_chain(dtype, chain_check):
+def test_a_huge_term_and_its_negation_in_one_chain(dtype, kept_check):
     """A term far over the ceiling swallows the chain's bias (float64) or its sum (float32), and its negation
     later in the same block hands back a chain that looks sane: only the ceiling's test catches it."""
     rng = np.random.default_rng(83)
@@ -183,7 +183,7 @@ def test_a_huge_term_and_its_negation_in_one_chain(dtype, chain_check):
 
 @pytest.mark.parametrize("kernel", [ct_sum43, ct_sum24], ids=lambda k: k.name)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_special_values(kernel, dtype, chain_check):
+def test_special_values(kernel, dtype, kept_check):
     """Infinities, a NaN, terms too big for a pair (later cancelled), subnormals (under every floor), -0.0 and
     zeros, in tiles and in the slots after them, in several blocks."""
     cols = kernel.signature.lane_axes()[1].extent
@@ -200,7 +200,7 @@ def test_special_values(kernel, dtype, chain_check):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_scales_that_jump_from_block_to_block(dtype, chain_check):
+def test_scales_that_jump_from_block_to_block(dtype, kept_check):
     """Each block of ROWS rows at a scale of its own (guesses that are off send tiles to their reruns, and
     follow), blocks cut between chunks, and a few rows that spread over many binades."""
     rng = np.random.default_rng(85)

@@ -268,10 +268,26 @@ def fma_pipes_host(features: str | None = None, name: str | None = None) -> bool
 def sae_host(features: str | None = None) -> bool:
     """Whether host code built for this machine (or for a CPU with `features`, an LLVM feature string) runs on
     x86-64 with AVX-512F: its adds can round without raising MXCSR's flags (Spec.sae). $HAWK_NO_SAE=1 says no
-    (the ordered chains then keep their range check everywhere, as on other CPUs)."""
-    if os.environ.get("HAWK_NO_SAE", "") not in ("", "0") or machine() != "x86_64":
+    (the ordered chains then keep their range check everywhere, as on other CPUs); $HAWK_NO_SILENT_ADDS=1 too,
+    but leaves the flag to the chains that need no silent add (mxcsr_host)."""
+    if machine() != "x86_64" or _switch("HAWK_NO_SAE") or _switch("HAWK_NO_SILENT_ADDS"):
         return False
     return "avx512f" in enabled(host_cpu()["features"] if features is None else features)
+
+
+def mxcsr_host(features: str | None = None) -> bool:
+    """Whether host code built for this machine (or for a CPU with `features`) runs on x86-64 with AVX and FMA,
+    whose MXCSR keeps a sticky inexact flag that the ordered chains over every lane may read to prove a block
+    exact, their float64 terms cut on a grid by a rounding that raises no flag (vroundpd $8) and an FMA, so that
+    no step means to round (Spec.mxcsr; hawk/passes/lower/flag_chains.py). $HAWK_NO_SAE=1 says no: the range
+    check everywhere."""
+    if machine() != "x86_64" or _switch("HAWK_NO_SAE"):
+        return False
+    return {"avx", "fma"} <= enabled(host_cpu()["features"] if features is None else features)
+
+
+def _switch(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
 
 
 def enabled(features: str) -> set[str]:

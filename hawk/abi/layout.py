@@ -25,6 +25,8 @@ class Spec:
     form with small sinks: it is in repr(spec), hence in every cache key, and in the hawk IR's facts).
     `cell_slots`: the largest reduction keeping axes with a copy per chunk (0: PRIVATE_SLOTS; a host plan's
     specs say CELL_SLOTS, since a GPU runs a thread per kept slot instead of a few threads with large copies).
+    `mxcsr`: the code runs on x86-64 (a host plan's or artifact's built there), whose MXCSR's sticky inexact flag
+    the ordered chains over every lane may read to prove a block exact (hawk/passes/lower/flag_chains.py).
     `sae`: the code runs on an x86-64 CPU with AVX-512F (a host plan's or native artifact's on such a machine):
     ordered chains may round without raising MXCSR's inexact flag and read the flag to prove a block exact
     (hawk/passes/lower/flag_chains.py). `fma_pipes`: the code runs on an x86-64 CPU whose FMAs have pipes of their
@@ -39,6 +41,7 @@ class Spec:
     cell_slots: int = 0
     sae: bool = False
     fma_pipes: bool = False
+    mxcsr: bool = False
 
 
 @dataclass(frozen=True)
@@ -458,17 +461,17 @@ def fold_values(r: Reduction, lanes: int, cell_values: int) -> int:
 
 def make_spec(sig: Signature, float_dtype: str, index_dtypes: dict[str, str], auto_sum: str = "fast",
               float_outputs: dict[str, str] | None = None, cell_slots: int = 0, sae: bool = False,
-              fma_pipes: bool = False) -> Spec:
+              fma_pipes: bool = False, mxcsr: bool = False) -> Spec:
     """The specialisation for a run: its float dtype and each Index plane's dtype (int32 unless given) and each
     integer output's (Mutable[Index]: int64 unless given); `float_outputs`: float outputs given another float
     dtype (those equal to the run's are dropped, so such a run shares the plain run's specialisation);
-    `cell_slots`, `sae`, `fma_pipes`: Spec's."""
+    `cell_slots`, `sae`, `fma_pipes`, `mxcsr`: Spec's."""
     given = float_outputs or {}
     floats = tuple((p.name, given[p.name]) for p in sig.planes
                    if p.kind == "output" and not p.integer and given.get(p.name, float_dtype) != float_dtype)
     return Spec(float_dtype, tuple((p.name, index_dtypes.get(p.name, "int32" if p.kind == "index" else "int64"))
                                    for p in sig.planes if p.integer_plane), auto_sum, floats, copy_slots_setting(),
-                cell_slots, sae, fma_pipes)
+                cell_slots, sae, fma_pipes, mxcsr)
 
 
 def layout_to_json(lay: Layout) -> dict:

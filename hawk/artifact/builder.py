@@ -331,11 +331,12 @@ def _publish(kernel: Kernel, d: Path, targets: tuple[str, ...], dtypes: tuple[st
     d.mkdir(parents=True, exist_ok=True)
     specs = {dt: kernel.spec_for(dt, index_dtypes, auto_sum="ordered") for dt in dtypes}
     # the host's builds give kept cells copies up to CELL_SLOTS, as a host plan does (Spec.cell_slots)
-    # (and, built for a CPU with AVX-512F, may read its inexact flag: Spec.sae; for AMD Zen, FMAs subtract in
-    # compensated chains: Spec.fma_pipes)
+    # (and may read the inexact flag, on x86-64: Spec.mxcsr, built for a CPU with AVX-512F with silent adds:
+    # Spec.sae; for AMD Zen, FMAs subtract in compensated chains: Spec.fma_pipes)
     sae = not host_cpu["portable"] and cache.sae_host(host_cpu["features"])
     fma = not host_cpu["portable"] and cache.fma_pipes_host(host_cpu["features"], host_cpu["cpu"])
-    host_specs = {dt: dataclasses.replace(sp, cell_slots=CELL_SLOTS, sae=sae, fma_pipes=fma)
+    flag = not host_cpu["portable"] and cache.mxcsr_host(host_cpu["features"])
+    host_specs = {dt: dataclasses.replace(sp, cell_slots=CELL_SLOTS, sae=sae, fma_pipes=fma, mxcsr=flag)
                   for dt, sp in specs.items()}
     stages = kernel.stages(specs[dtypes[0]])
     shape = [(s.name, s.cells_in, s.cells_out) for s in stages]

@@ -23,7 +23,7 @@ from hawk.ir.access import kernel_func
 from hawk.passes import chunk_form
 from hawk.passes.lower import chunk_loops, folds, stream
 from hawk.passes.lower.context import Lowering, lanes_point
-from hawk.passes.plan import fma_pipes_of, sae_of
+from hawk.passes.plan import fma_pipes_of, mxcsr_of, sae_of
 
 
 def lower_host(module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[str, ir.Type]) -> None:
@@ -32,6 +32,7 @@ def lower_host(module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[s
     kfunc = kernel_func(module)
     cx.sae = sae_of(kfunc)  # (an x86-64 CPU with AVX-512F: ordered chains may check the inexact flag)
     cx.fma_pipes = fma_pipes_of(kfunc)  # (AMD Zen: compensated chains' subtractions as FMAs)
+    cx.mxcsr = mxcsr_of(kfunc)  # (x86-64: ordered chains may check the inexact flag, their terms split)
     cx.form = chunk_form.read(kfunc, layout, cx.exact_pairs, cx.wide_ok, "lower-chunk-loop")
     folds.collect_folds(cx, kfunc)  # hawk.reduce with a user's operator: hawk/passes/lower/folds.py
     with lanes_point(module, layout.name), kfunc.location:

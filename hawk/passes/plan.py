@@ -6,11 +6,11 @@ front end builds a kernel's IR, so `Kernel.mlir()` text compiles alone):
   hawk.outputs    [[name, "lane" | "cell" | "scatter" | "scatter-run"], ...] each output's mode ("scatter":
                   written by key, every key read straight from an Index plane; "scatter-run": some key computed)
   hawk.spec       {float = f64, index = {i = i32}[, floats = {y = f32}][, copies = N][, cells = N][, sae]
-                  [, fma_pipes]}: the
-                  specialisation's element types (floats: the per-lane float outputs of another float type, which
-                  the stores convert into; copies: Spec.copy_slots, the largest sink with private copies, when not
-                  the default; cells: Spec.cell_slots, the same for reductions keeping axes: a host plan's; sae:
-                  Spec.sae, the code runs on x86-64 with AVX-512F; fma_pipes: Spec.fma_pipes, on AMD Zen)
+                  [, fma_pipes][, mxcsr]}: the specialisation's element types (floats: the per-lane float
+                  outputs of another float type, which the stores convert into; copies: Spec.copy_slots, the
+                  largest sink with private copies, when not the default; cells: Spec.cell_slots, the same for
+                  reductions keeping axes: a host plan's; sae: Spec.sae, the code runs on x86-64 with AVX-512F;
+                  fma_pipes: Spec.fma_pipes, on AMD Zen; mxcsr: Spec.mxcsr, on x86-64 with AVX and FMA)
   hawk.stage      {cells_in, cells_out, owns}: one stage of a split kernel (written by split-stages)
 `plan-buffers` runs hawk/passes/analysis.py on that and writes the result as `hawk.layout` on the func, a
 dictionary whose ordered maps are arrays of [key, value] pairs and whose buffers read "name:role:dtype". The
@@ -148,7 +148,8 @@ def annotate(module: ir.Module, sig: Signature, outputs: dict[str, str], spec: S
         **({"copies": to_attr(spec.copy_slots)} if spec.copy_slots else {}),
         **({"cells": to_attr(spec.cell_slots)} if spec.cell_slots else {}),
         **({"sae": ir.UnitAttr.get()} if spec.sae else {}),
-        **({"fma_pipes": ir.UnitAttr.get()} if spec.fma_pipes else {})})
+        **({"fma_pipes": ir.UnitAttr.get()} if spec.fma_pipes else {}),
+        **({"mxcsr": ir.UnitAttr.get()} if spec.mxcsr else {})})
     if stage is not None:
         set_stage(func, *stage)
 
@@ -195,6 +196,12 @@ def cell_slots_of(func) -> int:
 def sae_of(func) -> bool:
     """Whether this func's specialisation runs on an x86-64 CPU with AVX-512F (hawk.spec's `sae`: Spec.sae)."""
     return "sae" in ir.DictAttr(_get(func, "hawk.spec", "the float and index types"))
+
+
+def mxcsr_of(func) -> bool:
+    """Whether this func's specialisation runs on x86-64, whose MXCSR's inexact flag the ordered chains may read
+    (hawk.spec's `mxcsr`: Spec.mxcsr)."""
+    return "mxcsr" in ir.DictAttr(_get(func, "hawk.spec", "the float and index types"))
 
 
 def fma_pipes_of(func) -> bool:

@@ -1,4 +1,4 @@
-"""Ordered chains whose exactness the CPU's inexact flag proves (host, x86-64 with AVX-512F: Spec.sae).
+"""Ordered chains whose exactness the CPU's inexact flag proves (host, x86-64: Spec.sae, Spec.mxcsr).
 
 ordered_chains proves a block's chain steps exact before the fact: every term must lie in a range that makes
 them exact, and keeping the range (an integer max and min of the terms' bits) costs four vector ops a group
@@ -21,6 +21,17 @@ clears the flag (`clear`: writing MXCSR costs tens of nanoseconds, so only when 
 a lost merge, which round on purpose. MXCSR is read by inline assembly that takes a value computed from every
 chain's sums (and clobbers memory), so no chain step can be scheduled after the read. A flag that some other
 code set in the window only sends a block to its retry: the result never depends on it.
+
+Without AVX-512F (x86-64 with AVX and FMA: Spec.mxcsr; `loud`) no add can round silently, so no step may mean
+to round. float32 chains need no change: their one add is exact or raises the flag. A float64 term is cut on
+the block's grid 2**g instead of going through a Fast2Sum (grid_step): r = x * 2**-g rounded to an integer by
+vroundpd with its inexact exception suppressed, the one rounding, which raises nothing; the high adds r and
+the low x - r * 2**g (an FMA, exact). Five flops a group, where the range check's Fast2Sum took eight vector
+ops; GRID_CHAINS chains, each a vector of highs and one of lows, fill AVX2's sixteen registers without a
+spill. The grid g is the biased chains' (M's ulp, from the same guess), and the a-posteriori check makes the
+chains exact over 38 binades or more under the largest term, where the range's floor allowed 37 at most. A
+block's merge into the chunk's pairs rounds (plain TwoSums), so the flag is cleared after it: on an AMD EPYC
+(Zen 3) a read and a write of MXCSR cost a few nanoseconds a block of 1024 lanes.
 """
 
 from __future__ import annotations
@@ -28,9 +39,10 @@ from __future__ import annotations
 from mlir import ir
 
 from hawk.ir.build import create
-from hawk.passes import exact_emit
+from hawk.passes import exact_emit, sae_emit
 
 FLAG_CHAINS = 32  # chains of a block, side by side in four 512-bit vectors of float64
+GRID_CHAINS = 16  # ... of float64 terms cut on a grid without AVX-512F: four 256-bit vectors of highs, four of lows
 PE = 0x20  # MXCSR's precision (inexact) flag
 _UNE = 13  # arith.cmpf "une"
 # the body's ops that never round (nor, but for a signalling NaN, raise any flag)
@@ -49,7 +61,7 @@ def eligible(cx, body: ir.Block) -> bool:
     """Whether this stage's ordered chains may rest on the inexact flag: the host on x86-64 with AVX-512F, every
     reduction an ordered sum or mean over every lane kept in chains, no sink, scan or fold, and a body whose
     every op is in _EXACT (hawk.reduce and hawk.cell hand values on)."""
-    if cx.target != "host" or not cx.sae or not cx.n_terms or cx.runs or cx.n_scans or cx.folds:
+    if cx.target != "host" or not (cx.sae or cx.mxcsr) or not cx.n_terms or cx.runs or cx.n_scans or cx.folds:
         return False
     if cx.lay.sinks or any(r.kept or r.policy != "ordered" for r in cx.lay.reductions):
         return False
@@ -60,10 +72,58 @@ def eligible(cx, body: ir.Block) -> bool:
 
 def begin(cx, eligible: bool) -> None:
     """Whether this stage's chains read the flag (cx.flagged, from one of the `*eligible` rules); if they do,
-    its TwoSums round silently (Emit.silent) and the chunk's start clears the flag."""
-    cx.flagged = cx.e.silent = eligible
+    the chunk's start clears the flag, and with AVX-512F (cx.sae) its TwoSums round silently (Emit.silent)."""
+    cx.flagged = eligible
+    cx.e.silent = eligible and cx.sae
     if eligible:
         clear(cx)
+
+
+def loud(cx) -> bool:
+    """Whether this stage's chains read the flag without AVX-512's silent adds (x86-64 with AVX and FMA but not
+    AVX-512F, or $HAWK_NO_SILENT_ADDS=1): float64 terms are cut on a grid (grid_step), and the TwoSums that merge a
+    block into the chunk's pairs raise the flag, which is cleared after them."""
+    return cx.flagged and not cx.sae
+
+
+def chains(cx) -> int:
+    """Chains of a flagged block: FLAG_CHAINS, but GRID_CHAINS for float64 terms cut on a grid without AVX-512F
+    (two vectors a chain, high and low: 32 of them filled AVX2's sixteen registers)."""
+    return GRID_CHAINS if loud(cx) and isinstance(cx.e.f, ir.F64Type) else FLAG_CHAINS
+
+
+def grid(cx, bias: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(2**-g, -2**g), as vectors like `bias`, for a block whose bias is M = 1.5 * 2**p (a float64 vector of equal
+    entries, ordered_chains' guess): the grid g = p - 52 (M's ulp: the grid a biased chain's Fast2Sum rounds to),
+    raised to -1022 so that both are normal (p keeps 2**-g within float64's range: ordered_chains.P_RANGE). Built
+    from M's first entry and broadcast: one register each, where one per vector of chains spilled."""
+    e = cx.e
+    m = create("vector.extract", [bias], [e.f64], {"static_position": ir.DenseI64ArrayAttr.get([0]),
+                                                   "dynamic_position": []}).result
+    field = e.op("arith.andi", e.op("arith.shrui", e.op("arith.bitcast", m, t=e.i64), e.c(52, e.i64)),
+                 e.c(0x7FF, e.i64))
+    g = e.op("arith.maxsi", e.op("arith.subi", field, e.c(52, e.i64)), e.c(1, e.i64))  # (biased: g + 1023)
+    inv = e.op("arith.shli", e.op("arith.subi", e.c(2046, e.i64), g), e.c(52, e.i64))
+    neg = e.op("arith.ori", e.op("arith.shli", g, e.c(52, e.i64)), e.c(-(1 << 63), e.i64))
+    return tuple(create("vector.broadcast", [e.op("arith.bitcast", v, t=e.f64)], [bias.type]).result
+                 for v in (inv, neg))
+
+
+def grid_step(cx, hi: ir.Value, lo: ir.Value, x: ir.Value, inv: ir.Value, neg: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """float64 terms x into a chain's (high, low) where no step means to round, on the block's grid 2**g (`inv`
+    and `neg`: 2**-g and -2**g, from grid): r = x * 2**-g rounded to an integer without raising the flag
+    (roundeven, which x86 does with its inexact exception suppressed: vroundpd $8), which the high adds up, and
+    x - r * 2**g (one FMA: exact, the low bits of x), which the low adds up. The scaling by a power of two is
+    exact unless it overflows or leaves the normal range, which raises the flag. While no add rounds,
+    2**g * high + low is exactly the chain's terms, whatever their magnitudes; when one does, the flag is raised.
+    With g set from the largest term of an earlier block (2**43 times its grid, at most), 64 terms' integers stay
+    within 2**49 and their remainders (each at most half the grid) within 2**(g+5), which the low holds exactly
+    when every term is a multiple of 2**(g+5-53): 38 binades under the largest term. An inf or NaN term makes
+    the low NaN."""
+    e = cx.e
+    r = create("llvm.intr.roundeven", [e.op("arith.mulf", x, inv)], [x.type]).result
+    rest = create("llvm.intr.fma", [r, neg, x], [x.type]).result
+    return e.add(hi, r), e.add(lo, rest)
 
 
 def nested_eligible(cx, body: ir.Block, kept: list, chained: list) -> bool:
@@ -117,21 +177,38 @@ def _asm(text: str, operands: list[ir.Value], constraints: str) -> None:
                                              "has_side_effects": ir.UnitAttr.get()})
 
 
-def lost(cx, sums: list[ir.Value], out: ir.Value | None) -> ir.Value:
+def fold(cx, v: ir.Value) -> ir.Value:
+    """A block's float64 vector of chain sums added into 8 by plain adds (sae_emit.fold: checked by the flag like
+    every chain step), and on to 4 (one 256-bit vector) without AVX-512F: then its merge into the chunk's pairs
+    runs on one register instead of two."""
+    v = sae_emit.fold(cx.e, v)
+    while loud(cx) and ir.VectorType(v.type).shape[0] > 4:
+        n = ir.VectorType(v.type).shape[0] // 2
+        v = cx.e.add(cx.e.shuffle(v, v, list(range(n))), cx.e.shuffle(v, v, list(range(n, 2 * n))))
+    return v
+
+
+def lost(cx, sums: list[ir.Value], out: ir.Value | None, checked: list[ir.Value] | None = None) -> ir.Value:
     """Whether a block's chains lost a bit (an i1): MXCSR's inexact flag is set, or a chain's sum in `sums`
     (float64 vectors or scalars: biased chains' high less M and low, windowed chains' sums) is not finite, or, in a
     float32 kernel, reaches 2**127 (the values the block hands on, to its pairs or as float32 parts to an exact
     accumulator, must be: exact_emit.past_f32; without a window nothing else bounds them), or `out` (a vector of
     i1, or None) says so. The flag is read after every one of `sums` is computed: the read's asm takes their bits
-    ORed together."""
+    ORed together. `checked`: the sums held against infinities and NaNs (all of them when None)."""
     e = cx.e
-    dep = flag = None
+    flag = None
+    alike: dict = {}  # (the sums' bits ORed by shape first, then each shape's vector reduced)
     for v in sums:
         vector = isinstance(v.type, ir.VectorType)
         b = e.op("arith.bitcast", v, t=ir.VectorType.get(ir.VectorType(v.type).shape, e.i64) if vector else e.i64)
-        if vector:
+        alike[str(b.type)] = e.op("arith.ori", alike[str(b.type)], b) if str(b.type) in alike else b
+    dep = None
+    for b in alike.values():
+        if isinstance(b.type, ir.VectorType):
             b = create("vector.reduction", [b], [e.i64], {"kind": ir.Attribute.parse("#vector.kind<or>")}).result
         dep = b if dep is None else e.op("arith.ori", dep, b)
+    for v in sums if checked is None else checked:
+        vector = isinstance(v.type, ir.VectorType)
         if isinstance(e.f, ir.F32Type):  # (|v| >= 2**127, an inf or a NaN)
             nan = exact_emit.past_f32(e, v)
         else:  # (inf - inf and NaN: not finite)

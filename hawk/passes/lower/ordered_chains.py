@@ -23,7 +23,9 @@ chunk a few floats instead of a deposit per term (docs/ordered.md).
   body that writes nothing: rerun.py).
 - On x86-64 with AVX-512F (cx.flagged), the CPU's inexact flag proves the steps exact instead of the range, the
   Fast2Sum's rounding add silent (flag_chains.py): FLAG_CHAINS chains, no range state, the block's sums folded
-  into one vector before the flag is read (flush_pairs).
+  into one vector before the flag is read (flush_pairs). On x86-64 with AVX and FMA but not AVX-512F the flag
+  proves them too, float64 terms cut on the block's grid (a rounding that raises no flag, then plain adds:
+  flag_chains.grid_step) instead of a Fast2Sum, and the flag is cleared after each block's merge.
 - Every exact block's sums go into the chunk's own float64 (high, low) vector pairs by more checked TwoSums
   (`merge_pairs`); those are deposited once, at the chunk's end (float32: each value as three float32
   parts).
@@ -71,7 +73,7 @@ def pair_width(cx: Lowering) -> int:
     float32 ones (a full 512-bit vector of chains; the body then runs in groups of that many copies); chains
     checked by the inexact flag take four vectors (flag_chains.FLAG_CHAINS)."""
     if cx.flagged:
-        return flag_chains.FLAG_CHAINS
+        return flag_chains.chains(cx)
     if any(a.policy == "compensated" for a in cx.full):
         return cx.comp_chains
     if biased(cx) or any(a.wide for a in cx.full):
@@ -214,13 +216,17 @@ def _deposit_wide(cx: Lowering, exact: ir.Value, base: ir.Value, vals: list[ir.V
 
 
 def chain_inits(cx: Lowering, inits: list[ir.Value], nchunk: int) -> list[ir.Value]:
-    """A full block's first chain state: biased chains start at (M, 0)."""
+    """A full block's first chain state: biased chains start at (M, 0); chains on a grid (flag_chains.grid_step)
+    at (0, 0), with the block's grid set from M (cx.grids)."""
     if not (cx.n_terms and biased(cx)):
         return inits
     e = cx.e
     out = list(inits)
     for acc, c, at in _components(cx):
         m = _guess(cx, at)
+        if flag_chains.loud(cx):  # (on a grid: no bias)
+            cx.grids[(acc.chain, c)] = flag_chains.grid(cx, m)
+            m = e.splat(0.0, _lanes(cx))
         k = nchunk + acc.chain + 2 * c
         out[k], out[k + 1] = m, e.splat(0.0, _lanes(cx))
     return out
@@ -254,7 +260,10 @@ def ordered_chains_step(cx: Lowering) -> None:
                     e.vstore(xv, term_buffer(cx), e.add_i(cx.group_at, e.c((acc.term_at + c) * B)))
             k = nchunk_red_total(cx) + acc.chain + 2 * c
             if biased(cx):
-                s[k], s[k + 1] = _biased_step(cx, s[k], s[k + 1], xv)
+                if flag_chains.loud(cx):
+                    s[k], s[k + 1] = flag_chains.grid_step(cx, s[k], s[k + 1], xv, *cx.grids[(acc.chain, c)])
+                else:
+                    s[k], s[k + 1] = _biased_step(cx, s[k], s[k + 1], xv)
             else:
                 s[k] = _windowed_step(cx, s[k], xv)
             r = nchunk_red_total(cx) + cx.term_range + 2 * (acc.term_at + c)
@@ -399,15 +408,21 @@ def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int, body: ir.Block) 
             out = _out_of_range(cx, res[r], res[r + 1], _guess(cx, at))
             redo = out if redo is None else e.op("arith.ori", redo, out)
         if biased(cx):
-            parts.append((acc, c, at, [e.op("arith.subf", res[k], _guess(cx, at)), res[k + 1]]))
+            if flag_chains.loud(cx):  # (the integers times the grid: exact, a power of two, normal results)
+                high = e.op("arith.mulf", res[k], e.op("arith.negf", cx.grids[(acc.chain, c)][1]))
+            else:
+                high = e.op("arith.subf", res[k], _guess(cx, at))
+            parts.append((acc, c, at, [high, res[k + 1]]))
             continue
         if not cx.flagged:  # (flagged: flag_chains.lost holds the folded sums, which go on, against 2**127)
             past = exact_emit.past_f32(e, res[k])
             redo = past if redo is None else e.op("arith.ori", redo, past)
         parts.append((acc, c, at, [res[k]]))
     if cx.flagged:  # (the parts' vectors added into one, then the flag read once they are computed)
-        parts = [(acc, c, at, [sae_emit.fold(e, v) for v in vals]) for acc, c, at, vals in parts]
-        lost = flag_chains.lost(cx, [v for *_, vals in parts for v in vals], redo)
+        parts = [(acc, c, at, [flag_chains.fold(cx, v) for v in vals]) for acc, c, at, vals in parts]
+        grid = flag_chains.loud(cx) and biased(cx)  # (a grid's lows are NaN whenever its highs are not finite)
+        lost = flag_chains.lost(cx, [v for *_, vals in parts for v in vals], redo,
+                                [v for *_, vals in parts for v in (vals[1:] if grid else vals)])
     else:
         lost = e.any_of(redo)
     branch = scf.IfOp(lost, [], has_else=True)
@@ -418,6 +433,8 @@ def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int, body: ir.Block) 
         scf.YieldOp([])
     with ir.InsertionPoint(branch.else_block):
         merge_pairs(cx, parts)
+        if flag_chains.loud(cx):  # (its TwoSums round, raising the flag)
+            flag_chains.clear(cx)
         scf.YieldOp([])
 
 
