@@ -290,7 +290,7 @@ def _chain_check(request, monkeypatch) -> str:
     the terms' range, $HAWK_NO_SAE=1 forces it), "flags" (x86-64 with AVX-512F: the inexact flag, the Fast2Sum's
     add silent; hawk/passes/lower/flag_chains.py) or "grid" (x86-64 with AVX and FMA: the inexact flag, float64
     terms cut on a grid; $HAWK_NO_SILENT_ADDS=1 makes a CPU with AVX-512F take it too), each skipped, saying why,
-    on a CPU without it. Rows and columns read the flag only with AVX-512F (kept_check)."""
+    on a CPU without it. Column tiles read the flag only with AVX-512F (kept_check)."""
     from hawk.abi import cache
 
     if request.param == "range":
@@ -306,14 +306,14 @@ def _chain_check(request, monkeypatch) -> str:
 
 @pytest.fixture(params=["range", "flags", "grid"])
 def chain_check(request, monkeypatch):
-    """Each way the host's ordered chains over every lane prove a block exact (_chain_check)."""
+    """Each way the host's ordered chains over every lane and along rows prove a block exact (_chain_check)."""
     return _chain_check(request, monkeypatch)
 
 
 @pytest.fixture(params=["range", "flags"])
 def kept_check(request, monkeypatch):
-    """Each way the host's ordered rows and column tiles prove a block exact (_chain_check): the range, or the
-    inexact flag with AVX-512F's silent adds (without them they take the range)."""
+    """Each way the host's ordered column tiles prove a block exact (_chain_check): the range, or the inexact
+    flag with AVX-512F's silent adds (without them they take the range)."""
     return _chain_check(request, monkeypatch)
 
 

@@ -257,6 +257,9 @@ def fc_short_rows(g: Grid["r", "c":16], x: Scalar) -> Scalar:
                                              (fc_short_rows, False)])
 def test_which_row_stages_check_the_flag(kernel, flagged, dtype):
     assert ("stmxcsr" in _lowered(kernel, dtype, sae=True)) == flagged, kernel.name
+    grid = _lowered(kernel, dtype, sae=False, mxcsr=True)
+    assert ("stmxcsr" in grid) == flagged and "avx512" not in grid, kernel.name
+    assert ("llvm.intr.roundeven" in grid) == (flagged and dtype == "float64"), kernel.name
     assert "stmxcsr" not in _lowered(kernel, dtype, sae=False)
 
 
@@ -266,7 +269,7 @@ def _rows_want(x, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("cols", sorted(ROWS))
-def test_rows_are_exact_on_either_check_at_every_split(kept_check, cols, dtype):
+def test_rows_are_exact_on_either_check_at_every_split(chain_check, cols, dtype):
     rng = np.random.default_rng([47_400, cols, int(dtype == np.float32)])
     rows = 24
     d = 20 if dtype == np.float64 else 12
@@ -278,11 +281,11 @@ def test_rows_are_exact_on_either_check_at_every_split(kept_check, cols, dtype):
     x = x.astype(dtype)
     want = _rows_want(x, dtype)
     for threads, out in split_runs(ROWS[cols], "host", threads=[1, 2, 3], min_chunk=cols * 5 // 2, x=x):
-        same_bits(out, want, dtype, f"{cols} columns, {kept_check}, threads={threads}")
+        same_bits(out, want, dtype, f"{cols} columns, {chain_check}, threads={threads}")
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_row_means_with_a_mask_and_a_vector_sum(kept_check, dtype):
+def test_row_means_with_a_mask_and_a_vector_sum(chain_check, dtype):
     rng = np.random.default_rng(47_500)
     x = (rng.standard_normal((30, 200)) * 10.0 ** rng.integers(-9, 9, (30, 200))).astype(dtype)
     v = (rng.standard_normal((2, 30, 200)) * [[[1.0]], [[1e-30]]]).astype(dtype)  # (payload first)
@@ -290,9 +293,9 @@ def test_row_means_with_a_mask_and_a_vector_sum(kept_check, dtype):
     want = np.array([bt_ordered_sum(np.abs(x[i]), dtype, mask[i]) for i in range(30)], dtype=dtype)
     want = (want / mask.sum(axis=1)).astype(dtype)
     for threads, out in split_runs(fc_row_mean, "host", threads=[1, 2], min_chunk=1000, x=x, v=v):
-        same_bits(out["avg"], want, dtype, f"masked row means, {kept_check}, threads={threads}")
+        same_bits(out["avg"], want, dtype, f"masked row means, {chain_check}, threads={threads}")
         for c in range(2):
-            same_bits(out[f"tot_{c}"], _rows_want(v[c], dtype), dtype, f"component {c}, {kept_check}")
+            same_bits(out[f"tot_{c}"], _rows_want(v[c], dtype), dtype, f"component {c}, {chain_check}")
 
 
 # ---- columns: ordered sums over the leading axis in tiles (column_tiles.py) ----------------------------------

@@ -8,8 +8,9 @@ still be its exact sum rounded once.
 
 The range tests put terms right at both ends of the range the guess allows, 128 to a chain (so a wider range
 loses bits: moving either end by three binades fails them), and terms just past either end. The runs take both of
-a block's checks (conftest's kept_check): the range, and the inexact flag (x86-64 with AVX-512F:
-hawk/passes/lower/flag_chains.py), which must get these rows right too."""
+a block's checks (conftest's chain_check): the range, and the inexact flag (x86-64 with AVX-512F's silent adds,
+or float64 terms cut on a grid with AVX and FMA: hawk/passes/lower/flag_chains.py), which must get these rows
+right too."""
 
 import numpy as np
 import pytest
@@ -99,7 +100,7 @@ def _edge_rows(dtype, rng, rows: int, past: str | None = None) -> np.ndarray:
 
 @pytest.mark.parametrize("past", [None, "ceiling", "floor"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_rows_at_the_ends_of_the_chains_range(dtype, past, kept_check):
+def test_rows_at_the_ends_of_the_chains_range(dtype, past, chain_check):
     rows = 20 if dtype == np.float32 else 60  # (float32 window tops stay <= 2**62)
     x = _edge_rows(dtype, np.random.default_rng(61), rows, past)
     want = _rows_want(x, dtype)
@@ -120,7 +121,7 @@ def _adversary(kind: str, dtype) -> np.ndarray:
 
 @pytest.mark.parametrize("kind", ["floor", "ceiling"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_terms_just_outside_the_range_leave_the_chains(kind, dtype, kept_check):
+def test_terms_just_outside_the_range_leave_the_chains(kind, dtype, chain_check):
     x = _adversary(kind, dtype)
     assert x.shape == (1, COLS)
     want = _rows_want(x, dtype)
@@ -129,7 +130,7 @@ def test_terms_just_outside_the_range_leave_the_chains(kind, dtype, kept_check):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_long_rows_cut_between_chunks(dtype, kept_check):
+def test_long_rows_cut_between_chunks(dtype, chain_check):
     """Rows of several blocks, cut between chunks (each chunk's first block guesses P_START), with magnitudes
     that jump from row to row: every block whose guess is off goes to the pairs."""
     rng = np.random.default_rng(62)
@@ -171,7 +172,7 @@ def test_row_groups_prefetch_the_lanes_one_block_on():
                          for h in hints), hints
 
 
-def test_float32_rows_take_groups_of_16_and_a_last_group_of_8(kept_check):
+def test_float32_rows_take_groups_of_16_and_a_last_group_of_8(chain_check):
     """Groups of 16 float32 lanes; a row (or a chunk's part of one) whose groups leave 8 lanes runs them as one
     more group, its other 8 terms zeros, into the same chains; the lanes after it one by one. Rows cut between
     chunks, rows whose magnitudes jump, special values in the last group."""

@@ -31,7 +31,9 @@ ops; GRID_CHAINS chains, each a vector of highs and one of lows, fill AVX2's six
 spill. The grid g is the biased chains' (M's ulp, from the same guess), and the a-posteriori check makes the
 chains exact over 38 binades or more under the largest term, where the range's floor allowed 37 at most. A
 block's merge into the chunk's pairs rounds (plain TwoSums), so the flag is cleared after it: on an AMD EPYC
-(Zen 3) a read and a write of MXCSR cost a few nanoseconds a block of 1024 lanes.
+(Zen 3) a read and a write of MXCSR cost a few nanoseconds a block of 1024 lanes. Rows (nested_eligible) take
+the same route; their pairs' TwoSums round too, so each row starts by clearing the flag. Column tiles keep the
+range without AVX-512F.
 """
 
 from __future__ import annotations
@@ -58,9 +60,9 @@ _EXACT = frozenset({
 
 
 def eligible(cx, body: ir.Block) -> bool:
-    """Whether this stage's ordered chains may rest on the inexact flag: the host on x86-64 with AVX-512F, every
-    reduction an ordered sum or mean over every lane kept in chains, no sink, scan or fold, and a body whose
-    every op is in _EXACT (hawk.reduce and hawk.cell hand values on)."""
+    """Whether this stage's ordered chains may rest on the inexact flag: the host on x86-64 (with AVX-512F, or with
+    AVX and FMA: Spec.sae, Spec.mxcsr), every reduction an ordered sum or mean over every lane kept in chains,
+    no sink, scan or fold, and a body whose every op is in _EXACT (hawk.reduce and hawk.cell hand values on)."""
     if cx.target != "host" or not (cx.sae or cx.mxcsr) or not cx.n_terms or cx.runs or cx.n_scans or cx.folds:
         return False
     if cx.lay.sinks or any(r.kept or r.policy != "ordered" for r in cx.lay.reductions):
@@ -92,20 +94,22 @@ def chains(cx) -> int:
     return GRID_CHAINS if loud(cx) and isinstance(cx.e.f, ir.F64Type) else FLAG_CHAINS
 
 
-def grid(cx, bias: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """(2**-g, -2**g), as vectors like `bias`, for a block whose bias is M = 1.5 * 2**p (a float64 vector of equal
-    entries, ordered_chains' guess): the grid g = p - 52 (M's ulp: the grid a biased chain's Fast2Sum rounds to),
-    raised to -1022 so that both are normal (p keeps 2**-g within float64's range: ordered_chains.P_RANGE). Built
-    from M's first entry and broadcast: one register each, where one per vector of chains spilled."""
+def grid(cx, bias: ir.Value, t: ir.Type | None = None) -> tuple[ir.Value, ir.Value]:
+    """(2**-g, -2**g), as vectors of type `t` (like `bias` when None), for a block whose bias is M = 1.5 * 2**p (a
+    float64 scalar, or a vector of equal entries: ordered_chains' guess, nested_chains' per row): the grid
+    g = p - 52 (M's ulp: the grid a biased chain's Fast2Sum rounds to), raised to -1022 so that both are normal
+    (p keeps 2**-g within float64's range: ordered_chains.P_RANGE, nested_chains.F64_P). Built from one entry and
+    broadcast: one register each, where one per vector of chains spilled."""
     e = cx.e
-    m = create("vector.extract", [bias], [e.f64], {"static_position": ir.DenseI64ArrayAttr.get([0]),
-                                                   "dynamic_position": []}).result
+    m = bias if not isinstance(bias.type, ir.VectorType) else create(
+        "vector.extract", [bias], [e.f64], {"static_position": ir.DenseI64ArrayAttr.get([0]),
+                                             "dynamic_position": []}).result
     field = e.op("arith.andi", e.op("arith.shrui", e.op("arith.bitcast", m, t=e.i64), e.c(52, e.i64)),
                  e.c(0x7FF, e.i64))
     g = e.op("arith.maxsi", e.op("arith.subi", field, e.c(52, e.i64)), e.c(1, e.i64))  # (biased: g + 1023)
     inv = e.op("arith.shli", e.op("arith.subi", e.c(2046, e.i64), g), e.c(52, e.i64))
     neg = e.op("arith.ori", e.op("arith.shli", g, e.c(52, e.i64)), e.c(-(1 << 63), e.i64))
-    return tuple(create("vector.broadcast", [e.op("arith.bitcast", v, t=e.f64)], [bias.type]).result
+    return tuple(create("vector.broadcast", [e.op("arith.bitcast", v, t=e.f64)], [t or bias.type]).result
                  for v in (inv, neg))
 
 
@@ -132,7 +136,8 @@ def nested_eligible(cx, body: ir.Block, kept: list, chained: list) -> bool:
     over every lane, no sink, scan or fold, and a body that rounds nothing."""
     from hawk.passes.lower import reduce_kept  # (it builds on lower's modules)
 
-    if cx.target != "host" or not cx.sae or not chained or cx.full or cx.runs or cx.n_scans or cx.folds:
+    if cx.target != "host" or not (cx.sae or cx.mxcsr) or not chained or cx.full or cx.runs or cx.n_scans \
+            or cx.folds:
         return False
     if cx.lay.sinks or not all(r in kept and reduce_kept.nested_pairs(r) for r in cx.lay.reductions):
         return False

@@ -51,7 +51,7 @@ def group_width(cx: Lowering, kept: list, chained: list) -> int:
     reduction of the stage is such a chained total of at most two components (a compensated total's chains and a
     sum over every lane's take NEST_CHAINS copies; more components would spill registers), else NEST_CHAINS."""
     if cx.flagged:  # (chains checked by the inexact flag: four vectors of them, flag_chains)
-        return flag_chains.FLAG_CHAINS
+        return flag_chains.chains(cx)
     if (chained and windowed(cx) and len(chained) <= 2 and not cx.full
             and all(r in kept and reduce_kept.nested_pairs(r) for r in cx.lay.reductions)):
         return WIDE_GROUP
@@ -141,6 +141,8 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
     wide = ir.VectorType.get([cx.nest_w], e.f64)
     n = len(inits)
     blk = _block_lanes(cx)
+    if flag_chains.loud(cx):  # (the row's start: what the rows before rounded raised the flag)
+        flag_chains.clear(cx)
     blocks = scf.ForOp(start, stop, e.c(blk), inits + guesses)
     with ir.InsertionPoint(blocks.body):
         b = blocks.induction_variable
@@ -153,6 +155,9 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
             if windowed(cx):  # (the second vector is unused: the windowed chains have no low)
                 chains += [e.splat(0.0, wide), e.splat(0.0, vec)]
                 chains += [e.ci(x, _bits32(cx)) for x in ordered_chains.RANGE_INIT]
+            elif flag_chains.loud(cx):  # (float64 terms on the block's grid: flag_chains.grid_step)
+                cx.grids[(r.cell, c)] = flag_chains.grid(cx, g, wide)
+                chains += [e.splat(0.0, wide)] * 2 + [_splat(cx, x) for x in ordered_chains.RANGE_INIT]
             else:
                 v = wide if cx.flagged else vec
                 chains += [e.bcast(g, v), e.splat(0.0, v)] + [_splat(cx, x) for x in ordered_chains.RANGE_INIT]
@@ -217,12 +222,17 @@ def _flagged_end(cx: Lowering, res: list[ir.Value], n: int, pairs: list[tuple], 
     single = span <= _block_lanes(cx)  # (a row's only block: its sums go into pair 0 alone, reduce_kept.lone_pair)
     fold = sae_emit.total if single else sae_emit.fold
     sums = []
-    for k, g in enumerate(guess):
+    grid = flag_chains.loud(cx) and not windowed(cx)
+    for k, ((r, c), g) in enumerate(zip(pairs, guess, strict=True)):
         hi, lo = res[n + 4 * k:n + 4 * k + 2]
-        sums.append((fold(e, hi),) if windowed(cx) else
-                    (fold(e, e.op("arith.subf", hi, e.bcast(g, wide))), fold(e, lo)))
+        if grid:  # (the integers times the grid: exact, a power of two, normal results)
+            hi = e.op("arith.mulf", hi, e.op("arith.negf", cx.grids[(r.cell, c)][1]))
+        else:
+            hi = hi if windowed(cx) else e.op("arith.subf", hi, e.bcast(g, wide))
+        sums.append((fold(e, hi),) if windowed(cx) else (fold(e, hi), fold(e, lo)))
     out = res[:n]
-    branch = scf.IfOp(flag_chains.lost(cx, [v for s in sums for v in s], None),
+    checked = [s[-1] for s in sums] if grid else None  # (a grid's lows are NaN whenever its highs are not finite)
+    branch = scf.IfOp(flag_chains.lost(cx, [v for s in sums for v in s], None, checked),
                       [v.type for v in out + guess], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         state = _terms_into_pairs(cx, out, pairs, b, end)
@@ -239,6 +249,8 @@ def _flagged_end(cx: Lowering, res: list[ir.Value], n: int, pairs: list[tuple], 
                 continue
             for v in s:
                 reduce_kept.pairs_take(cx, r, c, v)
+        if flag_chains.loud(cx) and not single:  # (the pairs' TwoSums round, raising the flag)
+            flag_chains.clear(cx)
         scf.YieldOp(cx.accs + guess)
     res = list(branch.results)
     return res[:n], res[n:]
@@ -297,6 +309,9 @@ def chain_step(cx: Lowering, r, c: int, xv: ir.Value) -> None:
     wide = e.widen(xv, e.f64)
     e.vstore(xv, term_buffer(cx), e.add_i(e.op("arith.subi", cx.nested_group_at, b), e.c(k * _stride(cx))))
     hi, lo = s[i], s[i + 1]
+    if flag_chains.loud(cx) and not windowed(cx):  # (float64 terms on the block's grid)
+        s[i], s[i + 1] = flag_chains.grid_step(cx, hi, lo, wide, *cx.grids[(r.cell, c)])
+        return
     t = sae_emit.add(e, hi, wide) if cx.flagged and not windowed(cx) else e.add(hi, wide)  # (silent: flag_chains)
     if windowed(cx):  # (one plain add: exact inside the window)
         s[i] = t
