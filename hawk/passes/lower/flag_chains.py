@@ -30,9 +30,9 @@ the low x - r * 2**g (an FMA, exact). Five flops a group, where the range check'
 ops; GRID_CHAINS chains, each a vector of highs and one of lows, fill AVX2's sixteen registers without a
 spill. The grid g is the biased chains' (M's ulp, from the same guess), and the a-posteriori check makes the
 chains exact over 38 binades or more under the largest term, where the range's floor allowed 37 at most. A
-block's merge into the chunk's pairs rounds (plain TwoSums), so the flag is cleared after it: on an AMD EPYC
-(Zen 3) a read and a write of MXCSR cost a few nanoseconds a block of 1024 lanes. Rows (nested_eligible) take
-the same route; their pairs' TwoSums round too, so each row starts by clearing the flag. Column tiles keep the
+block's merge into the chunk's pairs rounds (plain TwoSums), so MXCSR is written back after it as the chunk's
+start left it (`restore`: on an AMD EPYC, Zen 3, a few nanoseconds a block of 1024 lanes). Rows (nested_eligible)
+take the same route; their pairs' TwoSums round too, so each row starts by restoring MXCSR. Column tiles keep the
 range without AVX-512F.
 """
 
@@ -79,6 +79,9 @@ def begin(cx, eligible: bool) -> None:
     cx.e.silent = eligible and cx.sae
     if eligible:
         clear(cx)
+    if loud(cx):  # (MXCSR with the flag clear, for restore)
+        where, _ = _word(cx, "mxcsr-clean")
+        _asm("stmxcsr ($0)", [where], "r,~{memory}")
 
 
 def loud(cx) -> bool:
@@ -169,10 +172,10 @@ def _rounds_nothing(body: ir.Block) -> bool:
 
 # ---- the flag ----------------------------------------------------------------------------------------------
 
-def _word(cx) -> tuple[ir.Value, ir.Value]:
+def _word(cx, tag: str = "mxcsr") -> tuple[ir.Value, ir.Value]:
     """A 4-byte buffer that MXCSR is stored through: (its address as an i64, the asm's operand; the buffer)."""
     e = cx.e
-    buf = cx.temp(1, ir.IntegerType.get_signless(32), tag="mxcsr")
+    buf = cx.temp(1, ir.IntegerType.get_signless(32), tag=tag)
     return e.op("arith.index_cast", e.address(buf), t=e.i64), buf
 
 
@@ -225,6 +228,14 @@ def lost(cx, sums: list[ir.Value], out: ir.Value | None, checked: list[ir.Value]
     word = e.load(buf, e.c(0))
     flag = e.op("arith.ori", flag, e.cmpi(1, e.op("arith.andi", word, e.c(PE, word.type)), e.c(0, word.type)))
     return flag if out is None else e.op("arith.ori", flag, e.any_of(out))
+
+
+def restore(cx) -> None:
+    """MXCSR as the chunk's start left it, the inexact flag clear (begin saved it), written without reading it
+    first: after a merge whose TwoSums rounded (loud), when the flag is always set, a read and a test less than
+    clear's."""
+    where, _ = _word(cx, "mxcsr-clean")
+    _asm("ldmxcsr ($0)", [where], "r,~{memory}")
 
 
 def clear(cx) -> None:

@@ -142,7 +142,7 @@ def chained_groups(cx: Lowering, body: ir.Block, start: ir.Value, stop: ir.Value
     n = len(inits)
     blk = _block_lanes(cx)
     if flag_chains.loud(cx):  # (the row's start: what the rows before rounded raised the flag)
-        flag_chains.clear(cx)
+        flag_chains.restore(cx)
     blocks = scf.ForOp(start, stop, e.c(blk), inits + guesses)
     with ir.InsertionPoint(blocks.body):
         b = blocks.induction_variable
@@ -250,7 +250,7 @@ def _flagged_end(cx: Lowering, res: list[ir.Value], n: int, pairs: list[tuple], 
             for v in s:
                 reduce_kept.pairs_take(cx, r, c, v)
         if flag_chains.loud(cx) and not single:  # (the pairs' TwoSums round, raising the flag)
-            flag_chains.clear(cx)
+            flag_chains.restore(cx)
         scf.YieldOp(cx.accs + guess)
     res = list(branch.results)
     return res[:n], res[n:]

@@ -434,7 +434,7 @@ def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int, body: ir.Block) 
     with ir.InsertionPoint(branch.else_block):
         merge_pairs(cx, parts)
         if flag_chains.loud(cx):  # (its TwoSums round, raising the flag)
-            flag_chains.clear(cx)
+            flag_chains.restore(cx)
         scf.YieldOp([])
 
 
