@@ -87,7 +87,7 @@ def begin(cx, eligible: bool) -> None:
 def loud(cx) -> bool:
     """Whether this stage's chains read the flag without AVX-512's silent adds (x86-64 with AVX and FMA but not
     AVX-512F, or $HAWK_NO_SILENT_ADDS=1): float64 terms are cut on a grid (grid_step), and the TwoSums that merge a
-    block into the chunk's pairs raise the flag, which is cleared after them."""
+    block into the chunk's pairs raise the flag, which `restore` clears after them."""
     return cx.flagged and not cx.sae
 
 
@@ -198,11 +198,12 @@ def fold(cx, v: ir.Value) -> ir.Value:
 
 def lost(cx, sums: list[ir.Value], out: ir.Value | None, checked: list[ir.Value] | None = None) -> ir.Value:
     """Whether a block's chains lost a bit (an i1): MXCSR's inexact flag is set, or a chain's sum in `sums`
-    (float64 vectors or scalars: biased chains' high less M and low, windowed chains' sums) is not finite, or, in a
-    float32 kernel, reaches 2**127 (the values the block hands on, to its pairs or as float32 parts to an exact
-    accumulator, must be: exact_emit.past_f32; without a window nothing else bounds them), or `out` (a vector of
-    i1, or None) says so. The flag is read after every one of `sums` is computed: the read's asm takes their bits
-    ORed together. `checked`: the sums held against infinities and NaNs (all of them when None)."""
+    (float64 vectors or scalars: biased chains' high less M and low, grid chains' high times 2**g and low,
+    windowed chains' sums) is not finite, or, in a float32 kernel, reaches 2**127 (the values the block hands
+    on, to its pairs or as float32 parts to an exact accumulator, must be: exact_emit.past_f32; without a window
+    nothing else bounds them), or `out` (a vector of i1, or None) says so. The flag is read after every one of
+    `sums` is computed: the read's asm takes their bits ORed together. `checked`: the sums held against
+    infinities and NaNs (all of them when None)."""
     e = cx.e
     flag = None
     alike: dict = {}  # (the sums' bits ORed by shape first, then each shape's vector reduced)
