@@ -76,7 +76,7 @@ class Binder:
         self.cell_slots = cell_slots  # the specs' Spec.cell_slots (a host plan's: CELL_SLOTS)
         self.sae = sae  # the specs' Spec.sae (a host plan's on an x86-64 CPU with AVX-512F)
         self.fma_pipes = fma_pipes  # the specs' Spec.fma_pipes (a host plan's on AMD Zen)
-        self.mxcsr = mxcsr  # the specs' Spec.mxcsr (a host plan's on x86-64)
+        self.mxcsr = mxcsr  # the specs' Spec.mxcsr (a host plan's on x86-64 with AVX and FMA)
         # mixed: a per-lane float output may have another float dtype than the run's (compiled per dtype: a Plan's
         # binder); elsewhere (artifacts, built for whole-run dtypes) every float plane shares the run's dtype
         self.mixed = mixed

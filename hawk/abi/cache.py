@@ -258,7 +258,7 @@ def fma_pipes_host(features: str | None = None, name: str | None = None) -> bool
     "znver*" with "+fma"): a subtraction written as fma(a, -1, b) (the same bits) runs beside the adds
     (Spec.fma_pipes). On Intel's cores adds and FMAs share two pipes, and it would gain nothing.
     $HAWK_NO_FMA_PIPES=1 says no."""
-    if os.environ.get("HAWK_NO_FMA_PIPES", "") not in ("", "0") or machine() != "x86_64":
+    if _switch("HAWK_NO_FMA_PIPES") or machine() != "x86_64":
         return False
     cpu = host_cpu() if features is None or name is None else {}
     name = cpu["name"] if name is None else name

@@ -25,8 +25,9 @@ class Spec:
     form with small sinks: it is in repr(spec), hence in every cache key, and in the hawk IR's facts).
     `cell_slots`: the largest reduction keeping axes with a copy per chunk (0: PRIVATE_SLOTS; a host plan's
     specs say CELL_SLOTS, since a GPU runs a thread per kept slot instead of a few threads with large copies).
-    `mxcsr`: the code runs on x86-64 (a host plan's or artifact's built there), whose MXCSR's sticky inexact flag
-    the ordered chains over every lane may read to prove a block exact (hawk/passes/lower/flag_chains.py).
+    `mxcsr`: the code runs on x86-64 with AVX and FMA (a host plan's or native artifact's built there), whose
+    MXCSR's sticky inexact flag the ordered sums over every lane and along rows may read to prove a block exact,
+    float64 terms cut on a grid (hawk/passes/lower/flag_chains.py).
     `sae`: the code runs on an x86-64 CPU with AVX-512F (a host plan's or native artifact's on such a machine):
     ordered chains may round without raising MXCSR's inexact flag and read the flag to prove a block exact
     (hawk/passes/lower/flag_chains.py). `fma_pipes`: the code runs on an x86-64 CPU whose FMAs have pipes of their

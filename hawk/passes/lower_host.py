@@ -32,7 +32,7 @@ def lower_host(module: ir.Module, layout: Layout, ftype: ir.Type, itypes: dict[s
     kfunc = kernel_func(module)
     cx.sae = sae_of(kfunc)  # (an x86-64 CPU with AVX-512F: ordered chains may check the inexact flag)
     cx.fma_pipes = fma_pipes_of(kfunc)  # (AMD Zen: compensated chains' subtractions as FMAs)
-    cx.mxcsr = mxcsr_of(kfunc)  # (x86-64: ordered chains may check the inexact flag, their terms split)
+    cx.mxcsr = mxcsr_of(kfunc)  # (x86-64 with AVX and FMA: the inexact flag, float64 terms cut on a grid)
     cx.form = chunk_form.read(kfunc, layout, cx.exact_pairs, cx.wide_ok, "lower-chunk-loop")
     folds.collect_folds(cx, kfunc)  # hawk.reduce with a user's operator: hawk/passes/lower/folds.py
     with lanes_point(module, layout.name), kfunc.location:

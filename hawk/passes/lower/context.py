@@ -115,7 +115,7 @@ class Lowering:
         self.term_range: int | None = None  # first chain slot of the terms' ranges (state.plan_state)
         self.sae = False  # the code runs on x86-64 with AVX-512F (Spec.sae; lower_host sets it)
         self.fma_pipes = False  # ... on a CPU whose FMAs have pipes of their own (Spec.fma_pipes; lower_host)
-        self.mxcsr = False  # ... on x86-64, whose inexact flag the ordered chains may read (Spec.mxcsr; lower_host)
+        self.mxcsr = False  # ... on x86-64 with AVX and FMA: the inexact flag, terms on a grid (Spec.mxcsr; lower_host)
         self.flagged = False  # the ordered chains check the inexact flag, not a range (flag_chains.eligible)
         self.grids: dict = {}  # a block's (2**-g, 2**g) per (chain, component): flag_chains.grid
         self.stream: ir.Value | None = None  # host: whether this launch streams its per-lane outputs (stream.py)

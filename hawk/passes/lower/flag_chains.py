@@ -116,6 +116,12 @@ def grid(cx, bias: ir.Value, t: ir.Type | None = None) -> tuple[ir.Value, ir.Val
                  for v in (inv, neg))
 
 
+def grid_high(cx, high: ir.Value, key) -> ir.Value:
+    """A block's grid highs (grid_step's integers) as the values they stand for: times 2**g, the grid at
+    cx.grids[key] (exact: a power of two, normal results)."""
+    return cx.e.op("arith.mulf", high, cx.e.op("arith.negf", cx.grids[key][1]))
+
+
 def grid_step(cx, hi: ir.Value, lo: ir.Value, x: ir.Value, inv: ir.Value, neg: ir.Value) -> tuple[ir.Value, ir.Value]:
     """float64 terms x into a chain's (high, low) where no step means to round, on the block's grid 2**g (`inv`
     and `neg`: 2**-g and -2**g, from grid): r = x * 2**-g rounded to an integer without raising the flag

@@ -225,8 +225,8 @@ def _flagged_end(cx: Lowering, res: list[ir.Value], n: int, pairs: list[tuple], 
     grid = flag_chains.loud(cx) and not windowed(cx)
     for k, ((r, c), g) in enumerate(zip(pairs, guess, strict=True)):
         hi, lo = res[n + 4 * k:n + 4 * k + 2]
-        if grid:  # (the integers times the grid: exact, a power of two, normal results)
-            hi = e.op("arith.mulf", hi, e.op("arith.negf", cx.grids[(r.cell, c)][1]))
+        if grid:  # (the integers times the grid)
+            hi = flag_chains.grid_high(cx, hi, (r.cell, c))
         else:
             hi = hi if windowed(cx) else e.op("arith.subf", hi, e.bcast(g, wide))
         sums.append((fold(e, hi),) if windowed(cx) else (fold(e, hi), fold(e, lo)))

@@ -25,7 +25,8 @@ chunk a few floats instead of a deposit per term (docs/ordered.md).
   Fast2Sum's rounding add silent (flag_chains.py): FLAG_CHAINS chains, no range state, the block's sums folded
   into one vector before the flag is read (flush_pairs). On x86-64 with AVX and FMA but not AVX-512F the flag
   proves them too, float64 terms cut on the block's grid (a rounding that raises no flag, then plain adds:
-  flag_chains.grid_step) instead of a Fast2Sum, and the flag is cleared after each block's merge.
+  flag_chains.grid_step) instead of a Fast2Sum, and MXCSR is written back clear after each block's merge
+  (flag_chains.restore).
 - Every exact block's sums go into the chunk's own float64 (high, low) vector pairs by more checked TwoSums
   (`merge_pairs`); those are deposited once, at the chunk's end (float32: each value as three float32
   parts).
@@ -408,8 +409,8 @@ def flush_pairs(cx: Lowering, res: list[ir.Value], nchunk: int, body: ir.Block) 
             out = _out_of_range(cx, res[r], res[r + 1], _guess(cx, at))
             redo = out if redo is None else e.op("arith.ori", redo, out)
         if biased(cx):
-            if flag_chains.loud(cx):  # (the integers times the grid: exact, a power of two, normal results)
-                high = e.op("arith.mulf", res[k], e.op("arith.negf", cx.grids[(acc.chain, c)][1]))
+            if flag_chains.loud(cx):  # (the integers times the grid)
+                high = flag_chains.grid_high(cx, res[k], (acc.chain, c))
             else:
                 high = e.op("arith.subf", res[k], _guess(cx, at))
             parts.append((acc, c, at, [high, res[k + 1]]))
