@@ -317,6 +317,42 @@ def kept_check(request, monkeypatch):
     return _chain_check(request, monkeypatch)
 
 
+@pytest.fixture(params=["pairs", "grid"])
+def scatter_route(request, monkeypatch):
+    """Each way the host adds an ordered scatter's terms into a chunk's (high, low) pairs: "pairs" (every CPU: two
+    TwoSums a lane, side by side in groups; $HAWK_NO_SAE=1 forces it) or "grid" (x86-64 with AVX and FMA, or
+    AVX-512F: terms cut on a grid, the chunk proved exact by MXCSR's flags, else run again in pairs;
+    hawk/passes/lower/grid_scatters.py), skipped, saying why, on a CPU without it."""
+    from hawk.abi import cache
+
+    if request.param == "pairs":
+        monkeypatch.setenv("HAWK_NO_SAE", "1")
+    elif not (cache.mxcsr_host() or cache.sae_host()):
+        pytest.skip("ordered scatters on a grid need an x86-64 CPU with AVX and FMA; this one has none")
+    return request.param
+
+
+def bt_host_asm(llvm_dialect: str, cpu: str) -> str:
+    """The x86-64 assembly LLVM makes of a kernel's lowered module (`kernel.lowered(spec).llvm_ir`) for `cpu`,
+    through opt and llc at -O3: what a test of the code a CPU runs reads."""
+    import subprocess
+
+    from mlir import ir
+    from mlir.dialects import llvm
+
+    from hawk.abi import cache
+    from hawk.ir.dialect import new_context
+    from hawk.targets.host import _llvm_tool
+
+    with new_context(), ir.Location.unknown():
+        ll = str(llvm.translate_module_to_llvmir(ir.Module.parse(llvm_dialect).operation))
+    triple = f"{cache.machine()}-unknown-linux-gnu"
+    opt = subprocess.run([_llvm_tool("opt"), "-O3", f"-mtriple={triple}", f"-mcpu={cpu}", "-S", "-"], input=ll,
+                         capture_output=True, text=True, check=True).stdout
+    return subprocess.run([_llvm_tool("llc"), "-O3", f"-mtriple={triple}", f"-mcpu={cpu}", "-"], input=opt,
+                          capture_output=True, text=True, check=True).stdout
+
+
 def bt_lanes_func(kernel) -> str:
     """The host lanes function of `kernel` (stage 0) after lower-host-lanes, without the finish beside it (which
     takes slots eight at a time its own way): what a test of the lanes loop's form reads."""

@@ -327,6 +327,7 @@ def _slot_data(dtype, rng, per_slot=1500):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.usefixtures("scatter_route")
 def test_ordered_scatter_is_exact_per_slot_with_the_prior_as_a_term(target, dtype):
     rng = np.random.default_rng([12_500, int(dtype == np.float32)])
     key, x = _slot_data(dtype, rng)
@@ -344,6 +345,7 @@ def test_ordered_scatter_is_exact_per_slot_with_the_prior_as_a_term(target, dtyp
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.usefixtures("scatter_route")
 def test_ordered_scatter_prior_cancels_the_lanes(target, dtype):
     # the prior is one more term: a slot whose lanes add up to exactly -prior comes out +0.0, and a tie formed by
     # prior plus lanes rounds to even
@@ -365,6 +367,7 @@ def test_ordered_scatter_prior_cancels_the_lanes(target, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.usefixtures("scatter_route")
 def test_ordered_scatter_ties_spread_over_chunks(target, dtype):
     # each slot's few terms sit in different chunks, with nothing else to add: each chunk's share is exact on its
     # own (one or two floats), so only the finish sees the tie (a + half an ulp) or the term far below it that
@@ -392,6 +395,7 @@ def test_ordered_scatter_ties_spread_over_chunks(target, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.usefixtures("scatter_route")
 def test_ordered_scatter_rounds_every_slot_of_a_passed_sink(target, dtype):
     # slots no lane touches are rounded too: -0.0 becomes +0.0, a NaN of any payload the canonical quiet NaN,
     # an infinity and a finite value stay
@@ -405,6 +409,7 @@ def test_ordered_scatter_rounds_every_slot_of_a_passed_sink(target, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.usefixtures("scatter_route")
 def test_ordered_scatter_index_key_minus_one_adds_nothing(target, dtype):
     rng = np.random.default_rng([12_600, int(dtype == np.float32)])
     x = f_span(N, dtype, rng)
@@ -416,6 +421,7 @@ def test_ordered_scatter_index_key_minus_one_adds_nothing(target, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.usefixtures("scatter_route")
 def test_ordered_scatter_in_a_for_and_several_per_plane(target, dtype):
     rng = np.random.default_rng([12_700, int(dtype == np.float32)])
     key = rng.integers(0, 8, size=N).astype(np.int32)
@@ -431,6 +437,7 @@ def test_ordered_scatter_in_a_for_and_several_per_plane(target, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.usefixtures("scatter_route")
 def test_ordered_scatter_vector_payload_and_2d_sink(target, dtype):
     rng = np.random.default_rng([12_800, int(dtype == np.float32)])
     key, x0 = _slot_data(dtype, rng, per_slot=800)
@@ -450,6 +457,7 @@ def test_ordered_scatter_vector_payload_and_2d_sink(target, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.usefixtures("scatter_route")
 def test_ordered_scatter_into_a_large_sink_runs_split(target, dtype):
     # 100000 slots: still split over several chunks (threads=4, small chunks; a chunk may have to take at least
     # as many lanes as its per-slot pairs hold values, so a million lanes), each slot exact

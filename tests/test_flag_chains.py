@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import bt_ordered_sum
+from conftest import bt_host_asm, bt_ordered_sum
 from exact_families import FAMILIES, assert_exact, same_bits, split_runs
 
 import eagle
@@ -120,23 +120,9 @@ def test_which_cpus_cut_terms_on_a_grid(monkeypatch):
 def test_the_grid_rounds_without_raising_the_flag():
     # the step's one rounding (roundeven) must raise no flag, or every block would retry: x86 rounds with its
     # inexact exception suppressed (the immediate's bit 3: vroundpd $8), and never calls libm's roundeven
-    import subprocess as sp
-
-    from mlir import ir
-    from mlir.dialects import llvm
-
-    from hawk.ir.dialect import new_context
-    from hawk.targets.host import _llvm_tool
-
     spec = dataclasses.replace(fc_sum.spec_for("float64", {}), mxcsr=True)
-    with new_context(), ir.Location.unknown():
-        ll = str(llvm.translate_module_to_llvmir(ir.Module.parse(fc_sum.lowered(spec).llvm_ir).operation))
-    triple = f"{cache.machine()}-unknown-linux-gnu"
     for cpu in ("x86-64-v3", "znver3"):
-        opt = sp.run([_llvm_tool("opt"), "-O3", f"-mtriple={triple}", f"-mcpu={cpu}", "-S", "-"], input=ll,
-                     capture_output=True, text=True, check=True).stdout
-        asm = sp.run([_llvm_tool("llc"), "-O3", f"-mtriple={triple}", f"-mcpu={cpu}", "-"], input=opt,
-                     capture_output=True, text=True, check=True).stdout
+        asm = bt_host_asm(fc_sum.lowered(spec).llvm_ir, cpu)
         assert "vroundpd\t$8, %ymm" in asm and "roundeven" not in asm and "stmxcsr" in asm, cpu
 
 

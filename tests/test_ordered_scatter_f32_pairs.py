@@ -14,6 +14,8 @@ import eagle
 import hawk
 from hawk import Index, Mutable, Scalar, Sorted
 
+pytestmark = pytest.mark.usefixtures("scatter_route")  # (both routes into the pairs: conftest)
+
 F32 = np.float32
 
 

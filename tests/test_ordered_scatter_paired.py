@@ -16,6 +16,8 @@ import hawk
 from hawk import Index, Mutable, Scalar
 from hawk.passes.lower.split_scatters import PAIR_LANES
 
+pytestmark = pytest.mark.usefixtures("scatter_route")  # (both routes into the pairs: conftest)
+
 DTYPES = [np.float64, np.float32]
 
 

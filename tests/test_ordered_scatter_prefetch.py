@@ -14,6 +14,8 @@ import hawk
 from hawk import Index, Mutable, Scalar, Sorted
 from hawk.passes.lower.scatters import PREFETCH_KEYS, PREFETCH_SLOTS
 
+pytestmark = pytest.mark.usefixtures("scatter_route")  # (both routes into the pairs: conftest)
+
 BIG = PREFETCH_SLOTS + 3
 
 

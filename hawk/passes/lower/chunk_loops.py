@@ -1,7 +1,8 @@
 """The loop shapes a chunk of lanes runs in (host chunks and GPU threads of the chunk form alike), the one
 `hawk.chunk_form` names (chunk_form.py decides it; the chunk-form pass writes it):
 
-  flat      for lane in [lo, hi): body (split_scatters.py: two passes per block for computed scatter keys)
+  flat      for lane in [lo, hi): body (split_scatters.py: two passes per block for computed scatter keys;
+            grid_scatters.py: ordered scatters in two passes per block, proved exact by MXCSR's flags)
   blocked   for block: full blocks run cx.pair_w straight-line copies of the body per group of lanes (a chain
             each: compensated sums, ordered two-float chains), or (a body with stores or `.at` reads)
             one loop of the body writing the terms, then the chains over them; a partial block lane by lane
@@ -32,6 +33,7 @@ from hawk.passes.lower import (
     block,
     chain_passes,
     flag_chains,
+    grid_scatters,
     nested_chains,
     ordered_chains,
     planes,
@@ -166,6 +168,8 @@ def flat_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
     run = sorted_pairs.sorted_ordered(cx, body)
     if run is not None:  # an ordered scatter by sorted keys (sorted_pairs.py)
         return sorted_pairs.run_driver(cx, body, chunk0, run)
+    if grid_scatters.wanted(cx, body, chunk0):  # ordered scatters proved exact by MXCSR (grid_scatters.py)
+        return grid_scatters.grid_driver(cx, body)
     if split_scatters.split_scatters(cx, body):  # computed keys in a vectorized pass first (split_scatters.py)
         return split_scatters.split_driver(cx, body, chunk0)
     loop = scf.ForOp(cx.lo, cx.hi, e.c(1), chunk0)

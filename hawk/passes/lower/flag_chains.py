@@ -33,7 +33,8 @@ chains exact over 38 binades or more under the largest term, where the range's f
 block's merge into the chunk's pairs rounds (plain TwoSums), so MXCSR is written back after it as the chunk's
 start left it (`restore`: on an AMD EPYC, Zen 3, a few nanoseconds a block of 1024 lanes). Rows (nested_eligible)
 take the same route; their pairs' TwoSums round too, so each row starts by restoring MXCSR. Column tiles keep the
-range without AVX-512F.
+range without AVX-512F. Ordered scatters read the same flags through save_clean, restore and raised
+(grid_scatters.py).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from hawk.passes import exact_emit, sae_emit
 FLAG_CHAINS = 32  # chains of a block, side by side in four 512-bit vectors of float64
 GRID_CHAINS = 16  # ... of float64 terms cut on a grid without AVX-512F: four 256-bit vectors of highs, four of lows
 PE = 0x20  # MXCSR's precision (inexact) flag
+IE = 0x01  # ... invalid-operation flag (inf - inf)
 _UNE = 13  # arith.cmpf "une"
 # the body's ops that never round (nor, but for a signalling NaN, raise any flag)
 _EXACT = frozenset({
@@ -77,11 +79,18 @@ def begin(cx, eligible: bool) -> None:
     the chunk's start clears the flag, and with AVX-512F (cx.sae) its TwoSums round silently (Emit.silent)."""
     cx.flagged = eligible
     cx.e.silent = eligible and cx.sae
-    if eligible:
+    if loud(cx):
+        save_clean(cx)
+    elif eligible:
         clear(cx)
-    if loud(cx):  # (MXCSR with the flag clear, for restore)
-        where, _ = _word(cx, "mxcsr-clean")
-        _asm("stmxcsr ($0)", [where], "r,~{memory}")
+
+
+def save_clean(cx, mask: int = PE) -> None:
+    """Clear the flags in `mask` (clear) and keep MXCSR as it then is, for restore. (A flag an earlier op of the
+    thread left set, the invalid one after a NaN, say, would otherwise read as this chunk's.)"""
+    clear(cx, mask)
+    where, _ = _word(cx, "mxcsr-clean")
+    _asm("stmxcsr ($0)", [where], "r,~{memory}")
 
 
 def loud(cx) -> bool:
@@ -245,9 +254,19 @@ def restore(cx) -> None:
     _asm("ldmxcsr ($0)", [where], "r,~{memory}")
 
 
-def clear(cx) -> None:
-    """Clear MXCSR's inexact flag if it is set (a write of MXCSR is slow: skipped when there is nothing to
-    clear). Memory is clobbered, so the stores of what rounded before it stay before it."""
+def raised(cx, mask: int) -> ir.Value:
+    """Whether any of MXCSR's flags in `mask` is set (an i1). The read clobbers memory: every store before it
+    (and so the flops whose results they store) stays before it."""
+    e = cx.e
+    where, buf = _word(cx)
+    _asm("stmxcsr ($0)", [where], "r,~{memory}")
+    word = e.load(buf, e.c(0))
+    return e.cmpi(1, e.op("arith.andi", word, e.c(mask, word.type)), e.c(0, word.type))
+
+
+def clear(cx, mask: int = PE) -> None:
+    """Clear MXCSR's flags in `mask` (the inexact flag) if any is set (a write of MXCSR is slow: skipped when there
+    is nothing to clear). Memory is clobbered, so the stores of what rounded before it stay before it."""
     where, _ = _word(cx)
-    _asm("stmxcsr ($0)\n\ttestl $$32, ($0)\n\tjz 1f\n\tandl $$-33, ($0)\n\tldmxcsr ($0)\n1:", [where],
+    _asm(f"stmxcsr ($0)\n\ttestl $${mask}, ($0)\n\tjz 1f\n\tandl $${~mask}, ($0)\n\tldmxcsr ($0)\n1:", [where],
          "r,~{memory},~{flags}")
