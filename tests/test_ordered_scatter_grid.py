@@ -22,6 +22,7 @@ import hawk
 from hawk import Index, Mutable, Scalar
 from hawk.abi import cache
 from hawk.passes.lower import grid_scatters
+from hawk.passes.lower.scatters import PREFETCH_SLOTS
 
 pytestmark = pytest.mark.skipif(not (cache.mxcsr_host() or cache.sae_host()),
                                 reason="ordered scatters on a grid need an x86-64 CPU with AVX and FMA")
@@ -35,6 +36,11 @@ def xg_one(key: Index, x: Scalar, acc: Mutable["slot":64]):
 @hawk.kernel
 def xg_computed(key: Index, x: Scalar, acc: Mutable["slot":64]):
     hawk.scatter(acc, policy="ordered")[key - 1] += x
+
+
+@hawk.kernel
+def xg_big(key: Index, x: Scalar, acc: Mutable["slot":PREFETCH_SLOTS]):
+    hawk.scatter(acc, policy="ordered")[key] += x  # (its lanes wait on their pairs' misses: the grouped form)
 
 
 @hawk.kernel
@@ -54,6 +60,7 @@ def test_only_ordered_scatter_bodies_on_such_a_cpu_take_the_grid(dtype):
     assert "ldmxcsr" in grid and "stmxcsr" in grid and "llvm.intr.roundeven" in grid
     assert "llvm.intr.roundeven" not in _lowered(xg_one, dtype, mxcsr=False)  # (not x86-64: the pairs)
     assert "llvm.intr.roundeven" not in _lowered(xg_beside, dtype, mxcsr=True)
+    assert "llvm.intr.roundeven" not in _lowered(xg_big, dtype, mxcsr=True)
 
 
 def test_the_grid_rounds_without_raising_the_flag():
