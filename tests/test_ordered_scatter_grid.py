@@ -194,5 +194,8 @@ def test_with_the_redo_those_cases_are_exact():
         got, want = _run(xg_one, key, terms, np.float64, threads=1)
         same_bits(got, want, np.float64, f"redo {x}")
     key[100], key[200] = 64, 70  # (the first bad lane's key is reported, as lane by lane)
-    with pytest.raises(eagle.InputError, match=r"2 lane\(s\) .*first bad key: 64\)"):
-        eagle.deploy(xg_computed, threads=1).run(key=key + 1, x=np.ones(n))
+    acc = np.arange(64, dtype=np.float64)
+    for threads in (1, 2):
+        with pytest.raises(eagle.InputError, match=r"2 lane\(s\) .*first bad key: 64\)"):
+            eagle.deploy(xg_computed, threads=threads, min_chunk=1024).run(key=key + 1, x=np.ones(n), acc=acc)
+        assert np.array_equal(acc, np.arange(64)), "a refused run left the passed sink changed"

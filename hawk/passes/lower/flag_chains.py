@@ -119,10 +119,28 @@ def grid(cx, bias: ir.Value, t: ir.Type | None = None) -> tuple[ir.Value, ir.Val
     field = e.op("arith.andi", e.op("arith.shrui", e.op("arith.bitcast", m, t=e.i64), e.c(52, e.i64)),
                  e.c(0x7FF, e.i64))
     g = e.op("arith.maxsi", e.op("arith.subi", field, e.c(52, e.i64)), e.c(1, e.i64))  # (biased: g + 1023)
+    inv, _, neg = powers(cx, g)
+    return tuple(create("vector.broadcast", [v], [t or bias.type]).result for v in (inv, neg))
+
+
+def powers(cx, g: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(2**-g, 2**g, -2**g), float64 scalars, for g given biased (g + 1023, an i64 in [1, 2045]: all three
+    normal), built from their bits."""
+    e = cx.e
     inv = e.op("arith.shli", e.op("arith.subi", e.c(2046, e.i64), g), e.c(52, e.i64))
-    neg = e.op("arith.ori", e.op("arith.shli", g, e.c(52, e.i64)), e.c(-(1 << 63), e.i64))
-    return tuple(create("vector.broadcast", [e.op("arith.bitcast", v, t=e.f64)], [t or bias.type]).result
-                 for v in (inv, neg))
+    pos = e.op("arith.shli", g, e.c(52, e.i64))
+    neg = e.op("arith.ori", pos, e.c(-(1 << 63), e.i64))
+    return tuple(e.op("arith.bitcast", v, t=e.f64) for v in (inv, pos, neg))
+
+
+def cut(cx, x: ir.Value, inv: ir.Value, neg: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Terms x (float64, scalar or vector) cut on the grid 2**g (`inv`, `neg`: 2**-g and -2**g, like x):
+    (r, x - r * 2**g) with r = x * 2**-g rounded to an integer without raising the flag (roundeven, which x86
+    does with its inexact exception suppressed: vroundpd $8, never a libm call). The scaling and the FMA are
+    exact unless they raise the flag."""
+    e = cx.e
+    r = create("llvm.intr.roundeven", [e.op("arith.mulf", x, inv)], [x.type]).result
+    return r, create("llvm.intr.fma", [r, neg, x], [x.type]).result
 
 
 def grid_high(cx, high: ir.Value, key) -> ir.Value:
@@ -142,10 +160,8 @@ def grid_step(cx, hi: ir.Value, lo: ir.Value, x: ir.Value, inv: ir.Value, neg: i
     within 2**49 and their remainders (each at most half the grid) within 2**(g+5), which the low holds exactly
     when every term is a multiple of 2**(g+5-53): 38 binades under the largest term. An inf or NaN term makes
     the low NaN."""
-    e = cx.e
-    r = create("llvm.intr.roundeven", [e.op("arith.mulf", x, inv)], [x.type]).result
-    rest = create("llvm.intr.fma", [r, neg, x], [x.type]).result
-    return e.add(hi, r), e.add(lo, rest)
+    r, rest = cut(cx, x, inv, neg)
+    return cx.e.add(hi, r), cx.e.add(lo, rest)
 
 
 def nested_eligible(cx, body: ir.Block, kept: list, chained: list) -> bool:

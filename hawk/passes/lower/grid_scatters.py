@@ -37,10 +37,10 @@ rounds each slot's exact sum, so which route a chunk took never shows in the res
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import memref, scf
+from mlir.dialects import scf
 
 from hawk.ir.access import scatter_keys, sink_name, stored_value
-from hawk.ir.build import create
+from hawk.passes.host_emit import size
 from hawk.passes.lower import flag_chains, planes, scatters, split_scatters
 from hawk.passes.lower.context import Lowering
 
@@ -98,7 +98,7 @@ def grid_driver(cx: Lowering, body: ir.Block) -> list[ir.Value]:
             end = e.op("arith.minui", e.add_i(start, e.c(BLOCK)), cx.hi)
             tiny = [_tiny(cx, _field(cx, m, c)) for m, c in zip(most, room, strict=True)]
             most = _first_pass(cx, body, start, end, bufs, tiny, most)
-            grids = [_grid(cx, _field(cx, m, c)) for m, c in zip(most, room, strict=True)]
+            grids = [flag_chains.powers(cx, _field(cx, m, c)) for m, c in zip(most, room, strict=True)]
             flag_chains.restore(cx)
             _second_pass(cx, body, start, e.op("arith.subi", end, start), bufs, sinks, grids, late, counts)
             raised = flag_chains.raised(cx, flag_chains.PE | flag_chains.IE)
@@ -166,23 +166,26 @@ def _second_pass(cx: Lowering, body: ir.Block, start: ir.Value, count: ir.Value,
         at = steps.induction_variable
         planes.prefetch_ahead(cx, body, e.add_i(start, at), GROUP, ahead=2 * BLOCK, raw=True)
         for q in range(0, GROUP, CUT):
-            lane = e.add_i(at, e.c(q)) if q else at
-            for j, ((slots, terms), sink, grid) in enumerate(zip(bufs, sinks, grids, strict=True)):
-                high, low = _cut(cx, e.vload(terms, lane, CUT, e.f64), grid)
-                for k in range(CUT):
-                    each = e.add_i(lane, e.c(k)) if k else lane
-                    _pair_add(cx, sink, e.load(slots, each), e.shuffle(high, low, [k, CUT + k]),
-                              lambda slot, each=each, j=j, terms=terms: _put_off(cx, late, counts, j, slot,
-                                                                                 e.load(terms, each)))
+            _add_lanes(cx, e.add_i(at, e.c(q)) if q else at, CUT, bufs, sinks, grids, late, counts)
         scf.YieldOp([])
     rest = scf.ForOp(whole, count, e.c(1), [])
     with ir.InsertionPoint(rest.body):
-        at = rest.induction_variable
-        for j, ((slots, terms), sink, grid) in enumerate(zip(bufs, sinks, grids, strict=True)):
-            high, low = _cut(cx, e.vload(terms, at, 1, e.f64), grid)
-            _pair_add(cx, sink, e.load(slots, at), e.shuffle(high, low, [0, 1]),
-                      lambda slot, j=j, terms=terms: _put_off(cx, late, counts, j, slot, e.load(terms, at)))
+        _add_lanes(cx, rest.induction_variable, 1, bufs, sinks, grids, late, counts)
         scf.YieldOp([])
+
+
+def _add_lanes(cx: Lowering, lane: ir.Value, width: int, bufs: list, sinks: list[str], grids: list, late: list,
+               counts: ir.Value) -> None:
+    """Lanes [lane, lane + width) of the block: each scatter's `width` terms cut side by side, then added into
+    their pairs lane by lane (a code that is not a pair index: _put_off)."""
+    e = cx.e
+    for j, ((slots, terms), sink, grid) in enumerate(zip(bufs, sinks, grids, strict=True)):
+        high, low = _cut(cx, e.vload(terms, lane, width, e.f64), grid)
+        for k in range(width):
+            each = e.add_i(lane, e.c(k)) if k else lane
+            _pair_add(cx, sink, e.load(slots, each), e.shuffle(high, low, [k, width + k]),
+                      lambda code, each=each, j=j, terms=terms: _put_off(cx, late, counts, j, code,
+                                                                         e.load(terms, each)))
 
 
 def _put_off(cx: Lowering, late: list, counts: ir.Value, j: int, code: ir.Value, x: ir.Value) -> None:
@@ -233,13 +236,11 @@ def redo(cx: Lowering, body: ir.Block, sinks: list[str]) -> None:
 
 
 def _cut(cx: Lowering, x: ir.Value, grid: tuple) -> tuple[ir.Value, ir.Value]:
-    """A vector of terms cut on the grid (2**-g, 2**g, -2**g): (r * 2**g, x - r * 2**g) with r =
-    roundeven(x * 2**-g), which x86 rounds without raising the inexact flag (vroundpd $8); the other steps raise
-    it unless they are exact."""
+    """A vector of terms cut on the grid (2**-g, 2**g, -2**g): (r * 2**g, x - r * 2**g) (flag_chains.cut)."""
     e = cx.e
     inv, pos, neg = (e.bcast(v, x.type) for v in grid)
-    r = create("llvm.intr.roundeven", [e.op("arith.mulf", x, inv)], [x.type]).result
-    return e.op("arith.mulf", r, pos), create("llvm.intr.fma", [r, neg, x], [x.type]).result
+    r, rest = flag_chains.cut(cx, x, inv, neg)
+    return e.op("arith.mulf", r, pos), rest
 
 
 def _pair_add(cx: Lowering, sink: str, at: ir.Value, part: ir.Value, otherwise) -> None:
@@ -274,29 +275,17 @@ def _headroom(cx: Lowering, lanes_log: ir.Value, slots_log: int) -> ir.Value:
 
 def _slots(cx: Lowering, sink: str) -> int:
     """A sink's slots (the product of its axes' extents)."""
-    n = 1
-    for a in cx.lay.sig.get(sink).axes:
-        n *= a.extent
-    return n
+    return size(tuple(a.extent for a in cx.lay.sig.get(sink).axes))
 
 
 def _field(cx: Lowering, most: ir.Value, c: ir.Value) -> ir.Value:
     """The biased exponent of the grid 2**g (g + 1023, an i64) for terms below 2**e (`most`: the bits of the
     largest; e = its exponent field less 1022): g = e + c - 53, kept in [1, 2045] so that 2**g and 2**-g are
-    normal float64s."""
+    normal float64s (flag_chains.powers)."""
     e = cx.e
     field = e.op("arith.shrui", most, e.c(_FIELD, e.i64))
     g = e.op("arith.subi", e.add_i(field, c), e.c(52, e.i64))
     return e.op("arith.minsi", e.op("arith.maxsi", g, e.c(1, e.i64)), e.c(2045, e.i64))
-
-
-def _grid(cx: Lowering, g: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """(2**-g, 2**g, -2**g), float64s, for the biased exponent g (_field)."""
-    e = cx.e
-    inv = e.op("arith.shli", e.op("arith.subi", e.c(2046, e.i64), g), e.c(_FIELD, e.i64))
-    pos = e.op("arith.shli", g, e.c(_FIELD, e.i64))
-    neg = e.op("arith.ori", pos, e.c(-(1 << 63), e.i64))
-    return tuple(e.op("arith.bitcast", v, t=e.f64) for v in (inv, pos, neg))
 
 
 def _tiny(cx: Lowering, g: ir.Value) -> ir.Value:
@@ -313,5 +302,5 @@ def _zero_pairs(cx: Lowering, sink: str) -> None:
     first = e.mul_i(scatters.copy_start(cx, sink), e.c(2))
     each = scf.ForOp(first, e.add_i(first, e.c(2 * cx.lay.stride(sink))), e.c(1), [])
     with ir.InsertionPoint(each.body):
-        memref.store(e.cf(0.0, e.f64), pairs, [each.induction_variable])
+        e.store(e.cf(0.0, e.f64), pairs, each.induction_variable)
         scf.YieldOp([])
