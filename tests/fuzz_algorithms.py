@@ -23,12 +23,10 @@ more are run again with threads=3 and small chunks ($EAGLE_MIN_CHUNK), and must 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable
 
 import fuzz_kernels as fk
@@ -573,22 +571,7 @@ def check(c: Case, workdir: str, target: str = "host") -> dict:
 
 
 def main(argv=None) -> int:
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
-    ap = fk.runner_args(__doc__)
-    ap.add_argument("--show", action="store_true", help="print what each case calls instead of running it")
-    a = ap.parse_args(argv)
-    workdir = a.dir or tempfile.mkdtemp(prefix="hawk_fuzz_alg_")
-    os.makedirs(workdir, exist_ok=True)
-    for i in range(a.start, a.start + a.count):
-        c = case(a.seed, i)
-        if a.show:
-            print(f"# case {a.seed}:{i}: {c.what}")
-            continue
-        print(json.dumps({"begin": i}), flush=True)
-        with np.errstate(all="ignore"):
-            rec = check(c, workdir, a.target)
-        print(json.dumps(rec), flush=True)
-    return 0
+    return fk.run_drawn_cases(case, check, __doc__, argv)
 
 
 if __name__ == "__main__":

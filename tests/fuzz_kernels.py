@@ -605,22 +605,48 @@ def raised(c: Case, exc: BaseException, refusals: tuple = ()) -> dict:
             "why": f"{type(exc).__name__}: {str(exc)[:300]} (at {os.path.basename(tb.filename)}:{tb.lineno})"}
 
 
+def workdir_of(a: argparse.Namespace) -> str:
+    """A runner's working directory: --dir (made if missing), else a fresh temporary one."""
+    import tempfile
+
+    workdir = a.dir or tempfile.mkdtemp(prefix="hawk_fuzz_")
+    os.makedirs(workdir, exist_ok=True)
+    return workdir
+
+
 def run_cases(check_fn, doc: str, argv=None) -> int:
     """A runner script's loop (tests/fuzz_reverse.py, fuzz_threads.py, fuzz_bridges.py, fuzz_artifacts.py):
     `check_fn(case, workdir, target)` on each case of the range that must run (the others are skipped), one JSON
     line each, after a line naming the case it begins (for crash reports)."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: hawk, eagle
     a = runner_args(doc).parse_args(argv)
-    import tempfile
-
-    workdir = a.dir or tempfile.mkdtemp(prefix="hawk_fuzz_")
-    os.makedirs(workdir, exist_ok=True)
+    workdir = workdir_of(a)
     for i in range(a.start, a.start + a.count):
         print(json.dumps({"begin": i}), flush=True)
         c = case(a.seed, i)
         if c.expect != "match":
             print(json.dumps({**record(c), "status": "skipped", "why": f"expects {c.expect}"}), flush=True)
             continue
+        with np.errstate(all="ignore"):
+            print(json.dumps(check_fn(c, workdir, a.target)), flush=True)
+    return 0
+
+
+def run_drawn_cases(case_of, check_fn, doc: str, argv=None) -> int:
+    """The loop of a runner that draws cases of its own (tests/fuzz_algorithms.py, fuzz_exact_scatters.py):
+    `case_of(seed, i)` each case of the range; with --show, print what each runs; else one JSON line each from
+    `check_fn(case, workdir, target)`, after a line naming the case it begins (for crash reports)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
+    ap = runner_args(doc)
+    ap.add_argument("--show", action="store_true", help="print what each case runs instead of running it")
+    a = ap.parse_args(argv)
+    workdir = workdir_of(a)
+    for i in range(a.start, a.start + a.count):
+        c = case_of(a.seed, i)
+        if a.show:
+            print(f"# case {a.seed}:{i}: {c.what}")
+            continue
+        print(json.dumps({"begin": i}), flush=True)
         with np.errstate(all="ignore"):
             print(json.dumps(check_fn(c, workdir, a.target)), flush=True)
     return 0
@@ -633,10 +659,7 @@ def main(argv=None) -> int:
                     help="comma-separated known-class tags to leave out (see KNOWN)")
     a = ap.parse_args(argv)
     skip = {t for t in a.skip.split(",") if t}
-    import tempfile
-
-    workdir = a.dir or tempfile.mkdtemp(prefix="hawk_fuzz_")
-    os.makedirs(workdir, exist_ok=True)
+    workdir = workdir_of(a)
     for i in range(a.start, a.start + a.count):
         c = case(a.seed, i)
         if a.show:

@@ -45,6 +45,8 @@ RANKS_GRADS_COUNT = int(os.environ.get("HAWK_FUZZ_RANKS_GRADS_COUNT", "8"))
 RANKS_GRADS_RUNNER = Path(__file__).with_name("fuzz_ranks_grads.py")
 ALGORITHMS_COUNT = int(os.environ.get("HAWK_FUZZ_ALGORITHMS_COUNT", "100"))
 ALGORITHMS_RUNNER = Path(__file__).with_name("fuzz_algorithms.py")  # (its own cases: eagle.algorithms calls)
+SCATTERS_COUNT = int(os.environ.get("HAWK_FUZZ_SCATTERS_COUNT", "40"))
+SCATTERS_RUNNER = Path(__file__).with_name("fuzz_exact_scatters.py")  # (its own cases: ordered scatters)
 ROOT = RUNNER.parent.parent
 
 
@@ -72,10 +74,11 @@ def _run_batch(start: int, stop: int, workdir: Path, runner: Path = RUNNER, cach
             results.append({"index": start, "status": "fail", "what": "runner", "tags": [],
                             "why": f"runner exited {proc.returncode}: {proc.stderr[-2000:]}"})
             break
-        if runner == ALGORITHMS_RUNNER:  # a library call, not a generated kernel: name it and how to replay it
+        if runner in (ALGORITHMS_RUNNER, SCATTERS_RUNNER):  # cases of its own: name one and how to replay it
             import fuzz_algorithms
+            import fuzz_exact_scatters
 
-            c = fuzz_algorithms.case(SEED, begun)
+            c = (fuzz_algorithms if runner == ALGORITHMS_RUNNER else fuzz_exact_scatters).case(SEED, begun)
             source = f"replay: python {runner.name} --seed {SEED} --start {begun} --count 1"
         else:
             c = fk.case(SEED, begun)
@@ -209,6 +212,19 @@ def test_algorithms_meet_their_documented_semantics(tmp_path, fuzz_cache):
     assert len(ran) >= 0.6 * len(runs), f"only {len(ran)} of {len(runs)} calls ran: {runs[:5]}"
     assert sum("split into" in r["why"] for r in ran) >= 0.25 * len(runs), "few calls split over 3 threads"
     assert any(r["why"].startswith("refused") for r in runs), "no refusal was drawn"
+
+
+def test_ordered_scatters_are_exact_on_random_bodies_data_and_splits(tmp_path, fuzz_cache):
+    """tests/fuzz_exact_scatters.py: ordered scatters (several bodies, sinks of 1 to 70,000 slots, both dtypes,
+    adversarial and wide data, 1 to 3 threads in small chunks, the grid and the grouped route) against the exact
+    sums, bit for bit; a key outside the sink refused by name with the caller's sink unchanged. Some must split,
+    some must be refused, and both routes must be drawn."""
+    runs = _run_runner(SCATTERS_COUNT, tmp_path, SCATTERS_RUNNER, fuzz_cache)
+    exact = [r for r in runs if r["why"].startswith("exact")]
+    assert len(exact) >= 0.7 * len(runs), f"only {len(exact)} of {len(runs)} ran: {runs[:5]}"
+    assert any("split" in r["why"] for r in exact), "no case split over threads"
+    assert any("pairs" in r["what"] for r in exact) and any("grid" in r["what"] for r in exact), exact[:5]
+    assert any(r["why"].startswith("refused") for r in runs), "no key outside a sink was drawn"
 
 
 def test_generation_is_reproducible():
