@@ -72,19 +72,6 @@ def test_the_grid_rounds_without_raising_the_flag():
         assert "ldmxcsr" in asm and "stmxcsr" in asm, cpu
 
 
-def test_the_second_pass_adds_each_lane_without_a_jump():
-    # a lane's code is almost always its pair's index: that branch is marked likely (Emit.likely), so each lane's
-    # 16-byte pair add and store fall through to the next lane's; laid out the other way, every lane jumped over
-    # the put-off path
-    for cpu in ("x86-64-v3", "znver3"):
-        lines = bt_host_asm(_lowered(xg_one, "float64", True), cpu).splitlines()
-        adds = [i for i, line in enumerate(lines) if line.strip().startswith("vaddpd\t(") and "%xmm" in line]
-        assert len(adds) >= 4, cpu
-        for i in adds:
-            assert lines[i + 1].strip().startswith("vmovupd\t%xmm"), (cpu, lines[i:i + 3])
-            assert not lines[i + 2].strip().startswith("jmp"), (cpu, lines[i:i + 3])
-
-
 @pytest.fixture
 def no_redo(monkeypatch):
     """A call patches the lowering: from then on the redo is replaced by zeroing the chunk's pairs (and the disk

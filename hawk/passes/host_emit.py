@@ -129,11 +129,6 @@ class Emit:
     def select(self, c, a, b) -> ir.Value:
         return self.op("arith.select", c, a, b, t=a.type)
 
-    def likely(self, c: ir.Value) -> ir.Value:
-        """The i1 c, marked as the usual case (llvm.intr.expect): LLVM lays a branch on it out with the true side
-        falling through and the other out of line, so the hot path of a loop takes no jump per lane."""
-        return self.op("llvm.intr.expect", c, self.c(1, self.i1))
-
     def blend(self, c, a, b) -> ir.Value:
         """select(c, a, b) without a branch, for a float carried from lane to lane under a flag that changes
         where the data says (a segmented scan's reset at a run boundary). On x86 LLVM lowers a scalar float

@@ -247,7 +247,7 @@ def _pair_add(cx: Lowering, sink: str, at: ir.Value, part: ir.Value, otherwise) 
     """A cut term (a vector [high part, low part]) into this chunk's (high, low) pair of `sink` at index `at`
     (an i64); `otherwise(at)` emits what a lane with a negative code does."""
     e = cx.e
-    live = scf.IfOp(e.likely(e.cmpi(_SGE, at, e.c(0, e.i64))), [], has_else=True)
+    live = scf.IfOp(e.cmpi(_SGE, at, e.c(0, e.i64)), [], has_else=True)
     with ir.InsertionPoint(live.then_block):
         pairs = cx.bufs[(sink, "pairs")]
         p = e.to_index(at)
