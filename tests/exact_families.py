@@ -6,7 +6,10 @@ naive order loses the core's low bits to them. The checks compare results bit fo
 reference (and math.fsum for float64), and run a kernel at several thread counts with small chunks.
 """
 
+import contextlib
+import dataclasses
 import math
+import os
 
 import numpy as np
 from conftest import bt_ordered_sum
@@ -151,6 +154,48 @@ FAMILIES = {f.__name__[2:]: f for f in (f_kahan, f_span, f_subnormal, f_zeros, f
                                         f_beyond, f_tie_even, f_tie_odd, f_trap, f_twofloat)}
 
 
+WIDE = ("normal", "lognormal", "decades", "ramp", "counts", "jump", "subnormals", "huge", "specials", "signed_zeros")
+
+
+def wide_terms(kind: str, n: int, dtype, rng) -> np.ndarray:
+    """n terms of a wide family (WIDE): spread, growth and special values rather than one adversarial core."""
+    if kind == "normal":
+        x = rng.standard_normal(n)
+    elif kind == "lognormal":
+        x = rng.lognormal(0.0, rng.uniform(0.5, 4.0), n) * rng.choice([-1.0, 1.0], n)
+    elif kind == "decades":
+        d = rng.uniform(1.0, 30.0)
+        x = rng.standard_normal(n) * 10.0 ** rng.uniform(-d, d, n)
+    elif kind == "ramp":
+        x = np.arange(n, dtype=np.float64) * rng.uniform(0.1, 10.0)
+    elif kind == "counts":
+        x = rng.integers(-1000, 1000, n).astype(np.float64)
+    elif kind == "jump":  # the terms grow (or shrink) by a power of two somewhere along the lanes
+        x = rng.standard_normal(n)
+        x[rng.integers(0, n):] *= 2.0 ** int(rng.integers(-100, 100))
+    elif kind == "subnormals":
+        lo = -1070 if dtype == np.float64 else -145
+        x = rng.standard_normal(n) * 2.0 ** rng.integers(lo, lo + 60, n).astype(np.float64)
+    elif kind == "huge":
+        hi = 1023 if dtype == np.float64 else 127
+        x = rng.standard_normal(n) * 2.0 ** float(rng.integers(hi - 100, hi))
+    elif kind == "specials":
+        x, k = rng.standard_normal(n), int(rng.integers(1, 4))
+        x[rng.integers(0, n, k)] = rng.choice([np.inf, -np.inf, np.nan], k)
+    else:  # zeros of both signs, a few terms among them
+        x = np.where(rng.uniform(size=n) < 0.5, 0.0, -0.0) + (rng.uniform(size=n) < 0.01) * rng.standard_normal(n)
+    with np.errstate(all="ignore"):
+        return x.astype(dtype)
+
+
+def draw_terms(n: int, dtype, rng) -> tuple[str, np.ndarray]:
+    """A family drawn at random (an adversary of FAMILIES from 256 terms, whose cores need room, or a WIDE one)
+    and n terms of it in `dtype`: (its name, the terms). For the fuzzers of exact sums and scatters."""
+    dtype = np.dtype(dtype).type
+    kind = str(rng.choice(list(FAMILIES) + list(WIDE) if n >= 256 else list(WIDE)))
+    return kind, (FAMILIES[kind](n, dtype, rng) if kind in FAMILIES else wide_terms(kind, n, dtype, rng))
+
+
 # ====================================================================================== checking
 
 
@@ -169,6 +214,73 @@ def same_bits(got, want, dtype, what):
         raise AssertionError(f"{what}: bits differ at {bad.size} of {g.size} place(s), first {bad[:4].tolist()}: got "
                              f"{[float(v).hex() for v in g.ravel()[bad[:4]]]}, want "
                              f"{[float(v).hex() for v in w.ravel()[bad[:4]]]}")
+
+
+def differs(name: str, got, want, dtype) -> str | None:
+    """None when `got` has `dtype` and `want`'s bits (a zero's sign too; any NaN meets any NaN: the contract
+    promises NaN, not its payload), else what differs, for a fuzzer's report."""
+    g = np.asarray(got)
+    w = np.asarray(want, dtype=dtype).reshape(g.shape)
+    if g.dtype != np.dtype(dtype):
+        return f"{name}: dtype {g.dtype}, expected {np.dtype(dtype)}"
+    g, w = g.ravel(), w.ravel()
+    gn, wn = np.isnan(g), np.isnan(w)
+    width = f"u{g.itemsize}"
+    bad = np.flatnonzero((gn != wn) | (np.where(gn, 0, g).view(width) != np.where(wn, 0, w).view(width)))
+    if not bad.size:
+        return None
+    return (f"{name}: {bad.size} of {g.size} value(s) differ, first {bad[:3].tolist()}: got "
+            f"{[float(v).hex() for v in g[bad[:3]]]}, want {[float(v).hex() for v in w[bad[:3]]]}")
+
+
+@dataclasses.dataclass
+class DrawnCase:
+    """What the exact fuzzers (tests/fuzz_exact_sums.py, fuzz_exact_scatters.py) draw for every case: the body,
+    the dtype, the lanes, the split (threads, min_chunk), the route ("grid": whatever the CPU allows; else
+    $HAWK_NO_SAE=1), the data families and the planes to pass."""
+    index: int
+    body: str
+    dtype: np.dtype
+    lanes: int
+    threads: int
+    min_chunk: int
+    route: str
+    families: tuple[str, str]
+    planes: dict
+
+    @property
+    def split(self) -> str:
+        data = "/".join(self.families)
+        return f"{self.threads} thread(s) min_chunk {self.min_chunk}, route {self.route}, data {data}"
+
+
+def judge(out: dict, got, wants: dict, dtype, plan, flags: tuple[str, str]) -> dict:
+    """A fuzzer's record for a run that went through: "fail" at the first output whose bits differ from `wants`
+    (by output name; a lone array stands for the first), else "ok", saying whether the run split into chunks and
+    whether the CPU allowed the flag routes (flags[0]) or not (flags[1])."""
+    got = got if isinstance(got, dict) else {next(iter(wants)): got}
+    for name, want in wants.items():
+        why = differs(name, got[name], want, dtype)
+        if why:
+            return {**out, "status": "fail", "why": f"{why} (chunks {plan.last_chunks})"}
+    split = "split" if max(plan.last_chunks) > 1 else "one chunk"
+    allowed = flags[0] if plan.binder.mxcsr or plan.binder.sae else flags[1]
+    return {**out, "status": "ok", "why": f"exact ({split}; {allowed})"}
+
+
+@contextlib.contextmanager
+def no_sae(on: bool):
+    """$HAWK_NO_SAE=1 inside the block when `on` (plans deployed there keep the range check and the grouped
+    scatters: the flag routes are off), restored after."""
+    old = os.environ.pop("HAWK_NO_SAE", None)
+    if on:
+        os.environ["HAWK_NO_SAE"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("HAWK_NO_SAE", None)
+        if old is not None:
+            os.environ["HAWK_NO_SAE"] = old
 
 
 def fsum_or_none(terms):

@@ -19,18 +19,16 @@ planted key outside the sink must be refused with the first bad key in lane orde
 
 import dataclasses
 import functools
-import os
 import sys
 
 import fuzz_kernels as fk
 import numpy as np
 from conftest import bt_ordered_scatter
-from exact_families import FAMILIES, raw_bits
+from exact_families import DrawnCase, draw_terms, judge, no_sae, raw_bits
 
 SLOTS = (1, 3, 64, 1000, 4099, 65535, 70000)  # (65535: the grid's largest; 70000: the grouped form's)
 LANES = (1, 7, 255, 257, 1000, 4096, 20000, 20000, 70000, 200000)
 BODIES = ("one", "mul", "two", "same", "masked", "loop", "vector", "shifted")
-WIDE = ("normal", "lognormal", "decades", "ramp", "counts", "jump", "subnormals", "huge", "specials", "signed_zeros")
 MIN_CHUNKS = (256, 1024, 4096)
 
 
@@ -81,66 +79,19 @@ def kernels(slots: int) -> dict:
 
 
 @dataclasses.dataclass
-class Case:
-    index: int
-    body: str
-    slots: int
-    dtype: np.dtype
-    lanes: int
-    threads: int
-    min_chunk: int
-    route: str  # "grid" (whatever the CPU allows) or "pairs" ($HAWK_NO_SAE=1)
-    families: tuple[str, str]
-    planes: dict
-    bad: int | None  # the lane of the first key planted outside the sink, or None
+class Case(DrawnCase):
+    slots: int = 0
+    bad: int | None = None  # the lane of the first key planted outside the sink
     tags: frozenset = frozenset()
 
     @property
     def what(self) -> str:
         bad = f", key outside at lane {self.bad}" if self.bad is not None else ""
-        return (f"{self.body} into {self.slots} slots, {self.dtype.name}, {self.lanes} lanes, {self.threads} "
-                f"thread(s) min_chunk {self.min_chunk}, route {self.route}, data {'/'.join(self.families)}{bad}")
+        return f"{self.body} into {self.slots} slots, {self.dtype.name}, {self.lanes} lanes, {self.split}{bad}"
 
     @property
     def name(self) -> str:
         return f"fs_{self.body}"
-
-
-def _wide(kind: str, n: int, dtype, rng) -> np.ndarray:
-    """n terms of a wide family (the adversaries are tests/exact_families.py's)."""
-    if kind == "normal":
-        x = rng.standard_normal(n)
-    elif kind == "lognormal":
-        x = rng.lognormal(0.0, rng.uniform(0.5, 4.0), n) * rng.choice([-1.0, 1.0], n)
-    elif kind == "decades":
-        d = rng.uniform(1.0, 30.0)
-        x = rng.standard_normal(n) * 10.0 ** rng.uniform(-d, d, n)
-    elif kind == "ramp":
-        x = np.arange(n, dtype=np.float64) * rng.uniform(0.1, 10.0)
-    elif kind == "counts":
-        x = rng.integers(-1000, 1000, n).astype(np.float64)
-    elif kind == "jump":  # the terms grow (or shrink) by a power of two somewhere along the lanes
-        x = rng.standard_normal(n)
-        x[rng.integers(0, n):] *= 2.0 ** int(rng.integers(-100, 100))
-    elif kind == "subnormals":
-        lo = -1070 if dtype == np.float64 else -145
-        x = rng.standard_normal(n) * 2.0 ** rng.integers(lo, lo + 60, n).astype(np.float64)
-    elif kind == "huge":
-        hi = 1023 if dtype == np.float64 else 127
-        x = rng.standard_normal(n) * 2.0 ** float(rng.integers(hi - 100, hi))
-    elif kind == "specials":
-        x, k = rng.standard_normal(n), int(rng.integers(1, 4))
-        x[rng.integers(0, n, k)] = rng.choice([np.inf, -np.inf, np.nan], k)
-    else:  # zeros of both signs, a few terms among them
-        x = np.where(rng.uniform(size=n) < 0.5, 0.0, -0.0) + (rng.uniform(size=n) < 0.01) * rng.standard_normal(n)
-    with np.errstate(all="ignore"):
-        return x.astype(dtype)
-
-
-def _terms(n: int, dtype, rng) -> tuple[str, np.ndarray]:
-    assert not set(WIDE) & set(FAMILIES)
-    kind = str(rng.choice(list(FAMILIES) + list(WIDE) if n >= 256 else list(WIDE)))  # (an adversary's core)
-    return kind, (FAMILIES[kind](n, dtype.type, rng) if kind in FAMILIES else _wide(kind, n, dtype.type, rng))
 
 
 def _keys(n: int, slots: int, rng, shift: int = 0) -> np.ndarray:
@@ -155,7 +106,7 @@ def case(seed: int, index: int) -> Case:
     body, slots = str(rng.choice(BODIES)), int(rng.choice(SLOTS))
     dtype = np.dtype(rng.choice(["float64", "float32"]))
     lanes = int(rng.choice(LANES)) + int(rng.integers(0, 3))
-    (f1, x), (f2, w) = _terms(lanes, dtype, rng), _terms(lanes, dtype, rng)
+    (f1, x), (f2, w) = draw_terms(lanes, dtype, rng), draw_terms(lanes, dtype, rng)
     key = _keys(lanes, slots, rng, int(body == "shifted"))
     planes = {"key": key}
     if body == "vector":
@@ -175,8 +126,8 @@ def case(seed: int, index: int) -> Case:
         at = np.sort(rng.choice(lanes, size=min(lanes, int(rng.integers(1, 4))), replace=False))
         key[at] = rng.integers(slots + 1, slots + 1000, at.size)
         bad = int(at[0])
-    return Case(index, body, slots, dtype, lanes, int(rng.integers(1, 4)), int(rng.choice(MIN_CHUNKS)),
-                str(rng.choice(["grid", "pairs"])), (f1, f2), planes, bad)
+    return Case(index, body, dtype, lanes, int(rng.integers(1, 4)), int(rng.choice(MIN_CHUNKS)),
+                str(rng.choice(["grid", "pairs"])), (f1, f2), planes, slots=slots, bad=bad)
 
 
 def reference(c: Case) -> dict:
@@ -209,12 +160,10 @@ def check(c: Case, workdir: str = "", target: str = "host") -> dict:
     out = {"index": c.index, "what": c.what, "tags": []}
     kernel = kernels(c.slots)[c.body]
     given = {k: v.copy() for k, v in c.planes.items()}
-    old = os.environ.pop("HAWK_NO_SAE", None)
-    if c.route == "pairs":
-        os.environ["HAWK_NO_SAE"] = "1"
     try:
-        plan = eagle.deploy(kernel, target=target, threads=c.threads, min_chunk=c.min_chunk)
-        got = plan.run(**given)
+        with no_sae(c.route == "pairs"):
+            plan = eagle.deploy(kernel, target=target, threads=c.threads, min_chunk=c.min_chunk)
+            got = plan.run(**given)
     except eagle.InputError as exc:
         if c.bad is None:
             return {**out, "status": "fail", "why": f"refused: {str(exc)[:300]}"}
@@ -230,24 +179,9 @@ def check(c: Case, workdir: str = "", target: str = "host") -> dict:
         return {**out, "status": "ok", "why": "refused the key outside the sink"}
     except Exception as exc:
         return fk.raised(c, exc)
-    finally:
-        os.environ.pop("HAWK_NO_SAE", None)
-        if old is not None:
-            os.environ["HAWK_NO_SAE"] = old
     if c.bad is not None:
         return {**out, "status": "fail", "why": f"ran with a key outside the sink at lane {c.bad}"}
-    got = got if isinstance(got, dict) else {"acc": got}
-    for name, want in reference(c).items():
-        g = np.asarray(got[name])
-        if g.dtype != c.dtype or raw_bits(g, c.dtype) != raw_bits(want, c.dtype):
-            diff = np.flatnonzero(g.ravel().view(f"u{g.itemsize}") != want.ravel().view(f"u{want.itemsize}"))
-            return {**out, "status": "fail",
-                    "why": f"{name}: {diff.size} slot(s) differ, first {diff[:3].tolist()}: got "
-                           f"{[float(v).hex() for v in g.ravel()[diff[:3]]]}, want "
-                           f"{[float(v).hex() for v in want.ravel()[diff[:3]]]} (chunks {plan.last_chunks})"}
-    split = "split" if max(plan.last_chunks) > 1 else "one chunk"
-    flags = "the grid allowed" if plan.binder.mxcsr or plan.binder.sae else "pairs only"
-    return {**out, "status": "ok", "why": f"exact ({split}; {flags})"}
+    return judge(out, got, reference(c), c.dtype, plan, ("the grid allowed", "pairs only"))
 
 
 def main(argv=None) -> int:

@@ -10,6 +10,7 @@ HAWK_FUZZ_TARGET (default host) and HAWK_FUZZ_SKIP (known-class tags to leave ou
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -47,6 +48,9 @@ ALGORITHMS_COUNT = int(os.environ.get("HAWK_FUZZ_ALGORITHMS_COUNT", "100"))
 ALGORITHMS_RUNNER = Path(__file__).with_name("fuzz_algorithms.py")  # (its own cases: eagle.algorithms calls)
 SCATTERS_COUNT = int(os.environ.get("HAWK_FUZZ_SCATTERS_COUNT", "40"))
 SCATTERS_RUNNER = Path(__file__).with_name("fuzz_exact_scatters.py")  # (its own cases: ordered scatters)
+SUMS_COUNT = int(os.environ.get("HAWK_FUZZ_SUMS_COUNT", "40"))
+SUMS_RUNNER = Path(__file__).with_name("fuzz_exact_sums.py")  # (its own cases: ordered sums and means)
+OWN_CASES = (ALGORITHMS_RUNNER, SCATTERS_RUNNER, SUMS_RUNNER)  # runners that draw cases of their own
 ROOT = RUNNER.parent.parent
 
 
@@ -74,11 +78,8 @@ def _run_batch(start: int, stop: int, workdir: Path, runner: Path = RUNNER, cach
             results.append({"index": start, "status": "fail", "what": "runner", "tags": [],
                             "why": f"runner exited {proc.returncode}: {proc.stderr[-2000:]}"})
             break
-        if runner in (ALGORITHMS_RUNNER, SCATTERS_RUNNER):  # cases of its own: name one and how to replay it
-            import fuzz_algorithms
-            import fuzz_exact_scatters
-
-            c = (fuzz_algorithms if runner == ALGORITHMS_RUNNER else fuzz_exact_scatters).case(SEED, begun)
+        if runner in OWN_CASES:  # cases of its own: name one and how to replay it
+            c = importlib.import_module(runner.stem).case(SEED, begun)
             source = f"replay: python {runner.name} --seed {SEED} --start {begun} --count 1"
         else:
             c = fk.case(SEED, begun)
@@ -225,6 +226,16 @@ def test_ordered_scatters_are_exact_on_random_bodies_data_and_splits(tmp_path, f
     assert any("split" in r["why"] for r in exact), "no case split over threads"
     assert any("pairs" in r["what"] for r in exact) and any("grid" in r["what"] for r in exact), exact[:5]
     assert any(r["why"].startswith("refused") for r in runs), "no key outside a sink was drawn"
+
+
+def test_ordered_sums_are_exact_on_random_bodies_data_and_splits(tmp_path, fuzz_cache):
+    """tests/fuzz_exact_sums.py: ordered sums and means (over every lane, masked, of a product, of a vector, row
+    and column sums of a Grid; both dtypes; adversarial and wide data; 1 to 3 threads in small chunks; the flag
+    and the range route) against the exact sums, bit for bit. Some must split, and both routes must be drawn."""
+    runs = _run_runner(SUMS_COUNT, tmp_path, SUMS_RUNNER, fuzz_cache)
+    assert all(r["why"].startswith("exact") for r in runs), runs[:5]
+    assert any("split" in r["why"] for r in runs), "no case split over threads"
+    assert any("route range" in r["what"] for r in runs) and any("route grid" in r["what"] for r in runs), runs[:5]
 
 
 def test_generation_is_reproducible():
