@@ -50,16 +50,20 @@ SCATTERS_COUNT = int(os.environ.get("HAWK_FUZZ_SCATTERS_COUNT", "40"))
 SCATTERS_RUNNER = Path(__file__).with_name("fuzz_exact_scatters.py")  # (its own cases: ordered scatters)
 SUMS_COUNT = int(os.environ.get("HAWK_FUZZ_SUMS_COUNT", "40"))
 SUMS_RUNNER = Path(__file__).with_name("fuzz_exact_sums.py")  # (its own cases: ordered sums and means)
+SPIRV_COUNT = int(os.environ.get("HAWK_FUZZ_SPIRV_COUNT", "30"))  # (each exact fuzzer's cases on spirv)
 OWN_CASES = (ALGORITHMS_RUNNER, SCATTERS_RUNNER, SUMS_RUNNER)  # runners that draw cases of their own
 ROOT = RUNNER.parent.parent
 
 
-def _run_batch(start: int, stop: int, workdir: Path, runner: Path = RUNNER, cache: Path | None = None) -> list[dict]:
+def _run_batch(start: int, stop: int, workdir: Path, runner: Path = RUNNER, cache: Path | None = None,
+               target: str | None = None) -> list[dict]:
     """Check cases [start, stop) in fresh processes: a process that dies is reported as a crash of the case it
     had begun (with its source), and the rest of the batch goes on in a new process. `cache`: the compile cache
-    (default: one in `workdir`)."""
+    (default: one in `workdir`); `target`: the eagle target (default $HAWK_FUZZ_TARGET, else host)."""
     results: list[dict] = []
     env = {**os.environ, "HAWK_CACHE_DIR": str(cache or workdir / "cache"), "PYTHONPATH": str(ROOT)}
+    if target is not None:
+        env["HAWK_FUZZ_TARGET"] = target
     while start < stop:
         proc = subprocess.run([sys.executable, str(runner), "--seed", str(SEED), "--start", str(start), "--count",
                                str(stop - start), "--dir", str(workdir)], capture_output=True, text=True, env=env,
@@ -115,11 +119,11 @@ def test_generated_kernels_match_numpy_or_are_refused_by_line(tmp_path, fuzz_cac
                     f"\n\nsource of case {SEED}:{first.index}:\n{first.source}")
 
 
-def _run_runner(count: int, tmp_path: Path, runner: Path, cache: Path) -> list[dict]:
+def _run_runner(count: int, tmp_path: Path, runner: Path, cache: Path, target: str | None = None) -> list[dict]:
     """Cases [0, count) through a runner script in two halves side by side; asserts that none failed."""
     half = (count + 1) // 2
     with ThreadPoolExecutor(max_workers=2) as pool:
-        batches = pool.map(lambda s: _run_batch(s, min(s + half, count), tmp_path, runner, cache),
+        batches = pool.map(lambda s: _run_batch(s, min(s + half, count), tmp_path, runner, cache, target),
                            range(0, count, half))
         results = [r for b in batches for r in b]
     assert {r["index"] for r in results} == set(range(count))
@@ -236,6 +240,20 @@ def test_ordered_sums_are_exact_on_random_bodies_data_and_splits(tmp_path, fuzz_
     assert all(r["why"].startswith("exact") for r in runs), runs[:5]
     assert any("split" in r["why"] for r in runs), "no case split over threads"
     assert any("route range" in r["what"] for r in runs) and any("route grid" in r["what"] for r in runs), runs[:5]
+
+
+def test_ordered_sums_and_scatters_on_spirv_are_the_exact_bits(tmp_path, fuzz_cache):
+    """Both exact fuzzers on the spirv target (lavapipe where there is no GPU): the same exact references bit for
+    bit, so the same bits as the host's. Under CI a machine without Vulkan fails here instead of skipping."""
+    from conftest import bt_spirv_missing, bt_target_missing
+
+    why = bt_target_missing("spirv")
+    if why:
+        bt_spirv_missing(why)
+    for runner in (SUMS_RUNNER, SCATTERS_RUNNER):
+        runs = _run_runner(SPIRV_COUNT, tmp_path, runner, fuzz_cache, target="spirv")
+        assert all(r["why"].startswith(("exact", "refused")) for r in runs), runs[:5]
+        assert any(r["why"].startswith("exact (split") for r in runs), f"{runner.name}: nothing split: {runs[:5]}"
 
 
 def test_generation_is_reproducible():
