@@ -219,10 +219,9 @@ def same_bits(got, want, dtype, what):
 def differs(name: str, got, want, dtype) -> str | None:
     """None when `got` has `dtype` and `want`'s bits (a zero's sign too; any NaN meets any NaN: the contract
     promises NaN, not its payload), else what differs, for a fuzzer's report."""
-    g = np.asarray(got)
-    w = np.asarray(want, dtype=dtype).reshape(g.shape)
-    if g.dtype != np.dtype(dtype):
-        return f"{name}: dtype {g.dtype}, expected {np.dtype(dtype)}"
+    g, w = np.asarray(got), np.asarray(want, dtype=dtype)
+    if g.dtype != np.dtype(dtype) or g.size != w.size:
+        return f"{name}: {g.dtype} of shape {g.shape}, expected {w.dtype} of shape {w.shape}"
     g, w = g.ravel(), w.ravel()
     gn, wn = np.isnan(g), np.isnan(w)
     width = f"u{g.itemsize}"
@@ -249,7 +248,8 @@ class DrawnCase:
     planes: dict
 
     @property
-    def split(self) -> str:
+    def setting(self) -> str:
+        """The split, the route and the data, as words."""
         data = "/".join(self.families)
         return f"{self.threads} thread(s) min_chunk {self.min_chunk}, route {self.route}, data {data}"
 

@@ -6,12 +6,13 @@ back when they cannot (hawk/passes/lower/grid_scatters.py: a grid whose exactnes
 with AVX and FMA; hawk/passes/lower/split_scatters.py: grouped TwoSums into pairs, which spill what a pair cannot
 hold). The hand-written tests hold each route's edges; this one crosses them at random. Case `i` of seed `s` comes
 from `np.random.default_rng([s, i])` alone: a body (one scatter, a rounding product, two sinks, one sink twice, a
-masked term, a `for`, a vector payload), a sink of 1 to 70,000 slots (past 2**16 the grid leaves it to the grouped
-form), float64 or float32, 1 to ~200,000 lanes, a share of keys -1 (adding nothing), data drawn from
+masked term, a `for`, a vector payload, a computed key), a sink of 1 to 70,000 slots (past 2**16 the grid leaves
+it to the grouped form), float64 or float32, 1 to ~200,000 lanes, a share of keys -1 (adding nothing), data from
 tests/exact_families.py's adversaries and wider families (lognormal, decades of spread, ramps, jumps along the
 lanes, subnormals, huge values, infinities and NaN), a prior content, 1 to 3 threads with small chunks, and the
 route ($HAWK_NO_SAE=1 forces the grouped form). Every slot must have the bits of conftest's exact reference; a
-planted key outside the sink must be refused with the first bad key in lane order, the caller's sink unchanged.
+planted key outside the sink must be refused by name (a key plane by its largest key before the run, a computed
+key by the first bad one in lane order), the caller's sink unchanged.
 
     python tests/fuzz_exact_scatters.py --seed 7 --start 0 --count 50 --dir /tmp/fs   # one JSON line per case
     python tests/fuzz_exact_scatters.py --seed 7 --start 12 --show                     # what case 12 runs
@@ -87,7 +88,7 @@ class Case(DrawnCase):
     @property
     def what(self) -> str:
         bad = f", key outside at lane {self.bad}" if self.bad is not None else ""
-        return f"{self.body} into {self.slots} slots, {self.dtype.name}, {self.lanes} lanes, {self.split}{bad}"
+        return f"{self.body} into {self.slots} slots, {self.dtype.name}, {self.lanes} lanes, {self.setting}{bad}"
 
     @property
     def name(self) -> str:

@@ -76,7 +76,7 @@ class Case(DrawnCase):
     @property
     def what(self) -> str:
         shape = f"{self.lanes // self.cols} x {self.cols}" if self.cols else f"{self.lanes} lanes"
-        return f"{self.body}, {self.dtype.name}, {shape}, {self.split}"
+        return f"{self.body}, {self.dtype.name}, {shape}, {self.setting}"
 
     @property
     def name(self) -> str:
