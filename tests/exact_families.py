@@ -236,7 +236,7 @@ def differs(name: str, got, want, dtype) -> str | None:
 class DrawnCase:
     """What the exact fuzzers (tests/fuzz_exact_sums.py, fuzz_exact_scatters.py) draw for every case: the body,
     the dtype, the lanes, the split (threads, min_chunk), the route ("grid": whatever the CPU allows; else
-    $HAWK_NO_SAE=1), the data families and the planes to pass."""
+    $HAWK_NO_SAE=1), the data families and the planes to pass. A fuzzer's own fields follow, with defaults."""
     index: int
     body: str
     dtype: np.dtype
@@ -246,6 +246,7 @@ class DrawnCase:
     route: str
     families: tuple[str, str]
     planes: dict
+    tags: frozenset = frozenset()  # (known-class tags, as fuzz_kernels.raised reads them: none here)
 
     @property
     def setting(self) -> str:

@@ -83,7 +83,6 @@ def kernels(slots: int) -> dict:
 class Case(DrawnCase):
     slots: int = 0
     bad: int | None = None  # the lane of the first key planted outside the sink
-    tags: frozenset = frozenset()
 
     @property
     def what(self) -> str:

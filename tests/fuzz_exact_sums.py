@@ -71,7 +71,6 @@ def kernels(cols: int) -> dict:
 @dataclasses.dataclass
 class Case(DrawnCase):
     cols: int = 0  # the Grid's columns (rows and cols bodies)
-    tags: frozenset = frozenset()
 
     @property
     def what(self) -> str:

@@ -633,9 +633,10 @@ def run_cases(check_fn, doc: str, argv=None) -> int:
 
 
 def run_drawn_cases(case_of, check_fn, doc: str, argv=None) -> int:
-    """The loop of a runner that draws cases of its own (tests/fuzz_algorithms.py, fuzz_exact_scatters.py):
-    `case_of(seed, i)` each case of the range; with --show, print what each runs; else one JSON line each from
-    `check_fn(case, workdir, target)`, after a line naming the case it begins (for crash reports)."""
+    """The loop of a runner that draws cases of its own (tests/fuzz_algorithms.py, fuzz_exact_scatters.py,
+    fuzz_exact_sums.py): `case_of(seed, i)` each case of the range; with --show, print what each runs; else one
+    JSON line each from `check_fn(case, workdir, target)`, after a line naming the case it begins (for crash
+    reports)."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
     ap = runner_args(doc)
     ap.add_argument("--show", action="store_true", help="print what each case runs instead of running it")
