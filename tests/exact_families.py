@@ -255,17 +255,17 @@ class DrawnCase:
         return f"{self.threads} thread(s) min_chunk {self.min_chunk}, route {self.route}, data {data}"
 
 
-def judge(out: dict, got, wants: dict, dtype, plan, flags: tuple[str, str]) -> dict:
+def judge(out: dict, got, wants: dict, dtype, ran, flags: tuple[str, str]) -> dict:
     """A fuzzer's record for a run that went through: "fail" at the first output whose bits differ from `wants`
     (by output name; a lone array stands for the first), else "ok", saying whether the run split into chunks and
-    whether the CPU allowed the flag routes (flags[0]) or not (flags[1])."""
+    whether its build allowed the flag routes (flags[0]) or not (flags[1]). `ran`: tests/exact_doors.Ran."""
     got = got if isinstance(got, dict) else {next(iter(wants)): got}
     for name, want in wants.items():
         why = differs(name, got[name], want, dtype)
         if why:
-            return {**out, "status": "fail", "why": f"{why} (chunks {plan.last_chunks})"}
-    split = "split" if max(plan.last_chunks) > 1 else "one chunk"
-    allowed = flags[0] if plan.binder.mxcsr or plan.binder.sae else flags[1]
+            return {**out, "status": "fail", "why": f"{why} (chunks {ran.chunks})"}
+    split = "split" if ran.split else "one chunk"
+    allowed = flags[0] if ran.flagged else flags[1]
     return {**out, "status": "ok", "why": f"exact ({split}; {allowed})"}
 
 

@@ -12,10 +12,12 @@ tests/exact_families.py's adversaries and wider families (lognormal, decades of 
 lanes, subnormals, huge values, infinities and NaN), a prior content, 1 to 3 threads with small chunks, and the
 route ($HAWK_NO_SAE=1 forces the grouped form). Every slot must have the bits of conftest's exact reference; a
 planted key outside the sink must be refused by name (a key plane by its largest key before the run, a computed
-key by the first bad one in lane order), the caller's sink unchanged.
+key by the first bad one in lane order), the caller's sink unchanged. A case runs through Plan.run or (--door
+artifact) a published artifact run by hawk.run (tests/exact_doors.py).
 
     python tests/fuzz_exact_scatters.py --seed 7 --start 0 --count 50 --dir /tmp/fs   # one JSON line per case
     python tests/fuzz_exact_scatters.py --seed 7 --start 12 --show                     # what case 12 runs
+    python tests/fuzz_exact_scatters.py --seed 7 --count 50 --door artifact            # through hawk.run
 """
 
 import dataclasses
@@ -25,7 +27,8 @@ import sys
 import fuzz_kernels as fk
 import numpy as np
 from conftest import bt_ordered_scatter
-from exact_families import DrawnCase, draw_terms, judge, no_sae, raw_bits
+from exact_doors import DOORS, run_through
+from exact_families import DrawnCase, draw_terms, judge, raw_bits
 
 SLOTS = (1, 3, 64, 1000, 4099, 65535, 70000)  # (65535: the grid's largest; 70000: the grouped form's)
 LANES = (1, 7, 255, 257, 1000, 4096, 20000, 20000, 70000, 200000)
@@ -152,18 +155,17 @@ def reference(c: Case) -> dict:
     return out
 
 
-def check(c: Case, workdir: str = "", target: str = "host") -> dict:
-    """Run case c (sinks passed as copies) and judge it: bits against the reference, or the refusal of a key
-    outside the sink with the caller's arrays unchanged."""
+def check(c: Case, workdir: str = "", target: str = "host", door: str = "plan") -> dict:
+    """Run case c through `door` (tests/exact_doors.py; sinks passed as copies) and judge it: bits against the
+    reference, or the refusal of a key outside the sink with the caller's arrays unchanged."""
     import eagle
 
     out = {"index": c.index, "what": c.what, "tags": []}
     kernel = kernels(c.slots)[c.body]
     given = {k: v.copy() for k, v in c.planes.items()}
     try:
-        with no_sae(c.route == "pairs"):
-            plan = eagle.deploy(kernel, target=target, threads=c.threads, min_chunk=c.min_chunk)
-            got = plan.run(**given)
+        got, ran = run_through(door, kernel, given, dtype=c.dtype, threads=c.threads, min_chunk=c.min_chunk,
+                               off=c.route == "pairs", target=target, workdir=workdir, variant=str(c.slots))
     except eagle.InputError as exc:
         if c.bad is None:
             return {**out, "status": "fail", "why": f"refused: {str(exc)[:300]}"}
@@ -181,11 +183,11 @@ def check(c: Case, workdir: str = "", target: str = "host") -> dict:
         return fk.raised(c, exc)
     if c.bad is not None:
         return {**out, "status": "fail", "why": f"ran with a key outside the sink at lane {c.bad}"}
-    return judge(out, got, reference(c), c.dtype, plan, ("the grid allowed", "pairs only"))
+    return judge(out, got, reference(c), c.dtype, ran, ("the grid allowed", "pairs only"))
 
 
 def main(argv=None) -> int:
-    return fk.run_drawn_cases(case, check, __doc__, argv)
+    return fk.run_drawn_cases(case, check, __doc__, argv, doors=DOORS)
 
 
 if __name__ == "__main__":

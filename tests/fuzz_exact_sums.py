@@ -9,10 +9,12 @@ masked sum and mean, a product the body rounds, a vector sum and mean, row sums 
 of a Grid), 1 to ~200,000 lanes (rows of 1 to 3,000 columns, columns of 1 to 1,003 slots), float64 or float32,
 data from tests/exact_families.py (adversaries, wide families, special values), 1 to 3 threads with small chunks,
 and the route ($HAWK_NO_SAE=1 keeps the range check). Every result must have the bits of conftest's exact
-reference (any NaN meets any NaN).
+reference (any NaN meets any NaN), through Plan.run or (--door artifact) a published artifact run by hawk.run
+(tests/exact_doors.py).
 
     python tests/fuzz_exact_sums.py --seed 7 --start 0 --count 50 --dir /tmp/fe   # one JSON line per case
     python tests/fuzz_exact_sums.py --seed 7 --start 12 --show                     # what case 12 runs
+    python tests/fuzz_exact_sums.py --seed 7 --count 50 --door artifact            # through hawk.run
 """
 
 import dataclasses
@@ -22,7 +24,8 @@ import sys
 import fuzz_kernels as fk
 import numpy as np
 from conftest import bt_ordered_sum
-from exact_families import DrawnCase, draw_terms, judge, no_sae
+from exact_doors import DOORS, run_through
+from exact_families import DrawnCase, draw_terms, judge
 
 LANES = (1, 7, 255, 1024, 1025, 4096, 20000, 20000, 70000, 200000)
 BODIES = ("full", "masked", "product", "vector", "rows", "cols")
@@ -135,23 +138,21 @@ def reference(c: Case) -> dict:
     return {"s": s, "mu": np.array([_mean(t, x.shape[0], dt) for t in s])}
 
 
-def check(c: Case, workdir: str = "", target: str = "host") -> dict:
-    """Run case c and compare every output with the reference, bit for bit."""
-    import eagle
-
+def check(c: Case, workdir: str = "", target: str = "host", door: str = "plan") -> dict:
+    """Run case c through `door` (tests/exact_doors.py) and compare every output with the reference, bit for
+    bit."""
     out = {"index": c.index, "what": c.what, "tags": []}
     kernel = kernels(c.cols or 1)[c.body]
     try:
-        with no_sae(c.route == "range"):
-            plan = eagle.deploy(kernel, target=target, threads=c.threads, min_chunk=c.min_chunk)
-            got = plan.run(**c.planes)
+        got, ran = run_through(door, kernel, c.planes, dtype=c.dtype, threads=c.threads, min_chunk=c.min_chunk,
+                               off=c.route == "range", target=target, workdir=workdir, variant=str(c.cols or ""))
     except Exception as exc:
         return fk.raised(c, exc)
-    return judge(out, got, reference(c), c.dtype, plan, ("flags allowed", "range only"))
+    return judge(out, got, reference(c), c.dtype, ran, ("flags allowed", "range only"))
 
 
 def main(argv=None) -> int:
-    return fk.run_drawn_cases(case, check, __doc__, argv)
+    return fk.run_drawn_cases(case, check, __doc__, argv, doors=DOORS)
 
 
 if __name__ == "__main__":

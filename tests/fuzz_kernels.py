@@ -632,16 +632,19 @@ def run_cases(check_fn, doc: str, argv=None) -> int:
     return 0
 
 
-def run_drawn_cases(case_of, check_fn, doc: str, argv=None) -> int:
+def run_drawn_cases(case_of, check_fn, doc: str, argv=None, doors: tuple[str, ...] = ()) -> int:
     """The loop of a runner that draws cases of its own (tests/fuzz_algorithms.py, fuzz_exact_scatters.py,
     fuzz_exact_sums.py): `case_of(seed, i)` each case of the range; with --show, print what each runs; else one
-    JSON line each from `check_fn(case, workdir, target)`, after a line naming the case it begins (for crash
-    reports)."""
+    JSON line each from `check_fn(case, workdir, target)` (and `door=`, the --door chosen, for a runner that
+    names `doors`: the first is the default), after a line naming the case it begins (for crash reports)."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
     ap = runner_args(doc)
     ap.add_argument("--show", action="store_true", help="print what each case runs instead of running it")
+    if doors:
+        ap.add_argument("--door", choices=doors, default=doors[0], help="how each case runs")
     a = ap.parse_args(argv)
     workdir = workdir_of(a)
+    through = {"door": a.door} if doors else {}
     for i in range(a.start, a.start + a.count):
         c = case_of(a.seed, i)
         if a.show:
@@ -649,7 +652,7 @@ def run_drawn_cases(case_of, check_fn, doc: str, argv=None) -> int:
             continue
         print(json.dumps({"begin": i}), flush=True)
         with np.errstate(all="ignore"):
-            print(json.dumps(check_fn(c, workdir, a.target)), flush=True)
+            print(json.dumps(check_fn(c, workdir, a.target, **through)), flush=True)
     return 0
 
 

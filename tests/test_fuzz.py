@@ -51,23 +51,27 @@ SCATTERS_RUNNER = Path(__file__).with_name("fuzz_exact_scatters.py")  # (its own
 SUMS_COUNT = int(os.environ.get("HAWK_FUZZ_SUMS_COUNT", "40"))
 SUMS_RUNNER = Path(__file__).with_name("fuzz_exact_sums.py")  # (its own cases: ordered sums and means)
 SPIRV_COUNT = int(os.environ.get("HAWK_FUZZ_SPIRV_COUNT", "30"))  # (each exact fuzzer's cases on spirv)
+DOOR_COUNT = int(os.environ.get("HAWK_FUZZ_DOOR_COUNT", "24"))  # (each exact fuzzer's cases through artifacts)
+DOOR_FIRST = 1000  # (the artifact door's cases: others than the Plan.run tests' [0, count))
 OWN_CASES = (ALGORITHMS_RUNNER, SCATTERS_RUNNER, SUMS_RUNNER)  # runners that draw cases of their own
 ROOT = RUNNER.parent.parent
 
 
 def _run_batch(start: int, stop: int, workdir: Path, runner: Path = RUNNER, cache: Path | None = None,
-               target: str | None = None) -> list[dict]:
+               target: str | None = None, door: str | None = None) -> list[dict]:
     """Check cases [start, stop) in fresh processes: a process that dies is reported as a crash of the case it
     had begun (with its source), and the rest of the batch goes on in a new process. `cache`: the compile cache
-    (default: one in `workdir`); `target`: the eagle target (default $HAWK_FUZZ_TARGET, else host)."""
+    (default: one in `workdir`); `target`: the eagle target (default $HAWK_FUZZ_TARGET, else host); `door`: the
+    exact fuzzers' --door (default Plan.run)."""
     results: list[dict] = []
     env = {**os.environ, "HAWK_CACHE_DIR": str(cache or workdir / "cache"), "PYTHONPATH": str(ROOT)}
     if target is not None:
         env["HAWK_FUZZ_TARGET"] = target
     while start < stop:
+        through = ["--door", door] if door else []
         proc = subprocess.run([sys.executable, str(runner), "--seed", str(SEED), "--start", str(start), "--count",
-                               str(stop - start), "--dir", str(workdir)], capture_output=True, text=True, env=env,
-                              timeout=900)
+                               str(stop - start), "--dir", str(workdir), *through], capture_output=True, text=True,
+                              env=env, timeout=900)
         begun = None
         for line in proc.stdout.splitlines():
             rec = json.loads(line)
@@ -119,14 +123,16 @@ def test_generated_kernels_match_numpy_or_are_refused_by_line(tmp_path, fuzz_cac
                     f"\n\nsource of case {SEED}:{first.index}:\n{first.source}")
 
 
-def _run_runner(count: int, tmp_path: Path, runner: Path, cache: Path, target: str | None = None) -> list[dict]:
-    """Cases [0, count) through a runner script in two halves side by side; asserts that none failed."""
-    half = (count + 1) // 2
+def _run_runner(count: int, tmp_path: Path, runner: Path, cache: Path, target: str | None = None,
+                door: str | None = None, first: int = 0) -> list[dict]:
+    """Cases [first, first + count) through a runner script in two halves side by side; asserts that none
+    failed."""
+    half, stop = (count + 1) // 2, first + count
     with ThreadPoolExecutor(max_workers=2) as pool:
-        batches = pool.map(lambda s: _run_batch(s, min(s + half, count), tmp_path, runner, cache, target),
-                           range(0, count, half))
+        batches = pool.map(lambda s: _run_batch(s, min(s + half, stop), tmp_path, runner, cache, target, door),
+                           range(first, stop, half))
         results = [r for b in batches for r in b]
-    assert {r["index"] for r in results} == set(range(count))
+    assert {r["index"] for r in results} == set(range(first, stop))
     failed = [r for r in results if r["status"] == "fail"]
     assert not failed, "\n".join(f"case {SEED}:{r['index']} ({r['what']}): {r['why'][:600]}" for r in failed)
     return [r for r in results if r["status"] != "skipped"]
@@ -243,8 +249,9 @@ def test_ordered_sums_are_exact_on_random_bodies_data_and_splits(tmp_path, fuzz_
 
 
 def test_ordered_sums_and_scatters_on_spirv_are_the_exact_bits(tmp_path, fuzz_cache):
-    """Both exact fuzzers on the spirv target (lavapipe where there is no GPU): the same exact references bit for
-    bit, so the same bits as the host's. Under CI a machine without Vulkan fails here instead of skipping."""
+    """Both exact fuzzers on the spirv target (lavapipe where there is no GPU), through Plan.run and (fewer
+    cases) through a spirv artifact run by hawk.run: the same exact references bit for bit, so the same bits as
+    the host's. Under CI a machine without Vulkan fails here instead of skipping."""
     from conftest import bt_spirv_missing, bt_target_missing
 
     why = bt_target_missing("spirv")
@@ -254,6 +261,21 @@ def test_ordered_sums_and_scatters_on_spirv_are_the_exact_bits(tmp_path, fuzz_ca
         runs = _run_runner(SPIRV_COUNT, tmp_path, runner, fuzz_cache, target="spirv")
         assert all(r["why"].startswith(("exact", "refused")) for r in runs), runs[:5]
         assert any(r["why"].startswith("exact (split") for r in runs), f"{runner.name}: nothing split: {runs[:5]}"
+        runs = _run_runner(SPIRV_COUNT // 3, tmp_path, runner, fuzz_cache, target="spirv", door="artifact",
+                           first=DOOR_FIRST)  # (hawk.run of a spirv artifact)
+        assert all(r["why"].startswith(("exact", "refused")) for r in runs), runs[:5]
+
+
+def test_ordered_sums_and_scatters_through_artifacts_are_the_exact_bits(tmp_path, fuzz_cache):
+    """Both exact fuzzers through the artifact door (hawk.artifact.build_bundle, hawk.load, hawk.run; no MLIR on
+    the run's path) on the host, with other cases than the Plan.run tests': the same exact references bit for
+    bit, a key outside the sink refused by name with the caller's sink unchanged. Some must split, and both
+    routes (a build that may read MXCSR's flags, one under $HAWK_NO_SAE=1) must be drawn."""
+    for runner, off in ((SUMS_RUNNER, "route range"), (SCATTERS_RUNNER, "route pairs")):
+        runs = _run_runner(DOOR_COUNT, tmp_path, runner, fuzz_cache, door="artifact", first=DOOR_FIRST)
+        assert all(r["why"].startswith(("exact", "refused")) for r in runs), runs[:5]
+        assert any(r["why"].startswith("exact (split") for r in runs), f"{runner.name}: nothing split: {runs[:5]}"
+        assert any(off in r["what"] for r in runs) and any("route grid" in r["what"] for r in runs), runs[:5]
 
 
 def test_generation_is_reproducible():
