@@ -12,7 +12,6 @@ import ast
 import hashlib
 import inspect
 import json
-import textwrap
 from dataclasses import dataclass, field
 
 from hawk.abi import cache
@@ -20,7 +19,7 @@ from hawk.abi.layout import Layout, Spec, copy_slots_setting, layout_from_json, 
 from hawk.abi.signature import Signature
 from hawk.errors import KernelError
 from hawk.frontend.refs import ABSENT, Unkeyable, captured_key, captured_parts, captured_values
-from hawk.frontend.source import Source
+from hawk.frontend.source import Source, read_def
 from hawk.signature import read_signature
 
 
@@ -76,15 +75,7 @@ class Kernel:
         self.name = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        file = inspect.getsourcefile(fn) or fn.__code__.co_filename
-        try:
-            lines, first = inspect.getsourcelines(fn)
-        except OSError as exc:
-            raise KernelError("the kernel's source is not available (define kernels in a file or notebook cell)",
-                              file=file, line=fn.__code__.co_firstlineno, kernel=self.name) from exc
-        text = textwrap.dedent("".join(lines))
-        tree = ast.parse(text)
-        fdef = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        text, fdef, file, first = read_def(fn, "@hawk.kernel", kernel=self.name)
         # line numbers inside `fdef` count from the first source line (decorators included)
         self.source = Source(fn, fdef, file, first, self.name)
         self.signature: Signature = read_signature(fn, file, self._param_lines(fdef, first), self.name, scope)

@@ -11,11 +11,10 @@ from __future__ import annotations
 import ast
 import inspect
 import sys
-import textwrap
 from dataclasses import dataclass
 
 from hawk.errors import KernelError
-from hawk.frontend.source import Source
+from hawk.frontend.source import Source, read_def
 
 _NUMBERS = (bool, int, float)
 
@@ -55,18 +54,7 @@ class Func:
         self.__qualname__ = fn.__qualname__
         self.__module__ = fn.__module__
         self.__doc__ = fn.__doc__
-        file = inspect.getsourcefile(fn) or fn.__code__.co_filename
-        try:
-            lines, first = inspect.getsourcelines(fn)
-        except OSError as exc:
-            raise KernelError(f"func '{self.name}': its source is not available (define funcs in a file or a "
-                              "notebook cell)", file=file, line=fn.__code__.co_firstlineno) from exc
-        self.text = textwrap.dedent("".join(lines))
-        tree = ast.parse(self.text)
-        fdef = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-        if fdef is None or fdef.name != self.name:  # e.g. the function was renamed after its def ran
-            raise KernelError(f"func '{self.name}': its source is not a def of that name; decorate the def "
-                              "itself with @hawk.func", file=file, line=first)
+        self.text, fdef, file, first = read_def(fn, "@hawk.func", func=self.name)
         self.source = Source(fn, fdef, file, first, self.name)
         self.params = self._read_params(fdef)
         self.body = _normalize(_without_docstring(fdef.body))

@@ -3,6 +3,35 @@
 from __future__ import annotations
 
 import ast
+import inspect
+import textwrap
+
+from hawk.errors import KernelError
+
+
+def read_def(fn, what: str, **who: str) -> tuple[str, ast.FunctionDef, str, int]:
+    """The def of `fn` as its file holds it now: (dedented text, its ast, file, first line with decorators).
+    `what` is the decorator ("@hawk.kernel"), `who` names it in errors (kernel= or func=). The source is
+    read from disk when the decorator runs, so a file edited since it was imported gives other lines than the
+    def: refused by name rather than misread (a kernel body from another function's lines)."""
+    file = inspect.getsourcefile(fn) or fn.__code__.co_filename
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except OSError as exc:
+        raise KernelError("its source is not available (define it in a file or a notebook cell)",
+                          file=file, line=fn.__code__.co_firstlineno, **who) from exc
+    text = textwrap.dedent("".join(lines))
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        tree = None
+    fdef = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None) \
+        if tree is not None else None
+    if fdef is None or fdef.name != fn.__code__.co_name:  # (__name__ may be set after the def)
+        raise KernelError(f"the source at this line is not the def of '{fn.__code__.co_name}' (was the file edited "
+                          f"after it was imported?): re-import the module or restart, and decorate a def with {what}",
+                          file=file, line=first, **who)
+    return text, fdef, file, first
 
 
 class Source:
