@@ -242,7 +242,7 @@ def check_output(op: Op, d: Data, name: str, impl: Impl, got) -> None:
         w = np.asarray(want, dtype=np.float64).reshape(-1)
         if not np.array_equal(g, w):
             bad = int(np.argmax(g != w))
-            raise Mismatch(f"{where}: not the ordered tree's bits at [{bad}]: {g[bad]!r} vs {w[bad]!r}")
+            raise Mismatch(f"{where}: not the exact sum's bits at [{bad}]: {g[bad]!r} vs {w[bad]!r}")
         return
     tol = tolerance(d.dtype, impl.check, impl.kind, d.n)
     if impl.check == "plain" and d.dtype == np.float32:

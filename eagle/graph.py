@@ -57,8 +57,8 @@ class ReduceNode:
 def reduce(values, out: np.ndarray, policy: str = "auto") -> ReduceNode:
     """A node that sums `values` into `out` under `policy` ("auto", "compensated", "ordered") when launched.
 
-    "ordered" gives the bits of the ordered tree (docs/ordered.md), the same as any hawk kernel's ordered sum of
-    the same terms and as an artifact's cell. Call `.launch()` or add it to a Graph.
+    "ordered" gives the exact sum of the values rounded once (docs/ordered.md): the bits of any hawk kernel's
+    ordered sum of the same terms and of an artifact's cell. Call `.launch()` or add it to a Graph.
     """
     return ReduceNode(values, out, policy)
 

@@ -1,10 +1,10 @@
 """Whole-array reductions behind `eagle.Array.sum/min/max/mean`: every component, a Python float.
 
-Rules (those of the reference, docs/algorithms.md): float32 sums accumulate in float32 and float64 in float64,
-in hawk's ordered tree (so the same bits on every run, thread count and target); integer sums are exact modulo
-2**64 (signed types wrap as int64, unsigned as uint64); extrema are exact; a NaN anywhere gives NaN; min of 0.0
-and -0.0 is -0.0 and max is 0.0 whatever their order; an empty array sums to 0.0, has mean NaN, and min/max
-raise ValueError. Nothing launches for an empty array.
+Rules (those of the reference, docs/algorithms.md): float32 sums come out in float32 and float64 in float64,
+each the exact sum rounded once to its precision (hawk's ordered sums: the same bits on every run, thread count
+and target); integer sums are exact modulo 2**64 (signed types wrap as int64, unsigned as uint64); extrema are
+exact; a NaN anywhere gives NaN; min of 0.0 and -0.0 is -0.0 and max is 0.0 whatever their order; an empty array
+sums to 0.0, has mean NaN, and min/max raise ValueError. Nothing launches for an empty array.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def _wrap(total: int, dtype: np.dtype) -> int:
 
 
 def array_sum(data, *, target: str | None = None, threads: int | None = None) -> float:
-    """The sum of every component: float32/float64 in their own precision (ordered tree), integers exact in
+    """The sum of every component: float32/float64 in their own precision (exact, rounded once), integers exact in
     int64/uint64 with wrapping, then a Python float. 0.0 when empty."""
     a = _flat(data, "Array.sum")
     target = pick_target(target, (a,), "Array.sum")

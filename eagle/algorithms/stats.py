@@ -1,9 +1,10 @@
 """Statistics over the first `n` values of an array: var, std, norm, absmax, count_nonzero, dot.
 
 Terms are formed in the inputs' precision (float64 if any input is float64, else float32; integers convert to
-it inside the kernel before any arithmetic) and summed with hawk's ordered tree, so every floating result has
-the same bits on every run, thread count and target. count_nonzero is exact (float64 sums of 0/1 flags; float32
-data is read through its bits so that counts past 2**24 stay exact). An empty input launches nothing.
+it inside the kernel before any arithmetic) and summed by hawk's ordered sums (the exact sum, rounded once), so
+every floating result has the same bits on every run, thread count and target. count_nonzero is exact (float64
+sums of 0/1 flags; float32 data is read through its bits so that counts past 2**24 stay exact). An empty input
+launches nothing.
 """
 
 from __future__ import annotations

@@ -18,11 +18,12 @@ from hawk.abi.signature import Signature
 @dataclass(frozen=True)
 class Spec:
     """One specialisation: the float dtype, the integer dtype of each Index plane, and what policy="auto"
-    means for a sum over lanes ("fast", or "ordered" for artifacts, whose partials the host adds in the
-    ordered tree). `float_outputs`: the per-lane float outputs whose array has another float dtype than the
-    run's (the store converts into it, docs/semantics.md); empty for every other run. `copy_slots`: the largest
-    sink that keeps private copies (0: PAIR_SLOTS; $HAWK_COPY_SLOTS lowers it so that tests reach the slot-range
-    form with small sinks: it is in repr(spec), hence in every cache key, and in the hawk IR's facts).
+    means for a sum over lanes ("fast", or "ordered" for artifacts, whose partials the host adds exactly: the
+    exact sum rounded once, docs/ordered.md). `float_outputs`: the per-lane float outputs whose array has another
+    float dtype than the run's (the store converts into it, docs/semantics.md); empty for every other run.
+    `copy_slots`: the largest sink that keeps private copies (0: PAIR_SLOTS; $HAWK_COPY_SLOTS lowers it so that
+    tests reach the slot-range form with small sinks: it is in repr(spec), hence in every cache key, and in the
+    hawk IR's facts).
     `cell_slots`: the largest reduction keeping axes with a copy per chunk (0: PRIVATE_SLOTS; a host plan's
     specs say CELL_SLOTS, since a GPU runs a thread per kept slot instead of a few threads with large copies).
     `mxcsr`: the code runs on x86-64 with AVX and FMA (a host plan's or native artifact's built there), whose
