@@ -37,18 +37,19 @@ class Shaped:
 
 @dataclass(frozen=True)
 class Results:
-    """A run's results: shapes by name (sorted, as Plan.run's dict), their float dtype, and the names that are the
-    caller's own arrays (passed outputs and sinks, written in place and handed back as they are)."""
+    """A run's results: shapes by name (sorted, as Plan.run's dict), the run's float dtype, each result's dtype
+    (the float dtype, or an integer output's: Mutable[Index]), and the names that are the caller's own arrays
+    (passed outputs and sinks, written in place and handed back as they are)."""
 
     shapes: dict[str, tuple]
     dtype: np.dtype
     aliased: frozenset[str]
+    dtypes: dict[str, np.dtype]
 
 
 def result_names(plan) -> tuple[tuple[str, ...], frozenset[str]]:
     """Every result name of a plan's runs, sorted, and those that are written into the caller's array when
     passed (per-lane outputs and sinks; a passed cell is copied into, and its result is a fresh array)."""
-    refuse_integer_and_keyed(plan)
     kernel = plan.kernel
     spec = kernel.default_spec()
     names: dict[str, bool] = {}
@@ -76,11 +77,11 @@ def _cell_names(name: str, r) -> list[str]:
 
 def check_dtypes(plan, planes: dict[str, Shaped]) -> np.dtype:
     """The run's float dtype, refusing what `Binder.bind` refuses with its own words (non-float values,
-    non-integer keys, two float dtypes in one run)."""
+    non-integer keys, an integer output of another dtype than int8 to int64, two float dtypes in one run)."""
     b = plan.binder
     for name, s in planes.items():
         p = b.plane_specs[name]
-        if p.kind in _FLOAT_KINDS:
+        if p.kind in _FLOAT_KINDS:  # (an integer output: as_array checks its integer dtype)
             b.as_array(p, np.zeros(1, s.dtype))  # raises the binder's message for a non-float dtype
         elif p.kind == "index" and s.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
             raise b.fail(name, f"is an Index plane and takes int32 or int64 keys, got {s.dtype}")
@@ -92,12 +93,14 @@ def result_shapes(plan, planes: dict[str, Shaped], grid: dict, passed: frozenset
     (not Params) by name; `grid`: the free grid axis' extent by label when passed (an int or a symbolic size);
     `passed`: the outputs, sinks and cells the caller passes to be written in place."""
     kernel, b = plan.kernel, plan.binder
-    refuse_integer_and_keyed(plan)
     dtype = check_dtypes(plan, planes)
-    idt = {n: s.dtype.name for n, s in planes.items() if b.plane_specs[n].kind == "index"}
+    idt = {n: s.dtype.name for n, s in planes.items() if b.plane_specs[n].kind == "index" or
+           b.plane_specs[n].integer}  # (Index planes, and integer outputs passed: compiled for their dtypes)
     spec = kernel.spec_for(dtype.name, idt)
+    ints = dict(spec.index_dtypes)
     ext = SimpleNamespace(extents=_extents(plan, planes, grid))
     shapes: dict[str, tuple] = {}
+    dtypes: dict[str, np.dtype] = {}
     aliased = set()
     for k in range(kernel.stage_count):
         lay = kernel.layout(spec, k)
@@ -110,29 +113,39 @@ def result_shapes(plan, planes: dict[str, Shaped], grid: dict, passed: frozenset
                     aliased.add(name)
                 else:
                     shapes[name] = tuple(b.output_shape(name, lay, ext))
+                p = b.sig.get(name)  # (None for a returned value: a float)
+                dtypes[name] = np.dtype(ints[name]) if p is not None and p.integer else dtype
             elif buf.role == "cell" and not _internal(lay, name):
                 r = red[name]
                 shape = reduced_shape(r, ext, b.axes)
                 if name == "result" or not r.payload:
                     shapes[name] = shape or (1,)
+                    dtypes[name] = dtype
                 else:
                     kept = shape[len(r.payload):]
                     for cell in _cell_names(name, r):
-                        shapes[cell] = kept or (1,)
-    return Results(dict(sorted(shapes.items())), dtype, frozenset(aliased))
+                        shapes[cell], dtypes[cell] = kept or (1,), dtype
+    return Results(dict(sorted(shapes.items())), dtype, frozenset(aliased), dtypes)
 
 
-def refuse_integer_and_keyed(plan) -> None:
-    """The bridges hand back results of the run's one float dtype, each written whole by the run: an integer
-    output (Mutable[Index]) or an output plane written by key (hawk.scatter(out)[k] = v, which keeps what it
-    does not write) is refused by name before anything runs."""
+def keyed_outputs(plan) -> frozenset[str]:
+    """The output planes written by key (hawk.scatter(out)[k] = v): positions no lane writes keep the array's
+    content, zeros when the caller leaves the plane out."""
+    b = plan.binder
+    return frozenset(p.name for p in b.sig.planes if b.outputs.get(p.name, "").startswith("scatter"))
+
+
+def refuse_integer_and_keyed(plan, how: str) -> None:
+    """Sharded runs (`how`: which) combine shards' float results: an integer output (Mutable[Index]) or an output
+    plane written by key is refused by name before anything runs (one device's bridges take them)."""
     b = plan.binder
     for p in b.sig.planes:
-        keyed = b.outputs.get(p.name, "").startswith("scatter")
+        keyed = p.name in keyed_outputs(plan)
         if p.kind == "output" and (p.integer or keyed):
             what = "is written by key (hawk.scatter)" if keyed else "is Mutable[Index], an integer output"
-            raise b.fail(p.name, f"{what}; the JAX and torch bridges hand back float outputs written per lane "
-                                 f"only: run this kernel with eagle.deploy(kernel).run(...)")
+            raise b.fail(p.name, f"{what}; {how} hand back float outputs written per lane only: run this kernel "
+                                 f"on one device (eagle.jax.wrap or eagle.torch.wrap without sharding, or "
+                                 f"eagle.deploy(kernel).run(...))")
 
 
 def _extents(plan, planes: dict[str, Shaped], grid: dict) -> tuple:

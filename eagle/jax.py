@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from eagle.bridge import Shaped, result_shapes
+from eagle.bridge import Shaped, refuse_integer_and_keyed, result_shapes
 from eagle.errors import InputError
 from eagle.prepared import PreparedRun, library
 
@@ -91,6 +91,8 @@ class JaxKernel:
             raise ValueError(f"eagle.jax: kernel '{kernel.name}': the JAX bridge runs on the host target; deploy "
                              f"on '{target}' with eagle.deploy")
         self.plan = plan if plan is not None else eagle.deploy(kernel, target=target, **options)
+        if axis_name is not None or partition:
+            refuse_integer_and_keyed(self.plan, "sharded runs (axis_name=, partition=True)")
         self.name = kernel.name
         sig = kernel.signature
         self.kinds = {p.name: p.kind for p in sig.planes}
@@ -168,7 +170,10 @@ class JaxKernel:
         wrt = tuple(n for n in call.operands if self.kinds[n] in floats or n in fwd.float_init)
         sinks = [n for n in call.operands if self.kinds[n] == "sink"]
         grads: dict = {}
-        cot = call.results(gs)
+        ints = {n for n, p in self.plan.binder.plane_specs.items() if p.integer}  # (float0 cotangents: none)
+        cot = {n: v for n, v in call.results(tuple(jnp.zeros(g.shape, r.dtype) if g.dtype == jax.dtypes.float0
+                                                    else g for g, r in zip(gs, call.rets, strict=True))).items()
+               if n not in ints}
         if not wrt and not sinks:
             return tuple(None for _ in call.operands)
         adj_plan, design, win = adjoint_for(self.plan, wrt, call.extents)
@@ -209,6 +214,11 @@ class JaxKernel:
     def _check_x64(self, arrays: dict, params: dict) -> None:
         if jax.config.jax_enable_x64:
             return
+        for p in self.plan.kernel.signature.planes:
+            if p.integer and arrays.get(p.name) is None:
+                raise InputError(f"plane '{p.name}' of kernel '{self.name}': an integer output left out comes back "
+                                 f"as int64, which JAX in 32-bit mode cannot hold: pass an int32 array for it "
+                                 f"(jnp.zeros(shape, jnp.int32)), or set jax.config.update('jax_enable_x64', True)")
         for name, v in arrays.items():
             if np.dtype(getattr(v, "dtype", np.float32)) == np.float64:
                 raise InputError(f"plane '{name}' of kernel '{self.name}': holds float64 values, but JAX runs in "

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from eagle import native
-from eagle.bridge import Shaped, check_dtypes
+from eagle.bridge import Shaped, check_dtypes, keyed_outputs
 from eagle.errors import InputError
 from eagle.native import cbuild
 
@@ -76,9 +76,10 @@ class PreparedRun:
         parts = [plan.prepare(b.spec, k) for k in range(plan.kernel.stage_count)]
         cuts: dict = {}
         self.stages, results = [], {}
-        # an output the caller leaves out but the body reads holds zeros (as in Plan.run): the framework's result
-        # buffer patched in at each call holds anything, so the stage that first takes it zeroes it every launch
-        zeroed = frozenset(plan.kernel.initial_reads()) - set(passed)
+        # an output the caller leaves out but the body reads holds zeros (as in Plan.run), as does one written by
+        # key (its unwritten positions): the framework's result buffer patched in at each call holds anything, so
+        # the stage that first takes it zeroes it every launch
+        zeroed = (frozenset(plan.kernel.initial_reads()) | keyed_outputs(plan)) - set(passed)
         for host_lib, launcher in parts:
             st = launcher.prepare(host_lib, b, 0, b.lanes, cuts, staged=False, zeroed=zeroed)
             if st.args.lib is None:

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor  # noqa: F401
 
 from eagle import native
-from eagle.bridge import Shaped, check_dtypes, result_names, result_shapes
+from eagle.bridge import Shaped, check_dtypes, refuse_integer_and_keyed, result_names, result_shapes
 from eagle.errors import InputError
 from eagle.interop import HOST_DEVICES, as_host_array, dlpack_device, refuse_device
 from eagle.prepared import PreparedRun
@@ -42,6 +42,7 @@ _SCHEMA_RESERVED = {"self", "out"}  # names a torch schema gives a meaning of it
 _NUMPY = {torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16, torch.int64: np.int64,
           torch.int32: np.int32, torch.int16: np.int16, torch.int8: np.int8, torch.uint8: np.uint8,
           torch.bool: np.bool_}
+_TORCH = {np.dtype(v): k for k, v in _NUMPY.items()}  # a result's NumPy dtype -> its tensor's
 
 
 def wrap(kernel, target: str = "host", group=None, **options) -> TorchKernel:
@@ -60,6 +61,8 @@ class TorchKernel:
 
         self.group = group
         self.plan = eagle.deploy(kernel, target=target, **options)
+        if group is not None:
+            refuse_integer_and_keyed(self.plan, "sharded runs (group=)")
         self.name = kernel.name
         sig, b = kernel.signature, self.plan.binder
         self.inputs = [p.name for p in sig.planes if p.kind in ("lane", "index", "table", "param")]
@@ -67,14 +70,17 @@ class TorchKernel:
         self.grid = [b.axes[0].label] if sig.grid is not None and b.axes[0].extent is None else []
         self.mutable = [p.name for p in sig.planes if p.kind in ("output", "sink")]
         self.names, self.own = result_names(self.plan)
+        self.ints = frozenset(p.name for p in sig.planes if p.integer)  # integer outputs: no cotangent
         self._calls: dict = {}  # the prepared path per set of shapes (_FastCall), or None: Plan.run
         self._native = self.plan.device is None and native.library() is not None
         base = f"{kernel.name}_{next(_COUNT)}"
         self.op = self._define(base, inplace=False)
         floats = {p.name for p in sig.planes if p.kind in ("lane", "table", "param")}
         self.grad_inputs = [n for n in self.inputs if n in floats]
-        self.rop = self._define_reverse(f"{base}_reverse")
-        self.op.register_autograd(self._backward, setup_context=self._setup)
+        self.rop = None  # (no float input, e.g. keys alone: nothing to differentiate, no backward to register)
+        if self.grad_inputs:
+            self.rop = self._define_reverse(f"{base}_reverse")
+            self.op.register_autograd(self._backward, setup_context=self._setup)
         self._op = getattr(self.op, "_opoverload", self.op)  # what CustomOpDef.__call__ calls
         self._plain_order = self.inputs + self.grid
         self._plain, self._plain_grid = frozenset(self.inputs), frozenset(self._plain_order)
@@ -198,9 +204,8 @@ class TorchKernel:
             if name in self.mutable:
                 passed.add(name)
         res = result_shapes(self.plan, shaped, grid, frozenset(passed))
-        dtype = torch.float64 if res.dtype == np.float64 else torch.float32
         device = next((v.device for v in values if isinstance(v, Tensor)), torch.device("cpu"))
-        outs = tuple(torch.empty(0 if n in res.aliased else shape, dtype=dtype, device=device)
+        outs = tuple(torch.empty(0 if n in res.aliased else shape, dtype=_TORCH[res.dtypes[n]], device=device)
                      for n, shape in res.shapes.items())
         return outs[0] if len(outs) == 1 else outs
 
@@ -234,7 +239,7 @@ class TorchKernel:
             else:
                 planes[name] = as_host_array(v.detach(), name, self.name) if v.dim() else v.detach().item()
         cot = {n: np.ascontiguousarray(as_host_array(c.detach(), n, self.name))
-               for n, c in zip(self.names, cts, strict=True) if c is not None}
+               for n, c in zip(self.names, cts, strict=True) if c is not None and n not in self.ints}
         got = self.plan.reverse(cot if len(self.names) > 1 else cot[self.names[0]], **planes)
         given = dict(zip(self._args(False), values, strict=True))
         outs = tuple(torch.from_numpy(np.array(np.asarray(got[n]), copy=True)).to(given[n].dtype)
@@ -383,8 +388,7 @@ class _FastCall:
                 continue
             used = users.get(j, [])
             one = len(used) == 1 and used[0][1] == 0 and math.prod(used[0][2]) == shape[0]
-            self.allocs.append(_template(used[0][2] if one else shape, torch.float64 if dtype == np.float64 else
-                                         torch.float32))
+            self.allocs.append(_template(used[0][2] if one else shape, _TORCH[np.dtype(dtype)]))
             if one:
                 whole[used[0][0]] = j
         # per result name (the op's return order): ("whole", j), ("slice", j, off, shape) or ("passed", position)
@@ -446,7 +450,7 @@ def _tensor(a) -> Tensor:
 
 def _placeholder(a) -> Tensor:
     """What the in-place op returns for a result written into the caller's tensor: nothing, in its dtype."""
-    return torch.empty(0, dtype=torch.float32 if np.asarray(a).dtype == np.float32 else torch.float64)
+    return torch.empty(0, dtype=_TORCH[np.asarray(a).dtype])
 
 
 def _numpy_dtype(dtype: torch.dtype, name: str, binder) -> np.dtype:
