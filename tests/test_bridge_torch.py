@@ -432,3 +432,19 @@ def test_gradients_of_a_store_kernel_are_the_reverses_with_winners():
     for slot, lane in won.items():
         by_hand[lane] = ct[slot].item() * 2.0 * 0.7 * x[lane].item()
     assert np.allclose(gx.numpy(), by_hand, rtol=1e-14, atol=0)
+
+
+@hawk.kernel
+def tb_count_keys(key: Index, acc: Mutable["slot":4]):
+    hawk.scatter(acc)[key] += 1.0
+
+
+def test_a_kernel_without_float_inputs_has_no_backward_to_define():
+    """Keys alone (no float input): nothing to differentiate. Its reverse op once failed to define (an empty
+    tuple schema); the op runs eager and compiled, and passes opcheck."""
+    f = eagle.torch.wrap(tb_count_keys)
+    key = torch.tensor([0, 1, 1, 3, -1])
+    want = np.asarray(eagle.deploy(tb_count_keys).run(key=key.numpy()))
+    assert np.array_equal(f(key=key).numpy(), want) and want.tolist() == [1.0, 2.0, 0.0, 1.0]
+    assert np.array_equal(torch.compile(lambda k: f(key=k), fullgraph=True)(key).numpy(), want)
+    torch.library.opcheck(f.op, (key,))
