@@ -204,10 +204,16 @@ def test_reverse_refuses_by_name():
 
 
 @pytest.mark.parametrize("bridge", ["jax", "torch"])
-def test_bridges_refuse_by_name(bridge):
+def test_bridges_run_it_as_plan_run_does(bridge):
+    """One device's bridges hand the plane back as Plan.run does (tests/test_bridge_int_outputs.py has more);
+    their sharded runs refuse it by name."""
     mod = pytest.importorskip(f"eagle.{bridge}")
-    with pytest.raises(InputError, match=r"plane 'out' of kernel 'ps_permute'.*written by key"):
-        mod.wrap(ps_permute)(x=np.ones(3, dtype=np.float32), k=np.arange(3, dtype=np.int32))
+    x, k = np.arange(1.0, 4.0, dtype=np.float32), np.array([2, 0, 1], dtype=np.int32)
+    want = np.asarray(eagle.deploy(ps_permute).run(x=x, k=k))
+    got = mod.wrap(ps_permute)(x=x, k=k)
+    assert np.asarray(got).tobytes() == want.tobytes()
+    with pytest.raises(InputError, match=r"plane 'out' of kernel 'ps_permute'.*written by key.*sharded"):
+        mod.wrap(ps_permute, **({"axis_name": "d"} if bridge == "jax" else {"group": object()}))
 
 
 def test_artifact_round_trip(tmp_path):

@@ -120,3 +120,28 @@ def weight_grad(op):
 
 print("same bits:", weight_grad(eagle.torch.wrap(soft_hist, threads=1)) ==
       weight_grad(eagle.torch.wrap(soft_hist, threads=2, min_chunk=512)))
+
+# %% [markdown]
+# ## Integer results beside float ones
+#
+# A kernel may also hand back integers: a `Mutable[Index]` output (one int64 per lane when left out, or the
+# dtype of a tensor passed in) and an output written by key (`hawk.scatter(out)[k] = v`, zero where no lane
+# writes). Here each value's nearest bin comes back as an integer beside its distance to the bin's centre; the
+# integer result needs no gradient, and `backward()` runs through the float one.
+
+# %%
+@hawk.kernel
+def nearest_bin(x: Scalar, bin: Mutable[Index], dist: Mutable[Scalar]):
+    bin = m.index(x * 16.0, 16)
+    d = x - (m.floor(x * 16.0) + 0.5) / 16.0
+    dist = d * d
+
+
+near = eagle.torch.wrap(nearest_bin)
+xs = torch.rand(6, dtype=torch.float64, requires_grad=True)
+got = near(x=xs)
+print("bins:", got["bin"].tolist(), got["bin"].dtype, "requires grad:", got["bin"].requires_grad)
+print("bins agree with torch:", torch.equal(got["bin"], torch.clamp((xs.detach() * 16).floor(), 0, 15).long()))
+got["dist"].sum().backward()
+want = 2 * (xs.detach() - ((xs.detach() * 16).floor() + 0.5) / 16)
+print("d/dx of the summed distances, as torch computes it:", torch.allclose(xs.grad, want, rtol=1e-14, atol=0))
