@@ -138,9 +138,9 @@ def keyed_outputs(plan) -> frozenset[str]:
 def refuse_integer_and_keyed(plan, how: str) -> None:
     """Sharded runs (`how`: which) combine shards' float results: an integer output (Mutable[Index]) or an output
     plane written by key is refused by name before anything runs (one device's bridges take them)."""
-    b = plan.binder
+    b, by_key = plan.binder, keyed_outputs(plan)
     for p in b.sig.planes:
-        keyed = p.name in keyed_outputs(plan)
+        keyed = p.name in by_key
         if p.kind == "output" and (p.integer or keyed):
             what = "is written by key (hawk.scatter)" if keyed else "is Mutable[Index], an integer output"
             raise b.fail(p.name, f"{what}; {how} hand back float outputs written per lane only: run this kernel "
