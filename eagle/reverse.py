@@ -189,6 +189,10 @@ def cotangents(fwd: Forward, design, cotangent, extents: tuple[int, ...], dtype,
     sig = fwd.signature
     names = list(design.ct)
     if not isinstance(cotangent, Mapping):
+        if not names:
+            ints = sorted(p.name for p in sig.planes if p.integer)
+            raise _fail(fwd, f"the kernel has no float result to differentiate (an integer output, {ints}, takes "
+                             f"no cotangent)")
         if len(names) != 1:
             raise _fail(fwd, f"the kernel has outputs {sorted(names)}: pass cotangent= as a dict by output name")
         cotangent = {names[0]: cotangent}

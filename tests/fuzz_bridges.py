@@ -117,6 +117,8 @@ def check_bridges(c, workdir: str, target: str = "host") -> dict:
                      plan.reverse(ct if len(ct) > 1 else next(iter(ct.values())), **planes).items()}
         except (eagle.InputError, hawk.KernelError):
             grads = None  # refused by the reverse itself (tests/fuzz_reverse.py judges those)
+        if any(v.dtype.kind != "f" for v in want.values()):
+            grads = None  # (an integer output: no cotangent, and here the kernel's only result)
         for bridge in (_torch, _jax):  # (torch's in-place op, for passed outputs, has no autograd)
             why = bridge(kernel, planes, c, want, None if passed_out and bridge is _torch else grads, ct)
             if why:

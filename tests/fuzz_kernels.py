@@ -141,11 +141,17 @@ class Gen(Grammar):
         elif shape_kind < 0.45:  # a per-lane result: a float, or an integer or truth value made a float
             r = self.rng.random()
             e = self.f(depth) if r < 0.8 else (self.i(depth) if r < 0.9 else self.b(depth))
-            self.lines.append(f"    return {e.src}")
-            header = self.signature("", "Scalar")
-            val = e.val.astype(np.float64)
-            want["result"] = (val, e.mag if e.kind == "f" else None, e.fuzzy)
-            what = f"per-lane ({e.kind})"
+            if e.kind == "i" and self.rng.random() < 0.5:  # or an integer stored into a Mutable[Index] output
+                self.lines.append(f"    io = {e.src}")
+                header = self.signature("io: Mutable[Index]", None)
+                want["io"] = (e.val.astype(np.int64), None, e.fuzzy)
+                what = "per-lane integer output"
+            else:
+                self.lines.append(f"    return {e.src}")
+                header = self.signature("", "Scalar")
+                val = e.val.astype(np.float64)
+                want["result"] = (val, e.mag if e.kind == "f" else None, e.fuzzy)
+                what = f"per-lane ({e.kind})"
         elif shape_kind < 0.55:  # a Mutable per-lane output, passed with contents and updated in a loop
             start = self.rng.normal(size=self.shape)
             self.data["out"] = start.copy()

@@ -44,7 +44,7 @@ def promised(c) -> set[str]:
         elif name == "bins" and scatter is not None:
             if scatter.group(2) == "=" or 'policy="ordered"' in scatter.group(1):
                 out.add(name)
-        elif name == "out":
+        elif name in ("out", "io"):  # (io: an integer output, exact)
             out.add(name)
     return out
 

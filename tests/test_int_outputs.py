@@ -160,6 +160,11 @@ def test_reverse_skips_integer_outputs():
         plan.reverse({"y": np.ones(3), "j": np.ones(3)}, x=x)
 
 
+def test_reverse_of_a_kernel_with_integer_results_only_says_so():
+    with pytest.raises(InputError, match=r"kernel 'io_trunc'.*no float result to differentiate.*\['out'\]"):
+        eagle.deploy(io_trunc).reverse(np.ones(3), x=np.ones(3))
+
+
 def test_artifact_round_trip(tmp_path):
     hawk.artifact.build(io_both, tmp_path, index_dtypes={"k": "int64", "j": "int32"})
     art = hawk.load(tmp_path, "io_both")
