@@ -22,6 +22,9 @@ jax.config.update("jax_enable_x64", True)
 import eagle.jax  # noqa: E402
 import eagle.torch  # noqa: E402
 
+# torch's own modules warn on import under torch.compile (torch.jit.script_method): not this suite's to fix
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:torch.jit")
+
 
 @hawk.kernel
 def bi_bins(x: Scalar, bins: Mutable[Index], y: Mutable[Scalar]):
