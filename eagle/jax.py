@@ -92,7 +92,7 @@ class JaxKernel:
                              f"on '{target}' with eagle.deploy")
         self.plan = plan if plan is not None else eagle.deploy(kernel, target=target, **options)
         if axis_name is not None or partition:
-            refuse_integer_and_keyed(self.plan, "sharded runs (axis_name=, partition=True)")
+            refuse_integer_and_keyed(self.plan, "sharded runs (axis_name=, partition=True)", integers=False)
         self.name = kernel.name
         sig = kernel.signature
         self.kinds = {p.name: p.kind for p in sig.planes}

@@ -315,3 +315,10 @@ def dist_rowscan(lane: Grid["row", "col":KC], x: Scalar, run: Mutable[Scalar], t
 @hawk.kernel
 def dist_rowfold(lane: Grid["row", "col":KC], x: Scalar) -> Scalar:  # refused: a fold keeping the leading axis
     return hawk.reduce(dist_lerp, x, over="col")
+
+
+@hawk.kernel
+def dist_ints(x: Scalar, bins: Mutable[Index], y: Mutable[Scalar], tot: Mutable[Scalar]):
+    bins = hm.index(x * 4.0, 4)  # an integer output: per lane, sharded like y
+    y = x * x
+    tot = hawk.sum(x * x, policy="ordered")

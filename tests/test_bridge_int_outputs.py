@@ -155,9 +155,16 @@ def test_x64_off_refuses_an_omitted_int64_output_and_takes_an_int32_one():
 
 
 @pytest.mark.parametrize("kernel, plane", [(bi_bins, "bins"), (bi_place, "out")])
-def test_sharded_wraps_refuse_them_by_name(kernel, plane):
-    with pytest.raises(InputError, match=rf"plane '{plane}' of kernel '{kernel.name}'.*sharded runs"):
+def test_sharded_wraps_refuse_what_they_cannot_shard_by_name(kernel, plane):
+    """A keyed output everywhere; an integer output under torch's group runs (JAX's sharded runs keep it sharded
+    like a float one: tests/test_dist_jax.py)."""
+    if kernel is bi_place:
+        for how in ({"axis_name": "d"}, {"partition": True}):
+            with pytest.raises(InputError, match=rf"plane '{plane}' of kernel '{kernel.name}'.*sharded runs"):
+                eagle.jax.wrap(kernel, **how)
+    else:
         eagle.jax.wrap(kernel, axis_name="d")
+        eagle.jax.wrap(kernel, partition=True)
     with pytest.raises(InputError, match=rf"plane '{plane}' of kernel '{kernel.name}'.*sharded runs"):
         eagle.torch.wrap(kernel, group=object())  # (refused before the group is used)
 

@@ -49,7 +49,7 @@ def _setup():
     import numpy as np
 
     jax.config.update("jax_enable_x64", True)
-    names = ("sums", "max", "split", "shift", "heat", "far", "store", "grad", "ratio", "gridgrad", "vheat")
+    names = ("sums", "max", "split", "shift", "heat", "far", "store", "grad", "ratio", "gridgrad", "vheat", "ints")
     return np, {n: getattr(dk, f"dist_{n}") for n in names}
 
 
@@ -1095,6 +1095,38 @@ def case_what_cannot_shard_runs_gathered_under_partition():
     _bits_equal({"r": got}, {"r": eagle.deploy(ks["shift"]).run(x=x, src=src)}, ["r"])
     text = [str(w.message) for w in said if "runs unsharded" in str(w.message)]
     assert text and "dist_shift" in text[0] and "plane 'x'" in text[0], [str(w.message) for w in said]
+
+
+def case_integer_outputs_stay_sharded():
+    """A Mutable[Index] output beside a float one and an ordered total, under shard_map and partition=True on 4
+    and 8 shards: bitwise the one-device run (the integer output int64, sharded like x), and jax.grad of the float
+    results bitwise plan.reverse's."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    rng = np.random.default_rng(41)
+    part = eagle.jax.wrap(ks["ints"], partition=True)
+    for shards, n in ((4, 4 * 2_501), (8, 8 * 1_333)):
+        x = rng.uniform(-0.5, 1.5, size=n)
+        want = eagle.deploy(ks["ints"]).run(x=x)
+        outs = {"bins": P("d"), "y": P("d"), "tot": P()}
+        got = _sharded(ks["ints"], _mesh(shards), dict(x=x), dict(x=P("d")), outs)
+        _bits_equal(got, want, ["bins", "y", "tot"])
+        assert got["bins"].dtype == np.int64 and len(got["bins"].sharding.device_set) == shards
+        xs = jax.device_put(x, NamedSharding(_mesh(shards), P("d")))
+        _bits_equal(jax.jit(lambda v: part(x=v))(xs), want, ["bins", "y", "tot"])
+        cot = dict(y=rng.normal(size=n), tot=np.array([0.3]))
+        def loss(v, c=cot):
+            r = part(x=v)  # (one call: one adjoint run takes both cotangents, as plan.reverse does)
+            return sum((r[k] * w).sum() for k, w in c.items())
+
+        g = jax.jit(jax.grad(loss))(xs)
+        _bits_equal({"x": g}, eagle.deploy(ks["ints"]).reverse(cot, x=x), ["x"])
 
 
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}
