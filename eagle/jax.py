@@ -96,6 +96,7 @@ class JaxKernel:
         self.name = kernel.name
         sig = kernel.signature
         self.kinds = {p.name: p.kind for p in sig.planes}
+        self.ints = frozenset(p.name for p in sig.planes if p.integer)  # integer outputs: no cotangent
         self.order = [p.name for p in sig.planes]
         self._calls: dict = {}
         self._fns: dict = {}
@@ -170,10 +171,9 @@ class JaxKernel:
         wrt = tuple(n for n in call.operands if self.kinds[n] in floats or n in fwd.float_init)
         sinks = [n for n in call.operands if self.kinds[n] == "sink"]
         grads: dict = {}
-        ints = {n for n, p in self.plan.binder.plane_specs.items() if p.integer}  # (float0 cotangents: none)
         cot = {n: v for n, v in call.results(tuple(jnp.zeros(g.shape, r.dtype) if g.dtype == jax.dtypes.float0
                                                     else g for g, r in zip(gs, call.rets, strict=True))).items()
-               if n not in ints}
+               if n not in self.ints}  # (an integer output's float0 cotangent: sliced as zeros, then dropped)
         if not wrt and not sinks:
             return tuple(None for _ in call.operands)
         adj_plan, design, win = adjoint_for(self.plan, wrt, call.extents)

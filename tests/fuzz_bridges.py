@@ -112,13 +112,13 @@ def check_bridges(c, workdir: str, target: str = "host") -> dict:
         want = fk.named(plan.run(**fk.fresh(planes)), c)
         ct = {k: rng.normal(size=v.shape) for k, v in want.items()}
         passed_out = any(k in planes for k in ("out", "bins"))
-        try:
-            grads = {k: np.asarray(v) for k, v in
-                     plan.reverse(ct if len(ct) > 1 else next(iter(ct.values())), **planes).items()}
-        except (eagle.InputError, hawk.KernelError):
-            grads = None  # refused by the reverse itself (tests/fuzz_reverse.py judges those)
-        if any(v.dtype.kind != "f" for v in want.values()):
-            grads = None  # (an integer output: no cotangent, and here the kernel's only result)
+        grads = None  # (an integer output takes no cotangent, and here it is the kernel's only result)
+        if all(v.dtype.kind == "f" for v in want.values()):
+            try:
+                grads = {k: np.asarray(v) for k, v in
+                         plan.reverse(ct if len(ct) > 1 else next(iter(ct.values())), **planes).items()}
+            except (eagle.InputError, hawk.KernelError):
+                grads = None  # refused by the reverse itself (tests/fuzz_reverse.py judges those)
         for bridge in (_torch, _jax):  # (torch's in-place op, for passed outputs, has no autograd)
             why = bridge(kernel, planes, c, want, None if passed_out and bridge is _torch else grads, ct)
             if why:

@@ -22,11 +22,10 @@ def read_def(fn, what: str, **who: str) -> tuple[str, ast.FunctionDef, str, int]
                           file=file, line=fn.__code__.co_firstlineno, **who) from exc
     text = textwrap.dedent("".join(lines))
     try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        tree = None
-    fdef = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None) \
-        if tree is not None else None
+        body = ast.parse(text).body
+    except SyntaxError:  # (lines cut out of a file edited since: not even Python)
+        body = []
+    fdef = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
     if fdef is None or fdef.name != fn.__code__.co_name:  # (__name__ may be set after the def)
         raise KernelError(f"the source at this line is not the def of '{fn.__code__.co_name}' (was the file edited "
                           f"after it was imported?): re-import the module or restart, and decorate a def with {what}",
