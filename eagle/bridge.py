@@ -135,17 +135,14 @@ def keyed_outputs(plan) -> frozenset[str]:
     return frozenset(p.name for p in b.sig.planes if b.outputs.get(p.name, "").startswith("scatter"))
 
 
-def refuse_integer_and_keyed(plan, how: str, integers: bool = True) -> None:
-    """Sharded runs (`how`: which) refuse by name, before anything runs, an output plane written by key (its
-    positions are not lanes, so no shard owns them) and, with `integers`, an integer output (Mutable[Index]) too:
-    JAX's sharded runs keep a per-lane integer output sharded like a float one, torch's group runs do not take it
-    yet. One device's bridges take both."""
+def refuse_keyed(plan, how: str) -> None:
+    """Sharded runs (`how`: which) refuse by name, before anything runs, an output plane written by key: its
+    positions are not lanes, so no shard owns them. One device's bridges take it; a per-lane integer output
+    (Mutable[Index]) stays sharded like a float one on every sharded path."""
     b, by_key = plan.binder, keyed_outputs(plan)
     for p in b.sig.planes:
-        keyed = p.name in by_key
-        if p.kind == "output" and ((p.integer and integers) or keyed):
-            what = "is written by key (hawk.scatter)" if keyed else "is Mutable[Index], an integer output"
-            raise b.fail(p.name, f"{what}; {how} do not take it: run this kernel "
+        if p.kind == "output" and p.name in by_key:
+            raise b.fail(p.name, f"is written by key (hawk.scatter); {how} do not take it: run this kernel "
                                  f"on one device (eagle.jax.wrap or eagle.torch.wrap without sharding, or "
                                  f"eagle.deploy(kernel).run(...))")
 

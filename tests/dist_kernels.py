@@ -322,3 +322,12 @@ def dist_ints(x: Scalar, bins: Mutable[Index], y: Mutable[Scalar], tot: Mutable[
     bins = hm.index(x * 4.0, 4)  # an integer output: per lane, sharded like y
     y = x * x
     tot = hawk.sum(x * x, policy="ordered")
+
+
+@hawk.kernel
+def dist_place(key: Index, x: Scalar, out: Mutable[Scalar], ids: Mutable[Index], y: Mutable[Scalar],
+               tot: Mutable[Scalar]):
+    hawk.scatter(out)[key] = x * 2.0  # outputs written by key: positions, not lanes (no shard owns them)
+    hawk.scatter(ids)[key] = hm.index(x * 4.0, 4)
+    y = x * x
+    tot = hawk.sum(x * x, policy="ordered")

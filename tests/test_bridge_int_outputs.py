@@ -2,7 +2,7 @@
 JAX and torch bridges: the same values and dtypes as Plan.run, left out (fresh results: an integer output int64,
 a keyed output zero where no lane writes, at every call) or passed (written in place: an int32 array stays int32,
 a keyed output keeps what no lane writes), under jax.jit, jax.vmap, torch.compile and torch.library.opcheck;
-gradients of the float results beside them; a sharded wrap refuses them by name."""
+gradients of the float results beside them; which sharded wraps take them."""
 
 import numpy as np
 import pytest
@@ -154,19 +154,18 @@ def test_x64_off_refuses_an_omitted_int64_output_and_takes_an_int32_one():
         jax.config.update("jax_enable_x64", True)
 
 
-@pytest.mark.parametrize("kernel, plane", [(bi_bins, "bins"), (bi_place, "out")])
-def test_sharded_wraps_refuse_what_they_cannot_shard_by_name(kernel, plane):
-    """A keyed output everywhere; an integer output under torch's group runs (JAX's sharded runs keep it sharded
-    like a float one: tests/test_dist_jax.py)."""
-    if kernel is bi_place:
-        for how in ({"axis_name": "d"}, {"partition": True}):
-            with pytest.raises(InputError, match=rf"plane '{plane}' of kernel '{kernel.name}'.*sharded runs"):
-                eagle.jax.wrap(kernel, **how)
-    else:
-        eagle.jax.wrap(kernel, axis_name="d")
-        eagle.jax.wrap(kernel, partition=True)
-    with pytest.raises(InputError, match=rf"plane '{plane}' of kernel '{kernel.name}'.*sharded runs"):
-        eagle.torch.wrap(kernel, group=object())  # (refused before the group is used)
+def test_sharded_wraps_refuse_a_keyed_output_by_name_and_take_an_integer_one():
+    """An output written by key inside shard_map and under torch's group runs (each shard's call is the user's);
+    under plain jit (partition=True) it runs over gathered lanes, warned (tests/test_dist_jax.py). A per-lane
+    integer output stays sharded like a float one (tests/test_dist_jax.py, tests/test_dist_torch.py)."""
+    with pytest.raises(InputError, match=r"plane 'out' of kernel 'bi_place'.*by key.*shard_map"):
+        eagle.jax.wrap(bi_place, axis_name="d")
+    eagle.jax.wrap(bi_place, partition=True)
+    for how in ({"axis_name": "d"}, {"partition": True}):
+        eagle.jax.wrap(bi_bins, **how)
+    with pytest.raises(InputError, match=r"plane 'out' of kernel 'bi_place'.*by key.*sharded runs"):
+        eagle.torch.wrap(bi_place, group=object())  # (refused before the group is used)
+    eagle.torch.wrap(bi_bins, group=object())
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32])

@@ -49,7 +49,8 @@ def _setup():
     import numpy as np
 
     jax.config.update("jax_enable_x64", True)
-    names = ("sums", "max", "split", "shift", "heat", "far", "store", "grad", "ratio", "gridgrad", "vheat", "ints")
+    names = ("sums", "max", "split", "shift", "heat", "far", "store", "grad", "ratio", "gridgrad", "vheat", "ints",
+             "place")
     return np, {n: getattr(dk, f"dist_{n}") for n in names}
 
 
@@ -1127,6 +1128,42 @@ def case_integer_outputs_stay_sharded():
 
         g = jax.jit(jax.grad(loss))(xs)
         _bits_equal({"x": g}, eagle.deploy(ks["ints"]).reverse(cot, x=x), ["x"])
+
+
+def case_outputs_written_by_key_run_gathered_under_partition():
+    """Outputs written by key (positions, not lanes): under plain jit (partition=True) the kernel runs as the
+    one-device call over gathered lanes, bitwise Plan.run, with a warning naming the kernel and the plane; inside
+    shard_map (axis_name=) it is refused by name when wrapped."""
+    import warnings
+
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+    from eagle.errors import InputError
+
+    np, ks = _setup()
+    rng = np.random.default_rng(43)
+    n = 8 * 1001
+    x, key = rng.uniform(-1.0, 1.0, size=n), rng.permutation(n).astype(np.int32)
+    key[::7] = -1  # (lanes that write nothing)
+    want = eagle.deploy(ks["place"]).run(x=x, key=key)
+    f = eagle.jax.wrap(ks["place"], partition=True)
+    sh = NamedSharding(_mesh(8), P("d"))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        got = jax.jit(lambda x, key: f(x=x, key=key))(jax.device_put(x, sh), jax.device_put(key, sh))
+    _bits_equal(got, want, ["out", "ids", "y", "tot"])
+    assert got["ids"].dtype == np.int64
+    text = [str(w.message) for w in said if "runs unsharded" in str(w.message)]
+    assert text and "dist_place" in text[0] and "plane 'out'" in text[0], [str(w.message) for w in said]
+    try:
+        eagle.jax.wrap(ks["place"], axis_name="d")
+        raise AssertionError("shard_map's wrap took an output written by key")
+    except InputError as exc:
+        assert "plane 'out' of kernel 'dist_place'" in str(exc) and "by key" in str(exc), exc
 
 
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -47,6 +47,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_gridscan,
     dist_heat,
     dist_hscan,
+    dist_ints,
     dist_kscan,
     dist_max,
     dist_ratio,
@@ -82,7 +83,7 @@ def _data(dtype=np.float64, n=70_001, seed=0):
 
 def _bits(got, want, names):
     for k in names:
-        g, w = got[k].numpy(), np.asarray(want[k])
+        g, w = got[k].detach().numpy(), np.asarray(want[k])
         assert g.shape == w.shape and g.dtype == w.dtype, (k, g.shape, w.shape, g.dtype, w.dtype)
         assert g.tobytes() == w.tobytes(), (k, g, w)
 
@@ -325,6 +326,32 @@ def case_gradient_of_an_output_read_before_assigned(rank, group):
     ((got["y"] * torch.from_numpy(cy[lo:hi])).sum() + 1.5 * got["tot"].sum()).backward()
     want = eagle.deploy(dist_decay).reverse({"y": cy, "tot": np.array([1.5])}, x=x, w=0.7)
     _bits({"x": xt.grad, "w": wt.grad.reshape(1)}, {"x": np.asarray(want["x"])[lo:hi], "w": want["w"]}, ["x", "w"])
+
+
+def case_integer_outputs_stay_sharded(rank, group):
+    """A Mutable[Index] output beside a float one and an ordered total over uneven ranks: each rank's int64 rows
+    bitwise the one-process run's, and backward() through the float results bitwise plan.reverse's (the integer
+    output takes no cotangent)."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    x = np.random.default_rng(41).uniform(-0.5, 1.5, size=7_003)
+    cuts = [0, 3, 2_500, 2_501, 7_003]
+    lo, hi = cuts[rank], cuts[rank + 1]
+    want = eagle.deploy(dist_ints).run(x=x)
+    f = eagle.torch.wrap(dist_ints, group=group)
+    xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
+    got = f(x=xt)
+    assert got["bins"].dtype == torch.int64 and not got["bins"].requires_grad
+    _bits(got, {"bins": np.asarray(want["bins"])[lo:hi], "y": np.asarray(want["y"])[lo:hi], "tot": want["tot"]},
+          ["bins", "y", "tot"])
+    cy = np.random.default_rng(42).normal(size=x.size)
+    ((got["y"] * torch.from_numpy(cy[lo:hi])).sum() + 0.3 * got["tot"].sum()).backward()
+    grad = eagle.deploy(dist_ints).reverse({"y": cy, "tot": np.array([0.3])}, x=x)
+    _bits({"x": xt.grad}, {"x": np.asarray(grad["x"])[lo:hi]}, ["x"])
+    _bits(f(x=torch.from_numpy(x[lo:hi])), {"bins": np.asarray(want["bins"])[lo:hi]}, ["bins"])  # no autograd
 
 
 def case_gradients_of_a_stencil_over_uneven_rows(rank, group):
@@ -651,6 +678,7 @@ def _main(out: str) -> None:
     x, key, *_, w, s, cot = _grad_setup(0)  # the adjoints too
     eagle.deploy(dist_grad).reverse(cot, x=x, key=key, w=w, s=s, acc=np.zeros(5))
     eagle.deploy(dist_ratio).reverse({"z": np.ones(4)}, x=np.ones(4))
+    eagle.deploy(dist_ints).reverse({"y": np.ones(4), "tot": np.ones(1)}, x=np.ones(4))
     eagle.deploy(dist_split).reverse({"z": np.ones((3, 4))}, v=np.ones((3, 4)))
     eagle.deploy(dist_vheat).run(v=np.ones((2, 3, NC)), u=np.ones((3, NC)))
     eagle.deploy(dist_hscan).run(u=np.ones((3, NC)))

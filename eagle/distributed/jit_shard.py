@@ -255,9 +255,12 @@ def _rule(ins: list[tuple[int, int | None]], outs: list[tuple[int, int | None]])
 
 
 def _lane_outputs(plan) -> set[str]:
+    """The per-lane outputs (sharded like the lanes); not those written by key, whose positions no shard owns."""
+    from eagle.bridge import keyed_outputs
+
     spec = plan.kernel.default_spec()
     return {b.name for k in range(plan.kernel.stage_count) for b in plan.kernel.layout(spec, k).buffers
-            if b.role == "out"}
+            if b.role == "out"} - keyed_outputs(plan)
 
 
 def _leading_kept(plan) -> dict[str, int]:

@@ -39,6 +39,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from eagle import native
+from eagle.bridge import keyed_outputs
 from eagle.distributed.reach import Reach, reach
 from eagle.distributed.sinks import large_sinks
 from eagle.errors import InputError
@@ -126,15 +127,20 @@ def skip_address() -> int:
 # ---- what a kernel may do across shards -----------------------------------------------------------------------
 def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
     """How the kernel runs sharded (eagle/distributed/reach.py), refusing, by kernel and plane, what shards cannot
-    compute from their own lanes and halos: `.at` reads that can reach any lane, reductions that keep lane axes
-    without a copy per chunk (or the leading axes where shards run with whole-run lane numbers), stores with `= v`
-    into sinks that keep no copy per chunk, and block reductions whose slots a shard boundary could
-    cut. A kernel with a hawk.scan (or a hawk.reduce fold over every lane) runs each shard over whole blocks
-    (Reach.block: its planes, Vector ones and those read with halos included, extended by the lanes it runs past
-    its own); a reverse scan's lane values go to every shard's finish. `row`: lanes per leading coordinate (a
-    Grid's row; 0 for 1-D lanes)."""
+    compute from their own lanes and halos: outputs written by key, `.at` reads that can reach any lane,
+    reductions that keep lane axes without a copy per chunk (or the leading axes where shards run with whole-run
+    lane numbers), stores with `= v` into sinks that keep no copy per chunk, and block reductions whose slots a
+    shard boundary could cut. A kernel with a hawk.scan (or a hawk.reduce fold over every lane) runs each shard
+    over whole blocks (Reach.block: its planes, Vector ones and those read with halos included, extended by the
+    lanes it runs past its own); a reverse scan's lane values go to every shard's finish. `row`: lanes per leading
+    coordinate (a Grid's row; 0 for 1-D lanes)."""
     kernel = plan.kernel
     name = kernel.name
+    by_key = keyed_outputs(plan)
+    keyed = [p.name for p in kernel.signature.planes if p.name in by_key]
+    if keyed:
+        raise InputError(f"plane '{keyed[0]}' of kernel '{name}' is written by key (hawk.scatter({keyed[0]})[k] = v): "
+                         f"its positions are not lanes, so no shard owns them; run the kernel unsharded")
     how = reach(kernel, spec, where)
     scans = folds = False
     local = []

@@ -90,7 +90,8 @@ class _Sharded(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         spec = ctx.spec
-        got = _backward(spec, {n: g for n, g in zip(spec.names, grads, strict=True) if g is not None})
+        got = _backward(spec, {n: g for n, g in zip(spec.names, grads, strict=True)
+                               if g is not None and n not in spec.tk.ints})  # (an integer output: no cotangent)
         return (None, *[got.get(n) for n in spec.track])
 
 
