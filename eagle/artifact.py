@@ -392,7 +392,7 @@ class ReverseSource:
                 raise ArtifactError(f"{where}: the reverse kernel '{k.name}' has no {kind} plane '{name}', which the "
                                     "sidecar's reverse names")
 
-    def __call__(self, fwd, wrt: tuple[str, ...], extents: tuple[int, ...]):
+    def __call__(self, fwd, wrt: tuple[str, ...], extents: tuple[int, ...], positions: tuple = ()):
         if self.extents is not None and tuple(extents) != self.extents:
             raise InputError(f"kernel '{self.forward.name}': reverse: this artifact's reverse was built for lane "
                              f"extents {self.extents} (a gradient spans the lanes), the planes have "

@@ -176,6 +176,12 @@ class JaxKernel:
                if n not in self.ints}  # (an integer output's float0 cotangent: sliced as zeros, then dropped)
         if not wrt and not sinks:
             return tuple(None for _ in call.operands)
+        if fwd.keyed:  # (plan.reverse refuses a position stored twice, from the winners' counts: values a traced
+            # backward holds only as tracers, so it could not say so)
+            raise InputError(f"plane '{fwd.keyed[0]}' of kernel '{self.name}': jax.grad does not differentiate "
+                             f"an output written by key yet (a position stored twice has no gradient, and a "
+                             f"traced backward cannot refuse it): differentiate with plan.reverse or "
+                             f"eagle.torch.wrap")
         adj_plan, design, win = adjoint_for(self.plan, wrt, call.extents)
         inputs = adjoint_inputs(fwd, {n: (planes[n].reshape(()) if self.kinds[n] == "param" else planes[n])
                                       for n in call.operands}, call.extents, call.dtype, xp=jnp)

@@ -49,6 +49,18 @@ class Forward:
         """Those of `init` whose initial contents have a gradient (float outputs), sorted."""
         return tuple(sorted(n for n in self.init if not self.signature.get(n).integer))
 
+    @property
+    def keyed(self) -> tuple[str, ...]:
+        """The float outputs written by key (hawk.scatter(out)[k] = v), sorted: their cotangents are per position,
+        and their initial contents (kept where no lane stores) are differentiable like a sink's."""
+        return tuple(sorted(n for n, mode in self.outputs.items() if str(mode).startswith("scatter")
+                            and self.signature.get(n) is not None and not self.signature.get(n).integer))
+
+    def positions(self, planes: dict, extents: tuple[int, ...]) -> tuple:
+        """(name, length) of each float output written by key: the array passed for it, or the lane shape's."""
+        return tuple((n, int(np.size(planes[n])) if planes.get(n) is not None else math.prod(extents))
+                     for n in self.keyed)
+
 
 def forward_of(runner) -> Forward:
     k = getattr(runner, "kernel", None)
@@ -111,10 +123,11 @@ def choose_wrt(fwd: Forward, wrt, given: dict, built: tuple[str, ...] | None = N
     sig = fwd.signature
     floats = [p.name for p in sig.planes if p.kind in ("lane", "param", "table")]
     init = fwd.float_init  # outputs whose initial contents are read
+    keyed = fwd.keyed  # outputs written by key: their initial contents as a sink's (kept where no lane stores)
     if wrt is None:  # (an output's initial contents, as a sink's, when passed)
         kwrt = tuple(floats) + tuple(n for n in init if n in given) if built is None else \
             tuple(n for n in built if n not in init or n in given)
-        return kwrt, tuple(n for n in given if sig.get(n) is not None and sig.get(n).kind == "sink")
+        return kwrt, tuple(n for n in given if sig.get(n) is not None and (sig.get(n).kind == "sink" or n in keyed))
     names = (wrt,) if isinstance(wrt, str) else tuple(wrt)
     for n in names:
         p = sig.get(n)
@@ -124,30 +137,30 @@ def choose_wrt(fwd: Forward, wrt, given: dict, built: tuple[str, ...] | None = N
             what = "an integer output (Mutable[Index])" if p.kind == "output" else \
                 "an integer plane (keys, indices, extents)"
             raise _fail(fwd, f"is {what} and has no gradient: leave it out of wrt=", n)
-        if p.kind == "output" and n not in init:
+        if p.kind == "output" and n not in init and n not in keyed:
             raise _fail(fwd, "is an output whose initial contents the kernel never reads (each lane assigns it "
                              "before any read), so they have no gradient; wrt= names inputs (its cotangent is the "
                              "cotangent= argument)", n)
         if built is not None and p.kind != "sink" and n not in built:
             raise _fail(fwd, f"this artifact's reverse was built for {list(built)}: rebuild it with "
                              f"reverse=(..., '{n}') to differentiate it", n)
-    return (tuple(n for n in names if sig.get(n).kind in ("lane", "param", "table", "output")),
-            tuple(n for n in names if sig.get(n).kind == "sink"))
+    return (tuple(n for n in names if sig.get(n).kind in ("lane", "param", "table", "output") and n not in keyed),
+            tuple(n for n in names if sig.get(n).kind == "sink" or n in keyed))
 
 
-def adjoint_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
+def adjoint_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...], positions: tuple = ()):
     """The adjoint kernel (and the winners kernel, if any) deployed like `plan`, made once per wrt (and lane
-    extents, when the adjoint depends on them)."""
+    extents, when the adjoint depends on them; and the lengths of the float outputs written by key)."""
     import eagle
 
     kernel = plan.kernel
     cache = plan.__dict__.setdefault("_reverse", {})
     ext = extents if kernel.adjoint_needs_extents(wrt) else None
-    key = (wrt, ext)
+    key = (wrt, ext, positions) if positions else (wrt, ext)
     if key not in cache:
         made = kernel.__dict__.setdefault("_adjoints", {})  # the kernels, shared by every plan of `kernel`
-        if key not in made:
-            made[key] = kernel.adjoint(wrt, ext)  # (adjoint, design, winners or None): hawk/reverse
+        if key not in made:  # (adjoint, design, winners or None): hawk/reverse
+            made[key] = kernel.adjoint(wrt, ext, positions) if positions else kernel.adjoint(wrt, ext)
         adj, design, win = made[key]
         opts = dict(threads=plan.threads, min_chunk=plan.min_chunk, **getattr(plan, "options", {}))
         cache[key] = (eagle.deploy(adj, plan.target, **opts), design,
@@ -211,7 +224,17 @@ def cotangents(fwd: Forward, design, cotangent, extents: tuple[int, ...], dtype,
                              f"cotangent: leave it out; the outputs that take one are {sorted(names)}")
         raise _fail(fwd, f"cotangent names '{unknown[0]}', which is not an output; the outputs are {sorted(names)}")
     out_planes = {}
+    positions = getattr(design, "positions", {})
     for out in names:
+        if out in positions:  # written by key: a cotangent per position of the array (any shape, read flat)
+            n = positions[out]
+            a = xp.zeros((n,), dtype) if out not in given else xp.asarray(given[out])
+            if a.size != n:
+                raise _fail(fwd, f"the cotangent of '{out}' must hold one value per position of its array ({n}), "
+                                 f"got shape {a.shape}")
+            a = xp.asarray(a, dtype=dtype).reshape(n)
+            out_planes[design.ct[out]] = np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a
+            continue
         kind, pay = design.ct_kind[out], design.payload[out]
         labels = [a.label for a in sig.lane_axes()]
         kept = tuple(extents[labels.index(a)] for a in design.kept.get(out, ()))
@@ -238,6 +261,19 @@ def cotangents(fwd: Forward, design, cotangent, extents: tuple[int, ...], dtype,
             size = math.prod(pay)
             out_planes[design.ct[out]] = a.reshape(((size,) if size > 1 or not axes else ()) + axes)
     return out_planes
+
+
+def refuse_repeats(fwd: Forward, counts: dict) -> None:
+    """Refuse, by plane, a gradient through an output written by key where some position was stored more than
+    once: which store's value remained there is not specified (docs/semantics.md), so neither is its gradient."""
+    for out, c in counts.items():
+        over = np.flatnonzero(c > 1)
+        if over.size:
+            p = int(over[0])
+            raise _fail(fwd, f"{over.size} position(s) of this output, written by key, were stored more than once "
+                             f"(first: position {p}, {int(c[p])} stores); which store's value remained there is not "
+                             f"specified, so neither is its gradient: store each position once (key -1 for a lane "
+                             f"that stores nothing), or store into a sink, where the last lane wins", out)
 
 
 def _fits(shape: tuple, want: tuple, payload_dims: int) -> bool:
@@ -273,8 +309,8 @@ class _Prepared:
 
 def plan_source(plan):
     """The adjoint of a Plan: made (and compiled) for exactly the inputs asked for."""
-    def source(fwd: Forward, kwrt: tuple[str, ...], extents: tuple[int, ...]):
-        return adjoint_for(plan, kwrt, extents)
+    def source(fwd: Forward, kwrt: tuple[str, ...], extents: tuple[int, ...], positions: tuple = ()):
+        return adjoint_for(plan, kwrt, extents, positions)
 
     source.built = None
     return source
@@ -293,14 +329,23 @@ class Reverse:
         fwd = self.fwd = forward_of(plan)
         sig = fwd.signature
         b = plan.binder.bind(self.planes)  # the forward's own checks: names, shapes, dtypes, extents
+        kernel = getattr(plan, "kernel", None)
+        if kernel is not None:  # and its keys read from Index planes (else the winners kernel's words would say it)
+            for k in range(kernel.stage_count):
+                plan.binder.check_keys(kernel.layout(b.spec, k), b)
         self.dtype, self.extents = b.dtype, b.extents
         self.kwrt, self.swrt = choose_wrt(fwd, wrt, b.given, source.built)
-        adj, self.design, win = source(fwd, self.kwrt, b.extents)
+        positions = fwd.positions(self.planes, b.extents)
+        adj, self.design, win = source(fwd, self.kwrt, b.extents, positions) if positions else \
+            source(fwd, self.kwrt, b.extents)
         inputs = adjoint_inputs(fwd, self.planes, b.extents, b.dtype)
         zero = cotangents(fwd, self.design, {}, b.extents, b.dtype)
         self.fills = {s: np.full(tuple(a.extent for a in sig.get(s).axes), -1.0, b.dtype) for s in self.design.win}
         self.wins = {s: f.copy() for s, f in self.fills.items()}
-        self.win_run = _Prepared(win, {**inputs, **self.fills}) if win is not None else None
+        # outputs written by key: the winners kernel counts the stores into each position (from zeros)
+        self.counted = {n: np.zeros(size, b.dtype) for n, size in positions}
+        self.counts: dict = {}
+        self.win_run = _Prepared(win, {**inputs, **self.fills, **self.counted}) if win is not None else None
         tables = {self.design.win[s]: w for s, w in self.wins.items()}
         got = gather_for(plan, self.kwrt, b.extents) if gathers and self.kwrt else None
         self.gather_run = self.sums_run = self.exact_run = None
@@ -332,11 +377,15 @@ class Reverse:
         if self.win_run is not None:
             for f in self.fills.values():
                 f[...] = -1.0
+            for f in self.counted.values():
+                f[...] = 0.0
             got = self.win_run.launch()
             for s in design.win:
                 self.wins[s][...] = got[s]
                 if self.adj_run is not None:
                     self.adj_run.set(design.win[s], got[s])
+            self.counts = {n: np.asarray(got[n]).reshape(-1) for n in self.counted}
+            refuse_repeats(fwd, self.counts)
         results = {}
         if self.adj_run is not None:  # (wrt= may name sinks only)
             for name, a in cts.items():
@@ -351,6 +400,11 @@ class Reverse:
                 np.shape(self.exact_planes[x])  # (an omitted output's initial contents: the zeros read)
             grads[x] = Array(results[design.grad[x]].reshape(shape))
         for s in self.swrt:  # a sink's initial contents: added to (the cotangent), or replaced where a lane stored
+            if s in self.counts:  # an output written by key: its content stays where no lane stored
+                shape = np.shape(self.planes[s]) if self.planes.get(s) is not None else tuple(self.extents)
+                g = np.where(self.counts[s] == 0, cts[design.ct[s]], 0.0)
+                grads[s] = Array(np.array(g, dtype=self.dtype).reshape(shape))
+                continue
             shape = (*design.payload.get(s, ()), *(a.extent for a in sig.get(s).axes))
             ct = np.broadcast_to(np.asarray(cotangent.get(s, 0.0), self.dtype), shape)
             if s in design.win:

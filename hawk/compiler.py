@@ -327,12 +327,13 @@ class Kernel:
 
         return device_binary(self, spec, stage, target)
 
-    def adjoint(self, wrt: tuple[str, ...], extents: tuple[int, ...] | None):
-        """(adjoint kernel, its design, winners kernel or None) for the inputs `wrt` (hawk/reverse)."""
+    def adjoint(self, wrt: tuple[str, ...], extents: tuple[int, ...] | None, positions: tuple = ()):
+        """(adjoint kernel, its design, winners kernel or None) for the inputs `wrt` (hawk/reverse); `positions`:
+        (name, length) of each float output written by key."""
         from hawk.reverse import adjoint, winners
 
-        adj, design = adjoint(self, wrt, extents)
-        return adj, design, winners(self, extents) if design.win else None
+        adj, design = adjoint(self, wrt, extents, positions)
+        return adj, design, winners(self, extents, positions) if design.win or design.positions else None
 
     def gather_adjoint(self, wrt: tuple[str, ...], extents: tuple[int, ...]):
         """(shares adjoint, its design, gather kernel, Param sums kernel or None, Gather) for a stencil's

@@ -12,7 +12,6 @@ import hawk
 import hawk.math as m
 from eagle.errors import InputError
 from hawk import Index, Mutable, Scalar
-from hawk.errors import KernelError
 
 jax = pytest.importorskip("jax")
 torch = pytest.importorskip("torch")
@@ -130,10 +129,10 @@ def test_gradients_of_the_float_results_beside_an_integer_output():
     f = eagle.jax.wrap(bi_bins)
     g = jax.grad(lambda x: f(x=x)["y"].sum())(jnp.asarray(X))
     np.testing.assert_allclose(np.asarray(g), 2.0 * X, rtol=1e-15)
-    h = eagle.jax.wrap(bi_place_ids)  # the reverse takes no store by key yet: refused by name (docs/reverse.md)
-    with pytest.raises(KernelError, match=r"kernel 'bi_place_ids': the reverse does not take a store by key into "
-                                          r"output plane 'ids'"):
-        jax.grad(lambda x: h(key=jnp.asarray(KEY), x=x)["total"][0])(jnp.asarray(X))
+    h = eagle.jax.wrap(bi_place_ids)  # (an integer output written by key: no cotangent, as any integer output)
+    g = jax.grad(lambda x: h(key=jnp.asarray(KEY), x=x)["total"][0])(jnp.asarray(X))
+    assert np.asarray(g).tobytes() == np.asarray(eagle.deploy(bi_place_ids).reverse(
+        {"total": np.ones(1)}, x=X, key=KEY)["x"]).tobytes()
     x = torch.from_numpy(X.copy()).requires_grad_()
     r = eagle.torch.wrap(bi_bins)(x=x)
     assert not r["bins"].requires_grad

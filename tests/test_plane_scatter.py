@@ -198,9 +198,12 @@ def test_vector_output_and_two_keys_are_refused():
         _build(cond)
 
 
-def test_reverse_refuses_by_name():
-    with pytest.raises(KernelError, match=r"store by key into output plane 'out'"):
-        eagle.deploy(ps_permute).reverse({"out": np.ones(3)}, x=np.ones(3), k=np.arange(3))
+def test_reverse_gathers_the_cotangent_and_refuses_a_repeated_position_by_name():
+    """More in tests/test_reverse_keyed.py."""
+    got = eagle.deploy(ps_permute).reverse({"out": np.array([1.0, 2.0, 3.0])}, x=np.ones(3), k=np.array([2, 0, 1]))
+    assert np.array_equal(np.asarray(got["x"]), [3.0, 1.0, 2.0])
+    with pytest.raises(InputError, match=r"plane 'out' of kernel 'ps_permute'.*stored more than once"):
+        eagle.deploy(ps_permute).reverse({"out": np.ones(3)}, x=np.ones(3), k=np.array([2, 0, 2]))
 
 
 @pytest.mark.parametrize("bridge", ["jax", "torch"])

@@ -285,8 +285,13 @@ def _publish_reverse(kernel: Kernel, reverse, extents, d: Path, targets, dtypes,
             raise ValueError(f"kernel '{kernel.name}': reverse_extents= is for a build with reverse=True")
         return None
     from hawk.abi.reverse import info_to_json
-    from hawk.reverse import adjoint, winners
+    from hawk.reverse import adjoint, facts, winners
 
+    keyed = sorted(facts(kernel).keyed)
+    if keyed:
+        raise ValueError(f"kernel '{kernel.name}': output plane '{keyed[0]}' is written by key, and its reverse is "
+                         f"made for the array's length at each run: differentiate it with plan.reverse (an "
+                         f"artifact's reverse does not take it yet), or build without reverse=")
     wrt = _reverse_wrt(kernel, reverse)
     ext = _reverse_extents(kernel, wrt, extents)
     adj, design = adjoint(kernel, wrt, ext)

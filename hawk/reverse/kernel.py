@@ -9,13 +9,16 @@ cached exactly as a decorated kernel is (every target, the same disk cache).
   gradient sink over the lanes (ordered scatters); each Param a cell (an ordered sum); each Table a gradient
   sink with the table's axes;
 - a sink stored into with `=` needs the lane that won each slot: a small "winners" kernel stores each lane's
-  index by the same keys, and the adjoint reads the result as a Table.
+  index by the same keys, and the adjoint reads the result as a Table;
+- an output plane written by key (`hawk.scatter(out)[k] = v`) gets a cotangent Table of the array's length, so
+  the adjoint is specialised to it (`positions`); the winners kernel also counts the stores into each position,
+  since a position stored twice kept an unspecified store's value, whose gradient the reverse then refuses.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hawk import types as T
 from hawk.abi import cache
@@ -34,6 +37,7 @@ class Facts:
     kept: dict  # cell -> the lane axes its reduction keeps (cells over every lane are left out)
     stores: dict  # stored sink -> how many `=` statements store into it
     init_read: frozenset[str] = frozenset()  # outputs whose initial contents the body reads (before assigning)
+    keyed: frozenset[str] = field(default_factory=frozenset)  # float outputs written by key (hawk.scatter(out)[k])
 
 
 def facts(kernel: Kernel) -> Facts:
@@ -62,7 +66,7 @@ def facts(kernel: Kernel) -> Facts:
     if known is not None:
         return known
     sig = kernel.signature
-    at, pay, stored, added, kept, counts = set(), {}, set(), set(), {}, {}
+    at, pay, stored, added, kept, counts, keyed = set(), {}, set(), set(), {}, {}, set()
     with new_context(), ir.Location.unknown():
         module = ir.Module.parse(located_ir(kernel, kernel.default_spec()))
         found = []
@@ -87,21 +91,20 @@ def facts(kernel: Kernel) -> Facts:
                                    "have to move one lane over): scan inclusively and combine with the lane's own "
                                    "value, or keep the scan out of the gradient")
             elif is_hawk(op, "store") and store_key(op) is not None:
-                raise error_at(op, f"the reverse does not take a store by key into output plane "
-                                   f"'{plane_name(op)}' (hawk.scatter({plane_name(op)})[k] = v) yet: store into a "
-                                   "sink (Mutable[\"slot\":n]) where a gradient is needed")
+                if _in_loop(op):
+                    raise error_at(op, f"the reverse does not take a store by key into output plane "
+                                       f"'{plane_name(op)}' inside a for loop yet: store after the loop")
+                if not sig.get(plane_name(op)).integer:  # (an integer output has no cotangent)
+                    keyed.add(plane_name(op))
             elif is_hawk(op, "scatter"):
                 sink = sink_name(op)
                 t = stored_value(op).type
                 pay[sink] = tuple(ir.VectorType(t).shape) if isinstance(t, ir.VectorType) else ()
                 if scatter_mode(op) == "set":
-                    p = op.parent
-                    while p is not None and p.name != "func.func":
-                        if p.name == "scf.for":
-                            raise error_at(op, f"the reverse does not take a store (=) into sink '{sink}' inside "
-                                               "a for loop yet (which pass wins a slot is not known to the "
-                                               "adjoint): store after the loop")
-                        p = p.parent
+                    if _in_loop(op):
+                        raise error_at(op, f"the reverse does not take a store (=) into sink '{sink}' inside "
+                                           "a for loop yet (which pass wins a slot is not known to the "
+                                           "adjoint): store after the loop")
                     stored.add(sink)
                     counts[sink] = counts.get(sink, 0) + 1
                 else:
@@ -115,8 +118,19 @@ def facts(kernel: Kernel) -> Facts:
         raise KernelError(f"the reverse cannot take sink '{sorted(both)[0]}', both stored into (=) and added "
                           "into (+=): use two sinks", kernel=kernel.name)
     # outputs read before assigned (the front end's record, Kernel.initial_reads): input planes of the adjoint
-    kernel._reverse_facts = Facts(frozenset(at), pay, frozenset(stored), kept, counts, kernel.initial_reads())
+    kernel._reverse_facts = Facts(frozenset(at), pay, frozenset(stored), kept, counts, kernel.initial_reads(),
+                                  frozenset(keyed))
     return kernel._reverse_facts
+
+
+def _in_loop(op) -> bool:
+    """Whether `op` sits inside an scf.for of the kernel's body."""
+    p = op.parent
+    while p is not None and p.name != "func.func":
+        if p.name == "scf.for":
+            return True
+        p = p.parent
+    return False
 
 
 def located_ir(kernel: Kernel, spec) -> str:
@@ -182,11 +196,14 @@ def initial_planes(sig: Signature, f: Facts) -> list[PlaneSpec]:
     return out
 
 
-def design(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None, float_dtype: str):
-    """The adjoint's Design (hawk/reverse/sweep.py), its Signature and its outputs' modes."""
+def design(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None, float_dtype: str,
+           positions: tuple = ()):
+    """The adjoint's Design (hawk/reverse/sweep.py), its Signature and its outputs' modes. `positions`: (output,
+    length) of each float output written by key, whose cotangent is a Table of that length."""
     from hawk.reverse.sweep import Design
 
     sig, f = kernel.signature, facts(kernel)
+    lengths = _lengths(kernel, f, positions)
     used = {p.name for p in sig.planes} | {a.label for a in sig.lane_axes()} | {"result"}
     planes = [p for p in sig.planes if p.kind in ("lane", "index", "param", "table", "grid")]
     ct, ct_kind, payload, grad, grad_kind, win, outputs = {}, {}, {}, {}, {}, {}, {}
@@ -195,7 +212,11 @@ def design(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
             continue
         shape = sig.returns.shape if out == "result" else sig.get(out).payload.shape
         ct[out], payload[out] = _fresh(f"ct_{out}", used), shape
-        if mode == "lane":
+        if out in f.keyed:  # written by key: a cotangent per position of the array
+            ct_kind[out] = "table"
+            axes = (T.Axis("a0", lengths[out]),)
+            planes.append(PlaneSpec(ct[out], "table", T.TableType(axes), axes=axes))
+        elif mode == "lane":
             ct_kind[out] = "lane"
             planes.append(PlaneSpec(ct[out], "lane", _payload_type(shape), T.Payload(shape)))
         elif not shape and out not in f.kept:
@@ -245,8 +266,19 @@ def design(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
     tables = {p.name: [(a.label, a.extent) for a in p.axes] for p in sig.planes if p.kind == "table"}
     d = Design(kernel.name, f"{kernel.name}__reverse", [a.label for a in sig.lane_axes()], extents, ct, ct_kind,
                payload, grad, grad_kind, win, tables, float_dtype, dict(f.kept), dict(f.stores),
-               tuple(sorted(f.init_read)))
+               tuple(sorted(f.init_read)), lengths)
     return d, Signature(tuple(planes), None), outputs, f
+
+
+def _lengths(kernel: Kernel, f: Facts, positions: tuple) -> dict[str, int]:
+    """The length of each float output written by key, from `positions` ((name, length) pairs)."""
+    got = dict(positions)
+    for out in sorted(f.keyed):
+        n = got.get(out)
+        if not isinstance(n, int) or n < 1:
+            raise KernelError(f"the reverse of output plane '{out}', written by key, is made for the array's "
+                              f"length: give positions=(('{out}', n),) (plan.reverse does)", kernel=kernel.name)
+    return {out: got[out] for out in sorted(f.keyed)}
 
 
 def needs_extents(kernel: Kernel, wrt: tuple[str, ...]) -> bool:
@@ -312,38 +344,57 @@ def _transform(fn):
     return run
 
 
-def adjoint(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None) -> tuple[IRKernel, object]:
-    """The adjoint kernel of `kernel` for the inputs `wrt` (and the lane extents, when it needs them)."""
+def adjoint(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None,
+            positions: tuple = ()) -> tuple[IRKernel, object]:
+    """The adjoint kernel of `kernel` for the inputs `wrt` (and the lane extents, when it needs them; and the
+    lengths of the outputs written by key, `positions`)."""
     from hawk.reverse.sweep import Sweep
 
-    d, sig, outputs, f = design(kernel, wrt, extents, "float64")
+    d, sig, outputs, f = design(kernel, wrt, extents, "float64", positions)
 
     def build(module, float_dtype):
         d.float_dtype = float_dtype
         Sweep(module, d).build()
 
-    return IRKernel(kernel, d.name, sig, outputs, _transform(build), repr((wrt, extents))), d
+    key = repr((wrt, extents, tuple(sorted(d.positions.items())))) if d.positions else repr((wrt, extents))
+    return IRKernel(kernel, d.name, sig, outputs, _transform(build), key), d
 
 
-def winners(kernel: Kernel, extents: tuple[int, ...] | None) -> IRKernel:
+def winners(kernel: Kernel, extents: tuple[int, ...] | None, positions: tuple = ()) -> IRKernel:
     """The kernel that stores each lane's store number (lane index x stores into the sink + the statement's
     position) into the sinks `kernel` stores into with `=`, by the same keys: run on sinks filled with -1, it
-    leaves each slot's winning store (the last in lane order, then statement order), or -1."""
-    from hawk.ir.access import kernel_func, plane_type, plane_value, scatter_mode, set_stored_value, stored_value
+    leaves each slot's winning store (the last in lane order, then statement order), or -1. Each float output
+    written by key becomes a sink of its length (`positions`) into which every store by key adds 1 instead: run
+    on zeros, it counts the stores into each position."""
+    from hawk.ir.access import (
+        kernel_func,
+        plane_name,
+        plane_type,
+        plane_value,
+        scatter_mode,
+        set_stored_value,
+        store_key,
+        stored_value,
+    )
+    from hawk.ir.build import create
     from hawk.ir.dialect import is_hawk
     from hawk.ir.types import drop_unused_args, of_value, retype_arg
     from hawk.reverse.loops import dce, nested_ops
     from hawk.reverse.sweep import Sweep
 
     sig, f = kernel.signature, facts(kernel)
+    lengths = _lengths(kernel, f, positions)
     planes = [p for p in sig.planes if p.kind in ("lane", "index", "param", "table", "grid")
               or (p.kind == "sink" and p.name in f.stored)] + initial_planes(sig, f)
+    for out, n in lengths.items():
+        axes = (T.Axis("slot", n),)
+        planes.append(PlaneSpec(out, "sink", T.SinkType(axes), axes=axes))
     name = f"{kernel.name}__winners"
 
     def build(module, float_dtype):
         from mlir import ir
 
-        d, _, _, _ = design(kernel, (), extents, float_dtype)
+        d, _, _, _ = design(kernel, (), extents, float_dtype, positions)
         d.name = name
         s = Sweep(module, d)
         s.read_initial()
@@ -353,13 +404,21 @@ def winners(kernel: Kernel, extents: tuple[int, ...] | None) -> IRKernel:
             if is_hawk(op, "scatter") and scatter_mode(op) == "set":
                 with ir.InsertionPoint(op), op.location:  # the lane's store number, whatever the payload stored
                     set_stored_value(op, s.store_number(op))
+            elif is_hawk(op, "store") and store_key(op) is not None and plane_name(op) in lengths:
+                with ir.InsertionPoint(op), op.location:  # a count of the stores into each position
+                    one = s.const(1.0, s.ftype)
+                    create("hawk.scatter", [plane_value(op), one, store_key(op)], [],
+                           {"mode": "add", "policy": "plain"})
+                op.operation.erase()
             else:
                 op.operation.erase()
         kernel_func(module).attributes["sym_name"] = ir.StringAttr.get(name)
         dce(kernel_func(module))
-        for op in nested_ops(kernel_func(module)):  # a sink now gets store numbers, whatever it held
+        for op in nested_ops(kernel_func(module)):  # a sink now gets store numbers (or counts), whatever it held
             if is_hawk(op, "scatter"):
-                retype_arg(plane_value(op), of_value("sink", stored_value(op).type, plane_type(op).axes))
+                axes = ("slot",) if plane_name(op) in lengths else plane_type(op).axes
+                retype_arg(plane_value(op), of_value("sink", stored_value(op).type, axes))
         drop_unused_args(kernel_func(module))
 
-    return IRKernel(kernel, name, Signature(tuple(planes), None), {}, _transform(build), repr(extents))
+    key = repr((extents, tuple(sorted(lengths.items())))) if lengths else repr(extents)
+    return IRKernel(kernel, name, Signature(tuple(planes), None), {}, _transform(build), key)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from hawk.ir.access import cell_name, plane_name, scatter_keys, scatter_mode, sink_name, stored_value
+from hawk.ir.access import cell_name, plane_name, scatter_keys, scatter_mode, sink_name, store_key, stored_value
 from hawk.ir.build import create, strs
 from hawk.ir.dialect import is_hawk
 from hawk.ir.types import add_arg, of_value
@@ -27,7 +27,11 @@ class OutputsMixin:
             out = plane_name(op)
             if out not in self.p.ct:  # an integer output (Mutable[Index]): no cotangent enters there
                 return
-            v = stored_value(op)
+            v, key = stored_value(op), store_key(op)
+            if key is not None:  # written by key: the cotangent at its position (a key of -1 wrote nothing)
+                ok = self.op("arith.xori", self.icmp_eq(key, self.iconst(-1)), self.true())
+                self.acc(v, self.where(ok, self.read_ct(out, v.type, [key])), False, adj)
+                return
             ct = create("hawk.load", [self.arg(self.p.ct[out], "plane", v.type, self.p.axes)], [v.type]).result
             self.acc(v, ct, False, adj)
         elif is_hawk(op, "cell"):

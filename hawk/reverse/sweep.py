@@ -88,6 +88,7 @@ class Design:
     kept: dict = field(default_factory=dict)  # cell -> lane axes its reduction keeps (its cotangent: a Table)
     stores: dict = field(default_factory=dict)  # stored sink -> its `=` statements
     init: tuple = ()  # forward outputs whose initial contents the adjoint reads, as input planes of their names
+    positions: dict = field(default_factory=dict)  # float output written by key -> its length (its cotangent's)
 
 
 class Sweep(LoopsMixin, OutputsMixin, Emit):

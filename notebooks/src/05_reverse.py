@@ -194,3 +194,46 @@ jg = jax.grad(jax_running, argnums=(0, 1, 2))(signal, 0.9, v0)
 for name, theirs in zip(("x", "beta", "v"), jg, strict=True):
     close = np.allclose(np.asarray(g[name]).reshape(np.shape(theirs)), theirs, rtol=1e-12, atol=1e-12)
     print(f"d/d{name:5s} agrees with jax.grad to 1e-12:", close)
+
+# %% [markdown]
+# ## Through a write by key
+#
+# `hawk.scatter(out)[k] = v` writes each lane's value at position `k` of an output array: the permute or compact
+# step of sorting and `unique`. Its reverse hands each lane the cotangent at the position it wrote. Here the
+# lanes above a threshold are compacted to the front of `out` (their positions come from a scan), and we
+# differentiate a weighted sum of the compacted values. A position written twice would have kept an unspecified
+# lane's value, so `plan.reverse` refuses such a run by name rather than guess (docs/reverse.md).
+
+# %%
+@hawk.kernel
+def compact(x: Scalar, cut: Param, out: Mutable[Scalar]):
+    keep = x > cut
+    at = m.where(keep, hawk.scan(m.where(keep, 1, 0)) - 1, -1)  # -1: this lane writes nothing
+    hawk.scatter(out)[at] = x * x
+
+
+ct_out = rng.normal(size=T)
+g = eagle.deploy(compact).reverse({"out": ct_out}, x=signal, cut=0.2)
+
+
+def jax_compact(sig):
+    kept = sig[np.asarray(signal) > 0.2]  # the same positions: the kept lanes, in lane order
+    return jnp.sum(ct_out[:kept.size] * kept * kept)
+
+
+print("d/dx agrees with jax.grad to 1e-14:",
+      np.allclose(np.asarray(g["x"]), jax.grad(jax_compact)(signal), rtol=1e-14, atol=0))
+
+# %%
+from hawk import Index
+
+
+@hawk.kernel
+def place(key: Index, x: Scalar, out: Mutable[Scalar]):
+    hawk.scatter(out)[key] = x
+
+
+try:  # lanes 0 and 2 both write position 0
+    eagle.deploy(place).reverse({"out": np.ones(3)}, x=np.ones(3), key=np.array([0, 2, 0]))
+except eagle.InputError as exc:
+    print(exc)

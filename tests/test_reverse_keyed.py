@@ -1,0 +1,302 @@
+"""The reverse through outputs written by key (`hawk.scatter(out)[k] = v` into a Mutable[Scalar] output): each
+lane that stores gets the cotangent at its position (a key of -1: zero), a passed array's content the cotangent
+where no lane stored; a position stored twice kept an unspecified store's value, so its gradient is refused by
+name. Checked against NumPy's gradient worked by hand, central finite differences, the same computation stored
+into a sink (bitwise: distinct positions make the sink's "last lane wins" rule moot), several thread counts
+(really split), spirv, a bound launch, and torch's autograd through eagle.torch."""
+
+import numpy as np
+import pytest
+from conftest import bt_same_bits
+
+import eagle
+import hawk
+import hawk.math as m
+from eagle.errors import InputError
+from hawk import Grid, Index, Mutable, Param, Scalar
+from hawk.errors import KernelError
+
+N = 3_000
+SLOTS = N + 11  # the passed arrays and the sink twin: longer than the lanes (positions nobody stores keep content)
+SMALL = 64  # min_chunk: N lanes take several chunks
+
+
+@hawk.kernel
+def rk_place(key: Index, x: Scalar, w: Param, out: Mutable[Scalar], tot: Mutable[Scalar]):
+    hawk.scatter(out)[key] = x * x * w - x
+    tot = hawk.sum(x * w, policy="ordered")
+
+
+@hawk.kernel
+def rk_place_sink(key: Index, x: Scalar, w: Param, out: Mutable["slot":SLOTS], tot: Mutable[Scalar]):
+    hawk.scatter(out)[key] = x * x * w - x  # (the same body into a sink: its reverse is the reference)
+    tot = hawk.sum(x * w, policy="ordered")
+
+
+@hawk.kernel
+def rk_compact(x: Scalar, out: Mutable[Scalar], ids: Mutable[Index]):
+    keep = x > 0.0
+    at = m.where(keep, hawk.scan(m.where(keep, 1, 0)) - 1, -1)  # positions computed in the kernel (a scan)
+    hawk.scatter(out)[at] = m.sin(x) * x
+    hawk.scatter(ids)[at] = m.index(x * 4.0, 4)  # (an integer output beside: no cotangent)
+
+
+@hawk.kernel
+def rk_transpose(lane: Grid["r", "c":7], u: Scalar, k: Param, out: Mutable[Scalar]):
+    hawk.scatter(out)[lane.c * lane.extent("r") + lane.r] = u * k
+
+
+@hawk.kernel
+def rk_two(key: Index, x: Scalar, out: Mutable[Scalar]):
+    hawk.scatter(out)[key] = x * 3.0
+    hawk.scatter(out)[m.where(key < 0, -1, key + 1)] = x * x  # (two statements: positions key and key + 1)
+
+
+@hawk.kernel
+def rk_loop(key: Index, x: Scalar, out: Mutable[Scalar]):
+    s = x
+    for _ in range(2):
+        s = s * x
+    hawk.scatter(out)[key] = s
+
+
+@hawk.kernel
+def rk_loop_store(key: Index, x: Scalar, out: Mutable[Scalar]):
+    for j in range(2):
+        hawk.scatter(out)[m.where(key < 0, -1, key * 2 + j)] = x * j
+
+
+def _data(seed=0, n=N, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1.5, 1.5, n).astype(dtype)
+    key = rng.permutation(SLOTS)[:n].astype(np.int32)
+    key[rng.random(n) < 0.1] = -1  # lanes that store nothing
+    ct = {"out": rng.normal(size=SLOTS).astype(dtype), "tot": np.array([0.7], dtype)}
+    return x, key, ct
+
+
+def _by_hand(x, key, ct, w):
+    """d/dx and d/dw of sum(ct_out[key] * (x*x*w - x)) + ct_tot * sum(x * w), in float64."""
+    x = x.astype(np.float64)
+    c = np.where(key >= 0, ct["out"].astype(np.float64)[np.maximum(key, 0)], 0.0)
+    t = float(ct["tot"][0])
+    return c * (2.0 * x * w - 1.0) + t * w, np.sum(c * x * x) + t * np.sum(x)
+
+
+def test_gradients_by_hand_and_bitwise_the_sink_twin():
+    x, key, ct = _data()
+    w = 0.8
+    got = eagle.deploy(rk_place).reverse(ct, ("x", "w"), x=x, key=key, w=w, out=np.zeros(SLOTS))
+    dx, dw = _by_hand(x, key, ct, w)
+    np.testing.assert_allclose(np.asarray(got["x"]), dx, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(got["w"])[0], dw, rtol=1e-12)
+    twin = eagle.deploy(rk_place_sink).reverse(ct, x=x, key=key, w=w)
+    bt_same_bits(got, twin, "keyed vs sink")
+    lanes = np.where(key < N, key, -1).astype(np.int32)  # the output left out: N positions (the lane shape)
+    ctn = {"out": ct["out"][:N], "tot": ct["tot"]}
+    got = eagle.deploy(rk_place).reverse(ctn, x=x, key=lanes, w=w)
+    assert sorted(got) == ["w", "x"]  # (no array passed: no gradient of its content)
+    np.testing.assert_allclose(np.asarray(got["x"]), _by_hand(x, lanes, ctn, w)[0], rtol=1e-13, atol=1e-14)
+    with pytest.raises(InputError, match=r"plane 'key' of kernel 'rk_place': holds key \d+, outside output plane "
+                                         r"'out' \(3000 values"):  # (the forward's own check, named as the forward)
+        eagle.deploy(rk_place).reverse(ctn, x=x, key=key, w=w)
+
+
+def test_finite_differences():
+    rng = np.random.default_rng(1)
+    x, ct = rng.uniform(-1.5, 1.5, 40), {"out": rng.normal(size=40), "tot": np.array([0.7])}
+    key = rng.permutation(40).astype(np.int32)
+    key[::6] = -1
+    w, h = 1.3, 1e-6
+    plan = eagle.deploy(rk_place)
+
+    def loss(xv, wv):
+        r = plan.run(x=xv, key=key, w=wv)
+        return float(np.dot(np.asarray(r["out"]), ct["out"]) + ct["tot"][0] * np.asarray(r["tot"])[0])
+
+    got = plan.reverse(ct, x=x, key=key, w=w)
+    for i in range(0, 40, 3):
+        up, down = x.copy(), x.copy()
+        up[i] += h
+        down[i] -= h
+        fd = (loss(up, w) - loss(down, w)) / (2 * h)
+        assert abs(np.asarray(got["x"])[i] - fd) <= 1e-6 * max(1.0, abs(fd)), (i, np.asarray(got["x"])[i], fd)
+    fd = (loss(x, w + h) - loss(x, w - h)) / (2 * h)
+    assert abs(np.asarray(got["w"])[0] - fd) <= 1e-6 * max(1.0, abs(fd))
+
+
+def test_a_passed_array_s_content_gets_the_cotangent_where_no_lane_stored():
+    x, key, ct = _data(seed=3)
+    prior = np.random.default_rng(4).normal(size=SLOTS)
+    plan = eagle.deploy(rk_place)
+    got = plan.reverse(ct, x=x, key=key, w=0.5, out=prior.copy())
+    stored = np.zeros(SLOTS, bool)
+    stored[key[key >= 0]] = True
+    assert sorted(got) == ["out", "w", "x"]
+    bt_same_bits(got["out"], np.where(stored, 0.0, ct["out"]), "prior content")
+    alone = plan.reverse(ct, "out", x=x, key=key, w=0.5, out=prior.copy())  # wrt= the content alone
+    assert sorted(alone) == ["out"]
+    bt_same_bits(alone["out"], got["out"], "wrt='out'")
+    twin = eagle.deploy(rk_place_sink).reverse(ct, x=x, key=key, w=0.5, out=prior.copy())
+    bt_same_bits(got, twin, "keyed vs sink, content passed")
+    with pytest.raises(InputError, match=r"kernel 'rk_place': reverse: the cotangent of 'out' must hold one value "
+                                         r"per position of its array \(3011\)"):
+        plan.reverse({"out": np.ones(N)}, x=x, key=key, w=0.5, out=prior.copy())
+
+
+def test_same_bits_on_every_thread_count_really_split():
+    x, key, ct = _data(seed=5)
+    want = None
+    for threads in (1, 2, 4):
+        plan = eagle.deploy(rk_place, threads=threads, min_chunk=SMALL)
+        got = {k: np.asarray(v).copy() for k, v in plan.reverse(ct, x=x, key=key, w=0.9,
+                                                                 out=np.zeros(SLOTS)).items()}
+        assert (max(plan.last_reverse_chunks) > 1) == (threads > 1), (threads, plan.last_reverse_chunks)
+        if want is None:
+            want = got
+        bt_same_bits(got, want, f"threads={threads}")
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_position_stored_twice_is_refused_by_name(threads):
+    """Even when the two stores sit in different chunks (lanes 5 and N - 5), and when two statements of one
+    kernel meet at a position; the caller's arrays are left as they were."""
+    x, key, ct = _data(seed=6)
+    key[key == 17] = -1
+    key[N - 5] = key[5] = 17
+    plan = eagle.deploy(rk_place, threads=threads, min_chunk=SMALL)
+    prior = np.ones(SLOTS)
+    keep = (x.copy(), key.copy())
+    with pytest.raises(InputError, match=r"plane 'out' of kernel 'rk_place': reverse: 1 position\(s\) of this "
+                                         r"output, written by key, were stored more than once \(first: position 17, "
+                                         r"2 stores\).*not specified.*store into a sink"):
+        plan.reverse(ct, x=x, key=key, w=0.9, out=prior)
+    assert np.array_equal(prior, np.ones(SLOTS)) and np.array_equal(x, keep[0]) and np.array_equal(key, keep[1])
+    k = np.arange(0, 2 * 50, 2, dtype=np.int32)
+    k[10] = k[9] + 1  # lane 9's second store (k + 1) meets lane 10's first
+    with pytest.raises(InputError, match=r"plane 'out' of kernel 'rk_two'.*position 19, 2 stores"):
+        eagle.deploy(rk_two).reverse({"out": np.ones(100)}, x=np.ones(50), key=k, out=np.zeros(100))
+
+
+def test_two_statements_into_one_output():
+    rng = np.random.default_rng(7)
+    k = np.arange(0, 60, 3, dtype=np.int32)
+    k[4] = -1
+    x, ct = rng.normal(size=20), rng.normal(size=60)
+    got = eagle.deploy(rk_two).reverse({"out": ct}, x=x, key=k, out=np.zeros(60))
+    c0 = np.where(k >= 0, ct[np.maximum(k, 0)], 0.0)
+    c1 = np.where(k >= 0, ct[np.maximum(k + 1, 0)], 0.0)
+    np.testing.assert_allclose(np.asarray(got["x"]), 3.0 * c0 + 2.0 * x * c1, rtol=1e-14)
+    stored = np.zeros(60, bool)
+    stored[np.r_[k[k >= 0], k[k >= 0] + 1]] = True
+    bt_same_bits(got["out"], np.where(stored, 0.0, ct), "content")
+
+
+def test_positions_computed_by_a_scan_beside_an_integer_output():
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=20_000)
+    plan = eagle.deploy(rk_compact, threads=2, min_chunk=SMALL)
+    r = plan.run(x=x)
+    kept = x[x > 0]
+    np.testing.assert_allclose(np.asarray(r["out"])[:kept.size], np.sin(kept) * kept, rtol=1e-15)
+    ct = rng.normal(size=x.size)
+    got = plan.reverse({"out": ct}, x=x)
+    at = np.cumsum(x > 0) - 1
+    want = np.where(x > 0, ct[np.maximum(at, 0)] * (np.cos(x) * x + np.sin(x)), 0.0)
+    np.testing.assert_allclose(np.asarray(got["x"]), want, rtol=1e-13, atol=1e-15)
+    assert max(plan.last_reverse_chunks) > 1
+    one = eagle.deploy(rk_compact, threads=1).reverse({"out": ct}, x=x)
+    bt_same_bits(got, one, "scan positions, 2 threads vs 1")
+
+
+def test_a_grid_kernel_s_transpose():
+    rng = np.random.default_rng(9)
+    u, k = rng.normal(size=(11, 7)), 1.7
+    ct = rng.normal(size=77)
+    got = eagle.deploy(rk_transpose).reverse({"out": ct}, u=u, k=k)
+    pos = np.arange(7)[None, :] * 11 + np.arange(11)[:, None]
+    np.testing.assert_allclose(np.asarray(got["u"]), ct[pos] * k, rtol=1e-15)
+    np.testing.assert_allclose(np.asarray(got["k"])[0], np.sum(ct[pos] * u), rtol=1e-13)
+
+
+def test_float32():
+    x, key, ct = _data(seed=10, dtype=np.float32)
+    got = eagle.deploy(rk_place).reverse(ct, ("x", "w"), x=x, key=key, w=0.8, out=np.zeros(SLOTS, np.float32))
+    assert np.asarray(got["x"]).dtype == np.float32
+    twin = eagle.deploy(rk_place_sink).reverse(ct, x=x, key=key, w=0.8)
+    bt_same_bits({k: got[k] for k in ("x", "w")}, {k: twin[k] for k in ("x", "w")}, "float32 keyed vs sink")
+    dx, _ = _by_hand(x, key, ct, np.float32(0.8))
+    np.testing.assert_allclose(np.asarray(got["x"]), dx, rtol=2e-6, atol=1e-6)
+
+
+def test_a_bound_launch_and_a_loop_before_the_store():
+    x, key, ct = _data(seed=11)
+    launch = eagle.deploy(rk_place).bind(x=x, key=key, w=0.6, out=np.zeros(SLOTS))
+    launch()
+    a = {k: np.asarray(v).copy() for k, v in launch.reverse(ct).items()}
+    b = eagle.deploy(rk_place).reverse(ct, x=x, key=key, w=0.6, out=np.zeros(SLOTS))
+    bt_same_bits(a, b, "bound launch")
+    ct3 = np.random.default_rng(12).normal(size=SLOTS)
+    got = eagle.deploy(rk_loop).reverse({"out": ct3}, x=x, key=key, out=np.zeros(SLOTS))
+    np.testing.assert_allclose(np.asarray(got["x"]), np.where(key >= 0, ct3[np.maximum(key, 0)] * 3 * x * x, 0.0),
+                               rtol=1e-14, atol=1e-300)
+
+
+def test_same_bits_on_the_gpu_target_as_on_the_host(target):
+    if target == "host":
+        pytest.skip("the host is the reference")
+    x, key, ct = _data(seed=13)
+    want = eagle.deploy(rk_place).reverse(ct, x=x, key=key, w=0.9, out=np.zeros(SLOTS))
+    got = eagle.deploy(rk_place, target=target).reverse(ct, x=x, key=key, w=0.9, out=np.zeros(SLOTS))
+    bt_same_bits(got, want, f"on {target}")
+    key[3] = key[2000]
+    with pytest.raises(InputError, match=r"plane 'out' of kernel 'rk_place'.*stored more than once"):
+        eagle.deploy(rk_place, target=target).reverse(ct, x=x, key=key, w=0.9, out=np.zeros(SLOTS))
+
+
+def test_refusals_by_name():
+    with pytest.raises(KernelError, match=r"store by key into output plane 'out' inside a for loop"):
+        eagle.deploy(rk_loop_store).reverse({"out": np.ones(8)}, x=np.ones(4), key=np.arange(4, dtype=np.int32),
+                                            out=np.zeros(8))
+    with pytest.raises(ValueError, match=r"kernel 'rk_place': output plane 'out' is written by key.*plan.reverse"):
+        hawk.artifact.build(rk_place, "/nonexistent-never-written", reverse=True)
+
+
+def test_torch_autograd_bitwise_plan_reverse_and_gradcheck():
+    torch = pytest.importorskip("torch")
+    import eagle.torch
+
+    x, key, ct = _data(seed=14, n=N)
+    f = eagle.torch.wrap(rk_place)
+    xt = torch.from_numpy(x.copy()).requires_grad_()
+    wt = torch.tensor(0.9, dtype=torch.float64, requires_grad=True)
+    cto = ct["out"][:N]
+    key = np.where(key < N, key, -1).astype(np.int32)  # (positions inside the lane-shaped result)
+    r = f(key=torch.from_numpy(key), x=xt, w=wt)
+    ((r["out"] * torch.from_numpy(cto)).sum() + 0.7 * r["tot"].sum()).backward()
+    want = eagle.deploy(rk_place).reverse({"out": cto, "tot": np.array([0.7])}, x=x, key=key, w=0.9)
+    bt_same_bits({"x": xt.grad.numpy(), "w": wt.grad.reshape(1).numpy()}, {"x": want["x"], "w": want["w"]},
+                 "torch backward")
+    k = torch.from_numpy(np.random.default_rng(15).permutation(12).astype(np.int32))
+    k[3] = -1
+    xs = torch.from_numpy(np.random.default_rng(16).normal(size=12)).requires_grad_()
+    assert torch.autograd.gradcheck(lambda v: f(key=k, x=v, w=1.1)["out"], (xs,))
+    k[5] = k[6]
+    with pytest.raises(InputError, match=r"plane 'out' of kernel 'rk_place'.*stored more than once"):
+        f(key=k, x=xs, w=1.1)["out"].sum().backward()
+
+
+def test_jax_grad_is_refused_by_name():
+    jax = pytest.importorskip("jax")
+    import eagle.jax
+
+    jax.config.update("jax_enable_x64", True)
+    x, key, _ = _data(seed=17, n=20)
+    key = np.random.default_rng(18).permutation(20).astype(np.int32)
+    f = eagle.jax.wrap(rk_place)
+    got = f(key=key, x=jax.numpy.asarray(x), w=0.5)  # (the forward runs)
+    np.testing.assert_array_equal(np.asarray(got["out"]), np.asarray(eagle.deploy(rk_place).run(x=x, key=key,
+                                                                                                  w=0.5)["out"]))
+    with pytest.raises(InputError, match=r"plane 'out' of kernel 'rk_place': jax.grad does not differentiate an "
+                                         r"output written by key yet.*plan.reverse or eagle.torch.wrap"):
+        jax.grad(lambda v: f(key=key, x=v, w=0.5)["out"].sum())(jax.numpy.asarray(x))
