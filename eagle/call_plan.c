@@ -10,6 +10,9 @@
  * handler (eagle.jax: the plan's address travels as the custom call's `plan` attribute; no Python on the call path
  * inside jit). Built by eagle/prepared.py with the system C compiler, against the XLA FFI C API headers jaxlib
  * ships when jax is installed (else with EAGLE_NO_XLA: the handler left out).
+ *
+ * `eagle_jax_repeats` is the JAX backward's check of an output written by key: it passes a cotangent through
+ * unchanged, or refuses when the winners kernel counted more than one store at some position (eagle/jax.py).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -103,16 +106,22 @@ static const call_plan *plan_of(XLA_FFI_CallFrame *cf) {
     return NULL;
 }
 
-XLA_FFI_Error *eagle_jax_call(XLA_FFI_CallFrame *cf) {
+/* 1 when the call has nothing to run: XLA asks which API version the handler speaks (answered here), or calls it
+ * at a stage other than execution. */
+static int idle(XLA_FFI_CallFrame *cf) {
     XLA_FFI_Extension_Base *ext = cf->extension_start;
-    if (ext != NULL && ext->type == XLA_FFI_Extension_Metadata) { /* XLA asks which API version we speak */
+    if (ext != NULL && ext->type == XLA_FFI_Extension_Metadata) {
         XLA_FFI_Metadata *m = ((XLA_FFI_Metadata_Extension *)ext)->metadata;
         m->api_version.major_version = XLA_FFI_API_MAJOR;
         m->api_version.minor_version = XLA_FFI_API_MINOR;
         m->traits = 0;
-        return NULL;
+        return 1;
     }
-    if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE)
+    return cf->stage != XLA_FFI_ExecutionStage_EXECUTE;
+}
+
+XLA_FFI_Error *eagle_jax_call(XLA_FFI_CallFrame *cf) {
+    if (idle(cf))
         return NULL;
     const call_plan *p = plan_of(cf);
     if (p == NULL)
@@ -129,6 +138,45 @@ XLA_FFI_Error *eagle_jax_call(XLA_FFI_CallFrame *cf) {
     char msg[512];
     if (eagle_call_run(p, ptrs, msg, sizeof msg))
         return fail(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
+    return NULL;
+}
+
+/* Operands: the stores counted per position (float32 or float64) and a cotangent; result: that cotangent (aliased).
+ * The `plan` attribute is the address of a printf format (positions stored more than once, the first of them, its
+ * count): the refusal's words, eagle/reverse.py's. */
+XLA_FFI_Error *eagle_jax_repeats(XLA_FFI_CallFrame *cf) {
+    if (idle(cf))
+        return NULL;
+    const char *fmt = (const char *)plan_of(cf);
+    if (fmt == NULL || cf->args.size != 2 || cf->rets.size != 1)
+        return fail(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "eagle.jax: a malformed check of repeated positions");
+    XLA_FFI_Buffer *counts = (XLA_FFI_Buffer *)cf->args.args[0], *ct = (XLA_FFI_Buffer *)cf->args.args[1];
+    XLA_FFI_Buffer *out = (XLA_FFI_Buffer *)cf->rets.rets[0];
+    int64_t n = 1, m = 1;
+    for (int64_t d = 0; d < counts->rank; d++)
+        n *= counts->dims[d];
+    for (int64_t d = 0; d < ct->rank; d++)
+        m *= ct->dims[d];
+    int wide = counts->dtype == XLA_FFI_DataType_F64;
+    int64_t over = 0, first = -1;
+    double most = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double c = wide ? ((const double *)counts->data)[i] : (double)((const float *)counts->data)[i];
+        if (c > 1.0) {
+            if (first < 0) {
+                first = i;
+                most = c;
+            }
+            over++;
+        }
+    }
+    if (over) {
+        char msg[768];
+        snprintf(msg, sizeof msg, fmt, (long)over, (long)first, (long)most); /* (the format's %ld: Python's too) */
+        return fail(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
+    }
+    if (out->data != ct->data)
+        memcpy(out->data, ct->data, (size_t)m * (ct->dtype == XLA_FFI_DataType_F64 ? 8 : 4));
     return NULL;
 }
 #endif

@@ -17,6 +17,7 @@ docs/bridges.md).
 
 from __future__ import annotations
 
+import ctypes
 import math
 import threading
 
@@ -29,6 +30,7 @@ from eagle.errors import InputError
 from eagle.prepared import PreparedRun, library
 
 TARGET = "eagle_hawk_call"
+REPEATS = "eagle_hawk_repeats"  # eagle/call_plan.c: an output written by key, checked in a backward
 _LOCK = threading.Lock()
 _REGISTERED: list = []
 # Every call plan a compiled XLA program may name by address. A jitted program can outlive the wrapper that made
@@ -57,6 +59,7 @@ def _handler() -> None:
         if not _REGISTERED:
             lib = library()
             jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.eagle_jax_call), platform="cpu")
+            jax.ffi.register_ffi_target(REPEATS, jax.ffi.pycapsule(lib.eagle_jax_repeats), platform="cpu")
             _REGISTERED.append(lib)
 
 
@@ -101,6 +104,7 @@ class JaxKernel:
         self._calls: dict = {}
         self._fns: dict = {}
         self._adjoints: dict = {}
+        self._formats: dict = {}  # output written by key -> its refusal format (a C string, kept: eagle/call_plan.c)
 
     def __repr__(self) -> str:
         return f"<eagle.jax kernel {self.name} target=host>"
@@ -169,37 +173,55 @@ class JaxKernel:
         floats = ("lane", "table", "param")
         # a passed output whose initial contents the kernel reads: differentiated like an input (docs/reverse.md)
         wrt = tuple(n for n in call.operands if self.kinds[n] in floats or n in fwd.float_init)
-        sinks = [n for n in call.operands if self.kinds[n] == "sink"]
+        # a sink's, or an output's written by key: where no lane stored, its initial content is the result's
+        sinks = [n for n in call.operands if self.kinds[n] == "sink" or n in fwd.keyed]
         grads: dict = {}
         cot = {n: v for n, v in call.results(tuple(jnp.zeros(g.shape, r.dtype) if g.dtype == jax.dtypes.float0
                                                     else g for g, r in zip(gs, call.rets, strict=True))).items()
                if n not in self.ints}  # (an integer output's float0 cotangent: sliced as zeros, then dropped)
         if not wrt and not sinks:
             return tuple(None for _ in call.operands)
-        if fwd.keyed:  # (plan.reverse refuses a position stored twice, from the winners' counts: values a traced
-            # backward holds only as tracers, so it could not say so)
-            raise InputError(f"plane '{fwd.keyed[0]}' of kernel '{self.name}': jax.grad does not differentiate "
-                             f"an output written by key yet (a position stored twice has no gradient, and a "
-                             f"traced backward cannot refuse it): differentiate with plan.reverse or "
-                             f"eagle.torch.wrap")
-        adj_plan, design, win = adjoint_for(self.plan, wrt, call.extents)
+        positions = fwd.positions(planes, call.extents)
+        adj_plan, design, win = adjoint_for(self.plan, wrt, call.extents, positions)
         inputs = adjoint_inputs(fwd, {n: (planes[n].reshape(()) if self.kinds[n] == "param" else planes[n])
                                       for n in call.operands}, call.extents, call.dtype, xp=jnp)
         inputs.update(call.grid)
         # sinks stored into with `= v`: the winners kernel finds the store that won each slot (or -1), as
-        # plan.reverse does; the adjoint reads it as a Table, and a won slot's initial content has no gradient
-        wins = self._winners(win, design, inputs, call) if win is not None else {}
+        # plan.reverse does; the adjoint reads it as a Table, and a won slot's initial content has no gradient.
+        # Outputs written by key: it counts the stores into each position, and a count above one refuses the
+        # gradient as plan.reverse does, from inside the compiled backward (eagle/call_plan.c)
+        wins = self._winners(win, design, positions, inputs, call) if win is not None else {}
+        cts = cotangents(fwd, design, cot, call.extents, call.dtype, xp=jnp, strict=False)
+        for n in design.positions:
+            cts[design.ct[n]] = self._unrepeated(fwd, n, wins[n], cts[design.ct[n]])
         if wrt:
-            tables = {design.win[s]: w for s, w in wins.items()}
-            cts = cotangents(fwd, design, cot, call.extents, call.dtype, xp=jnp, strict=False)
+            tables = {design.win[s]: w for s, w in wins.items() if s in design.win}
             got = self._bridge(adj_plan)(**inputs, **cts, **tables)
             got = got if isinstance(got, dict) else {next(iter(design.grad.values())): got}
             for x in wrt:
                 grads[x] = got[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype)
         for s in sinks:  # a sink's initial contents: each slot is one more term of its sums, unless a lane stored
+            if s in design.positions:
+                g = cts[design.ct[s]]
+                grads[s] = jnp.where(wins[s] == 0, g, jnp.zeros_like(g)).reshape(planes[s].shape).astype(
+                    planes[s].dtype)
+                continue
             g = cot[s].astype(planes[s].dtype)
             grads[s] = jnp.where(wins[s] < 0, g, jnp.zeros_like(g)) if s in wins else g
         return tuple(grads.get(n) for n in call.operands)
+
+    def _unrepeated(self, fwd, out: str, counts, ct):
+        """`ct` (the cotangent of output `out`, written by key) once eagle/call_plan.c found no position counted
+        more than once in `counts`; else the call fails with plan.reverse's refusal."""
+        from eagle.reverse import repeats_format
+
+        fmt = self._formats.get(out)
+        if fmt is None:
+            fmt = self._formats[out] = keep_for_process(ctypes.create_string_buffer(
+                repeats_format(fwd, out).encode()))
+        check = jax.ffi.ffi_call(REPEATS, jax.ShapeDtypeStruct(ct.shape, ct.dtype), input_output_aliases={1: 0},
+                                 has_side_effect=True, vmap_method="sequential")
+        return check(counts, ct, plan=np.int64(ctypes.addressof(fmt)))
 
     def _bridge(self, plan) -> JaxKernel:
         """The adjoint's (or winners') plan wrapped like this kernel, once per plan."""
@@ -208,14 +230,16 @@ class JaxKernel:
             jk = self._adjoints[id(plan)] = JaxKernel(plan.kernel, plan=plan)
         return jk
 
-    def _winners(self, win, design, inputs: dict, call: _Call) -> dict:
+    def _winners(self, win, design, positions: tuple, inputs: dict, call: _Call) -> dict:
         """Per sink stored into with `= v`: its winning store number per slot (-1 where no lane stored), from
-        the winners kernel run on sinks filled with -1 (passed sinks: aliased operands, as in any call)."""
+        the winners kernel run on sinks filled with -1 (passed sinks: aliased operands, as in any call); per
+        output written by key, the stores counted into each position (from zeros)."""
         sig = self.plan.kernel.signature
         fills = {s: jnp.full(tuple(a.extent for a in sig.get(s).axes), -1.0, call.dtype) for s in design.win}
+        fills.update({n: jnp.zeros(size, call.dtype) for n, size in positions})
         wk = self._bridge(win)
         got = wk(**{n: v for n, v in inputs.items() if n in wk.kinds or n in call.grid}, **fills)
-        return got if isinstance(got, dict) else {next(iter(design.win)): got}
+        return got if isinstance(got, dict) else {next(iter(fills)): got}
 
     def _check_x64(self, arrays: dict, params: dict) -> None:
         if jax.config.jax_enable_x64:

@@ -263,6 +263,17 @@ def cotangents(fwd: Forward, design, cotangent, extents: tuple[int, ...], dtype,
     return out_planes
 
 
+_REPEATED = ("%ld position(s) of this output, written by key, were stored more than once (first: position %ld, %ld "
+             "stores); which store's value remained there is not specified, so neither is its gradient: store each "
+             "position once (key -1 for a lane that stores nothing), or store into a sink, where the last lane wins")
+
+
+def repeats_format(fwd: Forward, out: str) -> str:
+    """The refusal of a position stored twice in output `out` as a printf format (positions stored more than once,
+    the first of them, its count): Python's % and eagle/call_plan.c's check inside a traced JAX backward."""
+    return str(_fail(fwd, _REPEATED, out))
+
+
 def refuse_repeats(fwd: Forward, counts: dict) -> None:
     """Refuse, by plane, a gradient through an output written by key where some position was stored more than
     once: which store's value remained there is not specified (docs/semantics.md), so neither is its gradient."""
@@ -270,10 +281,7 @@ def refuse_repeats(fwd: Forward, counts: dict) -> None:
         over = np.flatnonzero(c > 1)
         if over.size:
             p = int(over[0])
-            raise _fail(fwd, f"{over.size} position(s) of this output, written by key, were stored more than once "
-                             f"(first: position {p}, {int(c[p])} stores); which store's value remained there is not "
-                             f"specified, so neither is its gradient: store each position once (key -1 for a lane "
-                             f"that stores nothing), or store into a sink, where the last lane wins", out)
+            raise InputError(repeats_format(fwd, out) % (over.size, p, int(c[p])))
 
 
 def _fits(shape: tuple, want: tuple, payload_dims: int) -> bool:

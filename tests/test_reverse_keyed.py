@@ -3,7 +3,7 @@ lane that stores gets the cotangent at its position (a key of -1: zero), a passe
 where no lane stored; a position stored twice kept an unspecified store's value, so its gradient is refused by
 name. Checked against NumPy's gradient worked by hand, central finite differences, the same computation stored
 into a sink (bitwise: distinct positions make the sink's "last lane wins" rule moot), several thread counts
-(really split), spirv, a bound launch, and torch's autograd through eagle.torch."""
+(really split), spirv, a bound launch, torch's autograd through eagle.torch and jax.grad through eagle.jax."""
 
 import numpy as np
 import pytest
@@ -286,17 +286,39 @@ def test_torch_autograd_bitwise_plan_reverse_and_gradcheck():
         f(key=k, x=xs, w=1.1)["out"].sum().backward()
 
 
-def test_jax_grad_is_refused_by_name():
+def test_jax_grad_under_jit_bitwise_plan_reverse_and_the_refusal_inside_the_compiled_backward():
+    """The backward runs the winners kernel's counts through eagle/call_plan.c's check, which fails the call with
+    plan.reverse's words when a position was stored twice (the values are only known as the compiled code runs)."""
     jax = pytest.importorskip("jax")
     import eagle.jax
 
     jax.config.update("jax_enable_x64", True)
-    x, key, _ = _data(seed=17, n=20)
-    key = np.random.default_rng(18).permutation(20).astype(np.int32)
+    jnp = jax.numpy
+    x, key, ct = _data(seed=17)
     f = eagle.jax.wrap(rk_place)
-    got = f(key=key, x=jax.numpy.asarray(x), w=0.5)  # (the forward runs)
-    np.testing.assert_array_equal(np.asarray(got["out"]), np.asarray(eagle.deploy(rk_place).run(x=x, key=key,
-                                                                                                  w=0.5)["out"]))
-    with pytest.raises(InputError, match=r"plane 'out' of kernel 'rk_place': jax.grad does not differentiate an "
-                                         r"output written by key yet.*plan.reverse or eagle.torch.wrap"):
-        jax.grad(lambda v: f(key=key, x=v, w=0.5)["out"].sum())(jax.numpy.asarray(x))
+    prior = np.random.default_rng(18).normal(size=SLOTS)
+
+    def loss(v, w, out):
+        r = f(key=key, x=v, w=w, out=out)
+        return jnp.sum(r["out"] * ct["out"]) + 0.7 * r["tot"][0]
+
+    got = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(jnp.asarray(x), 0.9, jnp.asarray(prior))
+    want = eagle.deploy(rk_place).reverse(ct, x=x, key=key, w=0.9, out=prior.copy())
+    bt_same_bits({"x": np.asarray(got[0]), "w": np.asarray(got[1]).reshape(1), "out": np.asarray(got[2])},
+                 {n: np.asarray(v) for n, v in want.items()}, "jax.grad")
+    lanes = np.where(key < N, key, -1).astype(np.int32)  # the output left out: the lane shape
+    g = jax.grad(lambda v: jnp.sum(f(key=lanes, x=v, w=0.9)["out"] * ct["out"][:N]))(jnp.asarray(x))
+    bt_same_bits(np.asarray(g), np.asarray(eagle.deploy(rk_place).reverse(
+        {"out": ct["out"][:N]}, x=x, key=lanes, w=0.9)["x"]), "jax.grad, output left out")
+    xs = jnp.asarray(np.random.default_rng(19).normal(size=(3, N)))  # vmap of grad: a launch per row
+    gs = jax.vmap(jax.grad(lambda v: jnp.sum(f(key=lanes, x=v, w=0.9)["out"] * ct["out"][:N])))(xs)
+    for i in range(3):
+        bt_same_bits(np.asarray(gs[i]), np.asarray(eagle.deploy(rk_place).reverse(
+            {"out": ct["out"][:N]}, x=np.asarray(xs[i]), key=lanes, w=0.9)["x"]), f"vmap of grad, row {i}")
+    lanes[lanes == 11] = -1
+    lanes[7] = lanes[N - 3] = 11
+    with pytest.raises(Exception, match=r"plane 'out' of kernel 'rk_place': reverse: \d+ position\(s\) of this "
+                                        r"output, written by key, were stored more than once \(first: position "
+                                        r"\d+, 2 stores\)"):
+        jax.block_until_ready(jax.jit(jax.grad(lambda v: jnp.sum(f(key=lanes, x=v, w=0.9)["out"])))(
+            jnp.asarray(x)))

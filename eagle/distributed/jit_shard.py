@@ -62,6 +62,11 @@ class Partitioned:
         from eagle.reverse import adjoint_inputs, cotangents, forward_of
 
         jk = self.jk
+        keyed = forward_of(jk.plan).keyed
+        if keyed:  # (its forward ran over gathered lanes: differentiate that one-device call instead)
+            raise InputError(f"plane '{keyed[0]}' of kernel '{jk.name}' is written by key: jax.grad through "
+                             f"partition=True does not take it yet; wrap the kernel without partition= "
+                             f"(eagle.jax.wrap(kernel)), whose gradient runs over the whole run")
         planes = dict(zip(self.names, ops, strict=True))
         cot = dict(zip(self.result_names, gs, strict=True))
         grads = {n: jnp.asarray(prior_gradient(jk.plan.kernel, n, cot[n])).reshape(planes[n].shape).astype(
