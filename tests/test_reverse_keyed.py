@@ -3,7 +3,8 @@ lane that stores gets the cotangent at its position (a key of -1: zero), a passe
 where no lane stored; a position stored twice kept an unspecified store's value, so its gradient is refused by
 name. Checked against NumPy's gradient worked by hand, central finite differences, the same computation stored
 into a sink (bitwise: distinct positions make the sink's "last lane wins" rule moot), several thread counts
-(really split), spirv, a bound launch, torch's autograd through eagle.torch and jax.grad through eagle.jax."""
+(really split), spirv, a bound launch, torch's autograd through eagle.torch, jax.grad through eagle.jax and a
+Warp tape."""
 
 import numpy as np
 import pytest
@@ -322,3 +323,20 @@ def test_jax_grad_under_jit_bitwise_plan_reverse_and_the_refusal_inside_the_comp
                                         r"\d+, 2 stores\)"):
         jax.block_until_ready(jax.jit(jax.grad(lambda v: jnp.sum(f(key=lanes, x=v, w=0.9)["out"])))(
             jnp.asarray(x)))
+
+
+def test_warp_tape_bitwise_plan_reverse():
+    wp = pytest.importorskip("warp")
+    import eagle.warp
+
+    wp.config.quiet = True
+    wp.init()
+    x, key, ct = _data(seed=20)
+    lanes = np.where(key < N, key, -1).astype(np.int32)
+    xs = wp.array(x, dtype=wp.float64, device="cpu", requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        r = eagle.warp.wrap(rk_place)(key=wp.array(lanes, dtype=wp.int32, device="cpu"), x=xs, w=0.5)
+    tape.backward(grads={r["out"]: wp.array(ct["out"][:N], dtype=wp.float64, device="cpu")})
+    want = eagle.deploy(rk_place).reverse({"out": ct["out"][:N]}, x=x, key=lanes, w=0.5)["x"]
+    bt_same_bits(xs.grad.numpy(), np.asarray(want), "warp tape")
