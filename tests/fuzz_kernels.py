@@ -146,6 +146,8 @@ class Gen(Grammar):
                 header = self.signature("io: Mutable[Index]", None)
                 want["io"] = (e.val.astype(np.int64), None, e.fuzzy)
                 what = "per-lane integer output"
+            elif e.kind == "f" and self.rng.random() < 0.2:  # or compacted: written by key where a mask keeps
+                header, what = self.compaction(e, depth, want)
             else:
                 self.lines.append(f"    return {e.src}")
                 header = self.signature("", "Scalar")
@@ -308,6 +310,28 @@ class Gen(Grammar):
         want["bins"] = (out, mag, fz)
         what = f"scatter {mode} policy={policy}" + (" + a carried value after a total" if carried else "")
         return self.signature('bins: Mutable["bin":B]', "Scalar" if carried else None), what, expect
+
+    def compaction(self, e, depth: int, want: dict):
+        """`e` of the lanes a mask keeps, written by key into an output (left out: the lane shape, zeros) at the
+        positions a scan numbers them, in flat lane order: distinct positions, so every value is one lane's.
+        A fuzzy mask may move any position: then every one is fuzzy."""
+        c = self.b(max(depth - 1, 0))
+        self.lines += [f"    kq = {c.src}", "    aq = m.where(kq, hawk.scan(m.where(kq, 1, 0)) - 1, -1)",
+                       f"    hawk.scatter(ko)[aq] = {e.src}"]
+        keep = np.broadcast_to(c.val, self.shape).reshape(-1)
+        n = int(keep.sum())
+        out, mag = np.zeros(keep.size), np.zeros(keep.size)
+        out[:n] = np.broadcast_to(e.val, self.shape).reshape(-1)[keep]
+        mag[:n] = np.broadcast_to(e.mag + absf(e.val), self.shape).reshape(-1)[keep]
+        fz = None
+        if c.fuzzy is not None and np.any(c.fuzzy):
+            fz = np.ones(self.shape, bool)
+        elif e.fuzzy is not None and np.any(e.fuzzy):
+            fz = np.zeros(keep.size, bool)
+            fz[:n] = np.broadcast_to(e.fuzzy, self.shape).reshape(-1)[keep]
+            fz = fz.reshape(self.shape)
+        want["ko"] = (out.reshape(self.shape), mag.reshape(self.shape), fz)
+        return self.signature("ko: Mutable[Scalar]", None), "compaction written by key"
 
     def scan(self, depth: int, want: dict):
         """`c = hawk.scan(e, ...)`: add, min or max, float or integer, maybe exclusive, reversed or segmented

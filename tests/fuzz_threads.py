@@ -44,7 +44,7 @@ def promised(c) -> set[str]:
         elif name == "bins" and scatter is not None:
             if scatter.group(2) == "=" or 'policy="ordered"' in scatter.group(1):
                 out.add(name)
-        elif name in ("out", "io"):  # (io: an integer output, exact)
+        elif name in ("out", "io", "ko"):  # (io: an integer output, exact; ko: written by key, one lane a position)
             out.add(name)
     return out
 

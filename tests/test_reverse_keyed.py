@@ -48,6 +48,12 @@ def rk_transpose(lane: Grid["r", "c":7], u: Scalar, k: Param, out: Mutable[Scala
 
 
 @hawk.kernel
+def rk_stencil(lane: Grid["r", "c":7], u: Scalar, out: Mutable[Scalar]):
+    s = u.at(c=lane.c - 1) + u * 2.0 + u.at(c=lane.c + 1)  # (a stencil: its gradient takes the scatter adjoint)
+    hawk.scatter(out)[lane.c * lane.extent("r") + lane.r] = s * s
+
+
+@hawk.kernel
 def rk_two(key: Index, x: Scalar, out: Mutable[Scalar]):
     hawk.scatter(out)[key] = x * 3.0
     hawk.scatter(out)[m.where(key < 0, -1, key + 1)] = x * x  # (two statements: positions key and key + 1)
@@ -218,6 +224,21 @@ def test_a_grid_kernel_s_transpose():
     pos = np.arange(7)[None, :] * 11 + np.arange(11)[:, None]
     np.testing.assert_allclose(np.asarray(got["u"]), ct[pos] * k, rtol=1e-15)
     np.testing.assert_allclose(np.asarray(got["k"])[0], np.sum(ct[pos] * u), rtol=1e-13)
+
+
+def test_a_stencil_written_by_key():
+    rng = np.random.default_rng(21)
+    u, ct = rng.normal(size=(11, 7)), rng.normal(size=77)
+    got = eagle.deploy(rk_stencil).reverse({"out": ct}, u=u)
+    pad = np.pad(u, ((0, 0), (1, 1)), mode="edge")  # (reads past the edge clamp to it)
+    s = pad[:, :-2] + 2.0 * u + pad[:, 2:]
+    g = ct[np.arange(7)[None, :] * 11 + np.arange(11)[:, None]] * 2.0 * s  # d out / d s at each lane
+    want = 2.0 * g
+    want[:, 1:] += g[:, :-1]  # lane c reads c + 1: u[c + 1] gets g[c]
+    want[:, -1] += g[:, -1]  # (the last column's read of c + 1 clamps to itself)
+    want[:, :-1] += g[:, 1:]
+    want[:, 0] += g[:, 0]
+    np.testing.assert_allclose(np.asarray(got["u"]), want, rtol=1e-13, atol=1e-14)
 
 
 def test_float32():

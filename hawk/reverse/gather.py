@@ -316,14 +316,14 @@ def _two_sum(e, a, b):
 
 def gather_kernels(kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None):
     """(shares adjoint, its Design, gather kernel, Param sums kernel or None, Gather) for `kernel`'s gradient
-    with respect to `wrt`, or None when no plane of `wrt` is read with `.at` at constant offsets only (the
-    scatter adjoint serves)."""
+    with respect to `wrt`, or None when no plane of `wrt` is read with `.at` at constant offsets only, or when
+    the kernel writes an output by key (the scatter adjoint serves)."""
     from mlir import ir
 
     from hawk.ir.dialect import new_context
-    from hawk.reverse.kernel import IRKernel, _transform, design, located_ir
+    from hawk.reverse.kernel import IRKernel, _transform, design, facts, located_ir
 
-    if extents is None:
+    if extents is None or facts(kernel).keyed:  # (outputs written by key: the scatter adjoint, made per length)
         return None
     d, sig, outputs, f = design(kernel, wrt, extents, "float64")
     candidates = {x for x in wrt if x in f.at_read and d.grad_kind.get(x) == "sink" and not d.payload.get(x)}
