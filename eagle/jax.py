@@ -219,8 +219,10 @@ class JaxKernel:
         if fmt is None:
             fmt = self._formats[out] = keep_for_process(ctypes.create_string_buffer(
                 repeats_format(fwd, out).encode()))
+        # (no side effect: the adjoint reads what it hands on, which keeps it; and XLA's SPMD partitioner, under
+        # partition=True, takes an unsharded call only when it has none)
         check = jax.ffi.ffi_call(REPEATS, jax.ShapeDtypeStruct(ct.shape, ct.dtype), input_output_aliases={1: 0},
-                                 has_side_effect=True, vmap_method="sequential")
+                                 vmap_method="sequential")
         return check(counts, ct, plan=np.int64(ctypes.addressof(fmt)))
 
     def _bridge(self, plan) -> JaxKernel:

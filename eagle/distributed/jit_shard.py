@@ -62,11 +62,11 @@ class Partitioned:
         from eagle.reverse import adjoint_inputs, cotangents, forward_of
 
         jk = self.jk
-        keyed = forward_of(jk.plan).keyed
-        if keyed:  # (its forward ran over gathered lanes: differentiate that one-device call instead)
-            raise InputError(f"plane '{keyed[0]}' of kernel '{jk.name}' is written by key: jax.grad through "
-                             f"partition=True does not take it yet; wrap the kernel without partition= "
-                             f"(eagle.jax.wrap(kernel)), whose gradient runs over the whole run")
+        if forward_of(jk.plan).keyed:  # (it cannot run sharded: its forward ran as the one-device call over
+            # gathered lanes, and so does its gradient, that call's own VJP)
+            _, vjp = jax.vjp(lambda *full: self._tuple(self._whole(*full)), *ops)
+            return tuple(None if np.issubdtype(o.dtype, np.integer) else g
+                         for o, g in zip(ops, vjp(tuple(gs)), strict=True))
         planes = dict(zip(self.names, ops, strict=True))
         cot = dict(zip(self.result_names, gs, strict=True))
         grads = {n: jnp.asarray(prior_gradient(jk.plan.kernel, n, cot[n])).reshape(planes[n].shape).astype(
