@@ -142,9 +142,9 @@ def refuse_keyed(plan, how: str) -> None:
     b, by_key = plan.binder, keyed_outputs(plan)
     for p in b.sig.planes:
         if p.kind == "output" and p.name in by_key:
-            raise b.fail(p.name, f"is written by key (hawk.scatter); {how} do not take it: run this kernel "
-                                 f"on one device (eagle.jax.wrap or eagle.torch.wrap without sharding, or "
-                                 f"eagle.deploy(kernel).run(...))")
+            raise b.fail(p.name, f"written by key (hawk.scatter({p.name})[k] = v), has positions, not lanes, so "
+                                 f"{how} do not take it: run this kernel on one device (eagle.jax.wrap or "
+                                 f"eagle.torch.wrap without sharding, or eagle.deploy(kernel).run(...))")
 
 
 def _extents(plan, planes: dict[str, Shaped], grid: dict) -> tuple:
