@@ -397,6 +397,10 @@ class ReverseSource:
             raise InputError(f"kernel '{self.forward.name}': reverse: this artifact's reverse was built for lane "
                              f"extents {self.extents} (a gradient spans the lanes), the planes have "
                              f"{tuple(extents)}: rebuild it with reverse_extents={tuple(extents)}")
+        if dict(positions) != self.info.positions:
+            raise InputError(f"kernel '{self.forward.name}': reverse: this artifact's reverse was built for outputs "
+                             f"written by key of lengths {self.info.positions}, this run's are {dict(positions)}: "
+                             f"rebuild it with reverse_positions={dict(positions)}")
         return self.adjoint, self.info, self.winners
 
 

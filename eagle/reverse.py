@@ -141,7 +141,7 @@ def choose_wrt(fwd: Forward, wrt, given: dict, built: tuple[str, ...] | None = N
             raise _fail(fwd, "is an output whose initial contents the kernel never reads (each lane assigns it "
                              "before any read), so they have no gradient; wrt= names inputs (its cotangent is the "
                              "cotangent= argument)", n)
-        if built is not None and p.kind != "sink" and n not in built:
+        if built is not None and p.kind != "sink" and n not in keyed and n not in built:
             raise _fail(fwd, f"this artifact's reverse was built for {list(built)}: rebuild it with "
                              f"reverse=(..., '{n}') to differentiate it", n)
     return (tuple(n for n in names if sig.get(n).kind in ("lane", "param", "table", "output") and n not in keyed),

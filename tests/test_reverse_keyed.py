@@ -280,8 +280,42 @@ def test_refusals_by_name():
     with pytest.raises(KernelError, match=r"store by key into output plane 'out' inside a for loop"):
         eagle.deploy(rk_loop_store).reverse({"out": np.ones(8)}, x=np.ones(4), key=np.arange(4, dtype=np.int32),
                                             out=np.zeros(8))
-    with pytest.raises(ValueError, match=r"kernel 'rk_place': output plane 'out' is written by key.*plan.reverse"):
+    with pytest.raises(ValueError, match=r"kernel 'rk_place': output plane 'out' is written by key.*pass "
+                                         r"reverse_positions=\{'out': n\}"):
         hawk.artifact.build(rk_place, "/nonexistent-never-written", reverse=True)
+    with pytest.raises(ValueError, match=r"reverse_positions= names 'tot', which is not a float output it writes by "
+                                         r"key \(those: \['out'\]\)"):
+        hawk.artifact.build(rk_place, "/nonexistent-never-written", reverse=True, reverse_positions={"tot": 3})
+
+
+def test_an_artifact_s_reverse_built_for_the_array_s_length(tmp_path):
+    """hawk.artifact.build(..., reverse=True, reverse_positions={"out": n}): the loaded reverse gives
+    plan.reverse's bits (the winners kernel's counts included), and refuses another length or a repeated position
+    by name."""
+    import hawk.artifact
+    from hawk.artifact.cli import main
+
+    hawk.artifact.build(rk_place, tmp_path, reverse=True, reverse_positions={"out": SLOTS})
+    x, key, ct = _data(seed=22)
+    prior = np.random.default_rng(23).normal(size=SLOTS)
+    want = eagle.deploy(rk_place).reverse(ct, x=x, key=key, w=0.4, out=prior.copy())
+    art = hawk.load(tmp_path, "rk_place", threads=2, min_chunk=SMALL)
+    got = art.reverse(ct, x=x, key=key, w=0.4, out=prior.copy())
+    bt_same_bits(got, {k: np.asarray(v) for k, v in want.items()}, "artifact")
+    with pytest.raises(InputError, match=r"kernel 'rk_place': reverse: this artifact's reverse was built for outputs "
+                                         r"written by key of lengths \{'out': 3011\}, this run's are \{'out': 3000\}: "
+                                         r"rebuild it with reverse_positions=\{'out': 3000\}"):
+        art.reverse({"out": ct["out"][:N]}, x=x, key=np.where(key < N, key, -1).astype(np.int32), w=0.4)
+    key[key == 9] = -1
+    key[4] = key[2999] = 9
+    with pytest.raises(InputError, match=r"plane 'out' of kernel 'rk_place': reverse: 1 position\(s\).*stored more "
+                                         r"than once \(first: position 9, 2 stores\)"):
+        art.reverse(ct, x=x, key=key, w=0.4, out=prior.copy())
+    assert main(["build", "--reverse", "--reverse-positions", f"out={SLOTS}", "--out", str(tmp_path / "cli"),
+                 f"{__file__}:rk_place"]) == 0
+    got = hawk.load(tmp_path / "cli", "rk_place").reverse(ct, x=x, key=np.where(key == 9, -1, key).astype(np.int32),
+                                                          w=0.4, out=prior.copy())
+    assert sorted(got) == ["out", "w", "x"]
 
 
 def test_torch_autograd_bitwise_plan_reverse_and_gradcheck():

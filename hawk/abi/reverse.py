@@ -4,7 +4,7 @@ back for a loaded artifact's reverse."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # The adjoint's planes as a sidecar records them (hawk/reverse/sweep.Design's fields that the door reads).
 INFO_FIELDS = ("ct", "ct_kind", "payload", "grad", "grad_kind", "win", "kept", "init")
@@ -22,6 +22,7 @@ class Info:
     win: dict
     kept: dict
     init: tuple = ()  # outputs whose initial contents the adjoint reads as input planes (of their own names)
+    positions: dict = field(default_factory=dict)  # float output written by key -> the array length it was built for
 
 
 def info_to_json(design) -> dict:
@@ -29,6 +30,8 @@ def info_to_json(design) -> dict:
     d = {f: dict(getattr(design, f)) for f in INFO_FIELDS if f != "init"}
     if getattr(design, "init", ()):  # (written only when some: other kernels' sidecars are as before)
         d["init"] = list(design.init)
+    if getattr(design, "positions", {}):  # (likewise)
+        d["positions"] = dict(design.positions)
     d["payload"] = {k: list(v) for k, v in d["payload"].items()}
     d["kept"] = {k: list(v) for k, v in d["kept"].items()}
     return d
@@ -37,4 +40,5 @@ def info_to_json(design) -> dict:
 def info_from_json(d: dict) -> Info:
     return Info(dict(d["ct"]), dict(d["ct_kind"]), {k: tuple(v) for k, v in d["payload"].items()}, dict(d["grad"]),
                 dict(d["grad_kind"]), dict(d["win"]), {k: tuple(v) for k, v in d["kept"].items()},
-                tuple(d.get("init", ())))  # (a sidecar written before outputs' initial contents had gradients)
+                tuple(d.get("init", ())),  # (a sidecar written before outputs' initial contents had gradients)
+                dict(d.get("positions", {})))

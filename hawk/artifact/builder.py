@@ -157,7 +157,7 @@ def _host_cpu(cpu: str) -> dict:
 def build(kernel: Kernel, directory, targets: Iterable[str] = ("host",), dtypes: Iterable[str] = ("float64",),
           index_dtypes: dict[str, str] | None = None, chips: dict[str, str] | None = None,
           cpu: str = "native", reverse: bool | Iterable[str] = False,
-          reverse_extents: Iterable[int] | None = None) -> Path:
+          reverse_extents: Iterable[int] | None = None, reverse_positions: dict[str, int] | None = None) -> Path:
     """Publish `kernel` as exactly one launch into `directory`; returns the sidecar's path.
 
     A kernel that reads a reduced value later in its body runs in several stages (launches): publish it with
@@ -176,7 +176,9 @@ def build(kernel: Kernel, directory, targets: Iterable[str] = ("host",), dtypes:
     named, reverse=("x", "w")), with all its stages, so that `hawk.load(dir, name).reverse(cotangent, **planes)`
     gives plan.reverse's gradients without MLIR. An adjoint whose gradient spans the lanes (a plane read with
     .at, a cell that keeps an axis, stores by key on a grid) is specialised to the lane extents: give them as
-    reverse_extents=(n,) or (rows, columns).
+    reverse_extents=(n,) or (rows, columns). A float output written by key (hawk.scatter(out)[k] = v) has a
+    cotangent per position: give the array length the runs will pass (or their lane count, when they leave it
+    out) as reverse_positions={"out": n}.
     """
     kernel = _kernel(kernel)
     n = kernel.stage_count
@@ -187,19 +189,22 @@ def build(kernel: Kernel, directory, targets: Iterable[str] = ("host",), dtypes:
     ts = _targets(targets)
     args = (Path(directory), ts, _dtypes(dtypes), _index_dtypes(kernel, index_dtypes), _chips(chips, ts),
             _host_cpu(cpu))
-    rev = _publish_reverse(kernel, reverse, reverse_extents, *args)
+    rev = _publish_reverse(kernel, reverse, (reverse_extents, reverse_positions), *args)
     return _publish(kernel, *args, rev)
 
 
 def build_bundle(kernels: Iterable[Kernel], directory, targets: Iterable[str] = ("host",),
                  dtypes: Iterable[str] = ("float64",), index_dtypes: dict[str, str] | None = None,
                  chips: dict[str, str] | None = None, cpu: str = "native", reverse: bool | Iterable[str] = False,
-                 reverse_extents: Iterable[int] | dict | None = None) -> list[Path]:
+                 reverse_extents: Iterable[int] | dict | None = None,
+                 reverse_positions: dict | None = None) -> list[Path]:
     """Publish each kernel with all its stages into `directory` (one sidecar each); returns the sidecars' paths.
 
     `index_dtypes` maps Index plane names to int32/int64 for every kernel that has such a plane; `chips` and
     `cpu` as in build. `reverse` as in build, for every kernel (True, or the inputs to differentiate in each
-    kernel that has them); `reverse_extents` one tuple for every kernel or a dict by kernel name.
+    kernel that has them); `reverse_extents` one tuple for every kernel or a dict by kernel name;
+    `reverse_positions` {output: length} for every kernel that writes such an output by key, or a dict of those by
+    kernel name.
     """
     ks = [_kernel(k) for k in ([kernels] if isinstance(kernels, Kernel) else list(kernels))]
     if not ks:
@@ -232,9 +237,14 @@ def build_bundle(kernels: Iterable[Kernel], directory, targets: Iterable[str] = 
             rev = None
         else:
             ext = reverse_extents.get(k.name) if isinstance(reverse_extents, dict) else reverse_extents
+            pos = reverse_positions
+            if isinstance(pos, dict) and any(isinstance(v, dict) for v in pos.values()):  # (by kernel name)
+                pos = pos.get(k.name)
+            elif pos is not None:
+                pos = {n: v for n, v in pos.items() if k.signature.get(n) is not None}
             wrt = reverse if reverse is True else [x for x in _words(reverse, "reverse")
                                                    if k.signature.get(x) is not None]
-            rev = _publish_reverse(k, wrt, ext, Path(directory), ts, ds, i, ch, hc) if wrt else None
+            rev = _publish_reverse(k, wrt, (ext, pos), Path(directory), ts, ds, i, ch, hc) if wrt else None
         paths.append(_publish(k, Path(directory), ts, ds, i, ch, hc, rev))
     return paths
 
@@ -277,25 +287,46 @@ def _reverse_extents(kernel: Kernel, wrt: tuple[str, ...], extents) -> tuple[int
     return ext
 
 
-def _publish_reverse(kernel: Kernel, reverse, extents, d: Path, targets, dtypes, index_dtypes, chips,
-                     host_cpu) -> dict | None:
-    """Publish the adjoint (and winners) kernels of `kernel` into `d`; returns the sidecar's reverse entry."""
-    if reverse is False or reverse is None:
-        if extents is not None:
-            raise ValueError(f"kernel '{kernel.name}': reverse_extents= is for a build with reverse=True")
-        return None
-    from hawk.abi.reverse import info_to_json
-    from hawk.reverse import adjoint, facts, winners
+def _reverse_positions(kernel: Kernel, positions) -> tuple:
+    """((output, length), ...) for each float output written by key, from reverse_positions={output: length}."""
+    from hawk.reverse import facts
 
     keyed = sorted(facts(kernel).keyed)
-    if keyed:
-        raise ValueError(f"kernel '{kernel.name}': output plane '{keyed[0]}' is written by key, and its reverse is "
-                         f"made for the array's length at each run: differentiate it with plan.reverse (an "
-                         f"artifact's reverse does not take it yet), or build without reverse=")
+    got = dict(positions or {})
+    stray = sorted(set(got) - set(keyed))
+    if stray:
+        raise ValueError(f"kernel '{kernel.name}': reverse_positions= names '{stray[0]}', which is not a float output "
+                         f"it writes by key (those: {keyed})")
+    for out in keyed:
+        n = got.get(out)
+        if n is None:
+            raise ValueError(f"kernel '{kernel.name}': output plane '{out}' is written by key, and its reverse is made "
+                             f"for the array's length: pass reverse_positions={{'{out}': n}} with the length the "
+                             f"runs will pass (their lane count, when they leave it out)")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"kernel '{kernel.name}': reverse_positions= gives '{out}' {n!r}; give a positive whole "
+                             f"number (the array's length)")
+    return tuple((out, got[out]) for out in keyed)
+
+
+def _publish_reverse(kernel: Kernel, reverse, specialised: tuple, d: Path, targets, dtypes, index_dtypes, chips,
+                     host_cpu) -> dict | None:
+    """Publish the adjoint (and winners) kernels of `kernel` into `d`; returns the sidecar's reverse entry.
+    `specialised`: (reverse_extents, reverse_positions) as given."""
+    extents, positions = specialised
+    if reverse is False or reverse is None:
+        for name, given in (("reverse_extents", extents), ("reverse_positions", positions)):
+            if given is not None:
+                raise ValueError(f"kernel '{kernel.name}': {name}= is for a build with reverse=True")
+        return None
+    from hawk.abi.reverse import info_to_json
+    from hawk.reverse import adjoint, winners
+
     wrt = _reverse_wrt(kernel, reverse)
     ext = _reverse_extents(kernel, wrt, extents)
-    adj, design = adjoint(kernel, wrt, ext)
-    win = winners(kernel, ext) if design.win else None
+    pos = _reverse_positions(kernel, positions)
+    adj, design = adjoint(kernel, wrt, ext, pos)
+    win = winners(kernel, ext, pos) if design.win or design.positions else None
 
     def publish(k) -> dict:
         idx = {p: t for p, t in index_dtypes.items() if k.signature.get(p) is not None}

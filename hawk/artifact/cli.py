@@ -1,7 +1,8 @@
 """The artifact command line: `python -m hawk.artifact` or `hawk-artifact`.
 
     hawk-artifact build [--bundle] [--target host] [--dtype float64 ...] [--index-dtype PLANE=int64 ...]
-                        [--cpu native|portable] [--reverse [--reverse-extents N,M]] --out DIR module:kernel ...
+                        [--cpu native|portable] [--reverse [--reverse-extents N,M] [--reverse-positions OUT=N,...]]
+                        --out DIR module:kernel ...
     hawk-artifact show DIR NAME
 
 A `module` is a dotted module importable from the current directory, or a path to a .py file. Errors print one
@@ -52,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="also publish each kernel's adjoint, so that the loaded kernel has .reverse (docs/reverse.md)")
     b.add_argument("--reverse-extents", metavar="N[,M]", default=None,
                    help="the lane extents an adjoint whose gradient spans the lanes is built for (with --reverse)")
+    b.add_argument("--reverse-positions", metavar="OUT=N[,OUT=N]", default=None,
+                   help="the array length of each float output written by key, which its adjoint is built for "
+                        "(with --reverse)")
     s = sub.add_parser("show", help="check an artifact and print its sidecar summary",
                        description="Check DIR/NAME.json and its binaries, and print what the sidecar describes.")
     s.add_argument("dir", metavar="DIR")
@@ -121,6 +125,18 @@ def _index_dtypes(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _positions(text: str) -> dict[str, int]:
+    """--reverse-positions OUT=N[,OUT=N] as {output: length}."""
+    got = {}
+    for item in text.split(","):
+        name, eq, n = item.partition("=")
+        if not eq or not name.strip() or not n.strip().isdigit():
+            raise UsageError(f"--reverse-positions takes OUT=N[,OUT=N] (an output's name and its array length), "
+                             f"got {item!r}")
+        got[name.strip()] = int(n)
+    return got
+
+
 def _out_dir(out: str) -> Path:
     """--out as a directory this process can write in (created if missing), or a one-line UsageError."""
     if not out.strip():  # an unset shell variable (--out "$DIR") would publish into the current directory
@@ -162,8 +178,9 @@ def _build(args) -> int:
     out = _out_dir(args.out)
     try:
         ext = None if args.reverse_extents is None else tuple(int(e) for e in args.reverse_extents.split(","))
+        pos = None if args.reverse_positions is None else _positions(args.reverse_positions)
         paths = builder.build_bundle(kernels, out, targets=targets, dtypes=dtypes, index_dtypes=idx, cpu=args.cpu,
-                                     reverse=args.reverse, reverse_extents=ext)
+                                     reverse=args.reverse, reverse_extents=ext, reverse_positions=pos)
     except (ValueError, TypeError) as exc:
         raise UsageError(_one_line(exc)) from None
     except OSError as exc:  # the directory became unwritable, or the disk is full

@@ -259,8 +259,13 @@ def _check_reverse(d: dict, rev: dict, planes: dict, refuse: _Refuse) -> None:
         raise refuse(f"{path}.payload", "must give the payload of each cotangent (and of per-lane inputs only)")
     if not set(rev["win"]) <= set(rev["ct"]) & sinks:
         raise refuse(f"{path}.win", "names a sink without a cotangent")
-    if (rev["winners"] is None) != (not rev["win"]):
-        raise refuse(f"{path}.winners", "must name a winners kernel exactly when a sink is stored into (win)")
+    positions = rev.get("positions", {})
+    for o in positions:
+        if not str(d["outputs"].get(o, "")).startswith("scatter") or o not in rev["ct"]:
+            raise refuse(f"{path}.positions.{o}", "is not a float output the kernel writes by key")
+    if (rev["winners"] is None) != (not rev["win"] and not positions):
+        raise refuse(f"{path}.winners", "must name a winners kernel exactly when a sink is stored into (win) or an "
+                                        "output is written by key (positions)")
     adjoint = [*rev["ct"].values(), *rev["grad"].values(), *rev["win"].values()]
     if len(set(adjoint)) != len(adjoint) or set(adjoint) & set(planes):
         raise refuse(path, "names an adjoint plane twice, or one that is a plane of the kernel")
