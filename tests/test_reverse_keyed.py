@@ -17,6 +17,8 @@ from eagle.errors import InputError
 from hawk import Grid, Index, Mutable, Param, Scalar
 from hawk.errors import KernelError
 
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:torch.jit")  # (torch.compile's own)
+
 N = 3_000
 SLOTS = N + 11  # the passed arrays and the sink twin: longer than the lanes (positions nobody stores keep content)
 SMALL = 64  # min_chunk: N lanes take several chunks
@@ -333,6 +335,12 @@ def test_torch_autograd_bitwise_plan_reverse_and_gradcheck():
     want = eagle.deploy(rk_place).reverse({"out": cto, "tot": np.array([0.7])}, x=x, key=key, w=0.9)
     bt_same_bits({"x": xt.grad.numpy(), "w": wt.grad.reshape(1).numpy()}, {"x": want["x"], "w": want["w"]},
                  "torch backward")
+    def loss(v):  # (the same under torch.compile, with no graph break: the reverse is a custom op)
+        r = f(key=torch.from_numpy(key), x=v, w=0.9)
+        return (r["out"] * torch.from_numpy(cto)).sum() + 0.7 * r["tot"].sum()
+
+    g, = torch.autograd.grad(torch.compile(loss, fullgraph=True)(xt), [xt])
+    bt_same_bits(g.numpy(), np.asarray(want["x"]), "torch.compile backward")
     k = torch.from_numpy(np.random.default_rng(15).permutation(12).astype(np.int32))
     k[3] = -1
     xs = torch.from_numpy(np.random.default_rng(16).normal(size=12)).requires_grad_()

@@ -29,8 +29,7 @@ class OutputsMixin:
                 return
             v, key = stored_value(op), store_key(op)
             if key is not None:  # written by key: the cotangent at its position (a key of -1 wrote nothing)
-                ok = self.op("arith.xori", self.icmp_eq(key, self.iconst(-1)), self.true())
-                self.acc(v, self.where(ok, self.read_ct(out, v.type, [key])), False, adj)
+                self.acc(v, self.where(self.wrote([key]), self.read_ct(out, v.type, [key])), False, adj)
                 return
             ct = create("hawk.load", [self.arg(self.p.ct[out], "plane", v.type, self.p.axes)], [v.type]).result
             self.acc(v, ct, False, adj)
@@ -53,10 +52,7 @@ class OutputsMixin:
         else:
             sink = sink_name(op)
             v, keys = stored_value(op), scatter_keys(op)
-            ok = None
-            for k in keys:
-                valid = self.op("arith.xori", self.icmp_eq(k, self.iconst(-1)), self.true())
-                ok = valid if ok is None else self.land(ok, valid)
+            ok = self.wrote(keys)
             if scatter_mode(op) == "set":
                 labels = [f"a{k}" for k in range(len(keys))]
                 ft = self.ftype_of(v.type)
@@ -65,6 +61,14 @@ class OutputsMixin:
                 mine = self.cmp("oeq", win, self.store_number(op))
                 ok = self.land(ok, mine)
             self.acc(v, self.where(ok, self.read_ct(sink, v.type, keys)), False, adj)
+
+    def wrote(self, keys: list) -> ir.Value:
+        """Whether a scatter or store by these keys wrote anything: a key of -1 (on any axis) writes nothing."""
+        ok = None
+        for k in keys:
+            valid = self.op("arith.xori", self.icmp_eq(k, self.iconst(-1)), self.true())
+            ok = valid if ok is None else self.land(ok, valid)
+        return ok
 
     def true(self) -> ir.Value:
         i1 = ir.IntegerType.get_signless(1)
