@@ -156,11 +156,11 @@ def adjoint_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...], positions:
     kernel = plan.kernel
     cache = plan.__dict__.setdefault("_reverse", {})
     ext = extents if kernel.adjoint_needs_extents(wrt) else None
-    key = (wrt, ext, positions) if positions else (wrt, ext)
+    key = (wrt, ext, positions)
     if key not in cache:
         made = kernel.__dict__.setdefault("_adjoints", {})  # the kernels, shared by every plan of `kernel`
-        if key not in made:  # (adjoint, design, winners or None): hawk/reverse
-            made[key] = kernel.adjoint(wrt, ext, positions) if positions else kernel.adjoint(wrt, ext)
+        if key not in made:
+            made[key] = kernel.adjoint(wrt, ext, positions)  # (adjoint, design, winners or None): hawk/reverse
         adj, design, win = made[key]
         opts = dict(threads=plan.threads, min_chunk=plan.min_chunk, **getattr(plan, "options", {}))
         cache[key] = (eagle.deploy(adj, plan.target, **opts), design,
@@ -343,9 +343,8 @@ class Reverse:
                 plan.binder.check_keys(kernel.layout(b.spec, k), b)
         self.dtype, self.extents = b.dtype, b.extents
         self.kwrt, self.swrt = choose_wrt(fwd, wrt, b.given, source.built)
-        positions = fwd.positions(self.planes, b.extents)
-        adj, self.design, win = source(fwd, self.kwrt, b.extents, positions) if positions else \
-            source(fwd, self.kwrt, b.extents)
+        positions = self.positions = fwd.positions(self.planes, b.extents)
+        adj, self.design, win = source(fwd, self.kwrt, b.extents, positions)
         inputs = adjoint_inputs(fwd, self.planes, b.extents, b.dtype)
         zero = cotangents(fwd, self.design, {}, b.extents, b.dtype)
         self.fills = {s: np.full(tuple(a.extent for a in sig.get(s).axes), -1.0, b.dtype) for s in self.design.win}
@@ -432,7 +431,7 @@ class Reverse:
                 self.plan.last_reverse_chunks += self.sums_run.runner.last_chunks
             return {**results, **{g.grad[x]: got[g.grad[x]] for x in g.grad}, **sums}
         if self.exact_run is None:
-            adj, _, _ = self.source(self.fwd, self.kwrt, self.extents)
+            adj, _, _ = self.source(self.fwd, self.kwrt, self.extents, self.positions)
             self.exact_run = _Prepared(adj, self.exact_planes)
         self.exact_calls += 1
         for name, a in cts.items():

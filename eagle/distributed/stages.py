@@ -39,7 +39,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from eagle import native
-from eagle.bridge import keyed_outputs
+from eagle.bridge import refuse_keyed
 from eagle.distributed.reach import Reach, reach
 from eagle.distributed.sinks import large_sinks
 from eagle.errors import InputError
@@ -136,11 +136,7 @@ def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
     coordinate (a Grid's row; 0 for 1-D lanes)."""
     kernel = plan.kernel
     name = kernel.name
-    by_key = keyed_outputs(plan)
-    keyed = [p.name for p in kernel.signature.planes if p.name in by_key]
-    if keyed:
-        raise InputError(f"plane '{keyed[0]}' of kernel '{name}' is written by key (hawk.scatter({keyed[0]})[k] = v): "
-                         f"its positions are not lanes, so no shard owns them; run the kernel unsharded")
+    refuse_keyed(plan, f"sharded runs over {where}")
     how = reach(kernel, spec, where)
     scans = folds = False
     local = []
