@@ -307,3 +307,33 @@ def test_a_cache_that_cannot_be_written_still_runs(monkeypatch, tmp_path):
 
     np.testing.assert_array_equal(np.asarray(eagle.deploy(ic_nowrite).run(x=np.arange(3.0))), [0.0, 2.0, 4.0])
     assert not list((tmp_path / "cache").glob("ic_nowrite-*.so"))
+
+
+NO_CACHE_RUN = """
+import numpy as np
+import eagle, hawk
+from eagle import native
+
+
+@hawk.kernel
+def ic_nocache(x: hawk.Scalar) -> hawk.Scalar:
+    return x * 2.0 + hawk.sum(x)
+
+
+assert np.asarray(eagle.deploy(ic_nocache).run(x=np.arange(3.0))).tolist() == [3.0, 5.0, 7.0]
+print(native.FIRES[0])
+"""
+
+
+def test_with_the_cache_off_nothing_is_left_in_the_temporary_directory(tmp_path):
+    """Libraries are built in private folders; with no cache to take them (HAWK_CACHE_DIR=''), the folders used to
+    stay behind, one per library and process. A mapped library needs no file, so none is left."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = dict(_env(tmp_path, TMPDIR=str(tmpdir)), HAWK_CACHE_DIR="")
+    (tmp_path / "ic_nocache.py").write_text(NO_CACHE_RUN)
+    r = subprocess.run([sys.executable, str(tmp_path / "ic_nocache.py")], capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split()[-1]) > 0  # the native executor (a C library built here) ran the stages
+    assert sorted(p.name for p in tmpdir.iterdir()) == []

@@ -60,15 +60,17 @@ def load(source: Path, stem: str, flags: list[str] | tuple[str, ...] = (), what:
     import tempfile
 
     tmp = Path(tempfile.mkdtemp(prefix=f"{stem}-"))
-    built = tmp / f"{stem}.so"
-    argv = [cc, *BASE_FLAGS, *flags, "-o", str(built), str(source)]
-    r = subprocess.run(argv, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"building {what} failed: {' '.join(argv)}: {r.stderr.strip()[-400:]}")
-    lib = ctypes.CDLL(str(built))
-    # never loaded back from the cache path just written (another process may be checking it): the private copy
-    # is mapped already and can go, unless the cache could not take it
-    if so is not None and cache.write_entry(so, built.read_bytes()):
-        built.unlink()
-        tmp.rmdir()
-    return lib
+    try:
+        built = tmp / f"{stem}.so"
+        argv = [cc, *BASE_FLAGS, *flags, "-o", str(built), str(source)]
+        r = subprocess.run(argv, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"building {what} failed: {' '.join(argv)}: {r.stderr.strip()[-400:]}")
+        lib = ctypes.CDLL(str(built))
+        # never loaded back from the cache path just written (another process may be checking it); the private
+        # copy is mapped already, so its folder goes whether or not the cache took the bytes
+        if so is not None:
+            cache.write_entry(so, built.read_bytes())
+        return lib
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -11,6 +11,7 @@ their recorded sha256 before they are loaded (hawk.abi.cache).
 from __future__ import annotations
 
 import ctypes
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable
@@ -64,14 +65,16 @@ def load(key: str, name: str, build: Callable[[Path], None]) -> HostLibrary:
 def _build_into(so: Path | None, name: str, build: Callable[[Path], None]) -> HostLibrary:
     """Build the library in a private temporary directory, load it from there and put a copy in the cache at `so`
     (atomically, with its seal). It is never loaded back from `so`: another process may find the entry between
-    its rename and its seal, take it for a damaged one and remove it. The private copy is removed once it is mapped
-    (where the cache cannot take it, off or on a full disk, it stays: the library's only file)."""
+    its rename and its seal, take it for a damaged one and remove it. The private folder is removed once the
+    library is mapped (a mapped library needs no file), and after a failed build, so that nothing is left in the
+    temporary directory, with the cache off or on."""
     tmp = Path(tempfile.mkdtemp(prefix="hawk-host-"))
-    built = tmp / f"{name}.so"
-    build(built)
-    lib = HostLibrary(built, name)
-    if so is not None and cache.write_entry(so, built.read_bytes()):
-        lib.path = so
-        built.unlink()
-        tmp.rmdir()
-    return lib
+    try:
+        built = tmp / f"{name}.so"
+        build(built)
+        lib = HostLibrary(built, name)
+        if so is not None and cache.write_entry(so, built.read_bytes()):
+            lib.path = so
+        return lib
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
