@@ -16,6 +16,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import sys
 import traceback
 
@@ -26,8 +27,8 @@ _HEAD = ("import hawk\nimport hawk.math as m\nfrom hawk import Grid, Index, Muta
          f"\nN = {N}\nB = {BINS}\n\n\n")
 _HEAD_LINES = _HEAD.count("\n")
 
-__all__ = ["KNOWN", "case", "check", "close", "fresh", "load_kernel", "main", "named", "raised", "record",
-           "run_cases", "runner_args"]
+__all__ = ["KEYS_OUTSIDE", "KNOWN", "REFUSALS", "case", "check", "close", "fresh", "known_refusal", "load_kernel",
+           "main", "named", "raised", "record", "run_cases", "runner_args"]
 
 
 class Gen(Grammar):
@@ -622,13 +623,39 @@ def record(c: Case) -> dict:
     return {"index": c.index, "what": c.what, "tags": sorted(c.tags)}
 
 
+# The refusals a generated kernel may meet by design, by the words that say why: a kernel with only integer results
+# has nothing to differentiate; a sharded run cannot split a plane read with .at(...) at any lane, nor an output
+# written by key (positions, not lanes) inside shard_map or a process group. A runner that meets any other refusal
+# reports a failure, even when it names the kernel: an internal error can name the kernel too.
+REFUSALS = (
+    r"the kernel has no float result to differentiate",
+    r"is read with \.at\(\.\.\.\) at a \w+ that is not this lane's own \w+ plus a constant, which can reach any "
+    r"lane",
+    r"written by key \(hawk\.scatter\(\w+\)\[k\] = v\), has positions, not lanes, so sharded runs",
+)
+
+
+# A runner that draws its own planes may draw keys outside a sink: refused as the forward refuses any such run.
+KEYS_OUTSIDE = r"holds key -?\d+, outside "
+
+
+def known_refusal(exc: BaseException, also: tuple[str, ...] = ()) -> bool:
+    """Whether `exc` says one of REFUSALS' reasons or `also`'s (and nothing says it is internal)."""
+    text = str(exc)
+    return "internal error" not in text and any(re.search(p, text) for p in REFUSALS + also)
+
+
 def raised(c: Case, exc: BaseException, refusals: tuple = ()) -> dict:
-    """A runner's record for an exception: a refusal of a type in `refusals` that names the kernel is "refused"
-    (one that does not name it fails); anything else is a bug: its kind and where it came from."""
+    """A runner's record for an exception: a refusal of a type in `refusals` that names the kernel and gives one
+    of REFUSALS' reasons is "refused" (one without the name, or for another reason, fails); anything else is a
+    bug: its kind and where it came from."""
     out = record(c)
     if isinstance(exc, refusals):
         if c.name not in str(exc):
             return {**out, "status": "fail", "why": f"refusal without the kernel's name: {str(exc)[:300]}"}
+        if not known_refusal(exc):
+            return {**out, "status": "fail", "why": f"refused for a reason no generated kernel should meet: "
+                                                    f"{str(exc)[:300]}"}
         return {**out, "status": "refused", "why": str(exc)[:200]}
     tb = traceback.extract_tb(exc.__traceback__)[-1]
     return {**out, "status": "fail",

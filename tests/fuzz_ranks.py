@@ -87,9 +87,10 @@ def refused(c, exc: BaseException) -> dict:
     import eagle
 
     if isinstance(exc, eagle.InputError):
-        if c.name in str(exc):
+        if c.name in str(exc) and fk.known_refusal(exc):
             return {**fk.record(c), "status": "refused", "why": str(exc)[:300]}
-        return {**fk.record(c), "status": "fail", "why": f"InputError not naming the kernel: {exc}"}
+        return {**fk.record(c), "status": "fail", "why": f"InputError not naming the kernel or for no known reason: "
+                                                        f"{exc}"}
     return fk.raised(c, exc)
 
 

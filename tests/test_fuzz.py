@@ -313,3 +313,24 @@ def test_a_crashing_case_is_reported_with_its_source(tmp_path):
     assert crash["status"] == "fail" and crash.get("crash"), crash
     assert "died" in crash["why"] and fk.case(SEED, 2).source in crash["why"]
     assert all(r["status"] == "ok" for k, r in enumerate(results) if k != 2)
+
+
+def test_a_refusal_passes_only_for_a_reason_generated_kernels_may_meet():
+    """The runners count a refusal naming the kernel as 'refused' only when it gives one of fk.REFUSALS' reasons:
+    an internal error, or a refusal for any other reason, fails even when it names the kernel."""
+    import eagle
+    import hawk
+
+    c = fk.case(SEED, 0)
+    known = eagle.InputError(f"kernel '{c.name}': reverse: the kernel has no float result to differentiate (...)")
+    assert fk.raised(c, known, (eagle.InputError,))["status"] == "refused"
+    at = eagle.InputError(f"kernel '{c.name}': plane 'u' is read with .at(...) at a sample that is not this lane's "
+                          "own sample plus a constant, which can reach any lane, and lanes are split over ...")
+    assert fk.raised(c, at, (eagle.InputError,))["status"] == "refused"
+    for exc in (hawk.KernelError(f"kernel '{c.name}': internal error: a gathered .at read reversed inside an if"),
+                hawk.KernelError(f"kernel '{c.name}': the reverse does not know the op foo.bar"),
+                eagle.InputError(f"kernel '{c.name}': the kernel has no float result to differentiate, internal error"),
+                eagle.InputError("kernel 'another': the kernel has no float result to differentiate")):
+        assert fk.raised(c, exc, (eagle.InputError, hawk.KernelError))["status"] == "fail", exc
+    keys = eagle.InputError(f"kernel '{c.name}': plane 'k' holds key 40, outside sink 'bins' (32 slots)")
+    assert not fk.known_refusal(keys) and fk.known_refusal(keys, (fk.KEYS_OUTSIDE,))
