@@ -349,18 +349,6 @@ def test_bundle_artifact_gives_the_same_bits(tmp_path):
         assert np.asarray(got[name]).tobytes() == want[name].tobytes()
 
 
-def test_reverse_refuses_an_exclusive_min_scan_instead_of_a_wrong_gradient():
-    @hawk.kernel
-    def excl_min(x: Scalar, y: Mutable[Scalar]):
-        y = hawk.scan(x, op=m.min, exclusive=True)  # @excl_min
-
-    plan = eagle.deploy(excl_min)  # (other scans have gradients: tests/test_scan_reverse.py)
-    with pytest.raises(hawk.KernelError, match="op=m.min only inclusive") as exc:
-        plan.reverse(np.ones(10), x=np.arange(10.0))
-    line = next(i for i, ln in enumerate(open(__file__).read().splitlines(), 1) if "# @excl_min" in ln)
-    assert f"test_scan.py:{line}:" in str(exc.value)
-
-
 def test_no_lanes_and_one_lane():
     assert bt_run(inclusive, x=np.zeros(0)).shape == (0,)
     assert bt_run(exclusive, x=np.array([2.5])).tobytes() == np.array([-0.0]).tobytes()

@@ -286,6 +286,12 @@ _GRAD_CASES = {
     "running_max": lambda rng, n: (running_max, rng.standard_normal(n),
                                    {"x": np.round(rng.standard_normal(n) * 4) / 4,
                                     "start": (rng.random(n) < 0.001).astype(np.float64)}),
+    "before_max": lambda rng, n: (before_max, rng.standard_normal(n),
+                                  {"x": np.round(rng.standard_normal(n) * 4) / 4,
+                                   "start": (rng.random(n) < 0.001).astype(np.float64)}),
+    "after_min": lambda rng, n: (after_min, rng.standard_normal(n),
+                                 {"x": np.round(rng.standard_normal(n) * 4) / 4,
+                                  "start": (rng.random(n) < 0.001).astype(np.float64)}),
 }
 
 
@@ -391,14 +397,17 @@ def running_min(x: Scalar) -> Scalar:
     return hawk.scan(x, op=m.min)
 
 
-def _extreme_grad(x, ct, flags, better):
-    """Lane j's cotangent split equally between the lanes i <= j of its segment with x[i] == y[j]."""
+def _extreme_grad(x, ct, flags, better, exclusive=False):
+    """Lane j's cotangent split equally between the lanes i <= j of its segment with x[i] == y[j] (exclusive:
+    i < j, and a segment's first lane, its value the identity, gives nothing)."""
     g = np.zeros_like(x)
     seg_first = 0
     for j in range(x.size):
         if flags[j]:
             seg_first = j
-        lanes = np.arange(seg_first, j + 1)
+        lanes = np.arange(seg_first, j + (0 if exclusive else 1))
+        if not lanes.size:
+            continue
         best = lanes[0]
         for i in lanes:
             if better(x[i], x[best]):
@@ -433,13 +442,13 @@ def suffix_min(x: Scalar) -> Scalar:
     return hawk.scan(x, op=m.min, reverse=True)
 
 
-def _mirrored(x, ct, flags, better):
+def _mirrored(x, ct, flags, better, exclusive=False):
     """The reverse scan's rule through the forward one's reference: lanes and segments mirrored (a segment's
     first lane, flagged, becomes its last)."""
     starts = np.flatnonzero(np.r_[True, flags[1:]])
     mirrored_flags = np.zeros(x.size, bool)
     mirrored_flags[x.size - 1 - (np.r_[starts[1:], x.size] - 1)] = True
-    return _extreme_grad(x[::-1], ct[::-1], mirrored_flags, better)[::-1]
+    return _extreme_grad(x[::-1], ct[::-1], mirrored_flags, better, exclusive)[::-1]
 
 
 @pytest.mark.parametrize("threads", [1, 3])
@@ -517,24 +526,75 @@ def test_no_lanes_and_one_lane():
     assert out["y"].tobytes() == np.array([2.5]).tobytes() and out["z"].tobytes() == np.array([-0.0]).tobytes()
 
 
-def test_keyed_and_exclusive_extreme_scans_are_refused_at_their_line():
+def test_keyed_extreme_scans_are_refused_at_their_line():
     @hawk.kernel
     def keyed(x: Scalar, k: Index, y: Mutable[Scalar]):
         y = hawk.scan(x, by=k, keys=4, op=m.max)  # @keyed_scan
 
-    @hawk.kernel
-    def rev_max(x: Scalar, y: Mutable[Scalar]):
-        y = hawk.scan(x, op=m.max, reverse=True, exclusive=True)  # @rev_max
-
     lines = open(__file__).read().splitlines()
     x, k = np.arange(10.0), (np.arange(10) % 4).astype(np.int32)
-    for kernel, tag, words, planes in ((keyed, "# @keyed_scan", "keyed hawk.scan \\(by=\\) only with op=m.add",
-                                        {"x": x, "k": k}),
-                                       (rev_max, "# @rev_max", "op=m.max only inclusive", {"x": x})):
-        with pytest.raises(hawk.KernelError, match=words) as exc:
-            eagle.deploy(kernel).reverse(np.ones(10), **planes)
-        line = next(i for i, ln in enumerate(lines, 1) if tag in ln)
-        assert f"test_scan_reverse.py:{line}:" in str(exc.value)
+    with pytest.raises(hawk.KernelError, match="keyed hawk.scan \\(by=\\) only with op=m.add") as exc:
+        eagle.deploy(keyed).reverse(np.ones(10), x=x, k=k)
+    line = next(i for i, ln in enumerate(lines, 1) if "# @keyed_scan" in ln)
+    assert f"test_scan_reverse.py:{line}:" in str(exc.value)
+
+
+@hawk.kernel
+def before_max(x: Scalar, start: Scalar) -> Scalar:
+    return hawk.scan(x * x, op=m.max, exclusive=True, reset=start > 0.5)
+
+
+@hawk.kernel
+def after_min(x: Scalar, start: Scalar) -> Scalar:
+    return hawk.scan(x, op=m.min, exclusive=True, reverse=True, reset=start > 0.5)
+
+
+@hawk.kernel
+def grid_before_min(g: hawk.Grid["row", "col":7], x: Scalar) -> Scalar:
+    y = hawk.scan(x, op=m.min, exclusive=True)  # (flat lane order: a row's first lane follows the row before's last)
+    return m.where(m.isinf(y), 0.0, y) * x
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 600, 2 * SCAN_BLOCK + 11])
+def test_gradients_of_exclusive_extreme_scans_split_ties_equally(n):
+    """An exclusive min/max scan's value is the inclusive one a lane back (reverse=True: a lane on): the rule of
+    the inclusive scan with the cotangent moved over by one lane, across blocks, segments and odd lengths."""
+    rng = np.random.default_rng(n)
+    x = np.round(rng.standard_normal(n) * 4) / 4  # many ties (x * x too)
+    start = (rng.random(n) < 0.02).astype(np.float64)
+    ct = rng.standard_normal(n)
+    flags = (start > 0.5) | (np.arange(n) == 0)
+    g = np.asarray(eagle.deploy(before_max).reverse(ct, x=x, start=start)["x"])
+    want = 2 * x * _extreme_grad(x * x, ct, flags, lambda a, b: a > b, exclusive=True)
+    assert np.allclose(g, want, rtol=1e-12, atol=1e-12)
+    g = np.asarray(eagle.deploy(after_min).reverse(ct, x=x, start=start)["x"])
+    assert np.allclose(g, _mirrored(x, ct, flags, lambda a, b: a < b, exclusive=True), rtol=1e-12, atol=1e-12)
+
+
+def test_gradient_of_an_exclusive_scan_over_a_grid_in_flat_order():
+    rng = np.random.default_rng(29)
+    x = np.round(rng.standard_normal((301, 7)) * 4) / 4
+    ct = rng.standard_normal(x.shape)
+    y = np.r_[np.inf, np.minimum.accumulate(x.ravel())[:-1]]
+    g = np.asarray(eagle.deploy(grid_before_min, threads=3, min_chunk=SCAN_BLOCK).reverse(ct, x=x)["x"])
+    want = _extreme_grad(x.ravel(), (ct * x).ravel(), np.zeros(x.size, bool), lambda a, b: a < b, True) + \
+        np.where(np.isinf(y), 0.0, (ct.ravel() * y))
+    assert np.allclose(g.ravel(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_gradients_of_exclusive_extreme_scans_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    x, ct = np.random.default_rng(30).standard_normal((2, 700))  # no ties
+    start = np.zeros(700)
+    g = np.asarray(eagle.deploy(before_max).reverse(ct, x=x, start=start)["x"])
+    _, vjp = jax.vjp(lambda a: jnp.concatenate([jnp.array([-jnp.inf]), jax.lax.cummax(a * a)[:-1]]), x)
+    assert np.allclose(g, np.asarray(vjp(ct)[0]), rtol=1e-13, atol=1e-13)
+    g = np.asarray(eagle.deploy(after_min).reverse(ct, x=x, start=start)["x"])
+    _, vjp = jax.vjp(lambda a: jnp.concatenate([jax.lax.cummin(a, reverse=True)[1:], jnp.array([jnp.inf])]), x)
+    assert np.allclose(g, np.asarray(vjp(ct)[0]), rtol=1e-13, atol=1e-13)
 
 
 @hawk.kernel

@@ -49,7 +49,6 @@ def facts(kernel: Kernel) -> Facts:
         plane_name,
         reduce_kind,
         scan_keys,
-        scan_mode,
         scan_op,
         scan_order,
         scan_value,
@@ -84,12 +83,6 @@ def facts(kernel: Kernel) -> Facts:
                                    "order=\"lane\" (a min/max or order=\"key\" keyed scan has no gradient rule "
                                    "yet): keep it out of the gradient, or scan each key's lanes with reset= where "
                                    "they are contiguous")
-            elif is_hawk(op, "scan") and scan_op(op) != "add" and is_float(scan_value(op).type) and \
-                    scan_mode(op) == "exclusive":
-                raise error_at(op, f"the reverse differentiates a float hawk.scan with op=m.{scan_op(op)} only "
-                                   "inclusive (its exclusive form has no gradient rule yet: its cotangent would "
-                                   "have to move one lane over): scan inclusively and combine with the lane's own "
-                                   "value, or keep the scan out of the gradient")
             elif is_hawk(op, "store") and store_key(op) is not None:
                 if _in_loop(op):
                     raise error_at(op, f"the reverse does not take a store by key into output plane "

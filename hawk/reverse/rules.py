@@ -41,6 +41,10 @@ class Emit:
         i64 = ir.IntegerType.get_signless(64)
         return create("arith.constant", [], [i64], {"value": ir.IntegerAttr.get(i64, x)}).result
 
+    def bconst(self, x: bool) -> ir.Value:
+        i1 = ir.IntegerType.get_signless(1)
+        return create("arith.constant", [], [i1], {"value": ir.IntegerAttr.get(i1, int(x))}).result
+
     def zero(self, t: ir.Type) -> ir.Value:
         return self.const(0.0, t)
 

@@ -361,25 +361,70 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         self.acc(x, dx, False, adj)
 
     def reverse_extreme_scan(self, op, g, adj: dict) -> None:
-        """An inclusive min/max scan, forward or reverse (facts() refuses the exclusive ones): lane j's cotangent
-        goes to the lanes of its segment that y[j] ranges over (i <= j; reverse=True: i >= j) with x[i] == y[j],
-        split equally (hawk.max's rule). Those lanes lie in j's plateau (a run of lanes with one y), where a lane
-        whose own x is y is a tie. Forward: a plateau starts where y changes (start = y differs from the
-        exclusive scan, or reset), c = the running count of ties since the last start, and
-        dx = where(tie, the reverse add scan of dy / c with the same starts). Reverse: the mirror; a plateau
-        starts after a lane where y changes, found from the lane before's y, which the exclusive scan of y with
-        the other operator gives (y is monotone within a segment), and the counts run downwards, the shares
-        upwards."""
-        x, y, reset = scan_value(op), op.results[0], scan_reset(op)
+        """A min/max scan. Inclusive, forward or reverse: lane j's cotangent goes to the lanes of its segment
+        that y[j] ranges over (i <= j; reverse=True: i >= j) with x[i] == y[j], split equally (hawk.max's rule).
+        Those lanes lie in j's plateau (a run of lanes with one y), where a lane whose own x is y is a tie.
+        Forward: a plateau starts where y changes (start = y differs from the exclusive scan, or reset), c = the
+        running count of ties since the last start, and dx = where(tie, the reverse add scan of dy / c with the
+        same starts). Reverse: the mirror; a plateau starts after a lane where y changes, found from the lane
+        before's y, which the exclusive scan of y with the other operator gives (y is monotone within a
+        segment), and the counts run downwards, the shares upwards.
+        Exclusive: y[j] is the inclusive scan's value one lane back (reverse=True: one lane on), or the identity
+        at its segment's first (last) lane, a constant. So the rule above runs on the inclusive scan with the
+        cotangent moved one lane over (`shifted`), the identity lanes' cotangents dropped."""
+        x, reset = scan_value(op), scan_reset(op)
+        extra = [reset] if reset is not None else []
+        rev = {"reverse": ir.UnitAttr.get()} if scan_reverse(op) else {}
+        y = op.results[0]
+        if scan_mode(op) == "exclusive":
+            y = create("hawk.scan", [x, *extra], [x.type], {"op": scan_op(op), "mode": "inclusive", **rev}).result
+            # a segment's first lane (reverse=True: its last) holds the identity: its cotangent reaches no lane
+            if reset is not None and not rev:
+                g = self.where(self.op("arith.xori", reset, self.bconst(True)), g)
+            g = self.shifted(g, back=not rev)
+            if reset is not None and rev:  # (the lane after a segment's last is the next segment's first)
+                g = self.where(self.op("arith.xori", reset, self.bconst(True)), g)
+        self.extreme_rule(x, y, reset, bool(rev), scan_op(op), g, adj)
+
+    def shifted(self, g: ir.Value, back: bool) -> ir.Value:
+        """Each lane's g one lane on (`back`: lane i gets g[i + 1]; else g[i - 1]); the identity -0.0 past the
+        run's ends. Moving a per-lane value needs no new op: an exclusive add scan over segments of two lanes
+        holds its partner's value (-0.0 + v is v exactly, NaN, inf and zeros' signs included); segments that
+        start on even lanes serve one parity, those that start on odd lanes the other."""
+        odd = self.op("arith.trunci", self.op("arith.andi", self.flat_lane(), self.iconst(1)),
+                      t=ir.IntegerType.get_signless(1))
+        even = self.op("arith.xori", odd, self.bconst(True))
+        attrs = {"op": "add", "mode": "exclusive"} | ({"reverse": ir.UnitAttr.get()} if back else {})
+        on_even = create("hawk.scan", [g, even], [g.type], attrs).result  # segments [2k, 2k+1]
+        on_odd = create("hawk.scan", [g, odd], [g.type], attrs).result  # segments [2k+1, 2k+2] (and [0])
+        # back: an even lane's partner (2k + 1) is in its even-started segment; else an odd lane's (2k) is
+        return self.select(even, on_even, on_odd) if back else self.select(odd, on_even, on_odd)
+
+    def flat_lane(self) -> ir.Value:
+        """This lane's flat index, the scans' lane order, from the run's extents (hawk.extent: the adjoint need
+        not be specialised to them, as `linear` needs)."""
+        i64 = ir.IntegerType.get_signless(64)
+        lin = stride = None
+        for a in reversed(self.p.axes):
+            c = self.lane(a)
+            term = c if stride is None else self.op("arith.muli", c, stride)
+            lin = term if lin is None else self.op("arith.addi", lin, term)
+            e = create("hawk.extent", [], [i64], {"axis": a}).result
+            stride = e if stride is None else self.op("arith.muli", stride, e)
+        return lin
+
+    def extreme_rule(self, x, y, reset, reverse: bool, opname: str, g, adj: dict) -> None:
+        """The inclusive min/max scan's rule (reverse_extreme_scan) for x, its inclusive scan y and y's
+        cotangent g."""
         i64 = ir.IntegerType.get_signless(64)
         extra = [reset] if reset is not None else []
         down = {"reverse": ir.UnitAttr.get()}
-        if scan_reverse(op):
-            other = "min" if scan_op(op) == "max" else "max"
+        if reverse:
+            other = "min" if opname == "max" else "max"
             before = create("hawk.scan", [y, *extra], [x.type], {"op": other, "mode": "exclusive"}).result
             counts, shares = down, {}
         else:
-            before = create("hawk.scan", [x, *extra], [x.type], {"op": scan_op(op), "mode": "exclusive"}).result
+            before = create("hawk.scan", [x, *extra], [x.type], {"op": opname, "mode": "exclusive"}).result
             counts, shares = {}, down
         start = self.cmp("une", before, y)
         if reset is not None:
