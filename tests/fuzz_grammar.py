@@ -93,6 +93,12 @@ class Grammar:
         self.lines: list[str] = []
         self.tmp = 0
         self.locals: dict[str, E] = {}
+        # @hawk.func helpers: their defs (each complete before the next, so a nested one comes first), how deep
+        # the drawing is inside them, and their own random stream: the kernel's draws do not move, so a seed's
+        # kernels keep their shape, now with some of their expressions passed through funcs
+        self.funcs: list[str] = []
+        self.in_func = self.nfunc = 0
+        self.frng = np.random.default_rng([seed, index, 0xF])
 
     # ---- data ------------------------------------------------------------------------------------------
     def planes(self):
@@ -164,7 +170,61 @@ class Grammar:
     def num(self, d: int) -> E:
         return self.f(d) if self.rng.random() < 0.7 else self.i(d)
 
+    FUNC_P = (0.05, 0.2)  # the chance that a drawn float expression (depth >= 1) is passed through a fresh func,
+    # in a kernel's body and in a func's (a func calling a func)
+
     def f(self, d: int) -> E:
+        e = self._f(d)
+        if d > 0 and self.in_func < 2 and self.frng.random() < self.FUNC_P[self.in_func]:
+            return self.func_call(e, d)
+        return e
+
+    def func_call(self, a: E, d: int) -> E:
+        """`a` passed to a fresh `@hawk.func hN(a, b, j)` with a float `b` and an integer `j` drawn here (or `j`
+        left to a default); the body is drawn from this grammar over the parameters alone (no plane, no .at, no
+        kernel local), perhaps with a local of its own, perhaps calling a func of its own. Arguments go by
+        position or by keyword. All of it from the funcs' own stream."""
+        main, self.rng = self.rng, self.frng
+        name = f"h{self.nfunc}"
+        self.nfunc += 1
+        try:
+            b = self.f(d - 1)
+            default = self.rng.random() < 0.2
+            j = self.iconst() if default else self.i(d - 1)
+            saved = (self.env, self.locals, self.grid)
+            self.in_func += 1
+            self.env = {"x": self._param("a", a), "y": self._param("b", b), "p": self._param("a", a),
+                        "k": self._param("j", j), "kb": self._param("j", j)}
+            self.locals, self.grid = {}, False
+            try:
+                body = []
+                if self.rng.random() < 0.4:
+                    u = self.f(max(d - 1, 0))
+                    body.append(f"    u = {u.src}")
+                    self.locals["u"] = E("u", u.val, u.kind, u.mag, u.const, u.fuzzy, u.exact)
+                r = self.f(max(d - 1, 0))
+                body.append(f"    return {r.src}")
+            finally:
+                self.in_func -= 1
+                self.env, self.locals, self.grid = saved
+            params = f"a, b, j={j.src}" if default else "a, b, j"
+            self.funcs.append(f"@hawk.func\ndef {name}({params}):\n" + "\n".join(body) + "\n\n\n")
+            form = self.rng.random()
+            rest = "" if default else (f", j={j.src}" if form < 0.5 else f", {j.src}")
+            call = (f"{name}({a.src}, b={b.src}{rest})" if form < 0.3 else
+                    f"{name}({a.src}, {b.src}{rest})" if form < 0.5 or default else
+                    f"{name}(j={j.src}, b={b.src}, a={a.src})")
+        finally:
+            self.rng = main
+        return E(call, r.val, r.kind, r.mag, r.const, r.fuzzy, r.exact)
+
+    @staticmethod
+    def _param(name: str, e: E) -> E:
+        """A func's parameter: the argument's value, error scale and fuzzy lanes under the parameter's name (a
+        constant argument stays a constant: the front end inlines the body at the call)."""
+        return E(name, e.val, e.kind, e.mag, e.const, e.fuzzy, e.exact)
+
+    def _f(self, d: int) -> E:
         if d <= 0:
             return self.leaf_f()
         r = self.rng.random()
@@ -181,7 +241,7 @@ class Grammar:
             c, a, b = self.b(d - 1), self.num(d - 1), self.f(d - 1)
             return self.select(c, a, b, self.pick(["where", "ifexp"]))
         if r < 0.69:
-            return self.at_read(d)
+            return self.at_read(d) if not self.in_func else self.leaf_f()  # (a func reads no plane)
         if r < 0.73:
             a = self.f(d - 1)
             c = int(self.rng.integers(0, 4))
@@ -210,7 +270,7 @@ class Grammar:
             i = self.i(d - 1)
             return E(f"m.to_float({i.src})", i.val.astype(np.float64), "f", absf(i.val), i.const, i.fuzzy, True)
         if r < 0.92:
-            return self.in_lane_vector(d) if self.rng.random() < 0.5 else self.payload_read(d)
+            return self.in_lane_vector(d) if self.rng.random() < 0.5 or self.in_func else self.payload_read(d)
         return self.leaf_f()
 
     def payload_read(self, d: int) -> E:
@@ -292,7 +352,7 @@ class Grammar:
         if r < 0.8:
             c, a, b = self.b(d - 1), self.i(d - 1), self.i(d - 1)
             return self.select(c, a, b, "where")
-        if r < 0.86:
+        if r < 0.86 and not self.in_func:
             j = self.index_expr(d)
             return E(f"k.at({j.src})", self.data["k"].reshape(-1)[j.val], "i", None, False, j.fuzzy)
         return self.leaf_i()

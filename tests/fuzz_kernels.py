@@ -112,6 +112,14 @@ class Gen(Grammar):
         self.locals[acc] = E(acc, v, "f", mag + np.abs(v), False, union(term, n) if n is not None else term.fuzzy)
 
     # ---- whole kernels ---------------------------------------------------------------------------------
+    def module(self, header: str) -> str:
+        """The case's module: imports, the funcs the body calls, then the kernel."""
+        return _HEAD + "".join(self.funcs) + "@hawk.kernel\n" + header + "\n" + "\n".join(self.lines) + "\n"
+
+    def func_lines(self) -> int:
+        """Lines the funcs take before the kernel (a refusal's line moves down by them)."""
+        return sum(f.count("\n") for f in self.funcs)
+
     def signature(self, extra: str, ret: str | None) -> str:
         params = ([f'lane: Grid["row", "col":{COLS}]'] if self.grid else []) + \
             ["x: Scalar", "y: Scalar", "k: Index", "kb: Index", "p: Param", "v: Vector[3]",
@@ -174,8 +182,8 @@ class Gen(Grammar):
         else:
             header, what, expect = self.scatter(depth, want)
         if self.refusal_line is not None:  # range(2.5): Python refuses it, so must hawk, at the for
-            expect, line = "kernel_error", self.refusal_line
-        src = _HEAD + "@hawk.kernel\n" + header + "\n" + "\n".join(self.lines) + "\n"
+            expect, line = "kernel_error", self.refusal_line + self.func_lines()
+        src = self.module(header)
         return Case(self.seed, self.index, self.name, src, self.plane_args(), expect, want, line, self.tags, what)
 
     def plane_args(self) -> dict:
@@ -495,12 +503,13 @@ class Gen(Grammar):
         e = self.f(max(depth - 1, 0))
         self.lines.append(f"    return {e.src}")
         header = self.signature("", "Scalar")
-        src = _HEAD + "@hawk.kernel\n" + header + "\n" + "\n".join(self.lines) + "\n"
+        src = self.module(header)
         first = _HEAD_LINES + 3 + sum(s.count("\n") + 1 for s in self.lines[:pos])
         if what in ("reduce in an if", "nonlocal-free name in loop"):
             first += 1  # the error is the inner statement's
         if self.refusal_line is not None:  # a range(2.5) before the wrong statement is refused first
             first = min(first, self.refusal_line)
+        first += self.func_lines()
         return Case(self.seed, self.index, self.name, src, self.plane_args(), "kernel_error", {}, first,
                     self.tags, f"wrong: {what}")
 
@@ -624,11 +633,15 @@ def record(c: Case) -> dict:
 
 
 # The refusals a generated kernel may meet by design, by the words that say why: a kernel with only integer results
-# has nothing to differentiate; a sharded run cannot split a plane read with .at(...) at any lane, nor an output
-# written by key (positions, not lanes) inside shard_map or a process group. A runner that meets any other refusal
-# reports a failure, even when it names the kernel: an internal error can name the kernel too.
+# has nothing to differentiate, and a keyed min/max scan (or order="key") has no gradient rule; a sharded run
+# cannot split a plane read with .at(...) at any lane, nor an output written by key (positions, not lanes) inside
+# shard_map or a process group, and its gradients do not take sinks stored into with `= v`. A runner that meets
+# any other refusal reports a failure, even when it names the kernel: an internal error can name the kernel too.
 REFUSALS = (
     r"the kernel has no float result to differentiate",
+    r"the reverse differentiates a keyed hawk\.scan \(by=\) only with op=m\.add and order=\"lane\"",
+    r"gradients through a sharded call of a kernel storing into sinks with `= v` \(sink '\w+'\) are not "
+    r"supported",
     r"is read with \.at\(\.\.\.\) at a \w+ that is not this lane's own \w+ plus a constant, which can reach any "
     r"lane",
     r"written by key \(hawk\.scatter\(\w+\)\[k\] = v\), has positions, not lanes, so sharded runs",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -288,10 +289,14 @@ def test_generator_covers_the_grammar():
     """The first cases of the seed draw every form the fuzzer is meant to exercise."""
     text = "\n".join(fk.case(SEED, i).source for i in range(300))
     for form in ("hawk.sum(", "where=", "hawk.scatter(", ".at(", "for j in range(", "if ", "else:", "m.where(",
-                 "hawk.max(", "hawk.mean(", "Grid[", "m.index(", "policy=\"ordered\"", " // ", " % ", "m.exp("):
+                 "hawk.max(", "hawk.mean(", "Grid[", "m.index(", "policy=\"ordered\"", " // ", " % ", "m.exp(",
+                 "@hawk.func", "(a, b, j=", "(j="):
         assert form in text, f"no generated kernel uses {form!r}"
     whats = " ".join(fk.case(SEED, i).what for i in range(300))
     assert "a carried value after a total" in whats, "no scatter loop carries a value read after a total"
+    funcs = [f for i in range(300) for f in re.findall(r"@hawk\.func\n(def .*?)\n\n\n", fk.case(SEED, i).source, re.S)]
+    assert any(re.search(r"\bh\d+\(", f.split("\n", 1)[1]) for f in funcs), "no func calls a func"
+    assert any("    u = " in f for f in funcs), "no func has a local of its own"
     kinds = {fk.case(SEED, i).expect for i in range(300)}
     assert {"match", "kernel_error", "input_error"} <= kinds, kinds
 
