@@ -83,6 +83,12 @@ def dist_gridgrad(lane: Grid["row", "col":NC], u: Scalar, k: Param, out: Mutable
     tot = hawk.sum(u * u * k, policy="ordered")
 
 
+@hawk.kernel
+def dist_gridstore(lane: Grid["row", "col":NC], u: Scalar, key: Index, last: Mutable["slot":5], out: Mutable[Scalar]):
+    hawk.scatter(last)[key] = u * lane.col  # each slot: the last lane of the whole grid (row-major) that stores
+    out = u * u
+
+
 # ---- scans and block reductions (every shard runs whole scan blocks; a block reduction's slots are rows) -----------
 @hawk.kernel
 def dist_scans(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar], lo: Mutable[Scalar],

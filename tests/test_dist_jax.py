@@ -50,7 +50,7 @@ def _setup():
 
     jax.config.update("jax_enable_x64", True)
     names = ("sums", "max", "split", "shift", "heat", "far", "store", "grad", "ratio", "gridgrad", "vheat", "ints",
-             "place")
+             "place", "gridstore")
     return np, {n: getattr(dk, f"dist_{n}") for n in names}
 
 
@@ -129,6 +129,24 @@ def case_prior_sink_content_added_once():
     got = _sharded(ks["sums"], _mesh(4), dict(x=x, key=key, acc=prior),
                    dict(x=P("d"), key=P("d"), acc=P()), P())
     _bits_equal(got, want, ["acc", "tot"])
+    import warnings
+
+    import jax
+    from jax.sharding import NamedSharding
+
+    import eagle.jax
+
+    # under plain jit (partition=True) too, sharded: a passed prior used to make the call run over gathered lanes,
+    # with a warning telling the caller to pass it as they had
+    mesh, f = _mesh(4), eagle.jax.wrap(ks["sums"], partition=True)
+    xs, kk = (jax.device_put(a, NamedSharding(mesh, P("d"))) for a in (x, key))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = jax.jit(lambda x, k, p: f(x=x, key=k, acc=p))
+        got = g(xs, kk, prior)
+    _bits_equal(got, want, ["acc", "tot"])
+    hlo = g.lower(xs, kk, prior).compile().as_text()
+    assert "eagle_hawk_call" in hlo and f"f64[{x.size}]" not in hlo  # one launch per shard; no lane gathered
 
 
 def case_split_kernel_cut_cells_combined():
@@ -289,28 +307,37 @@ def case_stores_into_sinks_last_lane_wins_across_shards():
                        dict(x=P("d"), key=P("d"), last=P()), P())
         _bits_equal({"last": got}, {"last": want}, ["last"])
         assert np.asarray(got)[3] == prior[3] and np.asarray(got)[0] == x[np.flatnonzero(key == 0)[-1]]
+    import warnings
+
     import jax
     from jax.sharding import NamedSharding
 
     import eagle.jax
-    from eagle import InputError
 
-    # gradients refused by name, the prior's too: where a lane stored, the prior is replaced (its gradient 0 there),
-    # which needs the winning lane of every slot (plan.reverse's winners kernel), not carried across shards
+    # gradients, the prior's too (zero where a lane stored, the prior replaced), bitwise plan.reverse's: the
+    # winners kernel (each slot's last store) runs sharded like the forward, whole-run lane numbers and all
     mesh = _mesh(4)
-    xs, ks_ = (jax.device_put(a, NamedSharding(mesh, P("d"))) for a in (x[:400], key[:400]))
+    n = 4 * 1001
+    x, key = rng.normal(size=n), rng.integers(-1, 5, size=n).astype(np.int32)
+    key[key == 3] = -1
+    xs, ks_ = (jax.device_put(a, NamedSharding(mesh, P("d"))) for a in (x, key))
     f, fp = eagle.jax.wrap(ks["store"], axis_name="d"), eagle.jax.wrap(ks["store"], partition=True)
     g = jax.shard_map(lambda x, k, p: f(x=x, key=k, last=p), mesh=mesh, in_specs=(P("d"), P("d"), P()),
                       out_specs=P())
+    with warnings.catch_warnings():  # a passed prior does not stop partition=True from sharding (it did)
+        warnings.simplefilter("error")
+        got = jax.jit(lambda x, k, p: fp(x=x, key=k, last=p))(xs, ks_, prior)
+    _bits_equal({"last": got}, {"last": eagle.deploy(ks["store"]).run(x=x, key=key, last=prior.copy())}, ["last"])
+    ct = np.arange(5.0) - 1.5
+    want = eagle.deploy(ks["store"]).reverse(ct, x=x, key=key, last=prior.copy())
     for call in (g, lambda x, k, p: fp(x=x, key=k, last=p)):
         for argnums in (2, (0, 2)):
-            try:
-                jax.jit(jax.grad(lambda x, k, p, call=call: (call(x, k, p) * np.arange(5.0)).sum(),
-                                 argnums=argnums))(xs, ks_, prior)
-            except InputError as exc:
-                assert "'store'" not in str(exc) and "dist_store" in str(exc) and "sink 'last'" in str(exc), exc
-            else:
-                raise AssertionError(f"a sharded gradient through `= v` stores ran (argnums {argnums})")
+            got = jax.jit(jax.grad(lambda x, k, p, call=call: (call(x, k, p) * ct).sum(), argnums=argnums))(
+                xs, ks_, prior)
+            got = dict(zip(("x", "last"), got, strict=True)) if argnums != 2 else {"last": got}
+            _bits_equal(got, {k: np.asarray(v) for k, v in want.items()}, list(got))
+        assert np.asarray(got["last"])[3] == ct[3] and np.asarray(got["last"])[0] == 0.0
+    assert all(np.asarray(want["x"])[key == -1] == 0.0)
 
 
 def case_gradients_of_a_stencil_bitwise():
@@ -704,6 +731,39 @@ def case_gradients_of_a_grid_kernel_in_float64_and_float32():
                                                         jnp.asarray(1.7, dt))
         want = eagle.deploy(ks["gridgrad"]).reverse({"out": co, "tot": np.array([0.3], dt)}, u=u, k=1.7)
         _bits_equal({"u": gu, "k": np.asarray(gk).reshape(1)}, want, ["u", "k"])
+
+
+def case_gradients_through_stores_into_a_sink_from_a_grid():
+    """A Grid kernel storing into a sink with `= v`: the winners kernel and the adjoint number the stores by the
+    whole grid's row-major lane index, so `jax.grad` through shard_map and through partition=True gives
+    plan.reverse's bits for the lanes, the prior and the per-lane output's input."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    rng = np.random.default_rng(41)
+    u, key = rng.normal(size=(NR, NC)), rng.integers(-1, 5, size=(NR, NC)).astype(np.int32)
+    key[key == 2] = -1  # (slot 2: nobody stores)
+    prior, ct, co = rng.normal(size=5), rng.normal(size=5), rng.normal(size=(NR, NC))
+    want = eagle.deploy(ks["gridstore"]).reverse({"last": ct, "out": co}, u=u, key=key, last=prior.copy())
+    for shards in (4, 8):
+        mesh = _mesh(shards)
+        f, fp = eagle.jax.wrap(ks["gridstore"], axis_name="d"), eagle.jax.wrap(ks["gridstore"], partition=True)
+        g = jax.shard_map(lambda u, k, p, f=f: f(u=u, key=k, last=p), mesh=mesh, in_specs=(P("d"), P("d"), P()),
+                          out_specs={"last": P(), "out": P("d")})
+        us, kk = (jax.device_put(a, NamedSharding(mesh, P("d"))) for a in (u, key))
+        for call in (g, lambda u, k, p, fp=fp: fp(u=u, key=k, last=p)):
+            def loss(u, k, p, call=call):
+                r = call(u, k, p)
+                return (r["last"] * ct).sum() + (r["out"] * co).sum()
+
+            gu, gp = jax.jit(jax.grad(loss, argnums=(0, 2)))(us, kk, prior)
+            _bits_equal({"u": gu, "last": gp}, want, ["u", "last"])
+    assert np.asarray(want["last"])[2] == ct[2] and np.asarray(want["last"])[0] == 0.0
 
 
 def case_a_refused_run_leaves_the_arrays_untouched():

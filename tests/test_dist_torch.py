@@ -45,6 +45,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_fold,
     dist_grad,
     dist_gridscan,
+    dist_gridstore,
     dist_heat,
     dist_hscan,
     dist_ints,
@@ -283,6 +284,27 @@ def case_gradients_uneven_shards(rank, group):
     assert np.array_equal(gx.numpy(), np.full(hi - lo, s))  # d tot / d x = s, on this rank's lanes only
 
 
+def case_gradients_through_stores_into_a_sink_from_a_grid_uneven(rank, group):
+    """A Grid kernel storing into a sink with `= v` over uneven row splits: backward() gives plan.reverse's bits
+    for the rank's rows, the prior (0 where a lane stored) and the per-lane output's input."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    rng = np.random.default_rng(42)
+    u, key = rng.normal(size=(NR, NC)), rng.integers(-1, 5, size=(NR, NC)).astype(np.int32)
+    key[key == 2] = -1
+    prior, ct, co = rng.normal(size=5), rng.normal(size=5), rng.normal(size=(NR, NC))
+    r0, r1 = [0, 1, 20, 21, NR][rank:rank + 2]
+    want = eagle.deploy(dist_gridstore).reverse({"last": ct, "out": co}, u=u, key=key, last=prior.copy())
+    ut = torch.from_numpy(u[r0:r1].copy()).requires_grad_()
+    pt = torch.from_numpy(prior.copy()).requires_grad_()
+    got = eagle.torch.wrap(dist_gridstore, group=group)(u=ut, key=torch.from_numpy(key[r0:r1].copy()), last=pt)
+    ((got["last"] * torch.from_numpy(ct)).sum() + (got["out"] * torch.from_numpy(co[r0:r1])).sum()).backward()
+    _bits({"u": ut.grad, "last": pt.grad}, {"u": np.asarray(want["u"])[r0:r1], "last": want["last"]}, ["u", "last"])
+
+
 def case_gradients_of_a_split_kernel(rank, group):
     import torch
 
@@ -461,15 +483,16 @@ def case_scans_beside_halos_vectors_stores_and_large_sinks_uneven(rank, group):
     got = eagle.torch.wrap(dist_store, group=group)(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]),
                                                      last=torch.from_numpy(prior))
     assert got.numpy().tobytes() == np.asarray(want).tobytes(), (got, want)
-    pt = torch.from_numpy(prior.copy()).requires_grad_(True)  # its gradient: 0 where a lane stored (refused)
-    try:
-        eagle.torch.wrap(dist_store, group=group)(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]),
-                                                  last=pt).sum().backward()
-    except InputError as exc:
-        assert "dist_store" in str(exc) and "sink 'last'" in str(exc), str(exc)
-        assert pt.detach().numpy().tobytes() == prior.tobytes() and pt.grad is None  # (the caller's, untouched)
-    else:
-        raise AssertionError("a sharded gradient of a stored sink's prior ran")
+    # gradients, the prior's (0 where a lane stored) and the lanes' (where each slot's winner stored), bitwise
+    # plan.reverse's: the winners kernel runs across the group like the forward
+    ct = np.arange(5.0) - 1.5
+    want = eagle.deploy(dist_store).reverse(ct, x=x, key=key, last=prior.copy())
+    pt = torch.from_numpy(prior.copy()).requires_grad_(True)
+    xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_(True)
+    out = eagle.torch.wrap(dist_store, group=group)(x=xt, key=torch.from_numpy(key[lo:hi]), last=pt)
+    (out * torch.from_numpy(ct)).sum().backward()
+    assert pt.grad.numpy().tobytes() == np.asarray(want["last"]).tobytes(), (pt.grad, want["last"])
+    assert xt.grad.numpy().tobytes() == np.asarray(want["x"])[lo:hi].tobytes()
     x = rng.normal(size=cuts[-1]) * 3  # a fold in lane order (neither associative nor commutative), and an empty slice
     want = eagle.deploy(dist_fold).run(x=x)
     got = eagle.torch.wrap(dist_fold, group=group)(x=torch.from_numpy(x[lo:hi]))

@@ -20,6 +20,8 @@ refuses in the adjoint itself.
 
 from __future__ import annotations
 
+import numpy as np
+
 from eagle.errors import InputError
 
 FLOATS = ("lane", "table", "param")
@@ -40,8 +42,9 @@ def own_rows(g, r0: int, rows: int, total: int, w: int):
 
 
 def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: str):
-    """(adjoint plan, design) for a sharded backward over `wrt`, refusing what shards cannot differentiate.
-    `extents`: the whole run's lane extents (what a stencil's adjoint is specialised to)."""
+    """(adjoint plan, design, winners plan or None) for a sharded backward over `wrt`, refusing what shards
+    cannot differentiate. `extents`: the whole run's lane extents (what a stencil's adjoint is specialised to).
+    The winners plan (sinks stored into with `= v`) runs sharded like the forward (`winner_planes`)."""
     from eagle.reverse import adjoint_for
 
     kernel = plan.kernel
@@ -55,24 +58,38 @@ def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: st
                          f"'{rows[0]}' keeps the leading lane axis '{lead}' beside cells over other lanes, reads "
                          f"of neighbours or of the '{lead}' coordinate are not supported yet; differentiate the "
                          f"unsharded call, or compute the row results in a kernel of their own")
-    if win is not None:
-        refuse_stored(kernel, sorted(kernel.stored_sinks())[0])
-    return adj, design
+    return adj, design, win
 
 
-def prior_gradient(kernel, sink: str, ct):
-    """The gradient of a sink's prior content: the sink's cotangent (each slot's sum adds the prior once); refused
-    for a sink stored into with `= v` (where a lane stored, the prior is replaced). None: no cotangent, none."""
-    if ct is not None and sink in kernel.stored_sinks():
-        refuse_stored(kernel, sink)
-    return ct
+def winners_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
+    """The winners plan for a sharded backward over `wrt` (possibly none: a stored sink's prior content alone),
+    as adjoint_plan gives it; None when the kernel stores into no sink with `= v`."""
+    from eagle.reverse import adjoint_for
+
+    return adjoint_for(plan, wrt, extents)[2] if plan.kernel.stored_sinks() else None
 
 
-def refuse_stored(kernel, sink: str):
-    """Which lane won each slot of a sink stored into with `= v` is not carried across shards (plan.reverse runs
-    a winners kernel over every lane): such gradients are refused, naming kernel and sink."""
-    raise InputError(f"kernel '{kernel.name}': gradients through a sharded call of a kernel storing into sinks "
-                     f"with `= v` (sink '{sink}') are not supported; differentiate the unsharded call")
+def winner_planes(win, design_win, planes: dict, dtype, xp=np) -> dict:
+    """The winners kernel's planes for a sharded run: those of `planes` (inputs, Grid extents, the outputs read
+    before they are assigned) it takes, and its sinks (`design_win`'s) filled with -1, no store yet. Its store
+    numbers come from whole-run lane numbers, and a sharded run keeps each slot's last store over every shard
+    (eagle/distributed/stages.py), so every shard gets plan.reverse's winners: the adjoint compares its lanes'
+    store numbers with them, and a slot still at -1 keeps its prior content (`prior_gradient`)."""
+    sig = win.kernel.signature
+    fills = {s: xp.full(tuple(a.extent for a in sig.get(s).axes), -1.0, dtype) for s in design_win}
+    return {**{p.name: planes[p.name] for p in sig.planes if p.name in planes and p.name not in fills}, **fills}
+
+
+def prior_gradient(kernel, sink: str, ct, wins=None, xp=np):
+    """The gradient of a sink's prior content: the sink's cotangent (each slot's sum adds the prior once); for a
+    sink stored into with `= v`, zero where a lane stored (`wins`: the winners kernel's store numbers, -1 where
+    none), where the prior is replaced. None: no cotangent, none."""
+    if ct is None or sink not in kernel.stored_sinks():
+        return ct
+    if wins is None:
+        raise RuntimeError(f"internal error: kernel '{kernel.name}': the prior gradient of sink '{sink}', stored "
+                           f"into with = v, needs its winners")
+    return xp.where(wins < 0, ct, xp.zeros_like(ct))
 
 
 def renamed(kernel_name: str, exc: InputError) -> InputError:

@@ -21,7 +21,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from eagle.distributed.geometry import dist_plan
-from eagle.distributed.grads import FLOATS, adjoint_plan, gather_form, prior_gradient, renamed, stencil_planes
+from eagle.distributed.grads import (
+    FLOATS,
+    adjoint_plan,
+    gather_form,
+    prior_gradient,
+    renamed,
+    stencil_planes,
+    winner_planes,
+    winners_plan,
+)
 from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
 from eagle.distributed.sinks import FOLD, XSUM
 from eagle.distributed.stages import BITS, ERR, GATHER, check_plan
@@ -178,19 +187,22 @@ def _backward(jk, axis_name, run, names: list[str], grid: dict, values: tuple, g
     shard."""
     planes = dict(zip(names, values, strict=True))
     wrt = tuple(n for n in names if jk.kinds.get(n) in FLOATS)
+    stencil = stencil_planes(jk.plan, wrt) if wrt else []
+    rows, ext = run.extents[0], tuple(run.extents)
+    if stencil:  # the adjoint is specialised to the whole grid (shard_map's shards: equal runs of rows)
+        ext = (axis_size(axis_name) * rows, *ext[1:])
+    inputs = {n: planes[n] for n in names if jk.kinds.get(n) in (*FLOATS, "index")}
+    # outputs read before they are assigned: a sharded run starts them at zero (passed outputs are refused)
+    inputs.update(adjoint_inputs(forward_of(jk.plan), {}, tuple(run.extents), run.dtype, xp=jnp))
+    wins, tables = _winners(jk, axis_name, run, wrt, ext, inputs, grid)
     grads: dict = {}
     for n in names:
         if n.startswith("#prior:"):  # a sink's prior content: one more term of each slot's sum
-            g = prior_gradient(jk.plan.kernel, n[len("#prior:"):], gs[n[len("#prior:"):]])
+            s = n[len("#prior:"):]
+            g = prior_gradient(jk.plan.kernel, s, gs[s], wins.get(s), xp=jnp)
             grads[n] = jnp.asarray(g).reshape(-1).astype(planes[n].dtype)
     if wrt:
-        stencil = stencil_planes(jk.plan, wrt)
-        rows, ext = run.extents[0], tuple(run.extents)
-        if stencil:  # the adjoint is specialised to the whole grid (shard_map's shards: equal runs of rows)
-            ext = (axis_size(axis_name) * rows, *ext[1:])
-        inputs = {n: planes[n] for n in names if jk.kinds.get(n) in (*FLOATS, "index")}
-        # outputs read before they are assigned: a sharded run starts them at zero (passed outputs are refused)
-        inputs.update(adjoint_inputs(forward_of(jk.plan), {}, tuple(run.extents), run.dtype, xp=jnp))
+        inputs.update(tables)
         shapes = {x: (planes[x].shape, planes[x].dtype) for x in wrt}
 
         def scatter():
@@ -207,11 +219,34 @@ def _backward(jk, axis_name, run, names: list[str], grid: dict, values: tuple, g
     return tuple(_like(grads.get(n), v) for n, v in zip(names, vma, strict=True))
 
 
+def _winners(jk, axis_name, run, wrt: tuple, ext: tuple, inputs: dict, grid: dict) -> tuple[dict, dict]:
+    """(winners by sink stored into with `= v`, the adjoint's planes holding them): the winners kernel run
+    sharded over `axis_name` like the forward (eagle/distributed/grads.py `winner_planes`); empty when none."""
+    from eagle.reverse import adjoint_for
+
+    win = winners_plan(jk.plan, wrt, ext)
+    if win is None:
+        return {}, {}
+    design = adjoint_for(jk.plan, wrt, ext)[1]
+    key = ("shard", axis_name, id(win))
+    if key not in jk._adjoints:
+        from eagle.jax import JaxKernel
+
+        jk._adjoints[key] = JaxKernel(win.kernel, plan=win, axis_name=axis_name)
+    try:
+        got = jk._adjoints[key](**winner_planes(win, design.win, {**inputs, **grid}, run.dtype, xp=jnp))
+    except InputError as exc:
+        raise renamed(jk.name, exc) from None
+    got = got if isinstance(got, dict) else {next(iter(design.win)): got}
+    wins = {s: got[s] for s in design.win}
+    return wins, {design.win[s]: w for s, w in wins.items()}
+
+
 def _adjoint_grads(jk, axis_name, run, wrt: tuple, ext: tuple, stencil: list, inputs: dict, gs: dict,
                    grid: dict, shapes: dict) -> dict:
     """The gradients of `wrt` from the adjoint kernel run sharded (for a stencil: specialised to the whole grid
     `ext`, its gradient the whole grid's, of which each shard keeps its rows)."""
-    adj, design = adjoint_plan(jk.plan, wrt, ext, f"mesh axis '{axis_name}'")
+    adj, design, _ = adjoint_plan(jk.plan, wrt, ext, f"mesh axis '{axis_name}'")
     ak = jk._adjoints.get(("shard", axis_name, id(adj)))
     if ak is None:
         from eagle.jax import JaxKernel

@@ -69,13 +69,18 @@ class Partitioned:
                          for o, g in zip(ops, vjp(tuple(gs)), strict=True))
         planes = dict(zip(self.names, ops, strict=True))
         cot = dict(zip(self.result_names, gs, strict=True))
-        grads = {n: jnp.asarray(prior_gradient(jk.plan.kernel, n, cot[n])).reshape(planes[n].shape).astype(
-            planes[n].dtype) for n in self.names if jk.kinds[n] == "sink" and n in cot}  # (one more term a slot)
         wrt = tuple(n for n in self.names if jk.kinds[n] in FLOATS)
+        lane = [(a, d) for a, d in zip(self.avals, self.lane_dims, strict=True) if d is not None]
+        extents = tuple(lane[0][0].shape[lane[0][1]:]) if lane else ()
+        floats = [n for n in self.names if jk.kinds[n] in ("lane", "table", "sink")] + list(wrt)
+        dtype = np.dtype(planes[floats[0]].dtype if floats else np.float64)
+        inputs = {n: planes[n].reshape(()) if jk.kinds[n] == "param" else planes[n] for n in self.names
+                  if jk.kinds[n] in (*FLOATS, "index")}
+        inputs.update(adjoint_inputs(forward_of(jk.plan), {}, extents, dtype, xp=jnp))  # (outputs read: zeros)
+        wins, tables = self._winners(wrt, extents, dtype, inputs)
+        grads = {n: jnp.asarray(prior_gradient(jk.plan.kernel, n, cot[n], wins.get(n), xp=jnp)).reshape(
+            planes[n].shape).astype(planes[n].dtype) for n in self.names if jk.kinds[n] == "sink" and n in cot}
         if wrt:
-            lane = [(a, d) for a, d in zip(self.avals, self.lane_dims, strict=True) if d is not None]
-            extents = tuple(lane[0][0].shape[lane[0][1]:]) if lane else ()
-            dtype = np.dtype(next((planes[n].dtype for n in wrt if jk.kinds[n] != "param"), planes[wrt[0]].dtype))
             # a stencil (plan.reverse's gather form) and row results (their cotangents keyed by each shard's own
             # rows): the shard_map form's gradient on each shard
             if stencil_planes(jk.plan, wrt) or _leading_kept(jk.plan):
@@ -83,13 +88,11 @@ class Partitioned:
                     self._svjp = _StencilVjp(self, wrt, ops, gs)
                 grads.update(zip(wrt, self._svjp.fn(*ops, *gs), strict=True))
                 return tuple(grads.get(n) for n in self.names)
-            adj, design = adjoint_plan(jk.plan, wrt, extents, "a mesh axis (partition=True)")
+            adj, design, _ = adjoint_plan(jk.plan, wrt, extents, "a mesh axis (partition=True)")
             ak = jk._adjoints.get(("partition", id(adj)))
             if ak is None:
                 ak = jk._adjoints[("partition", id(adj))] = JaxKernel(adj.kernel, plan=adj, partition=True)
-            inputs = {n: planes[n].reshape(()) if jk.kinds[n] == "param" else planes[n] for n in self.names
-                      if jk.kinds[n] in (*FLOATS, "index")}
-            inputs.update(adjoint_inputs(forward_of(jk.plan), {}, extents, dtype, xp=jnp))  # (outputs read: zeros)
+            inputs.update(tables)
             cts = cotangents(forward_of(jk.plan), design, cot, extents, dtype, xp=jnp, strict=False)
             try:
                 got = ak(**inputs, **cts, **self.grid)
@@ -99,6 +102,28 @@ class Partitioned:
             for x in wrt:
                 grads[x] = got[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype)
         return tuple(grads.get(n) for n in self.names)
+
+    def _winners(self, wrt: tuple, extents: tuple, dtype, inputs: dict) -> tuple[dict, dict]:
+        """(winners by sink stored into with `= v`, the adjoint's planes holding them), from the winners kernel
+        run like the forward (partition=True: sharded where it can run sharded); empty when there are none."""
+        import jax.numpy as jnp
+
+        from eagle.distributed.grads import winner_planes, winners_plan
+        from eagle.jax import JaxKernel
+        from eagle.reverse import adjoint_for
+
+        jk = self.jk
+        win = winners_plan(jk.plan, wrt, extents)
+        if win is None:
+            return {}, {}
+        design = adjoint_for(jk.plan, wrt, extents)[1]
+        wk = jk._adjoints.get(("partition", id(win)))
+        if wk is None:
+            wk = jk._adjoints[("partition", id(win))] = JaxKernel(win.kernel, plan=win, partition=True)
+        got = wk(**winner_planes(win, design.win, {**inputs, **self.grid}, dtype, xp=jnp))
+        got = got if isinstance(got, dict) else {next(iter(design.win)): got}
+        wins = {s: got[s] for s in design.win}
+        return wins, {design.win[s]: w for s, w in wins.items()}
 
     def _planes(self, ops) -> dict:
         planes = dict(zip(self.names, ops, strict=True))
@@ -162,6 +187,8 @@ class Partitioned:
         shards = mesh.shape[axis]
         stand = {}
         for n, s, d in zip(self.names, arg_shapes, self.lane_dims, strict=True):
+            if self.jk.kinds[n] == "sink":  # a sink's prior content: added once by the sharded call, not bound
+                continue
             shape = list(s.shape)
             if d is not None:
                 shape[d] //= shards

@@ -35,6 +35,8 @@ from eagle.distributed.grads import (
     prior_gradient,
     renamed,
     stencil_planes,
+    winner_planes,
+    winners_plan,
 )
 from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
 from eagle.distributed.sinks import FOLD, XSUM
@@ -104,17 +106,8 @@ def _backward(spec: _Spec, cot: dict) -> dict:
     tk, b = spec.tk, spec.binding
     kinds = {p.name: p.kind for p in tk.plan.kernel.signature.planes}
     cot = {n: _host(tk, n, g) for n, g in cot.items()}
-    grads = {}
-    for s in spec.track:
-        if kinds[s] == "sink":
-            shape = spec.planes[s].shape
-            g = prior_gradient(tk.plan.kernel, s, cot.get(s))
-            grads[s] = torch.zeros(shape, dtype=spec.planes[s].dtype) if g is None else \
-                torch.from_numpy(np.array(g, dtype=b.dtype).reshape(shape)).to(spec.planes[s].dtype)
     wrt = tuple(n for n in spec.track if kinds[n] in FLOATS)
-    if not wrt:
-        return grads
-    stencil = stencil_planes(tk.plan, wrt)
+    stencil = stencil_planes(tk.plan, wrt) if wrt else []
     ext = tuple(b.extents)
     if stencil:  # the adjoint is specialised to the whole grid: every rank's rows, and where this rank's start
         rows = torch.zeros(dist.get_world_size(spec.group), dtype=torch.int64)
@@ -122,13 +115,24 @@ def _backward(spec: _Spec, cot: dict) -> dict:
         dist.all_reduce(rows, op=dist.ReduceOp.SUM, group=spec.group)
         r0, ext = int(rows[:dist.get_rank(spec.group)].sum()), (int(rows.sum()), *ext[1:])
     inputs = adjoint_inputs(forward_of(tk.plan), spec.planes, tuple(b.extents), b.dtype)  # (outputs read: zeros)
+    wins, tables = _winners(spec, wrt, ext, inputs)
+    grads = {}
+    for s in spec.track:
+        if kinds[s] == "sink":
+            shape = spec.planes[s].shape
+            g = prior_gradient(tk.plan.kernel, s, cot.get(s), wins.get(s))
+            grads[s] = torch.zeros(shape, dtype=spec.planes[s].dtype) if g is None else \
+                torch.from_numpy(np.array(g, dtype=b.dtype).reshape(shape)).to(spec.planes[s].dtype)
+    if not wrt:
+        return grads
+    inputs.update(tables)
     form = gather_form(tk.plan, wrt, ext) if stencil else None
     if form is not None:  # plan.reverse's gather form; the scatter adjoint below where a lane's pair erred
         got = _gathered(spec, form, wrt, ext, r0, rows, cot, inputs, stencil)
         tk.last_sharded_reverse = "gather" if got is not None else "scatter"
         if got is not None:
             return {**grads, **got}
-    adj, design = adjoint_plan(tk.plan, wrt, ext, "the process group")
+    adj, design, _ = adjoint_plan(tk.plan, wrt, ext, "the process group")
     runner = _runner(tk, adj)
     cts = cotangents(forward_of(tk.plan), design, cot, tuple(b.extents), b.dtype)
     try:
@@ -142,6 +146,25 @@ def _backward(spec: _Spec, cot: dict) -> dict:
                                                                math.prod(ext[1:]))))
         grads[x] = g.reshape(v.shape).to(v.dtype)
     return grads
+
+
+def _winners(spec: _Spec, wrt: tuple, ext: tuple, inputs: dict) -> tuple[dict, dict]:
+    """(winners by sink stored into with `= v`, the adjoint's planes holding them): the winners kernel run
+    sharded across the group like the forward (eagle/distributed/grads.py `winner_planes`); empty when none."""
+    from eagle.reverse import adjoint_for
+
+    tk, b = spec.tk, spec.binding
+    win = winners_plan(tk.plan, wrt, ext)
+    if win is None:
+        return {}, {}
+    design = adjoint_for(tk.plan, wrt, ext)[1]
+    planes = {**spec.planes, **inputs}
+    try:
+        got = _run(_runner(tk, win), spec.group, winner_planes(win, design.win, planes, b.dtype))[0]
+    except InputError as exc:
+        raise renamed(tk.name, exc) from None
+    wins = {s: np.asarray(got[s]) for s in design.win}
+    return wins, {design.win[s]: w for s, w in wins.items()}
 
 
 def _runner(tk, plan):

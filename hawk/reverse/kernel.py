@@ -276,15 +276,16 @@ def _lengths(kernel: Kernel, f: Facts, positions: tuple) -> dict[str, int]:
 
 def needs_extents(kernel: Kernel, wrt: tuple[str, ...]) -> bool:
     """Whether the adjoint is specialised to the lane extents: a gradient sink over the lanes (a plane read
-    with .at), or the lane index of a grid lane (stores by key), or a kept cell's cotangent (by the kept axes)."""
-    return reads_other_lanes(kernel, wrt) or bool(facts(kernel).kept)
+    with .at), or the lane index of a grid lane (stores into a sink by key), or a kept cell's cotangent (by the
+    kept axes)."""
+    f = facts(kernel)
+    return reads_other_lanes(kernel, wrt) or bool(f.kept) or \
+        bool(f.stored and len(kernel.signature.lane_axes()) > 1)
 
 
 def reads_other_lanes(kernel: Kernel, wrt: tuple[str, ...]) -> bool:
-    """Whether the adjoint adds into other lanes' gradients (a plane of `wrt` read with .at) or needs a grid lane's
-    index (stores by key)."""
-    f = facts(kernel)
-    return bool(f.at_read & set(wrt)) or bool(f.stored and len(kernel.signature.lane_axes()) > 1)
+    """Whether the adjoint adds into other lanes' gradients (a plane of `wrt` read with .at)."""
+    return bool(facts(kernel).at_read & set(wrt))
 
 
 class IRKernel(Kernel):
