@@ -218,21 +218,25 @@ class Gen(Grammar):
                 v = (np.max if kind == "max" else np.min)(vals, axis=axis)
                 m_ = np.max(mag, axis=axis)
         v, m_ = np.atleast_1d(v).astype(np.float64), np.atleast_1d(m_)
+        call = f"hawk.{kind}({', '.join(args)})"
+        if kind != "mean" and self.frng.random() < 0.4:  # (the funcs' stream: the kernel's draws stay)
+            call, v, m_ = self.fold(e, c, over, mask, axis)
+            kind, policy = "fold", None
         if policy == "compensated" and (np.any(mask & np.isinf(e.val)) or np.any(np.isinf(v))):
             self.tags.add("compensated_inf")  # an infinite term or total
         lanes_fz = union(e, c)  # a fuzzy term or mask makes the total (per kept slot) fuzzy
         fz = None if lanes_fz is None else np.atleast_1d(np.any(lanes_fz, axis=axis))
-        staged = over is None and kind in ("sum", "mean") and self.rng.random() < 0.3
+        staged = over is None and kind in ("sum", "mean", "fold") and self.rng.random() < 0.3
         if staged:  # read the total later in the body: a second stage
             g = self.f(max(depth - 1, 0))
-            self.lines.append(f"    s = hawk.{kind}({', '.join(args)})")
+            self.lines.append(f"    s = {call}")
             self.lines.append(f"    return {g.src} * s")
             with np.errstate(all="ignore"):
                 out = g.val * v[0]
                 want["result"] = (out, g.mag * absf(v[0]) + absf(g.val) * m_[0],
                                   union(g, None if fz is None else np.broadcast_to(fz[0], self.shape)))
             return self.signature("", "Scalar"), f"staged {kind}"
-        self.lines.append(f"    total = hawk.{kind}({', '.join(args)})")
+        self.lines.append(f"    total = {call}")
         want["total"] = (v, m_, fz)
         extra = "total: Mutable[Scalar]"
         if self.rng.random() < 0.4:
@@ -241,6 +245,56 @@ class Gen(Grammar):
             want["result"] = (g.val, g.mag, g.fuzzy)
             return self.signature(extra, "Scalar"), f"{kind} over {over} + per-lane"
         return self.signature(extra, None), f"{kind} over {over}"
+
+    # combiners for hawk.reduce: neither associative nor commutative, bounded by their operands (so a fold over
+    # many lanes neither overflows nor grows its error), each with NumPy's own arithmetic beside it
+    _FOLDS = (("a * {c} + b", lambda c: lambda a, b: a * c + b),
+              ("(a + b) * 0.5", lambda c: lambda a, b: (a + b) * 0.5),
+              ("a - b", lambda c: lambda a, b: a - b),
+              ("m.sqrt(a * a + b * b)", lambda c: lambda a, b: np.sqrt(a * a + b * b)),
+              ("m.max(a, b * {c})", lambda c: lambda a, b: np.maximum(a, b * c)))
+
+    def fold(self, e, c, over, mask, axis):
+        """`hawk.reduce` of `e` with a fresh @hawk.func combiner (where= and over= as drawn, identity= with where=),
+        and its value and error scale per kept slot by the documented order: over every lane, each 1024-lane
+        block's kept lanes folded left to right, then the blocks' results in block order; keeping axes, each
+        slot's lanes in lane order. From the funcs' stream."""
+        r = self.frng
+        src, make = self._FOLDS[int(r.integers(len(self._FOLDS)))]
+        k = float(r.choice([0.5, -0.5, 0.75]))
+        op = make(k)
+        name = f"fold{self.nfunc}"
+        self.nfunc += 1
+        self.funcs.append(f"@hawk.func\ndef {name}(a, b):\n    return {src.format(c=k)}\n\n\n")
+        vals, keep = np.asarray(e.val, np.float64), np.broadcast_to(mask, self.shape)
+        if axis is None:
+            slots = [(vals.reshape(-1), keep.reshape(-1), 1024)]
+        else:
+            moved = np.moveaxis(vals, axis, -1), np.moveaxis(keep, axis, -1)  # (each kept slot's lanes in order)
+            slots = [(moved[0][j], moved[1][j], None) for j in range(moved[0].shape[0])]
+        # identity= whenever a slice may be empty: under where= (the runners draw planes of their own, on which a
+        # mask may keep nothing), and at random otherwise
+        identity = float(r.choice([0.0, 1.5, -2.0])) if c is not None or r.random() < 0.3 else None
+        out = []
+        with np.errstate(all="ignore"):
+            for xs, kp, block in slots:
+                parts = []
+                for b0 in range(0, xs.size, block or max(xs.size, 1)):
+                    acc = None
+                    for x, kept in zip(xs[b0:b0 + (block or xs.size)], kp[b0:b0 + (block or xs.size)], strict=True):
+                        if kept:
+                            acc = x if acc is None else op(acc, x)
+                    if acc is not None:
+                        parts.append(acc)
+                acc = None
+                for p in parts:
+                    acc = p if acc is None else op(acc, p)
+                out.append(identity if acc is None else acc)
+            mag = np.where(mask, e.mag + np.abs(e.val), 0.0)
+            m_ = 2.0 * (np.sum(mag, axis=axis) + (abs(identity) if identity is not None else 0.0))
+        args = [name, e.src] + ([f"where={c.src}"] if c is not None else []) + \
+            ([f"over={over}"] if over else []) + ([f"identity={identity!r}"] if identity is not None else [])
+        return f"hawk.reduce({', '.join(args)})", np.array(out, np.float64), np.atleast_1d(m_)
 
     def scatter(self, depth: int, want: dict):
         policy = self.pick([None, "auto", "compensated", "plain", "ordered"])
@@ -633,15 +687,15 @@ def record(c: Case) -> dict:
 
 
 # The refusals a generated kernel may meet by design, by the words that say why: a kernel with only integer results
-# has nothing to differentiate, and a keyed min/max scan (or order="key") has no gradient rule; a sharded run
+# has nothing to differentiate, and neither a keyed min/max scan (or order="key") nor a hawk.reduce fold with a
+# func has a gradient rule; a sharded run
 # cannot split a plane read with .at(...) at any lane, nor an output written by key (positions, not lanes) inside
-# shard_map or a process group, and its gradients do not take sinks stored into with `= v`. A runner that meets
-# any other refusal reports a failure, even when it names the kernel: an internal error can name the kernel too.
+# shard_map or a process group. A runner that meets any other refusal reports a failure, even when it names the
+# kernel: an internal error can name the kernel too.
 REFUSALS = (
     r"the kernel has no float result to differentiate",
     r"the reverse differentiates a keyed hawk\.scan \(by=\) only with op=m\.add and order=\"lane\"",
-    r"gradients through a sharded call of a kernel storing into sinks with `= v` \(sink '\w+'\) are not "
-    r"supported",
+    r"the reverse does not differentiate hawk\.reduce with an operator",
     r"is read with \.at\(\.\.\.\) at a \w+ that is not this lane's own \w+ plus a constant, which can reach any "
     r"lane",
     r"written by key \(hawk\.scatter\(\w+\)\[k\] = v\), has positions, not lanes, so sharded runs",

@@ -290,7 +290,7 @@ def test_generator_covers_the_grammar():
     text = "\n".join(fk.case(SEED, i).source for i in range(300))
     for form in ("hawk.sum(", "where=", "hawk.scatter(", ".at(", "for j in range(", "if ", "else:", "m.where(",
                  "hawk.max(", "hawk.mean(", "Grid[", "m.index(", "policy=\"ordered\"", " // ", " % ", "m.exp(",
-                 "@hawk.func", "(a, b, j=", "(j="):
+                 "@hawk.func", "(a, b, j=", "(j=", "hawk.reduce(fold", "identity="):
         assert form in text, f"no generated kernel uses {form!r}"
     whats = " ".join(fk.case(SEED, i).what for i in range(300))
     assert "a carried value after a total" in whats, "no scatter loop carries a value read after a total"
