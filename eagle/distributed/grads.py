@@ -44,7 +44,7 @@ def own_rows(g, r0: int, rows: int, total: int, w: int):
 def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: str):
     """(adjoint plan, design, winners plan or None) for a sharded backward over `wrt`, refusing what shards
     cannot differentiate. `extents`: the whole run's lane extents (what a stencil's adjoint is specialised to).
-    The winners plan (sinks stored into with `= v`) runs sharded like the forward (`winner_planes`)."""
+    The winners plan (sinks stored into with `= v`) runs sharded like the forward (`winners`)."""
     from eagle.reverse import adjoint_for
 
     kernel = plan.kernel
@@ -69,15 +69,28 @@ def winners_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
     return adjoint_for(plan, wrt, extents)[2] if plan.kernel.stored_sinks() else None
 
 
-def winner_planes(win, design_win, planes: dict, dtype, xp=np) -> dict:
-    """The winners kernel's planes for a sharded run: those of `planes` (inputs, Grid extents, the outputs read
-    before they are assigned) it takes, and its sinks (`design_win`'s) filled with -1, no store yet. Its store
-    numbers come from whole-run lane numbers, and a sharded run keeps each slot's last store over every shard
-    (eagle/distributed/stages.py), so every shard gets plan.reverse's winners: the adjoint compares its lanes'
-    store numbers with them, and a slot still at -1 keeps its prior content (`prior_gradient`)."""
+def winners(plan, wrt: tuple[str, ...], extents: tuple[int, ...], run, planes: dict, dtype,
+            xp=np) -> tuple[dict, dict]:
+    """(each slot's winning store by sink stored into with `= v`, the adjoint's Table planes holding them); both
+    empty when the kernel stores into no sink. `run(winners plan, its planes)` runs the winners kernel sharded as
+    the caller runs the forward (its results by name, or its one result). Its planes: those of `planes` (inputs,
+    Grid extents, the outputs read before they are assigned) it takes, and its sinks filled with -1, no store
+    yet. Its store numbers come from whole-run lane numbers, and a sharded run keeps each slot's last store over
+    every shard (eagle/distributed/stages.py), so every shard gets plan.reverse's winners: the adjoint compares
+    its lanes' store numbers with them, and a slot still at -1 keeps its prior content (`prior_gradient`)."""
+    from eagle.reverse import adjoint_for
+
+    win = winners_plan(plan, wrt, extents)
+    if win is None:
+        return {}, {}
+    names = adjoint_for(plan, wrt, extents)[1].win  # (sink -> the adjoint's plane)
     sig = win.kernel.signature
-    fills = {s: xp.full(tuple(a.extent for a in sig.get(s).axes), -1.0, dtype) for s in design_win}
-    return {**{p.name: planes[p.name] for p in sig.planes if p.name in planes and p.name not in fills}, **fills}
+    fills = {s: xp.full(tuple(a.extent for a in sig.get(s).axes), -1.0, dtype) for s in names}
+    got = run(win, {**{p.name: planes[p.name] for p in sig.planes if p.name in planes and p.name not in fills},
+                    **fills})
+    got = got if isinstance(got, dict) else {next(iter(names)): got}
+    wins = {s: got[s] for s in names}
+    return wins, {names[s]: w for s, w in wins.items()}
 
 
 def prior_gradient(kernel, sink: str, ct, wins=None, xp=np):

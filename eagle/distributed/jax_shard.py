@@ -28,8 +28,7 @@ from eagle.distributed.grads import (
     prior_gradient,
     renamed,
     stencil_planes,
-    winner_planes,
-    winners_plan,
+    winners,
 )
 from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
 from eagle.distributed.sinks import FOLD, XSUM
@@ -220,26 +219,20 @@ def _backward(jk, axis_name, run, names: list[str], grid: dict, values: tuple, g
 
 
 def _winners(jk, axis_name, run, wrt: tuple, ext: tuple, inputs: dict, grid: dict) -> tuple[dict, dict]:
-    """(winners by sink stored into with `= v`, the adjoint's planes holding them): the winners kernel run
-    sharded over `axis_name` like the forward (eagle/distributed/grads.py `winner_planes`); empty when none."""
-    from eagle.reverse import adjoint_for
+    """The winners of sinks stored into with `= v` (eagle/distributed/grads.py `winners`), their kernel run
+    sharded over `axis_name` like the forward."""
+    def sharded(win, planes):
+        key = ("shard", axis_name, id(win))
+        if key not in jk._adjoints:
+            from eagle.jax import JaxKernel
 
-    win = winners_plan(jk.plan, wrt, ext)
-    if win is None:
-        return {}, {}
-    design = adjoint_for(jk.plan, wrt, ext)[1]
-    key = ("shard", axis_name, id(win))
-    if key not in jk._adjoints:
-        from eagle.jax import JaxKernel
+            jk._adjoints[key] = JaxKernel(win.kernel, plan=win, axis_name=axis_name)
+        try:
+            return jk._adjoints[key](**planes)
+        except InputError as exc:
+            raise renamed(jk.name, exc) from None
 
-        jk._adjoints[key] = JaxKernel(win.kernel, plan=win, axis_name=axis_name)
-    try:
-        got = jk._adjoints[key](**winner_planes(win, design.win, {**inputs, **grid}, run.dtype, xp=jnp))
-    except InputError as exc:
-        raise renamed(jk.name, exc) from None
-    got = got if isinstance(got, dict) else {next(iter(design.win)): got}
-    wins = {s: got[s] for s in design.win}
-    return wins, {design.win[s]: w for s, w in wins.items()}
+    return winners(jk.plan, wrt, ext, sharded, {**inputs, **grid}, run.dtype, xp=jnp)
 
 
 def _adjoint_grads(jk, axis_name, run, wrt: tuple, ext: tuple, stencil: list, inputs: dict, gs: dict,

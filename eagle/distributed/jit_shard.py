@@ -104,26 +104,22 @@ class Partitioned:
         return tuple(grads.get(n) for n in self.names)
 
     def _winners(self, wrt: tuple, extents: tuple, dtype, inputs: dict) -> tuple[dict, dict]:
-        """(winners by sink stored into with `= v`, the adjoint's planes holding them), from the winners kernel
-        run like the forward (partition=True: sharded where it can run sharded); empty when there are none."""
+        """The winners of sinks stored into with `= v` (eagle/distributed/grads.py `winners`), their kernel run
+        like the forward (partition=True: sharded where it can run sharded)."""
         import jax.numpy as jnp
 
-        from eagle.distributed.grads import winner_planes, winners_plan
+        from eagle.distributed.grads import winners
         from eagle.jax import JaxKernel
-        from eagle.reverse import adjoint_for
 
         jk = self.jk
-        win = winners_plan(jk.plan, wrt, extents)
-        if win is None:
-            return {}, {}
-        design = adjoint_for(jk.plan, wrt, extents)[1]
-        wk = jk._adjoints.get(("partition", id(win)))
-        if wk is None:
-            wk = jk._adjoints[("partition", id(win))] = JaxKernel(win.kernel, plan=win, partition=True)
-        got = wk(**winner_planes(win, design.win, {**inputs, **self.grid}, dtype, xp=jnp))
-        got = got if isinstance(got, dict) else {next(iter(design.win)): got}
-        wins = {s: got[s] for s in design.win}
-        return wins, {design.win[s]: w for s, w in wins.items()}
+
+        def partitioned(win, planes):
+            wk = jk._adjoints.get(("partition", id(win)))
+            if wk is None:
+                wk = jk._adjoints[("partition", id(win))] = JaxKernel(win.kernel, plan=win, partition=True)
+            return wk(**planes)
+
+        return winners(jk.plan, wrt, extents, partitioned, {**inputs, **self.grid}, dtype, xp=jnp)
 
     def _planes(self, ops) -> dict:
         planes = dict(zip(self.names, ops, strict=True))

@@ -35,8 +35,7 @@ from eagle.distributed.grads import (
     prior_gradient,
     renamed,
     stencil_planes,
-    winner_planes,
-    winners_plan,
+    winners,
 )
 from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
 from eagle.distributed.sinks import FOLD, XSUM
@@ -149,22 +148,18 @@ def _backward(spec: _Spec, cot: dict) -> dict:
 
 
 def _winners(spec: _Spec, wrt: tuple, ext: tuple, inputs: dict) -> tuple[dict, dict]:
-    """(winners by sink stored into with `= v`, the adjoint's planes holding them): the winners kernel run
-    sharded across the group like the forward (eagle/distributed/grads.py `winner_planes`); empty when none."""
-    from eagle.reverse import adjoint_for
+    """The winners of sinks stored into with `= v` (eagle/distributed/grads.py `winners`), their kernel run
+    sharded across the group like the forward."""
+    tk = spec.tk
 
-    tk, b = spec.tk, spec.binding
-    win = winners_plan(tk.plan, wrt, ext)
-    if win is None:
-        return {}, {}
-    design = adjoint_for(tk.plan, wrt, ext)[1]
-    planes = {**spec.planes, **inputs}
-    try:
-        got = _run(_runner(tk, win), spec.group, winner_planes(win, design.win, planes, b.dtype))[0]
-    except InputError as exc:
-        raise renamed(tk.name, exc) from None
-    wins = {s: np.asarray(got[s]) for s in design.win}
-    return wins, {design.win[s]: w for s, w in wins.items()}
+    def across(win, planes):
+        try:
+            got = _run(_runner(tk, win), spec.group, planes)[0]
+        except InputError as exc:
+            raise renamed(tk.name, exc) from None
+        return {n: np.asarray(v) for n, v in got.items()}
+
+    return winners(tk.plan, wrt, ext, across, {**spec.planes, **inputs}, spec.binding.dtype)
 
 
 def _runner(tk, plan):
