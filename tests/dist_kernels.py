@@ -89,6 +89,12 @@ def dist_gridstore(lane: Grid["row", "col":NC], u: Scalar, key: Index, last: Mut
     out = u * u
 
 
+@hawk.kernel
+def dist_rowblock(lane: Grid["row", "col":NC], x: Scalar) -> Scalar:
+    top = hawk.max(x * x, over="col")  # block reductions (a row fits a workgroup), read in the body, beside
+    return (lane.row + 1.0) * (top + hawk.sum(x, over="col")) * x  # lane.row: whole-run lane numbers
+
+
 # ---- scans and block reductions (every shard runs whole scan blocks; a block reduction's slots are rows) -----------
 @hawk.kernel
 def dist_scans(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar], lo: Mutable[Scalar],

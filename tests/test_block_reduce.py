@@ -389,6 +389,14 @@ def test_the_reverse_of_a_softmax_is_its_gradient():
     np.testing.assert_allclose(g, s * (ct - (ct * s).sum(axis=1, keepdims=True)), rtol=1e-10, atol=1e-15)
 
 
+def test_the_adjoint_keeps_block_reductions_in_one_launch():
+    """The adjoint is split into stages by the forward's rule: the softmax's recomputed row max and row sum, and
+    the row sum of the cotangent shares, are block reductions (one stage), not cells between stages."""
+    assert br_softmax.stage_count == 1
+    adj = br_softmax.adjoint(("x",), None, ())[0]
+    assert adj.stage_count == 1, adj.stage_count
+
+
 def test_gpu_forms_and_grid():
     """Block reductions of one span, none ordered, nothing else across lanes: the "blocks" form (workgroups);
     otherwise the chunk form, where a thread runs whole slots as a host chunk does."""

@@ -50,7 +50,7 @@ def _setup():
 
     jax.config.update("jax_enable_x64", True)
     names = ("sums", "max", "split", "shift", "heat", "far", "store", "grad", "ratio", "gridgrad", "vheat", "ints",
-             "place", "gridstore")
+             "place", "gridstore", "rowblock")
     return np, {n: getattr(dk, f"dist_{n}") for n in names}
 
 
@@ -764,6 +764,31 @@ def case_gradients_through_stores_into_a_sink_from_a_grid():
             gu, gp = jax.jit(jax.grad(loss, argnums=(0, 2)))(us, kk, prior)
             _bits_equal({"u": gu, "last": gp}, want, ["u", "last"])
     assert np.asarray(want["last"])[2] == ct[2] and np.asarray(want["last"])[0] == 0.0
+
+
+def case_gradients_of_block_reductions_beside_lane_row():
+    """Row max and row sum read in the body (block reductions) beside `lane.row` (whole-run lane numbers): the
+    adjoint keeps them block reductions, as the forward does, so jax.grad through shard_map and partition=True
+    runs sharded with plan.reverse's bits (ties in the row max included)."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    rng = np.random.default_rng(43)
+    x, ct = np.round(rng.normal(size=(NR, NC)) * 2) / 2, rng.normal(size=(NR, NC))  # (ties in x * x)
+    want = eagle.deploy(ks["rowblock"]).reverse(ct, x=x)
+    for shards in (4, 8):
+        mesh = _mesh(shards)
+        f, fp = eagle.jax.wrap(ks["rowblock"], axis_name="d"), eagle.jax.wrap(ks["rowblock"], partition=True)
+        g = jax.shard_map(lambda x, f=f: f(x=x), mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+        xs = jax.device_put(x, NamedSharding(mesh, P("d")))
+        for call in (g, lambda x, fp=fp: fp(x=x)):
+            got = jax.jit(jax.grad(lambda x, call=call: (call(x) * ct).sum()))(xs)
+            _bits_equal({"x": got}, want, ["x"])
 
 
 def case_a_refused_run_leaves_the_arrays_untouched():

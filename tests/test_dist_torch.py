@@ -52,6 +52,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_kscan,
     dist_max,
     dist_ratio,
+    dist_rowblock,
     dist_rowloss,
     dist_rowmax,
     dist_rowstats,
@@ -303,6 +304,23 @@ def case_gradients_through_stores_into_a_sink_from_a_grid_uneven(rank, group):
     got = eagle.torch.wrap(dist_gridstore, group=group)(u=ut, key=torch.from_numpy(key[r0:r1].copy()), last=pt)
     ((got["last"] * torch.from_numpy(ct)).sum() + (got["out"] * torch.from_numpy(co[r0:r1])).sum()).backward()
     _bits({"u": ut.grad, "last": pt.grad}, {"u": np.asarray(want["u"])[r0:r1], "last": want["last"]}, ["u", "last"])
+
+
+def case_gradients_of_block_reductions_beside_lane_row_uneven(rank, group):
+    """Row max and row sum read in the body beside `lane.row`, over uneven row splits: backward() runs the adjoint
+    with its block reductions sharded, plan.reverse's bits on the rank's rows."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    rng = np.random.default_rng(44)
+    x, ct = np.round(rng.normal(size=(NR, NC)) * 2) / 2, rng.normal(size=(NR, NC))
+    r0, r1 = [0, 3, 4, 30, NR][rank:rank + 2]
+    want = eagle.deploy(dist_rowblock).reverse(ct, x=x)
+    xt = torch.from_numpy(x[r0:r1].copy()).requires_grad_()
+    (eagle.torch.wrap(dist_rowblock, group=group)(x=xt) * torch.from_numpy(ct[r0:r1])).sum().backward()
+    _bits({"x": xt.grad}, {"x": np.asarray(want["x"])[r0:r1]}, ["x"])
 
 
 def case_gradients_of_a_split_kernel(rank, group):

@@ -314,8 +314,23 @@ class IRKernel(Kernel):
             fwd = self.forward
             idt = {n: d for n, d in spec.index_dtypes if fwd.signature.get(n) is not None}
             text = self.transform(located_ir(fwd, fwd.spec_for(spec.float_dtype, idt)), spec.float_dtype)
-            self._hawk[spec] = (text, self._info["outputs"])
+            self._hawk[spec] = (_annotated(text, self.signature, self._info["outputs"], spec), self._info["outputs"])
         return self._hawk[spec][0]
+
+
+def _annotated(text: str, sig: Signature, outputs: dict[str, str], spec) -> str:
+    """The made kernel's IR with its facts on its func, as the front end writes a decorated kernel's
+    (hawk/lowering.py build_hawk): splitting it into stages reads them, so that a reduction over a Grid's trailing
+    axes read later in the body is a block reduction here too, as in the forward, instead of a stage boundary."""
+    from mlir import ir
+
+    from hawk.ir.dialect import new_context
+    from hawk.passes.plan import annotate
+
+    with new_context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        annotate(module, sig, outputs, spec)
+        return str(module)
 
 
 def _transform(fn):
