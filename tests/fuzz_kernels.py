@@ -227,6 +227,17 @@ class Gen(Grammar):
         lanes_fz = union(e, c)  # a fuzzy term or mask makes the total (per kept slot) fuzzy
         fz = None if lanes_fz is None else np.atleast_1d(np.any(lanes_fz, axis=axis))
         staged = over is None and kind in ("sum", "mean", "fold") and self.rng.random() < 0.3
+        if over is not None and self.frng.random() < 0.7:  # a kept total read later in the body: over the
+            # columns a block reduction (a row fits a workgroup), over the rows a cell read by a second stage
+            g = self.f(max(depth - 1, 0))
+            self.lines.append(f"    s = {call}")
+            self.lines.append(f"    return {g.src} * s")
+            at = (lambda a: np.asarray(a)[:, None]) if axis == 1 else (lambda a: np.asarray(a)[None, :])
+            sv, sm = np.broadcast_to(at(v), self.shape), np.broadcast_to(at(m_), self.shape)
+            with np.errstate(all="ignore"):
+                want["result"] = (g.val * sv, g.mag * absf(sv) + absf(g.val) * sm,
+                                  union(g, None if fz is None else np.broadcast_to(at(fz), self.shape)))
+            return self.signature("", "Scalar"), f"staged {kind} over {over}, read in the body"
         if staged:  # read the total later in the body: a second stage
             g = self.f(max(depth - 1, 0))
             self.lines.append(f"    s = {call}")

@@ -294,6 +294,7 @@ def test_generator_covers_the_grammar():
         assert form in text, f"no generated kernel uses {form!r}"
     whats = " ".join(fk.case(SEED, i).what for i in range(300))
     assert "a carried value after a total" in whats, "no scatter loop carries a value read after a total"
+    assert "read in the body" in whats, "no total kept per row or column is read later in the body"
     funcs = [f for i in range(300) for f in re.findall(r"@hawk\.func\n(def .*?)\n\n\n", fk.case(SEED, i).source, re.S)]
     assert any(re.search(r"\bh\d+\(", f.split("\n", 1)[1]) for f in funcs), "no func calls a func"
     assert any("    u = " in f for f in funcs), "no func has a local of its own"
