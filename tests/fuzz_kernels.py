@@ -21,7 +21,7 @@ import sys
 import traceback
 
 import numpy as np
-from fuzz_grammar import BINS, COLS, KNOWN, REL, ROWS, TABLE, Case, E, Grammar, N, absf, union
+from fuzz_grammar import BINS, COLS, KNOWN, REL, ROWS, TABLE, Case, E, Grammar, N, absf, near, union
 
 _HEAD = ("import hawk\nimport hawk.math as m\nfrom hawk import Grid, Index, Mutable, Param, Scalar, Table, Vector\n"
          f"\nN = {N}\nB = {BINS}\n\n\n")
@@ -220,7 +220,7 @@ class Gen(Grammar):
         v, m_ = np.atleast_1d(v).astype(np.float64), np.atleast_1d(m_)
         call = f"hawk.{kind}({', '.join(args)})"
         if kind != "mean" and self.frng.random() < 0.4:  # (the funcs' stream: the kernel's draws stay)
-            call, v, m_ = self.fold(e, c, over, mask, axis)
+            call, v, m_, e = self.fold(e, c, over, mask, axis)
             kind, policy = "fold", None
         if policy == "compensated" and (np.any(mask & np.isinf(e.val)) or np.any(np.isinf(v))):
             self.tags.add("compensated_inf")  # an infinite term or total
@@ -271,12 +271,16 @@ class Gen(Grammar):
         block's kept lanes folded left to right, then the blocks' results in block order; keeping axes, each
         slot's lanes in lane order. From the funcs' stream."""
         r = self.frng
-        src, make = self._FOLDS[int(r.integers(len(self._FOLDS)))]
-        k = float(r.choice([0.5, -0.5, 0.75]))
-        op = make(k)
-        name = f"fold{self.nfunc}"
-        self.nfunc += 1
-        self.funcs.append(f"@hawk.func\ndef {name}(a, b):\n    return {src.format(c=k)}\n\n\n")
+        builtin = self.pick_builtin() if r.random() < 0.35 else None
+        if builtin is not None:  # a hawk.math built-in: its identity for an empty slice, no identity= taken
+            name, op, unit, e = builtin(e)
+        else:
+            src, make = self._FOLDS[int(r.integers(len(self._FOLDS)))]
+            k = float(r.choice([0.5, -0.5, 0.75]))
+            op = make(k)
+            name = f"fold{self.nfunc}"
+            self.nfunc += 1
+            self.funcs.append(f"@hawk.func\ndef {name}(a, b):\n    return {src.format(c=k)}\n\n\n")
         vals, keep = np.asarray(e.val, np.float64), np.broadcast_to(mask, self.shape)
         if axis is None:
             slots = [(vals.reshape(-1), keep.reshape(-1), 1024)]
@@ -285,7 +289,8 @@ class Gen(Grammar):
             slots = [(moved[0][j], moved[1][j], None) for j in range(moved[0].shape[0])]
         # identity= whenever a slice may be empty: under where= (the runners draw planes of their own, on which a
         # mask may keep nothing), and at random otherwise
-        identity = float(r.choice([0.0, 1.5, -2.0])) if c is not None or r.random() < 0.3 else None
+        identity = None if builtin is not None else \
+            float(r.choice([0.0, 1.5, -2.0])) if c is not None or r.random() < 0.3 else None
         out = []
         with np.errstate(all="ignore"):
             for xs, kp, block in slots:
@@ -300,12 +305,39 @@ class Gen(Grammar):
                 acc = None
                 for p in parts:
                     acc = p if acc is None else op(acc, p)
-                out.append(identity if acc is None else acc)
+                out.append((unit if builtin is not None else identity) if acc is None else acc)
             mag = np.where(mask, e.mag + np.abs(e.val), 0.0)
-            m_ = 2.0 * (np.sum(mag, axis=axis) + (abs(identity) if identity is not None else 0.0))
+            if name == "m.mul":  # a product's error scale: the product of the factors' magnitudes (1 if none)
+                m_ = 2.0 * np.prod(np.where(mask, e.mag + np.abs(e.val), 1.0), axis=axis)
+            else:
+                m_ = 2.0 * (np.sum(mag, axis=axis) + (abs(identity) if identity is not None else 0.0))
         args = [name, e.src] + ([f"where={c.src}"] if c is not None else []) + \
             ([f"over={over}"] if over else []) + ([f"identity={identity!r}"] if identity is not None else [])
-        return f"hawk.reduce({', '.join(args)})", np.array(out, np.float64), np.atleast_1d(m_)
+        return f"hawk.reduce({', '.join(args)})", np.array(out, np.float64), np.atleast_1d(m_), e
+
+    def pick_builtin(self):
+        """A hawk.math combiner for hawk.reduce, as (name, NumPy fold step, empty-slice value, the folded value):
+        m.add, m.mul, m.min, m.max of the drawn float, or m.land / m.lor of whether it is positive (the result a
+        float 1.0 or 0.0; lanes near 0 are fuzzy, as a comparison's)."""
+        name = self.pick_f(["m.add", "m.mul", "m.min", "m.max", "m.land", "m.lor"])
+        steps = {"m.add": (lambda a, b: a + b, 0.0), "m.mul": (lambda a, b: a * b, 1.0),
+                 "m.min": (np.minimum, np.inf), "m.max": (np.maximum, -np.inf),
+                 "m.land": (lambda a, b: float(bool(a) and bool(b)), 1.0),
+                 "m.lor": (lambda a, b: float(bool(a) or bool(b)), 0.0)}
+        step, unit = steps[name]
+
+        def make(e):
+            if name not in ("m.land", "m.lor"):
+                return name, step, unit, e
+            with np.errstate(all="ignore"):
+                jump = None if e.sure else near(absf(e.val), e.mag + absf(e.val))
+                pos = E(f"({e.src}) > 0.0", (e.val > 0.0).astype(np.float64), "f", np.zeros(self.shape), False,
+                        union(e, jump), True)
+            return name, step, unit, pos
+        return make
+
+    def pick_f(self, seq):
+        return seq[int(self.frng.integers(len(seq)))]
 
     def scatter(self, depth: int, want: dict):
         policy = self.pick([None, "auto", "compensated", "plain", "ordered"])
