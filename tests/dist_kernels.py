@@ -201,6 +201,17 @@ def dist_lerp(a, b):  # neither associative nor commutative: the fold's order is
 
 
 @hawk.kernel
+def dist_rowlerp(lane: Grid["row", "col":NC], x: Scalar, tot: Mutable[Scalar], y: Mutable[Scalar]):
+    tot = hawk.reduce(dist_lerp, x, over="col", where=x > -1.0, identity=7.0)  # each row's fold, on its shard
+    y = x * hawk.reduce(dist_lerp, x * x, over="col", identity=0.0)  # (read in the body: a second stage)
+
+
+@hawk.kernel
+def dist_rowlerp_bare(lane: Grid["row", "col":NC], x: Scalar, tot: Mutable[Scalar]):
+    tot = hawk.reduce(dist_lerp, x, over="col", where=x > -1.0)  # no identity=: an empty row refuses
+
+
+@hawk.kernel
 def dist_fold(x: Scalar, p: Mutable[Scalar], q: Mutable[Scalar], y: Mutable[Scalar]):
     p = hawk.reduce(dist_lerp, x)
     q = hawk.reduce(dist_lerp, x * 2.0, where=x > 1.0)
@@ -325,7 +336,7 @@ def dist_rowscan(lane: Grid["row", "col":KC], x: Scalar, run: Mutable[Scalar], t
 
 
 @hawk.kernel
-def dist_rowfold(lane: Grid["row", "col":KC], x: Scalar) -> Scalar:  # refused: a fold keeping the leading axis
+def dist_rowfold(lane: Grid["row", "col":KC], x: Scalar) -> Scalar:  # refused: a row fold without identity=
     return hawk.reduce(dist_lerp, x, over="col")
 
 

@@ -732,14 +732,14 @@ def record(c: Case) -> dict:
 # The refusals a generated kernel may meet by design, by the words that say why: a kernel with only integer results
 # has nothing to differentiate, and neither a keyed min/max scan (or order="key") nor a hawk.reduce fold with a
 # func has a gradient rule; a sharded run cannot split a plane read with .at(...) at any lane, nor an output
-# written by key (positions, not lanes) inside shard_map or a process group, nor a fold keeping lane axes. A runner
-# that meets any other refusal reports a failure, even when it names the kernel: an internal error can name the
-# kernel too.
+# written by key (positions, not lanes) inside shard_map or a process group, nor a fold keeping lane axes other
+# than a leading block, nor one keeping those without identity=. A runner that meets any other refusal reports a
+# failure, even when it names the kernel: an internal error can name the kernel too.
 REFUSALS = (
     r"the kernel has no float result to differentiate",
     r"the reverse differentiates a keyed hawk\.scan \(by=\) only with op=m\.add and order=\"lane\"",
     r"the reverse does not differentiate hawk\.reduce with an operator",
-    r"a sharded run takes a leading block of axes \(\[.*\]\) and no hawk\.reduce fold",
+    r"keeps lane axes \[.*\] and has no identity=: an empty slot would be refused by the one shard holding it",
     r"hawk\.reduce folds keep none\), so shards cannot combine it",
     r"is read with \.at\(\.\.\.\) at a \w+ that is not this lane's own \w+ plus a constant, which can reach any "
     r"lane",

@@ -270,7 +270,7 @@ def case_what_shards_cannot_do_is_refused_by_name():
             (dk.dist_rowscan, dict(x=np.ones((8, dk.KC))), dict(x=P("d")),
              ("'tot' keeps the leading lane axis", "scans or folds over every lane", "a kernel of its own")),
             (dk.dist_rowfold, dict(x=np.ones((8, dk.KC))), dict(x=P("d")),
-             ("'result' keeps lane axes ['row']", "a leading block of axes", "no hawk.reduce fold")),
+             ("keeps lane axes ['row']", "no identity=", "alone")),
             (dk.dist_colfold, dict(x=np.ones((8, 3))), dict(x=P("d")), ("'result'", "without a copy per chunk")),):
         try:
             _sharded(kernel, _mesh(8), planes, specs, P())
@@ -789,6 +789,52 @@ def case_gradients_of_block_reductions_beside_lane_row():
         for call in (g, lambda x, fp=fp: fp(x=x)):
             got = jax.jit(jax.grad(lambda x, call=call: (call(x) * ct).sum()))(xs)
             _bits_equal({"x": got}, want, ["x"])
+
+
+def case_folds_keeping_rows_bitwise_or_refused_without_identity():
+    """hawk.reduce folds over the columns keep the leading axis: each row's one fold in lane order runs whole on
+    its shard (its flags and partials stay there), so the rows, an empty one's identity included, have the
+    one-device bits on 4 and 8 shards, under shard_map and partition=True. Without identity= an empty row would
+    refuse on its shard alone: refused by name, before anything runs (partition=True: gathered, warned)."""
+    import warnings
+
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+    from eagle import InputError
+
+    np, _ = _setup()
+    x = np.random.default_rng(45).normal(size=(NR, NC))
+    x[7] = -2.0  # (row 7: where= keeps no lane, the identity)
+    want = eagle.deploy(dk.dist_rowlerp).run(x=x)
+    for shards in (4, 8):
+        mesh = _mesh(shards)
+        f, fp = eagle.jax.wrap(dk.dist_rowlerp, axis_name="d"), eagle.jax.wrap(dk.dist_rowlerp, partition=True)
+        g = jax.shard_map(lambda x, f=f: f(x=x), mesh=mesh, in_specs=P("d"),
+                          out_specs={"tot": P("d"), "y": P("d")})
+        xs = jax.device_put(x, NamedSharding(mesh, P("d")))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for got in (jax.jit(g)(xs), jax.jit(lambda x, fp=fp: fp(x=x))(xs)):
+                _bits_equal(got, want, ["tot", "y"])
+    assert np.asarray(want["tot"])[7] == 7.0
+    bare = eagle.jax.wrap(dk.dist_rowlerp_bare, axis_name="d")
+    try:
+        jax.jit(jax.shard_map(lambda x: bare(x=x), mesh=mesh, in_specs=P("d"), out_specs=P("d")))(xs)
+    except InputError as exc:
+        assert "dist_rowlerp_bare" in str(exc) and "identity=" in str(exc) and "'tot'" in str(exc), exc
+    else:
+        raise AssertionError("a row fold without identity= ran sharded")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        y = x + 3.0  # (no empty row: the gathered call runs)
+        got = jax.jit(lambda x: eagle.jax.wrap(dk.dist_rowlerp_bare, partition=True)(x=x))(
+            jax.device_put(y, NamedSharding(mesh, P("d"))))
+    assert any("runs unsharded" in str(w.message) and "identity=" in str(w.message) for w in said), said
+    _bits_equal({"tot": got}, {"tot": eagle.deploy(dk.dist_rowlerp_bare).run(x=y)}, ["tot"])
 
 
 def case_a_refused_run_leaves_the_arrays_untouched():

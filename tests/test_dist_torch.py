@@ -53,6 +53,8 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_max,
     dist_ratio,
     dist_rowblock,
+    dist_rowlerp,
+    dist_rowlerp_bare,
     dist_rowloss,
     dist_rowmax,
     dist_rowstats,
@@ -321,6 +323,29 @@ def case_gradients_of_block_reductions_beside_lane_row_uneven(rank, group):
     xt = torch.from_numpy(x[r0:r1].copy()).requires_grad_()
     (eagle.torch.wrap(dist_rowblock, group=group)(x=xt) * torch.from_numpy(ct[r0:r1])).sum().backward()
     _bits({"x": xt.grad}, {"x": np.asarray(want["x"])[r0:r1]}, ["x"])
+
+
+def case_folds_keeping_rows_uneven(rank, group):
+    """Row folds (hawk.reduce over the columns) over uneven row splits: each rank's rows have the one-device bits
+    (an empty row's identity included); without identity= every rank refuses alike, before any launch."""
+    import torch
+
+    import eagle
+    import eagle.torch
+    from eagle import InputError
+
+    x = np.random.default_rng(46).normal(size=(NR, NC))
+    x[21] = -2.0  # (the row rank 3 starts with: where= keeps no lane)
+    r0, r1 = [0, 1, 2, 21, NR][rank:rank + 2]
+    want = eagle.deploy(dist_rowlerp).run(x=x)
+    got = eagle.torch.wrap(dist_rowlerp, group=group)(x=torch.from_numpy(x[r0:r1].copy()))
+    _bits(got, {k: np.asarray(v)[r0:r1] for k, v in want.items()}, ["tot", "y"])
+    try:
+        eagle.torch.wrap(dist_rowlerp_bare, group=group)(x=torch.from_numpy(x[r0:r1].copy()))
+    except InputError as exc:
+        assert "dist_rowlerp_bare" in str(exc) and "identity=" in str(exc), str(exc)
+    else:
+        raise AssertionError("a row fold without identity= ran over the group")
 
 
 def case_gradients_of_a_split_kernel(rank, group):

@@ -177,11 +177,18 @@ def _check_kept(kernel, lay, r) -> None:
     axes = kernel.signature.lane_axes()
     labels = [a.label for a in axes]
     lead = labels[0] if labels else "lane"
-    if lead in r.kept:  # each kept slot on one shard: the shard's own slots (leading_cells)
-        if list(r.kept) != labels[:len(r.kept)] or r.kind == "fold":
+    if lead in r.kept:  # each kept slot on one shard: the shard's own slots (leading_cells; a fold's per-slot
+        # flags and partials too: each slot's one plain fold in lane order runs whole on its shard)
+        if list(r.kept) != labels[:len(r.kept)]:
             raise InputError(f"kernel '{kernel.name}': '{r.cell}' keeps lane axes {list(r.kept)}; with the "
-                             f"leading axis '{lead}' a sharded run takes a leading block of axes ({labels}) and "
-                             f"no hawk.reduce fold; keep a leading block, or run unsharded")
+                             f"leading axis '{lead}' a sharded run takes a leading block of axes ({labels}); "
+                             f"keep a leading block, or run unsharded")
+        bare = _bare_row_folds(kernel, lead) if r.kind == "fold" else []
+        if bare:
+            raise InputError(f"kernel '{kernel.name}': {bare[0]} keeps lane axes {list(r.kept)} "
+                             f"and has no identity=: an empty slot would be refused by the one shard holding it, "
+                             f"alone, while the others go on; pass identity=<value> to run it sharded, or run "
+                             f"unsharded")
         return
     if r.cell not in lay.private or r.kind == "fold":
         extents = {a.label: a.extent for a in axes}
@@ -191,6 +198,31 @@ def _check_kept(kernel, lay, r) -> None:
                          f"hawk.reduce folds "
                          f"keep none), so shards cannot combine it; scatter into a sink keyed by the kept "
                          f"coordinates instead")
+
+
+def _bare_row_folds(kernel, lead: str) -> list[str]:
+    """The hawk.reduce folds without identity= that keep the leading lane axis `lead`, each as the messages name
+    it (by its cell, returned, or read later in the body), from the kernel's hawk IR (read once)."""
+    got = kernel.__dict__.get("_bare_row_folds")
+    if got is None:
+        from mlir import ir
+
+        from hawk.ir.access import fold_identity, plane_name, reduce_kind, reduce_over
+        from hawk.ir.dialect import is_hawk, new_context
+
+        got = []
+        with new_context(), ir.Location.unknown():
+            ops, module = [], ir.Module.parse(kernel.hawk_ir())  # (the module outlives the ops read from it)
+            module.operation.walk(lambda o: (ops.append(o), ir.WalkResult.ADVANCE)[1])
+            for op in ops:
+                if is_hawk(op, "reduce") and reduce_kind(op) == "fold" and fold_identity(op) is None and \
+                        lead not in reduce_over(op):
+                    cells = [plane_name(u.owner) for u in op.results[0].uses if is_hawk(u.owner, "cell")]
+                    got.append(f"hawk.reduce into '{cells[0]}'" if cells else "the hawk.reduce returned" if any(
+                        u.owner.name == "func.return" for u in op.results[0].uses) else
+                        "a hawk.reduce read later in the body")
+        kernel.__dict__["_bare_row_folds"] = got
+    return got
 
 
 def _check_blocks(kernel, lay, row: int) -> None:
@@ -216,8 +248,8 @@ def _checks(launcher) -> bool:
 
 def leading_cells(kernel, lay) -> set[str]:
     """Cells of reductions keeping the leading lane axes (a row sum): each kept slot's lanes lie on one shard,
-    which holds its slots' whole state (`LOCAL`: never combined) and hands back its own slots' totals, as it does
-    its own lanes of a per-lane output."""
+    which holds its slots' whole state (`LOCAL`: never combined; a fold's flags and partials per slot too) and
+    hands back its own slots' totals, as it does its own lanes of a per-lane output."""
     labels = [a.label for a in kernel.signature.lane_axes()]
     return {r.cell for r in lay.reductions if r.kept and r.kept[0] == labels[0]}
 
@@ -226,8 +258,8 @@ def _combine_kind(buf, lay, checks: bool, local: set[str] = frozenset()) -> str 
     """How a partial-state buffer of the lanes half is combined across shards (None: not state, or a
     placeholder: #scratch with no partials, #exact with no ordered sums over every lane, #err in a stage that
     cannot refuse: `checks` is its launcher's checks_at_run_time). `local`: leading_cells, whose cell, counts,
-    companion, exact accumulators and parked pairs stay on their shard."""
-    if buf.name in local and buf.role in ("cell", "count", "comp", "exact", "parked"):
+    companion, exact accumulators, parked pairs and fold partials stay on their shard."""
+    if buf.name in local and buf.role in ("cell", "count", "comp", "exact", "parked", "fold"):
         return LOCAL
     if buf.role == "err":
         return ERR if checks else None
