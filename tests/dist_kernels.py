@@ -341,6 +341,12 @@ def dist_rowfold(lane: Grid["row", "col":KC], x: Scalar) -> Scalar:  # refused: 
 
 
 @hawk.kernel
+def dist_rowwhole(lane: Grid["row", "col":KC], x: Scalar, tot: Mutable[Scalar], every: Mutable[Scalar]):
+    tot = hawk.reduce(dist_lerp, x, over="col", identity=0.0)  # refused beside a fold over every lane (whole-run
+    every = hawk.reduce(dist_lerp, x)  # lane numbers), whose missing identity= is not the row fold's
+
+
+@hawk.kernel
 def dist_ints(x: Scalar, bins: Mutable[Index], y: Mutable[Scalar], tot: Mutable[Scalar]):
     bins = hm.index(x * 4.0, 4)  # an integer output: per lane, sharded like y
     y = x * x

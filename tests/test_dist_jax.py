@@ -271,7 +271,9 @@ def case_what_shards_cannot_do_is_refused_by_name():
              ("'tot' keeps the leading lane axis", "scans or folds over every lane", "a kernel of its own")),
             (dk.dist_rowfold, dict(x=np.ones((8, dk.KC))), dict(x=P("d")),
              ("keeps lane axes ['row']", "no identity=", "alone")),
-            (dk.dist_colfold, dict(x=np.ones((8, 3))), dict(x=P("d")), ("'result'", "without a copy per chunk")),):
+            (dk.dist_colfold, dict(x=np.ones((8, 3))), dict(x=P("d")), ("'result'", "without a copy per chunk")),
+            (dk.dist_rowwhole, dict(x=np.ones((8, dk.KC))), dict(x=P("d")),
+             ("'tot' keeps the leading lane axis", "scans or folds over every lane")),):
         try:
             _sharded(kernel, _mesh(8), planes, specs, P())
         except InputError as exc:

@@ -215,8 +215,8 @@ def _bare_row_folds(kernel, lead: str) -> list[str]:
             ops, module = [], ir.Module.parse(kernel.hawk_ir())  # (the module outlives the ops read from it)
             module.operation.walk(lambda o: (ops.append(o), ir.WalkResult.ADVANCE)[1])
             for op in ops:
-                if is_hawk(op, "reduce") and reduce_kind(op) == "fold" and fold_identity(op) is None and \
-                        lead not in reduce_over(op):
+                over = reduce_over(op) if is_hawk(op, "reduce") else []  # (none: a fold over every lane)
+                if over and lead not in over and reduce_kind(op) == "fold" and fold_identity(op) is None:
                     cells = [plane_name(u.owner) for u in op.results[0].uses if is_hawk(u.owner, "cell")]
                     got.append(f"hawk.reduce into '{cells[0]}'" if cells else "the hawk.reduce returned" if any(
                         u.owner.name == "func.return" for u in op.results[0].uses) else
