@@ -733,14 +733,17 @@ def record(c: Case) -> dict:
 # has nothing to differentiate, and neither a keyed min/max scan (or order="key") nor a hawk.reduce fold with a
 # func has a gradient rule; a sharded run cannot split a plane read with .at(...) at any lane, nor an output
 # written by key (positions, not lanes) inside shard_map or a process group, nor a fold keeping lane axes other
-# than a leading block, nor one keeping those without identity=. A runner that meets any other refusal reports a
-# failure, even when it names the kernel: an internal error can name the kernel too.
+# than a leading block, nor one keeping those without identity=, nor a row cell (a row fold read later in the
+# body) beside whole-run lane numbers (`lane.row`, neighbours, scans). A runner that meets any other refusal
+# reports a failure, even when it names the kernel: an internal error can name the kernel too.
 REFUSALS = (
     r"the kernel has no float result to differentiate",
     r"the reverse differentiates a keyed hawk\.scan \(by=\) only with op=m\.add and order=\"lane\"",
     r"the reverse does not differentiate hawk\.reduce with an operator",
     r"keeps lane axes \[.*\] and has no identity=: an empty slot would be refused by the one shard holding it",
     r"hawk\.reduce folds keep none\), so shards cannot combine it",
+    r"keeps the leading lane axis, and the kernel (reads neighbours or its own coordinates|scans or folds over "
+    r"every lane), so its shards run with the whole run's lane numbers",
     r"is read with \.at\(\.\.\.\) at a \w+ that is not this lane's own \w+ plus a constant, which can reach any "
     r"lane",
     r"written by key \(hawk\.scatter\(\w+\)\[k\] = v\), has positions, not lanes, so sharded runs",
