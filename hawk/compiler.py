@@ -391,6 +391,32 @@ class Kernel:
 
         return dict(facts(self).kept)
 
+    def folds_without_identity(self) -> tuple[tuple[tuple[str, ...], str], ...]:
+        """Each hawk.reduce fold without identity= as (its reduced lane axes, how a message names it: into its
+        cell, returned, or read later in the body), from the kernel's hawk IR (read once). A sharded run keeps a
+        row fold's slots on their shards and refuses one that could find a slot empty on one shard alone."""
+        got = self.__dict__.get("_bare_folds")
+        if got is None:
+            from mlir import ir
+
+            from hawk.ir.access import fold_identity, plane_name, reduce_kind, reduce_over
+            from hawk.ir.dialect import is_hawk, new_context
+
+            found = []
+            with new_context(), ir.Location.unknown():
+                ops, module = [], ir.Module.parse(self.hawk_ir())  # (the module outlives the ops read from it)
+                module.operation.walk(lambda o: (ops.append(o), ir.WalkResult.ADVANCE)[1])
+                for op in ops:
+                    if not is_hawk(op, "reduce") or reduce_kind(op) != "fold" or fold_identity(op) is not None:
+                        continue
+                    uses = [u.owner for u in op.results[0].uses]
+                    cells = [plane_name(u) for u in uses if is_hawk(u, "cell")]
+                    what = f"hawk.reduce into '{cells[0]}'" if cells else "the hawk.reduce returned" if any(
+                        u.name == "func.return" for u in uses) else "a hawk.reduce read later in the body"
+                    found.append((tuple(reduce_over(op)), what))
+            got = self.__dict__["_bare_folds"] = tuple(found)
+        return got
+
 
 # ---- the kernel-info disk cache --------------------------------------------------------------------------
 def _hash(text: str) -> str:

@@ -183,7 +183,8 @@ def _check_kept(kernel, lay, r) -> None:
             raise InputError(f"kernel '{kernel.name}': '{r.cell}' keeps lane axes {list(r.kept)}; with the "
                              f"leading axis '{lead}' a sharded run takes a leading block of axes ({labels}); "
                              f"keep a leading block, or run unsharded")
-        bare = _bare_row_folds(kernel, lead) if r.kind == "fold" else []
+        bare = [what for over, what in kernel.folds_without_identity() if over and lead not in over] \
+            if r.kind == "fold" else []
         if bare:
             raise InputError(f"kernel '{kernel.name}': {bare[0]} keeps lane axes {list(r.kept)} "
                              f"and has no identity=: an empty slot would be refused by the one shard holding it, "
@@ -198,31 +199,6 @@ def _check_kept(kernel, lay, r) -> None:
                          f"hawk.reduce folds "
                          f"keep none), so shards cannot combine it; scatter into a sink keyed by the kept "
                          f"coordinates instead")
-
-
-def _bare_row_folds(kernel, lead: str) -> list[str]:
-    """The hawk.reduce folds without identity= that keep the leading lane axis `lead`, each as the messages name
-    it (by its cell, returned, or read later in the body), from the kernel's hawk IR (read once)."""
-    got = kernel.__dict__.get("_bare_row_folds")
-    if got is None:
-        from mlir import ir
-
-        from hawk.ir.access import fold_identity, plane_name, reduce_kind, reduce_over
-        from hawk.ir.dialect import is_hawk, new_context
-
-        got = []
-        with new_context(), ir.Location.unknown():
-            ops, module = [], ir.Module.parse(kernel.hawk_ir())  # (the module outlives the ops read from it)
-            module.operation.walk(lambda o: (ops.append(o), ir.WalkResult.ADVANCE)[1])
-            for op in ops:
-                over = reduce_over(op) if is_hawk(op, "reduce") else []  # (none: a fold over every lane)
-                if over and lead not in over and reduce_kind(op) == "fold" and fold_identity(op) is None:
-                    cells = [plane_name(u.owner) for u in op.results[0].uses if is_hawk(u.owner, "cell")]
-                    got.append(f"hawk.reduce into '{cells[0]}'" if cells else "the hawk.reduce returned" if any(
-                        u.owner.name == "func.return" for u in op.results[0].uses) else
-                        "a hawk.reduce read later in the body")
-        kernel.__dict__["_bare_row_folds"] = got
-    return got
 
 
 def _check_blocks(kernel, lay, row: int) -> None:
