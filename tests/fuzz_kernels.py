@@ -271,9 +271,9 @@ class Gen(Grammar):
         block's kept lanes folded left to right, then the blocks' results in block order; keeping axes, each
         slot's lanes in lane order. From the funcs' stream."""
         r = self.frng
-        builtin = self.pick_builtin() if r.random() < 0.35 else None
-        if builtin is not None:  # a hawk.math built-in: its identity for an empty slice, no identity= taken
-            name, op, unit, e = builtin(e)
+        builtin = r.random() < 0.35
+        if builtin:  # a hawk.math built-in: its identity for an empty slice, no identity= taken
+            name, op, unit, e = self.builtin_fold(e)
         else:
             src, make = self._FOLDS[int(r.integers(len(self._FOLDS)))]
             k = float(r.choice([0.5, -0.5, 0.75]))
@@ -289,55 +289,40 @@ class Gen(Grammar):
             slots = [(moved[0][j], moved[1][j], None) for j in range(moved[0].shape[0])]
         # identity= whenever a slice may be empty: under where= (the runners draw planes of their own, on which a
         # mask may keep nothing), and at random otherwise
-        identity = None if builtin is not None else \
+        identity = None if builtin else \
             float(r.choice([0.0, 1.5, -2.0])) if c is not None or r.random() < 0.3 else None
         out = []
         with np.errstate(all="ignore"):
             for xs, kp, block in slots:
-                parts = []
-                for b0 in range(0, xs.size, block or max(xs.size, 1)):
-                    acc = None
-                    for x, kept in zip(xs[b0:b0 + (block or xs.size)], kp[b0:b0 + (block or xs.size)], strict=True):
-                        if kept:
-                            acc = x if acc is None else op(acc, x)
-                    if acc is not None:
-                        parts.append(acc)
-                acc = None
-                for p in parts:
-                    acc = p if acc is None else op(acc, p)
-                out.append((unit if builtin is not None else identity) if acc is None else acc)
+                step = block or max(xs.size, 1)
+                parts = [_left_fold(op, xs[b:b + step][kp[b:b + step]]) for b in range(0, xs.size, step)]
+                acc = _left_fold(op, [p for p in parts if p is not None])
+                out.append((unit if builtin else identity) if acc is None else acc)
             mag = np.where(mask, e.mag + np.abs(e.val), 0.0)
             if name == "m.mul":  # a product's error scale: the product of the factors' magnitudes (1 if none)
-                m_ = 2.0 * np.prod(np.where(mask, e.mag + np.abs(e.val), 1.0), axis=axis)
+                m_ = 2.0 * np.prod(np.where(mask, mag, 1.0), axis=axis)
             else:
                 m_ = 2.0 * (np.sum(mag, axis=axis) + (abs(identity) if identity is not None else 0.0))
         args = [name, e.src] + ([f"where={c.src}"] if c is not None else []) + \
             ([f"over={over}"] if over else []) + ([f"identity={identity!r}"] if identity is not None else [])
         return f"hawk.reduce({', '.join(args)})", np.array(out, np.float64), np.atleast_1d(m_), e
 
-    def pick_builtin(self):
+    def builtin_fold(self, e):
         """A hawk.math combiner for hawk.reduce, as (name, NumPy fold step, empty-slice value, the folded value):
-        m.add, m.mul, m.min, m.max of the drawn float, or m.land / m.lor of whether it is positive (the result a
-        float 1.0 or 0.0; lanes near 0 are fuzzy, as a comparison's)."""
-        name = self.pick_f(["m.add", "m.mul", "m.min", "m.max", "m.land", "m.lor"])
-        steps = {"m.add": (lambda a, b: a + b, 0.0), "m.mul": (lambda a, b: a * b, 1.0),
-                 "m.min": (np.minimum, np.inf), "m.max": (np.maximum, -np.inf),
-                 "m.land": (lambda a, b: float(bool(a) and bool(b)), 1.0),
-                 "m.lor": (lambda a, b: float(bool(a) or bool(b)), 0.0)}
-        step, unit = steps[name]
-
-        def make(e):
-            if name not in ("m.land", "m.lor"):
-                return name, step, unit, e
+        m.add, m.mul, m.min, m.max of `e`, or m.land / m.lor of whether it is positive (the result a float 1.0 or
+        0.0; lanes near 0 are fuzzy, as a comparison's). From the funcs' stream."""
+        names = ["m.add", "m.mul", "m.min", "m.max", "m.land", "m.lor"]
+        name = names[int(self.frng.integers(len(names)))]
+        step, unit = {"m.add": (lambda a, b: a + b, 0.0), "m.mul": (lambda a, b: a * b, 1.0),
+                      "m.min": (np.minimum, np.inf), "m.max": (np.maximum, -np.inf),
+                      "m.land": (lambda a, b: float(bool(a) and bool(b)), 1.0),
+                      "m.lor": (lambda a, b: float(bool(a) or bool(b)), 0.0)}[name]
+        if name in ("m.land", "m.lor"):
             with np.errstate(all="ignore"):
                 jump = None if e.sure else near(absf(e.val), e.mag + absf(e.val))
-                pos = E(f"({e.src}) > 0.0", (e.val > 0.0).astype(np.float64), "f", np.zeros(self.shape), False,
-                        union(e, jump), True)
-            return name, step, unit, pos
-        return make
-
-    def pick_f(self, seq):
-        return seq[int(self.frng.integers(len(seq)))]
+                e = E(f"({e.src}) > 0.0", (e.val > 0.0).astype(np.float64), "f", np.zeros(self.shape), False,
+                      union(e, jump), True)
+        return name, step, unit, e
 
     def scatter(self, depth: int, want: dict):
         policy = self.pick([None, "auto", "compensated", "plain", "ordered"])
@@ -609,6 +594,14 @@ class Gen(Grammar):
         first += self.func_lines()
         return Case(self.seed, self.index, self.name, src, self.plane_args(), "kernel_error", {}, first,
                     self.tags, f"wrong: {what}")
+
+
+def _left_fold(op, items):
+    """op(op(x0, x1), x2)...: the first item taken as it is; None for no items."""
+    acc = None
+    for x in items:
+        acc = x if acc is None else op(acc, x)
+    return acc
 
 
 def case(seed: int, index: int) -> Case:

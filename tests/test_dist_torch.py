@@ -340,10 +340,12 @@ def case_folds_keeping_rows_uneven(rank, group):
     want = eagle.deploy(dist_rowlerp).run(x=x)
     got = eagle.torch.wrap(dist_rowlerp, group=group)(x=torch.from_numpy(x[r0:r1].copy()))
     _bits(got, {k: np.asarray(v)[r0:r1] for k, v in want.items()}, ["tot", "y"])
+    mine = torch.from_numpy(x[r0:r1].copy())
     try:
-        eagle.torch.wrap(dist_rowlerp_bare, group=group)(x=torch.from_numpy(x[r0:r1].copy()))
+        eagle.torch.wrap(dist_rowlerp_bare, group=group)(x=mine)
     except InputError as exc:
         assert "dist_rowlerp_bare" in str(exc) and "identity=" in str(exc), str(exc)
+        assert mine.numpy().tobytes() == x[r0:r1].tobytes()  # (refused before anything ran: the rank's rows kept)
     else:
         raise AssertionError("a row fold without identity= ran over the group")
 

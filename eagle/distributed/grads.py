@@ -61,14 +61,6 @@ def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: st
     return adj, design, win
 
 
-def winners_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
-    """The winners plan for a sharded backward over `wrt` (possibly none: a stored sink's prior content alone),
-    as adjoint_plan gives it; None when the kernel stores into no sink with `= v`."""
-    from eagle.reverse import adjoint_for
-
-    return adjoint_for(plan, wrt, extents)[2] if plan.kernel.stored_sinks() else None
-
-
 def winners(plan, wrt: tuple[str, ...], extents: tuple[int, ...], run, planes: dict, dtype,
             xp=np) -> tuple[dict, dict]:
     """(each slot's winning store by sink stored into with `= v`, the adjoint's Table planes holding them); both
@@ -80,10 +72,10 @@ def winners(plan, wrt: tuple[str, ...], extents: tuple[int, ...], run, planes: d
     its lanes' store numbers with them, and a slot still at -1 keeps its prior content (`prior_gradient`)."""
     from eagle.reverse import adjoint_for
 
-    win = winners_plan(plan, wrt, extents)
-    if win is None:
+    if not plan.kernel.stored_sinks():
         return {}, {}
-    names = adjoint_for(plan, wrt, extents)[1].win  # (sink -> the adjoint's plane)
+    _, design, win = adjoint_for(plan, wrt, extents)
+    names = design.win  # (sink -> the adjoint's plane)
     sig = win.kernel.signature
     fills = {s: xp.full(tuple(a.extent for a in sig.get(s).axes), -1.0, dtype) for s in names}
     got = run(win, {**{p.name: planes[p.name] for p in sig.planes if p.name in planes and p.name not in fills},

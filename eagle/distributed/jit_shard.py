@@ -77,13 +77,15 @@ class Partitioned:
         inputs = {n: planes[n].reshape(()) if jk.kinds[n] == "param" else planes[n] for n in self.names
                   if jk.kinds[n] in (*FLOATS, "index")}
         inputs.update(adjoint_inputs(forward_of(jk.plan), {}, extents, dtype, xp=jnp))  # (outputs read: zeros)
-        wins, tables = self._winners(wrt, extents, dtype, inputs)
+        priors = [n for n in self.names if jk.kinds[n] == "sink" and n in cot]
+        # a stencil (plan.reverse's gather form) and row results (their cotangents keyed by each shard's own rows):
+        # the shard_map form's gradient on each shard, which finds the winners itself
+        shard_form = bool(wrt) and bool(stencil_planes(jk.plan, wrt) or _leading_kept(jk.plan))
+        wins, tables = self._winners(wrt, extents, dtype, inputs) if priors or (wrt and not shard_form) else ({}, {})
         grads = {n: jnp.asarray(prior_gradient(jk.plan.kernel, n, cot[n], wins.get(n), xp=jnp)).reshape(
-            planes[n].shape).astype(planes[n].dtype) for n in self.names if jk.kinds[n] == "sink" and n in cot}
+            planes[n].shape).astype(planes[n].dtype) for n in priors}
         if wrt:
-            # a stencil (plan.reverse's gather form) and row results (their cotangents keyed by each shard's own
-            # rows): the shard_map form's gradient on each shard
-            if stencil_planes(jk.plan, wrt) or _leading_kept(jk.plan):
+            if shard_form:
                 if self._svjp is None:
                     self._svjp = _StencilVjp(self, wrt, ops, gs)
                 grads.update(zip(wrt, self._svjp.fn(*ops, *gs), strict=True))

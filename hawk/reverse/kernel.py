@@ -309,34 +309,27 @@ class IRKernel(Kernel):
         return frozenset()  # (an adjoint reads no output's initial contents: it is not differentiated again)
 
     def hawk_ir(self, spec=None) -> str:
+        """The made kernel's IR with its facts on its func, as the front end writes a decorated kernel's
+        (hawk/lowering.py build_hawk): splitting it into stages reads them, so that a reduction over a Grid's
+        trailing axes read later in the body is a block reduction here too, as in the forward, instead of a
+        stage boundary."""
+        from hawk.passes.plan import annotate
+
         spec = spec or self.default_spec()
         if spec not in self._hawk:
             fwd = self.forward
             idt = {n: d for n, d in spec.index_dtypes if fwd.signature.get(n) is not None}
-            text = self.transform(located_ir(fwd, fwd.spec_for(spec.float_dtype, idt)), spec.float_dtype)
-            self._hawk[spec] = (_annotated(text, self.signature, self._info["outputs"], spec), self._info["outputs"])
+            text = self.transform(located_ir(fwd, fwd.spec_for(spec.float_dtype, idt)), spec.float_dtype,
+                                  lambda module: annotate(module, self.signature, self._info["outputs"], spec))
+            self._hawk[spec] = (text, self._info["outputs"])
         return self._hawk[spec][0]
 
 
-def _annotated(text: str, sig: Signature, outputs: dict[str, str], spec) -> str:
-    """The made kernel's IR with its facts on its func, as the front end writes a decorated kernel's
-    (hawk/lowering.py build_hawk): splitting it into stages reads them, so that a reduction over a Grid's trailing
-    axes read later in the body is a block reduction here too, as in the forward, instead of a stage boundary."""
-    from mlir import ir
-
-    from hawk.ir.dialect import new_context
-    from hawk.passes.plan import annotate
-
-    with new_context(), ir.Location.unknown():
-        module = ir.Module.parse(text)
-        annotate(module, sig, outputs, spec)
-        return str(module)
-
-
 def _transform(fn):
-    """Run `fn(module, float_dtype)` on a parsed copy of the forward IR and give back the verified text."""
+    """Run `fn(module, float_dtype)` on a parsed copy of the forward IR and give back the verified text, after
+    `annotate(module)` has written the made kernel's facts onto it."""
 
-    def run(text: str, float_dtype: str) -> str:
+    def run(text: str, float_dtype: str, annotate) -> str:
         from mlir import ir
 
         from hawk.ir.dialect import new_context
@@ -348,6 +341,7 @@ def _transform(fn):
                 module.operation.verify()
             except ir.MLIRError as exc:  # a bug of the reverse, not the user's
                 raise RuntimeError(f"internal error: the adjoint IR does not verify: {exc}\n{module}") from exc
+            annotate(module)
             return str(module)
 
     return run

@@ -66,13 +66,9 @@ class OutputsMixin:
         """Whether a scatter or store by these keys wrote anything: a key of -1 (on any axis) writes nothing."""
         ok = None
         for k in keys:
-            valid = self.op("arith.xori", self.icmp_eq(k, self.iconst(-1)), self.true())
+            valid = self.lnot(self.icmp_eq(k, self.iconst(-1)))
             ok = valid if ok is None else self.land(ok, valid)
         return ok
-
-    def true(self) -> ir.Value:
-        i1 = ir.IntegerType.get_signless(1)
-        return create("arith.constant", [], [i1], {"value": ir.IntegerAttr.get(i1, 1)}).result
 
     def arg(self, name: str, kind: str, value_type: ir.Type, axes=()) -> ir.Value:
         """The adjoint func's argument for plane `name` (added on first use), typed by the values it holds."""

@@ -41,10 +41,6 @@ class Emit:
         i64 = ir.IntegerType.get_signless(64)
         return create("arith.constant", [], [i64], {"value": ir.IntegerAttr.get(i64, x)}).result
 
-    def bconst(self, x: bool) -> ir.Value:
-        i1 = ir.IntegerType.get_signless(1)
-        return create("arith.constant", [], [i1], {"value": ir.IntegerAttr.get(i1, int(x))}).result
-
     def zero(self, t: ir.Type) -> ir.Value:
         return self.const(0.0, t)
 
@@ -93,6 +89,10 @@ class Emit:
 
     def land(self, a, b):
         return self.op("arith.andi", a, b)
+
+    def lnot(self, a):
+        i1 = ir.IntegerType.get_signless(1)
+        return self.op("arith.xori", a, create("arith.constant", [], [i1], {"value": ir.IntegerAttr.get(i1, 1)}).result)
 
 
 def _sq(e: Emit, x):

@@ -380,10 +380,10 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
             y = create("hawk.scan", [x, *extra], [x.type], {"op": scan_op(op), "mode": "inclusive", **rev}).result
             # a segment's first lane (reverse=True: its last) holds the identity: its cotangent reaches no lane
             if reset is not None and not rev:
-                g = self.where(self.op("arith.xori", reset, self.bconst(True)), g)
+                g = self.where(self.lnot(reset), g)
             g = self.shifted(g, back=not rev)
             if reset is not None and rev:  # (the lane after a segment's last is the next segment's first)
-                g = self.where(self.op("arith.xori", reset, self.bconst(True)), g)
+                g = self.where(self.lnot(reset), g)
         self.extreme_rule(x, y, reset, bool(rev), scan_op(op), g, adj)
 
     def shifted(self, g: ir.Value, back: bool) -> ir.Value:
@@ -393,7 +393,7 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         start on even lanes serve one parity, those that start on odd lanes the other."""
         odd = self.op("arith.trunci", self.op("arith.andi", self.flat_lane(), self.iconst(1)),
                       t=ir.IntegerType.get_signless(1))
-        even = self.op("arith.xori", odd, self.bconst(True))
+        even = self.lnot(odd)
         attrs = {"op": "add", "mode": "exclusive"} | ({"reverse": ir.UnitAttr.get()} if back else {})
         on_even = create("hawk.scan", [g, even], [g.type], attrs).result  # segments [2k, 2k+1]
         on_odd = create("hawk.scan", [g, odd], [g.type], attrs).result  # segments [2k+1, 2k+2] (and [0])
@@ -405,12 +405,13 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         not be specialised to them, as `linear` needs)."""
         i64 = ir.IntegerType.get_signless(64)
         lin = stride = None
-        for a in reversed(self.p.axes):
+        for k, a in reversed(list(enumerate(self.p.axes))):
             c = self.lane(a)
             term = c if stride is None else self.op("arith.muli", c, stride)
             lin = term if lin is None else self.op("arith.addi", lin, term)
-            e = create("hawk.extent", [], [i64], {"axis": a}).result
-            stride = e if stride is None else self.op("arith.muli", stride, e)
+            if k:  # (the outermost axis's extent multiplies nothing)
+                e = create("hawk.extent", [], [i64], {"axis": a}).result
+                stride = e if stride is None else self.op("arith.muli", stride, e)
         return lin
 
     def extreme_rule(self, x, y, reset, reverse: bool, opname: str, g, adj: dict) -> None:
