@@ -135,6 +135,32 @@ def bt_same_bits(got, want, what=""):
                              f"got {g.ravel()[bad[:4]].tolist()} want {w.ravel()[bad[:4]].tolist()}")
 
 
+def bt_grads_split_bits(kernel, ct, planes: dict, min_chunk: int, what: str = "") -> None:
+    """plan.reverse's gradients have the same bits on 1 to 4 threads, and runs past one thread really split."""
+    import eagle
+
+    results = []
+    for threads in (1, 2, 3, 4):
+        plan = eagle.deploy(kernel, threads=threads, min_chunk=min_chunk)
+        results.append({k: np.asarray(v).copy() for k, v in plan.reverse(ct, **planes).items()})
+        if threads > 1:
+            assert max(plan.last_reverse_chunks) > 1, f"threads={threads}: {plan.last_reverse_chunks} chunk(s)"
+    for g in results[1:]:
+        bt_same_bits(g, results[0], what)
+
+
+def bt_grads_spirv_bits(kernel, ct, planes: dict, what: str = "") -> None:
+    """plan.reverse's gradients on spirv have the host's bits (skipped, with the reason, without the target)."""
+    import eagle
+
+    why = bt_target_missing("spirv")
+    if why:
+        pytest.skip(why)
+    host = eagle.deploy(kernel).reverse(ct, **planes)
+    dev = eagle.deploy(kernel, target="spirv").reverse(ct, **planes)
+    bt_same_bits({k: np.asarray(v) for k, v in dev.items()}, {k: np.asarray(v) for k, v in host.items()}, what)
+
+
 def bt_run_same_bits(target, kernel, **planes):
     """Run ``kernel`` on ``target`` (as bt_run_on); off the host, run it on the host too, on copies of the planes (so
     that passed sinks start equal), and require the same bits. For results the contract fixes bit for bit across

@@ -108,6 +108,24 @@ def dist_scans(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar],
 
 
 @hawk.kernel
+def dist_prod(x: Scalar, start: Scalar, y: Mutable[Scalar], r: Mutable[Scalar], p: Mutable[Scalar]):
+    y = hawk.scan(x, op=hm.mul)
+    r = hawk.scan(x, op=hm.mul, reverse=True, reset=start > 0.5, exclusive=True)
+    p = hawk.reduce(hm.mul, x)
+
+
+@hawk.kernel
+def dist_prodgrad(x: Scalar, p: Mutable[Scalar], y: Mutable[Scalar]):
+    p = hawk.reduce(hm.mul, x, where=x > 0.5)
+    y = hm.sin(x)
+
+
+@hawk.kernel
+def dist_rowprod(lane: Grid["row", "col":NC], u: Scalar) -> Scalar:
+    return hawk.reduce(hm.mul, u, over="col")
+
+
+@hawk.kernel
 def dist_softmax(lane: Grid["row", "col":NC], u: Scalar, p: Mutable[Scalar], tot: Mutable[Scalar]):
     e = hm.exp(u - hawk.max(u, over="col"))
     p = e / hawk.sum(e, over="col")

@@ -425,12 +425,14 @@ class Gen(Grammar):
         return self.signature("ko: Mutable[Scalar]", None), "compaction written by key"
 
     def scan(self, depth: int, want: dict):
-        """`c = hawk.scan(e, ...)`: add, min or max, float or integer, maybe exclusive, reversed or segmented
+        """`c = hawk.scan(e, ...)`: add, mul, min or max, float or integer, maybe exclusive, reversed or segmented
         (reset by an integer test: never fuzzy), returned and maybe scattered into the bins by `kb`. Lanes are
         fewer than a scan block, so the reference is NumPy's sequential fold in flat lane order (docs/semantics.md
         "Scans"); a fuzzy term makes every lane after it (in the scan's direction) fuzzy."""
         r = self.rng
         op = self.pick(["add", "add", "min", "max"])
+        if op == "add" and self.frng.random() < 0.2:  # a running product (the funcs' stream: the kernel's draws stay)
+            op = "mul"
         e = self.f(depth) if r.random() < 0.75 else self.i(depth)
         excl, rev = r.random() < 0.3, r.random() < 0.25
         reset = r.random() < 0.3
@@ -445,10 +447,10 @@ class Gen(Grammar):
         val = np.broadcast_to(e.val, self.shape).reshape(-1)
         mag = np.broadcast_to(e.mag + np.abs(e.val), self.shape).reshape(-1) if e.kind == "f" else np.zeros(val.size)
         if e.kind == "f":
-            ident = {"add": -0.0, "min": np.inf, "max": -np.inf}[op]
+            ident = {"add": -0.0, "mul": 1.0, "min": np.inf, "max": -np.inf}[op]
         else:
-            ident = {"add": 0, "min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}[op]
-        fold = {"add": np.add, "min": np.minimum, "max": np.maximum}[op]
+            ident = {"add": 0, "mul": 1, "min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}[op]
+        fold = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}[op]
         out = np.empty(val.size, dtype=np.float64 if e.kind == "f" else np.int64)
         scale = np.zeros(val.size)
         order = range(val.size - 1, -1, -1) if rev else range(val.size)
@@ -460,13 +462,20 @@ class Gen(Grammar):
             if keys[i] < 0:  # a lane left out: the identity, and nothing added
                 out[i], scale[i] = ident, 0.0
                 continue
-            run, run_mag = runs.get(int(keys[i]), (None, 0.0))
-            before = ident if run is None else run
-            run = val[i] if run is None else fold(run, val[i])
-            run_mag = run_mag + mag[i] if op == "add" else max(run_mag, mag[i])
-            runs[int(keys[i])] = (run, run_mag)
+            run, run_mag, count = runs.get(int(keys[i]), (None, 0.0, 0))
+            before, before_mag = (ident, 0.0) if run is None else (run, run_mag * count)
+            with np.errstate(all="ignore"):  # (int64 products wrap, as the kernel's do)
+                run = val[i] if run is None else fold(run, val[i])
+                # a product's error: each factor's relative error, so the factors' magnitudes' product per factor
+                run_mag = run_mag + mag[i] if op == "add" else \
+                    (mag[i] if count == 0 else run_mag * mag[i]) if op == "mul" else max(run_mag, mag[i])
+            count += 1
+            runs[int(keys[i])] = (run, run_mag, count)
             out[i] = before if excl else run
-            scale[i] = (run_mag - (mag[i] if op == "add" else 0.0)) if excl else run_mag
+            if op == "mul":
+                scale[i] = before_mag if excl else run_mag * count
+            else:
+                scale[i] = (run_mag - (mag[i] if op == "add" else 0.0)) if excl else run_mag
         fz = None
         if e.fuzzy is not None and np.any(e.fuzzy):
             lanes = np.broadcast_to(e.fuzzy, self.shape).reshape(-1)
@@ -723,8 +732,9 @@ def record(c: Case) -> dict:
 
 
 # The refusals a generated kernel may meet by design, by the words that say why: a kernel with only integer results
-# has nothing to differentiate, and neither a keyed min/max scan (or order="key") nor a hawk.reduce fold with a
-# func has a gradient rule; a sharded run cannot split a plane read with .at(...) at any lane, nor an output
+# has nothing to differentiate, and neither a keyed min/max scan (or order="key"), a running product, a
+# hawk.reduce fold with a func other than a product or a sum, nor a product keeping other than leading lane axes
+# has a gradient rule; a sharded run cannot split a plane read with .at(...) at any lane, nor an output
 # written by key (positions, not lanes) inside shard_map or a process group, nor a fold keeping lane axes other
 # than a leading block, nor one keeping those without identity=, nor a row cell (a row fold read later in the
 # body) beside whole-run lane numbers (`lane.row`, neighbours, scans). A runner that meets any other refusal
@@ -732,7 +742,10 @@ def record(c: Case) -> dict:
 REFUSALS = (
     r"the kernel has no float result to differentiate",
     r"the reverse differentiates a keyed hawk\.scan \(by=\) only with op=m\.add and order=\"lane\"",
-    r"the reverse does not differentiate hawk\.reduce with an operator",
+    r"the reverse does not differentiate a running product \(hawk\.scan with op=m\.mul\)",
+    r"the reverse differentiates hawk\.reduce with m\.mul \(or a func returning a \* b or a \+ b\) and folds of "
+    r"truth values, not this operator",
+    r"the reverse differentiates a product \(hawk\.reduce with m\.mul\) keeping lane axes only when they lead",
     r"keeps lane axes \[.*\] and has no identity=: an empty slot would be refused by the one shard holding it",
     r"hawk\.reduce folds keep none\), so shards cannot combine it",
     r"keeps the leading lane axis, and the kernel (reads neighbours or its own coordinates|scans or folds over "

@@ -489,6 +489,62 @@ def case_reverse_scans_and_scan_gradients_bitwise():
     assert gx.sharding.spec == P("d")
 
 
+def case_running_products_and_product_gradients_bitwise():
+    """Running products (forward; reverse, exclusive, with reset=) and a product fold: the one-device bits on 4
+    and 8 shards; jax.grad of products (over every lane under where=, and per row of a Grid), whose adjoint is
+    two running products per slice, bitwise plan.reverse's inside shard_map and under partition=True."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, _ = _setup()
+    rng = np.random.default_rng(31)
+    names = ("y", "r", "p")
+    specs = {"y": P("d"), "r": P("d"), "p": P()}
+    for shards, n in ((4, 4 * 3001), (8, 8 * 1000)):
+        x = 1.0 + 0.01 * rng.normal(size=n)
+        start = (rng.random(n) < 0.002).astype(np.float64)
+        want = eagle.deploy(dk.dist_prod).run(x=x, start=start)
+        got = _sharded(dk.dist_prod, _mesh(shards), dict(x=x, start=start), dict(x=P("d"), start=P("d")), specs)
+        _bits_equal(got, want, names)
+    f = eagle.jax.wrap(dk.dist_prodgrad, axis_name="d")
+    for shards, n in ((4, 4 * 3001), (8, 8 * 1000)):
+        x = 1.0 + 0.01 * rng.normal(size=n)
+        x[[7, n - 5]] = [0.0, -1.0]
+        cy = rng.normal(size=n)
+        want = eagle.deploy(dk.dist_prodgrad).reverse({"p": np.array([0.5]), "y": cy}, x=x)
+        mesh = _mesh(shards)
+        g = jax.shard_map(lambda x: f(x=x), mesh=mesh, in_specs=(P("d"),), out_specs={"p": P(), "y": P("d")})
+
+        def loss(x, g=g, cy=cy):
+            r = g(x)
+            return 0.5 * r["p"].sum() + (r["y"] * cy).sum()
+
+        gx = jax.jit(jax.grad(loss))(jax.device_put(x, NamedSharding(mesh, P("d"))))
+        _bits_equal({"x": gx}, want, ["x"])
+    u = 1.0 + 0.01 * rng.normal(size=(NR, NC))
+    u[3, 5] = 0.0
+    cq = rng.normal(size=NR)
+    # products per row run sharded; their gradient is refused by name (its scans run at whole-run lane numbers,
+    # where the rows' cotangents are each shard's own), never wrong
+    fr = eagle.jax.wrap(dk.dist_rowprod, axis_name="d")
+    mesh = _mesh(4)
+    g = jax.shard_map(lambda u: fr(u=u), mesh=mesh, in_specs=(P("d"),), out_specs=P("d"))
+    su = jax.device_put(u, NamedSharding(mesh, P("d")))
+    _bits_equal({"r": jax.jit(g)(su)}, {"r": eagle.deploy(dk.dist_rowprod).run(u=u)}, ["r"])
+    fp = eagle.jax.wrap(dk.dist_rowprod, partition=True)
+    for f in (g, lambda u: fp(u=u)):
+        try:
+            jax.jit(jax.grad(lambda u, f=f: (f(u) * cq).sum()))(su)
+        except eagle.InputError as exc:
+            assert "dist_rowprod" in str(exc) and "or scans (a product's gradient runs two)" in str(exc), exc
+        else:
+            raise AssertionError("a row product's sharded gradient ran")
+
+
 def case_block_reductions_run_on_whole_rows():
     """A row softmax (block max and sum over the trailing axis, read in the same stage) on 2 and 4 shards of rows:
     every slot is one row, on one shard; the one-device bits."""

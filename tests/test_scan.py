@@ -34,6 +34,24 @@ def running_max(x: Scalar, y: Mutable[Scalar]):
 
 
 @hawk.kernel
+def running_prod(x: Scalar, y: Mutable[Scalar], z: Mutable[Scalar], r: Mutable[Scalar]):
+    y = hawk.scan(x, op=m.mul)
+    z = hawk.scan(x, op=m.mul, exclusive=True)
+    r = hawk.scan(x, op=m.mul, reverse=True)
+
+
+@hawk.kernel
+def prod_segments(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar]):
+    y = hawk.scan(x, op=m.mul, reset=start > 0.5)
+    z = hawk.scan(x, op=m.mul, reset=start > 0.5, exclusive=True, reverse=True)
+
+
+@hawk.kernel
+def int_prod(k: Index, y: Mutable[Index]):
+    y = hawk.scan(k * 1000003 + 1, op=m.mul)  # int64 arithmetic, wrapping
+
+
+@hawk.kernel
 def int_counts(k: Index, y: Mutable[Scalar]):
     c = hawk.scan(k * 1000003)  # int64 arithmetic, wrapping
     y = m.to_float(c % 1000)
@@ -120,6 +138,64 @@ def test_min_max_match_accumulate_with_nans_and_zeros(kernel, ufunc):
     assert bt_run(kernel, x=x).tobytes() == ufunc.accumulate(x).tobytes()
 
 
+def _near_one(n: int, seed: int) -> np.ndarray:
+    """Factors whose running product stays finite and normal over a few thousand lanes."""
+    return 1.0 + 0.01 * np.random.default_rng(seed).standard_normal(n)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n", [1, 7, SCAN_BLOCK])
+def test_running_product_matches_cumprod_bitwise(n, dtype):
+    x = _near_one(n, n).astype(dtype)
+    x[n // 2] = -0.0
+    out = bt_run(running_prod, x=x)
+    assert out["y"].dtype == dtype
+    assert out["y"].tobytes() == np.cumprod(x, dtype=dtype).tobytes()
+    assert out["z"].tobytes() == np.concatenate([[1.0], np.cumprod(x)[:-1]]).astype(dtype).tobytes()
+    assert out["r"].tobytes() == np.cumprod(x[::-1], dtype=dtype)[::-1].tobytes()
+
+
+def test_running_product_follows_the_block_contract():
+    """Beyond SCAN_BLOCK lanes: each block's lanes multiply, in lane order, onto the in-order product of the
+    earlier blocks' totals (each from 1.0); a reverse scan is one fold from the last lane down, at any size."""
+    n = 3 * SCAN_BLOCK + 123
+    x = _near_one(n, 1)
+    x[5] = np.nan
+    x[SCAN_BLOCK + 9], x[2 * SCAN_BLOCK + 1] = np.inf, 0.0
+    want, off = [], 1.0
+    with np.errstate(invalid="ignore"):  # (0 * inf)
+        for i in range(0, n, SCAN_BLOCK):
+            b = x[i:i + SCAN_BLOCK]
+            want.append(np.cumprod(np.concatenate([[off], b]))[1:])
+            off = off * np.cumprod(b)[-1]
+        down = np.cumprod(x[::-1])[::-1]
+    out = bt_run(running_prod, x=x)
+    assert out["y"].tobytes() == np.concatenate(want).tobytes()
+    assert out["r"].tobytes() == down.tobytes()
+    x = _near_one(n, 2)
+    np.testing.assert_allclose(bt_run(running_prod, x=x)["y"], np.cumprod(x), rtol=1e-12)
+
+
+def test_running_product_segments_against_a_python_loop():
+    x = _near_one(1000, 3)
+    f = np.zeros(1000, bool)
+    f[[0, 10, 500, 999]] = True
+    out = bt_run(prod_segments, x=x, start=f.astype(np.float64))
+    assert out["y"].tobytes() == _ref_scan(x, np.multiply, f, ident=1.0).tobytes()
+    down = np.roll(f, -1)  # run down, the lane below a segment's first starts afresh
+    down[-1] = False
+    want = _ref_scan(x[::-1], np.multiply, down[::-1], excl=True, ident=1.0)[::-1]
+    assert out["z"].tobytes() == want.tobytes()
+
+
+def test_integer_running_product_wraps():
+    k = np.random.default_rng(4).integers(-(2 ** 31), 2 ** 31 - 1, 2 * SCAN_BLOCK + 99)
+    want = np.cumprod(k * 1000003 + 1)  # (NumPy's int64 wraps too)
+    assert np.array_equal(bt_run(int_prod, k=k), want)
+    if not bt_target_missing("spirv"):
+        assert np.array_equal(bt_run_on("spirv", int_prod, k=k), want)
+
+
 @pytest.mark.parametrize("kdt", [np.int32, np.int64])
 def test_integer_scan_is_exact_and_wraps(kdt):
     rng = np.random.default_rng(4)
@@ -164,11 +240,11 @@ def test_scan_after_a_total():
     assert np.allclose(y, np.cumsum(x - x.mean()), atol=1e-9)
 
 
-@pytest.mark.parametrize("kernel", [inclusive, segmented, int_counts, running_min])
+@pytest.mark.parametrize("kernel", [inclusive, segmented, int_counts, running_min, running_prod, prod_segments])
 def test_same_bits_at_every_thread_count(kernel):
     rng = np.random.default_rng(8)
     n = 9 * SCAN_BLOCK + 5
-    planes = {"x": rng.standard_normal(n), "start": (rng.random(n) < 0.0005).astype(np.float64),
+    planes = {"x": 1.0 + 0.01 * rng.standard_normal(n), "start": (rng.random(n) < 0.0005).astype(np.float64),
               "k": rng.integers(0, 1 << 20, n).astype(np.int32), "y": np.zeros(n)}
     names = {p.name for p in kernel.signature.planes}
     planes = {k: v for k, v in planes.items() if k in names}
@@ -183,14 +259,15 @@ def test_same_bits_at_every_thread_count(kernel):
     assert all(r == results[0] for r in results[1:])
 
 
-@pytest.mark.parametrize("kernel", [inclusive, exclusive, segmented, int_counts, running_max])
+@pytest.mark.parametrize("kernel", [inclusive, exclusive, segmented, int_counts, running_max, running_prod,
+                                    prod_segments])
 def test_spirv_gives_the_hosts_bits(kernel):
     why = bt_target_missing("spirv")
     if why:
         pytest.skip(why)
     rng = np.random.default_rng(9)
     n = 5 * SCAN_BLOCK + 33
-    planes = {"x": rng.standard_normal(n), "start": (rng.random(n) < 0.0005).astype(np.float64),
+    planes = {"x": 1.0 + 0.01 * rng.standard_normal(n), "start": (rng.random(n) < 0.0005).astype(np.float64),
               "k": rng.integers(0, 1 << 20, n).astype(np.int32), "y": np.zeros(n)}
     names = {p.name for p in kernel.signature.planes}
     planes = {k: v for k, v in planes.items() if k in names}
@@ -302,9 +379,9 @@ def test_scan_in_for_is_refused_at_its_line():
 
 def test_scan_with_another_operator_is_refused():
     def k(x: Scalar, y: Mutable[Scalar]):
-        y = hawk.scan(x, op=m.mul)  # @scan_mul
+        y = hawk.scan(x, op=m.pow)  # @scan_pow
 
-    msg = str(_refusal("# @scan_mul", k))
+    msg = str(_refusal("# @scan_pow", k))
     assert "m.add" in msg and "m.min" in msg and "m.max" in msg and "m.mul" in msg
 
 

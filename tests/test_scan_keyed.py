@@ -57,9 +57,9 @@ def float_minmax(x: Scalar, k: Index, lo: Mutable[Scalar], hi: Mutable[Scalar]):
     hi = hawk.scan(x, by=k, keys=NK, op=m.max, exclusive=True)
 
 
-IDENT = {"add": -0.0, "min": np.inf, "max": -np.inf}
-INT_IDENT = {"add": 0, "min": (1 << 63) - 1, "max": -(1 << 63)}
-FOLD = {"add": lambda a, b: a + b, "min": np.minimum, "max": np.maximum}
+IDENT = {"add": -0.0, "mul": 1.0, "min": np.inf, "max": -np.inf}
+INT_IDENT = {"add": 0, "mul": 1, "min": (1 << 63) - 1, "max": -(1 << 63)}
+FOLD = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "min": np.minimum, "max": np.maximum}
 
 
 def _ref(x, k, op="add", order="lane", exclusive=False, ident=-0.0):
@@ -155,6 +155,24 @@ def test_key_order_positions_are_a_stable_sort(n):
     assert np.array_equal(out["pos"][keep], want[keep])  # the kept lanes land on 0..kept-1, stably
     assert np.all(out["pos"][~keep] == 0)
     assert np.array_equal(out["count"], _ref(np.ones(n, np.int64), k, ident=0))
+
+
+@hawk.kernel
+def per_key_prod(x: Scalar, k: Index, y: Mutable[Scalar], z: Mutable[Scalar]):
+    y = hawk.scan(x, op=m.mul, by=k, keys=NK)
+    z = hawk.scan(x, op=m.mul, by=k, keys=NK, order="key", exclusive=True)
+
+
+@pytest.mark.parametrize("n", [100, 5 * SCAN_BLOCK + 77])
+def test_running_products_per_key_follow_the_contract(n):
+    x, k = _planes(n, 7)
+    x = 1.0 + 0.01 * x
+    out = bt_run(per_key_prod, x=x, k=k)
+    assert _bits(out["y"]) == _bits(_contract(x, k, op="mul", ident=1.0))
+    assert _bits(out["z"]) == _bits(_contract(x, k, op="mul", order="key", exclusive=True, ident=1.0))
+    np.testing.assert_allclose(out["y"], _ref(x, k, op="mul", ident=1.0), rtol=1e-12)
+    if n <= SCAN_BLOCK:
+        assert _bits(out["y"]) == _bits(_ref(x, k, op="mul", ident=1.0))
 
 
 def test_integer_scans_are_exact():

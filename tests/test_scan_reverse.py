@@ -8,7 +8,7 @@ stage's finish), exclusive and segmented forms against a Python loop, integers e
 
 import numpy as np
 import pytest
-from conftest import bt_run, bt_run_on, bt_same_bits, bt_target_missing
+from conftest import bt_grads_spirv_bits, bt_grads_split_bits, bt_run, bt_run_on, bt_target_missing
 
 import eagle
 import hawk
@@ -298,26 +298,13 @@ _GRAD_CASES = {
 @pytest.mark.parametrize("case", sorted(_GRAD_CASES))
 def test_gradients_same_bits_on_every_thread_count(case):
     kernel, ct, planes = _GRAD_CASES[case](np.random.default_rng(12), 9 * SCAN_BLOCK + 5)
-    results = []
-    for threads in (1, 2, 3, 4):
-        plan = eagle.deploy(kernel, threads=threads, min_chunk=SCAN_BLOCK)
-        g = {k: np.asarray(v).copy() for k, v in plan.reverse(ct, **planes).items()}
-        if threads > 1:
-            assert max(plan.last_reverse_chunks) > 1, f"threads={threads}: {plan.last_reverse_chunks} chunk(s)"
-        results.append(g)
-    for g in results[1:]:
-        bt_same_bits(g, results[0], case)
+    bt_grads_split_bits(kernel, ct, planes, SCAN_BLOCK, case)
 
 
 @pytest.mark.parametrize("case", sorted(_GRAD_CASES))
 def test_spirv_gradients_have_the_hosts_bits(case):
-    why = bt_target_missing("spirv")
-    if why:
-        pytest.skip(why)
     kernel, ct, planes = _GRAD_CASES[case](np.random.default_rng(13), 3 * SCAN_BLOCK + 11)
-    host = eagle.deploy(kernel).reverse(ct, **planes)
-    dev = eagle.deploy(kernel, target="spirv").reverse(ct, **planes)
-    bt_same_bits({k: np.asarray(v) for k, v in dev.items()}, {k: np.asarray(v) for k, v in host.items()}, case)
+    bt_grads_spirv_bits(kernel, ct, planes, case)
 
 
 def test_spirv_reverse_scan_has_the_hosts_bits():

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from eagle.errors import InputError
+from hawk.abi.layout import has_scan
 
 FLOATS = ("lane", "table", "param")
 
@@ -51,14 +52,22 @@ def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: st
     adj, design, win = adjoint_for(plan, wrt, extents)
     lead = next(iter(a.label for a in kernel.signature.lane_axes()), None)
     rows = sorted(c for c, kept in kernel.kept_cells().items() if lead in kept)
-    if rows and adj.kernel.lane_reach()[1]:
+    if rows and (adj.kernel.lane_reach()[1] or _scans(adj.kernel)):
         # (a row's cotangent is the shard's own, keyed by its own rows: the adjoint must run with the shard's
-        # lane numbers, which a cell over every lane, or reads of neighbours or coordinates, rule out)
+        # lane numbers, which a cell over every lane, reads of neighbours or coordinates, or scans (a product's
+        # adjoint: shards run whole scan blocks at whole-run numbers) rule out)
         raise InputError(f"kernel '{kernel.name}': gradients through a sharded call of a kernel whose cell "
                          f"'{rows[0]}' keeps the leading lane axis '{lead}' beside cells over other lanes, reads "
-                         f"of neighbours or of the '{lead}' coordinate are not supported yet; differentiate the "
-                         f"unsharded call, or compute the row results in a kernel of their own")
+                         f"of neighbours or of the '{lead}' coordinate, or scans (a product's gradient runs two) "
+                         f"are not supported yet; differentiate the unsharded call, or compute the row results in a "
+                         f"kernel of their own")
     return adj, design, win
+
+
+def _scans(kernel) -> bool:
+    """Whether a kernel scans (any stage): its shards run whole scan blocks, at whole-run lane numbers."""
+    spec = kernel.default_spec()
+    return any(has_scan(kernel.layout(spec, k)) for k in range(len(kernel.stages(spec))))
 
 
 def winners(plan, wrt: tuple[str, ...], extents: tuple[int, ...], run, planes: dict, dtype,

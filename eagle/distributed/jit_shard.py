@@ -87,6 +87,10 @@ class Partitioned:
         if wrt:
             if shard_form:
                 if self._svjp is None:
+                    try:  # (what shards cannot differentiate is refused here, not inside the partitioner)
+                        adjoint_plan(jk.plan, wrt, extents, "a mesh axis (partition=True)")
+                    except InputError as exc:
+                        raise renamed(jk.name, exc) from None
                     self._svjp = _StencilVjp(self, wrt, ops, gs)
                 grads.update(zip(wrt, self._svjp.fn(*ops, *gs), strict=True))
                 return tuple(grads.get(n) for n in self.names)

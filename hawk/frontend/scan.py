@@ -22,11 +22,12 @@ from hawk.frontend.reduce import operator_name
 from hawk.frontend.values import HVal
 from hawk.ir.build import create
 
-_OPS = ("add", "min", "max")
+_OPS = ("add", "mul", "min", "max")
 
 
 def scan_operator(f) -> str | None:
-    """The scan operator a value names: m.add, m.min, m.max (Python's min and max too), or None."""
+    """The scan operator a value names: m.add, m.mul (a running product), m.min, m.max (Python's min and max
+    too), or None."""
     name = operator_name(f)
     return name if name in _OPS else None
 
@@ -39,7 +40,7 @@ def scan_operand(kb, e: ast.Call, kw: dict) -> tuple[str, HVal]:
         op = scan_operator(kb.expr(kw["op"]))
         if op is None:
             raise kb.error(f"hawk.scan(x, op=...): op '{ast.unparse(kw['op'])}' is not a scan operator; use m.add "
-                           "(the default), m.min or m.max (import hawk.math as m)", kw["op"])
+                           "(the default), m.mul, m.min or m.max (import hawk.math as m)", kw["op"])
     x_node = e.args[0]
     x = kb.value(kb.expr(x_node), x_node)
     if x.reduced is not None:

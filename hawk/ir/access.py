@@ -27,7 +27,7 @@ another func still answers while the kernel func exists.
   combiner_name(op)  fold: the symbol of its combiner func; fold_identity(op): its identity or None
   kernel_func(m)     the module's kernel func; kernel_axes(f): its lane axes in grid order; kernel_args(f): its
                      typed arguments by name
-  scan_op(op)        scan / scan_totals / scan_apply: "add", "min" or "max"; scan_mode(op): "inclusive" or
+  scan_op(op)        scan / scan_totals / scan_apply: "add", "mul", "min" or "max"; scan_mode(op): "inclusive" or
                      "exclusive" (scan, scan_apply); scan_value(op), scan_reset(op): the per-lane value, the
                      reset flag or None; scan_cell(op): scan_totals / scan_apply: the internal cell;
                      scan_reverse(op): whether it runs from the last lane down (reverse=True);
@@ -207,7 +207,7 @@ def _scan_operands(op) -> list[ir.Value]:
 
 
 def scan_op(op) -> str:
-    """A hawk.scan's (or a split stage's scan_totals' or scan_apply's) operator: add, min or max."""
+    """A hawk.scan's (or a split stage's scan_totals' or scan_apply's) operator: add, mul, min or max."""
     return _str(op, "op")
 
 

@@ -74,9 +74,11 @@ def facts(kernel: Kernel) -> Facts:
             if is_hawk(op, "at") and sig.get(plane_name(op)).kind == "lane":
                 at.add(plane_name(op))
             elif is_hawk(op, "reduce") and reduce_kind(op) == "fold":
-                raise error_at(op, "the reverse does not differentiate hawk.reduce with an operator (a fold's "
-                                   "adjoint depends on the operator's own derivative): use hawk.sum, hawk.mean, "
-                                   "hawk.max or hawk.min where a gradient is needed")
+                _fold_differentiable(module, op, [a.label for a in sig.lane_axes()])
+            elif is_hawk(op, "scan") and scan_op(op) == "mul" and is_float(scan_value(op).type):
+                raise error_at(op, "the reverse does not differentiate a running product (hawk.scan with "
+                                   "op=m.mul) yet: keep it out of the gradient, or take the product with "
+                                   "hawk.reduce(m.mul, x), whose gradient it has")
             elif is_hawk(op, "scan") and scan_keys(op) is not None and is_float(scan_value(op).type) and \
                     (scan_op(op) != "add" or scan_order(op) != "lane"):
                 raise error_at(op, "the reverse differentiates a keyed hawk.scan (by=) only with op=m.add and "
@@ -114,6 +116,24 @@ def facts(kernel: Kernel) -> Facts:
     kernel._reverse_facts = Facts(frozenset(at), pay, frozenset(stored), kept, counts, kernel.initial_reads(),
                                   frozenset(keyed))
     return kernel._reverse_facts
+
+
+def _fold_differentiable(module, op, axes: list[str]) -> None:
+    """Refuse, at its line, a fold whose gradient the reverse cannot write (hawk/reverse/folds.py)."""
+    from hawk.ir.access import reduce_over
+    from hawk.passes.verify import error_at
+    from hawk.reverse.folds import fold_form, keeps_leading
+
+    form = fold_form(module, op)
+    if form is None:
+        raise error_at(op, "the reverse differentiates hawk.reduce with m.mul (or a func returning a * b or "
+                           "a + b) and folds of truth values, not this operator (a fold's adjoint needs the "
+                           "operator's own derivatives along its chain): use hawk.sum, hawk.mean, hawk.max, "
+                           "hawk.min or hawk.reduce(m.mul, x) where a gradient is needed")
+    if form == "product" and not keeps_leading(reduce_over(op), axes):
+        raise error_at(op, "the reverse differentiates a product (hawk.reduce with m.mul) keeping lane axes only "
+                           "when they lead the grid's axes (its slices then run in lane order): reduce over the "
+                           "trailing axes, or write the product on a grid whose kept axes come first")
 
 
 def _in_loop(op) -> bool:

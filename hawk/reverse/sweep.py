@@ -48,6 +48,7 @@ from hawk.ir.build import create, strs
 from hawk.ir.dialect import is_hawk
 from hawk.ir.types import drop_unused_args, find_arg, hawk_type, parts, retype_arg
 from hawk.passes.verify import error_at
+from hawk.reverse.folds import fold_form
 from hawk.reverse.loops import LoopsMixin, dce, deep_operands, nested_ops
 from hawk.reverse.outputs import OutputsMixin
 from hawk.reverse.rules import LEAVES, RULES, Emit, is_float
@@ -322,6 +323,9 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
 
     def reverse_reduce(self, op, g, uni: bool, adj: dict) -> None:
         kind, over = reduce_kind(op), reduce_over(op)
+        if kind == "fold":
+            self.reverse_fold(op, g, uni, adj)
+            return
         t = g if uni else self.total(g, over)
         v = op.operands[0]
         mask = op.operands[1] if len(op.operands) > 1 else None
@@ -340,6 +344,69 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         if mask is not None and kind in ("sum", "mean"):
             dv = self.where(mask, dv)
         self.acc(v, dv, False, adj)
+
+    def reverse_fold(self, op, g, uni: bool, adj: dict) -> None:
+        """A fold's shares (hawk/reverse/folds.py): a product's lane gets t times the product of the other kept
+        lanes of its slice (the exclusive running products from either end of the slice, per component of a
+        vector or matrix payload); a sum's kept lane gets t; a fold of converted truth values nothing. t, the
+        slice's cotangent: g where uniform, else the sum of the lanes' shares, an ordered sum over every lane, or
+        over a slice of kept axes its running sums from either end (scans, like the product's: no row cell, which
+        sharded runs beside scans could not place)."""
+        form = fold_form(self.module, op)
+        if form == "constant":
+            return
+        v = op.operands[0]
+        mask = op.operands[1] if len(op.operands) > 1 else None
+        start = self.slice_start(reduce_over(op))
+        if uni:
+            t = g
+        elif start is None:
+            t = self.total(g, reduce_over(op))
+        else:
+            t = self.per_component(g, lambda c: self.add(
+                create("hawk.scan", [c, start], [c.type], {"op": "add", "mode": "inclusive"}).result,
+                create("hawk.scan", [c, start], [c.type], {"op": "add", "mode": "exclusive",
+                                                          "reverse": ir.UnitAttr.get()}).result))
+        if form == "product":
+            x = self.select(self._spread(mask, v.type), v, self.const(1.0, v.type)) if mask is not None else v
+            t = self.mul(t, self.per_component(x, lambda c: self.others(c, start)))
+        if mask is not None:
+            t = self.where(self._spread(mask, v.type), t)
+        self.acc(v, t, False, adj)
+
+    def others(self, x: ir.Value, start: ir.Value | None) -> ir.Value:
+        """Per lane, the product of x over the other lanes of its slice (slices start where `start` holds)."""
+        extra = [start] if start is not None else []
+        before = create("hawk.scan", [x, *extra], [x.type], {"op": "mul", "mode": "exclusive"}).result
+        after = create("hawk.scan", [x, *extra], [x.type],
+                       {"op": "mul", "mode": "exclusive", "reverse": ir.UnitAttr.get()}).result
+        return self.mul(before, after)
+
+    def per_component(self, x: ir.Value, f) -> ir.Value:
+        """f applied to each scalar component of x (a scan takes one number per lane), put back together."""
+        if not isinstance(x.type, ir.VectorType):
+            return f(x)
+        vt = ir.VectorType(x.type)
+        out = self.zero(x.type)
+        for pos in _positions(list(vt.shape)):
+            c = vector.extract(x, [], pos)
+            out = vector.insert(f(c), out, [], pos)
+        return out
+
+    def slice_start(self, over: list[str]) -> ir.Value | None:
+        """Whether this lane is the first of its slice of a reduction over `over` keeping leading axes (every
+        reduced coordinate 0); None over every lane (one slice)."""
+        if all(a in over for a in self.p.axes):
+            return None
+        first = None
+        for a in over:
+            z = self.icmp_eq(self.lane(a), self.iconst(0))
+            first = z if first is None else self.land(first, z)
+        return first
+
+    def _spread(self, mask: ir.Value, t: ir.Type) -> ir.Value:
+        """A lane's truth value, as the mask of a value of type t."""
+        return vector.broadcast(self.bool_type(t), mask) if isinstance(t, ir.VectorType) else mask
 
     def reverse_scan(self, op, g, adj: dict) -> None:
         """An add scan's adjoint is the add scan of its cotangent in the other lane order, with the same mode and
@@ -458,8 +525,9 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
             if op.name in self._READS and op != entry.operation:
                 op.move_before(entry)
         effects = [op for op in nested_ops(self.func) if op.name in _EFFECTS]
+        # (a fold's rule never reads its result: a fold only an output reads is dead in the adjoint, no barrier)
         self.barrier = [op.results[0] for op in nested_ops(self.func)
-                         if op.name == "hawk.reduce" and reduce_kind(op) in ("max", "min")]
+                        if op.name == "hawk.reduce" and (reduce_kind(op) in ("max", "min") or _read_fold(op))]
         items = self.hoist(self.block)
         for op in items:  # recomputed sums are ordered: the point the reverse linearises at has the same bits
             if not isinstance(op, If) and is_hawk(op, "reduce") and reduce_kind(op) in ("sum", "mean"):
@@ -478,6 +546,19 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         self.func.attributes["sym_name"] = ir.StringAttr.get(self.p.name)
         dce(self.func)
         drop_unused_args(self.func)  # the forward's outputs and the planes only the forward read
+
+
+def _read_fold(op) -> bool:
+    """Whether `op` is a fold the body reads (not only an output): a fold's rule never reads its result, so a fold
+    only outputs read is dead in the adjoint and needs no barrier."""
+    return reduce_kind(op) == "fold" and any(u.owner.name not in _EFFECTS for u in op.results[0].uses)
+
+
+def _positions(shape: list[int]) -> list[list[int]]:
+    """Every static position of a vector of `shape`, in row-major order."""
+    if not shape:
+        return [[]]
+    return [[i, *rest] for i in range(shape[0]) for rest in _positions(shape[1:])]
 
 
 def _prod(shape) -> int:

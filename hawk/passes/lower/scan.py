@@ -31,8 +31,9 @@ target: np.cumsum(x[::-1])[::-1] bit for bit at any size, the same bits on every
 reset=, a flagged lane starts its segment (as in the forward scan), so running down, the lane below it starts
 afresh; a segment's last lane gets the identity as its exclusive value.
 
-The operators: add (float: arith.addf; integer: wrapping arith.addi), and min/max with np.minimum's rule (a where
-a < b or a is NaN, else b; hawk.math's m.min), integer minsi/maxsi.
+The operators: add (float: arith.addf; integer: wrapping arith.addi), mul (arith.mulf; wrapping arith.muli: a
+running product, np.cumprod's bits up to SCAN_BLOCK lanes), and min/max with np.minimum's rule (a where a < b or
+a is NaN, else b; hawk.math's m.min), integer minsi/maxsi.
 """
 
 from __future__ import annotations
@@ -100,21 +101,24 @@ def _slot(op) -> int:
 
 
 def identity(cx: Lowering, op: str, t: ir.Type) -> ir.Value:
-    """add: -0.0 (so that -0.0 + x is x, bit for bit) or 0; min: +inf or INT64_MAX; max: -inf or INT64_MIN."""
+    """add: -0.0 (so that -0.0 + x is x, bit for bit) or 0; mul: 1 (1.0 * x is x, bit for bit); min: +inf or
+    INT64_MAX; max: -inf or INT64_MIN."""
     e = cx.e
     if isinstance(t, ir.IntegerType):
-        return e.c({"add": 0, "min": _I64_MAX, "max": _I64_MIN}[op], t)
-    return e.cf({"add": -0.0, "min": float("inf"), "max": float("-inf")}[op], t)
+        return e.c({"add": 0, "mul": 1, "min": _I64_MAX, "max": _I64_MIN}[op], t)
+    return e.cf({"add": -0.0, "mul": 1.0, "min": float("inf"), "max": float("-inf")}[op], t)
 
 
 def combine(cx: Lowering, op: str, a: ir.Value, b: ir.Value) -> ir.Value:
     """a (+) b for the scan's operator: the running value a, then the lane's value b."""
     e = cx.e
     if isinstance(a.type, ir.IntegerType):
-        name = {"add": "arith.addi", "min": "arith.minsi", "max": "arith.maxsi"}[op]
+        name = {"add": "arith.addi", "mul": "arith.muli", "min": "arith.minsi", "max": "arith.maxsi"}[op]
         return e.op(name, a, b)
     if op == "add":
         return e.add(a, b)
+    if op == "mul":
+        return e.op("arith.mulf", a, b)
     first = e.op("arith.ori", e.cmpf(_OLT if op == "min" else _OGT, a, b), e.cmpf(_UNE, a, a))
     return e.select(first, a, b)
 

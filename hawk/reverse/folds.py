@@ -1,0 +1,50 @@
+"""The gradients of `hawk.reduce` folds (docs/reverse.md, "Folds").
+
+A fold's adjoint needs its operator's derivatives along the chain of partial results, so the reverse takes the
+operators whose chain it can write with the language's own collectives, recognised by the combiner's code:
+
+- a product (`m.mul`, or a func returning `a * b`): lane i's share is the cotangent times the product of every
+  other kept lane of its slice, the exclusive running product from the slice's first lane times the one from
+  its last (two `hawk.scan(op=m.mul)`, reset at each slice's first lane): exact zeros need no division (as
+  jax.grad of jnp.prod), and the scans' bits are the same on every thread count and target;
+- a sum (a func returning `a + b`): every kept lane's share is the cotangent;
+- a fold of truth values (`m.land`, `m.lor`, or any operator over a value converted from truth values or
+  integers): nothing float reaches it, so no lane gets a share.
+
+Any other operator is refused at its line (`fold_form` is None). A product keeping lane axes runs its scans in
+the lanes' flat order, so its slices must be contiguous there: it keeps leading axes only.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+_CONVERTED = ("arith.uitofp", "arith.sitofp")
+
+
+def fold_form(module: ir.Module, op) -> str | None:
+    """How the reverse treats fold `op` of `module`: "product", "sum", "constant" (its value comes from truth
+    values or integers) or None (an operator it cannot differentiate)."""
+    from hawk.ir.access import combiner_name, combiners
+
+    owner = op.operands[0].owner
+    if isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation.name in _CONVERTED:
+        return "constant"
+    fn = combiners(module).get(combiner_name(op))
+    if fn is None:
+        return None
+    block = fn.regions[0].blocks[0]
+    ops = list(block.operations)
+    if len(ops) != 2 or ops[1].name != "func.return" or ops[1].operands[0] != ops[0].results[0]:
+        return None
+    args = {block.arguments[0], block.arguments[1]}
+    if set(ops[0].operands) != args or len(list(ops[0].operands)) != 2:
+        return None
+    return {"arith.mulf": "product", "arith.addf": "sum"}.get(ops[0].name)
+
+
+def keeps_leading(over: list[str], axes: list[str]) -> bool:
+    """Whether a reduction over `over` keeps a leading run of the lane axes `axes` (or none): its slices are then
+    contiguous runs of the flat lane order."""
+    kept = [a for a in axes if a not in over]
+    return kept == axes[:len(kept)]

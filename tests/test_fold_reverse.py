@@ -1,0 +1,240 @@
+"""Gradients of hawk.reduce folds (docs/reverse.md, "Folds"; hawk/reverse/folds.py).
+
+Products (`m.mul`, or a func returning a * b) against jax.grad of jnp.prod (no zero, one zero, two zeros, NaN,
+where=, rows of a Grid, a vector payload, a product read later in the body), sums written as a func, folds of
+truth values (no share), the same bits at every thread count (runs that really split) and on spirv, and the
+refusals: another operator, a product keeping a trailing axis, a running product (hawk.scan with op=m.mul)."""
+
+import numpy as np
+import pytest
+from conftest import bt_grads_spirv_bits, bt_grads_split_bits
+
+import eagle
+import hawk
+import hawk.math as m
+from hawk import Grid, Mutable, Scalar, Vector
+from hawk.abi.layout import ORDERED_BLOCK
+
+jax = pytest.importorskip("jax")
+jax.config.update("jax_enable_x64", True)
+jnp = jax.numpy
+
+COLS = 40
+
+
+@hawk.func
+def times(a, b):
+    return b * a
+
+
+@hawk.func
+def plus(a, b):
+    return a + b
+
+
+@hawk.kernel
+def prod(x: Scalar, p: Mutable[Scalar]):
+    p = hawk.reduce(m.mul, x)
+
+
+@hawk.kernel
+def prod_where(x: Scalar, p: Mutable[Scalar]):
+    p = hawk.reduce(m.mul, x, where=x > -1.0)
+
+
+@hawk.kernel
+def prod_func(x: Scalar, w: Scalar, p: Mutable[Scalar], s: Mutable[Scalar]):
+    p = hawk.reduce(times, x * w)
+    s = hawk.reduce(plus, x * x, where=w > 0.0)
+
+
+@hawk.kernel
+def prod_rows(lane: Grid["row", "col":COLS], x: Scalar) -> Scalar:  # noqa: F821
+    return hawk.reduce(m.mul, x, over="col")
+
+
+@hawk.kernel
+def prod_staged(x: Scalar) -> Scalar:
+    return x * hawk.reduce(m.mul, 1.0 + 0.01 * x)  # a product read later in the body: two stages
+
+
+@hawk.kernel
+def prod_rows_staged(lane: Grid["row", "col":COLS], x: Scalar) -> Scalar:  # noqa: F821
+    return m.sin(x) / hawk.reduce(m.mul, x, over="col", where=x > -1.5)
+
+
+@hawk.kernel
+def prod_vec(v: Vector[3], p: Mutable[Vector[3]]):
+    p = hawk.reduce(m.mul, v * 2.0)
+
+
+@hawk.kernel
+def all_positive(x: Scalar) -> Scalar:
+    return x * hawk.reduce(m.land, x > 0.0)
+
+
+def _near_one(rng, n):
+    return 1.0 + 0.01 * rng.standard_normal(n)
+
+
+def _grad(kernel, ct, **planes):
+    return {k: np.asarray(v) for k, v in eagle.deploy(kernel).reverse(ct, **planes).items()}
+
+
+def _close(got, want, what=""):
+    """Within a few ulps of the largest share (a share summing terms of both signs loses the ulps of its terms)."""
+    want = np.asarray(want)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13 * np.max(np.abs(want)), err_msg=what)
+
+
+@pytest.mark.parametrize("zeros", [(), (5,), (5, 2500)])
+@pytest.mark.parametrize("n", [1, 10, 3 * ORDERED_BLOCK + 7])
+def test_product_against_jax(n, zeros):
+    x = _near_one(np.random.default_rng(n), n)
+    x[[z for z in zeros if z < n]] = 0.0
+    g = _grad(prod, {"p": 0.75}, x=x)["x"]
+    _close(g, jax.grad(lambda v: 0.75 * jnp.prod(v))(x), f"zeros {zeros}")
+    if len([z for z in zeros if z < n]) == 1:  # the zero lane gets the product of the others, the rest 0
+        z = zeros[0]
+        assert g[z] != 0.0 and np.count_nonzero(g) == 1
+
+
+def test_product_with_a_nan_gives_nan_shares():
+    x = _near_one(np.random.default_rng(1), 50)
+    x[7] = np.nan
+    g = _grad(prod, {"p": 1.0}, x=x)["x"]
+    want = np.asarray(jax.grad(lambda v: jnp.prod(v))(x))
+    assert np.array_equal(np.isnan(g), np.isnan(want)) and not np.isnan(g[7])
+
+
+def test_product_under_where_against_jax():
+    x = np.random.default_rng(2).standard_normal(3000)
+    x[100] = 0.0
+    g = _grad(prod_where, {"p": 1.0}, x=x)["x"]
+    _close(g, jax.grad(lambda v: jnp.prod(jnp.where(v > -1.0, v, 1.0)))(x))
+    assert np.all(g[x <= -1.0] == 0.0)
+
+
+def test_funcs_for_products_and_sums():
+    rng = np.random.default_rng(3)
+    x, w = _near_one(rng, 2100), rng.standard_normal(2100)
+    w[w == 0.0] = 0.5
+    g = _grad(prod_func, {"p": 1.5, "s": -2.0}, x=x, w=w)
+
+    def f(x, w):
+        return 1.5 * jnp.prod(x * w) - 2.0 * jnp.sum(jnp.where(w > 0.0, x * x, 0.0))
+
+    gx, gw = jax.grad(f, argnums=(0, 1))(x, w)
+    _close(g["x"], gx, "x")
+    _close(g["w"], gw, "w")
+
+
+def test_rows_of_a_grid_against_jax():
+    rng = np.random.default_rng(4)
+    rows = 70
+    x = _near_one(rng, rows * COLS).reshape(rows, COLS)
+    x[3, 7] = 0.0
+    x[9, [1, 30]] = 0.0
+    ct = rng.standard_normal(rows)
+    g = _grad(prod_rows, ct, x=x)["x"]
+    want = jax.grad(lambda v: jnp.sum(ct * jnp.prod(v, axis=1)))(x)
+    _close(g.reshape(rows, COLS), want)
+
+
+def test_a_product_read_later_in_the_body():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(2500)
+    ct = rng.standard_normal(2500)
+    g = _grad(prod_staged, ct, x=x)["x"]
+    _close(g, jax.grad(lambda v: jnp.sum(ct * v * jnp.prod(1.0 + 0.01 * v)))(x))
+
+    rows = 33
+    x = rng.standard_normal((rows, COLS))
+    ct = rng.standard_normal((rows, COLS))
+    g = _grad(prod_rows_staged, ct, x=x)["x"]
+
+    def f(v):
+        p = jnp.prod(jnp.where(v > -1.5, v, 1.0), axis=1, keepdims=True)
+        return jnp.sum(ct * jnp.sin(v) / p)
+
+    np.testing.assert_allclose(g.reshape(rows, COLS), jax.grad(f)(x), rtol=1e-9)
+
+
+def test_vector_payload_against_jax():
+    rng = np.random.default_rng(6)
+    v = 0.5 + 0.005 * rng.standard_normal((3, 1500))  # (payload first, lanes last)
+    v[1, 10] = 0.0
+    ct = np.array([1.0, -2.0, 0.5])
+    g = _grad(prod_vec, {"p": ct}, v=v)["v"]
+    _close(g, jax.grad(lambda a: jnp.sum(ct * jnp.prod(a * 2.0, axis=1)))(v))
+
+
+def test_a_fold_of_truth_values_has_no_share():
+    x = np.abs(np.random.default_rng(7).standard_normal(100)) + 0.1
+    ct = np.arange(100.0)
+    assert np.array_equal(_grad(all_positive, ct, x=x)["x"], ct)  # d(x * 1.0)/dx, the fold constant
+    x[3] = -1.0
+    assert np.array_equal(_grad(all_positive, ct, x=x)["x"], np.zeros(100))
+
+
+_SPLIT = {
+    "prod": lambda rng, n: (prod, {"p": 1.0}, {"x": _near_one(rng, n)}),
+    "prod_where": lambda rng, n: (prod_where, {"p": 1.0}, {"x": rng.standard_normal(n)}),
+    # (a chunk holds whole rows and whole scan blocks, lcm(COLS, SCAN_BLOCK) lanes: 1024 rows split evenly)
+    "prod_rows_staged": lambda rng, n: (prod_rows_staged, rng.standard_normal((1024, COLS)),
+                                        {"x": rng.standard_normal((1024, COLS))}),
+    "prod_vec": lambda rng, n: (prod_vec, {"p": np.ones(3)}, {"v": 0.5 + 0.005 * rng.standard_normal((3, n))}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SPLIT))
+def test_same_bits_on_every_thread_count(case):
+    kernel, ct, planes = _SPLIT[case](np.random.default_rng(8), 9 * ORDERED_BLOCK + 40)
+    bt_grads_split_bits(kernel, ct, planes, ORDERED_BLOCK, case)
+
+
+@pytest.mark.parametrize("case", sorted(_SPLIT))
+def test_spirv_gradients_have_the_hosts_bits(case):
+    kernel, ct, planes = _SPLIT[case](np.random.default_rng(9), 3 * ORDERED_BLOCK + 40)
+    bt_grads_spirv_bits(kernel, ct, planes, case)
+
+
+def _refused(kernel, ct, line: str, **planes) -> str:
+    with pytest.raises(hawk.KernelError) as exc:
+        eagle.deploy(kernel).reverse(ct, **planes)
+    msg = str(exc.value)
+    src = open(__file__).read().splitlines()
+    assert f":{src.index(next(s for s in src if s.endswith(line))) + 1}:" in msg, msg
+    assert kernel.name in msg
+    return msg
+
+
+def test_another_operator_is_refused_at_its_line():
+    @hawk.func
+    def lerp(a, b):
+        return 0.25 * a + 0.75 * b
+
+    @hawk.kernel
+    def by_lerp(x: Scalar, t: Mutable[Scalar]):
+        t = hawk.reduce(lerp, x)  # @by_lerp
+
+    msg = _refused(by_lerp, {"t": 1.0}, "# @by_lerp", x=np.ones(8))
+    assert "not this operator" in msg and "hawk.reduce(m.mul, x)" in msg
+
+
+def test_a_product_keeping_a_trailing_axis_is_refused_at_its_line():
+    @hawk.kernel
+    def cols(lane: Grid["row", "col":COLS], x: Scalar) -> Scalar:  # noqa: F821
+        return hawk.reduce(m.mul, x, over="row")  # @cols
+
+    msg = _refused(cols, np.ones(COLS), "# @cols", x=np.ones((4, COLS)))
+    assert "keeping lane axes only when they lead" in msg
+
+
+def test_a_running_product_is_refused_at_its_line():
+    @hawk.kernel
+    def cumprod(x: Scalar) -> Scalar:
+        return hawk.scan(x, op=m.mul)  # @cumprod
+
+    msg = _refused(cumprod, np.ones(8), "# @cumprod", x=np.ones(8))
+    assert "running product" in msg and "hawk.reduce(m.mul, x)" in msg
