@@ -237,3 +237,65 @@ try:  # lanes 0 and 2 both write position 0
     eagle.deploy(place).reverse({"out": np.ones(3)}, x=np.ones(3), key=np.array([0, 2, 0]))
 except eagle.InputError as exc:
     print(exc)
+
+# %% [markdown]
+# ## Products, and the best value so far
+#
+# `hawk.scan(x, op=m.mul)` is a running product (`np.cumprod`, bit for bit up to a scan block of 4096 lanes):
+# here the value of one unit invested, day after day, at daily returns `r`. The best value before each day is an
+# exclusive running maximum, and the drawdown the distance below it.
+
+# %%
+@hawk.kernel
+def drawdown(r: Scalar, wealth: Mutable[Scalar], peak: Mutable[Scalar], worst: Mutable[Scalar]):
+    wealth = hawk.scan(1.0 + r, op=m.mul)
+    peak = hawk.scan(wealth, op=m.max, exclusive=True)  # the first day's peak is the identity, -inf
+    worst = hawk.max(peak - wealth)
+
+
+days = 1000
+r = rng.normal(0.0004, 0.01, size=days)
+out = eagle.deploy(drawdown).run(r=r)
+print("running product == np.cumprod, bit for bit:",
+      np.asarray(out["wealth"]).tobytes() == np.cumprod(1.0 + r).tobytes())
+print(f"worst drawdown: {float(out['worst'][0]):.4f} (NumPy: "
+      f"{np.max(np.maximum.accumulate(np.cumprod(1.0 + r))[:-1] - np.cumprod(1.0 + r)[1:]):.4f})")
+
+# %% [markdown]
+# A product over lanes, `hawk.reduce(m.mul, x)`, has a gradient: each lane gets the product of the others
+# (two running products, one from each end, so no division), which is what `jax.grad` of `jnp.prod` gives, exact
+# zeros included. Below, one day loses everything (`1 + r = 0`): the final value is 0 and only that day's return
+# moves it. The exclusive running maximum has a gradient too: each lane's cotangent goes to the day that set the
+# peak before it (ties split equally). The running product itself is refused by `plan.reverse` at its line: its
+# adjoint is a recurrence that no scan writes without dividing.
+
+# %%
+@hawk.kernel
+def final(r: Scalar, value: Mutable[Scalar]):
+    value = hawk.reduce(m.mul, 1.0 + r)
+
+
+@hawk.kernel
+def below_peak(price: Scalar) -> Scalar:
+    return price - hawk.scan(price, op=m.max, exclusive=True)
+
+
+crash = r.copy()
+crash[400] = -1.0
+g = eagle.deploy(final).reverse({"value": 1.0}, r=crash)["r"]
+theirs = jax.grad(lambda q: jnp.prod(1.0 + q))(crash)
+print("days with a nonzero gradient:", np.flatnonzero(np.asarray(g)), "| agrees with jax.grad:",
+      np.allclose(np.asarray(g), theirs, rtol=1e-12, atol=0))
+
+price = np.cumprod(1.0 + r)
+ct = rng.normal(size=days)
+g = eagle.deploy(below_peak).reverse(ct, price=price)["price"]
+
+
+def jax_below_peak(p):
+    before = jnp.concatenate([jnp.array([-jnp.inf]), jax.lax.cummax(p)[:-1]])
+    return jnp.sum(ct[1:] * (p - before)[1:])  # (day 0 is p + inf: no gradient reaches the identity)
+
+
+print("exclusive running max: agrees with jax.grad:",
+      np.allclose(np.asarray(g)[1:], jax.grad(jax_below_peak)(price)[1:], rtol=1e-12, atol=1e-12))
