@@ -60,6 +60,32 @@ def _mesh(n):
     return jax.make_mesh((n,), ("d",), devices=jax.devices()[:n])
 
 
+def _shard_grad(kernel, shards: int, planes: dict, cts: dict):
+    """jax.grad, with respect to the first of `planes`, of sum(ct * output) over the outputs `cts` names, through
+    eagle.jax.wrap(kernel, axis_name="d") inside shard_map over `shards` devices: the planes sharded along "d",
+    a one-value cotangent's output (a cell) replicated."""
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle.jax
+
+    names = list(planes)
+    f = eagle.jax.wrap(kernel, axis_name="d")
+    mesh = _mesh(shards)
+    g = jax.shard_map(lambda *a: f(**dict(zip(names, a, strict=True))), mesh=mesh,
+                      in_specs=tuple(P("d") for _ in names),
+                      out_specs={k: P() if np.size(c) == 1 else P("d") for k, c in cts.items()})
+
+    def loss(*a):
+        r = g(*a)
+        return sum((r[k] * c).sum() for k, c in cts.items())
+
+    sh = NamedSharding(mesh, P("d"))
+    return jax.jit(jax.grad(loss))(*(jax.device_put(planes[k], sh) for k in names))
+
+
 def _sharded(kernel, mesh, planes, in_specs, out_specs, **fixed):
     import jax
     from jax.sharding import NamedSharding
@@ -457,23 +483,13 @@ def case_reverse_scans_and_scan_gradients_bitwise():
     got = jax.jit(lambda x, start: f(x=x, start=start))(jax.device_put(x, sh), jax.device_put(start, sh))
     _bits_equal(got, want, names)
     assert got["y"].sharding.spec == P("d")
-    f = eagle.jax.wrap(dk.dist_sgrad, axis_name="d")  # gradients through forward scans: reverse scans, sharded
-    for shards, n in ((4, 4 * 3001), (8, 8 * 1000)):
+    for shards, n in ((4, 4 * 3001), (8, 8 * 1000)):  # gradients through forward scans: reverse scans, sharded
         x = rng.normal(size=n) * np.exp(rng.normal(size=n) * 4)
         start = (rng.random(n) < 0.002).astype(np.float64)
         cy, cz = rng.normal(size=n), rng.normal(size=n)
-        mesh = _mesh(shards)
-        g = jax.shard_map(lambda x, s: f(x=x, start=s), mesh=mesh, in_specs=(P("d"), P("d")),
-                          out_specs={"y": P("d"), "z": P("d"), "tot": P()})
-
-        def loss(x, s, g=g, cy=cy, cz=cz):
-            r = g(x, s)
-            return (r["y"] * cy).sum() + (r["z"] * cz).sum() + 0.7 * r["tot"].sum()
-
-        sh = NamedSharding(mesh, P("d"))
-        gx = jax.jit(jax.grad(loss))(jax.device_put(x, sh), jax.device_put(start, sh))
-        want = eagle.deploy(dk.dist_sgrad).reverse({"y": cy, "z": cz, "tot": np.array([0.7])}, x=x, start=start)
-        _bits_equal({"x": gx}, want, ["x"])
+        cts = {"y": cy, "z": cz, "tot": np.array([0.7])}
+        gx = _shard_grad(dk.dist_sgrad, shards, {"x": x, "start": start}, cts)
+        _bits_equal({"x": gx}, eagle.deploy(dk.dist_sgrad).reverse(cts, x=x, start=start), ["x"])
     fp = eagle.jax.wrap(dk.dist_sgrad, partition=True)  # the same under plain jit, partitioned (4 shards)
 
     def ploss(x, s):
@@ -491,8 +507,9 @@ def case_reverse_scans_and_scan_gradients_bitwise():
 
 def case_running_products_and_product_gradients_bitwise():
     """Running products (forward; reverse, exclusive, with reset=) and a product fold: the one-device bits on 4
-    and 8 shards; jax.grad of products (over every lane under where=, and per row of a Grid), whose adjoint is
-    two running products per slice, bitwise plan.reverse's inside shard_map and under partition=True."""
+    and 8 shards, and jax.grad through them (zeros included) bitwise plan.reverse's; jax.grad of a product over
+    every lane under where= (its adjoint: two running products) bitwise plan.reverse's inside shard_map; a
+    product per row runs sharded, and its gradient is refused by name (under partition=True too)."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -510,21 +527,17 @@ def case_running_products_and_product_gradients_bitwise():
         want = eagle.deploy(dk.dist_prod).run(x=x, start=start)
         got = _sharded(dk.dist_prod, _mesh(shards), dict(x=x, start=start), dict(x=P("d"), start=P("d")), specs)
         _bits_equal(got, want, names)
-    f = eagle.jax.wrap(dk.dist_prodgrad, axis_name="d")
-    for shards, n in ((4, 4 * 3001), (8, 8 * 1000)):
+    for shards, n in ((4, 4 * 3001), (8, 8 * 1000)):  # the running products' and the product's gradients
         x = 1.0 + 0.01 * rng.normal(size=n)
-        x[[7, n - 5]] = [0.0, -1.0]
-        cy = rng.normal(size=n)
-        want = eagle.deploy(dk.dist_prodgrad).reverse({"p": np.array([0.5]), "y": cy}, x=x)
-        mesh = _mesh(shards)
-        g = jax.shard_map(lambda x: f(x=x), mesh=mesh, in_specs=(P("d"),), out_specs={"p": P(), "y": P("d")})
-
-        def loss(x, g=g, cy=cy):
-            r = g(x)
-            return 0.5 * r["p"].sum() + (r["y"] * cy).sum()
-
-        gx = jax.jit(jax.grad(loss))(jax.device_put(x, NamedSharding(mesh, P("d"))))
-        _bits_equal({"x": gx}, want, ["x"])
+        x[[11, n // 2, n // 2 + 3]] = 0.0
+        start = (rng.random(n) < 0.002).astype(np.float64)
+        cts = {"y": rng.normal(size=n), "r": rng.normal(size=n), "p": np.array([0.3])}
+        gx = _shard_grad(dk.dist_prod, shards, {"x": x, "start": start}, cts)
+        _bits_equal({"x": gx}, eagle.deploy(dk.dist_prod).reverse(cts, x=x, start=start), ["x"])
+        x[[7, n - 5]] = [0.5, -1.0]  # (where= leaves the -1.0 out)
+        cts = {"p": np.array([0.5]), "y": rng.normal(size=n)}
+        gx = _shard_grad(dk.dist_prodgrad, shards, {"x": x}, cts)
+        _bits_equal({"x": gx}, eagle.deploy(dk.dist_prodgrad).reverse(cts, x=x), ["x"])
     u = 1.0 + 0.01 * rng.normal(size=(NR, NC))
     u[3, 5] = 0.0
     cq = rng.normal(size=NR)

@@ -51,6 +51,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_ints,
     dist_kscan,
     dist_max,
+    dist_prod,
     dist_ratio,
     dist_rowblock,
     dist_rowlerp,
@@ -251,6 +252,32 @@ def case_reverse_scans_and_scan_gradients_uneven_shards(rank, group):
     ((got["y"] * torch.from_numpy(cy[lo:hi])).sum() + (got["z"] * torch.from_numpy(cz[lo:hi])).sum()
      + 0.7 * got["tot"].sum()).backward()
     want = eagle.deploy(dist_sgrad).reverse({"y": cy, "z": cz, "tot": np.array([0.7])}, x=x, start=start)
+    _bits({"x": xt.grad}, {"x": np.asarray(want["x"])[lo:hi]}, ["x"])
+
+
+def case_running_products_and_their_gradients_uneven_shards(rank, group):
+    """Running products (forward; reverse exclusive with reset=) and a product fold over ranks of 37, 4963, 8000
+    and 1 lanes: the one-process bits; backward() through all three (zeros included: the first zero's share is
+    the product of the others, later lanes' 0) bitwise plan.reverse's."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    rng = np.random.default_rng(29)
+    n = 13_001
+    x = 1.0 + 0.01 * rng.normal(size=n)
+    x[[20, 6000, 6001]] = 0.0
+    start = (rng.random(n) < 0.002).astype(np.float64)
+    lo, hi = [0, 37, 5000, 13_000, n][rank:rank + 2]
+    want = eagle.deploy(dist_prod).run(x=x, start=start)
+    xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
+    got = eagle.torch.wrap(dist_prod, group=group)(x=xt, start=torch.from_numpy(start[lo:hi]))
+    _bits(got, {k: np.asarray(v)[lo:hi] if k != "p" else v for k, v in want.items()}, list(want))
+    cy, cr = rng.normal(size=n), rng.normal(size=n)
+    ((got["y"] * torch.from_numpy(cy[lo:hi])).sum() + (got["r"] * torch.from_numpy(cr[lo:hi])).sum()
+     + 0.3 * got["p"].sum()).backward()
+    want = eagle.deploy(dist_prod).reverse({"y": cy, "r": cr, "p": np.array([0.3])}, x=x, start=start)
     _bits({"x": xt.grad}, {"x": np.asarray(want["x"])[lo:hi]}, ["x"])
 
 
@@ -741,6 +768,8 @@ def _main(out: str) -> None:
     eagle.deploy(dist_gridscan).run(u=np.ones((3, 50)))
     eagle.deploy(dist_kscan).run(x=np.ones(4), key=np.zeros(4, np.int32))
     eagle.deploy(dist_rscan).run(x=np.ones(4), start=np.zeros(4))
+    eagle.deploy(dist_prod).reverse({"y": np.ones(4), "r": np.ones(4), "p": np.ones(1)}, x=np.ones(4),
+                                    start=np.zeros(4))
     eagle.deploy(dist_sgrad).reverse({"y": np.ones(4), "z": np.ones(4), "tot": np.ones(1)}, x=np.ones(4),
                                      start=np.zeros(4))
     x, key, *_, w, s, cot = _grad_setup(0)  # the adjoints too

@@ -231,10 +231,89 @@ def test_a_product_keeping_a_trailing_axis_is_refused_at_its_line():
     assert "keeping lane axes only when they lead" in msg
 
 
-def test_a_running_product_is_refused_at_its_line():
+def test_a_keyed_running_product_is_refused_at_its_line():
     @hawk.kernel
-    def cumprod(x: Scalar) -> Scalar:
-        return hawk.scan(x, op=m.mul)  # @cumprod
+    def keyed(x: Scalar, k: hawk.Index) -> Scalar:
+        return hawk.scan(x, op=m.mul, by=k, keys=4)  # @keyed
 
-    msg = _refused(cumprod, np.ones(8), "# @cumprod", x=np.ones(8))
-    assert "running product" in msg and "hawk.reduce(m.mul, x)" in msg
+    msg = _refused(keyed, np.ones(8), "# @keyed", x=np.ones(8), k=np.zeros(8, np.int32))
+    assert "keyed hawk.scan (by=) only with op=m.add" in msg
+
+
+# ---- running products: hawk.scan(x, op=m.mul) -------------------------------------------------------------
+@hawk.kernel
+def cumprods(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar], w: Mutable[Scalar],
+             v: Mutable[Scalar]):
+    y = hawk.scan(x, op=m.mul, reset=start > 0.5)
+    z = hawk.scan(x, op=m.mul, reset=start > 0.5, exclusive=True)
+    w = hawk.scan(x, op=m.mul, reset=start > 0.5, reverse=True)
+    v = hawk.scan(x, op=m.mul, reset=start > 0.5, reverse=True, exclusive=True)
+
+
+def _segments(start: np.ndarray) -> list[slice]:
+    cuts = sorted({0, *np.flatnonzero(start > 0.5).tolist(), start.size})
+    return [slice(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+
+
+def _jax_cumprods(x, start):
+    """The four running products of `cumprods` in jax.numpy, segment by segment."""
+    parts = {k: [] for k in "yzwv"}
+    for sl in _segments(start):
+        s = x[sl]
+        inc, down = jnp.cumprod(s), jnp.cumprod(s[::-1])[::-1]
+        parts["y"].append(inc)
+        parts["z"].append(jnp.concatenate([jnp.ones(1), inc[:-1]]))
+        parts["w"].append(down)
+        parts["v"].append(jnp.concatenate([down[1:], jnp.ones(1)]))
+    return {k: jnp.concatenate(v) for k, v in parts.items()}
+
+
+@pytest.mark.parametrize("zeros", [(), (3,), (3, 700), (3, 9, 700, 2000)])
+def test_running_products_against_jax(zeros):
+    rng = np.random.default_rng(10)
+    n = 2 * ORDERED_BLOCK + 500
+    x = _near_one(rng, n)
+    x[list(zeros)] = 0.0
+    start = np.zeros(n)
+    start[[600, 1500]] = 1.0
+    ct = {k: rng.standard_normal(n) for k in "yzwv"}
+    g = _grad(cumprods, ct, x=x, start=start)["x"]
+    want = jax.grad(lambda v: sum(jnp.sum(ct[k] * r) for k, r in _jax_cumprods(v, start).items()))(x)
+    _close(g, want, f"zeros {zeros}")
+
+
+@hawk.kernel
+def compound(r: Scalar) -> Scalar:
+    w = hawk.scan(1.0 + r, op=m.mul)
+    return w * hawk.scan(r, op=m.mul, exclusive=True)  # (no reset=: one segment)
+
+
+@pytest.mark.parametrize("zeros", [(), (100,), (100, 101)])
+def test_running_products_without_segments_against_jax(zeros):
+    rng = np.random.default_rng(12)
+    r = 0.01 * rng.standard_normal(3000)
+    r[list(zeros)] = -1.0  # 1 + r = 0 there
+    ct = rng.standard_normal(3000)
+
+    def f(q):
+        excl = jnp.concatenate([jnp.ones(1), jnp.cumprod(q)[:-1]])
+        return jnp.sum(ct * jnp.cumprod(1.0 + q) * excl)
+
+    _close(_grad(compound, ct, r=r)["r"], jax.grad(f)(r), f"zeros {zeros}")
+
+
+def test_running_product_gradients_have_the_same_bits_split_and_on_spirv():
+    rng = np.random.default_rng(11)
+    n = 9 * ORDERED_BLOCK + 40
+    x = _near_one(rng, n)
+    x[[5, 5000, 5001]] = 0.0
+    start = (rng.random(n) < 0.001).astype(np.float64)
+    ct = {k: rng.standard_normal(n) for k in "yzwv"}
+    bt_grads_split_bits(cumprods, ct, {"x": x, "start": start}, 4096, "cumprods")
+    # (one scan a kernel on spirv: the four's adjoint binds more storage buffers than lavapipe allows a shader)
+    bt_grads_spirv_bits(cumprod_down, ct["v"][:5000], {"x": x[:5000], "start": start[:5000]}, "cumprod_down")
+
+
+@hawk.kernel
+def cumprod_down(x: Scalar, start: Scalar) -> Scalar:
+    return hawk.scan(x, op=m.mul, reset=start > 0.5, reverse=True, exclusive=True)

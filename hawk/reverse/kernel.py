@@ -75,10 +75,6 @@ def facts(kernel: Kernel) -> Facts:
                 at.add(plane_name(op))
             elif is_hawk(op, "reduce") and reduce_kind(op) == "fold":
                 _fold_differentiable(module, op, [a.label for a in sig.lane_axes()])
-            elif is_hawk(op, "scan") and scan_op(op) == "mul" and is_float(scan_value(op).type):
-                raise error_at(op, "the reverse does not differentiate a running product (hawk.scan with "
-                                   "op=m.mul) yet: keep it out of the gradient, or take the product with "
-                                   "hawk.reduce(m.mul, x), whose gradient it has")
             elif is_hawk(op, "scan") and scan_keys(op) is not None and is_float(scan_value(op).type) and \
                     (scan_op(op) != "add" or scan_order(op) != "lane"):
                 raise error_at(op, "the reverse differentiates a keyed hawk.scan (by=) only with op=m.add and "

@@ -416,6 +416,9 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         x, reset = scan_value(op), scan_reset(op)
         if not is_float(x.type):
             return
+        if scan_op(op) == "mul":
+            self.reverse_product_scan(op, g, adj)
+            return
         if scan_op(op) != "add":
             self.reverse_extreme_scan(op, g, adj)
             return
@@ -439,19 +442,59 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         Exclusive: y[j] is the inclusive scan's value one lane back (reverse=True: one lane on), or the identity
         at its segment's first (last) lane, a constant. So the rule above runs on the inclusive scan with the
         cotangent moved one lane over (`shifted`), the identity lanes' cotangents dropped."""
+        y, g = self.inclusive_view(op, g)
+        self.extreme_rule(scan_value(op), y, scan_reset(op), scan_reverse(op), scan_op(op), g, adj)
+
+    def inclusive_view(self, op, g) -> tuple[ir.Value, ir.Value]:
+        """A scan's inclusive values and their cotangent: the scan's own for an inclusive one; for an exclusive
+        one the recomputed inclusive scan, with g moved one lane over (`shifted`) and the identity lanes'
+        cotangents (a segment's first lane; reverse=True: its last) dropped."""
+        if scan_mode(op) != "exclusive":
+            return op.results[0], g
         x, reset = scan_value(op), scan_reset(op)
-        extra = [reset] if reset is not None else []
-        rev = {"reverse": ir.UnitAttr.get()} if scan_reverse(op) else {}
-        y = op.results[0]
-        if scan_mode(op) == "exclusive":
-            y = create("hawk.scan", [x, *extra], [x.type], {"op": scan_op(op), "mode": "inclusive", **rev}).result
-            # a segment's first lane (reverse=True: its last) holds the identity: its cotangent reaches no lane
-            if reset is not None and not rev:
-                g = self.where(self.lnot(reset), g)
-            g = self.shifted(g, back=not rev)
-            if reset is not None and rev:  # (the lane after a segment's last is the next segment's first)
-                g = self.where(self.lnot(reset), g)
-        self.extreme_rule(x, y, reset, bool(rev), scan_op(op), g, adj)
+        rev = scan_reverse(op)
+        y = self.scan(x, scan_op(op), reset, rev)
+        if reset is not None and not rev:
+            g = self.where(self.lnot(reset), g)
+        g = self.shifted(g, back=not rev)
+        if reset is not None and rev:  # (the lane after a segment's last is the next segment's first)
+            g = self.where(self.lnot(reset), g)
+        return y, g
+
+    def scan(self, x: ir.Value, opname: str, reset: ir.Value | None, reverse: bool,
+             exclusive: bool = False) -> ir.Value:
+        """A hawk.scan of x in the adjoint."""
+        attrs = {"op": opname, "mode": "exclusive" if exclusive else "inclusive"}
+        attrs |= {"reverse": ir.UnitAttr.get()} if reverse else {}
+        return create("hawk.scan", [x] + ([reset] if reset is not None else []), [x.type], attrs).result
+
+    def reverse_product_scan(self, op, g, adj: dict) -> None:
+        """A running product (op=m.mul; torch.cumprod's rule). Inclusive, in the scan's direction: lane j's share
+        is sum over the lanes k it reaches (k >= j; reverse=True: k <= j) of g[k] times the product of y[k]'s
+        factors but x[j]. Before a segment's first zero that is (the other direction's running sum of g * y) / x[j];
+        at the first zero, the product of the factors before it times the other direction's running sum of g * R,
+        R the running product restarted there (the zero counted as 1); after it every share is 0 (each product
+        keeps that zero). Exclusive: the same on the inclusive scan (`inclusive_view`)."""
+        x, reset, rev = scan_value(op), scan_reset(op), scan_reverse(op)
+        y, g = self.inclusive_view(op, g)
+        i64 = ir.IntegerType.get_signless(64)
+        zero = self.cmp("oeq", x, self.zero(x.type))
+        zeros = self.scan(self.op("arith.extui", zero, t=i64), "add", reset, rev)
+        first = self.land(zero, self.icmp_eq(zeros, self.iconst(1)))
+        none = self.icmp_eq(zeros, self.iconst(0))
+        before = self.div(self.scan(self.mul(g, y), "add", reset, not rev), x)
+        # restart the product at the first zero: a forward scan restarts at a flagged lane; a reverse one at the
+        # lane below a flagged lane, so the flag moves one lane up
+        at = first
+        if rev:
+            up = self.shifted(self.select(first, self.const(1.0, x.type), self.zero(x.type)), back=False)
+            at = self.cmp("ogt", up, self.zero(x.type))
+        restart = at if reset is None else self.op("arith.ori", reset, at)
+        r = self.scan(self.select(first, self.const(1.0, x.type), x), "mul", restart, rev)
+        on_zero = self.mul(self.scan(x, "mul", reset, rev, exclusive=True),
+                           self.scan(self.mul(g, r), "add", reset, not rev))
+        dx = self.select(none, before, self.select(first, on_zero, self.zero(x.type)))
+        self.acc(x, dx, False, adj)
 
     def shifted(self, g: ir.Value, back: bool) -> ir.Value:
         """Each lane's g one lane on (`back`: lane i gets g[i + 1]; else g[i - 1]); the identity -0.0 past the

@@ -266,8 +266,7 @@ print(f"worst drawdown: {float(out['worst'][0]):.4f} (NumPy: "
 # (two running products, one from each end, so no division), which is what `jax.grad` of `jnp.prod` gives, exact
 # zeros included. Below, one day loses everything (`1 + r = 0`): the final value is 0 and only that day's return
 # moves it. The exclusive running maximum has a gradient too: each lane's cotangent goes to the day that set the
-# peak before it (ties split equally). The running product itself is refused by `plan.reverse` at its line: its
-# adjoint is a recurrence that no scan writes without dividing.
+# peak before it (ties split equally). So does the running product (`torch.cumprod`'s rule, zeros included).
 
 # %%
 @hawk.kernel
@@ -299,3 +298,9 @@ def jax_below_peak(p):
 
 print("exclusive running max: agrees with jax.grad:",
       np.allclose(np.asarray(g)[1:], jax.grad(jax_below_peak)(price)[1:], rtol=1e-12, atol=1e-12))
+
+ct_w = rng.normal(size=days)
+g = eagle.deploy(drawdown).reverse({"wealth": ct_w}, r=crash)["r"]
+theirs = jax.grad(lambda q: jnp.sum(ct_w * jnp.cumprod(1.0 + q)))(crash)
+print("running product, with the crash: agrees with jax.grad:", np.allclose(np.asarray(g), theirs, rtol=1e-12),
+      "| zero after day 400:", bool(np.all(np.asarray(g)[401:] == 0.0)))
