@@ -160,6 +160,19 @@ def test_a_product_read_later_in_the_body():
     np.testing.assert_allclose(g.reshape(rows, COLS), jax.grad(f)(x), rtol=1e-9)
 
 
+@hawk.kernel
+def col_sums_read(lane: Grid["row", "col":COLS], x: Scalar) -> Scalar:  # noqa: F821
+    return x * hawk.reduce(plus, x * x, over="row")  # a sum by a func keeping the trailing axis, read later
+
+
+def test_a_func_sum_keeping_a_trailing_axis_read_later():
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((50, COLS))
+    ct = rng.standard_normal((50, COLS))
+    g = _grad(col_sums_read, ct, x=x)["x"]
+    _close(g.reshape(50, COLS), jax.grad(lambda v: jnp.sum(ct * v * jnp.sum(v * v, axis=0)))(x))
+
+
 def test_vector_payload_against_jax():
     rng = np.random.default_rng(6)
     v = 0.5 + 0.005 * rng.standard_normal((3, 1500))  # (payload first, lanes last)

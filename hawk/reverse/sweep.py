@@ -349,24 +349,22 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         """A fold's shares (hawk/reverse/folds.py): a product's lane gets t times the product of the other kept
         lanes of its slice (the exclusive running products from either end of the slice, per component of a
         vector or matrix payload); a sum's kept lane gets t; a fold of converted truth values nothing. t, the
-        slice's cotangent: g where uniform, else the sum of the lanes' shares, an ordered sum over every lane, or
-        over a slice of kept axes its running sums from either end (scans, like the product's: no row cell, which
-        sharded runs beside scans could not place)."""
+        slice's cotangent: g where uniform, else the ordered sum of the lanes' shares (hawk.sum's rule), but for a
+        product keeping (leading) axes the running sums of the shares from either end of its slice (scans, like
+        the product's own: no row cell, which sharded runs beside scans could not place)."""
         form = fold_form(self.module, op)
         if form == "constant":
             return
         v = op.operands[0]
         mask = op.operands[1] if len(op.operands) > 1 else None
-        start = self.slice_start(reduce_over(op))
+        start = self.slice_start(reduce_over(op)) if form == "product" else None
         if uni:
             t = g
         elif start is None:
             t = self.total(g, reduce_over(op))
         else:
-            t = self.per_component(g, lambda c: self.add(
-                create("hawk.scan", [c, start], [c.type], {"op": "add", "mode": "inclusive"}).result,
-                create("hawk.scan", [c, start], [c.type], {"op": "add", "mode": "exclusive",
-                                                          "reverse": ir.UnitAttr.get()}).result))
+            t = self.per_component(g, lambda c: self.add(self.scan(c, "add", start, False),
+                                                         self.scan(c, "add", start, True, exclusive=True)))
         if form == "product":
             x = self.select(self._spread(mask, v.type), v, self.const(1.0, v.type)) if mask is not None else v
             t = self.mul(t, self.per_component(x, lambda c: self.others(c, start)))
@@ -376,11 +374,8 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
 
     def others(self, x: ir.Value, start: ir.Value | None) -> ir.Value:
         """Per lane, the product of x over the other lanes of its slice (slices start where `start` holds)."""
-        extra = [start] if start is not None else []
-        before = create("hawk.scan", [x, *extra], [x.type], {"op": "mul", "mode": "exclusive"}).result
-        after = create("hawk.scan", [x, *extra], [x.type],
-                       {"op": "mul", "mode": "exclusive", "reverse": ir.UnitAttr.get()}).result
-        return self.mul(before, after)
+        return self.mul(self.scan(x, "mul", start, False, exclusive=True), self.scan(x, "mul", start, True,
+                                                                                      exclusive=True))
 
     def per_component(self, x: ir.Value, f) -> ir.Value:
         """f applied to each scalar component of x (a scan takes one number per lane), put back together."""
