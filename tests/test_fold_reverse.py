@@ -244,13 +244,42 @@ def test_a_product_keeping_a_trailing_axis_is_refused_at_its_line():
     assert "keeping lane axes only when they lead" in msg
 
 
-def test_a_keyed_running_product_is_refused_at_its_line():
+def test_a_running_product_over_keys_in_key_order_is_refused_at_its_line():
     @hawk.kernel
     def keyed(x: Scalar, k: hawk.Index) -> Scalar:
-        return hawk.scan(x, op=m.mul, by=k, keys=4)  # @keyed
+        return hawk.scan(x, op=m.mul, by=k, keys=4, order="key")  # @keyed
 
     msg = _refused(keyed, np.ones(8), "# @keyed", x=np.ones(8), k=np.zeros(8, np.int32))
-    assert "keyed hawk.scan (by=) only with op=m.add" in msg
+    assert "keyed hawk.scan (by=) only with op=m.add or m.mul and order=\"lane\"" in msg
+
+
+@hawk.kernel
+def keyed_prods(x: Scalar, k: hawk.Index, y: Mutable[Scalar], z: Mutable[Scalar]):
+    y = hawk.scan(x, op=m.mul, by=k, keys=4)
+    z = hawk.scan(x, op=m.mul, by=k, keys=4, exclusive=True, reverse=True)
+
+
+@pytest.mark.parametrize("zeros", [(), (3, 4, 5, 6, 900, 1800)])
+def test_running_products_per_key_against_jax(zeros):
+    rng = np.random.default_rng(14)
+    n = 2 * ORDERED_BLOCK + 300
+    x = _near_one(rng, n)
+    x[list(zeros)] = 0.0
+    k = rng.integers(-1, 4, n).astype(np.int32)
+    cy, cz = rng.standard_normal(n), rng.standard_normal(n)
+    g = _grad(keyed_prods, {"y": cy, "z": cz}, x=x, k=k)["x"]
+
+    def f(v):
+        total = 0.0
+        for key in range(4):
+            idx = np.flatnonzero(k == key)
+            s = v[idx]
+            down = jnp.cumprod(s[::-1])[::-1]
+            total += jnp.sum(cy[idx] * jnp.cumprod(s)) + jnp.sum(cz[idx] * jnp.concatenate([down[1:], jnp.ones(1)]))
+        return total
+
+    _close(g, jax.grad(f)(x), f"zeros {zeros}")
+    assert np.all(g[k < 0] == 0.0)
 
 
 # ---- running products: hawk.scan(x, op=m.mul) -------------------------------------------------------------

@@ -76,9 +76,9 @@ def facts(kernel: Kernel) -> Facts:
             elif is_hawk(op, "reduce") and reduce_kind(op) == "fold":
                 _fold_differentiable(module, op, [a.label for a in sig.lane_axes()])
             elif is_hawk(op, "scan") and scan_keys(op) is not None and is_float(scan_value(op).type) and \
-                    (scan_op(op) != "add" or scan_order(op) != "lane"):
-                raise error_at(op, "the reverse differentiates a keyed hawk.scan (by=) only with op=m.add and "
-                                   "order=\"lane\" (a min/max or order=\"key\" keyed scan has no gradient rule "
+                    (scan_op(op) not in ("add", "mul") or scan_order(op) != "lane"):
+                raise error_at(op, "the reverse differentiates a keyed hawk.scan (by=) only with op=m.add or m.mul "
+                                   "and order=\"lane\" (a min/max or order=\"key\" keyed scan has no gradient rule "
                                    "yet): keep it out of the gradient, or scan each key's lanes with reset= where "
                                    "they are contiguous")
             elif is_hawk(op, "store") and store_key(op) is not None:

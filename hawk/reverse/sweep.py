@@ -457,38 +457,46 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         return y, g
 
     def scan(self, x: ir.Value, opname: str, reset: ir.Value | None, reverse: bool,
-             exclusive: bool = False) -> ir.Value:
-        """A hawk.scan of x in the adjoint."""
+             exclusive: bool = False, like=None) -> ir.Value:
+        """A hawk.scan of x in the adjoint; `like`: a keyed scan whose keys (by=, keys=, order=) it takes (then
+        `reset` is None)."""
         attrs = {"op": opname, "mode": "exclusive" if exclusive else "inclusive"}
         attrs |= {"reverse": ir.UnitAttr.get()} if reverse else {}
-        return create("hawk.scan", [x] + ([reset] if reset is not None else []), [x.type], attrs).result
+        extra = [reset] if reset is not None else []
+        if like is not None and scan_keys(like) is not None:
+            attrs |= {"keys": like.attributes["keys"], "order": like.attributes["order"]}
+            extra = [scan_key(like)]
+        return create("hawk.scan", [x, *extra], [x.type], attrs).result
 
     def reverse_product_scan(self, op, g, adj: dict) -> None:
-        """A running product (op=m.mul; torch.cumprod's rule). Inclusive, in the scan's direction: lane j's share
-        is sum over the lanes k it reaches (k >= j; reverse=True: k <= j) of g[k] times the product of y[k]'s
-        factors but x[j]. Before a segment's first zero that is (the other direction's running sum of g * y) / x[j];
-        at the first zero, the product of the factors before it times the other direction's running sum of g * R,
-        R the running product restarted there (the zero counted as 1); after it every share is 0 (each product
-        keeps that zero). Exclusive: the same on the inclusive scan (`inclusive_view`)."""
+        """A running product (op=m.mul; torch.cumprod's rule), in any mode and direction, segmented or keyed
+        (order="lane"). Lane j's share is the sum over the lanes k whose product holds x[j] (k >= j, or k > j
+        exclusive; reverse=True: k <= j, k < j) of g[k] times that product without x[j]. Before its segment's
+        (key's) first zero, in the scan's direction, that is the running sum of g * y in the other direction
+        (the same mode), divided by x[j]. At the first zero it is the product of the factors before it (the
+        exclusive scan) times the running sum of g * R, R the product of the factors after the zero (the scan of
+        x with every factor up to and with the zero set to 1). After it every share is 0 (each product holds
+        that zero). So no value moves between lanes but through scans with the forward's own segments or keys."""
         x, reset, rev = scan_value(op), scan_reset(op), scan_reverse(op)
-        y, g = self.inclusive_view(op, g)
+        excl = scan_mode(op) == "exclusive"
+
+        def scan(v, opname, reverse, exclusive):
+            return self.scan(v, opname, reset, reverse, exclusive, like=op)
+
         i64 = ir.IntegerType.get_signless(64)
+        one = self.const(1.0, x.type)
         zero = self.cmp("oeq", x, self.zero(x.type))
-        zeros = self.scan(self.op("arith.extui", zero, t=i64), "add", reset, rev)
+        zeros = scan(self.op("arith.extui", zero, t=i64), "add", rev, False)
         first = self.land(zero, self.icmp_eq(zeros, self.iconst(1)))
         none = self.icmp_eq(zeros, self.iconst(0))
-        before = self.div(self.scan(self.mul(g, y), "add", reset, not rev), x)
-        # restart the product at the first zero: a forward scan restarts at a flagged lane; a reverse one at the
-        # lane below a flagged lane, so the flag moves one lane up
-        at = first
-        if rev:
-            up = self.shifted(self.select(first, self.const(1.0, x.type), self.zero(x.type)), back=False)
-            at = self.cmp("ogt", up, self.zero(x.type))
-        restart = at if reset is None else self.op("arith.ori", reset, at)
-        r = self.scan(self.select(first, self.const(1.0, x.type), x), "mul", restart, rev)
-        on_zero = self.mul(self.scan(x, "mul", reset, rev, exclusive=True),
-                           self.scan(self.mul(g, r), "add", reset, not rev))
+        before = self.div(scan(self.mul(g, op.results[0]), "add", not rev, excl), x)
+        after = scan(self.select(self.op("arith.ori", none, first), one, x), "mul", rev, excl)
+        on_zero = self.mul(scan(x, "mul", rev, True), scan(self.mul(g, after), "add", not rev, excl))
         dx = self.select(none, before, self.select(first, on_zero, self.zero(x.type)))
+        if scan_keys(op) is not None:  # a lane of key -1 took no part (its value is the identity)
+            kept = create("arith.cmpi", [scan_key(op), self.iconst(0)], [ir.IntegerType.get_signless(1)],
+                          {"predicate": ir.IntegerAttr.get(i64, 5)}).result  # sge
+            dx = self.where(kept, dx)
         self.acc(x, dx, False, adj)
 
     def shifted(self, g: ir.Value, back: bool) -> ir.Value:
