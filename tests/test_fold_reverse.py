@@ -3,7 +3,8 @@
 Products (`m.mul`, or a func returning a * b) against jax.grad of jnp.prod (no zero, one zero, two zeros, NaN,
 where=, rows of a Grid, a vector payload, a product read later in the body), sums written as a func, folds of
 truth values (no share), the same bits at every thread count (runs that really split) and on spirv, and the
-refusals: another operator, a product keeping a trailing axis, a running product (hawk.scan with op=m.mul)."""
+refusals: another operator, a product keeping too many slots of a trailing axis; running products (hawk.scan with
+op=m.mul: every mode, segmented and keyed) against jax.grad of jnp.cumprod."""
 
 import numpy as np
 import pytest
@@ -235,13 +236,34 @@ def test_another_operator_is_refused_at_its_line():
     assert "not this operator" in msg and "hawk.reduce(m.mul, x)" in msg
 
 
-def test_a_product_keeping_a_trailing_axis_is_refused_at_its_line():
+@hawk.kernel
+def prod_cols(lane: Grid["row", "col":COLS], x: Scalar) -> Scalar:  # noqa: F821
+    return m.cos(x) * hawk.reduce(m.mul, x, over="row", where=x > -1.0)  # a trailing axis kept, read later
+
+
+def test_a_product_keeping_a_trailing_axis_against_jax():
+    rng = np.random.default_rng(15)
+    x = 1.0 + 0.05 * rng.standard_normal((300, COLS))
+    x[[4, 7, 7, 250], [3, 9, 10, 9]] = [0.0, 0.0, -2.0, 0.0]
+    ct = rng.standard_normal((300, COLS))
+    g = _grad(prod_cols, ct, x=x)["x"].reshape(300, COLS)
+
+    def f(v):
+        p = jnp.prod(jnp.where(v > -1.0, v, 1.0), axis=0, keepdims=True)
+        return jnp.sum(ct * jnp.cos(v) * p)
+
+    _close(g, jax.grad(f)(x))
+    bt_grads_split_bits(prod_cols, ct, {"x": x}, ORDERED_BLOCK, "prod_cols")
+    bt_grads_spirv_bits(prod_cols, ct[:100], {"x": x[:100]}, "prod_cols")
+
+
+def test_a_product_keeping_too_many_trailing_slots_is_refused_at_its_line():
     @hawk.kernel
-    def cols(lane: Grid["row", "col":COLS], x: Scalar) -> Scalar:  # noqa: F821
+    def cols(lane: Grid["row", "col":5000], x: Scalar) -> Scalar:  # noqa: F821
         return hawk.reduce(m.mul, x, over="row")  # @cols
 
-    msg = _refused(cols, np.ones(COLS), "# @cols", x=np.ones((4, COLS)))
-    assert "keeping lane axes only when they lead" in msg
+    msg = _refused(cols, np.ones(5000), "# @cols", x=np.ones((2, 5000)))
+    assert "for at most 4096 slots" in msg and "not 5000" in msg
 
 
 def test_a_running_product_over_keys_in_key_order_is_refused_at_its_line():

@@ -11,8 +11,10 @@ operators whose chain it can write with the language's own collectives, recognis
 - a fold of truth values (`m.land`, `m.lor`, or any operator over a value converted from truth values or
   integers): nothing float reaches it, so no lane gets a share.
 
-Any other operator is refused at its line (`fold_form` is None). A product keeping lane axes runs its scans in
-the lanes' flat order, so its slices must be contiguous there: it keeps leading axes only.
+Any other operator is refused at its line (`fold_form` is None). A product keeping leading lane axes runs its
+scans in the lanes' flat order, reset at each slice's first lane (its slices are contiguous there); one keeping
+other axes runs keyed scans (by= the slot, order="lane": each slot's lanes in lane order), so its slots number
+at most the keyed scans' MAX_KEYS.
 """
 
 from __future__ import annotations

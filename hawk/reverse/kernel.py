@@ -74,7 +74,7 @@ def facts(kernel: Kernel) -> Facts:
             if is_hawk(op, "at") and sig.get(plane_name(op)).kind == "lane":
                 at.add(plane_name(op))
             elif is_hawk(op, "reduce") and reduce_kind(op) == "fold":
-                _fold_differentiable(module, op, [a.label for a in sig.lane_axes()])
+                _fold_differentiable(module, op, sig)
             elif is_hawk(op, "scan") and scan_keys(op) is not None and is_float(scan_value(op).type) and \
                     (scan_op(op) not in ("add", "mul") or scan_order(op) != "lane"):
                 raise error_at(op, "the reverse differentiates a keyed hawk.scan (by=) only with op=m.add or m.mul "
@@ -114,8 +114,11 @@ def facts(kernel: Kernel) -> Facts:
     return kernel._reverse_facts
 
 
-def _fold_differentiable(module, op, axes: list[str]) -> None:
+def _fold_differentiable(module, op, sig: Signature) -> None:
     """Refuse, at its line, a fold whose gradient the reverse cannot write (hawk/reverse/folds.py)."""
+    import math
+
+    from hawk.frontend.scan_keyed import MAX_KEYS
     from hawk.ir.access import reduce_over
     from hawk.passes.verify import error_at
     from hawk.reverse.folds import fold_form, keeps_leading
@@ -126,10 +129,15 @@ def _fold_differentiable(module, op, axes: list[str]) -> None:
                            "a + b) and folds of truth values, not this operator (a fold's adjoint needs the "
                            "operator's own derivatives along its chain): use hawk.sum, hawk.mean, hawk.max, "
                            "hawk.min or hawk.reduce(m.mul, x) where a gradient is needed")
-    if form == "product" and not keeps_leading(reduce_over(op), axes):
-        raise error_at(op, "the reverse differentiates a product (hawk.reduce with m.mul) keeping lane axes only "
-                           "when they lead the grid's axes (its slices then run in lane order): reduce over the "
-                           "trailing axes, or write the product on a grid whose kept axes come first")
+    over, axes = reduce_over(op), sig.lane_axes()
+    kept = [a for a in axes if a.label not in over]
+    # (kept axes that do not lead are never the first, so their extents are declared: Grid's rule)
+    if form == "product" and not keeps_leading(over, [a.label for a in axes]) and \
+            math.prod(a.extent for a in kept) > MAX_KEYS:
+        raise error_at(op, "the reverse differentiates a product (hawk.reduce with m.mul) keeping lane axes that "
+                           f"do not lead the grid's axes for at most {MAX_KEYS} slots (each slot is a key of its "
+                           f"running products), not {math.prod(a.extent for a in kept)}: keep the leading axes, or "
+                           "split the product")
 
 
 def _in_loop(op) -> bool:
@@ -275,7 +283,8 @@ def design(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
     tables = {p.name: [(a.label, a.extent) for a in p.axes] for p in sig.planes if p.kind == "table"}
     d = Design(kernel.name, f"{kernel.name}__reverse", [a.label for a in sig.lane_axes()], extents, ct, ct_kind,
                payload, grad, grad_kind, win, tables, float_dtype, dict(f.kept), dict(f.stores),
-               tuple(sorted(f.init_read)), lengths)
+               tuple(sorted(f.init_read)), lengths,
+               {a.label: a.extent for a in sig.lane_axes() if a.extent is not None})
     return d, Signature(tuple(planes), None), outputs, f
 
 

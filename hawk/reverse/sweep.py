@@ -48,7 +48,7 @@ from hawk.ir.build import create, strs
 from hawk.ir.dialect import is_hawk
 from hawk.ir.types import drop_unused_args, find_arg, hawk_type, parts, retype_arg
 from hawk.passes.verify import error_at
-from hawk.reverse.folds import fold_form
+from hawk.reverse.folds import fold_form, keeps_leading
 from hawk.reverse.loops import LoopsMixin, dce, deep_operands, nested_ops
 from hawk.reverse.outputs import OutputsMixin
 from hawk.reverse.rules import LEAVES, RULES, Emit, is_float
@@ -90,6 +90,7 @@ class Design:
     stores: dict = field(default_factory=dict)  # stored sink -> its `=` statements
     init: tuple = ()  # forward outputs whose initial contents the adjoint reads, as input planes of their names
     positions: dict = field(default_factory=dict)  # float output written by key -> its length (its cotangent's)
+    declared: dict = field(default_factory=dict)  # lane axis -> its extent, where the signature fixes it
 
 
 class Sweep(LoopsMixin, OutputsMixin, Emit):
@@ -357,25 +358,50 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
             return
         v = op.operands[0]
         mask = op.operands[1] if len(op.operands) > 1 else None
-        start = self.slice_start(reduce_over(op)) if form == "product" else None
+        over = reduce_over(op)
+        leading = keeps_leading(over, self.p.axes)
+        start = self.slice_start(over) if form == "product" and leading else None
         if uni:
             t = g
         elif start is None:
-            t = self.total(g, reduce_over(op))
+            t = self.total(g, over)
         else:
             t = self.per_component(g, lambda c: self.add(self.scan(c, "add", start, False),
                                                          self.scan(c, "add", start, True, exclusive=True)))
         if form == "product":
             x = self.select(self._spread(mask, v.type), v, self.const(1.0, v.type)) if mask is not None else v
-            t = self.mul(t, self.per_component(x, lambda c: self.others(c, start)))
+            slot = None if leading else self.slot_key([a for a in self.p.axes if a not in over])
+            t = self.mul(t, self.per_component(x, lambda c: self.others(c, start, slot)))
         if mask is not None:
             t = self.where(self._spread(mask, v.type), t)
         self.acc(v, t, False, adj)
 
-    def others(self, x: ir.Value, start: ir.Value | None) -> ir.Value:
-        """Per lane, the product of x over the other lanes of its slice (slices start where `start` holds)."""
-        return self.mul(self.scan(x, "mul", start, False, exclusive=True), self.scan(x, "mul", start, True,
-                                                                                      exclusive=True))
+    def others(self, x: ir.Value, start: ir.Value | None, slot: tuple | None = None) -> ir.Value:
+        """Per lane, the product of x over the other lanes of its slice: slices of leading kept axes start where
+        `start` holds; `slot` (key, keys): slices of trailing kept axes, one key each (keyed scans, lane order)."""
+        if slot is None:
+            return self.mul(self.scan(x, "mul", start, False, exclusive=True),
+                            self.scan(x, "mul", start, True, exclusive=True))
+        key, keys = slot
+        i64 = ir.IntegerType.get_signless(64)
+
+        def keyed(reverse: bool):
+            attrs = {"op": "mul", "mode": "exclusive", "keys": ir.IntegerAttr.get(i64, keys), "order": "lane"}
+            return create("hawk.scan", [x, key], [x.type],
+                          attrs | ({"reverse": ir.UnitAttr.get()} if reverse else {})).result
+
+        return self.mul(keyed(False), keyed(True))
+
+    def slot_key(self, kept: list[str]) -> tuple[ir.Value, int]:
+        """(this lane's slot among those of the kept axes, row-major, and their count): the key of a product's
+        keyed scans when the kept axes are not leading (their extents are declared: hawk/reverse/kernel.py)."""
+        key, keys = None, 1
+        for a in reversed(kept):
+            c = self.lane(a)
+            term = c if keys == 1 else self.op("arith.muli", c, self.iconst(keys))
+            key = term if key is None else self.op("arith.addi", key, term)
+            keys *= self.p.declared[a]
+        return key, keys
 
     def per_component(self, x: ir.Value, f) -> ir.Value:
         """f applied to each scalar component of x (a scan takes one number per lane), put back together."""
