@@ -413,15 +413,16 @@ def test_scan_inside_a_func_is_refused():
     assert "inside a func" in str(_refusal("# @scan_in_func", k))
 
 
-def test_bundle_artifact_gives_the_same_bits(tmp_path):
+@pytest.mark.parametrize("kernel", [segmented, prod_segments])
+def test_bundle_artifact_gives_the_same_bits(tmp_path, kernel):
     import hawk.artifact
 
-    hawk.artifact.build_bundle([segmented], tmp_path, targets=("host",))
+    hawk.artifact.build_bundle([kernel], tmp_path, targets=("host",))
     rng = np.random.default_rng(13)
     n = 3 * SCAN_BLOCK + 7
-    planes = {"x": rng.standard_normal(n), "start": (rng.random(n) < 0.001).astype(np.float64)}
-    got = hawk.run(hawk.load(tmp_path, "segmented"), **planes)
-    want = bt_run(segmented, **planes)
+    planes = {"x": 1.0 + 0.01 * rng.standard_normal(n), "start": (rng.random(n) < 0.001).astype(np.float64)}
+    got = hawk.run(hawk.load(tmp_path, kernel.name), **planes)
+    want = bt_run(kernel, **planes)
     for name in ("y", "z"):
         assert np.asarray(got[name]).tobytes() == want[name].tobytes()
 
