@@ -508,8 +508,9 @@ def case_reverse_scans_and_scan_gradients_bitwise():
 def case_running_products_and_product_gradients_bitwise():
     """Running products (forward; reverse, exclusive, with reset=) and a product fold: the one-device bits on 4
     and 8 shards, and jax.grad through them (zeros included) bitwise plan.reverse's; jax.grad of a product over
-    every lane under where= (its adjoint: two running products) bitwise plan.reverse's inside shard_map; a
-    product per row runs sharded, and its gradient is refused by name (under partition=True too)."""
+    every lane under where= (its adjoint: two running products) bitwise plan.reverse's inside shard_map; and of a
+    product per row, whose adjoint reads every shard's rows' cotangents, inside shard_map and under
+    partition=True."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -541,21 +542,19 @@ def case_running_products_and_product_gradients_bitwise():
     u = 1.0 + 0.01 * rng.normal(size=(NR, NC))
     u[3, 5] = 0.0
     cq = rng.normal(size=NR)
-    # products per row run sharded; their gradient is refused by name (its scans run at whole-run lane numbers,
-    # where the rows' cotangents are each shard's own), never wrong
+    # products per row: their adjoint's scans run at whole-run lane numbers, so every shard reads the rows'
+    # cotangents whole (gathered first); the one-device bits, inside shard_map and under partition=True
+    want = eagle.deploy(dk.dist_rowprod).reverse(cq, u=u)
     fr = eagle.jax.wrap(dk.dist_rowprod, axis_name="d")
-    mesh = _mesh(4)
-    g = jax.shard_map(lambda u: fr(u=u), mesh=mesh, in_specs=(P("d"),), out_specs=P("d"))
-    su = jax.device_put(u, NamedSharding(mesh, P("d")))
-    _bits_equal({"r": jax.jit(g)(su)}, {"r": eagle.deploy(dk.dist_rowprod).run(u=u)}, ["r"])
     fp = eagle.jax.wrap(dk.dist_rowprod, partition=True)
-    for f in (g, lambda u: fp(u=u)):
-        try:
-            jax.jit(jax.grad(lambda u, f=f: (f(u) * cq).sum()))(su)
-        except eagle.InputError as exc:
-            assert "dist_rowprod" in str(exc) and "or scans (a product's gradient runs two)" in str(exc), exc
-        else:
-            raise AssertionError("a row product's sharded gradient ran")
+    for shards in (2, 4, 8):
+        mesh = _mesh(shards)
+        g = jax.shard_map(lambda u, mesh=mesh: fr(u=u), mesh=mesh, in_specs=(P("d"),), out_specs=P("d"))
+        su = jax.device_put(u, NamedSharding(mesh, P("d")))
+        _bits_equal({"r": jax.jit(g)(su)}, {"r": eagle.deploy(dk.dist_rowprod).run(u=u)}, ["r"])
+        for f in (g, lambda u: fp(u=u)):
+            gu = jax.jit(jax.grad(lambda u, f=f: (f(u) * cq).sum()))(su)
+            _bits_equal({"u": gu}, want, ["u"])
 
 
 def case_block_reductions_run_on_whole_rows():

@@ -58,6 +58,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_rowlerp_bare,
     dist_rowloss,
     dist_rowmax,
+    dist_rowprod,
     dist_rowstats,
     dist_rowtot,
     dist_rowvec,
@@ -718,6 +719,28 @@ def case_gradients_through_row_results_uneven(rank, group):
         r0:r1].tobytes()
 
 
+def case_gradients_of_row_products_uneven(rank, group):
+    """backward() through a product per row over rows split 3/397/600/1, zeros included: its adjoint's running
+    products run at whole-run lane numbers, so every rank reads every rank's rows' cotangents (gathered first);
+    bitwise plan.reverse."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    rng = np.random.default_rng(47)
+    u = 1.0 + 0.01 * rng.normal(size=(1001, NC))
+    u[[2, 500, 500], [3, 4, 9]] = 0.0
+    r0, r1 = [0, 3, 400, 1000, 1001][rank:rank + 2]
+    c = rng.normal(size=1001)
+    ut = torch.from_numpy(u[r0:r1].copy()).requires_grad_(True)
+    out = eagle.torch.wrap(dist_rowprod, group=group)(u=ut)
+    assert out.detach().numpy().tobytes() == np.asarray(eagle.deploy(dist_rowprod).run(u=u))[r0:r1].tobytes()
+    (out * torch.from_numpy(c[r0:r1].copy())).sum().backward()
+    want = eagle.deploy(dist_rowprod).reverse(c, u=u)["u"]
+    assert ut.grad.numpy().tobytes() == np.asarray(want)[r0:r1].tobytes()
+
+
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
@@ -770,6 +793,7 @@ def _main(out: str) -> None:
     eagle.deploy(dist_rscan).run(x=np.ones(4), start=np.zeros(4))
     eagle.deploy(dist_prod).reverse({"y": np.ones(4), "r": np.ones(4), "p": np.ones(1)}, x=np.ones(4),
                                     start=np.zeros(4))
+    eagle.deploy(dist_rowprod).reverse(np.ones(3), u=np.ones((3, NC)))
     eagle.deploy(dist_sgrad).reverse({"y": np.ones(4), "z": np.ones(4), "tot": np.ones(1)}, x=np.ones(4),
                                      start=np.zeros(4))
     x, key, *_, w, s, cot = _grad_setup(0)  # the adjoints too

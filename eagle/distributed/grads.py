@@ -20,6 +20,8 @@ refuses in the adjoint itself.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from eagle.errors import InputError
@@ -52,16 +54,45 @@ def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: st
     adj, design, win = adjoint_for(plan, wrt, extents)
     lead = next(iter(a.label for a in kernel.signature.lane_axes()), None)
     rows = sorted(c for c, kept in kernel.kept_cells().items() if lead in kept)
-    if rows and (adj.kernel.lane_reach()[1] or _scans(adj.kernel)):
+    if rows and adj.kernel.lane_reach()[1]:
         # (a row's cotangent is the shard's own, keyed by its own rows: the adjoint must run with the shard's
-        # lane numbers, which a cell over every lane, reads of neighbours or coordinates, or scans (a product's
-        # adjoint: shards run whole scan blocks at whole-run numbers) rule out)
+        # lane numbers, which a cell over every lane, or reads of neighbours or coordinates, rule out; an
+        # adjoint with scans runs at whole-run numbers too, and reads every shard's rows: `whole_rows`)
         raise InputError(f"kernel '{kernel.name}': gradients through a sharded call of a kernel whose cell "
                          f"'{rows[0]}' keeps the leading lane axis '{lead}' beside cells over other lanes, reads "
-                         f"of neighbours or of the '{lead}' coordinate, or scans (a product's gradient runs two) "
-                         f"are not supported yet; differentiate the unsharded call, or compute the row results in a "
-                         f"kernel of their own")
+                         f"of neighbours or of the '{lead}' coordinate are not supported yet; differentiate the "
+                         f"unsharded call, or compute the row results in a kernel of their own")
     return adj, design, win
+
+
+def whole_rows_adjoint(plan, wrt: tuple[str, ...], ext: tuple[int, ...], where: str, gather) -> tuple:
+    """(adjoint plan, design, the cotangent planes as the adjoint reads them) for a sharded backward whose
+    cotangents `gather(axes)` makes: `axes` is `whole_rows`' (each row Table read whole, and the axis its rows
+    lie along); `gather` returns the cotangent planes with those Tables holding every shard's rows, in order.
+    Where rows are read whole, the adjoint is made again for the whole run's rows (its Tables' extents)."""
+    adj, design, _ = adjoint_plan(plan, wrt, ext, where)
+    axes = whole_rows(plan, adj, design)
+    cts = gather(design, axes)
+    if axes:
+        name, axis = next(iter(axes.items()))
+        total = int(cts[name].shape[axis])
+        if total != ext[0]:
+            adj, design, _ = adjoint_plan(plan, wrt, (total, *ext[1:]), where)
+    return adj, design, cts
+
+
+def whole_rows(plan, adj, design) -> dict[str, int]:
+    """The cotangent Tables of cells keeping the leading lane axis that a sharded adjoint reads whole (by cotangent
+    plane: the axis its rows lie along): an adjoint with scans (a product's, a running product's) runs whole scan
+    blocks at whole-run lane numbers, so each shard reads rows by their number in the whole run, and the caller
+    gathers every shard's rows of those Tables first. Empty when the adjoint runs at the shard's own numbers."""
+    kernel = plan.kernel
+    lead = next(iter(a.label for a in kernel.signature.lane_axes()), None)
+    rows = [c for c, kept in kernel.kept_cells().items() if lead in kept and c in design.ct]
+    if not rows or not _scans(adj.kernel):
+        return {}
+    # a cell's Table: its payload's components first (when more than one), then its kept axes
+    return {design.ct[c]: int(math.prod(design.payload.get(c, ())) > 1) for c in rows}
 
 
 def _scans(kernel) -> bool:

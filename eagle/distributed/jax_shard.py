@@ -23,11 +23,11 @@ import numpy as np
 from eagle.distributed.geometry import dist_plan
 from eagle.distributed.grads import (
     FLOATS,
-    adjoint_plan,
     gather_form,
     prior_gradient,
     renamed,
     stencil_planes,
+    whole_rows_adjoint,
     winners,
 )
 from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
@@ -239,13 +239,18 @@ def _adjoint_grads(jk, axis_name, run, wrt: tuple, ext: tuple, stencil: list, in
                    grid: dict, shapes: dict) -> dict:
     """The gradients of `wrt` from the adjoint kernel run sharded (for a stencil: specialised to the whole grid
     `ext`, its gradient the whole grid's, of which each shard keeps its rows)."""
-    adj, design, _ = adjoint_plan(jk.plan, wrt, ext, f"mesh axis '{axis_name}'")
+    def gather(design, axes: dict) -> dict:  # the cotangents; rows read whole: every shard's, in row order
+        cts = cotangents(forward_of(jk.plan), design, dict(gs), tuple(run.extents), run.dtype, xp=jnp,
+                         strict=False)
+        return {n: jax.lax.all_gather(c, axis_name, axis=axes[n], tiled=True) if n in axes else c
+                for n, c in cts.items()}
+
+    adj, design, cts = whole_rows_adjoint(jk.plan, wrt, ext, f"mesh axis '{axis_name}'", gather)
     ak = jk._adjoints.get(("shard", axis_name, id(adj)))
     if ak is None:
         from eagle.jax import JaxKernel
 
         ak = jk._adjoints[("shard", axis_name, id(adj))] = JaxKernel(adj.kernel, plan=adj, axis_name=axis_name)
-    cts = cotangents(forward_of(jk.plan), design, dict(gs), tuple(run.extents), run.dtype, xp=jnp, strict=False)
     try:
         got = ak(**inputs, **cts, **grid)
     except InputError as exc:

@@ -26,7 +26,6 @@ from eagle import native
 from eagle.distributed.geometry import run_python
 from eagle.distributed.grads import (
     FLOATS,
-    adjoint_plan,
     gather_form,
     gather_halo,
     local_gather,
@@ -35,6 +34,7 @@ from eagle.distributed.grads import (
     prior_gradient,
     renamed,
     stencil_planes,
+    whole_rows_adjoint,
     winners,
 )
 from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
@@ -131,9 +131,16 @@ def _backward(spec: _Spec, cot: dict) -> dict:
         tk.last_sharded_reverse = "gather" if got is not None else "scatter"
         if got is not None:
             return {**grads, **got}
-    adj, design, _ = adjoint_plan(tk.plan, wrt, ext, "the process group")
+    def gather(design, axes: dict) -> dict:  # the cotangents; rows read whole: every rank's, in rank order
+        cts = cotangents(forward_of(tk.plan), design, cot, tuple(b.extents), b.dtype)
+        for name, axis in axes.items():
+            parts = [None] * dist.get_world_size(spec.group)
+            dist.all_gather_object(parts, np.asarray(cts[name]), group=spec.group)
+            cts[name] = np.ascontiguousarray(np.concatenate(parts, axis=axis))
+        return cts
+
+    adj, design, cts = whole_rows_adjoint(tk.plan, wrt, ext, "the process group", gather)
     runner = _runner(tk, adj)
-    cts = cotangents(forward_of(tk.plan), design, cot, tuple(b.extents), b.dtype)
     try:
         got = _run(runner, spec.group, {**inputs, **cts})[0]
     except InputError as exc:
