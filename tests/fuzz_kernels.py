@@ -737,8 +737,10 @@ def record(c: Case) -> dict:
 # gradient rule; a sharded run cannot split a plane read with .at(...) at any lane, nor an output written by key
 # (positions, not lanes) inside shard_map or a process group, nor a fold keeping lane axes other than a leading
 # block, nor one keeping those without identity=, nor a row cell (a row fold read later in the body) beside
-# whole-run lane numbers (`lane.row`, neighbours, scans). A runner that meets any other refusal reports a
-# failure, even when it names the kernel: an internal error can name the kernel too.
+# whole-run lane numbers (`lane.row`, neighbours, scans), nor differentiate a row cell beside reads of
+# neighbours or of the row coordinate (met once folds of truth values took gradients: seed 20261201:1216). A
+# runner that meets any other refusal reports a failure, even when it names the kernel: an internal error can
+# name the kernel too.
 REFUSALS = (
     r"the kernel has no float result to differentiate",
     r"the reverse differentiates a keyed hawk\.scan \(by=\) only with op=m\.add or m\.mul and order=\"lane\"",
@@ -753,6 +755,8 @@ REFUSALS = (
     r"is read with \.at\(\.\.\.\) at a \w+ that is not this lane's own \w+ plus a constant, which can reach any "
     r"lane",
     r"written by key \(hawk\.scatter\(\w+\)\[k\] = v\), has positions, not lanes, so sharded runs",
+    r"gradients through a sharded call of a kernel whose cell '\w+' keeps the leading lane axis '\w+' beside cells "
+    r"over other lanes, reads of neighbours or of the '\w+' coordinate are not supported yet",
 )
 
 
