@@ -66,10 +66,10 @@ def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: st
 
 
 def whole_rows_adjoint(plan, wrt: tuple[str, ...], ext: tuple[int, ...], where: str, gather) -> tuple:
-    """(adjoint plan, design, the cotangent planes as the adjoint reads them) for a sharded backward whose
-    cotangents `gather(axes)` makes: `axes` is `whole_rows`' (each row Table read whole, and the axis its rows
-    lie along); `gather` returns the cotangent planes with those Tables holding every shard's rows, in order.
-    Where rows are read whole, the adjoint is made again for the whole run's rows (its Tables' extents)."""
+    """(adjoint plan, design, the cotangent planes as the adjoint reads them) for a sharded backward.
+    `gather(design, axes)` makes the cotangent planes, with the Tables `axes` names (`whole_rows`: each row Table
+    read whole, and the axis its rows lie along) holding every shard's rows, in order. Where rows are read whole,
+    the adjoint is made again for the whole run's rows (its Tables' extents)."""
     adj, design, _ = adjoint_plan(plan, wrt, ext, where)
     axes = whole_rows(plan, adj, design)
     cts = gather(design, axes)
