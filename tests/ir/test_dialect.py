@@ -192,7 +192,7 @@ MALFORMED = {
                             'policy = "auto"} : (!s, f64, i32) -> ()', "i64"),
     "scatter into an output": (X + K64 + '"hawk.scatter"(%yp, %x, %k) {mode = "add", policy = "auto"} '
                                          ': (!y, f64, i64) -> ()', "hawk.output"),
-    "scan op mul": (X + '%y = "hawk.scan"(%x) {op = "mul", mode = "inclusive"} : (f64) -> f64', '"mul"'),
+    "scan op pow": (X + '%y = "hawk.scan"(%x) {op = "pow", mode = "inclusive"} : (f64) -> f64', '"pow"'),
     "scan mode both": (X + '%y = "hawk.scan"(%x) {op = "add", mode = "both"} : (f64) -> f64', '"both"'),
     "scan without mode": (X + '%y = "hawk.scan"(%x) {op = "add"} : (f64) -> f64', '"mode"'),
     "scan i32 reset": (X + '%r = arith.constant 1 : i32\n%y = "hawk.scan"(%x, %r) {op = "add", mode = "inclusive"} '
