@@ -553,8 +553,13 @@ def case_running_products_and_product_gradients_bitwise():
         su = jax.device_put(u, NamedSharding(mesh, P("d")))
         _bits_equal({"r": jax.jit(g)(su)}, {"r": eagle.deploy(dk.dist_rowprod).run(u=u)}, ["r"])
         for f in (g, lambda u: fp(u=u)):
-            gu = jax.jit(jax.grad(lambda u, f=f: (f(u) * cq).sum()))(su)
+            grad = jax.jit(jax.grad(lambda u, f=f: (f(u) * cq).sum()))
+            gu = grad(su)
             _bits_equal({"u": gu}, want, ["u"])
+            assert gu.sharding.spec[0] == "d"  # (rows sharded: P("d") or P("d", None))
+            for line in grad.lower(su).compile().as_text().splitlines():  # rows' cotangents gathered, lanes not
+                if "all-gather(" in line or "all-to-all(" in line or "collective-permute(" in line:
+                    assert f"[{NR},{NC}]" not in line and f"[{NR // shards},{NC}]" not in line, line
 
 
 def case_block_reductions_run_on_whole_rows():
