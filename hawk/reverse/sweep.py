@@ -37,6 +37,7 @@ from hawk.ir.access import (
     scan_keys,
     scan_mode,
     scan_op,
+    scan_order,
     scan_reset,
     scan_reverse,
     scan_value,
@@ -379,18 +380,9 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
     def others(self, x: ir.Value, start: ir.Value | None, slot: tuple | None = None) -> ir.Value:
         """Per lane, the product of x over the other lanes of its slice: slices of leading kept axes start where
         `start` holds; `slot` (key, keys): slices of trailing kept axes, one key each (keyed scans, lane order)."""
-        if slot is None:
-            return self.mul(self.scan(x, "mul", start, False, exclusive=True),
-                            self.scan(x, "mul", start, True, exclusive=True))
-        key, keys = slot
-        i64 = ir.IntegerType.get_signless(64)
-
-        def keyed(reverse: bool):
-            attrs = {"op": "mul", "mode": "exclusive", "keys": ir.IntegerAttr.get(i64, keys), "order": "lane"}
-            return create("hawk.scan", [x, key], [x.type],
-                          attrs | ({"reverse": ir.UnitAttr.get()} if reverse else {})).result
-
-        return self.mul(keyed(False), keyed(True))
+        keyed = None if slot is None else (*slot, "lane")
+        return self.mul(self.scan(x, "mul", start, False, exclusive=True, keyed=keyed),
+                        self.scan(x, "mul", start, True, exclusive=True, keyed=keyed))
 
     def slot_key(self, kept: list[str]) -> tuple[ir.Value, int]:
         """(this lane's slot among those of the kept axes, row-major, and their count): the key of a product's
@@ -443,12 +435,7 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         if scan_op(op) != "add":
             self.reverse_extreme_scan(op, g, adj)
             return
-        attrs = {"op": "add", "mode": scan_mode(op)} | ({} if scan_reverse(op) else {"reverse": ir.UnitAttr.get()})
-        extra = [reset] if reset is not None else []
-        if scan_keys(op) is not None:
-            attrs |= {"keys": op.attributes["keys"], "order": op.attributes["order"]}
-            extra = [scan_key(op)]
-        dx = create("hawk.scan", [g, *extra], [g.type], attrs).result
+        dx = self.scan(g, "add", reset, not scan_reverse(op), scan_mode(op) == "exclusive", keyed=_keyed(op))
         self.acc(x, dx, False, adj)
 
     def reverse_extreme_scan(self, op, g, adj: dict) -> None:
@@ -483,15 +470,16 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         return y, g
 
     def scan(self, x: ir.Value, opname: str, reset: ir.Value | None, reverse: bool,
-             exclusive: bool = False, like=None) -> ir.Value:
-        """A hawk.scan of x in the adjoint; `like`: a keyed scan whose keys (by=, keys=, order=) it takes (then
-        `reset` is None)."""
+             exclusive: bool = False, keyed: tuple | None = None) -> ir.Value:
+        """A hawk.scan of x in the adjoint (its result has x's type), segmented by `reset` or, `keyed`, by
+        (the i64 key, how many keys, order) (`_keyed`: a forward keyed scan's)."""
         attrs = {"op": opname, "mode": "exclusive" if exclusive else "inclusive"}
         attrs |= {"reverse": ir.UnitAttr.get()} if reverse else {}
         extra = [reset] if reset is not None else []
-        if like is not None and scan_keys(like) is not None:
-            attrs |= {"keys": like.attributes["keys"], "order": like.attributes["order"]}
-            extra = [scan_key(like)]
+        if keyed is not None:
+            key, keys, order = keyed
+            attrs |= {"keys": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), keys), "order": order}
+            extra = [key]
         return create("hawk.scan", [x, *extra], [x.type], attrs).result
 
     def reverse_product_scan(self, op, g, adj: dict) -> None:
@@ -507,7 +495,7 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         excl = scan_mode(op) == "exclusive"
 
         def scan(v, opname, reverse, exclusive):
-            return self.scan(v, opname, reset, reverse, exclusive, like=op)
+            return self.scan(v, opname, reset, reverse, exclusive, keyed=_keyed(op))
 
         i64 = ir.IntegerType.get_signless(64)
         one = self.const(1.0, x.type)
@@ -533,9 +521,8 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         odd = self.op("arith.trunci", self.op("arith.andi", self.flat_lane(), self.iconst(1)),
                       t=ir.IntegerType.get_signless(1))
         even = self.lnot(odd)
-        attrs = {"op": "add", "mode": "exclusive"} | ({"reverse": ir.UnitAttr.get()} if back else {})
-        on_even = create("hawk.scan", [g, even], [g.type], attrs).result  # segments [2k, 2k+1]
-        on_odd = create("hawk.scan", [g, odd], [g.type], attrs).result  # segments [2k+1, 2k+2] (and [0])
+        on_even = self.scan(g, "add", even, back, exclusive=True)  # segments [2k, 2k+1]
+        on_odd = self.scan(g, "add", odd, back, exclusive=True)  # segments [2k+1, 2k+2] (and [0])
         # back: an even lane's partner (2k + 1) is in its even-started segment; else an odd lane's (2k) is
         return self.select(even, on_even, on_odd) if back else self.select(odd, on_even, on_odd)
 
@@ -557,26 +544,20 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         """The inclusive min/max scan's rule (reverse_extreme_scan) for x, its inclusive scan y and y's
         cotangent g."""
         i64 = ir.IntegerType.get_signless(64)
-        extra = [reset] if reset is not None else []
-        down = {"reverse": ir.UnitAttr.get()}
         if reverse:
-            other = "min" if opname == "max" else "max"
-            before = create("hawk.scan", [y, *extra], [x.type], {"op": other, "mode": "exclusive"}).result
-            counts, shares = down, {}
+            before = self.scan(y, "min" if opname == "max" else "max", reset, False, exclusive=True)
         else:
-            before = create("hawk.scan", [x, *extra], [x.type], {"op": opname, "mode": "exclusive"}).result
-            counts, shares = {}, down
+            before = self.scan(x, opname, reset, False, exclusive=True)
         start = self.cmp("une", before, y)
         if reset is not None:
             start = self.op("arith.ori", start, reset)
         tie = self.cmp("oeq", x, y)
-        count = create("hawk.scan", [self.op("arith.extui", tie, t=i64), start], [i64],
-                       {"op": "add", "mode": "inclusive", **counts}).result
+        # reverse=True: the counts run downwards and the shares upwards; else the other way
+        count = self.scan(self.op("arith.extui", tie, t=i64), "add", start, reverse)
         c = self.op("arith.sitofp", count, t=x.type)
         one = self.const(1.0, x.type)
         c = self.select(self.cmp("olt", c, one), one, c)  # (c >= 1 wherever a tie exists; NaN runs have none)
-        share = create("hawk.scan", [self.div(g, c), start], [x.type],
-                       {"op": "add", "mode": "inclusive", **shares}).result
+        share = self.scan(self.div(g, c), "add", start, not reverse)
         self.acc(x, self.where(tie, share), False, adj)
 
     # ---- the whole adjoint ------------------------------------------------------------------------------
@@ -618,6 +599,11 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         self.func.attributes["sym_name"] = ir.StringAttr.get(self.p.name)
         dce(self.func)
         drop_unused_args(self.func)  # the forward's outputs and the planes only the forward read
+
+
+def _keyed(op) -> tuple | None:
+    """A forward scan's keys as Sweep.scan takes them: (its i64 key, how many keys, its order), or None."""
+    return None if scan_keys(op) is None else (scan_key(op), scan_keys(op), scan_order(op))
 
 
 def _read_fold(op) -> bool:
