@@ -24,8 +24,8 @@ import math
 
 import numpy as np
 
+from eagle.distributed.stages import whole_blocks
 from eagle.errors import InputError
-from hawk.abi.layout import has_scan
 
 FLOATS = ("lane", "table", "param")
 
@@ -83,22 +83,17 @@ def whole_rows_adjoint(plan, wrt: tuple[str, ...], ext: tuple[int, ...], where: 
 
 def whole_rows(plan, adj, design) -> dict[str, int]:
     """The cotangent Tables of cells keeping the leading lane axis that a sharded adjoint reads whole (by cotangent
-    plane: the axis its rows lie along): an adjoint with scans (a product's, a running product's) runs whole scan
-    blocks at whole-run lane numbers, so each shard reads rows by their number in the whole run, and the caller
-    gathers every shard's rows of those Tables first. Empty when the adjoint runs at the shard's own numbers."""
+    plane: the axis its rows lie along): an adjoint whose shards run whole blocks (`whole_blocks`: scans, as a
+    product's and a running product's) runs at whole-run lane numbers, so each shard reads rows by their number
+    in the whole run, and the caller gathers every shard's rows of those Tables first. Empty when the adjoint
+    runs at the shard's own numbers."""
     kernel = plan.kernel
     lead = next(iter(a.label for a in kernel.signature.lane_axes()), None)
     rows = [c for c, kept in kernel.kept_cells().items() if lead in kept and c in design.ct]
-    if not rows or not _scans(adj.kernel):
+    if not rows or not whole_blocks(adj.kernel, adj.kernel.default_spec()):
         return {}
     # a cell's Table: its payload's components first (when more than one), then its kept axes
     return {design.ct[c]: int(math.prod(design.payload.get(c, ())) > 1) for c in rows}
-
-
-def _scans(kernel) -> bool:
-    """Whether a kernel scans (any stage): its shards run whole scan blocks, at whole-run lane numbers."""
-    spec = kernel.default_spec()
-    return any(has_scan(kernel.layout(spec, k)) for k in range(len(kernel.stages(spec))))
 
 
 def winners(plan, wrt: tuple[str, ...], extents: tuple[int, ...], run, planes: dict, dtype,

@@ -138,15 +138,13 @@ def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
     name = kernel.name
     refuse_keyed(plan, f"sharded runs over {where}")
     how = reach(kernel, spec, where)
-    scans = folds = False
+    blocks = whole_blocks(kernel, spec)
     local = []
     for k in range(kernel.stage_count):
         lay = kernel.layout(spec, k)
-        scans = scans or has_scan(lay)
         _check_blocks(kernel, lay, row)
         local += sorted(leading_cells(kernel, lay))
         for r in lay.reductions:
-            folds = folds or (r.kind == "fold" and not r.kept)
             if r.kept:
                 _check_kept(kernel, lay, r)
         for s in lay.stored:  # each chunk's copy and marks: the finish takes the last chunk's store, and chunk
@@ -156,17 +154,29 @@ def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
                                  f"keeps no copy per chunk here (over {PAIR_SLOTS} slots, or also added into with "
                                  f"a policy other than plain), so every shard would write its slots at once; "
                                  f"scatter with `+=` (or max/min), or run unsharded")
-    if local and (how.global_lanes or scans or folds):
+    if local and (how.global_lanes or blocks):
         why = "reads neighbours or its own coordinates" if how.global_lanes else "scans or folds over every lane"
         raise InputError(f"kernel '{name}': '{local[0]}' keeps the leading lane axis, and the kernel {why}, so its "
                          f"shards run with the whole run's lane numbers, where a shard's own slots of '{local[0]}' "
                          f"are not at its own positions; move that reduction into a kernel of its own, or run "
                          f"unsharded")
-    if scans or folds:  # shards start on scan blocks (a fold's blocks), and on every stage's chunk alignment
+    if blocks:  # shards start on scan blocks (a fold's blocks), and on every stage's chunk alignment
         spans = [kernel.layout(spec, k).parallel_span() for k in range(kernel.stage_count)]
-        unit = SCAN_BLOCK if scans else ORDERED_BLOCK
+        unit = SCAN_BLOCK if blocks == "scans" else ORDERED_BLOCK
         how = replace(how, block=math.lcm(unit, *(math.lcm(s, ORDERED_BLOCK) for s in spans if s)))
     return how
+
+
+def whole_blocks(kernel, spec) -> str | None:
+    """Why `kernel`'s shards run whole blocks of lanes at whole-run lane numbers (Reach.block): "scans" (a
+    hawk.scan folds fixed blocks counted from lane 0), "folds" (a hawk.reduce fold over every lane: its blocks
+    likewise), or None."""
+    lays = [kernel.layout(spec, k) for k in range(kernel.stage_count)]
+    if any(has_scan(lay) for lay in lays):
+        return "scans"
+    if any(r.kind == "fold" and not r.kept for lay in lays for r in lay.reductions):
+        return "folds"
+    return None
 
 
 def _check_kept(kernel, lay, r) -> None:
