@@ -60,6 +60,14 @@ def _mesh(n):
     return jax.make_mesh((n,), ("d",), devices=jax.devices()[:n])
 
 
+def _no_lane_collective(hlo: str, *shapes: str) -> None:
+    """No collective of compiled HLO (all-gather, all-to-all, collective-permute) moves an array of the lane
+    shapes given ("48,16": the whole grid's; a shard's too): shards pass partial state only."""
+    for line in hlo.splitlines():
+        if "all-gather(" in line or "all-to-all(" in line or "collective-permute(" in line:
+            assert not any(f"[{s}]" in line for s in shapes), line
+
+
 def _shard_grad(kernel, shards: int, planes: dict, cts: dict):
     """jax.grad, with respect to the first of `planes`, of sum(ct * output) over the outputs `cts` names, through
     eagle.jax.wrap(kernel, axis_name="d") inside shard_map over `shards` devices: the planes sharded along "d",
@@ -238,9 +246,7 @@ def case_jit_with_named_sharding_partitions_without_gathering_lanes():
     _bits_equal(g(xs, keys), want, ["acc", "m", "tot"])
     hlo = g.lower(xs, keys).compile().as_text()
     assert "eagle_hawk_call" in hlo and f"f64[{n // 8}]" in hlo  # one launch per shard, on the shard's lanes
-    for line in hlo.splitlines():  # collectives move partial state only: never a lane input
-        if "all-gather(" in line or "all-to-all(" in line or "collective-permute(" in line:
-            assert f"[{n}]" not in line and f"[{n // 8}]" not in line, line
+    _no_lane_collective(hlo, f"{n}", f"{n // 8}")  # collectives move partial state only: never a lane input
     assert f"f64[{n}]" not in hlo  # nothing the size of every lane anywhere
     _bits_equal(g(x, key), want, ["acc", "m", "tot"])  # unsharded inputs: the one-device call
     kmax = eagle.jax.wrap(ks["max"], partition=True)
@@ -557,9 +563,8 @@ def case_running_products_and_product_gradients_bitwise():
             gu = grad(su)
             _bits_equal({"u": gu}, want, ["u"])
             assert gu.sharding.spec[0] == "d"  # (rows sharded: P("d") or P("d", None))
-            for line in grad.lower(su).compile().as_text().splitlines():  # rows' cotangents gathered, lanes not
-                if "all-gather(" in line or "all-to-all(" in line or "collective-permute(" in line:
-                    assert f"[{NR},{NC}]" not in line and f"[{NR // shards},{NC}]" not in line, line
+            # (the rows' cotangents are gathered, the lanes not)
+            _no_lane_collective(grad.lower(su).compile().as_text(), f"{NR},{NC}", f"{NR // shards},{NC}")
 
 
 def case_block_reductions_run_on_whole_rows():
@@ -650,9 +655,7 @@ def case_gradients_through_partition_under_jit():
         _bits_equal({k: np.asarray(a).reshape(-1) for k, a in zip(names, got, strict=True)},
                     {k: np.asarray(want[k]).reshape(-1) for k in names}, names)
         assert got[0].sharding.spec == P("d")
-        for line in g.lower(*args).compile().as_text().splitlines():
-            if "all-gather(" in line or "all-to-all(" in line or "collective-permute(" in line:
-                assert f"[{n}]" not in line and f"[{n // shards}]" not in line, line
+        _no_lane_collective(g.lower(*args).compile().as_text(), f"{n}", f"{n // shards}")
 
 
 def case_gradient_of_a_split_kernel():
@@ -1169,9 +1172,7 @@ def case_kept_axes_gradients_and_partition_under_jit():
     _bits_equal(g(xs), eagle.deploy(dk.dist_cols).run(x=x), ["s_ord", "mu_ord"])
     hlo = g.lower(xs).compile().as_text()
     assert "eagle_hawk_call" in hlo and f"f64[{rows // 8},{dk.KC}]" in hlo  # a launch per shard, its own rows
-    for line in hlo.splitlines():
-        if "all-gather(" in line or "all-to-all(" in line or "collective-permute(" in line:
-            assert f"[{rows},{dk.KC}]" not in line and f"[{rows // 8},{dk.KC}]" not in line, line
+    _no_lane_collective(hlo, f"{rows},{dk.KC}", f"{rows // 8},{dk.KC}")
 
 
 def case_reductions_keeping_the_leading_axis_per_shard():
