@@ -35,9 +35,11 @@ min = _marker("reduce", "min", "hawk.min(x, where=mask, over=axes): the smallest
 reduce = _marker("reduce", "reduce", "hawk.reduce(op, x, where=mask, over=axes, identity=v): fold x over the "
                  "lanes with op (a @hawk.func of two values, or m.add, m.mul, m.min, m.max, m.land, m.lor) in a "
                  "fixed order (docs/semantics.md).")
-scan = _marker("scan", "scan", "hawk.scan(x, exclusive=False, op=m.add, reset=flag): the running total of x over "
-               "the lanes in lane order (op m.add, m.min or m.max; reset= starts a new run at a lane where it is "
-               "true), with the same bits on every thread count and target (docs/semantics.md, \"Scans\").")
+scan = _marker("scan", "scan", "hawk.scan(x, exclusive=False, op=m.add, reset=flag, reverse=False, by=key): the "
+               "running total of x over the lanes in lane order (op m.add, m.mul, m.min, m.max, or a @hawk.func of "
+               "two values folded lane by lane as itertools.accumulate does, identity= for its exclusive form; "
+               "reset= starts a new run at a lane where it is true), with the same bits on every thread count and "
+               "target (docs/semantics.md, \"Scans\").")
 scatter = _marker("scatter", "scatter", "hawk.scatter(sink, policy=...)[key] += v (or = v): add/store by key.")
 
 

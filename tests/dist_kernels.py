@@ -141,6 +141,18 @@ def dist_rscan(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar],
     tot = hawk.sum(y * start, policy="ordered")
 
 
+@hawk.func
+def ema(a, b):
+    return 0.75 * a + 0.25 * b  # neither associative nor commutative: the one-device bits need the lane order
+
+
+@hawk.kernel
+def dist_fscan(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar], tot: Mutable[Scalar]):
+    y = hawk.scan(x, op=ema, reset=start > 0.5)
+    z = hawk.scan(x, op=ema, reverse=True, exclusive=True, identity=0.0)
+    tot = hawk.sum(y * z, policy="ordered")
+
+
 @hawk.kernel
 def dist_kscan(x: Scalar, key: Index, y: Mutable[Scalar], pos: Mutable[Scalar], tot: Mutable[Scalar]):
     y = hawk.scan(x, by=key, keys=5)

@@ -403,6 +403,20 @@ def case_gradients_of_a_stencil_bitwise():
         _bits_equal({"u": gu, "k": np.asarray(gk).reshape(1)}, want, ["u", "k"])
 
 
+def _partitioned_scan(kernel, x, start):
+    """A scan kernel of planes x and start called under plain jax.jit with both sharded over 4 devices
+    (partition=True)."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle.jax
+
+    f = eagle.jax.wrap(kernel, partition=True)
+    sh = NamedSharding(_mesh(4), P("d"))
+    return jax.jit(lambda x, start: f(x=x, start=start))(jax.device_put(x, sh), jax.device_put(start, sh))
+
+
 def case_scans_bitwise_with_blocks_across_shards():
     """Forward scans (add, exclusive add with reset=, min, exclusive max, an integer count) and an ordered sum of
     a scan: each shard runs whole scan blocks, so every result is the one-device run's bits, for shards larger
@@ -453,9 +467,7 @@ def case_scans_bitwise_with_blocks_across_shards():
         got = jax.jit(jax.shard_map(lambda u: g(u=u), mesh=mesh, in_specs=(P("d"),),
                                     out_specs={"y": P("d"), "t": P()}))(jax.device_put(u, NamedSharding(mesh, P("d"))))
         _bits_equal(got, eagle.deploy(dk.dist_gridscan).run(u=u), ["y", "t"])
-    f = eagle.jax.wrap(dk.dist_scans, partition=True)
-    sh = NamedSharding(_mesh(4), P("d"))
-    got = jax.jit(lambda x, start: f(x=x, start=start))(jax.device_put(x, sh), jax.device_put(start, sh))
+    got = _partitioned_scan(dk.dist_scans, x, start)
     _bits_equal(got, want, names)
     assert got["y"].sharding.spec == P("d")
 
@@ -484,9 +496,7 @@ def case_reverse_scans_and_scan_gradients_bitwise():
         assert np.asarray(want["y"]).tobytes() == np.cumsum(x[::-1])[::-1].tobytes()
         got = _sharded(dk.dist_rscan, _mesh(shards), dict(x=x, start=start), dict(x=P("d"), start=P("d")), specs)
         _bits_equal(got, want, names)
-    f = eagle.jax.wrap(dk.dist_rscan, partition=True)
-    sh = NamedSharding(_mesh(4), P("d"))
-    got = jax.jit(lambda x, start: f(x=x, start=start))(jax.device_put(x, sh), jax.device_put(start, sh))
+    got = _partitioned_scan(dk.dist_rscan, x, start)
     _bits_equal(got, want, names)
     assert got["y"].sharding.spec == P("d")
     for shards, n in ((4, 4 * 3001), (8, 8 * 1000)):  # gradients through forward scans: reverse scans, sharded
@@ -722,6 +732,35 @@ def case_gradient_of_an_output_read_before_assigned():
 
         gx, gw = jax.jit(jax.grad(loss, argnums=(0, 1)))(jax.device_put(x, NamedSharding(mesh, P("d"))), 0.7)
         _bits_equal({"x": gx, "w": np.asarray(gw).reshape(1)}, want, ["x", "w"])
+
+
+def case_scans_by_a_func_bitwise():
+    """Scans by a @hawk.func (a non-associative average; forward with reset=, reverse exclusive) and an ordered
+    sum of them: every shard hands its lanes' values to every shard's finish, which folds the whole run in lane
+    order as one device does, so every shard's lanes are the one-device bits (itertools.accumulate's for the
+    forward scan without flags), on 4 and 8 shards and under partition=True."""
+    import itertools
+
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, _ = _setup()
+    rng = np.random.default_rng(27)
+    names = ("y", "z", "tot")
+    specs = {k: (P() if k == "tot" else P("d")) for k in names}
+    for shards, n in ((4, 4 * 3001), (8, 8 * 1000)):
+        x = rng.normal(size=n)
+        start = (rng.random(n) < 0.002).astype(np.float64)
+        want = eagle.deploy(dk.dist_fscan).run(x=x, start=start)
+        plain = eagle.deploy(dk.dist_fscan).run(x=x, start=np.zeros(n))
+        ref = np.array(list(itertools.accumulate(x, lambda a, b: 0.75 * a + 0.25 * b)))
+        assert np.asarray(plain["y"]).tobytes() == ref.tobytes()
+        got = _sharded(dk.dist_fscan, _mesh(shards), dict(x=x, start=start), dict(x=P("d"), start=P("d")), specs)
+        _bits_equal(got, want, names)
+    got = _partitioned_scan(dk.dist_fscan, x, start)
+    _bits_equal(got, want, names)
 
 
 def case_reverse_keyed_scans_and_their_gradient():

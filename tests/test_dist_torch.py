@@ -43,6 +43,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_colvec,
     dist_decay,
     dist_fold,
+    dist_fscan,
     dist_grad,
     dist_gridscan,
     dist_gridstore,
@@ -254,6 +255,25 @@ def case_reverse_scans_and_scan_gradients_uneven_shards(rank, group):
      + 0.7 * got["tot"].sum()).backward()
     want = eagle.deploy(dist_sgrad).reverse({"y": cy, "z": cz, "tot": np.array([0.7])}, x=x, start=start)
     _bits({"x": xt.grad}, {"x": np.asarray(want["x"])[lo:hi]}, ["x"])
+
+
+def case_scans_by_a_func_uneven_shards(rank, group):
+    """Scans by a @hawk.func (forward with reset=, reverse exclusive) and an ordered sum of them over ranks of 37,
+    4963, 8000 and 1 lanes: bitwise the one-process run (the whole run folded in lane order by every rank's
+    finish)."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    rng = np.random.default_rng(29)
+    n = 13_001
+    x = rng.normal(size=n)
+    start = (rng.random(n) < 0.002).astype(np.float64)
+    lo, hi = [0, 37, 5000, 13_000, n][rank:rank + 2]
+    want = eagle.deploy(dist_fscan).run(x=x, start=start)
+    got = eagle.torch.wrap(dist_fscan, group=group)(x=torch.from_numpy(x[lo:hi]), start=torch.from_numpy(start[lo:hi]))
+    _bits(got, {k: np.asarray(v)[lo:hi] if k != "tot" else v for k, v in want.items()}, list(want))
 
 
 def case_running_products_and_their_gradients_uneven_shards(rank, group):

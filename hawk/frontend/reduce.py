@@ -73,12 +73,8 @@ def custom_reduce(kb, e: ast.Call) -> HVal:
         if builtin is not None:
             raise kb.error(f"m.{builtin} has its own identity; identity= is for a @hawk.func operator",
                            kw["identity"])
-        iv = kb.expr(kw["identity"])
-        if not (isinstance(iv, HVal) and iv.is_const and iv.kind in ("f", "i", "b")) and \
-                not isinstance(iv, (int, float)):
-            raise kb.error("identity= takes a constant number (what an empty slice gives, broadcast over a "
-                           f"vector or matrix payload), not '{ast.unparse(kw['identity'])}'", kw["identity"])
-        identity = float(iv.value if isinstance(iv, HVal) else iv)
+        identity = constant_identity(kb, kw["identity"], "what an empty slice gives, broadcast over a vector or "
+                                     "matrix payload")
     x = kb.sem.to_float(x)
     over = kb.over(kb.expr(kw["over"]) if "over" in kw else None, "reduce")
     kind = _BUILTINS[builtin][0] if builtin is not None else "fold"
@@ -101,6 +97,15 @@ def custom_reduce(kb, e: ast.Call) -> HVal:
     return HVal(r, "f", x.shape, reduced=(kind, kept))
 
 
+def constant_identity(kb, node: ast.expr, meaning: str) -> float:
+    """An operator's identity= value: a constant number (`meaning`: what it is used for, for the error)."""
+    iv = kb.expr(node)
+    if not (isinstance(iv, HVal) and iv.is_const and iv.kind in ("f", "i", "b")) and \
+            not isinstance(iv, (int, float)):
+        raise kb.error(f"identity= takes a constant number ({meaning}), not '{ast.unparse(node)}'", node)
+    return float(iv.value if isinstance(iv, HVal) else iv)
+
+
 def _module_body(kb) -> ir.Block:
     """The module's block, found from the current insertion point (the kernel func sits in it)."""
     op = ir.InsertionPoint.current.block.owner
@@ -109,10 +114,13 @@ def _module_body(kb) -> ir.Block:
     return op.regions[0].blocks[0]
 
 
-def combiner(kb, f, t: ir.Type, shape: tuple[int, ...], node: ast.Call) -> str:
-    """A private func of two values of type `t` returning one: the operator's code, its symbol name."""
+def combiner(kb, f, t: ir.Type, shape: tuple[int, ...], node: ast.Call, user: str = "hawk.reduce",
+             at: ast.AST | None = None) -> str:
+    """A private func of two values of type `t` returning one: the operator's code, its symbol name. `user`:
+    the call that takes the operator (for errors), `at`: the operator's node (default: the call's first
+    argument)."""
     if isinstance(f, Func):
-        _check_arity(kb, f, node)
+        _check_arity(kb, f, node, user, node.args[0] if at is None else at)
     body = _module_body(kb)
     n = sum(1 for op in body.operations if is_combiner(op))
     name = f"{kb.kernel_name}.fold{n}"
@@ -125,7 +133,7 @@ def combiner(kb, f, t: ir.Type, shape: tuple[int, ...], node: ast.Call) -> str:
         if isinstance(f, Func):
             r = kb.inline(f, [a, b], {}, node)
             if r.shape != shape:
-                raise kb.error(f"func '{f.name}' as the operator of hawk.reduce gets two values of shape {shape} "
+                raise kb.error(f"func '{f.name}' as the operator of {user} gets two values of shape {shape} "
                                f"and must return one of that shape, but returns shape {r.shape}", node)
             r = kb.sem.to_float(r)
         else:
@@ -140,12 +148,12 @@ def combiner(kb, f, t: ir.Type, shape: tuple[int, ...], node: ast.Call) -> str:
     return name
 
 
-def _check_arity(kb, f: Func, node: ast.Call) -> None:
+def _check_arity(kb, f: Func, node: ast.Call, user: str, at: ast.AST) -> None:
     """An operator is called with two values by position: refuse a func that cannot take exactly that."""
     p = f.params
     required = [n for n in p.positional if n not in p.defaults]
     kw_required = [n for n in p.keyword_only if n not in p.defaults]
     if len(p.positional) < 2 or len(required) > 2 or kw_required:
-        raise kb.error(f"func '{f.name}({p.describe()})' cannot be the operator of hawk.reduce: the operator is "
+        raise kb.error(f"func '{f.name}({p.describe()})' cannot be the operator of {user}: the operator is "
                        "called with two values (the running result, then the next lane's value) and returns "
-                       f"one; write def {f.name}(a, b): ...", node.args[0])
+                       f"one; write def {f.name}(a, b): ...", at)

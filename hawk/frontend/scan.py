@@ -1,5 +1,6 @@
 """`hawk.scan(x, exclusive=False, op=m.add, reset=flag, reverse=False)`: a running total over the lanes, in lane
-order (reverse=True: from the last lane down).
+order (reverse=True: from the last lane down). op= may be a `@hawk.func` of two values (`identity=` gives what an
+exclusive scan starts a run from): the op is then "func" and names its combiner, as a fold's does.
 
 The call becomes one `hawk.scan {op, mode}` op on the lane's scalar value (and its reset flag); reverse=True adds
 the unit attribute `reverse`. Its result is a per-lane value like any other, but reading it needs every earlier
@@ -18,7 +19,8 @@ import ast
 
 from mlir import ir
 
-from hawk.frontend.reduce import operator_name
+from hawk.frontend.funcs import Func
+from hawk.frontend.reduce import combiner, constant_identity, operator_name
 from hawk.frontend.values import HVal
 from hawk.ir.build import create
 
@@ -32,16 +34,8 @@ def scan_operator(f) -> str | None:
     return name if name in _OPS else None
 
 
-def scan_operand(kb, e: ast.Call, kw: dict) -> tuple[str, HVal]:
-    """A scan's operator (op=, default add) and its per-lane scalar operand, checked; a truth value becomes a 0/1
-    integer (a running count) and a constant a value of its own (shared by plain and keyed scans)."""
-    op = "add"
-    if "op" in kw:
-        op = scan_operator(kb.expr(kw["op"]))
-        if op is None:
-            raise kb.error(f"hawk.scan(x, op=...): op '{ast.unparse(kw['op'])}' is not a scan operator; use m.add "
-                           "(the default), m.mul, m.min or m.max (import hawk.math as m)", kw["op"])
-    x_node = e.args[0]
+def lane_number(kb, x_node: ast.expr) -> HVal:
+    """A scan's operand: one number per lane (not a reduced value, not a vector or matrix)."""
     x = kb.value(kb.expr(x_node), x_node)
     if x.reduced is not None:
         raise kb.error("hawk.scan of a value that is already reduced over lanes: every lane holds the same value; "
@@ -49,6 +43,26 @@ def scan_operand(kb, e: ast.Call, kw: dict) -> tuple[str, HVal]:
     if x.shape:
         raise kb.error(f"hawk.scan runs over one number per lane; '{ast.unparse(x_node)}' has shape {x.shape}: "
                        "scan each component on its own (x[0], x[1], ...)", x_node)
+    return x
+
+
+def scan_operand(kb, e: ast.Call, kw: dict) -> tuple[str, HVal]:
+    """A scan's operator (op=, default add) and its per-lane scalar operand, checked; a truth value becomes a 0/1
+    integer (a running count) and a constant a value of its own (shared by plain and keyed scans)."""
+    op = "add"
+    if "op" in kw:
+        f = kb.expr(kw["op"])
+        op = scan_operator(f)
+        if isinstance(f, Func):
+            raise kb.error(f"hawk.scan(x, by=key, op={f.name}): a @hawk.func operator scans without by= only (one "
+                           "run in lane order, or segments with reset=); per key use m.add, m.mul, m.min or m.max",
+                           kw["op"])
+        if op is None:
+            raise kb.error(f"hawk.scan(x, op=...): op '{ast.unparse(kw['op'])}' is not a scan operator; use m.add "
+                           "(the default), m.mul, m.min or m.max (import hawk.math as m), or a @hawk.func of two "
+                           "values returning one", kw["op"])
+    x_node = e.args[0]
+    x = lane_number(kb, x_node)
     if x.kind == "b":
         x = kb.sem.to_int(x)  # a running count
     if x.is_const:
@@ -72,12 +86,20 @@ def scan_call(kb, e: ast.Call) -> HVal:
     if "by" in kw or "keys" in kw or "order" in kw:  # per-key running totals (scan_keyed.py)
         from hawk.frontend.scan_keyed import keyed_scan_call
         return keyed_scan_call(kb, e, kw)
-    bad = [k for k in kw if k not in ("exclusive", "op", "reset", "reverse")]
+    bad = [k for k in kw if k not in ("exclusive", "op", "reset", "reverse", "identity")]
     if bad:
-        raise kb.error(f"hawk.scan takes exclusive=, op=, reset= and reverse=, not {bad[0]}=")
+        raise kb.error(f"hawk.scan takes exclusive=, op=, reset=, reverse= and identity=, not {bad[0]}=")
     mode = "exclusive" if _constant_flag(kb, kw, "exclusive") else "inclusive"
     reverse = _constant_flag(kb, kw, "reverse")
-    op, x = scan_operand(kb, e, kw)
+    f = kb.expr(kw["op"]) if "op" in kw else None
+    attrs = {}
+    if isinstance(f, Func):  # a user operator: one fold in lane order (scan_func)
+        op, x, attrs = "func", *scan_func(kb, e, kw, f, mode)
+    else:
+        if "identity" in kw:
+            raise kb.error("identity= is for a @hawk.func operator (op=f); m.add, m.mul, m.min and m.max have "
+                           "their own", kw["identity"])
+        op, x = scan_operand(kb, e, kw)
     s = kb.sem
     operands = [s.mlir(x)]
     if "reset" in kw:
@@ -86,9 +108,33 @@ def scan_call(kb, e: ast.Call) -> HVal:
             raise kb.error("reset= takes one truth value per lane (a lane where it is true starts a new run), e.g. "
                            f"reset=key != key.at(i - 1); got '{ast.unparse(kw['reset'])}'", kw["reset"])
         operands.append(s.mlir(r))
-    attrs = {"op": op, "mode": mode} | ({"reverse": ir.UnitAttr.get()} if reverse else {})
+    attrs |= {"op": op, "mode": mode} | ({"reverse": ir.UnitAttr.get()} if reverse else {})
     v = create("hawk.scan", operands, [operands[0].type], attrs).result
     return HVal(v, x.kind)
+
+
+def scan_func(kb, e: ast.Call, kw: dict, f: Func, mode: str) -> tuple[HVal, dict]:
+    """A scan by a @hawk.func operator: its float operand and the attributes naming the combiner (the func's
+    code, as hawk.reduce's: hawk/frontend/reduce.py) and the identity an exclusive scan starts a run from."""
+    x_node = e.args[0]
+    x = lane_number(kb, x_node)
+    if x.kind != "f":
+        raise kb.error(f"hawk.scan(x, op={f.name}): a @hawk.func operator scans floats; '{ast.unparse(x_node)}' "
+                       f"is {'a truth value' if x.kind == 'b' else 'an integer'}: write m.to_float(...) around it",
+                       x_node)
+    if x.is_const:
+        x = HVal(kb.sem.mlir(x), x.kind)
+    attrs = {}
+    if "identity" in kw:
+        ident = constant_identity(kb, kw["identity"], "what an exclusive scan gives at a run's first lane")
+        attrs["identity"] = ir.FloatAttr.get(ir.F64Type.get(), ident)
+    elif mode == "exclusive":
+        raise kb.error(f"hawk.scan(x, op={f.name}, exclusive=True) needs identity=v: a run's first lane has no "
+                       "earlier lanes, and a func has no identity of its own (write identity=0.0, or whatever "
+                       f"{f.name}(v, x) == x for)")
+    value = kb.sem.mlir(x)
+    attrs["combine"] = combiner(kb, f, value.type, (), e, "hawk.scan", kw["op"])
+    return x, attrs
 
 
 def _constant_flag(kb, kw: dict, key: str) -> bool:

@@ -24,13 +24,14 @@ another func still answers while the kernel func exists.
                      flat position (None: this lane's)
   reduce_value(op)   reduce: the per-lane value; reduce_mask(op): its mask or None
   is_plane_value(v)  a value that stands for a plane, sink or cell (an operand lowerings leave alone)
-  combiner_name(op)  fold: the symbol of its combiner func; fold_identity(op): its identity or None
+  combiner_name(op)  fold, scan by a func: the symbol of its combiner func; fold_identity(op): its identity or None
   kernel_func(m)     the module's kernel func; kernel_axes(f): its lane axes in grid order; kernel_args(f): its
                      typed arguments by name
-  scan_op(op)        scan / scan_totals / scan_apply: "add", "mul", "min" or "max"; scan_mode(op): "inclusive" or
-                     "exclusive" (scan, scan_apply); scan_value(op), scan_reset(op): the per-lane value, the
-                     reset flag or None; scan_cell(op): scan_totals / scan_apply: the internal cell;
-                     scan_reverse(op): whether it runs from the last lane down (reverse=True);
+  scan_op(op)        scan / scan_totals / scan_apply: "add", "mul", "min", "max" or "func"; scan_mode(op):
+                     "inclusive" or "exclusive" (scan, scan_apply); scan_value(op), scan_reset(op): the per-lane
+                     value, the reset flag or None; scan_cell(op): scan_totals / scan_apply: the internal cell;
+                     scan_reverse(op): whether it runs from the last lane down (reverse=True); scan_in_finish(op):
+                     whether its stage's finish folds it lane by lane (reverse, or a func operator);
                      scan_keys(op), scan_key(op), scan_order(op): a keyed scan's key count, key and order
   is_combiner(f)     a fold's combiner func; combiners(m): them by name; func_name(f); enclosing_func(op)
 """
@@ -126,7 +127,7 @@ def reduce_over(op) -> list[str]:
 
 
 def combiner_name(op) -> str:
-    """The symbol of the combiner func of a fold (hawk.reduce of kind fold)."""
+    """The symbol of the combiner func of a fold (hawk.reduce of kind fold) or of a scan by a func."""
     return _str(op, "combine")
 
 
@@ -207,8 +208,15 @@ def _scan_operands(op) -> list[ir.Value]:
 
 
 def scan_op(op) -> str:
-    """A hawk.scan's (or a split stage's scan_totals' or scan_apply's) operator: add, mul, min or max."""
+    """A hawk.scan's (or a split stage's scan_totals' or scan_apply's) operator: add, mul, min, max or func (a
+    @hawk.func's combiner, `combiner_name`; its identity, if any, `fold_identity`)."""
     return _str(op, "op")
+
+
+def scan_in_finish(op) -> bool:
+    """Whether a scan's running values are folded by its stage's finish, one lane after another (reverse=True,
+    or a @hawk.func operator: op "func"), rather than in the lanes' loop."""
+    return scan_reverse(op) or scan_op(op) == "func"
 
 
 def scan_mode(op) -> str:

@@ -25,7 +25,9 @@ uses is a typed block argument named by its `hawk.name` argument attribute. Ops 
   hawk.cut_read                      (total) -> T                 a total an earlier stage reduced, at this
                                                                   lane's coordinates on the type's kept axes
   hawk.scan     {op, mode}           (T, i1?) -> T                running total over lanes in lane order (op
-                                                                  add/mul/min/max, mode inclusive/exclusive,
+                                                                  add/mul/min/max, or func: a @hawk.func's
+                                                                  combiner named by `combine`, `identity`
+                                                                  for exclusive; mode inclusive/exclusive,
                                                                   optional reset flag): the front end's form
                                                                   (unit attribute `reverse` on the three
                                                                   scan ops: from the last lane down)
@@ -86,7 +88,8 @@ _SCAN_ATTRS = """    %o1 = irdl.is "add"
     %o2 = irdl.is "min"
     %o3 = irdl.is "max"
     %o4 = irdl.is "mul"
-    %o = irdl.any_of(%o1, %o2, %o3, %o4)
+    %o5 = irdl.is "func"
+    %o = irdl.any_of(%o1, %o2, %o3, %o4, %o5)
     %m1 = irdl.is "inclusive"
     %m2 = irdl.is "exclusive"
     %m = irdl.any_of(%m1, %m2)

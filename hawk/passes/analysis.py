@@ -29,8 +29,8 @@ from hawk.ir.access import (
     reduce_kind,
     reduce_over,
     scan_cell,
+    scan_in_finish,
     scan_keys,
-    scan_reverse,
     scan_value,
     scatter_keys,
     scatter_mode,
@@ -78,7 +78,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
             cuts_in.append((cell_name(op), payload_of(op.results[0].type)))
         if is_hawk(op, "scan_totals") or is_hawk(op, "scan_apply"):
             t = scan_value(op).type
-            written = "rscan" if scan_reverse(op) else "scan"  # (rscan: a reverse scan's lanes, scan.py)
+            written = "rscan" if scan_in_finish(op) else "scan"  # (rscan: the lanes the finish folds, scan.py)
             scans[scan_cell(op)] = (written if is_hawk(op, "scan_totals") else "scanoff",
                                     "i64" if isinstance(t, ir.IntegerType) else "f")
             if scan_keys(op) is not None:  # a keyed scan: its buffer's size (hawk.abi.layout.keyed_values)

@@ -296,7 +296,8 @@ def _split_scan(func_op, op, cell_name_: str, totals: bool) -> None:
     cell = add_arg(func_op, cell_name_, of_value("total", v.type, []))
     operands = [cell, v] + ([scan_reset(op)] if scan_reset(op) is not None else [])
     operands += list(op.operands)[1:] if "keys" in op.attributes else []  # a keyed scan's key (KEYSCAN)
-    rev = {a: op.attributes[a] for a in ("reverse", "keys", "order") if a in op.attributes}  # (reverse=True; keyed)
+    rev = {a: op.attributes[a] for a in ("reverse", "keys", "order", "combine", "identity")
+           if a in op.attributes}  # (reverse=True; keyed; a func's combiner and identity)
     with ir.InsertionPoint(op), op.location:
         if totals:
             create("hawk.scan_totals", operands, [], {"op": scan_op(op)} | rev)

@@ -62,8 +62,12 @@ def drop_combiners(cx: Lowering) -> None:
 
 
 def fold_combine(cx: Lowering, cell: str, a: ir.Value, b: ir.Value) -> ir.Value:
-    """op(a, b): a copy of the combiner's ops here, its arguments replaced by a and b."""
-    fn = cx.folds[cell][0]
+    """op(a, b) for the fold into `cell`."""
+    return call_combiner(cx.folds[cell][0], a, b)
+
+
+def call_combiner(fn, a: ir.Value, b: ir.Value) -> ir.Value:
+    """fn(a, b) for a combiner func: a copy of its ops here, its arguments replaced by a and b."""
     block = fn.regions[0].blocks[0]
     mapping = {block.arguments[0]: a, block.arguments[1]: b}
     ops = list(block.operations)

@@ -31,6 +31,11 @@ target: np.cumsum(x[::-1])[::-1] bit for bit at any size, the same bits on every
 reset=, a flagged lane starts its segment (as in the forward scan), so running down, the lane below it starts
 afresh; a segment's last lane gets the identity as its exclusive value.
 
+A scan by a @hawk.func (op "func": hawk.scan(x, op=f)) runs the same way in either direction: its stage s
+stores the lanes' values (and flags) into the "rscan" planes, and the finish folds them one by one with the
+combiner's code, from the first lane up (or, reverse=True, the last down): itertools.accumulate's bits at any
+size, since a non-associative operator allows no other order (`finish_func`).
+
 The operators: add (float: arith.addf; integer: wrapping arith.addi), mul (arith.mulf; wrapping arith.muli: a
 running product, np.cumprod's bits up to SCAN_BLOCK lanes), and min/max with np.minimum's rule (a where a < b or
 a is NaN, else b; hawk.math's m.min), integer minsi/maxsi.
@@ -43,7 +48,11 @@ from mlir.dialects import memref, scf
 
 from hawk.abi.layout import SCAN_BLOCK, SCAN_ENTRY
 from hawk.ir.access import (
+    combiner_name,
+    combiners,
+    fold_identity,
     scan_cell,
+    scan_in_finish,
     scan_key,
     scan_keys,
     scan_mode,
@@ -71,8 +80,8 @@ def plan_scans(cx: Lowering, body: ir.Block, chunk: list[ir.Value]) -> None:
         if not (is_hawk(op, "scan_totals") or is_hawk(op, "scan_apply")):
             continue
         t = scan_value(op).type
-        if scan_keys(op) is not None or scan_reverse(op):  # keyed: running values in memory (scan_keyed.py);
-            if is_hawk(op, "scan_totals"):  # reversed: none in the lanes' loop, the finish runs it
+        if scan_keys(op) is not None or scan_in_finish(op):  # keyed: running values in memory (scan_keyed.py);
+            if is_hawk(op, "scan_totals"):  # reversed or by a func: none in the lanes' loop, the finish runs it
                 cx.scans[scan_cell(op)] = (scan_op(op), t, form_of(op))
             continue
         op.attributes[_SLOT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(chunk))
@@ -87,8 +96,13 @@ def plan_scans(cx: Lowering, body: ir.Block, chunk: list[ir.Value]) -> None:
 def form_of(op) -> str | tuple:
     """How a scan's stages and finish run it: "blocks" (block totals, then offsets), "lanes" / "lanes+flags" (a
     reverse scan: the lanes' values, and flags, folded down by the finish), ("keyed", keys, order) (per-block,
-    per-key totals: scan_keyed.py) or ("rkeyed", keys) (a reversed keyed scan: the lanes' values and keys, folded
-    down per key by the finish)."""
+    per-key totals: scan_keyed.py), ("rkeyed", keys) (a reversed keyed scan: the lanes' values and keys, folded
+    down per key by the finish) or ("func", combiner, flags, reverse, identity) (a scan by a @hawk.func: the
+    lanes' values, and flags, folded by the finish in lane order, or down)."""
+    if scan_op(op) == "func":
+        ident = fold_identity(op)
+        return ("func", combiner_name(op), scan_reset(op) is not None, scan_reverse(op),
+                0.0 if ident is None else ident)
     if scan_keys(op) is not None:
         return ("rkeyed", scan_keys(op)) if scan_reverse(op) else ("keyed", scan_keys(op), scan_order(op))
     if scan_reverse(op):
@@ -151,7 +165,7 @@ def _flag_value(cx: Lowering, flag: ir.Value, t: ir.Type) -> ir.Value:
 def _forward_ops(body: ir.Block) -> list:
     """The body's forward scans' ops (a reverse scan keeps no running value in the lanes' loop)."""
     return [op for op in body.operations
-            if (is_hawk(op, "scan_totals") or is_hawk(op, "scan_apply")) and not scan_reverse(op)
+            if (is_hawk(op, "scan_totals") or is_hawk(op, "scan_apply")) and not scan_in_finish(op)
             and scan_keys(op) is None]
 
 
@@ -298,7 +312,7 @@ def lower_unsplit_scan(cx: Lowering, op) -> None:
 def lower_scan_totals(cx: Lowering, op) -> None:
     """This lane into its block's running total; the block's last lane (or the chunk's) writes it out."""
     e = cx.e
-    if scan_reverse(op):
+    if scan_in_finish(op):
         return _store_lane(cx, op)
     if scan_keys(op) is not None:
         return keyed_totals(cx, op)
@@ -340,7 +354,7 @@ def lower_scan_apply(cx: Lowering, op) -> ir.Value:
     if scan_keys(op) is not None and not scan_reverse(op):
         return keyed_apply(cx, op)
     buf = cx.bufs[(scan_cell(op), "scanoff")]
-    if scan_reverse(op):  # the finish of the stage before left the planes (inclusive, exclusive)
+    if scan_in_finish(op):  # the finish of the stage before left the planes (inclusive, exclusive)
         return e.load(buf, cx.lane if scan_mode(op) == "inclusive" else e.add_i(_plane(cx), cx.lane))
     k, x, reset, kind = _slot(op), scan_value(op), scan_reset(op), scan_op(op)
     prev = cx.accs[k] if cx.scan_blocked else e.select(_block_start(cx), e.load(buf, _entry(cx)), cx.accs[k])
@@ -403,6 +417,38 @@ def finish_reverse(cx: Lowering, cell: str, kind: str, t: ir.Type, flags: bool) 
         scf.YieldOp([incl, cut_next])
 
 
+def finish_func(cx: Lowering, cell: str, t: ir.Type, name: str, flags: bool, reverse: bool, ident: float) -> None:
+    """A scan by a @hawk.func: the lanes one by one in lane order (reverse: from the last down), into the planes
+    (inclusive, exclusive) in place. A run's first lane (the first lane, a flagged lane; reverse: the last
+    lane, a lane below a flagged one) takes its x as it is (inclusive) and the identity (exclusive); every
+    other lane's inclusive value is f(the lane before's, x) and its exclusive value the lane before's. The
+    func is never called with the identity, and its code is pure, so it runs at every lane and a select keeps
+    x where a run starts (the same ops as a fold's: folds.fold_into)."""
+    from hawk.passes.lower.folds import call_combiner
+
+    e = cx.e
+    buf = cx.bufs[(cell, "rscan")]
+    fn = combiners(cx.module)[name]
+    n = e.op("arith.divui", e.dim(buf), e.c(2))
+    identity = e.cf(ident, t)
+    loop = scf.ForOp(e.c(0), n, e.c(1), [identity, e.c(0, e.i1)])
+    with ir.InsertionPoint(loop.body):
+        run, seen = loop.inner_iter_args
+        i = loop.induction_variable
+        lane = e.op("arith.subi", e.op("arith.subi", n, e.c(1)), i) if reverse else i
+        second = e.add_i(n, lane)
+        x = e.load(buf, lane)
+        flag = _is_set(cx, e.load(buf, second), t) if flags else e.c(0, e.i1)
+        if flags and not reverse:  # a flagged lane starts its run
+            seen = e.op("arith.andi", seen, e.op("arith.xori", flag, e.c(1, e.i1)))
+        incl = e.select(seen, call_combiner(fn, run, x), x)
+        e.store(incl, buf, lane)
+        e.store(e.select(seen, run, identity), buf, second)
+        # reverse: the lane below a flagged lane starts afresh (a flagged lane is its segment's first)
+        nxt = e.op("arith.xori", flag, e.c(1, e.i1)) if flags and reverse else e.c(1, e.i1)
+        scf.YieldOp([incl, nxt])
+
+
 def finish_reverse_keyed(cx: Lowering, cell: str, kind: str, t: ir.Type, keys: int) -> None:
     """A reversed keyed scan's lanes, from the last down, into the planes (inclusive, exclusive) in place: each
     key's running value (in `keys` values of the finish's own, starting from the identity) folds its lanes from
@@ -447,6 +493,9 @@ def finish_scans(cx: Lowering) -> None:
     scan's lanes into its running values (finish_reverse)."""
     e = cx.e
     for cell, (kind, t, form) in cx.scans.items():
+        if isinstance(form, tuple) and form[0] == "func":
+            finish_func(cx, cell, t, *form[1:])
+            continue
         if isinstance(form, tuple) and form[0] == "rkeyed":
             finish_reverse_keyed(cx, cell, kind, t, form[1])
             continue

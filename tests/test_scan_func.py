@@ -1,0 +1,246 @@
+"""hawk.scan(x, op=f) with a @hawk.func operator: one fold in lane order (reverse=True: from the last lane down),
+as `itertools.accumulate(x, f)` computes it, bit for bit at every size, thread count and target, with segments
+(reset=), exclusive scans from identity=, artifacts, and the refusals at the user's line (docs/semantics.md,
+"Scans by a func")."""
+
+import numpy as np
+import pytest
+from conftest import bt_run, bt_run_same_bits, bt_same_bits
+
+import eagle
+import hawk
+import hawk.math as m
+from hawk import Mutable, Scalar
+from hawk.abi.layout import SCAN_BLOCK
+
+
+@hawk.func
+def ema(a, b):
+    return 0.9 * a + 0.1 * b  # neither associative nor commutative
+
+
+@hawk.func
+def drop(a, b):
+    return a - b  # x0 - x1 - x2 ...
+
+
+@hawk.func
+def hypot_run(a, b):
+    return m.sqrt(a * a + b * b)
+
+
+@hawk.kernel
+def four_modes(x: Scalar, y: Mutable[Scalar], ye: Mutable[Scalar], r: Mutable[Scalar], re: Mutable[Scalar]):
+    y = hawk.scan(x, op=ema)
+    ye = hawk.scan(x, op=ema, exclusive=True, identity=-1.0)
+    r = hawk.scan(x, op=ema, reverse=True)
+    re = hawk.scan(x, op=ema, exclusive=True, reverse=True, identity=2.0)
+
+
+@hawk.kernel
+def segments(x: Scalar, start: Scalar, y: Mutable[Scalar], ye: Mutable[Scalar], r: Mutable[Scalar],
+             re: Mutable[Scalar]):
+    s = start > 0.5
+    y = hawk.scan(x, op=drop, reset=s)
+    ye = hawk.scan(x, op=drop, reset=s, exclusive=True, identity=0.0)
+    r = hawk.scan(x, op=drop, reset=s, reverse=True)
+    re = hawk.scan(x, op=drop, reset=s, reverse=True, exclusive=True, identity=0.0)
+
+
+@hawk.kernel
+def norms_after_a_mean(x: Scalar, y: Mutable[Scalar], t: Mutable[Scalar]):
+    h = hawk.scan(x - hawk.mean(x), op=hypot_run)  # three stages: the mean, the lanes, the fold
+    y = 2.0 * h
+    t = hawk.sum(h, policy="ordered")
+
+
+def _py(f, dtype):
+    """The func's arithmetic in NumPy scalars of the run's dtype (float32 rounds each op as the kernel does)."""
+    c = {k: dtype(v) for k, v in (("a", 0.9), ("b", 0.1))}
+    return {"ema": lambda a, b: c["a"] * a + c["b"] * b,
+            "drop": lambda a, b: a - b,
+            "hypot": lambda a, b: np.sqrt(a * a + b * b)}[f]
+
+
+def _ref(x, f, reset=None, exclusive=False, reverse=False, identity=0.0):
+    """The scan as a Python loop: a run's first lane takes x as it is; exclusive values lag one lane, starting
+    from the identity; reverse=True runs the same from the last lane down, segments being the forward's (a
+    flagged lane is its segment's first)."""
+    n = len(x)
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    out = np.empty_like(x)
+    run = None
+    for i in order:
+        starts = run is None or (reset is not None and (reset[i] if not reverse else (i + 1 < n and reset[i + 1])))
+        before = x.dtype.type(identity) if starts else run
+        run = x[i] if starts else f(run, x[i])
+        out[i] = before if exclusive else run
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n", [1, 7, SCAN_BLOCK + 1, 3 * SCAN_BLOCK + 5])
+def test_four_modes_are_the_python_fold_bit_for_bit(n, dtype):
+    x = np.random.default_rng(n).standard_normal(n).astype(dtype)
+    out = bt_run(four_modes, x=x)
+    f = _py("ema", dtype)
+    bt_same_bits(out["y"], _ref(x, f))
+    bt_same_bits(out["ye"], _ref(x, f, exclusive=True, identity=-1.0))
+    bt_same_bits(out["r"], _ref(x, f, reverse=True))
+    bt_same_bits(out["re"], _ref(x, f, exclusive=True, reverse=True, identity=2.0))
+    assert out["y"].dtype == dtype
+
+
+def test_the_inclusive_scan_is_itertools_accumulate():
+    import itertools
+
+    x = np.random.default_rng(3).standard_normal(2000)
+    got = bt_run(four_modes, x=x)["y"]
+    assert got.tobytes() == np.array(list(itertools.accumulate(x, lambda a, b: 0.9 * a + 0.1 * b))).tobytes()
+
+
+@pytest.mark.parametrize("n", [9, 2 * SCAN_BLOCK + 17])
+def test_segments_against_a_python_loop(n):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(n)
+    start = (rng.random(n) < 0.05).astype(np.float64)
+    start[0] = 1.0 if n > 100 else 0.0
+    start[n // 2] = 1.0
+    start[-1] = 1.0  # a segment of one lane at the end
+    out = bt_run(segments, x=x, start=start)
+    f, s = _py("drop", np.float64), start > 0.5
+    bt_same_bits(out["y"], _ref(x, f, s))
+    bt_same_bits(out["ye"], _ref(x, f, s, exclusive=True))
+    bt_same_bits(out["r"], _ref(x, f, s, reverse=True))
+    bt_same_bits(out["re"], _ref(x, f, s, exclusive=True, reverse=True))
+
+
+def test_a_scan_of_a_value_after_a_total_feeds_a_sum():
+    x = np.random.default_rng(7).standard_normal(5000)
+    out = bt_run(norms_after_a_mean, x=x)
+    mean = np.float64(x.sum()) / len(x)  # (within the contract's bound: the check below allows for it)
+    h = _ref(x - mean, _py("hypot", np.float64))
+    assert np.allclose(out["y"], 2.0 * h, rtol=1e-12)
+    got_h = out["y"] / 2.0
+    import math
+
+    assert out["t"] == math.fsum(got_h)  # the ordered sum of the scan's own values: exact
+
+
+def _own(kernel, planes: dict) -> dict:
+    """The planes a kernel takes."""
+    return {k: v for k, v in planes.items() if k in {p.name for p in kernel.signature.planes}}
+
+
+@pytest.mark.parametrize("kernel", [four_modes, segments])
+def test_same_bits_at_every_thread_count(kernel):
+    rng = np.random.default_rng(8)
+    n = 9 * SCAN_BLOCK + 5
+    planes = {"x": rng.standard_normal(n), "start": (rng.random(n) < 0.0005).astype(np.float64)}
+    planes = _own(kernel, planes)
+    results = []
+    for t in (1, 2, 3):
+        plan = eagle.deploy(kernel, threads=t, min_chunk=SCAN_BLOCK)
+        out = plan.run(**{k: v.copy() for k, v in planes.items()})
+        if t > 1:
+            assert max(plan.last_chunks) > 1, f"threads={t}: ran {plan.last_chunks} chunk(s)"
+        results.append({k: np.asarray(v).tobytes() for k, v in out.items()})
+    assert all(r == results[0] for r in results[1:])
+
+
+@pytest.mark.parametrize("kernel", [four_modes, segments])
+def test_every_target_gives_the_hosts_bits(target, kernel):
+    rng = np.random.default_rng(9)
+    n = 2 * SCAN_BLOCK + 33
+    planes = {"x": rng.standard_normal(n), "start": (rng.random(n) < 0.001).astype(np.float64)}
+    bt_run_same_bits(target, kernel, **_own(kernel, planes))
+
+
+def test_bundle_artifact_gives_the_same_bits(tmp_path):
+    import hawk.artifact
+
+    hawk.artifact.build_bundle([segments], tmp_path, targets=("host",))
+    rng = np.random.default_rng(13)
+    n = SCAN_BLOCK + 7
+    planes = {"x": rng.standard_normal(n), "start": (rng.random(n) < 0.01).astype(np.float64)}
+    got = hawk.run(hawk.load(tmp_path, segments.name), **planes)
+    bt_same_bits({k: np.asarray(v) for k, v in got.items()}, bt_run(segments, **planes))
+
+
+def test_no_lanes_and_one_lane():
+    out = bt_run(four_modes, x=np.zeros(0))
+    assert all(v.shape == (0,) for v in out.values())
+    out = bt_run(four_modes, x=np.array([2.5]))
+    assert (out["y"][0], out["ye"][0], out["r"][0], out["re"][0]) == (2.5, -1.0, 2.5, 2.0)
+
+
+def _refusal(src_line: str, fn) -> str:
+    with pytest.raises(hawk.KernelError) as exc:
+        hawk.kernel(fn)
+    msg = str(exc.value)
+    lines = [i for i, ln in enumerate(open(__file__).read().splitlines(), 1) if src_line in ln]
+    assert f"{__file__.rsplit('/', 1)[-1]}:{lines[0]}:" in msg, msg
+    return msg
+
+
+def test_an_exclusive_scan_without_identity_is_refused():
+    def k(x: Scalar, y: Mutable[Scalar]):
+        y = hawk.scan(x, op=ema, exclusive=True)  # @no_identity
+
+    assert "needs identity=" in _refusal("# @no_identity", k)
+
+
+def test_identity_with_a_builtin_and_a_non_constant_identity_are_refused():
+    def k(x: Scalar, y: Mutable[Scalar]):
+        y = hawk.scan(x, op=m.mul, identity=1.0)  # @builtin_identity
+
+    assert "identity= is for a @hawk.func" in _refusal("# @builtin_identity", k)
+
+    def k2(x: Scalar, y: Mutable[Scalar]):
+        y = hawk.scan(x, op=ema, exclusive=True, identity=x)  # @lane_identity
+
+    assert "constant number" in _refusal("# @lane_identity", k2)
+
+
+def test_a_func_scan_of_integers_or_by_key_is_refused():
+    def k(x: Scalar, y: Mutable[Scalar]):
+        y = m.to_float(hawk.scan(x > 0.0, op=ema))  # @bool_scan
+
+    assert "m.to_float" in _refusal("# @bool_scan", k)
+
+    def k2(x: Scalar, key: hawk.Index, y: Mutable[Scalar]):
+        y = hawk.scan(x, op=ema, by=key, keys=4)  # @keyed_func
+
+    assert "without by=" in _refusal("# @keyed_func", k2)
+
+
+def test_a_func_of_the_wrong_arity_or_shape_is_refused():
+    @hawk.func
+    def one(a):
+        return a
+
+    def k(x: Scalar, y: Mutable[Scalar]):
+        y = hawk.scan(x, op=one)  # @arity
+
+    assert "cannot be the operator of hawk.scan" in _refusal("# @arity", k)
+
+    @hawk.func
+    def spread(a, b):
+        return m.vec(a, b)
+
+    def k2(x: Scalar, y: Mutable[Scalar]):
+        y = hawk.scan(x, op=spread)  # @shape
+
+    assert "of hawk.scan gets two values of shape ()" in _refusal("# @shape", k2)
+
+
+def test_the_reverse_refuses_a_func_scan_at_its_line():
+    @hawk.kernel
+    def smooth(x: Scalar, y: Mutable[Scalar]):
+        y = hawk.scan(x, op=ema)  # @grad_func_scan
+
+    with pytest.raises(hawk.KernelError) as exc:
+        eagle.deploy(smooth).reverse({"y": np.ones(8)}, x=np.ones(8))
+    msg = str(exc.value)
+    lines = [i for i, ln in enumerate(open(__file__).read().splitlines(), 1) if "# @grad_func_scan" in ln]
+    assert f":{lines[0]}:" in msg and "smooth" in msg and "@hawk.func" in msg, msg
