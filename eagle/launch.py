@@ -30,7 +30,16 @@ from eagle.errors import InputError
 from eagle.settings import chosen_chunk, is_whole, min_chunk_setting
 from eagle.stage import IDENT, OVERSPLIT, Prepared
 from hawk.abi.exact import words as exact_words
-from hawk.abi.layout import ORDERED_BLOCK, Layout, compensated, fold_values, has_scan, keyed_values, scan_values
+from hawk.abi.layout import (
+    ORDERED_BLOCK,
+    Layout,
+    compensated,
+    fold_values,
+    has_scan,
+    keyed_values,
+    rscan_values,
+    scan_values,
+)
 
 COPY_BYTES = 1 << 30  # the most memory every chunk's private copies may take together (one copy always)
 PRIVATE_VALUES = 1 << 20  # beyond one chunk per thread, private copies of sinks and cells stay within this
@@ -299,7 +308,7 @@ class Launcher:
                 bufs.append(cuts[name])
                 how.append(("cut", name))
             elif role in ("scan", "rscan"):  # a scan's block totals (rscan: a reverse scan's values per lane)
-                size = scan_values(b.lanes) if role == "scan" else 2 * max(1, b.lanes)  # (two planes of lanes)
+                size = scan_values(b.lanes) if role == "scan" else rscan_values(b.lanes, self.lay.comps.get(name, 1))
                 if role == "scan" and name in self.lay.keyed:  # a keyed scan: rows of per-key values per block
                     size = keyed_values(b.lanes, self.lay.keyed[name])
                 bufs.append(np.zeros(size, dtype=np.int64 if buf.dtype == "i64" else b.dtype))

@@ -146,10 +146,17 @@ def ema(a, b):
     return 0.75 * a + 0.25 * b  # neither associative nor commutative: the one-device bits need the lane order
 
 
+@hawk.func
+def then(p, q):
+    return hm.vec(q[0] * p[0], q[0] * p[1] + q[1])  # affine maps h -> a * h + b as (a, b): p, then q
+
+
 @hawk.kernel
-def dist_fscan(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar], tot: Mutable[Scalar]):
+def dist_fscan(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar], h: Mutable[Scalar],
+               tot: Mutable[Scalar]):
     y = hawk.scan(x, op=ema, reset=start > 0.5)
     z = hawk.scan(x, op=ema, reverse=True, exclusive=True, identity=0.0)
+    h = hawk.scan(hm.vec(0.5 + 0.5 * start, x), op=then)[1]  # a Vector's scan: two values a lane
     tot = hawk.sum(y * z, policy="ordered")
 
 

@@ -748,7 +748,7 @@ def case_scans_by_a_func_bitwise():
 
     np, _ = _setup()
     rng = np.random.default_rng(27)
-    names = ("y", "z", "tot")
+    names = ("y", "z", "h", "tot")
     specs = {k: (P() if k == "tot" else P("d")) for k in names}
     for shards, n in ((4, 4 * 3001), (8, 8 * 1000)):
         x = rng.normal(size=n)

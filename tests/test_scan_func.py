@@ -10,7 +10,7 @@ from conftest import bt_run, bt_run_same_bits, bt_same_bits
 import eagle
 import hawk
 import hawk.math as m
-from hawk import Mutable, Scalar
+from hawk import Matrix, Mutable, Scalar
 from hawk.abi.layout import SCAN_BLOCK
 
 
@@ -27,6 +27,29 @@ def drop(a, b):
 @hawk.func
 def hypot_run(a, b):
     return m.sqrt(a * a + b * b)
+
+
+@hawk.func
+def then(p, q):
+    return m.vec(q[0] * p[0], q[0] * p[1] + q[1])  # affine maps h -> a * h + b as (a, b): p, then q
+
+
+@hawk.func
+def matprod(p, q):
+    return m.mat(m.vec(p[0][0] * q[0][0] + p[0][1] * q[1][0], p[0][0] * q[0][1] + p[0][1] * q[1][1]),
+                 m.vec(p[1][0] * q[0][0] + p[1][1] * q[1][0], p[1][0] * q[0][1] + p[1][1] * q[1][1]))
+
+
+@hawk.kernel
+def recurrence(a: Scalar, b: Scalar, start: Scalar, h: Mutable[Scalar], back: Mutable[Scalar]):
+    h = hawk.scan(m.vec(a, b), op=then)[1]  # h[i] = a[i] * h[i - 1] + b[i], h[0] = b[0]
+    r = hawk.scan(m.vec(a, b), op=then, reverse=True, exclusive=True, identity=0.5, reset=start > 0.5)
+    back = r[0] - r[1]
+
+
+@hawk.kernel
+def products(u: Matrix[2, 2], p: Mutable[Matrix[2, 2]]):
+    p = hawk.scan(u, op=matprod)  # running matrix products, left to right: u0 @ u1 @ ...
 
 
 @hawk.kernel
@@ -115,6 +138,56 @@ def test_segments_against_a_python_loop(n):
     bt_same_bits(out["re"], _ref(x, f, s, exclusive=True, reverse=True))
 
 
+def _then(p, q):
+    return np.array([q[0] * p[0], q[0] * p[1] + q[1]])
+
+
+@pytest.mark.parametrize("n", [5, 3 * SCAN_BLOCK + 1])
+def test_a_linear_recurrence_as_a_scan_of_affine_maps(n):
+    rng = np.random.default_rng(11)
+    a, b = rng.uniform(0.5, 1.0, n), rng.standard_normal(n)
+    start = (rng.random(n) < 0.01).astype(np.float64)
+    out = bt_run(recurrence, a=a, b=b, start=start)
+    h = np.empty(n)
+    h[0] = b[0]
+    for i in range(1, n):
+        h[i] = a[i] * h[i - 1] + b[i]
+    bt_same_bits(out["h"], h)
+    pairs = np.stack([a, b], axis=1)
+    r = _ref_rows(pairs, _then, start > 0.5, exclusive=True, reverse=True, identity=0.5)
+    bt_same_bits(out["back"], r[:, 0] - r[:, 1])
+
+
+def _ref_rows(x, f, reset=None, exclusive=False, reverse=False, identity=0.0):
+    """_ref for values of several components (a row each)."""
+    n = len(x)
+    out = np.empty_like(x)
+    run = None
+    for i in (range(n - 1, -1, -1) if reverse else range(n)):
+        starts = run is None or (reset is not None and (reset[i] if not reverse else (i + 1 < n and reset[i + 1])))
+        before = np.full(x.shape[1:], identity) if starts else run
+        run = x[i] if starts else f(run, x[i])
+        out[i] = before if exclusive else run
+    return out
+
+
+def test_running_matrix_products_keep_their_order():
+    rng = np.random.default_rng(12)
+    n = SCAN_BLOCK + 300
+    perms = np.array([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]]])
+    u = perms[rng.integers(0, 2, n)] * rng.choice([-1.0, 1.0], (n, 2, 1))  # signed permutations: exact products
+    got = bt_run(products, u=np.ascontiguousarray(u.transpose(1, 2, 0)))  # (payload first, lanes last)
+    want = _ref_rows(u, _matprod)
+    bt_same_bits(np.ascontiguousarray(got.transpose(2, 0, 1)), want)
+    assert not np.array_equal(want, _ref_rows(u, lambda p, q: _matprod(q, p)))  # the order shows
+
+
+def _matprod(p, q):
+    """matprod's arithmetic (np.matmul may order its adds, or start from +0.0, otherwise)."""
+    return np.array([[p[0][0] * q[0][0] + p[0][1] * q[1][0], p[0][0] * q[0][1] + p[0][1] * q[1][1]],
+                     [p[1][0] * q[0][0] + p[1][1] * q[1][0], p[1][0] * q[0][1] + p[1][1] * q[1][1]]])
+
+
 def test_a_scan_of_a_value_after_a_total_feeds_a_sum():
     x = np.random.default_rng(7).standard_normal(5000)
     out = bt_run(norms_after_a_mean, x=x)
@@ -127,44 +200,46 @@ def test_a_scan_of_a_value_after_a_total_feeds_a_sum():
     assert out["t"] == math.fsum(got_h)  # the ordered sum of the scan's own values: exact
 
 
-def _own(kernel, planes: dict) -> dict:
-    """The planes a kernel takes."""
-    return {k: v for k, v in planes.items() if k in {p.name for p in kernel.signature.planes}}
+_PLANES = {"x": lambda rng, n: rng.standard_normal(n), "start": lambda rng, n: (rng.random(n) < 0.001) * 1.0,
+           "a": lambda rng, n: rng.uniform(0.5, 1.0, n), "b": lambda rng, n: rng.standard_normal(n),
+           "u": lambda rng, n: rng.standard_normal((2, 2, n))}
 
 
-@pytest.mark.parametrize("kernel", [four_modes, segments])
+def _planes(kernel, rng, n: int) -> dict:
+    """Random planes of n lanes for the kernel's inputs."""
+    return {p.name: _PLANES[p.name](rng, n) for p in kernel.signature.planes if p.name in _PLANES}
+
+
+@pytest.mark.parametrize("kernel", [four_modes, segments, recurrence, products])
 def test_same_bits_at_every_thread_count(kernel):
-    rng = np.random.default_rng(8)
-    n = 9 * SCAN_BLOCK + 5
-    planes = {"x": rng.standard_normal(n), "start": (rng.random(n) < 0.0005).astype(np.float64)}
-    planes = _own(kernel, planes)
+    planes = _planes(kernel, np.random.default_rng(8), 9 * SCAN_BLOCK + 5)
     results = []
     for t in (1, 2, 3):
         plan = eagle.deploy(kernel, threads=t, min_chunk=SCAN_BLOCK)
         out = plan.run(**{k: v.copy() for k, v in planes.items()})
         if t > 1:
             assert max(plan.last_chunks) > 1, f"threads={t}: ran {plan.last_chunks} chunk(s)"
+        out = out if isinstance(out, dict) else {"p": out}
         results.append({k: np.asarray(v).tobytes() for k, v in out.items()})
     assert all(r == results[0] for r in results[1:])
 
 
-@pytest.mark.parametrize("kernel", [four_modes, segments])
+@pytest.mark.parametrize("kernel", [four_modes, segments, recurrence, products])
 def test_every_target_gives_the_hosts_bits(target, kernel):
-    rng = np.random.default_rng(9)
-    n = 2 * SCAN_BLOCK + 33
-    planes = {"x": rng.standard_normal(n), "start": (rng.random(n) < 0.001).astype(np.float64)}
-    bt_run_same_bits(target, kernel, **_own(kernel, planes))
+    bt_run_same_bits(target, kernel, **_planes(kernel, np.random.default_rng(9), 2 * SCAN_BLOCK + 33))
 
 
-def test_bundle_artifact_gives_the_same_bits(tmp_path):
+@pytest.mark.parametrize("kernel", [segments, recurrence, products])
+def test_bundle_artifact_gives_the_same_bits(tmp_path, kernel):
     import hawk.artifact
 
-    hawk.artifact.build_bundle([segments], tmp_path, targets=("host",))
-    rng = np.random.default_rng(13)
-    n = SCAN_BLOCK + 7
-    planes = {"x": rng.standard_normal(n), "start": (rng.random(n) < 0.01).astype(np.float64)}
-    got = hawk.run(hawk.load(tmp_path, segments.name), **planes)
-    bt_same_bits({k: np.asarray(v) for k, v in got.items()}, bt_run(segments, **planes))
+    hawk.artifact.build_bundle([kernel], tmp_path, targets=("host",))
+    planes = _planes(kernel, np.random.default_rng(13), SCAN_BLOCK + 7)
+    got = hawk.run(hawk.load(tmp_path, kernel.name), **planes)
+    want = bt_run(kernel, **planes)
+    if isinstance(want, dict):
+        got = {k: np.asarray(v) for k, v in got.items()}
+    bt_same_bits(np.asarray(got) if not isinstance(got, dict) else got, want)
 
 
 def test_no_lanes_and_one_lane():

@@ -56,6 +56,7 @@ from hawk.abi.layout import (
     fold_values,
     has_scan,
     keyed_values,
+    rscan_values,
     scan_values,
 )
 
@@ -435,7 +436,7 @@ def _whole_run_scans(lay, bufs: list, total: int) -> None:
                 size = keyed_values(total, lay.keyed[buf.name]) if buf.name in lay.keyed else scan_values(total)
                 bufs[j] = np.zeros(size, dtype=bufs[j].dtype)
             elif buf.role == "rscan":  # (values, then flags: the compiled code's second plane starts at L)
-                bufs[j] = np.zeros(2 * max(1, total), dtype=bufs[j].dtype)
+                bufs[j] = np.zeros(rscan_values(total, lay.comps.get(buf.name, 1)), dtype=bufs[j].dtype)
 
 
 _SPARE = np.zeros(64)  # where a finish half's per-lane slots point: it never reads them

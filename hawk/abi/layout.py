@@ -84,6 +84,7 @@ class Layout:
     mixed: list[str] = field(default_factory=list)  # stored sinks that some scatter also adds into with +=
     blocks: list[tuple[int, str, str]] = field(default_factory=list)  # block reductions: (span, kind, policy)
     keyed: dict[str, int] = field(default_factory=dict)  # a keyed scan's cell -> its keys (keyed_values)
+    comps: dict[str, int] = field(default_factory=dict)  # a func scan's cell -> components per lane (rscan_values)
     line_pad: bool = False  # sinks' copies lie `stride` values apart (False: layouts made before 2026-12-05)
 
     @property
@@ -302,8 +303,9 @@ def gpu_form(lay: Layout, fbytes: int) -> str:
 SCAN_BLOCK = 4096
 SCAN_ENTRY = 2  # (total, flag) per block; the finish leaves (offset, flag)
 SCAN_ROLES = ("scan", "scanoff", "rscan")  # the totals a stage writes, the offsets a later stage reads
-# rscan: a reverse scan's (hawk.scan(x, reverse=True)) two planes of the run's lanes, (x, flag) written by the
-# stage, turned by its finish into (inclusive, exclusive) running values, read by a later stage as its "scanoff"
+# rscan: a reverse scan's (hawk.scan(x, reverse=True)) or a func scan's two planes of the run's lanes, (x, flag)
+# written by the stage, turned by its finish into (inclusive, exclusive) running values, read by a later stage as
+# its "scanoff" (a func scan over Vector or Matrix values: each plane holds its components one after another)
 
 
 def has_scan(lay: Layout) -> bool:
@@ -320,6 +322,12 @@ def writes_scan(lay: Layout) -> bool:
 def scan_values(lanes: int) -> int:
     """Values of a "scan" buffer for a run of `lanes` lanes (at least one entry)."""
     return SCAN_ENTRY * max(1, -(-lanes // SCAN_BLOCK))
+
+
+def rscan_values(lanes: int, comps: int = 1) -> int:
+    """Values of an "rscan" buffer (hawk/passes/lower/scan.py): two planes of `comps` values per lane (a scan by a
+    func over Vector or Matrix values has several: Layout.comps), for at least one lane."""
+    return 2 * comps * max(1, lanes)
 
 
 def keyed_values(lanes: int, keys: int) -> int:
@@ -486,6 +494,7 @@ def layout_to_json(lay: Layout) -> dict:
             **({"mixed": lay.mixed} if lay.mixed else {}),
             **({"blocks": [list(b) for b in lay.blocks]} if lay.blocks else {}),
             **({"keyed": lay.keyed} if lay.keyed else {}),
+            **({"comps": lay.comps} if lay.comps else {}),
             **({"line_pad": True} if lay.line_pad else {})}
 
 
@@ -502,6 +511,7 @@ def layout_from_json(d: dict) -> Layout:
     lay.mixed = [str(n) for n in d.get("mixed", [])]
     lay.blocks = [(int(b[0]), str(b[1]), str(b[2])) for b in d.get("blocks", [])]
     lay.keyed = {str(k): int(v) for k, v in d.get("keyed", {}).items()}
+    lay.comps = {str(k): int(v) for k, v in d.get("comps", {}).items()}
     lay.line_pad = bool(d.get("line_pad", False))
     lay.buffers = [Buffer(b["name"], b["role"], b["dtype"]) for b in d["buffers"]]
     return lay

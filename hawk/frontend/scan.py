@@ -34,15 +34,16 @@ def scan_operator(f) -> str | None:
     return name if name in _OPS else None
 
 
-def lane_number(kb, x_node: ast.expr) -> HVal:
-    """A scan's operand: one number per lane (not a reduced value, not a vector or matrix)."""
+def lane_number(kb, x_node: ast.expr, shaped: bool = False) -> HVal:
+    """A scan's operand: a per-lane value (not a reduced one), one number unless `shaped` (a func's scan)."""
     x = kb.value(kb.expr(x_node), x_node)
     if x.reduced is not None:
         raise kb.error("hawk.scan of a value that is already reduced over lanes: every lane holds the same value; "
                        "scan a per-lane value", x_node)
-    if x.shape:
+    if x.shape and not shaped:
         raise kb.error(f"hawk.scan runs over one number per lane; '{ast.unparse(x_node)}' has shape {x.shape}: "
-                       "scan each component on its own (x[0], x[1], ...)", x_node)
+                       "scan each component on its own (x[0], x[1], ...), or scan it with a @hawk.func operator "
+                       "(op=f), which takes Vector and Matrix values", x_node)
     return x
 
 
@@ -110,14 +111,14 @@ def scan_call(kb, e: ast.Call) -> HVal:
         operands.append(s.mlir(r))
     attrs |= {"op": op, "mode": mode} | ({"reverse": ir.UnitAttr.get()} if reverse else {})
     v = create("hawk.scan", operands, [operands[0].type], attrs).result
-    return HVal(v, x.kind)
+    return HVal(v, x.kind, x.shape)
 
 
 def scan_func(kb, e: ast.Call, kw: dict, f: Func, mode: str) -> tuple[HVal, dict]:
     """A scan by a @hawk.func operator: its float operand and the attributes naming the combiner (the func's
     code, as hawk.reduce's: hawk/frontend/reduce.py) and the identity an exclusive scan starts a run from."""
     x_node = e.args[0]
-    x = lane_number(kb, x_node)
+    x = lane_number(kb, x_node, shaped=True)
     if x.kind != "f":
         raise kb.error(f"hawk.scan(x, op={f.name}): a @hawk.func operator scans floats; '{ast.unparse(x_node)}' "
                        f"is {'a truth value' if x.kind == 'b' else 'an integer'}: write m.to_float(...) around it",
@@ -133,7 +134,7 @@ def scan_func(kb, e: ast.Call, kw: dict, f: Func, mode: str) -> tuple[HVal, dict
                        "earlier lanes, and a func has no identity of its own (write identity=0.0, or whatever "
                        f"{f.name}(v, x) == x for)")
     value = kb.sem.mlir(x)
-    attrs["combine"] = combiner(kb, f, value.type, (), e, "hawk.scan", kw["op"])
+    attrs["combine"] = combiner(kb, f, value.type, x.shape, e, "hawk.scan", kw["op"])
     return x, attrs
 
 

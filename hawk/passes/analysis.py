@@ -5,6 +5,8 @@ Lowering and runtime both use the Layout built here, so they cannot disagree on 
 
 from __future__ import annotations
 
+import math
+
 from mlir import ir
 
 from hawk.abi.layout import (
@@ -68,6 +70,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
 
     scans: dict[str, tuple[str, str]] = {}  # internal cell of a scan -> (role, dtype): hawk/passes/lower/scan.py
     keyed: dict[str, int] = {}  # internal cell of a keyed scan -> its keys (hawk/passes/lower/scan_keyed.py)
+    comps: dict[str, int] = {}  # internal cell of a func scan over Vector/Matrix values -> components per lane
     blocks: list[tuple[int, str, str]] = []  # (lanes per kept slot, kind, policy) per block reduction (block.py)
     extents = {a.label: a.extent for a in sig.lane_axes()}
 
@@ -83,6 +86,8 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
                                     "i64" if isinstance(t, ir.IntegerType) else "f")
             if scan_keys(op) is not None:  # a keyed scan: its buffer's size (hawk.abi.layout.keyed_values)
                 keyed[scan_cell(op)] = scan_keys(op)
+            if isinstance(t, ir.VectorType):  # a func scan over Vector/Matrix values (hawk.abi.layout.rscan_values)
+                comps[scan_cell(op)] = math.prod(ir.VectorType(t).shape)
         if is_hawk(op, "reduce"):
             over = tuple(reduce_over(op))
             cells = [u.owner for u in op.results[0].uses if is_hawk(u.owner, "cell")]
@@ -145,6 +150,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     lay.cells_out = list(cells_out)
     lay.blocks = blocks
     lay.keyed = keyed
+    lay.comps = comps
     bufs = lay.buffers
     for p in sig.planes:
         if p.kind == "lane":

@@ -63,6 +63,7 @@ from hawk.ir.access import (
     scan_value,
 )
 from hawk.ir.dialect import is_hawk
+from hawk.passes.host_emit import size
 from hawk.passes.lower import scan_interior, stream
 from hawk.passes.lower.context import Lowering, clone_ops, rewrite_ops, rule
 from hawk.passes.lower.scan_keyed import finish_keyed, keyed_apply, keyed_totals
@@ -102,7 +103,7 @@ def form_of(op) -> str | tuple:
     if scan_op(op) == "func":
         ident = fold_identity(op)
         return ("func", combiner_name(op), scan_reset(op) is not None, scan_reverse(op),
-                0.0 if ident is None else ident)
+                0.0 if ident is None else ident, payload(scan_value(op).type))
     if scan_keys(op) is not None:
         return ("rkeyed", scan_keys(op)) if scan_reverse(op) else ("keyed", scan_keys(op), scan_order(op))
     if scan_reverse(op):
@@ -355,7 +356,9 @@ def lower_scan_apply(cx: Lowering, op) -> ir.Value:
         return keyed_apply(cx, op)
     buf = cx.bufs[(scan_cell(op), "scanoff")]
     if scan_in_finish(op):  # the finish of the stage before left the planes (inclusive, exclusive)
-        return e.load(buf, cx.lane if scan_mode(op) == "inclusive" else e.add_i(_plane(cx), cx.lane))
+        shape = payload(scan_value(op).type)
+        first = 0 if scan_mode(op) == "inclusive" else size(shape)
+        return e.pack([e.load(buf, _at(cx, first + k, cx.lane)) for k in range(size(shape))], shape)
     k, x, reset, kind = _slot(op), scan_value(op), scan_reset(op), scan_op(op)
     prev = cx.accs[k] if cx.scan_blocked else e.select(_block_start(cx), e.load(buf, _entry(cx)), cx.accs[k])
     new = combine(cx, kind, prev, x)
@@ -376,9 +379,11 @@ def _store_lane(cx: Lowering, op) -> None:
     e = cx.e
     x, reset, n = scan_value(op), scan_reset(op), scan_keys(op)
     buf = cx.bufs[(scan_cell(op), "rscan")]
-    e.store(x, buf, cx.lane)
+    shape = payload(x.type)
+    for k, v in enumerate(e.elems(x, shape)):  # (a Vector or Matrix value: one plane per component)
+        e.store(v, buf, _at(cx, k, cx.lane))
     if reset is not None:
-        e.store(_flag_value(cx, reset, x.type), buf, e.add_i(_plane(cx), cx.lane))
+        e.store(_flag_value(cx, reset, _element(x.type)), buf, _at(cx, size(shape), cx.lane))
     if n is not None:
         key = scan_key(op)
         inside = _inside(cx, key, n)
@@ -392,6 +397,22 @@ def _store_lane(cx: Lowering, op) -> None:
 def _plane(cx: Lowering) -> ir.Value:
     """Where the second plane of an "rscan" buffer starts: max(1, lanes) (spirv has no memref.dim)."""
     return cx.e.op("arith.maxui", cx.L, cx.e.c(1))
+
+
+def _at(cx: Lowering, k: int, lane: ir.Value, plane: ir.Value | None = None) -> ir.Value:
+    """Where a lane's value in plane k of an "rscan" buffer lies (planes of `plane` values: _plane's default)."""
+    if k == 0:
+        return lane
+    return cx.e.add_i(cx.e.mul_i(_plane(cx) if plane is None else plane, cx.e.c(k)), lane)
+
+
+def payload(t: ir.Type) -> tuple[int, ...]:
+    """The shape of a scanned value: () for a number, a Vector's or Matrix's for a func's scan of those."""
+    return tuple(ir.VectorType(t).shape) if isinstance(t, ir.VectorType) else ()
+
+
+def _element(t: ir.Type) -> ir.Type:
+    return ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
 
 
 def finish_reverse(cx: Lowering, cell: str, kind: str, t: ir.Type, flags: bool) -> None:
@@ -417,33 +438,37 @@ def finish_reverse(cx: Lowering, cell: str, kind: str, t: ir.Type, flags: bool) 
         scf.YieldOp([incl, cut_next])
 
 
-def finish_func(cx: Lowering, cell: str, t: ir.Type, name: str, flags: bool, reverse: bool, ident: float) -> None:
+def finish_func(cx: Lowering, cell: str, t: ir.Type, name: str, flags: bool, reverse: bool, ident: float,
+                shape: tuple[int, ...]) -> None:
     """A scan by a @hawk.func: the lanes one by one in lane order (reverse: from the last down), into the planes
-    (inclusive, exclusive) in place. A run's first lane (the first lane, a flagged lane; reverse: the last
-    lane, a lane below a flagged one) takes its x as it is (inclusive) and the identity (exclusive); every
-    other lane's inclusive value is f(the lane before's, x) and its exclusive value the lane before's. The
-    func is never called with the identity, and its code is pure, so it runs at every lane and a select keeps
-    x where a run starts (the same ops as a fold's: folds.fold_into)."""
+    (inclusive, exclusive) in place (a Vector or Matrix value: a plane per component, the flags in the first
+    exclusive one). A run's first lane (the first lane, a flagged lane; reverse: the last lane, a lane below a
+    flagged one) takes its x as it is (inclusive) and the identity (exclusive); every other lane's inclusive
+    value is f(the lane before's, x) and its exclusive value the lane before's. The func is never called with
+    the identity, and its code is pure, so it runs at every lane and a select keeps x where a run starts (the
+    same ops as a fold's: folds.fold_into)."""
     from hawk.passes.lower.folds import call_combiner
 
     e = cx.e
     buf = cx.bufs[(cell, "rscan")]
     fn = combiners(cx.module)[name]
-    n = e.op("arith.divui", e.dim(buf), e.c(2))
+    c = size(shape)
+    n = e.op("arith.divui", e.dim(buf), e.c(2 * c))
     identity = e.cf(ident, t)
     loop = scf.ForOp(e.c(0), n, e.c(1), [identity, e.c(0, e.i1)])
     with ir.InsertionPoint(loop.body):
         run, seen = loop.inner_iter_args
         i = loop.induction_variable
         lane = e.op("arith.subi", e.op("arith.subi", n, e.c(1)), i) if reverse else i
-        second = e.add_i(n, lane)
-        x = e.load(buf, lane)
-        flag = _is_set(cx, e.load(buf, second), t) if flags else e.c(0, e.i1)
+        x = e.pack([e.load(buf, _at(cx, k, lane, n)) for k in range(c)], shape)
+        flag = _is_set(cx, e.load(buf, _at(cx, c, lane, n)), _element(t)) if flags else e.c(0, e.i1)
         if flags and not reverse:  # a flagged lane starts its run
             seen = e.op("arith.andi", seen, e.op("arith.xori", flag, e.c(1, e.i1)))
         incl = e.select(seen, call_combiner(fn, run, x), x)
-        e.store(incl, buf, lane)
-        e.store(e.select(seen, run, identity), buf, second)
+        excl = e.select(seen, run, identity)
+        for k, (a, b) in enumerate(zip(e.elems(incl, shape), e.elems(excl, shape), strict=True)):
+            e.store(a, buf, _at(cx, k, lane, n))
+            e.store(b, buf, _at(cx, c + k, lane, n))
         # reverse: the lane below a flagged lane starts afresh (a flagged lane is its segment's first)
         nxt = e.op("arith.xori", flag, e.c(1, e.i1)) if flags and reverse else e.c(1, e.i1)
         scf.YieldOp([incl, nxt])
