@@ -161,6 +161,13 @@ def dist_fscan(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar],
 
 
 @hawk.kernel
+def dist_fgrad(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar], tot: Mutable[Scalar]):
+    y = hawk.scan(x * x, op=ema, reset=start > 0.5)
+    z = hawk.scan(x, op=ema, reverse=True, exclusive=True, identity=0.0)
+    tot = hawk.sum(y * z, policy="ordered")
+
+
+@hawk.kernel
 def dist_kscan(x: Scalar, key: Index, y: Mutable[Scalar], pos: Mutable[Scalar], tot: Mutable[Scalar]):
     y = hawk.scan(x, by=key, keys=5)
     pos = hm.to_float(hawk.scan(1, by=key, keys=5, order="key", exclusive=True))

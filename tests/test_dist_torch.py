@@ -42,6 +42,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_cols,
     dist_colvec,
     dist_decay,
+    dist_fgrad,
     dist_fold,
     dist_fscan,
     dist_grad,
@@ -260,7 +261,7 @@ def case_reverse_scans_and_scan_gradients_uneven_shards(rank, group):
 def case_scans_by_a_func_uneven_shards(rank, group):
     """Scans by a @hawk.func (forward with reset=, reverse exclusive) and an ordered sum of them over ranks of 37,
     4963, 8000 and 1 lanes: bitwise the one-process run (the whole run folded in lane order by every rank's
-    finish)."""
+    finish); backward() through them bitwise plan.reverse's."""
     import torch
 
     import eagle
@@ -274,6 +275,13 @@ def case_scans_by_a_func_uneven_shards(rank, group):
     want = eagle.deploy(dist_fscan).run(x=x, start=start)
     got = eagle.torch.wrap(dist_fscan, group=group)(x=torch.from_numpy(x[lo:hi]), start=torch.from_numpy(start[lo:hi]))
     _bits(got, {k: np.asarray(v)[lo:hi] if k != "tot" else v for k, v in want.items()}, list(want))
+    cy, cz = rng.normal(size=n), rng.normal(size=n)
+    xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
+    got = eagle.torch.wrap(dist_fgrad, group=group)(x=xt, start=torch.from_numpy(start[lo:hi]))
+    ((got["y"] * torch.from_numpy(cy[lo:hi])).sum() + (got["z"] * torch.from_numpy(cz[lo:hi])).sum()
+     + 0.3 * got["tot"].sum()).backward()
+    want = eagle.deploy(dist_fgrad).reverse({"y": cy, "z": cz, "tot": np.array([0.3])}, x=x, start=start)
+    _bits({"x": xt.grad}, {"x": np.asarray(want["x"])[lo:hi]}, ["x"])
 
 
 def case_running_products_and_their_gradients_uneven_shards(rank, group):

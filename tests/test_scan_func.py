@@ -1,7 +1,7 @@
 """hawk.scan(x, op=f) with a @hawk.func operator: one fold in lane order (reverse=True: from the last lane down),
 as `itertools.accumulate(x, f)` computes it, bit for bit at every size, thread count and target, with segments
-(reset=), exclusive scans from identity=, artifacts, and the refusals at the user's line (docs/semantics.md,
-"Scans by a func")."""
+(reset=), exclusive scans from identity=, Vector and Matrix values, artifacts, and the refusals at the user's line
+(docs/semantics.md, "Scans by a func"; their gradients: test_scan_func_reverse.py)."""
 
 import numpy as np
 import pytest
@@ -307,15 +307,3 @@ def test_a_func_of_the_wrong_arity_or_shape_is_refused():
         y = hawk.scan(x, op=spread)  # @shape
 
     assert "of hawk.scan gets two values of shape ()" in _refusal("# @shape", k2)
-
-
-def test_the_reverse_refuses_a_func_scan_at_its_line():
-    @hawk.kernel
-    def smooth(x: Scalar, y: Mutable[Scalar]):
-        y = hawk.scan(x, op=ema)  # @grad_func_scan
-
-    with pytest.raises(hawk.KernelError) as exc:
-        eagle.deploy(smooth).reverse({"y": np.ones(8)}, x=np.ones(8))
-    msg = str(exc.value)
-    lines = [i for i, ln in enumerate(open(__file__).read().splitlines(), 1) if "# @grad_func_scan" in ln]
-    assert f":{lines[0]}:" in msg and "smooth" in msg and "@hawk.func" in msg, msg

@@ -49,6 +49,7 @@ from hawk.ir.build import create, strs
 from hawk.ir.dialect import is_hawk
 from hawk.ir.types import drop_unused_args, find_arg, hawk_type, parts, retype_arg
 from hawk.passes.verify import error_at
+from hawk.reverse.chains import ChainsMixin
 from hawk.reverse.folds import fold_form, keeps_leading
 from hawk.reverse.loops import LoopsMixin, dce, deep_operands, nested_ops
 from hawk.reverse.outputs import OutputsMixin
@@ -94,7 +95,7 @@ class Design:
     declared: dict = field(default_factory=dict)  # lane axis -> its extent, where the signature fixes it
 
 
-class Sweep(LoopsMixin, OutputsMixin, Emit):
+class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, Emit):
     """Builds the adjoint inside a parsed forward module (the current MLIR context)."""
 
     def __init__(self, module: ir.Module, plan: Design):
@@ -427,6 +428,9 @@ class Sweep(LoopsMixin, OutputsMixin, Emit):
         at the end of i's segment; exclusive: from i+1). A keyed one (order="lane") runs per key the same way: the
         keyed scan of the cotangent, by the same keys, in the other lane order (a key -1 lane gets the identity)."""
         x, reset = scan_value(op), scan_reset(op)
+        if scan_op(op) == "func":
+            self.reverse_func_scan(op, g, adj)
+            return
         if not is_float(x.type):
             return
         if scan_op(op) == "mul":

@@ -1,0 +1,175 @@
+"""Gradients of scans by a @hawk.func (docs/reverse.md, "Scans by a func"; hawk/reverse/chains.py): every mode
+and direction, with and without segments, against jax.grad of the same fold written as a Python loop over
+jax.numpy values; a func with a branch; a scan read later in the body; the same bits at every thread count (runs
+that really split) and on spirv; through eagle.jax.wrap; the refusal of a Vector scan's gradient."""
+
+import numpy as np
+import pytest
+from conftest import bt_grads_spirv_bits, bt_grads_split_bits
+
+import eagle
+import hawk
+import hawk.math as m
+from hawk import Mutable, Scalar
+from hawk.abi.layout import SCAN_BLOCK
+
+jax = pytest.importorskip("jax")
+jax.config.update("jax_enable_x64", True)
+jnp = jax.numpy
+
+
+@hawk.func
+def wobble(a, b):
+    return 0.9 * a + 0.1 * a * b + 0.01 * b * b  # nonlinear in both (adds and products: the same bits on spirv)
+
+
+@hawk.func
+def soft(a, b):
+    if a > b:  # a branch: each lane's partials are its side's
+        return a - 0.5 * b * b
+    return m.exp(0.1 * a) + b
+
+
+def _wobble(a, b):
+    return 0.9 * a + 0.1 * a * b + 0.01 * b * b
+
+
+def _soft(a, b):
+    return jnp.where(a > b, a - 0.5 * b * b, jnp.exp(0.1 * a) + b)
+
+
+@hawk.kernel
+def four(x: Scalar, start: Scalar, y: Mutable[Scalar], ye: Mutable[Scalar], r: Mutable[Scalar],
+         re: Mutable[Scalar]):
+    s = start > 0.5
+    y = hawk.scan(x, op=wobble, reset=s)
+    ye = hawk.scan(x, op=wobble, reset=s, exclusive=True, identity=0.25)
+    r = hawk.scan(x, op=wobble, reset=s, reverse=True)
+    re = hawk.scan(x, op=wobble, reset=s, reverse=True, exclusive=True, identity=-0.5)
+
+
+@hawk.kernel
+def plain(x: Scalar, y: Mutable[Scalar], re: Mutable[Scalar]):
+    y = hawk.scan(x, op=soft)
+    re = hawk.scan(x, op=soft, reverse=True, exclusive=True, identity=1.0)
+
+
+@hawk.kernel
+def read_later(x: Scalar, w: Scalar, t: Mutable[Scalar]):
+    h = hawk.scan(w * x, op=wobble)  # its values feed an ordered sum: three stages
+    t = hawk.sum(h * h, policy="ordered")
+
+
+def _fold(x, f, start=None, exclusive=False, reverse=False, identity=0.0):
+    """The scan as a loop of jax.numpy values (a run's first lane takes x; exclusive: the value before)."""
+    n = x.shape[0]
+    out, run = [None] * n, None
+    for i in (range(n - 1, -1, -1) if reverse else range(n)):
+        fresh = run is None or (start is not None and (start[i] if not reverse else (i + 1 < n and start[i + 1])))
+        before = jnp.asarray(identity, x.dtype) if fresh else run
+        run = x[i] if fresh else f(run, x[i])
+        out[i] = before if exclusive else run
+    return jnp.stack(out)
+
+
+def _planes(rng, n: int) -> dict:
+    start = (rng.random(n) < 0.1) * 1.0
+    start[n // 2] = 1.0
+    return {"x": rng.standard_normal(n), "start": start}
+
+
+def test_four_modes_with_segments_against_jax():
+    rng = np.random.default_rng(1)
+    n = 50
+    p = _planes(rng, n)
+    ct = {k: rng.standard_normal(n) for k in ("y", "ye", "r", "re")}
+    s = p["start"] > 0.5
+
+    def loss(x):
+        outs = {"y": _fold(x, _wobble, s), "ye": _fold(x, _wobble, s, exclusive=True, identity=0.25),
+                "r": _fold(x, _wobble, s, reverse=True),
+                "re": _fold(x, _wobble, s, exclusive=True, reverse=True, identity=-0.5)}
+        return sum(jnp.sum(outs[k] * ct[k]) for k in ct)
+
+    got = eagle.deploy(four).reverse(ct, **p)
+    want = jax.grad(loss)(jnp.asarray(p["x"]))
+    assert np.allclose(np.asarray(got["x"]), np.asarray(want), rtol=1e-12, atol=1e-13)
+
+
+def test_a_func_with_a_branch_and_no_segments_against_jax():
+    rng = np.random.default_rng(2)
+    n = 40
+    x = rng.standard_normal(n)
+    ct = {"y": rng.standard_normal(n), "re": rng.standard_normal(n)}
+
+    def loss(x):
+        return (jnp.sum(_fold(x, _soft) * ct["y"])
+                + jnp.sum(_fold(x, _soft, exclusive=True, reverse=True, identity=1.0) * ct["re"]))
+
+    got = eagle.deploy(plain).reverse(ct, x=x)
+    assert np.allclose(np.asarray(got["x"]), np.asarray(jax.grad(loss)(jnp.asarray(x))), rtol=1e-12, atol=1e-13)
+
+
+def test_a_scan_read_later_against_jax():
+    rng = np.random.default_rng(3)
+    n = 30
+    x, w = rng.standard_normal(n), rng.uniform(0.5, 1.5, n)
+
+    def loss(x, w):
+        h = _fold(w * x, _wobble)
+        return 0.7 * jnp.sum(h * h)
+
+    got = eagle.deploy(read_later).reverse({"t": 0.7}, x=x, w=w)
+    want = jax.grad(loss, argnums=(0, 1))(jnp.asarray(x), jnp.asarray(w))
+    for name, g in zip(("x", "w"), want, strict=True):
+        assert np.allclose(np.asarray(got[name]), np.asarray(g), rtol=1e-11, atol=1e-12), name
+
+
+def _big(rng, n: int):
+    p = _planes(rng, n)
+    p["x"] = 0.1 * p["x"]
+    return {k: rng.standard_normal(n) for k in ("y", "ye", "r", "re")}, p
+
+
+def test_gradients_have_the_same_bits_at_every_thread_count():
+    ct, p = _big(np.random.default_rng(4), 9 * SCAN_BLOCK + 5)
+    bt_grads_split_bits(four, ct, p, SCAN_BLOCK)
+
+
+def test_spirv_gradients_have_the_hosts_bits():
+    ct, p = _big(np.random.default_rng(5), 2 * SCAN_BLOCK + 9)
+    bt_grads_spirv_bits(four, ct, p)
+
+
+def test_jax_grad_through_the_bridge_is_the_reverse():
+    import eagle.jax
+
+    rng = np.random.default_rng(6)
+    n = 3000
+    x = 0.1 * rng.standard_normal(n)
+    cy, cr = rng.standard_normal(n), rng.standard_normal(n)
+    f = eagle.jax.wrap(plain)
+
+    def loss(x):
+        out = f(x=x)
+        return jnp.sum(out["y"] * cy) + jnp.sum(out["re"] * cr)
+
+    got = jax.jit(jax.grad(loss))(jnp.asarray(x))
+    want = eagle.deploy(plain).reverse({"y": cy, "re": cr}, x=x)["x"]
+    assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
+
+
+def test_a_vector_scan_gradient_is_refused_at_its_line():
+    @hawk.func
+    def then(p, q):
+        return m.vec(q[0] * p[0], q[0] * p[1] + q[1])
+
+    @hawk.kernel
+    def affine(a: Scalar, b: Scalar, h: Mutable[Scalar]):
+        h = hawk.scan(m.vec(a, b), op=then)[1]  # @vector_scan
+
+    with pytest.raises(hawk.KernelError) as exc:
+        eagle.deploy(affine).reverse({"h": np.ones(8)}, a=np.ones(8), b=np.ones(8))
+    msg = str(exc.value)
+    line = next(i for i, s in enumerate(open(__file__).read().splitlines(), 1) if s.endswith("# @vector_scan"))
+    assert f":{line}:" in msg and "affine" in msg and "numbers only" in msg, msg
