@@ -168,6 +168,12 @@ def dist_fgrad(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar],
 
 
 @hawk.kernel
+def dist_ffold(x: Scalar, y: Mutable[Scalar], t: Mutable[Scalar]):
+    t = hawk.reduce(ema, x * x, where=x > -1.0)  # its gradient: chains by the func (hawk/reverse/chains.py)
+    y = x * t
+
+
+@hawk.kernel
 def dist_kscan(x: Scalar, key: Index, y: Mutable[Scalar], pos: Mutable[Scalar], tot: Mutable[Scalar]):
     y = hawk.scan(x, by=key, keys=5)
     pos = hm.to_float(hawk.scan(1, by=key, keys=5, order="key", exclusive=True))

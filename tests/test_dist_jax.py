@@ -738,8 +738,8 @@ def case_scans_by_a_func_bitwise():
     """Scans by a @hawk.func (a non-associative average; forward with reset=, reverse exclusive) and an ordered
     sum of them: every shard hands its lanes' values to every shard's finish, which folds the whole run in lane
     order as one device does, so every shard's lanes are the one-device bits (itertools.accumulate's for the
-    forward scan without flags), on 4 and 8 shards and under partition=True; jax.grad through them inside
-    shard_map is bitwise plan.reverse's."""
+    forward scan without flags), on 4 and 8 shards and under partition=True; jax.grad through them, and through
+    a fold by the func read later in the body, inside shard_map is bitwise plan.reverse's."""
     import itertools
 
     from jax.sharding import PartitionSpec as P
@@ -768,6 +768,9 @@ def case_scans_by_a_func_bitwise():
         cts = {"y": rng.normal(size=n), "z": rng.normal(size=n), "tot": np.array([0.3])}
         gx = _shard_grad(dk.dist_fgrad, shards, {"x": x, "start": start}, cts)
         _bits_equal({"x": gx}, eagle.deploy(dk.dist_fgrad).reverse(cts, x=x, start=start), ["x"])
+        cts = {"y": rng.normal(size=n), "t": np.array([0.3])}  # a fold by the func, read later in the body
+        gx = _shard_grad(dk.dist_ffold, shards, {"x": x}, cts)
+        _bits_equal({"x": gx}, eagle.deploy(dk.dist_ffold).reverse(cts, x=x), ["x"])
 
 
 def case_reverse_keyed_scans_and_their_gradient():

@@ -42,6 +42,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_cols,
     dist_colvec,
     dist_decay,
+    dist_ffold,
     dist_fgrad,
     dist_fold,
     dist_fscan,
@@ -261,7 +262,8 @@ def case_reverse_scans_and_scan_gradients_uneven_shards(rank, group):
 def case_scans_by_a_func_uneven_shards(rank, group):
     """Scans by a @hawk.func (forward with reset=, reverse exclusive) and an ordered sum of them over ranks of 37,
     4963, 8000 and 1 lanes: bitwise the one-process run (the whole run folded in lane order by every rank's
-    finish); backward() through them bitwise plan.reverse's."""
+    finish); backward() through them, and through a fold by the func read later in the body, bitwise
+    plan.reverse's."""
     import torch
 
     import eagle
@@ -281,6 +283,11 @@ def case_scans_by_a_func_uneven_shards(rank, group):
     ((got["y"] * torch.from_numpy(cy[lo:hi])).sum() + (got["z"] * torch.from_numpy(cz[lo:hi])).sum()
      + 0.3 * got["tot"].sum()).backward()
     want = eagle.deploy(dist_fgrad).reverse({"y": cy, "z": cz, "tot": np.array([0.3])}, x=x, start=start)
+    _bits({"x": xt.grad}, {"x": np.asarray(want["x"])[lo:hi]}, ["x"])
+    xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()  # a fold by the func, read later in the body
+    got = eagle.torch.wrap(dist_ffold, group=group)(x=xt)
+    ((got["y"] * torch.from_numpy(cy[lo:hi])).sum() + 0.3 * got["t"].sum()).backward()
+    want = eagle.deploy(dist_ffold).reverse({"y": cy, "t": np.array([0.3])}, x=x)
     _bits({"x": xt.grad}, {"x": np.asarray(want["x"])[lo:hi]}, ["x"])
 
 

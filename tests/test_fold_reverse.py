@@ -3,8 +3,8 @@
 Products (`m.mul`, or a func returning a * b) against jax.grad of jnp.prod (no zero, one zero, two zeros, NaN,
 where=, rows of a Grid, a vector payload, a product read later in the body), sums written as a func, folds of
 truth values (no share), the same bits at every thread count (runs that really split) and on spirv, and the
-refusals: another operator, a product keeping too many slots of a trailing axis; running products (hawk.scan with
-op=m.mul: every mode, segmented and keyed) against jax.grad of jnp.cumprod."""
+refusal of a product keeping too many slots of a trailing axis (other funcs: test_fold_func_reverse.py); running
+products (hawk.scan with op=m.mul: every mode, segmented and keyed) against jax.grad of jnp.cumprod."""
 
 import numpy as np
 import pytest
@@ -221,19 +221,6 @@ def _refused(kernel, ct, line: str, **planes) -> str:
     assert f":{src.index(next(s for s in src if s.endswith(line))) + 1}:" in msg, msg
     assert kernel.name in msg
     return msg
-
-
-def test_another_operator_is_refused_at_its_line():
-    @hawk.func
-    def lerp(a, b):
-        return 0.25 * a + 0.75 * b
-
-    @hawk.kernel
-    def by_lerp(x: Scalar, t: Mutable[Scalar]):
-        t = hawk.reduce(lerp, x)  # @by_lerp
-
-    msg = _refused(by_lerp, {"t": 1.0}, "# @by_lerp", x=np.ones(8))
-    assert "not this operator" in msg and "hawk.reduce(m.mul, x)" in msg
 
 
 @hawk.kernel

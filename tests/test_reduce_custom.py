@@ -451,17 +451,3 @@ def test_a_fold_builds_into_an_artifact_with_the_same_bits(tmp_path):
     got = hawk.run(hawk.load(tmp_path, "art_fold", threads=3, min_chunk=1024), x=x)
     got = got["t"] if isinstance(got, dict) else got
     assert np.asarray(got).tobytes() == np.asarray(eagle.deploy(art_fold).run(x=x)).tobytes()
-
-
-def test_the_reverse_refuses_a_fold_by_name():
-    @hawk.func
-    def keep_second(a, b):
-        return b
-
-    @hawk.kernel
-    def rev_fold(x: Scalar, t: Mutable[Scalar]):
-        t = hawk.reduce(keep_second, x * x)
-
-    with pytest.raises(hawk.KernelError, match="not this operator") as exc:  # (products: test_fold_reverse.py)
-        eagle.deploy(rev_fold).reverse(np.ones(1), x=np.ones(8))
-    assert "rev_fold" in str(exc.value) and "hawk.reduce(m.mul, x)" in str(exc.value)

@@ -1,4 +1,5 @@
-"""The reverse of chains of a user's operator: scans by a @hawk.func (docs/reverse.md, "Scans by a func").
+"""The reverse of chains of a user's operator: scans by a @hawk.func and hawk.reduce folds by one (docs/reverse.md,
+"Scans by a func" and "Folds").
 
 A scan by f holds s[i] = f(s[i-1], x[i]) along each run (a run's first lane: s = x). With the partials of f at
 lane i, a[i] = df/da(s[i-1], x[i]) and b[i] = df/db(s[i-1], x[i]) (a run's first lane: b = 1), the cotangent of
@@ -9,6 +10,14 @@ keeps the lane's partial for the next step and folds the one before, so the adjo
 scans in it like any other (one sequential fold in a stage's finish each: the same bits on every thread count,
 target and shard split). The partials come from the sweep's own rules, run over a copy of f's code at
 (s[i-1], x[i]), where s[i-1] is the forward's exclusive scan, recomputed.
+
+A fold is one such chain per slice (keeping leading axes: a row) or, over every lane, one per block of
+ORDERED_BLOCK lanes and a chain of the blocks' results (docs/semantics.md, "Custom reductions"); its only output
+is the chain's end, so the cotangent of the state after lane i is the slice's cotangent times the product of the
+later lanes' factors c (a kept lane's a, 1 for a lane where= leaves out, 0 at a chain's first lane, which takes
+x as it is): a reverse product scan. The states come from a scan by f that skips the lanes where= leaves out (its
+combiner wraps f's: `skipping`); the chain of the blocks is the same over the blocks' last lanes, and each block's
+cotangent reaches its lanes through a reverse add scan within the block.
 """
 
 from __future__ import annotations
@@ -16,7 +25,17 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import func, vector
 
-from hawk.ir.access import combiner_name, combiners, scan_mode, scan_reset, scan_reverse, scan_value
+from hawk.abi.layout import ORDERED_BLOCK
+from hawk.ir.access import (
+    combiner_name,
+    combiners,
+    reduce_over,
+    reduce_value,
+    scan_mode,
+    scan_reset,
+    scan_reverse,
+    scan_value,
+)
 from hawk.ir.build import create
 
 
@@ -38,6 +57,78 @@ class ChainsMixin:
         pair = create("vector.from_elements", [a, g], [ir.VectorType.get([2], x.type)]).result
         lam = vector.extract(self.func_scan(pair, self.recurrence(x.type), reset, not rev), [], [1])
         self.acc(x, self.mul(b, lam), False, adj)
+
+    def reverse_func_fold(self, op, t: ir.Value, mask: ir.Value | None, start: ir.Value | None, adj: dict) -> None:
+        """A fold by a func of numbers (hawk/reverse/folds.py: form "func"): `t` is each lane's slice cotangent,
+        `start` whether a lane starts its slice (keeping leading axes; None: over every lane, in blocks)."""
+        x = reduce_value(op)
+        name = combiner_name(op)
+        whole = all(a in reduce_over(op) for a in self.p.axes)
+        reset = self.block_start() if whole else start
+        c, b, val, has = self.chain(x, mask, reset, name)
+        after = self.scan(c, "mul", reset, True, exclusive=True)  # the later lanes' factors, to the chain's end
+        if whole:  # the blocks' results, folded in block order: their chain's shares, spread over each block
+            last = self.icmp_eq(self.scan(self.iconst(1), "add", reset, True, exclusive=True), self.iconst(0))
+            keep = last if has is None else self.land(last, has)
+            ct, bt, _, _ = self.chain(val, keep, None, name)
+            share = self.where(keep, self.mul(self.mul(bt, self.scan(ct, "mul", None, True, exclusive=True)), t))
+            t = self.scan(share, "add", reset, True)
+        dx = self.mul(self.mul(b, after), t)
+        self.acc(x, dx if mask is None else self.where(mask, dx), False, adj)
+
+    def chain(self, x: ir.Value, keep: ir.Value | None, reset: ir.Value | None, name: str) -> tuple:
+        """A fold's chain over the lanes (restarting where `reset` holds, skipping lanes where `keep` does not):
+        per lane, (c: the factor d(state after)/d(state before), b: d(state after)/dx, the state after, whether
+        the chain holds a value after the lane)."""
+        fn = combiners(self.module)[name]
+        one, zero = self.const(1.0, x.type), self.zero(x.type)
+        if keep is None:
+            prev = self.func_scan(x, name, reset, False, exclusive=True)
+            held = self.scan(self.iconst(1), "add", reset, False, exclusive=True)
+            seen, val, has = self.lnot(self.icmp_eq(held, self.iconst(0))), self.func_scan(x, name, reset, False), None
+        else:
+            pt = ir.VectorType.get([2], x.type)
+            pair = create("vector.from_elements", [x, self.select(keep, one, zero)], [pt]).result
+            skip = self.skipping(name, x.type)
+            before = self.func_scan(pair, skip, reset, False, exclusive=True)
+            upto = self.func_scan(pair, skip, reset, False)
+            prev = vector.extract(before, [], [0])
+            seen = self.cmp("une", vector.extract(before, [], [1]), zero)
+            val, has = vector.extract(upto, [], [0]), self.cmp("une", vector.extract(upto, [], [1]), zero)
+        da, db = self.partials(fn, prev, x)
+        c = self.select(seen, da, zero)
+        b = self.select(seen, db, one)
+        if keep is not None:
+            c = self.select(keep, c, one)
+        return c, b, val, has
+
+    def block_start(self) -> ir.Value:
+        """Whether this lane starts a block of ORDERED_BLOCK lanes (a fold over every lane's chains)."""
+        low = self.op("arith.andi", self.flat_lane(), self.iconst(ORDERED_BLOCK - 1))
+        return self.icmp_eq(low, self.iconst(0))
+
+    def skipping(self, name: str, t: ir.Type) -> str:
+        """A combiner over pairs (value, kept) that folds f's where the lane is kept and passes the state on where
+        it is not: g((s, h), (x, k)) = (f(s, x) if h else x, 1) if k else (s, h) (made once per operator)."""
+        from hawk.passes.lower.folds import call_combiner
+
+        skip = f"{name}.skipping"
+        if skip in combiners(self.module):
+            return skip
+        vt = ir.VectorType.get([2], t)
+        with ir.InsertionPoint.at_block_begin(self.module.body), self.func.location:
+            fn = func.FuncOp(skip, ([vt, vt], [vt]), visibility="private")
+            fn.attributes["hawk.combiner"] = ir.UnitAttr.get()
+            entry = fn.add_entry_block()
+        with ir.InsertionPoint(entry), self.func.location:
+            p, q = entry.arguments
+            s, h, x, k = (vector.extract(v, [], [j]) for v in (p, q) for j in (0, 1))
+            zero = self.zero(t)
+            has, kept = self.cmp("une", h, zero), self.cmp("une", k, zero)
+            value = self.select(has, call_combiner(combiners(self.module)[name], s, x), x)
+            out = create("vector.from_elements", [self.select(kept, value, s), self.select(kept, k, h)], [vt]).result
+            func.ReturnOp([out])
+        return skip
 
     def func_scan(self, x: ir.Value, name: str, reset: ir.Value | None, reverse: bool,
                   exclusive: bool = False) -> ir.Value:

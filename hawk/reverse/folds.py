@@ -26,23 +26,21 @@ _CONVERTED = ("arith.uitofp", "arith.sitofp")
 
 def fold_form(module: ir.Module, op) -> str | None:
     """How the reverse treats fold `op` of `module`: "product", "sum", "constant" (its value comes from truth
-    values or integers) or None (an operator it cannot differentiate)."""
+    values or integers) or "func" (another operator: its chain's partials, hawk/reverse/chains.py)."""
     from hawk.ir.access import combiner_name, combiners
 
     owner = op.operands[0].owner
     if isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation.name in _CONVERTED:
         return "constant"
-    fn = combiners(module).get(combiner_name(op))
-    if fn is None:
-        return None
+    fn = combiners(module)[combiner_name(op)]
     block = fn.regions[0].blocks[0]
     ops = list(block.operations)
     if len(ops) != 2 or ops[1].name != "func.return" or ops[1].operands[0] != ops[0].results[0]:
-        return None
+        return "func"
     args = {block.arguments[0], block.arguments[1]}
     if set(ops[0].operands) != args or len(list(ops[0].operands)) != 2:
-        return None
-    return {"arith.mulf": "product", "arith.addf": "sum"}.get(ops[0].name)
+        return "func"
+    return {"arith.mulf": "product", "arith.addf": "sum"}.get(ops[0].name, "func")
 
 
 def keeps_leading(over: list[str], axes: list[str]) -> bool:

@@ -122,19 +122,25 @@ def _fold_differentiable(module, op, sig: Signature) -> None:
     """Refuse, at its line, a fold whose gradient the reverse cannot write (hawk/reverse/folds.py)."""
     import math
 
+    from mlir import ir
+
     from hawk.frontend.scan_keyed import MAX_KEYS
     from hawk.ir.access import reduce_over
     from hawk.passes.verify import error_at
     from hawk.reverse.folds import fold_form, keeps_leading
 
     form = fold_form(module, op)
-    if form is None:
-        raise error_at(op, "the reverse differentiates hawk.reduce with m.mul (or a func returning a * b or "
-                           "a + b) and folds of truth values, not this operator (a fold's adjoint needs the "
-                           "operator's own derivatives along its chain): use hawk.sum, hawk.mean, hawk.max, "
-                           "hawk.min or hawk.reduce(m.mul, x) where a gradient is needed")
     over, axes = reduce_over(op), sig.lane_axes()
     kept = [a for a in axes if a.label not in over]
+    if form == "func" and isinstance(op.operands[0].type, ir.VectorType):
+        raise error_at(op, "the reverse differentiates hawk.reduce by a @hawk.func of numbers only (a Vector or "
+                           "Matrix fold would need its operator's Jacobians); products (m.mul, or a func "
+                           "returning a * b) and sums of any payload work")
+    if form == "func" and not keeps_leading(over, [a.label for a in axes]):
+        raise error_at(op, "the reverse differentiates hawk.reduce by a @hawk.func over every lane or keeping "
+                           f"leading lane axes (rows), not keeping {[a.label for a in kept]} while reducing "
+                           f"{list(over)} (those slices are not runs of lanes: their chains would be scans by "
+                           "key, which take built-in operators only): keep the leading axes, or use m.mul or m.add")
     # (kept axes that do not lead are never the first, so their extents are declared: Grid's rule)
     if form == "product" and not keeps_leading(over, [a.label for a in axes]) and \
             math.prod(a.extent for a in kept) > MAX_KEYS:

@@ -362,7 +362,7 @@ class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, Emit):
         mask = op.operands[1] if len(op.operands) > 1 else None
         over = reduce_over(op)
         leading = keeps_leading(over, self.p.axes)
-        start = self.slice_start(over) if form == "product" and leading else None
+        start = self.slice_start(over) if form in ("product", "func") and leading else None
         if uni:
             t = g
         elif start is None:
@@ -370,6 +370,9 @@ class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, Emit):
         else:
             t = self.per_component(g, lambda c: self.add(self.scan(c, "add", start, False),
                                                          self.scan(c, "add", start, True, exclusive=True)))
+        if form == "func":  # another operator: its chain's partials (hawk/reverse/chains.py)
+            self.reverse_func_fold(op, t, mask, start, adj)
+            return
         if form == "product":
             x = self.select(self._spread(mask, v.type), v, self.const(1.0, v.type)) if mask is not None else v
             slot = None if leading else self.slot_key([a for a in self.p.axes if a not in over])
