@@ -13,6 +13,8 @@
 # minimising the mean of the squared residuals.
 
 # %%
+import itertools
+
 import jax
 import matplotlib.pyplot as plt
 import numpy as np
@@ -304,3 +306,55 @@ g = eagle.deploy(drawdown).reverse({"wealth": ct_w}, r=crash)["r"]
 theirs = jax.grad(lambda q: jnp.sum(ct_w * jnp.cumprod(1.0 + q)))(crash)
 print("running product, with the crash: agrees with jax.grad:", np.allclose(np.asarray(g), theirs, rtol=1e-12),
       "| zero after day 400:", bool(np.all(np.asarray(g)[401:] == 0.0)))
+
+# %% [markdown]
+# ## A recurrence of your own: scans and folds by a func
+#
+# `hawk.scan(x, op=f)` with a `@hawk.func` of two values folds the lanes one by one in lane order, as
+# `itertools.accumulate(x, f)` does: no associativity is assumed, so any step rule is a scan. Here a robust
+# tracker of the price: each day it moves half the way towards the new price, but never more than 0.005, so one
+# jump cannot pull it far. The reverse differentiates it through the func's own code (the chain of its
+# partials, itself a scan over the lanes: docs/reverse.md, "Scans by a func"), checked against `jax.grad` of
+# the same step in `jax.lax.scan`. A `hawk.reduce` by the same func (its end value, in the contract's order:
+# 1024-day blocks, then the blocks) has a gradient too.
+
+# %%
+@hawk.func
+def track(s, p):
+    return s + m.min(m.max(0.5 * (p - s), -0.005), 0.005)
+
+
+@hawk.kernel
+def tracked(price: Scalar, level: Mutable[Scalar], gap: Mutable[Scalar]):
+    level = hawk.scan(price, op=track)
+    gap = hawk.sum((price - level) * (price - level), policy="ordered")
+
+
+out = eagle.deploy(tracked).run(price=price)
+py = list(itertools.accumulate(price, lambda s, p: s + min(max(0.5 * (p - s), -0.005), 0.005)))
+print("the scan is the Python loop, bit for bit:", np.asarray(out["level"]).tobytes() == np.array(py).tobytes())
+
+
+def jax_levels(p):
+    def step(s, q):
+        s = s + jnp.clip(0.5 * (q - s), -0.005, 0.005)
+        return s, s
+
+    _, rest = jax.lax.scan(step, p[0], p[1:])
+    return jnp.concatenate([p[:1], rest])
+
+
+g = eagle.deploy(tracked).reverse({"gap": 1.0}, price=price)["price"]
+print("gradient of the squared gap: agrees with jax.grad:",
+      np.allclose(np.asarray(g), jax.grad(lambda p: jnp.sum((p - jax_levels(p)) ** 2))(price), rtol=1e-10,
+                  atol=1e-14))
+
+
+@hawk.kernel
+def last_level(price: Scalar, end: Mutable[Scalar]):
+    end = hawk.reduce(track, price)  # (1000 days: one block, so the fold is the scan's last value)
+
+
+g = eagle.deploy(last_level).reverse({"end": 1.0}, price=price)["price"]
+print("gradient of the fold's end: agrees with jax.grad:",
+      np.allclose(np.asarray(g), jax.grad(lambda p: jax_levels(p)[-1])(price), rtol=1e-10, atol=1e-14))
