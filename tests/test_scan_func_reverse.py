@@ -1,7 +1,8 @@
 """Gradients of scans by a @hawk.func (docs/reverse.md, "Scans by a func"; hawk/reverse/chains.py): every mode
 and direction, with and without segments, against jax.grad of the same fold written as a Python loop over
 jax.numpy values; a func with a branch; a scan read later in the body; the same bits at every thread count (runs
-that really split) and on spirv; through eagle.jax.wrap; the refusal of a Vector scan's gradient."""
+that really split) and on spirv; through eagle.jax.wrap; Vector and Matrix values (a linear recurrence as a scan
+of affine maps, running matrix products: their Jacobians)."""
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from conftest import bt_grads_spirv_bits, bt_grads_split_bits
 import eagle
 import hawk
 import hawk.math as m
-from hawk import Mutable, Scalar
+from hawk import Matrix, Mutable, Scalar
 from hawk.abi.layout import SCAN_BLOCK
 
 jax = pytest.importorskip("jax")
@@ -60,13 +61,40 @@ def read_later(x: Scalar, w: Scalar, t: Mutable[Scalar]):
     t = hawk.sum(h * h, policy="ordered")
 
 
+@hawk.func
+def then(p, q):
+    return m.vec(q[0] * p[0], q[0] * p[1] + q[1])  # affine maps h -> a * h + b as (a, b): p, then q
+
+
+@hawk.func
+def matprod(p, q):
+    return m.mat(m.vec(p[0][0] * q[0][0] + p[0][1] * q[1][0], p[0][0] * q[0][1] + p[0][1] * q[1][1]),
+                 m.vec(p[1][0] * q[0][0] + p[1][1] * q[1][0], p[1][0] * q[0][1] + p[1][1] * q[1][1]))
+
+
+@hawk.kernel
+def recurrence(a: Scalar, b: Scalar, start: Scalar, h: Mutable[Scalar], back: Mutable[Scalar]):
+    h = hawk.scan(m.vec(a, b), op=then, reset=start > 0.5)[1]  # h[i] = a[i] * h[i - 1] + b[i] in each segment
+    r = hawk.scan(m.vec(a, b), op=then, reverse=True, exclusive=True, identity=0.5, reset=start > 0.5)
+    back = r[0] - r[1] * r[0]
+
+
+@hawk.kernel
+def products(u: Matrix[2, 2], p: Mutable[Matrix[2, 2]]):
+    p = hawk.scan(u, op=matprod)
+
+
+def _then(p, q):
+    return jnp.stack([q[0] * p[0], q[0] * p[1] + q[1]])
+
+
 def _fold(x, f, start=None, exclusive=False, reverse=False, identity=0.0):
     """The scan as a loop of jax.numpy values (a run's first lane takes x; exclusive: the value before)."""
     n = x.shape[0]
     out, run = [None] * n, None
     for i in (range(n - 1, -1, -1) if reverse else range(n)):
         fresh = run is None or (start is not None and (start[i] if not reverse else (i + 1 < n and start[i + 1])))
-        before = jnp.asarray(identity, x.dtype) if fresh else run
+        before = jnp.full(x.shape[1:], identity, x.dtype) if fresh else run
         run = x[i] if fresh else f(run, x[i])
         out[i] = before if exclusive else run
     return jnp.stack(out)
@@ -125,20 +153,63 @@ def test_a_scan_read_later_against_jax():
         assert np.allclose(np.asarray(got[name]), np.asarray(g), rtol=1e-11, atol=1e-12), name
 
 
+def test_a_linear_recurrence_of_vector_values_against_jax():
+    rng = np.random.default_rng(7)
+    n = 40
+    a, b = rng.uniform(0.5, 1.0, n), rng.standard_normal(n)
+    start = (rng.random(n) < 0.15) * 1.0
+    ct = {"h": rng.standard_normal(n), "back": rng.standard_normal(n)}
+    s = start > 0.5
+
+    def loss(a, b):
+        xs = jnp.stack([a, b], 1)
+        h = _fold(xs, _then, s)[:, 1]
+        r = _fold(xs, _then, s, exclusive=True, reverse=True, identity=0.5)
+        return jnp.sum(h * ct["h"]) + jnp.sum((r[:, 0] - r[:, 1] * r[:, 0]) * ct["back"])
+
+    got = eagle.deploy(recurrence).reverse(ct, a=a, b=b, start=start)
+    want = jax.grad(loss, argnums=(0, 1))(jnp.asarray(a), jnp.asarray(b))
+    for name, w in zip(("a", "b"), want, strict=True):
+        assert np.allclose(np.asarray(got[name]), np.asarray(w), rtol=1e-12, atol=1e-13), name
+
+
+def test_running_matrix_products_against_jax():
+    rng = np.random.default_rng(8)
+    n = 25
+    u = 0.5 * rng.standard_normal((n, 2, 2)) + np.eye(2)
+    ct = rng.standard_normal((n, 2, 2))
+    got = eagle.deploy(products).reverse(np.ascontiguousarray(ct.transpose(1, 2, 0)),
+                                         u=np.ascontiguousarray(u.transpose(1, 2, 0)))["u"]
+    want = jax.grad(lambda v: jnp.sum(_fold(v, jnp.matmul) * ct))(jnp.asarray(u))
+    assert np.allclose(np.asarray(got).transpose(2, 0, 1), np.asarray(want), rtol=1e-12, atol=1e-12)
+
+
 def _big(rng, n: int):
     p = _planes(rng, n)
     p["x"] = 0.1 * p["x"]
     return {k: rng.standard_normal(n) for k in ("y", "ye", "r", "re")}, p
 
 
-def test_gradients_have_the_same_bits_at_every_thread_count():
-    ct, p = _big(np.random.default_rng(4), 9 * SCAN_BLOCK + 5)
-    bt_grads_split_bits(four, ct, p, SCAN_BLOCK)
+def _big_vector(rng, n: int):
+    p = {"a": rng.uniform(0.9, 1.0, n), "b": rng.standard_normal(n), "start": (rng.random(n) < 0.01) * 1.0}
+    return {k: rng.standard_normal(n) for k in ("h", "back")}, p
 
 
-def test_spirv_gradients_have_the_hosts_bits():
-    ct, p = _big(np.random.default_rng(5), 2 * SCAN_BLOCK + 9)
-    bt_grads_spirv_bits(four, ct, p)
+_SPLIT = {"four": (four, _big), "recurrence": (recurrence, _big_vector)}
+
+
+@pytest.mark.parametrize("case", sorted(_SPLIT))
+def test_gradients_have_the_same_bits_at_every_thread_count(case):
+    kernel, make = _SPLIT[case]
+    ct, p = make(np.random.default_rng(4), 9 * SCAN_BLOCK + 5)
+    bt_grads_split_bits(kernel, ct, p, SCAN_BLOCK, case)
+
+
+@pytest.mark.parametrize("case", sorted(_SPLIT))
+def test_spirv_gradients_have_the_hosts_bits(case):
+    kernel, make = _SPLIT[case]
+    ct, p = make(np.random.default_rng(5), 2 * SCAN_BLOCK + 9)
+    bt_grads_spirv_bits(kernel, ct, p, case)
 
 
 def test_jax_grad_through_the_bridge_is_the_reverse():
@@ -157,19 +228,3 @@ def test_jax_grad_through_the_bridge_is_the_reverse():
     got = jax.jit(jax.grad(loss))(jnp.asarray(x))
     want = eagle.deploy(plain).reverse({"y": cy, "re": cr}, x=x)["x"]
     assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
-
-
-def test_a_vector_scan_gradient_is_refused_at_its_line():
-    @hawk.func
-    def then(p, q):
-        return m.vec(q[0] * p[0], q[0] * p[1] + q[1])
-
-    @hawk.kernel
-    def affine(a: Scalar, b: Scalar, h: Mutable[Scalar]):
-        h = hawk.scan(m.vec(a, b), op=then)[1]  # @vector_scan
-
-    with pytest.raises(hawk.KernelError) as exc:
-        eagle.deploy(affine).reverse({"h": np.ones(8)}, a=np.ones(8), b=np.ones(8))
-    msg = str(exc.value)
-    line = next(i for i, s in enumerate(open(__file__).read().splitlines(), 1) if s.endswith("# @vector_scan"))
-    assert f":{line}:" in msg and "affine" in msg and "numbers only" in msg, msg

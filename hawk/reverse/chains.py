@@ -22,6 +22,8 @@ cotangent reaches its lanes through a reverse add scan within the block.
 
 from __future__ import annotations
 
+import math
+
 from mlir import ir
 from mlir.dialects import func, vector
 
@@ -43,20 +45,38 @@ class ChainsMixin:
     """Sweep.reverse_func_scan and the pieces it is built from."""
 
     def reverse_func_scan(self, op, g, adj: dict) -> None:
+        """A scan by a func: x of n components (a number, or a Vector's or Matrix's entries in row-major order);
+        a and b are then f's Jacobians (a[k][j] = df_k/da_j), lam[i] = G[i] + a[i+1]^T lam[i+1] and x[i]'s share
+        b[i]^T lam[i], the recurrence a scan over n * n + n values a lane."""
         x, reset, rev = scan_value(op), scan_reset(op), scan_reverse(op)
         name = combiner_name(op)
         count = self.scan(self.iconst(1), "add", reset, rev, exclusive=True)  # (an integer scan: exact)
         start = self.icmp_eq(count, self.iconst(0))  # a run's first lane (the lane before nothing)
         prev = self.func_scan(x, name, reset, rev, exclusive=True)  # s[i-1] (a run's first lane: unused)
-        da, db = self.partials(combiners(self.module)[name], prev, x)
-        one = self.const(1.0, x.type)
-        a = self.select(start, self.zero(x.type), da)
-        b = self.select(start, one, db)
+        fn = combiners(self.module)[name]
+        ft = _element(x.type)
+        n = len(_comps(x))
+        one, zero = self.const(1.0, ft), self.zero(ft)
+        rows = [self.partials(fn, prev, x, _unit(self, x.type, k)) for k in range(n)]  # row k: df_k/d(a, b)
+        a = [[self.select(start, zero, v) for v in _comps(da)] for da, _ in rows]
+        b = [[self.select(start, one if j == k else zero, v) for j, v in enumerate(_comps(db))]
+             for k, (_, db) in enumerate(rows)]
+        gs = _comps(g)
         if scan_mode(op) == "exclusive":  # y[i] = s[i-1] (a run's first lane: the identity, a constant)
-            g = self.shifted(self.where(self.lnot(start), g), back=not rev)
-        pair = create("vector.from_elements", [a, g], [ir.VectorType.get([2], x.type)]).result
-        lam = vector.extract(self.func_scan(pair, self.recurrence(x.type), reset, not rev), [], [1])
-        self.acc(x, self.mul(b, lam), False, adj)
+            gs = [self.shifted(self.where(self.lnot(start), v), back=not rev) for v in gs]
+        state = [v for row in a for v in row] + gs
+        st = ir.VectorType.get([len(state)], ft)
+        pair = create("vector.from_elements", state, [st]).result
+        lam = self.func_scan(pair, self.recurrence(ft, n), reset, not rev)
+        lams = [vector.extract(lam, [], [n * n + k]) for k in range(n)]
+        dx = []
+        for j in range(n):
+            total = None
+            for k in range(n):
+                term = self.mul(b[k][j], lams[k])
+                total = term if total is None else self.add(total, term)
+            dx.append(total)
+        self.acc(x, _pack(dx, x.type), False, adj)
 
     def reverse_func_fold(self, op, t: ir.Value, mask: ir.Value | None, start: ir.Value | None, adj: dict) -> None:
         """A fold by a func of numbers (hawk/reverse/folds.py: form "func"): `t` is each lane's slice cotangent,
@@ -140,9 +160,10 @@ class ChainsMixin:
         attrs |= {"reverse": ir.UnitAttr.get()} if reverse else {}
         return create("hawk.scan", [x, *([reset] if reset is not None else [])], [x.type], attrs).result
 
-    def partials(self, fn, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
-        """(df/da, df/db) of the combiner `fn` at (a, b): a copy of its code here, reversed by the sweep's rules
-        from a cotangent of 1.0 on its result."""
+    def partials(self, fn, a: ir.Value, b: ir.Value, seed: ir.Value | None = None) -> tuple[ir.Value, ir.Value]:
+        """(df/da, df/db) of the combiner `fn` at (a, b), for a cotangent `seed` on its result (1.0 when None: a
+        number's partials; a unit vector: one row of the Jacobians): a copy of its code here, reversed by the
+        sweep's rules."""
         from hawk.passes.lower.context import clone_ops
 
         block = fn.regions[0].blocks[0]
@@ -150,29 +171,70 @@ class ChainsMixin:
         body = [o for o in block.operations if o.operation.name != "func.return"]
         ret = next(o for o in block.operations if o.operation.name == "func.return")
         copies = clone_ops(body, ir.InsertionPoint.current, mapping)
-        user = create("arith.negf", [mapping.get(ret.operands[0], ret.operands[0])], [a.type])  # (holds the
-        items = self.hoist_ops(copies)  # result while hoisting replaces an if's results by selects)
+        held = mapping.get(ret.operands[0], ret.operands[0])
+        user = create("arith.negf", [held], [held.type])  # (holds the result while hoisting replaces an if's
+        items = self.hoist_ops(copies)  # results by selects)
         out = user.operands[0]
         user.operation.erase()
         local: dict = {}
-        self.acc(out, self.const(1.0, out.type), False, local)
+        self.acc(out, self.const(1.0, out.type) if seed is None else seed, False, local)
         self.reverse(items, local)
         return tuple(local[v][0] if v in local else self.zero(v.type) for v in (a, b))
 
-    def recurrence(self, t: ir.Type) -> str:
-        """The combiner of lam's scan, over pairs of type t: f'(p, q) = (q[0], q[1] + p[0] * p[1]) (made once per
-        module)."""
-        name = f"{self.p.name}.chain"
+    def recurrence(self, t: ir.Type, n: int = 1) -> str:
+        """The combiner of lam's scan over n * n + n values of type t, (a, lam) with a an n x n Jacobian, row-major:
+        f'(p, q) = (q.a, q.lam + p.a^T p.lam), so lam[j] = G[j] + sum over k of a'[k][j] * lam'[k] (made once per
+        module and n)."""
+        name = f"{self.p.name}.chain{n}"
         if name in combiners(self.module):
             return name
-        vt = ir.VectorType.get([2], t)
+        vt = ir.VectorType.get([n * n + n], t)
         with ir.InsertionPoint.at_block_begin(self.module.body), self.func.location:
             fn = func.FuncOp(name, ([vt, vt], [vt]), visibility="private")
             fn.attributes["hawk.combiner"] = ir.UnitAttr.get()
             entry = fn.add_entry_block()
         with ir.InsertionPoint(entry), self.func.location:
             p, q = entry.arguments
-            p0, p1, q0, q1 = (vector.extract(v, [], [k]) for v in (p, q) for k in (0, 1))
-            lam = self.add(q1, self.mul(p0, p1))
-            func.ReturnOp([create("vector.from_elements", [q0, lam], [vt]).result])
+            pv = [vector.extract(p, [], [k]) for k in range(n * n + n)]
+            qv = [vector.extract(q, [], [k]) for k in range(n * n + n)]
+            out = qv[:n * n]
+            for j in range(n):
+                acc = qv[n * n + j]
+                for k in range(n):
+                    acc = self.add(acc, self.mul(pv[k * n + j], pv[n * n + k]))
+                out.append(acc)
+            func.ReturnOp([create("vector.from_elements", out, [vt]).result])
         return name
+
+
+def _element(t: ir.Type) -> ir.Type:
+    return ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
+
+
+def _comps(v: ir.Value) -> list[ir.Value]:
+    """A value's components: itself for a number, a Vector's or Matrix's entries in row-major order."""
+    if not isinstance(v.type, ir.VectorType):
+        return [v]
+    shape = list(ir.VectorType(v.type).shape)
+    out = []
+    for k in range(math.prod(shape)):
+        pos, r = [], k
+        for d in reversed(shape):
+            pos.append(r % d)
+            r //= d
+        out.append(vector.extract(v, [], pos[::-1]))
+    return out
+
+
+def _pack(vals: list[ir.Value], t: ir.Type) -> ir.Value:
+    """Components back into a value of type t (_comps' inverse)."""
+    return create("vector.from_elements", vals, [t]).result if isinstance(t, ir.VectorType) else vals[0]
+
+
+def _unit(e, t: ir.Type, k: int) -> ir.Value:
+    """The value of type t whose component k is 1.0 and every other 0.0."""
+    if not isinstance(t, ir.VectorType):
+        return e.const(1.0, t)
+    ft = _element(t)
+    n = math.prod(ir.VectorType(t).shape)
+    return _pack([e.const(1.0 if j == k else 0.0, ft) for j in range(n)], t)

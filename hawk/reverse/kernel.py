@@ -75,10 +75,6 @@ def facts(kernel: Kernel) -> Facts:
                 at.add(plane_name(op))
             elif is_hawk(op, "reduce") and reduce_kind(op) == "fold":
                 _fold_differentiable(module, op, sig)
-            elif is_hawk(op, "scan") and scan_op(op) == "func" and isinstance(scan_value(op).type, ir.VectorType):
-                raise error_at(op, "the reverse differentiates a hawk.scan by a @hawk.func of numbers only (a "
-                                   "Vector or Matrix scan would need its operator's Jacobians): keep it out of "
-                                   "the gradient")
             elif is_hawk(op, "scan") and scan_keys(op) is not None and is_float(scan_value(op).type) and \
                     (scan_op(op) not in ("add", "mul") or scan_order(op) != "lane"):
                 raise error_at(op, "the reverse differentiates a keyed hawk.scan (by=) only with op=m.add or m.mul "
