@@ -2,7 +2,8 @@
 hawk/reverse/chains.py): over every lane (blocks of ORDERED_BLOCK lanes, then the blocks' results, in the
 contract's order), under where=, keeping a Grid's rows, read later in the body, a func with a branch; against
 jax.grad of the same fold written as a Python loop in that order; the same bits at every thread count (runs that
-really split) and on spirv; through eagle.jax.wrap; the refusals (Vector payloads, trailing kept axes)."""
+really split) and on spirv; through eagle.jax.wrap; a Vector payload (the func's Jacobians); the refusal of
+trailing kept axes."""
 
 import numpy as np
 import pytest
@@ -59,10 +60,11 @@ def _masked_fold(f, x, keep):
     def step(carry, item):
         s, h = carry
         v, k = item
-        new = jnp.where(h, f(s, v), v)
-        return (jnp.where(k, new, s), h | k), None
+        hb, kb = (c.reshape(c.shape + (1,) * (s.ndim - c.ndim)) for c in (h, k))  # (over a value's components)
+        new = jnp.where(hb, f(s, v), v)
+        return (jnp.where(kb, new, s), h | k), None
 
-    (s, h), _ = jax.lax.scan(step, (jnp.zeros_like(x[0]), jnp.zeros(x.shape[1:], bool)), (x, keep))
+    (s, h), _ = jax.lax.scan(step, (jnp.zeros_like(x[0]), jnp.zeros(keep.shape[1:], bool)), (x, keep))
     return s, h
 
 
@@ -70,9 +72,9 @@ def _contract(x, f, keep):
     """The fold over every lane in the contract's order: each block's kept lanes, then the non-empty blocks'."""
     n = x.shape[0]
     pad = -n % ORDERED_BLOCK
-    xs = jnp.concatenate([x, jnp.zeros(pad)]).reshape(-1, ORDERED_BLOCK)
+    xs = jnp.concatenate([x, jnp.zeros((pad, *x.shape[1:]))]).reshape(-1, ORDERED_BLOCK, *x.shape[1:])
     ks = jnp.concatenate([jnp.asarray(keep), jnp.zeros(pad, bool)]).reshape(-1, ORDERED_BLOCK)
-    parts, has = _masked_fold(f, xs.T, ks.T)  # every block side by side
+    parts, has = _masked_fold(f, jnp.swapaxes(xs, 0, 1), ks.T)  # every block side by side
     return _masked_fold(f, parts, has)[0]
 
 
@@ -137,7 +139,11 @@ def _rows_planes(rng, n):
     return rows, rng.standard_normal((1024, COLS)), {"x": 0.3 * rng.standard_normal((1024, COLS))}
 
 
-_SPLIT = {"whole": _whole_planes, "rows": _rows_planes}
+def _vector_planes(rng, n):
+    return vfold, {"t": np.array([0.7, -1.3])}, {"v": 0.3 * rng.standard_normal((2, n))}
+
+
+_SPLIT = {"whole": _whole_planes, "rows": _rows_planes, "vector": _vector_planes}
 
 
 @pytest.mark.parametrize("case", sorted(_SPLIT))
@@ -177,17 +183,29 @@ def _refused(kernel, ct, line: str, **planes) -> str:
     return msg
 
 
-def test_a_vector_fold_by_a_func_is_refused_at_its_line():
-    @hawk.func
-    def vmix(a, b):
-        return 0.5 * a + b * b
+@hawk.func
+def vmix(a, b):
+    return m.vec(0.5 * a[0] + b[0] * b[1], a[1] * b[0] + 0.25 * b[1])  # components mixed: a Jacobian
 
-    @hawk.kernel
-    def vfold(v: Vector[2], t: Mutable[Vector[2]]):
-        t = hawk.reduce(vmix, v)  # @vfold
 
-    msg = _refused(vfold, {"t": np.ones(2)}, "# @vfold", v=np.ones((2, 8)))
-    assert "numbers only" in msg
+@hawk.kernel
+def vfold(v: Vector[2], t: Mutable[Vector[2]]):
+    t = hawk.reduce(vmix, v, where=v[0] > -0.5)
+
+
+def _vmix(a, b):
+    return jnp.stack([0.5 * a[..., 0] + b[..., 0] * b[..., 1], a[..., 1] * b[..., 0] + 0.25 * b[..., 1]], -1)
+
+
+@pytest.mark.parametrize("n", [9, 2 * ORDERED_BLOCK + 5])
+def test_a_vector_fold_against_jax(n):
+    rng = np.random.default_rng(n)
+    v = 0.3 * rng.standard_normal((n, 2))
+    keep = v[:, 0] > -0.5
+    ct = np.array([0.7, -1.3])
+    got = eagle.deploy(vfold).reverse({"t": ct}, v=np.ascontiguousarray(v.T))["v"]
+    want = jax.grad(lambda w: jnp.sum(ct * _contract(w, _vmix, keep)))(jnp.asarray(v))
+    _close(np.asarray(got).T, want)
 
 
 def test_a_fold_by_a_func_keeping_a_trailing_axis_is_refused_at_its_line():

@@ -1,23 +1,22 @@
 """The reverse of chains of a user's operator: scans by a @hawk.func and hawk.reduce folds by one (docs/reverse.md,
 "Scans by a func" and "Folds").
 
-A scan by f holds s[i] = f(s[i-1], x[i]) along each run (a run's first lane: s = x). With the partials of f at
-lane i, a[i] = df/da(s[i-1], x[i]) and b[i] = df/db(s[i-1], x[i]) (a run's first lane: b = 1), the cotangent of
-s[i] is the linear recurrence lam[i] = G[i] + a[i+1] * lam[i+1] down the run (G: the cotangent the scan's own
-outputs give s[i]), and x[i]'s share is b[i] * lam[i]. That recurrence is itself a scan by a func, over the
-pairs (a, G) in the other lane order with the forward's segments: f'((a', lam'), (a, G)) = (a, G + a' * lam')
-keeps the lane's partial for the next step and folds the one before, so the adjoint is a hawk kernel with
-scans in it like any other (one sequential fold in a stage's finish each: the same bits on every thread count,
-target and shard split). The partials come from the sweep's own rules, run over a copy of f's code at
-(s[i-1], x[i]), where s[i-1] is the forward's exclusive scan, recomputed.
+A scan by f holds s[i] = f(s[i-1], x[i]) along each run (a run's first lane: s = x). With f's Jacobians at lane
+i, a[i] = df/da(s[i-1], x[i]) and b[i] = df/db(s[i-1], x[i]) (a run's first lane: a = 0, b = I; for numbers they
+are the partials), the cotangent of s[i] is the linear recurrence lam[i] = G[i] + a[i+1]^T lam[i+1] down the run
+(G: the cotangent the scan's own outputs give s[i]), and x[i]'s share is b[i]^T lam[i]. That recurrence is itself
+a scan by a func, over (a, G) in the other lane order with the forward's segments: f'((a', lam'), (a, G)) =
+(a, G + a'^T lam') keeps the lane's Jacobian for the next step and folds the one before, so the adjoint is a hawk
+kernel with scans in it like any other (one sequential fold in a stage's finish each: the same bits on every
+thread count, target and shard split). The Jacobians come from the sweep's own rules, run over a copy of f's
+code at (s[i-1], x[i]) once per component of the result, where s[i-1] is the forward's exclusive scan,
+recomputed.
 
 A fold is one such chain per slice (keeping leading axes: a row) or, over every lane, one per block of
-ORDERED_BLOCK lanes and a chain of the blocks' results (docs/semantics.md, "Custom reductions"); its only output
-is the chain's end, so the cotangent of the state after lane i is the slice's cotangent times the product of the
-later lanes' factors c (a kept lane's a, 1 for a lane where= leaves out, 0 at a chain's first lane, which takes
-x as it is): a reverse product scan. The states come from a scan by f that skips the lanes where= leaves out (its
-combiner wraps f's: `skipping`); the chain of the blocks is the same over the blocks' last lanes, and each block's
-cotangent reaches its lanes through a reverse add scan within the block.
+ORDERED_BLOCK lanes and a chain of the blocks' results (docs/semantics.md, "Custom reductions"). Its only output
+is the chain's end, so G is the slice's cotangent at the slice's last lane and 0 elsewhere. The states come from a
+scan by f that skips the lanes where= leaves out (its combiner wraps f's: `skipping`; a skipped lane has a = I);
+the chain of the blocks runs the same way over the blocks' last lanes, and gives each block's chain its G there.
 """
 
 from __future__ import annotations
@@ -53,74 +52,99 @@ class ChainsMixin:
         count = self.scan(self.iconst(1), "add", reset, rev, exclusive=True)  # (an integer scan: exact)
         start = self.icmp_eq(count, self.iconst(0))  # a run's first lane (the lane before nothing)
         prev = self.func_scan(x, name, reset, rev, exclusive=True)  # s[i-1] (a run's first lane: unused)
-        fn = combiners(self.module)[name]
-        ft = _element(x.type)
-        n = len(_comps(x))
-        one, zero = self.const(1.0, ft), self.zero(ft)
-        rows = [self.partials(fn, prev, x, _unit(self, x.type, k)) for k in range(n)]  # row k: df_k/d(a, b)
-        a = [[self.select(start, zero, v) for v in _comps(da)] for da, _ in rows]
-        b = [[self.select(start, one if j == k else zero, v) for j, v in enumerate(_comps(db))]
-             for k, (_, db) in enumerate(rows)]
-        gs = _comps(g)
+        a, b = self.jacobians(combiners(self.module)[name], prev, x, start)
         if scan_mode(op) == "exclusive":  # y[i] = s[i-1] (a run's first lane: the identity, a constant)
-            gs = [self.shifted(self.where(self.lnot(start), v), back=not rev) for v in gs]
-        state = [v for row in a for v in row] + gs
-        st = ir.VectorType.get([len(state)], ft)
-        pair = create("vector.from_elements", state, [st]).result
-        lam = self.func_scan(pair, self.recurrence(ft, n), reset, not rev)
-        lams = [vector.extract(lam, [], [n * n + k]) for k in range(n)]
-        dx = []
-        for j in range(n):
-            total = None
-            for k in range(n):
-                term = self.mul(b[k][j], lams[k])
-                total = term if total is None else self.add(total, term)
-            dx.append(total)
+            g = _pack([self.shifted(self.where(self.lnot(start), v), back=not rev) for v in _comps(g)], x.type)
+        dx = self.shares(b, self.lam(a, g, reset, not rev))
         self.acc(x, _pack(dx, x.type), False, adj)
 
     def reverse_func_fold(self, op, t: ir.Value, mask: ir.Value | None, start: ir.Value | None, adj: dict) -> None:
-        """A fold by a func of numbers (hawk/reverse/folds.py: form "func"): `t` is each lane's slice cotangent,
-        `start` whether a lane starts its slice (keeping leading axes; None: over every lane, in blocks)."""
+        """A fold by a func (hawk/reverse/folds.py: form "func"): `t` is each lane's slice cotangent, `start` whether
+        a lane starts its slice (keeping leading axes; None: over every lane, in blocks). The chain's only output
+        is its end, so its recurrence gets G = t at the chain's last lane and nothing elsewhere; over every lane
+        the blocks' chain runs first, over each block's last lane, and hands each block's share of t to that
+        lane as the block chain's G."""
         x = reduce_value(op)
         name = combiner_name(op)
         whole = all(a in reduce_over(op) for a in self.p.axes)
         reset = self.block_start() if whole else start
-        c, b, val, has = self.chain(x, mask, reset, name)
-        after = self.scan(c, "mul", reset, True, exclusive=True)  # the later lanes' factors, to the chain's end
-        if whole:  # the blocks' results, folded in block order: their chain's shares, spread over each block
-            last = self.icmp_eq(self.scan(self.iconst(1), "add", reset, True, exclusive=True), self.iconst(0))
-            keep = last if has is None else self.land(last, has)
-            ct, bt, _, _ = self.chain(val, keep, None, name)
-            share = self.where(keep, self.mul(self.mul(bt, self.scan(ct, "mul", None, True, exclusive=True)), t))
-            t = self.scan(share, "add", reset, True)
-        dx = self.mul(self.mul(b, after), t)
-        self.acc(x, dx if mask is None else self.where(mask, dx), False, adj)
+        a, b, val, has = self.chain(x, mask, reset, name)
+        end = self.last_lane(reset)
+        if whole:  # the blocks' results, folded in block order, then each block's share of t at its last lane
+            keep = end if has is None else self.land(end, has)
+            at, bt, _, _ = self.chain(val, keep, None, name)
+            lam = self.lam(at, self.where(self.last_lane(None), t), None)
+            t = _pack(self.shares(bt, lam), x.type)
+        lam = self.lam(a, self.where(end, t), reset)
+        dx = _pack(self.shares(b, lam), x.type)
+        self.acc(x, dx if mask is None else self.where(self._spread(mask, x.type), dx), False, adj)
+
+    def jacobians(self, fn, prev: ir.Value, x: ir.Value, first: ir.Value) -> tuple[list, list]:
+        """(a, b): the Jacobians of fn(prev, x) by prev and by x, as rows of components (a[k][j] = df_k/dprev_j),
+        one reverse pass over fn's code per component; where `first` holds the lane takes x as it is: a = 0,
+        b = I."""
+        ft = _element(x.type)
+        one, zero = self.const(1.0, ft), self.zero(ft)
+        rows = [self.partials(fn, prev, x, _unit(self, x.type, k)) for k in range(len(_comps(x)))]
+        a = [[self.select(first, zero, v) for v in _comps(da)] for da, _ in rows]
+        b = [[self.select(first, one if j == k else zero, v) for j, v in enumerate(_comps(db))]
+             for k, (_, db) in enumerate(rows)]
+        return a, b
+
+    def last_lane(self, reset: ir.Value | None) -> ir.Value:
+        """Whether this lane is the last of its segment (of the run when `reset` is None): no lane after it."""
+        after = self.scan(self.iconst(1), "add", reset, True, exclusive=True)  # (an integer scan: exact)
+        return self.icmp_eq(after, self.iconst(0))
+
+    def lam(self, a: list, g: ir.Value, reset: ir.Value | None, reverse: bool = True) -> list[ir.Value]:
+        """The recurrence lam[i] = G[i] + a[i+1]^T lam[i+1] along the segments, from their last lanes down
+        (reverse=False: from their first lanes up, a[i-1]), as a scan over (a, G): lam's components."""
+        n = len(a)
+        ft = _element(g.type)
+        state = [v for row in a for v in row] + _comps(g)
+        pair = create("vector.from_elements", state, [ir.VectorType.get([len(state)], ft)]).result
+        out = self.func_scan(pair, self.recurrence(ft, n), reset, reverse)
+        return [vector.extract(out, [], [n * n + k]) for k in range(n)]
+
+    def shares(self, b: list, lam: list) -> list[ir.Value]:
+        """b^T lam, component by component."""
+        out = []
+        for j in range(len(b)):
+            total = None
+            for k in range(len(b)):
+                term = self.mul(b[k][j], lam[k])
+                total = term if total is None else self.add(total, term)
+            out.append(total)
+        return out
 
     def chain(self, x: ir.Value, keep: ir.Value | None, reset: ir.Value | None, name: str) -> tuple:
         """A fold's chain over the lanes (restarting where `reset` holds, skipping lanes where `keep` does not):
-        per lane, (c: the factor d(state after)/d(state before), b: d(state after)/dx, the state after, whether
-        the chain holds a value after the lane)."""
+        per lane, (a, b: the Jacobians of the state after the lane by the state before and by x, as rows of
+        components; the state after; whether the chain holds a value after the lane, None when every lane is
+        kept). A chain's first lane takes x as it is (a = 0, b = I); a skipped lane passes the state on (a = I,
+        b = 0 once masked)."""
         fn = combiners(self.module)[name]
-        one, zero = self.const(1.0, x.type), self.zero(x.type)
+        ft = _element(x.type)
+        one, zero = self.const(1.0, ft), self.zero(ft)
+        n = len(_comps(x))
         if keep is None:
             prev = self.func_scan(x, name, reset, False, exclusive=True)
             held = self.scan(self.iconst(1), "add", reset, False, exclusive=True)
-            seen, val, has = self.lnot(self.icmp_eq(held, self.iconst(0))), self.func_scan(x, name, reset, False), None
+            first, val, has = self.icmp_eq(held, self.iconst(0)), self.func_scan(x, name, reset, False), None
         else:
-            pt = ir.VectorType.get([2], x.type)
-            pair = create("vector.from_elements", [x, self.select(keep, one, zero)], [pt]).result
+            parts = _comps(x) + [self.select(keep, one, zero)]
+            pair = create("vector.from_elements", parts, [ir.VectorType.get([n + 1], ft)]).result
             skip = self.skipping(name, x.type)
             before = self.func_scan(pair, skip, reset, False, exclusive=True)
             upto = self.func_scan(pair, skip, reset, False)
-            prev = vector.extract(before, [], [0])
-            seen = self.cmp("une", vector.extract(before, [], [1]), zero)
-            val, has = vector.extract(upto, [], [0]), self.cmp("une", vector.extract(upto, [], [1]), zero)
-        da, db = self.partials(fn, prev, x)
-        c = self.select(seen, da, zero)
-        b = self.select(seen, db, one)
+            prev = _pack([vector.extract(before, [], [k]) for k in range(n)], x.type)
+            first = self.cmp("oeq", vector.extract(before, [], [n]), zero)
+            val = _pack([vector.extract(upto, [], [k]) for k in range(n)], x.type)
+            has = self.cmp("une", vector.extract(upto, [], [n]), zero)
+        a, b = self.jacobians(fn, prev, x, first)
         if keep is not None:
-            c = self.select(keep, c, one)
-        return c, b, val, has
+            a = [[self.select(keep, v, one if j == k else zero) for j, v in enumerate(row)] for k, row in enumerate(a)]
+        return a, b, val, has
 
     def block_start(self) -> ir.Value:
         """Whether this lane starts a block of ORDERED_BLOCK lanes (a fold over every lane's chains)."""
@@ -128,26 +152,29 @@ class ChainsMixin:
         return self.icmp_eq(low, self.iconst(0))
 
     def skipping(self, name: str, t: ir.Type) -> str:
-        """A combiner over pairs (value, kept) that folds f's where the lane is kept and passes the state on where
-        it is not: g((s, h), (x, k)) = (f(s, x) if h else x, 1) if k else (s, h) (made once per operator)."""
+        """A combiner over (value's components, kept) that folds f's where the lane is kept and passes the state on
+        where it is not: g((s, h), (x, k)) = (f(s, x) if h else x, 1) if k else (s, h) (made once per operator)."""
         from hawk.passes.lower.folds import call_combiner
 
         skip = f"{name}.skipping"
         if skip in combiners(self.module):
             return skip
-        vt = ir.VectorType.get([2], t)
+        ft, n = _element(t), (math.prod(ir.VectorType(t).shape) if isinstance(t, ir.VectorType) else 1)
+        vt = ir.VectorType.get([n + 1], ft)
         with ir.InsertionPoint.at_block_begin(self.module.body), self.func.location:
             fn = func.FuncOp(skip, ([vt, vt], [vt]), visibility="private")
             fn.attributes["hawk.combiner"] = ir.UnitAttr.get()
             entry = fn.add_entry_block()
         with ir.InsertionPoint(entry), self.func.location:
             p, q = entry.arguments
-            s, h, x, k = (vector.extract(v, [], [j]) for v in (p, q) for j in (0, 1))
-            zero = self.zero(t)
-            has, kept = self.cmp("une", h, zero), self.cmp("une", k, zero)
-            value = self.select(has, call_combiner(combiners(self.module)[name], s, x), x)
-            out = create("vector.from_elements", [self.select(kept, value, s), self.select(kept, k, h)], [vt]).result
-            func.ReturnOp([out])
+            ps, qs = ([vector.extract(v, [], [j]) for j in range(n + 1)] for v in (p, q))
+            zero = self.zero(ft)
+            has, kept = self.cmp("une", ps[n], zero), self.cmp("une", qs[n], zero)
+            s, x = _pack(ps[:n], t), _pack(qs[:n], t)
+            value = _comps(self.select(has, call_combiner(combiners(self.module)[name], s, x), x))
+            out = [self.select(kept, v, w) for v, w in zip(value, ps[:n], strict=True)] + \
+                [self.select(kept, qs[n], ps[n])]
+            func.ReturnOp([create("vector.from_elements", out, [vt]).result])
         return skip
 
     def func_scan(self, x: ir.Value, name: str, reset: ir.Value | None, reverse: bool,

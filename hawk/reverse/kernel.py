@@ -118,8 +118,6 @@ def _fold_differentiable(module, op, sig: Signature) -> None:
     """Refuse, at its line, a fold whose gradient the reverse cannot write (hawk/reverse/folds.py)."""
     import math
 
-    from mlir import ir
-
     from hawk.frontend.scan_keyed import MAX_KEYS
     from hawk.ir.access import reduce_over
     from hawk.passes.verify import error_at
@@ -128,10 +126,6 @@ def _fold_differentiable(module, op, sig: Signature) -> None:
     form = fold_form(module, op)
     over, axes = reduce_over(op), sig.lane_axes()
     kept = [a for a in axes if a.label not in over]
-    if form == "func" and isinstance(op.operands[0].type, ir.VectorType):
-        raise error_at(op, "the reverse differentiates hawk.reduce by a @hawk.func of numbers only (a Vector or "
-                           "Matrix fold would need its operator's Jacobians); products (m.mul, or a func "
-                           "returning a * b) and sums of any payload work")
     if form == "func" and not keeps_leading(over, [a.label for a in axes]):
         raise error_at(op, "the reverse differentiates hawk.reduce by a @hawk.func over every lane or keeping "
                            f"leading lane axes (rows), not keeping {[a.label for a in kept]} while reducing "
