@@ -265,6 +265,17 @@ class Gen(Grammar):
               ("m.sqrt(a * a + b * b)", lambda c: lambda a, b: np.sqrt(a * a + b * b)),
               ("m.max(a, b * {c})", lambda c: lambda a, b: np.maximum(a, b * c)))
 
+    def scan_func(self, exclusive: bool):
+        """A @hawk.func combiner for hawk.scan, as (its name, NumPy's step, the identity= an exclusive scan takes):
+        one of the folds' combiners (bounded by its operands). From the funcs' stream."""
+        r = self.frng
+        src, make = self._FOLDS[int(r.integers(len(self._FOLDS)))]
+        k = float(r.choice([0.5, -0.5, 0.75]))
+        name = f"fold{self.nfunc}"
+        self.nfunc += 1
+        self.funcs.append(f"@hawk.func\ndef {name}(a, b):\n    return {src.format(c=k)}\n\n\n")
+        return name, make(k), float(r.choice([0.0, 1.5, -2.0])) if exclusive else None
+
     def fold(self, e, c, over, mask, axis):
         """`hawk.reduce` of `e` with a fresh @hawk.func combiner (where= and over= as drawn, identity= with where=),
         and its value and error scale per kept slot by the documented order: over every lane, each 1024-lane
@@ -438,7 +449,13 @@ class Gen(Grammar):
         reset = r.random() < 0.3
         keyed = not reset and r.random() < 0.3  # by=kb - 1: B - 1 keys and lanes left out (key -1)
         shift = 2 if keyed and r.random() < 0.15 else 1  # by=kb - 2: a key of -2 refuses the run
-        args = [e.src] + ([f"op=m.{op}"] if op != "add" else []) + (["exclusive=True"] if excl else []) + \
+        func_ident = fname = None
+        if op == "add" and e.kind == "f" and not keyed and self.frng.random() < 0.4:  # a scan by a func of ours
+            op = "func"
+            fname, fold, func_ident = self.scan_func(excl)
+        args = [e.src] + ([f"op=m.{op}"] if op not in ("add", "func") else []) + \
+            ([f"op={fname}"] if op == "func" else []) + (["exclusive=True"] if excl else []) + \
+            ([f"identity={func_ident!r}"] if op == "func" and excl else []) + \
             (["reverse=True"] if rev else []) + (["reset=k % 3 == 0"] if reset else []) + \
             ([f"by=kb - {shift}, keys={BINS - 1}"] if keyed else [])
         flags = (self.data["k"] % 3 == 0).reshape(-1) if reset else np.zeros(e.val.size, bool)
@@ -446,11 +463,14 @@ class Gen(Grammar):
         expect = "input_error" if shift == 2 and np.any(self.data["kb"] == 0) else "match"
         val = np.broadcast_to(e.val, self.shape).reshape(-1)
         mag = np.broadcast_to(e.mag + np.abs(e.val), self.shape).reshape(-1) if e.kind == "f" else np.zeros(val.size)
-        if e.kind == "f":
+        if op == "func":
+            ident = func_ident
+        elif e.kind == "f":
             ident = {"add": -0.0, "mul": 1.0, "min": np.inf, "max": -np.inf}[op]
         else:
             ident = {"add": 0, "mul": 1, "min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}[op]
-        fold = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}[op]
+        if op != "func":
+            fold = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}[op]
         out = np.empty(val.size, dtype=np.float64 if e.kind == "f" else np.int64)
         scale = np.zeros(val.size)
         order = range(val.size - 1, -1, -1) if rev else range(val.size)
@@ -466,14 +486,17 @@ class Gen(Grammar):
             before, before_mag = (ident, 0.0) if run is None else (run, run_mag * count)
             with np.errstate(all="ignore"):  # (int64 products wrap, as the kernel's do)
                 run = val[i] if run is None else fold(run, val[i])
-                # a product's error: each factor's relative error, so the factors' magnitudes' product per factor
-                run_mag = run_mag + mag[i] if op == "add" else \
+                # a product's error: each factor's relative error, so the factors' magnitudes' product per factor;
+                # a func's (bounded by its operands, as fold's): the sum of the magnitudes folded
+                run_mag = run_mag + mag[i] if op == "add" else run_mag + mag[i] + abs(val[i]) if op == "func" else \
                     (mag[i] if count == 0 else run_mag * mag[i]) if op == "mul" else max(run_mag, mag[i])
             count += 1
             runs[int(keys[i])] = (run, run_mag, count)
             out[i] = before if excl else run
             if op == "mul":
                 scale[i] = before_mag if excl else run_mag * count
+            elif op == "func":  # (twice the magnitudes, as fold's; an exclusive run's first lane: the identity)
+                scale[i] = 2.0 * ((before_mag / max(count - 1, 1)) if excl else run_mag)
             else:
                 scale[i] = (run_mag - (mag[i] if op == "add" else 0.0)) if excl else run_mag
         fz = None
