@@ -755,22 +755,20 @@ def record(c: Case) -> dict:
 
 
 # The refusals a generated kernel may meet by design, by the words that say why: a kernel with only integer results
-# has nothing to differentiate, and neither a keyed min/max scan (or order="key"), a hawk.reduce fold by another
-# func keeping trailing lane axes, nor a product keeping more than MAX_KEYS slots of trailing lane axes has a
-# gradient rule; a sharded run cannot split a plane read with
-# .at(...) at any lane, nor an output written by key (positions, not lanes) inside shard_map or a process group,
-# nor a fold keeping lane axes other than a leading
-# block, nor one keeping those without identity=, nor a row cell (a row fold read later in the body) beside
-# whole-run lane numbers (`lane.row`, neighbours, scans), nor differentiate a row cell beside reads of
-# neighbours or of the row coordinate (met once folds of truth values took gradients: seed 20261201:1216). A
-# runner that meets any other refusal reports a failure, even when it names the kernel: an internal error can
-# name the kernel too.
+# has nothing to differentiate, and neither a keyed min/max scan (or order="key") nor a product or a fold by a
+# func keeping more than MAX_KEYS slots of trailing lane axes has a gradient rule; a sharded run cannot split a
+# plane read with .at(...) at any lane, nor an output written by key (positions, not lanes) inside shard_map or a
+# process group, nor a fold keeping lane axes other than a leading block, nor one keeping those without
+# identity=, nor a row cell (a row fold read later in the body) beside whole-run lane numbers (`lane.row`,
+# neighbours, scans), nor differentiate a row cell beside reads of neighbours or of the row coordinate (met once
+# folds of truth values took gradients: seed 20261201:1216). A runner that meets any other refusal reports a
+# failure, even when it names the kernel: an internal error can name the kernel too.
 REFUSALS = (
     r"the kernel has no float result to differentiate",
-    r"the reverse differentiates a keyed hawk\.scan \(by=\) only with op=m\.add or m\.mul and order=\"lane\"",
-    r"the reverse differentiates hawk\.reduce by a @hawk\.func over every lane or keeping leading lane axes",
-    r"the reverse differentiates a product \(hawk\.reduce with m\.mul\) keeping lane axes that do not lead the "
-    r"grid's axes for at most \d+ slots",
+    r"the reverse differentiates a keyed hawk\.scan \(by=\) only with op=m\.add, m\.mul or a @hawk\.func and "
+    r"order=\"lane\"",
+    r"the reverse differentiates (a product \(hawk\.reduce with m\.mul\)|a fold by a @hawk\.func) keeping lane axes "
+    r"that do not lead the grid's axes for at most \d+ slots",
     r"keeps lane axes \[.*\] and has no identity=: an empty slot would be refused by the one shard holding it",
     r"hawk\.reduce folds keep none\), so shards cannot combine it",
     r"keeps the leading lane axis, and the kernel (reads neighbours or its own coordinates|scans or folds over "

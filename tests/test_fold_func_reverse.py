@@ -2,8 +2,8 @@
 hawk/reverse/chains.py): over every lane (blocks of ORDERED_BLOCK lanes, then the blocks' results, in the
 contract's order), under where=, keeping a Grid's rows, read later in the body, a func with a branch; against
 jax.grad of the same fold written as a Python loop in that order; the same bits at every thread count (runs that
-really split) and on spirv; through eagle.jax.wrap; a Vector payload (the func's Jacobians); the refusal of
-trailing kept axes."""
+really split) and on spirv; through eagle.jax.wrap; a Vector payload (the func's Jacobians); a trailing axis
+kept (a keyed chain per slot), and the refusal of more slots than keyed scans take."""
 
 import numpy as np
 import pytest
@@ -208,10 +208,32 @@ def test_a_vector_fold_against_jax(n):
     _close(np.asarray(got).T, want)
 
 
-def test_a_fold_by_a_func_keeping_a_trailing_axis_is_refused_at_its_line():
-    @hawk.kernel
-    def cols(lane: Grid["row", "col":4], x: Scalar) -> Scalar:  # noqa: F821
-        return hawk.reduce(mix, x, over="row")  # @cols_fold
+@hawk.kernel
+def cols(lane: Grid["row", "col":COLS], x: Scalar) -> Scalar:  # noqa: F821
+    return m.cos(x) * hawk.reduce(mix, x, over="row", where=x > -1.0)  # a trailing axis kept: a key per column
 
-    msg = _refused(cols, np.ones(4), "# @cols_fold", x=np.ones((3, 4)))
-    assert "keep the leading axes" in msg and "['col']" in msg
+
+def test_a_fold_keeping_a_trailing_axis_against_jax():
+    rng = np.random.default_rng(16)
+    x = 0.3 * rng.standard_normal((40, COLS))
+    x[:, 3] = -2.0  # a column keeping one lane only
+    x[7, 3] = 0.1
+    ct = rng.standard_normal((40, COLS))
+
+    def loss(v):
+        folded, _ = _masked_fold(_mix, v, x > -1.0)  # each column's kept lanes, in row order
+        return jnp.sum(ct * jnp.cos(v) * folded[None, :])
+
+    got = eagle.deploy(cols).reverse(ct, x=x)["x"]
+    _close(np.asarray(got).reshape(40, COLS), jax.grad(loss)(jnp.asarray(x)))
+    big = 0.3 * rng.standard_normal((1024, COLS))  # (a chunk holds whole scan blocks: 1024 rows split evenly)
+    bt_grads_split_bits(cols, rng.standard_normal((1024, COLS)), {"x": big}, ORDERED_BLOCK, "cols")
+
+
+def test_a_fold_by_a_func_keeping_too_many_trailing_slots_is_refused_at_its_line():
+    @hawk.kernel
+    def wide(lane: Grid["row", "col":5000], x: Scalar) -> Scalar:  # noqa: F821
+        return hawk.reduce(mix, x, over="row")  # @wide_fold
+
+    msg = _refused(wide, np.ones(5000), "# @wide_fold", x=np.ones((2, 5000)))
+    assert "a fold by a @hawk.func" in msg and "for at most 4096 slots" in msg and "not 5000" in msg

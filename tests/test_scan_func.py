@@ -1,7 +1,7 @@
 """hawk.scan(x, op=f) with a @hawk.func operator: one fold in lane order (reverse=True: from the last lane down),
 as `itertools.accumulate(x, f)` computes it, bit for bit at every size, thread count and target, with segments
-(reset=), exclusive scans from identity=, Vector and Matrix values, artifacts, and the refusals at the user's line
-(docs/semantics.md, "Scans by a func"; their gradients: test_scan_func_reverse.py)."""
+(reset=), per key (by=), exclusive scans from identity=, Vector and Matrix values, artifacts, and the refusals at
+the user's line (docs/semantics.md, "Scans by a func"; their gradients: test_scan_func_reverse.py)."""
 
 import numpy as np
 import pytest
@@ -50,6 +50,13 @@ def recurrence(a: Scalar, b: Scalar, start: Scalar, h: Mutable[Scalar], back: Mu
 @hawk.kernel
 def products(u: Matrix[2, 2], p: Mutable[Matrix[2, 2]]):
     p = hawk.scan(u, op=matprod)  # running matrix products, left to right: u0 @ u1 @ ...
+
+
+@hawk.kernel
+def keyed(x: Scalar, key: hawk.Index, y: Mutable[Scalar], z: Mutable[Scalar], w: Mutable[Scalar]):
+    y = hawk.scan(x, op=ema, by=key, keys=5)  # each key's lanes in lane order; key -1 left out
+    z = hawk.scan(x, op=drop, by=key, keys=5, exclusive=True, identity=7.0, reverse=True)
+    w = hawk.scan(m.vec(0.5 + 0.0 * x, x), op=then, by=key, keys=5)[1]
 
 
 @hawk.kernel
@@ -188,6 +195,41 @@ def _matprod(p, q):
                      [p[1][0] * q[0][0] + p[1][1] * q[1][0], p[1][0] * q[0][1] + p[1][1] * q[1][1]]])
 
 
+def _ref_keyed(x, key, f, exclusive=False, reverse=False, identity=0.0):
+    """Each key's lanes folded in lane order (reverse: from the last down); key -1: the identity, left out."""
+    out = np.empty_like(x)
+    runs: dict = {}
+    for i in (range(len(x) - 1, -1, -1) if reverse else range(len(x))):
+        k = int(key[i])
+        if k < 0:
+            out[i] = identity
+            continue
+        run = runs.get(k)
+        before = np.full(x.shape[1:], identity) if run is None else run
+        runs[k] = run = x[i] if run is None else f(run, x[i])
+        out[i] = before if exclusive else run
+    return out
+
+
+@pytest.mark.parametrize("n", [12, 2 * SCAN_BLOCK + 3])
+def test_keyed_scans_by_a_func(n):
+    rng = np.random.default_rng(n)
+    x, key = rng.standard_normal(n), rng.integers(-1, 5, n).astype(np.int32)
+    out = bt_run(keyed, x=x, key=key)
+    bt_same_bits(out["y"], _ref_keyed(x, key, _py("ema", np.float64)))
+    bt_same_bits(out["z"], _ref_keyed(x, key, _py("drop", np.float64), exclusive=True, reverse=True, identity=7.0))
+    pairs = np.stack([np.full(n, 0.5), x], 1)
+    bt_same_bits(out["w"], _ref_keyed(pairs, key, lambda p, q: np.array([q[0] * p[0], q[0] * p[1] + q[1]]))[:, 1])
+
+
+def test_a_keyed_scan_by_a_func_refuses_a_key_past_its_keys():
+    x, key = np.ones(10), np.arange(10, dtype=np.int32)
+    y = np.zeros(10)
+    with pytest.raises(eagle.InputError, match="keyed"):
+        eagle.deploy(keyed).run(x=x, key=key, y=y)
+    assert not y.any()
+
+
 def test_a_scan_of_a_value_after_a_total_feeds_a_sum():
     x = np.random.default_rng(7).standard_normal(5000)
     out = bt_run(norms_after_a_mean, x=x)
@@ -202,7 +244,8 @@ def test_a_scan_of_a_value_after_a_total_feeds_a_sum():
 
 _PLANES = {"x": lambda rng, n: rng.standard_normal(n), "start": lambda rng, n: (rng.random(n) < 0.001) * 1.0,
            "a": lambda rng, n: rng.uniform(0.5, 1.0, n), "b": lambda rng, n: rng.standard_normal(n),
-           "u": lambda rng, n: rng.standard_normal((2, 2, n))}
+           "u": lambda rng, n: rng.standard_normal((2, 2, n)),
+           "key": lambda rng, n: rng.integers(-1, 5, n).astype(np.int32)}
 
 
 def _planes(kernel, rng, n: int) -> dict:
@@ -210,7 +253,7 @@ def _planes(kernel, rng, n: int) -> dict:
     return {p.name: _PLANES[p.name](rng, n) for p in kernel.signature.planes if p.name in _PLANES}
 
 
-@pytest.mark.parametrize("kernel", [four_modes, segments, recurrence, products])
+@pytest.mark.parametrize("kernel", [four_modes, segments, recurrence, products, keyed])
 def test_same_bits_at_every_thread_count(kernel):
     planes = _planes(kernel, np.random.default_rng(8), 9 * SCAN_BLOCK + 5)
     results = []
@@ -224,12 +267,12 @@ def test_same_bits_at_every_thread_count(kernel):
     assert all(r == results[0] for r in results[1:])
 
 
-@pytest.mark.parametrize("kernel", [four_modes, segments, recurrence, products])
+@pytest.mark.parametrize("kernel", [four_modes, segments, recurrence, products, keyed])
 def test_every_target_gives_the_hosts_bits(target, kernel):
     bt_run_same_bits(target, kernel, **_planes(kernel, np.random.default_rng(9), 2 * SCAN_BLOCK + 33))
 
 
-@pytest.mark.parametrize("kernel", [segments, recurrence, products])
+@pytest.mark.parametrize("kernel", [segments, recurrence, products, keyed])
 def test_bundle_artifact_gives_the_same_bits(tmp_path, kernel):
     import hawk.artifact
 
@@ -277,16 +320,16 @@ def test_identity_with_a_builtin_and_a_non_constant_identity_are_refused():
     assert "constant number" in _refusal("# @lane_identity", k2)
 
 
-def test_a_func_scan_of_integers_or_by_key_is_refused():
+def test_a_func_scan_of_integers_or_in_key_order_is_refused():
     def k(x: Scalar, y: Mutable[Scalar]):
         y = m.to_float(hawk.scan(x > 0.0, op=ema))  # @bool_scan
 
     assert "m.to_float" in _refusal("# @bool_scan", k)
 
     def k2(x: Scalar, key: hawk.Index, y: Mutable[Scalar]):
-        y = hawk.scan(x, op=ema, by=key, keys=4)  # @keyed_func
+        y = hawk.scan(x, op=ema, by=key, keys=4, order="key")  # @keyed_func
 
-    assert "without by=" in _refusal("# @keyed_func", k2)
+    assert "order=\"lane\"" in _refusal("# @keyed_func", k2)
 
 
 def test_a_func_of_the_wrong_arity_or_shape_is_refused():

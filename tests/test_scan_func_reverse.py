@@ -2,7 +2,7 @@
 and direction, with and without segments, against jax.grad of the same fold written as a Python loop over
 jax.numpy values; a func with a branch; a scan read later in the body; the same bits at every thread count (runs
 that really split) and on spirv; through eagle.jax.wrap; Vector and Matrix values (a linear recurrence as a scan
-of affine maps, running matrix products: their Jacobians)."""
+of affine maps, running matrix products: their Jacobians); keyed scans (by=, order="lane")."""
 
 import numpy as np
 import pytest
@@ -184,6 +184,49 @@ def test_running_matrix_products_against_jax():
     assert np.allclose(np.asarray(got).transpose(2, 0, 1), np.asarray(want), rtol=1e-12, atol=1e-12)
 
 
+@hawk.kernel
+def keyed(x: Scalar, key: hawk.Index, y: Mutable[Scalar], ye: Mutable[Scalar], w: Mutable[Scalar]):
+    y = hawk.scan(x, op=wobble, by=key, keys=4)
+    ye = hawk.scan(x, op=soft, by=key, keys=4, exclusive=True, identity=0.5, reverse=True)
+    w = hawk.scan(m.vec(0.9 + 0.0 * x, x), op=then, by=key, keys=4, exclusive=True, identity=0.25)[1]
+
+
+def _keyed_fold(x, key, f, exclusive=False, reverse=False, identity=0.0):
+    """Each key's lanes folded in lane order (reverse: from the last down) as jax.numpy values; key -1 lanes get
+    the identity."""
+    n = x.shape[0]
+    out, runs = [None] * n, {}
+    for i in (range(n - 1, -1, -1) if reverse else range(n)):
+        k = int(key[i])
+        ident = jnp.full(x.shape[1:], identity, x.dtype)
+        if k < 0:
+            out[i] = ident
+            continue
+        run = runs.get(k)
+        before = ident if run is None else run
+        runs[k] = run = x[i] if run is None else f(run, x[i])
+        out[i] = before if exclusive else run
+    return jnp.stack(out)
+
+
+def test_keyed_scans_against_jax():
+    rng = np.random.default_rng(9)
+    n = 40
+    x, key = 0.5 * rng.standard_normal(n), rng.integers(-1, 4, n).astype(np.int32)
+    ct = {k: rng.standard_normal(n) for k in ("y", "ye", "w")}
+
+    def loss(x):
+        pairs = jnp.stack([jnp.full(n, 0.9), x], 1)
+        return (jnp.sum(_keyed_fold(x, key, _wobble) * ct["y"])
+                + jnp.sum(_keyed_fold(x, key, _soft, exclusive=True, reverse=True, identity=0.5) * ct["ye"])
+                + jnp.sum(_keyed_fold(pairs, key, _then, exclusive=True, identity=0.25)[:, 1] * ct["w"]))
+
+    got = eagle.deploy(keyed).reverse(ct, x=x, key=key)["x"]
+    want = jax.grad(loss)(jnp.asarray(x))
+    assert np.allclose(np.asarray(got), np.asarray(want), rtol=1e-12, atol=1e-13)
+    assert np.all(np.asarray(got)[key < 0] == 0.0)
+
+
 def _big(rng, n: int):
     p = _planes(rng, n)
     p["x"] = 0.1 * p["x"]
@@ -195,7 +238,12 @@ def _big_vector(rng, n: int):
     return {k: rng.standard_normal(n) for k in ("h", "back")}, p
 
 
-_SPLIT = {"four": (four, _big), "recurrence": (recurrence, _big_vector)}
+def _big_keyed(rng, n: int):
+    p = {"x": 0.1 * rng.standard_normal(n), "key": rng.integers(-1, 4, n).astype(np.int32)}
+    return {k: rng.standard_normal(n) for k in ("y", "ye", "w")}, p
+
+
+_SPLIT = {"four": (four, _big), "recurrence": (recurrence, _big_vector), "keyed": (keyed, _big_keyed)}
 
 
 @pytest.mark.parametrize("case", sorted(_SPLIT))

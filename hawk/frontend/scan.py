@@ -54,10 +54,6 @@ def scan_operand(kb, e: ast.Call, kw: dict) -> tuple[str, HVal]:
     if "op" in kw:
         f = kb.expr(kw["op"])
         op = scan_operator(f)
-        if isinstance(f, Func):
-            raise kb.error(f"hawk.scan(x, by=key, op={f.name}): a @hawk.func operator scans without by= only (one "
-                           "run in lane order, or segments with reset=); per key use m.add, m.mul, m.min or m.max",
-                           kw["op"])
         if op is None:
             raise kb.error(f"hawk.scan(x, op=...): op '{ast.unparse(kw['op'])}' is not a scan operator; use m.add "
                            "(the default), m.mul, m.min or m.max (import hawk.math as m), or a @hawk.func of two "

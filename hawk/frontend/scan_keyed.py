@@ -1,4 +1,5 @@
-"""`hawk.scan(x, by=key, keys=n, order="lane"|"key", exclusive=False, op=m.add)`: running totals per key.
+"""`hawk.scan(x, by=key, keys=n, order="lane"|"key", exclusive=False, op=m.add)`: running totals per key (op= a
+@hawk.func too, order="lane": one fold per key in lane order, run by the finish as an unkeyed func scan is).
 
 Each lane's result folds x over the lanes whose key equals its own: order="lane" (the default) runs over the
 earlier lanes (and the lane itself unless exclusive; reverse=True: the later lanes, from the last down);
@@ -27,12 +28,14 @@ MAX_KEYS = 4096  # keys of one keyed scan: each block of SCAN_BLOCK lanes keeps 
 
 def keyed_scan_call(kb, e: ast.Call, kw: dict) -> HVal:
     """Read `hawk.scan(x, by=key, keys=n, ...)` (`kw`: the call's keywords by name; scan.py checked the rest)."""
-    from hawk.frontend.scan import _constant_flag, scan_operand
+    from hawk.frontend.funcs import Func
+    from hawk.frontend.scan import _constant_flag, scan_func, scan_operand
 
-    bad = [k for k in kw if k not in ("exclusive", "op", "by", "keys", "order", "reverse")]
+    bad = [k for k in kw if k not in ("exclusive", "op", "by", "keys", "order", "reverse", "identity")]
     if bad:
         why = {"reset": "segments and keys do not mix: give each segment its own key"}.get(bad[0], "")
-        raise kb.error(f"hawk.scan(x, by=key, keys=n) takes exclusive=, op=, order= and reverse=, not {bad[0]}="
+        raise kb.error(f"hawk.scan(x, by=key, keys=n) takes exclusive=, op=, order=, reverse= and identity=, not "
+                       f"{bad[0]}="
                        + (f" ({why})" if why else ""), kw[bad[0]])
     if "by" not in kw or "keys" not in kw:
         raise kb.error("a keyed scan needs both by= (one integer key per lane) and keys= (how many keys, a constant): "
@@ -52,7 +55,20 @@ def keyed_scan_call(kb, e: ast.Call, kw: dict) -> HVal:
     if reverse and order == "key":
         raise kb.error("a keyed scan with order=\"key\" runs forwards only (reverse=True takes order=\"lane\": "
                        "each key's lanes from the last down)", kw["reverse"])
-    op, x = scan_operand(kb, e, kw)
+    f = kb.expr(kw["op"]) if "op" in kw else None
+    extra = {}
+    if isinstance(f, Func):  # a user operator: one fold per key, in lane order (scan.scan_func)
+        if order == "key":
+            raise kb.error(f"a keyed scan by a @hawk.func runs each key's lanes in lane order: order=\"lane\", not "
+                           f"\"key\" (fold the keys' results with hawk.scan(..., op={f.name}) over a plane "
+                           "sorted by key instead)", kw["order"])
+        op = "func"
+        x, extra = scan_func(kb, e, kw, f, mode)
+    else:
+        if "identity" in kw:
+            raise kb.error("identity= is for a @hawk.func operator (op=f); m.add, m.mul, m.min and m.max have "
+                           "their own", kw["identity"])
+        op, x = scan_operand(kb, e, kw)
     s = kb.sem
     k_node = kw["by"]
     key = kb.value(kb.expr(k_node), k_node)
@@ -64,10 +80,10 @@ def keyed_scan_call(kb, e: ast.Call, kw: dict) -> HVal:
         key = HVal(s.mlir(key), "i")
     operands = [s.mlir(x), s.mlir(key)]
     i64 = ir.IntegerType.get_signless(64)
-    attrs = {"op": op, "mode": mode, "keys": ir.IntegerAttr.get(i64, n), "order": order} | \
+    attrs = extra | {"op": op, "mode": mode, "keys": ir.IntegerAttr.get(i64, n), "order": order} | \
         ({"reverse": ir.UnitAttr.get()} if reverse else {})
     v = create("hawk.scan", operands, [operands[0].type], attrs).result
-    return HVal(v, x.kind)
+    return HVal(v, x.kind, x.shape)
 
 
 def _constant_int(kb, node: ast.expr) -> int:

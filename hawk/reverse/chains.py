@@ -32,12 +32,15 @@ from hawk.ir.access import (
     combiners,
     reduce_over,
     reduce_value,
+    scan_key,
+    scan_keys,
     scan_mode,
     scan_reset,
     scan_reverse,
     scan_value,
 )
 from hawk.ir.build import create
+from hawk.reverse.folds import keeps_leading
 
 
 class ChainsMixin:
@@ -48,15 +51,19 @@ class ChainsMixin:
         a and b are then f's Jacobians (a[k][j] = df_k/da_j), lam[i] = G[i] + a[i+1]^T lam[i+1] and x[i]'s share
         b[i]^T lam[i], the recurrence a scan over n * n + n values a lane."""
         x, reset, rev = scan_value(op), scan_reset(op), scan_reverse(op)
+        keyed = None if scan_keys(op) is None else (scan_key(op), scan_keys(op), "lane")  # (runs: a key's lanes)
         name = combiner_name(op)
-        count = self.scan(self.iconst(1), "add", reset, rev, exclusive=True)  # (an integer scan: exact)
+        count = self.scan(self.iconst(1), "add", reset, rev, exclusive=True, keyed=keyed)  # (integer: exact)
         start = self.icmp_eq(count, self.iconst(0))  # a run's first lane (the lane before nothing)
-        prev = self.func_scan(x, name, reset, rev, exclusive=True)  # s[i-1] (a run's first lane: unused)
+        prev = self.func_scan(x, name, reset, rev, exclusive=True, keyed=keyed)  # s[i-1] (a run's first: unused)
         a, b = self.jacobians(combiners(self.module)[name], prev, x, start)
         if scan_mode(op) == "exclusive":  # y[i] = s[i-1] (a run's first lane: the identity, a constant)
-            g = _pack([self.shifted(self.where(self.lnot(start), v), back=not rev) for v in _comps(g)], x.type)
-        dx = self.shares(b, self.lam(a, g, reset, not rev))
-        self.acc(x, _pack(dx, x.type), False, adj)
+            g = _pack([self.where(self.lnot(start), v) for v in _comps(g)], x.type)
+        lam = self.lam(a, g, reset, not rev, keyed=keyed, before=scan_mode(op) == "exclusive")
+        dx = _pack(self.shares(b, lam), x.type)
+        if keyed is not None:  # a lane of key -1 took no part
+            dx = self.where(self._spread(self.lnot(self.icmp_eq(scan_key(op), self.iconst(-1))), x.type), dx)
+        self.acc(x, dx, False, adj)
 
     def reverse_func_fold(self, op, t: ir.Value, mask: ir.Value | None, start: ir.Value | None, adj: dict) -> None:
         """A fold by a func (hawk/reverse/folds.py: form "func"): `t` is each lane's slice cotangent, `start` whether
@@ -66,16 +73,19 @@ class ChainsMixin:
         lane as the block chain's G."""
         x = reduce_value(op)
         name = combiner_name(op)
-        whole = all(a in reduce_over(op) for a in self.p.axes)
-        reset = self.block_start() if whole else start
-        a, b, val, has = self.chain(x, mask, reset, name)
-        end = self.last_lane(reset)
+        over = reduce_over(op)
+        whole = all(a in over for a in self.p.axes)
+        reset, keyed = self.block_start() if whole else start, None
+        if not whole and not keeps_leading(over, self.p.axes):  # a slot's lanes are no run: one key each
+            keyed = (*self.slot_key([a for a in self.p.axes if a not in over]), "lane")
+        a, b, val, has = self.chain(x, mask, reset, name, keyed)
+        end = self.last_lane(reset, keyed)
         if whole:  # the blocks' results, folded in block order, then each block's share of t at its last lane
             keep = end if has is None else self.land(end, has)
             at, bt, _, _ = self.chain(val, keep, None, name)
             lam = self.lam(at, self.where(self.last_lane(None), t), None)
             t = _pack(self.shares(bt, lam), x.type)
-        lam = self.lam(a, self.where(end, t), reset)
+        lam = self.lam(a, self.where(end, t), reset, keyed=keyed)
         dx = _pack(self.shares(b, lam), x.type)
         self.acc(x, dx if mask is None else self.where(self._spread(mask, x.type), dx), False, adj)
 
@@ -91,19 +101,23 @@ class ChainsMixin:
              for k, (_, db) in enumerate(rows)]
         return a, b
 
-    def last_lane(self, reset: ir.Value | None) -> ir.Value:
-        """Whether this lane is the last of its segment (of the run when `reset` is None): no lane after it."""
-        after = self.scan(self.iconst(1), "add", reset, True, exclusive=True)  # (an integer scan: exact)
+    def last_lane(self, reset: ir.Value | None, keyed: tuple | None = None) -> ir.Value:
+        """Whether this lane is the last of its segment (of its key; of the run when neither): no lane after it."""
+        after = self.scan(self.iconst(1), "add", reset, True, exclusive=True, keyed=keyed)  # (integer: exact)
         return self.icmp_eq(after, self.iconst(0))
 
-    def lam(self, a: list, g: ir.Value, reset: ir.Value | None, reverse: bool = True) -> list[ir.Value]:
-        """The recurrence lam[i] = G[i] + a[i+1]^T lam[i+1] along the segments, from their last lanes down
-        (reverse=False: from their first lanes up, a[i-1]), as a scan over (a, G): lam's components."""
+    def lam(self, a: list, g: ir.Value, reset: ir.Value | None, reverse: bool = True, keyed: tuple | None = None,
+            before: bool = False) -> list[ir.Value]:
+        """The recurrence lam[i] = G[i] + a[i+1]^T lam[i+1] along the segments (or keys), from their last lanes
+        down (reverse=False: from their first lanes up, a[i-1]), as a scan over (a, G): lam's components.
+        `before`: g is what an exclusive scan's outputs send to the state before each lane, so G[i] = g[i+1]
+        and lam[i] = nu[i+1] with nu[i] = g[i] + a[i]^T nu[i+1]: the exclusive scan of nu, whose combiner
+        takes the lane's own a (no lane moves, which keys would not allow)."""
         n = len(a)
         ft = _element(g.type)
         state = [v for row in a for v in row] + _comps(g)
         pair = create("vector.from_elements", state, [ir.VectorType.get([len(state)], ft)]).result
-        out = self.func_scan(pair, self.recurrence(ft, n), reset, reverse)
+        out = self.func_scan(pair, self.recurrence(ft, n, own=before), reset, reverse, exclusive=before, keyed=keyed)
         return [vector.extract(out, [], [n * n + k]) for k in range(n)]
 
     def shares(self, b: list, lam: list) -> list[ir.Value]:
@@ -117,8 +131,10 @@ class ChainsMixin:
             out.append(total)
         return out
 
-    def chain(self, x: ir.Value, keep: ir.Value | None, reset: ir.Value | None, name: str) -> tuple:
-        """A fold's chain over the lanes (restarting where `reset` holds, skipping lanes where `keep` does not):
+    def chain(self, x: ir.Value, keep: ir.Value | None, reset: ir.Value | None, name: str,
+              keyed: tuple | None = None) -> tuple:
+        """A fold's chain over the lanes (restarting where `reset` holds, or one per key, skipping lanes where
+        `keep` does not):
         per lane, (a, b: the Jacobians of the state after the lane by the state before and by x, as rows of
         components; the state after; whether the chain holds a value after the lane, None when every lane is
         kept). A chain's first lane takes x as it is (a = 0, b = I); a skipped lane passes the state on (a = I,
@@ -128,15 +144,16 @@ class ChainsMixin:
         one, zero = self.const(1.0, ft), self.zero(ft)
         n = len(_comps(x))
         if keep is None:
-            prev = self.func_scan(x, name, reset, False, exclusive=True)
-            held = self.scan(self.iconst(1), "add", reset, False, exclusive=True)
-            first, val, has = self.icmp_eq(held, self.iconst(0)), self.func_scan(x, name, reset, False), None
+            prev = self.func_scan(x, name, reset, False, exclusive=True, keyed=keyed)
+            held = self.scan(self.iconst(1), "add", reset, False, exclusive=True, keyed=keyed)
+            first = self.icmp_eq(held, self.iconst(0))
+            val, has = self.func_scan(x, name, reset, False, keyed=keyed), None
         else:
             parts = _comps(x) + [self.select(keep, one, zero)]
             pair = create("vector.from_elements", parts, [ir.VectorType.get([n + 1], ft)]).result
             skip = self.skipping(name, x.type)
-            before = self.func_scan(pair, skip, reset, False, exclusive=True)
-            upto = self.func_scan(pair, skip, reset, False)
+            before = self.func_scan(pair, skip, reset, False, exclusive=True, keyed=keyed)
+            upto = self.func_scan(pair, skip, reset, False, keyed=keyed)
             prev = _pack([vector.extract(before, [], [k]) for k in range(n)], x.type)
             first = self.cmp("oeq", vector.extract(before, [], [n]), zero)
             val = _pack([vector.extract(upto, [], [k]) for k in range(n)], x.type)
@@ -178,14 +195,10 @@ class ChainsMixin:
         return skip
 
     def func_scan(self, x: ir.Value, name: str, reset: ir.Value | None, reverse: bool,
-                  exclusive: bool = False) -> ir.Value:
-        """A hawk.scan of x by the combiner `name` (exclusive: from the identity 0.0, which the rules here never
-        read), segmented by `reset`."""
-        f64 = ir.F64Type.get()
-        attrs = {"op": "func", "mode": "exclusive" if exclusive else "inclusive", "combine": name,
-                 "identity": ir.FloatAttr.get(f64, 0.0)}
-        attrs |= {"reverse": ir.UnitAttr.get()} if reverse else {}
-        return create("hawk.scan", [x, *([reset] if reset is not None else [])], [x.type], attrs).result
+                  exclusive: bool = False, keyed: tuple | None = None) -> ir.Value:
+        """A hawk.scan of x by the combiner `name` (exclusive: from the identity 0.0), segmented by `reset` or,
+        `keyed`, run per key by (the i64 key, how many keys, "lane")."""
+        return self.scan(x, "func", reset, reverse, exclusive, keyed, combine=name)
 
     def partials(self, fn, a: ir.Value, b: ir.Value, seed: ir.Value | None = None) -> tuple[ir.Value, ir.Value]:
         """(df/da, df/db) of the combiner `fn` at (a, b), for a cotangent `seed` on its result (1.0 when None: a
@@ -208,11 +221,11 @@ class ChainsMixin:
         self.reverse(items, local)
         return tuple(local[v][0] if v in local else self.zero(v.type) for v in (a, b))
 
-    def recurrence(self, t: ir.Type, n: int = 1) -> str:
+    def recurrence(self, t: ir.Type, n: int = 1, own: bool = False) -> str:
         """The combiner of lam's scan over n * n + n values of type t, (a, lam) with a an n x n Jacobian, row-major:
-        f'(p, q) = (q.a, q.lam + p.a^T p.lam), so lam[j] = G[j] + sum over k of a'[k][j] * lam'[k] (made once per
-        module and n)."""
-        name = f"{self.p.name}.chain{n}"
+        f'(p, q) = (q.a, q.lam + p.a^T p.lam), so lam[j] = G[j] + sum over k of a'[k][j] * lam'[k]; `own`: the
+        lane's own a instead, q.lam + q.a^T p.lam (made once per module, n and form)."""
+        name = f"{self.p.name}.chain{n}{'own' if own else ''}"
         if name in combiners(self.module):
             return name
         vt = ir.VectorType.get([n * n + n], t)
@@ -225,10 +238,11 @@ class ChainsMixin:
             pv = [vector.extract(p, [], [k]) for k in range(n * n + n)]
             qv = [vector.extract(q, [], [k]) for k in range(n * n + n)]
             out = qv[:n * n]
+            jac = qv if own else pv
             for j in range(n):
                 acc = qv[n * n + j]
                 for k in range(n):
-                    acc = self.add(acc, self.mul(pv[k * n + j], pv[n * n + k]))
+                    acc = self.add(acc, self.mul(jac[k * n + j], pv[n * n + k]))
                 out.append(acc)
             func.ReturnOp([create("vector.from_elements", out, [vt]).result])
         return name

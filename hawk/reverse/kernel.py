@@ -76,11 +76,11 @@ def facts(kernel: Kernel) -> Facts:
             elif is_hawk(op, "reduce") and reduce_kind(op) == "fold":
                 _fold_differentiable(module, op, sig)
             elif is_hawk(op, "scan") and scan_keys(op) is not None and is_float(scan_value(op).type) and \
-                    (scan_op(op) not in ("add", "mul") or scan_order(op) != "lane"):
-                raise error_at(op, "the reverse differentiates a keyed hawk.scan (by=) only with op=m.add or m.mul "
-                                   "and order=\"lane\" (a min/max or order=\"key\" keyed scan has no gradient rule "
-                                   "yet): keep it out of the gradient, or scan each key's lanes with reset= where "
-                                   "they are contiguous")
+                    (scan_op(op) not in ("add", "mul", "func") or scan_order(op) != "lane"):
+                raise error_at(op, "the reverse differentiates a keyed hawk.scan (by=) only with op=m.add, m.mul or "
+                                   "a @hawk.func and order=\"lane\" (a min/max or order=\"key\" keyed scan has no "
+                                   "gradient rule yet): keep it out of the gradient, or scan each key's lanes with "
+                                   "reset= where they are contiguous")
             elif is_hawk(op, "store") and store_key(op) is not None:
                 if _in_loop(op):
                     raise error_at(op, f"the reverse does not take a store by key into output plane "
@@ -126,18 +126,13 @@ def _fold_differentiable(module, op, sig: Signature) -> None:
     form = fold_form(module, op)
     over, axes = reduce_over(op), sig.lane_axes()
     kept = [a for a in axes if a.label not in over]
-    if form == "func" and not keeps_leading(over, [a.label for a in axes]):
-        raise error_at(op, "the reverse differentiates hawk.reduce by a @hawk.func over every lane or keeping "
-                           f"leading lane axes (rows), not keeping {[a.label for a in kept]} while reducing "
-                           f"{list(over)} (those slices are not runs of lanes: their chains would be scans by "
-                           "key, which take built-in operators only): keep the leading axes, or use m.mul or m.add")
     # (kept axes that do not lead are never the first, so their extents are declared: Grid's rule)
-    if form == "product" and not keeps_leading(over, [a.label for a in axes]) and \
+    if form in ("product", "func") and not keeps_leading(over, [a.label for a in axes]) and \
             math.prod(a.extent for a in kept) > MAX_KEYS:
-        raise error_at(op, "the reverse differentiates a product (hawk.reduce with m.mul) keeping lane axes that "
-                           f"do not lead the grid's axes for at most {MAX_KEYS} slots (each slot is a key of its "
-                           f"running products), not {math.prod(a.extent for a in kept)}: keep the leading axes, or "
-                           "split the product")
+        what = "a product (hawk.reduce with m.mul)" if form == "product" else "a fold by a @hawk.func"
+        raise error_at(op, f"the reverse differentiates {what} keeping lane axes that do not lead the grid's axes "
+                           f"for at most {MAX_KEYS} slots (each slot is a key of its running scans), not "
+                           f"{math.prod(a.extent for a in kept)}: keep the leading axes, or split the fold")
 
 
 def _in_loop(op) -> bool:

@@ -477,10 +477,13 @@ class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, Emit):
         return y, g
 
     def scan(self, x: ir.Value, opname: str, reset: ir.Value | None, reverse: bool,
-             exclusive: bool = False, keyed: tuple | None = None) -> ir.Value:
+             exclusive: bool = False, keyed: tuple | None = None, combine: str | None = None) -> ir.Value:
         """A hawk.scan of x in the adjoint (its result has x's type), segmented by `reset` or, `keyed`, by
-        (the i64 key, how many keys, order) (`_keyed`: a forward keyed scan's)."""
+        (the i64 key, how many keys, order) (`_keyed`: a forward keyed scan's); opname "func": by the combiner
+        `combine`, an exclusive one starting from the identity 0.0 (chains.py)."""
         attrs = {"op": opname, "mode": "exclusive" if exclusive else "inclusive"}
+        if combine is not None:
+            attrs |= {"combine": combine, "identity": ir.FloatAttr.get(ir.F64Type.get(), 0.0)}
         attrs |= {"reverse": ir.UnitAttr.get()} if reverse else {}
         extra = [reset] if reset is not None else []
         if keyed is not None:

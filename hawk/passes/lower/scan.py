@@ -100,10 +100,10 @@ def form_of(op) -> str | tuple:
     per-key totals: scan_keyed.py), ("rkeyed", keys) (a reversed keyed scan: the lanes' values and keys, folded
     down per key by the finish) or ("func", combiner, flags, reverse, identity) (a scan by a @hawk.func: the
     lanes' values, and flags, folded by the finish in lane order, or down)."""
-    if scan_op(op) == "func":
+    if scan_op(op) == "func":  # (keyed: its keys where the flags would be)
         ident = fold_identity(op)
         return ("func", combiner_name(op), scan_reset(op) is not None, scan_reverse(op),
-                0.0 if ident is None else ident, payload(scan_value(op).type))
+                0.0 if ident is None else ident, payload(scan_value(op).type), scan_keys(op))
     if scan_keys(op) is not None:
         return ("rkeyed", scan_keys(op)) if scan_reverse(op) else ("keyed", scan_keys(op), scan_order(op))
     if scan_reverse(op):
@@ -352,7 +352,7 @@ def lower_scan_totals(cx: Lowering, op) -> None:
 def lower_scan_apply(cx: Lowering, op) -> ir.Value:
     """This lane's scanned value: its block's offset at the block's first lane, else the running value, (+) x."""
     e = cx.e
-    if scan_keys(op) is not None and not scan_reverse(op):
+    if scan_keys(op) is not None and not scan_in_finish(op):
         return keyed_apply(cx, op)
     buf = cx.bufs[(scan_cell(op), "scanoff")]
     if scan_in_finish(op):  # the finish of the stage before left the planes (inclusive, exclusive)
@@ -390,8 +390,9 @@ def _store_lane(cx: Lowering, op) -> None:
         report_bad_key(cx, scan_cell(op), key, e.op("arith.andi", e.op("arith.xori", inside, e.c(1, e.i1)),
                                                     e.cmpi(1, key, e.c(-1, e.i64))), role="rscan")
         k = e.select(inside, key, e.c(-1, e.i64))
-        kv = k if isinstance(x.type, ir.IntegerType) else e.op("arith.sitofp", k, t=x.type)
-        e.store(kv, buf, e.add_i(_plane(cx), cx.lane))
+        et = _element(x.type)
+        kv = k if isinstance(et, ir.IntegerType) else e.op("arith.sitofp", k, t=et)
+        e.store(kv, buf, _at(cx, size(shape), cx.lane))
 
 
 def _plane(cx: Lowering) -> ir.Value:
@@ -439,7 +440,7 @@ def finish_reverse(cx: Lowering, cell: str, kind: str, t: ir.Type, flags: bool) 
 
 
 def finish_func(cx: Lowering, cell: str, t: ir.Type, name: str, flags: bool, reverse: bool, ident: float,
-                shape: tuple[int, ...]) -> None:
+                shape: tuple[int, ...], keys: int | None = None) -> None:
     """A scan by a @hawk.func: the lanes one by one in lane order (reverse: from the last down), into the planes
     (inclusive, exclusive) in place (a Vector or Matrix value: a plane per component, the flags in the first
     exclusive one). A run's first lane (the first lane, a flagged lane; reverse: the last lane, a lane below a
@@ -449,6 +450,8 @@ def finish_func(cx: Lowering, cell: str, t: ir.Type, name: str, flags: bool, rev
     same ops as a fold's: folds.fold_into)."""
     from hawk.passes.lower.folds import call_combiner
 
+    if keys is not None:
+        return finish_func_keyed(cx, cell, t, name, reverse, ident, shape, keys)
     e = cx.e
     buf = cx.bufs[(cell, "rscan")]
     fn = combiners(cx.module)[name]
@@ -472,6 +475,53 @@ def finish_func(cx: Lowering, cell: str, t: ir.Type, name: str, flags: bool, rev
         # reverse: the lane below a flagged lane starts afresh (a flagged lane is its segment's first)
         nxt = e.op("arith.xori", flag, e.c(1, e.i1)) if flags and reverse else e.c(1, e.i1)
         scf.YieldOp([incl, nxt])
+
+
+def finish_func_keyed(cx: Lowering, cell: str, t: ir.Type, name: str, reverse: bool, ident: float,
+                      shape: tuple[int, ...], keys: int) -> None:
+    """A keyed scan by a @hawk.func: finish_func per key, each key's running value and whether it holds one in
+    the finish's own memory (`keys` of each); a lane of key -1 gets the identity in both planes and changes
+    nothing."""
+    from hawk.passes.lower.folds import call_combiner
+
+    e = cx.e
+    buf = cx.bufs[(cell, "rscan")]
+    fn = combiners(cx.module)[name]
+    c = size(shape)
+    et = _element(t)
+    n = e.op("arith.divui", e.dim(buf), e.c(2 * c))
+    identity = e.cf(ident, t)
+    runs = memref.AllocaOp(ir.MemRefType.get([keys * c], et), [], []).result
+    held = memref.AllocaOp(ir.MemRefType.get([keys], et), [], []).result  # (1.0 once the key holds a value)
+    init = scf.ForOp(e.c(0), e.c(keys), e.c(1))
+    with ir.InsertionPoint(init.body):
+        e.store(e.cf(0.0, et), held, init.induction_variable)
+        scf.YieldOp([])
+    loop = scf.ForOp(e.c(0), n, e.c(1))
+    with ir.InsertionPoint(loop.body):
+        i = loop.induction_variable
+        lane = e.op("arith.subi", e.op("arith.subi", n, e.c(1)), i) if reverse else i
+        x = e.pack([e.load(buf, _at(cx, k, lane, n)) for k in range(c)], shape)
+        kv = e.load(buf, _at(cx, c, lane, n))
+        key = kv if isinstance(et, ir.IntegerType) else e.op("arith.fptosi", kv, t=e.i64)
+        valid = e.cmpi(5, key, e.c(0, e.i64))  # (sge)
+        slot = e.to_index(e.select(valid, key, e.c(0, e.i64)))
+        base = e.mul_i(slot, e.c(c))
+        run = e.pack([e.load(runs, e.add_i(base, e.c(k))) for k in range(c)], shape)
+        seen = e.op("arith.andi", valid, _is_set(cx, e.load(held, slot), et))
+        incl = e.select(seen, call_combiner(fn, run, x), x)
+        excl = e.select(seen, run, identity)
+        branch = scf.IfOp(valid, [], has_else=False)
+        with ir.InsertionPoint(branch.then_block):
+            for k, v in enumerate(e.elems(incl, shape)):
+                e.store(v, runs, e.add_i(base, e.c(k)))
+            e.store(e.cf(1.0, et), held, slot)
+            scf.YieldOp([])
+        for k, (a, b) in enumerate(zip(e.elems(e.select(valid, incl, identity), shape), e.elems(excl, shape),
+                                       strict=True)):
+            e.store(a, buf, _at(cx, k, lane, n))
+            e.store(b, buf, _at(cx, c + k, lane, n))
+        scf.YieldOp([])
 
 
 def finish_reverse_keyed(cx: Lowering, cell: str, kind: str, t: ir.Type, keys: int) -> None:
