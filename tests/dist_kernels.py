@@ -174,6 +174,12 @@ def dist_ffold(x: Scalar, y: Mutable[Scalar], t: Mutable[Scalar]):
 
 
 @hawk.kernel
+def dist_kfscan(x: Scalar, key: Index, y: Mutable[Scalar], z: Mutable[Scalar]):
+    y = hawk.scan(x, op=ema, by=key, keys=5)  # each key's lanes in lane order, across shards
+    z = hawk.scan(x * x, op=ema, by=key, keys=5, reverse=True, exclusive=True, identity=0.0)
+
+
+@hawk.kernel
 def dist_kscan(x: Scalar, key: Index, y: Mutable[Scalar], pos: Mutable[Scalar], tot: Mutable[Scalar]):
     y = hawk.scan(x, by=key, keys=5)
     pos = hm.to_float(hawk.scan(1, by=key, keys=5, order="key", exclusive=True))

@@ -738,8 +738,9 @@ def case_scans_by_a_func_bitwise():
     """Scans by a @hawk.func (a non-associative average; forward with reset=, reverse exclusive) and an ordered
     sum of them: every shard hands its lanes' values to every shard's finish, which folds the whole run in lane
     order as one device does, so every shard's lanes are the one-device bits (itertools.accumulate's for the
-    forward scan without flags), on 4 and 8 shards and under partition=True; jax.grad through them, and through
-    a fold by the func read later in the body, inside shard_map is bitwise plan.reverse's."""
+    forward scan without flags), on 4 and 8 shards and under partition=True; jax.grad through them, through
+    keyed ones and through a fold by the func read later in the body, inside shard_map is bitwise
+    plan.reverse's."""
     import itertools
 
     from jax.sharding import PartitionSpec as P
@@ -771,6 +772,14 @@ def case_scans_by_a_func_bitwise():
         cts = {"y": rng.normal(size=n), "t": np.array([0.3])}  # a fold by the func, read later in the body
         gx = _shard_grad(dk.dist_ffold, shards, {"x": x}, cts)
         _bits_equal({"x": gx}, eagle.deploy(dk.dist_ffold).reverse(cts, x=x), ["x"])
+        key = rng.integers(-1, 5, size=n).astype(np.int32)  # keyed scans by the func, and their gradient
+        want = eagle.deploy(dk.dist_kfscan).run(x=x, key=key)
+        got = _sharded(dk.dist_kfscan, _mesh(shards), dict(x=x, key=key), dict(x=P("d"), key=P("d")),
+                       {"y": P("d"), "z": P("d")})
+        _bits_equal(got, want, ("y", "z"))
+        cts = {"y": rng.normal(size=n), "z": rng.normal(size=n)}
+        gx = _shard_grad(dk.dist_kfscan, shards, {"x": x, "key": key}, cts)
+        _bits_equal({"x": gx}, eagle.deploy(dk.dist_kfscan).reverse(cts, x=x, key=key), ["x"])
 
 
 def case_reverse_keyed_scans_and_their_gradient():

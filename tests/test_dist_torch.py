@@ -52,6 +52,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_heat,
     dist_hscan,
     dist_ints,
+    dist_kfscan,
     dist_kscan,
     dist_max,
     dist_prod,
@@ -262,8 +263,8 @@ def case_reverse_scans_and_scan_gradients_uneven_shards(rank, group):
 def case_scans_by_a_func_uneven_shards(rank, group):
     """Scans by a @hawk.func (forward with reset=, reverse exclusive) and an ordered sum of them over ranks of 37,
     4963, 8000 and 1 lanes: bitwise the one-process run (the whole run folded in lane order by every rank's
-    finish); backward() through them, and through a fold by the func read later in the body, bitwise
-    plan.reverse's."""
+    finish); backward() through them, through keyed ones and through a fold by the func read later in the body,
+    bitwise plan.reverse's."""
     import torch
 
     import eagle
@@ -288,6 +289,14 @@ def case_scans_by_a_func_uneven_shards(rank, group):
     got = eagle.torch.wrap(dist_ffold, group=group)(x=xt)
     ((got["y"] * torch.from_numpy(cy[lo:hi])).sum() + 0.3 * got["t"].sum()).backward()
     want = eagle.deploy(dist_ffold).reverse({"y": cy, "t": np.array([0.3])}, x=x)
+    _bits({"x": xt.grad}, {"x": np.asarray(want["x"])[lo:hi]}, ["x"])
+    key = rng.integers(-1, 5, size=n).astype(np.int32)  # keyed scans by the func, and their gradient
+    xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
+    got = eagle.torch.wrap(dist_kfscan, group=group)(x=xt, key=torch.from_numpy(key[lo:hi]))
+    want = eagle.deploy(dist_kfscan).run(x=x, key=key)
+    _bits(got, {k: np.asarray(v)[lo:hi] for k, v in want.items()}, list(want))
+    ((got["y"] * torch.from_numpy(cy[lo:hi])).sum() + (got["z"] * torch.from_numpy(cz[lo:hi])).sum()).backward()
+    want = eagle.deploy(dist_kfscan).reverse({"y": cy, "z": cz}, x=x, key=key)
     _bits({"x": xt.grad}, {"x": np.asarray(want["x"])[lo:hi]}, ["x"])
 
 
