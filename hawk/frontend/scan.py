@@ -88,15 +88,7 @@ def scan_call(kb, e: ast.Call) -> HVal:
         raise kb.error(f"hawk.scan takes exclusive=, op=, reset=, reverse= and identity=, not {bad[0]}=")
     mode = "exclusive" if _constant_flag(kb, kw, "exclusive") else "inclusive"
     reverse = _constant_flag(kb, kw, "reverse")
-    f = kb.expr(kw["op"]) if "op" in kw else None
-    attrs = {}
-    if isinstance(f, Func):  # a user operator: one fold in lane order (scan_func)
-        op, x, attrs = "func", *scan_func(kb, e, kw, f, mode)
-    else:
-        if "identity" in kw:
-            raise kb.error("identity= is for a @hawk.func operator (op=f); m.add, m.mul, m.min and m.max have "
-                           "their own", kw["identity"])
-        op, x = scan_operand(kb, e, kw)
+    op, x, attrs = scan_any(kb, e, kw, mode)
     s = kb.sem
     operands = [s.mlir(x)]
     if "reset" in kw:
@@ -108,6 +100,22 @@ def scan_call(kb, e: ast.Call) -> HVal:
     attrs |= {"op": op, "mode": mode} | ({"reverse": ir.UnitAttr.get()} if reverse else {})
     v = create("hawk.scan", operands, [operands[0].type], attrs).result
     return HVal(v, x.kind, x.shape)
+
+
+def scan_any(kb, e: ast.Call, kw: dict, mode: str, keyed_order: str | None = None) -> tuple[str, HVal, dict]:
+    """A scan's operator, operand and the attributes a func operator adds (shared by plain and keyed scans;
+    `keyed_order`: a keyed scan's order=)."""
+    f = kb.expr(kw["op"]) if "op" in kw else None
+    if isinstance(f, Func):  # a user operator: one fold in lane order (scan_func)
+        if keyed_order == "key":
+            raise kb.error(f"a keyed scan by a @hawk.func runs each key's lanes in lane order: order=\"lane\", not "
+                           f"\"key\" (fold the keys' results with hawk.scan(..., op={f.name}) over a plane "
+                           "sorted by key instead)", kw["order"])
+        return "func", *scan_func(kb, e, kw, f, mode)
+    if "identity" in kw:
+        raise kb.error("identity= is for a @hawk.func operator (op=f); m.add, m.mul, m.min and m.max have their own",
+                       kw["identity"])
+    return *scan_operand(kb, e, kw), {}
 
 
 def scan_func(kb, e: ast.Call, kw: dict, f: Func, mode: str) -> tuple[HVal, dict]:

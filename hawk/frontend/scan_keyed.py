@@ -28,15 +28,13 @@ MAX_KEYS = 4096  # keys of one keyed scan: each block of SCAN_BLOCK lanes keeps 
 
 def keyed_scan_call(kb, e: ast.Call, kw: dict) -> HVal:
     """Read `hawk.scan(x, by=key, keys=n, ...)` (`kw`: the call's keywords by name; scan.py checked the rest)."""
-    from hawk.frontend.funcs import Func
-    from hawk.frontend.scan import _constant_flag, scan_func, scan_operand
+    from hawk.frontend.scan import _constant_flag, scan_any
 
     bad = [k for k in kw if k not in ("exclusive", "op", "by", "keys", "order", "reverse", "identity")]
     if bad:
         why = {"reset": "segments and keys do not mix: give each segment its own key"}.get(bad[0], "")
         raise kb.error(f"hawk.scan(x, by=key, keys=n) takes exclusive=, op=, order=, reverse= and identity=, not "
-                       f"{bad[0]}="
-                       + (f" ({why})" if why else ""), kw[bad[0]])
+                       f"{bad[0]}=" + (f" ({why})" if why else ""), kw[bad[0]])
     if "by" not in kw or "keys" not in kw:
         raise kb.error("a keyed scan needs both by= (one integer key per lane) and keys= (how many keys, a constant): "
                        "hawk.scan(x, by=key, keys=n)")
@@ -55,20 +53,7 @@ def keyed_scan_call(kb, e: ast.Call, kw: dict) -> HVal:
     if reverse and order == "key":
         raise kb.error("a keyed scan with order=\"key\" runs forwards only (reverse=True takes order=\"lane\": "
                        "each key's lanes from the last down)", kw["reverse"])
-    f = kb.expr(kw["op"]) if "op" in kw else None
-    extra = {}
-    if isinstance(f, Func):  # a user operator: one fold per key, in lane order (scan.scan_func)
-        if order == "key":
-            raise kb.error(f"a keyed scan by a @hawk.func runs each key's lanes in lane order: order=\"lane\", not "
-                           f"\"key\" (fold the keys' results with hawk.scan(..., op={f.name}) over a plane "
-                           "sorted by key instead)", kw["order"])
-        op = "func"
-        x, extra = scan_func(kb, e, kw, f, mode)
-    else:
-        if "identity" in kw:
-            raise kb.error("identity= is for a @hawk.func operator (op=f); m.add, m.mul, m.min and m.max have "
-                           "their own", kw["identity"])
-        op, x = scan_operand(kb, e, kw)
+    op, x, extra = scan_any(kb, e, kw, mode, order)
     s = kb.sem
     k_node = kw["by"]
     key = kb.value(kb.expr(k_node), k_node)

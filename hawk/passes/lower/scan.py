@@ -98,8 +98,9 @@ def form_of(op) -> str | tuple:
     """How a scan's stages and finish run it: "blocks" (block totals, then offsets), "lanes" / "lanes+flags" (a
     reverse scan: the lanes' values, and flags, folded down by the finish), ("keyed", keys, order) (per-block,
     per-key totals: scan_keyed.py), ("rkeyed", keys) (a reversed keyed scan: the lanes' values and keys, folded
-    down per key by the finish) or ("func", combiner, flags, reverse, identity) (a scan by a @hawk.func: the
-    lanes' values, and flags, folded by the finish in lane order, or down)."""
+    down per key by the finish) or ("func", combiner, flags, reverse, identity, shape, keys) (a scan by a
+    @hawk.func: the lanes' values of that shape, and flags or keys, folded by the finish in lane order, or
+    down, per key when keys is not None)."""
     if scan_op(op) == "func":  # (keyed: its keys where the flags would be)
         ident = fold_identity(op)
         return ("func", combiner_name(op), scan_reset(op) is not None, scan_reverse(op),
