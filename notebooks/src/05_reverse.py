@@ -358,3 +358,49 @@ def last_level(price: Scalar, end: Mutable[Scalar]):
 g = eagle.deploy(last_level).reverse({"end": 1.0}, price=price)["price"]
 print("gradient of the fold's end: agrees with jax.grad:",
       np.allclose(np.asarray(g), jax.grad(lambda p: jax_levels(p)[-1])(price), rtol=1e-10, atol=1e-14))
+
+# %% [markdown]
+# ## A linear recurrence, with its gradients
+#
+# A scan by a func may carry a Vector: `h[t] = a[t] * h[t-1] + b[t]` (the core of linear RNNs and state-space
+# models) is the scan of the affine maps `(a, b)` under composition, whose second component is `h`. JAX users
+# write the same composition for `jax.lax.associative_scan`, which reassociates it into a tree; hawk folds it in
+# lane order, so its values are the plain loop's bits. The reverse differentiates it through the func's
+# Jacobians (a 2 x 2 per lane), so the gradients with respect to both `a` and `b` match `jax.grad`.
+
+# %%
+@hawk.func
+def then(p, q):
+    return m.vec(q[0] * p[0], q[0] * p[1] + q[1])  # the map p, then the map q
+
+
+@hawk.kernel
+def linear(a: Scalar, b: Scalar, h: Mutable[Scalar]):
+    h = hawk.scan(m.vec(a, b), op=then)[1]
+
+
+steps = 2000
+a = rng.uniform(0.9, 1.0, size=steps)
+b = rng.normal(size=steps)
+h = np.asarray(eagle.deploy(linear).run(a=a, b=b))
+loop = np.empty(steps)
+loop[0] = b[0]
+for t in range(1, steps):
+    loop[t] = a[t] * loop[t - 1] + b[t]
+print("h is the loop's, bit for bit:", h.tobytes() == loop.tobytes())
+
+
+def jax_then(p, q):
+    return q[0] * p[0], q[0] * p[1] + q[1]
+
+
+def jax_h(a, b):
+    return jax.lax.associative_scan(jax_then, (a, b))[1]
+
+
+print("jax.lax.associative_scan agrees to", f"{np.max(np.abs(np.asarray(jax_h(a, b)) - h)):.1e}")
+w = rng.normal(size=steps)
+g = eagle.deploy(linear).reverse(w, a=a, b=b)
+ga, gb = jax.grad(lambda a, b: jnp.sum(w * jax_h(a, b)), argnums=(0, 1))(a, b)
+print("gradients with respect to a and b agree with jax.grad:",
+      np.allclose(np.asarray(g["a"]), ga, rtol=1e-9), np.allclose(np.asarray(g["b"]), gb, rtol=1e-9))
