@@ -187,6 +187,23 @@ def gk_cols_ordered(lane: Grid["row", "col":COLS], x: Scalar) -> Scalar:
     return hawk.mean(x, over="row", policy="ordered", where=x > -1.0)
 
 
+@hawk.func
+def gk_then(p, q):
+    return m.vec(q[0] * p[0], q[0] * p[1] + q[1])  # affine maps (a, b): p, then q
+
+
+@hawk.func
+def gk_decay(a, b):
+    return 0.75 * a + b
+
+
+@hawk.kernel
+def gk_scan_func(x: Scalar, key: Index, h: Mutable[Scalar], r: Mutable[Scalar], k: Mutable[Scalar]):
+    h = hawk.scan(m.vec(0.5 + 0.25 * m.abs(m.sin(x)), x), op=gk_then)[1]  # folded by the finish, on the host
+    r = hawk.scan(x, op=gk_decay, reverse=True, exclusive=True, identity=0.0)
+    k = hawk.scan(x * x, op=gk_decay, by=key, keys=SLOTS)
+
+
 @hawk.kernel
 def gk_slot_ranges(key: Index, other: Index, x: Scalar, acc: Mutable["slot":RANGES], last: Mutable["slot":RANGES]):
     hawk.scatter(acc, policy="compensated")[key] += x  # (no float atomics for these: a GPU thread per slot range)
@@ -300,6 +317,8 @@ def contract_cases() -> list[Case]:
         Case("split_standardize", gk_standardize, (N,), both, _x, exact=()),
         Case("math", gk_math, (N,), both, _x, exact=(),
              rtol={"float64": 1e-13, "float32": 1e-5}),
+        Case("scan_func", gk_scan_func, (N,), both, _keys, exact=("r", "k"),  # (h reads m.sin in the lanes)
+             rtol={"float64": 1e-12, "float32": 1e-4}),
     ]
 
 

@@ -459,7 +459,11 @@ def bt_gpu_builds(gpu: str, kernel, planes: dict) -> None:
     except eagle.RuntimeMissing as exc:
         assert "compiled" in str(exc), (kernel.name, str(exc))  # (raised after the build, not instead of it)
         return
-    bt_same_bits(np.asarray(got), np.asarray(eagle.deploy(kernel).run(**planes)), f"{kernel.name} on {gpu}")
+    want = eagle.deploy(kernel).run(**planes)
+    if isinstance(want, dict):  # (several outputs: compared by name)
+        got, want = ({k: np.asarray(v) for k, v in r.items()} for r in (got, want))
+    bt_same_bits(np.asarray(got) if not isinstance(got, dict) else got,
+                 np.asarray(want) if not isinstance(want, dict) else want, f"{kernel.name} on {gpu}")
 
 
 def bt_ulps(got, want, dtype=np.float64) -> np.ndarray:

@@ -5,7 +5,7 @@ the user's line (docs/semantics.md, "Scans by a func"; their gradients: test_sca
 
 import numpy as np
 import pytest
-from conftest import bt_run, bt_run_same_bits, bt_same_bits
+from conftest import bt_gpu_builds, bt_run, bt_run_same_bits, bt_same_bits
 
 import eagle
 import hawk
@@ -270,6 +270,14 @@ def test_same_bits_at_every_thread_count(kernel):
 @pytest.mark.parametrize("kernel", [four_modes, segments, recurrence, products, keyed])
 def test_every_target_gives_the_hosts_bits(target, kernel):
     bt_run_same_bits(target, kernel, **_planes(kernel, np.random.default_rng(9), 2 * SCAN_BLOCK + 33))
+
+
+@pytest.mark.parametrize("gpu", ["nvvm", "rocdl"])
+def test_the_stages_build_for_the_other_gpu_targets(gpu):
+    """Without the GPU's runtime each kernel compiles (PTX / AMD code objects), then raises RuntimeMissing; with
+    one, the results are the host's bits (the fold runs in the finish on the host for every target)."""
+    for kernel in (segments, recurrence, keyed):
+        bt_gpu_builds(gpu, kernel, _planes(kernel, np.random.default_rng(14), SCAN_BLOCK + 9))
 
 
 @pytest.mark.parametrize("kernel", [segments, recurrence, products, keyed])
