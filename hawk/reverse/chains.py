@@ -44,7 +44,7 @@ from hawk.reverse.folds import keeps_leading
 
 
 class ChainsMixin:
-    """Sweep.reverse_func_scan and the pieces it is built from."""
+    """Sweep.reverse_func_scan and Sweep.reverse_func_fold, and the pieces they are built from."""
 
     def reverse_func_scan(self, op, g, adj: dict) -> None:
         """A scan by a func: x of n components (a number, or a Vector's or Matrix's entries in row-major order);
@@ -134,11 +134,10 @@ class ChainsMixin:
     def chain(self, x: ir.Value, keep: ir.Value | None, reset: ir.Value | None, name: str,
               keyed: tuple | None = None) -> tuple:
         """A fold's chain over the lanes (restarting where `reset` holds, or one per key, skipping lanes where
-        `keep` does not):
-        per lane, (a, b: the Jacobians of the state after the lane by the state before and by x, as rows of
-        components; the state after; whether the chain holds a value after the lane, None when every lane is
-        kept). A chain's first lane takes x as it is (a = 0, b = I); a skipped lane passes the state on (a = I,
-        b = 0 once masked)."""
+        `keep` does not): per lane, (a, b: the Jacobians of the state after the lane by the state before and by
+        x, as rows of components; the state after; whether the chain holds a value after the lane, None when
+        every lane is kept). A chain's first lane takes x as it is (a = 0, b = I); a skipped lane passes the
+        state on (a = I, b = 0 once masked)."""
         fn = combiners(self.module)[name]
         ft = _element(x.type)
         one, zero = self.const(1.0, ft), self.zero(ft)
