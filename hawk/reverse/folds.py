@@ -1,7 +1,7 @@
 """The gradients of `hawk.reduce` folds (docs/reverse.md, "Folds").
 
-A fold's adjoint needs its operator's derivatives along the chain of partial results, so the reverse takes the
-operators whose chain it can write with the language's own collectives, recognised by the combiner's code:
+A fold's adjoint needs its operator's derivatives along the chain of partial results. The operators with rules
+of their own are recognised by the combiner's code:
 
 - a product (`m.mul`, or a func returning `a * b`): lane i's share is the cotangent times the product of every
   other kept lane of its slice, the exclusive running product from the slice's first lane times the one from
@@ -11,10 +11,10 @@ operators whose chain it can write with the language's own collectives, recognis
 - a fold of truth values (`m.land`, `m.lor`, or any operator over a value converted from truth values or
   integers): nothing float reaches it, so no lane gets a share.
 
-Any other operator is refused at its line (`fold_form` is None). A product keeping leading lane axes runs its
-scans in the lanes' flat order, reset at each slice's first lane (its slices are contiguous there); one keeping
-other axes runs keyed scans (by= the slot, order="lane": each slot's lanes in lane order), so its slots number
-at most the keyed scans' MAX_KEYS.
+Any other operator ("func") follows its chain through its own Jacobians (hawk/reverse/chains.py). A product (or a
+func fold) keeping leading lane axes runs its scans in the lanes' flat order, reset at each slice's first lane
+(its slices are contiguous there); one keeping other axes runs keyed scans (by= the slot, order="lane": each
+slot's lanes in lane order), so its slots number at most the keyed scans' MAX_KEYS.
 """
 
 from __future__ import annotations
