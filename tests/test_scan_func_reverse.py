@@ -108,7 +108,7 @@ def _planes(rng, n: int) -> dict:
 
 def test_four_modes_with_segments_against_jax():
     rng = np.random.default_rng(1)
-    n = 50
+    n = 30
     p = _planes(rng, n)
     ct = {k: rng.standard_normal(n) for k in ("y", "ye", "r", "re")}
     s = p["start"] > 0.5
@@ -126,7 +126,7 @@ def test_four_modes_with_segments_against_jax():
 
 def test_a_func_with_a_branch_and_no_segments_against_jax():
     rng = np.random.default_rng(2)
-    n = 40
+    n = 24
     x = rng.standard_normal(n)
     ct = {"y": rng.standard_normal(n), "re": rng.standard_normal(n)}
 
@@ -155,7 +155,7 @@ def test_a_scan_read_later_against_jax():
 
 def test_a_linear_recurrence_of_vector_values_against_jax():
     rng = np.random.default_rng(7)
-    n = 40
+    n = 24
     a, b = rng.uniform(0.5, 1.0, n), rng.standard_normal(n)
     start = (rng.random(n) < 0.15) * 1.0
     ct = {"h": rng.standard_normal(n), "back": rng.standard_normal(n)}
@@ -175,7 +175,7 @@ def test_a_linear_recurrence_of_vector_values_against_jax():
 
 def test_running_matrix_products_against_jax():
     rng = np.random.default_rng(8)
-    n = 25
+    n = 12
     u = 0.5 * rng.standard_normal((n, 2, 2)) + np.eye(2)
     ct = rng.standard_normal((n, 2, 2))
     got = eagle.deploy(products).reverse(np.ascontiguousarray(ct.transpose(1, 2, 0)),
