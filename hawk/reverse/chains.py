@@ -177,10 +177,7 @@ class ChainsMixin:
             return skip
         ft, n = _element(t), (math.prod(ir.VectorType(t).shape) if isinstance(t, ir.VectorType) else 1)
         vt = ir.VectorType.get([n + 1], ft)
-        with ir.InsertionPoint.at_block_begin(self.module.body), self.func.location:
-            fn = func.FuncOp(skip, ([vt, vt], [vt]), visibility="private")
-            fn.attributes["hawk.combiner"] = ir.UnitAttr.get()
-            entry = fn.add_entry_block()
+        entry = self.new_combiner(skip, vt)
         with ir.InsertionPoint(entry), self.func.location:
             p, q = entry.arguments
             ps, qs = ([vector.extract(v, [], [j]) for j in range(n + 1)] for v in (p, q))
@@ -192,6 +189,14 @@ class ChainsMixin:
                 [self.select(kept, qs[n], ps[n])]
             func.ReturnOp([create("vector.from_elements", out, [vt]).result])
         return skip
+
+    def new_combiner(self, name: str, vt: ir.Type) -> ir.Block:
+        """A private combiner func `name` of two values of type vt returning one, at the module's start (as the
+        front end makes a fold's: hawk/frontend/reduce.py): its entry block, for the caller to fill."""
+        with ir.InsertionPoint.at_block_begin(self.module.body), self.func.location:
+            fn = func.FuncOp(name, ([vt, vt], [vt]), visibility="private")
+            fn.attributes["hawk.combiner"] = ir.UnitAttr.get()
+            return fn.add_entry_block()
 
     def func_scan(self, x: ir.Value, name: str, reset: ir.Value | None, reverse: bool,
                   exclusive: bool = False, keyed: tuple | None = None) -> ir.Value:
@@ -228,10 +233,7 @@ class ChainsMixin:
         if name in combiners(self.module):
             return name
         vt = ir.VectorType.get([n * n + n], t)
-        with ir.InsertionPoint.at_block_begin(self.module.body), self.func.location:
-            fn = func.FuncOp(name, ([vt, vt], [vt]), visibility="private")
-            fn.attributes["hawk.combiner"] = ir.UnitAttr.get()
-            entry = fn.add_entry_block()
+        entry = self.new_combiner(name, vt)
         with ir.InsertionPoint(entry), self.func.location:
             p, q = entry.arguments
             pv = [vector.extract(p, [], [k]) for k in range(n * n + n)]
