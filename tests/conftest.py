@@ -135,6 +135,21 @@ def bt_same_bits(got, want, what=""):
                              f"got {g.ravel()[bad[:4]].tolist()} want {w.ravel()[bad[:4]].tolist()}")
 
 
+def bt_reverse_refused(file: str, kernel, ct, line: str, **planes) -> str:
+    """plan.reverse refuses `kernel` with a KernelError naming it and pointing at the line of test file `file` that
+    ends with `line` (a marker comment); the message."""
+    import eagle
+    import hawk
+
+    with pytest.raises(hawk.KernelError) as exc:
+        eagle.deploy(kernel).reverse(ct, **planes)
+    msg = str(exc.value)
+    src = open(file).read().splitlines()
+    assert f":{src.index(next(s for s in src if s.endswith(line))) + 1}:" in msg, msg
+    assert kernel.name in msg
+    return msg
+
+
 def bt_grads_split_bits(kernel, ct, planes: dict, min_chunk: int, what: str = "") -> None:
     """plan.reverse's gradients have the same bits on 1 to 4 threads, and runs past one thread really split."""
     import eagle

@@ -7,7 +7,7 @@ kept (a keyed chain per slot), and the refusal of more slots than keyed scans ta
 
 import numpy as np
 import pytest
-from conftest import bt_grads_spirv_bits, bt_grads_split_bits
+from conftest import bt_grads_spirv_bits, bt_grads_split_bits, bt_reverse_refused
 
 import eagle
 import hawk
@@ -173,16 +173,6 @@ def test_jax_grad_through_the_bridge_is_the_reverse():
     assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
 
 
-def _refused(kernel, ct, line: str, **planes) -> str:
-    with pytest.raises(hawk.KernelError) as exc:
-        eagle.deploy(kernel).reverse(ct, **planes)
-    msg = str(exc.value)
-    src = open(__file__).read().splitlines()
-    assert f":{src.index(next(s for s in src if s.endswith(line))) + 1}:" in msg, msg
-    assert kernel.name in msg
-    return msg
-
-
 @hawk.func
 def vmix(a, b):
     return m.vec(0.5 * a[0] + b[0] * b[1], a[1] * b[0] + 0.25 * b[1])  # components mixed: a Jacobian
@@ -235,5 +225,5 @@ def test_a_fold_by_a_func_keeping_too_many_trailing_slots_is_refused_at_its_line
     def wide(lane: Grid["row", "col":5000], x: Scalar) -> Scalar:  # noqa: F821
         return hawk.reduce(mix, x, over="row")  # @wide_fold
 
-    msg = _refused(wide, np.ones(5000), "# @wide_fold", x=np.ones((2, 5000)))
+    msg = bt_reverse_refused(__file__, wide, np.ones(5000), "# @wide_fold", x=np.ones((2, 5000)))
     assert "a fold by a @hawk.func" in msg and "for at most 4096 slots" in msg and "not 5000" in msg

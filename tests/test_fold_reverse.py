@@ -8,7 +8,7 @@ products (hawk.scan with op=m.mul: every mode, segmented and keyed) against jax.
 
 import numpy as np
 import pytest
-from conftest import bt_grads_spirv_bits, bt_grads_split_bits
+from conftest import bt_grads_spirv_bits, bt_grads_split_bits, bt_reverse_refused
 
 import eagle
 import hawk
@@ -213,16 +213,6 @@ def test_spirv_gradients_have_the_hosts_bits(case):
     bt_grads_spirv_bits(kernel, ct, planes, case)
 
 
-def _refused(kernel, ct, line: str, **planes) -> str:
-    with pytest.raises(hawk.KernelError) as exc:
-        eagle.deploy(kernel).reverse(ct, **planes)
-    msg = str(exc.value)
-    src = open(__file__).read().splitlines()
-    assert f":{src.index(next(s for s in src if s.endswith(line))) + 1}:" in msg, msg
-    assert kernel.name in msg
-    return msg
-
-
 @hawk.kernel
 def prod_cols(lane: Grid["row", "col":COLS], x: Scalar) -> Scalar:  # noqa: F821
     return m.cos(x) * hawk.reduce(m.mul, x, over="row", where=x > -1.0)  # a trailing axis kept, read later
@@ -249,7 +239,7 @@ def test_a_product_keeping_too_many_trailing_slots_is_refused_at_its_line():
     def cols(lane: Grid["row", "col":5000], x: Scalar) -> Scalar:  # noqa: F821
         return hawk.reduce(m.mul, x, over="row")  # @cols
 
-    msg = _refused(cols, np.ones(5000), "# @cols", x=np.ones((2, 5000)))
+    msg = bt_reverse_refused(__file__, cols, np.ones(5000), "# @cols", x=np.ones((2, 5000)))
     assert "for at most 4096 slots" in msg and "not 5000" in msg
 
 
@@ -258,7 +248,7 @@ def test_a_running_product_over_keys_in_key_order_is_refused_at_its_line():
     def keyed(x: Scalar, k: hawk.Index) -> Scalar:
         return hawk.scan(x, op=m.mul, by=k, keys=4, order="key")  # @keyed
 
-    msg = _refused(keyed, np.ones(8), "# @keyed", x=np.ones(8), k=np.zeros(8, np.int32))
+    msg = bt_reverse_refused(__file__, keyed, np.ones(8), "# @keyed", x=np.ones(8), k=np.zeros(8, np.int32))
     assert "keyed hawk.scan (by=) only with op=m.add, m.mul or a @hawk.func and order=\"lane\"" in msg
 
 

@@ -7,11 +7,12 @@ of affine maps, running matrix products: their Jacobians); keyed scans (by=, ord
 import numpy as np
 import pytest
 from conftest import bt_grads_spirv_bits, bt_grads_split_bits
+from test_scan_func import products, then  # (the forward tests' affine maps and matrix products)
 
 import eagle
 import hawk
 import hawk.math as m
-from hawk import Matrix, Mutable, Scalar
+from hawk import Mutable, Scalar
 from hawk.abi.layout import SCAN_BLOCK
 
 jax = pytest.importorskip("jax")
@@ -61,27 +62,11 @@ def read_later(x: Scalar, w: Scalar, t: Mutable[Scalar]):
     t = hawk.sum(h * h, policy="ordered")
 
 
-@hawk.func
-def then(p, q):
-    return m.vec(q[0] * p[0], q[0] * p[1] + q[1])  # affine maps h -> a * h + b as (a, b): p, then q
-
-
-@hawk.func
-def matprod(p, q):
-    return m.mat(m.vec(p[0][0] * q[0][0] + p[0][1] * q[1][0], p[0][0] * q[0][1] + p[0][1] * q[1][1]),
-                 m.vec(p[1][0] * q[0][0] + p[1][1] * q[1][0], p[1][0] * q[0][1] + p[1][1] * q[1][1]))
-
-
 @hawk.kernel
 def recurrence(a: Scalar, b: Scalar, start: Scalar, h: Mutable[Scalar], back: Mutable[Scalar]):
     h = hawk.scan(m.vec(a, b), op=then, reset=start > 0.5)[1]  # h[i] = a[i] * h[i - 1] + b[i] in each segment
     r = hawk.scan(m.vec(a, b), op=then, reverse=True, exclusive=True, identity=0.5, reset=start > 0.5)
     back = r[0] - r[1] * r[0]
-
-
-@hawk.kernel
-def products(u: Matrix[2, 2], p: Mutable[Matrix[2, 2]]):
-    p = hawk.scan(u, op=matprod)
 
 
 def _then(p, q):
