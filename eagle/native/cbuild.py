@@ -51,13 +51,21 @@ def load(source: Path, stem: str, flags: list[str] | tuple[str, ...] = (), what:
     tag = hashlib.sha256(source.read_bytes() + f"\0{cc}\0{platform.machine()}\0{flags}".encode()).hexdigest()[:20]
     d = cache.cache_dir()
     so = d / f"{stem}-{tag}.so" if d else None
-    if so is not None and cache.entry_ok(so):
-        try:
-            return ctypes.CDLL(str(so))
-        except OSError:
-            pass  # sealed but not loadable here: build it again
+    with cache.building(so):  # (another process building the same library: wait for it, then load it)
+        if so is not None and cache.entry_ok(so):
+            try:
+                return ctypes.CDLL(str(so))
+            except OSError:
+                pass  # sealed but not loadable here: build it again
+        return _build(source, stem, so, cc, flags, what)
+
+
+def _build(source: Path, stem: str, so: Path | None, cc: str, flags: list[str], what: str) -> ctypes.CDLL:
+    """Compile `source` in a private folder, load it from there and copy it into the cache at `so`."""
     import subprocess  # (only to build: a process that finds the library in the cache never imports these)
     import tempfile
+
+    from hawk.abi import cache
 
     tmp = Path(tempfile.mkdtemp(prefix=f"{stem}-"))
     try:

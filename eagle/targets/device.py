@@ -270,14 +270,15 @@ def device_binary(key: str, name: str, suffix: str, compile: Callable[[], bytes]
 
     d = cache.cache_dir()
     path = d / f"{name}-{cache.key(key, 'llvm=' + cache.host_cpu()['llvm'])}.{suffix}" if d else None
-    if path is not None:
-        binary = cache.read_entry(path)
-        if binary:
-            return binary
-    binary = compile()
-    if path is not None:
-        cache.write_entry(path, binary)
-    return binary
+    with cache.building(path):  # (another process compiling the same binary: wait for it, then read it)
+        if path is not None:
+            binary = cache.read_entry(path)
+            if binary:
+                return binary
+        binary = compile()
+        if path is not None:
+            cache.write_entry(path, binary)
+        return binary
 
 
 def missing(target: str, what: str, how: str) -> RuntimeMissing:

@@ -51,15 +51,22 @@ def load(key: str, name: str, build: Callable[[Path], None]) -> HostLibrary:
             return lib
         d = cache.cache_dir()
         so = d / f"{name}-{cache.key(key, cache.host_key())}.so" if d else None
-        if so is not None and cache.entry_ok(so):
-            try:
-                lib = HostLibrary(so, name)
-            except (OSError, AttributeError):  # sealed yet not loadable (another machine's file): rebuild it
-                lib = None
-        if lib is None:
-            lib = _build_into(so, name, build)
+        with cache.building(so):  # (another process building the same library: wait for it, then load it)
+            lib = _cached(so, name)
+            if lib is None:
+                lib = _build_into(so, name, build)
         _MEMORY[key] = lib
         return lib
+
+
+def _cached(so: Path | None, name: str) -> HostLibrary | None:
+    """The library at `so` in the disk cache, if it is there, sealed and loadable."""
+    if so is None or not cache.entry_ok(so):
+        return None
+    try:
+        return HostLibrary(so, name)
+    except (OSError, AttributeError):  # sealed yet not loadable (another machine's file): rebuild it
+        return None
 
 
 def _build_into(so: Path | None, name: str, build: Callable[[Path], None]) -> HostLibrary:

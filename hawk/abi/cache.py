@@ -12,6 +12,7 @@ is loaded, so an entry left empty, truncated or corrupted by a full disk or a cr
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -20,7 +21,14 @@ import json
 import os
 import platform
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # (not on Windows: builds there are not shared between processes)
+    fcntl = None
 
 VERSION = "0.1.0"
 
@@ -85,6 +93,50 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+# how long a process waits for another that is building the same entry before it builds the entry itself (a
+# build that takes longer is stuck or huge; building twice is then the lesser harm)
+BUILD_WAIT_S = 600.0
+
+
+@contextlib.contextmanager
+def building(path: Path | None) -> Iterator[None]:
+    """Hold the entry `path` while the caller checks for it and, if it is missing, builds and writes it: processes
+    that need the same entry at once (torch ranks or JAX processes on one machine, test workers, a notebook beside a
+    script) then build it once, and the others wait and find it sealed. The lock is an advisory `flock` on a file
+    under `<cache>/locks/`, released when the holder finishes or dies. Without a cache, where locks are not
+    available, or after BUILD_WAIT_S of waiting, nothing is held and the caller builds on its own (the entry is
+    then written atomically twice, which is safe)."""
+    fd = _lock(path) if path is not None and fcntl is not None else None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # (closing the descriptor releases its lock)
+
+
+def _lock(path: Path) -> int | None:
+    """An open descriptor of `path`'s lock file, locked (waiting up to BUILD_WAIT_S), or None."""
+    try:
+        locks = path.parent / "locks"
+        locks.mkdir(exist_ok=True)
+        fd = os.open(locks / f"{path.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return None
+    deadline = time.monotonic() + BUILD_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() < deadline:
+                time.sleep(0.01)
+                continue
+        except OSError:  # (a file system without locks)
+            pass
+        os.close(fd)
+        return None
 
 
 def _seal_path(path: Path) -> Path:
