@@ -161,9 +161,10 @@ def test_wide_rows_are_exact(kernel, cols):
     # the column shape with its row buffers on the heap (tiles, and chains when the body writes)
     rng = np.random.default_rng(65)
     x = _spread((40 if cols == 5000 else 3, cols), np.float64, rng)
+    a, b = _cols_want(x, np.float64), _cols_want(x, np.float64, op=lambda c: c * 2.0)
     for threads, out in split_runs(globals()[kernel], "host", threads=[1, 2], min_chunk=20_000, x=x):
-        same_bits(out["a"], _cols_want(x, np.float64), np.float64, f"{kernel}, threads={threads}")
-        same_bits(out["b"], _cols_want(x, np.float64, op=lambda c: c * 2.0), np.float64, f"{kernel}, doubled")
+        same_bits(out["a"], a, np.float64, f"{kernel}, threads={threads}")
+        same_bits(out["b"], b, np.float64, f"{kernel}, doubled")
 
 
 def test_wide_rows_with_a_per_lane_output_take_the_chains_exactly():
@@ -171,8 +172,9 @@ def test_wide_rows_with_a_per_lane_output_take_the_chains_exactly():
     x = _spread((150, 3000), np.float64, rng)
     x[:, :1500] = rng.standard_normal((150, 1500))  # (half the columns of one scale: the chains take them)
     assert _form_of(xc_wide_out, 0) == "column"
+    want = _cols_want(x, np.float64)
     for threads, out in split_runs(xc_wide_out, "host", threads=[1, 2], min_chunk=100_000, x=x):
-        same_bits(out["a"], _cols_want(x, np.float64), np.float64, f"threads={threads}")
+        same_bits(out["a"], want, np.float64, f"threads={threads}")
         np.testing.assert_array_equal(out["result"].reshape(x.shape), x * 2.0)
 
 
