@@ -53,9 +53,10 @@ def _run(kernel, **planes):
 
 def _libraries(tmp_path) -> list[str]:
     """The compiled kernel libraries in the cache (it also keeps each kernel's facts as <name>-<key>.kernel.json,
-    each entry's seal as <entry>.sha256, eagle's own native helpers as eagle-*.so, and the host CPU as host-cpu-*)."""
+    each entry's seal as <entry>.sha256, eagle's own native helpers as eagle-*.so, the host CPU as host-cpu-*, and
+    the builds' lock files under locks/)."""
     return sorted(p.name for p in (tmp_path / "cache").iterdir()
-                  if not p.name.endswith((".kernel.json", ".sha256"))
+                  if not p.name.endswith((".kernel.json", ".sha256")) and p.name != "locks"
                   and not p.name.startswith(("eagle-", "host-cpu-")))
 
 
