@@ -35,6 +35,19 @@ def pytest_configure(config) -> None:
         config._hawk_worker_tmp = own
 
 
+# The files that take minutes from a cold compile cache (as on CI), longest first. scripts/test.sh runs
+# pytest-xdist with --dist loadfile, which hands files to the workers in collection order; collected first, these
+# start at once and the short files fill in around them, instead of one of them running alone at the end.
+LONG_FILES = ("test_fuzz.py", "test_gpu_compile.py", "test_spirv.py", "test_notebooks.py", "test_dist_jax.py",
+              "test_flag_chains.py", "test_policies.py", "test_exact_ordered.py", "test_fold_reverse.py",
+              "test_scan_reverse.py", "test_reverse.py", "test_dist_torch.py")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # (stable: each file's own order kept)
+
+
 def pytest_unconfigure(config) -> None:
     own = getattr(config, "_hawk_worker_tmp", None)
     if own is not None:

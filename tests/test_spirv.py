@@ -754,7 +754,7 @@ def _suite_kernels():
 
 @pytest.mark.slow
 def test_every_kernel_of_the_suite_compiles_and_passes_spirv_val():
-    """float64 builds of every stage of every kernel in tests/, and float32 builds of a fixed half of them (by a
+    """float64 builds of every stage of every kernel in tests/, and float32 builds of a fixed quarter of them (by a
     hash of the name, so the sample does not move when kernels are added; the float32 paths are the same code with
     narrower types, and runs on lavapipe test float32 kernels throughout): spirv-val (Vulkan 1.2) accepts each,
     or the target refuses it at compile time naming the math it lacks. Binaries come from the compile cache when
@@ -766,7 +766,7 @@ def test_every_kernel_of_the_suite_compiles_and_passes_spirv_val():
     target = SpirvTarget()
     failed, built, refused = [], 0, []
     for module, name, kernel in _suite_kernels():
-        for dtype in ("float64", "float32") if zlib.crc32(f"{module}.{name}".encode()) % 2 == 0 else ("float64",):
+        for dtype in ("float64", "float32") if zlib.crc32(f"{module}.{name}".encode()) % 4 == 0 else ("float64",):
             spec = kernel.spec_for(dtype, {})
             for k, st in enumerate(kernel.stages(spec)):
                 key = cache.key(st.key, repr(kernel), repr(spec), "spirv", target.options)

@@ -294,7 +294,10 @@ g = eagle.deploy(below_peak).reverse(ct, price=price)["price"]
 
 
 def jax_below_peak(p):
-    before = jnp.concatenate([jnp.array([-jnp.inf]), jax.lax.cummax(p)[:-1]])
+    def step(peak, q):  # (the running max as a loop: jax.lax.cummax's gradient takes XLA 12 s to compile here)
+        return jnp.maximum(peak, q), peak
+
+    _, before = jax.lax.scan(step, -jnp.inf, p)
     return jnp.sum(ct[1:] * (p - before)[1:])  # (day 0 is p + inf: no gradient reaches the identity)
 
 
