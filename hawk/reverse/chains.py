@@ -53,8 +53,7 @@ class ChainsMixin:
         x, reset, rev = scan_value(op), scan_reset(op), scan_reverse(op)
         keyed = None if scan_keys(op) is None else (scan_key(op), scan_keys(op), "lane")  # (runs: a key's lanes)
         name = combiner_name(op)
-        count = self.scan(self.iconst(1), "add", reset, rev, exclusive=True, keyed=keyed)  # (integer: exact)
-        start = self.icmp_eq(count, self.iconst(0))  # a run's first lane (the lane before nothing)
+        start = self.run_start(reset, rev, keyed)  # a run's first lane (the lane before nothing)
         prev = self.func_scan(x, name, reset, rev, exclusive=True, keyed=keyed)  # s[i-1] (a run's first: unused)
         a, b = self.jacobians(combiners(self.module)[name], prev, x, start)
         if scan_mode(op) == "exclusive":  # y[i] = s[i-1] (a run's first lane: the identity, a constant)
@@ -103,8 +102,13 @@ class ChainsMixin:
 
     def last_lane(self, reset: ir.Value | None, keyed: tuple | None = None) -> ir.Value:
         """Whether this lane is the last of its segment (of its key; of the run when neither): no lane after it."""
-        after = self.scan(self.iconst(1), "add", reset, True, exclusive=True, keyed=keyed)  # (integer: exact)
-        return self.icmp_eq(after, self.iconst(0))
+        return self.run_start(reset, True, keyed)
+
+    def run_start(self, reset: ir.Value | None, reverse: bool, keyed: tuple | None = None) -> ir.Value:
+        """Whether this lane comes first in its segment (its key's lanes; the run when neither) in the lane order
+        a scan with `reverse` takes: no lane before it there (reverse=True: the segment's last lane)."""
+        before = self.scan(self.iconst(1), "add", reset, reverse, exclusive=True, keyed=keyed)  # (integer: exact)
+        return self.icmp_eq(before, self.iconst(0))
 
     def lam(self, a: list, g: ir.Value, reset: ir.Value | None, reverse: bool = True, keyed: tuple | None = None,
             before: bool = False) -> list[ir.Value]:
@@ -144,8 +148,7 @@ class ChainsMixin:
         n = len(_comps(x))
         if keep is None:
             prev = self.func_scan(x, name, reset, False, exclusive=True, keyed=keyed)
-            held = self.scan(self.iconst(1), "add", reset, False, exclusive=True, keyed=keyed)
-            first = self.icmp_eq(held, self.iconst(0))
+            first = self.run_start(reset, False, keyed)
             val, has = self.func_scan(x, name, reset, False, keyed=keyed), None
         else:
             parts = _comps(x) + [self.select(keep, one, zero)]
