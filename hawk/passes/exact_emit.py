@@ -6,12 +6,19 @@ and NaN terms. Deposits are integer adds only, so their order never matters: chu
 targets may split the terms any way and the accumulator ends the same. Deposits are branch-free (a special
 term adds 1 into its count word, a masked-out lane adds zeros) and run on every target; the rounding uses
 only integer and float64 arithmetic and runs in the host finish.
+
+In host code each step is a private function of the module, made once per module, format and buffer type and
+called where it is needed (`noinline`, hidden): they sit on the rare paths (large terms, flushes, the finish's
+rounding), and written inline at every site they made an ordered kernel's code several times an "auto" one's
+and its compile time with it. Device code (inside a gpu.module) keeps them inline.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mlir import ir
-from mlir.dialects import scf
+from mlir.dialects import func, memref, scf
 
 from hawk.exact import FORMATS
 from hawk.ir.build import create
@@ -30,8 +37,71 @@ def words_of(t: ir.Type) -> int:
     return FORMATS[fmt(t)][3] + 5
 
 
+def _host_module(e: Emit) -> ir.Operation | None:
+    """The builtin.module the insertion point sits in when it is host code (None inside a gpu.module: device
+    code keeps every step inline, as a Vulkan shader's logical pointers cannot be passed to calls)."""
+    op = ir.InsertionPoint.current.block.owner
+    while op is not None:
+        name = op.name
+        if name == "gpu.module":
+            return None
+        if name == "builtin.module":
+            return op
+        op = op.parent
+    return None
+
+
+def _dyn(t: ir.Type) -> ir.Type:
+    """A 1-D memref type with its extent made dynamic (layout and memory space kept)."""
+    mt = ir.MemRefType(t)
+    return ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], mt.element_type, mt.layout, mt.memory_space)
+
+
+def _outlined(e: Emit, name: str, args: list[ir.Value], results: list[ir.Type], body: Callable) -> list[ir.Value]:
+    """Call `body(e, *args)` through a private function of the host module, made once per module and name (the
+    steps of an exact accumulator are long and appear at many sites: inline, they were most of an ordered
+    kernel's compile time); in device code, emit `body` inline. Memref arguments are passed with a dynamic
+    extent."""
+    module = _host_module(e)
+    if module is None:
+        out = body(e, *args)
+        return [] if out is None else [out]
+    args = [memref.cast(_dyn(a.type), a) if isinstance(a.type, ir.MemRefType) and a.type != _dyn(a.type) else a
+            for a in args]
+    types = [a.type for a in args]
+    sym = name + "_" + "_".join(_mangle(t) for t in types)
+    table = ir.SymbolTable(module)
+    if sym not in table:
+        with ir.InsertionPoint(module.regions[0].blocks[0]):  # (after the kernel's functions)
+            f = func.FuncOp(sym, (types, results), visibility="private")
+            f.attributes["passthrough"] = ir.ArrayAttr.get([ir.StringAttr.get("noinline")])
+            f.attributes["visibility_"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)  # hidden
+            block = f.add_entry_block()
+            with ir.InsertionPoint(block):
+                out = body(Emit(e.f), *block.arguments)
+                func.ReturnOp([] if out is None else [out])
+    call = func.CallOp(results, ir.FlatSymbolRefAttr.get(sym), args)
+    return list(call.results)
+
+
+def _mangle(t: ir.Type) -> str:
+    if isinstance(t, ir.MemRefType):
+        mt = ir.MemRefType(t)
+        return "m" + _mangle(mt.element_type) + ("" if mt.memory_space is None else f"s{mt.memory_space}")
+    return str(t).replace("<", "").replace(">", "").replace(" ", "")
+
+
 def deposit(e: Emit, buf: ir.Value, base: ir.Value, x: ir.Value, live: ir.Value | None = None,
             atomic: bool = False) -> None:
+    """Add the term x (a scalar of its float type) into the accumulator at word `base` of the i64 buffer `buf`;
+    `live` (i1) false adds nothing; `atomic` uses atomic adds (an accumulator shared by threads)."""
+    live = e.c(1, e.i1) if live is None else live  # (one helper for both: a select more per deposit)
+    _outlined(e, "__hawk_deposit" + ("_atomic" if atomic else ""), [buf, base, x, live], [],
+              lambda e, b, i, v, w: _deposit(e, b, i, v, w, atomic))
+
+
+def _deposit(e: Emit, buf: ir.Value, base: ir.Value, x: ir.Value, live: ir.Value | None = None,
+             atomic: bool = False) -> None:
     """Add the term x (a scalar of its float type) into the accumulator at word `base` of the i64 buffer `buf`;
     `live` (i1) false adds nothing; `atomic` uses atomic adds (an accumulator shared by threads)."""
     p_bits, e_bits, _, nl = FORMATS[fmt(x.type)]
@@ -115,6 +185,10 @@ def deposit_as(e: Emit, buf: ir.Value, base: ir.Value, x: ir.Value, t: ir.Type, 
 
 def normalize(e: Emit, buf: ir.Value, base: ir.Value, nl: int) -> None:
     """Propagate carries in place: limbs 0..nl-2 become digits in [0, 2**32), the top limb keeps the sign."""
+    _outlined(e, f"__hawk_normalize{nl}", [buf, base], [], lambda e, b, i: _normalize(e, b, i, nl))
+
+
+def _normalize(e: Emit, buf: ir.Value, base: ir.Value, nl: int) -> None:
     i64 = e.i64
     loop = scf.ForOp(e.c(0), e.c(nl - 1), e.c(1), [e.c(0, i64)])
     with ir.InsertionPoint(loop.body):
@@ -157,6 +231,10 @@ def round_acc(e: Emit, buf: ir.Value, base: ir.Value, t: ir.Type) -> ir.Value:
     """The accumulator's exact value rounded once to nearest-even in float type t (float32 directly, never
     through a float64 rounding): +0.0 for zero, inf of its sign beyond the largest finite value, NaN when a NaN
     or both infinities were counted. Leaves the accumulator normalised (and negated when negative)."""
+    return _outlined(e, f"__hawk_round_{fmt(t)}", [buf, base], [t], lambda e, b, i: _round_acc(e, b, i, t))[0]
+
+
+def _round_acc(e: Emit, buf: ir.Value, base: ir.Value, t: ir.Type) -> ir.Value:
     p_bits, _, exp_base, nl = FORMATS[fmt(t)]
     i64, f64 = e.i64, e.f64
 

@@ -346,18 +346,27 @@ STRICT = """
 
 # "ordered" is exact (hawk/exact.py): full blocks add each lane's term into two-float chains with TwoSums on a
 # vector of the 8 chains (strict adds), then deposit them, or the block's terms, into the chunk's exact
-# accumulators (integer words); the finish adds the chunks' accumulators and rounds once.
+# accumulators (integer words); the finish adds the chunks' accumulators and rounds once. The deposit and the
+# rounding are private functions of the module, called where they are needed (hawk/passes/exact_emit.py).
 EXACT = """
 # CHECK-NOT: reassoc
 # CHECK-LABEL: func.func @{{.+}}_lanes(
 # CHECK-NOT: reassoc
 # CHECK: arith.addf %{{.+}}, %{{.+}} : vector<8xf64>
 # CHECK-NOT: reassoc
-# CHECK: arith.bitcast %{{.+}} : f64 to i64
+# CHECK: call @__hawk_deposit_mi64_index_f64_i1(
 # CHECK-NOT: reassoc
 # CHECK-LABEL: func.func @{{.+}}_finish(
 # CHECK-NOT: reassoc
+# CHECK: call @__hawk_round_float64_mi64_index(
+# CHECK-NOT: reassoc
+# CHECK-LABEL: func.func private @__hawk_round_float64_mi64_index(
+# CHECK-NOT: reassoc
 # CHECK: arith.uitofp
+# CHECK-NOT: reassoc
+# CHECK-LABEL: func.func private @__hawk_deposit_mi64_index_f64_i1(
+# CHECK-NOT: reassoc
+# CHECK: arith.bitcast %{{.+}} : f64 to i64
 # CHECK-NOT: reassoc
 """
 
