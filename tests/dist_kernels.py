@@ -281,9 +281,12 @@ def dist_decay(x: Scalar, w: Param, y: Mutable[Scalar], tot: Mutable[Scalar]):
 
 
 @hawk.kernel
-def dist_rkscan(x: Scalar, k: Index, y: Mutable[Scalar], z: Mutable[Scalar]):
+def dist_rkscan(x: Scalar, k: Index, y: Mutable[Scalar], z: Mutable[Scalar], w: Mutable[Scalar],
+                v: Mutable[Scalar]):
     y = hawk.scan(x, by=k, keys=5, reverse=True)  # each key's lanes from the last down (a finish's fold)
     z = hawk.scan(x * x, by=k, keys=5)  # (its gradient: a reversed keyed scan)
+    w = hawk.scan(x, by=k, keys=5, op=hm.max)  # (its gradient: keyed scans by funcs along each key's plateaus)
+    v = hawk.scan(x, by=k, keys=5, order="key")  # (its gradient: keyed scans and one in key order)
 
 
 # ---- reductions keeping axes other than the leading one (each chunk's copy of the cell, gathered like a sink's) ---

@@ -784,8 +784,8 @@ def case_scans_by_a_func_bitwise():
 
 def case_reverse_keyed_scans_and_their_gradient():
     """A reversed keyed scan (one sequential fold per key in the finish) inside shard_map on 4 shards: every
-    shard's lanes bitwise the one-device run, and jax.grad through a forward keyed scan (whose adjoint is a
-    reversed keyed scan) bitwise plan.reverse's."""
+    shard's lanes bitwise the one-device run, and jax.grad through forward keyed scans (an add scan, whose adjoint
+    is a reversed keyed scan; a running max by key; an add scan in key order) bitwise plan.reverse's."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -796,16 +796,24 @@ def case_reverse_keyed_scans_and_their_gradient():
     np, _ = _setup()
     rng = np.random.default_rng(34)
     n = 4 * 3_001
-    x, k, cz = rng.normal(size=n), rng.integers(-1, 5, n), rng.normal(size=n)
+    x, k = np.round(rng.normal(size=n) * 4) / 4, rng.integers(-1, 5, n)  # (ties for the running max)
+    cz, cw, cv = rng.normal(size=(3, n))
     mesh = _mesh(4)
     f = eagle.jax.wrap(dk.dist_rkscan, axis_name="d")
+    outs = ["y", "z", "w", "v"]
     g = jax.jit(jax.shard_map(lambda x, k: f(x=x, k=k), mesh=mesh, in_specs=(P("d"), P("d")),
-                              out_specs={"y": P("d"), "z": P("d")}))
+                              out_specs={o: P("d") for o in outs}))
     ks = jax.device_put(k, NamedSharding(mesh, P("d")))
     xs = jax.device_put(x, NamedSharding(mesh, P("d")))
-    _bits_equal(g(xs, ks), eagle.deploy(dk.dist_rkscan).run(x=x, k=k), ["y", "z"])
-    gx = jax.jit(jax.grad(lambda x: (g(x, ks)["z"] * cz).sum()))(xs)
-    _bits_equal({"x": gx}, eagle.deploy(dk.dist_rkscan).reverse({"z": cz}, x=x, k=k), ["x"])
+    _bits_equal(g(xs, ks), eagle.deploy(dk.dist_rkscan).run(x=x, k=k), outs)
+
+    def loss(x):
+        out = g(x, ks)
+        return (out["z"] * cz).sum() + (out["w"] * cw).sum() + (out["v"] * cv).sum()
+
+    gx = jax.jit(jax.grad(loss))(xs)
+    want = eagle.deploy(dk.dist_rkscan).reverse({"z": cz, "w": cw, "v": cv}, x=x, k=k)
+    _bits_equal({"x": gx}, want, ["x"])
 
 
 def case_partitioned_stencil_under_jit():

@@ -321,15 +321,6 @@ def test_refusals():
                 y = hawk.scan(x, by=k, keys=4)
 
 
-def test_reverse_refuses_a_keyed_min_max_or_key_order_float_scan():
-    x, k = _planes(50, 11)
-    for kernel in (key_order, float_minmax):
-        outs = [n for n in ("y", "z", "lo", "hi") if kernel.signature.get(n) is not None]
-        with pytest.raises(hawk.KernelError, match=r"keyed hawk.scan \(by=\) only with op=m.add") as exc:
-            eagle.deploy(kernel).reverse({o: np.ones(50) for o in outs}, x=x, k=k)
-        assert "test_scan_keyed.py:" in str(exc.value)
-
-
 @hawk.kernel
 def per_key_down(x: Scalar, k: Index, y: Mutable[Scalar], z: Mutable[Scalar]):
     y = hawk.scan(x, by=k, keys=NK, reverse=True)

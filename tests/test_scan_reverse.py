@@ -513,19 +513,6 @@ def test_no_lanes_and_one_lane():
     assert out["y"].tobytes() == np.array([2.5]).tobytes() and out["z"].tobytes() == np.array([-0.0]).tobytes()
 
 
-def test_keyed_extreme_scans_are_refused_at_their_line():
-    @hawk.kernel
-    def keyed(x: Scalar, k: Index, y: Mutable[Scalar]):
-        y = hawk.scan(x, by=k, keys=4, op=m.max)  # @keyed_scan
-
-    lines = open(__file__).read().splitlines()
-    x, k = np.arange(10.0), (np.arange(10) % 4).astype(np.int32)
-    with pytest.raises(hawk.KernelError, match="keyed hawk.scan \\(by=\\) only with op=m.add") as exc:
-        eagle.deploy(keyed).reverse(np.ones(10), x=x, k=k)
-    line = next(i for i, ln in enumerate(lines, 1) if "# @keyed_scan" in ln)
-    assert f"test_scan_reverse.py:{line}:" in str(exc.value)
-
-
 @hawk.kernel
 def before_max(x: Scalar, start: Scalar) -> Scalar:
     return hawk.scan(x * x, op=m.max, exclusive=True, reset=start > 0.5)

@@ -76,11 +76,10 @@ def facts(kernel: Kernel) -> Facts:
             elif is_hawk(op, "reduce") and reduce_kind(op) == "fold":
                 _fold_differentiable(module, op, sig)
             elif is_hawk(op, "scan") and scan_keys(op) is not None and is_float(scan_value(op).type) and \
-                    (scan_op(op) not in ("add", "mul", "func") or scan_order(op) != "lane"):
-                raise error_at(op, "the reverse differentiates a keyed hawk.scan (by=) only with op=m.add, m.mul or "
-                                   "a @hawk.func and order=\"lane\" (a min/max or order=\"key\" keyed scan has no "
-                                   "gradient rule yet): keep it out of the gradient, or scan each key's lanes with "
-                                   "reset= where they are contiguous")
+                    scan_order(op) == "key" and scan_op(op) != "add":
+                raise error_at(op, f"the reverse differentiates a hawk.scan with order=\"key\" only with op=m.add "
+                                   f"(op=m.{scan_op(op)} in key order has no gradient rule yet): keep it out of the "
+                                   "gradient, or scan by key in lane order (order=\"lane\")")
             elif is_hawk(op, "store") and store_key(op) is not None:
                 if _in_loop(op):
                     raise error_at(op, f"the reverse does not take a store by key into output plane "

@@ -51,6 +51,7 @@ from hawk.ir.types import drop_unused_args, find_arg, hawk_type, parts, retype_a
 from hawk.passes.verify import error_at
 from hawk.reverse.chains import ChainsMixin
 from hawk.reverse.folds import fold_form, keeps_leading
+from hawk.reverse.keyed import KeyedScansMixin
 from hawk.reverse.loops import LoopsMixin, dce, deep_operands, nested_ops
 from hawk.reverse.outputs import OutputsMixin
 from hawk.reverse.rules import LEAVES, RULES, Emit, is_float
@@ -95,7 +96,7 @@ class Design:
     declared: dict = field(default_factory=dict)  # lane axis -> its extent, where the signature fixes it
 
 
-class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, Emit):
+class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, KeyedScansMixin, Emit):
     """Builds the adjoint inside a parsed forward module (the current MLIR context)."""
 
     def __init__(self, module: ir.Module, plan: Design):
@@ -442,6 +443,9 @@ class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, Emit):
         if scan_op(op) != "add":
             self.reverse_extreme_scan(op, g, adj)
             return
+        if scan_order(op) == "key":
+            self.key_order_scan(op, g, adj)
+            return
         dx = self.scan(g, "add", reset, not scan_reverse(op), scan_mode(op) == "exclusive", keyed=_keyed(op))
         self.acc(x, dx, False, adj)
 
@@ -456,7 +460,11 @@ class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, Emit):
         segment), and the counts run downwards, the shares upwards.
         Exclusive: y[j] is the inclusive scan's value one lane back (reverse=True: one lane on), or the identity
         at its segment's first (last) lane, a constant. So the rule above runs on the inclusive scan with the
-        cotangent moved one lane over (`shifted`), the identity lanes' cotangents dropped."""
+        cotangent moved one lane over (`shifted`), the identity lanes' cotangents dropped.
+        Keyed (order="lane"): the same on each key's lanes (hawk/reverse/keyed.py)."""
+        if scan_keys(op) is not None:
+            self.keyed_extreme_scan(op, g, adj, _keyed(op))
+            return
         y, g = self.inclusive_view(op, g)
         self.extreme_rule(scan_value(op), y, scan_reset(op), scan_reverse(op), scan_op(op), g, adj)
 
@@ -550,24 +558,32 @@ class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, Emit):
                 stride = e if stride is None else self.op("arith.muli", stride, e)
         return lin
 
-    def extreme_rule(self, x, y, reset, reverse: bool, opname: str, g, adj: dict) -> None:
+    def extreme_rule(self, x, y, reset, reverse: bool, opname: str, g, adj: dict, keyed: tuple | None = None) -> None:
         """The inclusive min/max scan's rule (reverse_extreme_scan) for x, its inclusive scan y and y's
-        cotangent g."""
+        cotangent g; `keyed` (a keyed scan's key, keys, "lane"): on each key's lanes, a lane of key -1 getting
+        nothing."""
         i64 = ir.IntegerType.get_signless(64)
         if reverse:
-            before = self.scan(y, "min" if opname == "max" else "max", reset, False, exclusive=True)
+            before = self.scan(y, "min" if opname == "max" else "max", reset, False, exclusive=True, keyed=keyed)
         else:
-            before = self.scan(x, opname, reset, False, exclusive=True)
+            before = self.scan(x, opname, reset, False, exclusive=True, keyed=keyed)
         start = self.cmp("une", before, y)
         if reset is not None:
             start = self.op("arith.ori", start, reset)
         tie = self.cmp("oeq", x, y)
-        # reverse=True: the counts run downwards and the shares upwards; else the other way
-        count = self.scan(self.op("arith.extui", tie, t=i64), "add", start, reverse)
-        c = self.op("arith.sitofp", count, t=x.type)
         one = self.const(1.0, x.type)
+        # reverse=True: the counts run downwards and the shares upwards; else the other way
+        if keyed is None:
+            count = self.scan(self.op("arith.extui", tie, t=i64), "add", start, reverse)
+            c = self.op("arith.sitofp", count, t=x.type)
+        else:  # (keyed scans take no reset=: sums along a key's plateaus are keyed scans by a func)
+            tie = self.land(tie, self.keyed_kept(keyed))
+            c = self.runs_sum(self.select(tie, one, self.zero(x.type)), start, reverse, keyed)
         c = self.select(self.cmp("olt", c, one), one, c)  # (c >= 1 wherever a tie exists; NaN runs have none)
-        share = self.scan(self.div(g, c), "add", start, not reverse)
+        if keyed is None:
+            share = self.scan(self.div(g, c), "add", start, not reverse)
+        else:
+            share = self.runs_sum(self.div(g, c), start, not reverse, keyed)
         self.acc(x, self.where(tie, share), False, adj)
 
     # ---- the whole adjoint ------------------------------------------------------------------------------

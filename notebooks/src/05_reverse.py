@@ -311,6 +311,42 @@ print("running product, with the crash: agrees with jax.grad:", np.allclose(np.a
       "| zero after day 400:", bool(np.all(np.asarray(g)[401:] == 0.0)))
 
 # %% [markdown]
+# The same rules hold per key. With several assets' prices interleaved in one array (an `Index` plane says whose
+# each day is), `hawk.scan(price, by=asset, keys=3, op=m.max)` is each asset's running peak, and its gradient
+# sends each lane's cotangent to the day of that asset that set the peak (ties split equally; a lane of key -1
+# takes no part). A running total in key order (`order="key"`: every lane of a smaller key, then its own key's
+# lanes up to it) differentiates too. Below, both against `jax.grad` of one `lax.scan` loop per asset.
+
+# %%
+@hawk.kernel
+def per_asset(price: Scalar, asset: Index, peak: Mutable[Scalar], ranked: Mutable[Scalar]):
+    peak = hawk.scan(price, by=asset, keys=3, op=m.max)
+    ranked = hawk.scan(price, by=asset, keys=3, order="key")
+
+
+asset = rng.integers(0, 3, size=days).astype(np.int32)
+prices = 100.0 + np.cumsum(rng.normal(size=days))
+c_peak, c_ranked = rng.normal(size=(2, days))
+g = eagle.deploy(per_asset).reverse({"peak": c_peak, "ranked": c_ranked}, price=prices, asset=asset)["price"]
+
+
+def jax_per_asset(p):
+    loss, offset = 0.0, 0.0
+    for k in range(3):
+        idx = np.flatnonzero(asset == k)
+        _, run_max = jax.lax.scan(lambda c, q: (jnp.maximum(c, q), jnp.maximum(c, q)), -jnp.inf, p[idx])
+        loss += jnp.sum(c_peak[idx] * run_max)
+        totals = offset + jnp.cumsum(p[idx])  # key order: every smaller asset's lanes first
+        loss += jnp.sum(c_ranked[idx] * totals)
+        offset = totals[-1]
+    return loss
+
+
+print("running peak per asset and key-order totals: agree with jax.grad:",
+      np.allclose(np.asarray(g), jax.grad(jax_per_asset)(prices), rtol=1e-12, atol=1e-12))
+
+
+# %% [markdown]
 # ## A recurrence of your own: scans and folds by a func
 #
 # `hawk.scan(x, op=f)` with a `@hawk.func` of two values folds the lanes one by one in lane order, as
