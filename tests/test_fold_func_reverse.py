@@ -3,11 +3,11 @@ hawk/reverse/chains.py): over every lane (blocks of ORDERED_BLOCK lanes, then th
 contract's order), under where=, keeping a Grid's rows, read later in the body, a func with a branch; against
 jax.grad of the same fold written as a Python loop in that order; the same bits at every thread count (runs that
 really split) and on spirv; through eagle.jax.wrap; a Vector payload (the func's Jacobians); a trailing axis
-kept (a keyed chain per slot), and the refusal of more slots than keyed scans take."""
+kept (a keyed chain per slot), also past the keys one keyed scan takes."""
 
 import numpy as np
 import pytest
-from conftest import bt_grads_spirv_bits, bt_grads_split_bits, bt_reverse_refused
+from conftest import bt_grads_spirv_bits, bt_grads_split_bits
 
 import eagle
 import hawk
@@ -220,10 +220,27 @@ def test_a_fold_keeping_a_trailing_axis_against_jax():
     bt_grads_split_bits(cols, rng.standard_normal((1024, COLS)), {"x": big}, ORDERED_BLOCK, "cols")
 
 
-def test_a_fold_by_a_func_keeping_too_many_trailing_slots_is_refused_at_its_line():
-    @hawk.kernel
-    def wide(lane: Grid["row", "col":5000], x: Scalar) -> Scalar:  # noqa: F821
-        return hawk.reduce(mix, x, over="row")  # @wide_fold
+WIDE = 5000  # more slots than one keyed scan takes (MAX_KEYS = 4096): the adjoint's scans run per group of keys
 
-    msg = bt_reverse_refused(__file__, wide, np.ones(5000), "# @wide_fold", x=np.ones((2, 5000)))
-    assert "a fold by a @hawk.func" in msg and "for at most 4096 slots" in msg and "not 5000" in msg
+
+@hawk.kernel
+def wide_cols(lane: Grid["row", "col":WIDE], x: Scalar) -> Scalar:  # noqa: F821
+    return m.cos(x) * hawk.reduce(mix, x, over="row", where=x > -1.0)
+
+
+def test_a_fold_keeping_more_trailing_slots_than_a_keyed_scan_takes():
+    """5000 columns: the chains' keyed scans run as two scans over key groups (keys 0..4095 and 4096..4999); each
+    column's gradient is still its own chain's, against jax.grad, in both groups and on every thread count."""
+    rng = np.random.default_rng(17)
+    x = 0.3 * rng.standard_normal((6, WIDE))
+    x[:5, [3, 4500]] = -2.0  # columns keeping one lane only, one in each group
+    ct = rng.standard_normal((6, WIDE))
+
+    def loss(v):
+        folded, _ = _masked_fold(_mix, v, x > -1.0)
+        return jnp.sum(ct * jnp.cos(v) * folded[None, :])
+
+    got = eagle.deploy(wide_cols).reverse(ct, x=x)["x"]
+    _close(np.asarray(got).reshape(6, WIDE), jax.grad(loss)(jnp.asarray(x)))
+    big = 0.3 * rng.standard_normal((4, WIDE))
+    bt_grads_split_bits(wide_cols, rng.standard_normal((4, WIDE)), {"x": big}, ORDERED_BLOCK, "wide_cols")

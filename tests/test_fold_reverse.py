@@ -2,8 +2,8 @@
 
 Products (`m.mul`, or a func returning a * b) against jax.grad of jnp.prod (no zero, one zero, two zeros, NaN,
 where=, rows of a Grid, a vector payload, a product read later in the body), sums written as a func, folds of
-truth values (no share), the same bits at every thread count (runs that really split) and on spirv, and the
-refusal of a product keeping too many slots of a trailing axis (other funcs: test_fold_func_reverse.py); running
+truth values (no share), the same bits at every thread count (runs that really split) and on spirv, a product
+keeping more slots of a trailing axis than one keyed scan takes (other funcs: test_fold_func_reverse.py); running
 products (hawk.scan with op=m.mul: every mode, segmented and keyed) against jax.grad of jnp.cumprod."""
 
 import numpy as np
@@ -234,13 +234,26 @@ def test_a_product_keeping_a_trailing_axis_against_jax():
     bt_grads_spirv_bits(prod_cols, ct[:100], {"x": x[:100]}, "prod_cols")
 
 
-def test_a_product_keeping_too_many_trailing_slots_is_refused_at_its_line():
-    @hawk.kernel
-    def cols(lane: Grid["row", "col":5000], x: Scalar) -> Scalar:  # noqa: F821
-        return hawk.reduce(m.mul, x, over="row")  # @cols
+@hawk.kernel
+def prod_wide(lane: Grid["row", "col":5000], x: Scalar) -> Scalar:  # noqa: F821
+    return m.cos(x) * hawk.reduce(m.mul, x, over="row", where=x > -1.0)  # more slots than a keyed scan's keys
 
-    msg = bt_reverse_refused(__file__, cols, np.ones(5000), "# @cols", x=np.ones((2, 5000)))
-    assert "for at most 4096 slots" in msg and "not 5000" in msg
+
+def test_a_product_keeping_more_trailing_slots_than_a_keyed_scan_takes():
+    """5000 columns: the running products' keyed scans run as one scan per group of 4096 keys; zeros and masked
+    lanes in both groups, against jax.grad, the same bits on every thread count."""
+    rng = np.random.default_rng(18)
+    x = 1.0 + 0.05 * rng.standard_normal((5, 5000))
+    x[[1, 2, 2, 3], [7, 4100, 4101, 4999]] = [0.0, 0.0, -2.0, 0.0]
+    ct = rng.standard_normal((5, 5000))
+    g = _grad(prod_wide, ct, x=x)["x"].reshape(5, 5000)
+
+    def f(v):
+        p = jnp.prod(jnp.where(v > -1.0, v, 1.0), axis=0, keepdims=True)
+        return jnp.sum(ct * jnp.cos(v) * p)
+
+    _close(g, jax.grad(f)(x))
+    bt_grads_split_bits(prod_wide, ct, {"x": x}, ORDERED_BLOCK, "prod_wide")
 
 
 def test_a_running_product_over_keys_in_key_order_is_refused_at_its_line():

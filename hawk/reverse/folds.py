@@ -14,7 +14,8 @@ of their own are recognised by the combiner's code:
 Any other operator ("func") follows its chain through its own Jacobians (hawk/reverse/chains.py). A product (or a
 func fold) keeping leading lane axes runs its scans in the lanes' flat order, reset at each slice's first lane
 (its slices are contiguous there); one keeping other axes runs keyed scans (by= the slot, order="lane": each
-slot's lanes in lane order), so its slots number at most the keyed scans' MAX_KEYS.
+slot's lanes in lane order), in groups of the keyed scans' MAX_KEYS slots when it keeps more
+(KeyedScansMixin.grouped_scan).
 """
 
 from __future__ import annotations

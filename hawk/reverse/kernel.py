@@ -47,7 +47,6 @@ def facts(kernel: Kernel) -> Facts:
     from hawk.ir.access import (
         cell_name,
         plane_name,
-        reduce_kind,
         scan_keys,
         scan_op,
         scan_order,
@@ -73,8 +72,6 @@ def facts(kernel: Kernel) -> Facts:
         for op in found:
             if is_hawk(op, "at") and sig.get(plane_name(op)).kind == "lane":
                 at.add(plane_name(op))
-            elif is_hawk(op, "reduce") and reduce_kind(op) == "fold":
-                _fold_differentiable(module, op, sig)
             elif is_hawk(op, "scan") and scan_keys(op) is not None and is_float(scan_value(op).type) and \
                     scan_order(op) == "key" and scan_op(op) != "add":
                 raise error_at(op, f"the reverse differentiates a hawk.scan with order=\"key\" only with op=m.add "
@@ -111,27 +108,6 @@ def facts(kernel: Kernel) -> Facts:
     kernel._reverse_facts = Facts(frozenset(at), pay, frozenset(stored), kept, counts, kernel.initial_reads(),
                                   frozenset(keyed))
     return kernel._reverse_facts
-
-
-def _fold_differentiable(module, op, sig: Signature) -> None:
-    """Refuse, at its line, a fold whose gradient the reverse cannot write (hawk/reverse/folds.py)."""
-    import math
-
-    from hawk.frontend.scan_keyed import MAX_KEYS
-    from hawk.ir.access import reduce_over
-    from hawk.passes.verify import error_at
-    from hawk.reverse.folds import fold_form, keeps_leading
-
-    form = fold_form(module, op)
-    over, axes = reduce_over(op), sig.lane_axes()
-    kept = [a for a in axes if a.label not in over]
-    # (kept axes that do not lead are never the first, so their extents are declared: Grid's rule)
-    if form in ("product", "func") and not keeps_leading(over, [a.label for a in axes]) and \
-            math.prod(a.extent for a in kept) > MAX_KEYS:
-        what = "a product (hawk.reduce with m.mul)" if form == "product" else "a fold by a @hawk.func"
-        raise error_at(op, f"the reverse differentiates {what} keeping lane axes that do not lead the grid's axes "
-                           f"for at most {MAX_KEYS} slots (each slot is a key of its running scans), not "
-                           f"{math.prod(a.extent for a in kept)}: keep the leading axes, or split the fold")
 
 
 def _in_loop(op) -> bool:

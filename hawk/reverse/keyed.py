@@ -21,7 +21,7 @@ from mlir.dialects import func, vector
 
 from hawk.ir.build import create
 
-_SGE = 5
+_SGE, _SLT = 5, 2
 
 
 class KeyedScansMixin:
@@ -101,3 +101,27 @@ class KeyedScansMixin:
         flipped = self.select(self.keyed_kept(lane), self.op("arith.subi", self.iconst(n - 1), key), key)
         larger = self.scan(carried, "add", None, False, exclusive=True, keyed=(flipped, n, "key"))
         self.acc(x, self.where(self.keyed_kept(lane), self.add(own, larger)), False, adj)
+
+    def grouped_scan(self, x: ir.Value, opname: str, reset, reverse: bool, exclusive: bool, keyed: tuple,
+                     combine: str | None) -> ir.Value:
+        """A keyed scan over more keys than one hawk.scan takes (MAX_KEYS: a fold keeping more slots of trailing
+        axes), as one scan per group of MAX_KEYS consecutive keys: in group g's scan a lane keeps its key less
+        the group's first when the key is in the group, else -1 (it takes no part), and each lane takes the
+        result of its own group's scan. Each key's lanes fold exactly as in one scan; the cost is one pass per
+        group."""
+        from hawk.frontend.scan_keyed import MAX_KEYS
+
+        key, keys, order = keyed
+        i1, i64 = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(64)
+
+        def icmp(pred: int, a, b):
+            return create("arith.cmpi", [a, b], [i1], {"predicate": ir.IntegerAttr.get(i64, pred)}).result
+
+        out = None
+        for lo in range(0, keys, MAX_KEYS):
+            n = min(MAX_KEYS, keys - lo)
+            inside = self.land(icmp(_SGE, key, self.iconst(lo)), icmp(_SLT, key, self.iconst(lo + n)))
+            k = self.select(inside, self.op("arith.subi", key, self.iconst(lo)), self.iconst(-1))
+            got = self.scan(x, opname, reset, reverse, exclusive, (k, n, order), combine)
+            out = got if out is None else self.select(inside, got, out)  # (key -1: group 0's identity)
+        return out

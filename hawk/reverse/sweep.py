@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from mlir import ir
 from mlir.dialects import vector
 
+from hawk.frontend.scan_keyed import MAX_KEYS
 from hawk.ir.access import (
     at_coords,
     coord_axes,
@@ -488,7 +489,10 @@ class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, KeyedScansMixin, Emit):
              exclusive: bool = False, keyed: tuple | None = None, combine: str | None = None) -> ir.Value:
         """A hawk.scan of x in the adjoint (its result has x's type), segmented by `reset` or, `keyed`, by
         (the i64 key, how many keys, order) (`_keyed`: a forward keyed scan's); opname "func": by the combiner
-        `combine`, an exclusive one starting from the identity 0.0 (chains.py)."""
+        `combine`, an exclusive one starting from the identity 0.0 (chains.py). More keys than one keyed scan
+        takes (a fold's slots): one scan per group of keys (KeyedScansMixin.grouped_scan)."""
+        if keyed is not None and keyed[1] > MAX_KEYS:
+            return self.grouped_scan(x, opname, reset, reverse, exclusive, keyed, combine)
         attrs = {"op": opname, "mode": "exclusive" if exclusive else "inclusive"}
         if combine is not None:
             attrs |= {"combine": combine, "identity": ir.FloatAttr.get(ir.F64Type.get(), 0.0)}
