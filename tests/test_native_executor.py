@@ -22,6 +22,7 @@ import os
 import shutil
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -384,7 +385,9 @@ def test_a_forked_child_runs_native_launches():
     x, _ = _data(20_000)
     plan = eagle.deploy(ne_centre, threads=2, min_chunk=1024)
     want = _np(plan.run(x=x))
-    pid = os.fork()
+    with warnings.catch_warnings():  # (Python warns when another test of this process has imported JAX, whose
+        warnings.simplefilter("ignore", RuntimeWarning)  # threads the child does not use: what is tested is ours)
+        pid = os.fork()
     if pid == 0:  # the child: its pool starts empty and grows again
         code = 1
         try:
