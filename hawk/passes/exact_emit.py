@@ -37,7 +37,7 @@ def words_of(t: ir.Type) -> int:
     return FORMATS[fmt(t)][3] + 5
 
 
-def _host_module(e: Emit) -> ir.Operation | None:
+def _host_module() -> ir.Operation | None:
     """The builtin.module the insertion point sits in when it is host code (None inside a gpu.module: device
     code keeps every step inline, as a Vulkan shader's logical pointers cannot be passed to calls)."""
     op = ir.InsertionPoint.current.block.owner
@@ -62,7 +62,7 @@ def _outlined(e: Emit, name: str, args: list[ir.Value], results: list[ir.Type], 
     steps of an exact accumulator are long and appear at many sites: inline, they were most of an ordered
     kernel's compile time); in device code, emit `body` inline. Memref arguments are passed with a dynamic
     extent."""
-    module = _host_module(e)
+    module = _host_module()
     if module is None:
         out = body(e, *args)
         return [] if out is None else [out]

@@ -19,6 +19,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import func, vector
 
+from hawk.frontend.scan_keyed import MAX_KEYS
+from hawk.ir.access import combiners, scan_key, scan_keys, scan_mode, scan_op, scan_reverse, scan_value
 from hawk.ir.build import create
 
 _SGE, _SLT = 5, 2
@@ -46,10 +48,8 @@ class KeyedScansMixin:
     def runs_combiner(self, t: ir.Type, reverse: bool) -> str:
         """f((s, h), (x, k)) over (running sum, flag of the lane folded last) and (lane's value, its flag): the sum
         restarts at x where the run begins. Upwards a run begins at a flagged lane (k); downwards after one (h:
-        the lane folded before this one, the next in lane order, began a run). Made once per module and form."""
-        name = f"{self.p.name}.runs{'down' if reverse else 'up'}"
-        from hawk.ir.access import combiners
-
+        the lane folded before this one, the next in lane order, began a run). Made once per module, form and type."""
+        name = f"{self.p.name}.runs{'down' if reverse else 'up'}.{t}"
         if name in combiners(self.module):
             return name
         vt = ir.VectorType.get([2], t)
@@ -66,9 +66,7 @@ class KeyedScansMixin:
     def keyed_shifted(self, g: ir.Value, back: bool, keyed: tuple) -> ir.Value:
         """Each lane's g from the next lane of its key (`back`; else from the one before), 0.0 where there is
         none: an exclusive keyed scan by a func that keeps the lane's value, run from the other end."""
-        name = f"{self.p.name}.take"
-        from hawk.ir.access import combiners
-
+        name = f"{self.p.name}.take.{g.type}"
         if name not in combiners(self.module):
             entry = self.new_combiner(name, g.type)
             with ir.InsertionPoint(entry), self.func.location:
@@ -79,8 +77,6 @@ class KeyedScansMixin:
         """A keyed min/max scan (order="lane"): hawk.max's rule on each key's lanes (Sweep.extreme_rule, with
         plateaus and their sums kept within a key); an exclusive one through the inclusive scan recomputed,
         its cotangent moved to the lane of the same key one step back (reverse=True: one on)."""
-        from hawk.ir.access import scan_mode, scan_op, scan_reverse, scan_value
-
         x, rev = scan_value(op), scan_reverse(op)
         y = op.results[0]
         if scan_mode(op) == "exclusive":
@@ -91,8 +87,6 @@ class KeyedScansMixin:
     def key_order_scan(self, op, g, adj: dict) -> None:
         """An add scan in key order (forward): lane j's share is g summed over the lanes at or after it in
         (key, lane) order (exclusive: after it), its own key's in lane order plus every larger key's total."""
-        from hawk.ir.access import scan_key, scan_keys, scan_mode, scan_value
-
         x, key, n = scan_value(op), scan_key(op), scan_keys(op)
         lane = (key, n, "lane")
         own = self.scan(g, "add", None, True, scan_mode(op) == "exclusive", keyed=lane)
@@ -109,8 +103,6 @@ class KeyedScansMixin:
         the group's first when the key is in the group, else -1 (it takes no part), and each lane takes the
         result of its own group's scan. Each key's lanes fold exactly as in one scan; the cost is one pass per
         group."""
-        from hawk.frontend.scan_keyed import MAX_KEYS
-
         key, keys, order = keyed
         i1, i64 = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(64)
 
