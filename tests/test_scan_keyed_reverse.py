@@ -167,3 +167,21 @@ def test_key_order_extreme_scans_are_refused_at_their_line():
     msg = bt_reverse_refused(__file__, sorted_max, np.ones(10), "# @key_order_max", x=np.arange(10.0),
                              k=(np.arange(10) % 4).astype(np.int32))
     assert 'order="key" only with op=m.add (op=m.max in key order' in msg
+
+
+def test_adjoints_build_for_nvvm_and_rocdl():
+    """The adjoints (keyed scans by funcs folded in the finish, key-order scans) assemble with ptxas and link with
+    ld.lld, every stage (spirv runs them above)."""
+    from hawk.reverse import adjoint
+    from hawk.targets.nvvm import NvvmTarget
+    from hawk.targets.rocdl import RocdlTarget
+
+    for kernel in (k_max_before, k_sorted):
+        adj, _ = adjoint(kernel, ("x",), None)
+        spec = adj.spec_for("float64", {})
+        for k, st in enumerate(adj.stages(spec)):
+            gpu = {w: adj.lowered_gpu(spec, k, w, True).gpu_module for w in (32, 64)}
+            nv = NvvmTarget("sm_80")
+            nv.check(nv.compile(gpu[nv.subgroup]))
+            amd = RocdlTarget("gfx90a")
+            amd.check(amd.compile(gpu[amd.subgroup]), f"{st.name}_lanes")
