@@ -9,7 +9,7 @@ only integer and float64 arithmetic and runs in the host finish.
 
 In host code each step is a private function of the module, made once per module, format and buffer type and
 called where it is needed (`noinline`, hidden): they sit on the rare paths (large terms, flushes, the finish's
-rounding), and written inline at every site they made an ordered kernel's code several times an "auto" one's
+rounding), and written inline at every site, they made an ordered kernel's code several times an "auto" one's,
 and its compile time with it. Device code (inside a gpu.module) keeps them inline.
 """
 
