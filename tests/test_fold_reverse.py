@@ -8,7 +8,7 @@ products (hawk.scan with op=m.mul: every mode, segmented and keyed) against jax.
 
 import numpy as np
 import pytest
-from conftest import bt_grads_spirv_bits, bt_grads_split_bits, bt_reverse_refused
+from conftest import bt_grads_spirv_bits, bt_grads_split_bits
 
 import eagle
 import hawk
@@ -254,15 +254,6 @@ def test_a_product_keeping_more_trailing_slots_than_a_keyed_scan_takes():
 
     _close(g, jax.grad(f)(x))
     bt_grads_split_bits(prod_wide, ct, {"x": x}, ORDERED_BLOCK, "prod_wide")
-
-
-def test_a_running_product_over_keys_in_key_order_is_refused_at_its_line():
-    @hawk.kernel
-    def keyed(x: Scalar, k: hawk.Index) -> Scalar:
-        return hawk.scan(x, op=m.mul, by=k, keys=4, order="key")  # @keyed
-
-    msg = bt_reverse_refused(__file__, keyed, np.ones(8), "# @keyed", x=np.ones(8), k=np.zeros(8, np.int32))
-    assert 'hawk.scan with order="key" only with op=m.add (op=m.mul in key order' in msg
 
 
 @hawk.kernel

@@ -4,7 +4,8 @@ A keyed running max or min (order="lane") is the unkeyed one on each key's lanes
 against the unkeyed rule's reference (tests/test_scan_reverse.py: a lane's cotangent split equally between the
 lanes of its plateau that hold the extreme) applied to each key's lanes, in every mode and direction, with key -1
 lanes getting nothing; an add scan in key order against g summed over the lanes after each one in (key, lane)
-order, and against central finite differences. The same bits on every thread count (runs that really split)
+order, and against central finite differences; a running product in key order against jax.grad of jnp.cumprod
+over the lanes sorted by key, zeros included. The same bits on every thread count (runs that really split)
 and on spirv; a key-order min/max scan is refused at its line."""
 
 import numpy as np
@@ -119,6 +120,45 @@ def test_add_scans_in_key_order(n):
     assert np.allclose(g, want, rtol=1e-11, atol=1e-11)
 
 
+@hawk.kernel
+def k_sorted_prod(x: Scalar, k: Index, y: Mutable[Scalar], z: Mutable[Scalar]):
+    y = hawk.scan(x, by=k, keys=5, op=m.mul, order="key")
+    z = hawk.scan(x, by=k, keys=5, op=m.mul, order="key", exclusive=True)
+
+
+@hawk.kernel
+def k_sorted_prod_one(x: Scalar, k: Index) -> Scalar:
+    return hawk.scan(x, by=k, keys=5, op=m.mul, order="key")  # (k_sorted_prod's adjoint binds more buffers than
+    # lavapipe gives a shader: 34 of 32)
+
+
+@pytest.mark.parametrize("zeros", [0, 1, 2])
+def test_running_products_in_key_order_against_jax(zeros):
+    """A running product over (key, lane) order is jnp.cumprod over the lanes sorted stably by key (key -1 lanes
+    left out): torch.cumprod's rule with the key-order sums, exact zeros included (one zero: the lanes before it
+    and the zero itself get shares; two: nothing after the first)."""
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    rng = np.random.default_rng(40 + zeros)
+    n = 300
+    x = 1.0 + 0.05 * rng.standard_normal(n)
+    k = rng.integers(-1, KEYS, n).astype(np.int32)
+    x[rng.choice(np.flatnonzero(k >= 0), zeros, replace=False)] = 0.0
+    cy, cz = rng.standard_normal((2, n))
+    g = np.asarray(eagle.deploy(k_sorted_prod).reverse({"y": cy, "z": cz}, x=x, k=k)["x"])
+    order = np.flatnonzero(k >= 0)
+    order = order[np.argsort(k[order], kind="stable")]
+
+    def loss(v):
+        p = jnp.cumprod(v[order])
+        return jnp.sum(cy[order] * p) + jnp.sum(cz[order] * jnp.concatenate([jnp.ones(1), p[:-1]]))
+
+    want = np.asarray(jax.grad(loss)(jnp.asarray(x)))
+    np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-12 * np.max(np.abs(want)))
+    assert not g[k < 0].any()
+
+
 def test_add_scans_in_key_order_against_finite_differences():
     rng = np.random.default_rng(5)
     n = 40
@@ -144,6 +184,9 @@ _CASES = {
                                   "k": rng.integers(-1, KEYS, n).astype(np.int32)}),
     "key_order": lambda rng, n: (k_sorted, {"y": rng.standard_normal(n), "z": rng.standard_normal(n)},
                                  {"x": rng.standard_normal(n), "k": rng.integers(-1, KEYS, n).astype(np.int32)}),
+    "key_order_prod": lambda rng, n: (k_sorted_prod_one, rng.standard_normal(n),
+                                      {"x": 1.0 + 1e-4 * rng.standard_normal(n),
+                                       "k": rng.integers(-1, KEYS, n).astype(np.int32)}),
 }
 
 
@@ -166,7 +209,7 @@ def test_key_order_extreme_scans_are_refused_at_their_line():
 
     msg = bt_reverse_refused(__file__, sorted_max, np.ones(10), "# @key_order_max", x=np.arange(10.0),
                              k=(np.arange(10) % 4).astype(np.int32))
-    assert 'order="key" only with op=m.add (op=m.max in key order' in msg
+    assert 'order="key" only with op=m.add or m.mul (op=m.max in key order' in msg
 
 
 def test_adjoints_build_for_nvvm_and_rocdl():
@@ -176,7 +219,7 @@ def test_adjoints_build_for_nvvm_and_rocdl():
     from hawk.targets.nvvm import NvvmTarget
     from hawk.targets.rocdl import RocdlTarget
 
-    for kernel in (k_max_before, k_sorted):
+    for kernel in (k_max_before, k_sorted, k_sorted_prod_one):
         adj, _ = adjoint(kernel, ("x",), None)
         spec = adj.spec_for("float64", {})
         for k, st in enumerate(adj.stages(spec)):

@@ -73,10 +73,10 @@ def facts(kernel: Kernel) -> Facts:
             if is_hawk(op, "at") and sig.get(plane_name(op)).kind == "lane":
                 at.add(plane_name(op))
             elif is_hawk(op, "scan") and scan_keys(op) is not None and is_float(scan_value(op).type) and \
-                    scan_order(op) == "key" and scan_op(op) != "add":
+                    scan_order(op) == "key" and scan_op(op) not in ("add", "mul"):
                 raise error_at(op, f"the reverse differentiates a hawk.scan with order=\"key\" only with op=m.add "
-                                   f"(op=m.{scan_op(op)} in key order has no gradient rule yet): keep it out of the "
-                                   "gradient, or scan by key in lane order (order=\"lane\")")
+                                   f"or m.mul (op=m.{scan_op(op)} in key order has no gradient rule yet): keep it "
+                                   "out of the gradient, or scan by key in lane order (order=\"lane\")")
             elif is_hawk(op, "store") and store_key(op) is not None:
                 if _in_loop(op):
                     raise error_at(op, f"the reverse does not take a store by key into output plane "

@@ -11,7 +11,9 @@ back; its cotangent moves to that lane by a keyed scan that keeps the lane's val
 An add scan in key order (order="key") sums, at each lane, every lane of a smaller key and the lanes of its own
 key up to it. Lane j's share is then the sum of g over the lanes after it in that order: the lanes of its own
 key from j on (a keyed reverse scan in lane order) and every lane of a larger key (each key's total, carried by
-its last lane, summed over the larger keys by a key-order exclusive scan with the keys reversed).
+its last lane, summed over the larger keys by a key-order exclusive scan with the keys reversed). A product in
+key order takes the running product's rule (Sweep.reverse_product_scan) with those sums in place of the reverse
+scans that key order does not have.
 """
 
 from __future__ import annotations
@@ -86,15 +88,21 @@ class KeyedScansMixin:
 
     def key_order_scan(self, op, g, adj: dict) -> None:
         """An add scan in key order (forward): lane j's share is g summed over the lanes at or after it in
-        (key, lane) order (exclusive: after it), its own key's in lane order plus every larger key's total."""
-        x, key, n = scan_value(op), scan_key(op), scan_keys(op)
+        (key, lane) order (exclusive: after it)."""
+        share = self.key_order_suffix(g, scan_key(op), scan_keys(op), scan_mode(op) == "exclusive")
+        self.acc(scan_value(op), share, False, adj)
+
+    def key_order_suffix(self, v: ir.Value, key: ir.Value, n: int, exclusive: bool) -> ir.Value:
+        """v summed over the lanes at or after this one in (key, lane) order (exclusive: after it), 0 for a lane of
+        key -1: its own key's lanes in lane order (a keyed scan from the last lane down) plus every larger key's
+        total (carried by each key's last lane, summed by an exclusive key-order scan with the keys reversed)."""
         lane = (key, n, "lane")
-        own = self.scan(g, "add", None, True, scan_mode(op) == "exclusive", keyed=lane)
-        total = self.scan(g, "add", None, False, keyed=lane)  # (a key's total at its last lane)
+        own = self.scan(v, "add", None, True, exclusive, keyed=lane)
+        total = self.scan(v, "add", None, False, keyed=lane)  # (a key's total at its last lane)
         carried = self.where(self.last_lane(None, lane), total)
         flipped = self.select(self.keyed_kept(lane), self.op("arith.subi", self.iconst(n - 1), key), key)
         larger = self.scan(carried, "add", None, False, exclusive=True, keyed=(flipped, n, "key"))
-        self.acc(x, self.where(self.keyed_kept(lane), self.add(own, larger)), False, adj)
+        return self.where(self.keyed_kept(lane), self.add(own, larger))
 
     def grouped_scan(self, x: ir.Value, opname: str, reset, reverse: bool, exclusive: bool, keyed: tuple,
                      combine: str | None) -> ir.Value:

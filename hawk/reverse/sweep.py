@@ -517,6 +517,8 @@ class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, KeyedScansMixin, Emit):
         excl = scan_mode(op) == "exclusive"
 
         def scan(v, opname, reverse, exclusive):
+            if reverse and scan_order(op) == "key":  # (sums only: key order has no reverse scan)
+                return self.key_order_suffix(v, scan_key(op), scan_keys(op), exclusive)
             return self.scan(v, opname, reset, reverse, exclusive, keyed=_keyed(op))
 
         i64 = ir.IntegerType.get_signless(64)
