@@ -734,6 +734,37 @@ def test_one_long_invocation_runs_or_is_refused_never_wrong(vulkan):
             bt_run_on("spirv", v_long_loop, x=np.ones(8))
 
 
+@hawk.kernel
+def v_two_stages(x: Scalar, key: Index, acc: Mutable["slot":4], z: Mutable[Scalar], y: Mutable[Scalar]):  # noqa: F821
+    z = x * 2.0  # (the first stage writes z)
+    y = x - hawk.mean(x)  # (read back: a second stage, which also scatters)
+    hawk.scatter(acc)[key] += y
+
+
+def test_more_storage_buffers_than_the_device_allows_is_refused_untouched(vulkan, monkeypatch):
+    """A stage that binds more storage buffers than the device gives a shader is refused before its dispatch,
+    saying what to do instead; when the first stage fits and the second does not, the run still leaves every
+    array the caller passed as it was (the first stage's output too)."""
+    x, key = np.arange(64, dtype=np.float64), (np.arange(64) % 4).astype(np.int32)
+    plan = eagle.deploy(v_two_stages, target="spirv")
+    refused = {}
+    for most in range(2, 64):  # from no stage fitting to both: each refusal leaves the passed arrays alone
+        monkeypatch.setattr(vulkan, "max_buffers", most)
+        acc, z = np.full(4, 7.0), np.full(64, 5.0)
+        try:
+            got = plan.run(x=x, key=key, acc=acc, z=z)
+        except RuntimeError as exc:
+            assert f"allows {most} per shader: run it on another target" in str(exc), str(exc)
+            assert "split the kernel" in str(exc)
+            assert acc.tobytes() == np.full(4, 7.0).tobytes() and z.tobytes() == np.full(64, 5.0).tobytes()
+            refused[str(exc).split("'")[3]] = most
+            continue
+        np.testing.assert_allclose(got["z"], 2 * x)
+        np.testing.assert_allclose(got["acc"], 7.0 + np.bincount(key, x - x.mean()))
+        break
+    assert set(refused) == {"v_two_stages_lanes", "v_two_stages_2_lanes"}, refused  # (the second after the first ran)
+
+
 def _suite_kernels():
     """(module, name, kernel) of every @hawk.kernel defined at module level in the test suite's modules."""
     tests = Path(__file__).resolve().parent

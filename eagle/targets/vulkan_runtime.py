@@ -424,7 +424,9 @@ class VulkanRuntime(DeviceRuntime):
         n = len(buffers) + 1  # with the status buffer
         if n > self.max_buffers:
             raise RuntimeError(f"target 'spirv': kernel '{entry}' binds {n} storage buffers; device "
-                               f"{self.device_name} allows {self.max_buffers} per shader")
+                               f"{self.device_name} allows {self.max_buffers} per shader: run it on another "
+                               f"target (the host, nvvm, rocdl) or device, or split the kernel into kernels with "
+                               f"fewer planes, sinks, reductions and scans each")
         groups = grid.groups
         if groups > self.max_groups:
             raise RuntimeError(f"target 'spirv': {groups} workgroups exceed device {self.device_name}'s limit of "
