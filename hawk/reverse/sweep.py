@@ -532,9 +532,7 @@ class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, KeyedScansMixin, Emit):
         on_zero = self.mul(scan(x, "mul", rev, True), scan(self.mul(g, after), "add", not rev, excl))
         dx = self.select(none, before, self.select(first, on_zero, self.zero(x.type)))
         if scan_keys(op) is not None:  # a lane of key -1 took no part (its value is the identity)
-            kept = create("arith.cmpi", [scan_key(op), self.iconst(0)], [ir.IntegerType.get_signless(1)],
-                          {"predicate": ir.IntegerAttr.get(i64, 5)}).result  # sge
-            dx = self.where(kept, dx)
+            dx = self.where(self.keyed_kept(_keyed(op)), dx)
         self.acc(x, dx, False, adj)
 
     def shifted(self, g: ir.Value, back: bool) -> ir.Value:
