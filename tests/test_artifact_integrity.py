@@ -10,6 +10,7 @@ process, so a crash would show as a signal.
 
 import copy
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -312,6 +313,30 @@ def test_a_portable_build_runs_and_uses_no_vector_extensions(tmp_path):
                                   check=True).stdout
             assert "ret" in text
             assert not [ln for ln in text.splitlines() if "ymm" in ln or "zmm" in ln or "\tv" in ln], b["file"]
+
+
+@hawk.kernel
+def ai_ordered(x: Scalar, total: Mutable[Scalar]):
+    total = hawk.sum(x, policy="ordered")
+
+
+def test_a_portable_build_exports_the_kernels_functions_only(tmp_path):
+    """The exact sum's steps are hidden functions of the library (hawk/passes/exact_emit.py): a portable build
+    writes no packed wrapper for them, and the sum is still math.fsum's."""
+    import llvm
+
+    hawk.artifact.build(ai_ordered, tmp_path, cpu="portable")
+    x = np.random.default_rng(4).normal(size=10_001) * np.exp2(np.arange(10_001) % 60)
+    out = hawk.run(hawk.load(tmp_path, "ai_ordered"), x=x)
+    assert float(np.asarray(out)[0]) == math.fsum(x)
+    nm = Path(llvm.__file__).parent / "bin" / "llvm-nm"
+    (b,) = json.loads((tmp_path / "ai_ordered.json").read_text())["builds"]
+    names = subprocess.run([str(nm), "-D", "--defined-only", "-j", str(tmp_path / b["file"])], capture_output=True,
+                           text=True, check=True).stdout.split()
+    assert sorted(n for n in names if "ai_ordered" in n) == ["_mlir_ai_ordered_finish", "_mlir_ai_ordered_lanes",
+                                                             "ai_ordered_finish", "ai_ordered_lanes",
+                                                             "hawk_artifact_ai_ordered"], names
+    assert not [n for n in names if "__hawk_" in n], names
 
 
 def test_a_native_build_records_this_cpu(built):

@@ -100,8 +100,8 @@ def _packed_wrappers(module) -> str:
         if "private" in linkage or "internal" in linkage:
             continue
         name = ir.StringAttr(op.attributes["sym_name"]).value
-        if name.startswith("__hawk_") or not str(op.attributes["function_type"]).startswith("!llvm.func<void "):
-            continue  # (__hawk_*: steps the kernel's functions call, never launched: hawk/passes/exact_emit.py)
+        if _hidden(op) or not str(op.attributes["function_type"]).startswith("!llvm.func<void "):
+            continue  # (hidden: called by the kernel's functions, never launched, e.g. hawk/passes/exact_emit.py's)
         types = [str(a.type) for a in op.regions[0].blocks[0].arguments]
         body = []
         for i, t in enumerate(types):
@@ -112,6 +112,13 @@ def _packed_wrappers(module) -> str:
         body += [f"    llvm.call @{name}({vals}) : ({', '.join(types)}) -> ()", "    llvm.return"]
         out.append(f"  llvm.func @_mlir_{name}(%args: !llvm.ptr) {{\n" + "\n".join(body) + "\n  }\n")
     return "".join(out)
+
+
+def _hidden(op) -> bool:
+    """Whether an llvm.func has hidden visibility (not exported from the library)."""
+    from mlir import ir
+
+    return "visibility_" in op.attributes and ir.IntegerAttr(op.attributes["visibility_"]).value == 1
 
 
 def build(text: str, so: Path, cpu: str | None = None) -> None:
