@@ -78,7 +78,7 @@ def test_processes_that_start_together_build_a_kernel_once(tmp_path):
     assert outs == [str(float(sum(i * i for i in range(1000))))] * 3
     builds = (tmp_path / "builds.log").read_text().splitlines()
     assert len(builds) == 1, builds  # one process built; two waited, then loaded its sealed library
-    assert list((tmp_path / "cache" / "locks").glob("cl_norm*.lock"))
+    assert list((tmp_path / "cache" / cache.LOCKS).glob("cl_norm*.lock"))
 
 
 def test_without_a_cache_each_process_builds_its_own(tmp_path):
@@ -95,7 +95,7 @@ def test_a_lock_held_too_long_is_given_up(monkeypatch, tmp_path):
 
     entry = tmp_path / "k-1.so"
     with cache.building(entry):
-        held = os.open(tmp_path / "locks" / "k-1.so.lock", os.O_RDWR)
+        held = os.open(tmp_path / cache.LOCKS / "k-1.so.lock", os.O_RDWR)
         with pytest.raises(BlockingIOError):
             fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (held: another descriptor cannot take it)
         monkeypatch.setattr(cache, "BUILD_WAIT_S", 0.05)

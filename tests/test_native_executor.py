@@ -32,6 +32,7 @@ import eagle.native as native
 import hawk
 from eagle.errors import InputError
 from hawk import Grid, Index, Mutable, Param, Scalar
+from hawk.abi import cache
 
 N = 50_001  # no multiple of any chunk size: a short last chunk
 
@@ -373,7 +374,7 @@ def test_the_executor_builds_into_the_disk_cache_and_loads_back(monkeypatch, tmp
     monkeypatch.setattr(native, "_STATE", {})
     lib = native.library()
     assert lib is not None, native.unavailable_reason()
-    entries = sorted(p.name for p in tmp_path.iterdir() if p.name != "locks")  # (locks: hawk.abi.cache.building)
+    entries = sorted(p.name for p in tmp_path.iterdir() if p.name != cache.LOCKS)  # (hawk.abi.cache.building's)
     assert len(entries) == 2 and entries[1] == entries[0] + ".sha256", entries
     monkeypatch.setattr(native, "_STATE", {})
     again = native.library()

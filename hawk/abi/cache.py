@@ -98,6 +98,7 @@ def write_atomic(path: Path, data: bytes) -> None:
 # how long a process waits for another that is building the same entry before it builds the entry itself (a
 # build that takes longer is stuck or huge; building twice is then the lesser harm)
 BUILD_WAIT_S = 600.0
+LOCKS = "locks"  # the cache's folder of build locks (not an entry)
 
 
 @contextlib.contextmanager
@@ -119,7 +120,7 @@ def building(path: Path | None) -> Iterator[None]:
 def _lock(path: Path) -> int | None:
     """An open descriptor of `path`'s lock file, locked (waiting up to BUILD_WAIT_S), or None."""
     try:
-        locks = path.parent / "locks"
+        locks = path.parent / LOCKS
         locks.mkdir(exist_ok=True)
         fd = os.open(locks / f"{path.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
     except OSError:

@@ -56,7 +56,7 @@ def _libraries(tmp_path) -> list[str]:
     each entry's seal as <entry>.sha256, eagle's own native helpers as eagle-*.so, the host CPU as host-cpu-*, and
     the builds' lock files under locks/)."""
     return sorted(p.name for p in (tmp_path / "cache").iterdir()
-                  if not p.name.endswith((".kernel.json", ".sha256")) and p.name != "locks"
+                  if not p.name.endswith((".kernel.json", ".sha256")) and p.name != cache.LOCKS
                   and not p.name.startswith(("eagle-", "host-cpu-")))
 
 
