@@ -166,7 +166,7 @@ class JaxKernel:
         return f
 
     def _backward(self, call: _Call, ops: tuple, gs: tuple) -> tuple:
-        from eagle.reverse import adjoint_for, adjoint_inputs, cotangents, forward_of
+        from eagle.reverse import adjoint_for, adjoint_inputs, cotangents, forward_of, winning_numbers
 
         planes = dict(zip(call.operands, ops, strict=True))
         fwd = forward_of(self.plan)
@@ -207,7 +207,7 @@ class JaxKernel:
                     planes[s].dtype)
                 continue
             g = cot[s].astype(planes[s].dtype)
-            grads[s] = jnp.where(wins[s] < 0, g, jnp.zeros_like(g)) if s in wins else g
+            grads[s] = jnp.where(winning_numbers(wins[s]) < 0, g, jnp.zeros_like(g)) if s in wins else g
         return tuple(grads.get(n) for n in call.operands)
 
     def _unrepeated(self, fwd, out: str, counts, ct):
@@ -236,8 +236,10 @@ class JaxKernel:
         """Per sink stored into with `= v`: its winning store number per slot (-1 where no lane stored), from
         the winners kernel run on sinks filled with -1 (passed sinks: aliased operands, as in any call); per
         output written by key, the stores counted into each position (from zeros)."""
+        from eagle.reverse import winner_fills
+
         sig = self.plan.kernel.signature
-        fills = {s: jnp.full(tuple(a.extent for a in sig.get(s).axes), -1.0, call.dtype) for s in design.win}
+        fills = winner_fills(design, sig, call.dtype, xp=jnp)
         fills.update({n: jnp.zeros(size, call.dtype) for n, size in positions})
         wk = self._bridge(win)
         got = wk(**{n: v for n, v in inputs.items() if n in wk.kinds or n in call.grid}, **fills)

@@ -26,7 +26,7 @@ import numpy as np
 from eagle.array import Array
 from eagle.errors import InputError
 from eagle.stage import run_stages
-from hawk.abi.reverse import INFO_FIELDS, Info, info_from_json, info_to_json  # noqa: F401  (the door's names)
+from hawk.abi.reverse import INFO_FIELDS, Info, info_from_json, info_to_json, win_components  # noqa: F401  (the door's names)
 
 
 @dataclass(frozen=True)
@@ -274,6 +274,21 @@ def repeats_format(fwd: Forward, out: str) -> str:
     return str(_fail(fwd, _REPEATED, out))
 
 
+def winner_fills(design, sig, dtype, xp=np) -> dict:
+    """The winners kernel's sinks before its run (`sig`: a signature holding the sinks' axes): -1, no store yet,
+    in every component of every slot (hawk.abi.reverse.win_components: the store's number and its loops' passes,
+    in parts), components first."""
+    passes = getattr(design, "passes", {})
+    return {s: xp.full((win_components(passes.get(s, 0)), *(a.extent for a in sig.get(s).axes)), -1.0, dtype)
+            for s in design.win}
+
+
+def winning_numbers(wins):
+    """A winners sink's first component per slot: its winning store's number's low part, -1 where no lane
+    stored."""
+    return wins[0]
+
+
 def refuse_repeats(fwd: Forward, counts: dict) -> None:
     """Refuse, by plane, a gradient through an output written by key where some position was stored more than
     once: which store's value remained there is not specified (docs/semantics.md), so neither is its gradient."""
@@ -347,7 +362,7 @@ class Reverse:
         adj, self.design, win = source(fwd, self.kwrt, b.extents, positions)
         inputs = adjoint_inputs(fwd, self.planes, b.extents, b.dtype)
         zero = cotangents(fwd, self.design, {}, b.extents, b.dtype)
-        self.fills = {s: np.full(tuple(a.extent for a in sig.get(s).axes), -1.0, b.dtype) for s in self.design.win}
+        self.fills = winner_fills(self.design, sig, b.dtype)
         self.wins = {s: f.copy() for s, f in self.fills.items()}
         # outputs written by key: the winners kernel counts the stores into each position (from zeros)
         self.counted = {n: np.zeros(size, b.dtype) for n, size in positions}
@@ -415,7 +430,7 @@ class Reverse:
             shape = (*design.payload.get(s, ()), *(a.extent for a in sig.get(s).axes))
             ct = np.broadcast_to(np.asarray(cotangent.get(s, 0.0), self.dtype), shape)
             if s in design.win:
-                ct = np.where(self.wins[s] < 0, ct, 0.0)
+                ct = np.where(winning_numbers(self.wins[s]) < 0, ct, 0.0)
             grads[s] = Array(np.array(ct, dtype=self.dtype))
         return grads
 

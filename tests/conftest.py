@@ -494,6 +494,22 @@ def bt_gpu_builds(gpu: str, kernel, planes: dict) -> None:
                  np.asarray(want) if not isinstance(want, dict) else want, f"{kernel.name} on {gpu}")
 
 
+def bt_stages_assemble(kernel, spec, chip: str = "sm_80") -> int:
+    """Every stage of `kernel` for `spec` assembles with ptxas (NVIDIA `chip`) and links with ld.lld (gfx90a), each
+    from the module lowered for its subgroup width with float atomics; how many stages."""
+    from hawk.targets.nvvm import NvvmTarget
+    from hawk.targets.rocdl import RocdlTarget
+
+    stages = kernel.stages(spec)
+    for k, st in enumerate(stages):
+        gpu = {w: kernel.lowered_gpu(spec, k, w, True).gpu_module for w in (32, 64)}
+        nv = NvvmTarget(chip)
+        nv.check(nv.compile(gpu[nv.subgroup]))
+        amd = RocdlTarget("gfx90a")
+        amd.check(amd.compile(gpu[amd.subgroup]), f"{st.name}_lanes")
+    return len(stages)
+
+
 def bt_ulps(got, want, dtype=np.float64) -> np.ndarray:
     """|got - want| in ulps of `dtype` at `want`, per value; NaN meets NaN, and zeros (with their signs) and
     infinities must match exactly (else inf)."""

@@ -78,6 +78,12 @@ def dist_store(x: Scalar, key: Index, last: Mutable["slot":5]):
 
 
 @hawk.kernel
+def dist_loopstore(x: Scalar, key: Index, last: Mutable["slot":5]):
+    for j in range(2):  # (each lane stores twice; its second store wins over its first)
+        hawk.scatter(last)[hm.where(key < 0, -1, (key + j) % 5)] = x * (j + 1.0)
+
+
+@hawk.kernel
 def dist_gridgrad(lane: Grid["row", "col":NC], u: Scalar, k: Param, out: Mutable[Scalar], tot: Mutable[Scalar]):
     out = u * k + lane.row * 0.5
     tot = hawk.sum(u * u * k, policy="ordered")

@@ -355,7 +355,7 @@ class Gen(Grammar):
         else:  # may fall outside the sink: key -1 adds (or stores) nothing, any other outside key is an error
             c = int(self.rng.integers(1, 3))
             key = E(f"kb - {c}", self.data["kb"].astype(np.int64) - c, "i")
-        loop = mode == "+=" and self.rng.random() < 0.25
+        loop = self.rng.random() < 0.25  # (stores too: a lane's later pass wins over its earlier one)
         call = f"hawk.scatter(bins{', policy=' + repr(policy).replace(chr(39), chr(34)) if policy else ''})"
         carried = None
         if loop:
@@ -386,11 +386,11 @@ class Gen(Grammar):
                 self.tags.add("key_minus1")
             else:
                 expect = "input_error"
-        with np.errstate(all="ignore"):
-            for kk in keys:
-                flat_k, flat_v = kk.reshape(-1), v.val.reshape(-1)
-                flat_m = (v.mag + np.abs(v.val)).reshape(-1)
-                for lane in range(flat_k.size):
+        with np.errstate(all="ignore"):  # in the forward's order: lane by lane, each lane's passes in turn
+            flat_v, flat_m = v.val.reshape(-1), (v.mag + np.abs(v.val)).reshape(-1)
+            flat_ks = [kk.reshape(-1) for kk in keys]
+            for lane in range(flat_ks[0].size):
+                for flat_k in flat_ks:
                     s = flat_k[lane]
                     if not 0 <= s < BINS:
                         continue
@@ -410,7 +410,8 @@ class Gen(Grammar):
                 sel = kk[v.fuzzy]
                 fz[sel[(sel >= 0) & (sel < BINS)]] = True
         want["bins"] = (out, mag, fz)
-        what = f"scatter {mode} policy={policy}" + (" + a carried value after a total" if carried else "")
+        what = f"scatter {mode} policy={policy}" + (" in a for loop" if loop else "") + \
+            (" + a carried value after a total" if carried else "")
         return self.signature('bins: Mutable["bin":B]', "Scalar" if carried else None), what, expect
 
     def compaction(self, e, depth: int, want: dict):

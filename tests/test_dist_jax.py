@@ -50,7 +50,7 @@ def _setup():
 
     jax.config.update("jax_enable_x64", True)
     names = ("sums", "max", "split", "shift", "heat", "far", "store", "grad", "ratio", "gridgrad", "vheat", "ints",
-             "place", "gridstore", "rowblock")
+             "place", "gridstore", "rowblock", "loopstore")
     return np, {n: getattr(dk, f"dist_{n}") for n in names}
 
 
@@ -372,6 +372,44 @@ def case_stores_into_sinks_last_lane_wins_across_shards():
             _bits_equal(got, {k: np.asarray(v) for k, v in want.items()}, list(got))
         assert np.asarray(got["last"])[3] == ct[3] and np.asarray(got["last"])[0] == 0.0
     assert all(np.asarray(want["x"])[key == -1] == 0.0)
+
+
+def case_stores_inside_loops_and_their_gradient_across_shards():
+    """`= v` stores inside a for loop: each slot keeps the whole run's last store (the last lane's second pass over
+    its first), bitwise the one-device run on 4 shards; jax.grad through the call, inside shard_map and under
+    partition=True, is bitwise plan.reverse's (the winners kernel's store numbers and passes, run sharded)."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    rng = np.random.default_rng(36)
+    mesh, n, k = _mesh(4), 4 * 777, ks["loopstore"]
+    x, key = rng.normal(size=n), rng.integers(-1, 5, size=n).astype(np.int32)
+    key[key == 2] = -1  # (slot 2 only from a key-1 lane's second pass)
+    prior = rng.normal(size=5)
+    xs, ks_ = (jax.device_put(a, NamedSharding(mesh, P("d"))) for a in (x, key))
+    f, fp = eagle.jax.wrap(k, axis_name="d"), eagle.jax.wrap(k, partition=True)
+    g = jax.shard_map(lambda x, k, p: f(x=x, key=k, last=p), mesh=mesh, in_specs=(P("d"), P("d"), P()),
+                      out_specs=P())
+    want = eagle.deploy(k).run(x=x, key=key, last=prior.copy())
+    for call in (g, lambda x, k, p: fp(x=x, key=k, last=p)):
+        _bits_equal({"last": jax.jit(call)(xs, ks_, prior)}, {"last": want}, ["last"])
+    ct = np.arange(5.0) - 1.5
+    rev = eagle.deploy(k).reverse(ct, x=x, key=key, last=prior.copy())
+    for call in (g, lambda x, k, p: fp(x=x, key=k, last=p)):
+        got = jax.jit(jax.grad(lambda x, k, p, call=call: (call(x, k, p) * ct).sum(), argnums=(0, 2)))(
+            xs, ks_, prior)
+        _bits_equal(dict(zip(("x", "last"), got, strict=True)), {k: np.asarray(v) for k, v in rev.items()},
+                    ["x", "last"])
+    last = {(kk + j) % 5: (i, j) for i, kk in enumerate(key) if kk >= 0 for j in range(2)}
+    want_x = np.zeros(n)
+    for slot, (i, j) in last.items():
+        want_x[i] += ct[slot] * (j + 1.0)
+    assert np.array_equal(np.asarray(rev["x"]), want_x)
 
 
 def case_gradients_of_a_stencil_bitwise():

@@ -54,6 +54,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_ints,
     dist_kfscan,
     dist_kscan,
+    dist_loopstore,
     dist_max,
     dist_prod,
     dist_ratio,
@@ -610,6 +611,16 @@ def case_scans_beside_halos_vectors_stores_and_large_sinks_uneven(rank, group):
     (out * torch.from_numpy(ct)).sum().backward()
     assert pt.grad.numpy().tobytes() == np.asarray(want["last"]).tobytes(), (pt.grad, want["last"])
     assert xt.grad.numpy().tobytes() == np.asarray(want["x"])[lo:hi].tobytes()
+    # the same with the stores inside a for loop (the winners kernel's store numbers and passes, across the group)
+    want = eagle.deploy(dist_loopstore).reverse(ct, x=x, key=key, last=prior.copy())
+    pt = torch.from_numpy(prior.copy()).requires_grad_(True)
+    xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_(True)
+    out = eagle.torch.wrap(dist_loopstore, group=group)(x=xt, key=torch.from_numpy(key[lo:hi]), last=pt)
+    assert out.detach().numpy().tobytes() == np.asarray(eagle.deploy(dist_loopstore).run(
+        x=x, key=key, last=prior.copy())).tobytes()
+    (out * torch.from_numpy(ct)).sum().backward()
+    assert pt.grad.numpy().tobytes() == np.asarray(want["last"]).tobytes(), (pt.grad, want["last"])
+    assert xt.grad.numpy().tobytes() == np.asarray(want["x"])[lo:hi].tobytes()
     x = rng.normal(size=cuts[-1]) * 3  # a fold in lane order (neither associative nor commutative), and an empty slice
     want = eagle.deploy(dist_fold).run(x=x)
     got = eagle.torch.wrap(dist_fold, group=group)(x=torch.from_numpy(x[lo:hi]))
@@ -850,6 +861,7 @@ def _main(out: str) -> None:
     eagle.deploy(dist_vscan).run(v=np.ones((2, 3, NC)), c=np.ones((3, 3, NC)))
     eagle.deploy(dist_bigsink).run(x=np.ones(4), key=np.zeros(4, np.int32))
     eagle.deploy(dist_store).run(x=np.ones(4), key=np.zeros(4, np.int32))
+    eagle.deploy(dist_loopstore).reverse(np.ones(5), x=np.ones(4), key=np.zeros(4, np.int32))
     eagle.deploy(dist_fold).run(x=np.full(4, 2.0))
     for k in (dist_cols, dist_colmax, dist_colmin, dist_rowstats, dist_rowmax):
         eagle.deploy(k).run(x=np.ones((3, KC)))

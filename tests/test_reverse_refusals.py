@@ -17,12 +17,6 @@ def store_and_add(x: Scalar, k: Index, h: Mutable["slot":4]):
 
 
 @hawk.kernel
-def store_in_loop(x: Scalar, k: Index, h: Mutable["slot":4]):
-    for j in range(2):
-        hawk.scatter(h)[(k + j) % 4] = x * j
-
-
-@hawk.kernel
 def at_in_loop_in_if(x: Scalar) -> Scalar:
     y = 0.0
     if x > 0.0:
@@ -34,8 +28,6 @@ def at_in_loop_in_if(x: Scalar) -> Scalar:
 CASES = [
     (store_and_add, dict(x=np.ones(4), k=np.zeros(4, np.int32)), {"h": np.ones(4)},
      ["'h'", "both stored into (=) and added into (+=)"]),
-    (store_in_loop, dict(x=np.ones(4), k=np.zeros(4, np.int32)), {"h": np.ones(4)},
-     ["store (=) into sink 'h' inside a for loop"]),
     (at_in_loop_in_if, dict(x=np.ones(4)), np.ones(4), ["inside a for loop inside an if"]),
 ]
 

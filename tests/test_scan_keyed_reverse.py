@@ -10,7 +10,7 @@ and on spirv; a key-order min/max scan is refused at its line."""
 
 import numpy as np
 import pytest
-from conftest import bt_grads_spirv_bits, bt_grads_split_bits, bt_reverse_refused
+from conftest import bt_grads_spirv_bits, bt_grads_split_bits, bt_reverse_refused, bt_stages_assemble
 from test_scan_reverse import _extreme_grad, _mirrored
 
 import eagle
@@ -216,15 +216,7 @@ def test_adjoints_build_for_nvvm_and_rocdl():
     """The adjoints (keyed scans by funcs folded in the finish, key-order scans) assemble with ptxas and link with
     ld.lld, every stage (spirv runs them above)."""
     from hawk.reverse import adjoint
-    from hawk.targets.nvvm import NvvmTarget
-    from hawk.targets.rocdl import RocdlTarget
 
     for kernel in (k_max_before, k_sorted, k_sorted_prod_one):
         adj, _ = adjoint(kernel, ("x",), None)
-        spec = adj.spec_for("float64", {})
-        for k, st in enumerate(adj.stages(spec)):
-            gpu = {w: adj.lowered_gpu(spec, k, w, True).gpu_module for w in (32, 64)}
-            nv = NvvmTarget("sm_80")
-            nv.check(nv.compile(gpu[nv.subgroup]))
-            amd = RocdlTarget("gfx90a")
-            amd.check(amd.compile(gpu[amd.subgroup]), f"{st.name}_lanes")
+        bt_stages_assemble(adj, adj.spec_for("float64", {}))

@@ -105,19 +105,18 @@ def winners(plan, wrt: tuple[str, ...], extents: tuple[int, ...], run, planes: d
     yet. Its store numbers come from whole-run lane numbers, and a sharded run keeps each slot's last store over
     every shard (eagle/distributed/stages.py), so every shard gets plan.reverse's winners: the adjoint compares
     its lanes' store numbers with them, and a slot still at -1 keeps its prior content (`prior_gradient`)."""
-    from eagle.reverse import adjoint_for
+    from eagle.reverse import adjoint_for, winner_fills, winning_numbers
 
     if not plan.kernel.stored_sinks():
         return {}, {}
     _, design, win = adjoint_for(plan, wrt, extents)
     names = design.win  # (sink -> the adjoint's plane)
     sig = win.kernel.signature
-    fills = {s: xp.full(tuple(a.extent for a in sig.get(s).axes), -1.0, dtype) for s in names}
+    fills = winner_fills(design, sig, dtype, xp=xp)
     got = run(win, {**{p.name: planes[p.name] for p in sig.planes if p.name in planes and p.name not in fills},
                     **fills})
     got = got if isinstance(got, dict) else {next(iter(names)): got}
-    wins = {s: got[s] for s in names}
-    return wins, {names[s]: w for s, w in wins.items()}
+    return {s: winning_numbers(got[s]) for s in names}, {names[s]: got[s] for s in names}
 
 
 def prior_gradient(kernel, sink: str, ct, wins=None, xp=np):

@@ -9,6 +9,17 @@ from dataclasses import dataclass, field
 # The adjoint's planes as a sidecar records them (hawk/reverse/sweep.Design's fields that the door reads).
 INFO_FIELDS = ("ct", "ct_kind", "payload", "grad", "grad_kind", "win", "kept", "init")
 
+# A winners Table (sinks stored into with `= v`) holds, per slot, the winning store's number and the pass of each
+# for loop around it, each integer as PART_BITS-bit parts, low first: exact in float32 as in float64, however many
+# lanes. -1 in every component: no lane stored there.
+PART_BITS = 24
+PARTS = 2
+
+
+def win_components(passes: int) -> int:
+    """The components of a winners Table's slot for a sink whose deepest `=` store sits in `passes` for loops."""
+    return PARTS * (1 + passes)
+
 
 @dataclass(frozen=True)
 class Info:
@@ -23,6 +34,7 @@ class Info:
     kept: dict
     init: tuple = ()  # outputs whose initial contents the adjoint reads as input planes (of their own names)
     positions: dict = field(default_factory=dict)  # float output written by key -> the array length it was built for
+    passes: dict = field(default_factory=dict)  # sink stored into inside for loops -> loops around its deepest store
 
 
 def info_to_json(design) -> dict:
@@ -32,6 +44,8 @@ def info_to_json(design) -> dict:
         d["init"] = list(design.init)
     if getattr(design, "positions", {}):  # (likewise)
         d["positions"] = dict(design.positions)
+    if getattr(design, "passes", {}):  # (likewise)
+        d["passes"] = dict(design.passes)
     d["payload"] = {k: list(v) for k, v in d["payload"].items()}
     d["kept"] = {k: list(v) for k, v in d["kept"].items()}
     return d
@@ -41,4 +55,4 @@ def info_from_json(d: dict) -> Info:
     return Info(dict(d["ct"]), dict(d["ct_kind"]), {k: tuple(v) for k, v in d["payload"].items()}, dict(d["grad"]),
                 dict(d["grad_kind"]), dict(d["win"]), {k: tuple(v) for k, v in d["kept"].items()},
                 tuple(d.get("init", ())),  # (a sidecar written before outputs' initial contents had gradients)
-                dict(d.get("positions", {})))
+                dict(d.get("positions", {})), dict(d.get("passes", {})))

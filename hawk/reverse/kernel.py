@@ -8,8 +8,9 @@ cached exactly as a decorated kernel is (every target, the same disk cache).
 - each differentiated per-lane input gets a per-lane gradient output, or, when some lane reads it with `.at`, a
   gradient sink over the lanes (ordered scatters); each Param a cell (an ordered sum); each Table a gradient
   sink with the table's axes;
-- a sink stored into with `=` needs the lane that won each slot: a small "winners" kernel stores each lane's
-  index by the same keys, and the adjoint reads the result as a Table;
+- a sink stored into with `=` needs the store that won each slot: a small "winners" kernel stores each store's
+  number (and, inside `for` loops, the pass of each loop around it) by the same keys, and the adjoint reads the
+  result as a Table;
 - an output plane written by key (`hawk.scatter(out)[k] = v`) gets a cotangent Table of the array's length, so
   the adjoint is specialised to it (`positions`); the winners kernel also counts the stores into each position,
   since a position stored twice kept an unspecified store's value, whose gradient the reverse then refuses.
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 
 from hawk import types as T
 from hawk.abi import cache
+from hawk.abi.reverse import win_components
 from hawk.abi.signature import PlaneSpec, Signature, _annotation
 from hawk.compiler import Kernel, _info_path, _read_info
 from hawk.errors import KernelError
@@ -38,6 +40,7 @@ class Facts:
     stores: dict  # stored sink -> how many `=` statements store into it
     init_read: frozenset[str] = frozenset()  # outputs whose initial contents the body reads (before assigning)
     keyed: frozenset[str] = field(default_factory=frozenset)  # float outputs written by key (hawk.scatter(out)[k])
+    passes: dict = field(default_factory=dict)  # stored sink -> the most for loops around one of its `=` stores
 
 
 def facts(kernel: Kernel) -> Facts:
@@ -58,13 +61,14 @@ def facts(kernel: Kernel) -> Facts:
     )
     from hawk.ir.dialect import is_hawk, new_context
     from hawk.passes.verify import error_at
+    from hawk.reverse.loops import enclosing_loops
     from hawk.reverse.rules import is_float
 
     known = kernel.__dict__.get("_reverse_facts")
     if known is not None:
         return known
     sig = kernel.signature
-    at, pay, stored, added, kept, counts, keyed = set(), {}, set(), set(), {}, {}, set()
+    at, pay, stored, added, kept, counts, keyed, passes = set(), {}, set(), set(), {}, {}, set(), {}
     with new_context(), ir.Location.unknown():
         module = ir.Module.parse(located_ir(kernel, kernel.default_spec()))
         found = []
@@ -78,9 +82,6 @@ def facts(kernel: Kernel) -> Facts:
                                    f"or m.mul (op=m.{scan_op(op)} in key order has no gradient rule yet): keep it "
                                    "out of the gradient, or scan by key in lane order (order=\"lane\")")
             elif is_hawk(op, "store") and store_key(op) is not None:
-                if _in_loop(op):
-                    raise error_at(op, f"the reverse does not take a store by key into output plane "
-                                       f"'{plane_name(op)}' inside a for loop yet: store after the loop")
                 if not sig.get(plane_name(op)).integer:  # (an integer output has no cotangent)
                     keyed.add(plane_name(op))
             elif is_hawk(op, "scatter"):
@@ -88,10 +89,9 @@ def facts(kernel: Kernel) -> Facts:
                 t = stored_value(op).type
                 pay[sink] = tuple(ir.VectorType(t).shape) if isinstance(t, ir.VectorType) else ()
                 if scatter_mode(op) == "set":
-                    if _in_loop(op):
-                        raise error_at(op, f"the reverse does not take a store (=) into sink '{sink}' inside "
-                                           "a for loop yet (which pass wins a slot is not known to the "
-                                           "adjoint): store after the loop")
+                    depth = len(enclosing_loops(op))
+                    if depth:
+                        passes[sink] = max(passes.get(sink, 0), depth)
                     stored.add(sink)
                     counts[sink] = counts.get(sink, 0) + 1
                 else:
@@ -106,18 +106,8 @@ def facts(kernel: Kernel) -> Facts:
                           "into (+=): use two sinks", kernel=kernel.name)
     # outputs read before assigned (the front end's record, Kernel.initial_reads): input planes of the adjoint
     kernel._reverse_facts = Facts(frozenset(at), pay, frozenset(stored), kept, counts, kernel.initial_reads(),
-                                  frozenset(keyed))
+                                  frozenset(keyed), passes)
     return kernel._reverse_facts
-
-
-def _in_loop(op) -> bool:
-    """Whether `op` sits inside an scf.for of the kernel's body."""
-    p = op.parent
-    while p is not None and p.name != "func.func":
-        if p.name == "scf.for":
-            return True
-        p = p.parent
-    return False
 
 
 def located_ir(kernel: Kernel, spec) -> str:
@@ -223,9 +213,10 @@ def design(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
         keyed = tuple(T.Axis(f"a{k}", a.extent) for k, a in enumerate(p.axes))
         axes = ct_axes(math.prod(shape), keyed)
         planes.append(PlaneSpec(ct[p.name], "table", T.TableType(axes), axes=axes))
-        if p.name in f.stored:
+        if p.name in f.stored:  # the winning store's number, then each loop's pass (hawk.abi.reverse)
             win[p.name] = _fresh(f"win_{p.name}", used)
-            planes.append(PlaneSpec(win[p.name], "table", T.TableType(keyed), axes=keyed))
+            axes = (T.Axis("p", win_components(f.passes.get(p.name, 0))),) + keyed
+            planes.append(PlaneSpec(win[p.name], "table", T.TableType(axes), axes=axes))
     planes += initial_planes(sig, f)
     lanes = math.prod(extents) if extents else None
     for x in wrt:
@@ -254,7 +245,7 @@ def design(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
     d = Design(kernel.name, f"{kernel.name}__reverse", [a.label for a in sig.lane_axes()], extents, ct, ct_kind,
                payload, grad, grad_kind, win, tables, float_dtype, dict(f.kept), dict(f.stores),
                tuple(sorted(f.init_read)), lengths,
-               {a.label: a.extent for a in sig.lane_axes() if a.extent is not None})
+               {a.label: a.extent for a in sig.lane_axes() if a.extent is not None}, dict(f.passes))
     return d, Signature(tuple(planes), None), outputs, f
 
 
@@ -359,9 +350,10 @@ def adjoint(kernel: Kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | Non
 
 
 def winners(kernel: Kernel, extents: tuple[int, ...] | None, positions: tuple = ()) -> IRKernel:
-    """The kernel that stores each lane's store number (lane index x stores into the sink + the statement's
-    position) into the sinks `kernel` stores into with `=`, by the same keys: run on sinks filled with -1, it
-    leaves each slot's winning store (the last in lane order, then statement order), or -1. Each float output
+    """The kernel that stores each store's number (Sweep.store_number: lane index x stores into the sink + the
+    statement's position, and the pass of each `for` loop around it) into the sinks `kernel` stores into with
+    `=`, by the same keys: run on sinks filled with -1, it leaves each slot's winning store (the last in lane
+    order, then in the order the lane made them), or -1. Each float output
     written by key becomes a sink of its length (`positions`) into which every store by key adds 1 instead: run
     on zeros, it counts the stores into each position."""
     from hawk.ir.access import (
@@ -396,9 +388,10 @@ def winners(kernel: Kernel, extents: tuple[int, ...] | None, positions: tuple = 
         d.name = name
         s = Sweep(module, d)
         s.read_initial()
-        for op in list(s.block.operations):
-            if not is_hawk(op) or op.operation.name not in ("hawk.store", "hawk.cell", "hawk.scatter"):
+        for op in nested_ops(kernel_func(module)):  # (inside for loops too)
+            if op.name not in ("hawk.store", "hawk.cell", "hawk.scatter"):
                 continue
+            op = op.opview
             if is_hawk(op, "scatter") and scatter_mode(op) == "set":
                 with ir.InsertionPoint(op), op.location:  # the lane's store number, whatever the payload stored
                     set_stored_value(op, s.store_number(op))
@@ -412,6 +405,7 @@ def winners(kernel: Kernel, extents: tuple[int, ...] | None, positions: tuple = 
                 op.operation.erase()
         kernel_func(module).attributes["sym_name"] = ir.StringAttr.get(name)
         dce(kernel_func(module))
+        s.untag()
         for op in nested_ops(kernel_func(module)):  # a sink now gets store numbers (or counts), whatever it held
             if is_hawk(op, "scatter"):
                 axes = ("slot",) if plane_name(op) in lengths else plane_type(op).axes

@@ -26,6 +26,16 @@ def nested_ops(op) -> list:
     return out
 
 
+def enclosing_loops(op) -> list:
+    """The scf.for ops of the kernel's body around `op`, outermost first."""
+    loops, p = [], op.parent
+    while p is not None and p.name != "func.func":
+        if p.name == "scf.for":
+            loops.append(p)
+        p = p.parent
+    return loops[::-1]
+
+
 def deep_operands(op) -> list:
     """Values `op` (or any op inside it) uses that are defined outside it."""
     inner, used = set(), []
@@ -104,6 +114,8 @@ class LoopsMixin:
             state = self.recompute(lb, j, step, inits, iv, iters, ops, yields)
             mapping = {iv: j, **dict(zip(iters, state, strict=True))}
             clones = clone_ops(ops, mapping, effects=True)
+            passes = [*self.passes_of(op), create("arith.subi", [j, lb], [index]).result]
+            self.tag_passes(clones, passes)  # (an `=` store's number names its passes)
             effects = [o for c in clones for o in nested_ops(c) if o.name in EFFECTS]
             ys = [_where(mapping.get(yields[k], yields[k]), clones) for k in floats]
             items = self.hoist_ops(clones)

@@ -53,13 +53,8 @@ class OutputsMixin:
             sink = sink_name(op)
             v, keys = stored_value(op), scatter_keys(op)
             ok = self.wrote(keys)
-            if scatter_mode(op) == "set":
-                labels = [f"a{k}" for k in range(len(keys))]
-                ft = self.ftype_of(v.type)
-                win = create("hawk.at", [self.arg(self.p.win[sink], "table", ft, labels), *keys], [ft],
-                             {"axes": strs(labels)}).result
-                mine = self.cmp("oeq", win, self.store_number(op))
-                ok = self.land(ok, mine)
+            if scatter_mode(op) == "set":  # this store won the slot: the winners kernel left its number there
+                ok = self.land(ok, self.won(op, sink, keys))
             self.acc(v, self.where(ok, self.read_ct(sink, v.type, keys)), False, adj)
 
     def wrote(self, keys: list) -> ir.Value:

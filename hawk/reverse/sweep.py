@@ -42,9 +42,7 @@ from hawk.ir.access import (
     scan_reset,
     scan_reverse,
     scan_value,
-    scatter_mode,
     set_policy,
-    sink_name,
 )
 from hawk.ir.build import create, strs
 from hawk.ir.dialect import is_hawk
@@ -56,6 +54,7 @@ from hawk.reverse.keyed import KeyedScansMixin
 from hawk.reverse.loops import LoopsMixin, dce, deep_operands, nested_ops
 from hawk.reverse.outputs import OutputsMixin
 from hawk.reverse.rules import LEAVES, RULES, Emit, is_float
+from hawk.reverse.store_numbers import WinnersMixin
 
 _EFFECTS = ("hawk.store", "hawk.cell", "hawk.scatter")
 
@@ -95,9 +94,10 @@ class Design:
     init: tuple = ()  # forward outputs whose initial contents the adjoint reads, as input planes of their names
     positions: dict = field(default_factory=dict)  # float output written by key -> its length (its cotangent's)
     declared: dict = field(default_factory=dict)  # lane axis -> its extent, where the signature fixes it
+    passes: dict = field(default_factory=dict)  # stored sink -> the for loops around its deepest `=` store
 
 
-class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, KeyedScansMixin, Emit):
+class Sweep(LoopsMixin, OutputsMixin, WinnersMixin, ChainsMixin, KeyedScansMixin, Emit):
     """Builds the adjoint inside a parsed forward module (the current MLIR context)."""
 
     def __init__(self, module: ir.Module, plan: Design):
@@ -111,13 +111,7 @@ class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, KeyedScansMixin, Emit):
         self._first = None
         self._linear = None
         self.barrier: list = []  # results of the forward's max/min reductions
-        self.store_pos: list = []  # (store op, its position among the stores into its sink), in body order
-        seen: dict = {}
-        for op in nested_ops(self.func):
-            if op.name == "hawk.scatter" and scatter_mode(op) == "set":
-                sink = sink_name(op)
-                self.store_pos.append((op, seen.get(sink, 0)))
-                seen[sink] = seen.get(sink, 0) + 1
+        self.number_stores()
         self.in_if = 0  # reverse-ifs around the code being built (a scatter may not sit in one)
         self.scattered: set[str] = set()  # gradient sinks a scatter adds into
 
@@ -185,15 +179,6 @@ class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, KeyedScansMixin, Emit):
             lin = term if lin is None else self.op("arith.addi", lin, term)
             stride *= ext[k]
         return lin
-
-    def store_number(self, op) -> ir.Value:
-        """A store's number as a float: this lane's index times the stores into the sink, plus the statement's
-        position; the last in lane order, then statement order, has the largest (exact below 2**53)."""
-        k = next(pos for o, pos in self.store_pos if o == op.operation)
-        n = self.p.stores.get(sink_name(op), 1)
-        num = self.linear() if n == 1 else self.op("arith.addi", self.op("arith.muli", self.linear(),
-                                                                           self.iconst(n)), self.iconst(k))
-        return self.op("arith.sitofp", num, t=self.ftype)
 
     def clamp_i(self, c: ir.Value, n: int) -> ir.Value:
         return self.op("arith.minsi", self.op("arith.maxsi", c, self.iconst(0)), self.iconst(n - 1))
@@ -628,6 +613,7 @@ class Sweep(LoopsMixin, OutputsMixin, ChainsMixin, KeyedScansMixin, Emit):
             op.erase()
         self.func.attributes["sym_name"] = ir.StringAttr.get(self.p.name)
         dce(self.func)
+        self.untag()
         drop_unused_args(self.func)  # the forward's outputs and the planes only the forward read
 
 

@@ -241,6 +241,38 @@ except eagle.InputError as exc:
     print(exc)
 
 # %% [markdown]
+# Into a sink, `hawk.scatter(sink)[k] = v` keeps the last store into each slot: the last lane's, and of its
+# stores the last it made, also pass after pass inside a `for` loop. Only that store gets the slot's cotangent.
+# Here each lane takes three readings, and each reading overwrites the bucket of the hour it falls in; the
+# gradient matches `jax.grad` of the same stores made one by one with `.at[].set`.
+
+# %%
+@hawk.kernel
+def latest(t: Scalar, x: Scalar, drift: Param, bucket: Mutable["hour":6]):
+    for j in range(3):
+        hour = m.index(t + 0.4 * j, 6)
+        hawk.scatter(bucket)[hour] = x + drift * j
+
+
+t_read = rng.uniform(0.0, 6.0, size=50)
+x_read = rng.normal(size=50)
+ct_bucket = rng.normal(size=6)
+g = eagle.deploy(latest).reverse({"bucket": ct_bucket}, t=t_read, x=x_read, drift=0.1)
+
+
+def jax_latest(x, drift):
+    b = jnp.zeros(6)
+    for lane in range(50):
+        for j in range(3):
+            b = b.at[min(int(t_read[lane] + 0.4 * j), 5)].set(x[lane] + drift * j)
+    return jnp.sum(ct_bucket * b)
+
+
+jx, jd = jax.grad(jax_latest, argnums=(0, 1))(x_read, 0.1)
+print("d/dx and d/d drift agree with jax.grad:", np.array_equal(np.asarray(g["x"]), jx),
+      np.allclose(np.asarray(g["drift"])[0], jd, rtol=1e-14, atol=0))
+
+# %% [markdown]
 # ## Products, and the best value so far
 #
 # `hawk.scan(x, op=m.mul)` is a running product (`np.cumprod`, bit for bit up to a scan block of 4096 lanes):

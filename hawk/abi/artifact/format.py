@@ -17,7 +17,9 @@ from typing import Any
 from hawk import __version__ as HAWK_VERSION
 
 FORMAT = "hawk-artifact"
-FORMAT_VERSION = 3  # 3: "ordered" is exact (#exact and per-slot "exact" accumulators replace #blocks)
+# 3: "ordered" is exact (#exact and per-slot "exact" accumulators replace #blocks); 4: a reverse's winners Table
+# holds each store's number in parts, and its loops' passes (hawk.abi.reverse.win_components)
+FORMAT_VERSION = 4
 MAX_SIDECAR_BYTES = 16 << 20
 
 # What a binary file is called on each target. A new target adds its suffix here, a builder in
@@ -259,6 +261,10 @@ def _check_reverse(d: dict, rev: dict, planes: dict, refuse: _Refuse) -> None:
         raise refuse(f"{path}.payload", "must give the payload of each cotangent (and of per-lane inputs only)")
     if not set(rev["win"]) <= set(rev["ct"]) & sinks:
         raise refuse(f"{path}.win", "names a sink without a cotangent")
+    for s, n in rev.get("passes", {}).items():
+        if s not in rev["win"] or not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise refuse(f"{path}.passes.{s}", "must name a sink of win with the number of for loops around its "
+                                                "deepest store (1 or more)")
     positions = rev.get("positions", {})
     for o in positions:
         if not str(d["outputs"].get(o, "")).startswith("scatter") or o not in rev["ct"]:
