@@ -173,6 +173,12 @@ def gk_store_last(key: Index, x: Scalar, acc: Mutable["slot":SLOTS]):
 
 
 @hawk.kernel
+def gk_store_passes(key: Index, x: Scalar, acc: Mutable["slot":SLOTS]):
+    for j in range(3):  # a lane's later pass wins over its earlier one (the rule the reverse's winners kernel keeps)
+        hawk.scatter(acc)[m.where(key < 0, -1, (key + j * 7) % SLOTS)] = x * (j + 1.0)
+
+
+@hawk.kernel
 def gk_scatter_wide(key: Index, x: Scalar, acc: Mutable["slot":WIDE]):
     hawk.scatter(acc, policy="plain")[key] += x
 
@@ -300,6 +306,7 @@ def contract_cases() -> list[Case]:
              lambda n, dt, r: _keys(n, dt, r, vec=True)),
         Case("histogram", gk_histogram, (N,), both, lambda n, dt, r: {"t": r.random(n).astype(dt)}),
         Case("store_last_lane", gk_store_last, (N,), both, _keys),
+        Case("store_last_pass", gk_store_passes, (N,), ("float64",), _keys),
         Case("scatter_wide_atomic", gk_scatter_wide, (N,), both,
              lambda n, dt, r: {"key": r.integers(0, WIDE, n, dtype=np.int32), "x": r.standard_normal(n).astype(dt)},
              exact=()),
