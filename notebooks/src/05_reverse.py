@@ -244,7 +244,7 @@ except eagle.InputError as exc:
 # Into a sink, `hawk.scatter(sink)[k] = v` keeps the last store into each slot: the last lane's, and of its
 # stores the last it made, also pass after pass inside a `for` loop. Only that store gets the slot's cotangent.
 # Here each lane takes three readings, and each reading overwrites the bucket of the hour it falls in; the
-# gradient matches `jax.grad` of the same stores made one by one with `.at[].set`.
+# gradient matches `jax.grad` of the same stores made one by one with `.at[].set` in a `lax.fori_loop`.
 
 # %%
 @hawk.kernel
@@ -260,12 +260,15 @@ ct_bucket = rng.normal(size=6)
 g = eagle.deploy(latest).reverse({"bucket": ct_bucket}, t=t_read, x=x_read, drift=0.1)
 
 
+reading = [(lane, j, min(int(t_read[lane] + 0.4 * j), 5)) for lane in range(50) for j in range(3)]  # in order
+lane_of, j_of, hour_of = (jnp.asarray(c) for c in zip(*reading, strict=True))
+
+
 def jax_latest(x, drift):
-    b = jnp.zeros(6)
-    for lane in range(50):
-        for j in range(3):
-            b = b.at[min(int(t_read[lane] + 0.4 * j), 5)].set(x[lane] + drift * j)
-    return jnp.sum(ct_bucket * b)
+    def store(k, b):  # the k-th store: later ones overwrite earlier ones
+        return b.at[hour_of[k]].set(x[lane_of[k]] + drift * j_of[k])
+
+    return jnp.sum(ct_bucket * jax.lax.fori_loop(0, len(reading), store, jnp.zeros(6)))
 
 
 jx, jd = jax.grad(jax_latest, argnums=(0, 1))(x_read, 0.1)
@@ -465,6 +468,7 @@ def jax_then(p, q):
     return q[0] * p[0], q[0] * p[1] + q[1]
 
 
+@jax.jit
 def jax_h(a, b):
     return jax.lax.associative_scan(jax_then, (a, b))[1]
 
@@ -472,6 +476,6 @@ def jax_h(a, b):
 print("jax.lax.associative_scan agrees to", f"{np.max(np.abs(np.asarray(jax_h(a, b)) - h)):.1e}")
 w = rng.normal(size=steps)
 g = eagle.deploy(linear).reverse(w, a=a, b=b)
-ga, gb = jax.grad(lambda a, b: jnp.sum(w * jax_h(a, b)), argnums=(0, 1))(a, b)
+ga, gb = jax.jit(jax.grad(lambda a, b: jnp.sum(w * jax_h(a, b)), argnums=(0, 1)))(a, b)
 print("gradients with respect to a and b agree with jax.grad:",
       np.allclose(np.asarray(g["a"]), ga, rtol=1e-9), np.allclose(np.asarray(g["b"]), gb, rtol=1e-9))
