@@ -8,7 +8,7 @@ Warp tape."""
 
 import numpy as np
 import pytest
-from conftest import bt_same_bits
+from conftest import bt_grads_spirv_bits, bt_grads_split_bits, bt_same_bits
 
 import eagle
 import hawk
@@ -294,6 +294,15 @@ def test_stores_by_key_inside_a_loop():
     key[1] = key[2]
     with pytest.raises(InputError, match=r"plane 'out' of kernel 'rk_loop_store'.*stored more than once"):
         eagle.deploy(rk_loop_store).reverse({"out": ct}, x=x, key=key, out=np.zeros(81))
+
+
+def test_stores_by_key_inside_a_loop_same_bits_on_threads_and_spirv():
+    rng = np.random.default_rng(6)
+    key = rng.permutation(N).astype(np.int32)
+    key[rng.random(N) < 0.1] = -1
+    planes = dict(x=rng.normal(size=N), key=key, out=np.zeros(2 * N))
+    bt_grads_split_bits(rk_loop_store, {"out": rng.normal(size=2 * N)}, planes, SMALL, "loop stores by key")
+    bt_grads_spirv_bits(rk_loop_store, {"out": rng.normal(size=2 * N)}, planes, "loop stores by key")
 
 
 def test_refusals_by_name():
