@@ -210,6 +210,8 @@ def copy(published, tmp_path) -> Path:
     (lambda sc: sc["reverse"].update(winners=None), "must name a winners kernel exactly when"),
     (lambda sc: sc["reverse"]["ct"].update(h="x"), "names an adjoint plane twice, or one that is a plane"),
     (lambda sc: sc["reverse"].update(kernel="ra_store"), "which must differ from each other"),
+    (lambda sc: sc["reverse"].update(passes={"total": 1}), "reverse.passes.total must name a sink of win"),
+    (lambda sc: sc["reverse"].update(passes={"h": 0}), "reverse.passes.h"),
     (lambda sc: sc["reverse"].update(content_hash="0" * 64), "not the pinned"),
 ])
 def test_a_wrong_reverse_entry_is_refused(copy, mutate, words):
