@@ -166,7 +166,7 @@ class JaxKernel:
         return f
 
     def _backward(self, call: _Call, ops: tuple, gs: tuple) -> tuple:
-        from eagle.reverse import adjoint_for, adjoint_inputs, cotangents, forward_of, winning_numbers
+        from eagle.reverse import adjoint_for, adjoint_inputs, cotangents, forward_of, unstored_prior
 
         planes = dict(zip(call.operands, ops, strict=True))
         fwd = forward_of(self.plan)
@@ -207,7 +207,7 @@ class JaxKernel:
                     planes[s].dtype)
                 continue
             g = cot[s].astype(planes[s].dtype)
-            grads[s] = jnp.where(winning_numbers(wins[s]) < 0, g, jnp.zeros_like(g)) if s in wins else g
+            grads[s] = unstored_prior(g, wins[s], jnp) if s in wins else g
         return tuple(grads.get(n) for n in call.operands)
 
     def _unrepeated(self, fwd, out: str, counts, ct):

@@ -278,15 +278,15 @@ def winner_fills(design, sig, dtype, xp=np) -> dict:
     """The winners kernel's sinks before its run (`sig`: a signature holding the sinks' axes): -1, no store yet,
     in every component of every slot (hawk.abi.reverse.win_components: the store's number and its loops' passes,
     in parts), components first."""
-    passes = getattr(design, "passes", {})
-    return {s: xp.full((win_components(passes.get(s, 0)), *(a.extent for a in sig.get(s).axes)), -1.0, dtype)
-            for s in design.win}
+    return {s: xp.full((win_components(design.passes.get(s, 0)), *(a.extent for a in sig.get(s).axes)), -1.0,
+                       dtype) for s in design.win}
 
 
-def winning_numbers(wins):
-    """A winners sink's first component per slot: its winning store's number's low part, -1 where no lane
-    stored."""
-    return wins[0]
+def unstored_prior(ct, wins, xp=np):
+    """A stored sink's prior-content gradient: its cotangent `ct` where no lane stored, zero where one did
+    (`wins`: the winners kernel's result for the sink, whose first component is -1 where no lane stored; a
+    stored number's low part is never negative)."""
+    return xp.where(wins[0] < 0, ct, xp.zeros_like(ct))
 
 
 def refuse_repeats(fwd: Forward, counts: dict) -> None:
@@ -430,7 +430,7 @@ class Reverse:
             shape = (*design.payload.get(s, ()), *(a.extent for a in sig.get(s).axes))
             ct = np.broadcast_to(np.asarray(cotangent.get(s, 0.0), self.dtype), shape)
             if s in design.win:
-                ct = np.where(winning_numbers(self.wins[s]) < 0, ct, 0.0)
+                ct = unstored_prior(ct, self.wins[s])
             grads[s] = Array(np.array(ct, dtype=self.dtype))
         return grads
 

@@ -105,7 +105,7 @@ def winners(plan, wrt: tuple[str, ...], extents: tuple[int, ...], run, planes: d
     yet. Its store numbers come from whole-run lane numbers, and a sharded run keeps each slot's last store over
     every shard (eagle/distributed/stages.py), so every shard gets plan.reverse's winners: the adjoint compares
     its lanes' store numbers with them, and a slot still at -1 keeps its prior content (`prior_gradient`)."""
-    from eagle.reverse import adjoint_for, winner_fills, winning_numbers
+    from eagle.reverse import adjoint_for, winner_fills
 
     if not plan.kernel.stored_sinks():
         return {}, {}
@@ -116,19 +116,21 @@ def winners(plan, wrt: tuple[str, ...], extents: tuple[int, ...], run, planes: d
     got = run(win, {**{p.name: planes[p.name] for p in sig.planes if p.name in planes and p.name not in fills},
                     **fills})
     got = got if isinstance(got, dict) else {next(iter(names)): got}
-    return {s: winning_numbers(got[s]) for s in names}, {names[s]: got[s] for s in names}
+    return {s: got[s] for s in names}, {names[s]: got[s] for s in names}
 
 
 def prior_gradient(kernel, sink: str, ct, wins=None, xp=np):
     """The gradient of a sink's prior content: the sink's cotangent (each slot's sum adds the prior once); for a
-    sink stored into with `= v`, zero where a lane stored (`wins`: the winners kernel's store numbers, -1 where
-    none), where the prior is replaced. None: no cotangent, none."""
+    sink stored into with `= v`, zero where a lane stored (`wins`: the winners kernel's result for the sink,
+    eagle.reverse.unstored_prior), where the prior is replaced. None: no cotangent, none."""
+    from eagle.reverse import unstored_prior
+
     if ct is None or sink not in kernel.stored_sinks():
         return ct
     if wins is None:
         raise RuntimeError(f"internal error: kernel '{kernel.name}': the prior gradient of sink '{sink}', stored "
                            f"into with = v, needs its winners")
-    return xp.where(wins < 0, ct, xp.zeros_like(ct))
+    return unstored_prior(ct, wins, xp)
 
 
 def renamed(kernel_name: str, exc: InputError) -> InputError:

@@ -74,7 +74,7 @@ def gathered_planes(text: str, candidates: set[str], axes: list[str]) -> set[str
 
     from hawk.ir.access import plane_name
     from hawk.ir.dialect import is_hawk, new_context
-    from hawk.reverse.loops import nested_ops
+    from hawk.reverse.loops import enclosing_loops, nested_ops
 
     bad, terms = set(), {}
     with new_context(), ir.Location.unknown():
@@ -84,11 +84,7 @@ def gathered_planes(text: str, candidates: set[str], axes: list[str]) -> set[str
                 continue
             plane = plane_name(op)
             offs = at_offsets(op, axes)
-            parent, looped = op.parent, False
-            while parent is not None and parent.name != "func.func":
-                looped = looped or parent.name == "scf.for"
-                parent = parent.parent
-            if offs is None or looped:
+            if offs is None or enclosing_loops(op):
                 bad.add(plane)
                 continue
             n = 1

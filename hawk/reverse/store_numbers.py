@@ -72,12 +72,13 @@ class WinnersMixin:
 
     def tag_passes(self, ops: list, passes: list) -> None:
         """Record the forward passes around the loops and `=` stores among `ops` (a reverse loop's copies)."""
+        key = len(self.loop_passes)
+        self.loop_passes[key] = passes
+        tag = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key)
         for c in ops:
             for o in nested_ops(c):
                 if o.name == "scf.for" or (o.name == "hawk.scatter" and STORE_POS in o.attributes):
-                    key = len(self.loop_passes)
-                    self.loop_passes[key] = passes
-                    o.attributes[PASS_ID] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key)
+                    o.attributes[PASS_ID] = tag
 
     def untag(self) -> None:
         """Drop the reverse's own attributes from what is left of the body."""
