@@ -292,8 +292,12 @@ def test_stores_by_key_inside_a_loop():
     stored[np.concatenate([2 * key[key >= 0], 2 * key[key >= 0] + 1])] = True
     np.testing.assert_array_equal(np.asarray(got["out"]), np.where(stored, 0.0, ct))
     key[1] = key[2]
+    out, keep = np.full(81, 3.0), (x.copy(), key.copy(), ct.copy())
     with pytest.raises(InputError, match=r"plane 'out' of kernel 'rk_loop_store'.*stored more than once"):
-        eagle.deploy(rk_loop_store).reverse({"out": ct}, x=x, key=key, out=np.zeros(81))
+        eagle.deploy(rk_loop_store).reverse({"out": ct}, x=x, key=key, out=out)
+    np.testing.assert_array_equal(out, np.full(81, 3.0))  # the refused run left every passed array as it was
+    for a, b in zip((x, key, ct), keep, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_stores_by_key_inside_a_loop_same_bits_on_threads_and_spirv():
