@@ -48,6 +48,8 @@ class Gen(Grammar):
             r = self.rng.random()
             if r < 0.5:
                 self.local(self.f(depth) if self.rng.random() < 0.8 else self.i(depth))
+            elif r < 0.55:
+                self.if_loop_stmt(depth)
             elif r < 0.75:
                 self.if_stmt(depth)
             else:
@@ -62,11 +64,27 @@ class Gen(Grammar):
         v = np.where(c.val, a.val, b.val)
         self.locals[name] = E(name, v, "f", np.where(c.val, a.mag, b.mag), False, union(c, a, b), a.sure and b.sure)
 
-    def for_stmt(self, depth: int):
+    def if_loop_stmt(self, depth: int):
+        """An if whose then side runs a for loop (its term may read .at: the reverse takes the loop out of the if)."""
+        c = self.b(depth - 1)
+        b = self.f(depth - 1)
+        start, before = len(self.lines), dict(self.locals)
+        self.for_stmt(depth, plain=True)
+        acc = next(n for n in self.locals if n not in before)
+        a = self.locals.pop(acc)
+        body = ["    " + line for line in self.lines[start:]]
+        del self.lines[start:]
+        name = f"t{self.tmp}"
+        self.tmp += 1
+        self.lines += [f"    if {c.src}:", *body, f"        {name} = {acc}", "    else:", f"        {name} = {b.src}"]
+        v = np.where(c.val, a.val, b.val)
+        self.locals[name] = E(name, v, "f", np.where(c.val, a.mag, b.mag), False, union(c, a, b))
+
+    def for_stmt(self, depth: int, plain: bool = False):
         acc = f"t{self.tmp}"
         self.tmp += 1
         r = self.rng.random()
-        if r < 0.1:
+        if r < 0.1 and not plain:
             self.tags.add("range_float")
             self.lines += [f"    {acc} = 0.0", "    for j in range(2.5):", f"        {acc} = {acc} + x"]
             if self.refusal_line is None:

@@ -93,20 +93,20 @@ KNOWN_NVVM = (re.compile(r"vector\.multi_reduction|Translation failed for operat
 
 
 def nvvm_chips(module: str, name: str) -> tuple[str, ...]:
-    """sm_80 for every kernel; sm_90 for the float32 handful and a fixed quarter of the rest (by a hash of the
+    """sm_80 for every kernel; sm_90 for the float32 handful and a fixed eighth of the rest (by a hash of the
     name, so the sample does not move when kernels are added). The two chips take the same module through the
     same NVPTX backend with another `.target` (the same PTX but for a few instructions), so a sample finds what
-    is sm_90's own at a quarter of its build and ptxas time."""
-    if name in FLOAT32 or zlib.crc32(f"{module}.{name}".encode()) % 4 == 0:
+    is sm_90's own at an eighth of its build and ptxas time (a quarter until the suite passed 800 kernels)."""
+    if name in FLOAT32 or zlib.crc32(f"{module}.{name}".encode()) % 8 == 0:
         return CHIPS["nvvm"]
     return CHIPS["nvvm"][:1]
 
 
 def rocdl_chips(module: str, name: str) -> tuple[str, ...]:
     """gfx90a (CDNA, wave64) for every kernel; gfx1100 (RDNA 3, wave32) for the float32 handful and another fixed
-    quarter. A stage's AMD build costs about 110 ms a chip (the LLVM back end, llvm-link and ld.lld processes),
+    eighth. A stage's AMD build costs about 110 ms a chip (the LLVM back end, llvm-link and ld.lld processes),
     the sweep's largest part; the wave32 module gfx1100 compiles is the one every kernel's nvvm build lowers."""
-    if name in FLOAT32 or zlib.crc32(f"{module}.{name}".encode()) % 4 == 1:
+    if name in FLOAT32 or zlib.crc32(f"{module}.{name}".encode()) % 8 == 1:
         return CHIPS["rocdl"]
     return CHIPS["rocdl"][:1]
 

@@ -49,6 +49,17 @@ def looped(x: Scalar, a: Param, t: Table["r":3], h: Mutable["k":5]) -> Scalar:
     return y
 
 
+@hawk.kernel
+def loop_in_if(x: Scalar, a: Param, t: Table["r":4]) -> Scalar:
+    y = x * a
+    if x > 0.0:  # the loop leaves the reverse's if (its .at reads scatter): hawk/reverse/sweep.py, split_if
+        for k in range(3):
+            y = y * 0.5 + x.at(k * 5) * t.at(r=k) * a
+    else:
+        y = y - x.at(1) * x
+    return y
+
+
 def _planes(name: str):
     rng = np.random.default_rng(7)
     if name == "mixed":
@@ -59,11 +70,13 @@ def _planes(name: str):
     if name == "looped":
         return looped, {"result": rng.normal(size=N), "h": rng.normal(size=5)}, dict(x=rng.normal(size=N), a=0.9,
                                                                                         t=rng.normal(size=3))
+    if name == "loop_in_if":
+        return loop_in_if, rng.normal(size=N), dict(x=rng.normal(size=N), a=0.8, t=rng.normal(size=4))
     k = rng.integers(-1, 50, size=N).astype(np.int32)
     return stores, rng.normal(size=50), dict(x=rng.normal(size=N), k=k, v=rng.normal(size=(2, N)))
 
 
-CASES = ["mixed", "grid_stencil", "stores", "looped"]
+CASES = ["mixed", "grid_stencil", "stores", "looped", "loop_in_if"]
 
 
 def _grads(kernel, ct, planes, target="host", threads=None):

@@ -6,7 +6,8 @@ cotangent per float value (hawk/reverse/rules.py has the derivative of each op):
 
 - `if`/`else` bodies are hoisted to the top level (they are lane-local and pure, so computing the untaken side is
   harmless) with their results chosen by selects; their reverse runs under an `scf.if` on the same condition, so
-  the untaken side gets exactly zero, and never a NaN from a derivative the lane did not need;
+  the untaken side gets exactly zero, and never a NaN from a derivative the lane did not need (a loop with `.at`
+  reads, whose reverse scatters, stays outside: hawk/reverse/branches.py);
 - a cotangent is either per lane or *uniform* (the same in every lane: a cell's cotangent, flowing back through
   ops on reduced values). The cotangent of a reduced value is the sum over lanes of the per-lane shares (an
   ordered sum, exact, so the bits never depend on the split) plus its uniform part, which is added once (as the
@@ -48,29 +49,16 @@ from hawk.ir.build import create, strs
 from hawk.ir.dialect import is_hawk
 from hawk.ir.types import drop_unused_args, find_arg, hawk_type, parts, retype_arg
 from hawk.passes.verify import error_at
+from hawk.reverse.branches import BranchesMixin, If
 from hawk.reverse.chains import ChainsMixin
 from hawk.reverse.folds import fold_form, keeps_leading
 from hawk.reverse.keyed import KeyedScansMixin
-from hawk.reverse.loops import LoopsMixin, dce, deep_operands, nested_ops
+from hawk.reverse.loops import LoopsMixin, dce, nested_ops
 from hawk.reverse.outputs import OutputsMixin
 from hawk.reverse.rules import LEAVES, RULES, Emit, is_float
 from hawk.reverse.store_numbers import WinnersMixin
 
 _EFFECTS = ("hawk.store", "hawk.cell", "hawk.scatter")
-
-
-@dataclass
-class If:
-    """A forward `if` after hoisting: its condition, the ops of each side, what each side yields, and the
-    selects that replaced its results."""
-
-    cond: ir.Value
-    then_items: list
-    else_items: list
-    then_yields: list
-    else_yields: list
-    results: list
-    origin: int = -1  # its position among the ops hoisted
 
 
 @dataclass
@@ -97,7 +85,7 @@ class Design:
     passes: dict = field(default_factory=dict)  # stored sink -> the for loops around its deepest `=` store
 
 
-class Sweep(LoopsMixin, OutputsMixin, WinnersMixin, ChainsMixin, KeyedScansMixin, Emit):
+class Sweep(BranchesMixin, LoopsMixin, OutputsMixin, WinnersMixin, ChainsMixin, KeyedScansMixin, Emit):
     """Builds the adjoint inside a parsed forward module (the current MLIR context)."""
 
     def __init__(self, module: ir.Module, plan: Design):
@@ -114,39 +102,6 @@ class Sweep(LoopsMixin, OutputsMixin, WinnersMixin, ChainsMixin, KeyedScansMixin
         self.number_stores()
         self.in_if = 0  # reverse-ifs around the code being built (a scatter may not sit in one)
         self.scattered: set[str] = set()  # gradient sinks a scatter adds into
-
-    # ---- structure ----------------------------------------------------------------------------------
-    def hoist(self, block, anchor=None) -> list:
-        """The items of a block (ops and Ifs) with every if-body moved before `anchor` (the top-level if)."""
-        return self.hoist_ops(list(block.operations), anchor)
-
-    def hoist_ops(self, ops: list, anchor=None) -> list:
-        items = []
-        for pos, op in enumerate(ops):
-            name = op.operation.name
-            if name in ("scf.yield", "func.return"):
-                continue
-            if name == "scf.if":
-                top = anchor or op
-                then_items = self.hoist(op.regions[0].blocks[0], top)
-                else_items = self.hoist(op.regions[1].blocks[0], top) if len(op.regions[1].blocks) else []
-                ty = list(_yield(op, 0).operands)
-                ey = list(_yield(op, 1).operands)
-                cond = op.operands[0]
-                with ir.InsertionPoint(top), op.location:
-                    sels = [self.select(cond, a, b) for a, b in zip(ty, ey, strict=True)]
-                for r, s in zip(op.results, sels, strict=True):
-                    r.replace_all_uses_with(s)
-                leaves = [x for x in then_items + else_items if not isinstance(x, If) and is_hawk(x)]
-                items += leaves
-                items.append(If(cond, [x for x in then_items if x not in leaves],
-                                [x for x in else_items if x not in leaves], ty, ey, sels, pos))
-                op.operation.erase()
-                continue
-            if anchor is not None:
-                op.operation.move_before(anchor)
-            items.append(op)
-        return items
 
     # ---- cotangents -----------------------------------------------------------------------------------
     def first(self) -> ir.Value:
@@ -208,32 +163,6 @@ class Sweep(LoopsMixin, OutputsMixin, WinnersMixin, ChainsMixin, KeyedScansMixin
             else:
                 self.reverse_op(item, adj)
 
-    def reverse_if(self, it: If, adj: dict) -> None:
-        seeds = {}
-        for r, a, b in zip(it.results, it.then_yields, it.else_yields, strict=True):
-            if r in adj:
-                g = self.share(adj.pop(r))
-                seeds.setdefault(0, []).append((a, g))
-                seeds.setdefault(1, []).append((b, g))
-        if not seeds:
-            return
-        inner = _defined(it.then_items) | _defined(it.else_items)
-        outer = [v for v in _used(it.then_items + it.else_items, it.then_yields + it.else_yields)
-                 if is_float(v.type) and v not in inner]
-        op = create("scf.if", [it.cond], [v.type for v in outer], regions=2)
-        for side, items in ((0, it.then_items), (1, it.else_items)):
-            blk = op.regions[side].blocks.append()
-            with ir.InsertionPoint(blk):
-                local: dict = {}
-                for v, g in seeds.get(side, []):
-                    self.acc(v, g, False, local)
-                self.in_if += 1
-                self.reverse(items, local)
-                self.in_if -= 1
-                create("scf.yield", [local[v][0] if v in local else self.zero(v.type) for v in outer])
-        for v, r in zip(outer, op.results, strict=True):
-            self.acc(v, r, False, adj)
-
     def reverse_op(self, op, adj: dict) -> None:
         name = op.operation.name
         if name in _EFFECTS:
@@ -280,9 +209,8 @@ class Sweep(LoopsMixin, OutputsMixin, WinnersMixin, ChainsMixin, KeyedScansMixin
         if plane not in self.p.grad:
             return
         if self.in_if:
-            raise error_at(op, "the reverse of a .at read inside a for loop inside an "
-                               "if is a scatter inside an if, which hawk refuses: read it outside the if (m.where "
-                               "picks the value)")
+            raise error_at(op, "internal error: a .at read's scatter reversed inside an if (split_if takes "
+                               "loops with .at reads out of ifs)")
         axes = coord_axes(op)
         coords = at_coords(op)
         if plane in self.p.tables:
@@ -640,34 +568,3 @@ def _prod(shape) -> int:
     for d in shape:
         n *= d
     return n
-
-
-def _yield(if_op, side: int):
-    blocks = if_op.regions[side].blocks
-    return blocks[0].operations[len(blocks[0].operations) - 1]
-
-
-def _defined(items) -> set:
-    out = set()
-    for it in items:
-        if isinstance(it, If):
-            out |= _defined(it.then_items) | _defined(it.else_items) | set(it.results)
-        else:
-            out |= set(it.results)
-    return out
-
-
-def _used(items, extra) -> list:
-    seen, out = set(), []
-    for v in [v for it in items for v in _operands(it)] + list(extra):
-        if v not in seen:
-            seen.add(v)
-            out.append(v)
-    return out
-
-
-def _operands(it) -> list:
-    if isinstance(it, If):
-        return [it.cond, *[v for x in it.then_items + it.else_items for v in _operands(x)],
-                *it.then_yields, *it.else_yields]
-    return deep_operands(it)
