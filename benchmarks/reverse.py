@@ -11,10 +11,11 @@ not timed). Workers run one at a time, in rounds whose order rotates. Implementa
 
 - hawk `forward` (plan.run), `forward_bound` (plan.bind(...).launch()), `reverse` (plan.reverse: binds and
   prepares the adjoint's launch on every call) and `reverse_bound` (plan.bind(...).reverse: prepared once);
+  and `jax_grad` (jit of jax.grad through `eagle.jax.wrap(kernel)`: what a JAX program pays for the gradient);
 - jax `forward` (jit of the function) and `grad` (jit of jax.grad of sum(cotangent x output)).
 
-Ratios reported per case: reverse_bound / forward_bound (target <= 3) and hawk reverse_bound / jax grad (target
-<= 1), from the medians over rounds.
+Ratios reported per case: reverse_bound / forward_bound (target <= 3), hawk reverse_bound / jax grad (target
+<= 1) and the bridge's gradient / jax grad, from the medians over rounds.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ CASES = ("elementwise", "stencil", "histogram")
 COLS = 1000  # the stencil's grid columns
 BINS = 64
 IMPLS = (("hawk", "forward"), ("hawk", "forward_bound"), ("hawk", "reverse"), ("hawk", "reverse_bound"),
-         ("jax", "forward"), ("jax", "grad"))
+         ("hawk", "jax_grad"), ("jax", "forward"), ("jax", "grad"))
 
 
 # ---- inputs and the NumPy reference ------------------------------------------------------------------------
@@ -110,13 +111,39 @@ def hawk_impls(case: str, planes: dict, ct) -> dict:
     plan = eagle.deploy(kernel)
     bound = plan.bind(**planes)
 
+    def bridge_grad() -> dict:
+        return _bridge_grad(kernel, planes, ct)
+
     def grads(g: dict) -> dict:
         return {k: np.asarray(v) for k, v in g.items()}
 
     return {"forward": lambda: np.asarray(plan.run(**planes)),
             "forward_bound": lambda: np.asarray(bound.launch()),
             "reverse": lambda: grads(plan.reverse(ct, **planes)),
-            "reverse_bound": lambda: grads(bound.reverse(ct))}
+            "reverse_bound": lambda: grads(bound.reverse(ct)),
+            "jax_grad": lambda: bridge_grad()}
+
+
+_BRIDGE: dict = {}
+
+
+def _bridge_grad(kernel, planes: dict, ct):
+    """jit(jax.grad) of sum(ct * eagle.jax.wrap(kernel)(**planes)) over every plane (built on the first call)."""
+    if not _BRIDGE:
+        import jax
+        import jax.numpy as jnp
+
+        import eagle.jax
+
+        jax.config.update("jax_enable_x64", True)
+        f = eagle.jax.wrap(kernel)
+        names = sorted(planes)
+        args = [jnp.asarray(planes[k]) for k in names]
+        ctj = jnp.asarray(ct)
+        loss = lambda *v: jnp.sum(ctj * f(**dict(zip(names, v, strict=True))))  # noqa: E731
+        _BRIDGE.update(grad=jax.jit(jax.grad(loss, argnums=tuple(range(len(names))))), names=names, args=args)
+    out = _BRIDGE["grad"](*_BRIDGE["args"])
+    return {k: np.atleast_1d(np.asarray(v)) for k, v in zip(_BRIDGE["names"], out, strict=True)}
 
 
 def jax_impls(case: str, planes: dict, ct) -> dict:
@@ -222,6 +249,7 @@ def run_case(case: str, n: int, a: argparse.Namespace) -> dict:
             "reverse_over_forward": ratio("hawk.reverse_bound", "hawk.forward_bound"),
             "reverse_call_over_forward_call": ratio("hawk.reverse", "hawk.forward"),
             "reverse_over_jax_grad": ratio("hawk.reverse_bound", "jax.grad"),
+            "bridge_grad_over_jax_grad": ratio("hawk.jax_grad", "jax.grad"),
             "jax_grad_over_jax_forward": ratio("jax.grad", "jax.forward")}
 
 
@@ -234,11 +262,13 @@ def table(rows: list[dict]) -> str:
         return "-" if v is None else f"{v:.2f}"
 
     out = ["| case | lanes | fwd bound ms | rev bound ms | rev / fwd | plan.reverse / plan.run | jax fwd ms | "
-           "jax.grad ms | rev / jax.grad |", "|---|---|---|---|---|---|---|---|---|"]
+           "jax.grad ms | rev / jax.grad | eagle.jax grad ms | eagle.jax grad / jax.grad |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         out.append(f"| {r['case']} | {r['n']:.0e} | {ms(r, 'hawk.forward_bound')} | {ms(r, 'hawk.reverse_bound')} | "
                    f"{x(r['reverse_over_forward'])} | {x(r['reverse_call_over_forward_call'])} | "
-                   f"{ms(r, 'jax.forward')} | {ms(r, 'jax.grad')} | {x(r['reverse_over_jax_grad'])} |")
+                   f"{ms(r, 'jax.forward')} | {ms(r, 'jax.grad')} | {x(r['reverse_over_jax_grad'])} | "
+                   f"{ms(r, 'hawk.jax_grad')} | {x(r.get('bridge_grad_over_jax_grad'))} |")
     return "\n".join(out)
 
 

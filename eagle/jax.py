@@ -166,7 +166,8 @@ class JaxKernel:
         return f
 
     def _backward(self, call: _Call, ops: tuple, gs: tuple) -> tuple:
-        from eagle.reverse import adjoint_for, adjoint_inputs, cotangents, forward_of, unstored_prior
+        from eagle.jax_gather import gathered
+        from eagle.reverse import adjoint_for, adjoint_inputs, cotangents, forward_of, gather_for, unstored_prior
 
         planes = dict(zip(call.operands, ops, strict=True))
         fwd = forward_of(self.plan)
@@ -196,10 +197,15 @@ class JaxKernel:
             cts[design.ct[n]] = self._unrepeated(fwd, n, wins[n], cts[design.ct[n]])
         if wrt:
             tables = {design.win[s]: w for s, w in wins.items() if s in design.win}
-            got = self._bridge(adj_plan)(**inputs, **cts, **tables)
-            got = got if isinstance(got, dict) else {next(iter(design.grad.values())): got}
-            for x in wrt:
-                grads[x] = got[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype)
+
+            def scatter() -> dict:
+                got = self._bridge(adj_plan)(**inputs, **cts, **tables)
+                got = got if isinstance(got, dict) else {next(iter(design.grad.values())): got}
+                return {x: got[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype) for x in wrt}
+
+            form = gather_for(self.plan, wrt, call.extents)  # a stencil: plan.reverse's gather form
+            grads.update(scatter() if form is None else
+                         gathered(self, form, wrt, inputs, cts, tables, planes, call.extents, scatter))
         for s in sinks:  # a sink's initial contents: each slot is one more term of its sums, unless a lane stored
             if s in design.positions:
                 g = cts[design.ct[s]]

@@ -9,8 +9,7 @@ bash scripts/setup.sh
 # eagle's and the tests' sources again: about 16% of the CPU time of the tests that start processes. Bytecode
 # goes to the usual __pycache__ folders (ignored by git).
 unset PYTHONDONTWRITEBYTECODE
-# one pytest-xdist worker per core and one more, each test file on one worker (its module fixtures built once):
-# the suite's CPU was idle a tenth of the time with one per core (workers waiting on the processes they start:
-# torch ranks, JAX runs, notebook kernels); HAWK_TEST_WORKERS=0 runs everything in this process
-workers="${HAWK_TEST_WORKERS:-$(( $(nproc) + 1 ))}"
-exec .venv/bin/python -m pytest -q -n "$workers" --dist loadfile "$@"
+# one pytest-xdist worker per core, each test file on one worker (its module fixtures built once);
+# HAWK_TEST_WORKERS=0 runs everything in this process. (One worker more than cores, tried in stop 61 to fill the
+# tenth of the time the CPU waits on started processes, took 23% more CPU time and 19% longer on two cores.)
+exec .venv/bin/python -m pytest -q -n "${HAWK_TEST_WORKERS:-auto}" --dist loadfile "$@"

@@ -1,0 +1,38 @@
+"""A stencil's gradient through eagle.jax in plan.reverse's gather form (hawk/reverse/gather.py), with its bits.
+
+jax.grad of a wrapped kernel ran the scatter adjoint: a plane read at its neighbours gets its gradient from an
+ordered scatter into one slot per lane, which costs several times the forward. plan.reverse gathers those terms
+instead when every read of the plane is the lane's own coordinates plus constants, and the backward here runs the
+same kernels as FFI calls, so they stay inside XLA:
+
+1. the shares adjoint (each lane's cotangent shares, stored in per-lane planes, and the Params' shares);
+2. the gather (each lane adds the shares its neighbours' reads sent it, in a (high, low) pair rounded once; its
+   flag cell counts the lanes whose pair erred: a term not finite, or a sum past the pair's reach);
+3. the Param sums (the ordered sum of each Param's share plane);
+4. where the flag is set, `lax.cond` takes the scatter adjoint's gradients instead, as plan.reverse does.
+
+The bits are plan.reverse's either way. Sharded calls do the same with halos (eagle/distributed/jax_grads.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+
+def gathered(jk, form, wrt: tuple, inputs: dict, cts: dict, tables: dict, planes: dict, extents: tuple,
+             scatter: Callable[[], dict]) -> dict:
+    """The gradients of `wrt` (shaped and typed like `planes`) from the gather form `form` (eagle.reverse
+    gather_for's), or from `scatter()` (the scatter adjoint's) where some lane's pair erred."""
+    adj, design, gk, sk, g = form
+    got = jk._bridge(adj)(**inputs, **cts, **tables)
+    got = got if isinstance(got, dict) else {g.shares[0]: got}
+    out = jk._bridge(gk)(**{s: got[s].reshape(extents) for s in g.shares})
+    merged = {**got, **{g.grad[x]: out[g.grad[x]] for x in g.grad}}
+    if sk is not None:
+        sums = jk._bridge(sk)(**{s: got[s].reshape(extents) for s in g.sums.values()})
+        merged.update(sums if isinstance(sums, dict) else {next(iter(g.sums)): sums})
+    mine = {x: merged[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype) for x in wrt}
+    return jax.lax.cond(jnp.max(out[g.flag]) > 0, scatter, lambda: mine)

@@ -1,0 +1,74 @@
+"""jax.grad through eagle.jax of a stencil runs plan.reverse's gather form (eagle/jax_gather.py): the shares adjoint,
+the gather and the Param sums as FFI calls, and the scatter adjoint under `lax.cond` where a lane's pair erred.
+Checked: the gather form's kernels are the ones called, the gradients have plan.reverse's bits (jit or not, a
+Param's and a 2-D grid's too), and a sum the pair cannot hold (2**53 + 1 + 2**-60, which every order of the pair
+rounds to 2**53) comes back correctly rounded, 2**53 + 2, from the scatter adjoint's exact accumulators."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+from conftest import bt_same_bits  # noqa: E402
+
+import eagle  # noqa: E402
+import eagle.jax  # noqa: E402
+import hawk  # noqa: E402
+from eagle.reverse import gather_for  # noqa: E402
+from hawk import Grid, Param, Scalar  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+
+@hawk.kernel
+def jg_line(g: Grid["i"], x: Scalar, a: Param) -> Scalar:
+    return (x.at(i=g.i - 1) + x.at(i=g.i + 1) + x) * a
+
+
+@hawk.kernel
+def jg_heat(g: Grid["r", "c":9], u: Scalar, k: Param) -> Scalar:
+    lap = u.at(r=g.r + 1) + u.at(r=g.r - 1) + u.at(c=g.c + 1) + u.at(c=g.c - 2) - 4.0 * u
+    return u + k * lap * lap
+
+
+def _grads(f, ct, wrt, **planes):
+    def loss(*vals):
+        out = f(**{**planes, **dict(zip(wrt, vals, strict=True))})
+        return jnp.sum(out * ct)
+
+    return dict(zip(wrt, jax.grad(loss, argnums=tuple(range(len(wrt))))(*(planes[w] for w in wrt)), strict=True))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_stencil_s_gradient_is_gathered_with_plan_reverse_s_bits(jit):
+    rng = np.random.default_rng(61)
+    u, ct = rng.normal(size=(40, 9)), rng.normal(size=(40, 9))
+    f = eagle.jax.wrap(jg_heat)
+    if jit:
+        got = jax.jit(lambda u, k: _grads(f, ct, ("u", "k"), u=u, k=k))(u, 0.3)
+    else:
+        got = _grads(f, ct, ("u", "k"), u=u, k=0.3)
+    plan = eagle.deploy(jg_heat)
+    want = plan.reverse(ct, u=u, k=0.3)
+    bt_same_bits(np.asarray(got["u"]), np.asarray(want["u"]), "u")
+    bt_same_bits(np.asarray(got["k"]).reshape(1), np.asarray(want["k"]).reshape(1), "k")
+    adj, _, gk, sk, _ = gather_for(f.plan, ("u", "k"), (40, 9))
+    assert {id(adj), id(gk), id(sk)} <= set(f._adjoints), "the gather form's kernels were not the ones called"
+
+
+def test_a_sum_the_pair_cannot_hold_takes_the_scatter_adjoint():
+    x = np.random.default_rng(62).normal(size=30)
+    ct = np.random.default_rng(63).normal(size=30)
+    ct[4:7] = [2.0**53, 1.0, 2.0**-60]  # lane 5's gradient: the three, whose exact sum rounds to 2**53 + 2
+    f = eagle.jax.wrap(jg_line)
+    got = _grads(f, ct, ("x", "a"), x=x, a=1.0)
+    assert id(gather_for(f.plan, ("x", "a"), (30,))[2]) in f._adjoints  # (the gather ran, and its flag was set)
+    assert float(got["x"][5]) == float(Fraction(2**53) + 1 + Fraction(1, 2**60)) == 2.0**53 + 2
+    want = eagle.deploy(jg_line).reverse(ct, x=x, a=1.0)
+    bt_same_bits(np.asarray(got["x"]), np.asarray(want["x"]), "x")
+    bt_same_bits(np.asarray(got["a"]).reshape(1), np.asarray(want["a"]).reshape(1), "a")
+    ct[4:7] = [np.inf, 1.0, 2.0]  # a term that is not finite: the same path
+    got = _grads(f, ct, ("x",), x=x, a=1.0)
+    bt_same_bits(np.asarray(got["x"]), np.asarray(eagle.deploy(jg_line).reverse(ct, x=x, a=1.0)["x"]), "x inf")
