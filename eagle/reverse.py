@@ -466,12 +466,14 @@ def reverse(plan, cotangent, wrt=None, planes: dict | None = None) -> dict[str, 
 
 def reverse_bound(launch, cotangent, wrt=None) -> dict[str, Array]:
     """`plan.bind(**planes).reverse(cotangent)`: the adjoint's launches are bound once per wrt and reused. A
-    launch bound to a lane range (base=/count=) is refused: the adjoint covers every lane."""
+    launch bound to a lane range (base=/count=) is differentiated as the run over the planes' slices
+    (eagle/reverse_range.py)."""
     lo, hi = getattr(launch, "lane_span", (0, launch.bound.lanes))
     if (lo, hi) != (0, launch.bound.lanes):
-        raise _fail(forward_of(launch.plan), f"this launch is bound to lanes [{lo}, {hi}) of {launch.bound.lanes} "
-                                             "(base=/count=), and the reverse covers every lane: bind without "
-                                             "base= and count=, or pass the planes' slices [base:base+count]")
+        from eagle.reverse_range import range_reverse
+
+        return range_reverse(launch, cotangent, wrt, lo, hi,
+                             lambda planes, ct, wrt: Reverse(launch.plan, planes, wrt)(ct))
     cache = launch.__dict__.setdefault("_reverse", {})
     key = None if wrt is None else ((wrt,) if isinstance(wrt, str) else tuple(wrt))
     if key not in cache:  # (an output the body reads before assigning: its contents when the last launch began)

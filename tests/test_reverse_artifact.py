@@ -268,12 +268,13 @@ def test_planes_named_wrt_and_cotangent_pass_by_keyword():
     assert sorted(g) == ["w"]
 
 
-def test_a_bound_range_is_refused_by_the_reverse():
+def test_a_bound_range_is_differentiated_as_its_slices():
     x, w = RNG.normal(size=20), RNG.normal(size=20)
     plan = eagle.deploy(ra_smooth)
-    bound = plan.bind(base=4, count=10, x=x, w=w, a=1.0)
-    with pytest.raises(eagle.InputError, match=r"kernel 'ra_smooth'.*lanes \[4, 14\) of 20.*base=/count="):
-        bound.reverse(np.ones(20))
+    got = plan.bind(base=4, count=10, x=x, w=w, a=1.0).reverse(np.ones(20))  # (tests/test_reverse_range.py)
+    cut = plan.reverse(np.ones(10), x=x[4:14], w=w[4:14], a=1.0)
+    assert same_bits(np.asarray(got["a"]), np.asarray(cut["a"]))
+    assert same_bits(np.asarray(got["x"])[4:14], np.asarray(cut["x"])) and not np.any(np.asarray(got["x"])[:4])
     full = plan.bind(x=x, w=w, a=1.0).reverse(np.ones(20))
     assert same_bits(full["x"], plan.reverse(np.ones(20), x=x, w=w, a=1.0)["x"])
 
