@@ -2,8 +2,9 @@
 refused until stop 61): the gradients of what the range computed (its lanes' outputs, totals over its lanes only,
 a sink's adds from its lanes), checked against central differences of the bound launch itself, against
 plan.reverse of the planes' slices bit for bit, zero outside the range, for per-lane Scalar, Vector and Index
-planes, a Param, a Table, a cell, a sink and an output read before it is assigned; kernels whose lanes read
-other lanes or their position are refused by name, and nothing is launched."""
+planes, a Param, a Table, a cell, a sink and an output read before it is assigned, and on the GPU targets that run
+here (spirv); kernels whose lanes read other lanes or their position are refused by name, and nothing is
+launched."""
 
 import math
 
@@ -110,3 +111,16 @@ def test_kernels_whose_lanes_see_other_lanes_are_refused(kernel, words):
     text = str(info.value)
     assert f"kernel '{kernel.name}'" in text and "lanes [2, 7) of 10" in text and words in text, text
     assert getattr(plan, "last_reverse_chunks", ()) == ()  # nothing was launched
+
+
+def test_a_range_on_a_gpu_target(target):
+    if target == "host":
+        pytest.skip("the host is the reference")
+    planes = _planes()
+    ct = {"y": RNG.normal(size=N), "total": 0.9, "h": RNG.normal(size=4)}
+    want = eagle.deploy(rr_mix).bind(base=LO, count=COUNT, **planes).reverse(ct)
+    got = eagle.deploy(rr_mix, target=target).bind(base=LO, count=COUNT, **planes).reverse(ct)
+    assert sorted(got) == sorted(want)
+    for n in want:  # (m.sin: the target's math library may differ from the host's in the last bit)
+        np.testing.assert_allclose(np.asarray(got[n]), np.asarray(want[n]), rtol=1e-13, atol=1e-15, err_msg=n)
+    assert not np.any(np.asarray(got["x"])[:LO]) and not np.any(np.asarray(got["x"])[LO + COUNT:])
