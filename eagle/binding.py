@@ -41,15 +41,20 @@ def physical_memory() -> int | None:
 _PHYSICAL = physical_memory()
 
 
+def read_at(kernel) -> frozenset[str]:
+    """The names the kernel's body reads with `.at(...)` (planes read at other lanes, or Tables by key)."""
+    return frozenset(n.func.value.id for n in ast.walk(kernel.source.tree)
+                     if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "at"
+                     and isinstance(n.func.value, ast.Name))
+
+
 def lane_local_inputs(kernel) -> frozenset[str]:
     """The per-lane input planes of a single-stage kernel that no `.at` reads: each lane reads them at its own
     lane only, so one may be the very array of a per-lane output and be updated in place. Empty for a split
     kernel (a later stage reads its inputs again after an earlier one wrote)."""
     if kernel.stage_count != 1:
         return frozenset()
-    at = {n.func.value.id for n in ast.walk(kernel.source.tree)
-          if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "at"
-          and isinstance(n.func.value, ast.Name)}
+    at = read_at(kernel)
     return frozenset(p.name for p in kernel.signature.planes if p.kind == "lane" and p.name not in at)
 
 

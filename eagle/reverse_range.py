@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from eagle.binding import lane_local_inputs
+from eagle.binding import read_at
 from eagle.errors import InputError
 
 
@@ -34,21 +34,12 @@ def refusal(kernel, keyed: tuple[str, ...]) -> str | None:
     if any(p.kind == "grid" for p in sig.planes):
         return "a Grid kernel's lanes have coordinates, which a run over the slices would renumber"
     ins, _ = _lane_planes(kernel)
-    floats = {p.name for p in sig.planes if p.kind == "lane"}
-    read = sorted((floats - lane_local_inputs(kernel)) | {n for n in ins - floats if _reads_at(kernel, n)})
+    read = sorted(ins & read_at(kernel))
     if read:
         return f"plane '{read[0]}' is read at other lanes (.at), which may lie outside the range"
     if keyed:
         return f"output '{keyed[0]}' is written by key (positions, not lanes)"
     return None
-
-
-def _reads_at(kernel, name: str) -> bool:
-    import ast
-
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "at"
-               and isinstance(n.func.value, ast.Name) and n.func.value.id == name
-               for n in ast.walk(kernel.source.tree))
 
 
 def range_reverse(launch, cotangent, wrt, lo: int, hi: int, reverse) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -127,6 +128,12 @@ def target(request):
     if why:
         bt_spirv_missing(f"target '{request.param}' cannot run here: {why}")
     return request.param
+
+
+def bt_same_code(text: str, stage: str) -> str:
+    """A stage's GPU module text with the stage's own symbol names written as @STAGE: kernels of different tests
+    that are the same code under other names give the same text, and the GPU sweeps build it once."""
+    return re.sub(rf"@{re.escape(stage)}(?=_)", "@STAGE", text)
 
 
 def bt_same_bits(got, want, what=""):

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import bt_same_code
 
 import eagle
 import hawk
@@ -174,7 +175,7 @@ def _verdict(target: str, chip: str, stage: str, text: str, build) -> str | None
     often the same code under other names (a quarter of the suite's stages): their modules, the stage's name
     written as STAGE in its symbols, share one build, its verdict kept in $HAWK_GPU_VERDICTS for both workers."""
     folder = os.environ.get("HAWK_GPU_VERDICTS")
-    same = re.sub(rf"@{re.escape(stage)}(?=_)", "@STAGE", text)
+    same = bt_same_code(text, stage)
     path = Path(folder) / hashlib.sha256(f"{target} {chip}\n{same}".encode()).hexdigest() if folder else None
     if path is not None and path.exists():
         return json.loads(path.read_text())["error"]

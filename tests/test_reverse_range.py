@@ -104,10 +104,14 @@ def test_an_output_read_before_it_is_assigned():
                                            (rr_grid, "a Grid kernel's lanes have coordinates")])
 def test_kernels_whose_lanes_see_other_lanes_are_refused(kernel, words):
     plan = eagle.deploy(kernel)
-    bound = plan.bind(base=2, count=5, x=np.ones(10))
+    x = np.linspace(0.5, 1.4, 10)
+    bound = plan.bind(base=2, count=5, x=x)
     bound.launch()
+    ct = np.ones(10)
     with pytest.raises(eagle.InputError) as info:
-        bound.reverse(np.ones(10))
+        bound.reverse(ct)
+    np.testing.assert_array_equal(x, np.linspace(0.5, 1.4, 10))  # the caller's arrays as they were
+    np.testing.assert_array_equal(ct, np.ones(10))
     text = str(info.value)
     assert f"kernel '{kernel.name}'" in text and "lanes [2, 7) of 10" in text and words in text, text
     assert getattr(plan, "last_reverse_chunks", ()) == ()  # nothing was launched

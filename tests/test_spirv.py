@@ -7,7 +7,6 @@ every test skips and says why (pytest -ra prints it).
 
 import importlib
 import math
-import re
 import shutil
 import sys
 import zlib
@@ -19,6 +18,7 @@ from conftest import (
     bt_ordered_sum,
     bt_run,
     bt_run_on,
+    bt_same_code,
     bt_spirv_missing,
     bt_sum_k,
     bt_sum_ulps,
@@ -806,7 +806,7 @@ def test_every_kernel_of_the_suite_compiles_and_passes_spirv_val():
                 try:  # kernels of different tests are often the same code under other names: one build each
                     text = kernel.lowered_gpu(spec, k, target.subgroup, target.float_atomics,
                                               target.wide_loops).gpu_module
-                    same = re.sub(rf"@{re.escape(st.name)}(?=_)", "@STAGE", text)
+                    same = bt_same_code(text, st.name)
                     if same not in seen:
                         binary = device_binary(key, st.name, target.suffix,  # (what a run compiles: the same key)
                                                lambda kernel=kernel, spec=spec, k=k: kernel.device_binary(spec, k,
