@@ -22,7 +22,7 @@ def host_library(kernel, spec: Spec, stage: int, path: Path, finish: bool = Fals
     text = kernel.gpu_finish(spec, stage) if finish else kernel.lowered(spec, stage).llvm_ir
     if description is not None:
         text = host.with_description(text, *description)
-    host.build(text, path, cpu)
+    host.build(text, path, cpu, kernel.stages(spec)[stage].name)
 
 
 def device_binary(kernel, spec: Spec, stage: int, target) -> bytes:

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from hawk.abi import cache
+from hawk.targets import host_objects
 from hawk.targets.host_link import link
 
 
@@ -121,9 +122,13 @@ def _hidden(op) -> bool:
     return "visibility_" in op.attributes and ir.IntegerAttr(op.attributes["visibility_"]).value == 1
 
 
-def build(text: str, so: Path, cpu: str | None = None) -> None:
-    """LLVM-dialect text -> shared library at `so`."""
+def build(text: str, so: Path, cpu: str | None = None, stage: str | None = None) -> None:
+    """LLVM-dialect text -> shared library at `so`. `stage`: the name its symbols start with, when the object may
+    be shared with stages that are the same code under other names (hawk/targets/host_objects.py)."""
     with tempfile.TemporaryDirectory() as tmp:
         obj = Path(tmp) / "k.o"
-        compile_object(text, obj, cpu)
+        if stage is None:
+            compile_object(text, obj, cpu)
+        else:
+            obj.write_bytes(host_objects.object_for(text, stage, cpu, compile_object, Path(tmp)))
         link(obj, so)

@@ -17,6 +17,7 @@ from eagle import cache
 from eagle.targets import host
 from hawk import Index, Mutable, Scalar, Table
 from hawk.targets import host as codegen
+from hawk.targets import host_objects
 
 from .cache_kernels import ir_c_bykey, ir_c_energy
 
@@ -29,6 +30,7 @@ def compiles(monkeypatch, tmp_path):
     """Every call of host.compile_object (the LLVM-dialect text it compiled), with an empty in-memory cache and
     HAWK_CACHE_DIR=tmp_path/cache, so that nothing compiled before this test is found."""
     monkeypatch.setattr(host, "_MEMORY", {})
+    monkeypatch.setattr(host_objects, "_memory", {})
     monkeypatch.setenv("HAWK_CACHE_DIR", str(tmp_path / "cache"))
     calls: list[str] = []
     real = codegen.compile_object
@@ -53,11 +55,11 @@ def _run(kernel, **planes):
 
 def _libraries(tmp_path) -> list[str]:
     """The compiled kernel libraries in the cache (it also keeps each kernel's facts as <name>-<key>.kernel.json,
-    each entry's seal as <entry>.sha256, eagle's own native helpers as eagle-*.so, the host CPU as host-cpu-*, and
-    the builds' lock files under locks/)."""
+    each entry's seal as <entry>.sha256, eagle's own native helpers as eagle-*.so, the host CPU as host-cpu-*, the
+    objects stages that are the same code share as same-code-*.o, and the builds' lock files under locks/)."""
     return sorted(p.name for p in (tmp_path / "cache").iterdir()
                   if not p.name.endswith((".kernel.json", ".sha256")) and p.name != cache.LOCKS
-                  and not p.name.startswith(("eagle-", "host-cpu-")))
+                  and not p.name.startswith(("eagle-", "host-cpu-", "same-code-")))
 
 
 def test_second_deploy_and_run_reuses_the_compiled_kernel(compiles):
