@@ -19,7 +19,8 @@ import os
 import sys
 import warnings
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")  # before JAX starts
+if "device_count" not in os.environ.get("XLA_FLAGS", ""):  # 4 CPU devices, before JAX starts (other flags kept)
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4".strip()
 
 import fuzz_kernels as fk  # noqa: E402
 import numpy as np  # noqa: E402

@@ -1534,10 +1534,15 @@ def _main():
     print("@@REPORT@@" + json.dumps(report))
 
 
+def _xla_flags(devices: int) -> str:
+    """$XLA_FLAGS (scripts/test.sh's among them) with `devices` CPU devices."""
+    return f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
+
+
 # ---- the tests (run by pytest) --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def report():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+    env = dict(os.environ, XLA_FLAGS=_xla_flags(8),
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     r = subprocess.run([sys.executable, __file__], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("@@REPORT@@")), None)
@@ -1557,7 +1562,7 @@ def test_two_jax_processes_under_jax_distributed():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    env = dict(os.environ, XLA_FLAGS=_xla_flags(2),
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     procs = [subprocess.Popen([sys.executable, __file__, str(pid), str(port)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT) for pid in (0, 1)]
