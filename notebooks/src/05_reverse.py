@@ -480,3 +480,53 @@ g = eagle.deploy(linear).reverse(w, a=a, b=b)
 ga, gb = jax.jit(jax.grad(lambda a, b: jnp.sum(w * jax_h(a, b)), argnums=(0, 1)))(a, b)
 print("gradients with respect to a and b agree with jax.grad:",
       np.allclose(np.asarray(g["a"]), ga, rtol=1e-9), np.allclose(np.asarray(g["b"]), gb, rtol=1e-9))
+
+# %% [markdown]
+# ## Branches that loop over neighbours, and a range of lanes
+#
+# A `for` loop that reads other lanes (`x.at(k)`: lane k's x) may sit inside an `if`: its adjoint scatters into
+# those lanes, and only the lanes that took that side run it, forward and reverse (a lane on the other side runs no
+# pass, so a pass count read from its data, or a derivative that is NaN there, never matters).
+#
+# A launch bound to a range of lanes, `plan.bind(base=, count=, ...)`, has a reverse too where no lane reads
+# another lane or its position: its gradients are those of a run over the planes' slices, zero outside the range.
+
+# %%
+@hawk.kernel
+def damped(x: Scalar, w: Scalar) -> Scalar:
+    y = x * w
+    if x > 0.0:
+        for k in range(3):
+            y = y * 0.5 + x.at(k + 1) * m.exp(w)
+    return y
+
+
+n = 64
+x, w, ct = rng.normal(size=n), rng.normal(size=n) * 0.3, rng.normal(size=n)
+g = eagle.deploy(damped).reverse(ct, x=x, w=w)
+
+
+def jax_damped(x, w):
+    y = x * w
+    for k in range(3):  # (x.at(k + 1): lane k + 1's x, read by every lane)
+        y = jnp.where(x > 0.0, y * 0.5 + x[k + 1] * jnp.exp(w), y)
+    return jnp.sum(ct * y)
+
+
+gx, gw = jax.grad(jax_damped, argnums=(0, 1))(x, w)
+print("loop inside an if: agrees with jax.grad:", np.allclose(np.asarray(g["x"]), gx, rtol=1e-12, atol=1e-14),
+      np.allclose(np.asarray(g["w"]), gw, rtol=1e-12, atol=1e-14))
+
+
+@hawk.kernel
+def scaled_sin(x: Scalar, a: Param) -> Scalar:
+    return a * m.sin(x)
+
+
+lo, count = 10, 20
+part = eagle.deploy(scaled_sin).bind(base=lo, count=count, x=x, a=1.5).reverse(ct)  # (ct: what the launch hands back)
+whole = eagle.deploy(scaled_sin).reverse(ct[lo:lo + count], x=x[lo:lo + count], a=1.5)
+print("a bound range: the slices' gradients, bit for bit:",
+      np.asarray(part["x"])[lo:lo + count].tobytes() == np.asarray(whole["x"]).tobytes(),
+      float(part["a"]) == float(whole["a"]), "| zero outside it:",
+      not np.any(np.asarray(part["x"])[:lo]) and not np.any(np.asarray(part["x"])[lo + count:]))
