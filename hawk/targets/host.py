@@ -130,5 +130,5 @@ def build(text: str, so: Path, cpu: str | None = None, stage: str | None = None)
         if stage is None:
             compile_object(text, obj, cpu)
         else:
-            obj.write_bytes(host_objects.object_for(text, stage, cpu, compile_object, Path(tmp)))
+            host_objects.write_object(text, stage, cpu, compile_object, obj)
         link(obj, so)

@@ -62,15 +62,14 @@ def _without_layout(text: str) -> str:
     return (before[:-2] if before.endswith(", ") else before) + rest
 
 
-def object_for(text: str, stage: str, cpu: str | None, compile_object: Callable[[str, Path, str | None], None],
-               tmp: Path) -> bytes:
-    """The stage's native object: the shared one of its text (built with `compile_object` on a miss) with the
-    stage's names, or, where the text cannot be shared, its own."""
-    obj = tmp / "k.o"
+def write_object(text: str, stage: str, cpu: str | None, compile_object: Callable[[str, Path, str | None], None],
+                 obj: Path) -> None:
+    """Write the stage's native object at `obj`: the shared one of its text (built with `compile_object` on a
+    miss) with the stage's names, or, where the text cannot be shared, its own."""
     shared = same_code(text, stage)
     if shared is None:
         compile_object(text, obj, cpu)
-        return obj.read_bytes()
+        return
     prefix = PLACEHOLDER + "_"
 
     def rename(name: str) -> str | None:
@@ -79,12 +78,12 @@ def object_for(text: str, stage: str, cpu: str | None, compile_object: Callable[
                 return f"{lead}{stage}_{name[len(lead + prefix):]}"
         return None
 
-    return elf.renamed(_shared_object(shared, cpu, compile_object, obj), rename)
+    obj.write_bytes(elf.renamed(_shared_object(shared, cpu, compile_object, obj), rename))
 
 
 def _shared_object(shared: str, cpu: str | None, compile_object, obj: Path) -> bytes:
     """The object of the shared text: from memory, else the disk cache (checked against its seal), else compiled
-    into `obj` and kept in both."""
+    into `obj` and kept in both. Processes that need the same one at once build it once (cache.building)."""
     key = cache.key(shared, "host object", cpu or "this machine", cache.host_key())
     with _lock:
         data = _memory.get(key)
@@ -92,12 +91,13 @@ def _shared_object(shared: str, cpu: str | None, compile_object, obj: Path) -> b
         return data
     d = cache.cache_dir()
     path = d / f"same-code-{key}.o" if d else None
-    data = cache.read_entry(path) if path is not None else None
-    if data is None:
-        compile_object(shared, obj, cpu)
-        data = obj.read_bytes()
-        if path is not None:
-            cache.write_entry(path, data)
+    with cache.building(path):
+        data = cache.read_entry(path) if path is not None else None
+        if data is None:
+            compile_object(shared, obj, cpu)
+            data = obj.read_bytes()
+            if path is not None:
+                cache.write_entry(path, data)
     with _lock:
         _memory[key] = data
     return data
