@@ -366,8 +366,22 @@ class ReverseSource:
         for k in (self.adjoint, self.winners):
             if k is not None:
                 self._check(k, where)
+        self.gathered = None  # a stencil's gradient in gather form: (shares adjoint, gather, Param sums, planes)
+        if rev.get("gather") is not None:
+            from hawk.abi.reverse import gather_from_json
 
-    def _check(self, k: LoadedKernel, where: str) -> None:
+            g = rev["gather"]
+
+            def kernel(entry):
+                return None if entry is None else LoadedKernel(read(art.directory, entry["kernel"],
+                                                                    entry["content_hash"]), **opts)
+
+            self.gathered = (kernel(g["shares"]), kernel(g["gather"]), kernel(g["sums"]), gather_from_json(g))
+            self._check_gather(where)
+
+    def _check(self, k: LoadedKernel, where: str, inputs: bool = True, want: dict | None = None) -> None:
+        """`k` was built for the forward's dtypes and (`inputs`) takes its inputs unchanged, and has the planes
+        `want` names ({name: kind}; the adjoint's: its cotangent, gradient and winners planes)."""
         fwd, info = self.forward.signature, self.info
         if k.dtypes != self.forward.dtypes or k.index_dtypes != {n: d for n, d in self.forward.index_dtypes.items()
                                                                  if k.signature.get(n) is not None}:
@@ -377,20 +391,45 @@ class ReverseSource:
             return q is not None and (p.kind, p.payload.shape, tuple(p.axes), p.sorted) == \
                 (q.kind, q.payload.shape, tuple(q.axes), q.sorted)
 
-        for p in fwd.planes:
+        for p in fwd.planes if inputs else ():
             if p.kind in ("lane", "index", "param", "table", "grid") and not same(p, k.signature.get(p.name)):
                 raise ArtifactError(f"{where}: the reverse kernel '{k.name}' does not take plane '{p.name}' as the "
                                     "kernel does: the artifact was not built as one")
-        if k is not self.adjoint:
-            return
-        want = {**{info.ct[o]: _CT_PLANE[info.ct_kind[o]] for o in info.ct},
-                **{info.grad[x]: _GRAD_PLANE[info.grad_kind[x]] for x in info.grad},
-                **{t: "table" for t in info.win.values()}}
-        for name, kind in want.items():
+        if want is None and k is self.adjoint:
+            want = {**{info.ct[o]: _CT_PLANE[info.ct_kind[o]] for o in info.ct},
+                    **{info.grad[x]: _GRAD_PLANE[info.grad_kind[x]] for x in info.grad},
+                    **{t: "table" for t in info.win.values()}}
+        for name, kind in (want or {}).items():
             got = k.signature.get(name)
             if got is None or got.kind != kind:
                 raise ArtifactError(f"{where}: the reverse kernel '{k.name}' has no {kind} plane '{name}', which the "
                                     "sidecar's reverse names")
+
+    def _check_gather(self, where: str) -> None:
+        """The gather form's kernels take the planes the sidecar names: the shares adjoint takes the adjoint's
+        planes but for the gradients gathered or summed elsewhere, and writes the share planes; the gather reads
+        those and writes the gradients and the flag cell; the Param sums kernel reads the Params' share planes
+        and writes their gradient cells."""
+        shares, gather, sums, g = self.gathered
+        info = self.info
+        elsewhere = {*g.grad.values(), *g.sums}
+        self._check(shares, where, want={
+            **{info.ct[o]: _CT_PLANE[info.ct_kind[o]] for o in info.ct},
+            **{info.grad[x]: _GRAD_PLANE[info.grad_kind[x]] for x in info.grad if info.grad[x] not in elsewhere},
+            **{t: "table" for t in info.win.values()}, **{s: "output" for s in (*g.shares, *g.sums.values())}})
+        self._check(gather, where, inputs=False,
+                    want={**{s: "lane" for s in g.shares}, **{o: "output" for o in (*g.grad.values(), g.flag)}})
+        if sums is not None:
+            self._check(sums, where, inputs=False,
+                        want={**{s: "lane" for s in g.sums.values()}, **{c: "output" for c in g.sums}})
+
+    def gather(self, wrt: tuple[str, ...], extents: tuple[int, ...]):
+        """(shares adjoint, Info, gather, Param sums or None, GatherPlanes) for eagle.reverse's door, or None when
+        the artifact has no gather form (the adjoint serves, with the same bits)."""
+        if self.gathered is None:
+            return None
+        shares, gather, sums, g = self.gathered
+        return shares, self.info, gather, sums, g
 
     def __call__(self, fwd, wrt: tuple[str, ...], extents: tuple[int, ...], positions: tuple = ()):
         if self.extents is not None and tuple(extents) != self.extents:

@@ -10,9 +10,9 @@ target, threads, chunking; compiled and cached per stage), so a gradient run is 
 one: every sum across lanes in the adjoint is an ordered (exact) sum. This module only checks the
 request, shapes the cotangents into the adjoint's planes and the gradients back into the inputs' shapes.
 
-The same door serves a loaded artifact built with `reverse=True` (hawk.artifact): there the adjoint and winners
-kernels are loaded artifacts and the adjoint's planes (`Info`) come from the sidecar; nothing here imports MLIR
-unless a Plan asks for its adjoint to be made.
+The same door serves a loaded artifact built with `reverse=True` (hawk.artifact): there the adjoint, winners and
+gather-form kernels are loaded artifacts and the adjoint's planes (`Info`) come from the sidecar; nothing here
+imports MLIR unless a Plan asks for its adjoint to be made.
 """
 
 from __future__ import annotations
@@ -336,16 +336,18 @@ def plan_source(plan):
         return adjoint_for(plan, kwrt, extents, positions)
 
     source.built = None
+    source.gather = lambda kwrt, extents: gather_for(plan, kwrt, extents)
     return source
 
 
 class Reverse:
     """The reverse of one plan for one set of planes: the adjoint (and winners) launches prepared once; each call
     takes a cotangent and hands back the gradients (in buffers reused by the next call, as plan.bind's results).
-    `source(fwd, wrt, extents)` gives (adjoint runner, its planes, winners runner or None); a Plan's by default."""
+    `source(fwd, wrt, extents)` gives (adjoint runner, its planes, winners runner or None), and
+    `source.gather(wrt, extents)` a stencil's gather form (gather_for's tuple) or None; a Plan's by default, or a
+    loaded artifact's (eagle/artifact.ReverseSource)."""
 
     def __init__(self, plan, planes: dict, wrt=None, source=None, refresh: tuple[str, ...] = ()):
-        gathers = source is None  # a Plan's (a loaded artifact has its scatter adjoint only)
         source = source or plan_source(plan)
         self.source = source
         self.plan, self.planes = plan, dict(planes)
@@ -369,7 +371,7 @@ class Reverse:
         self.counts: dict = {}
         self.win_run = _Prepared(win, {**inputs, **self.fills, **self.counted}) if win is not None else None
         tables = {self.design.win[s]: w for s, w in self.wins.items()}
-        got = gather_for(plan, self.kwrt, b.extents) if gathers and self.kwrt else None
+        got = source.gather(self.kwrt, b.extents) if self.kwrt else None
         self.gather_run = self.sums_run = self.exact_run = None
         self.exact_calls = 0  # calls the gather form handed to the scatter adjoint (a pair erred)
         if got is not None:  # a stencil: shares, then the gather; the scatter adjoint if a lane's pair erred

@@ -205,6 +205,62 @@ def copy(published, tmp_path) -> Path:
     return d
 
 
+@hawk.kernel
+def ra_linear(g: Grid["i"], x: Scalar, a: Param) -> Scalar:
+    return (x.at(i=g.i - 1) + x.at(i=g.i + 1) + x) * a
+
+
+def test_a_stencil_artifact_gathers_its_gradient_as_plan_reverse_does(published, tmp_path):
+    """A stencil's published reverse holds the gather form (shares adjoint, gather, Param sums: docs/reverse.md),
+    which the loaded door runs, with plan.reverse's bits; where a lane's pair errs it runs the published adjoint."""
+    from eagle.reverse import Reverse
+    from hawk.abi.artifact.format import describe
+
+    sc = json.loads((published / "ra_stencil.json").read_text())
+    assert "ra_stencil__param_sums (gather form)" in describe(sc)  # (what `hawk-artifact show` prints)
+    g = sc["reverse"]["gather"]
+    assert [g[k]["kernel"] for k in ("shares", "gather", "sums")] == \
+        ["ra_stencil__reverse_shares", "ra_stencil__gather", "ra_stencil__param_sums"]
+    assert g["grad"] == {"u": "grad_u"} and list(g["sum_planes"]) == ["grad_k"]
+    ct, planes = CASES["ra_stencil"]
+    art = hawk.load(published, "ra_stencil", threads=2, min_chunk=8)
+    rev = Reverse(art, planes, None, art._reverse)
+    got = rev(ct)
+    assert rev.gather_run is not None and rev.exact_calls == 0 and len(art.last_reverse_chunks) == 3
+    want = want_grads("ra_stencil")
+    assert all(same_bits(got[k], want[k]) for k in want)
+    # lane 5 of ra_linear gathers ct[4] + ct[5] + ct[6] (a = 1): 1e30 + 1 + 1e-30 spans more than two doubles
+    hawk.artifact.build(ra_linear, tmp_path, reverse=True, reverse_extents=(40,))
+    x = np.random.default_rng(3).normal(size=40)
+    art = hawk.load(tmp_path, "ra_linear", threads=2, min_chunk=8)
+    rev = Reverse(art, {"x": x, "a": 1.0}, None, art._reverse)
+    plan = eagle.deploy(ra_linear, threads=2, min_chunk=8)
+    for calls, special in enumerate(([1e30, 1.0, 1e-30], [np.nan, 0.0, 1.0], None)):
+        ct = np.random.default_rng(4).normal(size=40)
+        if special is not None:
+            ct[4:7] = special
+        got = {k: np.asarray(v).copy() for k, v in rev(ct).items()}
+        assert rev.exact_calls == min(calls + 1, 2), special
+        want = plan.reverse(ct, x=x, a=1.0)
+        assert all(same_bits(got[k], want[k]) for k in want), special
+    assert np.asarray(got["x"])[5] == float(np.sum(ct[4:7]))  # (gathered again: ordinary terms)
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (lambda sc: sc["reverse"]["gather"]["grad"].update(k="grad_k"), "reverse.gather.grad.k must name a per-lane"),
+    (lambda sc: sc["reverse"]["gather"].update(sums=None), "name a Param sums kernel exactly when"),
+    (lambda sc: sc["reverse"]["gather"].update(flag="u"), "names a share plane or the flag twice"),
+    (lambda sc: sc["reverse"].update(extents=None), "made for fixed lane extents"),
+    (lambda sc: sc["reverse"]["gather"]["gather"].update(content_hash="0" * 64), "not the pinned"),
+    (lambda sc: sc["reverse"]["gather"].update(share_planes=["share0_grad_u", "nope"]),
+     "'ra_stencil__reverse_shares' has no output plane 'nope'"),
+])
+def test_a_wrong_gather_entry_is_refused(copy, mutate, words):
+    _rewrite(copy, "ra_stencil", mutate)
+    with pytest.raises(ArtifactError, match=words):
+        hawk.load(copy, "ra_stencil")
+
+
 @pytest.mark.parametrize("mutate, words", [
     (lambda sc: sc["reverse"].update(wrt=["k"]), "reverse.wrt names 'k', which is not a float input"),
     (lambda sc: sc["reverse"].update(winners=None), "must name a winners kernel exactly when"),

@@ -76,7 +76,7 @@ def _gather(kernel, ct, planes, target="host", threads=None, min_chunk=None):
 
 
 def _scatter(kernel, ct, planes, target="host", threads=None):
-    """The same gradients through the ordered scatter adjoint (what a loaded artifact runs)."""
+    """The same gradients through the ordered scatter adjoint (what the door runs where a lane's pair erred)."""
     plan = eagle.deploy(kernel, target=target, threads=threads)
     return {k: np.asarray(v).copy() for k, v in Reverse(plan, planes, None, plan_source(plan))(ct).items()}
 

@@ -56,3 +56,25 @@ def info_from_json(d: dict) -> Info:
                 dict(d["grad_kind"]), dict(d["win"]), {k: tuple(v) for k, v in d["kept"].items()},
                 tuple(d.get("init", ())),  # (a sidecar written before outputs' initial contents had gradients)
                 dict(d.get("positions", {})), dict(d.get("passes", {})))
+
+
+@dataclass(frozen=True)
+class GatherPlanes:
+    """The planes the gather form of a stencil's gradient exchanges (hawk/reverse/gather.Gather less its read
+    sites, which only the gather kernel's builder needs), as eagle's door reads them: the share planes the shares
+    adjoint writes and the gather reads, each gathered input's gradient output, each Param gradient cell's share
+    plane (summed by the Param sums kernel), and the gather's flag cell (lanes whose pair erred)."""
+
+    shares: tuple
+    grad: dict
+    sums: dict
+    flag: str
+
+
+def gather_to_json(g) -> dict:
+    """A Gather's (or GatherPlanes') planes as a sidecar's reverse.gather records them."""
+    return {"share_planes": list(g.shares), "grad": dict(g.grad), "sum_planes": dict(g.sums), "flag": g.flag}
+
+
+def gather_from_json(d: dict) -> GatherPlanes:
+    return GatherPlanes(tuple(d["share_planes"]), dict(d["grad"]), dict(d["sum_planes"]), d["flag"])

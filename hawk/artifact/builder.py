@@ -222,7 +222,7 @@ def build_bundle(kernels: Iterable[Kernel], directory, targets: Iterable[str] = 
     per = [_index_dtypes(k, {p: d for p, d in idx.items()
                              if k.signature.get(p) is not None and k.signature.get(p).integer_plane}) for k in ks]
     ch, hc = _chips(chips, ts), _host_cpu(cpu)
-    made = [n for k in ks for n in (f"{k.name}__reverse", f"{k.name}__winners")] if reverse is not False else []
+    made = [n for k in ks for n in reverse_kernel_names(k.name)] if reverse is not False else []
     clash = next((n for n in names if n in made), None)
     if clash is not None:
         raise ValueError(f"build_bundle(reverse=...) publishes the adjoint kernels beside the kernels, and kernel "
@@ -247,6 +247,13 @@ def build_bundle(kernels: Iterable[Kernel], directory, targets: Iterable[str] = 
             rev = _publish_reverse(k, wrt, (ext, pos), Path(directory), ts, ds, i, ch, hc) if wrt else None
         paths.append(_publish(k, Path(directory), ts, ds, i, ch, hc, rev))
     return paths
+
+
+def reverse_kernel_names(name: str) -> tuple[str, ...]:
+    """The names of the kernels a reverse build may publish beside kernel `name`: the adjoint, the winners kernel,
+    and a stencil's gather form (shares adjoint, gather, Param sums: hawk/reverse/gather.py)."""
+    return (f"{name}__reverse", f"{name}__winners", f"{name}__reverse_shares", f"{name}__gather",
+            f"{name}__param_sums")
 
 
 def _reverse_wrt(kernel: Kernel, reverse) -> tuple[str, ...]:
@@ -319,7 +326,7 @@ def _publish_reverse(kernel: Kernel, reverse, specialised: tuple, d: Path, targe
             if given is not None:
                 raise ValueError(f"kernel '{kernel.name}': {name}= is for a build with reverse=True")
         return None
-    from hawk.abi.reverse import info_to_json
+    from hawk.abi.reverse import gather_to_json, info_to_json
     from hawk.reverse import adjoint, winners
 
     wrt = _reverse_wrt(kernel, reverse)
@@ -336,6 +343,13 @@ def _publish_reverse(kernel: Kernel, reverse, specialised: tuple, d: Path, targe
     entry = publish(adj)
     entry.update(winners=None if win is None else publish(win), wrt=list(wrt),
                  extents=None if ext is None else list(ext), **info_to_json(design))
+    # a stencil's gradient in gather form (hawk/reverse/gather.py): plain lane kernels, with the adjoint above as
+    # the exact path for a call where some lane's pair erred; the loaded door runs them as plan.reverse does
+    got = kernel.gather_adjoint(wrt, ext) if ext is not None and not pos else None
+    if got is not None:
+        shares, _, gk, sk, g = got
+        entry["gather"] = {"shares": publish(shares), "gather": publish(gk),
+                           "sums": None if sk is None else publish(sk), **gather_to_json(g)}
     return entry
 
 

@@ -346,7 +346,8 @@ def gather_kernels(kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
         sweep(module, sd, gathered, Gather(), used).build()
 
     key = repr((wrt, extents))
-    adj = IRKernel(kernel, sd.name, ssig, {**outputs, **souts}, _transform(shares), key)
+    kept = {o: kind for o, kind in outputs.items() if ssig.get(o) is not None}  # (less the gradients gathered)
+    adj = IRKernel(kernel, sd.name, ssig, {**kept, **souts}, _transform(shares), key)
     gsig, gouts = gather_signature(kernel.signature, g)
     name, sums_name = f"{kernel.name}__gather", f"{kernel.name}__param_sums"
 

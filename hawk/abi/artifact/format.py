@@ -18,8 +18,9 @@ from hawk import __version__ as HAWK_VERSION
 
 FORMAT = "hawk-artifact"
 # 3: "ordered" is exact (#exact and per-slot "exact" accumulators replace #blocks); 4: a reverse's winners Table
-# holds each store's number in parts, and its loops' passes (hawk.abi.reverse.win_components)
-FORMAT_VERSION = 4
+# holds each store's number in parts, and its loops' passes (hawk.abi.reverse.win_components); 5: a reverse may
+# publish a stencil's gradient in gather form (reverse.gather)
+FORMAT_VERSION = 5
 MAX_SIDECAR_BYTES = 16 << 20
 
 # What a binary file is called on each target. A new target adds its suffix here, a builder in
@@ -238,7 +239,9 @@ def _check_consistency(d: dict, refuse: _Refuse) -> None:
 def _check_reverse(d: dict, rev: dict, planes: dict, refuse: _Refuse) -> None:
     """The reverse entry names the kernel's own float inputs, outputs and sinks, and distinct adjoint planes."""
     path = "sidecar.reverse"
-    kernels = [d["name"], rev["kernel"]] + ([] if rev["winners"] is None else [rev["winners"]["kernel"]])
+    gather = rev.get("gather")
+    kernels = [d["name"], rev["kernel"]] + [k["kernel"] for k in (rev["winners"], *(
+        (gather["shares"], gather["gather"], gather["sums"]) if gather else ())) if k is not None]
     if len(set(kernels)) != len(kernels):
         raise refuse(path, f"names kernels {kernels}, which must differ from each other and from the kernel")
     init = rev.get("init", [])
@@ -282,6 +285,27 @@ def _check_reverse(d: dict, rev: dict, planes: dict, refuse: _Refuse) -> None:
             raise refuse(f"{path}.kept.{c}", "must name a cell output and lane axes of the kernel")
     if rev["extents"] is not None and len(rev["extents"]) != len(labels):
         raise refuse(f"{path}.extents", f"must give one extent per lane axis {labels}")
+    if gather is not None:
+        _check_gather(rev, gather, planes, adjoint, refuse)
+
+
+def _check_gather(rev: dict, g: dict, planes: dict, adjoint: list, refuse: _Refuse) -> None:
+    """A stencil's gather form: made for fixed extents, for per-lane inputs of wrt (with their gradient planes'
+    names) and Params, over planes of its own."""
+    path = "sidecar.reverse.gather"
+    if rev["extents"] is None:
+        raise refuse(path, "is made for fixed lane extents: the reverse entry must give them (extents)")
+    for x, out in g["grad"].items():
+        if x not in rev["wrt"] or planes.get(x, {}).get("kind") != "lane" or rev["grad"].get(x) != out:
+            raise refuse(f"{path}.grad.{x}", "must name a per-lane input of wrt and its gradient plane (grad)")
+    params = {rev["grad"][x] for x in rev["wrt"] if planes.get(x, {}).get("kind") == "param"}
+    if not g["grad"] or not set(g["sum_planes"]) <= params or (g["sums"] is None) != (not g["sum_planes"]):
+        raise refuse(path, "must gather at least one input, and name a Param sums kernel exactly when it sums the "
+                           "shares of Param gradients (sum_planes: each a Param's gradient cell)")
+    own = [*g["share_planes"], *g["sum_planes"].values(), g["flag"]]
+    if len(set(own)) != len(own) or set(own) & (set(planes) | set(adjoint)):
+        raise refuse(path, "names a share plane or the flag twice, or one that is a plane of the kernel or of its "
+                           "adjoint")
 
 
 def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> None:
@@ -489,5 +513,11 @@ def describe(d: dict) -> str:
         lines.append(f"  {b['file']}  sha256 {b['sha256'][:16]}...{chip}")
         if "device" in b:
             lines.append(f"  {b['device']['finish']}  sha256 {b['device']['finish_sha256'][:16]}...")
+    if "reverse" in d:
+        rev = d["reverse"]
+        made = [rev["kernel"]] + [k["kernel"] for k in (rev["winners"], *(
+            (rev["gather"][p] for p in ("shares", "gather", "sums")) if "gather" in rev else ())) if k is not None]
+        lines.append(f"reverse: wrt {', '.join(rev['wrt'])}; kernels {', '.join(made)}"
+                     + (" (gather form)" if "gather" in rev else ""))
     lines.append(f"content hash: {d['content_hash']}")
     return "\n".join(lines)
