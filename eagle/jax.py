@@ -198,14 +198,14 @@ class JaxKernel:
         if wrt:
             tables = {design.win[s]: w for s, w in wins.items() if s in design.win}
 
-            def scatter() -> dict:
+            def scatter(inputs: dict, cts: dict, tables: dict) -> dict:
                 got = self._bridge(adj_plan)(**inputs, **cts, **tables)
                 got = got if isinstance(got, dict) else {next(iter(design.grad.values())): got}
                 return {x: got[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype) for x in wrt}
 
             form = gather_for(self.plan, wrt, call.extents)  # a stencil: plan.reverse's gather form
-            grads.update(scatter() if form is None else
-                         gathered(self, form, wrt, inputs, cts, tables, planes, call.extents, scatter))
+            grads.update(scatter(inputs, cts, tables) if form is None else
+                         gathered(self, form, wrt, (inputs, cts, tables), planes, call.extents, scatter))
         for s in sinks:  # a sink's initial contents: each slot is one more term of its sums, unless a lane stored
             if s in design.positions:
                 g = cts[design.ct[s]]

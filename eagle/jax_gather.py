@@ -22,17 +22,40 @@ import jax
 import jax.numpy as jnp
 
 
-def gathered(jk, form, wrt: tuple, inputs: dict, cts: dict, tables: dict, planes: dict, extents: tuple,
-             scatter: Callable[[], dict]) -> dict:
+def gathered(jk, form, wrt: tuple, args: tuple, planes: dict, extents: tuple,
+             scatter: Callable[[dict, dict, dict], dict]) -> dict:
     """The gradients of `wrt` (shaped and typed like `planes`) from the gather form `form` (eagle.reverse
-    gather_for's), or from `scatter()` (the scatter adjoint's) where some lane's pair erred."""
+    gather_for's), or from `scatter(inputs, cts, tables)` (the scatter adjoint's) where some lane's pair erred.
+    `args`: the adjoint's (inputs, cotangents, winners tables), each a dict of arrays.
+
+    Under `jax.vmap` a `lax.cond` on a batched flag would become a select that runs both sides, the scatter
+    adjoint for every element included; the batch rule here runs the gather form over the batch, then the
+    scatter adjoint over the batch only if some element's pair erred (its bits are the same for the others)."""
     adj, design, gk, sk, g = form
-    got = jk._bridge(adj)(**inputs, **cts, **tables)
-    got = got if isinstance(got, dict) else {g.shares[0]: got}
-    out = jk._bridge(gk)(**{s: got[s].reshape(extents) for s in g.shares})
-    merged = {**got, **{g.grad[x]: out[g.grad[x]] for x in g.grad}}
-    if sk is not None:
-        sums = jk._bridge(sk)(**{s: got[s].reshape(extents) for s in g.sums.values()})
-        merged.update(sums if isinstance(sums, dict) else {next(iter(g.sums)): sums})
-    mine = {x: merged[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype) for x in wrt}
-    return jax.lax.cond(jnp.max(out[g.flag]) > 0, scatter, lambda: mine)
+
+    def gather(inputs: dict, cts: dict, tables: dict) -> tuple[dict, jax.Array]:
+        got = jk._bridge(adj)(**inputs, **cts, **tables)
+        got = got if isinstance(got, dict) else {g.shares[0]: got}
+        out = jk._bridge(gk)(**{s: got[s].reshape(extents) for s in g.shares})
+        merged = {**got, **{g.grad[x]: out[g.grad[x]] for x in g.grad}}
+        if sk is not None:
+            sums = jk._bridge(sk)(**{s: got[s].reshape(extents) for s in g.sums.values()})
+            merged.update(sums if isinstance(sums, dict) else {next(iter(g.sums)): sums})
+        mine = {x: merged[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype) for x in wrt}
+        return mine, jnp.max(out[g.flag])
+
+    @jax.custom_batching.custom_vmap
+    def either(inputs: dict, cts: dict, tables: dict) -> dict:
+        mine, flag = gather(inputs, cts, tables)
+        return jax.lax.cond(flag > 0, lambda: scatter(inputs, cts, tables), lambda: mine)
+
+    @either.def_vmap
+    def batched(axis_size: int, in_batched: tuple, inputs: dict, cts: dict, tables: dict) -> tuple[dict, dict]:
+        axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
+        inputs, cts, tables = jax.tree.map(jnp.asarray, (inputs, cts, tables))  # (eager vmap hands NumPy's)
+        mine, flags = jax.vmap(gather, in_axes=axes)(inputs, cts, tables)
+        out = jax.lax.cond(jnp.max(flags) > 0, lambda: jax.vmap(scatter, in_axes=axes)(inputs, cts, tables),
+                           lambda: mine)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return either(*args)

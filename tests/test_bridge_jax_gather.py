@@ -72,3 +72,33 @@ def test_a_sum_the_pair_cannot_hold_takes_the_scatter_adjoint():
     ct[4:7] = [np.inf, 1.0, 2.0]  # a term that is not finite: the same path
     got = _grads(f, ct, ("x",), x=x, a=1.0)
     bt_same_bits(np.asarray(got["x"]), np.asarray(eagle.deploy(jg_line).reverse(ct, x=x, a=1.0)["x"]), "x inf")
+
+
+def test_vmap_of_grad_runs_the_scatter_adjoint_only_when_some_element_needs_it():
+    """Under vmap a lax.cond on a batched flag becomes a select that runs both sides: the scatter adjoint for
+    every element. eagle.jax_gather's batch rule keeps one cond on the whole batch's flag: its jaxpr has a cond
+    and no select, each element gets plan.reverse's bits, and an element whose pair erred sends the batch
+    through the scatter adjoint (same bits for the others)."""
+    rng = np.random.default_rng(64)
+    us, cts = rng.normal(size=(3, 12, 9)), rng.normal(size=(3, 12, 9))
+    f = eagle.jax.wrap(jg_heat)
+
+    def grads(u, ct):
+        return jax.grad(lambda u, k: jnp.sum(f(u=u, k=k) * ct), argnums=(0, 1))(u, 0.3)
+
+    text = str(jax.make_jaxpr(jax.vmap(grads))(us, cts))
+    assert "cond[" in text and "select_n" not in text, text
+    got = jax.jit(jax.vmap(grads))(us, cts)
+    plan = eagle.deploy(jg_heat)
+    for b in range(3):
+        want = plan.reverse(cts[b], u=us[b], k=0.3)
+        bt_same_bits(np.asarray(got[0][b]), np.asarray(want["u"]), f"u[{b}]")
+        bt_same_bits(np.asarray(got[1][b]).reshape(1), np.asarray(want["k"]).reshape(1), f"k[{b}]")
+    xs, ct = rng.normal(size=(3, 30)), rng.normal(size=(3, 30))
+    ct[1, 4:7] = [2.0**53, 1.0, 2.0**-60]  # element 1, lane 5: the exact sum rounds to 2**53 + 2
+    fl = eagle.jax.wrap(jg_line)
+    got = jax.vmap(lambda x, c: jax.grad(lambda x: jnp.sum(fl(x=x, a=1.0) * c))(x))(xs, ct)  # (eager)
+    assert float(got[1][5]) == 2.0**53 + 2
+    for b in range(3):
+        want = eagle.deploy(jg_line).reverse(ct[b], x=xs[b], a=1.0)["x"]
+        bt_same_bits(np.asarray(got[b]), np.asarray(want), f"x[{b}]")
