@@ -314,11 +314,12 @@ class _Prepared:
     """One kernel's launch with its planes bound and buffers allocated once (as plan.bind does). `runner`: a Plan,
     or a loaded artifact (its `prepare_run`)."""
 
-    def __init__(self, runner, planes: dict):
+    def __init__(self, runner, planes: dict, span: tuple[int, int] | None = None):
         self.runner = runner
         self.bound = runner.binder.bind(planes)
+        lo, hi = span or (0, self.bound.lanes)  # (lanes outside a span keep their zeros)
         prepare = getattr(runner, "prepare_run", None) or runner.stages
-        self.stages, self.results = prepare(self.bound, 0, self.bound.lanes)
+        self.stages, self.results = prepare(self.bound, lo, hi)
 
     def set(self, name: str, a: np.ndarray) -> None:
         """Write an input of the next launch (into the buffer bound for it, which this module owns)."""
@@ -347,8 +348,10 @@ class Reverse:
     `source.gather(wrt, extents)` a stencil's gather form (gather_for's tuple) or None; a Plan's by default, or a
     loaded artifact's (eagle/artifact.ReverseSource)."""
 
-    def __init__(self, plan, planes: dict, wrt=None, source=None, refresh: tuple[str, ...] = ()):
+    def __init__(self, plan, planes: dict, wrt=None, source=None, refresh: tuple[str, ...] = (),
+                 span: tuple[int, int] | None = None):
         source = source or plan_source(plan)
+        self.span = span  # a launch bound to lanes [lo, hi): the adjoint's lanes run there only
         self.source = source
         self.plan, self.planes = plan, dict(planes)
         fwd = self.fwd = forward_of(plan)
@@ -369,14 +372,22 @@ class Reverse:
         # outputs written by key: the winners kernel counts the stores into each position (from zeros)
         self.counted = {n: np.zeros(size, b.dtype) for n, size in positions}
         self.counts: dict = {}
-        self.win_run = _Prepared(win, {**inputs, **self.fills, **self.counted}) if win is not None else None
+        if span is not None:  # (eagle/reverse_range.py: what a span cannot run)
+            from eagle.reverse_range import span_refusal
+
+            why = span_refusal(self.design, (adj, win))
+            if why is not None:
+                raise _fail(fwd, f"this launch is bound to lanes [{span[0]}, {span[1]}) of {b.lanes} "
+                                 f"(base=/count=), and {why}: bind without base= and count= to differentiate "
+                                 "every lane")
+        self.win_run = _Prepared(win, {**inputs, **self.fills, **self.counted}, span) if win is not None else None
         tables = {self.design.win[s]: w for s, w in self.wins.items()}
         got = source.gather(self.kwrt, b.extents) if self.kwrt else None
         self.gather_run = self.sums_run = self.exact_run = None
         self.exact_calls = 0  # calls the gather form handed to the scatter adjoint (a pair erred)
         if got is not None:  # a stencil: shares, then the gather; the scatter adjoint if a lane's pair erred
             adj, self.design, gk, sk, self.gather = got
-        self.adj_run = _Prepared(adj, {**inputs, **zero, **tables}) if self.kwrt else None
+        self.adj_run = _Prepared(adj, {**inputs, **zero, **tables}, span) if self.kwrt else None
         if got is not None:
             def shares(names):
                 return {s: np.asarray(self.adj_run.results[s]).reshape(b.extents) for s in names}
@@ -449,7 +460,7 @@ class Reverse:
             return {**results, **{g.grad[x]: got[g.grad[x]] for x in g.grad}, **sums}
         if self.exact_run is None:
             adj, _, _ = self.source(self.fwd, self.kwrt, self.extents, self.positions)
-            self.exact_run = _Prepared(adj, self.exact_planes)
+            self.exact_run = _Prepared(adj, self.exact_planes, self.span)
         self.exact_calls += 1
         for name, a in cts.items():
             self.exact_run.set(name, a)
@@ -468,17 +479,19 @@ def reverse(plan, cotangent, wrt=None, planes: dict | None = None) -> dict[str, 
 
 def reverse_bound(launch, cotangent, wrt=None) -> dict[str, Array]:
     """`plan.bind(**planes).reverse(cotangent)`: the adjoint's launches are bound once per wrt and reused. A
-    launch bound to a lane range (base=/count=) is differentiated as the run over the planes' slices
-    (eagle/reverse_range.py)."""
+    launch bound to a lane range (base=/count=) is differentiated as the run over the planes' slices, or by the
+    adjoint run over the same lanes (eagle/reverse_range.py)."""
     lo, hi = getattr(launch, "lane_span", (0, launch.bound.lanes))
-    if (lo, hi) != (0, launch.bound.lanes):
-        from eagle.reverse_range import range_reverse
+    span = None if (lo, hi) == (0, launch.bound.lanes) else (lo, hi)
+    if span is not None:  # a lane range: its slices' reverse where they compute the same, else the adjoint's span
+        from eagle.reverse_range import by_slices, range_reverse
 
-        return range_reverse(launch, cotangent, wrt, lo, hi,
-                             lambda planes, ct, wrt: Reverse(launch.plan, planes, wrt)(ct))
+        if by_slices(launch.plan.kernel, forward_of(launch.plan).keyed):
+            return range_reverse(launch, cotangent, wrt, lo, hi,
+                                 lambda planes, ct, wrt: Reverse(launch.plan, planes, wrt)(ct))
     cache = launch.__dict__.setdefault("_reverse", {})
     key = None if wrt is None else ((wrt,) if isinstance(wrt, str) else tuple(wrt))
     if key not in cache:  # (an output the body reads before assigning: its contents when the last launch began)
         initial = getattr(launch, "initial", {})
-        cache[key] = Reverse(launch.plan, {**launch.planes, **initial}, wrt, refresh=tuple(initial))
+        cache[key] = Reverse(launch.plan, {**launch.planes, **initial}, wrt, refresh=tuple(initial), span=span)
     return cache[key](cotangent)

@@ -1,13 +1,22 @@
 """The reverse of a launch bound to a lane range, `plan.bind(base=, count=, ...).reverse(ct)`.
 
-A range runs lanes [base, base + count) of a single-stage kernel; its totals fold only those lanes. When no lane
-reads another lane's planes or its own position (no `.at` of a per-lane plane, no Grid, no output written by
-key), those lanes compute exactly what a run over the planes' slices [base:base + count] computes, lane for
-lane and total for total, so the range's gradients are that run's: plan.reverse of the slices, with the
-per-lane gradients put back at the range's place in arrays of the planes' full size (zero outside the range,
-where no lane ran, as `jax.grad` of a sliced function gives) and the Param, Table and sink gradients as they
-come. Any other kernel is refused by name, saying why. Per-lane planes lay their payload first and lanes last
-(eagle/binding.py), so the slice is `[..., base:base + count]`.
+A range runs lanes [base, base + count) of a single-stage kernel; its totals fold only those lanes. Its gradients
+are those of what the range computed: its lanes' outputs, totals over its lanes, a sink's adds from its lanes
+(zero outside the range where nothing there flows, as `jax.grad` of a sliced function gives). Two ways:
+
+- **slices**: when no lane reads another lane's planes or its own position (no `.at` of a per-lane plane, no
+  Grid, no output written by key), those lanes compute exactly what a run over the planes' slices
+  [base:base + count] computes, lane for lane and total for total, so the gradients are plan.reverse of the
+  slices, per-lane ones put back at the range's place in arrays of the planes' full size. Any adjoint serves,
+  staged ones included (a max's, a mean's: the slices are a run of their own);
+- **span**: otherwise (a stencil, coordinates, reads of other lanes, stores by key), the adjoint's lanes run
+  over the same range (eagle/reverse.Reverse's `span`): each range lane recomputes what it computed, reading any
+  lane's inputs as the forward did, and sends its cotangents where its reads went, so lanes outside the range get
+  what range lanes' reads send them and nothing else; a stencil's gather runs over every lane. The adjoint must
+  run in one launch (a staged one needs its totals over its own run) and keep no lane axis in a cell (a kept
+  slot's cotangent is held by the slot's first lane, which may lie outside the range): those are refused by name.
+
+Per-lane planes lay their payload first and lanes last (eagle/binding.py), so a slice is `[..., base:base + count]`.
 """
 
 from __future__ import annotations
@@ -17,7 +26,6 @@ from collections.abc import Mapping
 import numpy as np
 
 from eagle.binding import read_at
-from eagle.errors import InputError
 
 
 def _lane_planes(kernel) -> tuple[set[str], set[str]]:
@@ -28,33 +36,34 @@ def _lane_planes(kernel) -> tuple[set[str], set[str]]:
     return ins, outs
 
 
-def refusal(kernel, keyed: tuple[str, ...]) -> str | None:
-    """Why lanes of a range do not compute what a run over the slices computes, or None."""
+def by_slices(kernel, keyed: tuple[str, ...]) -> bool:
+    """Whether the lanes of a range compute what a run over the slices computes (the slices way serves)."""
     sig = kernel.signature
-    if any(p.kind == "grid" for p in sig.planes):
-        return "a Grid kernel's lanes have coordinates, which a run over the slices would renumber"
     ins, _ = _lane_planes(kernel)
-    read = sorted(ins & read_at(kernel))
-    if read:
-        return f"plane '{read[0]}' is read at other lanes (.at), which may lie outside the range"
-    if keyed:
-        return f"output '{keyed[0]}' is written by key (positions, not lanes)"
+    return not any(p.kind == "grid" for p in sig.planes) and not (ins & read_at(kernel)) and not keyed
+
+
+def span_refusal(design, runners) -> str | None:
+    """Why the adjoint cannot run over a range's lanes only (the span way), or None."""
+    staged = next((r.kernel.stage_count for r in runners if r is not None and r.kernel.stage_count > 1), None)
+    if staged is not None:
+        return (f"its adjoint runs in {staged} stages (its totals over its own lanes), and a range's lanes read "
+                "other lanes or their coordinates, so no run over slices stands in")
+    kept = sorted(design.kept)
+    if kept:
+        return (f"cell '{kept[0]}' keeps a lane axis, whose slots' cotangents lanes outside the range may hold, and "
+                "the range's lanes read other lanes or their coordinates, so no run over slices stands in")
     return None
 
 
 def range_reverse(launch, cotangent, wrt, lo: int, hi: int, reverse) -> dict:
-    """The gradients of `launch` (bound to lanes [lo, hi)) for `cotangent`: `reverse(planes, cotangent, wrt)`
-    (plan.reverse's door) on the planes' slices, per-lane gradients widened back to the planes' size."""
+    """The slices way: the gradients of `launch` (bound to lanes [lo, hi)) for `cotangent` from
+    `reverse(planes, cotangent, wrt)` (plan.reverse's door) on the planes' slices, per-lane gradients widened back
+    to the planes' size."""
     from eagle.array import Array
-    from eagle.reverse import forward_of
 
     plan = launch.plan
-    kernel, fwd = plan.kernel, forward_of(plan)
-    why = refusal(kernel, fwd.keyed)
-    if why is not None:
-        raise InputError(f"kernel '{kernel.name}': reverse: this launch is bound to lanes [{lo}, {hi}) of "
-                         f"{launch.bound.lanes} (base=/count=), and {why}: bind without base= and count= to "
-                         "differentiate every lane")
+    kernel = plan.kernel
     ins, outs = _lane_planes(kernel)
     per_lane = ins | outs
     planes = {**launch.planes, **getattr(launch, "initial", {})}
