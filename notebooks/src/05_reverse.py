@@ -488,8 +488,10 @@ print("gradients with respect to a and b agree with jax.grad:",
 # those lanes, and only the lanes that took that side run it, forward and reverse (a lane on the other side runs no
 # pass, so a pass count read from its data, or a derivative that is NaN there, never matters).
 #
-# A launch bound to a range of lanes, `plan.bind(base=, count=, ...)`, has a reverse too where no lane reads
-# another lane or its position: its gradients are those of a run over the planes' slices, zero outside the range.
+# A launch bound to a range of lanes, `plan.bind(base=, count=, ...)`, has a reverse too: its gradients are those
+# of what the range computed. Where no lane reads another lane or its position they are a run over the planes'
+# slices, zero outside the range; where lanes read their neighbours (a stencil), the adjoint runs over the same
+# lanes, and lanes just outside the range get what the range's reads sent them.
 
 # %%
 @hawk.kernel
@@ -530,3 +532,23 @@ print("a bound range: the slices' gradients, bit for bit:",
       np.asarray(part["x"])[lo:lo + count].tobytes() == np.asarray(whole["x"]).tobytes(),
       float(part["a"]) == float(whole["a"]), "| zero outside it:",
       not np.any(np.asarray(part["x"])[:lo]) and not np.any(np.asarray(part["x"])[lo + count:]))
+
+
+@hawk.kernel
+def sharpen(g: Grid["r", "c":8], u: Scalar) -> Scalar:
+    v = u - 0.25 * (u.at(r=g.r + 1) + u.at(r=g.r - 1) + u.at(c=g.c + 1) + u.at(c=g.c - 1))
+    return v * v
+
+
+u, ct_u = rng.normal(size=(6, 8)), rng.normal(size=(6, 8))
+rows = eagle.deploy(sharpen).bind(base=16, count=16, u=u).reverse(ct_u)["u"]  # rows 2 and 3 of 6
+
+
+def jax_sharpen(u):
+    p = jnp.pad(u, 1, mode="edge")  # (a read past the edge is clamped: the edge's value)
+    v = u - 0.25 * (p[2:, 1:-1] + p[:-2, 1:-1] + p[1:-1, 2:] + p[1:-1, :-2])
+    return jnp.sum((ct_u * v * v)[2:4])  # what the range computed: rows 2 and 3 only
+
+
+print("a stencil's range agrees with jax.grad:", np.allclose(np.asarray(rows), jax.grad(jax_sharpen)(u), rtol=1e-12,
+      atol=1e-14), "| rows that get a gradient:", np.nonzero(np.any(np.asarray(rows) != 0.0, axis=1))[0])
