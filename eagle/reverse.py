@@ -481,17 +481,21 @@ def reverse_bound(launch, cotangent, wrt=None) -> dict[str, Array]:
     """`plan.bind(**planes).reverse(cotangent)`: the adjoint's launches are bound once per wrt and reused. A
     launch bound to a lane range (base=/count=) is differentiated as the run over the planes' slices, or by the
     adjoint run over the same lanes (eagle/reverse_range.py)."""
-    lo, hi = getattr(launch, "lane_span", (0, launch.bound.lanes))
-    span = None if (lo, hi) == (0, launch.bound.lanes) else (lo, hi)
+    lanes = launch.bound.lanes
+    lo, hi = getattr(launch, "lane_span", (0, lanes))
+    span = None if (lo, hi) == (0, lanes) else (lo, hi)
     if span is not None:  # a lane range: its slices' reverse where they compute the same, else the adjoint's span
-        from eagle.reverse_range import by_slices, range_reverse
+        from eagle.reverse_range import by_slices, pass_through, range_reverse
 
-        if by_slices(launch.plan.kernel, forward_of(launch.plan).keyed):
-            return range_reverse(launch, cotangent, wrt, lo, hi,
-                                 lambda planes, ct, wrt: Reverse(launch.plan, planes, wrt)(ct))
+        fwd = forward_of(launch.plan)
+        if by_slices(launch.plan.kernel, fwd.keyed):
+            got = range_reverse(launch, cotangent, wrt, lo, hi,
+                                lambda planes, ct, wrt: Reverse(launch.plan, planes, wrt)(ct))
+            return pass_through(got, cotangent, fwd, lo, hi, lanes)
     cache = launch.__dict__.setdefault("_reverse", {})
     key = None if wrt is None else ((wrt,) if isinstance(wrt, str) else tuple(wrt))
     if key not in cache:  # (an output the body reads before assigning: its contents when the last launch began)
         initial = getattr(launch, "initial", {})
         cache[key] = Reverse(launch.plan, {**launch.planes, **initial}, wrt, refresh=tuple(initial), span=span)
-    return cache[key](cotangent)
+    got = cache[key](cotangent)
+    return got if span is None else pass_through(got, cotangent, fwd, lo, hi, lanes)

@@ -2,7 +2,9 @@
 
 A range runs lanes [base, base + count) of a single-stage kernel; its totals fold only those lanes. Its gradients
 are those of what the range computed: its lanes' outputs, totals over its lanes, a sink's adds from its lanes
-(zero outside the range where nothing there flows, as `jax.grad` of a sliced function gives). Two ways:
+(zero outside the range where nothing there flows, as `jax.grad` of a sliced function gives; an output the body
+reads before assigning it passes its initial contents through there, so its gradient there is its cotangent:
+`pass_through`). Two ways:
 
 - **slices**: when no lane reads another lane's planes or its own position (no `.at` of a per-lane plane, no
   Grid, no output written by key), those lanes compute exactly what a run over the planes' slices
@@ -83,4 +85,26 @@ def range_reverse(launch, cotangent, wrt, lo: int, hi: int, reverse) -> dict:
         full = np.zeros((*a.shape[:-1], launch.bound.lanes), a.dtype)
         full[..., lo:hi] = a
         out[n] = Array(full.reshape(np.shape(planes[n])) if planes.get(n) is not None else full)
+    return out
+
+
+def pass_through(grads: dict, cotangent, fwd, lo: int, hi: int, lanes: int) -> dict:
+    """An output the body reads before assigning it keeps its initial contents outside the range (no lane there
+    writes it), as the launch hands it back: there its initial contents' gradient is the output's own cotangent
+    (as `jax.grad` of `y.at[lo:hi].set(f(y[lo:hi]))` gives), zero where none is given."""
+    names = [n for n in fwd.float_init if n in grads]
+    if not names:
+        return grads
+    from eagle.array import Array
+
+    cts = cotangent if isinstance(cotangent, Mapping) else \
+        ({next(iter(fwd.outputs)): cotangent} if len(fwd.outputs) == 1 else {})
+    out = dict(grads)
+    for n in names:
+        g = np.array(grads[n])  # (a copy: the door's buffers are the next call's)
+        flat = g.reshape(-1, lanes)  # payload first, lanes last
+        c = cts.get(n)
+        ct = np.broadcast_to(np.asarray(0.0 if c is None else c, g.dtype), g.shape).reshape(-1, lanes)
+        flat[:, :lo], flat[:, hi:] = ct[:, :lo], ct[:, hi:]
+        out[n] = Array(g)
     return out

@@ -17,6 +17,11 @@ and quotient differ but that rounding is too coarse to tell them apart. The plan
 1e300, subnormals, exact zeros) are replaced by ordinary draws first, input components whose gradient is not
 finite are left out of the direction, and output components beyond BIG (or not finite) get a zero cotangent.
 
+With HAWK_FUZZ_REVERSE_RANGE=1 the forward is a launch bound to a lane range instead, `plan.bind(base=, count=,
+...)` over the middle half of the lanes, and the gradients are its `bound.reverse(ct)` (eagle/reverse_range.py:
+the slices' reverse, or the adjoint run over the range's lanes); a kernel that runs in stages takes no range and
+is skipped.
+
 A kernel the reverse refuses must be refused by name (`eagle.InputError` or `hawk.KernelError`, with the
 kernel's name in the message); anything else is a failure. Run as a script, like tests/fuzz_kernels.py:
 
@@ -68,20 +73,37 @@ def check_reverse(c, workdir: str, target: str = "host") -> dict:
 
     out = fk.record(c)
     rng = np.random.default_rng([c.seed, c.index, 7])
+    ranged = os.environ.get("HAWK_FUZZ_REVERSE_RANGE") == "1"
     try:
         kernel = fk.load_kernel(c, os.path.join(workdir, f"{c.name}.py"))
         plan = eagle.deploy(kernel, target=target)
         planes = {k: _tame(v, rng) for k, v in c.planes.items()}
-        outs = fk.named(plan.run(**fk.fresh(planes)), c)
+        span: dict = {}
+        if ranged:
+            lanes = plan.binder.bind(fk.fresh(planes)).lanes
+            if kernel.stage_count > 1 or lanes < 4:
+                return {**out, "status": "skipped", "why": "a lane range runs single-stage kernels of 4 lanes or more"}
+            from eagle.reverse import forward_of
+            from eagle.reverse_range import by_slices
+
+            span = {"base": lanes // 4, "count": lanes // 2}
+            out["range"] = [span["base"], span["base"] + span["count"]]
+            out["way"] = "slices" if by_slices(kernel, forward_of(plan).keyed) else "span"
+
+        def forward(p: dict) -> dict:
+            return fk.named(plan.bind(**span, **fk.fresh(p)).launch() if span else plan.run(**fk.fresh(p)), c)
+
+        outs = forward(planes)
         ct = {k: np.where(np.abs(v) < BIG, rng.normal(size=v.shape), 0.0) for k, v in outs.items()}
         arg = ct if len(ct) > 1 else next(iter(ct.values()))
         before = fk.fresh(planes)
-        grads = {k: np.asarray(v, dtype=np.float64) for k, v in plan.reverse(arg, **planes).items()}
+        got = plan.bind(**span, **planes).reverse(arg) if span else plan.reverse(arg, **planes)
+        grads = {k: np.asarray(v, dtype=np.float64) for k, v in got.items()}
     except Exception as exc:  # a refusal by name, or a bug
         return fk.raised(c, exc, (eagle.InputError, hawk.KernelError))
     for k, v in before.items():  # the reverse reads the planes, never writes them
         if isinstance(v, np.ndarray) and not np.array_equal(v, planes[k], equal_nan=True):
-            return {**out, "status": "fail", "why": f"plan.reverse changed the caller's '{k}'"}
+            return {**out, "status": "fail", "why": f"the reverse changed the caller's '{k}'"}
     judged, rough, notes = [], [], []
     # the smallest change of the weighted outputs the forward can show (a huge output swallows a small change)
     grain = sum(float(np.sum(np.where(np.isfinite(o), np.abs(ct[k]) * np.spacing(np.abs(o).reshape(ct[k].shape)),
@@ -101,7 +123,7 @@ def check_reverse(c, workdir: str, target: str = "host") -> dict:
         def at(t: float, name=name, base=base, d=d) -> dict:
             moved = dict(planes)
             moved[name] = float((base + t * d).reshape(())) if np.ndim(c.planes[name]) == 0 else base + t * d
-            return fk.named(plan.run(**fk.fresh(moved)), c)
+            return forward(moved)
 
         h4 = H / 4
         up, down = at(h4), at(-h4)

@@ -33,6 +33,7 @@ RUNNER = Path(__file__).with_name("fuzz_kernels.py")
 # sessions that change what a runner covers run it with larger counts and other seeds (docs/reliability.md)
 REVERSE_COUNT = int(os.environ.get("HAWK_FUZZ_REVERSE_COUNT", "30"))
 REVERSE_RUNNER = Path(__file__).with_name("fuzz_reverse.py")
+REVERSE_RANGE_COUNT = int(os.environ.get("HAWK_FUZZ_REVERSE_RANGE_COUNT", "20"))  # (bound to a lane range)
 SPLIT_COUNT = int(os.environ.get("HAWK_FUZZ_SPLIT_COUNT", "70"))
 SPLIT_RUNNER = Path(__file__).with_name("fuzz_threads.py")
 BRIDGE_COUNT = int(os.environ.get("HAWK_FUZZ_BRIDGE_COUNT", "20"))
@@ -61,13 +62,14 @@ ROOT = RUNNER.parent.parent
 
 
 def _run_batch(start: int, stop: int, workdir: Path, runner: Path = RUNNER, cache: Path | None = None,
-               target: str | None = None, door: str | None = None) -> list[dict]:
+               target: str | None = None, door: str | None = None, env_extra: dict | None = None) -> list[dict]:
     """Check cases [start, stop) in fresh processes: a process that dies is reported as a crash of the case it
     had begun (with its source), and the rest of the batch goes on in a new process. `cache`: the compile cache
     (default: one in `workdir`); `target`: the eagle target (default $HAWK_FUZZ_TARGET, else host); `door`: the
-    exact fuzzers' --door (default Plan.run)."""
+    exact fuzzers' --door (default Plan.run); `env_extra`: more environment for the runner."""
     results: list[dict] = []
-    env = {**os.environ, "HAWK_CACHE_DIR": str(cache or workdir / "cache"), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "HAWK_CACHE_DIR": str(cache or workdir / "cache"), "PYTHONPATH": str(ROOT),
+           **(env_extra or {})}
     if target is not None:
         env["HAWK_FUZZ_TARGET"] = target
     while start < stop:
@@ -127,13 +129,13 @@ def test_generated_kernels_match_numpy_or_are_refused_by_line(tmp_path, fuzz_cac
 
 
 def _run_runner(count: int, tmp_path: Path, runner: Path, cache: Path, target: str | None = None,
-                door: str | None = None, first: int = 0) -> list[dict]:
+                door: str | None = None, first: int = 0, env_extra: dict | None = None) -> list[dict]:
     """Cases [first, first + count) through a runner script in two halves side by side; asserts that none
     failed."""
     half, stop = (count + 1) // 2, first + count
     with ThreadPoolExecutor(max_workers=2) as pool:
-        batches = pool.map(lambda s: _run_batch(s, min(s + half, stop), tmp_path, runner, cache, target, door),
-                           range(first, stop, half))
+        batches = pool.map(lambda s: _run_batch(s, min(s + half, stop), tmp_path, runner, cache, target, door,
+                                                env_extra), range(first, stop, half))
         results = [r for b in batches for r in b]
     assert {r["index"] for r in results} == set(range(first, stop))
     failed = [r for r in results if r["status"] == "fail"]
@@ -147,6 +149,17 @@ def test_reverse_of_generated_kernels_matches_difference_quotients(tmp_path, fuz
     runs = _run_runner(REVERSE_COUNT, tmp_path, REVERSE_RUNNER, fuzz_cache)
     judged = [r for r in runs if r["status"] == "ok"]
     assert len(judged) >= 0.6 * len(runs), f"only {len(judged)} of {len(runs)} gradients judged: {runs[:5]}"
+
+
+def test_reverse_of_lane_ranges_of_generated_kernels_matches_difference_quotients(tmp_path, fuzz_cache):
+    """tests/fuzz_reverse.py with HAWK_FUZZ_REVERSE_RANGE=1: each single-stage kernel bound to the middle half of
+    its lanes, `bound.reverse` against central differences of the bound launch. Most must be judged, and some
+    must have run the adjoint over the range itself (lanes that read other lanes or their coordinates)."""
+    runs = _run_runner(REVERSE_RANGE_COUNT, tmp_path, REVERSE_RUNNER, fuzz_cache,
+                       env_extra={"HAWK_FUZZ_REVERSE_RANGE": "1"})
+    judged = [r for r in runs if r["status"] == "ok"]
+    assert len(judged) >= 0.5 * len(runs), f"only {len(judged)} of {len(runs)} gradients judged: {runs[:5]}"
+    assert any(r.get("way") == "span" for r in judged), runs
 
 
 def test_split_runs_of_generated_kernels_keep_the_promised_bits(tmp_path, fuzz_cache):
