@@ -331,13 +331,14 @@ class _Prepared:
         return {k: np.asarray(v) for k, v in self.results.items()}
 
 
-def plan_source(plan):
-    """The adjoint of a Plan: made (and compiled) for exactly the inputs asked for."""
+def plan_source(plan, gather: bool = True):
+    """The adjoint of a Plan: made (and compiled) for exactly the inputs asked for; with `gather=False` a stencil
+    keeps the scatter adjoint (the gather form's reference in tests)."""
     def source(fwd: Forward, kwrt: tuple[str, ...], extents: tuple[int, ...], positions: tuple = ()):
         return adjoint_for(plan, kwrt, extents, positions)
 
     source.built = None
-    source.gather = lambda kwrt, extents: gather_for(plan, kwrt, extents)
+    source.gather = (lambda kwrt, extents: gather_for(plan, kwrt, extents)) if gather else (lambda *_: None)
     return source
 
 

@@ -2,7 +2,9 @@
 `.at` at constant offsets only gets its gradient from a shares adjoint and a gather kernel instead of an ordered
 scatter. The gradients must be the scatter's bit for bit (each slot the exact sum of its terms, rounded once), on
 every thread count (runs that really split), on spirv as on the host, with the clamped edge lanes right on grids
-thinner than the reads' reach, and through the fallback when a lane's pair cannot hold its sum exactly."""
+thinner than the reads' reach, and through the fallback when a lane's pair cannot hold its sum exactly. Reads
+inside `for` loops of constant pass counts (a causal filter, a 3 x 3 convolution) are gathered once the loops
+are unrolled (hawk/reverse/unroll.py); longer loops and pass counts read from data keep the scatter."""
 
 import math
 
@@ -14,7 +16,7 @@ import eagle
 import hawk
 import hawk.math as m
 from eagle.reverse import Reverse, plan_source
-from hawk import Grid, Param, Scalar
+from hawk import Grid, Param, Scalar, Table
 
 SMALL = 64  # min_chunk: a few thousand lanes take several chunks
 
@@ -66,7 +68,7 @@ def _case(name: str, lanes: int):
 
 def _launches(name: str) -> int:
     """Kernels a gathered reverse runs: the shares adjoint, the gather, and the Param sums if it has a Param."""
-    return 2 if name == "far" else 3
+    return 2 if name in ("far", "conv3") else 3
 
 
 def _gather(kernel, ct, planes, target="host", threads=None, min_chunk=None):
@@ -78,7 +80,9 @@ def _gather(kernel, ct, planes, target="host", threads=None, min_chunk=None):
 def _scatter(kernel, ct, planes, target="host", threads=None):
     """The same gradients through the ordered scatter adjoint (what the door runs where a lane's pair erred)."""
     plan = eagle.deploy(kernel, target=target, threads=threads)
-    return {k: np.asarray(v).copy() for k, v in Reverse(plan, planes, None, plan_source(plan))(ct).items()}
+    scatter = Reverse(plan, planes, None, plan_source(plan, gather=False))
+    assert scatter.gather_run is None
+    return {k: np.asarray(v).copy() for k, v in scatter(ct).items()}
 
 
 @pytest.mark.parametrize("name,lanes", [("heat", 24), ("heat", 48), ("heat", 3000), ("line", 1), ("line", 2),
@@ -107,11 +111,11 @@ def test_same_bits_on_every_thread_count(name):
         bt_same_bits(got, want, f"{name} threads={threads}")
 
 
-@pytest.mark.parametrize("name", ["heat", "line"])
+@pytest.mark.parametrize("name", ["heat", "line", "fir", "conv3"])
 def test_same_bits_on_the_gpu_target_as_on_the_host(name, target):
     if target == "host":
         pytest.skip("the host is the reference")
-    kernel, ct, planes = _case(name, 3000)
+    kernel, ct, planes = _case(name, 3000) if name in ("heat", "line") else _loop_case(name, 2200)  # (unrolled)
     want, _ = _gather(kernel, ct, planes)
     got, plan = _gather(kernel, ct, planes, target=target)
     assert len(plan.last_reverse_chunks) == _launches(name)
@@ -207,3 +211,149 @@ def test_planes_named_like_the_gather_planes():
     assert len(plan.last_reverse_chunks) == 3  # shares, gather, Param sums
     assert sorted(got) == sorted(planes)
     bt_same_bits(got, _scatter(named_like_shares, ct, planes), "named like shares")
+
+
+# ---- reads inside `for` loops: unrolled for the gather form (hawk/reverse/unroll.py) ---------------------------
+@hawk.kernel
+def fir(g: Grid["r", "t":40], x: Scalar, taps: Table["tap":4], a: Param) -> Scalar:
+    acc = 0.0
+    for j in range(4):  # each row a signal
+        acc = acc + taps.at(tap=j) * x.at(t=g.t - j)
+    return acc * acc * a + x
+
+
+@hawk.kernel
+def fir_1d(g: Grid["t"], x: Scalar, taps: Table["tap":4]) -> Scalar:
+    acc = 0.0
+    for j in range(4):  # a 1-D grid: not unrolled (hawk.reverse.gather.unrolls)
+        acc = acc + taps.at(tap=j) * x.at(t=g.t - j)
+    return acc * acc
+
+
+@hawk.kernel
+def conv3(g: Grid["r", "c":11], u: Scalar, w: Table["i":3, "j":3]) -> Scalar:
+    acc = u * 0.5
+    for i in range(3):
+        for j in range(3):
+            acc = acc + w.at(i=i, j=j) * u.at(r=g.r + i - 1, c=g.c + j - 1)
+    return acc * acc
+
+
+@hawk.kernel
+def fir_in_if(g: Grid["r", "t":30], x: Scalar, a: Param) -> Scalar:
+    y = x * a
+    if x > 0.0:
+        acc = 0.0
+        for j in range(1, 4, 2):
+            acc = acc + x.at(t=g.t + j) * x.at(t=g.t - j)
+        y = y + acc
+    return y * y
+
+
+@hawk.kernel
+def own_reads(g: Grid["r", "t":30], x: Scalar, a: Param) -> Scalar:
+    acc = 0.0
+    for j in range(3):  # the lane's own x and a Param, loaded in every pass
+        acc = acc + x.at(t=g.t + j) * x * a
+    return acc
+
+
+@hawk.kernel
+def own_twice(g: Grid["r", "t":30], x: Scalar, a: Param) -> Scalar:
+    y = 0.0
+    for j in range(1, 4, 2):  # x loaded in the loop and after it: its adjoint gathers both (unroll.py keeps it)
+        y = y + x.at(t=g.t + j) * x
+    return y * y + x * a
+
+
+@hawk.kernel
+def outer_float(g: Grid["r", "t":30], x: Scalar, a: Param) -> Scalar:
+    s = m.sin(x.at(t=g.t + 1)) * a
+    acc = 0.0
+    for j in range(2):  # s, a float defined before the loop, read in every pass
+        acc = acc + x.at(t=g.t - j) * s
+    return acc
+
+
+@hawk.kernel
+def long_loop(g: Grid["r", "t":50], x: Scalar) -> Scalar:
+    acc = 0.0
+    for j in range(40):  # more passes than hawk.reverse.unroll.MAX_PASSES: the scatter serves
+        acc = acc + x.at(t=g.t - j)
+    return acc * acc
+
+
+@hawk.kernel
+def data_loop(g: Grid["r", "t":30], x: Scalar, n: Param) -> Scalar:
+    acc = 0.0
+    for j in range(m.to_int(n)):  # a pass count read from data: not unrolled
+        acc = acc + x.at(t=g.t - j) * x
+    return acc
+
+
+def _loop_case(name: str, lanes: int):
+    rng = np.random.default_rng(lanes + 7)
+    if name == "conv3":
+        shape = (max(1, lanes // 11), 11)
+        return conv3, rng.normal(size=shape), {"u": rng.normal(size=shape), "w": rng.normal(size=(3, 3))}
+    kernel = {"fir": fir, "fir_in_if": fir_in_if, "long_loop": long_loop, "data_loop": data_loop,
+              "own_reads": own_reads, "own_twice": own_twice, "outer_float": outer_float, "fir_1d": fir_1d}[name]
+    cols = {"fir": 40, "fir_in_if": 30, "own_reads": 30, "own_twice": 30, "outer_float": 30, "long_loop": 50,
+            "data_loop": 30}.get(name)
+    planes = {"x": rng.normal(size=(max(1, lanes // cols), cols) if cols else lanes)}
+    if name in ("fir", "fir_1d"):
+        planes["taps"] = rng.normal(size=4)
+    if name == "fir":
+        planes["a"] = 0.3
+    if name in ("fir_in_if", "own_reads", "own_twice", "outer_float"):
+        planes["a"] = 0.6
+    if name == "data_loop":
+        planes["n"] = 3.0
+    return kernel, rng.normal(size=np.shape(next(iter(planes.values())))), planes
+
+
+@pytest.mark.parametrize("name,lanes", [("fir", 40), ("fir", 3000), ("conv3", 11), ("conv3", 2200),
+                                        ("fir_in_if", 30), ("fir_in_if", 3000), ("own_reads", 3000)])
+def test_reads_in_loops_of_constant_passes_are_gathered_with_the_scatter_s_bits(name, lanes):
+    kernel, ct, planes = _loop_case(name, lanes)
+    want = _scatter(kernel, ct, planes, threads=1)
+    for threads in (1, 3):
+        rev = Reverse(eagle.deploy(kernel, threads=threads, min_chunk=SMALL), planes)
+        got = {k: np.asarray(v).copy() for k, v in rev(ct).items()}
+        assert rev.gather_run is not None and rev.exact_calls == 0, name
+        bt_same_bits(got, want, f"{name} {lanes} threads={threads}")
+
+
+def test_loops_it_cannot_unroll_keep_the_scatter():
+    for name in ("long_loop", "data_loop", "own_twice", "outer_float", "fir_1d"):
+        kernel, ct, planes = _loop_case(name, 300)
+        rev = Reverse(eagle.deploy(kernel), planes)
+        assert rev.gather_run is None, name
+        got = rev(ct)
+        x = planes["x"]
+        if name == "long_loop":  # per row: d/dx_i of sum_t ct_t acc_t^2, acc_t = sum_j x[clamp(t - j)]
+            src = np.maximum(np.arange(50)[:, None] - np.arange(40)[None, :], 0)  # (t, j) -> the lane read
+            acc = x[:, src].sum(axis=2)
+            want = np.zeros_like(x)
+            for j in range(40):
+                for r in range(x.shape[0]):
+                    np.add.at(want[r], src[:, j], 2.0 * ct[r] * acc[r])
+            np.testing.assert_allclose(np.asarray(got["x"]), want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_causal_filter_s_gathered_gradient_matches_jax():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    jax.config.update("jax_enable_x64", True)
+    kernel, ct, planes = _loop_case("fir", 200)
+    got = eagle.deploy(kernel).reverse(ct, **planes)
+
+    def loss(x, taps, a):  # each row clamped at its first sample
+        acc = sum(taps[j] * jnp.concatenate([jnp.repeat(x[:, :1], j, axis=1), x[:, :40 - j]], axis=1)
+                  for j in range(4))
+        return jnp.sum(ct * (acc * acc * a + x))
+
+    want = jax.grad(loss, argnums=(0, 1, 2))(planes["x"], planes["taps"], planes["a"])
+    for name, w in zip(("x", "taps", "a"), want, strict=True):
+        np.testing.assert_allclose(np.asarray(got[name]).reshape(np.shape(w)), w, rtol=1e-12, atol=1e-13,
+                                   err_msg=name)

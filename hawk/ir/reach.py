@@ -26,10 +26,13 @@ def lane_offset(v: ir.Value, axis: str) -> int | None:
         return 0 if access.lane_axis(owner) == axis else None
     if owner.name in ("arith.addi", "arith.subi"):
         base, k = owner.operands
-        if isinstance(k.owner, ir.Block) or k.owner.name != "arith.constant" or lane_offset(base, axis) != 0:
+        if isinstance(k.owner, ir.Block) or k.owner.name != "arith.constant":
+            return None
+        inner = lane_offset(base, axis)  # (nested: `g.r + i - 1` with i a constant, as an unrolled loop reads)
+        if inner is None:
             return None
         value = ir.IntegerAttr(k.owner.attributes["value"]).value
-        return value if owner.name == "arith.addi" else -value
+        return inner + value if owner.name == "arith.addi" else inner - value
     return None
 
 
