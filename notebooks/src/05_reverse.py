@@ -552,3 +552,40 @@ def jax_sharpen(u):
 
 print("a stencil's range agrees with jax.grad:", np.allclose(np.asarray(rows), jax.grad(jax_sharpen)(u), rtol=1e-12,
       atol=1e-14), "| rows that get a gradient:", np.nonzero(np.any(np.asarray(rows) != 0.0, axis=1))[0])
+
+# %% [markdown]
+# ## A convolution's gradient, gathered
+#
+# A 3 x 3 convolution reads its neighbours inside two `for` loops. The reverse of a read is a scatter of its
+# cotangent back to the lane it read; for reads at the lane's own coordinates plus constants, `plan.reverse`
+# gathers those terms instead (each lane collects what its neighbours' reads sent it, in plain lane kernels), with
+# the same bits. Loops of a constant pass count around such reads are unrolled for it (docs/reverse.md, "A
+# stencil's gradient: the gather form"), so the convolution's gradient runs as two lane kernels rather than an
+# exact scatter into one slot per pixel.
+
+# %%
+@hawk.kernel
+def blur_loss(g: Grid["r", "c":32], img: Scalar, w: Table["i":3, "j":3]) -> Scalar:
+    acc = 0.0
+    for i in range(3):
+        for j in range(3):
+            acc = acc + w.at(i=i, j=j) * img.at(r=g.r + i - 1, c=g.c + j - 1)
+    return acc * acc
+
+
+img, kern, ct_img = rng.normal(size=(24, 32)), rng.normal(size=(3, 3)) / 9.0, rng.normal(size=(24, 32))
+plan = eagle.deploy(blur_loss)
+g = plan.reverse(ct_img, img=img, w=kern)
+print("launches of the gradient (the shares adjoint, with the Table's sums, then the gather):",
+      len(plan.last_reverse_chunks))
+
+
+def jax_blur(img, kern):
+    p = jnp.pad(img, 1, mode="edge")  # (reads past the edge are clamped)
+    acc = sum(kern[i, j] * p[i:i + 24, j:j + 32] for i in range(3) for j in range(3))
+    return jnp.sum(ct_img * acc * acc)
+
+
+gi, gw = jax.grad(jax_blur, argnums=(0, 1))(img, kern)
+print("agrees with jax.grad:", np.allclose(np.asarray(g["img"]), gi, rtol=1e-12, atol=1e-13),
+      np.allclose(np.asarray(g["w"]), gw, rtol=1e-12, atol=1e-13))
