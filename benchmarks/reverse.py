@@ -1,7 +1,8 @@
-"""The reverse's benchmark (#13): gradients of an elementwise kernel, a 5-point stencil and a histogram loss, as a
-ratio to the forward run and to jax.grad of the same jax.numpy code on the CPU.
+"""The reverse's benchmark (#13): gradients of an elementwise kernel, a 5-point stencil, a 3 x 3 convolution (its
+reads in two `for` loops: the gather form through unrolled loops) and a histogram loss, as a ratio to the forward
+run and to jax.grad of the same jax.numpy code on the CPU.
 
-    .venv/bin/python -m benchmarks.reverse [--sizes 1e6,1e7] [--cases elementwise,stencil,histogram]
+    .venv/bin/python -m benchmarks.reverse [--sizes 1e6,1e7] [--cases elementwise,stencil,conv,histogram]
                                            [--rounds 3] [--repeats 5] [--json out.json]
 
 Each measurement is its own process (`--worker`), as in the suite's isolated mode (benchmarks/isolated.py): it
@@ -32,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ("elementwise", "stencil", "histogram")
+CASES = ("elementwise", "stencil", "conv", "histogram")
 COLS = 1000  # the stencil's grid columns
 BINS = 64
 IMPLS = (("hawk", "forward"), ("hawk", "forward_bound"), ("hawk", "reverse"), ("hawk", "reverse_bound"),
@@ -48,6 +49,9 @@ def inputs(case: str, n: int) -> tuple[dict, object]:
     if case == "stencil":
         rows = max(3, n // COLS)
         return {"u": rng.normal(size=(rows, COLS)), "k": 0.3}, rng.normal(size=(rows, COLS))
+    if case == "conv":
+        rows = max(3, n // COLS)
+        return {"u": rng.normal(size=(rows, COLS)), "w": rng.normal(size=(3, 3)) / 3.0}, rng.normal(size=(rows, COLS))
     return {"x": rng.uniform(size=n), "w": rng.normal(size=n)}, rng.normal(size=BINS)
 
 
@@ -79,6 +83,22 @@ def reference(case: str, planes: dict, ct) -> tuple[np.ndarray, dict]:
         gu[:, :-1] += g[:, 1:]  # u.at(c - 1)
         gu[:, 0] += g[:, 0]
         return np.sin(lap * k), {"u": gu, "k": np.array([np.sum(s * lap)])}
+    if case == "conv":
+        u, w = planes["u"], planes["w"]
+        rows, cols = u.shape
+        p = np.pad(u, 1, mode="edge")  # (reads past an edge are clamped: the edge's value)
+        acc = sum(w[i, j] * p[i:i + rows, j:j + cols] for i in range(3) for j in range(3))
+        g = 2.0 * ct * acc
+        gp = np.zeros_like(p)
+        for i in range(3):
+            for j in range(3):
+                gp[i:i + rows, j:j + cols] += w[i, j] * g
+        gp[1, :] += gp[0, :]  # the pad's cotangent back onto the edges it copied
+        gp[-2, :] += gp[-1, :]
+        gp[:, 1] += gp[:, 0]
+        gp[:, -2] += gp[:, -1]
+        gw = np.array([[np.sum(g * p[i:i + rows, j:j + cols]) for j in range(3)] for i in range(3)])
+        return acc * acc, {"u": gp[1:-1, 1:-1], "w": gw}
     x, w = planes["x"], planes["w"]
     bins = np.clip(np.floor(x * BINS).astype(np.int64), 0, BINS - 1)
     v = w * w * np.exp(x)
@@ -90,7 +110,7 @@ def hawk_impls(case: str, planes: dict, ct) -> dict:
     import eagle
     import hawk
     import hawk.math as m
-    from hawk import Grid, Mutable, Param, Scalar
+    from hawk import Grid, Mutable, Param, Scalar, Table
 
     if case == "elementwise":
         @hawk.kernel
@@ -103,6 +123,15 @@ def hawk_impls(case: str, planes: dict, ct) -> dict:
             lap = u.at(r=g.r + 1) + u.at(r=g.r - 1) + u.at(c=g.c + 1) + u.at(c=g.c - 1) - 4.0 * u
             return m.sin(lap * k)
         kernel = rb_stencil
+    elif case == "conv":
+        @hawk.kernel
+        def rb_conv(g: Grid["r", "c":COLS], u: Scalar, w: Table["i":3, "j":3]) -> Scalar:  # noqa: UP037
+            acc = 0.0
+            for i in range(3):
+                for j in range(3):
+                    acc = acc + w.at(i=i, j=j) * u.at(r=g.r + i - 1, c=g.c + j - 1)
+            return acc * acc
+        kernel = rb_conv
     else:
         @hawk.kernel
         def rb_histogram(x: Scalar, w: Scalar, h: Mutable["bin":BINS]):  # noqa: UP037
@@ -165,6 +194,11 @@ def jax_impls(case: str, planes: dict, ct) -> dict:
             q = jnp.pad(u, 1, mode="edge")
             lap = q[2:, 1:-1] + q[:-2, 1:-1] + q[1:-1, 2:] + q[1:-1, :-2] - 4.0 * u
             return jnp.sin(lap * p["k"])
+        if case == "conv":
+            u, w = p["u"], p["w"]
+            q = jnp.pad(u, 1, mode="edge")
+            acc = sum(w[i, j] * q[i:i + u.shape[0], j:j + u.shape[1]] for i in range(3) for j in range(3))
+            return acc * acc
         x, w = p["x"], p["w"]
         bins = jnp.clip(jnp.floor(x * BINS).astype(jnp.int32), 0, BINS - 1)
         return jnp.zeros(BINS, x.dtype).at[bins].add(w * w * jnp.exp(x))
