@@ -68,14 +68,6 @@ def at_offsets(op, axes: list[str]) -> tuple[int, ...] | None:
     return tuple(offs)
 
 
-def unrolls(axes: list[str]) -> bool:
-    """Whether loops around a stencil's reads are unrolled for the gather form: on grids of two axes or more. A
-    1-D grid's gather has no interior loop without clamps (hawk/passes/lower/grid.py is 2-D), so its reads load
-    through gathers, and for unrolled taps the scatter was faster (a 4-tap filter on 1e6 lanes: gather form 23.9
-    ms, scatter 19.3 ms; a 3 x 3 convolution on 1000 x 1000: 23.0 against 34.1 ms)."""
-    return len(axes) >= 2
-
-
 def reads_of(candidates: set[str]):
     """A test of ops: a `.at` read of one of `candidates` (what unroll_loops unrolls the loops around)."""
     from hawk.ir.access import plane_name
@@ -98,8 +90,7 @@ def gathered_planes(text: str, candidates: set[str], axes: list[str]) -> set[str
     bad, terms = set(), {}
     with new_context(), ir.Location.unknown():
         module = ir.Module.parse(text)
-        if unrolls(axes):
-            unroll_loops(module, reads_of(candidates))
+        unroll_loops(module, reads_of(candidates))
         for op in nested_ops(module.operation):
             if not is_hawk(op, "at") or plane_name(op) not in candidates:
                 continue
@@ -356,7 +347,7 @@ def gather_kernels(kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
     g = Gather()
     sd = dataclasses.replace(d, name=f"{kernel.name}__reverse_shares")  # the shares adjoint's func name
     used = {p.name for p in sig.planes} | {a.label for a in sig.lane_axes()} | {"result"}
-    unrolled = reads_of(gathered) if unrolls(axes) else (lambda op: False)
+    unrolled = reads_of(gathered)
     with new_context(), ir.Location.unknown():  # a dry run: which share planes the sweep makes
         module = ir.Module.parse(text)
         unroll_loops(module, unrolled)

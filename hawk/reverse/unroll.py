@@ -2,7 +2,7 @@
 
 A read inside `for j in range(4)` such as `x.at(t=g.t - j)` (a filter's taps along each row) has an offset that
 depends on the pass, so the gather form, which needs every read's offset to be a constant, left such planes to the
-ordered scatter (gather.unrolls says where unrolling is worth it: grids of two axes or more). Unrolled, each
+ordered scatter. Unrolled, each
 pass's read has a constant offset: the loop's body is copied once per pass with the pass number a constant and
 the carried values threaded from one copy to the next. Only the gather form's kernels see
 the unrolled IR; the scatter adjoint (the door's exact path) keeps the loop, and both must sum the same terms,

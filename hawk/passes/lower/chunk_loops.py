@@ -33,6 +33,7 @@ from hawk.passes.lower import (
     block,
     chain_passes,
     flag_chains,
+    grid,
     grid_scatters,
     nested_chains,
     ordered_chains,
@@ -172,6 +173,10 @@ def flat_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
         return grid_scatters.grid_driver(cx, body)
     if split_scatters.split_scatters(cx, body):  # computed keys in a vectorized pass first (split_scatters.py)
         return split_scatters.split_driver(cx, body, chunk0)
+    if len(cx.axes) == 1 and cx.lay.sig.lane_axes() and not cx.runs:  # a 1-D grid reading its neighbours
+        margin = grid.own_offsets(body, cx.axes).get(cx.axes[0], 0)
+        if margin:
+            return grid.interior_lanes(cx, body, chunk0, margin)
     loop = scf.ForOp(cx.lo, cx.hi, e.c(1), chunk0)
     stream.mark(cx, loop)
     with ir.InsertionPoint(loop.body):

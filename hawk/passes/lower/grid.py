@@ -1,10 +1,11 @@
-"""The interior of a 2-D grid: where a kernel reads its neighbours (`u.at(col=c - 1)`, `u.at(row=r + 2)`...),
-the lanes farther from every edge than the largest offset cannot read past an edge, so their reads need no clamp.
+"""The interior of a grid: where a kernel reads its neighbours (`u.at(col=c - 1)`, `u.at(row=r + 2)`...), the
+lanes farther from every edge than the largest offset cannot read past an edge, so their reads need no clamp.
 
 `own_offsets` marks each `.at` coordinate that is the lane's own coordinate plus a constant and returns the
-largest offset per axis; `interior_rows` (used by columns.column_driver) runs
-each row as three loops, the middle one with a copy of the body whose marked reads skip their clamps, so its
-loads are contiguous and LLVM vectorizes the loop. The edge loops keep the clamps: results are the same bits."""
+largest offset per axis; `interior_rows` (used by columns.column_driver) runs each row of a 2-D grid as three
+loops, and `interior_lanes` (chunk_loops.flat_driver) a 1-D grid's chunk likewise, the middle one with a copy of
+the body whose marked reads skip their clamps, so its loads are contiguous and LLVM vectorizes the loop. The
+edge loops keep the clamps: results are the same bits."""
 
 from __future__ import annotations
 
@@ -125,24 +126,49 @@ def interior_rows(cx: Lowering, body, outer, row0, start, end, span, margins) ->
     a = e.op("arith.minui", e.op("arith.maxui", start, e.add_i(row0, e.c(kc))), end)
     b = e.op("arith.maxui", a, e.op("arith.minui", end, e.add_i(row0, e.c(span - kc))))
     a, b = e.select(inside, a, end), e.select(inside, b, end)
-    accs = list(outer.inner_iter_args)
-    for lo, hi, interior in ((start, a, False), (a, b, True), (b, end, False)):
-        loop = scf.ForOp(lo, hi, e.c(1), accs)
+    # c > 0, c < cols - 1... hold on every interior lane: the loop needs no guard per lane
+    return _three_loops(cx, body, (start, a, b, end), list(outer.inner_iter_args),
+                        lambda iv: {cx.axes[0]: row, cx.axes[1]: e.op("arith.subi", iv, row0)}, margins,
+                        {cx.axes[0]: (kr, None), cx.axes[1]: (kc, span - 1 - kc)})
+
+
+def _three_loops(cx: Lowering, body, cuts: tuple, accs: list, coords, margins: dict, ranges: dict) -> list:
+    """The body over lanes [cuts[0], cuts[1]), then [cuts[1], cuts[2]), then [cuts[2], cuts[3]), threading the
+    accumulators `accs`; the middle loop's copy reads with `margins` (its marked reads skip their clamps) and has
+    the coordinate tests `ranges` decides folded. `coords(lane)`: the lane's coordinates the loops know."""
+    e = cx.e
+    for k, interior in ((0, False), (1, True), (2, False)):
+        loop = scf.ForOp(cuts[k], cuts[k + 1], e.c(1), accs)
         if interior:
             stream.mark(cx, loop)
         with ir.InsertionPoint(loop.body):
-            cx.known_coords = {cx.axes[0]: row,
-                                 cx.axes[1]: e.op("arith.subi", loop.induction_variable, row0)}
+            cx.known_coords = coords(loop.induction_variable)
             anchor = scf.YieldOp(list(loop.inner_iter_args))
         cx.lane, cx.accs, cx.j = loop.induction_variable, list(loop.inner_iter_args), None
         cx.interior = margins if interior else {}
         copies = clone_body(cx, body, anchor)
-        if interior:  # c > 0, c < cols - 1... hold on every interior lane: the loop needs no guard per lane
-            fold_coordinate_tests(copies, {cx.axes[0]: (kr, None), cx.axes[1]: (kc, span - 1 - kc)})
+        if interior:
+            fold_coordinate_tests(copies, ranges)
         rewrite_ops(cx, copies)
         cx.interior = {}
         anchor.operation.erase()
         with ir.InsertionPoint(loop.body):
             scf.YieldOp(cx.accs)
         accs = list(loop.results)
+    return accs
+
+
+def interior_lanes(cx: Lowering, body, chunk0: list, margin: int) -> list[ir.Value]:
+    """A 1-D grid's chunk [cx.lo, cx.hi) as three loops: the lanes within `margin` of an edge with the general
+    body, the lanes in between with a body whose marked reads skip their clamps (a 1-D stencil's loads, and a
+    gather's, were vector gathers of clamped indices)."""
+    e = cx.e
+    axis, n = cx.axes[0], cx.ext[0]
+    top = e.select(e.cmpi(4, n, e.c(margin)), e.op("arith.subi", n, e.c(margin)), e.c(0))  # sgt: n - margin
+    a = e.op("arith.minui", e.op("arith.maxui", cx.lo, e.c(margin)), cx.hi)
+    b = e.op("arith.maxui", a, e.op("arith.minui", cx.hi, top))
+    extent = cx.lay.sig.lane_axes()[0].extent
+    accs = _three_loops(cx, body, (cx.lo, a, b, cx.hi), list(chunk0), lambda iv: {axis: iv}, {axis: margin},
+                        {axis: (margin, None if extent is None else extent - 1 - margin)})  # (i > 0... folded)
+    cx.known_coords = {}
     return accs
