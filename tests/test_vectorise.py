@@ -383,6 +383,40 @@ def test_stencil_interior_loop_is_packed():
     assert re.search(r"vaddpd\s+.*%[yz]mm", body) and "vpcmp" not in body, body
 
 
+# ---- a 1-D grid's interior (grid.interior_lanes): the lanes far from both ends read without clamps -------------
+@hawk.kernel
+def line_stencil(g: Grid["i"], x: Scalar, a: Param) -> Scalar:
+    y = x.at(i=g.i + 2) - 2.0 * x + x.at(i=g.i - 3)
+    if g.i > 0:
+        y = y + x.at(i=g.i - 1) * a
+    if g.i < 4:
+        y = y * 2.0
+    return y
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 7, 8, 13, 1000, 4099])
+def test_line_stencil_bits_on_every_split(n):
+    x = np.random.default_rng(n).normal(size=n)
+    i = np.arange(n)
+
+    def at(k):
+        return x[np.clip(i + k, 0, n - 1)]
+
+    want = at(2) - 2.0 * x + at(-3)
+    want = np.where(i > 0, want + at(-1) * 0.3, want)
+    want = np.where(i < 4, want * 2.0, want)
+    for threads, min_chunk in ((1, None), (3, 2), (2, 5), (4, 1)):
+        got = eagle.deploy(line_stencil, threads=threads, min_chunk=min_chunk).run(x=x, a=0.3)
+        assert _bits(np.asarray(got)) == _bits(want), (n, threads, min_chunk)
+
+
+@needs_avx2
+def test_line_stencil_interior_loop_is_packed():
+    """A 1-D grid's interior lanes run packed loads and adds (they were vector gathers of clamped indices)."""
+    body = _vector_body(_lanes_asm(line_stencil, "line_stencil"))
+    assert re.search(r"vaddpd\s+.*%[yz]mm", body) and "vgather" not in body, body
+
+
 # ---- compensated sums over every lane: the blocked loop's bits (chunk_loops.blocked_driver) ---------------------
 @hawk.kernel
 def comp_sum(x: Scalar) -> Scalar:
