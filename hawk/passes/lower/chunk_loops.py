@@ -12,8 +12,7 @@
   scan      for block of SCAN_BLOCK lanes: (start the scans) for its lanes: body (write the block totals): scan.py
   column    for row: for its lanes (trailing kept axes: each lane's slot is affine in the lane; ordered totals
             through the row's buffers, chains in front: columns.py, column_chains.py)
-  rows      the column loops over a grid's rows: coordinates from the loops; neighbour reads: the interior
-            without clamps (columns.py, grid.py)
+  rows      a grid's rows: coordinates from the loops; neighbour reads: the interior without clamps (grid.py)
 
 `lanes_body` plans the chunk state (state.py), runs the shape and writes the chunk's partials to #scratch.
 """
@@ -33,7 +32,6 @@ from hawk.passes.lower import (
     block,
     chain_passes,
     flag_chains,
-    grid,
     grid_scatters,
     nested_chains,
     ordered_chains,
@@ -115,7 +113,7 @@ def count_sinks(cx: Lowering, body: ir.Block) -> frozenset[str]:
 def drive(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.Value]) -> list[ir.Value]:
     """The loop shape `cx.form` (chunk_form.py: written by the chunk-form pass) over lanes [cx.lo, cx.hi), from
     chunk state chunk0: its final chunk state."""
-    from hawk.passes.lower import columns  # (it builds on this module's lower_body)
+    from hawk.passes.lower import columns, grid  # (columns builds on this module's lower_body)
 
     if cx.form == "blocked":
         return blocked_driver(cx, body, chunk0, chain0)
@@ -127,7 +125,8 @@ def drive(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.
         return columns.column_driver(cx, body, chunk0, None)  # rows of a grid: coordinates without div/mod
     if cx.form == "scan":
         return scan.scan_driver(cx, body, chunk0)  # the flat loop in blocks of SCAN_BLOCK (scan.py)
-    return flat_driver(cx, body, chunk0)
+    got = grid.interior_lanes(cx, body, chunk0)  # a 1-D grid reading its neighbours: the interior without clamps
+    return flat_driver(cx, body, chunk0) if got is None else got
 
 
 def lane_guard(cx: Lowering, lane: ir.Value, lo: ir.Value, hi: ir.Value,
@@ -173,10 +172,6 @@ def flat_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
         return grid_scatters.grid_driver(cx, body)
     if split_scatters.split_scatters(cx, body):  # computed keys in a vectorized pass first (split_scatters.py)
         return split_scatters.split_driver(cx, body, chunk0)
-    if len(cx.axes) == 1 and cx.lay.sig.lane_axes() and not cx.runs:  # a 1-D grid reading its neighbours
-        margin = grid.own_offsets(body, cx.axes).get(cx.axes[0], 0)
-        if margin:
-            return grid.interior_lanes(cx, body, chunk0, margin)
     loop = scf.ForOp(cx.lo, cx.hi, e.c(1), chunk0)
     stream.mark(cx, loop)
     with ir.InsertionPoint(loop.body):

@@ -158,10 +158,19 @@ def _three_loops(cx: Lowering, body, cuts: tuple, accs: list, coords, margins: d
     return accs
 
 
-def interior_lanes(cx: Lowering, body, chunk0: list, margin: int) -> list[ir.Value]:
-    """A 1-D grid's chunk [cx.lo, cx.hi) as three loops: the lanes within `margin` of an edge with the general
-    body, the lanes in between with a body whose marked reads skip their clamps (a 1-D stencil's loads, and a
-    gather's, were vector gathers of clamped indices)."""
+def interior_lanes(cx: Lowering, body, chunk0: list) -> list[ir.Value] | None:
+    """A 1-D grid's chunk [cx.lo, cx.hi) of a flat loop whose body reads neighbours at constant offsets, as three
+    loops: the lanes within the largest offset of an end with the general body, the lanes in between with a body
+    whose marked reads skip their clamps (a 1-D stencil's loads, and a gather's, were vector gathers of clamped
+    indices). None for any other chunk (the flat driver's own loop)."""
+    from hawk.passes.lower import grid_scatters, sorted_pairs, split_scatters
+
+    if len(cx.axes) != 1 or not cx.lay.sig.lane_axes() or cx.runs or sorted_pairs.sorted_ordered(cx, body) is not None \
+            or grid_scatters.wanted(cx, body, chunk0) or split_scatters.split_scatters(cx, body):
+        return None
+    margin = own_offsets(body, cx.axes).get(cx.axes[0], 0)
+    if not margin:
+        return None
     e = cx.e
     axis, n = cx.axes[0], cx.ext[0]
     top = e.select(e.cmpi(4, n, e.c(margin)), e.op("arith.subi", n, e.c(margin)), e.c(0))  # sgt: n - margin
