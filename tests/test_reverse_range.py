@@ -54,13 +54,24 @@ def _planes():
             "a": 0.8, "t": RNG.normal(size=3), "h": RNG.normal(size=4)}
 
 
-def _weighted(plan, ct: dict, planes: dict) -> float:
-    """sum(ct x output) over the range launch's outputs (added exactly)."""
+def _weighted(plan, ct: dict, planes: dict, lo: int = LO, count: int = COUNT) -> float:
+    """sum(ct x output) over the outputs of the launch bound to lanes [lo, lo + count) (added exactly)."""
     planes = {n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in planes.items()}
-    out = plan.bind(base=LO, count=COUNT, **planes).launch()
-    out = out if isinstance(out, dict) else {"result": out}
+    out = plan.bind(base=lo, count=count, **planes).launch()
+    out = out if isinstance(out, dict) else {next(iter(ct)): out}
     return math.fsum(float(v) for n, c in ct.items()
                      for v in (np.asarray(c, dtype=np.float64) * np.asarray(out[n])).reshape(-1))
+
+
+def _against_differences(plan, ct: dict, planes: dict, g: dict, wrt, lo: int = LO, count: int = COUNT) -> None:
+    """Each gradient of `wrt` along one random direction against central differences of the bound launch."""
+    for n in wrt:
+        base = np.asarray(planes[n], dtype=np.float64)
+        d, h = RNG.normal(size=base.shape), 1e-6
+        fd = (_weighted(plan, ct, {**planes, n: base + h * d}, lo, count) -
+              _weighted(plan, ct, {**planes, n: base - h * d}, lo, count)) / (2 * h)
+        want = math.fsum((g[n].reshape(-1) * d.reshape(-1)).tolist())
+        assert abs(fd - want) <= 1e-6 * max(1.0, abs(want)), (plan.kernel.name, n, fd, want)
 
 
 def test_a_range_s_gradients_are_its_own():
@@ -72,15 +83,7 @@ def test_a_range_s_gradients_are_its_own():
         assert g[n].shape == np.shape(planes[n])
         assert not np.any(g[n][..., :LO]) and not np.any(g[n][..., LO + COUNT:]), n
         assert np.all(g[n][..., LO:LO + COUNT] != 0.0), n
-    # central differences of the range launch, one random direction per input
-    for n in ("x", "v", "a", "t", "h"):
-        base = np.asarray(planes[n], dtype=np.float64)
-        d = RNG.normal(size=base.shape)
-        h = 1e-6
-        fd = (_weighted(plan, ct, {**planes, n: base + h * d}) - _weighted(plan, ct, {**planes, n: base - h * d})) / (
-            2 * h)
-        want = math.fsum((g[n].reshape(-1) * d.reshape(-1)).tolist())
-        assert abs(fd - want) <= 1e-6 * max(1.0, abs(want)), (n, fd, want)
+    _against_differences(plan, ct, planes, g, ("x", "v", "a", "t", "h"))  # one random direction per input
     # the bits of plan.reverse over the slices
     cut = {n: (v[..., LO:LO + COUNT] if n in ("x", "v", "k") else v) for n, v in planes.items()}
     want = plan.reverse({**ct, "y": ct["y"][LO:LO + COUNT]}, **cut)
@@ -114,20 +117,7 @@ def _span_check(kernel, planes: dict, ct, lo: int, count: int, wrt: tuple[str, .
     bound = plan.bind(base=lo, count=count, **{n: (v.copy() if isinstance(v, np.ndarray) else v)
                                                for n, v in planes.items()})
     g = {n: np.asarray(v).copy() for n, v in bound.reverse(ct).items()}
-    cts = ct if isinstance(ct, dict) else {"result": ct}
-
-    def weighted(pl: dict) -> float:
-        out = plan.bind(base=lo, count=count, **{n: (v.copy() if isinstance(v, np.ndarray) else v)
-                                                 for n, v in pl.items()}).launch()
-        out = out if isinstance(out, dict) else {next(iter(cts)): out}
-        return math.fsum(v for o in cts for v in (np.asarray(cts[o]) * np.asarray(out[o])).reshape(-1).tolist())
-
-    for n in wrt:
-        base = np.asarray(planes[n], dtype=np.float64)
-        d, h = RNG.normal(size=base.shape), 1e-6
-        fd = (weighted({**planes, n: base + h * d}) - weighted({**planes, n: base - h * d})) / (2 * h)
-        want = math.fsum((g[n].reshape(-1) * d.reshape(-1)).tolist())
-        assert abs(fd - want) <= 1e-6 * max(1.0, abs(want)), (kernel.name, n, fd, want)
+    _against_differences(plan, ct if isinstance(ct, dict) else {"result": ct}, planes, g, wrt, lo, count)
     return g
 
 

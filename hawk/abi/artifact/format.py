@@ -236,12 +236,19 @@ def _check_consistency(d: dict, refuse: _Refuse) -> None:
         _check_reverse(d, d["reverse"], planes, refuse)
 
 
+def reverse_kernels(rev: dict) -> list[str]:
+    """The kernels a sidecar's reverse entry names: the adjoint, the winners kernel and the gather form's, in that
+    order, those it has."""
+    g = rev.get("gather") or {}
+    return [rev["kernel"]] + [k["kernel"] for k in (rev["winners"], g.get("shares"), g.get("gather"), g.get("sums"))
+                              if k is not None]
+
+
 def _check_reverse(d: dict, rev: dict, planes: dict, refuse: _Refuse) -> None:
     """The reverse entry names the kernel's own float inputs, outputs and sinks, and distinct adjoint planes."""
     path = "sidecar.reverse"
     gather = rev.get("gather")
-    kernels = [d["name"], rev["kernel"]] + [k["kernel"] for k in (rev["winners"], *(
-        (gather["shares"], gather["gather"], gather["sums"]) if gather else ())) if k is not None]
+    kernels = [d["name"], *reverse_kernels(rev)]
     if len(set(kernels)) != len(kernels):
         raise refuse(path, f"names kernels {kernels}, which must differ from each other and from the kernel")
     init = rev.get("init", [])
@@ -515,9 +522,7 @@ def describe(d: dict) -> str:
             lines.append(f"  {b['device']['finish']}  sha256 {b['device']['finish_sha256'][:16]}...")
     if "reverse" in d:
         rev = d["reverse"]
-        made = [rev["kernel"]] + [k["kernel"] for k in (rev["winners"], *(
-            (rev["gather"][p] for p in ("shares", "gather", "sums")) if "gather" in rev else ())) if k is not None]
-        lines.append(f"reverse: wrt {', '.join(rev['wrt'])}; kernels {', '.join(made)}"
+        lines.append(f"reverse: wrt {', '.join(rev['wrt'])}; kernels {', '.join(reverse_kernels(rev))}"
                      + (" (gather form)" if "gather" in rev else ""))
     lines.append(f"content hash: {d['content_hash']}")
     return "\n".join(lines)
