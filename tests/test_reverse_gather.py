@@ -322,6 +322,8 @@ def test_reads_in_loops_of_constant_passes_are_gathered_with_the_scatter_s_bits(
         rev = Reverse(eagle.deploy(kernel, threads=threads, min_chunk=SMALL), planes)
         got = {k: np.asarray(v).copy() for k, v in rev(ct).items()}
         assert rev.gather_run is not None and rev.exact_calls == 0, name
+        if threads > 1 and lanes >= 2000:  # every kernel of the gradient really split
+            assert min(rev.plan.last_reverse_chunks) > 1, (name, rev.plan.last_reverse_chunks)
         bt_same_bits(got, want, f"{name} {lanes} threads={threads}")
 
 
