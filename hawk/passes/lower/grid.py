@@ -15,34 +15,22 @@ from mlir.dialects import scf
 from hawk.ir.access import at_coords, coord_axes, lane_axis
 from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
+from hawk.ir.reach import lane_offset
 from hawk.passes.lower import stream
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 
 
 def own_offsets(body: ir.Block, axes: list[str]) -> dict[str, int]:
-    """Mark each `.at` coordinate that is the lane's own coordinate plus a constant (`hawk.own_offsets`, one
-    entry per coordinate, -1 << 62 where not) and return the largest such |offset| per axis."""
+    """Mark each `.at` coordinate that is the lane's own coordinate plus constants (`hawk.own_offsets`, one
+    entry per coordinate, -1 << 62 where not; hawk.ir.reach.lane_offset reads them, nested ones too, as an
+    unrolled loop's `g.r + i - 1` is) and return the largest such |offset| per axis."""
     none = -(1 << 62)
     margins: dict[str, int] = {}
 
-    def offset(v, axis):
-        owner = v.owner
-        if isinstance(owner, ir.Block):
-            return none
-        if is_hawk(owner, "lane"):
-            return 0 if lane_axis(owner) == axis else none
-        if owner.name in ("arith.addi", "arith.subi"):
-            base, k = owner.operands
-            konst = k.owner if not isinstance(k.owner, ir.Block) else None
-            if konst is None or konst.name != "arith.constant" or offset(base, axis) != 0:
-                return none
-            value = ir.IntegerAttr(konst.attributes["value"]).value
-            return value if owner.name == "arith.addi" else -value
-        return none
-
     def visit(op):
         if is_hawk(op, "at") and coord_axes(op) != ["#"]:
-            found = [offset(v, a) for v, a in zip(at_coords(op), coord_axes(op), strict=True)]
+            offsets = [lane_offset(v, a) for v, a in zip(at_coords(op), coord_axes(op), strict=True)]
+            found = [none if k is None else k for k in offsets]
             op.attributes["hawk.own_offsets"] = ir.DenseI64ArrayAttr.get(found)
             for a, k in zip(coord_axes(op), found, strict=True):
                 if k != none:
