@@ -425,3 +425,38 @@ def dist_place(key: Index, x: Scalar, out: Mutable[Scalar], ids: Mutable[Index],
     hawk.scatter(ids)[key] = hm.index(x * 4.0, 4)
     y = x * x
     tot = hawk.sum(x * x, policy="ordered")
+
+
+# ---- row cells beside neighbour reads and coordinates: shards at whole-run lane numbers (eagle/distributed/rows.py)
+@hawk.kernel
+def dist_rowhalo(lane: Grid["row", "col":KC], u: Scalar, s_auto: Mutable[Scalar], s_comp: Mutable[Scalar],
+                 s_ord: Mutable[Scalar], mu: Mutable[Scalar], tot: Mutable[Scalar], out: Mutable[Scalar]):
+    v = u.at(row=lane.row - 1) + u.at(row=lane.row + 2) - 2.0 * u + u.at(col=lane.col + 1) * 0.5
+    s_auto = hawk.sum(v, over="col")
+    s_comp = hawk.sum(v, over="col", policy="compensated")
+    s_ord = hawk.sum(v * v, over="col", policy="ordered")
+    mu = hawk.mean(v, over="col", where=v < 1.0, policy="ordered")
+    tot = hawk.sum(v, policy="ordered")
+    out = v * lane.row
+
+
+@hawk.kernel
+def dist_rowhalo_max(lane: Grid["row", "col":KC], u: Scalar) -> Scalar:
+    return hawk.max(u.at(row=lane.row + 1) - u, over="col", where=u < 2.0)
+
+
+@hawk.kernel
+def dist_rowhalo_fold(lane: Grid["row", "col":KC], u: Scalar) -> Scalar:
+    return hawk.reduce(dist_lerp, u.at(row=lane.row - 1) * u, over="col", where=u > -1.0, identity=7.0)
+
+
+@hawk.kernel
+def dist_rowhalo_vec(lane: Grid["row", "col":KC], v: Vector[2], w: Param) -> Vector[2]:
+    return hawk.sum(v.at(row=lane.row + 1) * v * w, over="col", policy="ordered")
+
+
+@hawk.kernel
+def dist_rowhalo_3d(lane: Grid["row", "mid":3, "col":KC], u: Scalar, s: Mutable[Scalar], m: Mutable[Scalar]):
+    v = u.at(row=lane.row - 1) * 0.5 + u + lane.mid
+    s = hawk.sum(v, over="col", policy="ordered")  # (slots per row: the 3 mids)
+    m = hawk.mean(v, over="col", policy="compensated")

@@ -778,10 +778,11 @@ def record(c: Case) -> dict:
 # func keeping more than MAX_KEYS slots of trailing lane axes has a gradient rule; a sharded run cannot split a
 # plane read with .at(...) at any lane, nor an output written by key (positions, not lanes) inside shard_map or a
 # process group, nor a fold keeping lane axes other than a leading block, nor one keeping those without
-# identity=, nor a row cell (a row fold read later in the body) beside whole-run lane numbers (`lane.row`,
-# neighbours, scans), nor differentiate a row cell beside reads of neighbours or of the row coordinate (met once
-# folds of truth values took gradients: seed 20261201:1216). A runner that meets any other refusal reports a
-# failure, even when it names the kernel: an internal error can name the kernel too.
+# identity=, nor a row cell (a row fold read later in the body) beside scans or folds over every lane (whole
+# blocks; beside `lane.row` and neighbours it runs since 2026-12-07: eagle/distributed/rows.py), nor
+# differentiate a row cell beside reads of neighbours or of the row coordinate (met once folds of truth values
+# took gradients: seed 20261201:1216). A runner that meets any other refusal reports a failure, even when it
+# names the kernel: an internal error can name the kernel too.
 REFUSALS = (
     r"the kernel has no float result to differentiate",
     r"the reverse differentiates a keyed hawk\.scan \(by=\) only with op=m\.add, m\.mul or a @hawk\.func and "
@@ -790,8 +791,7 @@ REFUSALS = (
     r"that do not lead the grid's axes for at most \d+ slots",
     r"keeps lane axes \[.*\] and has no identity=: an empty slot would be refused by the one shard holding it",
     r"hawk\.reduce folds keep none\), so shards cannot combine it",
-    r"keeps the leading lane axis, and the kernel (reads neighbours or its own coordinates|scans or folds over "
-    r"every lane), so its shards run with the whole run's lane numbers",
+    r"keeps the leading lane axis, and the kernel scans or folds over every lane, so its shards run whole blocks",
     r"is read with \.at\(\.\.\.\) at a \w+ that is not this lane's own \w+ plus a constant, which can reach any "
     r"lane",
     r"written by key \(hawk\.scatter\(\w+\)\[k\] = v\), has positions, not lanes, so sharded runs",

@@ -6,7 +6,8 @@ bound (n * eps * sum|x|); per-lane outputs stay sharded and equal the one-device
 is added once; float32 ordered sums round once; a 2-D stencil exchanges halo rows between shards (ppermute) and runs
 with the whole grid's coordinates, bitwise equal to one device; `.at` reads that can reach any lane (a flat index, a
 computed row) are refused by name; reductions that keep axes run sharded (off the leading axis: each chunk's copy of the
-cell gathered, ordered ones bitwise; keeping the leading axis: each shard's own rows, bitwise), and what they cannot do
+cell gathered, ordered ones bitwise; keeping the leading axis: each shard's own rows, bitwise, also beside halos and
+`lane.row`, where shards run at whole-run lane numbers), and what they cannot do
 is refused by name (under partition=True, run whole over gathered lanes with a warning); `= v` stores into sinks keep
 the last lane's value across shards; a Vector plane runs beside halos; scans run beside halos and Vector planes; large
 sinks' copies are folded per shard before the gather (the ordered one bitwise); a stencil's gradient (gather form with
@@ -297,8 +298,6 @@ def case_what_shards_cannot_do_is_refused_by_name():
 
     np, ks = _setup()
     for kernel, planes, specs, words in (
-            (dk.dist_rowcoord, dict(x=np.ones((8, dk.KC))), dict(x=P("d")),
-             ("'result' keeps the leading lane axis", "its own coordinates", "a kernel of its own")),
             (dk.dist_rowscan, dict(x=np.ones((8, dk.KC))), dict(x=P("d")),
              ("'tot' keeps the leading lane axis", "scans or folds over every lane", "a kernel of its own")),
             (dk.dist_rowfold, dict(x=np.ones((8, dk.KC))), dict(x=P("d")),
@@ -1320,6 +1319,58 @@ def case_reductions_keeping_the_leading_axis_per_shard():
             str(exc)
     else:
         raise AssertionError("a gradient through a sharded row sum and a total read in the body ran")
+
+
+def case_row_cells_beside_neighbour_reads_and_coordinates():
+    """A row cell in a kernel that reads neighbours (halos) or `lane.row`: shards run at whole-run lane numbers,
+    where the compiled code numbers the cell's slots as the whole run does, so each shard writes its rows' state
+    into a buffer of every row's and hands its own rows to the finish (eagle/distributed/rows.py). Auto,
+    compensated and ordered row sums, an ordered masked mean, a masked max, a fold with identity=, a Vector row
+    sum, two slots a row (a 3-D grid) and the row sum of `lane.row` (refused until 2026-12-07), on 4 and 8
+    shards, one of two rows a shard: every result bitwise the one-device run, sharded P("d"); under partition=True
+    too. Taking the slots from the wrong rows fails every one of these (checked by hand when written). Gradients
+    through such a cell stay refused by name."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+    from eagle import InputError
+
+    np, _ = _setup()
+    rng = np.random.default_rng(29)
+    for shards, rows in ((4, 4 * 301), (8, 8 * 3), (8, 8 * 2)):
+        u = rng.normal(size=(rows, dk.KC)) * np.exp(rng.normal(size=(rows, dk.KC)) * 3)
+        want = eagle.deploy(dk.dist_rowhalo).run(u=u)
+        got = _sharded(dk.dist_rowhalo, _mesh(shards), dict(u=u), dict(u=P("d")),
+                       {k: P() if k == "tot" else P("d") for k in want})
+        _bits_equal(got, want, list(want))
+        assert len(got["s_ord"].sharding.device_set) == shards
+        for kernel, x in ((dk.dist_rowhalo_max, u), (dk.dist_rowhalo_fold, u), (dk.dist_rowcoord, u)):
+            planes = dict(x=x) if kernel is dk.dist_rowcoord else dict(u=x)
+            got = _sharded(kernel, _mesh(shards), planes, {k: P("d") for k in planes}, P("d"))
+            _bits_equal({"r": got}, {"r": eagle.deploy(kernel).run(**planes)}, ["r"])
+        v = rng.normal(size=(2, rows, dk.KC))
+        got = _sharded(dk.dist_rowhalo_vec, _mesh(shards), dict(v=v), dict(v=P(None, "d")), P(None, "d"), w=0.3)
+        _bits_equal({"r": got}, {"r": eagle.deploy(dk.dist_rowhalo_vec).run(v=v, w=0.3)}, ["r"])
+        u3 = rng.normal(size=(rows, 3, dk.KC))
+        want = eagle.deploy(dk.dist_rowhalo_3d).run(u=u3)
+        got = _sharded(dk.dist_rowhalo_3d, _mesh(shards), dict(u=u3), dict(u=P("d")), {k: P("d") for k in want})
+        _bits_equal(got, want, list(want))
+        fp = eagle.jax.wrap(dk.dist_rowhalo, partition=True)
+        got = jax.jit(lambda u, fp=fp: fp(u=u))(jax.device_put(u, NamedSharding(_mesh(shards), P("d"))))
+        want = eagle.deploy(dk.dist_rowhalo).run(u=u)
+        _bits_equal(got, want, list(want))
+        assert got["s_ord"].sharding.spec == P("d")
+    f = eagle.jax.wrap(dk.dist_rowhalo_max, axis_name="d")  # its gradient: refused by name, as before
+    g = jax.shard_map(lambda u: f(u=u), mesh=_mesh(4), in_specs=P("d"), out_specs=P("d"))
+    try:
+        jax.jit(jax.grad(lambda u: g(u).sum()))(jax.device_put(u[:8], NamedSharding(_mesh(4), P("d"))))
+    except InputError as exc:
+        assert "dist_rowhalo_max" in str(exc) and "reads of neighbours or of the 'row' coordinate" in str(exc), exc
+    else:
+        raise AssertionError("a gradient through a row cell beside neighbour reads ran sharded")
 
 
 def case_gradients_through_row_results_bitwise():

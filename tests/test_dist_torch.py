@@ -59,6 +59,12 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_prod,
     dist_ratio,
     dist_rowblock,
+    dist_rowcoord,
+    dist_rowhalo,
+    dist_rowhalo_3d,
+    dist_rowhalo_fold,
+    dist_rowhalo_max,
+    dist_rowhalo_vec,
     dist_rowlerp,
     dist_rowlerp_bare,
     dist_rowloss,
@@ -737,6 +743,47 @@ def case_reductions_keeping_the_leading_axis_uneven(rank, group):
         raise AssertionError("a gradient through a sharded row sum and a total read in the body ran")
 
 
+def case_row_cells_beside_neighbour_reads_uneven(rank, group):
+    """Row cells in kernels that read neighbours or `lane.row`, over rows split 3/397/598/3 (each rank holds the
+    two halo rows its neighbours read): each rank's lanes run at whole-run numbers and take their rows' state out
+    of a buffer of every row's (eagle/distributed/rows.py); every policy, a masked ordered mean, a max, a fold, a
+    Vector row sum, a 3-D grid's two slots a row and the row sum of `lane.row`, bitwise the one-process run; a
+    gradient through such a cell is refused by name."""
+    import torch
+
+    import eagle
+    import eagle.torch
+    from eagle import InputError
+
+    rng, x, _, _ = _kept_data(rank, 47)
+    r0, r1 = [0, 3, 400, 998, 1001][rank:rank + 2]
+
+    def mine(a):
+        return torch.from_numpy(np.ascontiguousarray(a[r0:r1]))
+
+    want = eagle.deploy(dist_rowhalo).run(u=x)
+    got = eagle.torch.wrap(dist_rowhalo, group=group)(u=mine(x))
+    _bits(got, {k: v if k == "tot" else np.asarray(v)[r0:r1] for k, v in want.items()}, list(want))
+    for kernel, name in ((dist_rowhalo_max, "u"), (dist_rowhalo_fold, "u"), (dist_rowcoord, "x")):
+        g = eagle.torch.wrap(kernel, group=group)(**{name: mine(x)})
+        assert g.numpy().tobytes() == np.asarray(eagle.deploy(kernel).run(**{name: x}))[r0:r1].tobytes(), \
+            kernel.name
+    v = rng.normal(size=(2, x.shape[0], KC))
+    g = eagle.torch.wrap(dist_rowhalo_vec, group=group)(v=torch.from_numpy(v[:, r0:r1].copy()), w=0.3)
+    assert g.numpy().tobytes() == np.asarray(eagle.deploy(dist_rowhalo_vec).run(v=v, w=0.3))[:, r0:r1].tobytes()
+    u3 = rng.normal(size=(x.shape[0], 3, KC))
+    want = eagle.deploy(dist_rowhalo_3d).run(u=u3)
+    got = eagle.torch.wrap(dist_rowhalo_3d, group=group)(u=mine(u3))
+    _bits(got, {k: np.asarray(v)[r0:r1] for k, v in want.items()}, list(want))
+    ut = mine(x).requires_grad_(True)  # its gradient: refused by name on every rank, before any adjoint runs
+    try:
+        eagle.torch.wrap(dist_rowhalo_max, group=group)(u=ut).sum().backward()
+    except InputError as exc:
+        assert "dist_rowhalo_max" in str(exc) and "reads of neighbours or of the 'row' coordinate" in str(exc), exc
+    else:
+        raise AssertionError("a gradient through a row cell beside neighbour reads ran sharded")
+
+
 def case_gradients_through_row_results_uneven(rank, group):
     """backward() through per-example losses over rows split 3/397/600/1 (an ordered row sum, a masked
     compensated row mean, a per-lane output; a Vector row sum; a row max with ties): each rank's rows' cotangents
@@ -867,6 +914,10 @@ def _main(out: str) -> None:
         eagle.deploy(k).run(x=np.ones((3, KC)))
     eagle.deploy(dist_rowloss).run(x=np.ones((3, KC)), y=np.ones((3, KC)), w=1.0)
     eagle.deploy(dist_rowvec).run(v=np.ones((2, 3, KC)), w=1.0)
+    for k in (dist_rowhalo, dist_rowhalo_max, dist_rowhalo_fold, dist_rowhalo_3d):
+        eagle.deploy(k).run(u=np.ones((3, 3, KC)) if k is dist_rowhalo_3d else np.ones((3, KC)))
+    eagle.deploy(dist_rowcoord).run(x=np.ones((3, KC)))
+    eagle.deploy(dist_rowhalo_vec).run(v=np.ones((2, 3, KC)), w=1.0)
     eagle.deploy(dist_chan).run(x=np.ones((3, 3, 7)))
     eagle.deploy(dist_bnorm).run(x=np.ones((3, 3)))
     eagle.deploy(dist_colvec).reverse({"s": np.ones((2, 3)), "t": np.ones(1)}, v=np.ones((2, 3, 3)), w=1.0)

@@ -50,11 +50,19 @@ def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: st
     The winners plan (sinks stored into with `= v`) runs sharded like the forward (`winners`)."""
     from eagle.reverse import adjoint_for
 
+    refuse_row_cells(plan, wrt, extents)
+    return adjoint_for(plan, wrt, extents)
+
+
+def refuse_row_cells(plan, wrt: tuple[str, ...], extents: tuple[int, ...]) -> None:
+    """Refuse, by kernel and cell, a sharded backward through a row cell whose adjoint reads other lanes or its
+    coordinates (asked before any adjoint runs: a stencil's gather form too)."""
+    from eagle.reverse import adjoint_for
+
     kernel = plan.kernel
-    adj, design, win = adjoint_for(plan, wrt, extents)
     lead = next(iter(a.label for a in kernel.signature.lane_axes()), None)
     rows = sorted(c for c, kept in kernel.kept_cells().items() if lead in kept)
-    if rows and adj.kernel.lane_reach()[1]:
+    if rows and adjoint_for(plan, wrt, extents)[0].kernel.lane_reach()[1]:
         # (a row's cotangent is the shard's own, keyed by its own rows: the adjoint must run with the shard's
         # lane numbers, which a cell over every lane, or reads of neighbours or coordinates, rule out; an
         # adjoint with scans runs at whole-run numbers too, and reads every shard's rows: `whole_rows`)
@@ -62,7 +70,6 @@ def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: st
                          f"'{rows[0]}' keeps the leading lane axis '{lead}' beside cells over other lanes, reads "
                          f"of neighbours or of the '{lead}' coordinate are not supported yet; differentiate the "
                          f"unsharded call, or compute the row results in a kernel of their own")
-    return adj, design, win
 
 
 def whole_rows_adjoint(plan, wrt: tuple[str, ...], ext: tuple[int, ...], where: str, gather) -> tuple:

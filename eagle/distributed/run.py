@@ -25,6 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from eagle.distributed.geometry import bounds, geometry, realigned, window
+from eagle.distributed.rows import own_slots
 from eagle.distributed.stages import ERR, FSUM, LOCAL, Half, check_shardable, finish_stage, lanes_stage
 from eagle.errors import InputError
 
@@ -79,8 +80,12 @@ class ShardedRun:
                             for n, (lo, hi) in self.windows.items()}
         cuts: dict = {}
         self.local: set[str] = set()  # results that are each shard's own slots (a row sum's), not the whole run's
+        # a shard at whole-run lane numbers writes a row cell's state at the whole run's slots (rows.py): the
+        # first row of each shard whose geometry a call may need, to take its own out
+        whole = spans[0][1] if how.global_lanes and not how.block else 0
+        self.first_rows = [np.array([r0], dtype=np.int64) for r0, _ in spans]
         for k, c in enumerate(counts):
-            lh = lanes_stage(plan, b, k, c, cuts, total, tail)
+            lh = lanes_stage(plan, b, k, c, cuts, total, tail, whole)
             lh.geo = np.stack([geometry(plan, b, k, lh, how, r0, rows) for r0, rows in spans])
             self._halo_sizes(lh, b)
             fh = finish_stage(plan, b, k, c * shards, cuts, total)
@@ -113,6 +118,12 @@ class ShardedRun:
             return halo(a, h)
         got = halo(a.reshape(p, self.rows, -1).transpose(1, 0, 2), h)
         return got.reshape(self.rows + 2 * h, p, -1).transpose(1, 0, 2).reshape(-1)
+
+    def _own(self, a, s, move: Move):
+        """This shard's rows of a row cell's state laid out for the whole run (eagle/distributed/rows.py): the
+        first row is static under torch (one span) and this shard's row of a table under JAX."""
+        first = self.first_rows[0][0] if len(self.first_rows) == 1 else move.row(self.first_rows)[0]
+        return own_slots(move.xp, a, s, first, self.rows)
 
     def drive(self, planes: dict, priors: dict, lanes: Callable, finish: Callable, combine: Callable,
               refuse: Callable, add: Callable, halo: Callable, move: Move | None = None) -> dict:
@@ -154,6 +165,8 @@ class ShardedRun:
                 if kind is None:
                     continue
                 v = arr if kind == LOCAL else combine(kind, arr, lh.folds.get(i))  # (LOCAL: this shard's own)
+                if i in lh.own:  # (a row cell's state at whole-run slots: this shard's rows of it)
+                    v = self._own(v, lh.own[i], move)
                 if kind == ERR:
                     v = refuse(fh, v)
                 if kind == FSUM and k in sinks and sinks[k] in priors:

@@ -41,12 +41,13 @@ import numpy as np
 from eagle import native
 from eagle.bridge import refuse_keyed
 from eagle.distributed.reach import Reach, reach
+from eagle.distributed.rows import slots
 from eagle.distributed.sinks import large_sinks
 from eagle.errors import InputError
 from eagle.launch import fold_refusal
 from eagle.native import cbuild
 from eagle.prepared import PreparedRun
-from eagle.stage import Prepared, cell_index
+from eagle.stage import IDENT, Prepared, cell_index
 from hawk.abi.layout import (
     CELL_SLOTS,
     ORDERED_BLOCK,
@@ -155,12 +156,12 @@ def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
                                  f"keeps no copy per chunk here (over {PAIR_SLOTS} slots, or also added into with "
                                  f"a policy other than plain), so every shard would write its slots at once; "
                                  f"scatter with `+=` (or max/min), or run unsharded")
-    if local and (how.global_lanes or blocks):
-        why = "reads neighbours or its own coordinates" if how.global_lanes else "scans or folds over every lane"
-        raise InputError(f"kernel '{name}': '{local[0]}' keeps the leading lane axis, and the kernel {why}, so its "
-                         f"shards run with the whole run's lane numbers, where a shard's own slots of '{local[0]}' "
-                         f"are not at its own positions; move that reduction into a kernel of its own, or run "
-                         f"unsharded")
+    if local and blocks:  # (with halos or coordinates alone, a shard runs its own rows at their whole-run
+        # numbers: eagle/distributed/rows.py takes its slots out; with blocks it also runs lanes of other shards)
+        raise InputError(f"kernel '{name}': '{local[0]}' keeps the leading lane axis, and the kernel scans or folds "
+                         f"over every lane, so its shards run whole blocks of lanes, which cut rows between shards: "
+                         f"a row's slot of '{local[0]}' would be added to on two shards; move that reduction into a "
+                         f"kernel of its own, or run unsharded")
     if blocks:  # shards start on scan blocks (a fold's blocks), and on every stage's chunk alignment
         spans = [kernel.layout(spec, k).parallel_span() for k in range(kernel.stage_count)]
         unit = SCAN_BLOCK if blocks == "scans" else ORDERED_BLOCK
@@ -281,6 +282,8 @@ class Half:
     elem: list[int] = field(default_factory=list)  # lanes half: bytes per element of each operand and result
     folds: dict = field(default_factory=dict)  # lanes half: result position -> a large sink's Fold (sinks.py)
     local: set = field(default_factory=set)  # finish half: results that are this shard's own slots (leading_cells)
+    own: dict = field(default_factory=dict)  # lanes half: result position -> a row cell's Slots at whole-run
+    # numbers (eagle/distributed/rows.py), from which the shard's own are taken
 
 
 class StageCall(PreparedRun):
@@ -328,12 +331,14 @@ def _picks(stage: Prepared, wanted: set[str], results: list[int]) -> dict:
     return out
 
 
-def lanes_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0, tail: int = 0) -> Half:
+def lanes_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0, tail: int = 0, rows: int = 0) -> Half:
     """Stage k's lanes over one shard in exactly `chunks` chunks, finish skipped (each chunk's meta is filled per
     call: eagle/distributed/geometry.py). Operands: the input planes then the cut cells (and a scan's block
     offsets); results: per-lane outputs (kind None), then the partial state. `total`: the whole run's lanes (a
     scan's block totals are the whole run's blocks); `tail`: lanes a per-lane output holds past the shard's own
-    (a shard realigned to scan blocks runs into the next shard's first lanes: Reach.block)."""
+    (a shard realigned to scan blocks runs into the next shard's first lanes: Reach.block); `rows`: the whole
+    run's rows when the shard runs at whole-run lane numbers (a row cell's state is then sized for every row, and
+    `Half.own` says where the shard's own slots lie: eagle/distributed/rows.py), else 0."""
     lib, launcher = plan.prepare(b.spec, k)
     recipe: list = []
     bufs, res, copies, resets, _ = launcher.buffers(b, chunks, dict(cuts), staged=False, recipe=recipe)
@@ -366,12 +371,23 @@ def lanes_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0, tail: 
             p = pay.get(lay.buffers[j].name, 1)
             bufs[j] = np.zeros(bufs[j].size + p * tail, dtype=bufs[j].dtype)
         resets = [(a, f) for a, f in resets if not any(a is o for o in old)] + [(bufs[j], 0) for j in wide]
+    own = {}
+    if rows and local:  # a row cell's state at whole-run slot numbers (eagle/distributed/rows.py)
+        reds = {r.cell: r for r in lay.reductions}
+        for i, j in enumerate(outs):
+            buf = lay.buffers[j]
+            if kinds[i] == LOCAL:
+                own[i] = slots(reds[buf.name], buf.role, tuple(b.extents), rows, b.dtype)
+                old = bufs[j]
+                fill = IDENT[reds[buf.name].kind] if buf.role == "cell" else 0
+                bufs[j] = np.full(own[i].size(rows), fill, dtype=old.dtype)
+                resets = [(a, f) for a, f in resets if a is not old] + [(bufs[j], fill)]
     metas = [np.zeros(4 + len(b.extents), dtype=np.int64) for _ in range(chunks)]
     st = Prepared(launcher, lib, bufs, metas, chunks, res, copies, _unique(resets), (), recipe)
     st.args.stage.finish = skip_address()
     aliases = {ops.index(j): i for i, j in enumerate(outs) if j in ops}
     half = Half(StageCall(plan.kernel.name, st, ops, outs, aliases), ops, outs, kinds, names)
-    half.picks = picks
+    half.picks, half.own = picks, own
     half.folds = large_sinks(lay, bufs, outs, half.kinds, chunks)  # (kinds relabelled: FOLD, XSUM)
     half.roles = [lay.buffers[j].role for j in ops + outs]
     half.planes = [lay.buffers[j].name for j in ops + outs]
