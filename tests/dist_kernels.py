@@ -384,8 +384,8 @@ def dist_rowvec(lane: Grid["row", "col":KC], v: Vector[2], w: Param) -> Vector[2
 
 @hawk.kernel
 def dist_rowtot(lane: Grid["row", "col":KC], x: Scalar, s: Mutable[Scalar], tot: Mutable[Scalar], z: Mutable[Scalar]):
-    s = hawk.sum(x, over="col")  # gradients refused sharded: tot's cotangent (read below) meets the lanes' at the
-    tot = hawk.sum(x, policy="ordered")  # whole run's first lane, the rows' at each shard's own rows
+    s = hawk.sum(x, over="col")  # tot's cotangent (read below) enters at the whole run's first lane, so the
+    tot = hawk.sum(x, policy="ordered")  # adjoint runs at whole-run numbers and reads the rows' gathered
     z = x - tot
 
 
@@ -460,3 +460,15 @@ def dist_rowhalo_3d(lane: Grid["row", "mid":3, "col":KC], u: Scalar, s: Mutable[
     v = u.at(row=lane.row - 1) * 0.5 + u + lane.mid
     s = hawk.sum(v, over="col", policy="ordered")  # (slots per row: the 3 mids)
     m = hawk.mean(v, over="col", policy="compensated")
+
+
+@hawk.kernel
+def dist_rowhalo_cut(lane: Grid["row", "col":KC], u: Scalar) -> Scalar:
+    v = u.at(row=lane.row + 1) * 0.5 + u  # a row mean read in the body: a cut cell between two stages
+    return v - hawk.mean(v, over="col", policy="ordered")
+
+
+@hawk.kernel
+def dist_rowhalo_cutwide(lane: Grid["row", "col":1100], u: Scalar) -> Scalar:
+    v = u.at(row=lane.row + 1) * 0.5 + u  # a row mean over more lanes than a block: two stages, a row cut
+    return v - hawk.mean(v, over="col", policy="ordered")

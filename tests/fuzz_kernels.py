@@ -779,10 +779,9 @@ def record(c: Case) -> dict:
 # plane read with .at(...) at any lane, nor an output written by key (positions, not lanes) inside shard_map or a
 # process group, nor a fold keeping lane axes other than a leading block, nor one keeping those without
 # identity=, nor a row cell (a row fold read later in the body) beside scans or folds over every lane (whole
-# blocks; beside `lane.row` and neighbours it runs since 2026-12-07: eagle/distributed/rows.py), nor
-# differentiate a row cell beside reads of neighbours or of the row coordinate (met once folds of truth values
-# took gradients: seed 20261201:1216). A runner that meets any other refusal reports a failure, even when it
-# names the kernel: an internal error can name the kernel too.
+# blocks; beside `lane.row` and neighbours it runs, and differentiates, since 2026-12-07:
+# eagle/distributed/rows.py). A runner that meets any other refusal reports a failure, even when it names the
+# kernel: an internal error can name the kernel too.
 REFUSALS = (
     r"the kernel has no float result to differentiate",
     r"the reverse differentiates a keyed hawk\.scan \(by=\) only with op=m\.add, m\.mul or a @hawk\.func and "
@@ -795,8 +794,6 @@ REFUSALS = (
     r"is read with \.at\(\.\.\.\) at a \w+ that is not this lane's own \w+ plus a constant, which can reach any "
     r"lane",
     r"written by key \(hawk\.scatter\(\w+\)\[k\] = v\), has positions, not lanes, so sharded runs",
-    r"gradients through a sharded call of a kernel whose cell '\w+' keeps the leading lane axis '\w+' beside cells "
-    r"over other lanes, reads of neighbours or of the '\w+' coordinate are not supported yet",
     # a launch bound to a lane range (fuzz_reverse.py's range mode) whose lanes read other lanes or coordinates
     r"bound to lanes \[\d+, \d+\) of \d+ \(base=/count=\), and (its adjoint runs in \d+ stages|cell '\w+' keeps a "
     r"lane axis)",

@@ -83,12 +83,14 @@ def _shard_grad(kernel, shards: int, planes: dict, cts: dict):
     names = list(planes)
     f = eagle.jax.wrap(kernel, axis_name="d")
     mesh = _mesh(shards)
+    lone = list(kernel.outputs) == ["result"]  # (a lone returned result comes back bare, not in a dict)
+    specs = {k: P() if np.size(c) == 1 else P("d") for k, c in cts.items()}
     g = jax.shard_map(lambda *a: f(**dict(zip(names, a, strict=True))), mesh=mesh,
-                      in_specs=tuple(P("d") for _ in names),
-                      out_specs={k: P() if np.size(c) == 1 else P("d") for k, c in cts.items()})
+                      in_specs=tuple(P("d") for _ in names), out_specs=specs["result"] if lone else specs)
 
     def loss(*a):
         r = g(*a)
+        r = {"result": r} if lone else r
         return sum((r[k] * c).sum() for k, c in cts.items())
 
     sh = NamedSharding(mesh, P("d"))
@@ -1282,15 +1284,15 @@ def case_reductions_keeping_the_leading_axis_per_shard():
     """Row sums of every policy, a masked mean and a max (each kept slot's lanes on one shard, which keeps its
     slots' state to itself) on 4 and 8 shards, one of a single row: each shard hands back its own rows, sharded
     like the input, bitwise the one-device run (a slot is one fold in lane order, whatever the policy); beside an
-    ordered total over every lane; under partition=True the same, sharded P("d"); the row sum of `lane.row` (global
-    lane numbers) and the gradient through a row sum beside a total read in the body refused by name."""
+    ordered total over every lane; under partition=True the same, sharded P("d"); the gradient through a row sum
+    beside a total read in the body (whose adjoint runs at whole-run lane numbers: it reads every shard's row
+    cotangents, gathered) bitwise plan.reverse's."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
     import eagle
     import eagle.jax
-    from eagle import InputError
 
     np, _ = _setup()
     rng = np.random.default_rng(23)
@@ -1308,17 +1310,11 @@ def case_reductions_keeping_the_leading_axis_per_shard():
         got = jax.jit(lambda x, fp=fp: fp(x=x))(xs)
         _bits_equal(got, want, list(want))
         assert got["s_ord"].sharding.spec == P("d")
-    f = eagle.jax.wrap(dk.dist_rowtot, axis_name="d")
-    g = jax.shard_map(lambda x: f(x=x), mesh=_mesh(4), in_specs=P("d"), out_specs={"s": P("d"), "tot": P(),
-                                                                                     "z": P("d")})
-    try:
-        jax.jit(jax.grad(lambda x: sum(v.sum() for v in g(x).values())))(
-            jax.device_put(x[:8], NamedSharding(_mesh(4), P("d"))))
-    except InputError as exc:
-        assert "dist_rowtot" in str(exc) and "keeps the leading lane axis 'row' beside cells over" in str(exc), \
-            str(exc)
-    else:
-        raise AssertionError("a gradient through a sharded row sum and a total read in the body ran")
+    # a row sum beside a total read in the body: the total's cotangent enters at the run's lane 0, so the adjoint
+    # runs at whole-run lane numbers and reads every shard's row cotangents, gathered (refused until 2026-12-07)
+    cts = {"s": rng.normal(size=8), "tot": np.array([0.3]), "z": rng.normal(size=(8, dk.KC))}
+    got = _shard_grad(dk.dist_rowtot, 4, dict(x=x[:8]), cts)
+    _bits_equal({"x": got}, eagle.deploy(dk.dist_rowtot).reverse(cts, x=x[:8]), ["x"])
 
 
 def case_row_cells_beside_neighbour_reads_and_coordinates():
@@ -1326,17 +1322,18 @@ def case_row_cells_beside_neighbour_reads_and_coordinates():
     where the compiled code numbers the cell's slots as the whole run does, so each shard writes its rows' state
     into a buffer of every row's and hands its own rows to the finish (eagle/distributed/rows.py). Auto,
     compensated and ordered row sums, an ordered masked mean, a masked max, a fold with identity=, a Vector row
-    sum, two slots a row (a 3-D grid) and the row sum of `lane.row` (refused until 2026-12-07), on 4 and 8
-    shards, one of two rows a shard: every result bitwise the one-device run, sharded P("d"); under partition=True
-    too. Taking the slots from the wrong rows fails every one of these (checked by hand when written). Gradients
-    through such a cell stay refused by name."""
+    sum, two slots a row (a 3-D grid), the row sum of `lane.row` (refused until 2026-12-07) and a row mean over
+    more lanes than a block, read in the body (a cut cell between two stages, handed to the second laid out for
+    every row: rows.place_slots), on 4 and 8 shards, one of two rows a shard: every result bitwise the one-device
+    run, sharded P("d"); under partition=True too. Their gradients (jax.grad in shard_map and under
+    partition=True, the adjoint reading every shard's row cotangents, gathered) bitwise plan.reverse's, a Param's
+    among them. Taking the slots from the wrong rows fails every one of these (checked by hand when written)."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
     import eagle
     import eagle.jax
-    from eagle import InputError
 
     np, _ = _setup()
     rng = np.random.default_rng(29)
@@ -1359,18 +1356,44 @@ def case_row_cells_beside_neighbour_reads_and_coordinates():
         got = _sharded(dk.dist_rowhalo_3d, _mesh(shards), dict(u=u3), dict(u=P("d")), {k: P("d") for k in want})
         _bits_equal(got, want, list(want))
         fp = eagle.jax.wrap(dk.dist_rowhalo, partition=True)
-        got = jax.jit(lambda u, fp=fp: fp(u=u))(jax.device_put(u, NamedSharding(_mesh(shards), P("d"))))
+        us = jax.device_put(u, NamedSharding(_mesh(shards), P("d")))
+        got = jax.jit(lambda u, fp=fp: fp(u=u))(us)
         want = eagle.deploy(dk.dist_rowhalo).run(u=u)
         _bits_equal(got, want, list(want))
         assert got["s_ord"].sharding.spec == P("d")
-    f = eagle.jax.wrap(dk.dist_rowhalo_max, axis_name="d")  # its gradient: refused by name, as before
-    g = jax.shard_map(lambda u: f(u=u), mesh=_mesh(4), in_specs=P("d"), out_specs=P("d"))
-    try:
-        jax.jit(jax.grad(lambda u: g(u).sum()))(jax.device_put(u[:8], NamedSharding(_mesh(4), P("d"))))
-    except InputError as exc:
-        assert "dist_rowhalo_max" in str(exc) and "reads of neighbours or of the 'row' coordinate" in str(exc), exc
-    else:
-        raise AssertionError("a gradient through a row cell beside neighbour reads ran sharded")
+        uw = rng.normal(size=(rows, 1100))
+        got = _sharded(dk.dist_rowhalo_cutwide, _mesh(shards), dict(u=uw), dict(u=P("d")), P("d"))
+        _bits_equal({"r": got}, {"r": eagle.deploy(dk.dist_rowhalo_cutwide).run(u=uw)}, ["r"])
+        # gradients: every output's cotangent at once
+        cts = {k: rng.normal(size=np.shape(a)) for k, a in want.items()}
+        _bits_equal({"u": _shard_grad(dk.dist_rowhalo, shards, dict(u=u), cts)},
+                    eagle.deploy(dk.dist_rowhalo).reverse(cts, u=u), ["u"])
+
+        def loss(u, fp=fp, cts=cts):  # (one call, every output's cotangent at once)
+            r = fp(u=u)
+            return sum((r[k] * c).sum() for k, c in cts.items())
+
+        g = jax.jit(jax.grad(loss))
+        _bits_equal({"u": g(us)}, eagle.deploy(dk.dist_rowhalo).reverse(cts, u=u), ["u"])
+        ct = rng.normal(size=rows)
+        for kernel, name in ((dk.dist_rowhalo_max, "u"), (dk.dist_rowhalo_fold, "u"), (dk.dist_rowcoord, "x")):
+            got = _shard_grad(kernel, shards, {name: u}, {"result": ct})
+            _bits_equal({name: got}, eagle.deploy(kernel).reverse(ct, **{name: u}), [name])
+        cts = {"s": rng.normal(size=(rows, 3)), "m": rng.normal(size=(rows, 3))}
+        _bits_equal({"u": _shard_grad(dk.dist_rowhalo_3d, shards, dict(u=u3), cts)},
+                    eagle.deploy(dk.dist_rowhalo_3d).reverse(cts, u=u3), ["u"])
+        ct = rng.normal(size=rows)
+        _bits_equal({"u": _shard_grad(dk.dist_rowhalo_cutwide, shards, dict(u=uw), {"result": ct[:, None] * uw})},
+                    eagle.deploy(dk.dist_rowhalo_cutwide).reverse(ct[:, None] * uw, u=uw), ["u"])
+        ct = rng.normal(size=(2, rows))
+        fv = eagle.jax.wrap(dk.dist_rowhalo_vec, axis_name="d")
+        gv = jax.shard_map(lambda v, w, fv=fv: fv(v=v, w=w), mesh=_mesh(shards), in_specs=(P(None, "d"), P()),
+                           out_specs=P(None, "d"))
+        dv, dw = jax.jit(jax.grad(lambda v, w, gv=gv, ct=ct: (gv(v, w) * ct).sum(), argnums=(0, 1)))(
+            jax.device_put(v, NamedSharding(_mesh(shards), P(None, "d"))), jax.numpy.asarray(0.3))
+        want = eagle.deploy(dk.dist_rowhalo_vec).reverse(ct, v=v, w=0.3)
+        _bits_equal({"v": dv, "w": dw.reshape(1)}, {"v": want["v"], "w": np.asarray(want["w"]).reshape(1)},
+                    ["v", "w"])
 
 
 def case_gradients_through_row_results_bitwise():

@@ -62,6 +62,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_rowcoord,
     dist_rowhalo,
     dist_rowhalo_3d,
+    dist_rowhalo_cutwide,
     dist_rowhalo_fold,
     dist_rowhalo_max,
     dist_rowhalo_vec,
@@ -710,13 +711,13 @@ def case_reductions_keeping_axes_off_the_leading_one_uneven(rank, group):
 def case_reductions_keeping_the_leading_axis_uneven(rank, group):
     """Row sums of every policy, a masked mean and a max over rows split 3/397/600/1: each rank hands back its
     own rows' totals (its slots' state never crosses the group), bitwise the one-process run, beside an ordered
-    total over every lane; backward() through a row sum and the total bitwise plan.reverse; refused by name where
-    a total's cotangent meets the lanes' at the whole run's first lane (the rows' enter at each rank's own rows)."""
+    total over every lane; backward() through a row sum and the total bitwise plan.reverse, also where a total
+    read in the body sends its cotangent to the whole run's first lane (the adjoint then reads every rank's row
+    cotangents, gathered)."""
     import torch
 
     import eagle
     import eagle.torch
-    from eagle import InputError
 
     _, x, r0, r1 = _kept_data(rank, 43)
     want = eagle.deploy(dist_rowstats).run(x=x)
@@ -733,27 +734,24 @@ def case_reductions_keeping_the_leading_axis_uneven(rank, group):
     (out["s_ord"].sum() + 0.5 * out["tot"].sum()).backward()  # (the total's cotangent: the same on every rank)
     want = eagle.deploy(dist_rowstats).reverse({"s_ord": np.ones(x.shape[0]), "tot": np.array([0.5])}, x=x)["x"]
     assert xt.grad.numpy().tobytes() == np.asarray(want)[r0:r1].tobytes()
-    out = eagle.torch.wrap(dist_rowtot, group=group)(x=torch.from_numpy(x[r0:r1].copy()).requires_grad_(True))
-    try:
-        (out["s"].sum() + out["tot"].sum()).backward()
-    except InputError as exc:
-        assert "dist_rowtot" in str(exc) and "keeps the leading lane axis 'row' beside cells over" in str(exc), \
-            str(exc)
-    else:
-        raise AssertionError("a gradient through a sharded row sum and a total read in the body ran")
+    xt = torch.from_numpy(x[r0:r1].copy()).requires_grad_(True)  # a total read in the body beside a row sum: its
+    out = eagle.torch.wrap(dist_rowtot, group=group)(x=xt)  # adjoint runs at whole-run numbers (refused until
+    (out["s"].sum() + out["tot"].sum()).backward()  # 2026-12-07): it reads every rank's row cotangents, gathered
+    want = eagle.deploy(dist_rowtot).reverse({"s": np.ones(x.shape[0]), "tot": np.array([1.0])}, x=x)["x"]
+    assert xt.grad.numpy().tobytes() == np.asarray(want)[r0:r1].tobytes()
 
 
 def case_row_cells_beside_neighbour_reads_uneven(rank, group):
     """Row cells in kernels that read neighbours or `lane.row`, over rows split 3/397/598/3 (each rank holds the
     two halo rows its neighbours read): each rank's lanes run at whole-run numbers and take their rows' state out
     of a buffer of every row's (eagle/distributed/rows.py); every policy, a masked ordered mean, a max, a fold, a
-    Vector row sum, a 3-D grid's two slots a row and the row sum of `lane.row`, bitwise the one-process run; a
-    gradient through such a cell is refused by name."""
+    Vector row sum, a 3-D grid's two slots a row, the row sum of `lane.row` and a row mean read in the body over
+    more lanes than a block (a row cut between two stages), bitwise the one-process run; backward() through them
+    (the Vector's Param too) bitwise plan.reverse."""
     import torch
 
     import eagle
     import eagle.torch
-    from eagle import InputError
 
     rng, x, _, _ = _kept_data(rank, 47)
     r0, r1 = [0, 3, 400, 998, 1001][rank:rank + 2]
@@ -769,19 +767,38 @@ def case_row_cells_beside_neighbour_reads_uneven(rank, group):
         assert g.numpy().tobytes() == np.asarray(eagle.deploy(kernel).run(**{name: x}))[r0:r1].tobytes(), \
             kernel.name
     v = rng.normal(size=(2, x.shape[0], KC))
-    g = eagle.torch.wrap(dist_rowhalo_vec, group=group)(v=torch.from_numpy(v[:, r0:r1].copy()), w=0.3)
-    assert g.numpy().tobytes() == np.asarray(eagle.deploy(dist_rowhalo_vec).run(v=v, w=0.3))[:, r0:r1].tobytes()
+    vt = torch.from_numpy(v[:, r0:r1].copy()).requires_grad_(True)
+    w = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    g = eagle.torch.wrap(dist_rowhalo_vec, group=group)(v=vt, w=w)
+    assert g.detach().numpy().tobytes() == \
+        np.asarray(eagle.deploy(dist_rowhalo_vec).run(v=v, w=0.3))[:, r0:r1].tobytes()
+    ct = rng.normal(size=(2, x.shape[0]))
+    (g * torch.from_numpy(ct[:, r0:r1].copy())).sum().backward()
+    want = eagle.deploy(dist_rowhalo_vec).reverse(ct, v=v, w=0.3)
+    assert vt.grad.numpy().tobytes() == np.asarray(want["v"])[:, r0:r1].tobytes(), \
+        np.abs(vt.grad.numpy() - np.asarray(want["v"])[:, r0:r1]).max()
+    assert w.grad.item() == float(np.asarray(want["w"]).reshape(-1)[0])
     u3 = rng.normal(size=(x.shape[0], 3, KC))
     want = eagle.deploy(dist_rowhalo_3d).run(u=u3)
     got = eagle.torch.wrap(dist_rowhalo_3d, group=group)(u=mine(u3))
     _bits(got, {k: np.asarray(v)[r0:r1] for k, v in want.items()}, list(want))
-    ut = mine(x).requires_grad_(True)  # its gradient: refused by name on every rank, before any adjoint runs
-    try:
-        eagle.torch.wrap(dist_rowhalo_max, group=group)(u=ut).sum().backward()
-    except InputError as exc:
-        assert "dist_rowhalo_max" in str(exc) and "reads of neighbours or of the 'row' coordinate" in str(exc), exc
-    else:
-        raise AssertionError("a gradient through a row cell beside neighbour reads ran sharded")
+    uw = rng.normal(size=(x.shape[0], 1100))  # a row mean read in the body: a row cut between two stages
+    g = eagle.torch.wrap(dist_rowhalo_cutwide, group=group)(u=mine(uw))
+    assert g.numpy().tobytes() == np.asarray(eagle.deploy(dist_rowhalo_cutwide).run(u=uw))[r0:r1].tobytes()
+    # gradients: the adjoint reads every rank's row cotangents, gathered
+    want = eagle.deploy(dist_rowhalo).run(u=x)
+    cts = {k: rng.normal(size=np.shape(a)) for k, a in want.items()}
+    ut = mine(x).requires_grad_(True)
+    out = eagle.torch.wrap(dist_rowhalo, group=group)(u=ut)
+    sum((out[k] * torch.from_numpy(c if k == "tot" else np.ascontiguousarray(c[r0:r1]))).sum()
+        for k, c in cts.items()).backward()
+    assert ut.grad.numpy().tobytes() == np.asarray(eagle.deploy(dist_rowhalo).reverse(cts, u=x)["u"])[r0:r1].tobytes()
+    ct = rng.normal(size=x.shape[0])
+    for kernel, name in ((dist_rowhalo_max, "u"), (dist_rowhalo_fold, "u"), (dist_rowcoord, "x")):
+        ut = mine(x).requires_grad_(True)
+        (eagle.torch.wrap(kernel, group=group)(**{name: ut}) * mine(ct)).sum().backward()
+        want = eagle.deploy(kernel).reverse(ct, **{name: x})[name]
+        assert ut.grad.numpy().tobytes() == np.asarray(want)[r0:r1].tobytes(), kernel.name
 
 
 def case_gradients_through_row_results_uneven(rank, group):
@@ -917,6 +934,7 @@ def _main(out: str) -> None:
     for k in (dist_rowhalo, dist_rowhalo_max, dist_rowhalo_fold, dist_rowhalo_3d):
         eagle.deploy(k).run(u=np.ones((3, 3, KC)) if k is dist_rowhalo_3d else np.ones((3, KC)))
     eagle.deploy(dist_rowcoord).run(x=np.ones((3, KC)))
+    eagle.deploy(dist_rowhalo_cutwide).run(u=np.ones((3, 1100)))
     eagle.deploy(dist_rowhalo_vec).run(v=np.ones((2, 3, KC)), w=1.0)
     eagle.deploy(dist_chan).run(x=np.ones((3, 3, 7)))
     eagle.deploy(dist_bnorm).run(x=np.ones((3, 3)))

@@ -14,8 +14,10 @@ A cell's cotangent is added at lane 0 of the whole run, so an adjoint with cells
 (Vector planes too: on the host their components are strided by the shard's buffer, not the run's lane count).
 A stencil's gradient (planes read with `.at`) follows plan.reverse's gather form: the helpers below, driven by
 eagle/distributed/jax_grads.py and torch_shard.py (its scatter fallback: the adjoint specialised to the whole
-grid, each shard keeping its rows of the whole grid's gradient). Refused by name: anything the sharded forward
-refuses in the adjoint itself.
+grid, each shard keeping its rows of the whole grid's gradient). A cell keeping the leading lane axis (a row
+sum) has its cotangent read by row: by the shard's own rows where the adjoint runs at the shard's numbers, else
+from every shard's rows gathered (`whole_rows`); such a kernel's stencil gradient takes the scatter adjoint.
+Refused by name: anything the sharded forward refuses in the adjoint itself.
 """
 
 from __future__ import annotations
@@ -45,31 +47,13 @@ def own_rows(g, r0: int, rows: int, total: int, w: int):
 
 
 def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: str):
-    """(adjoint plan, design, winners plan or None) for a sharded backward over `wrt`, refusing what shards
-    cannot differentiate. `extents`: the whole run's lane extents (what a stencil's adjoint is specialised to).
-    The winners plan (sinks stored into with `= v`) runs sharded like the forward (`winners`)."""
+    """(adjoint plan, design, winners plan or None) for a sharded backward over `wrt` (what shards cannot run is
+    refused when the adjoint runs sharded, by the same checks as a forward). `extents`: the whole run's lane
+    extents (what a stencil's adjoint is specialised to). The winners plan (sinks stored into with `= v`) runs
+    sharded like the forward (`winners`)."""
     from eagle.reverse import adjoint_for
 
-    refuse_row_cells(plan, wrt, extents)
     return adjoint_for(plan, wrt, extents)
-
-
-def refuse_row_cells(plan, wrt: tuple[str, ...], extents: tuple[int, ...]) -> None:
-    """Refuse, by kernel and cell, a sharded backward through a row cell whose adjoint reads other lanes or its
-    coordinates (asked before any adjoint runs: a stencil's gather form too)."""
-    from eagle.reverse import adjoint_for
-
-    kernel = plan.kernel
-    lead = next(iter(a.label for a in kernel.signature.lane_axes()), None)
-    rows = sorted(c for c, kept in kernel.kept_cells().items() if lead in kept)
-    if rows and adjoint_for(plan, wrt, extents)[0].kernel.lane_reach()[1]:
-        # (a row's cotangent is the shard's own, keyed by its own rows: the adjoint must run with the shard's
-        # lane numbers, which a cell over every lane, or reads of neighbours or coordinates, rule out; an
-        # adjoint with scans runs at whole-run numbers too, and reads every shard's rows: `whole_rows`)
-        raise InputError(f"kernel '{kernel.name}': gradients through a sharded call of a kernel whose cell "
-                         f"'{rows[0]}' keeps the leading lane axis '{lead}' beside cells over other lanes, reads "
-                         f"of neighbours or of the '{lead}' coordinate are not supported yet; differentiate the "
-                         f"unsharded call, or compute the row results in a kernel of their own")
 
 
 def whole_rows_adjoint(plan, wrt: tuple[str, ...], ext: tuple[int, ...], where: str, gather) -> tuple:
@@ -88,16 +72,25 @@ def whole_rows_adjoint(plan, wrt: tuple[str, ...], ext: tuple[int, ...], where: 
     return adj, design, cts
 
 
+def at_whole_run_numbers(kernel) -> bool:
+    """Whether `kernel`'s shards run at whole-run lane numbers: it scans or folds over every lane (whole blocks),
+    reads other lanes (halos), or reads its leading coordinate (a cell's cotangent added at the run's lane 0)."""
+    spec = kernel.default_spec()
+    halo, coordinates = kernel.lane_reach(spec)
+    return bool(whole_blocks(kernel, spec)) or coordinates or any(v != 0 for v in halo.values())
+
+
 def whole_rows(plan, adj, design) -> dict[str, int]:
     """The cotangent Tables of cells keeping the leading lane axis that a sharded adjoint reads whole (by cotangent
-    plane: the axis its rows lie along): an adjoint whose shards run whole blocks (`whole_blocks`: scans, as a
-    product's and a running product's) runs at whole-run lane numbers, so each shard reads rows by their number
-    in the whole run, and the caller gathers every shard's rows of those Tables first. Empty when the adjoint
-    runs at the shard's own numbers."""
+    plane: the axis its rows lie along): an adjoint whose shards run at whole-run lane numbers (whole blocks of
+    scans, as a product's and a running product's; halos of a stencil; a read of the leading coordinate, as where
+    a cell's cotangent enters at the run's lane 0: `at_whole_run_numbers`) reads each row's cotangent by the
+    row's number in the whole run, so the caller gathers every shard's rows of those Tables first. Empty when the
+    adjoint runs at the shard's own numbers."""
     kernel = plan.kernel
     lead = next(iter(a.label for a in kernel.signature.lane_axes()), None)
     rows = [c for c, kept in kernel.kept_cells().items() if lead in kept and c in design.ct]
-    if not rows or not whole_blocks(adj.kernel, adj.kernel.default_spec()):
+    if not rows or not at_whole_run_numbers(adj.kernel):
         return {}
     # a cell's Table: its payload's components first (when more than one), then its kept axes
     return {design.ct[c]: int(math.prod(design.payload.get(c, ())) > 1) for c in rows}
@@ -149,9 +142,13 @@ def renamed(kernel_name: str, exc: InputError) -> InputError:
 def gather_form(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
     """(shares adjoint plan, design, Param sums plan or None, Gather) of plan.reverse's gather form for `wrt` over
     the whole grid `extents`, or None when plan.reverse runs the scatter adjoint (no plane of `wrt` is read at
-    constant offsets only)."""
+    constant offsets only), or when a cell keeps the leading lane axis (its cotangent rows are read whole:
+    `whole_rows`, which the scatter adjoint's door gathers)."""
     from eagle.reverse import gather_for
 
+    lead = next(iter(a.label for a in plan.kernel.signature.lane_axes()), None)
+    if any(lead in kept for kept in plan.kernel.kept_cells().values()):
+        return None
     got = gather_for(plan, wrt, extents)
     if got is None:
         return None

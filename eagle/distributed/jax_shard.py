@@ -25,7 +25,6 @@ from eagle.distributed.grads import (
     FLOATS,
     gather_form,
     prior_gradient,
-    refuse_row_cells,
     renamed,
     stencil_planes,
     whole_rows_adjoint,
@@ -191,8 +190,6 @@ def _backward(jk, axis_name, run, names: list[str], grid: dict, values: tuple, g
     rows, ext = run.extents[0], tuple(run.extents)
     if stencil:  # the adjoint is specialised to the whole grid (shard_map's shards: equal runs of rows)
         ext = (axis_size(axis_name) * rows, *ext[1:])
-    if wrt:
-        refuse_row_cells(jk.plan, wrt, ext)
     inputs = {n: planes[n] for n in names if jk.kinds.get(n) in (*FLOATS, "index")}
     # outputs read before they are assigned: a sharded run starts them at zero (passed outputs are refused)
     inputs.update(adjoint_inputs(forward_of(jk.plan), {}, tuple(run.extents), run.dtype, xp=jnp))

@@ -71,3 +71,16 @@ def own_slots(xp, a, s: Slots, first_row, rows: int):
     body = a[:whole].reshape(s.blocks, s.rows * s.per_row, s.entry)
     picked = xp.take(body, first_row * s.per_row + xp.arange(rows * s.per_row), axis=1).reshape(-1)
     return xp.concatenate([picked, a[whole:]]) if s.tail else picked
+
+
+def place_slots(xp, a, s: Slots, first_row, rows: int):
+    """The inverse of `own_slots` for a cut cell: the slots of rows `[first_row, first_row + rows)` (`a`, laid out
+    as a run of those rows alone) placed in a buffer laid out for the whole run, zeros elsewhere (a later stage's
+    lanes, at whole-run numbers, read only their own rows' slots)."""
+    n = rows * s.per_row
+    body = a[:s.blocks * n * s.entry].reshape(s.blocks, n, s.entry)
+    padded = xp.concatenate([body, xp.zeros((s.blocks, 1, s.entry), dtype=body.dtype)], axis=1)
+    src = xp.arange(s.rows * s.per_row) - first_row * s.per_row
+    src = xp.where((src >= 0) & (src < n), src, n)
+    placed = xp.take(padded, src, axis=1).reshape(-1)
+    return xp.concatenate([placed, a[s.blocks * n * s.entry:]]) if s.tail else placed

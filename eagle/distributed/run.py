@@ -25,8 +25,17 @@ from collections.abc import Callable
 import numpy as np
 
 from eagle.distributed.geometry import bounds, geometry, realigned, window
-from eagle.distributed.rows import own_slots
-from eagle.distributed.stages import ERR, FSUM, LOCAL, Half, check_shardable, finish_stage, lanes_stage
+from eagle.distributed.rows import own_slots, place_slots, slots
+from eagle.distributed.stages import (
+    ERR,
+    FSUM,
+    LOCAL,
+    Half,
+    check_shardable,
+    finish_stage,
+    lanes_stage,
+    leading_cells,
+)
 from eagle.errors import InputError
 
 
@@ -80,6 +89,7 @@ class ShardedRun:
                             for n, (lo, hi) in self.windows.items()}
         cuts: dict = {}
         self.local: set[str] = set()  # results that are each shard's own slots (a row sum's), not the whole run's
+        self.row_cuts: dict = {}  # a row cell cut between stages whose lanes read it at whole-run slots: Slots
         # a shard at whole-run lane numbers writes a row cell's state at the whole run's slots (rows.py): the
         # first row of each shard whose geometry a call may need, to take its own out
         whole = spans[0][1] if how.global_lanes and not how.block else 0
@@ -88,10 +98,17 @@ class ShardedRun:
             lh = lanes_stage(plan, b, k, c, cuts, total, tail, whole)
             lh.geo = np.stack([geometry(plan, b, k, lh, how, r0, rows) for r0, rows in spans])
             self._halo_sizes(lh, b)
+            self._whole_cuts(lh)
             fh = finish_stage(plan, b, k, c * shards, cuts, total)
             self.halves.append((lh, fh))
             self.local |= fh.local
             cuts.update(fh.call.stages[0].cells_out)
+            if whole:  # a row cell cut for later stages: their lanes read it at whole-run slots (rows.py)
+                lay = plan.kernel.layout(b.spec, k)
+                rows_kept = leading_cells(plan.kernel, lay)
+                for r in lay.reductions:
+                    if r.cell in fh.cells_out and r.cell in rows_kept:
+                        self.row_cuts[r.cell] = slots(r, "cell", tuple(b.extents), whole, b.dtype)
         self.dtype, self.extents = b.dtype, tuple(b.extents)
 
     def _halo_sizes(self, lh: Half, b) -> None:
@@ -109,6 +126,20 @@ class ShardedRun:
                 vals[5 * j + 3] = p * (lo + self.lanes + hi + SLACK)
             elif h and lh.roles[i] == "in":
                 vals[5 * j + 3] = p * (self.rows + 2 * h) * w
+
+    def _whole_cuts(self, lh: Half) -> None:
+        """A row cell cut from an earlier stage is handed to this stage's lanes laid out for the whole run's
+        slots (`_placed`): its slot says that length, which the compiled code steps between components by."""
+        vals = lh.call.stages[0].args.vals
+        for i, j in enumerate(lh.operands):
+            s = self.row_cuts.get(lh.names[i])
+            if s is not None and lh.roles[i] == "cut":
+                vals[5 * j + 3] = s.size(s.rows)
+
+    def _placed(self, a, s, move: Move):
+        """A row cell cut (this shard's rows, from its finish) laid out for the whole run's slots."""
+        first = self.first_rows[0][0] if len(self.first_rows) == 1 else move.row(self.first_rows)[0]
+        return place_slots(move.xp, a, s, first, self.rows)
 
     def _with_halo(self, halo: Callable, a, name: str, h: int):
         """Plane `name` with `h` rows of each neighbour shard around its own; a plane with components (laid out
@@ -149,7 +180,8 @@ class ShardedRun:
         out: dict = {}
         cut: dict = {}
         for lh, fh in self.halves:
-            got = lanes(lh, [planes[n] if n in planes else cut[n] for n in lh.names])
+            got = lanes(lh, [planes[n] if n in planes else self._placed(cut[n], self.row_cuts[n], move)
+                             if n in self.row_cuts else cut[n] for n in lh.names])
             if self.how.block:  # per-lane outputs: the shard's own lanes, wherever they ran
                 got = list(got)
                 for i in range(len(lh.results)):

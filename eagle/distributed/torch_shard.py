@@ -32,7 +32,6 @@ from eagle.distributed.grads import (
     local_rows,
     own_rows,
     prior_gradient,
-    refuse_row_cells,
     renamed,
     stencil_planes,
     whole_rows_adjoint,
@@ -114,8 +113,6 @@ def _backward(spec: _Spec, cot: dict) -> dict:
         rows[dist.get_rank(spec.group)] = ext[0]
         dist.all_reduce(rows, op=dist.ReduceOp.SUM, group=spec.group)
         r0, ext = int(rows[:dist.get_rank(spec.group)].sum()), (int(rows.sum()), *ext[1:])
-    if wrt:
-        refuse_row_cells(tk.plan, wrt, ext)
     inputs = adjoint_inputs(forward_of(tk.plan), spec.planes, tuple(b.extents), b.dtype)  # (outputs read: zeros)
     wins, tables = _winners(spec, wrt, ext, inputs)
     grads = {}
