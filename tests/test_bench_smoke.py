@@ -209,3 +209,20 @@ def test_bandwidth_target_row():
     rep = {"meta": {"read_bandwidth": {"median_gbs": 50.0}}, "results": [case], "extras": {}}
     (row,) = [t for t in report.targets(rep) if "bandwidth" in t["target"]]
     assert row["measured"] == pytest.approx(0.8) and row["limit"] == 0.85 and not row["met"]
+
+
+def test_jax_overhead_runs_and_checks_its_calls(tmp_path):
+    """benchmarks/jax_overhead.py (#15's per-call target inside jax.jit): a tiny run checks every call's result
+    and writes a row per implementation with its overhead over the jax.numpy baseline."""
+    pytest.importorskip("jax")
+    out = tmp_path / "jax.json"
+    r = subprocess.run([sys.executable, "-m", "benchmarks.jax_overhead", "--calls", "20", "--rounds", "2",
+                        "--no-warp", "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    got = json.loads(out.read_text())
+    for name in ("tiny_map", "tiny_sum"):
+        rows = got["kernels"][name]["rows"]
+        assert set(rows) == {"jax.numpy in jax.jit", "eagle.jax in jax.jit", "bound launch (NumPy)"}, rows
+        assert rows["jax.numpy in jax.jit"]["over_jnp_us"] == 0.0
+        assert all(r["median_us"] > 0 for r in rows.values())
+    assert "target < 5 us" in r.stdout
