@@ -19,10 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 
 import numpy as np
+
+from benchmarks.timing import per_call_overheads
 
 TARGET_US = 5.0
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
@@ -88,28 +89,12 @@ def implementations(kernel, with_warp: bool = True) -> tuple[dict, dict]:
     return impls, skipped
 
 
-def _time(call, calls: int, clock=time.perf_counter) -> float:
-    t0 = clock()
-    for _ in range(calls):
-        call()
-    return (clock() - t0) / calls * 1e6
-
-
 def measure(kernel, calls: int, rounds: int, clock: str = "cpu", with_warp: bool = True) -> tuple[dict, dict]:
     """({name: median us, overhead over the jax.numpy baseline, ratio to it}, {name: why it was left out})."""
     impls, skipped = implementations(kernel, with_warp)
-    names = list(impls)
-    for call in impls.values():  # warm up
-        _time(call, max(1, calls // 10))
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds):
-        for n in names[r % len(names):] + names[:r % len(names)]:
-            samples[n].append(_time(impls[n], calls, CLOCKS[clock]))
-    base = samples["jax.numpy in jax.jit"]
-    return ({n: {"median_us": statistics.median(s),
-                 "over_jnp_us": statistics.median(a - b for a, b in zip(s, base, strict=True)),
-                 "ratio_to_jnp": statistics.median(a / b for a, b in zip(s, base, strict=True))}
-             for n, s in samples.items()}, skipped)
+    rows = per_call_overheads(impls, "jax.numpy in jax.jit", calls, rounds, CLOCKS[clock])
+    return ({n: {"median_us": r["median_us"], "over_jnp_us": r["over_us"], "ratio_to_jnp": r["ratio"]}
+             for n, r in rows.items()}, skipped)
 
 
 def main(argv: list[str] | None = None) -> None:

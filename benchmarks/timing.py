@@ -8,6 +8,7 @@ happened to be timed at that moment.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -75,3 +76,24 @@ def rounds(names: list, repeats: int):
     for k in range(max(1, repeats)):
         for i in range(len(names)):
             yield names[(i + k) % len(names)]
+
+
+def per_call_overheads(impls: dict, base: str, calls: int, repeats: int, clock) -> dict:
+    """Per-call cost of each no-argument call in `impls`, in microseconds by `clock` (a seconds counter), from
+    `repeats` rounds in which every call runs `calls` times (order rotating by round: `rounds`), after a warm-up:
+    {name: median us, the median over rounds of its excess over `base`'s, the median ratio to it}."""
+    def timed(call, n: int) -> float:
+        t0 = clock()
+        for _ in range(n):
+            call()
+        return (clock() - t0) / n * 1e6
+
+    for call in impls.values():
+        timed(call, max(1, calls // 10))
+    samples: dict[str, list[float]] = {n: [] for n in impls}
+    for n in rounds(list(impls), repeats):
+        samples[n].append(timed(impls[n], calls))
+    ref = samples[base]
+    return {n: {"median_us": statistics.median(s),
+                "over_us": statistics.median(a - b for a, b in zip(s, ref, strict=True)),
+                "ratio": statistics.median(a / b for a, b in zip(s, ref, strict=True))} for n, s in samples.items()}

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 
 import numpy as np
@@ -29,6 +28,7 @@ import torch
 import eagle
 import eagle.torch
 from benchmarks import kernels as K
+from benchmarks.timing import per_call_overheads
 
 TARGET_US = 10.0
 
@@ -72,27 +72,10 @@ def implementations(kernel) -> dict:
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def _time(call, calls: int, clock=time.perf_counter) -> float:
-    t0 = clock()
-    for _ in range(calls):
-        call()
-    return (clock() - t0) / calls * 1e6
-
-
 def measure(kernel, calls: int, rounds: int, clock: str = "wall") -> dict:
-    impls = implementations(kernel)
-    names = list(impls)
-    for call in impls.values():  # warm up
-        _time(call, max(1, calls // 10))
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds):
-        for n in names[r % len(names):] + names[:r % len(names)]:
-            samples[n].append(_time(impls[n], calls, CLOCKS[clock]))
-    base = samples["empty custom op"]
-    return {n: {"median_us": statistics.median(s),
-                "over_empty_us": statistics.median(a - b for a, b in zip(s, base, strict=True)),
-                "ratio_to_empty": statistics.median(a / b for a, b in zip(s, base, strict=True))}
-            for n, s in samples.items()}
+    rows = per_call_overheads(implementations(kernel), "empty custom op", calls, rounds, CLOCKS[clock])
+    return {n: {"median_us": r["median_us"], "over_empty_us": r["over_us"], "ratio_to_empty": r["ratio"]}
+            for n, r in rows.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
