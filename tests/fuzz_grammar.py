@@ -475,6 +475,8 @@ class Grammar:
                 self.tags.add("copysign")
                 v = np.copysign(a.val, bv)
                 jump = None if b.sure else near(absf(bv), bm)
+                if not b.exact:  # a NaN an operation made: its sign is the target's (docs/semantics.md)
+                    jump = union(jump, np.isnan(np.broadcast_to(np.asarray(bv, dtype=np.float64), np.shape(v))))
                 return E(f"m.copysign({a.src}, {b.src})", v, "f", am, False, union(fz, jump), a.sure and b.sure)
             if name == "fma":
                 c = self.leaf_f()

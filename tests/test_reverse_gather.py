@@ -344,6 +344,28 @@ def test_loops_it_cannot_unroll_keep_the_scatter():
             np.testing.assert_allclose(np.asarray(got["x"]), want, rtol=1e-12, atol=1e-12)
 
 
+@hawk.kernel
+def no_pass(g: Grid["i"], x: Scalar, out: Table["slot":3]) -> Scalar:  # noqa: F821
+    t = 0.0
+    for j in range(1, 1, -1):  # no pass: once unrolled, x's only .at read is gone
+        t += x.at(i=g.i - j)
+    return t * out.at(slot=1) + m.round(x)  # (round: a zero derivative, so no share of x is ever stored)
+
+
+def test_a_plane_whose_reads_all_unroll_away_keeps_the_scatter():
+    """Fuzz case 64003:18: a loop of no passes held x's only `.at` read, so the gather form had no share plane,
+    and its gather kernel, with no per-lane plane, could not tell its lane count ("cannot tell how many lanes to
+    run"). No share plane: no gather form; the scatter adjoint gives x's zero gradient."""
+    x = np.random.default_rng(3).normal(size=50)
+    planes = {"x": x, "out": np.array([0.5, 2.0, -1.0])}
+    ct = np.random.default_rng(4).normal(size=50)
+    rev = Reverse(eagle.deploy(no_pass), planes)
+    assert rev.gather_run is None
+    got = rev(ct)
+    assert np.asarray(got["x"]).tobytes() == np.zeros(50).tobytes()
+    assert np.asarray(got["out"]).tobytes() == np.zeros(3).tobytes()  # (t is 0: no term of out)
+
+
 def test_a_causal_filter_s_gathered_gradient_matches_jax():
     jax = pytest.importorskip("jax")
     jnp = jax.numpy

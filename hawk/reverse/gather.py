@@ -352,6 +352,8 @@ def gather_kernels(kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
         module = ir.Module.parse(text)
         unroll_loops(module, unrolled)
         sweep(module, sd, gathered, g, used).build()
+    if not g.shares:  # (every read of the planes sat in loops of no passes: nothing to gather, and a gather kernel
+        return None  # with no share plane could not tell its lanes; the scatter adjoint gives the zeros)
     g.grad = {x: d.grad[x] for x in sorted(gathered)}
     while g.flag in used | set(g.shares) | set(g.sums.values()):
         g.flag += "_"
