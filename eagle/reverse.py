@@ -168,21 +168,22 @@ def adjoint_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...], positions:
     return cache[key]
 
 
-def gather_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
+def gather_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...], vectors: bool = False):
     """(shares adjoint plan, design, gather plan, Param sums plan or None, Gather) for a stencil's gradient in
     gather form (hawk/reverse/gather.py), deployed like `plan`, or None when no plane of `wrt` is read at constant
-    offsets only."""
+    offsets only. `vectors`: Vector planes are gathered too (this module's Reverse takes them; the JAX bridge,
+    sharded runs and artifacts keep their scatter)."""
     import eagle
 
     kernel = plan.kernel
     cache = plan.__dict__.setdefault("_gather", {})
     if not kernel.adjoint_needs_extents(wrt):
         return None
-    key = (wrt, extents)
+    key = (wrt, extents, vectors)
     if key not in cache:
         made = kernel.__dict__.setdefault("_gathers", {})
         if key not in made:
-            made[key] = kernel.gather_adjoint(wrt, extents)
+            made[key] = kernel.gather_adjoint(wrt, extents, vectors)
         got = made[key]
         if got is not None:
             adj, design, gk, sk, g = got
@@ -338,7 +339,8 @@ def plan_source(plan, gather: bool = True):
         return adjoint_for(plan, kwrt, extents, positions)
 
     source.built = None
-    source.gather = (lambda kwrt, extents: gather_for(plan, kwrt, extents)) if gather else (lambda *_: None)
+    source.gather = (lambda kwrt, extents: gather_for(plan, kwrt, extents, vectors=True)) if gather else \
+        (lambda *_: None)
     return source
 
 
@@ -390,8 +392,10 @@ class Reverse:
             adj, self.design, gk, sk, self.gather = got
         self.adj_run = _Prepared(adj, {**inputs, **zero, **tables}, span) if self.kwrt else None
         if got is not None:
-            def shares(names):
-                return {s: np.asarray(self.adj_run.results[s]).reshape(b.extents) for s in names}
+            def shares(names):  # (a Vector plane's shares: components first)
+                lanes = math.prod(b.extents)
+                return {s: np.asarray(a).reshape(b.extents if a.size == lanes else (-1, *b.extents))
+                        for s in names for a in (np.asarray(self.adj_run.results[s]),)}
 
             # bound to the share outputs themselves: no copies
             self.gather_run = _Prepared(gk, shares(self.gather.shares))

@@ -16,7 +16,7 @@ import eagle
 import hawk
 import hawk.math as m
 from eagle.reverse import Reverse, plan_source
-from hawk import Grid, Param, Scalar, Table
+from hawk import Grid, Param, Scalar, Table, Vector
 
 SMALL = 64  # min_chunk: a few thousand lanes take several chunks
 
@@ -45,6 +45,18 @@ def linear(g: Grid["i"], x: Scalar, a: Param) -> Scalar:
 
 
 @hawk.kernel
+def vheat(g: Grid["r", "c":24], v: Vector[2], u: Scalar, k: Param) -> Scalar:  # a Vector plane's shares
+    lap = v.at(r=g.r + 1) + v.at(r=g.r - 1) + v.at(c=g.c + 1) + v.at(c=g.c - 1) - 4.0 * v
+    return (lap * lap).sum() * k + (v * lap).sum() * u.at(c=g.c + 2)
+
+
+@hawk.kernel
+def vline(g: Grid["i"], v: Vector[3], a: Param) -> Vector[3]:
+    d = v.at(i=g.i + 1) - v.at(i=g.i - 1)
+    return d * d * a + v * v.at(i=g.i + 2)
+
+
+@hawk.kernel
 def flat_read(g: Grid["r", "c":5], u: Scalar, k: Param) -> Scalar:
     return u.at(r=g.r + 1) * k + u.at(0) * 0.5  # a flat index: the scatter adjoint serves this plane
 
@@ -62,13 +74,21 @@ def _case(name: str, lanes: int):
         return heat, rng.normal(size=shape), {"u": rng.normal(size=shape), "k": 0.7}
     if name == "line":
         return line, rng.normal(size=lanes), {"x": rng.normal(size=lanes), "a": 1.3}
+    if name == "vheat":
+        shape = (max(1, lanes // 24), 24)
+        return vheat, rng.normal(size=shape), {"v": rng.normal(size=(2, *shape)), "u": rng.normal(size=shape),
+                                               "k": 0.7}
+    if name == "vline":
+        return vline, rng.normal(size=(3, lanes)), {"v": rng.normal(size=(3, lanes)), "a": 1.3}
+    if name == "vonly":
+        return vonly, rng.normal(size=(4, lanes)), {"v": rng.normal(size=(4, lanes))}
     shape = (max(1, lanes // 7), 7)
     return far, rng.normal(size=shape), {"u": rng.normal(size=shape), "w": rng.normal(size=shape)}
 
 
 def _launches(name: str) -> int:
     """Kernels a gathered reverse runs: the shares adjoint, the gather, and the Param sums if it has a Param."""
-    return 2 if name in ("far", "conv3") else 3
+    return 2 if name in ("far", "conv3", "vonly") else 3
 
 
 def _gather(kernel, ct, planes, target="host", threads=None, min_chunk=None):
@@ -87,7 +107,8 @@ def _scatter(kernel, ct, planes, target="host", threads=None):
 
 @pytest.mark.parametrize("name,lanes", [("heat", 24), ("heat", 48), ("heat", 3000), ("line", 1), ("line", 2),
                                         ("line", 3), ("line", 3000), ("far", 7), ("far", 14), ("far", 28),
-                                        ("far", 2100)])
+                                        ("far", 2100), ("vheat", 24), ("vheat", 72), ("vheat", 2400),
+                                        ("vline", 1), ("vline", 3), ("vline", 2000), ("vonly", 3), ("vonly", 300)])
 def test_same_bits_as_the_scatter_adjoint(name, lanes):
     # thin grids: one or two rows (or lanes) against reads reaching 1-3 lanes away, so that several sources
     # clamp onto one edge lane (which then receives every one of their terms)
@@ -99,7 +120,7 @@ def test_same_bits_as_the_scatter_adjoint(name, lanes):
     bt_same_bits(got, want, f"{name} {lanes}")
 
 
-@pytest.mark.parametrize("name", ["heat", "line", "far"])
+@pytest.mark.parametrize("name", ["heat", "line", "far", "vheat", "vline"])
 def test_same_bits_on_every_thread_count(name):
     kernel, ct, planes = _case(name, 6000)
     want, plan = _gather(kernel, ct, planes, threads=1, min_chunk=SMALL)
@@ -111,11 +132,12 @@ def test_same_bits_on_every_thread_count(name):
         bt_same_bits(got, want, f"{name} threads={threads}")
 
 
-@pytest.mark.parametrize("name", ["heat", "line", "fir", "conv3"])
+@pytest.mark.parametrize("name", ["heat", "line", "fir", "conv3", "vheat", "vline"])
 def test_same_bits_on_the_gpu_target_as_on_the_host(name, target):
     if target == "host":
         pytest.skip("the host is the reference")
-    kernel, ct, planes = _case(name, 3000) if name in ("heat", "line") else _loop_case(name, 2200)  # (unrolled)
+    kernel, ct, planes = _case(name, 3000) if name in ("heat", "line", "vheat", "vline") else \
+        _loop_case(name, 2200)  # (unrolled)
     want, _ = _gather(kernel, ct, planes)
     got, plan = _gather(kernel, ct, planes, target=target)
     assert len(plan.last_reverse_chunks) == _launches(name)
@@ -175,6 +197,33 @@ def test_a_sum_the_pair_cannot_hold_takes_the_exact_path():
             np.testing.assert_array_equal(got[name], want[name])
         if special is not None and np.isfinite(special).all():
             assert got["x"][5] == math.fsum(special) and got["x"][5] == 1e30
+
+
+@hawk.kernel
+def vonly(g: Grid["i"], v: Vector[4]) -> Vector[4]:  # v read only with .at: no placeholder scatter into its sink
+    return v.at(i=g.i + 4)
+
+
+@hawk.kernel
+def vlinear(g: Grid["i"], v: Vector[2], a: Param) -> Vector[2]:
+    return (v.at(i=g.i - 1) + v.at(i=g.i + 1) + v) * a
+
+
+def test_a_vector_component_the_pair_cannot_hold_takes_the_exact_path():
+    """A Vector plane's gather keeps a (high, low) pair per component; one component's pair erring (lane 5's
+    second component: 1e30 + 1 + 1e-30) sends the call to the scatter adjoint, as a Scalar's does."""
+    planes = {"v": np.random.default_rng(3).normal(size=(2, 40)), "a": 1.0}
+    rev = Reverse(eagle.deploy(vlinear, threads=2, min_chunk=8), planes)
+    assert rev.gather_run is not None
+    for calls, special in enumerate(([1e30, 1.0, 1e-30], None)):
+        ct = np.random.default_rng(4).normal(size=(2, 40))
+        if special is not None:
+            ct[1, 4:7] = special
+        got = {k: np.asarray(v).copy() for k, v in rev(ct).items()}
+        assert rev.exact_calls == 1
+        bt_same_bits(got, _scatter(vlinear, ct, planes, threads=1), f"call {calls}")
+        if special is not None:
+            assert got["v"][1, 5] == math.fsum(special) == 1e30
 
 
 def test_bound_reverse_reuses_the_gather():

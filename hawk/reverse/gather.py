@@ -45,6 +45,8 @@ class Gather:
     sums: dict[str, str] = field(default_factory=dict)  # a Param's gradient cell -> its share plane (outputs of
     # the shares adjoint too), which the Param sums kernel adds up
     flag: str = "gather_flag"  # the gather's cell: how many lanes' pairs erred
+    payload: dict[str, int] = field(default_factory=dict)  # a Vector plane's components, by gathered plane and by
+    # share plane (absent: a Scalar's)
 
 
 def at_offsets(op, axes: list[str]) -> tuple[int, ...] | None:
@@ -117,6 +119,9 @@ def shares_sweep_class():
             super().__init__(module, plan)
             self.gathered, self.g, self.used = gathered, g, set(used)
             self.share_of: dict = {}  # cotangent value -> its share plane
+            # (a gathered plane's gradient is the gather kernel's: no placeholder scatter into its sink, which the
+            # shares adjoint does not have; outputs.py gives a Vector plane's untouched sink one)
+            self.scattered.update(plan.grad[x] for x in gathered)
 
         def fresh(self, base: str) -> str:
             """A plane name no plane of the forward or the adjoint has (the same in every run of the sweep)."""
@@ -126,12 +131,16 @@ def shares_sweep_class():
             return base
 
         def put(self, plane: str, v, offs: tuple[int, ...]) -> None:
+            from mlir import ir
+
             name = self.share_of.get(v)
             if name is None:
                 name = self.share_of[v] = self.fresh(f"share{len(self.share_of)}_{self.p.grad[plane]}")
                 create("hawk.store", [self.arg(name, "output", v.type, self.p.axes), v], [])
                 if name not in self.g.shares:
                     self.g.shares.append(name)
+                if isinstance(v.type, ir.VectorType):  # (a Vector plane's cotangent: a share per component)
+                    self.g.payload[name] = self.g.payload[plane] = ir.VectorType(v.type).shape[0]
             self.g.sites.setdefault(plane, []).append((name, offs))
 
         def reverse_at(self, op, g) -> None:
@@ -165,17 +174,25 @@ def shares_signature(sig: Signature, d, g: Gather, gathered: set[str]) -> tuple[
     drop = {d.grad[x] for x in gathered} | set(g.sums)
     planes = [p for p in sig.planes if p.name not in drop]
     outs = [*g.shares, *sorted(g.sums.values())]
-    planes += [PlaneSpec(s, "output", T.Mutable[T.Scalar], T.Payload(())) for s in outs]
+    planes += [_spec(s, "output", g.payload.get(s)) for s in outs]
     return Signature(tuple(planes), None), {s: "lane" for s in outs}
+
+
+def _spec(name: str, kind: str, comps: int | None) -> PlaneSpec:
+    """A per-lane plane (`kind` "lane") or output of Scalars, or of Vector[comps]."""
+    value = T.Vector[comps] if comps else T.Scalar
+    return PlaneSpec(name, kind, T.Mutable[value] if kind == "output" else value,
+                     T.Payload((comps,) if comps else ()))
 
 
 def gather_signature(fwd_sig: Signature, g: Gather) -> tuple[Signature, dict]:
     """The gather kernel's: the forward's grid, the share planes in, a gradient per gathered plane and the flag
     cell out."""
     planes = [p for p in fwd_sig.planes if p.kind == "grid"]
-    planes += [PlaneSpec(s, "lane", T.Scalar, T.Payload(())) for s in g.shares]
+    planes += [_spec(s, "lane", g.payload.get(s)) for s in g.shares]
+    by_grad = {o: x for x, o in g.grad.items()}
     outs = [*sorted(g.grad.values()), g.flag]
-    planes += [PlaneSpec(o, "output", T.Mutable[T.Scalar], T.Payload(())) for o in outs]
+    planes += [_spec(o, "output", g.payload.get(by_grad.get(o, ""))) for o in outs]
     return Signature(tuple(planes), None), {**{o: "lane" for o in g.grad.values()}, g.flag: "cell"}
 
 
@@ -208,6 +225,7 @@ def build_gather(module, g: Gather, axes: list[str], extents: tuple[int, ...], f
                  name: str) -> None:
     """Replace the kernel func of `module` (a parsed forward kernel) with the gather kernel's body."""
     from mlir import ir
+    from mlir.dialects import vector
 
     from hawk.ir.access import kernel_func
     from hawk.ir.build import create, strs
@@ -234,35 +252,53 @@ def build_gather(module, g: Gather, axes: list[str], extents: tuple[int, ...], f
     i1 = ir.IntegerType.get_signless(1)
     with ir.InsertionPoint(ret), func.location:
         lanes = [create("hawk.lane", [], [i64], {"axis": a}).result for a in axes]
-        zero = e.zero(f)
         flag = create("arith.constant", [], [i1], {"value": ir.IntegerAttr.get(i1, 0)}).result
 
-        def read(arg, combo):
+        def read(arg, combo, vt, zero):
             """One term: the share at the source lane where the combination's conditions hold, else 0."""
             conds = [c for _, (c, _) in combo if c is not None]
             if not conds:
-                return create("hawk.load", [arg], [f]).result
+                return create("hawk.load", [arg], [vt]).result
             # (a named-axis read clamps to the grid's edges on every target: docs/semantics.md)
-            v = create("hawk.at", [arg, *(i for _, (_, i) in combo)], [f], {"axes": strs(axes)}).result
+            v = create("hawk.at", [arg, *(i for _, (_, i) in combo)], [vt], {"axes": strs(axes)}).result
             cond = conds[0]
             for c in conds[1:]:
                 cond = e.land(cond, c)
             return e.select(cond, v, zero)
 
-        def chain(terms, hi, lo, flag):
-            """Each term into (hi, lo) by two error-free TwoSums (hawk/passes/lower/scatters.exact_add's pair);
-            `flag` turns true where the second TwoSum errs (NaN too: a term or a sum that is not finite)."""
+        def erred(e2, zero):
+            """Whether the second TwoSum erred (in any component of a Vector's)."""
+            bad = e.cmp("une", e2, zero)
+            if not isinstance(bad.type, ir.VectorType):
+                return bad
+            parts = [vector.extract(bad, [], [k]) for k in range(ir.VectorType(bad.type).shape[0])]
+            out = parts[0]
+            for b in parts[1:]:
+                out = e.op("arith.ori", out, b)
+            return out
+
+        def scalars(vals, comps):
+            """Values as scalars (a Vector's by component): a pair crosses an scf.if so (spirv's takes none)."""
+            return [p for v in vals for p in ([v] if not comps else [vector.extract(v, [], [k]) for k in range(comps)])]
+
+        def chain(terms, hi, lo, flag, vt, zero):
+            """Each term into (hi, lo) by two error-free TwoSums (hawk/passes/lower/scatters.exact_add's pair;
+            a Vector's componentwise); `flag` turns true where the second TwoSum errs (NaN too: a term or a sum
+            that is not finite)."""
             for arg, combo in terms:
-                s1, e1 = _two_sum(e, hi, read(arg, combo))
+                s1, e1 = _two_sum(e, hi, read(arg, combo, vt, zero))
                 s2, e2 = _two_sum(e, lo, e1)
-                flag = e.op("arith.ori", flag, e.cmp("une", e2, zero))
+                flag = e.op("arith.ori", flag, erred(e2, zero))
                 hi, lo = s1, s2
             return hi, lo, flag
 
         for plane in sorted(g.grad):
+            comps = g.payload.get(plane)
+            vt = ir.VectorType.get([comps], f) if comps else f
+            zero = e.zero(vt)
             inner, edge, edge_conds = [], [], []
             for share, offs in g.sites.get(plane, []):
-                arg = add_arg(func, share, of_value("plane", f, axes))
+                arg = add_arg(func, share, of_value("plane", vt, axes))
                 cands = [list(enumerate(_candidates(d, lanes[k], extents[k], e))) for k, d in enumerate(offs)]
                 for combo in itertools.product(*cands):
                     if all(n == 0 for n, _ in combo):
@@ -270,20 +306,26 @@ def build_gather(module, g: Gather, axes: list[str], extents: tuple[int, ...], f
                         continue
                     edge.append((arg, combo))  # a source clamped onto an edge lane: only edge lanes have one
                     edge_conds += [c for n, (c, _) in combo if n > 0 and c not in edge_conds]
-            hi, lo, flag = chain(inner, zero, zero, flag)
+            hi, lo, flag = chain(inner, zero, zero, flag, vt, zero)
             if edge:
                 at_edge = edge_conds[0]
                 for c in edge_conds[1:]:
                     at_edge = e.op("arith.ori", at_edge, c)
-                branch = create("scf.if", [at_edge], [f, f, i1], regions=2)
+                branch = create("scf.if", [at_edge], [f] * (2 * (comps or 1)) + [i1], regions=2)
                 with ir.InsertionPoint(branch.regions[0].blocks.append()):
-                    create("scf.yield", list(chain(edge, hi, lo, flag)), [])
+                    h2, l2, f2 = chain(edge, hi, lo, flag, vt, zero)
+                    create("scf.yield", [*scalars([h2, l2], comps), f2], [])
                 with ir.InsertionPoint(branch.regions[1].blocks.append()):
-                    create("scf.yield", [hi, lo, flag], [])
-                hi, lo, flag = branch.results
-            out = add_arg(func, g.grad[plane], of_value("output", f, axes))
+                    create("scf.yield", [*scalars([hi, lo], comps), flag], [])
+                got, flag = list(branch.results[:-1]), branch.results[-1]
+                if comps:
+                    hi = create("vector.from_elements", got[:comps], [vt]).result
+                    lo = create("vector.from_elements", got[comps:], [vt]).result
+                else:
+                    hi, lo = got
+            out = add_arg(func, g.grad[plane], of_value("output", vt, axes))
             create("hawk.store", [out, e.add(hi, lo)], [])
-        mark = e.select(flag, e.const(1.0, f), zero)  # (0s and 1s add exactly in any order: a plain sum)
+        mark = e.select(flag, e.const(1.0, f), e.zero(f))  # (0s and 1s add exactly in any order: a plain sum)
         r = create("hawk.reduce", [mark], [f], {"kind": "sum", "over": strs(axes), "policy": "auto"}).result
         create("hawk.cell", [add_arg(func, g.flag, of_value("total", f, ())), r], [])
     func.attributes["sym_name"] = ir.StringAttr.get(name)
@@ -322,10 +364,11 @@ def _two_sum(e, a, b):
     return s, err
 
 
-def gather_kernels(kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None):
+def gather_kernels(kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None, vectors: bool = False):
     """(shares adjoint, its Design, gather kernel, Param sums kernel or None, Gather) for `kernel`'s gradient
     with respect to `wrt`, or None when no plane of `wrt` is read with `.at` at constant offsets only, or when
-    the kernel writes an output by key (the scatter adjoint serves)."""
+    the kernel writes an output by key (the scatter adjoint serves). `vectors`: Vector planes are gathered too
+    (a share plane per read site of the plane's components; the doors that take them: eagle/reverse.py)."""
     from mlir import ir
 
     from hawk.ir.dialect import new_context
@@ -335,7 +378,8 @@ def gather_kernels(kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
     if extents is None or facts(kernel).keyed:  # (outputs written by key: the scatter adjoint, made per length)
         return None
     d, sig, outputs, f = design(kernel, wrt, extents, "float64")
-    candidates = {x for x in wrt if x in f.at_read and d.grad_kind.get(x) == "sink" and not d.payload.get(x)}
+    candidates = {x for x in wrt if x in f.at_read and d.grad_kind.get(x) == "sink"
+                  and (not d.payload.get(x) or (vectors and len(d.payload[x]) == 1))}
     if not candidates:
         return None
     axes = list(d.axes)
