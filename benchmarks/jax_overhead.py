@@ -19,14 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 
 import numpy as np
 
-from benchmarks.timing import per_call_overheads
+from benchmarks.timing import CLOCKS, add_per_call_options, per_call_overheads, print_per_call
 
 TARGET_US = 5.0
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 def _warp_map():
@@ -90,37 +88,28 @@ def implementations(kernel, with_warp: bool = True) -> tuple[dict, dict]:
 
 
 def measure(kernel, calls: int, rounds: int, clock: str = "cpu", with_warp: bool = True) -> tuple[dict, dict]:
-    """({name: median us, overhead over the jax.numpy baseline, ratio to it}, {name: why it was left out})."""
+    """(per_call_overheads' rows against the jax.numpy baseline, {name: why it was left out})."""
     impls, skipped = implementations(kernel, with_warp)
-    rows = per_call_overheads(impls, "jax.numpy in jax.jit", calls, rounds, CLOCKS[clock])
-    return ({n: {"median_us": r["median_us"], "over_jnp_us": r["over_us"], "ratio_to_jnp": r["ratio"]}
-             for n, r in rows.items()}, skipped)
+    return per_call_overheads(impls, "jax.numpy in jax.jit", calls, rounds, CLOCKS[clock]), skipped
 
 
 def main(argv: list[str] | None = None) -> None:
     from benchmarks import kernels as K
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--calls", type=int, default=3000, help="calls per implementation per round")
-    p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
-                   help="cpu: the process's CPU time (all its threads; time a busy machine gives other processes "
-                        "does not count); wall: elapsed time")
+    add_per_call_options(p, 3000)
     p.add_argument("--no-warp", action="store_true", help="leave Warp's jax_kernel out")
-    p.add_argument("--json", default=None, help="also write the rows here")
     a = p.parse_args(argv)
     out = {"load_before": os.getloadavg()[0], "cores": os.cpu_count(), "clock": a.clock, "kernels": {}}
     for kernel in (K.tiny_map, K.tiny_sum):
         rows, skipped = measure(kernel, a.calls, a.rounds, a.clock, not a.no_warp)
         out["kernels"][kernel.name] = {"rows": rows, "skipped": skipped}
-        print(f"\n{kernel.name}, one lane, float64: median over {a.rounds} rounds of {a.calls} calls ({a.clock} time)")
-        print(f"{'':<30} {'us/call':>9} {'over jax.numpy':>15} {'/ jax.numpy':>12}")
-        for n, r in rows.items():
-            print(f"{n:<30} {r['median_us']:9.2f} {r['over_jnp_us']:15.2f} {r['ratio_to_jnp']:12.2f}")
+        print_per_call(f"{kernel.name}, one lane, float64: median over {a.rounds} rounds of {a.calls} calls "
+                       f"({a.clock} time)", rows, "jax.numpy")
         for n, why in skipped.items():
-            print(f"{n:<30} left out: {why}")
+            print(f"{n} left out: {why}")
     out["load_after"] = os.getloadavg()[0]
-    over = max(k["rows"]["eagle.jax in jax.jit"]["over_jnp_us"] for k in out["kernels"].values())
+    over = max(k["rows"]["eagle.jax in jax.jit"]["over_us"] for k in out["kernels"].values())
     print(f"\neagle.jax inside jax.jit over the same work in jax.numpy: {over:.2f} us (target < {TARGET_US:.0f} us); "
           f"load average {out['load_before']:.1f} -> {out['load_after']:.1f} on {out['cores']} cores")
     if a.json:

@@ -78,6 +78,29 @@ def rounds(names: list, repeats: int):
             yield names[(i + k) % len(names)]
 
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}  # the per-call benchmarks' --clock
+
+
+def add_per_call_options(p, calls: int) -> None:
+    """The per-call benchmarks' options (benchmarks/torch_overhead.py, jax_overhead.py): --calls (default `calls`),
+    --rounds, --clock, --json."""
+    p.add_argument("--calls", type=int, default=calls, help="calls per implementation per round")
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
+                   help="cpu: the process's CPU time (all its threads; time a busy machine gives other processes "
+                        "does not count); wall: elapsed time")
+    p.add_argument("--json", default=None, help="also write the rows here")
+
+
+def print_per_call(title: str, rows: dict, base: str) -> None:
+    """per_call_overheads' rows as a table: us a call, the excess over `base` (words for the header) and the ratio."""
+    width = max(len(n) for n in rows) + 2
+    print(f"\n{title}")
+    print(f"{'':<{width}} {'us/call':>9} {'over ' + base:>{len(base) + 6}} {'/ ' + base:>{len(base) + 3}}")
+    for n, r in rows.items():
+        print(f"{n:<{width}} {r['median_us']:9.2f} {r['over_us']:{len(base) + 6}.2f} {r['ratio']:{len(base) + 3}.2f}")
+
+
 def per_call_overheads(impls: dict, base: str, calls: int, repeats: int, clock) -> dict:
     """Per-call cost of each no-argument call in `impls`, in microseconds by `clock` (a seconds counter), from
     `repeats` rounds in which every call runs `calls` times (order rotating by round: `rounds`), after a warm-up:

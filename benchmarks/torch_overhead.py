@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 
 import numpy as np
 import torch
@@ -28,7 +27,7 @@ import torch
 import eagle
 import eagle.torch
 from benchmarks import kernels as K
-from benchmarks.timing import per_call_overheads
+from benchmarks.timing import CLOCKS, add_per_call_options, per_call_overheads, print_per_call
 
 TARGET_US = 10.0
 
@@ -69,35 +68,22 @@ def implementations(kernel) -> dict:
     }
 
 
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
-
-
 def measure(kernel, calls: int, rounds: int, clock: str = "wall") -> dict:
-    rows = per_call_overheads(implementations(kernel), "empty custom op", calls, rounds, CLOCKS[clock])
-    return {n: {"median_us": r["median_us"], "over_empty_us": r["over_us"], "ratio_to_empty": r["ratio"]}
-            for n, r in rows.items()}
+    return per_call_overheads(implementations(kernel), "empty custom op", calls, rounds, CLOCKS[clock])
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--calls", type=int, default=5000, help="calls per implementation per round")
-    p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
-                   help="cpu: the process's CPU time (time a busy machine gives other processes does not count); "
-                        "wall: elapsed time")
-    p.add_argument("--json", default=None, help="also write the rows here")
+    add_per_call_options(p, 5000)
     a = p.parse_args(argv)
     torch.set_num_threads(1)
-    load = os.getloadavg()[0]
-    out = {"load_before": load, "cores": os.cpu_count(), "clock": a.clock, "kernels": {}}
+    out = {"load_before": os.getloadavg()[0], "cores": os.cpu_count(), "clock": a.clock, "kernels": {}}
     for kernel in (K.tiny_map, K.tiny_sum):
         out["kernels"][kernel.name] = rows = measure(kernel, a.calls, a.rounds, a.clock)
-        print(f"\n{kernel.name}, one lane, float64: median over {a.rounds} rounds of {a.calls} calls ({a.clock} time)")
-        print(f"{'':<28} {'us/call':>9} {'over empty op':>14} {'/ empty op':>11}")
-        for n, r in rows.items():
-            print(f"{n:<28} {r['median_us']:9.2f} {r['over_empty_us']:14.2f} {r['ratio_to_empty']:11.2f}")
+        print_per_call(f"{kernel.name}, one lane, float64: median over {a.rounds} rounds of {a.calls} calls "
+                       f"({a.clock} time)", rows, "empty op")
     out["load_after"] = os.getloadavg()[0]
-    over = max(r["eagle.torch f(x=x)"]["over_empty_us"] for r in out["kernels"].values())
+    over = max(r["eagle.torch f(x=x)"]["over_us"] for r in out["kernels"].values())
     print(f"\nf(x=x) over an empty custom op: {over:.2f} us (target < {TARGET_US:.0f} us); load average "
           f"{out['load_before']:.1f} -> {out['load_after']:.1f} on {out['cores']} cores")
     if a.json:
