@@ -392,10 +392,12 @@ class Reverse:
             adj, self.design, gk, sk, self.gather = got
         self.adj_run = _Prepared(adj, {**inputs, **zero, **tables}, span) if self.kwrt else None
         if got is not None:
-            def shares(names):  # (a Vector plane's shares: components first)
-                lanes = math.prod(b.extents)
-                return {s: np.asarray(a).reshape(b.extents if a.size == lanes else (-1, *b.extents))
-                        for s in names for a in (np.asarray(self.adj_run.results[s]),)}
+            def shares(names):
+                out = {}
+                for s in names:
+                    a = np.asarray(self.adj_run.results[s])  # (a Vector plane's shares: components first)
+                    out[s] = a.reshape(b.extents if a.size == math.prod(b.extents) else (-1, *b.extents))
+                return out
 
             # bound to the share outputs themselves: no copies
             self.gather_run = _Prepared(gk, shares(self.gather.shares))

@@ -415,6 +415,26 @@ def test_a_plane_whose_reads_all_unroll_away_keeps_the_scatter():
     assert np.asarray(got["out"]).tobytes() == np.zeros(3).tobytes()  # (t is 0: no term of out)
 
 
+@hawk.kernel
+def vector_unrolled_away(g: Grid["i"], v: Vector[2], x: Scalar) -> Scalar:
+    t = x.at(i=g.i + 1) * x
+    for j in range(2, 2):  # no pass: v's only .at read is gone once unrolled, x keeps its sites
+        t += v.at(i=g.i - j).sum()
+    return t
+
+
+def test_a_vector_plane_whose_reads_unroll_away_gets_a_vector_of_zeros():
+    """A gathered Vector plane left with no read site still gets its gradient shaped like the plane (its
+    components read off the design, not off the shares it stored)."""
+    rng = np.random.default_rng(6)
+    planes = {"v": rng.normal(size=(2, 30)), "x": rng.normal(size=30)}
+    ct = rng.normal(size=30)
+    got, plan = _gather(vector_unrolled_away, ct, planes)
+    assert len(plan.last_reverse_chunks) == 2  # the shares adjoint and the gather: v and x gathered
+    assert got["v"].shape == (2, 30) and not got["v"].any()
+    bt_same_bits(got, _scatter(vector_unrolled_away, ct, planes), "v unrolled away")
+
+
 def test_a_causal_filter_s_gathered_gradient_matches_jax():
     jax = pytest.importorskip("jax")
     jnp = jax.numpy

@@ -45,8 +45,8 @@ class Gather:
     sums: dict[str, str] = field(default_factory=dict)  # a Param's gradient cell -> its share plane (outputs of
     # the shares adjoint too), which the Param sums kernel adds up
     flag: str = "gather_flag"  # the gather's cell: how many lanes' pairs erred
-    payload: dict[str, int] = field(default_factory=dict)  # a Vector plane's components, by gathered plane and by
-    # share plane (absent: a Scalar's)
+    payload: dict[str, int] = field(default_factory=dict)  # a Vector plane's components, by gathered plane (from
+    # its design) and by share plane (from the cotangent stored; absent: a Scalar's)
 
 
 def at_offsets(op, axes: list[str]) -> tuple[int, ...] | None:
@@ -140,7 +140,7 @@ def shares_sweep_class():
                 if name not in self.g.shares:
                     self.g.shares.append(name)
                 if isinstance(v.type, ir.VectorType):  # (a Vector plane's cotangent: a share per component)
-                    self.g.payload[name] = self.g.payload[plane] = ir.VectorType(v.type).shape[0]
+                    self.g.payload[name] = ir.VectorType(v.type).shape[0]
             self.g.sites.setdefault(plane, []).append((name, offs))
 
         def reverse_at(self, op, g) -> None:
@@ -266,29 +266,26 @@ def build_gather(module, g: Gather, axes: list[str], extents: tuple[int, ...], f
                 cond = e.land(cond, c)
             return e.select(cond, v, zero)
 
-        def erred(e2, zero):
+        def scalars(vals, comps):
+            """Values as scalars (a Vector's by component): a pair crosses an scf.if so (spirv's takes none)."""
+            return [p for v in vals for p in ([v] if not comps else [vector.extract(v, [], [k]) for k in range(comps)])]
+
+        def erred(e2, zero, comps):
             """Whether the second TwoSum erred (in any component of a Vector's)."""
-            bad = e.cmp("une", e2, zero)
-            if not isinstance(bad.type, ir.VectorType):
-                return bad
-            parts = [vector.extract(bad, [], [k]) for k in range(ir.VectorType(bad.type).shape[0])]
+            parts = scalars([e.cmp("une", e2, zero)], comps)
             out = parts[0]
             for b in parts[1:]:
                 out = e.op("arith.ori", out, b)
             return out
 
-        def scalars(vals, comps):
-            """Values as scalars (a Vector's by component): a pair crosses an scf.if so (spirv's takes none)."""
-            return [p for v in vals for p in ([v] if not comps else [vector.extract(v, [], [k]) for k in range(comps)])]
-
-        def chain(terms, hi, lo, flag, vt, zero):
+        def chain(terms, hi, lo, flag, vt, zero, comps):
             """Each term into (hi, lo) by two error-free TwoSums (hawk/passes/lower/scatters.exact_add's pair;
             a Vector's componentwise); `flag` turns true where the second TwoSum errs (NaN too: a term or a sum
             that is not finite)."""
             for arg, combo in terms:
                 s1, e1 = _two_sum(e, hi, read(arg, combo, vt, zero))
                 s2, e2 = _two_sum(e, lo, e1)
-                flag = e.op("arith.ori", flag, erred(e2, zero))
+                flag = e.op("arith.ori", flag, erred(e2, zero, comps))
                 hi, lo = s1, s2
             return hi, lo, flag
 
@@ -306,14 +303,14 @@ def build_gather(module, g: Gather, axes: list[str], extents: tuple[int, ...], f
                         continue
                     edge.append((arg, combo))  # a source clamped onto an edge lane: only edge lanes have one
                     edge_conds += [c for n, (c, _) in combo if n > 0 and c not in edge_conds]
-            hi, lo, flag = chain(inner, zero, zero, flag, vt, zero)
+            hi, lo, flag = chain(inner, zero, zero, flag, vt, zero, comps)
             if edge:
                 at_edge = edge_conds[0]
                 for c in edge_conds[1:]:
                     at_edge = e.op("arith.ori", at_edge, c)
                 branch = create("scf.if", [at_edge], [f] * (2 * (comps or 1)) + [i1], regions=2)
                 with ir.InsertionPoint(branch.regions[0].blocks.append()):
-                    h2, l2, f2 = chain(edge, hi, lo, flag, vt, zero)
+                    h2, l2, f2 = chain(edge, hi, lo, flag, vt, zero, comps)
                     create("scf.yield", [*scalars([h2, l2], comps), f2], [])
                 with ir.InsertionPoint(branch.regions[1].blocks.append()):
                     create("scf.yield", [*scalars([hi, lo], comps), flag], [])
@@ -399,6 +396,7 @@ def gather_kernels(kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
     if not g.shares:  # (every read of the planes sat in loops of no passes: nothing to gather, and a gather kernel
         return None  # with no share plane could not tell its lanes; the scatter adjoint gives the zeros)
     g.grad = {x: d.grad[x] for x in sorted(gathered)}
+    g.payload.update({x: d.payload[x][0] for x in gathered if d.payload.get(x)})  # (also with no read site left)
     while g.flag in used | set(g.shares) | set(g.sums.values()):
         g.flag += "_"
     ssig, souts = shares_signature(sig, d, g, gathered)

@@ -2,19 +2,17 @@
 
 A read inside `for j in range(4)` such as `x.at(t=g.t - j)` (a filter's taps along each row) has an offset that
 depends on the pass, so the gather form, which needs every read's offset to be a constant, left such planes to the
-ordered scatter. Unrolled, each
-pass's read has a constant offset: the loop's body is copied once per pass with the pass number a constant and
-the carried values threaded from one copy to the next. Only the gather form's kernels see
-the unrolled IR; the scatter adjoint (the door's exact path) keeps the loop, and both must sum the same terms,
+ordered scatter. Unrolled, each pass's read has a constant offset: the loop's body is copied once per pass with the
+pass number a constant and the carried values threaded from one copy to the next. Only the gather form's kernels
+see the unrolled IR; the scatter adjoint (the door's exact path) keeps the loop, and both must sum the same terms,
 each rounded the same way, so that their bits agree. A value whose adjoint gathers contributions from inside the
-loop and from outside it breaks that: the loop's reverse sums the passes' contributions in a carried value and
-adds that to the others, the unrolled code adds each pass's straight into the others, which can round
-differently. So a loop is left as it is (its reads keep the scatter) when its body reads a float defined before
-it (other than a constant; carried values come in as the body's arguments), or loads a plane or Param twice in
-its body or also outside it (the lane's own `x` in the body and after the loop: own loads' adjoints are summed
-per plane, a pass's first), or belongs to a nest of loops that loads any (each inner loop's passes are summed
-first). tests/test_reverse_gather.py checks the bits; a random campaign of loop stencils found the last two rules.
-"""
+loop and from outside it breaks that: the loop's reverse sums the passes' contributions in a carried value and adds
+that to the others, the unrolled code adds each pass's straight into the others, which can round differently. So a
+loop is left as it is (its reads keep the scatter) when its body reads a float defined before it (other than a
+constant; carried values come in as the body's arguments), or loads a plane or Param twice in its body or also
+outside it (the lane's own `x` in the body and after the loop: own loads' adjoints are summed per plane, a pass's
+first), or belongs to a nest of loops that loads any (each inner loop's passes are summed first).
+tests/test_reverse_gather.py checks the bits; a random campaign of loop stencils found the last two rules."""
 
 from __future__ import annotations
 
