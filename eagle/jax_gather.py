@@ -36,10 +36,10 @@ def gathered(jk, form, wrt: tuple, args: tuple, planes: dict, extents: tuple,
     def gather(inputs: dict, cts: dict, tables: dict) -> tuple[dict, jax.Array]:
         got = jk._bridge(adj)(**inputs, **cts, **tables)
         got = got if isinstance(got, dict) else {g.shares[0]: got}
-        out = jk._bridge(gk)(**{s: got[s].reshape(extents) for s in g.shares})
+        out = jk._bridge(gk)(**{s: got[s].reshape(_shape(g, s, extents)) for s in g.shares})
         merged = {**got, **{g.grad[x]: out[g.grad[x]] for x in g.grad}}
         if sk is not None:
-            sums = jk._bridge(sk)(**{s: got[s].reshape(extents) for s in g.sums.values()})
+            sums = jk._bridge(sk)(**{s: got[s].reshape(_shape(g, s, extents)) for s in g.sums.values()})
             merged.update(sums if isinstance(sums, dict) else {next(iter(g.sums)): sums})
         mine = {x: merged[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype) for x in wrt}
         return mine, jnp.max(out[g.flag])
@@ -59,3 +59,10 @@ def gathered(jk, form, wrt: tuple, args: tuple, planes: dict, extents: tuple,
         return out, jax.tree.map(lambda _: True, out)
 
     return either(*args)
+
+
+def _shape(g, share: str, extents: tuple) -> tuple:
+    """A share plane's shape as the gather takes it: a Vector plane's components first (payload first, lanes
+    last, as every plane), then the lane extents."""
+    p = g.payload.get(share)
+    return (p, *extents) if p else tuple(extents)

@@ -168,22 +168,21 @@ def adjoint_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...], positions:
     return cache[key]
 
 
-def gather_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...], vectors: bool = False):
+def gather_for(plan, wrt: tuple[str, ...], extents: tuple[int, ...]):
     """(shares adjoint plan, design, gather plan, Param sums plan or None, Gather) for a stencil's gradient in
     gather form (hawk/reverse/gather.py), deployed like `plan`, or None when no plane of `wrt` is read at constant
-    offsets only. `vectors`: Vector planes are gathered too (this module's Reverse takes them; the JAX bridge,
-    sharded runs and artifacts keep their scatter)."""
+    offsets only (Scalar and Vector planes alike)."""
     import eagle
 
     kernel = plan.kernel
     cache = plan.__dict__.setdefault("_gather", {})
     if not kernel.adjoint_needs_extents(wrt):
         return None
-    key = (wrt, extents, vectors)
+    key = (wrt, extents)
     if key not in cache:
         made = kernel.__dict__.setdefault("_gathers", {})
         if key not in made:
-            made[key] = kernel.gather_adjoint(wrt, extents, vectors)
+            made[key] = kernel.gather_adjoint(wrt, extents)
         got = made[key]
         if got is not None:
             adj, design, gk, sk, g = got
@@ -339,8 +338,7 @@ def plan_source(plan, gather: bool = True):
         return adjoint_for(plan, kwrt, extents, positions)
 
     source.built = None
-    source.gather = (lambda kwrt, extents: gather_for(plan, kwrt, extents, vectors=True)) if gather else \
-        (lambda *_: None)
+    source.gather = (lambda kwrt, extents: gather_for(plan, kwrt, extents)) if gather else (lambda *_: None)
     return source
 
 

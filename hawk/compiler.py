@@ -335,13 +335,13 @@ class Kernel:
         adj, design = adjoint(self, wrt, extents, positions)
         return adj, design, winners(self, extents, positions) if design.win or design.positions else None
 
-    def gather_adjoint(self, wrt: tuple[str, ...], extents: tuple[int, ...], vectors: bool = False):
+    def gather_adjoint(self, wrt: tuple[str, ...], extents: tuple[int, ...]):
         """(shares adjoint, its design, gather kernel, Param sums kernel or None, Gather) for a stencil's
         gradient in gather form, or None when a plane of `wrt` is not read at constant offsets only
-        (hawk/reverse/gather.py; `vectors`: Vector planes too)."""
+        (hawk/reverse/gather.py)."""
         from hawk.reverse.gather import gather_kernels
 
-        return gather_kernels(self, wrt, extents, vectors)
+        return gather_kernels(self, wrt, extents)
 
     def lane_reach(self, spec: Spec | None = None) -> tuple[dict[str, int | None], bool]:
         """How far `.at` reads reach along the leading lane axis, per per-lane plane (None: any lane), and whether

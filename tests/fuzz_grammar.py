@@ -276,6 +276,16 @@ class Grammar:
     def payload_read(self, d: int) -> E:
         """A read of the Vector[3] plane (here, or at another lane) or of the table, folded to a scalar."""
         v, r = self.data["v"], self.rng.random()
+        if r < 0.3 and self.grid and self.rng.random() < 0.5:  # a neighbour's vector (a stencil: gather form)
+            dr, dc = int(self.rng.integers(-1, 2)), int(self.rng.integers(-1, 2))
+            rr = np.clip(self.env["lane.row"].val + dr, 0, ROWS - 1)
+            cc = np.clip(self.env["lane.col"].val + dc, 0, COLS - 1)
+            at = v[:, rr, cc]
+            src = f"v.at(row=m.clamp(lane.row + {dr}, 0, {ROWS - 1}), col=m.clamp(lane.col + {dc}, 0, {COLS - 1}))"
+            if self.rng.random() < 0.5:
+                j = int(self.rng.integers(3))
+                return E(f"{src}[{j}]", at[j], "f", np.abs(at[j]), exact=True)
+            return E(f"{src}.sum()", at.sum(axis=0), "f", np.abs(at).sum(axis=0))
         if r < 0.3:
             j = self.index_expr(d)
             at = v.reshape(3, -1)[:, j.val]

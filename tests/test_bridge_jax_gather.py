@@ -2,7 +2,8 @@
 the gather and the Param sums as FFI calls, and the scatter adjoint under `lax.cond` where a lane's pair erred.
 Checked: the gather form's kernels are the ones called, the gradients have plan.reverse's bits (jit or not, a
 Param's and a 2-D grid's too), and a sum the pair cannot hold (2**53 + 1 + 2**-60, which every order of the pair
-rounds to 2**53) comes back correctly rounded, 2**53 + 2, from the scatter adjoint's exact accumulators."""
+rounds to 2**53) comes back correctly rounded, 2**53 + 2, from the scatter adjoint's exact accumulators. Vector
+planes too: their share planes components first, a component's erring pair sending the call to the scatter."""
 
 from fractions import Fraction
 
@@ -12,12 +13,13 @@ import pytest
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from conftest import bt_same_bits  # noqa: E402
+from test_reverse_gather import vheat  # noqa: E402
 
 import eagle  # noqa: E402
 import eagle.jax  # noqa: E402
 import hawk  # noqa: E402
 from eagle.reverse import gather_for  # noqa: E402
-from hawk import Grid, Param, Scalar  # noqa: E402
+from hawk import Grid, Param, Scalar, Vector  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
@@ -102,3 +104,47 @@ def test_vmap_of_grad_runs_the_scatter_adjoint_only_when_some_element_needs_it()
     for b in range(3):
         want = eagle.deploy(jg_line).reverse(ct[b], x=xs[b], a=1.0)["x"]
         bt_same_bits(np.asarray(got[b]), np.asarray(want), f"x[{b}]")
+
+
+@hawk.kernel
+def jg_vline(g: Grid["i"], v: Vector[3], a: Param) -> Vector[3]:
+    return (v.at(i=g.i - 1) + v.at(i=g.i + 1) + v) * a
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_vector_stencil_s_gradient_is_gathered_with_plan_reverse_s_bits(jit):
+    """A Vector plane's share planes reach the gather components first (payload first, lanes last): the 2-D
+    Vector[2] stencil of tests/test_reverse_gather.py, beside a Scalar plane and a Param."""
+    rng = np.random.default_rng(65)
+    planes = dict(v=rng.normal(size=(2, 20, 24)), u=rng.normal(size=(20, 24)), k=0.3)
+    ct = rng.normal(size=(20, 24))
+    f = eagle.jax.wrap(vheat)
+    wrt = ("v", "u", "k")
+    got = jax.jit(lambda **p: _grads(f, ct, wrt, **p))(**planes) if jit else _grads(f, ct, wrt, **planes)
+    want = eagle.deploy(vheat).reverse(ct, **planes)
+    for x in wrt:
+        bt_same_bits(np.asarray(got[x]).reshape(np.shape(want[x])), np.asarray(want[x]), x)
+    adj, _, gk, sk, g = gather_for(f.plan, wrt, (20, 24))
+    assert "v" in g.grad and g.payload["v"] == 2, g  # (the Vector plane is gathered, not scattered)
+    assert {id(adj), id(gk), id(sk)} <= set(f._adjoints), "the gather form's kernels were not the ones called"
+
+
+def test_a_vector_component_the_pair_cannot_hold_takes_the_scatter_adjoint_also_under_vmap():
+    """Lane 5's second component gathers ct[1, 4:7] (a = 1): 1e30 + 1 + 1e-30 spans more than a pair, so that call
+    (and, under vmap, that batch) takes the scatter adjoint: plan.reverse's bits, the exact sum."""
+    rng = np.random.default_rng(66)
+    vs, cts = rng.normal(size=(3, 3, 30)), rng.normal(size=(3, 3, 30))
+    cts[1, 1, 4:7] = [1e30, 1.0, 1e-30]
+    fl = eagle.jax.wrap(jg_vline)
+
+    def grad(v, c):
+        return jax.grad(lambda v: jnp.sum(fl(v=v, a=1.0) * c))(v)
+
+    got = jax.jit(jax.vmap(grad))(vs, cts)
+    assert float(got[1][1, 5]) == 1e30
+    plan = eagle.deploy(jg_vline)
+    for b in range(3):
+        bt_same_bits(np.asarray(got[b]), np.asarray(plan.reverse(cts[b], v=vs[b], a=1.0)["v"]), f"v[{b}]")
+        bt_same_bits(np.asarray(grad(vs[b], cts[b])), np.asarray(plan.reverse(cts[b], v=vs[b], a=1.0)["v"]),
+                     f"v[{b}] alone")
+    assert id(gather_for(fl.plan, ("v", "a"), (30,))[2]) in fl._adjoints

@@ -888,6 +888,41 @@ def case_partitioned_stencil_under_jit():
             assert gu.sharding.spec == P("d")
 
 
+def case_gradients_of_a_vector_stencil_in_gather_form():
+    """A Vector plane read at neighbour rows: jax.grad inside shard_map (4 and 8 shards: halos of 2 rows, the
+    share planes' components exchanged) and under partition=True takes the gather form (its local gathers are
+    the kernels called), bitwise plan.reverse's; cotangents of wildly different scales take the scatter adjoint
+    on every shard, with the same bits."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    rng = np.random.default_rng(16)
+    v, u, co = rng.normal(size=(2, NR, NC)), rng.normal(size=(NR, NC)), rng.normal(size=(2, NR, NC))
+    wild = co * np.exp2(rng.integers(-300, 300, size=co.shape))
+    for shards, c, partition in ((4, co, False), (8, co, False), (8, co, True), (4, wild, False), (4, wild, True)):
+        mesh = _mesh(shards)
+        f = eagle.jax.wrap(ks["vheat"], **({"partition": True} if partition else {"axis_name": "d"}))
+        call = (lambda v, u, f=f: f(v=v, u=u)) if partition else \
+            jax.shard_map(lambda v, u, f=f: f(v=v, u=u), mesh=mesh, in_specs=(P(None, "d"), P("d")),
+                          out_specs={"out": P(None, "d"), "tot": P()})
+
+        def loss(v, u, c=c, call=call):
+            r = call(v, u)
+            return (r["out"] * c).sum() + 0.7 * r["tot"].sum()
+
+        gv, gu = jax.jit(jax.grad(loss, argnums=(0, 1)))(jax.device_put(v, NamedSharding(mesh, P(None, "d"))),
+                                                        jax.device_put(u, NamedSharding(mesh, P("d"))))
+        want = eagle.deploy(ks["vheat"]).reverse({"out": c, "tot": np.array([0.7])}, v=v, u=u)
+        _bits_equal({"v": gv, "u": gu}, want, ["v", "u"])
+        called = [k for k in f._adjoints if isinstance(k, tuple)]
+        assert any(k[0] == "local" for k in called), "the gather form's local gathers were not called"
+
+
 def case_gradients_of_a_grid_kernel_in_float64_and_float32():
     import jax
     import jax.numpy as jnp

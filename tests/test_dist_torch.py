@@ -534,6 +534,31 @@ def case_gradients_of_a_stencil_over_uneven_rows(rank, group):
     assert f.last_sharded_reverse == "scatter"
 
 
+def case_gradients_of_a_vector_stencil_over_uneven_rows(rank, group):
+    """A Vector plane read at neighbour rows (2 rows a halo) over rows split 2/17/14/15: its gradient takes the
+    gather form (its share planes' components exchanged row by row) with plan.reverse's bits, and cotangents of
+    wildly different scales send every rank to the scatter adjoint, with the same bits."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    f = eagle.torch.wrap(dist_vheat, group=group)
+    cuts = [0, 2, 19, 33, NR]
+    lo, hi = cuts[rank], cuts[rank + 1]
+    rng = np.random.default_rng(12)
+    v, u, cout = rng.normal(size=(2, NR, NC)), rng.normal(size=(NR, NC)), rng.normal(size=(2, NR, NC))
+    for co, how in ((cout, "gather"), (cout * np.exp2(rng.integers(-300, 300, size=cout.shape)), "scatter")):
+        vt = torch.from_numpy(v[:, lo:hi].copy()).requires_grad_()
+        ut = torch.from_numpy(u[lo:hi].copy()).requires_grad_()
+        got = f(v=vt, u=ut)
+        ((got["out"] * torch.from_numpy(co[:, lo:hi].copy())).sum() + 0.7 * got["tot"].sum()).backward()
+        want = eagle.deploy(dist_vheat).reverse({"out": co, "tot": np.array([0.7])}, v=v, u=u)
+        _bits({"v": vt.grad, "u": ut.grad}, {"v": np.asarray(want["v"])[:, lo:hi], "u": np.asarray(want["u"])[lo:hi]},
+              ["v", "u"])
+        assert f.last_sharded_reverse == how, (how, f.last_sharded_reverse)
+
+
 def case_a_refused_call_leaves_every_rank_s_tensors_untouched(rank, group):
     """A call refused on one rank only (a key outside the sink, found as its lanes run; an integer plane the binder
     refuses; float32 planes where the others pass float64) is refused on every rank, before any rank's finish:

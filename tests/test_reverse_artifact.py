@@ -20,7 +20,7 @@ import eagle
 import hawk
 import hawk.artifact
 import hawk.math as m
-from hawk import Grid, Index, Mutable, Param, Scalar
+from hawk import Grid, Index, Mutable, Param, Scalar, Vector
 from hawk.abi.artifact import schema as hschema
 from hawk.abi.artifact.format import content_hash
 from hawk.artifact import ArtifactError
@@ -244,6 +244,34 @@ def test_a_stencil_artifact_gathers_its_gradient_as_plan_reverse_does(published,
         want = plan.reverse(ct, x=x, a=1.0)
         assert all(same_bits(got[k], want[k]) for k in want), special
     assert np.asarray(got["x"])[5] == float(np.sum(ct[4:7]))  # (gathered again: ordinary terms)
+
+
+@hawk.kernel
+def ra_vline(g: Grid["i"], v: Vector[2], a: Param) -> Vector[2]:
+    return (v.at(i=g.i - 1) + v.at(i=g.i + 1) + v * v.at(i=g.i + 2)) * a
+
+
+def test_a_vector_stencil_artifact_gathers_its_gradient_too(tmp_path):
+    """A Vector plane's gather form is published like a Scalar's (share planes of its components); the loaded door
+    runs it with plan.reverse's bits, and where a component's pair errs (lane 5's second: 1e30 + 1 + 1e-30), the
+    published adjoint."""
+    from eagle.reverse import Reverse
+
+    hawk.artifact.build(ra_vline, tmp_path, reverse=True, reverse_extents=(40,))
+    g = json.loads((tmp_path / "ra_vline.json").read_text())["reverse"]["gather"]
+    assert g["grad"] == {"v": "grad_v"}, g
+    planes = {"v": np.random.default_rng(5).normal(size=(2, 40)), "a": 0.5}
+    art = hawk.load(tmp_path, "ra_vline", threads=2, min_chunk=8)
+    rev = Reverse(art, planes, None, art._reverse)
+    plan = eagle.deploy(ra_vline, threads=2, min_chunk=8)
+    for calls, special in enumerate((None, [1e30, 1.0, 1e-30])):
+        ct = np.random.default_rng(6).normal(size=(2, 40))
+        if special is not None:
+            ct[1, 4:7] = special
+        got = {k: np.asarray(v).copy() for k, v in rev(ct).items()}
+        assert rev.gather_run is not None and rev.exact_calls == calls, special
+        want = plan.reverse(ct, **planes)
+        assert all(same_bits(got[k], want[k]) for k in want), special
 
 
 @pytest.mark.parametrize("mutate, words", [

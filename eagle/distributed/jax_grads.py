@@ -66,12 +66,13 @@ def gathered(jk, axis_name, run, wrt: tuple, ext: tuple, stencil: list, form, in
     me = jax.lax.axis_index(axis_name)
     axes = frozenset({axis_name})
 
-    def halo(a):  # h rows of each neighbour around this shard's (zeros past the grid's edges)
-        up = jax.lax.ppermute(a[-h:], axis_name, [(s, s + 1) for s in range(shards - 1)])
-        down = jax.lax.ppermute(a[:h], axis_name, [(s + 1, s) for s in range(shards - 1)])
-        return jnp.concatenate([up, a, down])
+    def halo(a):  # h rows of each neighbour around this shard's (zeros past the grid's edges; rows: axis 1)
+        up = jax.lax.ppermute(a[:, -h:], axis_name, [(s, s + 1) for s in range(shards - 1)])
+        down = jax.lax.ppermute(a[:, :h], axis_name, [(s + 1, s) for s in range(shards - 1)])
+        return jnp.concatenate([up, a, down], axis=1)
 
-    shares = {s: got[s].reshape(rows, w) for s in g.shares}
+    # (components, rows, lanes a row) of each share plane: a Vector plane's components first, a Scalar's one
+    shares = {s: got[s].reshape(g.payload.get(s, 1), rows, w) for s in g.shares}
     if h and shards > 1:
         shares = {s: halo(a) for s, a in shares.items()}
     names = sorted(g.grad)
@@ -81,8 +82,8 @@ def gathered(jk, axis_name, run, wrt: tuple, ext: tuple, stencil: list, form, in
         gk = local(local_gather(jk.plan, wrt, ext, (extent, *ext[1:])))
 
         def run_it(sh):
-            out = gk(**{s: a[lo:lo + extent] for s, a in sh.items()})
-            outs = [like(out[g.grad[x]].reshape(extent, w)[keep:keep + rows], axes) for x in names]
+            out = gk(**{s: _plane(a[:, lo:lo + extent], g.payload.get(s), ext) for s, a in sh.items()})
+            outs = [like(out[g.grad[x]].reshape(-1, extent, w)[:, keep:keep + rows], axes) for x in names]
             return (*outs, like(out[g.flag].reshape(()), axes))
         return run_it
 
@@ -121,3 +122,10 @@ def _typed(got: dict, want: dict, like: Callable) -> dict:
     from eagle.distributed.jax_shard import _varying
 
     return {k: like(v, _varying(want[k])) for k, v in got.items()}
+
+
+def _plane(a, payload: int | None, ext: tuple):
+    """A (components, rows, lanes a row) share block shaped as the gather takes the plane (payload first, then
+    the rows and the grid's other axes; a Scalar's without a payload axis)."""
+    shape = (a.shape[1], *ext[1:])
+    return a.reshape(payload, *shape) if payload else a[0].reshape(shape)

@@ -199,8 +199,13 @@ def _gathered(spec: _Spec, form, wrt: tuple, ext: tuple, r0: int, rows: torch.Te
     halo = _edges(group, shards, rank, rows)
     local = {}
     for s in g.shares:  # this rank's share rows with h of each neighbour's, cut at the grid's edges
-        own = got[s].numpy().reshape(n, w)
-        local[s] = (halo(own, h) if h else own)[h - (r0 - a0):h + (a1 - r0)]
+        p = g.payload.get(s, 1)  # (a Vector plane's components: exchanged row by row, laid out first again)
+        own = got[s].numpy().reshape(p, n, w).transpose(1, 0, 2).reshape(n, p * w)
+        rows_h = (halo(own, h) if h else own)[h - (r0 - a0):h + (a1 - r0)]
+        local[s] = np.ascontiguousarray(rows_h.reshape(a1 - a0, p, w).transpose(1, 0, 2)).reshape(p, a1 - a0,
+                                                                                                 *ext[1:])
+        if s not in g.payload:
+            local[s] = local[s][0]
     out = local_gather(tk.plan, wrt, ext, (a1 - a0, *ext[1:])).run(**local)
     flag = torch.tensor([float(np.asarray(out[g.flag]).reshape(-1)[0])], dtype=torch.float64)
     dist.all_reduce(flag, op=dist.ReduceOp.SUM, group=group)
@@ -208,7 +213,7 @@ def _gathered(spec: _Spec, form, wrt: tuple, ext: tuple, r0: int, rows: torch.Te
         return None
     merged = dict(got)
     for name in g.grad.values():
-        merged[name] = torch.from_numpy(np.asarray(out[name]).reshape(a1 - a0, w)[r0 - a0:r0 - a0 + n].copy())
+        merged[name] = torch.from_numpy(np.asarray(out[name]).reshape(-1, a1 - a0, w)[:, r0 - a0:r0 - a0 + n].copy())
     if sk is not None:
         merged.update(_run(_runner(tk, sk), group, {s: got[s] for s in g.sums.values()})[0])
     grads = {}

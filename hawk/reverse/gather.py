@@ -361,11 +361,11 @@ def _two_sum(e, a, b):
     return s, err
 
 
-def gather_kernels(kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None, vectors: bool = False):
+def gather_kernels(kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None):
     """(shares adjoint, its Design, gather kernel, Param sums kernel or None, Gather) for `kernel`'s gradient
     with respect to `wrt`, or None when no plane of `wrt` is read with `.at` at constant offsets only, or when
-    the kernel writes an output by key (the scatter adjoint serves). `vectors`: Vector planes are gathered too
-    (a share plane per read site of the plane's components; the doors that take them: eagle/reverse.py)."""
+    the kernel writes an output by key (the scatter adjoint serves). A Vector plane is gathered like a Scalar
+    one (a share plane per read site, of the plane's components; its gather keeps a pair per component)."""
     from mlir import ir
 
     from hawk.ir.dialect import new_context
@@ -376,7 +376,7 @@ def gather_kernels(kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
         return None
     d, sig, outputs, f = design(kernel, wrt, extents, "float64")
     candidates = {x for x in wrt if x in f.at_read and d.grad_kind.get(x) == "sink"
-                  and (not d.payload.get(x) or (vectors and len(d.payload[x]) == 1))}
+                  and len(d.payload.get(x, ())) <= 1}
     if not candidates:
         return None
     axes = list(d.axes)
