@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def gathered(jk, form, wrt: tuple, args: tuple, planes: dict, extents: tuple,
@@ -32,8 +33,13 @@ def gathered(jk, form, wrt: tuple, args: tuple, planes: dict, extents: tuple,
     adjoint for every element included; the batch rule here runs the gather form over the batch, then the
     scatter adjoint over the batch only if some element's pair erred (its bits are the same for the others)."""
     adj, design, gk, sk, g = form
+    # grid extents passed by label stay Python ints: custom_vmap would trace them, and a traced extent is no extent
+    inputs, cts, tables = args
+    static = {n: v for n, v in inputs.items() if isinstance(v, (int, np.integer))}
+    args = ({n: v for n, v in inputs.items() if n not in static}, cts, tables)
 
     def gather(inputs: dict, cts: dict, tables: dict) -> tuple[dict, jax.Array]:
+        inputs = {**inputs, **static}
         got = jk._bridge(adj)(**inputs, **cts, **tables)
         got = got if isinstance(got, dict) else {g.shares[0]: got}
         out = jk._bridge(gk)(**{s: got[s].reshape(_shape(g, s, extents)) for s in g.shares})
@@ -44,17 +50,20 @@ def gathered(jk, form, wrt: tuple, args: tuple, planes: dict, extents: tuple,
         mine = {x: merged[design.grad[x]].reshape(planes[x].shape).astype(planes[x].dtype) for x in wrt}
         return mine, jnp.max(out[g.flag])
 
+    def whole(inputs: dict, cts: dict, tables: dict) -> dict:
+        return scatter({**inputs, **static}, cts, tables)
+
     @jax.custom_batching.custom_vmap
     def either(inputs: dict, cts: dict, tables: dict) -> dict:
         mine, flag = gather(inputs, cts, tables)
-        return jax.lax.cond(flag > 0, lambda: scatter(inputs, cts, tables), lambda: mine)
+        return jax.lax.cond(flag > 0, lambda: whole(inputs, cts, tables), lambda: mine)
 
     @either.def_vmap
     def batched(axis_size: int, in_batched: tuple, inputs: dict, cts: dict, tables: dict) -> tuple[dict, dict]:
         axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
         inputs, cts, tables = jax.tree.map(jnp.asarray, (inputs, cts, tables))  # (eager vmap hands NumPy's)
         mine, flags = jax.vmap(gather, in_axes=axes)(inputs, cts, tables)
-        out = jax.lax.cond(jnp.max(flags) > 0, lambda: jax.vmap(scatter, in_axes=axes)(inputs, cts, tables),
+        out = jax.lax.cond(jnp.max(flags) > 0, lambda: jax.vmap(whole, in_axes=axes)(inputs, cts, tables),
                            lambda: mine)
         return out, jax.tree.map(lambda _: True, out)
 

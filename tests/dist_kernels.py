@@ -220,6 +220,36 @@ def dist_vheat(lane: Grid["row", "col":NC], v: Vector[2], u: Scalar, out: Mutabl
 
 
 @hawk.kernel
+def dist_twice(x: Scalar, key: Index, acc: Mutable["slot":5], s: Mutable["slot":3], tot: Mutable[Scalar]):
+    hawk.scatter(acc, policy="ordered")[key] += x
+    hawk.scatter(s)[key % 3] += x * 0.5
+    tot = hawk.sum(x, policy="ordered")
+    hawk.scatter(acc, policy="ordered")[key] += x * tot  # (a second stage adding into the same sinks)
+    hawk.scatter(s)[key % 3] += x - tot
+
+
+@hawk.func
+def halfway(a, b):
+    return (a + b) * 0.5
+
+
+@hawk.kernel
+def dist_foldat(lane: Grid["row", "col":NC], x: Scalar, total: Mutable[Scalar]) -> Scalar:
+    total = hawk.reduce(halfway, x * x)  # (its adjoint scans: shards run whole blocks)
+    return x.at(col=lane.col + 1) * 2.0  # (its adjoint scatters into x's gradient in another stage than the fold's)
+
+
+@hawk.kernel
+def dist_clamped(lane: Grid["row", "col":NC], u: Scalar, v: Vector[2], k: Param, out: Mutable[Scalar],
+                 tot: Mutable[Scalar]):
+    last = lane.extent("row") - 1  # neighbour rows clamped to the grid, as docs/semantics.md writes them
+    up = u.at(row=hm.max(lane.row - 2, 0), col=hm.min(lane.col + 1, NC - 1))
+    down = v.at(row=hm.clamp(lane.row + 1, 0, last))
+    out = u * k + up * down[0] - down[1] * v.at(row=hm.min(lane.row + 3, last), col=hm.max(lane.col - 1, 0))[0]
+    tot = hawk.sum(out * u, policy="ordered")
+
+
+@hawk.kernel
 def dist_sgrad(x: Scalar, start: Scalar, y: Mutable[Scalar], z: Mutable[Scalar], tot: Mutable[Scalar]):
     y = hawk.scan(x * x)
     z = hawk.scan(x, reset=start > 0.5, exclusive=True)

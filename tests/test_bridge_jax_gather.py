@@ -148,3 +148,22 @@ def test_a_vector_component_the_pair_cannot_hold_takes_the_scatter_adjoint_also_
         bt_same_bits(np.asarray(grad(vs[b], cts[b])), np.asarray(plan.reverse(cts[b], v=vs[b], a=1.0)["v"]),
                      f"v[{b}] alone")
     assert id(gather_for(fl.plan, ("v", "a"), (30,))[2]) in fl._adjoints
+
+
+def test_a_grid_extent_passed_by_its_label_stays_an_extent_in_the_gather_form():
+    """`f(u=u, k=k, r=40)`: the extent goes to the gather form's kernels as the integer it is (custom_vmap traced
+    it into an array, which the shares adjoint took for an unknown plane: found by a fuzz campaign), under jit,
+    grad and vmap."""
+    rng = np.random.default_rng(67)
+    us, cts = rng.normal(size=(2, 40, 9)), rng.normal(size=(2, 40, 9))
+    f = eagle.jax.wrap(jg_heat)
+
+    def grad(u, ct):
+        return jax.grad(lambda u: jnp.sum(f(u=u, k=0.3, r=40) * ct))(u)
+
+    plan = eagle.deploy(jg_heat)
+    got = jax.jit(jax.vmap(grad))(us, cts)
+    for b in range(2):
+        want = np.asarray(plan.reverse(cts[b], u=us[b], k=0.3)["u"])
+        bt_same_bits(np.asarray(got[b]), want, f"u[{b}] under vmap")
+        bt_same_bits(np.asarray(jax.jit(grad)(us[b], cts[b])), want, f"u[{b}]")

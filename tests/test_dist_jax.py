@@ -51,7 +51,7 @@ def _setup():
 
     jax.config.update("jax_enable_x64", True)
     names = ("sums", "max", "split", "shift", "heat", "far", "store", "grad", "ratio", "gridgrad", "vheat", "ints",
-             "place", "gridstore", "rowblock", "loopstore")
+             "place", "gridstore", "rowblock", "loopstore", "clamped", "twice", "foldat")
     return np, {n: getattr(dk, f"dist_{n}") for n in names}
 
 
@@ -921,6 +921,75 @@ def case_gradients_of_a_vector_stencil_in_gather_form():
         _bits_equal({"v": gv, "u": gu}, want, ["v", "u"])
         called = [k for k in f._adjoints if isinstance(k, tuple)]
         assert any(k[0] == "local" for k in called), "the gather form's local gathers were not called"
+
+
+def case_neighbour_rows_clamped_to_the_grid_run_with_halos():
+    """Neighbour reads clamped to the grid (`m.clamp(lane.row + 1, 0, lane.extent("row") - 1)`, `m.max`, `m.min`;
+    refused as computed rows until 2026-12-07) run with halos of 3 rows on 4 and 8 shards, bitwise the one-device
+    run, and their gradients (the gather form, a Vector plane's too) bitwise plan.reverse's."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    rng = np.random.default_rng(17)
+    u, v, co = rng.normal(size=(NR, NC)), rng.normal(size=(2, NR, NC)), rng.normal(size=(NR, NC))
+    want = eagle.deploy(ks["clamped"]).run(u=u, v=v, k=0.3)
+    grads = eagle.deploy(ks["clamped"]).reverse({"out": co, "tot": np.array([0.5])}, u=u, v=v, k=0.3)
+    for shards in (4, 8):
+        mesh = _mesh(shards)
+        got = _sharded(ks["clamped"], mesh, dict(u=u, v=v), dict(u=P("d"), v=P(None, "d")),
+                       {"out": P("d"), "tot": P()}, k=0.3)
+        _bits_equal(got, want, ["out", "tot"])
+        f = eagle.jax.wrap(ks["clamped"], axis_name="d")
+        g = jax.shard_map(lambda u, v, f=f: f(u=u, v=v, k=0.3), mesh=mesh, in_specs=(P("d"), P(None, "d")),
+                          out_specs={"out": P("d"), "tot": P()})
+
+        def loss(u, v, g=g):
+            r = g(u, v)
+            return (r["out"] * co).sum() + 0.5 * r["tot"].sum()
+
+        gu, gv = jax.jit(jax.grad(loss, argnums=(0, 1)))(jax.device_put(u, NamedSharding(mesh, P("d"))),
+                                                        jax.device_put(v, NamedSharding(mesh, P(None, "d"))))
+        _bits_equal({"u": gu, "v": gv}, grads, ["u", "v"])
+        assert any(k[0] == "local" for k in f._adjoints if isinstance(k, tuple)), "not the gather form"
+
+
+def case_a_sink_added_into_by_two_stages():
+    """Sinks scattered into before and after a total is read (two stages): the second stage adds to what the first
+    finished, as on one device (the sharded run dropped the first stage's adds until 2026-12-07), the prior passed
+    once; the ordered sink and total bitwise the one-device run on 4 and 8 shards, the plain one to rounding. And
+    a gradient whose adjoint adds into one sink in two stages (a fold's, beside a neighbour read): bitwise
+    plan.reverse's."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+
+    np, ks = _setup()
+    rng = np.random.default_rng(19)
+    x = rng.normal(size=4000) * np.exp(rng.normal(size=4000) * 3)
+    key = rng.integers(0, 5, size=4000).astype(np.int32)
+    prior = rng.normal(size=5)
+    want = eagle.deploy(ks["twice"]).run(x=x, key=key, acc=prior.copy())
+    for shards in (4, 8):
+        got = _sharded(ks["twice"], _mesh(shards), dict(x=x, key=key, acc=prior),
+                       dict(x=P("d"), key=P("d"), acc=P()), {"acc": P(), "s": P(), "tot": P()})
+        _bits_equal(got, want, ["acc", "tot"])
+        np.testing.assert_allclose(np.asarray(got["s"]), np.asarray(want["s"]), rtol=1e-12)
+    u, co = rng.normal(size=(NR, NC)), rng.normal(size=(NR, NC))
+    grads = eagle.deploy(ks["foldat"]).reverse({"result": co, "total": np.array([0.5])}, x=u)
+    mesh = _mesh(4)
+    f = eagle.jax.wrap(ks["foldat"], axis_name="d")
+    g = jax.shard_map(lambda x: f(x=x), mesh=mesh, in_specs=(P("d"),), out_specs={"result": P("d"), "total": P()})
+    gu = jax.jit(jax.grad(lambda x: (g(x)["result"] * co).sum() + 0.5 * g(x)["total"].sum()))(
+        jax.device_put(u, NamedSharding(mesh, P("d"))))
+    _bits_equal({"x": gu}, grads, ["x"])
 
 
 def case_gradients_of_a_grid_kernel_in_float64_and_float32():

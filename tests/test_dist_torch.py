@@ -37,6 +37,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_bigsink,
     dist_bnorm,
     dist_chan,
+    dist_clamped,
     dist_colmax,
     dist_colmin,
     dist_cols,
@@ -81,6 +82,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_split,
     dist_store,
     dist_sums,
+    dist_twice,
     dist_vheat,
     dist_vscan,
 )
@@ -557,6 +559,52 @@ def case_gradients_of_a_vector_stencil_over_uneven_rows(rank, group):
         _bits({"v": vt.grad, "u": ut.grad}, {"v": np.asarray(want["v"])[:, lo:hi], "u": np.asarray(want["u"])[lo:hi]},
               ["v", "u"])
         assert f.last_sharded_reverse == how, (how, f.last_sharded_reverse)
+
+
+def case_neighbour_rows_clamped_to_the_grid_over_uneven_rows(rank, group):
+    """Neighbour reads clamped to the grid (m.clamp, m.max, m.min with the grid's edges) over ranks of 3/16/14/15
+    rows: halos of 3 rows, the one-process bits, and backward() in the gather form with plan.reverse's bits."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    f = eagle.torch.wrap(dist_clamped, group=group)
+    cuts = [0, 3, 19, 33, NR]
+    lo, hi = cuts[rank], cuts[rank + 1]
+    rng = np.random.default_rng(18)
+    u, v, co = rng.normal(size=(NR, NC)), rng.normal(size=(2, NR, NC)), rng.normal(size=(NR, NC))
+    ut = torch.from_numpy(u[lo:hi].copy()).requires_grad_()
+    vt = torch.from_numpy(v[:, lo:hi].copy()).requires_grad_()
+    got = f(u=ut, v=vt, k=0.3)
+    want = eagle.deploy(dist_clamped).run(u=u, v=v, k=0.3)
+    _bits(got, {"out": np.asarray(want["out"])[lo:hi], "tot": want["tot"]}, ["out", "tot"])
+    ((got["out"] * torch.from_numpy(co[lo:hi].copy())).sum() + 0.5 * got["tot"].sum()).backward()
+    grads = eagle.deploy(dist_clamped).reverse({"out": co, "tot": np.array([0.5])}, u=u, v=v, k=0.3)
+    _bits({"u": ut.grad, "v": vt.grad}, {"u": np.asarray(grads["u"])[lo:hi], "v": np.asarray(grads["v"])[:, lo:hi]},
+          ["u", "v"])
+    assert f.last_sharded_reverse == "gather"
+
+
+def case_a_sink_added_into_by_two_stages_uneven(rank, group):
+    """Sinks scattered into before and after a total is read (two stages) over ranks of 1/1999/1000/1000 lanes: the
+    second stage adds to what the first finished (the prior passed once); the ordered sink and total bitwise the
+    one-process run, the plain sink to rounding."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    rng = np.random.default_rng(20)
+    x = rng.normal(size=4000) * np.exp(rng.normal(size=4000) * 3)
+    key = rng.integers(0, 5, size=4000).astype(np.int32)
+    prior = rng.normal(size=5)
+    lo, hi = [0, 1, 2000, 3000, 4000][rank:rank + 2]
+    want = eagle.deploy(dist_twice).run(x=x, key=key, acc=prior.copy())
+    got = eagle.torch.wrap(dist_twice, group=group)(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]),
+                                                     acc=torch.from_numpy(prior))
+    _bits(got, want, ["acc", "tot"])
+    np.testing.assert_allclose(got["s"].numpy(), np.asarray(want["s"]), rtol=1e-12)
 
 
 def case_a_refused_call_leaves_every_rank_s_tensors_untouched(rank, group):

@@ -162,7 +162,7 @@ class ShardedRun:
         `priors` a sink's prior content by name; `halo(array, rows)` gives a plane with `rows` rows of each
         neighbour shard around it (zeros past the grid's edges); `move` passes lanes between neighbouring shards
         when they run whole scan blocks (Reach.block). Returns, by name, where each result lies."""
-        planes = dict(planes)
+        planes, priors = dict(planes), dict(priors)
         for n, h in self.how.halo.items():
             if h and n in planes and not self.how.block:
                 planes[n] = self._with_halo(halo, planes[n], n, h)
@@ -207,6 +207,9 @@ class ShardedRun:
             done = finish(fh, [cut[n] for n in fh.names] + state)
             for name, (j, off, shape) in fh.picks.items():
                 out[name] = (done, j, off, shape)
+                if name in sinks.values():  # a later stage scattering into this sink adds to what this one
+                    # finished (the prior passed included), as on one device, where its buffer carries over
+                    priors[name] = pick(done, j, off, shape).reshape(-1)
             cut.update({c: done[j] for c, j in fh.cells_out.items()})
         return {name: (rets, j, off, shape) for name, (rets, j, off, shape) in sorted(out.items())}
 
