@@ -276,16 +276,8 @@ class Grammar:
     def payload_read(self, d: int) -> E:
         """A read of the Vector[3] plane (here, or at another lane) or of the table, folded to a scalar."""
         v, r = self.data["v"], self.rng.random()
-        if r < 0.3 and self.grid and self.rng.random() < 0.5:  # a neighbour's vector (a stencil: gather form)
-            dr, dc = int(self.rng.integers(-1, 2)), int(self.rng.integers(-1, 2))
-            rr = np.clip(self.env["lane.row"].val + dr, 0, ROWS - 1)
-            cc = np.clip(self.env["lane.col"].val + dc, 0, COLS - 1)
-            at = v[:, rr, cc]
-            src = f"v.at(row=m.clamp(lane.row + {dr}, 0, {ROWS - 1}), col=m.clamp(lane.col + {dc}, 0, {COLS - 1}))"
-            if self.rng.random() < 0.5:
-                j = int(self.rng.integers(3))
-                return E(f"{src}[{j}]", at[j], "f", np.abs(at[j]), exact=True)
-            return E(f"{src}.sum()", at.sum(axis=0), "f", np.abs(at).sum(axis=0))
+        if r < 0.3 and self.grid and self.rng.random() < 0.5:
+            return self.vector_neighbour()
         if r < 0.3:
             j = self.index_expr(d)
             at = v.reshape(3, -1)[:, j.val]
@@ -522,16 +514,39 @@ class Grammar:
             v = np.where(np.isnan(a.val), 0, np.clip(np.floor(a.val), 0, lanes - 1)).astype(np.int64)
         return E(f"m.index({a.src}, {lanes})", v, "i", None, False, union(a, self.jump_int(a)))
 
+    def edge_clamped(self, dr: int) -> str:
+        """A neighbour row clamped to the grid: to its last row as a constant (the generator's grid only: a
+        sharded run, over more rows, refuses the read by name) or as `lane.extent("row") - 1` (any grid: a
+        stencil, which runs sharded with halos and whose gradient takes the gather form)."""
+        if self.rng.random() < 0.5:
+            return f"m.clamp(lane.row + {dr}, 0, {ROWS - 1})"
+        return f"m.clamp(lane.row + {dr}, 0, lane.extent(\"row\") - 1)"
+
+    def vector_neighbour(self) -> E:
+        """A neighbour's vector on a grid, at clamped constant offsets (a Vector stencil: its gradient takes the
+        gather form), one component or their sum."""
+        v = self.data["v"]
+        dr, dc = int(self.rng.integers(-1, 2)), int(self.rng.integers(-1, 2))
+        rr = np.clip(self.env["lane.row"].val + dr, 0, ROWS - 1)
+        cc = np.clip(self.env["lane.col"].val + dc, 0, COLS - 1)
+        at = v[:, rr, cc]
+        src = f"v.at(row={self.edge_clamped(dr)}, col=m.clamp(lane.col + {dc}, 0, {COLS - 1}))"
+        if self.rng.random() < 0.5:
+            j = int(self.rng.integers(3))
+            return E(f"{src}[{j}]", at[j], "f", np.abs(at[j]), exact=True)
+        return E(f"{src}.sum()", at.sum(axis=0), "f", np.abs(at).sum(axis=0))
+
     def at_read(self, d: int) -> E:
         plane = self.pick(["x", "y"])
         flat = self.data[plane].reshape(-1)
+        if self.grid and not self.in_func and self.rng.random() < 0.4:
+            return self.vector_neighbour()
         if self.grid and self.rng.random() < 0.6:
             dr, dc = int(self.rng.integers(-1, 2)), int(self.rng.integers(-1, 2))
             rr = np.clip(self.env["lane.row"].val + dr, 0, ROWS - 1)
             cc = np.clip(self.env["lane.col"].val + dc, 0, COLS - 1)
             v = self.data[plane][rr, cc]
-            src = (f"{plane}.at(row=m.clamp(lane.row + {dr}, 0, {ROWS - 1}), "
-                   f"col=m.clamp(lane.col + {dc}, 0, {COLS - 1}))")
+            src = f"{plane}.at(row={self.edge_clamped(dr)}, col=m.clamp(lane.col + {dc}, 0, {COLS - 1}))"
             return E(src, v, "f", absf(v), exact=True)
         j = self.index_expr(d)
         v = flat[j.val]

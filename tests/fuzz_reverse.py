@@ -135,7 +135,10 @@ def check_reverse(c, workdir: str, target: str = "host") -> dict:
             rough.append(name)  # a kink or a jump within the step (or at the point itself: abs(0.0))
             continue
         if abs(ad - q4) > TOL * size + noise:
-            if noise > 1e-3 * size:  # the forward rounds too coarsely here to tell
+            # the forward rounds too coarsely here to tell; or the quotients agree only next to a huge gradient,
+            # not with each other (a float `%` of a value whose spacing exceeds the divisor: its result jumps
+            # within any step, while its derivative, 1, times the dividend's is as large as the dividend)
+            if noise > 1e-3 * size or abs(q1 - q4) > KINK * max(abs(q1), abs(q4)) + 2.0 * noise:
                 rough.append(name)
                 continue
             return {**out, "status": "fail",

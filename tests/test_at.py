@@ -186,6 +186,18 @@ def at_far_neighbours(g: Grid["row", "col":7], u: Scalar) -> Scalar:
     return u.at(col=g.col - 2) + u.at(col=g.col + 3) + u.at(row=g.row + 1) * 2.0 + u.at(row=g.row - 3, col=g.col + 1)
 
 
+@hawk.kernel
+def at_far_clamped(g: Grid["row", "col":7], u: Scalar) -> Scalar:  # the same reads, clamped in the kernel
+    last = g.extent("row") - 1
+    return u.at(col=m.max(g.col - 2, 0)) + u.at(col=m.min(g.col + 3, 6)) + \
+        u.at(row=m.clamp(g.row + 1, 0, last)) * 2.0 + u.at(row=m.max(0, g.row - 3), col=m.clamp(g.col + 1, 0, 6))
+
+
+@hawk.kernel
+def at_line_clamped(g: Grid["i"], x: Scalar) -> Scalar:
+    return x.at(i=m.min(g.i + 2, g.extent("i") - 1)) - x.at(i=m.max(g.i - 1, 0)) * x
+
+
 def _clamped_neighbours(u):
     rows, cols = u.shape
     r, c = np.arange(rows)[:, None], np.arange(cols)[None, :]
@@ -197,15 +209,27 @@ def _clamped_neighbours(u):
         u[near(r - 3, rows), near(c + 1, cols)]
 
 
+@pytest.mark.parametrize("kernel", [at_far_neighbours, at_far_clamped], ids=["bare", "clamped"])
 @pytest.mark.parametrize("rows", [1, 2, 4, 6, 7, 40, 200_001])
-def test_neighbour_reads_on_grids_thinner_and_wider_than_their_reach(target, rows):
+def test_neighbour_reads_on_grids_thinner_and_wider_than_their_reach(target, rows, kernel):
     # the host runs the grid's interior (3 rows and 3 columns from every edge here) without the clamps and the
     # rest with them: every lane must read what the clamped coordinates name, whatever the grid's size and the
-    # thread count
+    # thread count; reads clamped in the kernel (to the grid's edges) take the interior too (the lane's own
+    # coordinate plus the offset there)
     u = np.random.default_rng(rows).standard_normal((rows, 7))
     want = _clamped_neighbours(u)
     for threads in (1, 2, 3):
-        plan = eagle.deploy(at_far_neighbours, target=target, threads=threads, min_chunk=1024)  # small chunks
+        plan = eagle.deploy(kernel, target=target, threads=threads, min_chunk=1024)  # small chunks
         got = np.asarray(plan.run(u=u))
         assert threads == 1 or u.size < 2048 or max(plan.last_chunks) > 1, plan.last_chunks  # a real split
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 100_003])
+def test_a_line_s_reads_clamped_in_the_kernel(target, n):
+    x = np.random.default_rng(n).standard_normal(n)
+    i = np.arange(n)
+    want = x[np.minimum(i + 2, n - 1)] - x[np.maximum(i - 1, 0)] * x
+    for threads in (1, 3):
+        plan = eagle.deploy(at_line_clamped, target=target, threads=threads, min_chunk=1024)
+        np.testing.assert_array_equal(np.asarray(plan.run(x=x)), want)

@@ -5,7 +5,7 @@ shard may give its own row numbers (docs/distributed.md, "Gradients through row 
 import re
 
 import hawk
-import hawk.math as hm  # noqa: F401  (kernel bodies)
+import hawk.math as hm
 from hawk import Grid, Mutable, Param, Scalar
 
 W = 4
@@ -32,6 +32,20 @@ def reach_rows_total(lane: Grid["row", "col":W], x: Scalar, s: Mutable[Scalar], 
     s = hawk.sum(x, over="col")
     tot = hawk.sum(x, policy="ordered")
     z = x - tot  # (tot read below its reduction: its cotangent meets the lanes' at the run's first lane)
+
+
+@hawk.kernel
+def reach_clamped(lane: Grid["row", "col":W], u: Scalar, v: Scalar, w: Scalar) -> Scalar:
+    up = u.at(row=hm.clamp(lane.row - 2, 0, lane.extent("row") - 1))  # the read docs/semantics.md writes
+    down = v.at(row=hm.min(lane.row + 1, lane.extent("row") - 1), col=hm.max(lane.col - 1, 0))
+    return up + down + w.at(row=hm.max(0, hm.min(lane.row + 3, lane.extent("row") - 1)))
+
+
+@hawk.kernel
+def reach_clamped_elsewhere(lane: Grid["row", "col":W], u: Scalar, v: Scalar, w: Scalar) -> Scalar:
+    a = u.at(row=hm.clamp(lane.row + 1, 0, 7))  # the last row of some grid, not of every run
+    b = v.at(row=hm.clamp(lane.row + 1, 0, lane.extent("row") - 2))  # short of the edge
+    return a + b + w.at(row=hm.max(lane.row - 1, 1))  # (likewise)
 
 
 def _adjoint(kernel, wrt):
@@ -63,3 +77,11 @@ def test_the_adjoint_of_a_row_sum_keys_its_cotangent_by_own_rows():
 def test_a_total_read_in_the_body_keeps_whole_run_lane_numbers_in_the_adjoint():
     """Its cotangent meets the lanes' shares at the whole run's first lane (unmarked coordinates)."""
     assert _adjoint(reach_rows_total, ("x",)).lane_reach()[1] is True
+
+
+def test_reads_clamped_to_the_grid_reach_their_offsets():
+    """A neighbour row clamped to the grid (`m.clamp`, `m.min`, `m.max` with 0 or `lane.extent("row") - 1`, nested
+    either way) is the read past the edge the host clamps anyway: it reaches its offset. Other bounds can reach
+    rows that are not the lane's own plus a constant."""
+    assert reach_clamped.lane_reach() == ({"u": 2, "v": 1, "w": 3}, True)
+    assert reach_clamped_elsewhere.lane_reach() == ({"u": None, "v": None, "w": None}, True)

@@ -57,6 +57,23 @@ def vline(g: Grid["i"], v: Vector[3], a: Param) -> Vector[3]:
 
 
 @hawk.kernel
+def cheat(g: Grid["r", "c":7], u: Scalar, k: Param) -> Scalar:  # reads clamped as docs/semantics.md writes them
+    a = u.at(r=m.clamp(g.r + 1, 0, g.extent("r") - 1), c=m.min(g.c + 1, 6))
+    b = u.at(r=m.max(g.r - 1, 0), c=m.clamp(g.c - 2, 0, 6))
+    return a * b * k + u.at(r=m.min(g.r + 2, g.extent("r") - 1)) * u
+
+
+@hawk.kernel
+def cvline(g: Grid["i"], v: Vector[2], a: Param) -> Vector[2]:
+    return (v.at(i=m.max(g.i - 1, 0)) + v.at(i=m.clamp(g.i + 2, 0, g.extent("i") - 1))) * v * a
+
+
+@hawk.kernel
+def short_clamp(g: Grid["r", "c":7], u: Scalar) -> Scalar:  # bounds short of the edges: not the lane plus k
+    return u.at(r=m.clamp(g.r + 1, 0, g.extent("r") - 2)) * u.at(c=m.min(g.c + 1, 5))
+
+
+@hawk.kernel
 def flat_read(g: Grid["r", "c":5], u: Scalar, k: Param) -> Scalar:
     return u.at(r=g.r + 1) * k + u.at(0) * 0.5  # a flat index: the scatter adjoint serves this plane
 
@@ -82,6 +99,11 @@ def _case(name: str, lanes: int):
         return vline, rng.normal(size=(3, lanes)), {"v": rng.normal(size=(3, lanes)), "a": 1.3}
     if name == "vonly":
         return vonly, rng.normal(size=(4, lanes)), {"v": rng.normal(size=(4, lanes))}
+    if name == "cheat":
+        shape = (max(1, lanes // 7), 7)
+        return cheat, rng.normal(size=shape), {"u": rng.normal(size=shape), "k": 0.7}
+    if name == "cvline":
+        return cvline, rng.normal(size=(2, lanes)), {"v": rng.normal(size=(2, lanes)), "a": 1.3}
     shape = (max(1, lanes // 7), 7)
     return far, rng.normal(size=shape), {"u": rng.normal(size=shape), "w": rng.normal(size=shape)}
 
@@ -108,7 +130,9 @@ def _scatter(kernel, ct, planes, target="host", threads=None):
 @pytest.mark.parametrize("name,lanes", [("heat", 24), ("heat", 48), ("heat", 3000), ("line", 1), ("line", 2),
                                         ("line", 3), ("line", 3000), ("far", 7), ("far", 14), ("far", 28),
                                         ("far", 2100), ("vheat", 24), ("vheat", 72), ("vheat", 2400),
-                                        ("vline", 1), ("vline", 3), ("vline", 2000), ("vonly", 3), ("vonly", 300)])
+                                        ("vline", 1), ("vline", 3), ("vline", 2000), ("vonly", 3), ("vonly", 300),
+                                        ("cheat", 7), ("cheat", 14), ("cheat", 2100), ("cvline", 1), ("cvline", 2),
+                                        ("cvline", 2000)])
 def test_same_bits_as_the_scatter_adjoint(name, lanes):
     # thin grids: one or two rows (or lanes) against reads reaching 1-3 lanes away, so that several sources
     # clamp onto one edge lane (which then receives every one of their terms)
@@ -120,7 +144,7 @@ def test_same_bits_as_the_scatter_adjoint(name, lanes):
     bt_same_bits(got, want, f"{name} {lanes}")
 
 
-@pytest.mark.parametrize("name", ["heat", "line", "far", "vheat", "vline"])
+@pytest.mark.parametrize("name", ["heat", "line", "far", "vheat", "vline", "cheat", "cvline"])
 def test_same_bits_on_every_thread_count(name):
     kernel, ct, planes = _case(name, 6000)
     want, plan = _gather(kernel, ct, planes, threads=1, min_chunk=SMALL)
@@ -132,11 +156,11 @@ def test_same_bits_on_every_thread_count(name):
         bt_same_bits(got, want, f"{name} threads={threads}")
 
 
-@pytest.mark.parametrize("name", ["heat", "line", "fir", "conv3", "vheat", "vline"])
+@pytest.mark.parametrize("name", ["heat", "line", "fir", "conv3", "vheat", "vline", "cheat"])
 def test_same_bits_on_the_gpu_target_as_on_the_host(name, target):
     if target == "host":
         pytest.skip("the host is the reference")
-    kernel, ct, planes = _case(name, 3000) if name in ("heat", "line", "vheat", "vline") else \
+    kernel, ct, planes = _case(name, 3000) if name in ("heat", "line", "vheat", "vline", "cheat") else \
         _loop_case(name, 2200)  # (unrolled)
     want, _ = _gather(kernel, ct, planes)
     got, plan = _gather(kernel, ct, planes, target=target)
@@ -241,6 +265,8 @@ def test_reads_it_cannot_gather_keep_the_scatter():
 
     assert gather_kernels(flat_read, ("u", "k"), (4, 5)) is None
     assert gather_kernels(heat, ("k",), (4, 24)) is None  # no plane read with .at differentiated
+    assert gather_kernels(short_clamp, ("u",), (4, 7)) is None  # clamped short of the grid's edges
+    assert gather_kernels(cheat, ("u", "k"), (4, 7)) is not None  # (clamped to them: the same reads as bare)
     u, ct = np.random.default_rng(1).normal(size=(4, 5)), np.random.default_rng(2).normal(size=(4, 5))
     got, plan = _gather(flat_read, ct, {"u": u, "k": 0.5})
     assert len(plan.last_reverse_chunks) == 1

@@ -17,10 +17,19 @@ from hawk.ir import access
 from hawk.ir.dialect import is_hawk, new_context
 
 
-def lane_offset(v: ir.Value, axis: str) -> int | None:
-    """k when `v` is the lane's own coordinate on `axis` plus the constant k, else None."""
+def lane_offset(v: ir.Value, axis: str, last: int | None = None) -> int | None:
+    """k when `v` is the lane's own coordinate on `axis` plus the constant k, else None. Also when that is clamped
+    to the axis's coordinates (`m.clamp(g.r + k, 0, g.extent("r") - 1)`, or `m.min` / `m.max` with one of those
+    bounds; `last`: the axis's last coordinate, when known, for a constant upper bound): a read past an edge is
+    clamped to it anyway (per axis), so the clamped read is the same lane."""
     owner = v.owner
     if isinstance(owner, ir.Block):
+        return None
+    if owner.name in ("arith.maxsi", "arith.minsi"):
+        a, b = owner.operands
+        for x, bound in ((a, b), (b, a)):
+            if _edge(bound, owner.name == "arith.maxsi", axis, last):
+                return lane_offset(x, axis, last)
         return None
     if is_hawk(owner, "lane"):
         return 0 if access.lane_axis(owner) == axis else None
@@ -34,6 +43,28 @@ def lane_offset(v: ir.Value, axis: str) -> int | None:
         value = ir.IntegerAttr(k.owner.attributes["value"]).value
         return inner + value if owner.name == "arith.addi" else inner - value
     return None
+
+
+def _constant(v: ir.Value) -> int | None:
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+        return None
+    return ir.IntegerAttr(owner.attributes["value"]).value
+
+
+def _edge(bound: ir.Value, low: bool, axis: str, last: int | None) -> bool:
+    """Whether `bound` is the first coordinate of `axis` (`low`: 0) or its last (`g.extent(axis) - 1`, or the
+    constant `last`)."""
+    if low:
+        return _constant(bound) == 0
+    k = _constant(bound)
+    if k is not None:
+        return last is not None and k == last
+    owner = bound.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.subi" or _constant(owner.operands[1]) != 1:
+        return False
+    ext = owner.operands[0].owner
+    return not isinstance(ext, ir.Block) and is_hawk(ext, "extent") and access.lane_axis(ext) == axis
 
 
 def lane_reach(text: str, lead: str | None, per_lane: frozenset[str]) -> tuple[dict[str, int | None], bool]:

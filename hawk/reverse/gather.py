@@ -49,9 +49,10 @@ class Gather:
     # its design) and by share plane (from the cotangent stored; absent: a Scalar's)
 
 
-def at_offsets(op, axes: list[str]) -> tuple[int, ...] | None:
+def at_offsets(op, axes: list[str], extents: tuple[int, ...] | None = None) -> tuple[int, ...] | None:
     """A `.at` read's offset from the lane's own coordinates on every lane axis (an axis left out: 0), or None
-    when some coordinate is not the lane's own plus a constant (a flat index, data, another axis)."""
+    when some coordinate is not the lane's own plus a constant (a flat index, data, another axis); clamped to the
+    grid's edges or not (hawk.ir.reach.lane_offset; `extents`: the grid's, for a constant last coordinate)."""
     from hawk.ir.access import at_coords, coord_axes
     from hawk.ir.reach import lane_offset
 
@@ -63,7 +64,8 @@ def at_offsets(op, axes: list[str]) -> tuple[int, ...] | None:
         if a not in named:
             offs.append(0)
             continue
-        k = lane_offset(at_coords(op)[named.index(a)], a)
+        last = extents[axes.index(a)] - 1 if extents is not None else None
+        k = lane_offset(at_coords(op)[named.index(a)], a, last)
         if k is None:
             return None
         offs.append(k)
@@ -78,7 +80,8 @@ def reads_of(candidates: set[str]):
     return lambda op: is_hawk(op, "at") and plane_name(op) in candidates
 
 
-def gathered_planes(text: str, candidates: set[str], axes: list[str]) -> set[str]:
+def gathered_planes(text: str, candidates: set[str], axes: list[str], extents: tuple[int, ...] | None = None
+                    ) -> set[str]:
     """The planes of `candidates` (per-lane Scalar planes read with `.at`, differentiated) whose every `.at`
     read in the forward hawk IR `text` has constant offsets once `for` loops of constant pass counts around such
     reads are unrolled (hawk/reverse/unroll.py) and sits outside other loops, with few terms."""
@@ -97,7 +100,7 @@ def gathered_planes(text: str, candidates: set[str], axes: list[str]) -> set[str
             if not is_hawk(op, "at") or plane_name(op) not in candidates:
                 continue
             plane = plane_name(op)
-            offs = at_offsets(op, axes)
+            offs = at_offsets(op, axes, extents)
             if offs is None or enclosing_loops(op):
                 bad.add(plane)
                 continue
@@ -151,7 +154,7 @@ def shares_sweep_class():
                 return super().reverse_at(op, g)
             if self.in_if:  # (gathered_planes keeps reads in loops out; hoisted reads reverse at the top level)
                 raise error_at(op, "internal error: a gathered .at read reversed inside an if")
-            self.put(plane, g, at_offsets(op, self.p.axes))
+            self.put(plane, g, at_offsets(op, self.p.axes, self.p.extents))
 
         def cell_out(self, out: str, share) -> None:
             """A Param's per-lane shares go to a plane the Param sums kernel adds up (ordered): this kernel
@@ -381,7 +384,7 @@ def gather_kernels(kernel, wrt: tuple[str, ...], extents: tuple[int, ...] | None
         return None
     axes = list(d.axes)
     text = located_ir(kernel, kernel.spec_for("float64", {}))
-    gathered = gathered_planes(text, candidates, axes)
+    gathered = gathered_planes(text, candidates, axes, tuple(extents))
     if not gathered:
         return None
     sweep = shares_sweep_class()

@@ -126,7 +126,7 @@ def _rows(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int, kept_
             cx.known_coords = {cx.axes[0]: outer.induction_variable}
             if len(cx.axes) == 2:
                 cx.known_coords[cx.axes[1]] = offset
-        margins = own_offsets(body, cx.axes) if kept_span is None and len(cx.axes) == 2 else {}
+        margins = own_offsets(body, cx.axes, grid.fixed_last(cx)) if kept_span is None and len(cx.axes) == 2 else {}
         if any(margins.values()):  # neighbour reads: the interior of the grid runs without their clamps
             inner.operation.erase()
             results = grid.interior_rows(cx, body, outer, row0, start, end, span, margins)

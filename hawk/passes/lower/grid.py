@@ -20,16 +20,18 @@ from hawk.passes.lower import stream
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
 
 
-def own_offsets(body: ir.Block, axes: list[str]) -> dict[str, int]:
+def own_offsets(body: ir.Block, axes: list[str], last: dict[str, int] | None = None) -> dict[str, int]:
     """Mark each `.at` coordinate that is the lane's own coordinate plus constants (`hawk.own_offsets`, one
     entry per coordinate, -1 << 62 where not; hawk.ir.reach.lane_offset reads them, nested ones too, as an
-    unrolled loop's `g.r + i - 1` is) and return the largest such |offset| per axis."""
+    unrolled loop's `g.r + i - 1` is, and clamped to the grid: `last`, each fixed axis's last coordinate) and
+    return the largest such |offset| per axis."""
     none = -(1 << 62)
     margins: dict[str, int] = {}
+    last = last or {}
 
     def visit(op):
         if is_hawk(op, "at") and coord_axes(op) != ["#"]:
-            offsets = [lane_offset(v, a) for v, a in zip(at_coords(op), coord_axes(op), strict=True)]
+            offsets = [lane_offset(v, a, last.get(a)) for v, a in zip(at_coords(op), coord_axes(op), strict=True)]
             found = [none if k is None else k for k in offsets]
             op.attributes["hawk.own_offsets"] = ir.DenseI64ArrayAttr.get(found)
             for a, k in zip(coord_axes(op), found, strict=True):
@@ -40,6 +42,11 @@ def own_offsets(body: ir.Block, axes: list[str]) -> dict[str, int]:
     for op in body.operations:
         op.operation.walk(visit)
     return {a: m for a, m in margins.items() if a in axes}
+
+
+def fixed_last(cx: Lowering) -> dict[str, int]:
+    """The last coordinate of each lane axis whose extent the signature fixes (`"c":1000`: 999)."""
+    return {a.label: a.extent - 1 for a in cx.lay.sig.lane_axes() if a.extent is not None}
 
 
 _SWAP = {0: 0, 1: 1, 2: 4, 3: 5, 4: 2, 5: 3}  # arith.cmpi eq ne slt sle sgt sge: operands swapped
@@ -156,7 +163,7 @@ def interior_lanes(cx: Lowering, body, chunk0: list) -> list[ir.Value] | None:
     if len(cx.axes) != 1 or not cx.lay.sig.lane_axes() or cx.runs or sorted_pairs.sorted_ordered(cx, body) is not None \
             or grid_scatters.wanted(cx, body, chunk0) or split_scatters.split_scatters(cx, body):
         return None
-    margin = own_offsets(body, cx.axes).get(cx.axes[0], 0)
+    margin = own_offsets(body, cx.axes, fixed_last(cx)).get(cx.axes[0], 0)
     if not margin:
         return None
     e = cx.e

@@ -163,7 +163,10 @@ def lower_at(cx: Lowering, op) -> ir.Value:
     for a, cv, off in zip(axes, coords, own, strict=True):  # each coordinate clamped: the lane is in range too
         k = cx.axes.index(a)
         if off is not None and a in cx.interior and abs(off) <= cx.interior[a]:
-            inside = cv  # own coordinate + off, off no further than the margin the driver keeps: in range
+            # own coordinate + off, off no further than the margin the driver keeps: in range. Computed from the
+            # coordinate itself: a read clamped to the grid (`m.clamp(g.r + 1, 0, g.extent("r") - 1)`) is the
+            # same lane here, and its clamps would keep LLVM from seeing contiguous loads
+            inside = e.add_i(coord(cx, a), e.c(off))
         else:
             inside = e.clamp(cv, cx.ext[k])
         lane = e.add_i(lane, e.mul_i(inside, cx.stride[k]))
