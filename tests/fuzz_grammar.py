@@ -134,7 +134,7 @@ class Grammar:
         if r < 0.04:
             self.tags.add("huge_const")
             v = self.pick([1e308 * 10, 1.7e308, 1e300])
-            src = "1e308 * 10.0" if v == math.inf else repr(v)
+            src = "(1e308 * 10.0)" if v == math.inf else repr(v)  # (parenthesised: `y * 1e308 * 10.0` is finite)
         elif r < 0.08:
             v = self.pick([0.0, -0.0, 1e-300, math.pi])
             src = {math.pi: "m.pi"}.get(v, repr(v))

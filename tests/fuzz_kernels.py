@@ -390,6 +390,12 @@ class Gen(Grammar):
         else:
             self.lines.append(f"    {call}[{key.src}] {mode} {v.src}")
             keys = [key.val]
+        again = None  # the same sink again after a total is read: a second stage adds to what the first finished
+        if not loop and mode == "+=" and self.rng.random() < 0.25:
+            self.lines.append(f"    {call}[{key.src}] += ({v.src}) * 0.5 - hawk.max(y)")
+            with np.errstate(all="ignore"):
+                again = (v.val * 0.5 - np.max(self.data["y"]), 0.5 * (v.mag + np.abs(v.val)) +
+                         np.max(np.abs(self.data["y"])))
         start = self.rng.normal(size=BINS) if self.rng.random() < 0.5 else None
         if start is not None:
             self.data["bins"] = start.copy()
@@ -405,19 +411,24 @@ class Gen(Grammar):
             else:
                 expect = "input_error"
         with np.errstate(all="ignore"):  # in the forward's order: lane by lane, each lane's passes in turn
-            flat_v, flat_m = v.val.reshape(-1), (v.mag + np.abs(v.val)).reshape(-1)
             flat_ks = [kk.reshape(-1) for kk in keys]
-            for lane in range(flat_ks[0].size):
-                for flat_k in flat_ks:
-                    s = flat_k[lane]
-                    if not 0 <= s < BINS:
-                        continue
-                    if mode == "+=":
-                        out[s] += flat_v[lane]
-                        mag[s] += flat_m[lane]
-                    else:
-                        out[s], mag[s] = flat_v[lane], flat_m[lane]
-        if policy in (None, "auto", "compensated") and (np.any(np.isinf(v.val)) or np.any(np.isinf(out))):
+            stages = [(v.val.reshape(-1), (v.mag + np.abs(v.val)).reshape(-1))]
+            if again is not None:
+                stages.append((np.broadcast_to(again[0], v.val.shape).reshape(-1),
+                               np.broadcast_to(again[1], v.val.shape).reshape(-1)))
+            for flat_v, flat_m in stages:
+                for lane in range(flat_ks[0].size):
+                    for flat_k in flat_ks:
+                        s = flat_k[lane]
+                        if not 0 <= s < BINS:
+                            continue
+                        if mode == "+=":
+                            out[s] += flat_v[lane]
+                            mag[s] += flat_m[lane]
+                        else:
+                            out[s], mag[s] = flat_v[lane], flat_m[lane]
+        if policy in (None, "auto", "compensated") and (np.any(np.isinf(v.val)) or np.any(np.isinf(out)) or
+                                                        (again is not None and np.any(np.isinf(again[0])))):
             self.tags.add("compensated_inf")  # an infinite term or total (a scatter's "auto" is compensated)
         fz = None
         if key.fuzzy is not None and np.any(key.fuzzy):  # a lane may add into another bin: no bin is sure
@@ -429,7 +440,7 @@ class Gen(Grammar):
                 fz[sel[(sel >= 0) & (sel < BINS)]] = True
         want["bins"] = (out, mag, fz)
         what = f"scatter {mode} policy={policy}" + (" in a for loop" if loop else "") + \
-            (" + a carried value after a total" if carried else "")
+            (" + a carried value after a total" if carried else "") + (" + again after a total" if again else "")
         return self.signature('bins: Mutable["bin":B]', "Scalar" if carried else None), what, expect
 
     def compaction(self, e, depth: int, want: dict):

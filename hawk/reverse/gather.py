@@ -82,7 +82,7 @@ def reads_of(candidates: set[str]):
 
 def gathered_planes(text: str, candidates: set[str], axes: list[str], extents: tuple[int, ...] | None = None
                     ) -> set[str]:
-    """The planes of `candidates` (per-lane Scalar planes read with `.at`, differentiated) whose every `.at`
+    """The planes of `candidates` (per-lane planes read with `.at`, differentiated) whose every `.at`
     read in the forward hawk IR `text` has constant offsets once `for` loops of constant pass counts around such
     reads are unrolled (hawk/reverse/unroll.py) and sits outside other loops, with few terms."""
     from mlir import ir
