@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from eagle.bridge import Shaped, refuse_keyed, result_shapes
+from eagle.bridge import Shaped, result_shapes
 from eagle.errors import InputError
 from eagle.prepared import PreparedRun, library
 
@@ -94,8 +94,6 @@ class JaxKernel:
             raise ValueError(f"eagle.jax: kernel '{kernel.name}': the JAX bridge runs on the host target; deploy "
                              f"on '{target}' with eagle.deploy")
         self.plan = plan if plan is not None else eagle.deploy(kernel, target=target, **options)
-        if axis_name is not None:  # (under partition=True such a kernel runs over gathered lanes, warned:
-            refuse_keyed(self.plan, "sharded runs inside shard_map (axis_name=)")  # jit_shard.py)
         self.name = kernel.name
         sig = kernel.signature
         self.kinds = {p.name: p.kind for p in sig.planes}

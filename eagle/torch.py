@@ -30,7 +30,7 @@ import torch
 from torch import Tensor  # noqa: F401
 
 from eagle import native
-from eagle.bridge import Shaped, check_dtypes, refuse_keyed, result_names, result_shapes
+from eagle.bridge import Shaped, check_dtypes, result_names, result_shapes
 from eagle.errors import InputError
 from eagle.interop import HOST_DEVICES, as_host_array, dlpack_device, refuse_device
 from eagle.prepared import PreparedRun
@@ -61,8 +61,6 @@ class TorchKernel:
 
         self.group = group
         self.plan = eagle.deploy(kernel, target=target, **options)
-        if group is not None:
-            refuse_keyed(self.plan, "sharded runs (group=)")
         self.name = kernel.name
         sig, b = kernel.signature, self.plan.binder
         self.inputs = [p.name for p in sig.planes if p.kind in ("lane", "index", "table", "param")]

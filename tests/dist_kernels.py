@@ -451,10 +451,19 @@ def dist_ints(x: Scalar, bins: Mutable[Index], y: Mutable[Scalar], tot: Mutable[
 @hawk.kernel
 def dist_place(key: Index, x: Scalar, out: Mutable[Scalar], ids: Mutable[Index], y: Mutable[Scalar],
                tot: Mutable[Scalar]):
-    hawk.scatter(out)[key] = x * 2.0  # outputs written by key: positions, not lanes (no shard owns them)
+    hawk.scatter(out)[key] = x * 2.0  # outputs written by key: positions, not lanes (every shard stores into all)
     hawk.scatter(ids)[key] = hm.index(x * 4.0, 4)
     y = x * x
     tot = hawk.sum(x * x, policy="ordered")
+
+
+@hawk.kernel
+def dist_compact(lane: Grid["i"], x: Scalar, kept: Mutable[Scalar], at: Mutable[Index], n: Mutable[Scalar]):
+    keep = x > 0.3  # stream compaction: the kept lanes' values at the positions a scan numbers them (whole blocks)
+    pos = hm.where(keep, hawk.scan(hm.where(keep, 1, 0)) - 1, -1)
+    hawk.scatter(kept)[pos] = x * 2.0
+    hawk.scatter(at)[pos] = lane.i
+    n = hawk.sum(hm.where(keep, 1.0, 0.0), policy="ordered")
 
 
 # ---- row cells beside neighbour reads and coordinates: shards at whole-run lane numbers (eagle/distributed/rows.py)

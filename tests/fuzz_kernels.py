@@ -787,8 +787,9 @@ def record(c: Case) -> dict:
 # The refusals a generated kernel may meet by design, by the words that say why: a kernel with only integer results
 # has nothing to differentiate, and neither a keyed min/max scan (or order="key") nor a product or a fold by a
 # func keeping more than MAX_KEYS slots of trailing lane axes has a gradient rule; a sharded run cannot split a
-# plane read with .at(...) at any lane, nor an output written by key (positions, not lanes) inside shard_map or a
-# process group, nor a fold keeping lane axes other than a leading block, nor one keeping those without
+# plane read with .at(...) at any lane, nor an output written by key (positions, not lanes) that the caller leaves
+# out inside shard_map (every shard stores into the whole array passed; its gradient is refused), nor a fold keeping
+# lane axes other than a leading block, nor one keeping those without
 # identity=, nor a row cell (a row fold read later in the body) beside scans or folds over every lane (whole
 # blocks; beside `lane.row` and neighbours it runs, and differentiates, since 2026-12-07:
 # eagle/distributed/rows.py). A runner that meets any other refusal reports a failure, even when it names the
@@ -805,6 +806,9 @@ REFUSALS = (
     r"is read with \.at\(\.\.\.\) at a \w+ that is not this lane's own \w+ plus a constant, which can reach any "
     r"lane",
     r"written by key \(hawk\.scatter\(\w+\)\[k\] = v\), has positions, not lanes, so sharded runs",
+    r"written by key \(hawk\.scatter\(\w+\)\[k\] = v\), its positions are not lanes: a sharded run writes into "
+    r"the whole array passed",
+    r"a gradient through an output written by key \(hawk\.scatter\(\w+\)\[k\] = v\) does not run sharded",
     # a launch bound to a lane range (fuzz_reverse.py's range mode) whose lanes read other lanes or coordinates
     r"bound to lanes \[\d+, \d+\) of \d+ \(base=/count=\), and (its adjoint runs in \d+ stages|cell '\w+' keeps a "
     r"lane axis)",

@@ -56,6 +56,7 @@ def check_rank(c, workdir: str, rank: int, group) -> dict:
 
     import eagle
     import eagle.torch
+    from eagle.bridge import keyed_outputs
 
     ref = reference(c, os.path.join(workdir, f"rank{rank}.{c.name}.py"))
     if isinstance(ref, dict):
@@ -67,6 +68,8 @@ def check_rank(c, workdir: str, rank: int, group) -> dict:
     dims = 2 if "row" in c.planes else 1
     args = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
             for k, v in rank_planes(fk.fresh(planes), dims, lo, hi).items()}
+    for k in keyed_outputs(plan):  # written by key: every rank passes the whole array (zeros, as one device starts)
+        args.setdefault(k, torch.zeros(np.shape(want[k]), dtype=torch.from_numpy(np.asarray(want[k])).dtype))
     try:
         got = fk.named(eagle.torch.wrap(kernel, group=group)(**args), c)
     except Exception as exc:

@@ -153,18 +153,14 @@ def test_x64_off_refuses_an_omitted_int64_output_and_takes_an_int32_one():
         jax.config.update("jax_enable_x64", True)
 
 
-def test_sharded_wraps_refuse_a_keyed_output_by_name_and_take_an_integer_one():
-    """An output written by key inside shard_map and under torch's group runs (each shard's call is the user's);
-    under plain jit (partition=True) it runs over gathered lanes, warned (tests/test_dist_jax.py). A per-lane
-    integer output stays sharded like a float one (tests/test_dist_jax.py, tests/test_dist_torch.py)."""
-    with pytest.raises(InputError, match=r"plane 'out' of kernel 'bi_place'.*by key.*shard_map"):
-        eagle.jax.wrap(bi_place, axis_name="d")
-    eagle.jax.wrap(bi_place, partition=True)
-    for how in ({"axis_name": "d"}, {"partition": True}):
-        eagle.jax.wrap(bi_bins, **how)
-    with pytest.raises(InputError, match=r"plane 'out' of kernel 'bi_place'.*by key.*sharded runs"):
-        eagle.torch.wrap(bi_place, group=object())  # (refused before the group is used)
-    eagle.torch.wrap(bi_bins, group=object())
+def test_sharded_wraps_take_keyed_and_integer_outputs():
+    """An output written by key runs inside shard_map and under torch's group runs, each shard storing into the
+    whole array passed (tests/test_dist_jax.py, tests/test_dist_torch.py); under plain jit (partition=True) it runs
+    over gathered lanes, warned. A per-lane integer output stays sharded like a float one. Wrapping takes both."""
+    for kernel in (bi_place, bi_bins):
+        for how in ({"axis_name": "d"}, {"partition": True}):
+            eagle.jax.wrap(kernel, **how)
+        eagle.torch.wrap(kernel, group=object())  # (the group is used when called)
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32])

@@ -51,7 +51,7 @@ def _setup():
 
     jax.config.update("jax_enable_x64", True)
     names = ("sums", "max", "split", "shift", "heat", "far", "store", "grad", "ratio", "gridgrad", "vheat", "ints",
-             "place", "gridstore", "rowblock", "loopstore", "clamped", "twice", "foldat")
+             "place", "gridstore", "rowblock", "loopstore", "clamped", "twice", "foldat", "compact")
     return np, {n: getattr(dk, f"dist_{n}") for n in names}
 
 
@@ -1621,8 +1621,8 @@ def case_integer_outputs_stay_sharded():
 
 def case_outputs_written_by_key_run_gathered_under_partition():
     """Outputs written by key (positions, not lanes): under plain jit (partition=True) the kernel runs as the
-    one-device call over gathered lanes, bitwise Plan.run, with a warning naming the kernel and the plane; inside
-    shard_map (axis_name=) it is refused by name when wrapped."""
+    one-device call over gathered lanes, bitwise Plan.run, with a warning naming the kernel and the plane (inside
+    shard_map they run sharded: case_outputs_written_by_key_inside_shard_map)."""
     import warnings
 
     import jax
@@ -1631,7 +1631,6 @@ def case_outputs_written_by_key_run_gathered_under_partition():
 
     import eagle
     import eagle.jax
-    from eagle.errors import InputError
 
     np, ks = _setup()
     rng = np.random.default_rng(43)
@@ -1648,11 +1647,6 @@ def case_outputs_written_by_key_run_gathered_under_partition():
     assert got["ids"].dtype == np.int64
     text = [str(w.message) for w in said if "runs unsharded" in str(w.message)]
     assert text and "dist_place" in text[0] and "plane 'out'" in text[0], [str(w.message) for w in said]
-    try:
-        eagle.jax.wrap(ks["place"], axis_name="d")
-        raise AssertionError("shard_map's wrap took an output written by key")
-    except InputError as exc:
-        assert "plane 'out' of kernel 'dist_place'" in str(exc) and "by key" in str(exc), exc
     ct = rng.normal(size=n)  # its gradient: the one-device call's VJP over the gathered lanes, plan.reverse's bits
 
     def loss(v, k):
@@ -1662,6 +1656,58 @@ def case_outputs_written_by_key_run_gathered_under_partition():
     g = jax.jit(jax.grad(loss))(jax.device_put(x, sh), jax.device_put(key, sh))
     want = eagle.deploy(ks["place"]).reverse({"out": ct, "tot": np.array([0.5]), "y": ct}, x=x, key=key)
     _bits_equal({"x": g}, want, ["x"])
+
+
+def case_outputs_written_by_key_inside_shard_map():
+    """Outputs written by key inside shard_map: every shard passes the whole array (replicated) and stores into it;
+    each position comes from the shard that stored it (a compaction numbered by a scan, whose shards run whole
+    blocks; a permutation from an Index plane, -1 storing nothing, float and Index outputs), bitwise Plan.run on 4
+    and 8 shards. A key outside the array on one shard fails the call with Plan.run's refusal; a gradient through
+    such an output is refused by name."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import eagle
+    import eagle.jax
+    from eagle.errors import InputError
+
+    np, ks = _setup()
+    rng = np.random.default_rng(45)
+    n = 8 * 1001
+    x = rng.uniform(-1.0, 1.0, size=n)
+    z, zi = np.zeros(n), np.zeros(n, np.int64)
+    want = eagle.deploy(ks["compact"]).run(x=x, kept=z.copy(), at=zi.copy())
+    key = rng.permutation(n).astype(np.int32)
+    key[::7] = -1
+    start = rng.normal(size=n)
+    placed = eagle.deploy(ks["place"]).run(x=x, key=key, out=start.copy(), ids=zi.copy())
+    specs = dict(x=P("d"), key=P("d"), out=P(), ids=P())
+    outs = {"out": P(), "ids": P(), "y": P("d"), "tot": P()}
+    for shards in (4, 8):
+        got = _sharded(ks["compact"], _mesh(shards), dict(x=x, kept=z, at=zi), dict(x=P("d"), kept=P(), at=P()),
+                       {"kept": P(), "at": P(), "n": P()})
+        _bits_equal(got, want, ["kept", "at", "n"])
+        got = _sharded(ks["place"], _mesh(shards), dict(x=x, key=key, out=start, ids=zi), specs, outs)
+        _bits_equal(got, placed, ["out", "ids", "y", "tot"])
+    bad = key.copy()
+    bad[5000] = n + 3
+    try:
+        got = _sharded(ks["place"], _mesh(8), dict(x=x, key=bad, out=start, ids=zi), specs, outs)
+        np.asarray(got["tot"])  # (the refusal surfaces when the result is read)
+        raise AssertionError("a key outside the array ran")
+    except Exception as exc:  # (JAX raises the failed call as its runtime error, carrying eagle's words)
+        assert "of kernel 'dist_place'" in str(exc) and "outside its array" in str(exc), exc
+    mesh = _mesh(4)
+    f = eagle.jax.wrap(ks["place"], axis_name="d")
+    g = jax.shard_map(lambda x, k, o, i: f(x=x, key=k, out=o, ids=i)["out"], mesh=mesh,
+                      in_specs=(P("d"), P("d"), P(), P()), out_specs=P())
+    keys = jax.device_put(key, NamedSharding(mesh, P("d")))
+    try:
+        jax.jit(jax.grad(lambda x: g(x, keys, start, zi).sum()))(jax.device_put(x, NamedSharding(mesh, P("d"))))
+        raise AssertionError("a sharded gradient through an output written by key ran")
+    except InputError as exc:
+        assert "plane 'out' of kernel 'dist_place'" in str(exc) and "one device" in str(exc), exc
 
 
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}

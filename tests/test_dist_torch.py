@@ -42,6 +42,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_colmin,
     dist_cols,
     dist_colvec,
+    dist_compact,
     dist_decay,
     dist_ffold,
     dist_fgrad,
@@ -57,6 +58,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_kscan,
     dist_loopstore,
     dist_max,
+    dist_place,
     dist_prod,
     dist_ratio,
     dist_rowblock,
@@ -605,6 +607,54 @@ def case_a_sink_added_into_by_two_stages_uneven(rank, group):
                                                      acc=torch.from_numpy(prior))
     _bits(got, want, ["acc", "tot"])
     np.testing.assert_allclose(got["s"].numpy(), np.asarray(want["s"]), rtol=1e-12)
+
+
+def case_outputs_written_by_key_uneven(rank, group):
+    """Outputs written by key (positions, not lanes) over ranks of 1/3999/2000/2000 lanes: every rank passes the
+    whole array and stores into it; each position comes from the rank that stored it (a compaction numbered by a
+    scan, whose ranks run whole blocks; a permutation from an Index plane, -1 storing nothing): bitwise the
+    one-process run. A key outside the array on one rank refuses the call on every rank, the tensors passed
+    untouched; a gradient through such an output is refused by name."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    rng = np.random.default_rng(44)
+    n = 8000
+    lo, hi = [0, 1, 4000, 6000, n][rank:rank + 2]
+    x = rng.uniform(-1.0, 1.0, size=n)
+    want = eagle.deploy(dist_compact).run(x=x, kept=np.zeros(n), at=np.zeros(n, np.int64))
+    got = eagle.torch.wrap(dist_compact, group=group)(x=torch.from_numpy(x[lo:hi]),
+                                                       kept=torch.zeros(n, dtype=torch.float64),
+                                                       at=torch.zeros(n, dtype=torch.int64))
+    _bits(got, want, ["kept", "at", "n"])
+    key = rng.permutation(n).astype(np.int32)
+    key[::7] = -1
+    start = rng.normal(size=n)
+    want = eagle.deploy(dist_place).run(x=x, key=key, out=start.copy(), ids=np.zeros(n, np.int64))
+    f = eagle.torch.wrap(dist_place, group=group)
+    out0 = torch.from_numpy(start.copy())
+    got = f(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]), out=out0,
+            ids=torch.zeros(n, dtype=torch.int64))
+    _bits(got, {"out": want["out"], "ids": want["ids"], "y": np.asarray(want["y"])[lo:hi], "tot": want["tot"]},
+          ["out", "ids", "y", "tot"])
+    bad = key[lo:hi].copy()
+    if rank == 2:
+        bad[7] = n + 3
+    try:
+        f(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(bad), out=out0, ids=torch.zeros(n, dtype=torch.int64))
+        raise AssertionError("a key outside the array ran")
+    except eagle.InputError as exc:
+        assert "of kernel 'dist_place'" in str(exc) and "outside its array" in str(exc), exc
+    assert out0.numpy().tobytes() == start.tobytes()
+    xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
+    try:
+        f(x=xt, key=torch.from_numpy(key[lo:hi]), out=torch.from_numpy(start.copy()),
+          ids=torch.zeros(n, dtype=torch.int64))["out"].sum().backward()
+        raise AssertionError("a sharded gradient through an output written by key ran")
+    except eagle.InputError as exc:
+        assert "plane 'out' of kernel 'dist_place'" in str(exc) and "one device" in str(exc), exc
 
 
 def case_a_refused_call_leaves_every_rank_s_tensors_untouched(rank, group):

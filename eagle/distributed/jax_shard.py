@@ -20,11 +20,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from eagle.bridge import keyed_outputs
 from eagle.distributed.geometry import dist_plan
 from eagle.distributed.grads import (
     FLOATS,
     gather_form,
     prior_gradient,
+    refuse_keyed_gradient,
     renamed,
     stencil_planes,
     whole_rows_adjoint,
@@ -32,7 +34,7 @@ from eagle.distributed.grads import (
 )
 from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
 from eagle.distributed.sinks import FOLD, XSUM
-from eagle.distributed.stages import BITS, ERR, GATHER, check_plan
+from eagle.distributed.stages import BITS, ERR, GATHER, KEYED, check_plan, keyed_result
 from eagle.errors import InputError
 from eagle.jax import TARGET, keep_for_process
 from eagle.reverse import adjoint_inputs, cotangents, forward_of
@@ -81,6 +83,8 @@ def sharded_call(jk, axis_name, planes: dict):
             params[name] = v
         elif kind == "sink":
             priors[name] = jnp.asarray(v)
+        elif kind == "output" and name in keyed_outputs(jk.plan):  # its positions: the whole array, replicated
+            arrays[name] = jnp.asarray(v)
         elif kind == "output":
             raise InputError(f"plane '{name}' of kernel '{jk.name}': a sharded run hands per-lane outputs back as "
                              f"new arrays; leave '{name}' out")
@@ -96,7 +100,7 @@ def sharded_call(jk, axis_name, planes: dict):
     if run is None:
         stand = {n: np.zeros(a.shape, np.dtype(a.dtype)) for n, a in arrays.items()}
         stand.update({n: 0.0 for n in params})
-        b, how = bind_sharded(jk.plan, {**stand, **grid}, f"mesh axis '{axis_name}'")
+        b, how = bind_sharded(jk.plan, {**stand, **grid}, f"mesh axis '{axis_name}'", keyed=True)
         rows = b.extents[0]
         spans = [(s * rows, shards * rows) for s in range(shards)]  # shard_map's shards: equal runs of rows
         run = jk._calls[key] = ShardedRun(jk.plan, b, how, shards, spans, needed_chunks(jk.plan, b, how, spans),
@@ -148,6 +152,9 @@ def sharded_call(jk, axis_name, planes: dict):
         if kind == XSUM:  # summed only when some shard's pairs spilled into them (else all zero)
             spilled = jax.lax.psum(a[-1:], axis_name)[0]
             return jax.lax.cond(spilled != 0, lambda: jax.lax.psum(a, axis_name), lambda: jnp.zeros(a.shape, a.dtype))
+        if kind == KEYED:  # each position from the last shard whose stores changed its bits, else as it was
+            return keyed_result(a, fold, jax.lax.axis_index(axis_name), lambda x: jax.lax.pmax(x, axis_name),
+                                lambda x: jax.lax.psum(x, axis_name), jnp, _bitcast)
         if kind == BITS and jnp.issubdtype(a.dtype, jnp.floating):  # one shard's bits per entry, zeros elsewhere
             bits = jnp.int64 if a.dtype == jnp.float64 else jnp.int32
             return jax.lax.bitcast_convert_type(jax.lax.psum(jax.lax.bitcast_convert_type(a, bits), axis_name),
@@ -184,6 +191,7 @@ def _backward(jk, axis_name, run, names: list[str], grid: dict, values: tuple, g
     (eagle/distributed/grads.py). Per-lane gradients are this shard's; Param and Table gradients (the adjoint's
     exact sums over every shard's lanes) and a sink's prior content's are the whole run's, the same on every
     shard."""
+    refuse_keyed_gradient(jk.plan, f"mesh axis '{axis_name}'")
     planes = dict(zip(names, values, strict=True))
     wrt = tuple(n for n in names if jk.kinds.get(n) in FLOATS)
     stencil = stencil_planes(jk.plan, wrt) if wrt else []
@@ -283,3 +291,8 @@ def _varying(a) -> frozenset:
     mat = getattr(t, "manual_axis_type", None)
     return frozenset(getattr(mat, "varying", None) or getattr(t, "vma", None) or ())
 
+
+
+def _bitcast(a, dtype=None):
+    """A float array's bits as integers of its width, or integers' back as `dtype`."""
+    return jax.lax.bitcast_convert_type(a, dtype or {4: jnp.int32, 8: jnp.int64}[np.dtype(a.dtype).itemsize])

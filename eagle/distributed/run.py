@@ -8,7 +8,8 @@ stages with callables the framework supplies: `lanes(half, operands)` and `finis
 (an XLA custom call, or a ctypes call), `combine(kind, array, fold)` is the cross-shard collective for one state
 buffer (gather along the chunk axis, int64 sum, float sum, an integer sum of a scan's block totals' bits or a
 reverse scan's lane values' bits, each written by one shard; the #err triples are gathered; a large sink's copies
-folded per shard first and its exact accumulators summed only when used: eagle/distributed/sinks.py),
+folded per shard first and its exact accumulators summed only when used: eagle/distributed/sinks.py; an output
+written by key, `combine(KEYED, stored, before)`: each position from a shard that changed its bits, else as before),
 `refuse(half, err)` looks at the gathered #err before the finish half (it raises, or fails the XLA program, on every
 shard alike: a key outside a sink on any shard), `add(a, b)` adds a sink's prior content, `halo(a, rows)`
 surrounds a plane with its neighbours' rows, and a `Move` passes the few lanes of scan blocks that straddle shards
@@ -29,6 +30,7 @@ from eagle.distributed.rows import own_slots, place_slots, slots
 from eagle.distributed.stages import (
     ERR,
     FSUM,
+    KEYED,
     LOCAL,
     Half,
     check_shardable,
@@ -39,21 +41,29 @@ from eagle.distributed.stages import (
 from eagle.errors import InputError
 
 
-def bind_sharded(plan, planes: dict, where: str):
-    """(binding, Reach) of one shard's planes: bound as Plan.run binds them, the kernel checked for sharding."""
+def bind_sharded(plan, planes: dict, where: str, keyed: bool = False):
+    """(binding, Reach) of one shard's planes: bound as Plan.run binds them, the kernel checked for sharding.
+    `keyed`: outputs written by key are taken (shard_map, torch groups), passed whole (their positions)."""
+    from eagle.bridge import keyed_outputs
+
     kernel = plan.kernel
     if plan.target != "host":
         raise InputError(f"kernel '{kernel.name}': sharded runs take the host target (got '{plan.target}')")
     b = plan.binder.bind(planes)
-    for n in b.given:
+    by_key = keyed_outputs(plan) if keyed else frozenset()
+    for n in by_key - set(b.given):
+        raise InputError(f"plane '{n}' of kernel '{kernel.name}': written by key (hawk.scatter({n})[k] = v), its "
+                         f"positions are not lanes: a sharded run writes into the whole array passed as `{n}=` "
+                         f"(every shard the same array, its length the positions; zeros to start from nothing)")
+    for n in set(b.given) - by_key:
         raise InputError(f"plane '{n}' of kernel '{kernel.name}': a sharded run does not take outputs or sinks to "
                          f"write in place here; leave it out (a sink's prior content: pass it as `{n}=` to the "
                          f"wrapped call, which adds it once)")
     cache = plan.__dict__.setdefault("_shard_reach", {})
     row = math.prod(b.extents[1:]) if len(b.extents) > 1 else 0
-    how = cache.get((b.spec, where, row))
+    how = cache.get((b.spec, where, row, keyed))
     if how is None:
-        how = cache[(b.spec, where, row)] = check_shardable(plan, b.spec, where, row)
+        how = cache[(b.spec, where, row, keyed)] = check_shardable(plan, b.spec, where, row, keyed)
     return b, how
 
 
@@ -182,6 +192,12 @@ class ShardedRun:
         for lh, fh in self.halves:
             got = lanes(lh, [planes[n] if n in planes else self._placed(cut[n], self.row_cuts[n], move)
                              if n in self.row_cuts else cut[n] for n in lh.names])
+            if KEYED in lh.kinds:  # outputs written by key: every shard's stores into the whole array, combined
+                got = list(got)
+                for i, kind in enumerate(lh.kinds):
+                    if kind == KEYED:
+                        name = lh.planes[len(lh.operands) + i]
+                        got[i] = planes[name] = combine(KEYED, got[i], planes[name].reshape(-1))
             if self.how.block:  # per-lane outputs: the shard's own lanes, wherever they ran
                 got = list(got)
                 for i in range(len(lh.results)):
@@ -194,7 +210,7 @@ class ShardedRun:
             sinks = {j: bb.name for j, bb in enumerate(fs.launcher.lay.buffers) if bb.role == "sink"}
             state = []
             for i, (k, kind, arr) in enumerate(zip(lh.results, lh.kinds, got, strict=True)):
-                if kind is None:
+                if kind in (None, KEYED):
                     continue
                 v = arr if kind == LOCAL else combine(kind, arr, lh.folds.get(i))  # (LOCAL: this shard's own)
                 if i in lh.own:  # (a row cell's state at whole-run slots: this shard's rows of it)

@@ -61,7 +61,7 @@ from hawk.abi.layout import (
     scan_values,
 )
 
-GATHER, ISUM, FSUM, ERR, BITS, LOCAL = "gather", "isum", "fsum", "err", "bits", "local"
+GATHER, ISUM, FSUM, ERR, BITS, LOCAL, KEYED = "gather", "isum", "fsum", "err", "bits", "local", "keyed"
 _SOURCE = Path(__file__).with_name("dist.c")
 _LOCK = threading.Lock()
 _LIB: list = []
@@ -102,6 +102,12 @@ def check_plan(half: Half) -> int:
         msgs = half.call._sink_messages(st)
         lay = st.launcher.lay
         for k, buf in enumerate(lay.buffers):
+            if buf.role == "out" and buf.name in keyed_outs(lay):  # (Launcher.check_errors's words)
+                text = (f"plane '{buf.name}' of kernel '{half.call.name}': %lld lane(s) stored by key to a position "
+                        f"outside its array (first bad key: %lld); valid positions are 0..len-1, and -1 writes "
+                        f"nothing").encode()
+                msgs._keep.append(text)
+                msgs[k] = text
             if buf.role in ("scan", "rscan") and buf.name in lay.keyed:  # (Launcher.check_errors's words)
                 n = lay.keyed[buf.name]
                 text = (f"kernel '{half.call.name}': %lld lane(s) gave a keyed hawk.scan(x, by=key, keys={n}) a key "
@@ -127,18 +133,20 @@ def skip_address() -> int:
 
 
 # ---- what a kernel may do across shards -----------------------------------------------------------------------
-def check_shardable(plan, spec, where: str, row: int = 0) -> Reach:
+def check_shardable(plan, spec, where: str, row: int = 0, keyed: bool = False) -> Reach:
     """How the kernel runs sharded (eagle/distributed/reach.py), refusing, by kernel and plane, what shards cannot
-    compute from their own lanes and halos: outputs written by key, `.at` reads that can reach any lane,
-    reductions that keep lane axes without a copy per chunk (or the leading axes where shards run with whole-run
-    lane numbers), stores with `= v` into sinks that keep no copy per chunk, and block reductions whose slots a
-    shard boundary could cut. A kernel with a hawk.scan (or a hawk.reduce fold over every lane) runs each shard
+    compute from their own lanes and halos: `.at` reads that can reach any lane, reductions that keep lane axes
+    without a copy per chunk (or the leading axes where shards run with whole-run lane numbers), stores with `= v`
+    into sinks that keep no copy per chunk, block reductions whose slots a shard boundary could cut, and outputs
+    written by key unless `keyed` (shard_map and torch groups take them: every shard stores into the whole array,
+    `keyed_result` combines). A kernel with a hawk.scan (or a hawk.reduce fold over every lane) runs each shard
     over whole blocks (Reach.block: its planes, Vector ones and those read with halos included, extended by the
     lanes it runs past its own); a reverse scan's lane values go to every shard's finish. `row`: lanes per leading
     coordinate (a Grid's row; 0 for 1-D lanes)."""
     kernel = plan.kernel
     name = kernel.name
-    refuse_keyed(plan, f"sharded runs over {where}")
+    if not keyed:
+        refuse_keyed(plan, f"sharded runs over {where} under plain jax.jit")
     how = reach(kernel, spec, where)
     blocks = whole_blocks(kernel, spec)
     local = []
@@ -230,8 +238,28 @@ def _check_blocks(kernel, lay, row: int) -> None:
 # ---- the two halves ---------------------------------------------------------------------------------------------
 def _checks(launcher) -> bool:
     """Whether a stage's lanes can refuse (its #err is gathered and looked at before the finish): a scatter that
-    checks its keys as it runs, or a keyed scan's keys (Launcher.checks_at_run_time)."""
-    return launcher.checks_at_run_time
+    checks its keys as it runs, or a keyed scan's keys (Launcher.checks_at_run_time), or a store by key into an
+    output, whose keys a sharded run cannot look at before the launch (the compiled code counts a bad one)."""
+    return launcher.checks_at_run_time or bool(keyed_outs(launcher.lay))
+
+
+def keyed_result(stored, before, me, pmax, psum, xp, bitcast):
+    """An output written by key after every shard stored into its own copy of the whole array `before`: each
+    position from the last shard (in shard order, as lanes run in lane order) whose copy's bits differ there, else
+    as before (a store of the same bits changes nothing). With the framework's `pmax` / `psum` over the shards,
+    this shard's index `me`, array module `xp` and `bitcast(a, dtype=None)` (floats to integers of their width,
+    or back to `dtype`): the position's owner by a max, then its bits by an integer sum to which only the owner
+    adds (exact; NaN payloads and -0.0 kept)."""
+    floats = np.dtype(stored.dtype).kind == "f"
+    new, old = (bitcast(stored), bitcast(before)) if floats else (stored, before)
+    owner = pmax(xp.where(new != old, me, -1))
+    got = psum(xp.where(owner == me, new, xp.zeros((), new.dtype)))
+    return xp.where(owner >= 0, bitcast(got, stored.dtype) if floats else got, before)
+
+
+def keyed_outs(lay) -> set[str]:
+    """The output planes a stage writes by key (hawk.scatter(out)[k] = v): positions, not lanes."""
+    return {n for n, how in lay.outputs.items() if how.startswith("scatter")}
 
 
 def leading_cells(kernel, lay) -> set[str]:
@@ -348,9 +376,15 @@ def lanes_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0, tail: 
     resets = [(a, f) for a, f in resets if any(a is o for o in bufs)]  # (not those of buffers resized above)
     ops, outs, kinds, names = [], [], [], []
     local = leading_cells(plan.kernel, lay)
+    keyed = keyed_outs(lay)
     for j, buf in enumerate(lay.buffers):
         kind = _combine_kind(buf, lay, _checks(launcher), local)
-        if buf.role in ("in", "index", "param", "table", "cut", "scanoff"):
+        if buf.role == "out" and buf.name in keyed:  # every position: its content in, stored into in place, then
+            ops.append(j)  # the shards' stores combined (keyed_result)
+            names.append(buf.name)
+            outs.append(j)
+            kinds.append(KEYED)
+        elif buf.role in ("in", "index", "param", "table", "cut", "scanoff"):
             ops.append(j)
             names.append(buf.name)
             if buf.role == "scanoff" and buf.name in lay.keyed:  # written too: its second half, running values
@@ -364,7 +398,7 @@ def lanes_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0, tail: 
     outputs = {bb.name for bb in lay.buffers if bb.role == "out"}
     picks = _picks(SimpleNamespace(results=res, buffers=bufs), outputs, outs)
     if tail:  # (a Vector output: `tail` more lanes per component, each component as long as the others)
-        wide = [j for j in outs if lay.buffers[j].role == "out"]
+        wide = [j for j in outs if lay.buffers[j].role == "out" and lay.buffers[j].name not in keyed]
         old = [bufs[j] for j in wide]
         pay = {p.name: math.prod(p.payload.shape) for p in plan.kernel.signature.planes if p.payload.shape}
         for j in wide:
@@ -389,7 +423,8 @@ def lanes_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0, tail: 
     half = Half(StageCall(plan.kernel.name, st, ops, outs, aliases), ops, outs, kinds, names)
     half.picks, half.own = picks, own
     half.folds = large_sinks(lay, bufs, outs, half.kinds, chunks)  # (kinds relabelled: FOLD, XSUM)
-    half.roles = [lay.buffers[j].role for j in ops + outs]
+    half.roles = ["keyed" if lay.buffers[j].role == "out" and lay.buffers[j].name in keyed else lay.buffers[j].role
+                  for j in ops + outs]  # (a keyed output's positions: never shifted, settled or resized)
     half.planes = [lay.buffers[j].name for j in ops + outs]
     half.elem = [bufs[j].itemsize for j in ops + outs]  # (bytes per element: what dist.c shifts by)
     _let_go(st)

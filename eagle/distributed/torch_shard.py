@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from eagle import native
+from eagle.bridge import keyed_outputs
 from eagle.distributed.geometry import run_python
 from eagle.distributed.grads import (
     FLOATS,
@@ -32,6 +33,7 @@ from eagle.distributed.grads import (
     local_rows,
     own_rows,
     prior_gradient,
+    refuse_keyed_gradient,
     renamed,
     stencil_planes,
     whole_rows_adjoint,
@@ -39,7 +41,7 @@ from eagle.distributed.grads import (
 )
 from eagle.distributed.run import Move, ShardedRun, bind_sharded, needed_chunks, pick
 from eagle.distributed.sinks import FOLD, XSUM
-from eagle.distributed.stages import BITS, ERR, GATHER, refusal
+from eagle.distributed.stages import BITS, ERR, GATHER, KEYED, keyed_result, refusal
 from eagle.errors import InputError
 from eagle.interop import as_host_array
 
@@ -103,6 +105,7 @@ def _backward(spec: _Spec, cot: dict) -> dict:
     from eagle.reverse import adjoint_inputs, cotangents, forward_of
 
     tk, b = spec.tk, spec.binding
+    refuse_keyed_gradient(tk.plan, "the process group")
     kinds = {p.name: p.kind for p in tk.plan.kernel.signature.planes}
     cot = {n: _host(tk, n, g) for n, g in cot.items()}
     wrt = tuple(n for n in spec.track if kinds[n] in FLOATS)
@@ -241,8 +244,9 @@ def _run(tk, group, planes: dict) -> tuple[dict, object]:
     refused, call = None, ""
     try:
         arrays, params, grid, priors = _split(tk, planes)
-        b, how = bind_sharded(tk.plan, {**arrays, **{n: 0.0 for n in params}, **grid}, "the process group")
-        call = _call_of(b, params, priors)
+        b, how = bind_sharded(tk.plan, {**arrays, **{n: 0.0 for n in params}, **grid}, "the process group",
+                              keyed=True)
+        call = _call_of(b, params, priors, keyed_outputs(tk.plan))
     except Exception as exc:  # noqa: BLE001 (told to every rank below, then raised here)
         refused = exc
     # one collective for every rank's rows (where this one's start), refusal and call: a rank that refuses
@@ -274,12 +278,13 @@ def _run(tk, group, planes: dict) -> tuple[dict, object]:
     counts = [int(c) for c in agreed]
     starts = [0, *np.cumsum(rows.numpy()).tolist()]
     key = ("shard", id(group), shards, tuple(starts) if how.block else (r0, total), tuple(counts),
-           tuple(sorted((n, a.shape, a.dtype.str) for n, a in b.arrays.items())), tuple(sorted(grid.items())))
+           tuple(sorted((n, a.shape, a.dtype.str) for n, a in {**b.arrays, **arrays}.items())),
+           tuple(sorted(grid.items())))
     runs = tk.__dict__.setdefault("_shard_runs", {})
     run = runs.get(key)
     if run is None:
         run = runs[key] = ShardedRun(tk.plan, b, how, shards, span, counts, starts)
-    ops = {n: b.arrays[n] for n in arrays}
+    ops = {n: b.arrays.get(n, a) for n, a in arrays.items()}  # (an output written by key: the array passed)
     ops.update({n: np.array([v], dtype=run.dtype) for n, v in params.items()})
     pri = {n: np.ascontiguousarray(p, dtype=run.dtype).reshape(-1) for n, p in priors.items()}
     edges = _edges(group, shards, rank, rows)
@@ -322,6 +327,10 @@ def _run(tk, group, planes: dict) -> tuple[dict, object]:
             dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
             if not int(t[0]):
                 return a
+        if kind == KEYED:  # each position from the last rank whose stores changed its bits, else as it was
+            return keyed_result(a, fold, rank, lambda x: _reduced(x, dist.ReduceOp.MAX, group),
+                                lambda x: _reduced(x, dist.ReduceOp.SUM, group), np,
+                                lambda x, dt=None: x.view(dt or f"i{x.itemsize}"))
         if kind == BITS and a.dtype.kind == "f":  # one rank's bits per entry, zeros elsewhere: an integer sum
             dist.all_reduce(torch.from_numpy(a.view(f"i{a.itemsize}")), op=dist.ReduceOp.SUM, group=group)
             return a
@@ -337,12 +346,21 @@ def _run(tk, group, planes: dict) -> tuple[dict, object]:
     return {n: torch.from_numpy(np.array(pick(*v))) for n, v in got.items()}, b
 
 
-def _call_of(b, params: dict, priors: dict) -> str:
+def _reduced(a: np.ndarray, op, group) -> np.ndarray:
+    """`a` reduced by `op` over the group (a copy)."""
+    t = torch.from_numpy(np.array(a))
+    dist.all_reduce(t, op=op, group=group)
+    return t.numpy()
+
+
+def _call_of(b, params: dict, priors: dict, keyed=frozenset()) -> str:
     """What every rank's call must share, in words (what the partial states' shapes and the results depend on):
-    the float dtype, the lane extents after the leading one, the Params, the sinks whose prior content is passed."""
+    the float dtype, the lane extents after the leading one, the Params, the sinks whose prior content is passed,
+    the shapes of the outputs written by key (their positions)."""
     ext = f", lane extents {tuple(b.extents[1:])} after the leading one" if len(b.extents) > 1 else ""
     pri = f", prior contents of {sorted(priors)}" if priors else ""
-    return f"{b.dtype} planes{ext}, Params {dict(sorted(params.items()))}{pri}"
+    pos = "".join(f", '{n}' of shape {tuple(b.arrays[n].shape)}" for n in sorted(keyed) if n in b.arrays)
+    return f"{b.dtype} planes{ext}, Params {dict(sorted(params.items()))}{pri}{pos}"
 
 
 def _split(tk, planes: dict) -> tuple[dict, dict, dict, dict]:
@@ -358,6 +376,8 @@ def _split(tk, planes: dict) -> tuple[dict, dict, dict, dict]:
             params[name] = float(v.item() if isinstance(v, torch.Tensor) else np.asarray(v).reshape(-1)[0])
         elif kind == "sink":
             priors[name] = _host(tk, name, v)
+        elif kind == "output" and name in keyed_outputs(tk.plan):  # its positions: the whole array, every rank
+            arrays[name] = _host(tk, name, v)
         elif kind == "output":
             raise InputError(f"plane '{name}' of kernel '{tk.name}': a sharded run hands per-lane outputs back as "
                              f"new tensors; leave '{name}' out")
