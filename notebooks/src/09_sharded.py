@@ -540,3 +540,35 @@ print("gradient: plan.reverse's bits:", np.asarray(g).tobytes() == np.asarray(re
 print("jax.numpy's own gradient agrees:", np.allclose(g, jax.grad(rows_loss_jnp)(jnp.asarray(u0)), rtol=1e-12,
                                                       atol=1e-15))
 assert np.asarray(g).tobytes() == np.asarray(rev).tobytes()
+
+# %% [markdown]
+# ## Stream compaction across shards: writes by key
+#
+# A compaction keeps the lanes that pass a test, packed in lane order: a scan numbers the kept lanes, and each
+# writes its value at that position of an output *by key* (`hawk.scatter(kept)[pos] = x`). Those positions are not
+# lanes, so no shard owns them: inside `shard_map` every shard passes the whole array (replicated), its lanes store
+# into a copy, and each position comes from the shard that stored it (eagle combines the copies exactly). The scan
+# itself runs across shards as a scan does (each shard runs whole blocks). The result is the one-device run's, bit
+# for bit:
+
+# %%
+@hawk.kernel
+def compact(lane: Grid["i"], x: Scalar, kept: Mutable[Scalar], at: Mutable[Index], n: Mutable[Scalar]):
+    keep = x > 1.0
+    pos = m.where(keep, hawk.scan(m.where(keep, 1, 0)) - 1, -1)  # -1: this lane writes nothing
+    hawk.scatter(kept)[pos] = x
+    hawk.scatter(at)[pos] = lane.i
+    n = hawk.sum(m.where(keep, 1.0, 0.0), policy="ordered")
+
+
+xs = rng.normal(size=8 * 5000)
+fc = eagle.jax.wrap(compact, axis_name="d")
+packed = jax.jit(jax.shard_map(lambda x, kept, at: fc(x=x, kept=kept, at=at), mesh=mesh,
+                               in_specs=(P("d"), P(), P()), out_specs={"kept": P(), "at": P(), "n": P()}))
+got = packed(jax.device_put(xs, sh), np.zeros(xs.size), np.zeros(xs.size, np.int64))
+count = int(np.asarray(got["n"])[0])
+ref = eagle.deploy(compact).run(x=xs, kept=np.zeros(xs.size), at=np.zeros(xs.size, np.int64))
+print(f"kept {count} of {xs.size} lanes; the first:", np.asarray(got["kept"])[:4], "from lanes",
+      np.asarray(got["at"])[:4])
+print("NumPy's x[x > 1]:", np.array_equal(np.asarray(got["kept"])[:count], xs[xs > 1.0]),
+      "| the one-device bits:", all(np.asarray(got[k]).tobytes() == np.asarray(ref[k]).tobytes() for k in got))
