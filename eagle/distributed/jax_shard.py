@@ -292,7 +292,6 @@ def _varying(a) -> frozenset:
     return frozenset(getattr(mat, "varying", None) or getattr(t, "vma", None) or ())
 
 
-
 def _bitcast(a, dtype=None):
     """A float array's bits as integers of its width, or integers' back as `dtype`."""
     return jax.lax.bitcast_convert_type(a, dtype or {4: jnp.int32, 8: jnp.int64}[np.dtype(a.dtype).itemsize])

@@ -16,7 +16,8 @@ So a sharded stage runs
   key outside a sink on one shard refuses the call on all of them alike, before any finish (no shard is left
   waiting in a collective, and nothing of the caller's is written). A reduction keeping the leading axes (a row
   sum) has each kept slot on one shard: its state stays there (`LOCAL`), and its cell comes back as the shard's
-  own rows;
+  own rows; an output written by key (`KEYED`) comes in whole and goes out combined position by position
+  (`keyed_result`), before the finish;
 * `finish_stage`: the compiled finish alone over S * C chunks of that combined state: ordered sums are rounded
   once from the exact total of every shard's terms, so they are bitwise equal to the one-device run whatever the
   shard count or sizes; max/min and counts are exact; auto sums are the finish's own chunk-order combine.
