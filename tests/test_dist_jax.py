@@ -889,10 +889,10 @@ def case_partitioned_stencil_under_jit():
 
 
 def case_gradients_of_a_vector_stencil_in_gather_form():
-    """A Vector plane read at neighbour rows: jax.grad inside shard_map (4 and 8 shards: halos of 2 rows, the
-    share planes' components exchanged) and under partition=True takes the gather form (its local gathers are
-    the kernels called), bitwise plan.reverse's; cotangents of wildly different scales take the scatter adjoint
-    on every shard, with the same bits."""
+    """A Vector plane read at neighbour rows: jax.grad inside shard_map (4 shards: halos of 2 rows, the share
+    planes' components exchanged) and under partition=True (8) takes the gather form (its local gathers are the
+    kernels called), bitwise plan.reverse's; cotangents of wildly different scales take the scatter adjoint on
+    every shard, with the same bits."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -904,7 +904,7 @@ def case_gradients_of_a_vector_stencil_in_gather_form():
     rng = np.random.default_rng(16)
     v, u, co = rng.normal(size=(2, NR, NC)), rng.normal(size=(NR, NC)), rng.normal(size=(2, NR, NC))
     wild = co * np.exp2(rng.integers(-300, 300, size=co.shape))
-    for shards, c, partition in ((4, co, False), (8, co, False), (8, co, True), (4, wild, False), (4, wild, True)):
+    for shards, c, partition in ((4, co, False), (8, co, True), (4, wild, False)):
         mesh = _mesh(shards)
         f = eagle.jax.wrap(ks["vheat"], **({"partition": True} if partition else {"axis_name": "d"}))
         call = (lambda v, u, f=f: f(v=v, u=u)) if partition else \
@@ -926,7 +926,7 @@ def case_gradients_of_a_vector_stencil_in_gather_form():
 def case_neighbour_rows_clamped_to_the_grid_run_with_halos():
     """Neighbour reads clamped to the grid (`m.clamp(lane.row + 1, 0, lane.extent("row") - 1)`, `m.max`, `m.min`;
     refused as computed rows until 2026-12-07) run with halos of 3 rows on 4 and 8 shards, bitwise the one-device
-    run, and their gradients (the gather form, a Vector plane's too) bitwise plan.reverse's."""
+    run, and their gradients on 4 (the gather form, a Vector plane's too) bitwise plan.reverse's."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -944,6 +944,8 @@ def case_neighbour_rows_clamped_to_the_grid_run_with_halos():
         got = _sharded(ks["clamped"], mesh, dict(u=u, v=v), dict(u=P("d"), v=P(None, "d")),
                        {"out": P("d"), "tot": P()}, k=0.3)
         _bits_equal(got, want, ["out", "tot"])
+        if shards == 8:
+            continue  # (the gradient on 4 shards)
         f = eagle.jax.wrap(ks["clamped"], axis_name="d")
         g = jax.shard_map(lambda u, v, f=f: f(u=u, v=v, k=0.3), mesh=mesh, in_specs=(P("d"), P(None, "d")),
                           out_specs={"out": P("d"), "tot": P()})
