@@ -27,11 +27,15 @@ SPLITS = ((1, None), (3, 64), (2, 1000))  # (threads, min_chunk): whole, then tw
 __all__ = ["check_split", "promised"]
 
 
+def _sums_and_scatter(src: str):
+    """A case's sums (each with the rest of its line: its policy=) and its first scatter into `bins` (a match: the
+    call's arguments, then `+=` or `=`), or None."""
+    return re.findall(r"hawk\.(?:sum|mean)\(.*", src), re.search(r"hawk\.scatter\(bins(.*?)\)\[.*?\] (\+=|=)", src)
+
+
 def promised(c) -> set[str]:
     """The outputs of case `c` whose bits must not depend on the split."""
-    src = c.source
-    sums = re.findall(r"hawk\.(?:sum|mean)\(.*", src)  # each with the rest of its line (its policy=)
-    scatter = re.search(r"hawk\.scatter\(bins(.*?)\)\[.*?\] (\+=|=)", src)
+    sums, scatter = _sums_and_scatter(c.source)
     loose_sum = any('policy="ordered"' not in line for line in sums)
     out = set()
     for name in c.want:
@@ -56,11 +60,9 @@ def loose(c) -> set[str]:
     for v in c.planes.values():  # (huge values cancel in one order and not in another: nothing to compare)
         if isinstance(v, np.ndarray) and v.dtype.kind == "f" and not np.all(np.abs(v) <= 1e6):
             return set()
-    src = c.source
-    sums = re.findall(r"hawk\.(?:sum|mean)\(.*", src)
-    scatter = re.search(r"hawk\.scatter\(bins(.*?)\)\[.*?\] (\+=|=)", src)
+    sums, scatter = _sums_and_scatter(c.source)
     out = set()
-    if "total" in c.want and len(sums) == 1 and 'policy="ordered"' not in sums[0] and "hawk.reduce" not in src:
+    if "total" in c.want and len(sums) == 1 and 'policy="ordered"' not in sums[0] and "hawk.reduce" not in c.source:
         out.add("total")
     if "bins" in c.want and scatter is not None and scatter.group(2) == "+=" and not sums and \
             'policy="ordered"' not in scatter.group(1):

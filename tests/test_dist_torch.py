@@ -613,8 +613,9 @@ def case_outputs_written_by_key_uneven(rank, group):
     """Outputs written by key (positions, not lanes) over ranks of 1/3999/2000/2000 lanes: every rank passes the
     whole array and stores into it; each position comes from the rank that stored it (a compaction numbered by a
     scan, whose ranks run whole blocks; a permutation from an Index plane, -1 storing nothing): bitwise the
-    one-process run. A key outside the array on one rank refuses the call on every rank, the tensors passed
-    untouched; a gradient through such an output is refused by name."""
+    one-process run. A key outside the array on one rank refuses the call on every rank, and so does a rank
+    passing an array of another length, the tensors passed untouched; a gradient through such an output is refused
+    by name."""
     import torch
 
     import eagle
@@ -648,6 +649,14 @@ def case_outputs_written_by_key_uneven(rank, group):
     except eagle.InputError as exc:
         assert "of kernel 'dist_place'" in str(exc) and "outside its array" in str(exc), exc
     assert out0.numpy().tobytes() == start.tobytes()
+    mine = torch.from_numpy(np.concatenate([start, [0.5]]) if rank == 3 else start.copy())  # rank 3: one more
+    try:
+        f(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]), out=mine,
+          ids=torch.zeros(n, dtype=torch.int64))
+        raise AssertionError("ranks passing arrays of other lengths ran")
+    except eagle.InputError as exc:
+        assert "call it differently" in str(exc) and f"'out' of shape ({n + 1},)" in str(exc), exc
+    assert mine.numpy()[:n].tobytes() == start.tobytes()
     xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
     try:
         f(x=xt, key=torch.from_numpy(key[lo:hi]), out=torch.from_numpy(start.copy()),

@@ -136,9 +136,9 @@ def prior_gradient(kernel, sink: str, ct, wins=None, xp=np):
 def refuse_keyed_gradient(plan, where: str) -> None:
     """A sharded gradient through an output written by key is refused by name (its cotangent is per position,
     and whether a position was stored twice, which the reverse refuses, is a question over every shard)."""
-    from eagle.bridge import keyed_outputs
+    from eagle.reverse import forward_of
 
-    for n in sorted(n for n in keyed_outputs(plan) if not plan.kernel.signature.get(n).integer):  # (no cotangent)
+    for n in forward_of(plan).keyed:  # (the float ones: an integer output takes no cotangent)
         raise InputError(f"plane '{n}' of kernel '{plan.kernel.name}': a gradient through an output written by key "
                          f"(hawk.scatter({n})[k] = v) does not run sharded over {where} yet: differentiate it on "
                          f"one device (eagle.jax.wrap or eagle.torch.wrap without sharding, or plan.reverse)")

@@ -156,9 +156,7 @@ def sharded_call(jk, axis_name, planes: dict):
             return keyed_result(a, fold, jax.lax.axis_index(axis_name), lambda x: jax.lax.pmax(x, axis_name),
                                 lambda x: jax.lax.psum(x, axis_name), jnp, _bitcast)
         if kind == BITS and jnp.issubdtype(a.dtype, jnp.floating):  # one shard's bits per entry, zeros elsewhere
-            bits = jnp.int64 if a.dtype == jnp.float64 else jnp.int32
-            return jax.lax.bitcast_convert_type(jax.lax.psum(jax.lax.bitcast_convert_type(a, bits), axis_name),
-                                                a.dtype)
+            return _bitcast(jax.lax.psum(_bitcast(a), axis_name), a.dtype)
         return jax.lax.psum(a, axis_name)  # ISUM: int64 limbs, exact; FSUM: a plain sink's float adds; BITS
 
     move = Move(jnp, lambda a: jax.lax.all_gather(a, axis_name, tiled=True),

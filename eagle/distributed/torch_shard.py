@@ -246,7 +246,7 @@ def _run(tk, group, planes: dict) -> tuple[dict, object]:
         arrays, params, grid, priors = _split(tk, planes)
         b, how = bind_sharded(tk.plan, {**arrays, **{n: 0.0 for n in params}, **grid}, "the process group",
                               keyed=True)
-        call = _call_of(b, params, priors, keyed_outputs(tk.plan))
+        call = _call_of(b, params, priors, {n: arrays[n].shape for n in keyed_outputs(tk.plan) if n in arrays})
     except Exception as exc:  # noqa: BLE001 (told to every rank below, then raised here)
         refused = exc
     # one collective for every rank's rows (where this one's start), refusal and call: a rank that refuses
@@ -329,10 +329,9 @@ def _run(tk, group, planes: dict) -> tuple[dict, object]:
                 return a
         if kind == KEYED:  # each position from the last rank whose stores changed its bits, else as it was
             return keyed_result(a, fold, rank, lambda x: _reduced(x, dist.ReduceOp.MAX, group),
-                                lambda x: _reduced(x, dist.ReduceOp.SUM, group), np,
-                                lambda x, dt=None: x.view(dt or f"i{x.itemsize}"))
+                                lambda x: _reduced(x, dist.ReduceOp.SUM, group), np, _bitcast)
         if kind == BITS and a.dtype.kind == "f":  # one rank's bits per entry, zeros elsewhere: an integer sum
-            dist.all_reduce(torch.from_numpy(a.view(f"i{a.itemsize}")), op=dist.ReduceOp.SUM, group=group)
+            dist.all_reduce(torch.from_numpy(_bitcast(a)), op=dist.ReduceOp.SUM, group=group)
             return a
         dist.all_reduce(torch.from_numpy(a), op=dist.ReduceOp.SUM, group=group)
         return a
@@ -346,6 +345,11 @@ def _run(tk, group, planes: dict) -> tuple[dict, object]:
     return {n: torch.from_numpy(np.array(pick(*v))) for n, v in got.items()}, b
 
 
+def _bitcast(a: np.ndarray, dtype=None) -> np.ndarray:
+    """A float array's bits as integers of its width (a view), or integers' back as `dtype`."""
+    return a.view(dtype or f"i{a.itemsize}")
+
+
 def _reduced(a: np.ndarray, op, group) -> np.ndarray:
     """`a` reduced by `op` over the group (a copy)."""
     t = torch.from_numpy(np.array(a))
@@ -353,13 +357,13 @@ def _reduced(a: np.ndarray, op, group) -> np.ndarray:
     return t.numpy()
 
 
-def _call_of(b, params: dict, priors: dict, keyed=frozenset()) -> str:
+def _call_of(b, params: dict, priors: dict, keyed: dict | None = None) -> str:
     """What every rank's call must share, in words (what the partial states' shapes and the results depend on):
     the float dtype, the lane extents after the leading one, the Params, the sinks whose prior content is passed,
-    the shapes of the outputs written by key (their positions)."""
+    the shapes of the outputs written by key (`keyed`: name -> shape; their positions)."""
     ext = f", lane extents {tuple(b.extents[1:])} after the leading one" if len(b.extents) > 1 else ""
     pri = f", prior contents of {sorted(priors)}" if priors else ""
-    pos = "".join(f", '{n}' of shape {tuple(b.arrays[n].shape)}" for n in sorted(keyed) if n in b.arrays)
+    pos = "".join(f", '{n}' of shape {tuple(shape)}" for n, shape in sorted((keyed or {}).items()))
     return f"{b.dtype} planes{ext}, Params {dict(sorted(params.items()))}{pri}{pos}"
 
 
