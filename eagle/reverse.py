@@ -58,8 +58,8 @@ class Forward:
 
     def positions(self, planes: dict, extents: tuple[int, ...]) -> tuple:
         """(name, length) of each float output written by key: the array passed for it, or the lane shape's."""
-        return tuple((n, int(np.size(planes[n])) if planes.get(n) is not None else math.prod(extents))
-                     for n in self.keyed)
+        return tuple((n, math.prod(np.shape(planes[n])) if planes.get(n) is not None else math.prod(extents))
+                     for n in self.keyed)  # (np.shape: a traced JAX array's too)
 
 
 def forward_of(runner) -> Forward:

@@ -808,7 +808,6 @@ REFUSALS = (
     r"written by key \(hawk\.scatter\(\w+\)\[k\] = v\), has positions, not lanes, so sharded runs",
     r"written by key \(hawk\.scatter\(\w+\)\[k\] = v\), its positions are not lanes: a sharded run writes into "
     r"the whole array passed",
-    r"a gradient through an output written by key \(hawk\.scatter\(\w+\)\[k\] = v\) does not run sharded",
     # a launch bound to a lane range (fuzz_reverse.py's range mode) whose lanes read other lanes or coordinates
     r"bound to lanes \[\d+, \d+\) of \d+ \(base=/count=\), and (its adjoint runs in \d+ stages|cell '\w+' keeps a "
     r"lane axis)",

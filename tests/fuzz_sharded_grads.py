@@ -116,10 +116,11 @@ def _shard_mapped(kernel, plan, mesh, arrays: dict, names: list[str], fixed: dic
 
 def reverse_reference(c, path: str, salt: int):
     """Case `c` differentiated on one device: (kernel, plan, planes, cotangents, plan.reverse's gradients, wrt), or the
-    record to report instead (skipped, or a failure). Planes as tests/fuzz_sharded.py's, tamed; shared with
-    tests/fuzz_ranks_grads.py."""
+    record to report instead (skipped, or a failure). Planes as tests/fuzz_sharded.py's, tamed, and a start for each
+    output written by key (random floats, integer zeros); shared with tests/fuzz_ranks_grads.py."""
     import eagle
     import hawk
+    from eagle.bridge import keyed_outputs
 
     out = fk.record(c)
     if "p" not in c.planes:  # (the Vector[1024] cases)
@@ -133,6 +134,10 @@ def reverse_reference(c, path: str, salt: int):
         cts = {k: rng.normal(size=v.shape) for k, v in outs.items() if v.dtype.kind == "f"}
         if not cts:
             return {**out, "status": "skipped", "why": "no float output"}
+        for k in sorted(keyed_outputs(plan)):  # written by key: a start that sharded calls pass whole (its
+            # positions), a float one differentiated like a sink's prior content
+            v = outs[k]
+            planes[k] = rng.normal(size=v.shape) if v.dtype.kind == "f" else np.zeros(v.shape, v.dtype)
         want = {k: np.asarray(v) for k, v in plan.reverse(cts, **fk.fresh(planes)).items()}
     except (eagle.InputError, hawk.KernelError) as exc:  # (keys outside a sink on these planes, as in the forward)
         if c.name in str(exc) and fk.known_refusal(exc, (fk.KEYS_OUTSIDE,)):

@@ -1664,15 +1664,15 @@ def case_outputs_written_by_key_inside_shard_map():
     """Outputs written by key inside shard_map: every shard passes the whole array (replicated) and stores into it;
     each position comes from the shard that stored it (a compaction numbered by a scan, whose shards run whole
     blocks; a permutation from an Index plane, -1 storing nothing, float and Index outputs), bitwise Plan.run on 4
-    and 8 shards. A key outside the array on one shard fails the call with Plan.run's refusal; a gradient through
-    such an output is refused by name."""
+    and 8 shards. A key outside the array on one shard fails the call with Plan.run's refusal. The gradient
+    (inputs and the array's initial content) is bitwise plan.reverse's on 4 and 8 shards; a position stored on two
+    shards refuses it, as one device refuses a position stored twice."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
     import eagle
     import eagle.jax
-    from eagle.errors import InputError
 
     np, ks = _setup()
     rng = np.random.default_rng(45)
@@ -1700,16 +1700,40 @@ def case_outputs_written_by_key_inside_shard_map():
         raise AssertionError("a key outside the array ran")
     except Exception as exc:  # (JAX raises the failed call as its runtime error, carrying eagle's words)
         assert "of kernel 'dist_place'" in str(exc) and "outside its array" in str(exc), exc
-    mesh = _mesh(4)
+    # the gradient: each lane's store reads its position's cotangent; the array's initial content keeps it where
+    # no shard stored; the stores counted over every shard (plan.reverse's bits on 4 and 8 shards)
+    cto, cty = rng.normal(size=n), rng.normal(size=n)
+    want = eagle.deploy(ks["place"]).reverse({"out": cto, "y": cty, "tot": np.array([0.5])}, x=x, key=key,
+                                             out=start.copy(), ids=zi.copy())
     f = eagle.jax.wrap(ks["place"], axis_name="d")
+    for shards in (4, 8):
+        mesh = _mesh(shards)
+        g = jax.shard_map(lambda x, k, o, i: (lambda r: (r["out"], r["y"], r["tot"]))(f(x=x, key=k, out=o, ids=i)),
+                          mesh=mesh, in_specs=(P("d"), P("d"), P(), P()), out_specs=(P(), P("d"), P()))
+        keys = jax.device_put(key, NamedSharding(mesh, P("d")))
+
+        def loss(v, o, keys=keys, g=g):
+            a, y, tot = g(v, keys, o, zi)
+            return jax.numpy.sum(a * cto) + jax.numpy.sum(y * cty) + 0.5 * tot[0]
+
+        gx, go = jax.jit(jax.grad(loss, argnums=(0, 1)))(jax.device_put(x, NamedSharding(mesh, P("d"))), start)
+        _bits_equal({"x": gx, "out": go}, want, ["x", "out"])
+    bad = key.copy()  # one position stored by lanes of two shards: refused, as plan.reverse refuses it
+    bad[bad == 77] = -1
+    bad[10] = bad[5001] = 77
+    mesh = _mesh(4)
     g = jax.shard_map(lambda x, k, o, i: f(x=x, key=k, out=o, ids=i)["out"], mesh=mesh,
                       in_specs=(P("d"), P("d"), P(), P()), out_specs=P())
-    keys = jax.device_put(key, NamedSharding(mesh, P("d")))
+    keys = jax.device_put(bad, NamedSharding(mesh, P("d")))
     try:
-        jax.jit(jax.grad(lambda x: g(x, keys, start, zi).sum()))(jax.device_put(x, NamedSharding(mesh, P("d"))))
-        raise AssertionError("a sharded gradient through an output written by key ran")
-    except InputError as exc:
-        assert "plane 'out' of kernel 'dist_place'" in str(exc) and "one device" in str(exc), exc
+        got = jax.jit(jax.grad(lambda x: g(x, keys, start, zi).sum()))(
+            jax.device_put(x, NamedSharding(mesh, P("d"))))
+        np.asarray(got)
+        raise AssertionError("a gradient through a position stored on two shards ran")
+    except AssertionError:
+        raise
+    except Exception as exc:  # (raised from inside the compiled backward, as JAX's runtime error)
+        assert "plane 'out' of kernel 'dist_place'" in str(exc) and "(first: position 77, 2 stores)" in str(exc), exc
 
 
 CASES = {name: fn for name, fn in globals().items() if name.startswith("case_")}

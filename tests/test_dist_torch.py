@@ -614,8 +614,8 @@ def case_outputs_written_by_key_uneven(rank, group):
     whole array and stores into it; each position comes from the rank that stored it (a compaction numbered by a
     scan, whose ranks run whole blocks; a permutation from an Index plane, -1 storing nothing): bitwise the
     one-process run. A key outside the array on one rank refuses the call on every rank, and so does a rank
-    passing an array of another length, the tensors passed untouched; a gradient through such an output is refused
-    by name."""
+    passing an array of another length, the tensors passed untouched. The gradient (inputs and the array's initial
+    content) is plan.reverse's bits on every rank; a position stored on two ranks refuses it on all."""
     import torch
 
     import eagle
@@ -657,13 +657,26 @@ def case_outputs_written_by_key_uneven(rank, group):
     except eagle.InputError as exc:
         assert "call it differently" in str(exc) and f"'out' of shape ({n + 1},)" in str(exc), exc
     assert mine.numpy()[:n].tobytes() == start.tobytes()
+    cto, cty = rng.normal(size=n), rng.normal(size=n)  # the gradient: plan.reverse's bits on every rank
+    want = eagle.deploy(dist_place).reverse({"out": cto, "y": cty, "tot": np.array([0.5])}, x=x, key=key,
+                                            out=start.copy(), ids=np.zeros(n, np.int64))
+    xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
+    ot = torch.from_numpy(start.copy()).requires_grad_()
+    r = f(x=xt, key=torch.from_numpy(key[lo:hi]), out=ot, ids=torch.zeros(n, dtype=torch.int64))
+    assert ot.detach().numpy().tobytes() == start.tobytes()  # (a tensor that requires grad: never written)
+    ((r["out"] * torch.from_numpy(cto)).sum() + (r["y"] * torch.from_numpy(cty[lo:hi])).sum()
+     + 0.5 * r["tot"].sum()).backward()
+    _bits({"x": xt.grad, "out": ot.grad}, {"x": np.asarray(want["x"])[lo:hi], "out": want["out"]}, ["x", "out"])
+    bad = key.copy()  # one position stored by lanes of two ranks: refused on every rank, as plan.reverse refuses it
+    bad[bad == 77] = -1
+    bad[10] = bad[5001] = 77
     xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
     try:
-        f(x=xt, key=torch.from_numpy(key[lo:hi]), out=torch.from_numpy(start.copy()),
+        f(x=xt, key=torch.from_numpy(bad[lo:hi]), out=torch.from_numpy(start.copy()),
           ids=torch.zeros(n, dtype=torch.int64))["out"].sum().backward()
-        raise AssertionError("a sharded gradient through an output written by key ran")
+        raise AssertionError("a gradient through a position stored on two ranks ran")
     except eagle.InputError as exc:
-        assert "plane 'out' of kernel 'dist_place'" in str(exc) and "one device" in str(exc), exc
+        assert "plane 'out' of kernel 'dist_place'" in str(exc) and "(first: position 77, 2 stores)" in str(exc), exc
 
 
 def case_a_refused_call_leaves_every_rank_s_tensors_untouched(rank, group):

@@ -17,6 +17,9 @@ eagle/distributed/jax_grads.py and torch_shard.py (its scatter fallback: the adj
 grid, each shard keeping its rows of the whole grid's gradient). A cell keeping the leading lane axis (a row
 sum) has its cotangent read by row: by the shard's own rows where the adjoint runs at the shard's numbers, else
 from every shard's rows gathered (`whole_rows`); such a kernel's stencil gradient takes the scatter adjoint.
+An output written by key is passed whole to every shard, so its cotangent is a Table there too; the stores into
+each position are counted over every shard (`winners`): a position stored twice refuses the gradient on every
+shard, and the array's initial content keeps its cotangent where no shard stored (`keyed_prior`).
 Refused by name: anything the sharded forward refuses in the adjoint itself.
 """
 
@@ -46,29 +49,32 @@ def own_rows(g, r0: int, rows: int, total: int, w: int):
     return g.reshape(-1, total, w)[:, r0:r0 + rows]
 
 
-def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: str):
+def adjoint_plan(plan, wrt: tuple[str, ...], extents: tuple[int, ...], where: str, positions: tuple = ()):
     """(adjoint plan, design, winners plan or None) for a sharded backward over `wrt` (what shards cannot run is
     refused when the adjoint runs sharded, by the same checks as a forward). `extents`: the whole run's lane
-    extents (what a stencil's adjoint is specialised to). The winners plan (sinks stored into with `= v`) runs
-    sharded like the forward (`winners`)."""
+    extents (what a stencil's adjoint is specialised to); `positions`: the lengths of the float outputs written by
+    key (Forward.positions: every shard passes the whole array). The winners plan (sinks stored into with `= v`,
+    the stores counted into each position of an output written by key) runs sharded like the forward
+    (`winners`)."""
     from eagle.reverse import adjoint_for
 
-    return adjoint_for(plan, wrt, extents)
+    return adjoint_for(plan, wrt, extents, positions)
 
 
-def whole_rows_adjoint(plan, wrt: tuple[str, ...], ext: tuple[int, ...], where: str, gather) -> tuple:
+def whole_rows_adjoint(plan, wrt: tuple[str, ...], ext: tuple[int, ...], where: str, gather,
+                       positions: tuple = ()) -> tuple:
     """(adjoint plan, design, the cotangent planes as the adjoint reads them) for a sharded backward.
     `gather(design, axes)` makes the cotangent planes, with the Tables `axes` names (`whole_rows`: each row Table
     read whole, and the axis its rows lie along) holding every shard's rows, in order. Where rows are read whole,
     the adjoint is made again for the whole run's rows (its Tables' extents)."""
-    adj, design, _ = adjoint_plan(plan, wrt, ext, where)
+    adj, design, _ = adjoint_plan(plan, wrt, ext, where, positions)
     axes = whole_rows(plan, adj, design)
     cts = gather(design, axes)
     if axes:
         name, axis = next(iter(axes.items()))
         total = int(cts[name].shape[axis])
         if total != ext[0]:
-            adj, design, _ = adjoint_plan(plan, wrt, (total, *ext[1:]), where)
+            adj, design, _ = adjoint_plan(plan, wrt, (total, *ext[1:]), where, positions)
     return adj, design, cts
 
 
@@ -96,27 +102,38 @@ def whole_rows(plan, adj, design) -> dict[str, int]:
     return {design.ct[c]: int(math.prod(design.payload.get(c, ())) > 1) for c in rows}
 
 
-def winners(plan, wrt: tuple[str, ...], extents: tuple[int, ...], run, planes: dict, dtype,
-            xp=np) -> tuple[dict, dict]:
-    """(each slot's winning store by sink stored into with `= v`, the adjoint's Table planes holding them); both
-    empty when the kernel stores into no sink. `run(winners plan, its planes)` runs the winners kernel sharded as
-    the caller runs the forward (its results by name, or its one result). Its planes: those of `planes` (inputs,
-    Grid extents, the outputs read before they are assigned) it takes, and its sinks filled with -1, no store
-    yet. Its store numbers come from whole-run lane numbers, and a sharded run keeps each slot's last store over
-    every shard (eagle/distributed/stages.py), so every shard gets plan.reverse's winners: the adjoint compares
-    its lanes' store numbers with them, and a slot still at -1 keeps its prior content (`prior_gradient`)."""
+def winners(plan, wrt: tuple[str, ...], extents: tuple[int, ...], run, planes: dict, dtype, xp=np,
+            positions: tuple = ()) -> tuple[dict, dict]:
+    """(each slot's winning store by sink stored into with `= v`, and the stores counted into each position by
+    float output written by key; the adjoint's Table planes holding the winners); both empty when the kernel
+    stores into no sink and writes no output by key. `run(winners plan, its planes)` runs the winners kernel
+    sharded as the caller runs the forward (its results by name, or its one result). Its planes: those of
+    `planes` (inputs, Grid extents, the outputs read before they are assigned) it takes, its sinks filled with
+    -1, no store yet, and its counts with zeros (`positions`: Forward.positions). Its store numbers come from
+    whole-run lane numbers, and a sharded run keeps each slot's last store over every shard
+    (eagle/distributed/stages.py), so every shard gets plan.reverse's winners: the adjoint compares its lanes'
+    store numbers with them, and a slot still at -1 keeps its prior content (`prior_gradient`). The counts are
+    summed over every shard (the whole run's): a position stored twice, on one shard or two, refuses the
+    gradient (`unrepeated`), and one no shard stored keeps the array's initial content (`keyed_prior`)."""
     from eagle.reverse import adjoint_for, winner_fills
 
-    if not plan.kernel.stored_sinks():
+    if not plan.kernel.stored_sinks() and not positions:
         return {}, {}
-    _, design, win = adjoint_for(plan, wrt, extents)
+    _, design, win = adjoint_for(plan, wrt, extents, positions)
     names = design.win  # (sink -> the adjoint's plane)
     sig = win.kernel.signature
     fills = winner_fills(design, sig, dtype, xp=xp)
+    fills.update({n: xp.zeros(size, dtype) for n, size in positions})
     got = run(win, {**{p.name: planes[p.name] for p in sig.planes if p.name in planes and p.name not in fills},
                     **fills})
-    got = got if isinstance(got, dict) else {next(iter(names)): got}
-    return {s: got[s] for s in names}, {names[s]: got[s] for s in names}
+    got = got if isinstance(got, dict) else {next(iter(fills)): got}
+    return {s: got[s] for s in fills}, {names[s]: got[s] for s in names}
+
+
+def keyed_prior(ct, counts, xp=np):
+    """The gradient of an output written by key's initial contents: its cotangent where no lane (of any shard)
+    stored, zero where one did (`counts`: the stores into each position, `winners`)."""
+    return xp.where(counts == 0, ct, xp.zeros_like(ct))
 
 
 def prior_gradient(kernel, sink: str, ct, wins=None, xp=np):
@@ -131,17 +148,6 @@ def prior_gradient(kernel, sink: str, ct, wins=None, xp=np):
         raise RuntimeError(f"internal error: kernel '{kernel.name}': the prior gradient of sink '{sink}', stored "
                            f"into with = v, needs its winners")
     return unstored_prior(ct, wins, xp)
-
-
-def refuse_keyed_gradient(plan, where: str) -> None:
-    """A sharded gradient through an output written by key is refused by name (its cotangent is per position,
-    and whether a position was stored twice, which the reverse refuses, is a question over every shard)."""
-    from eagle.reverse import forward_of
-
-    for n in forward_of(plan).keyed:  # (the float ones: an integer output takes no cotangent)
-        raise InputError(f"plane '{n}' of kernel '{plan.kernel.name}': a gradient through an output written by key "
-                         f"(hawk.scatter({n})[k] = v) does not run sharded over {where} yet: differentiate it on "
-                         f"one device (eagle.jax.wrap or eagle.torch.wrap without sharding, or plan.reverse)")
 
 
 def renamed(kernel_name: str, exc: InputError) -> InputError:

@@ -25,8 +25,8 @@ from eagle.distributed.geometry import dist_plan
 from eagle.distributed.grads import (
     FLOATS,
     gather_form,
+    keyed_prior,
     prior_gradient,
-    refuse_keyed_gradient,
     renamed,
     stencil_planes,
     whole_rows_adjoint,
@@ -189,29 +189,35 @@ def _backward(jk, axis_name, run, names: list[str], grid: dict, values: tuple, g
     (eagle/distributed/grads.py). Per-lane gradients are this shard's; Param and Table gradients (the adjoint's
     exact sums over every shard's lanes) and a sink's prior content's are the whole run's, the same on every
     shard."""
-    refuse_keyed_gradient(jk.plan, f"mesh axis '{axis_name}'")
     planes = dict(zip(names, values, strict=True))
+    fwd = forward_of(jk.plan)
     wrt = tuple(n for n in names if jk.kinds.get(n) in FLOATS)
     stencil = stencil_planes(jk.plan, wrt) if wrt else []
     rows, ext = run.extents[0], tuple(run.extents)
     if stencil:  # the adjoint is specialised to the whole grid (shard_map's shards: equal runs of rows)
         ext = (axis_size(axis_name) * rows, *ext[1:])
+    positions = fwd.positions(planes, ext)  # (outputs written by key: every shard passed the whole array)
     inputs = {n: planes[n] for n in names if jk.kinds.get(n) in (*FLOATS, "index")}
     # outputs read before they are assigned: a sharded run starts them at zero (passed outputs are refused)
-    inputs.update(adjoint_inputs(forward_of(jk.plan), {}, tuple(run.extents), run.dtype, xp=jnp))
-    wins, tables = _winners(jk, axis_name, run, wrt, ext, inputs, grid)
+    inputs.update(adjoint_inputs(fwd, {}, tuple(run.extents), run.dtype, xp=jnp))
+    wins, tables = _winners(jk, axis_name, run, wrt, ext, inputs, grid, positions)
+    gs = dict(gs)
+    for n, _ in positions:  # the whole run's counts: a position stored twice refuses, as plan.reverse does
+        gs[n] = jk._unrepeated(fwd, n, wins[n], jnp.asarray(gs[n], run.dtype).reshape(-1))
     grads: dict = {}
     for n in names:
         if n.startswith("#prior:"):  # a sink's prior content: one more term of each slot's sum
             s = n[len("#prior:"):]
             g = prior_gradient(jk.plan.kernel, s, gs[s], wins.get(s), xp=jnp)
             grads[n] = jnp.asarray(g).reshape(-1).astype(planes[n].dtype)
+        elif n in fwd.keyed:  # an output written by key: its initial content where no shard stored
+            grads[n] = keyed_prior(gs[n], wins[n], jnp).reshape(planes[n].shape).astype(planes[n].dtype)
     if wrt:
         inputs.update(tables)
         shapes = {x: (planes[x].shape, planes[x].dtype) for x in wrt}
 
         def scatter():
-            return _adjoint_grads(jk, axis_name, run, wrt, ext, stencil, inputs, gs, grid, shapes)
+            return _adjoint_grads(jk, axis_name, run, wrt, ext, stencil, inputs, gs, grid, shapes, positions)
 
         form = gather_form(jk.plan, wrt, ext) if stencil else None
         if form is not None:  # plan.reverse's gather form; the scatter adjoint where a lane's pair erred
@@ -224,9 +230,10 @@ def _backward(jk, axis_name, run, names: list[str], grid: dict, values: tuple, g
     return tuple(_like(grads.get(n), v) for n, v in zip(names, vma, strict=True))
 
 
-def _winners(jk, axis_name, run, wrt: tuple, ext: tuple, inputs: dict, grid: dict) -> tuple[dict, dict]:
-    """The winners of sinks stored into with `= v` (eagle/distributed/grads.py `winners`), their kernel run
-    sharded over `axis_name` like the forward."""
+def _winners(jk, axis_name, run, wrt: tuple, ext: tuple, inputs: dict, grid: dict,
+             positions: tuple) -> tuple[dict, dict]:
+    """The winners of sinks stored into with `= v` and the stores counted into outputs written by key
+    (eagle/distributed/grads.py `winners`), their kernel run sharded over `axis_name` like the forward."""
     def sharded(win, planes):
         key = ("shard", axis_name, id(win))
         if key not in jk._adjoints:
@@ -238,11 +245,11 @@ def _winners(jk, axis_name, run, wrt: tuple, ext: tuple, inputs: dict, grid: dic
         except InputError as exc:
             raise renamed(jk.name, exc) from None
 
-    return winners(jk.plan, wrt, ext, sharded, {**inputs, **grid}, run.dtype, xp=jnp)
+    return winners(jk.plan, wrt, ext, sharded, {**inputs, **grid}, run.dtype, xp=jnp, positions=positions)
 
 
 def _adjoint_grads(jk, axis_name, run, wrt: tuple, ext: tuple, stencil: list, inputs: dict, gs: dict,
-                   grid: dict, shapes: dict) -> dict:
+                   grid: dict, shapes: dict, positions: tuple = ()) -> dict:
     """The gradients of `wrt` from the adjoint kernel run sharded (for a stencil: specialised to the whole grid
     `ext`, its gradient the whole grid's, of which each shard keeps its rows)."""
     def gather(design, axes: dict) -> dict:  # the cotangents; rows read whole: every shard's, in row order
@@ -251,7 +258,7 @@ def _adjoint_grads(jk, axis_name, run, wrt: tuple, ext: tuple, stencil: list, in
         return {n: jax.lax.all_gather(c, axis_name, axis=axes[n], tiled=True) if n in axes else c
                 for n, c in cts.items()}
 
-    adj, design, cts = whole_rows_adjoint(jk.plan, wrt, ext, f"mesh axis '{axis_name}'", gather)
+    adj, design, cts = whole_rows_adjoint(jk.plan, wrt, ext, f"mesh axis '{axis_name}'", gather, positions)
     ak = jk._adjoints.get(("shard", axis_name, id(adj)))
     if ak is None:
         from eagle.jax import JaxKernel

@@ -29,11 +29,11 @@ from eagle.distributed.grads import (
     FLOATS,
     gather_form,
     gather_halo,
+    keyed_prior,
     local_gather,
     local_rows,
     own_rows,
     prior_gradient,
-    refuse_keyed_gradient,
     renamed,
     stencil_planes,
     whole_rows_adjoint,
@@ -59,9 +59,12 @@ def sharded_call(tk, group, planes: dict):
     """`tk` (an eagle.torch.TorchKernel) over this rank's planes, cells and sinks combined across `group`. When a
     float input or a sink's prior content requires grad, through an autograd Function whose backward runs the
     adjoint kernel sharded across `group` the same way (eagle/distributed/grads.py)."""
+    from eagle.reverse import forward_of
+
     kinds = {p.name: p.kind for p in tk.plan.kernel.signature.planes}
+    keyed = forward_of(tk.plan).keyed  # (an output written by key: its initial contents, as a sink's prior)
     track = [n for n, v in planes.items() if isinstance(v, torch.Tensor) and v.requires_grad
-             and kinds.get(n) in (*FLOATS, "sink")]
+             and (kinds.get(n) in (*FLOATS, "sink") or n in keyed)]
     if track and torch.is_grad_enabled():
         spec = _Spec(tk, group, planes, track)
         outs = _Sharded.apply(spec, *[planes[n] for n in track])
@@ -102,10 +105,10 @@ def _backward(spec: _Spec, cot: dict) -> dict:
     """Gradients of the tracked planes: the adjoint run sharded across the group (per-lane gradients are this
     rank's lanes'; Param and Table gradients, exact sums over every rank's lanes, the same on every rank); a
     sink's prior content gets the sink's cotangent."""
-    from eagle.reverse import adjoint_inputs, cotangents, forward_of
+    from eagle.reverse import adjoint_inputs, cotangents, forward_of, refuse_repeats
 
     tk, b = spec.tk, spec.binding
-    refuse_keyed_gradient(tk.plan, "the process group")
+    fwd = forward_of(tk.plan)
     kinds = {p.name: p.kind for p in tk.plan.kernel.signature.planes}
     cot = {n: _host(tk, n, g) for n, g in cot.items()}
     wrt = tuple(n for n in spec.track if kinds[n] in FLOATS)
@@ -116,15 +119,21 @@ def _backward(spec: _Spec, cot: dict) -> dict:
         rows[dist.get_rank(spec.group)] = ext[0]
         dist.all_reduce(rows, op=dist.ReduceOp.SUM, group=spec.group)
         r0, ext = int(rows[:dist.get_rank(spec.group)].sum()), (int(rows.sum()), *ext[1:])
-    inputs = adjoint_inputs(forward_of(tk.plan), spec.planes, tuple(b.extents), b.dtype)  # (outputs read: zeros)
-    wins, tables = _winners(spec, wrt, ext, inputs)
+    positions = fwd.positions(spec.planes, ext)  # (outputs written by key: every rank passed the whole array)
+    inputs = adjoint_inputs(fwd, spec.planes, tuple(b.extents), b.dtype)  # (outputs read: zeros)
+    wins, tables = _winners(spec, wrt, ext, inputs, positions)
+    refuse_repeats(fwd, {n: wins[n] for n, _ in positions})  # (the whole run's counts: every rank refuses alike)
     grads = {}
     for s in spec.track:
+        shape = spec.planes[s].shape
         if kinds[s] == "sink":
-            shape = spec.planes[s].shape
             g = prior_gradient(tk.plan.kernel, s, cot.get(s), wins.get(s))
-            grads[s] = torch.zeros(shape, dtype=spec.planes[s].dtype) if g is None else \
-                torch.from_numpy(np.array(g, dtype=b.dtype).reshape(shape)).to(spec.planes[s].dtype)
+        elif s in fwd.keyed:  # an output written by key: its initial content where no rank stored
+            g = None if cot.get(s) is None else keyed_prior(np.asarray(cot[s], b.dtype).reshape(-1), wins[s])
+        else:
+            continue
+        grads[s] = torch.zeros(shape, dtype=spec.planes[s].dtype) if g is None else \
+            torch.from_numpy(np.array(g, dtype=b.dtype).reshape(shape)).to(spec.planes[s].dtype)
     if not wrt:
         return grads
     inputs.update(tables)
@@ -142,7 +151,7 @@ def _backward(spec: _Spec, cot: dict) -> dict:
             cts[name] = np.ascontiguousarray(np.concatenate(parts, axis=axis))
         return cts
 
-    adj, design, cts = whole_rows_adjoint(tk.plan, wrt, ext, "the process group", gather)
+    adj, design, cts = whole_rows_adjoint(tk.plan, wrt, ext, "the process group", gather, positions)
     runner = _runner(tk, adj)
     try:
         got = _run(runner, spec.group, {**inputs, **cts})[0]
@@ -157,9 +166,9 @@ def _backward(spec: _Spec, cot: dict) -> dict:
     return grads
 
 
-def _winners(spec: _Spec, wrt: tuple, ext: tuple, inputs: dict) -> tuple[dict, dict]:
-    """The winners of sinks stored into with `= v` (eagle/distributed/grads.py `winners`), their kernel run
-    sharded across the group like the forward."""
+def _winners(spec: _Spec, wrt: tuple, ext: tuple, inputs: dict, positions: tuple) -> tuple[dict, dict]:
+    """The winners of sinks stored into with `= v` and the stores counted into outputs written by key
+    (eagle/distributed/grads.py `winners`), their kernel run sharded across the group like the forward."""
     tk = spec.tk
 
     def across(win, planes):
@@ -169,7 +178,7 @@ def _winners(spec: _Spec, wrt: tuple, ext: tuple, inputs: dict) -> tuple[dict, d
             raise renamed(tk.name, exc) from None
         return {n: np.asarray(v) for n, v in got.items()}
 
-    return winners(tk.plan, wrt, ext, across, {**spec.planes, **inputs}, spec.binding.dtype)
+    return winners(tk.plan, wrt, ext, across, {**spec.planes, **inputs}, spec.binding.dtype, positions=positions)
 
 
 def _runner(tk, plan):

@@ -572,3 +572,30 @@ print(f"kept {count} of {xs.size} lanes; the first:", np.asarray(got["kept"])[:4
       np.asarray(got["at"])[:4])
 print("NumPy's x[x > 1]:", np.array_equal(np.asarray(got["kept"])[:count], xs[xs > 1.0]),
       "| the one-device bits:", all(np.asarray(got[k]).tobytes() == np.asarray(ref[k]).tobytes() for k in got))
+
+# %% [markdown]
+# Its gradient runs across the shards too. Each kept lane's store reads the cotangent at its position; the stores
+# into each position are counted on every shard and summed (a position stored twice would refuse the gradient, as
+# on one device), and the array's initial content keeps the cotangent where no lane stored. For a loss
+# `sum(w * kept)` the gradient of `x` is `w[pos]` on the kept lanes and zero elsewhere, which NumPy writes in one
+# line; the sharded gradient is `plan.reverse`'s, bit for bit:
+
+# %%
+w = rng.normal(size=xs.size)
+kept_of = jax.shard_map(lambda x, kept, at: fc(x=x, kept=kept, at=at)["kept"], mesh=mesh,
+                        in_specs=(P("d"), P(), P()), out_specs=P())
+
+
+def kept_loss(x, start):
+    return jnp.sum(w * kept_of(x, start, np.zeros(xs.size, np.int64)))
+
+
+gx, gstart = jax.jit(jax.grad(kept_loss, argnums=(0, 1)))(jax.device_put(xs, sh), np.zeros(xs.size))
+by_hand = np.zeros(xs.size)
+by_hand[xs > 1.0] = w[:count]
+rev = eagle.deploy(compact).reverse({"kept": w}, x=xs, kept=np.zeros(xs.size), at=np.zeros(xs.size, np.int64))
+print("d/dx is w at each kept lane's position:", np.array_equal(np.asarray(gx), by_hand),
+      "| the initial content's gradient is w past the kept count:",
+      np.array_equal(np.asarray(gstart), np.where(np.arange(xs.size) < count, 0.0, w)),
+      "| plan.reverse's bits:", np.asarray(gx).tobytes() == np.asarray(rev["x"]).tobytes()
+      and np.asarray(gstart).tobytes() == np.asarray(rev["kept"]).tobytes())
