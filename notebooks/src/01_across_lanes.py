@@ -318,6 +318,25 @@ for n in (3, 7, 40):
           "inside equals numpy:", np.allclose(ends[1:-1], mid))
 
 # %% [markdown]
+# Instead of guarding the ends, a read can clamp its neighbour to the edge: `u.at(pos=m.max(i - 1, 0))` and
+# `u.at(pos=m.min(i + 1, last))` read the end sample itself past an end, as NumPy's `np.pad(u, 1, mode="edge")`
+# does. The compiler still sees each read as this lane's position plus a constant (clamped), so such a kernel is
+# a stencil everywhere a bare offset is: its gradient takes the gathered form and sharded runs exchange halo rows
+# (notebooks 06 and 09 show both with bare offsets).
+
+# %%
+@hawk.kernel
+def smooth_edge(lane: Grid["pos"], u: Scalar, w: Param) -> Scalar:
+    i, last = lane.pos, lane.extent("pos") - 1
+    return (1.0 - 2.0 * w) * u + w * (u.at(pos=m.max(i - 1, 0)) + u.at(pos=m.min(i + 1, last)))
+
+
+padded = np.pad(noisy, 1, mode="edge")
+edge = np.asarray(eagle.deploy(smooth_edge).run(u=noisy, w=1 / 3))
+print("clamped at the edges equals numpy's edge padding:",
+      np.allclose(edge, noisy / 3 + (padded[:-2] + padded[2:]) / 3))
+
+# %% [markdown]
 # ## Reading a total: stages
 #
 # Reading a reduced value later in the body is fine, but the total exists only once every lane has been added.
