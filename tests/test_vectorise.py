@@ -57,6 +57,13 @@ def positive_sum(x: Scalar) -> Scalar:
 
 
 @hawk.kernel
+def streamed(x: Scalar, w: Scalar, tot: Mutable[Scalar], avg: Mutable[Scalar], pos: Mutable[Scalar]):
+    tot = hawk.sum(x * w)  # (loads and adds alone: whole groups of lanes with prefetch hints, then the rest)
+    avg = hawk.mean(x)
+    pos = hawk.sum(x, where=w > 0.5)
+
+
+@hawk.kernel
 def hist_auto(t: Scalar, counts: Mutable["bin":BINS]):
     hawk.scatter(counts)[m.index(t * 256.0, BINS)] += 1.0
 
@@ -186,6 +193,26 @@ def test_masked_sum(chunks):
         assert abs(got - want) <= terms.size * np.finfo(np.float64).eps * np.sum(np.abs(terms)) + 0.0
         if terms.size == 0:
             assert got == 0.0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("min_chunk", [None, 37, 700])
+def test_streamed_sums_over_whole_groups_and_the_rest(min_chunk, dtype):
+    """Sums and means that only read run in whole groups of lanes (2 KiB of the narrowest plane: 256 float64
+    lanes, 512 float32), then lane by lane: every lane counted once whether a chunk holds no group (37 lanes),
+    a group and a rest (700), or many (one chunk), at lane counts around the group's edges."""
+    rng = np.random.default_rng(8)
+    plan = eagle.deploy(streamed, threads=1) if min_chunk is None else \
+        eagle.deploy(streamed, threads=2, min_chunk=min_chunk)
+    eps = np.finfo(dtype).eps
+    for n in (1, 255, 256, 257, 511, 512, 513, 1025, 4099, 100_003):
+        x, w = rng.standard_normal(n).astype(dtype), rng.random(n).astype(dtype)
+        got = {k: float(np.asarray(v)[0]) for k, v in plan.run(x=x, w=w).items()}
+        for name, terms in (("tot", x.astype(np.float64) * w), ("avg", x), ("pos", x[w > 0.5])):
+            terms = np.asarray(terms, dtype=np.float64)
+            want = math.fsum(terms) / (n if name == "avg" else 1)
+            bound = (n + 2) * eps * np.sum(np.abs(terms)) / (n if name == "avg" else 1)
+            assert abs(got[name] - want) <= bound, (name, n, got[name], want)
 
 
 def _hist(t: np.ndarray, w=None) -> np.ndarray:
@@ -363,6 +390,16 @@ def test_masked_extremum_loop_is_packed(kernel, op):
 def test_masked_sum_loop_is_packed():
     body = _vector_body(_lanes_asm(positive_sum, "positive_sum"))
     assert re.search(r"vaddpd\s+%[yz]mm", body), body
+
+
+@needs_avx2
+def test_streamed_sums_prefetch_ahead_and_stay_packed():
+    """A kernel that only reads into sums and means runs whole groups of lanes, each with prefetch hints for the
+    lanes planes.AHEAD past it, whose vectorized body keeps packed adds; a max keeps the plain loop (no hints)."""
+    asm = _lanes_asm(streamed, "streamed")
+    assert "prefetcht0" in asm, asm
+    assert re.search(r"vaddpd\s+.*%[yz]mm", _vector_body(asm)), asm
+    assert "prefetcht0" not in _lanes_asm(vmax, "vmax")
 
 
 @needs_avx2
