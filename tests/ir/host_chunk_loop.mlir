@@ -7,7 +7,14 @@
 // CHECK-NOT: hawk.
 // CHECK: %[[LO:.+]] = memref.load %arg4[%c0] : memref<?xi64>
 // CHECK: %[[HI:.+]] = memref.load %arg4[%c1] : memref<?xi64>
-// CHECK: %[[ACC:.+]] = scf.for %[[LANE:[a-z0-9_]+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[A:[a-z0-9_]+]] = %{{.+}}) -> (f64) {
+// A loop that only reads into sums runs whole groups of 256 lanes first (read_groups.py), each with prefetch
+// hints for the lanes 1024 on and the body in an inner loop of constant trip count; then the last lanes.
+// CHECK: %[[GROUPS:.+]] = scf.for %[[G:[a-z0-9_]+]] = %{{.+}} to %{{.+}} step %c256{{.*}} iter_args(%{{.+}}) -> (f64) {
+// CHECK:   "llvm.intr.prefetch"
+// CHECK:   scf.for %[[K:[a-z0-9_]+]] = %c0{{[_0-9]*}} to %c256{{[_0-9]*}} step
+// CHECK:     %[[AT:.+]] = arith.addi %[[G]], %[[K]] : index
+// CHECK:     memref.load %arg0[%[[AT]]] : memref<?xf64>
+// CHECK: %[[ACC:.+]] = scf.for %[[LANE:[a-z0-9_]+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[A:[a-z0-9_]+]] = %[[GROUPS]]) -> (f64) {
 // CHECK:   %[[X:.+]] = memref.load %arg0[%[[LANE]]] : memref<?xf64>
 // CHECK:   %[[SQ:.+]] = arith.mulf %[[X]], %{{.+}} : f64
 // CHECK:   %[[NEW:.+]] = arith.addf %[[A]], %[[SQ]] fastmath<reassoc,contract> : f64

@@ -7,7 +7,10 @@
 // CHECK-NOT: hawk.
 // CHECK: %[[LO:.+]] = memref.load %arg4[%c0] : memref<?xi64>
 // CHECK: %[[HI:.+]] = memref.load %arg4[%c1] : memref<?xi64>
-// CHECK: %[[ACC:.+]] = scf.for %[[LANE:[a-z0-9_]+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[A:[a-z0-9_]+]] = %{{.+}}) -> (f64) {
+// (whole groups of 256 lanes with prefetch hints first: read_groups.py; then the chunk's last lanes)
+// CHECK: %[[GROUPS:.+]] = scf.for %{{.+}} step %c256{{.*}} iter_args(%{{.+}}) -> (f64) {
+// CHECK:   "llvm.intr.prefetch"
+// CHECK: %[[ACC:.+]] = scf.for %[[LANE:[a-z0-9_]+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[A:[a-z0-9_]+]] = %[[GROUPS]]) -> (f64) {
 // CHECK:   memref.load %arg0[%[[LANE]]] : memref<?xf64>
 // CHECK:   arith.addf %[[A]], %{{.+}} fastmath<reassoc,contract> : f64
 // CHECK: memref.store %[[ACC]], %arg2[%{{.+}}] : memref<?xf64>

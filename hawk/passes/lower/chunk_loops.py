@@ -1,8 +1,8 @@
 """The loop shapes a chunk of lanes runs in (host chunks and GPU threads of the chunk form alike), the one
 `hawk.chunk_form` names (chunk_form.py decides it; the chunk-form pass writes it):
 
-  flat      for lane in [lo, hi): body (split_scatters.py: two passes per block for computed scatter keys;
-            grid_scatters.py: ordered scatters in two passes per block, proved exact by MXCSR's flags)
+  flat      for lane in [lo, hi): body (split_scatters.py: computed scatter keys in two passes per block;
+            grid_scatters.py: ordered ones, exact by MXCSR's flags; read_groups.py: reads in prefetched groups)
   blocked   for block: full blocks run cx.pair_w straight-line copies of the body per group of lanes (a chain
             each: compensated sums, ordered two-float chains), or (a body with stores or `.at` reads)
             one loop of the body writing the terms, then the chains over them; a partial block lane by lane
@@ -23,7 +23,7 @@ from mlir import ir
 from mlir.dialects import scf
 
 from hawk.abi.layout import ORDERED_BLOCK, ORDERED_CHAINS
-from hawk.ir.access import reduce_kind, scatter_mode, sink_name, stored_value
+from hawk.ir.access import scatter_mode, sink_name, stored_value
 from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
 from hawk.passes import chunk_form
@@ -36,6 +36,7 @@ from hawk.passes.lower import (
     nested_chains,
     ordered_chains,
     planes,
+    read_groups,
     reduce_full,
     reduce_kept,
     rerun,
@@ -146,9 +147,8 @@ def lane_guard(cx: Lowering, lane: ir.Value, lo: ir.Value, hi: ir.Value,
 
 
 def move_body(cx: Lowering, body: ir.Block, anchor) -> None:
-    for op in list(body.operations):
-        if op.operation.name != "func.return":
-            op.move_before(anchor)
+    for op in [o for o in body.operations if o.operation.name != "func.return"]:
+        op.move_before(anchor)
 
 
 def lower_body(cx: Lowering, body: ir.Block, anchor, region_op, lane: ir.Value, accs, j=None) -> None:
@@ -164,7 +164,6 @@ def lower_body(cx: Lowering, body: ir.Block, anchor, region_op, lane: ir.Value, 
 
 
 def flat_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir.Value]:
-    e = cx.e
     run = sorted_pairs.sorted_ordered(cx, body)
     if run is not None:  # an ordered scatter by sorted keys (sorted_pairs.py)
         return sorted_pairs.run_driver(cx, body, chunk0, run)
@@ -172,10 +171,8 @@ def flat_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
         return grid_scatters.grid_driver(cx, body)
     if split_scatters.split_scatters(cx, body):  # computed keys in a vectorized pass first (split_scatters.py)
         return split_scatters.split_driver(cx, body, chunk0)
-    start = cx.lo
-    if _streams_reads(cx, body):  # whole groups of lanes with prefetch hints first; the rest one by one below
-        start, chunk0 = _read_groups(cx, body, chunk0)
-    loop = scf.ForOp(start, cx.hi, e.c(1), chunk0)
+    start, chunk0 = read_groups.first(cx, body, chunk0)  # (loops that only read: whole prefetched groups first)
+    loop = scf.ForOp(start, cx.hi, cx.e.c(1), chunk0)
     stream.mark(cx, loop)
     with ir.InsertionPoint(loop.body):
         anchor = scf.YieldOp(list(loop.inner_iter_args))
@@ -184,64 +181,6 @@ def flat_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
             planes.prefetch_ahead(cx, body, loop.induction_variable, 1)
     lower_body(cx, body, anchor, loop, loop.induction_variable, loop.inner_iter_args)
     return list(loop.results)
-
-
-READ_GROUP = 2048  # bytes of the narrowest plane per group of a reading loop (_read_groups): 256 float64 lanes
-
-
-def _streams_reads(cx: Lowering, body: ir.Block) -> bool:
-    """Whether the flat loop only reads planes at its own lane into sums and means over every lane (masked ones
-    too): a stream of loads and adds, which LLVM vectorizes and the hardware prefetcher alone left waiting on
-    memory (host). Maxima and minima keep the plain loop: in the grouped one LLVM unrolled their vector body
-    twice and turned its NaN count's masked adds into blends and adds (test_vectorise), 10% slower at 1e5 lanes;
-    folds keep their order's plain loop."""
-    if cx.target != "host" or cx.runs or not planes.own_lane_planes(cx, body):
-        return False
-    if any(r.kept for r in cx.lay.reductions):
-        return False
-    other = []
-
-    def visit(op):
-        o = op.operation
-        if is_hawk(o) and not (is_hawk(o, "load") or is_hawk(o, "cell") or is_hawk(o, "param")
-                               or (is_hawk(o, "reduce") and reduce_kind(o) in ("sum", "mean"))):
-            other.append(o)
-        return ir.WalkResult.ADVANCE
-
-    for op in body.operations:
-        op.operation.walk(visit)
-    return not other
-
-
-def _read_groups(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> tuple[ir.Value, list[ir.Value]]:
-    """The chunk's whole groups of lanes (READ_GROUP bytes of its narrowest plane), each group the prefetch hints
-    for the lanes planes.AHEAD past it (one a line of each plane), then an inner loop of a copy of the body with a
-    trip count LLVM sees as a constant, so that it vectorizes with no remainder or runtime checks (a trip count of
-    `g + G - g` cost a fifth of a 1e5-lane max in those). Returns (the first lane after the groups, the
-    accumulators after them). Measured against the plain loop (interleaved processes, float64): 1e7 lanes 0.73 to
-    0.86 of its time (sum, mean, masked sum), float32 0.86 to 0.89; 1e6 0.93 to 0.95; 1e5 0.78 to 0.98."""
-    e = cx.e
-    G = READ_GROUP // 64 * min(per_line for _, per_line in planes.own_lane_planes(cx, body))
-    span = e.op("arith.subi", cx.hi, cx.lo)
-    stop = e.op("arith.subi", cx.hi, e.op("arith.remui", span, e.c(G)))
-    groups = scf.ForOp(cx.lo, stop, e.c(G), chunk0)
-    with ir.InsertionPoint(groups.body):
-        g = groups.induction_variable
-        with body.owner.location:
-            planes.prefetch_ahead(cx, body, g, G, raw=True)
-        inner = scf.ForOp(e.c(0), e.c(G), e.c(1), list(groups.inner_iter_args))
-        with ir.InsertionPoint(inner.body):
-            anchor = scf.YieldOp(list(inner.inner_iter_args))
-        with ir.InsertionPoint(anchor):
-            lane = e.add_i(g, inner.induction_variable)
-        copies = clone_body(cx, body, anchor)
-        cx.lane, cx.accs, cx.j = lane, list(inner.inner_iter_args), None
-        rewrite_ops(cx, copies)
-        with ir.InsertionPoint(anchor):
-            scf.YieldOp(cx.accs)
-        anchor.operation.erase()
-        scf.YieldOp(list(inner.results))
-    return stop, list(groups.results)
 
 
 SHORT_SPAN = 8  # kept slots of at most this many lanes run as straight-line copies of the body (_short_slots),
