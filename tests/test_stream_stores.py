@@ -85,6 +85,10 @@ def _streams(kernel, stage: int = 0) -> None:
     assert "nontemporal = true" in lanes and "llvm.fence" in lanes, kernel.name
 
 
+def _lanes_of(kernel) -> str:
+    return next(f for f in kernel.mlir(after="lower-host-lanes").split("func.func") if "_lanes(" in f)
+
+
 def _past(*arrays) -> None:
     assert sum(np.asarray(a).nbytes for a in arrays) >= STREAM_BYTES
 
@@ -93,6 +97,8 @@ def test_only_own_lane_outputs_nothing_reads_stream():
     _streams(st_map)
     _streams(st_two)
     _streams(st_vec)
+    # the streamed blocks of a map hint the lines of its reads a block ahead; three (a Vector[3] plane's) none
+    assert "llvm.intr.prefetch" in _lanes_of(st_map) and "llvm.intr.prefetch" not in _lanes_of(st_vec)
     # outputs read in the body; a stage with no per-lane output
     for k in (st_bump, st_vec_read, st_shift):
         assert "nontemporal" not in bt_lanes_func(k), k.name
