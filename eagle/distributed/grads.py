@@ -114,7 +114,8 @@ def winners(plan, wrt: tuple[str, ...], extents: tuple[int, ...], run, planes: d
     (eagle/distributed/stages.py), so every shard gets plan.reverse's winners: the adjoint compares its lanes'
     store numbers with them, and a slot still at -1 keeps its prior content (`prior_gradient`). The counts are
     summed over every shard (the whole run's): a position stored twice, on one shard or two, refuses the
-    gradient (`unrepeated`), and one no shard stored keeps the array's initial content (`keyed_prior`)."""
+    gradient (the caller asks eagle.reverse.refuse_repeats, or the JAX bridge's check inside the compiled
+    backward), and one no shard stored keeps the array's initial content (`keyed_prior`)."""
     from eagle.reverse import adjoint_for, winner_fills
 
     if not plan.kernel.stored_sinks() and not positions:
