@@ -207,7 +207,8 @@ print("y == x - x.mean() to 1e-14:", bool(np.max(np.abs(y - (x - x.mean()))) < 1
 # * `Kernel.mlir(after="lower-host-lanes")` shows a stage after any pass of the host pipeline (below: the
 #   second stage's chunk function: a loop over its lanes `[lo, hi)` that reads `x`, subtracts the mean read
 #   once before the loop, and writes `y`; it is there twice: for outputs of 48 MiB or more the loop runs in
-#   blocks of 1024 lanes into a buffer that non-temporal stores copy out, hawk/passes/lower/stream.py), and
+#   blocks of 1024 lanes, each hinting first the lines of `x` a block on (the loop of step 64: one prefetch a
+#   line), into a buffer that non-temporal stores copy out, hawk/passes/lower/stream.py), and
 #   `HAWK_DUMP_DIR=dir` writes every pass's output of every compile to `dir`.
 # * `tests/ir/*.mlir` hold one FileCheck test per pass, each starting from a `.mlir` file.
 # * docs/architecture.md lists the passes and modules, and how to add an op, a pass or a target.

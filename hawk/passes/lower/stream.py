@@ -208,9 +208,11 @@ def _hint_reads(cx: Lowering, loop, start: ir.Value, block: int) -> None:
         size = _bytes(buf)
         first = e.add_i(start, e.c(AHEAD)) if off is None else e.add_i(start, e.c(AHEAD), _hoisted(off, body))
         at = e.add_i(cx.at_top(("address", buf), lambda buf=buf: e.address(buf)), e.mul_i(first, e.c(size)))
-        for k in range(0, block * size, LINE):
-            a = e.op("arith.index_cast", e.add_i(at, e.c(k)) if k else at, t=e.i64)
+        lines = scf.ForOp(e.c(0), e.c(block * size), e.c(LINE), [])  # (a loop: the IR stays small)
+        with ir.InsertionPoint(lines.body):
+            a = e.op("arith.index_cast", e.add_i(at, lines.induction_variable), t=e.i64)
             llvm.intr_prefetch(llvm.inttoptr(llvm.PointerType.get(), a), 0, 3, 1)
+            scf.YieldOp([])
 
 
 def _buffer_stores(cx: Lowering, loop, stores: list[int], start: ir.Value, block: int) -> list[tuple]:
