@@ -116,16 +116,17 @@ def test_the_scan_interior_drops_the_last_lane_test():
     text = runs_extent.mlir(after="canonicalize", stage=1)
     lanes = text[text.index("func.func @opt_runs_2_lanes"):text.index("func.func @opt_runs_2_finish")]
     loops = lanes.split("scf.for")[2:]  # (the first piece precedes the block loop, the second is its head)
-    # the edge loop; the interior streamed (stream.py: its blocks' loop, the interior's copy, the copy out's
-    # head, lines and tail loops) or not (the interior itself); the other edge loop
-    assert len(loops) == 8 and "nontemporal" in loops[4], lanes
-    for interior in (loops[2], loops[6]):
+    # the edge loop; the interior streamed (stream.py: its blocks' loop, the hints for its two planes' lines a
+    # block on, the interior's copy, the copy out's head, lines and tail loops) or not (the interior itself);
+    # the other edge loop
+    assert len(loops) == 10 and "nontemporal" in loops[6] and "prefetch" in loops[2] + loops[3], lanes
+    for interior in (loops[4], loops[8]):
         assert "arith.minsi" not in interior and "arith.cmpi eq" not in interior, interior
-    for general in (loops[0], loops[7]):
+    for general in (loops[0], loops[9]):
         assert "arith.minsi" in general and "arith.cmpi eq" in general, general
     with_param = runs_param.mlir(after="canonicalize", stage=1)
     loops = with_param[with_param.index("func.func @runs_param_2_lanes"):].split("scf.for")[2:]
-    for interior in (loops[2], loops[6]):
+    for interior in (loops[4], loops[8]):
         assert "arith.minsi" in interior  # a Param is not known to be the lane count: its clamp stays
 
 
