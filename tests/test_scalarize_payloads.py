@@ -112,3 +112,24 @@ def test_a_vector_carried_across_lanes_keeps_its_vector(tmp_path):
     out = eagle.deploy(mod.sp_carry).run(v=v)
     got = [float(np.asarray(out[f"t_{c}"])[0]) for c in range(3)]
     assert got == [float((v[c] * 2.0).sum()) for c in range(3)]  # (whole numbers: exact in any order)
+
+
+def test_a_grouped_reading_loop_splits_its_payload_arithmetic(tmp_path):
+    """A sum that only reads (hawk/passes/lower/read_groups.py: whole groups, each an inner loop, then the rest)
+    has its payload arithmetic split in both loops: unsplit in the groups' inner loop, a Vector[3] sum beside a
+    Scalar plane ran at half the speed at 1e5 lanes. Its components are the Scalar sums (whole numbers: exact)."""
+    src = ("import hawk\nfrom hawk import Mutable, Scalar, Vector\n\n@hawk.kernel\n"
+           "def sp_wsum(v: Vector[3], s: Scalar, t: Mutable[Vector[3]]):\n    t = hawk.sum(v * s)\n")
+    path = tmp_path / "sp_wsum.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("sp_wsum", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = mod.sp_wsum.mlir(after="scalarize-payloads")
+    lanes = text[text.index("@sp_wsum_lanes("):text.index("@sp_wsum_finish(")]
+    assert "llvm.intr.prefetch" in lanes, lanes  # (the grouped form)
+    assert not [ln for ln in lanes.splitlines() if "arith." in ln and "vector<3x" in ln], lanes
+    rng = np.random.default_rng(4)
+    v, s = rng.integers(-1000, 1000, size=(3, N)).astype(np.float64), rng.integers(-3, 4, size=N).astype(np.float64)
+    out = eagle.deploy(mod.sp_wsum).run(v=v, s=s)
+    assert [float(np.asarray(out[f"t_{c}"])[0]) for c in range(3)] == [float((v[c] * s).sum()) for c in range(3)]

@@ -214,7 +214,7 @@ module attributes {hawk.layout = {buffers = ["v:in:f", "result:cell:f", "#scratc
         %120 = arith.mulf %118, %119 : f64
         %121 = arith.addf %arg9, %120 fastmath<reassoc,contract> : f64
         scf.yield %121 : f64
-      }
+      } {hawk.lanes}
       scf.yield %116 : f64
     }
     %c1_2 = arith.constant 1 : index

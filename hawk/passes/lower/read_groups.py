@@ -16,6 +16,7 @@ from hawk.ir.access import reduce_kind
 from hawk.ir.dialect import is_hawk
 from hawk.passes.lower import planes
 from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
+from hawk.passes.scalarize import LANES
 
 READ_GROUP = 2048  # bytes of the narrowest plane per group of a reading loop (`_groups`): 256 float64 lanes
 
@@ -62,6 +63,7 @@ def _groups(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> tuple[ir.Va
         with body.owner.location:
             planes.prefetch_ahead(cx, body, g, G, raw=True)
         inner = scf.ForOp(e.c(0), e.c(G), e.c(1), list(groups.inner_iter_args))
+        inner.operation.attributes[LANES] = ir.UnitAttr.get()  # (scalarize-payloads splits its payload ops)
         with ir.InsertionPoint(inner.body):
             anchor = scf.YieldOp(list(inner.inner_iter_args))
         with ir.InsertionPoint(anchor):
