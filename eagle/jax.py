@@ -165,7 +165,15 @@ class JaxKernel:
 
     def _backward(self, call: _Call, ops: tuple, gs: tuple) -> tuple:
         from eagle.jax_gather import gathered
-        from eagle.reverse import adjoint_for, adjoint_inputs, cotangents, forward_of, gather_for, unstored_prior
+        from eagle.reverse import (
+            adjoint_for,
+            adjoint_inputs,
+            cotangents,
+            forward_of,
+            gather_for,
+            unstored_positions,
+            unstored_prior,
+        )
 
         planes = dict(zip(call.operands, ops, strict=True))
         fwd = forward_of(self.plan)
@@ -206,8 +214,7 @@ class JaxKernel:
                          gathered(self, form, wrt, (inputs, cts, tables), planes, call.extents, scatter))
         for s in sinks:  # a sink's initial contents: each slot is one more term of its sums, unless a lane stored
             if s in design.positions:
-                g = cts[design.ct[s]]
-                grads[s] = jnp.where(wins[s] == 0, g, jnp.zeros_like(g)).reshape(planes[s].shape).astype(
+                grads[s] = unstored_positions(cts[design.ct[s]], wins[s], jnp).reshape(planes[s].shape).astype(
                     planes[s].dtype)
                 continue
             g = cot[s].astype(planes[s].dtype)

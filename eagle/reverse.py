@@ -282,6 +282,13 @@ def winner_fills(design, sig, dtype, xp=np) -> dict:
                        dtype) for s in design.win}
 
 
+def unstored_positions(ct, counts, xp=np):
+    """An output written by key's initial-content gradient: its cotangent `ct` where no lane stored, zero where
+    one did (`counts`: the winners kernel's stores counted into each position; a sharded run's summed over every
+    shard)."""
+    return xp.where(counts == 0, ct, xp.zeros_like(ct))
+
+
 def unstored_prior(ct, wins, xp=np):
     """A stored sink's prior-content gradient: its cotangent `ct` where no lane stored, zero where one did
     (`wins`: the winners kernel's result for the sink, whose first component is -1 where no lane stored; a
@@ -442,7 +449,7 @@ class Reverse:
         for s in self.swrt:  # a sink's initial contents: added to (the cotangent), or replaced where a lane stored
             if s in self.counts:  # an output written by key: its content stays where no lane stored
                 shape = np.shape(self.planes[s]) if self.planes.get(s) is not None else tuple(self.extents)
-                g = np.where(self.counts[s] == 0, cts[design.ct[s]], 0.0)
+                g = unstored_positions(cts[design.ct[s]], self.counts[s])
                 grads[s] = Array(np.array(g, dtype=self.dtype).reshape(shape))
                 continue
             shape = (*design.payload.get(s, ()), *(a.extent for a in sig.get(s).axes))

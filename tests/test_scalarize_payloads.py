@@ -49,13 +49,19 @@ def _module(tmp_path, name: str, expr: str | None):
            f"{body}    z = t\n\n"
            f"@hawk.kernel\ndef sp_{name}_one(v: Scalar, w: Scalar, s: Scalar, z: Mutable[Scalar]):\n"
            f"{body}    z = t\n")
-    path = tmp_path / f"sp_{name}.py"
+    mod = _load(tmp_path, f"sp_{name}", src)
+    return getattr(mod, f"sp_{name}_vec"), getattr(mod, f"sp_{name}_one")
+
+
+def _load(tmp_path, name: str, src: str):
+    """The module `name` made of `src` (kernels are defined in files)."""
+    path = tmp_path / f"{name}.py"
     path.write_text(src)
-    spec = importlib.util.spec_from_file_location(f"sp_{name}", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
-    return getattr(mod, f"sp_{name}_vec"), getattr(mod, f"sp_{name}_one")
+    return mod
 
 
 def _planes(specials: bool):
@@ -103,11 +109,7 @@ def test_a_vector_carried_across_lanes_keeps_its_vector(tmp_path):
     """A loop whose state is a payload (an auto vector sum) is left as it was, and sums as before."""
     src = ("import hawk\nfrom hawk import Mutable, Vector\n\n@hawk.kernel\n"
            "def sp_carry(v: Vector[3], t: Mutable[Vector[3]]):\n    t = hawk.sum(v * 2.0)\n")
-    path = tmp_path / "sp_carry.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location("sp_carry", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load(tmp_path, "sp_carry", src)
     v = np.random.default_rng(3).integers(-1000, 1000, size=(3, N)).astype(np.float64)
     out = eagle.deploy(mod.sp_carry).run(v=v)
     got = [float(np.asarray(out[f"t_{c}"])[0]) for c in range(3)]
@@ -120,11 +122,7 @@ def test_a_grouped_reading_loop_splits_its_payload_arithmetic(tmp_path):
     Scalar plane ran at half the speed at 1e5 lanes. Its components are the Scalar sums (whole numbers: exact)."""
     src = ("import hawk\nfrom hawk import Mutable, Scalar, Vector\n\n@hawk.kernel\n"
            "def sp_wsum(v: Vector[3], s: Scalar, t: Mutable[Vector[3]]):\n    t = hawk.sum(v * s)\n")
-    path = tmp_path / "sp_wsum.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location("sp_wsum", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load(tmp_path, "sp_wsum", src)
     text = mod.sp_wsum.mlir(after="scalarize-payloads")
     lanes = text[text.index("@sp_wsum_lanes("):text.index("@sp_wsum_finish(")]
     assert "llvm.intr.prefetch" in lanes, lanes  # (the grouped form)

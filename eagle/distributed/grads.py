@@ -19,7 +19,8 @@ sum) has its cotangent read by row: by the shard's own rows where the adjoint ru
 from every shard's rows gathered (`whole_rows`); such a kernel's stencil gradient takes the scatter adjoint.
 An output written by key is passed whole to every shard, so its cotangent is a Table there too; the stores into
 each position are counted over every shard (`winners`): a position stored twice refuses the gradient on every
-shard, and the array's initial content keeps its cotangent where no shard stored (`keyed_prior`).
+shard, and the array's initial content keeps its cotangent where no shard stored
+(eagle.reverse.unstored_positions).
 Refused by name: anything the sharded forward refuses in the adjoint itself.
 """
 
@@ -115,7 +116,8 @@ def winners(plan, wrt: tuple[str, ...], extents: tuple[int, ...], run, planes: d
     store numbers with them, and a slot still at -1 keeps its prior content (`prior_gradient`). The counts are
     summed over every shard (the whole run's): a position stored twice, on one shard or two, refuses the
     gradient (the caller asks eagle.reverse.refuse_repeats, or the JAX bridge's check inside the compiled
-    backward), and one no shard stored keeps the array's initial content (`keyed_prior`)."""
+    backward), and one no shard stored keeps the array's initial content
+    (eagle.reverse.unstored_positions)."""
     from eagle.reverse import adjoint_for, winner_fills
 
     if not plan.kernel.stored_sinks() and not positions:
@@ -129,12 +131,6 @@ def winners(plan, wrt: tuple[str, ...], extents: tuple[int, ...], run, planes: d
                     **fills})
     got = got if isinstance(got, dict) else {next(iter(fills)): got}
     return {s: got[s] for s in fills}, {names[s]: got[s] for s in names}
-
-
-def keyed_prior(ct, counts, xp=np):
-    """The gradient of an output written by key's initial contents: its cotangent where no lane (of any shard)
-    stored, zero where one did (`counts`: the stores into each position, `winners`)."""
-    return xp.where(counts == 0, ct, xp.zeros_like(ct))
 
 
 def prior_gradient(kernel, sink: str, ct, wins=None, xp=np):

@@ -25,7 +25,6 @@ from eagle.distributed.geometry import dist_plan
 from eagle.distributed.grads import (
     FLOATS,
     gather_form,
-    keyed_prior,
     prior_gradient,
     renamed,
     stencil_planes,
@@ -37,7 +36,7 @@ from eagle.distributed.sinks import FOLD, XSUM
 from eagle.distributed.stages import BITS, ERR, GATHER, KEYED, check_plan, keyed_result
 from eagle.errors import InputError
 from eagle.jax import TARGET, keep_for_process
-from eagle.reverse import adjoint_inputs, cotangents, forward_of
+from eagle.reverse import adjoint_inputs, cotangents, forward_of, unstored_positions
 
 LANES, CHECK, FOLDS = "eagle_dist_lanes", "eagle_dist_check", "eagle_dist_fold"
 
@@ -211,7 +210,7 @@ def _backward(jk, axis_name, run, names: list[str], grid: dict, values: tuple, g
             g = prior_gradient(jk.plan.kernel, s, gs[s], wins.get(s), xp=jnp)
             grads[n] = jnp.asarray(g).reshape(-1).astype(planes[n].dtype)
         elif n in fwd.keyed:  # an output written by key: its initial content where no shard stored
-            grads[n] = keyed_prior(gs[n], wins[n], jnp).reshape(planes[n].shape).astype(planes[n].dtype)
+            grads[n] = unstored_positions(gs[n], wins[n], jnp).reshape(planes[n].shape).astype(planes[n].dtype)
     if wrt:
         inputs.update(tables)
         shapes = {x: (planes[x].shape, planes[x].dtype) for x in wrt}
@@ -249,7 +248,7 @@ def _winners(jk, axis_name, run, wrt: tuple, ext: tuple, inputs: dict, grid: dic
 
 
 def _adjoint_grads(jk, axis_name, run, wrt: tuple, ext: tuple, stencil: list, inputs: dict, gs: dict,
-                   grid: dict, shapes: dict, positions: tuple = ()) -> dict:
+                   grid: dict, shapes: dict, positions: tuple) -> dict:
     """The gradients of `wrt` from the adjoint kernel run sharded (for a stencil: specialised to the whole grid
     `ext`, its gradient the whole grid's, of which each shard keeps its rows)."""
     def gather(design, axes: dict) -> dict:  # the cotangents; rows read whole: every shard's, in row order

@@ -29,7 +29,6 @@ from eagle.distributed.grads import (
     FLOATS,
     gather_form,
     gather_halo,
-    keyed_prior,
     local_gather,
     local_rows,
     own_rows,
@@ -105,7 +104,7 @@ def _backward(spec: _Spec, cot: dict) -> dict:
     """Gradients of the tracked planes: the adjoint run sharded across the group (per-lane gradients are this
     rank's lanes'; Param and Table gradients, exact sums over every rank's lanes, the same on every rank); a
     sink's prior content gets the sink's cotangent."""
-    from eagle.reverse import adjoint_inputs, cotangents, forward_of, refuse_repeats
+    from eagle.reverse import adjoint_inputs, cotangents, forward_of, refuse_repeats, unstored_positions
 
     tk, b = spec.tk, spec.binding
     fwd = forward_of(tk.plan)
@@ -129,7 +128,7 @@ def _backward(spec: _Spec, cot: dict) -> dict:
         if kinds[s] == "sink":
             g = prior_gradient(tk.plan.kernel, s, cot.get(s), wins.get(s))
         elif s in fwd.keyed:  # an output written by key: its initial content where no rank stored
-            g = None if cot.get(s) is None else keyed_prior(np.asarray(cot[s], b.dtype).reshape(-1), wins[s])
+            g = None if cot.get(s) is None else unstored_positions(np.asarray(cot[s], b.dtype).reshape(-1), wins[s])
         else:
             continue
         grads[s] = torch.zeros(shape, dtype=spec.planes[s].dtype) if g is None else \

@@ -34,6 +34,7 @@ another func still answers while the kernel func exists.
                      whether its stage's finish folds it lane by lane (reverse, or a func operator);
                      scan_keys(op), scan_key(op), scan_order(op): a keyed scan's key count, key and order
   is_combiner(f)     a fold's combiner func; combiners(m): them by name; func_name(f); enclosing_func(op)
+  int_constant(v)    the integer an `arith.constant` gives (index or integer), else None
 """
 
 from __future__ import annotations
@@ -310,3 +311,11 @@ def enclosing_func(op):
     while p is not None and p.name != "func.func":
         p = p.parent
     return p
+
+
+def int_constant(v: ir.Value) -> int | None:
+    """The integer `v` is when an `arith.constant` of an index or integer type gives it, else None."""
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+        return None
+    return ir.IntegerAttr(owner.attributes["value"]).value

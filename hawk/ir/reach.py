@@ -45,23 +45,16 @@ def lane_offset(v: ir.Value, axis: str, last: int | None = None) -> int | None:
     return None
 
 
-def _constant(v: ir.Value) -> int | None:
-    owner = v.owner
-    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
-        return None
-    return ir.IntegerAttr(owner.attributes["value"]).value
-
-
 def _edge(bound: ir.Value, low: bool, axis: str, last: int | None) -> bool:
     """Whether `bound` is the first coordinate of `axis` (`low`: 0) or its last (`g.extent(axis) - 1`, or the
     constant `last`)."""
     if low:
-        return _constant(bound) == 0
-    k = _constant(bound)
+        return access.int_constant(bound) == 0
+    k = access.int_constant(bound)
     if k is not None:
         return last is not None and k == last
     owner = bound.owner
-    if isinstance(owner, ir.Block) or owner.name != "arith.subi" or _constant(owner.operands[1]) != 1:
+    if isinstance(owner, ir.Block) or owner.name != "arith.subi" or access.int_constant(owner.operands[1]) != 1:
         return False
     ext = owner.operands[0].owner
     return not isinstance(ext, ir.Block) and is_hawk(ext, "extent") and access.lane_axis(ext) == axis

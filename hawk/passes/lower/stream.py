@@ -25,6 +25,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import llvm, scf, vector
 
+from hawk.ir.access import int_constant
+from hawk.passes.lower import planes
 from hawk.passes.lower.context import LINE, Lowering
 from hawk.passes.scalarize import LANES
 
@@ -172,19 +174,11 @@ def _split(cx: Lowering, loop, stores: list[int]) -> None:
         loop.move_before(done)
 
 
-AHEAD = 1024  # lanes between a streamed block and the lanes its prefetch hints are for
 MAX_STREAMS = 2  # reads of at most this many streams are hinted (six, a Vector[3] update's, ran 1.3x slower)
 
 
-def _constant(v: ir.Value) -> int | None:
-    op = v.owner
-    if isinstance(op, ir.Block) or op.name != "arith.constant":
-        return None
-    return ir.IntegerAttr(op.attributes["value"]).value
-
-
 def _hint_reads(cx: Lowering, loop, start: ir.Value, block: int) -> None:
-    """Prefetch hints for the block AHEAD lanes past `start`, one a 64-byte line of each stream the loop's body
+    """Prefetch hints for the block planes.AHEAD lanes past `start`, one a 64-byte line of each stream the loop's body
     loads at its own lane (a buffer plus an offset the loop does not change: a Vector plane's component; a
     constant offset, a neighbour's read, is the same stream), on raw addresses (a prefetch never faults), when
     there are at most MAX_STREAMS. The block streams its stores out past the caches, and its loads came from
@@ -199,14 +193,15 @@ def _hint_reads(cx: Lowering, loop, start: ir.Value, block: int) -> None:
         off = _offset(op.operands[1], body)
         if off is False:
             continue
-        if off is not None and _constant(off) is not None:
+        if off is not None and int_constant(off) is not None:
             off = None  # (a neighbour's read: the lanes' own lines, give or take one)
         streams.setdefault((op.operands[0], off), None)
     if not streams or len(streams) > MAX_STREAMS:
         return
     for buf, off in streams:
         size = _bytes(buf)
-        first = e.add_i(start, e.c(AHEAD)) if off is None else e.add_i(start, e.c(AHEAD), _hoisted(off, body))
+        ahead = e.add_i(start, e.c(planes.AHEAD))
+        first = ahead if off is None else e.add_i(ahead, _hoisted(off, body))
         at = e.add_i(cx.at_top(("address", buf), lambda buf=buf: e.address(buf)), e.mul_i(first, e.c(size)))
         lines = scf.ForOp(e.c(0), e.c(block * size), e.c(LINE), [])  # (a loop: the IR stays small)
         with ir.InsertionPoint(lines.body):
