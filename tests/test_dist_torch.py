@@ -671,12 +671,14 @@ def case_outputs_written_by_key_uneven(rank, group):
     bad[bad == 77] = -1
     bad[10] = bad[5001] = 77
     xt = torch.from_numpy(x[lo:hi].copy()).requires_grad_()
+    ot = torch.from_numpy(start.copy()).requires_grad_()
     try:
-        f(x=xt, key=torch.from_numpy(bad[lo:hi]), out=torch.from_numpy(start.copy()),
-          ids=torch.zeros(n, dtype=torch.int64))["out"].sum().backward()
+        f(x=xt, key=torch.from_numpy(bad[lo:hi]), out=ot, ids=torch.zeros(n, dtype=torch.int64))["out"].sum().backward()
         raise AssertionError("a gradient through a position stored on two ranks ran")
     except eagle.InputError as exc:
         assert "plane 'out' of kernel 'dist_place'" in str(exc) and "(first: position 77, 2 stores)" in str(exc), exc
+    assert xt.grad is None and ot.grad is None  # (refused: nothing written into the caller's tensors)
+    assert xt.detach().numpy().tobytes() == x[lo:hi].tobytes() and ot.detach().numpy().tobytes() == start.tobytes()
 
 
 def case_a_refused_call_leaves_every_rank_s_tensors_untouched(rank, group):

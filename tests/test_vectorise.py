@@ -208,6 +208,7 @@ def test_streamed_sums_over_whole_groups_and_the_rest(min_chunk, dtype):
     for n in (1, 255, 256, 257, 511, 512, 513, 1025, 4099, 100_003):
         x, w = rng.standard_normal(n).astype(dtype), rng.random(n).astype(dtype)
         got = {k: float(np.asarray(v)[0]) for k, v in plan.run(x=x, w=w).items()}
+        assert plan.last_chunks[0] > 1 or min_chunk is None or n < 4 * min_chunk  # (the chunks really split)
         for name, terms in (("tot", x.astype(np.float64) * w), ("avg", x), ("pos", x[w > 0.5])):
             terms = np.asarray(terms, dtype=np.float64)
             want = math.fsum(terms) / (n if name == "avg" else 1)
