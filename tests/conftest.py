@@ -333,6 +333,28 @@ def bt_group_bad_keys(kernel, plain_twin, first_bad: int, x: float = 1.0, **extr
     return got
 
 
+def bt_bound_bad_keys(kernels, key, x, slots: int, spoil) -> list[str]:
+    """A bound launch reads its Index plane again at every launch (the caller may change it), so the kernel checks
+    its keys as it runs: each of `kernels` (keys, terms `x`, a sink of `slots` zeros) is bound, launched (the sink
+    must then hold the keys' counts, `x` being ones), its keys spoiled in place by `spoil(k)` and launched again,
+    which must refuse and leave the sink as it was. Returns the refusals' messages, kernel names as "K"."""
+    import eagle
+
+    messages = []
+    for kernel in kernels:
+        k, sink = key.copy(), np.zeros(slots)
+        bound = eagle.deploy(kernel, threads=1).bind(key=k, x=x, acc=sink)
+        bound.launch()
+        before = sink.copy()
+        assert np.array_equal(before, np.bincount(key, minlength=slots))  # (written in place: ones, counted)
+        spoil(k)
+        with pytest.raises(eagle.InputError) as info:
+            bound.launch()
+        messages.append(str(info.value).replace(kernel.name, "K"))
+        assert sink.tobytes() == before.tobytes(), f"{kernel.name}: a refused launch changed the sink"
+    return messages
+
+
 def bt_neumaier_scatter(prior, key, x, dtype) -> np.ndarray:
     """A compensated sink as one chunk leaves it: per slot, Neumaier steps over its terms in lane order in float64
     from (0, 0) (a non-finite sum keeps no correction), then (prior + sum) + correction rounded once to `dtype`."""

@@ -2,7 +2,8 @@
 `hawk.chunk_form` names (chunk_form.py decides it; the chunk-form pass writes it):
 
   flat      for lane in [lo, hi): body (split_scatters.py: computed scatter keys in two passes per block;
-            grid_scatters.py: ordered ones, exact by MXCSR's flags; read_groups.py: reads in prefetched groups)
+            grid_scatters.py: ordered ones, exact by MXCSR's flags; read_groups.py: reads in prefetched groups;
+            sorted_groups.py: a run's whole groups of lanes side by side, plain or compensated sorted scatters)
   blocked   for block: full blocks run cx.pair_w straight-line copies of the body per group of lanes (a chain
             each: compensated sums, ordered two-float chains), or (a body with stores or `.at` reads)
             one loop of the body writing the terms, then the chains over them; a partial block lane by lane
@@ -41,6 +42,7 @@ from hawk.passes.lower import (
     reduce_kept,
     rerun,
     scan,
+    sorted_groups,
     sorted_pairs,
     sorted_runs,
     split_scatters,
@@ -48,7 +50,7 @@ from hawk.passes.lower import (
     stream,
     wide,
 )
-from hawk.passes.lower.context import Lowering, clone_body, rewrite, rewrite_ops
+from hawk.passes.lower.context import Lowering, clone_body, lower_copy, rewrite, rewrite_ops
 from hawk.passes.speculate import NO_SPECULATE
 
 
@@ -171,7 +173,7 @@ def flat_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> list[ir
         return grid_scatters.grid_driver(cx, body)
     if split_scatters.split_scatters(cx, body):  # computed keys in a vectorized pass first (split_scatters.py)
         return split_scatters.split_driver(cx, body, chunk0)
-    start, chunk0 = read_groups.first(cx, body, chunk0)  # (loops that only read: whole prefetched groups first)
+    start, chunk0 = sorted_groups.first(cx, body, chunk0) or read_groups.first(cx, body, chunk0)  # (groups)
     loop = scf.ForOp(start, cx.hi, cx.e.c(1), chunk0)
     stream.mark(cx, loop)
     with ir.InsertionPoint(loop.body):
@@ -262,15 +264,11 @@ def _kept_slots(cx: Lowering, kept: list) -> ir.Value:
 
 
 def _ops(body: ir.Block) -> int:
-    count = [0]
-
-    def visit(op):
-        count[0] += 1
-        return ir.WalkResult.ADVANCE
-
+    """How many ops the body holds, nested ones too."""
+    seen = []
     for op in body.operations:
-        op.operation.walk(visit)
-    return count[0]
+        op.operation.walk(lambda o: (seen.append(o), ir.WalkResult.ADVANCE)[1])
+    return len(seen)
 
 
 def _short_slots(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], span: int, kept: list) -> list[ir.Value]:
@@ -324,12 +322,7 @@ def _slot_loop(cx: Lowering, body: ir.Block, state: list[ir.Value], first: ir.Va
             if whole is None:
                 lower_body(cx, body, anchor, inner, inner.induction_variable, inner.inner_iter_args)
             else:
-                copies = clone_body(cx, body, anchor)
-                cx.lane, cx.accs, cx.j = inner.induction_variable, list(inner.inner_iter_args), None
-                rewrite_ops(cx, copies)
-                with ir.InsertionPoint(anchor):
-                    scf.YieldOp(cx.accs)
-                anchor.operation.erase()
+                lower_copy(cx, body, anchor, inner.induction_variable, inner.inner_iter_args)
             res = list(inner.results)
         cx.lane_row, cx.nested_slot = None, None
         _slot_out(cx, kept, slot, n, res)

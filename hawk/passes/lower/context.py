@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mlir import ir
-from mlir.dialects import memref
+from mlir.dialects import memref, scf
 
 from hawk.abi.layout import Layout
 from hawk.ir.dialect import is_hawk
@@ -251,6 +251,18 @@ def clone_body(cx: Lowering, body: ir.Block, anchor) -> list:
     """Copy the kernel body's ops before `anchor` (values remapped); the copies' top-level ops."""
     ops = [op for op in body.operations if op.operation.name != "func.return"]
     return clone_ops(ops, ir.InsertionPoint(anchor), {})
+
+
+def lower_copy(cx: Lowering, body: ir.Block, anchor, lane: ir.Value, accs) -> None:
+    """A copy of the kernel body before `anchor` (a placeholder yield), lowered for `lane` with the accumulators
+    `accs`; the anchor's block then ends with a yield of the updated accumulators (chunk_loops.lower_body's work
+    for a body that is copied again elsewhere)."""
+    copies = clone_body(cx, body, anchor)
+    cx.lane, cx.accs, cx.j = lane, list(accs), None
+    rewrite_ops(cx, copies)
+    with ir.InsertionPoint(anchor):
+        scf.YieldOp(cx.accs)
+    anchor.operation.erase()
 
 
 def clone_ops(ops, ip, mapping: dict) -> list:

@@ -15,7 +15,7 @@ from mlir.dialects import scf
 from hawk.ir.access import reduce_kind
 from hawk.ir.dialect import is_hawk
 from hawk.passes.lower import planes
-from hawk.passes.lower.context import Lowering, clone_body, rewrite_ops
+from hawk.passes.lower.context import Lowering, lower_copy
 from hawk.passes.scalarize import LANES
 
 READ_GROUP = 2048  # bytes of the narrowest plane per group of a reading loop (`_groups`): 256 float64 lanes
@@ -68,12 +68,7 @@ def _groups(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> tuple[ir.Va
             anchor = scf.YieldOp(list(inner.inner_iter_args))
         with ir.InsertionPoint(anchor):
             lane = e.add_i(g, inner.induction_variable)
-        copies = clone_body(cx, body, anchor)
-        cx.lane, cx.accs, cx.j = lane, list(inner.inner_iter_args), None
-        rewrite_ops(cx, copies)
-        with ir.InsertionPoint(anchor):
-            scf.YieldOp(cx.accs)
-        anchor.operation.erase()
+        lower_copy(cx, body, anchor, lane, inner.inner_iter_args)
         scf.YieldOp(list(inner.results))
     return stop, list(groups.results)
 

@@ -275,10 +275,12 @@ def prefetch_pair(cx: Lowering, sink: str, keys: list[ir.Value], n: int) -> None
     memref.PrefetchOp(cx.bufs[(sink, "pairs")], [at], True, 3, True)
 
 
-def report_bad_key(cx: Lowering, sink: str, key: ir.Value, bad: ir.Value, role: str = "sink") -> None:
+def report_bad_key(cx: Lowering, sink: str, key: ir.Value, bad: ir.Value, role: str = "sink",
+                   lanes: ir.Value | None = None) -> None:
     """When `bad`, count a key outside `sink` (or, role "out", an output plane written by key) in this chunk's
     three slots of the #err buffer (count, first bad key, sink): chunks never race, and the runtime reads the
-    first bad key of the earliest chunk, which is the earliest bad lane's."""
+    first bad key of the earliest chunk, which is the earliest bad lane's. `lanes` (an i64): how many lanes hold
+    it (a sorted run's), else one."""
     e = cx.e
     report = scf.IfOp(slot_ranges.first_only(cx, bad), [], has_else=False)
     with ir.InsertionPoint(report.then_block):
@@ -286,7 +288,7 @@ def report_bad_key(cx: Lowering, sink: str, key: ir.Value, bad: ir.Value, role: 
         base = e.mul_i(cx.chunk, e.c(3))
         count_at, key_at, sink_at = base, e.add_i(base, e.c(1)), e.add_i(base, e.c(2))
         first = e.cmpi(_EQ, e.load(err, count_at), e.c(0, e.i64))
-        e.store(e.op("arith.addi", e.load(err, count_at), e.c(1, e.i64)), err, count_at)
+        e.store(e.op("arith.addi", e.load(err, count_at), e.c(1, e.i64) if lanes is None else lanes), err, count_at)
         e.store(e.select(first, key, e.load(err, key_at)), err, key_at)
         e.store(e.c(cx.lay.buffer_index(sink, role), e.i64), err, sink_at)
         scf.YieldOp([])

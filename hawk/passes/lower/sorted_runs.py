@@ -25,7 +25,7 @@ class Run:
     sink: str
     policy: str
     n: int
-    slot: int  # [key] [run sums (k)] [run corrections (k) if compensated]
+    slot: int  # [key] [run sums (k)] [run corrections (k) if compensated] [lanes]
     wide: bool = False  # a wide payload: the run's sums (and corrections) are one vector each (k = 1)
 
     @property
@@ -33,8 +33,13 @@ class Run:
         return 1 if self.wide else self.n
 
     @property
+    def regs(self) -> int:
+        """The run's float registers: its sums, and a compensated run's corrections."""
+        return self.k * (2 if self.policy == "compensated" else 1)
+
+    @property
     def width(self) -> int:
-        return 1 + self.k * (2 if self.policy == "compensated" else 1)
+        return 2 + self.regs  # (the key, the registers, the run's lane count: a bad key's lanes are reported)
 
 
 def is_sorted_scatter(cx: Lowering, op) -> bool:
@@ -70,6 +75,7 @@ def sorted_step(cx: Lowering, run: Run, op) -> None:
             s[run.slot + 1 + run.k + c] = e.select(same, nc, e.splat(0.0, x.type) if run.wide else e.cf(0.0, e.f64))
         else:
             s[run.slot + 1 + c] = e.select(same, e.add(state[1 + c], xs[c]), xs[c])
+    s[run.slot + run.width - 1] = e.select(same, e.op("arith.addi", state[-1], e.c(1, e.i64)), e.c(1, e.i64))
 
 
 def flush_run(cx: Lowering, run: Run, state: list[ir.Value]) -> None:
@@ -83,7 +89,7 @@ def flush_run(cx: Lowering, run: Run, state: list[ir.Value]) -> None:
     started = e.op("arith.andi", e.cmpi(_SGE, state[0], e.c(0, e.i64)),
                    e.cmpi(_SLT, state[0], e.c(extent, e.i64)))
     scatters.report_bad_key(cx, sink, state[0], e.op("arith.andi", e.op("arith.xori", started, e.c(1, e.i1)),
-                                             e.cmpi(_NE, state[0], e.c(-1, e.i64))))
+                                             e.cmpi(_NE, state[0], e.c(-1, e.i64))), lanes=state[-1])
     if slot_ranges.active(cx):  # a slot-range stage: only this chunk's slots (slot_ranges.py)
         started = e.op("arith.andi", started, slot_ranges.mine(cx, extent, e.to_index(state[0])))
     branch = scf.IfOp(started, [], has_else=False)

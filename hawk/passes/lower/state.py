@@ -117,7 +117,8 @@ def plan_state(cx: Lowering, body: ir.Block) -> tuple[list[ir.Value], list[ir.Va
                 return e.splat(v, ir.VectorType.get([run.n], t)) if run.wide else e.cf(v, t)
 
             k = run.k
-            chunk += [e.c(-1, e.i64)] + [init(-0.0, t)] * k + ([init(0.0, t)] * k if pol == "compensated" else [])
+            chunk += [e.c(-1, e.i64)] + [init(-0.0, t)] * k + ([init(0.0, t)] * k if pol == "compensated" else []) \
+                + [e.c(0, e.i64)]
     cx.n_flags = plan_extremum_flags(cx, chunk)
     scan.plan_scans(cx, body, chunk)  # running values of scans (hawk/passes/lower/scan.py), last
     cx.recompute = False  # full blocks rerun the body instead of keeping a term buffer (chunk_loops.lanes_body)

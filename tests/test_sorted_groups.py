@@ -1,0 +1,164 @@
+"""Plain and compensated scatters keyed by a Sorted[Index] plane on the host (hawk/passes/lower/sorted_groups.py):
+a chunk whose keys spread over few slots runs whole groups of GROUP lanes of one run side by side, the other
+groups lane by lane. Every route must keep the policy's bound per slot (against math.fsum of the prior content
+and the terms) at every thread count (runs that really split), give IEEE's infinities and NaNs, compare every key
+of a group (a bound launch's keys may no longer be sorted), and report bad keys as the unsorted form does.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from conftest import bt_bound_bad_keys, bt_lanes_func
+from exact_families import split_runs
+
+import eagle
+import hawk
+from hawk import Index, Mutable, Scalar, Sorted
+from hawk.passes.lower.sorted_groups import GROUP, LONG_RUN
+
+SLOTS = 7
+POLICIES = ["plain", "compensated"]
+DTYPES = [np.float64, np.float32]
+
+
+@hawk.kernel
+def sg_plain(key: Sorted[Index], x: Scalar, acc: Mutable["slot":7]):
+    hawk.scatter(acc, policy="plain")[key] += x
+
+
+@hawk.kernel
+def sg_comp(key: Sorted[Index], x: Scalar, acc: Mutable["slot":7]):
+    hawk.scatter(acc)[key] += x  # ("auto": the compensated form)
+
+
+@hawk.kernel
+def sg_lane(key: Index, x: Scalar, acc: Mutable["slot":7]):
+    hawk.scatter(acc)[key] += x  # (unsorted keys: lane by lane into the slots)
+
+
+KERNELS = {"plain": sg_plain, "compensated": sg_comp}
+
+
+def _keys(n, rng):
+    """Runs of a few lanes and of hundreds to thousands (groups inside runs and across their edges), -1 first."""
+    lengths = np.concatenate([rng.integers(1, 2 * GROUP, 30), rng.integers(100, 3000, SLOTS)])
+    keys = np.sort(rng.integers(-1, SLOTS, lengths.size))
+    out = np.repeat(keys, rng.permutation(lengths))[:n]
+    return np.concatenate([out, np.full(n - out.size, SLOTS - 1)]).astype(np.int64)
+
+
+def _check_bound(got, prior, key, x, policy, dtype, what):
+    eps = float(np.finfo(dtype).eps)
+    for s in range(SLOTS):
+        terms = [float(prior[s])] + [float(v) for v in x[key == s]]
+        exact = math.fsum(terms)
+        scale = math.fsum(abs(t) for t in terms)
+        k = 1.0 if policy == "compensated" else float(len(terms))
+        err = abs(float(got[s]) - exact)
+        assert err <= k * eps * scale, f"{what}: slot {s} off by {err / (eps * scale):.2f} x eps x sum|terms|"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_runs_keep_their_bound_under_every_split(policy, dtype):
+    rng = np.random.default_rng([67_101, POLICIES.index(policy), int(dtype == np.float32)])
+    n = 9 * 1024 + 5  # (lanes left over after the groups, in every chunk)
+    key = _keys(n, rng)
+    x = (rng.standard_normal(n) * 10.0 ** rng.integers(-6, 7, n)).astype(dtype)
+    prior = rng.standard_normal(SLOTS).astype(dtype)
+    for threads, got in split_runs(KERNELS[policy], "host", key=key, x=x, acc=prior):
+        assert got.dtype == dtype
+        _check_bound(got, prior, key, x, policy, dtype, f"{policy} threads={threads}")
+
+
+def _swallowed():
+    """32 ones, then 2**53 and 31 ones, then -2**53 and 31 zeros, all in one run: the exact sum is 63; one add
+    after another gives 32 (each one after 2**53 + 32 is a tie that rounds back to it)."""
+    x = np.concatenate([np.ones(GROUP), [2.0 ** 53], np.ones(GROUP - 1), [-(2.0 ** 53)], np.zeros(GROUP - 1)])
+    seq = 0.0
+    for v in x:
+        seq += v
+    assert seq == 32.0
+    return x, seq
+
+
+def test_a_long_runs_groups_add_side_by_side():
+    """The form runs: after a first group (lane by lane: it starts the run), lane j of the next two groups goes
+    into partial sum j, so 2**53 meets -2**53 in partial 0 and the 31 ones survive."""
+    x, _ = _swallowed()
+    key = np.full(x.size, 3, np.int64)
+    got = np.asarray(eagle.deploy(sg_plain, threads=1).run(key=key, x=x, acc=np.zeros(SLOTS)))
+    assert got[3] == 63.0 and got.sum() == 63.0
+
+
+def test_short_runs_stay_lane_by_lane():
+    """A chunk with fewer than LONG_RUN lanes a key of its spread runs lane by lane: the same terms, with one
+    more key at the end (a spread of four keys over 96 lanes), keep one add after another in slot 3."""
+    x, seq = _swallowed()
+    x = np.append(x, 0.0)
+    key = np.full(x.size, 3, np.int64)
+    key[-1] = 3 + x.size // LONG_RUN
+    assert x.size < LONG_RUN * (key[-1] - key[0] + 1)
+
+    @hawk.kernel
+    def spread_plain(key: Sorted[Index], x: Scalar, acc: Mutable["slot":16]):
+        hawk.scatter(acc, policy="plain")[key] += x
+
+    got = np.asarray(eagle.deploy(spread_plain, threads=1).run(key=key, x=x, acc=np.zeros(16)))
+    assert got[3] == seq
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_infinities_nans_and_overflow(policy, dtype):
+    length = 3000
+    key = np.repeat(np.arange(SLOTS), length).astype(np.int64)
+    x = np.ones(key.size, dtype)
+    x[np.flatnonzero(key == 1)[length // 2]] = np.inf
+    x[np.flatnonzero(key == 2)[[1, length - 2]]] = [np.inf, -np.inf]
+    x[np.flatnonzero(key == 3)[length // 3]] = np.nan
+    x[key == 4] = np.finfo(dtype).max / 4  # (the run's sum overflows)
+    x[np.flatnonzero(key == 5)[[7, 700]]] = [-np.inf, -np.inf]
+    for threads, got in split_runs(KERNELS[policy], "host", key=key, x=x, acc=np.zeros(SLOTS, dtype)):
+        what = f"{policy} threads={threads}: {got}"
+        assert np.isposinf(got[1]) and np.isnan(got[2]) and np.isnan(got[3]), what
+        assert np.isposinf(got[4]) and np.isneginf(got[5]) and got[0] == length and got[6] == length, what
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_every_key_of_a_group_is_compared(policy):
+    """A bound launch reads its keys again: here one lane inside a long run, neither first nor last of its group,
+    moves to another slot (the keys are no longer sorted); it must land there."""
+    n = 4096
+    key = np.full(n, 2, np.int64)
+    x = np.ones(n)
+    acc = np.zeros(SLOTS)
+    bound = eagle.deploy(KERNELS[policy], threads=1).bind(key=key, x=x, acc=acc)
+    bound.launch()
+    assert acc[2] == n and acc.sum() == n
+    key[3 * GROUP + 5] = 5
+    acc[:] = 0.0
+    bound.launch()
+    assert acc[2] == n - 1 and acc[5] == 1.0 and acc.sum() == n
+
+
+@pytest.mark.parametrize("first, count", [(5 * GROUP + 3, 3), (2 * GROUP, 3 * GROUP)])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_bad_key_in_a_long_run_is_reported_as_lane_by_lane(policy, first, count):
+    # a run counts its lanes, whole groups of them too (the sorted forms said one lane a run of bad keys before)
+    n = 4000
+    key = np.sort(np.random.default_rng(67_103).integers(0, 2, n)).astype(np.int64)
+
+    def spoil(k):
+        k[first:first + count] = SLOTS + 2
+
+    messages = bt_bound_bad_keys((KERNELS[policy], sg_lane), key, np.ones(n), SLOTS, spoil)
+    assert messages[0] == messages[1] and f" {count} lane(s)" in messages[0], messages
+    assert f"first bad key: {SLOTS + 2}" in messages[0]
+
+
+def test_only_plain_and_compensated_scatters_by_sorted_keys_take_the_form():
+    assert f"vector<{GROUP}xf64>" in bt_lanes_func(sg_comp)
+    assert f"vector<{GROUP}xf64>" in bt_lanes_func(sg_plain)
+    assert f"vector<{GROUP}x" not in bt_lanes_func(sg_lane)
