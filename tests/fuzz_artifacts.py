@@ -28,7 +28,7 @@ def check_artifact(c, workdir: str, target: str = "host") -> dict:
         kernel = fk.load_kernel(c, os.path.join(workdir, f"{c.name}.py"))
         want = fk.named(eagle.deploy(kernel, target=target).run(**fk.fresh(c.planes)), c)
         where = os.path.join(workdir, f"art_{c.name}")
-        idx = {n: str(c.planes[n].dtype) for n in ("k", "kb") if n in c.planes}  # (the planes' own widths)
+        idx = {n: str(c.planes[n].dtype) for n in ("k", "kb", "ks") if n in c.planes}  # (the planes' own widths)
         hawk.artifact.build_bundle([kernel], where, targets=(target,), index_dtypes=idx)
         got = fk.named(hawk.run(hawk.load(where, c.name, target=target), **fk.fresh(c.planes)), c)
     except Exception as exc:  # a refusal by name, or a bug

@@ -23,7 +23,8 @@ import traceback
 import numpy as np
 from fuzz_grammar import BINS, COLS, KNOWN, REL, ROWS, TABLE, Case, E, Grammar, N, absf, near, union
 
-_HEAD = ("import hawk\nimport hawk.math as m\nfrom hawk import Grid, Index, Mutable, Param, Scalar, Table, Vector\n"
+_HEAD = ("import hawk\nimport hawk.math as m\n"
+         "from hawk import Grid, Index, Mutable, Param, Scalar, Sorted, Table, Vector\n"
          f"\nN = {N}\nB = {BINS}\n\n\n")
 _HEAD_LINES = _HEAD.count("\n")
 
@@ -360,7 +361,12 @@ class Gen(Grammar):
             policy = None
         v = self.f(depth)
         r = self.rng.random()
-        if r < 0.3:
+        sorted_keys = r < 0.12  # (keys from a Sorted[Index] plane: its runs summed in registers, sorted_runs.py)
+        if sorted_keys:  # (drawn from an rng of their own: the case's other draws stay as they were)
+            ks = np.sort(np.random.default_rng([self.seed, self.index, 3]).integers(-1, BINS, self.shape), axis=None)
+            self.data["ks"] = ks.reshape(self.shape)
+            key = E("ks", self.data["ks"], "i")
+        elif r < 0.3:
             key = E("kb", self.data["kb"].astype(np.int64), "i")
         elif r < 0.6:
             a = self.i(max(depth - 1, 0))
@@ -441,7 +447,9 @@ class Gen(Grammar):
         want["bins"] = (out, mag, fz)
         what = f"scatter {mode} policy={policy}" + (" in a for loop" if loop else "") + \
             (" + a carried value after a total" if carried else "") + (" + again after a total" if again else "")
-        return self.signature('bins: Mutable["bin":B]', "Scalar" if carried else None), what, expect
+        what += " by sorted keys" if sorted_keys else ""
+        extra = 'bins: Mutable["bin":B]' + (", ks: Sorted[Index]" if sorted_keys else "")
+        return self.signature(extra, "Scalar" if carried else None), what, expect
 
     def compaction(self, e, depth: int, want: dict):
         """`e` of the lanes a mask keeps, written by key into an output (left out: the lane shape, zeros) at the

@@ -31,7 +31,8 @@ ROWS, LANES = 3000, 20000  # every shard an equal run (JAX shards evenly): 750 r
 
 __all__ = ["check_sharded"]
 
-LANE_PLANES = ("x", "y", "k", "kb", "v")  # the cases' per-lane planes (v: Vector[3], its components first)
+LANE_PLANES = ("x", "y", "k", "kb", "ks", "v")  # the cases' per-lane planes (v: Vector[3], its components
+# first; ks: a Sorted[Index] plane, only some cases')
 
 
 def _planes(c, rng) -> dict:
@@ -39,8 +40,9 @@ def _planes(c, rng) -> dict:
     d = big_planes(c, rng)
     d.pop("out", None)
     n = ROWS if "row" in c.planes else LANES
-    for k in ("x", "y", "k", "kb"):
-        d[k] = d[k][:n]
+    for k in ("x", "y", "k", "kb", "ks"):
+        if k in d:
+            d[k] = d[k][:n]
     d["k"] = d["k"] % (n * (d["x"][0].size if d["x"].ndim > 1 else 1))  # (a lane index of the cut planes)
     d["v"] = d["v"][:, :n]
     if "row" in d:
