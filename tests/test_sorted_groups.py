@@ -59,12 +59,13 @@ def _check_bound(got, prior, key, x, policy, dtype, what):
         assert err <= k * eps * scale, f"{what}: slot {s} off by {err / (eps * scale):.2f} x eps x sum|terms|"
 
 
+@pytest.mark.parametrize("keys", [np.int64, np.int32])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("policy", POLICIES)
-def test_runs_keep_their_bound_under_every_split(policy, dtype):
+def test_runs_keep_their_bound_under_every_split(policy, dtype, keys):
     rng = np.random.default_rng([67_101, POLICIES.index(policy), int(dtype == np.float32)])
     n = 9 * 1024 + 5  # (lanes left over after the groups, in every chunk)
-    key = _keys(n, rng)
+    key = _keys(n, rng).astype(keys)
     x = (rng.standard_normal(n) * 10.0 ** rng.integers(-6, 7, n)).astype(dtype)
     prior = rng.standard_normal(SLOTS).astype(dtype)
     for threads, got in split_runs(KERNELS[policy], "host", key=key, x=x, acc=prior):
