@@ -74,9 +74,10 @@ def test_runs_keep_their_bound_under_every_split(policy, dtype, keys):
 
 
 def _swallowed():
-    """32 ones, then 2**53 and 31 ones, then -2**53 and 31 zeros, all in one run: the exact sum is 63; one add
-    after another gives 32 (each one after 2**53 + 32 is a tie that rounds back to it)."""
-    x = np.concatenate([np.ones(GROUP), [2.0 ** 53], np.ones(GROUP - 1), [-(2.0 ** 53)], np.zeros(GROUP - 1)])
+    """0 and 31 ones, then 2**53 and 31 ones, then -2**53 and 31 zeros, all in one run: the exact sum is 62; one
+    add after another gives 32 (2**53 + 31 rounds to 2**53 + 32, and each one after it is a tie that rounds back)."""
+    x = np.concatenate([[0.0], np.ones(GROUP - 1), [2.0 ** 53], np.ones(GROUP - 1), [-(2.0 ** 53)],
+                        np.zeros(GROUP - 1)])
     seq = 0.0
     for v in x:
         seq += v
@@ -85,12 +86,26 @@ def _swallowed():
 
 
 def test_a_long_runs_groups_add_side_by_side():
-    """The form runs: after a first group (lane by lane: it starts the run), lane j of the next two groups goes
-    into partial sum j, so 2**53 meets -2**53 in partial 0 and the 31 ones survive."""
+    """The form runs: lane j of each group goes into partial sum j, so 2**53 meets -2**53 in partial 0 and the
+    ones survive."""
     x, _ = _swallowed()
     key = np.full(x.size, 3, np.int64)
     got = np.asarray(eagle.deploy(sg_plain, threads=1).run(key=key, x=x, acc=np.zeros(SLOTS)))
-    assert got[3] == 63.0 and got.sum() == 63.0
+    assert got[3] == 62.0 and got.sum() == 62.0
+
+
+def test_a_group_of_two_keys_adds_side_by_side():
+    """A group holding the end of one run and the start of the next: the new run's lanes start its partial sums
+    (lane 16 of the second group takes 2**53, lane 16 of the third -2**53: they meet in partial 16, and the ones
+    in partials 17 to 31 survive); lane by lane, 2**53 would swallow the ones after it (slot 4 would hold 0)."""
+    x = np.zeros(4 * GROUP)
+    x[GROUP + GROUP // 2] = 2.0 ** 53
+    x[GROUP + GROUP // 2 + 1:2 * GROUP] = 1.0
+    x[2 * GROUP + GROUP // 2] = -(2.0 ** 53)
+    key = np.where(np.arange(x.size) < GROUP + GROUP // 2, 3, 4).astype(np.int64)
+    for policy in POLICIES:
+        got = np.asarray(eagle.deploy(KERNELS[policy], threads=1).run(key=key, x=x, acc=np.zeros(SLOTS)))
+        assert got[4] == GROUP // 2 - 1 and got.sum() == GROUP // 2 - 1, (policy, got)
 
 
 def test_short_runs_stay_lane_by_lane():
@@ -127,10 +142,17 @@ def test_infinities_nans_and_overflow(policy, dtype):
         assert np.isposinf(got[4]) and np.isneginf(got[5]) and got[0] == length and got[6] == length, what
 
 
+MOVED = {"one inside": [3 * GROUP + 5], "one last": [4 * GROUP - 1],  # (a lane in the group's middle; its last)
+         "every other": list(range(3 * GROUP + 1, 4 * GROUP, 2)),  # (the run's lanes and the other key's alternate)
+         "a group and a lane": list(range(3 * GROUP, 4 * GROUP)) + [5 * GROUP + 7]}
+
+
+@pytest.mark.parametrize("moved", MOVED)
 @pytest.mark.parametrize("policy", POLICIES)
-def test_every_key_of_a_group_is_compared(policy):
-    """A bound launch reads its keys again: here one lane inside a long run, neither first nor last of its group,
-    moves to another slot (the keys are no longer sorted); it must land there."""
+def test_every_key_of_a_group_is_compared(policy, moved):
+    """A bound launch reads its keys again: here lanes inside a long run move to another slot (the keys are no
+    longer sorted), in the middle of a group, at its end, every other lane of one, a whole group and a lane;
+    each must land in its new slot."""
     n = 4096
     key = np.full(n, 2, np.int64)
     x = np.ones(n)
@@ -138,13 +160,14 @@ def test_every_key_of_a_group_is_compared(policy):
     bound = eagle.deploy(KERNELS[policy], threads=1).bind(key=key, x=x, acc=acc)
     bound.launch()
     assert acc[2] == n and acc.sum() == n
-    key[3 * GROUP + 5] = 5
+    key[MOVED[moved]] = 5
     acc[:] = 0.0
     bound.launch()
-    assert acc[2] == n - 1 and acc[5] == 1.0 and acc.sum() == n
+    m = len(MOVED[moved])
+    assert acc[2] == n - m and acc[5] == m and acc.sum() == n
 
 
-@pytest.mark.parametrize("first, count", [(5 * GROUP + 3, 3), (2 * GROUP, 3 * GROUP)])
+@pytest.mark.parametrize("first, count", [(5 * GROUP + 3, 3), (6 * GROUP - 3, 3), (2 * GROUP, 3 * GROUP)])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_bad_key_in_a_long_run_is_reported_as_lane_by_lane(policy, first, count):
     # a run counts its lanes, whole groups of them too (the sorted forms said one lane a run of bad keys before)

@@ -3,13 +3,17 @@ add side by side.
 
 sorted_runs sums each run of equal keys in registers lane by lane: one add (plain) or one Neumaier step
 (compensated) after another, each waiting on the last, so a long run took the add's latency a lane (1e7 lanes into
-1024 slots on two threads: plain 8.5 ms, compensated 12 ms, where the ordered form's vector registers took 7).
+1024 slots on two threads: plain 6.7-8.5 ms, compensated 12 ms, where the ordered form's vector registers took 7;
+here 4.1-4.6 ms both; docs/ordered.md has more sizes).
 Here the chunk's lanes run in groups of GROUP lanes, the body once per lane (its scatter left unlowered, as the
 ordered form's sorted_pairs does):
 
     for group:
         every key the run's:  terms side by side into GROUP partial sums (plain: one vector add;
                               compensated: GROUP chains, Knuth's TwoSum with the errors added plainly)
+        the run's and one other key (the group's last):
+                              the run's lanes into the partial sums, those into the run's registers, the run
+                              flushed; the other lanes start the partial sums of the other key's run
         else:                 the partial sums into the run's registers (once, when some group filled them),
                               then the lanes one by one (sorted_runs.sorted_step: a new key flushes the run)
     the partial sums into the run's registers; the chunk's last lanes one by one (chunk_loops.flat_driver)
@@ -28,10 +32,11 @@ from mlir import ir
 from mlir.dialects import scf, vector
 
 from hawk.ir.access import scatter_keys, sink_name, stored_value
+from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
 from hawk.passes.analysis import key_source
 from hawk.passes.host_emit import _EQ
-from hawk.passes.lower import planes, split_scatters
+from hawk.passes.lower import planes, sorted_runs, split_scatters
 from hawk.passes.lower.context import Lowering, lower_copy
 from hawk.passes.speculate import NO_SPECULATE
 
@@ -84,10 +89,9 @@ def first(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> tuple[ir.Valu
     with ir.InsertionPoint(anchor), body.owner.location:
         state = list(loop.inner_iter_args)
         chunk, parts, used = state[:n], state[n:-1], state[-1]
-        same = None
-        for s in scatters:
-            eq = e.cmpi(_EQ, scatter_keys(s)[0], chunk[run.slot])
-            same = eq if same is None else e.op("arith.andi", same, eq)
+        keys = [scatter_keys(s)[0] for s in scatters]
+        mine = e.pack([e.cmpi(_EQ, k, chunk[run.slot]) for k in keys], (GROUP,))  # (the run's lanes)
+        same = e.all_of(mine)
         terms = e.widen(e.pack([stored_value(s) for s in scatters], (GROUP,)), vec.element_type)
         branch = scf.IfOp(same, [v.type for v in state], has_else=True)
         with ir.InsertionPoint(branch.then_block):
@@ -99,12 +103,18 @@ def first(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> tuple[ir.Valu
             last = run.slot + run.width - 1  # (the run's lane count)
             counted = chunk[:last] + [e.op("arith.addi", chunk[last], e.c(GROUP, e.i64))] + chunk[last + 1:]
             scf.YieldOp(counted + added + [e.c(1, e.i1)])
-        with ir.InsertionPoint(branch.else_block):
-            each = scf.ForOp(loop.induction_variable, e.add_i(loop.induction_variable, e.c(GROUP)), e.c(1),
-                             _folded(cx, chunk, parts, used))
-            with ir.InsertionPoint(each.body):
-                inner = scf.YieldOp(list(each.inner_iter_args))
-            scf.YieldOp(list(each.results) + parts0 + [e.c(0, e.i1)])
+        with ir.InsertionPoint(branch.else_block):  # (the run's lanes and one other key's, else lane by lane)
+            theirs = e.pack([e.cmpi(_EQ, k, keys[-1]) for k in keys], (GROUP,))
+            two = scf.IfOp(e.all_of(e.op("arith.ori", mine, theirs)), [v.type for v in state], has_else=True)
+            with ir.InsertionPoint(two.then_block):
+                scf.YieldOp(_two_keys(cx, chunk, parts, mine, terms, keys[-1]))
+            with ir.InsertionPoint(two.else_block):
+                each = scf.ForOp(loop.induction_variable, e.add_i(loop.induction_variable, e.c(GROUP)), e.c(1),
+                                 _folded(cx, chunk, parts, used))
+                with ir.InsertionPoint(each.body):
+                    inner = scf.YieldOp(list(each.inner_iter_args))
+                scf.YieldOp(list(each.results) + parts0 + [e.c(0, e.i1)])
+            scf.YieldOp(list(two.results))
         scf.YieldOp(list(branch.results))
     anchor.operation.erase()
     for s in scatters:
@@ -114,6 +124,34 @@ def first(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> tuple[ir.Valu
     res = list(loop.results)
     with body.owner.location:
         return stop, _folded(cx, res[:n], res[n:-1], res[-1])
+
+
+def _two_keys(cx: Lowering, chunk: list[ir.Value], parts: list[ir.Value], mine: ir.Value, terms: ir.Value,
+              other: ir.Value) -> list[ir.Value]:
+    """A group whose lanes hold the run's key (`mine`, a vector of i1) or one other key (`other`, the group's
+    last): the run's lanes go into the partial sums, which go into the run's registers, and the run is flushed;
+    the other lanes start the partial sums of a run of `other` (registers empty). Any order of the two keys'
+    lanes is right: each lane's term reaches its own key's slot. The loop state after the group."""
+    e = cx.e
+    run = cx.runs[0]
+    comp = len(parts) > 1
+    neg0 = e.splat(-0.0, terms.type)
+    kept = e.select(mine, terms, neg0)
+    if comp:
+        sums, err = e.two_sum(parts[0], kept)
+        filled = [sums, e.add(parts[1], err)]
+    else:
+        filled = [e.add(parts[0], kept)]
+    at, last = run.slot + 1, run.slot + run.width - 1
+    count = create("vector.reduction", [e.op("arith.extui", mine, t=ir.VectorType.get([GROUP], e.i64))], [e.i64],
+                   {"kind": ir.Attribute.parse("#vector.kind<add>")}).result
+    regs = _fold(cx, chunk[at:at + run.regs], filled)
+    sorted_runs.flush_run(cx, run, [chunk[run.slot], *regs,
+                                    e.op("arith.addi", chunk[last], count)])
+    fresh = [e.cf(-0.0, r.type) if k < run.k else e.cf(0.0, r.type) for k, r in enumerate(regs)]
+    started = [other, *fresh, e.op("arith.subi", e.c(GROUP, e.i64), count)]
+    rest = [e.select(mine, neg0, terms)] + ([e.splat(0.0, terms.type)] if comp else [])
+    return chunk[:run.slot] + started + chunk[run.slot + run.width:] + rest + [e.c(1, e.i1)]
 
 
 def _long_runs(cx: Lowering, plane: str, span: ir.Value) -> ir.Value:
