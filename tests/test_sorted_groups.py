@@ -14,7 +14,7 @@ from exact_families import split_runs
 
 import eagle
 import hawk
-from hawk import Index, Mutable, Scalar, Sorted
+from hawk import Index, Mutable, Scalar, Sorted, Vector
 from hawk.passes.lower.sorted_groups import GROUP, LONG_RUN
 
 SLOTS = 7
@@ -182,7 +182,34 @@ def test_a_bad_key_in_a_long_run_is_reported_as_lane_by_lane(policy, first, coun
     assert f"first bad key: {SLOTS + 2}" in messages[0]
 
 
+@hawk.kernel
+def sg_vec_plain(key: Sorted[Index], v: Vector[3], acc: Mutable["slot":7]):
+    hawk.scatter(acc, policy="plain")[key] += v
+
+
+@hawk.kernel
+def sg_vec_comp(key: Sorted[Index], v: Vector[3], acc: Mutable["slot":7]):
+    hawk.scatter(acc)[key] += v
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_vector_payloads_keep_their_bound_per_component(policy, dtype):
+    """A Vector[3] payload: each component has its own partial sums (and corrections), the run's groups alike."""
+    rng = np.random.default_rng([67_104, POLICIES.index(policy), int(dtype == np.float32)])
+    n = 9 * 1024 + 5
+    key = _keys(n, rng)
+    v = (rng.standard_normal((3, n)) * 10.0 ** rng.integers(-6, 7, (3, n))).astype(dtype)
+    prior = rng.standard_normal((3, SLOTS)).astype(dtype)
+    kernel = sg_vec_plain if policy == "plain" else sg_vec_comp
+    for threads, got in split_runs(kernel, "host", key=key, v=v, acc=prior):
+        got = got.reshape(3, SLOTS)
+        for c in range(3):
+            _check_bound(got[c], prior[c], key, v[c], policy, dtype, f"{policy} threads={threads} component {c}")
+
+
 def test_only_plain_and_compensated_scatters_by_sorted_keys_take_the_form():
     assert f"vector<{GROUP}xf64>" in bt_lanes_func(sg_comp)
     assert f"vector<{GROUP}xf64>" in bt_lanes_func(sg_plain)
     assert f"vector<{GROUP}x" not in bt_lanes_func(sg_lane)
+    assert bt_lanes_func(sg_vec_comp).count(f"vector<{GROUP}xf64>") >= 6  # (three components' sums and corrections)

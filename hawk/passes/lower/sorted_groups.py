@@ -34,7 +34,7 @@ from mlir.dialects import scf, vector
 from hawk.ir.access import scatter_keys, sink_name, stored_value
 from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
-from hawk.passes.analysis import key_source
+from hawk.passes.analysis import key_source, payload_of
 from hawk.passes.host_emit import _EQ
 from hawk.passes.lower import planes, sorted_runs, split_scatters
 from hawk.passes.lower.context import Lowering, lower_copy
@@ -42,17 +42,20 @@ from hawk.passes.speculate import NO_SPECULATE
 
 GROUP = 32  # lanes of a group: four 512-bit vectors of float64 partial sums, enough to hide the add's latency
 LONG_RUN = 32  # the chunk's lanes per key (its keys' spread) from which it runs in groups (_long_runs)
+MAX_PARTS = 6  # vectors of partial sums at most (a payload's components; compensated ones twice): 24 of AVX-512's
+# 32 registers in float64
 _OLT, _SGE, _UGE = 4, 5, 9  # arith.cmpf "olt"; arith.cmpi "sge", "uge"
 
 
 def wanted(cx: Lowering, body: ir.Block):
     """The body's one scatter when this form applies (else None): the host, one lane axis, no reduction, scan or
-    fold, and the body's only effect one plain or compensated += of a scalar keyed by a Sorted[Index] plane (a
-    sorted run: sorted_runs.is_sorted_scatter) into a sink no lane stores into."""
+    fold, and the body's only effect one plain or compensated += keyed by a Sorted[Index] plane (a sorted run:
+    sorted_runs.is_sorted_scatter; a scalar, or a payload whose partial sums are at most MAX_PARTS vectors) into a
+    sink no lane stores into."""
     if cx.target != "host" or len(cx.runs) != 1 or cx.lay.reductions or len(cx.axes) != 1 or cx.n_scans:
         return None
     run = cx.runs[0]
-    if run.wide or run.n != 1 or run.policy not in ("plain", "compensated"):
+    if run.wide or run.regs > MAX_PARTS or run.policy not in ("plain", "compensated"):
         return None
     found = split_scatters.scatter_body(body)
     if found is None or len(found) != 1 or any(is_hawk(op, "cell") for op in body.operations):
@@ -72,7 +75,7 @@ def first(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> tuple[ir.Valu
     comp = run.policy == "compensated"
     vec = ir.VectorType.get([GROUP], e.f64 if comp else e.f)
     n = len(chunk0)
-    parts0 = [e.splat(-0.0, vec)] + ([e.splat(0.0, vec)] if comp else [])
+    parts0 = [e.splat(-0.0, vec)] * run.k + ([e.splat(0.0, vec)] * run.k if comp else [])  # (sums, corrections)
     span = e.op("arith.subi", cx.hi, cx.lo)
     stop = e.select(_long_runs(cx, key_source(scatter_keys(op)[0]), span), e.add_i(
         cx.lo, e.op("arith.subi", span, e.op("arith.remui", span, e.c(GROUP)))), cx.lo)
@@ -92,14 +95,11 @@ def first(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> tuple[ir.Valu
         keys = [scatter_keys(s)[0] for s in scatters]
         mine = e.pack([e.cmpi(_EQ, k, chunk[run.slot]) for k in keys], (GROUP,))  # (the run's lanes)
         same = e.all_of(mine)
-        terms = e.widen(e.pack([stored_value(s) for s in scatters], (GROUP,)), vec.element_type)
+        lanes = [e.elems(stored_value(s), payload_of(stored_value(s).type)) for s in scatters]
+        terms = [e.widen(e.pack([x[c] for x in lanes], (GROUP,)), vec.element_type) for c in range(run.k)]
         branch = scf.IfOp(same, [v.type for v in state], has_else=True)
         with ir.InsertionPoint(branch.then_block):
-            if comp:
-                sums, err = e.two_sum(parts[0], terms)
-                added = [sums, e.add(parts[1], err)]
-            else:
-                added = [e.add(parts[0], terms)]
+            added = _added(cx, parts, terms)
             last = run.slot + run.width - 1  # (the run's lane count)
             counted = chunk[:last] + [e.op("arith.addi", chunk[last], e.c(GROUP, e.i64))] + chunk[last + 1:]
             scf.YieldOp(counted + added + [e.c(1, e.i1)])
@@ -126,7 +126,18 @@ def first(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> tuple[ir.Valu
         return stop, _folded(cx, res[:n], res[n:-1], res[-1])
 
 
-def _two_keys(cx: Lowering, chunk: list[ir.Value], parts: list[ir.Value], mine: ir.Value, terms: ir.Value,
+def _added(cx: Lowering, parts: list[ir.Value], terms: list[ir.Value]) -> list[ir.Value]:
+    """The partial sums (sums, then a compensated run's corrections) with each component's terms added: plain by
+    a vector add, compensated by TwoSum chains whose errors go into the corrections."""
+    e = cx.e
+    k = len(terms)
+    if len(parts) == k:
+        return [e.add(p, t) for p, t in zip(parts, terms, strict=True)]
+    pairs = [e.two_sum(p, t) for p, t in zip(parts[:k], terms, strict=True)]
+    return [s for s, _ in pairs] + [e.add(c, err) for c, (_, err) in zip(parts[k:], pairs, strict=True)]
+
+
+def _two_keys(cx: Lowering, chunk: list[ir.Value], parts: list[ir.Value], mine: ir.Value, terms: list[ir.Value],
               other: ir.Value) -> list[ir.Value]:
     """A group whose lanes hold the run's key (`mine`, a vector of i1) or one other key (`other`, the group's
     last): the run's lanes go into the partial sums, which go into the run's registers, and the run is flushed;
@@ -134,23 +145,16 @@ def _two_keys(cx: Lowering, chunk: list[ir.Value], parts: list[ir.Value], mine: 
     lanes is right: each lane's term reaches its own key's slot. The loop state after the group."""
     e = cx.e
     run = cx.runs[0]
-    comp = len(parts) > 1
-    neg0 = e.splat(-0.0, terms.type)
-    kept = e.select(mine, terms, neg0)
-    if comp:
-        sums, err = e.two_sum(parts[0], kept)
-        filled = [sums, e.add(parts[1], err)]
-    else:
-        filled = [e.add(parts[0], kept)]
+    neg0 = e.splat(-0.0, terms[0].type)
+    filled = _added(cx, parts, [e.select(mine, t, neg0) for t in terms])
     at, last = run.slot + 1, run.slot + run.width - 1
     count = create("vector.reduction", [e.op("arith.extui", mine, t=ir.VectorType.get([GROUP], e.i64))], [e.i64],
                    {"kind": ir.Attribute.parse("#vector.kind<add>")}).result
     regs = _fold(cx, chunk[at:at + run.regs], filled)
-    sorted_runs.flush_run(cx, run, [chunk[run.slot], *regs,
-                                    e.op("arith.addi", chunk[last], count)])
-    fresh = [e.cf(-0.0, r.type) if k < run.k else e.cf(0.0, r.type) for k, r in enumerate(regs)]
+    sorted_runs.flush_run(cx, run, [chunk[run.slot], *regs, e.op("arith.addi", chunk[last], count)])
+    fresh = [e.cf(-0.0, r.type) if c < run.k else e.cf(0.0, r.type) for c, r in enumerate(regs)]
     started = [other, *fresh, e.op("arith.subi", e.c(GROUP, e.i64), count)]
-    rest = [e.select(mine, neg0, terms)] + ([e.splat(0.0, terms.type)] if comp else [])
+    rest = [e.select(mine, neg0, t) for t in terms] + [e.splat(0.0, terms[0].type)] * (len(parts) - len(terms))
     return chunk[:run.slot] + started + chunk[run.slot + run.width:] + rest + [e.c(1, e.i1)]
 
 
@@ -190,23 +194,30 @@ def _folded(cx: Lowering, chunk: list[ir.Value], parts: list[ir.Value], used: ir
 
 
 def _fold(cx: Lowering, regs: list[ir.Value], parts: list[ir.Value]) -> list[ir.Value]:
-    """The run's registers (its sum; a compensated one's sum and correction) with the partial sums added: plain
-    ones by halves; compensated chains by halves through TwoSums (their errors into the corrections), then into
-    the run's pair by a Neumaier step, the corrections after it unless the sum is no longer finite."""
+    """The run's registers (its sums; a compensated one's sums, then corrections) with the partial sums (laid out
+    alike) added, component by component: plain ones by halves; compensated chains by halves through TwoSums
+    (their errors into the corrections), then into the run's pair by a Neumaier step, the corrections after it
+    unless the sum is no longer finite."""
     e = cx.e
-    sums, cors = parts[0], parts[1] if len(parts) > 1 else None
-    w = GROUP
-    while w > 1:
-        w //= 2
-        lo, hi = list(range(w)), list(range(w, 2 * w))
+    k = cx.runs[0].k
+    out_sums, out_cors = [], []
+    for c in range(k):
+        sums, cors = parts[c], parts[k + c] if len(parts) > k else None
+        w = GROUP
+        while w > 1:
+            w //= 2
+            lo, hi = list(range(w)), list(range(w, 2 * w))
+            if cors is None:
+                sums = e.add(e.shuffle(sums, sums, lo), e.shuffle(sums, sums, hi))
+                continue
+            sums, err = e.two_sum(e.shuffle(sums, sums, lo), e.shuffle(sums, sums, hi))
+            cors = e.add(e.add(e.shuffle(cors, cors, lo), e.shuffle(cors, cors, hi)), err)
+        total = vector.extract(sums, [], [0])
         if cors is None:
-            sums = e.add(e.shuffle(sums, sums, lo), e.shuffle(sums, sums, hi))
+            out_sums.append(e.add(regs[c], total))
             continue
-        sums, err = e.two_sum(e.shuffle(sums, sums, lo), e.shuffle(sums, sums, hi))
-        cors = e.add(e.add(e.shuffle(cors, cors, lo), e.shuffle(cors, cors, hi)), err)
-    total = vector.extract(sums, [], [0])
-    if cors is None:
-        return [e.add(regs[0], total)]
-    s, c = e.neumaier(regs[0], regs[1], total)
-    finite = e.cmpf(_OLT, e.abs(s), e.cf(float("inf"), s.type))
-    return [s, e.select(finite, e.add(c, vector.extract(cors, [], [0])), c)]
+        s, cor = e.neumaier(regs[c], regs[k + c], total)
+        finite = e.cmpf(_OLT, e.abs(s), e.cf(float("inf"), s.type))
+        out_sums.append(s)
+        out_cors.append(e.select(finite, e.add(cor, vector.extract(cors, [], [0])), cor))
+    return out_sums + out_cors
