@@ -211,15 +211,24 @@ def merge_chains(cx: Lowering, acc: Acc, res: list[ir.Value], nchunk: int) -> No
                 res[acc.slot + c], res[acc.slot + n + c] = ns, e.add(nc, res[ks + n])
             continue
         k = nchunk + acc.chain + 2 * c
-        sums, cors = res[k], res[k + 1]
-        w = cx.pair_w
-        while w > ORDERED_CHAINS:
-            h = w // 2
-            lo, hi = list(range(h)), list(range(h, w))
-            sums, err = e.two_sum(e.shuffle(sums, sums, lo), e.shuffle(sums, sums, hi))
-            cors = e.add(e.add(e.shuffle(cors, cors, lo), e.shuffle(cors, cors, hi)), err)
-            w = h
-        for j in range(w):
+        sums, cors = halve_chains(e, res[k], res[k + 1], ORDERED_CHAINS)
+        for j in range(ir.VectorType(sums.type).shape[0]):
             s, cor = vector.extract(sums, [], [j]), vector.extract(cors, [], [j])
             ns, nc = e.neumaier(res[acc.slot + c], res[acc.slot + n + c], s)
             res[acc.slot + c], res[acc.slot + n + c] = ns, e.add(nc, cor)
+
+
+def halve_chains(e, sums: ir.Value, cors: ir.Value | None, width: int) -> tuple[ir.Value, ir.Value | None]:
+    """Vectors of chain sums (and their corrections) folded by halves down to `width` entries, chain j with chain
+    j + half: compensated ones by Knuth's TwoSum, its error added into the corrections with theirs; plain ones
+    (`cors` None) by adds. (merge_chains; sorted_groups' partial sums.)"""
+    w = ir.VectorType(sums.type).shape[0]
+    while w > width:
+        w //= 2
+        lo, hi = list(range(w)), list(range(w, 2 * w))
+        if cors is None:
+            sums = e.add(e.shuffle(sums, sums, lo), e.shuffle(sums, sums, hi))
+            continue
+        sums, err = e.two_sum(e.shuffle(sums, sums, lo), e.shuffle(sums, sums, hi))
+        cors = e.add(e.add(e.shuffle(cors, cors, lo), e.shuffle(cors, cors, hi)), err)
+    return sums, cors

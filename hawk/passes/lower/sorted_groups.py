@@ -36,7 +36,7 @@ from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
 from hawk.passes.analysis import key_source, payload_of
 from hawk.passes.host_emit import _EQ
-from hawk.passes.lower import planes, sorted_runs, split_scatters
+from hawk.passes.lower import planes, reduce_full, sorted_runs, split_scatters
 from hawk.passes.lower.context import Lowering, lower_copy
 from hawk.passes.speculate import NO_SPECULATE
 
@@ -202,16 +202,7 @@ def _fold(cx: Lowering, regs: list[ir.Value], parts: list[ir.Value]) -> list[ir.
     k = cx.runs[0].k
     out_sums, out_cors = [], []
     for c in range(k):
-        sums, cors = parts[c], parts[k + c] if len(parts) > k else None
-        w = GROUP
-        while w > 1:
-            w //= 2
-            lo, hi = list(range(w)), list(range(w, 2 * w))
-            if cors is None:
-                sums = e.add(e.shuffle(sums, sums, lo), e.shuffle(sums, sums, hi))
-                continue
-            sums, err = e.two_sum(e.shuffle(sums, sums, lo), e.shuffle(sums, sums, hi))
-            cors = e.add(e.add(e.shuffle(cors, cors, lo), e.shuffle(cors, cors, hi)), err)
+        sums, cors = reduce_full.halve_chains(e, parts[c], parts[k + c] if len(parts) > k else None, 1)
         total = vector.extract(sums, [], [0])
         if cors is None:
             out_sums.append(e.add(regs[c], total))

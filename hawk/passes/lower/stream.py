@@ -198,9 +198,9 @@ def _hint_reads(cx: Lowering, loop, start: ir.Value, block: int) -> None:
         streams.setdefault((op.operands[0], off), None)
     if not streams or len(streams) > MAX_STREAMS:
         return
+    ahead = e.add_i(start, e.c(planes.AHEAD))
     for buf, off in streams:
         size = _bytes(buf)
-        ahead = e.add_i(start, e.c(planes.AHEAD))
         first = ahead if off is None else e.add_i(ahead, _hoisted(off, body))
         at = e.add_i(cx.at_top(("address", buf), lambda buf=buf: e.address(buf)), e.mul_i(first, e.c(size)))
         lines = scf.ForOp(e.c(0), e.c(block * size), e.c(LINE), [])  # (a loop: the IR stays small)
