@@ -374,13 +374,14 @@ class Launcher:
                 n *= 2 if compensated(r) else 1  # ((sum, correction) pairs: their sums, then corrections)
                 bufs.append(lined(n, np.float64 if buf.dtype == "f64" else b.dtype, fill))
                 resets.append((bufs[-1], fill))
-            elif role == "priv":
-                slots = 0 if name in no_copies else self.lay.stride(name)
+            elif role == "priv":  # a sink's copies start at -0.0, the identity of IEEE addition: a slot whose
+                slots = 0 if name in no_copies else self.lay.stride(name)  # prior and terms are all -0.0 stays so
+                fill = -0.0 if np.dtype(b.dtype).kind == "f" else 0
                 if self.lay.policy_of(name) == "compensated":
-                    bufs.append(lined(2 * slots * nchunks, np.float64))
+                    bufs.append(lined(2 * slots * nchunks, np.float64, fill))
                 else:
-                    bufs.append(lined(slots * nchunks, b.dtype))
-                resets.append((bufs[-1], 0.0))
+                    bufs.append(lined(slots * nchunks, b.dtype, fill))
+                resets.append((bufs[-1], fill))
             elif role == "mark":  # which slots of its private copy a chunk stored into
                 bufs.append(lined(self.lay.stride(name) * nchunks, np.int64))
                 resets.append((bufs[-1], 0))
@@ -400,7 +401,7 @@ class Launcher:
             elif role == "comp":  # compensated: (sum, correction) of the lanes' terms in float64
                 target = next(a for bb, a in zip(self.lay.buffers, bufs, strict=False)
                               if bb.name == name and bb.role in ("sink", "cell"))
-                fill, comp = 0.0, np.zeros(2 * target.size, dtype=np.float64)
+                fill, comp = -0.0, np.full(2 * target.size, -0.0)  # (from -0.0, as the copies above)
                 bufs.append(comp)
                 resets.append((bufs[-1], fill))
             elif role == "fold":  # hawk.reduce's per-block (or per-kept-slot) flags and values, zeroed

@@ -142,7 +142,7 @@ typedef struct {
         const T *in_ = (const T *)in;                                                                                \
         T *out_ = (T *)out;                                                                                          \
         for (int64_t i = 0; i < n; i++) {                                                                            \
-            T s_ = 0;                                                                                                \
+            T s_ = -0.0; /* (IEEE addition's identity: copies of -0.0 fold to -0.0) */                              \
             for (int64_t c = 0; c < p->copies; c++)                                                                  \
                 s_ += in_[c * n + i];                                                                                \
             out_[i] = s_;                                                                                            \
@@ -159,7 +159,7 @@ int64_t eagle_dist_fold_run(const dist_fold *p, const void *in, void *out) {
         const double *in_ = (const double *)in;
         double *out_ = (double *)out;
         for (int64_t i = 0; i < n; i++) {
-            double s = 0, comp = 0;
+            double s = -0.0, comp = -0.0; /* (from -0.0, as the launcher's copies start) */
             for (int64_t c = 0; c < p->copies; c++) { /* host_emit.neumaier, then the copy's own correction */
                 double x = in_[c * 2 * n + i], t = s + x;
                 double lost = fabs(s) >= fabs(x) ? (s - t) + x : (x - t) + s;

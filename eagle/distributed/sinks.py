@@ -71,9 +71,11 @@ class Fold:
 
     def spread(self, xp, got, shards: int):
         """Every shard's folded copy (gathered) as the finish takes the copies: shard s's at copy s x C, the
-        others zero."""
+        others empty (-0.0 for a plain or compensated sink's copies, as the launcher fills them: x + -0.0 is x,
+        bit for bit; zero for an ordered sink's pairs)."""
         g = got.reshape(shards, 1, self.values)
-        z = xp.zeros((shards, self.copies - 1, self.values), dtype=got.dtype)
+        empty = 0.0 if self.exact else -0.0
+        z = xp.full((shards, self.copies - 1, self.values), empty, dtype=got.dtype)
         return xp.concatenate([g, z], axis=1).reshape(-1)
 
 

@@ -394,7 +394,9 @@ def lanes_stage(plan, b, k: int, chunks: int, cuts: dict, total: int = 0, tail: 
         elif buf.role == "out" or kind is not None:
             outs.append(j)
             kinds.append(kind)
-            if kind in (ISUM, FSUM, BITS) or buf.role == "out" or (kind == LOCAL and buf.role != "cell"):
+            if kind == FSUM and bufs[j].dtype.kind == "f":  # a sink (or companion) the lanes add into: from
+                resets.append((bufs[j], -0.0))  # -0.0, IEEE addition's identity (the prior is added at the finish)
+            elif kind in (ISUM, FSUM, BITS) or buf.role == "out" or (kind == LOCAL and buf.role != "cell"):
                 resets.append((bufs[j], 0))  # written by the lanes: starts at zero here (a cell: its identity)
     outputs = {bb.name for bb in lay.buffers if bb.role == "out"}
     picks = _picks(SimpleNamespace(results=res, buffers=bufs), outputs, outs)

@@ -270,14 +270,19 @@ static void fold_range(const eagle_stage *s, const eagle_fold *f, int64_t lo, in
 static void companion_range(const eagle_stage *s, const eagle_fold *f, int64_t lo, int64_t hi) {
     int64_t n = f->slots;
     const double *sum = (const double *)(intptr_t)s->vals[5 * f->priv], *corr = sum + n;
+    /* (a zero correction is left out, as the compiled finish does: -0.0 + +0.0 would be +0.0) */
     if (f->kind == 5) {
         double *sink = (double *)(intptr_t)s->vals[5 * f->target];
-        for (int64_t i = lo; i < hi; i++)
-            sink[i] = (sink[i] + sum[i]) + corr[i];
+        for (int64_t i = lo; i < hi; i++) {
+            double t = sink[i] + sum[i];
+            sink[i] = corr[i] == 0.0 ? t : t + corr[i];
+        }
     } else {
         float *sink = (float *)(intptr_t)s->vals[5 * f->target];
-        for (int64_t i = lo; i < hi; i++)
-            sink[i] = (float)(((double)sink[i] + sum[i]) + corr[i]);
+        for (int64_t i = lo; i < hi; i++) {
+            double t = (double)sink[i] + sum[i];
+            sink[i] = (float)(corr[i] == 0.0 ? t : t + corr[i]);
+        }
     }
 }
 

@@ -19,8 +19,8 @@ Python pool's launch does the same folds here in NumPy (all or nothing).
 
 A slot-range stage (hawk.abi.layout.wants_slot_ranges: a sink too large for copies, applied by ranges of slots)
 keeps no copies, but a compensated sink's companion (sum, correction per slot) still goes into the sink at the
-finish: slot = (prior + sum) + correction, rounded once (kinds 5, 6), by ranges of slots on every thread; while
-the finish runs, the sink's size reads 0, so its own companion loop does nothing.
+finish: slot = (prior + sum) + correction (a zero correction left out), rounded once (kinds 5, 6), by ranges of
+slots on every thread; while the finish runs, the sink's size reads 0, so its own companion loop does nothing.
 """
 
 from __future__ import annotations
@@ -128,7 +128,8 @@ def fold_python(keep: list[np.ndarray], folds: list, nchunks: int) -> list[tuple
         t = keep[target]
         if kind in COMPANION_KINDS:  # (the same IEEE steps as executor.c's companion_range)
             comp = keep[priv]
-            t[:] = ((t.astype(np.float64) + comp[:slots]) + comp[slots:]).astype(t.dtype)
+            total, fix = t.astype(np.float64) + comp[:slots], comp[slots:]
+            t[:] = np.where(fix == 0.0, total, total + fix).astype(t.dtype)  # (a zero correction left out)
             hidden.append((target, 0))
             continue
         if kind in PAIR_KINDS:

@@ -97,7 +97,8 @@ module attributes {gpu.container_module, hawk.layout = {buffers = ["k:index:i32"
     }
   }
   func.func @opt_hist_finish(%arg0: memref<?xi32>, %arg1: memref<?xf64>, %arg2: memref<?xf64>, %arg3: memref<?xf64>, %arg4: memref<?xf64>, %arg5: memref<?xf64>, %arg6: memref<?xi64>, %arg7: memref<?xi64>, %arg8: memref<?xi64>) {
-    %cst = arith.constant 0x7FF0000000000000 : f64
+    %cst = arith.constant 0.000000e+00 : f64
+    %cst_0 = arith.constant 0x7FF0000000000000 : f64
     %c16 = arith.constant 16 : index
     %c8 = arith.constant 8 : index
     %c1 = arith.constant 1 : index
@@ -121,7 +122,7 @@ module attributes {gpu.container_module, hawk.layout = {buffers = ["k:index:i32"
         %13 = arith.subf %6, %7 : f64
         %14 = arith.addf %13, %4 : f64
         %15 = math.absf %7 : f64
-        %16 = arith.cmpf olt, %15, %cst : f64
+        %16 = arith.cmpf olt, %15, %cst_0 : f64
         %17 = arith.select %10, %12, %14 : f64
         %18 = arith.addf %5, %17 : f64
         %19 = arith.select %16, %18, %5 : f64
@@ -132,15 +133,17 @@ module attributes {gpu.container_module, hawk.layout = {buffers = ["k:index:i32"
         memref.store %22, %arg3[%3] : memref<?xf64>
       }
     }
-    %dim_0 = memref.dim %arg2, %c0 : memref<?xf64>
-    scf.for %arg9 = %c0 to %dim_0 step %c1 {
+    %dim_1 = memref.dim %arg2, %c0 : memref<?xf64>
+    scf.for %arg9 = %c0 to %dim_1 step %c1 {
       %1 = memref.load %arg2[%arg9] : memref<?xf64>
       %2 = memref.load %arg3[%arg9] : memref<?xf64>
       %3 = arith.addf %1, %2 : f64
-      %4 = arith.addi %arg9, %dim_0 : index
+      %4 = arith.addi %arg9, %dim_1 : index
       %5 = memref.load %arg3[%4] : memref<?xf64>
-      %6 = arith.addf %3, %5 : f64
-      memref.store %6, %arg2[%arg9] : memref<?xf64>
+      %6 = arith.cmpf oeq, %5, %cst : f64
+      %7 = arith.addf %3, %5 : f64
+      %8 = arith.select %6, %3, %7 : f64
+      memref.store %8, %arg2[%arg9] : memref<?xf64>
     }
     return
   }

@@ -400,8 +400,8 @@ def finish_stores(cx: Lowering, name: str, priv: ir.Value, mark: ir.Value, n: ir
             at = e.add_i(e.mul_i(chunks.induction_variable, m), i)
             stored = e.cmpi(_NE, e.load(mark, at), e.c(0, e.i64))
             cur, mine = chunks.inner_iter_args[0], e.load(priv, at)
-            if name in cx.lay.mixed:  # a chunk that stored nothing here adds its copy (CLIFF: large_sinks)
-                cur = e.select(e.cmpf(1, mine, e.cf(0.0)), cur, e.add(cur, mine))  # (oeq 0: untouched)
+            if name in cx.lay.mixed:  # a chunk that stored nothing here adds its copy (CLIFF: large_sinks), which
+                cur = e.add(cur, mine)  # starts at -0.0: untouched, it leaves the slot's bits as they were
             scf.YieldOp([e.select(stored, mine, cur)])
         e.store(chunks.results[0], sink, i)
         scf.YieldOp([])
@@ -409,7 +409,8 @@ def finish_stores(cx: Lowering, name: str, priv: ir.Value, mark: ir.Value, n: ir
 
 def finish_companions(cx: Lowering) -> None:
     """Fold each compensated companion into its slot: slot = (prior + sum) + correction, rounded once to the
-    slot's type."""
+    slot's type; a zero correction is not added, so a slot whose prior and terms are all -0.0 ends -0.0 (the
+    companion's sum starts at -0.0; its corrections, formed by subtractions, end +0.0)."""
     e = cx.e
     for (name, role), comp in cx.bufs.items():
         if role != "comp":
@@ -419,7 +420,9 @@ def finish_companions(cx: Lowering) -> None:
         loop = scf.ForOp(e.c(0), n, e.c(1), [])
         with ir.InsertionPoint(loop.body):
             i = loop.induction_variable
-            total = e.add(e.add(e.widen(e.load(target, i), e.f64), e.load(comp, i)), e.load(comp, e.add_i(i, n)))
+            total = e.add(e.widen(e.load(target, i), e.f64), e.load(comp, i))
+            fix = e.load(comp, e.add_i(i, n))  # (a zero correction is left out: -0.0 + +0.0 would be +0.0)
+            total = e.select(e.cmpf(1, fix, e.cf(0.0, e.f64)), total, e.add(total, fix))  # (oeq)
             e.store(e.narrow(total, e.f), target, i)
             scf.YieldOp([])
 
