@@ -23,6 +23,12 @@ def dist_sums(x: Scalar, key: Index, acc: Mutable["slot":5], tot: Mutable[Scalar
 
 
 @hawk.kernel
+def dist_zero_signs(x: Scalar, key: Index, acc: Mutable["slot":5], comp: Mutable["slot":5]):
+    hawk.scatter(acc, policy="plain")[key] += x  # (the sign of a zero: docs/semantics.md)
+    hawk.scatter(comp, policy="compensated")[key] += x
+
+
+@hawk.kernel
 def dist_max(x: Scalar, s: Param, mx: Mutable[Scalar], y: Mutable[Scalar]):
     mx = hawk.max(x * s)
     y = x * s

@@ -16,6 +16,7 @@ import numpy as np
 N = 37  # lanes of a plain kernel
 ROWS, COLS = 5, 6  # lanes of a Grid kernel
 BINS = 7
+VECTOR_SCATTERS = 0.2  # the share of scatters whose payload is a Vector[2] (fuzz_kernels.Gen.scatter)
 TABLE = 5
 
 # classes of bugs found before (all fixed; each has its own tests): a case that may hit one carries its tag, shown

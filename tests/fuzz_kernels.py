@@ -21,7 +21,7 @@ import sys
 import traceback
 
 import numpy as np
-from fuzz_grammar import BINS, COLS, KNOWN, REL, ROWS, TABLE, Case, E, Grammar, N, absf, near, union
+from fuzz_grammar import BINS, COLS, KNOWN, REL, ROWS, TABLE, VECTOR_SCATTERS, Case, E, Grammar, N, absf, near, union
 
 _HEAD = ("import hawk\nimport hawk.math as m\n"
          "from hawk import Grid, Index, Mutable, Param, Scalar, Sorted, Table, Vector\n"
@@ -382,8 +382,13 @@ class Gen(Grammar):
         loop = self.rng.random() < 0.25  # (stores too: a lane's later pass wins over its earlier one)
         call = f"hawk.scatter(bins{', policy=' + repr(policy).replace(chr(39), chr(34)) if policy else ''})"
         carried = None
+        # a Vector[2] payload, (v, v * c) with c a power of two (exact: the second component's reference is the
+        # first's times c): drawn from an rng of its own, so the case's other draws stay as they were
+        own = np.random.default_rng([self.seed, self.index, 4])
+        scale = float(own.choice([0.5, -2.0, -0.25])) if own.random() < VECTOR_SCATTERS else None
+        value = v.src if scale is None else f"m.vec({v.src}, ({v.src}) * {scale})"
         if loop:
-            self.lines += ["    for j in range(2):", f"        {call}[({key.src} + j) % B] {mode} {v.src}"]
+            self.lines += ["    for j in range(2):", f"        {call}[({key.src} + j) % B] {mode} {value}"]
             keys = [np.mod(key.val + j, BINS) for j in range(2)]
             if self.rng.random() < 0.4:  # the loop also carries a value read after a total: a later stage
                 carried = f"t{self.tmp}"  # recomputes the loop for it, and must not scatter again
@@ -394,10 +399,10 @@ class Gen(Grammar):
                     want["result"] = (v.val * 2.0 - np.max(self.data["y"]),
                                       2.0 * (v.mag + np.abs(v.val)) + np.max(np.abs(self.data["y"])), v.fuzzy)
         else:
-            self.lines.append(f"    {call}[{key.src}] {mode} {v.src}")
+            self.lines.append(f"    {call}[{key.src}] {mode} {value}")
             keys = [key.val]
         again = None  # the same sink again after a total is read: a second stage adds to what the first finished
-        if not loop and mode == "+=" and self.rng.random() < 0.25:
+        if not loop and mode == "+=" and self.rng.random() < 0.25 and scale is None:
             self.lines.append(f"    {call}[{key.src}] += ({v.src}) * 0.5 - hawk.max(y)")
             with np.errstate(all="ignore"):
                 again = (v.val * 0.5 - np.max(self.data["y"]), 0.5 * (v.mag + np.abs(v.val)) +
@@ -444,10 +449,15 @@ class Gen(Grammar):
             for kk in keys:
                 sel = kk[v.fuzzy]
                 fz[sel[(sel >= 0) & (sel < BINS)]] = True
+        if scale is not None:  # (the prior's second row: the first's times c too)
+            out, mag = np.stack([out, out * scale]), np.stack([mag, mag * abs(scale)])
+            if start is not None:
+                self.data["bins"] = np.stack([start, start * scale])
         want["bins"] = (out, mag, fz)
         what = f"scatter {mode} policy={policy}" + (" in a for loop" if loop else "") + \
             (" + a carried value after a total" if carried else "") + (" + again after a total" if again else "")
         what += " by sorted keys" if sorted_keys else ""
+        what += f" of Vector[2] (v, v * {scale})" if scale is not None else ""
         extra = 'bins: Mutable["bin":B]' + (", ks: Sorted[Index]" if sorted_keys else "")
         return self.signature(extra, "Scalar" if carried else None), what, expect
 

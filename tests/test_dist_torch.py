@@ -87,6 +87,7 @@ from dist_kernels import (  # noqa: E402  (the kernels, shared with test_dist_ja
     dist_twice,
     dist_vheat,
     dist_vscan,
+    dist_zero_signs,
 )
 
 pytestmark = pytest.mark.slow  # (pyproject.toml's markers: -m 'not slow' leaves it out)
@@ -158,6 +159,27 @@ def case_prior_sink_added_once(rank, group):
     got = f(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]), acc=torch.from_numpy(prior.copy()))
     want = eagle.deploy(dist_sums).run(x=x, key=key, acc=prior.copy())
     _bits(got, want, ["acc", "tot"])
+
+
+def case_zero_signs_of_plain_and_compensated_sinks(rank, group):
+    """A slot of only -0.0 (prior and terms) ends -0.0, as on one device; an omitted sink starts at +0.0."""
+    import torch
+
+    import eagle
+    import eagle.torch
+
+    f = eagle.torch.wrap(dist_zero_signs, group=group)
+    _, key, cuts = _data(seed=3)
+    x = np.where(key == 2, 0.0, -0.0)  # slot 2 gets +0.0 terms, the others -0.0 ones
+    lo, hi = cuts[rank], cuts[rank + 1]
+    prior = np.array([-0.0, 0.0, -0.0, -0.0, 0.0])
+    for given in ({}, {"acc": prior, "comp": prior}):
+        mine = {k: torch.from_numpy(v.copy()) for k, v in given.items()}
+        got = f(x=torch.from_numpy(x[lo:hi]), key=torch.from_numpy(key[lo:hi]), **mine)
+        want = eagle.deploy(dist_zero_signs).run(x=x, key=key, **{k: v.copy() for k, v in given.items()})
+        _bits(got, want, ["acc", "comp"])
+        if given:
+            assert np.signbit(want["acc"]).tolist() == [True, False, False, True, False], want["acc"]
 
 
 def case_split_kernel(rank, group):

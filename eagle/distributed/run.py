@@ -219,6 +219,8 @@ class ShardedRun:
                     v = refuse(fh, v)
                 if kind == FSUM and k in sinks and sinks[k] in priors:
                     v = add(v, priors[sinks[k]])
+                elif kind == FSUM and k in sinks and "float" in str(v.dtype):  # an omitted sink starts at +0.0, as
+                    v = v + 0.0  # on one device (its partials start at -0.0: a slot of only -0.0 terms is +0.0)
                 state.append(v)
             done = finish(fh, [cut[n] for n in fh.names] + state)
             for name, (j, off, shape) in fh.picks.items():
