@@ -376,7 +376,7 @@ class Launcher:
                 resets.append((bufs[-1], fill))
             elif role == "priv":  # a sink's copies start at -0.0, the identity of IEEE addition: a slot whose
                 slots = 0 if name in no_copies else self.lay.stride(name)  # prior and terms are all -0.0 stays so
-                fill = -0.0 if np.dtype(b.dtype).kind == "f" else 0
+                fill = -0.0
                 if self.lay.policy_of(name) == "compensated":
                     bufs.append(lined(2 * slots * nchunks, np.float64, fill))
                 else:

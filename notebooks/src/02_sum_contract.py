@@ -167,6 +167,25 @@ exact = over_lanes["ordered"] + by_key["ordered"]
 print("ordered is math.fsum's value (k = 0) at every n:", all(k == 0.0 for k in exact))
 
 # %% [markdown]
+# ## The sign of a zero
+#
+# A `plain` or `compensated` (`auto`) scatter leaves a slot as IEEE addition does in any order, as `np.add.at` and
+# torch's `index_add_` do: `-0.0` when its prior content and every term added into it are `-0.0`, `+0.0` as soon
+# as one term is `+0.0` or two cancel; a slot no lane adds into keeps its bits. An `ordered` scatter rounds the
+# exact sum, and an exact zero has no sign: `+0.0`, as `math.fsum` gives.
+
+# %%
+zero_key = np.zeros(3, np.int64)
+for name, zero_terms in (("all -0.0", [-0.0, -0.0, -0.0]), ("one +0.0", [-0.0, 0.0, -0.0]),
+                         ("1, -1, -0.0", [1.0, -1.0, -0.0])):
+    x0 = np.array(zero_terms)
+    ref = np.array([-0.0])
+    np.add.at(ref, zero_key, x0)
+    got = {p: float(np.asarray(eagle.deploy(k).run(key=zero_key, x=x0, acc=np.array([-0.0])))[0])
+           for p, k in SCATTERS.items()}
+    print(f"{name:>12} into -0.0: np.add.at {ref[0]:+}  " + "  ".join(f"{p} {v:+}" for p, v in got.items()))
+
+# %% [markdown]
 # ## `ordered`: the same bits everywhere
 #
 # An ordered sum keeps the exact sum of its terms in an integer accumulator and rounds it once at the end
