@@ -184,3 +184,15 @@ def test_zero_signs_in_slot_ranges(monkeypatch, kernel, native):
     assert kernel.layout(kernel.spec_for("float64", {})).slot_ranges(), "not a slot-range stage"
     plan = eagle.deploy(kernel, threads=2, min_chunk=4096)
     bt_same_bits(np.asarray(plan.run(key=key, x=x, acc=prior.copy())), want, f"{kernel.name} in slot ranges")
+
+
+@pytest.mark.parametrize("kernel", [zs_auto, zs_large_plain], ids=lambda k: k.name)
+def test_an_artifact_run_keeps_the_signs(tmp_path, kernel):
+    """hawk.run of a built artifact fills its copies as Plan.run does."""
+    import hawk.artifact
+
+    key, x, prior = _case(np.random.default_rng(68_002), kernel, 600_000 if "large" in kernel.name else 20_000,
+                          np.float64)
+    hawk.artifact.build(kernel, str(tmp_path), index_dtypes={"key": "int64"})
+    got = hawk.run(hawk.load(str(tmp_path), kernel.name), key=key, x=x, acc=prior.copy())
+    bt_same_bits(np.asarray(got), _expected(kernel, key, x, prior), f"{kernel.name}: an artifact")
