@@ -374,14 +374,15 @@ class Launcher:
                 n *= 2 if compensated(r) else 1  # ((sum, correction) pairs: their sums, then corrections)
                 bufs.append(lined(n, np.float64 if buf.dtype == "f64" else b.dtype, fill))
                 resets.append((bufs[-1], fill))
-            elif role == "priv":  # a sink's copies start at -0.0, the identity of IEEE addition: a slot whose
-                slots = 0 if name in no_copies else self.lay.stride(name)  # prior and terms are all -0.0 stays so
-                fill = -0.0
+            elif role == "priv":  # a sink's copies start at -0.0, the identity of IEEE addition (a slot whose
+                # prior and terms are all -0.0 stays so), written by the reset before every launch (each chunk's
+                # own part on its own thread): allocated untouched (calloc), they are written once, not twice
+                slots = 0 if name in no_copies else self.lay.stride(name)
                 if self.lay.policy_of(name) == "compensated":
-                    bufs.append(lined(2 * slots * nchunks, np.float64, fill))
+                    bufs.append(lined(2 * slots * nchunks, np.float64))
                 else:
-                    bufs.append(lined(slots * nchunks, b.dtype, fill))
-                resets.append((bufs[-1], fill))
+                    bufs.append(lined(slots * nchunks, b.dtype))
+                resets.append((bufs[-1], -0.0))
             elif role == "mark":  # which slots of its private copy a chunk stored into
                 bufs.append(lined(self.lay.stride(name) * nchunks, np.int64))
                 resets.append((bufs[-1], 0))
@@ -401,7 +402,7 @@ class Launcher:
             elif role == "comp":  # compensated: (sum, correction) of the lanes' terms in float64
                 target = next(a for bb, a in zip(self.lay.buffers, bufs, strict=False)
                               if bb.name == name and bb.role in ("sink", "cell"))
-                fill, comp = -0.0, np.full(2 * target.size, -0.0)  # (from -0.0, as the copies above)
+                fill, comp = -0.0, np.zeros(2 * target.size)  # (-0.0 by the reset, as the copies above)
                 bufs.append(comp)
                 resets.append((bufs[-1], fill))
             elif role == "fold":  # hawk.reduce's per-block (or per-kept-slot) flags and values, zeroed
