@@ -408,10 +408,9 @@ class Gen(Grammar):
                 again = (v.val * 0.5 - np.max(self.data["y"]), 0.5 * (v.mag + np.abs(v.val)) +
                          np.max(np.abs(self.data["y"])))
         start = self.rng.normal(size=BINS) if self.rng.random() < 0.5 else None
+        comps = [1.0] if scale is None else [1.0, scale]  # (a Vector[2] payload's second component is v * c)
         if start is not None:
-            self.data["bins"] = start.copy()
-        out = np.zeros(BINS) if start is None else start.copy()
-        mag = np.abs(out)
+            self.data["bins"] = start.copy() if scale is None else np.stack([start * c for c in comps])
         expect = "match"
         outside = [kk for kk in keys if np.any((kk < 0) | (kk >= BINS))]
         if outside:
@@ -421,23 +420,30 @@ class Gen(Grammar):
                 self.tags.add("key_minus1")
             else:
                 expect = "input_error"
+        outs, mags = [], []
         with np.errstate(all="ignore"):  # in the forward's order: lane by lane, each lane's passes in turn
             flat_ks = [kk.reshape(-1) for kk in keys]
-            stages = [(v.val.reshape(-1), (v.mag + np.abs(v.val)).reshape(-1))]
-            if again is not None:
-                stages.append((np.broadcast_to(again[0], v.val.shape).reshape(-1),
-                               np.broadcast_to(again[1], v.val.shape).reshape(-1)))
-            for flat_v, flat_m in stages:
-                for lane in range(flat_ks[0].size):
-                    for flat_k in flat_ks:
-                        s = flat_k[lane]
-                        if not 0 <= s < BINS:
-                            continue
-                        if mode == "+=":
-                            out[s] += flat_v[lane]
-                            mag[s] += flat_m[lane]
-                        else:
-                            out[s], mag[s] = flat_v[lane], flat_m[lane]
+            for c in comps:  # (each component from its own prior, its terms scaled as the kernel scales them)
+                out = np.zeros(BINS) if start is None else start * c
+                mag = np.abs(out)
+                stages = [(v.val.reshape(-1) * c, (v.mag + np.abs(v.val)).reshape(-1) * abs(c))]
+                if again is not None:
+                    stages.append((np.broadcast_to(again[0], v.val.shape).reshape(-1),
+                                   np.broadcast_to(again[1], v.val.shape).reshape(-1)))
+                for flat_v, flat_m in stages:
+                    for lane in range(flat_ks[0].size):
+                        for flat_k in flat_ks:
+                            s = flat_k[lane]
+                            if not 0 <= s < BINS:
+                                continue
+                            if mode == "+=":
+                                out[s] += flat_v[lane]
+                                mag[s] += flat_m[lane]
+                            else:
+                                out[s], mag[s] = flat_v[lane], flat_m[lane]
+                outs.append(out)
+                mags.append(mag)
+        out, mag = (outs[0], mags[0]) if scale is None else (np.stack(outs), np.stack(mags))
         if policy in (None, "auto", "compensated") and (np.any(np.isinf(v.val)) or np.any(np.isinf(out)) or
                                                         (again is not None and np.any(np.isinf(again[0])))):
             self.tags.add("compensated_inf")  # an infinite term or total (a scatter's "auto" is compensated)
@@ -449,10 +455,6 @@ class Gen(Grammar):
             for kk in keys:
                 sel = kk[v.fuzzy]
                 fz[sel[(sel >= 0) & (sel < BINS)]] = True
-        if scale is not None:  # (the prior's second row: the first's times c too)
-            out, mag = np.stack([out, out * scale]), np.stack([mag, mag * abs(scale)])
-            if start is not None:
-                self.data["bins"] = np.stack([start, start * scale])
         want["bins"] = (out, mag, fz)
         what = f"scatter {mode} policy={policy}" + (" in a for loop" if loop else "") + \
             (" + a carried value after a total" if carried else "") + (" + again after a total" if again else "")
