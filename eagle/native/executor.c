@@ -203,19 +203,34 @@ static void split_ranges(uint32_t g, int64_t n, int parts) {
     }
 }
 
+/* A fill of n values: the first FILL_SEED bytes value by value, the rest copied from them block by block (the
+ * seed stays in L1, so this runs at memset's speed, where gcc -O2 left the plain loop scalar: 8 MB of -0.0, the
+ * start of a large sink's copies, 0.39-0.49 ms by the loop, 0.33-0.36 by blocks, 0.31-0.36 by memset). */
+#define FILL_SEED 4096
+
+static void fill_blocks(char *p, int64_t n, int64_t bytes) {
+    int64_t total = n * bytes, seed = total < FILL_SEED ? total : FILL_SEED;
+    for (int64_t at = seed; at < total; at += seed)
+        memcpy(p + at, p, (size_t)(total - at < seed ? total - at : seed));
+}
+
 static void reset_range(const eagle_stage *s, const eagle_reset *r, int64_t first, int64_t n) {
     char *p = (char *)(intptr_t)s->vals[5 * r->buf] + first * r->bytes;
     if (r->kind == 0) {
         memset(p, 0, (size_t)(n * r->bytes));
-    } else if (r->kind == 1) {
+        return;
+    }
+    int64_t head = FILL_SEED / r->bytes < n ? FILL_SEED / r->bytes : n;
+    if (r->kind == 1) {
         double *d = (double *)p;
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = 0; i < head; i++)
             d[i] = r->value;
     } else {
         float *f = (float *)p, v = (float)r->value;
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = 0; i < head; i++)
             f[i] = v;
     }
+    fill_blocks(p, n, r->bytes);
 }
 
 /* Chunk c's lanes, after resetting its own part of every per-chunk copy (so the copies of a large sink are reset
