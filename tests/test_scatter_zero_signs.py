@@ -7,8 +7,9 @@ the chunks' private copies and the companions started at `+0.0` and were added i
 
 Each route is checked on every target: keys in any order and sorted ones (long runs added side by side, short
 ones lane by lane), a small sink and one past the private-copy limit, Vector payloads (a wide one too), keys -1
-computed in the body, one in a second stage, a sink also stored into, one thread (one chunk) and two with runs cut into
-several chunks.
+computed in the body, a scatter in a second stage, a sink also stored into, one thread (one chunk) and two with
+runs cut into several chunks; then bound launches (the copies reset each launch), slot ranges (the companion
+folded by the native executor, or in NumPy) and a built artifact's run.
 """
 
 import numpy as np
