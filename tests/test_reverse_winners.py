@@ -21,7 +21,7 @@ from conftest import bt_grads_spirv_bits, bt_grads_split_bits, bt_same_bits, bt_
 import eagle
 import hawk
 import hawk.math as m
-from hawk import Index, Mutable, Param, Scalar, Vector
+from hawk import Grid, Index, Mutable, Param, Scalar, Vector
 
 jax.config.update("jax_enable_x64", True)
 
@@ -45,6 +45,12 @@ def ls_nested(x: Scalar, k: Index, t: Index, a: Param, h: Mutable["slot":9]):
 def ls_vector(x: Vector[2], k: Index, h: Mutable["slot":4]):
     for j in range(3):  # (passes 0 and 2 store into one slot)
         hawk.scatter(h)[m.where(k < 0, -1, (k + j) % 2)] = x * (j + 1.0)
+
+
+@hawk.kernel
+def ls_neighbour(g: Grid["r", "c":6], x: Scalar, k: Index, h: Mutable["slot":7]):
+    for j in range(2):  # (a neighbour's value stored: x's gradient takes the gather form, which unrolls loops)
+        hawk.scatter(h)[(k - 2 + j) % 7] = x.at(c=m.clamp(g.c + 1, 0, 5))
 
 
 def _passes_events(k):
@@ -99,6 +105,25 @@ def test_only_the_last_store_into_a_slot_gets_its_cotangent():
     jx, jp = jax.grad(f, argnums=(0, 1))(jnp.asarray(x), jnp.asarray(prior))
     np.testing.assert_allclose(np.asarray(g["x"]), jx, rtol=1e-15)
     np.testing.assert_array_equal(np.asarray(g["h"]), jp)
+
+
+def test_a_later_pass_storing_a_neighbours_value_gets_its_cotangent():
+    """A loop that stores by key is not unrolled for the gather form of a neighbour read's gradient (an unrolled
+    copy loses the pass its store's number names): each slot's cotangent reaches the lane its winning pass read.
+    Until 2026-12-07 a slot won by pass j = 1 gave nothing (the fuzzer's seed 68006, case 24)."""
+    rng = np.random.default_rng(68_006)
+    k = rng.integers(0, 7, (5, 6)).astype(np.int32)
+    x, ct = rng.normal(size=(5, 6)), rng.normal(size=7)
+    g = eagle.deploy(ls_neighbour).reverse({"h": ct}, x=x, k=k)
+    won = {}
+    for r in range(5):
+        for c in range(6):
+            for j in range(2):
+                won[(int(k[r, c]) - 2 + j) % 7] = (r, min(c + 1, 5))
+    want = np.zeros((5, 6))
+    for slot, at in won.items():
+        want[at] += ct[slot]
+    np.testing.assert_allclose(np.asarray(g["x"]).reshape(5, 6), want, rtol=1e-15, atol=0.0)
 
 
 @pytest.mark.parametrize("small", [False, True])

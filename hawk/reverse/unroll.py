@@ -11,8 +11,10 @@ that to the others, the unrolled code adds each pass's straight into the others,
 loop is left as it is (its reads keep the scatter) when its body reads a float defined before it (other than a
 constant; carried values come in as the body's arguments), or loads a plane or Param twice in its body or also
 outside it (the lane's own `x` in the body and after the loop: own loads' adjoints are summed per plane, a pass's
-first), or belongs to a nest of loops that loads any (each inner loop's passes are summed first).
-tests/test_reverse_gather.py checks the bits; a random campaign of loop stencils found the last two rules."""
+first), or belongs to a nest of loops that loads any (each inner loop's passes are summed first), or stores by key (a
+store's number names its passes: hawk/reverse/store_numbers.py; the fuzzer's seed 68006 case 24 lost a later
+pass's winning store's gradient). tests/test_reverse_gather.py checks the bits; a random campaign of loop
+stencils found the loads' rules."""
 
 from __future__ import annotations
 
@@ -58,12 +60,21 @@ def unroll_loops(module: ir.Module, wanted: Callable[[ir.Operation], bool]) -> i
         loop = loops[-1]  # (pre-order: no loop still to unroll lies inside the last one)
         passes = _passes(loop)
         if passes is None or len(passes) > MAX_PASSES or len(passes) * len(nested_ops(loop)) > MAX_COPIED or \
-                reads_outer_floats(loop) or loads_that_gather(loop, module) or nest_loads(loop):
+                reads_outer_floats(loop) or loads_that_gather(loop, module) or nest_loads(loop) or stores(loop):
             skip.add(loop)
             continue
         _unroll(loop, passes)
         done += 1
         fold_integers(module)
+
+
+def stores(loop: ir.Operation) -> bool:
+    """Whether the loop's body stores by key (`hawk.scatter(...)[k] = v`): a store's number names its pass of each
+    loop around it (hawk/reverse/store_numbers.py), which an unrolled copy no longer has, so its cotangent would be
+    compared with the wrong store's and a later pass's winning store would get none."""
+    from hawk.ir.access import scatter_mode
+
+    return any(o.name == "hawk.scatter" and scatter_mode(o) == "set" for o in nested_ops(loop))
 
 
 def _is_float(t: ir.Type) -> bool:
