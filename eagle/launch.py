@@ -372,8 +372,8 @@ class Launcher:
                     continue
                 n = self.lay.stride(name) * (nchunks if cell_copies is None else cell_copies)
                 n *= 2 if compensated(r) else 1  # ((sum, correction) pairs: their sums, then corrections)
-                bufs.append(lined(n, np.float64 if buf.dtype == "f64" else b.dtype, fill))
-                resets.append((bufs[-1], fill))
+                bufs.append(lined(n, np.float64 if buf.dtype == "f64" else b.dtype))  # (set by the reset, as a
+                resets.append((bufs[-1], fill))  # sink's copies below)
             elif role == "priv":  # a sink's copies start at -0.0, the identity of IEEE addition (a slot whose
                 # prior and terms are all -0.0 stays so), written by the reset before every launch (each chunk's
                 # own part on its own thread): allocated untouched (calloc), they are written once, not twice

@@ -106,11 +106,13 @@ def _zeros(rng, n: int, negative: float) -> np.ndarray:
     return np.where(rng.uniform(size=n) < negative, -0.0, 0.0)
 
 
-def _case(rng, kernel, n: int, dtype):
+def _case(rng, kernel, dtype, n: int | None = None):
     """Keys (sorted for a Sorted plane; some -1), terms, and a prior sink (a Vector payload's component first):
     slot 0 gets only -0.0 terms, slot 1 only +0.0, slot 2 both, the last slot none (its prior kept); every other
-    slot at random."""
+    slot at random. `n` lanes: by default enough for a sink past the copy limit to run in several chunks (at
+    least two lanes a slot each)."""
     slots = LARGE if "large" in kernel.name or "mixed" in kernel.name else SMALL
+    n = n or (600_000 if slots == LARGE else 20_000)
     key = rng.integers(-1, slots - 1, size=n)  # (never the last slot)
     key[: n // 8] = 0
     key[n // 8: n // 4] = 1
@@ -145,7 +147,7 @@ def _expected(kernel, key, x, prior) -> np.ndarray:
 @pytest.mark.parametrize("kernel", SCALAR + [zs_vec_auto, zs_sorted_vec_plain, zs_wide_vec_auto], ids=lambda k: k.name)
 def test_zero_signs_follow_ieee(target, kernel, dtype):
     rng = np.random.default_rng(sum(map(ord, kernel.name)))
-    key, x, prior = _case(rng, kernel, 600_000 if "large" in kernel.name or "mixed" in kernel.name else 20_000, dtype)
+    key, x, prior = _case(rng, kernel, dtype)
     want = _expected(kernel, key, x, prior)
     plane = "v" if "vec" in kernel.name else "x"
     for threads in (1, 2):
@@ -180,7 +182,7 @@ def test_zero_signs_in_slot_ranges(monkeypatch, kernel, native):
     monkeypatch.setenv("EAGLE_NATIVE", native)
     monkeypatch.setattr(eagle.native, "_STATE", {})
     rng = np.random.default_rng(68_001)
-    key, x, prior = _case(rng, kernel, 200_000, np.float64)
+    key, x, prior = _case(rng, kernel, np.float64, 200_000)
     want = _expected(kernel, key, x, prior)
     assert kernel.layout(kernel.spec_for("float64", {})).slot_ranges(), "not a slot-range stage"
     plan = eagle.deploy(kernel, threads=2, min_chunk=4096)
@@ -192,8 +194,7 @@ def test_an_artifact_run_keeps_the_signs(tmp_path, kernel):
     """hawk.run of a built artifact fills its copies as Plan.run does."""
     import hawk.artifact
 
-    key, x, prior = _case(np.random.default_rng(68_002), kernel, 600_000 if "large" in kernel.name else 20_000,
-                          np.float64)
+    key, x, prior = _case(np.random.default_rng(68_002), kernel, np.float64)
     hawk.artifact.build(kernel, str(tmp_path), index_dtypes={"key": "int64"})
     got = hawk.run(hawk.load(str(tmp_path), kernel.name), key=key, x=x, acc=prior.copy())
     bt_same_bits(np.asarray(got), _expected(kernel, key, x, prior), f"{kernel.name}: an artifact")

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from mlir import ir
 from mlir.dialects import arith
 
+from hawk.ir.access import scatter_mode
 from hawk.reverse.loops import clone_ops, nested_ops
 
 MAX_PASSES = 16  # a loop of more passes is left as it is (its reads keep the scatter)
@@ -72,8 +73,6 @@ def stores(loop: ir.Operation) -> bool:
     """Whether the loop's body stores by key (`hawk.scatter(...)[k] = v`): a store's number names its pass of each
     loop around it (hawk/reverse/store_numbers.py), which an unrolled copy no longer has, so its cotangent would be
     compared with the wrong store's and a later pass's winning store would get none."""
-    from hawk.ir.access import scatter_mode
-
     return any(o.name == "hawk.scatter" and scatter_mode(o) == "set" for o in nested_ops(loop))
 
 
