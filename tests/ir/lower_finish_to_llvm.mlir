@@ -80,15 +80,15 @@ module attributes {gpu.container_module, hawk.layout = {buffers = ["k:index:i32"
             scf.if %23 {
               %24 = arith.muli %9, %c3 : index
               %25 = arith.addi %24, %c1 : index
-              %26 = arith.addi %24, %c2 : index
-              %27 = memref.load %arg8[%24] : memref<?xi64>
-              %28 = arith.cmpi eq, %27, %c0_i64 : i64
-              %29 = arith.addi %27, %c1_i64 : i64
-              memref.store %29, %arg8[%24] : memref<?xi64>
-              %30 = memref.load %arg8[%25] : memref<?xi64>
-              %31 = arith.select %28, %17, %30 : i64
-              memref.store %31, %arg8[%25] : memref<?xi64>
-              memref.store %c2_i64, %arg8[%26] : memref<?xi64>
+              %26 = memref.load %arg8[%24] : memref<?xi64>
+              %27 = arith.cmpi eq, %26, %c0_i64 : i64
+              %28 = arith.addi %26, %c1_i64 : i64
+              memref.store %28, %arg8[%24] : memref<?xi64>
+              %29 = memref.load %arg8[%25] : memref<?xi64>
+              %30 = arith.select %27, %17, %29 : i64
+              memref.store %30, %arg8[%25] : memref<?xi64>
+              %31 = arith.addi %24, %c2 : index
+              memref.store %c2_i64, %arg8[%31] : memref<?xi64>
             }
           }
         }

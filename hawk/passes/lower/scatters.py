@@ -282,15 +282,18 @@ def report_bad_key(cx: Lowering, sink: str, key: ir.Value, bad: ir.Value, role: 
     first bad key of the earliest chunk, which is the earliest bad lane's. `lanes` (an i64): how many lanes hold
     it (a sorted run's), else one."""
     e = cx.e
-    report = scf.IfOp(slot_ranges.first_only(cx, bad), [], has_else=False)
+    report = scf.IfOp(bad if cx.bad_keys else slot_ranges.first_only(cx, bad), [], has_else=False)
     with ir.InsertionPoint(report.then_block):
-        err = cx.bufs[("#err", "err")]
-        base = e.mul_i(cx.chunk, e.c(3))
-        count_at, key_at, sink_at = base, e.add_i(base, e.c(1)), e.add_i(base, e.c(2))
+        if cx.bad_keys:  # (a pair of its own: the caller reports it later)
+            err, base = cx.bad_keys
+        else:
+            err, base = cx.bufs[("#err", "err")], e.mul_i(cx.chunk, e.c(3))
+        count_at, key_at = base, e.add_i(base, e.c(1))
         first = e.cmpi(_EQ, e.load(err, count_at), e.c(0, e.i64))
         e.store(e.op("arith.addi", e.load(err, count_at), e.c(1, e.i64) if lanes is None else lanes), err, count_at)
         e.store(e.select(first, key, e.load(err, key_at)), err, key_at)
-        e.store(e.c(cx.lay.buffer_index(sink, role), e.i64), err, sink_at)
+        if not cx.bad_keys:
+            e.store(e.c(cx.lay.buffer_index(sink, role), e.i64), err, e.add_i(base, e.c(2)))
         scf.YieldOp([])
 
 

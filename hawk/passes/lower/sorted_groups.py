@@ -18,6 +18,8 @@ ordered form's sorted_pairs does):
                               then the lanes one by one (sorted_runs.sorted_step: a new key flushes the run)
     the partial sums into the run's registers; the chunk's last lanes one by one (chunk_loops.flat_driver)
 
+A chunk whose runs are too short for groups (_long_runs) runs its lanes in sorted_streams' four streams instead.
+
 Every key of a group is compared (not only its first and last): a bound launch reads its keys again at every
 launch, so they may no longer be sorted, and the lane-by-lane steps are right for any order. The order of the adds
 changes, which neither policy fixes: plain sums keep the bound of a sum of their terms, compensated ones the
@@ -36,7 +38,7 @@ from hawk.ir.build import create
 from hawk.ir.dialect import is_hawk
 from hawk.passes.analysis import key_source, payload_of
 from hawk.passes.host_emit import _EQ
-from hawk.passes.lower import planes, reduce_full, sorted_runs, split_scatters
+from hawk.passes.lower import planes, reduce_full, sorted_runs, sorted_streams, split_scatters
 from hawk.passes.lower.context import Lowering, lower_copy
 from hawk.passes.speculate import NO_SPECULATE
 
@@ -77,7 +79,8 @@ def first(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> tuple[ir.Valu
     n = len(chunk0)
     parts0 = [e.splat(-0.0, vec)] * run.k + ([e.splat(0.0, vec)] * run.k if comp else [])  # (sums, corrections)
     span = e.op("arith.subi", cx.hi, cx.lo)
-    stop = e.select(_long_runs(cx, key_source(scatter_keys(op)[0]), span), e.add_i(
+    long = _long_runs(cx, key_source(scatter_keys(op)[0]), span)
+    stop = e.select(long, e.add_i(
         cx.lo, e.op("arith.subi", span, e.op("arith.remui", span, e.c(GROUP)))), cx.lo)
     loop = scf.ForOp(cx.lo, stop, e.c(GROUP), [*chunk0, *parts0, e.c(0, e.i1)])
     with ir.InsertionPoint(loop.body):
@@ -123,7 +126,8 @@ def first(cx: Lowering, body: ir.Block, chunk0: list[ir.Value]) -> tuple[ir.Valu
     lower_copy(cx, body, inner, each.induction_variable, each.inner_iter_args)
     res = list(loop.results)
     with body.owner.location:
-        return stop, _folded(cx, res[:n], res[n:-1], res[-1])
+        state = _folded(cx, res[:n], res[n:-1], res[-1])
+    return sorted_streams.streams(cx, body, stop, state, long)  # (short runs: sorted_streams.py)
 
 
 def _added(cx: Lowering, parts: list[ir.Value], terms: list[ir.Value]) -> list[ir.Value]:
@@ -162,7 +166,8 @@ def _long_runs(cx: Lowering, plane: str, span: ir.Value) -> ir.Value:
     """Whether the chunk's runs are long enough for groups (an i1): it holds a group, and at least LONG_RUN lanes a
     key between its first lane's key and its last's, which bounds the runs' mean length from below when the keys
     are sorted (at about ten lanes a run nearly every group met another key, and the groups' checks and their
-    lane loops' exits took 5-9% longer than lane by lane; at a hundred, groups were 1.3-1.6x faster)."""
+    lane loops' exits took 5-9% longer than lane by lane; at a hundred, groups were 1.3-1.6x faster; shorter runs
+    take sorted_streams.py's streams)."""
     e = cx.e
     check = scf.IfOp(e.cmpi(_UGE, span, e.c(GROUP)), [e.i1], has_else=True)
     with ir.InsertionPoint(check.then_block):
