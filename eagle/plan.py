@@ -66,7 +66,11 @@ class Plan:
         return f"<eagle.Plan {self.kernel.name} target={self.target} threads={self.threads}>"
 
     def _launcher(self, spec, stage: int) -> Launcher:
-        return Launcher(self.binder, self.kernel.layout(spec, stage), self.threads, self.min_chunk, self.chosen_chunk)
+        lc = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads, self.min_chunk, self.chosen_chunk)
+        if self.device is None:  # (an output no lane reads before assigning it needs no zeros: Launcher.buffers)
+            lc.assigned = frozenset(n for n, how in self.kernel.outputs.items() if how == "lane") - \
+                self.kernel.initial_reads()
+        return lc
 
     def prepare(self, spec: Spec, stage: int = 0) -> tuple[host.HostLibrary, Launcher]:
         """The compiled library and launcher for one stage of one specialisation (compiled once, cached)."""

@@ -244,8 +244,8 @@ class Prepared:
             if code == _IN:
                 flat = arrays[name]
             elif code == _FRESH:  # a per-lane output the caller did not pass: a result of the run
-                run_key, shape, dtype, flatten = what
-                a = cuts[run_key] = np.zeros(shape, dtype)
+                run_key, shape, dtype, flatten, make = what
+                a = cuts[run_key] = make(shape, dtype)
                 flat = a.reshape(-1) if flatten else a
                 results[name] = Array(a)
             elif code == _CELL:  # a cell: a result of the run, starting at its identity
@@ -283,7 +283,8 @@ class Prepared:
             elif tag == "fresh":
                 shape = how[2]
                 dtype = lc.binder.out_dtype(name, b)
-                out.append((k, 5 * k, _FRESH, name, (f"#run:{name}", shape, dtype, len(shape) != 1)))
+                make = np.empty if how[3] else np.zeros  # (an output every lane assigns: Launcher.buffers)
+                out.append((k, 5 * k, _FRESH, name, (f"#run:{name}", shape, dtype, len(shape) != 1, make)))
             elif tag == "cell":
                 shape, r = how[2], lc.red[name]
                 size, fill = math.prod(shape), IDENT[r.kind]
