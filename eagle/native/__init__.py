@@ -37,7 +37,7 @@ FIRES = [0]  # native launches so far in this process (tests read it to see the 
 
 class Reset(ctypes.Structure):
     _fields_ = [("buf", ctypes.c_int64), ("kind", ctypes.c_int64), ("bytes", ctypes.c_int64),
-                ("value", ctypes.c_double), ("split", ctypes.c_int64)]
+                ("value", ctypes.c_double), ("split", ctypes.c_int64), ("clean", ctypes.c_int64)]
 
 
 class Copy(ctypes.Structure):
@@ -51,7 +51,7 @@ class Fold(ctypes.Structure):
     _fields_ = [("priv", ctypes.c_int64), ("target", ctypes.c_int64), ("kind", ctypes.c_int64),
                 ("slots", ctypes.c_int64), ("exact", ctypes.c_int64), ("lost", ctypes.c_void_p),
                 ("skip", ctypes.c_int64), ("failed", ctypes.c_int64), ("parts", ctypes.c_int64),
-                ("threads", ctypes.c_int64)]
+                ("threads", ctypes.c_int64), ("refill", ctypes.c_int64)]
 
 
 def _fold(priv: int, target: int, kind: int, slots: int, exact: int = -1, lost: np.ndarray | None = None) -> Fold:
@@ -220,7 +220,7 @@ class StageArgs:
             self.chunk_ptrs = [self.finish_ptrs]
         nchunks = len(self.chunk_ptrs)
         self.chunk_table = (ctypes.c_void_p * nchunks)(*(ctypes.addressof(p) for p in self.chunk_ptrs))
-        self.resets = (Reset * max(len(resets), 1))()
+        self.resets, self.nresets = (Reset * max(len(resets), 1))(), len(resets)
         for r, (k, fill) in zip(self.resets, resets, strict=False):
             a = buffers[k]
             zero = fill == 0 and not np.signbit(fill)
@@ -265,10 +265,15 @@ class StageArgs:
 
     def fold_report(self) -> list[dict]:
         """How the latest native launch's folds went, per fold: kind, parts (ranges of slots) and threads that
-        ran, and for an ordered sink whether it was left to the compiled finish (skip: a term spilled; failed: a
-        slot's pair lost a bit)."""
+        ran, for an ordered sink whether it was left to the compiled finish (skip: a term spilled; failed: a
+        slot's pair lost a bit), and whether the fold set the copies back to their fill as it read them."""
         return [{"kind": f.kind, "slots": f.slots, "parts": f.parts, "threads": f.threads, "skip": bool(f.skip),
-                 "failed": bool(f.failed)} for f in self.folds[:len(self.fold_plan)]]
+                 "failed": bool(f.failed), "refilled": f.refill >= 0} for f in self.folds[:len(self.fold_plan)]]
+
+    def clean(self) -> list[int]:
+        """The buffers the latest native launch's folds left holding their fill (the next launch skips their
+        reset: executor.c fold_range)."""
+        return [r.buf for r in self.resets[:self.nresets] if r.clean]
 
     def fire(self) -> bool:
         FIRES[0] += 1

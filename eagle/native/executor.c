@@ -76,6 +76,9 @@ typedef struct { /* one buffer that starts fresh at every launch */
     int64_t bytes; /* element size in bytes */
     double value;  /* the fill of kinds 1 and 2 */
     int64_t split; /* 1: a copy per chunk, chunk-major: each chunk resets its own part just before its lanes */
+    int64_t clean; /* the buffer's address when the last launch's fold left it holding its fill everywhere (the
+                    * fold of a large sink's copies refills each value it reads: fold_range), so this launch
+                    * skips its reset; 0 otherwise (set by the fold, cleared by every launch before its lanes) */
 } eagle_reset;
 
 typedef struct { /* a staged array: its scratch copy (buffer `buf`) starts from what the caller's array holds */
@@ -101,6 +104,8 @@ typedef struct { /* a large sink's per-chunk copies, folded into it in chunk ord
                      * (unlost_part first empties the pairs of the slots the fold wrote: the finish gives them back) */
     int64_t parts;  /* per launch: parts of this fold run, and the threads that ran them (tests read these) */
     int64_t threads;
+    int64_t refill; /* kinds 0-2, per launch: the reset of `priv` whose fill the fold writes back into every
+                     * value it reads (fire sets it; -1: none) */
 } eagle_fold;
 
 typedef struct {
@@ -109,7 +114,7 @@ typedef struct {
     void ***chunk_args;   /* per chunk: the packed argument array (void *[5 * buffers]) */
     void **finish_args;
     int64_t nchunks, threads;
-    const eagle_reset *resets;
+    eagle_reset *resets;
     int64_t nresets;
     const eagle_copy *copies;
     int64_t ncopies;
@@ -238,7 +243,7 @@ static void reset_range(const eagle_stage *s, const eagle_reset *r, int64_t firs
 static void run_chunk(const eagle_stage *s, int64_t c) {
     for (int64_t k = 0; k < s->nresets; k++) {
         const eagle_reset *r = &s->resets[k];
-        if (r->split && s->nchunks > 1) {
+        if (r->split && s->nchunks > 1 && !r->clean) {
             int64_t per = s->vals[5 * r->buf + 3] / s->nchunks;
             reset_range(s, r, c * per, per);
         }
@@ -253,27 +258,43 @@ static void run_chunk(const eagle_stage *s, int64_t c) {
 static void fold_range(const eagle_stage *s, const eagle_fold *f, int64_t lo, int64_t hi) {
     int64_t n = f->slots, copies = s->nchunks;
     void *pv = (void *)(intptr_t)s->vals[5 * f->priv], *tv = (void *)(intptr_t)s->vals[5 * f->target];
-    /* copy by copy, each over the range's slots (streaming reads; each slot still sees its copies in order) */
+    const eagle_reset *r = f->refill >= 0 ? &s->resets[f->refill] : NULL;
+    double fill = r ? r->value : 0.0;
+    /* copy by copy, each over the range's slots (streaming reads; each slot still sees its copies in order);
+     * with `refill`, each value read is set back to the copies' fill (the next launch's reset, while the line is
+     * in cache) */
     for (int64_t c = 0; c < copies; c++) {
         if (f->kind == 0) {
-            double *acc = tv;
-            const double *x = (const double *)pv + c * n;
-            for (int64_t i = lo; i < hi; i++)
-                acc[i] = acc[i] + x[i];
+            double *restrict acc = tv, *restrict x = (double *)pv + c * n;
+            if (r)
+                for (int64_t i = lo; i < hi; i++) {
+                    acc[i] = acc[i] + x[i];
+                    x[i] = fill;
+                }
+            else
+                for (int64_t i = lo; i < hi; i++)
+                    acc[i] = acc[i] + x[i];
         } else if (f->kind == 1) {
-            float *acc = tv;
-            const float *x = (const float *)pv + c * n;
-            for (int64_t i = lo; i < hi; i++)
-                acc[i] = acc[i] + x[i];
+            float *restrict acc = tv, *restrict x = (float *)pv + c * n, v = (float)fill;
+            if (r)
+                for (int64_t i = lo; i < hi; i++) {
+                    acc[i] = acc[i] + x[i];
+                    x[i] = v;
+                }
+            else
+                for (int64_t i = lo; i < hi; i++)
+                    acc[i] = acc[i] + x[i];
         } else {
-            double *sum = tv, *corr = (double *)tv + n;
-            const double *x = (const double *)pv + c * 2 * n, *xc = x + n;
+            double *restrict sum = tv, *restrict corr = (double *)tv + n;
+            double *restrict x = (double *)pv + c * 2 * n, *restrict xc = x + n;
             for (int64_t i = lo; i < hi; i++) {
                 double a = sum[i], t = a + x[i];
                 double lost = fabs(a) >= fabs(x[i]) ? (a - t) + x[i] : (x[i] - t) + a;
                 corr[i] = (fabs(t) < INFINITY ? corr[i] + lost : corr[i]) + xc[i]; /* (an infinite or NaN sum
                                                                                       keeps no rounding error) */
                 sum[i] = t;
+                if (r)
+                    x[i] = xc[i] = fill;
             }
         }
     }
@@ -629,9 +650,13 @@ static int fire(const eagle_stage *s) {
     pthread_once(&once, init_once);
     for (int64_t k = 0; k < s->ncopies; k++)
         memcpy((void *)(intptr_t)s->vals[5 * s->copies[k].buf], s->copies[k].src, (size_t)s->copies[k].bytes);
-    for (int64_t k = 0; k < s->nresets; k++)
-        if (!s->resets[k].split || s->nchunks == 1)
-            reset_range(s, &s->resets[k], 0, s->vals[5 * s->resets[k].buf + 3]);
+    for (int64_t k = 0; k < s->nresets; k++) {
+        eagle_reset *r = &s->resets[k];
+        if (r->clean != s->vals[5 * r->buf]) /* (left at its fill by the last launch's fold: still the same array) */
+            r->clean = 0;
+        if (!r->clean && (!r->split || s->nchunks == 1))
+            reset_range(s, r, 0, s->vals[5 * r->buf + 3]);
+    }
     int64_t *meta = (int64_t *)(intptr_t)s->vals[5 * s->meta_buf];
     if (s->nchunks == 1) {
         meta[2] = 0;
@@ -640,6 +665,8 @@ static int fire(const eagle_stage *s) {
         int64_t t = s->threads < s->nchunks ? s->threads : s->nchunks;
         run_all(s, (int)(t - 1), s->nchunks, run_chunk);
     }
+    for (int64_t k = 0; k < s->nresets; k++) /* (the lanes have written the copies) */
+        s->resets[k].clean = 0;
     meta[2] = s->nchunks;
     int64_t hidden[2 * MAX_FOLDS][2]; /* (buffer, size) the finish must not see while it runs */
     int64_t nhidden = 0;
@@ -648,6 +675,10 @@ static int fire(const eagle_stage *s) {
         for (int64_t k = 0; k < nfolds; k++) {
             eagle_fold *f = &s->folds[k];
             f->parts = f->threads = f->failed = 0;
+            f->refill = -1;
+            for (int64_t j = 0; j < s->nresets && f->kind <= 2; j++)
+                if (s->resets[j].buf == f->priv)
+                    f->refill = j; /* (the copies' fill: set back as the fold reads them) */
             if (f->kind == 3 || f->kind == 4) { /* a term that spilled: every slot takes the finish's exact path */
                 const int64_t *ex = (const int64_t *)(intptr_t)s->vals[5 * f->exact];
                 f->skip = ex[s->vals[5 * f->exact + 3] - 1] != 0;
@@ -656,6 +687,9 @@ static int fire(const eagle_stage *s) {
         __atomic_add_fetch(&fold_launches, 1, __ATOMIC_RELAXED);
         int64_t t = s->threads < s->nparts ? s->threads : s->nparts, failed = 0;
         run_all(s, (int)(t - 1), s->nparts, fold_part);
+        for (int64_t k = 0; k < nfolds; k++) /* every part ran: the copies hold their fill again */
+            if (s->folds[k].refill >= 0)
+                s->resets[s->folds[k].refill].clean = s->vals[5 * s->resets[s->folds[k].refill].buf];
         for (int64_t k = 0; k < nfolds; k++)
             failed |= (s->folds[k].kind == 3 || s->folds[k].kind == 4) && !s->folds[k].skip && s->folds[k].failed;
         if (failed)
