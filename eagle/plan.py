@@ -61,6 +61,9 @@ class Plan:
         self._ready: dict[tuple[Spec, int], tuple] = {}
         self._runtime = None
         self._runs = RunCache(self) if self.device is None else None  # prepared host runs reused by shape
+        # outputs stored by key whose positions no lane stores may hold anything after a run (set before the first
+        # run: eagle.algorithms reads its compaction outputs only up to the run count, so they are not zeroed)
+        self.unspecified: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:
         return f"<eagle.Plan {self.kernel.name} target={self.target} threads={self.threads}>"
@@ -69,7 +72,7 @@ class Plan:
         lc = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads, self.min_chunk, self.chosen_chunk)
         if self.device is None:  # (an output no lane reads before assigning it needs no zeros: Launcher.buffers)
             lc.assigned = frozenset(n for n, how in self.kernel.outputs.items() if how == "lane") - \
-                self.kernel.initial_reads()
+                self.kernel.initial_reads() | self.unspecified
         return lc
 
     def prepare(self, spec: Spec, stage: int = 0) -> tuple[host.HostLibrary, Launcher]:

@@ -88,3 +88,16 @@ def test_outputs_stored_by_key_keep_zeros_where_no_lane_stores():
     want = np.where(np.arange(N) % 3 == 0, x, 0.0)
     for got in _runs(eagle.deploy(fo_keyed), k=k, x=x):
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_unspecified_outputs_are_not_zeroed():
+    """Plan.unspecified (what eagle.algorithms sets for its compactions): an output stored by key starts
+    uninitialized; the positions lanes store are right, the others are whatever memory held."""
+    x = np.arange(N, dtype=np.float64) + 1.0
+    k = np.where(np.arange(N) % 3 == 0, np.arange(N) // 3, -1).astype(np.int64)  # (a compaction: the first third)
+    plan = eagle.deploy(fo_keyed)
+    plan.unspecified = frozenset({"y"})
+    for got in _runs(plan, k=k, x=x):
+        np.testing.assert_array_equal(np.asarray(got)[:N // 3], x[::3])
+    fresh = [how for st in next(iter(plan._runs.entries.values())).stages for how in st.recipe if how[0] == "fresh"]
+    assert [(how[1], how[3]) for how in fresh] == [("y", True)]

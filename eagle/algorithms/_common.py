@@ -25,14 +25,16 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 U64_WRAP = float(2**64)  # added to a uint64 read as int64 when its top bit is set
 
 
-def plan(kernel, target: str | None, threads: int | None):
+def plan(kernel, target: str | None, threads: int | None, unspecified: tuple[str, ...] = ()):
     """The deployed plan of `kernel` for a target and thread count (made once; $EAGLE_MIN_CHUNK is part of the key,
-    since a plan reads it when made)."""
+    since a plan reads it when made). `unspecified`: outputs stored by key that the caller reads only where lanes
+    stored (a compaction's first `runs` values), so a run need not zero them (Plan.unspecified)."""
     tgt = resolve_target(target, kernel.name)
     key = (id(kernel), tgt, threads, os.environ.get("EAGLE_MIN_CHUNK", ""))
     p = _PLANS.get(key)
     if p is None:
         p = _PLANS[key] = eagle.deploy(kernel, target=tgt, threads=threads)
+        p.unspecified = frozenset(unspecified)
     return p
 
 

@@ -90,7 +90,7 @@ def unique(keys, n: int | None = None, *, target: str | None = None,
         kern, planes = K.float_unique, {"x": plane}
     else:
         kern, planes = K.int_unique, {"k": plane}
-    out = plan(kern, target, threads).run(**planes)
+    out = plan(kern, target, threads, ("ukeys", "starts")).run(**planes)
     r = _run_count(out["runs"], plane, target, threads)
     counts = empty_like_on(plane, r, cdt)  # each run's length: the next run's start (or the lane count) less its own
     plan(K.run_lengths, target, threads).run(starts=part(_lanes(out["starts"]), 0, r), nlanes=float(k.size),
@@ -125,7 +125,7 @@ def reduce_by_key(keys, values, n: int | None = None, op: str = "sum", *, target
         if kplane.dtype == np.float32:  # widening keys keeps their equalities: one float64 run (Plan.run
             kplane = to_float(kplane, np.float64, target, threads) if on_device(kplane) else kplane  # promotes)
         else:  # float64 keys, float32 values: number the runs first, then reduce over the run numbers
-            ids = plan(K.float_run_ids, target, threads).run(x=kplane)
+            ids = plan(K.float_run_ids, target, threads, ("ukeys",)).run(x=kplane)
             r = _run_count(ids["runs"], kplane, target, threads)
             _, _, out = _reduce(_lanes(ids["ids"]), vplane, flip, op, target, threads)
             return (result(_back(part(_lanes(ids["ukeys"]), 0, r), k.dtype, target, threads)),
@@ -146,7 +146,7 @@ def _reduce(kplane: np.ndarray, vplane: np.ndarray, flip: float, op: str, target
     kern = getattr(K, f"{kk}_keys_{vk}_{op}")
     planes = {"x" if kk == "float" else "k": kplane, "v": vplane}
     planes["flip"] = flip if op != "sum" else 0.0  # (a shift would not cancel out of a sum)
-    out = plan(kern, target, threads).run(**planes)
+    out = plan(kern, target, threads, ("ukeys", "out")).run(**planes)
     return _run_count(out["runs"], kplane, target, threads), _lanes(out["ukeys"]), _lanes(out["out"])
 
 
