@@ -93,12 +93,14 @@ def prepare_stages(runs: list, b: Bound, lo: int, hi: int, device_stage=None) ->
         if device_stage is not None:
             stage = device_stage(k, cuts)
         else:
-            stage = launcher.prepare(lib, b, lo, hi, cuts, staged=k <= late)
+            stage = launcher.prepare(lib, b, lo, hi, cuts, staged=k <= late, last=k >= late)
         stages.append(stage)
         results.update(stage.results)
         cuts.update(stage.cells_out)
     return stages, results
 
+
+MAX_DIVERTS = 64  # sinks a launch writes in place at most (executor.c MAX_DIVERTS)
 
 class PackedArgs:
     """The packed argument array of one call: 5 slots (ptr, ptr, offset, size, stride) per buffer, and the
@@ -221,13 +223,15 @@ class Launcher:
 
     def prepare(self, lib, b: Bound, lo: int = 0, hi: int | None = None,
                 cuts: dict[str, np.ndarray] | None = None, staged: bool | None = None,
-                zeroed: frozenset[str] = frozenset()) -> Prepared:
+                zeroed: frozenset[str] = frozenset(), last: bool = True) -> Prepared:
         """Allocate every buffer and build the packed arguments once; `fire()` launches (again and again).
         `staged`: write scratch copies of the caller's arrays (default: when this stage checks keys as it runs;
         a multi-stage run also asks it of the stages before one that does), or, for output planes stored by key,
         write them in place and save a copy that a refusal puts back. `zeroed`: omitted outputs the body reads
         before assigning, which every launch starts at zero (the bridges patch fresh, uninitialized result
-        buffers in; Plan.run's own are new zeros, and a bound launch's carry the last launch's values on)."""
+        buffers in; Plan.run's own are new zeros, and a bound launch's carry the last launch's values on).
+        `last`: no later stage of the run can refuse, so a staged sink only its finish writes is written in place
+        (Launcher.direct_sinks)."""
         hi = b.lanes if hi is None else hi
         self.binder.check_keys(self.lay, b)
         if self.parts_k is not None:  # a slot-range stage: every chunk runs lanes [lo, hi), applying its own slots
@@ -238,10 +242,11 @@ class Launcher:
         staged = self.checks_at_run_time if staged is None else staged
         recipe: list[tuple] = []
         saves: list[tuple[np.ndarray, np.ndarray]] = []
+        diverts: list[tuple[int, np.ndarray]] | None = [] if staged and last else None
         buffers, results, copies, resets, stage = self.buffers(b, nchunks, {} if cuts is None else cuts,
                                                                staged=staged, recipe=recipe, saves=saves,
                                                                zeroed=zeroed, alias_cells=True,
-                                                               whole=lo == 0 and hi == b.lanes)
+                                                               whole=lo == 0 and hi == b.lanes, diverts=diverts)
         meta = buffers[self.meta_k]
         meta[0], meta[1] = lo, hi
         if self.parts_k is not None:
@@ -249,7 +254,21 @@ class Launcher:
         metas = None if nchunks == 1 else [np.array([start, stop, c, b.lanes, *b.extents], dtype=np.int64)
                                            for c, (start, stop) in enumerate(bounds)]
         return Prepared(self, lib, buffers, metas, nchunks, results, copies, resets, stage, recipe, fold=True,
-                        saves=saves)
+                        saves=saves, diverts=diverts or ())
+
+    @property
+    def direct_sinks(self) -> frozenset[str]:
+        """The sinks a staged launch may write in place: plain or compensated, added into only, with private
+        copies (the lanes write only those; the fold and the finish write the sink), in a stage whose finish
+        cannot refuse (no hawk.reduce empty-slice check) and that is not in slot ranges (whose lanes add into the
+        sink). A refusal is then known before the sink is written: the launch points the sink's buffer at a
+        scratch array of its size for the fold and finish (eagle/native/executor.c `diverts`), instead of
+        copying every passed sink in and out at every launch (8 MB: 1.6 ms)."""
+        lay = self.lay
+        if self.parts_k is not None or any(b.role == "fold" for b in lay.buffers):
+            return frozenset()
+        return frozenset(n for n in lay.private if n in lay.sinks and n not in lay.stored
+                         and lay.sink_policy.get(n) in ("plain", "compensated"))
 
     def check_errors(self, err: np.ndarray) -> None:
         """Raise for lanes that scattered outside a sink: err holds (count, first bad key, sink) per chunk."""
@@ -276,7 +295,8 @@ class Launcher:
     def buffers(self, b: Bound, nchunks: int, cuts: dict[str, np.ndarray], cell_copies: int | None = None,
                 staged: bool = False, pair_copies: int | None = None, recipe: list | None = None,
                 no_copies: frozenset[str] = frozenset(), saves: list | None = None,
-                zeroed: frozenset[str] = frozenset(), alias_cells: bool = False, whole: bool = False):
+                zeroed: frozenset[str] = frozenset(), alias_cells: bool = False, whole: bool = False,
+                diverts: list | None = None):
         """Every buffer in layout order, the results by name, (caller array, result) copies of given cells, what
         resets at every launch and, when `staged`, (caller array, scratch copy) pairs: the compiled code then
         writes the scratch copies of the outputs and sinks the caller passed. Kept cells with private copies get
@@ -291,7 +311,9 @@ class Launcher:
         kept sum's, max's or min's only copy is the cell itself (the finish sees it and leaves the cell as the
         lanes left it), which saves a copy's reset and two passes over it (a copy of 200,000 slots in one chunk:
         150 us a launch). `whole`: the run covers every lane, so an omitted output in `self.assigned` (one every
-        lane assigns before reading it) starts uninitialized rather than zeroed (8 MB of zeros took 0.3-0.9 ms)."""
+        lane assigns before reading it) starts uninitialized rather than zeroed (8 MB of zeros took 0.3-0.9 ms).
+        `diverts`, when given (a staged stage no later stage can follow with a refusal): the `direct_sinks` the
+        caller passed are written in place, and (buffer index, scratch array) goes there for each."""
         bufs: list[np.ndarray] = []
         how = [] if recipe is None else recipe
         results: dict[str, Array] = {}
@@ -346,6 +368,11 @@ class Launcher:
                     cuts[f"#run:{name}"] = a
                     bufs.append(a.reshape(-1))
                     how.append(("saved", name))
+                elif staged and diverts is not None and role == "sink" and name in self.direct_sinks and \
+                        len(diverts) < MAX_DIVERTS:
+                    diverts.append((len(bufs), np.empty(a.size, a.dtype)))  # (written in place: see direct_sinks)
+                    bufs.append(a.reshape(-1))
+                    how.append(("given", name))
                 elif staged:
                     stage.append((a, np.empty_like(a)))
                     cuts[f"#run:{name}"] = stage[-1][1]

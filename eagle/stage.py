@@ -116,11 +116,12 @@ class Prepared:
     that runs the stage's own lanes and finish (a caller that swaps either leaves it off)."""
 
     def __init__(self, launcher: Launcher, lib, buffers, metas, nchunks, results, copies, resets, staged=(),
-                 recipe=None, *, fold: bool = False, saves=()):
+                 recipe=None, *, fold: bool = False, saves=(), diverts=()):
         self.launcher, self.lib, self.buffers = launcher, lib, buffers
         self.nchunks, self.results, self.copies = nchunks, results, copies
         self.staged = list(staged)
         self.saves = list(saves)  # (caller's array written in place, the copy of it each launch saves first)
+        self.diverts = list(diverts)  # (buffer of a sink written in place, where a refused launch's finish writes)
         self.recipe, self._kept = recipe, None
         self.per_run = [(k, how) for k, how in enumerate(recipe or ()) if how[0] != "keep"]  # what rebind redoes
         self._gone = [(k, 5 * k) for k, how in self.per_run if how[0] != "staged"]  # what release lets go of
@@ -149,7 +150,7 @@ class Prepared:
         self.folds = large_folds.fold_plan(launcher.lay, buffers, nchunks) if fold else []
         nparts = large_folds.parts(self.folds, OVERSPLIT * launcher.threads)
         self.args = native.StageArgs(nat, buffers, metas, launcher.meta_k, launcher.err_k, self.resets, copies_in,
-                                     launcher.threads, self.split, self.folds, nparts)
+                                     launcher.threads, self.split, self.folds, nparts, self.diverts)
         if nat is not None:
             self.args.functions(lib.lanes, lib.finish)
 
@@ -216,12 +217,19 @@ class Prepared:
                 f.result()
         self.meta[2] = self.nchunks
         vals = self.args.vals
-        hidden = large_folds.fold_python(self.args.keep, self.folds, self.nchunks) if self.folds else []
-        for k, size in hidden:  # the finish finds the folded copies empty (a folded ordered sink: one slot)
-            vals[5 * k + 3] = size
-        self.lib.finish(self.args.finish_ptrs)
-        for k, _ in hidden:
-            vals[5 * k + 3] = self.args.keep[k].size
+        aside = [(k, keep[k]) for k, _ in self.diverts] if self.diverts and self.err.any() else []
+        for (k, _), (_, scratch) in zip(aside, self.diverts, strict=False):  # (refused: the sinks written in
+            self.args.set_buffer(k, scratch)  # place are left alone, as in executor.c)
+        try:
+            hidden = large_folds.fold_python(self.args.keep, self.folds, self.nchunks) if self.folds else []
+            for k, size in hidden:  # the finish finds the folded copies empty (a folded ordered sink: one slot)
+                vals[5 * k + 3] = size
+            self.lib.finish(self.args.finish_ptrs)
+            for k, _ in hidden:
+                vals[5 * k + 3] = self.args.keep[k].size
+        finally:
+            for k, a in aside:
+                self.args.set_buffer(k, a)
         if self.err.any():
             self.launcher.check_errors(self.err)
 
@@ -359,7 +367,8 @@ class Prepared:
         if self._kept is None:
             keep = {k for k, how in enumerate(self.recipe or ()) if how[0] == "keep"}
             self._kept = sum(a.nbytes for k, a in enumerate(self.buffers) if k in keep) + \
-                sum(s.nbytes for _, s in self.staged) + sum(s.nbytes for _, s in self.saves)
+                sum(s.nbytes for _, s in self.staged) + sum(s.nbytes for _, s in self.saves) + \
+                sum(s.nbytes for _, s in self.diverts)
         return self._kept
 
 

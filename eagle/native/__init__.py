@@ -64,7 +64,8 @@ class Stage(ctypes.Structure):
                 ("threads", ctypes.c_int64), ("resets", ctypes.c_void_p), ("nresets", ctypes.c_int64),
                 ("copies", ctypes.c_void_p), ("ncopies", ctypes.c_int64), ("meta_buf", ctypes.c_int64),
                 ("err_buf", ctypes.c_int64), ("folds", ctypes.c_void_p), ("nfolds", ctypes.c_int64),
-                ("nparts", ctypes.c_int64), ("copy_back", ctypes.c_int64)]
+                ("nparts", ctypes.c_int64), ("copy_back", ctypes.c_int64), ("diverts", ctypes.c_void_p),
+                ("ndiverts", ctypes.c_int64)]
 
 
 def _compiler() -> str | None:
@@ -199,7 +200,7 @@ class StageArgs:
 
     def __init__(self, lib, buffers: list[np.ndarray], metas: list | None, meta_k: int, err_k: int,
                  resets: list[tuple[int, float]], copies: list[tuple[int, np.ndarray]], threads: int,
-                 split: frozenset[int] = frozenset(), folds: tuple = (), nparts: int = 1):
+                 split: frozenset[int] = frozenset(), folds: tuple = (), nparts: int = 1, diverts=()):
         n = len(buffers)
         self.keep = list(buffers)  # the arrays whose addresses the slots hold
         self.vals = (ctypes.c_int64 * (5 * n))()
@@ -234,13 +235,18 @@ class StageArgs:
         for j, (k, src) in enumerate(copies):
             self.copies[j].buf, self.copies[j].bytes = k, src.nbytes
             self.set_copy(j, src)
+        self.diverts = (Copy * max(len(diverts), 1))()  # (buffer, scratch): where a refused launch's fold and
+        self.divert_keep = [a for _, a in diverts]  # finish write a sink that is written in place
+        for j, (k, a) in enumerate(diverts):
+            self.diverts[j].buf, self.diverts[j].src, self.diverts[j].bytes = k, address(a), a.nbytes
         self.lib = lib
         self.fold_plan = list(folds)  # (keeps each fold's `lost` flags alive)
         self.folds = (Fold * max(len(folds), 1))(*(_fold(*f) for f in folds))
         self.stage = Stage(0, 0, base, ctypes.addressof(self.chunk_table), ctypes.addressof(self.finish_ptrs),
                            nchunks, threads, ctypes.addressof(self.resets), len(resets),
                            ctypes.addressof(self.copies), len(copies), meta_k, err_k,
-                           ctypes.addressof(self.folds), len(folds), max(1, nparts), 0)
+                           ctypes.addressof(self.folds), len(folds), max(1, nparts), 0,
+                           ctypes.addressof(self.diverts), len(diverts))
         self.stage_address = ctypes.addressof(self.stage)
         if lib is not None:  # what `fire` passes, made once: a c_void_p goes through ctypes faster than an int
             self._fire, self._stage_arg = lib.eagle_fire, ctypes.c_void_p(self.stage_address)

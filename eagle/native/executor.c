@@ -123,6 +123,9 @@ typedef struct {
     int64_t nfolds, nparts; /* the folds run in `nparts` ranges of slots */
     int64_t copy_back;      /* 1: a launch that refuses nothing copies each staged scratch copy back into the
                              * caller's array (a stage launched alone: its commit; 0: the caller commits) */
+    const eagle_copy *diverts; /* sinks written in place (`buf`, only the fold and finish write them): when the
+                                * lanes refused, the fold and finish write `src` (a scratch array) instead */
+    int64_t ndiverts;
 } eagle_stage;
 
 typedef void (*eagle_task)(const eagle_stage *, int64_t); /* task k of a launch's phase (a chunk, a fold part) */
@@ -639,6 +642,18 @@ static void run_all(const eagle_stage *s, int helpers, int64_t n, eagle_task tas
  * holds a refusal. */
 static int fire(const eagle_stage *s);
 
+#define MAX_DIVERTS 64
+
+/* Whether #err holds a refusal (a bad key counted by some chunk). */
+static int refused(const eagle_stage *s) {
+    const int64_t *err = (const int64_t *)(intptr_t)s->vals[5 * s->err_buf];
+    int64_t n = s->vals[5 * s->err_buf + 3];
+    for (int64_t i = 0; i < n; i++)
+        if (err[i])
+            return 1;
+    return 0;
+}
+
 int eagle_fire(const eagle_stage *s) {
     fp_mode caller = fp_ieee();
     int rc = fire(s);
@@ -667,6 +682,14 @@ static int fire(const eagle_stage *s) {
     }
     for (int64_t k = 0; k < s->nresets; k++) /* (the lanes have written the copies) */
         s->resets[k].clean = 0;
+    int64_t aside[MAX_DIVERTS][2], naside = 0; /* (buffer, its pointer): sinks left alone by a refused launch */
+    if (s->ndiverts && s->ndiverts <= MAX_DIVERTS && refused(s))
+        for (int64_t k = 0; k < s->ndiverts; k++) {
+            int64_t b = s->diverts[k].buf;
+            aside[naside][0] = b;
+            aside[naside++][1] = s->vals[5 * b];
+            s->vals[5 * b] = s->vals[5 * b + 1] = (int64_t)(intptr_t)s->diverts[k].src;
+        }
     meta[2] = s->nchunks;
     int64_t hidden[2 * MAX_FOLDS][2]; /* (buffer, size) the finish must not see while it runs */
     int64_t nhidden = 0;
@@ -716,11 +739,10 @@ static int fire(const eagle_stage *s) {
     s->finish(s->finish_args);
     for (int64_t k = 0; k < nhidden; k++)
         s->vals[5 * hidden[k][0] + 3] = hidden[k][1];
-    const int64_t *err = (const int64_t *)(intptr_t)s->vals[5 * s->err_buf];
-    int64_t n = s->vals[5 * s->err_buf + 3];
-    for (int64_t i = 0; i < n; i++)
-        if (err[i])
-            return 1; /* (a refusal: the caller's arrays keep what they held) */
+    for (int64_t k = 0; k < naside; k++)
+        s->vals[5 * aside[k][0]] = s->vals[5 * aside[k][0] + 1] = aside[k][1];
+    if (refused(s))
+        return 1; /* (a refusal: the caller's arrays keep what they held) */
     if (s->copy_back)
         for (int64_t k = 0; k < s->ncopies; k++)
             memcpy((void *)s->copies[k].src, (const void *)(intptr_t)s->vals[5 * s->copies[k].buf],
