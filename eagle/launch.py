@@ -93,7 +93,7 @@ def prepare_stages(runs: list, b: Bound, lo: int, hi: int, device_stage=None) ->
         if device_stage is not None:
             stage = device_stage(k, cuts)
         else:
-            stage = launcher.prepare(lib, b, lo, hi, cuts, staged=k <= late, last=k >= late)
+            stage = launcher.prepare(lib, b, lo, hi, cuts, staged=k <= late, last=k == len(runs) - 1)
         stages.append(stage)
         results.update(stage.results)
         cuts.update(stage.cells_out)
@@ -230,8 +230,8 @@ class Launcher:
         write them in place and save a copy that a refusal puts back. `zeroed`: omitted outputs the body reads
         before assigning, which every launch starts at zero (the bridges patch fresh, uninitialized result
         buffers in; Plan.run's own are new zeros, and a bound launch's carry the last launch's values on).
-        `last`: no later stage of the run can refuse, so a staged sink only its finish writes is written in place
-        (Launcher.direct_sinks)."""
+        `last`: the run's last stage (none after it can refuse, or read a plane that shares memory with a sink
+        this one writes), so a staged sink only its finish writes is written in place (Launcher.direct_sinks)."""
         hi = b.lanes if hi is None else hi
         self.binder.check_keys(self.lay, b)
         if self.parts_k is not None:  # a slot-range stage: every chunk runs lanes [lo, hi), applying its own slots
@@ -312,8 +312,8 @@ class Launcher:
         lanes left it), which saves a copy's reset and two passes over it (a copy of 200,000 slots in one chunk:
         150 us a launch). `whole`: the run covers every lane, so an omitted output in `self.assigned` (one every
         lane assigns before reading it) starts uninitialized rather than zeroed (8 MB of zeros took 0.3-0.9 ms).
-        `diverts`, when given (a staged stage no later stage can follow with a refusal): the `direct_sinks` the
-        caller passed are written in place, and (buffer index, scratch array) goes there for each."""
+        `diverts`, when given (a staged stage, the run's last): the `direct_sinks` the caller passed are written in
+        place, and (buffer index, scratch array) goes there for each."""
         bufs: list[np.ndarray] = []
         how = [] if recipe is None else recipe
         results: dict[str, Array] = {}

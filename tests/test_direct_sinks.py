@@ -126,13 +126,13 @@ def test_a_bound_launch_refused_in_its_lanes_leaves_the_sink(executor, kernel, s
 
 
 def test_sinks_that_stay_staged(executor):
-    """A sink of a stage before one that can refuse, of a stage whose finish can refuse, or stored into: staged
+    """A sink of a stage before another, of a stage whose finish can refuse, or stored into: staged
     (a scratch copy written, then copied back); and each refusal leaves every passed sink as it was."""
     key, x, prior = _data(64, 9)
     plan = eagle.deploy(ds_two, threads=2, min_chunk=4096)
     acc, acc2 = prior.copy(), prior.copy()
     plan.run(key=key, x=x, acc=acc, acc2=acc2)
-    # (acc2: in the last stage that can refuse; acc: before it)
+    # (acc2: in the run's last stage; acc: in a stage before one that can refuse)
     assert _recipe(plan, key=key, x=x, acc=acc, acc2=acc2) == [("staged", "acc"), ("given", "acc2")]
     bound = plan.bind(key=key, x=x, acc=acc, acc2=acc2)
     before = acc.copy(), acc2.copy()
