@@ -30,7 +30,7 @@ from hawk.passes.host_emit import _SGE, _SLT
 from hawk.passes.lower import scatters, split_scatters
 from hawk.passes.lower.context import Lowering, rewrite_ops
 
-STREAMS = 4  # runs side by side: the add's latency (4 cycles) over the loop's 1-2 cycles a lane
+STREAMS = 4  # lanes side by side: four chains of adds (an add into a slot waits on the last one into it)
 MIN_LANES = 64  # a stream's lanes at least, else the chunk runs lane by lane
 _UGE, _NE = 9, 1  # arith.cmpi "uge", "ne"
 
@@ -70,7 +70,7 @@ def streams(cx: Lowering, body: ir.Block, start: ir.Value, state: list[ir.Value]
 
 
 def _recount(cx: Lowering, body: ir.Block, bad: ir.Value, start: ir.Value, stop: ir.Value) -> None:
-    """When some stream flushed a bad key: the keys of lanes [start, stop) again, one by one, each bad one
+    """When some stream met a bad key: the keys of lanes [start, stop) again, one by one, each bad one
     reported as the lane-by-lane form reports it (so the count and the first bad key are the lanes' own)."""
     e = cx.e
     extent = cx.lay.sig.get(cx.runs[0].sink).axes[0].extent
