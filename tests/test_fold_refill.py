@@ -3,8 +3,9 @@
 into 10**6 slots spent a fifth of its time resetting two 8 MB copies. A launch must still start from clean
 copies whatever came before: launches after launches with other keys and terms (bound and through Plan.run's
 reused stages), after a refused launch, after the arrays behind a bound plan changed, and with the compiled
-finish folding (no executor fold). Each result is compared bit for bit with a fresh plan's (which resets its
-copies as it allocates them), and the clean flags are read to show the reset really was skipped.
+finish folding (no executor fold), and a run of one chunk (whose one copy the executor folds too, with the
+compiled finish's bits). Each result is compared bit for bit with a fresh plan's (which resets its copies as it
+allocates them), and the clean flags are read to show the reset really was skipped.
 """
 
 import numpy as np
@@ -128,3 +129,27 @@ def test_no_refill_without_the_executors_fold(native, monkeypatch):
         _same(got, _fresh(fr_plain, key, x, prior)[0], f"compiled finish, data {seed}")
         monkeypatch.setattr(eagle.native.folds, "PARALLEL_FINISH", False)
     assert not _args(plan).clean()
+
+
+@pytest.mark.parametrize("policy", ["plain", "compensated"])
+def test_one_chunks_copy_is_folded_and_refilled_too(native, policy, fold_reports, monkeypatch):
+    """A run of few lanes into a large sink is one chunk: the executor folds its one copy as well (the compiled
+    finish's steps: the same bits as the finish alone), refilling it, so the next launch skips the copy's reset."""
+    import eagle.native.folds
+
+    kernel = KERNELS[policy]
+    plan = eagle.deploy(kernel, threads=2, min_chunk=SMALL)
+    for seed in (40, 41, 42):
+        key, x, prior = _data(seed, np.float64)
+        key, x = key[:5000], x[:5000]
+        got = np.asarray(plan.run(key=key, x=x, acc=prior.copy()))
+        assert plan.last_chunks == (1,)
+        want = prior.copy()
+        np.add.at(want, key[key >= 0], x[key >= 0])
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+        _same(got, _fresh(kernel, key, x, prior)[0], f"{policy} one chunk, data {seed}")
+        monkeypatch.setattr(eagle.native.folds, "PARALLEL_FINISH", False)
+        _same(got, _fresh(kernel, key, x, prior)[0], f"{policy} one chunk against the compiled finish, {seed}")
+        monkeypatch.setattr(eagle.native.folds, "PARALLEL_FINISH", True)
+    assert fold_reports[-3] and all(f["refilled"] for f in fold_reports[-3]), fold_reports[-3]  # (plan.run's)
+    assert _args(plan).clean()

@@ -693,7 +693,7 @@ static int fire(const eagle_stage *s) {
     meta[2] = s->nchunks;
     int64_t hidden[2 * MAX_FOLDS][2]; /* (buffer, size) the finish must not see while it runs */
     int64_t nhidden = 0;
-    int64_t nfolds = s->nchunks > 1 && s->nfolds <= MAX_FOLDS ? s->nfolds : 0;
+    int64_t nfolds = s->nfolds <= MAX_FOLDS ? s->nfolds : 0; /* (one chunk: only copies' folds are planned) */
     if (nfolds) {
         for (int64_t k = 0; k < nfolds; k++) {
             eagle_fold *f = &s->folds[k];

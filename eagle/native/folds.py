@@ -52,8 +52,10 @@ def fold_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tupl
     """(copies buffer, target buffer, kind, slots, exact buffer, lost flags) per sink over PRIVATE_SLOTS slots
     that is only added into: plain (kind 0: float64, 1: float32; into the sink) or compensated (kind 2: into its
     companion's pairs); and per ordered sink of at least FOLD_SLOTS values with a pair per chunk (kinds 3, 4: the
-    sink's pairs, the sink, its exact accumulators, a zeroed flag per slot)."""
-    if not PARALLEL_FINISH or nchunks == 1:
+    sink's pairs, the sink, its exact accumulators, a zeroed flag per slot). One chunk's copy is folded by the
+    executor too (the compiled finish would take the same steps): its fold refills it, so the next launch skips
+    its reset (executor.c fold_range; 10**5 lanes into 10**6 slots reset 8 MB at every launch)."""
+    if not PARALLEL_FINISH:
         return []
     folds: list[tuple] = []
     for name, slots in lay.private.items():
@@ -69,6 +71,8 @@ def fold_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tupl
             continue  # (copies not made one per chunk: the finish folds them)
         kind = fold[1]
         folds.append((priv, target, kind, slots, -1, None))
+    if nchunks == 1:
+        return folds
     return folds + companion_plan(lay, buffers) + pair_plan(lay, buffers, nchunks)
 
 
