@@ -28,7 +28,9 @@ class Plan:
     `threads`: host threads (else $EAGLE_THREADS, else the CPU count). `min_chunk`: the fewest lanes a host
     chunk takes (else $EAGLE_MIN_CHUNK, else eagle.settings.MIN_CHUNK); tests shrink it so that small runs split.
     `last_chunks`: the chunks each stage of the latest `run` ran (host: chunks handed to threads; GPU: the
-    launch's sets of partials), a tuple with one entry per stage."""
+    launch's sets of partials), a tuple with one entry per stage. `unspecified` (host; set before the first run):
+    outputs stored by key whose positions no lane stores may hold anything after a run instead of zeros (what
+    eagle.algorithms sets for its compaction outputs, read only up to the run count)."""
 
     def __init__(self, kernel, target: str = "host", threads: int | None = None,
                  min_chunk: int | None = None, **options):
