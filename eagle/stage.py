@@ -217,9 +217,10 @@ class Prepared:
                 f.result()
         self.meta[2] = self.nchunks
         vals = self.args.vals
-        aside = [(k, keep[k]) for k, _ in self.diverts] if self.diverts and self.err.any() else []
-        for (k, _), (_, scratch) in zip(aside, self.diverts, strict=False):  # (refused: the sinks written in
-            self.args.set_buffer(k, scratch)  # place are left alone, as in executor.c)
+        # refused in the lanes: the sinks written in place are left alone, their fold and finish go to scratch
+        aside = [(k, keep[k], scratch) for k, scratch in self.diverts] if self.diverts and self.err.any() else []
+        for k, _, scratch in aside:  # (as executor.c does)
+            self.args.set_buffer(k, scratch)
         try:
             hidden = large_folds.fold_python(self.args.keep, self.folds, self.nchunks) if self.folds else []
             for k, size in hidden:  # the finish finds the folded copies empty (a folded ordered sink: one slot)
@@ -228,7 +229,7 @@ class Prepared:
             for k, _ in hidden:
                 vals[5 * k + 3] = self.args.keep[k].size
         finally:
-            for k, a in aside:
+            for k, a, _ in aside:
                 self.args.set_buffer(k, a)
         if self.err.any():
             self.launcher.check_errors(self.err)
