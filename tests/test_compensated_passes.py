@@ -37,7 +37,7 @@ def model(x: np.ndarray) -> float:
     """The host's compensated float64 sum of x on one chunk (reduce_full: compensated_chains_step, merge_chains;
     finish.compensated_value)."""
     x = np.asarray(x, np.float64)
-    full = len(x) // BLOCK * BLOCK
+    full = len(x) // CHAINS * CHAINS  # (every whole group of CHAINS lanes, the partial block's too)
     sums, cors = np.zeros(CHAINS), np.zeros(CHAINS)
     with np.errstate(all="ignore"):
         for g in range(0, full, CHAINS):
@@ -49,7 +49,7 @@ def model(x: np.ndarray) -> float:
             s2, err = _two_sum(sums[:h], sums[h:w])
             cors, sums, w = (cors[:h] + cors[h:w]) + err, s2, h
         s, c = np.float64(-0.0), np.float64(0.0)
-        for v in x[full:]:  # the partial block, lane by lane, before the chains' merge at the chunk's end
+        for v in x[full:]:  # the last < CHAINS lanes, one by one, before the chains' merge at the chunk's end
             s, c = _neumaier(s, c, v)
         for j in range(8):
             s, c = _neumaier(s, c, sums[j])

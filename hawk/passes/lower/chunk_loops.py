@@ -427,15 +427,16 @@ def _group_copies(cx: Lowering, body: ir.Block, anchor, first: ir.Value, count: 
 def blocked_driver(cx: Lowering, body: ir.Block, chunk0: list[ir.Value], chain0: list[ir.Value]) -> list[ir.Value]:
     """for block: full blocks run groups of CHAINS lanes as CHAINS straight-line copies of the body (lane j
     of a group feeds chain j; LLVM's SLP vectorizer packs the copies); a partial block runs lane by lane
-    under a guard. Without compensated or wide sums (`ragged`), every block that starts in the chunk runs its
-    whole groups as chains and only its last < CHAINS lanes one by one; and when the body also writes or reads
+    under a guard. Without wide sums (`ragged`), every block that starts in the chunk runs its whole groups as
+    chains and only its last < CHAINS lanes one by one (a compensated sum's short block too: at 1e4 lanes its
+    lane-by-lane Neumaier steps took 58% of the launch); and when the body also writes or reads
     neighbours (`terms_first`, which keeps the copies scalar), the groups' lanes run first in one plain loop
     of the body that stores the terms into the term buffer, and the chains then add the buffer. Compensated
     chains beside no ordered or wide sum (`carry`, host) run on from block to block and go into the chunk's
     Neumaier pair once, at its end (reduce_full.carried_chains)."""
     e = cx.e
     B, W = ORDERED_BLOCK, cx.pair_w  # (pair_w: more chains for float32 ordered and for compensated sums)
-    ragged = not any(a.policy == "compensated" or a.wide for a in cx.full)  # (their chains' grouping is fixed)
+    ragged = not any(a.wide for a in cx.full)  # (wide sums: their chains' grouping is fixed)
     carry = reduce_full.carried_chains(cx)
     terms_first = ragged and cx.n_terms > 0 and _breaks_copies(body)
     in_passes = chain_passes.cached(cx) if chain_passes.wanted(cx, carry) else None  # (run time: an i1)
