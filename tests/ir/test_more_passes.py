@@ -10,7 +10,7 @@ from mlir import ir
 
 import hawk
 import hawk.math as m
-from hawk import Grid, Mutable, Scalar
+from hawk import Grid, Mutable, Scalar, Vector
 from hawk.ir import new_context
 from hawk.passes.base import kernel_funcs
 
@@ -108,6 +108,11 @@ def ir_m_partial_block(x: Scalar, t: Mutable[Scalar]):
     t = hawk.sum(x, policy="compensated")
 
 
+@hawk.kernel
+def ir_m_wide_block(v: Vector[12], t: Mutable[Vector[12]]):
+    t = hawk.sum(v, policy="compensated")  # (a wide payload: its short block lane by lane, under a guard)
+
+
 ROWS = """
 # a sum keeping the leading axis: one register accumulator per kept slot, reassociable, stored once per slot
 # CHECK-LABEL: func.func @ir_m_rows_lanes(
@@ -129,7 +134,7 @@ COLS = """
 
 GUARD = """
 # the partial last block of a blocked driver guards each lane, and that guard is never speculated
-# CHECK-LABEL: func.func @ir_m_partial_block_lanes(
+# CHECK-LABEL: func.func @ir_m_wide_block_lanes(
 # CHECK: } {hawk.no_speculate}
 """
 
@@ -143,7 +148,7 @@ def test_trailing_kept_axes_update_their_slot(filecheck):
 
 
 def test_partial_block_guard_is_not_speculated(filecheck):
-    filecheck(ir_m_partial_block.mlir(after="speculate-ifs"), GUARD)
+    filecheck(ir_m_wide_block.mlir(after="speculate-ifs"), GUARD)
 
 
 # ------------------------------------------------------------------ lower-gpu-lanes
