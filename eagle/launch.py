@@ -322,6 +322,7 @@ class Launcher:
         resets: list[tuple[np.ndarray, float]] = []  # what starts fresh at every launch
         sig = self.binder.sig
         cells: dict[str, int] = {}  # each cell's buffer (alias_cells)
+        direct = self.direct_sinks if diverts is not None else frozenset()
         for buf in self.lay.buffers:
             role, name = buf.role, buf.name
             n_before = len(bufs)
@@ -368,8 +369,7 @@ class Launcher:
                     cuts[f"#run:{name}"] = a
                     bufs.append(a.reshape(-1))
                     how.append(("saved", name))
-                elif staged and diverts is not None and role == "sink" and name in self.direct_sinks and \
-                        len(diverts) < MAX_DIVERTS:
+                elif role == "sink" and name in direct and len(diverts) < MAX_DIVERTS:
                     diverts.append((len(bufs), np.empty(a.size, a.dtype)))  # (written in place: see direct_sinks)
                     bufs.append(a.reshape(-1))
                     how.append(("given", name))

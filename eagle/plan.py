@@ -73,8 +73,8 @@ class Plan:
     def _launcher(self, spec, stage: int) -> Launcher:
         lc = Launcher(self.binder, self.kernel.layout(spec, stage), self.threads, self.min_chunk, self.chosen_chunk)
         if self.device is None:  # (an output no lane reads before assigning it needs no zeros: Launcher.buffers)
-            lc.assigned = frozenset(n for n, how in self.kernel.outputs.items() if how == "lane") - \
-                self.kernel.initial_reads() | self.unspecified
+            lanes = frozenset(n for n, how in self.kernel.outputs.items() if how == "lane")
+            lc.assigned = (lanes - self.kernel.initial_reads()) | self.unspecified
         return lc
 
     def prepare(self, spec: Spec, stage: int = 0) -> tuple[host.HostLibrary, Launcher]:

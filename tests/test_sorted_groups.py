@@ -49,8 +49,9 @@ def _keys(n, rng):
 
 
 def _check_bound(got, prior, key, x, policy, dtype, what):
+    """Every slot of `got` within the policy's bound of math.fsum of its prior content and its terms."""
     eps = float(np.finfo(dtype).eps)
-    for s in range(SLOTS):
+    for s in range(len(got)):
         terms = [float(prior[s])] + [float(v) for v in x[key == s]]
         exact = math.fsum(terms)
         scale = math.fsum(abs(t) for t in terms)

@@ -242,6 +242,9 @@ class StageArgs:
         self.lib = lib
         self.fold_plan = list(folds)  # (keeps each fold's `lost` flags alive)
         self.folds = (Fold * max(len(folds), 1))(*(_fold(*f) for f in folds))
+        reset_of = {k: j for j, (k, _) in enumerate(resets)}
+        for f in self.folds[:len(folds)]:  # (a copies' fold sets them back to their fill as it reads them)
+            f.refill = reset_of.get(f.priv, -1) if f.kind <= 2 else -1
         self.stage = Stage(0, 0, base, ctypes.addressof(self.chunk_table), ctypes.addressof(self.finish_ptrs),
                            nchunks, threads, ctypes.addressof(self.resets), len(resets),
                            ctypes.addressof(self.copies), len(copies), meta_k, err_k,

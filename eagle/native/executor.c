@@ -104,8 +104,8 @@ typedef struct { /* a large sink's per-chunk copies, folded into it in chunk ord
                      * (unlost_part first empties the pairs of the slots the fold wrote: the finish gives them back) */
     int64_t parts;  /* per launch: parts of this fold run, and the threads that ran them (tests read these) */
     int64_t threads;
-    int64_t refill; /* kinds 0-2, per launch: the reset of `priv` whose fill the fold writes back into every
-                     * value it reads (fire sets it; -1: none) */
+    int64_t refill; /* kinds 0-2: the reset of `priv` whose fill the fold writes back into every value it reads
+                     * (set once by the caller, eagle/native StageArgs; -1: none) */
 } eagle_fold;
 
 typedef struct {
@@ -698,10 +698,6 @@ static int fire(const eagle_stage *s) {
         for (int64_t k = 0; k < nfolds; k++) {
             eagle_fold *f = &s->folds[k];
             f->parts = f->threads = f->failed = 0;
-            f->refill = -1;
-            for (int64_t j = 0; j < s->nresets && f->kind <= 2; j++)
-                if (s->resets[j].buf == f->priv)
-                    f->refill = j; /* (the copies' fill: set back as the fold reads them) */
             if (f->kind == 3 || f->kind == 4) { /* a term that spilled: every slot takes the finish's exact path */
                 const int64_t *ex = (const int64_t *)(intptr_t)s->vals[5 * f->exact];
                 f->skip = ex[s->vals[5 * f->exact + 3] - 1] != 0;

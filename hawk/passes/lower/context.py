@@ -86,7 +86,7 @@ class Lowering:
         self.known_coords: dict[str, ir.Value] = {}  # coordinates the loops already hold
         self.interior: dict[str, int] = {}  # axis -> margin: lanes at least this far from both edges
         self.bad_keys: tuple | None = None  # (buffer, at): bad keys counted in this (count, first key) pair
-        # instead of the chunk's (sorted_streams: a stream's own, reported in lane order after its loop)
+        # instead of the chunk's (sorted_streams: the streams' keys, counted again in lane order when it is not 0)
         self.kept_slot = self.kept_count = None  # a driver that knows a lane's kept slot (and the count)
         # (S, row0): the loop being lowered runs lanes of [row0, row0 + S) only, row0 a multiple of S (a row of
         # the column or nested shape, a slot's fold): a block total over spans S divides is one load per row

@@ -26,7 +26,6 @@ from mlir import ir
 from mlir.dialects import scf
 
 from hawk.ir.access import scatter_keys
-from hawk.passes.host_emit import _SGE, _SLT
 from hawk.passes.lower import scatters, split_scatters
 from hawk.passes.lower.context import Lowering, rewrite_ops
 
@@ -73,7 +72,7 @@ def _recount(cx: Lowering, body: ir.Block, bad: ir.Value, start: ir.Value, stop:
     """When some stream met a bad key: the keys of lanes [start, stop) again, one by one, each bad one
     reported as the lane-by-lane form reports it (so the count and the first bad key are the lanes' own)."""
     e = cx.e
-    extent = cx.lay.sig.get(cx.runs[0].sink).axes[0].extent
+    sink = cx.runs[0].sink
     seen = scf.IfOp(e.cmpi(_NE, e.load(bad, e.c(0)), e.c(0, e.i64)), [], has_else=False)
     with ir.InsertionPoint(seen.then_block):
         loop = scf.ForOp(start, stop, e.c(1), [])
@@ -81,9 +80,9 @@ def _recount(cx: Lowering, body: ir.Block, bad: ir.Value, start: ir.Value, stop:
             anchor = scf.YieldOp([])
         (op,) = split_scatters.lane_scatters(cx, body, anchor, loop.induction_variable)
         with ir.InsertionPoint(anchor):
-            key = scatter_keys(op)[0]
-            inside = e.op("arith.andi", e.cmpi(_SGE, key, e.c(0, e.i64)), e.cmpi(_SLT, key, e.c(extent, e.i64)))
-            scatters.report_bad_key(cx, cx.runs[0].sink, key, e.op("arith.andi", e.op(
-                "arith.xori", inside, e.c(1, e.i1)), e.cmpi(_NE, key, e.c(-1, e.i64))))
+            keys = scatter_keys(op)
+            inside, minus, _, _ = scatters.key_index(cx, cx.lay.sig.get(sink), keys)  # (as lower_scatter: -1 adds
+            bad = e.op("arith.xori", e.op("arith.ori", inside, minus), e.c(1, e.i1))  # nothing, unreported)
+            scatters.report_bad_key(cx, sink, keys[0], bad)
         op.operation.erase()
         scf.YieldOp([])
