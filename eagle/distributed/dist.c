@@ -96,7 +96,7 @@ int eagle_dist_refusal(const dist_check *p, const int64_t *err, int64_t n, char 
 }
 
 /* What a fold takes: the copies' kind (0/1: plain float64/float32; 2: compensated, float64 (sum, correction)
- * halves; 3/4: the float64 (high, low) pairs of an ordered float64/float32 sink), the copies and the sink's
+ * pairs side by side; 3/4: the float64 (high, low) pairs of an ordered float64/float32 sink), the copies and the sink's
  * slots. */
 typedef struct {
     int64_t kind, copies, slots;
@@ -161,15 +161,15 @@ int64_t eagle_dist_fold_run(const dist_fold *p, const void *in, void *out) {
         for (int64_t i = 0; i < n; i++) {
             double s = -0.0, comp = -0.0; /* (from -0.0, as the launcher's copies start) */
             for (int64_t c = 0; c < p->copies; c++) { /* host_emit.neumaier, then the copy's own correction */
-                double x = in_[c * 2 * n + i], t = s + x;
+                double x = in_[c * 2 * n + 2 * i], t = s + x; /* ((sum, correction) pairs side by side) */
                 double lost = fabs(s) >= fabs(x) ? (s - t) + x : (x - t) + s;
                 if (fabs(t) < INFINITY)
                     comp += lost;
                 s = t;
-                comp += in_[c * 2 * n + n + i];
+                comp += in_[c * 2 * n + 2 * i + 1];
             }
-            out_[i] = s;
-            out_[n + i] = comp;
+            out_[2 * i] = s;
+            out_[2 * i + 1] = comp;
         }
         break;
     }

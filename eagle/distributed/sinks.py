@@ -1,14 +1,15 @@
 """Large sinks across shards: what crosses the collectives is one copy per shard, not every chunk's.
 
 A sink's partial state in a lanes half is one private copy per chunk (a plain sink's slots, a compensated one's
-(sum, correction) halves, an ordered one's (high, low) pairs) and, for an ordered sink, one exact accumulator per
+(sum, correction) pairs, an ordered one's (high, low) pairs) and, for an ordered sink, one exact accumulator per
 slot shared by the chunks (int64 limbs, hawk/exact.py) with a count of the terms the pairs could not take. Moved
 as they are, that is S x C copies gathered and 72 words per slot summed, whatever the terms. For a large sink
 (LARGE values a copy or more):
 
 * `FOLD`: each shard first folds its C copies into one (dist.c `eagle_dist_fold`, with the compiled finish's own
-  steps), the shards gather one copy each, and the finish gets them as copies s x C of S x C, the others zero
-  (a zero copy adds nothing: x + 0 = x, a TwoSum with 0 is exact). An ordered sink's folded pair holds the exact
+  steps; a compensated sink's where its pairs lie side by side, past hawk.abi.layout.SIDE_BY_SIDE values), the
+  shards gather one copy each, and the finish gets them as copies s x C of S x C, the others zero (a zero copy
+  adds nothing: x + 0 = x, a TwoSum with 0 is exact). An ordered sink's folded pair holds the exact
   sum of the shard's terms for the slot unless a TwoSum erred; the finish rounds the exact total of what it is
   given once, so the bits are those of the copies moved whole. Where any shard's pair erred (the counts summed
   over the shards), every shard moves the copies whole instead (the same decision everywhere). A plain or
@@ -101,6 +102,8 @@ def large_sinks(lay, bufs: list, outs: list[int], kinds: list, chunks: int) -> d
             fold = copy_fold("ordered", sink.dtype) if bufs[j].dtype == np.float64 else None
         else:
             fold = copy_fold(lay.policy_of(name), bufs[j].dtype)
+            if lay.policy_of(name) == "compensated" and not lay.pairs_side_by_side(name):
+                fold = None  # (dist.c's kind 2 reads pairs side by side; smaller copies move whole)
         if fold is None:
             continue
         width, kind = fold

@@ -89,13 +89,13 @@ typedef struct { /* a staged array: its scratch copy (buffer `buf`) starts from 
 
 typedef struct { /* a large sink's per-chunk copies, folded into it in chunk order by ranges of slots in parallel
                   * (the finish's own fold then finds no copies: their size is 0 while it runs) */
-    int64_t priv;   /* the copies: chunk after chunk, `slots` values each (kind 2: `slots` sums, then corrections;
-                     * kinds 3, 4: `slots` (high, low) pairs) */
-    int64_t target; /* the sink (kinds 0, 1, 3, 4), or its companion (kind 2: `slots` sums, then `slots` corrections) */
+    int64_t priv;   /* the copies: chunk after chunk, `slots` values each (kind 2: `slots` (sum, correction) pairs,
+                     * side by side (Layout.pairs_side_by_side); kinds 3, 4: `slots` (high, low) pairs) */
+    int64_t target; /* the sink (kinds 0, 1, 3, 4), or its companion (kind 2: `slots` (sum, correction) pairs) */
     int64_t kind;   /* 0: float64 adds, 1: float32 adds, 2: Neumaier steps on float64 (sum, correction) pairs,
                      * 3, 4: an ordered float64 / float32 sink's float64 (high, low) pairs (pairs_range),
-                     * 5, 6: a slot-range stage's compensated companion (`priv`: `slots` sums, then
-                     * corrections) into its float64 / float32 sink (companion_range; no copies) */
+                     * 5, 6: a slot-range stage's compensated companion (`priv`: `slots` (sum, correction)
+                     * pairs) into its float64 / float32 sink (companion_range; no copies) */
     int64_t slots;
     int64_t exact;  /* kinds 3, 4: the sink's exact accumulators (their last word counts the terms that spilled) */
     uint8_t *lost;  /* kinds 3, 4: a flag per slot, all zero between launches: set where a slot's pair lost a bit */
@@ -288,16 +288,14 @@ static void fold_range(const eagle_stage *s, const eagle_fold *f, int64_t lo, in
                 for (int64_t i = lo; i < hi; i++)
                     acc[i] = acc[i] + x[i];
         } else {
-            double *restrict sum = tv, *restrict corr = (double *)tv + n;
-            double *restrict x = (double *)pv + c * 2 * n, *restrict xc = x + n;
+            double *restrict acc = tv, *restrict x = (double *)pv + c * 2 * n; /* (sum, correction) pairs */
             for (int64_t i = lo; i < hi; i++) {
-                double a = sum[i], t = a + x[i];
-                double lost = fabs(a) >= fabs(x[i]) ? (a - t) + x[i] : (x[i] - t) + a;
-                corr[i] = (fabs(t) < INFINITY ? corr[i] + lost : corr[i]) + xc[i]; /* (an infinite or NaN sum
-                                                                                      keeps no rounding error) */
-                sum[i] = t;
+                double a = acc[2 * i], y = x[2 * i], t = a + y;
+                double lost = fabs(a) >= fabs(y) ? (a - t) + y : (y - t) + a;
+                acc[2 * i + 1] = (fabs(t) < INFINITY ? acc[2 * i + 1] + lost : acc[2 * i + 1]) + x[2 * i + 1];
+                acc[2 * i] = t; /* (an infinite or NaN sum keeps no rounding error) */
                 if (r)
-                    x[i] = xc[i] = fill;
+                    x[2 * i] = x[2 * i + 1] = fill;
             }
         }
     }
@@ -307,20 +305,19 @@ static void fold_range(const eagle_stage *s, const eagle_fold *f, int64_t lo, in
  * float64, rounded once to the sink's type: the compiled finish's finish_companions step for step (its loop then
  * sees an empty sink). */
 static void companion_range(const eagle_stage *s, const eagle_fold *f, int64_t lo, int64_t hi) {
-    int64_t n = f->slots;
-    const double *sum = (const double *)(intptr_t)s->vals[5 * f->priv], *corr = sum + n;
+    const double *pair = (const double *)(intptr_t)s->vals[5 * f->priv]; /* (sum, correction) side by side */
     /* (a zero correction is left out, as the compiled finish does: -0.0 + +0.0 would be +0.0) */
     if (f->kind == 5) {
         double *sink = (double *)(intptr_t)s->vals[5 * f->target];
         for (int64_t i = lo; i < hi; i++) {
-            double t = sink[i] + sum[i];
-            sink[i] = corr[i] == 0.0 ? t : t + corr[i];
+            double t = sink[i] + pair[2 * i], fix = pair[2 * i + 1];
+            sink[i] = fix == 0.0 ? t : t + fix;
         }
     } else {
         float *sink = (float *)(intptr_t)s->vals[5 * f->target];
         for (int64_t i = lo; i < hi; i++) {
-            double t = (double)sink[i] + sum[i];
-            sink[i] = (float)(corr[i] == 0.0 ? t : t + corr[i]);
+            double t = (double)sink[i] + pair[2 * i], fix = pair[2 * i + 1];
+            sink[i] = (float)(fix == 0.0 ? t : t + fix);
         }
     }
 }

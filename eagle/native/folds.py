@@ -61,8 +61,9 @@ def fold_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tupl
     for name, slots in lay.private.items():
         policy = lay.sink_policy.get(name)
         if name not in lay.sinks or name in lay.stored or slots <= PRIVATE_SLOTS or \
-                policy not in ("plain", "compensated"):
-            continue
+                policy not in ("plain", "compensated") or \
+                (policy == "compensated" and not lay.pairs_side_by_side(name)):
+            continue  # (kind 2 reads (sum, correction) pairs side by side: every sink of this size keeps them so)
         priv = lay.buffer_index(name, "priv")
         target = lay.buffer_index(name, "comp" if policy == "compensated" else "sink")
         fold = copy_fold(policy, buffers[priv].dtype)
@@ -86,8 +87,8 @@ def companion_plan(lay: Layout, buffers: list[np.ndarray]) -> list[tuple]:
         return []
     folds = []
     for name in lay.sinks:
-        if lay.sink_policy.get(name) != "compensated" or name in lay.private:
-            continue
+        if lay.sink_policy.get(name) != "compensated" or name in lay.private or not lay.pairs_side_by_side(name):
+            continue  # (a smaller companion, sums then corrections, is the compiled finish's)
         target, comp = lay.buffer_index(name, "sink"), lay.buffer_index(name, "comp")
         sink = buffers[target]
         if sink.size < FOLD_SLOTS or buffers[comp].size != 2 * sink.size or buffers[comp].dtype != np.float64 or \
@@ -131,8 +132,8 @@ def fold_python(keep: list[np.ndarray], folds: list, nchunks: int) -> list[tuple
     for priv, target, kind, slots, exact, _ in folds:
         t = keep[target]
         if kind in COMPANION_KINDS:  # (the same IEEE steps as executor.c's companion_range)
-            comp = keep[priv]
-            total, fix = t.astype(np.float64) + comp[:slots], comp[slots:]
+            comp = keep[priv]  # ((sum, correction) side by side: Layout.pairs_side_by_side)
+            total, fix = t.astype(np.float64) + comp[0:2 * slots:2], comp[1:2 * slots:2]
             t[:] = np.where(fix == 0.0, total, total + fix).astype(t.dtype)  # (a zero correction left out)
             hidden.append((target, 0))
             continue
@@ -146,13 +147,13 @@ def fold_python(keep: list[np.ndarray], folds: list, nchunks: int) -> list[tuple
             for c in range(nchunks):
                 np.add(t, copies[c], out=t)
             continue
-        s, corr = t[:slots], t[slots:]
+        s, corr = t[0::2], t[1::2]  # (views of the (sum, correction) pairs, side by side)
         with np.errstate(invalid="ignore", over="ignore"):  # (inf - inf: a correction the step then drops)
             for c in range(nchunks):
-                x = copies[c, :slots]
+                x = copies[c, 0::2]
                 total = s + x
                 lost = np.where(np.abs(s) >= np.abs(x), (s - total) + x, (x - total) + s)
-                corr[:] = np.where(np.abs(total) < np.inf, corr + lost, corr) + copies[c, slots:]
+                corr[:] = np.where(np.abs(total) < np.inf, corr + lost, corr) + copies[c, 1::2]
                 s[:] = total
     return hidden
 

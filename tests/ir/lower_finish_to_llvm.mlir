@@ -16,8 +16,8 @@ module attributes {gpu.container_module, hawk.layout = {buffers = ["k:index:i32"
       %c2_i64 = arith.constant 2 : i64
       %c1_i64 = arith.constant 1 : i64
       %cst = arith.constant 0x7FF0000000000000 : f64
-      %c16 = arith.constant 16 : index
       %c8 = arith.constant 8 : index
+      %c16 = arith.constant 16 : index
       %c-1_i64 = arith.constant -1 : i64
       %c8_i64 = arith.constant 8 : i64
       %c0_i64 = arith.constant 0 : i64
@@ -107,12 +107,12 @@ module attributes {gpu.container_module, hawk.layout = {buffers = ["k:index:i32"
     %0 = arith.divui %dim, %c16 : index
     scf.for %arg9 = %c0 to %0 step %c1 {
       scf.for %arg10 = %c0 to %c8 step %c1 {
-        %1 = arith.muli %arg9, %c16 : index
-        %2 = arith.addi %1, %arg10 : index
-        %3 = arith.addi %arg10, %c8 : index
+        %1 = arith.addi %arg10, %c8 : index
+        %2 = arith.muli %arg9, %c16 : index
+        %3 = arith.addi %2, %arg10 : index
         %4 = memref.load %arg3[%arg10] : memref<?xf64>
-        %5 = memref.load %arg3[%3] : memref<?xf64>
-        %6 = memref.load %arg4[%2] : memref<?xf64>
+        %5 = memref.load %arg3[%1] : memref<?xf64>
+        %6 = memref.load %arg4[%3] : memref<?xf64>
         %7 = arith.addf %4, %6 : f64
         %8 = math.absf %4 : f64
         %9 = math.absf %6 : f64
@@ -127,22 +127,22 @@ module attributes {gpu.container_module, hawk.layout = {buffers = ["k:index:i32"
         %18 = arith.addf %5, %17 : f64
         %19 = arith.select %16, %18, %5 : f64
         memref.store %7, %arg3[%arg10] : memref<?xf64>
-        %20 = arith.addi %2, %c8 : index
+        %20 = arith.addi %3, %c8 : index
         %21 = memref.load %arg4[%20] : memref<?xf64>
         %22 = arith.addf %19, %21 : f64
-        memref.store %22, %arg3[%3] : memref<?xf64>
+        memref.store %22, %arg3[%1] : memref<?xf64>
       }
     }
     %dim_1 = memref.dim %arg2, %c0 : memref<?xf64>
     scf.for %arg9 = %c0 to %dim_1 step %c1 {
-      %1 = memref.load %arg2[%arg9] : memref<?xf64>
-      %2 = memref.load %arg3[%arg9] : memref<?xf64>
-      %3 = arith.addf %1, %2 : f64
-      %4 = arith.addi %arg9, %dim_1 : index
-      %5 = memref.load %arg3[%4] : memref<?xf64>
+      %1 = arith.addi %arg9, %dim_1 : index
+      %2 = memref.load %arg2[%arg9] : memref<?xf64>
+      %3 = memref.load %arg3[%arg9] : memref<?xf64>
+      %4 = arith.addf %2, %3 : f64
+      %5 = memref.load %arg3[%1] : memref<?xf64>
       %6 = arith.cmpf oeq, %5, %cst : f64
-      %7 = arith.addf %3, %5 : f64
-      %8 = arith.select %6, %3, %7 : f64
+      %7 = arith.addf %4, %5 : f64
+      %8 = arith.select %6, %4, %7 : f64
       memref.store %8, %arg2[%arg9] : memref<?xf64>
     }
     return

@@ -19,8 +19,9 @@ from hawk import __version__ as HAWK_VERSION
 FORMAT = "hawk-artifact"
 # 3: "ordered" is exact (#exact and per-slot "exact" accumulators replace #blocks); 4: a reverse's winners Table
 # holds each store's number in parts, and its loops' passes (hawk.abi.reverse.win_components); 5: a reverse may
-# publish a stencil's gradient in gather form (reverse.gather)
-FORMAT_VERSION = 5
+# publish a stencil's gradient in gather form (reverse.gather); 6: a compensated sink's companion and copies keep
+# each slot's (sum, correction) side by side (Layout.pairs_side_by_side; the runtime's folds read them so)
+FORMAT_VERSION = 6
 MAX_SIDECAR_BYTES = 16 << 20
 
 # What a binary file is called on each target. A new target adds its suffix here, a builder in

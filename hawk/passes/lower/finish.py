@@ -305,16 +305,27 @@ def finish_private(cx: Lowering) -> None:
             loop = scf.ForOp(e.c(0), n, e.c(1), [])
             with ir.InsertionPoint(loop.body):
                 i = loop.induction_variable
-                if compensated:
-                    base = e.add_i(e.mul_i(c, e.c(2 * stride)), i)
-                    at_c = e.add_i(i, n)
-                    ns, nc = e.neumaier(e.load(target, i), e.load(target, at_c), e.load(priv, base))
-                    e.store(ns, target, i)
-                    e.store(e.add(nc, e.load(priv, e.add_i(base, m))), target, at_c)
+                if compensated:  # (pairs side by side, or sums then corrections: Layout.pairs_side_by_side)
+                    at, at_c, off = _pair_places(cx, name, i, n)
+                    base = e.add_i(e.mul_i(c, e.c(2 * stride)), at)
+                    ns, nc = e.neumaier(e.load(target, at), e.load(target, at_c), e.load(priv, base))
+                    e.store(ns, target, at)
+                    e.store(e.add(nc, e.load(priv, e.add_i(base, off))), target, at_c)
                 else:
                     e.store(e.add(e.load(target, i), e.load(priv, e.add_i(e.mul_i(c, m), i))), target, i)
                 scf.YieldOp([])
             scf.YieldOp([])
+
+
+def _pair_places(cx: Lowering, name: str, i: ir.Value, n: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """Slot i's sum and correction in a compensated companion of n slots, and how far a copy's correction lies
+    after its sum: side by side (1), or sums then corrections (n apart in the companion, a copy's stride apart in
+    the copies): Layout.pairs_side_by_side."""
+    e = cx.e
+    if cx.lay.pairs_side_by_side(name):
+        at = e.mul_i(i, e.c(2))
+        return at, e.add_i(at, e.c(1)), e.c(1)
+    return i, e.add_i(i, n), e.c(cx.lay.stride(name)) if name in cx.lay.private else n
 
 
 def finish_cell_copies(cx: Lowering, name: str, priv: ir.Value, n: ir.Value) -> None:
@@ -420,8 +431,9 @@ def finish_companions(cx: Lowering) -> None:
         loop = scf.ForOp(e.c(0), n, e.c(1), [])
         with ir.InsertionPoint(loop.body):
             i = loop.induction_variable
-            total = e.add(e.widen(e.load(target, i), e.f64), e.load(comp, i))
-            fix = e.load(comp, e.add_i(i, n))  # (a zero correction is left out: -0.0 + +0.0 would be +0.0)
+            at, at_c, _ = _pair_places(cx, name, i, n)
+            total = e.add(e.widen(e.load(target, i), e.f64), e.load(comp, at))
+            fix = e.load(comp, at_c)  # (a zero correction is left out: -0.0 + +0.0 would be +0.0)
             total = e.select(e.cmpf(1, fix, e.cf(0.0, e.f64)), total, e.add(total, fix))  # (oeq)
             e.store(e.narrow(total, e.f), target, i)
             scf.YieldOp([])

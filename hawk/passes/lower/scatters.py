@@ -160,21 +160,31 @@ def add_each(cx: Lowering, name: str, at: ir.Value, vals: list[ir.Value]) -> Non
         scf.YieldOp([])
 
 
+def pair_at(cx: Lowering, name: str, at: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(buffer, sum's index, correction's index) of slot `at`'s compensated pair of a sink or kept cell: this
+    chunk's copy where it has copies, else the companion. A sink of more than SIDE_BY_SIDE values keeps its
+    pairs side by side, a smaller one and a kept cell their sums before their corrections
+    (Layout.pairs_side_by_side)."""
+    e = cx.e
+    private = name in cx.lay.private
+    buf = cx.bufs[(name, "priv" if private else "comp")]
+    base = copy_start(cx, name, 2) if private else None
+    if cx.lay.pairs_side_by_side(name):
+        s = e.mul_i(at, e.c(2))
+        s = e.add_i(s, base) if private else s
+        return buf, s, e.add_i(s, e.c(1))
+    s = e.add_i(at, base) if private else at
+    return buf, s, e.add_i(s, e.c(cx.lay.stride(name)) if private else slots_of(cx, name))
+
+
 def comp_add(cx: Lowering, name: str, at: ir.Value, x: ir.Value, carry: ir.Value | None = None) -> None:
-    """Neumaier-add x (float64) into the companion's (sum, correction) pair of slot `at`; `carry` is a
+    """Neumaier-add x (float64) into the companion's (sum, correction) pair of slot `at` (pair_at); `carry` is a
     correction already gathered elsewhere (a sorted run's)."""
     e = cx.e
-    if name in cx.lay.private:  # this chunk's own (sums, corrections) pair block
-        comp = cx.bufs[(name, "priv")]
-        half = e.c(cx.lay.stride(name))
-        at = e.add_i(at, copy_start(cx, name, 2))
-    else:
-        comp = cx.bufs[(name, "comp")]
-        half = slots_of(cx, name)
+    comp, at, at_c = pair_at(cx, name, at)
     if carry is None and name in getattr(cx, "count_sinks", ()):  # whole-number counts: exact, no correction
         e.store(e.add(e.load(comp, at), x), comp, at)  # (chunk_loops.count_sinks: Neumaier's very bits)
         return
-    at_c = e.add_i(at, half)
     s, c = e.neumaier(e.load(comp, at), e.load(comp, at_c), x)
     e.store(s, comp, at)
     e.store(c if carry is None else e.add(c, carry), comp, at_c)

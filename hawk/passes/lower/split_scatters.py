@@ -284,11 +284,8 @@ def comp_adds(cx: Lowering, sink: str, lanes: list[tuple[ir.Value, ir.Value]]) -
     steps its own pair, with comp_add's very bits), else comp_add lane by lane (from the pairs as they were)."""
     e = cx.e
     W = len(lanes)
-    comp = cx.bufs[(sink, "priv")]
-    half = e.c(cx.lay.stride(sink))
-    base = scatters.copy_start(cx, sink, 2)
-    at = [e.add_i(idx, base) for idx, _ in lanes]
-    at_c = [e.add_i(p, half) for p in at]
+    places = [scatters.pair_at(cx, sink, idx) for idx, _ in lanes]
+    comp, at, at_c = places[0][0], [p[1] for p in places], [p[2] for p in places]
     vec = ir.VectorType.get([W], e.f64)
 
     def gather(values):
