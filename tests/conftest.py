@@ -479,6 +479,18 @@ def fold_reports(monkeypatch):
     return seen
 
 
+def bt_spoiled_key_refused(bound, key: np.ndarray, sink: np.ndarray, at: int, bad: int) -> None:
+    """Key `at` of a bound plan's Index plane spoiled after binding (set to `bad`, outside the sink): the next
+    launch is refused and the sink keeps its bits."""
+    import eagle
+
+    key[at] = bad
+    before = sink.copy()
+    with pytest.raises(eagle.InputError):
+        bound.launch()
+    bt_same_bits(sink, before, "a refused launch")
+
+
 def bt_sink_keys(rng, n: int, slots: int, minus: float = 0.05) -> np.ndarray:
     """n scatter keys into `slots` slots, uniform, a fraction `minus` of them -1 (adds nothing), as int32."""
     key = rng.integers(0, slots, size=n)

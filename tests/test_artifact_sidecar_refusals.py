@@ -72,6 +72,8 @@ CASES = {  # what is edited: (the edit, words of the refusal)
                                                                [["acc", 0]]), "names 'x', which is not an Index"),
     "a key position a sink lacks": (lambda sc: _set(sc["builds"][0]["layout"]["index_keys"], "key", [["acc", 3]]),
                                     "names key position 3 of 'acc', which does not exist"),
+    "folded keys from a plane that is not the key": (lambda sc: _set(sc["builds"][0]["layout"].setdefault(
+        "fold_keys", {}), "acc", "x"), "names 'x', which is not the Index plane of its one key"),
     "a buffer twice": (lambda sc: _bufs(sc).append(dict(_buf(sc, "x", "in"))), "repeats buffer 'x' (in)"),
     "an input buffer of an output": (lambda sc: _set(_buf(sc, "x", "in"), "name", "y"),
                                      "is a 'in' buffer but 'y' is not such a plane"),

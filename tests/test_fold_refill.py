@@ -10,6 +10,7 @@ allocates them), and the clean flags are read to show the reset really was skipp
 
 import numpy as np
 import pytest
+from conftest import bt_spoiled_key_refused
 
 import eagle
 import eagle.native
@@ -91,11 +92,7 @@ def test_bound_launches_after_other_data_and_a_refusal(native, policy):
         key[:], x[:], acc[:] = k2, x2, p2
         bound.launch()
         _same(acc, _fresh(kernel, k2, x2, p2)[0], f"{policy} bound, data {seed}")
-    key[N // 3] = SLOTS + 4  # a bad key: the launch is refused, the sink left as it was
-    before = acc.copy()
-    with pytest.raises(eagle.InputError):
-        bound.launch()
-    _same(acc, before, "a refused launch")
+    bt_spoiled_key_refused(bound, key, acc, N // 3, SLOTS + 4)
     k3, x3, p3 = _data(13, np.float64)
     key[:], x[:], acc[:] = k3, x3, p3
     bound.launch()

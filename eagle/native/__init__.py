@@ -51,11 +51,14 @@ class Fold(ctypes.Structure):
     _fields_ = [("priv", ctypes.c_int64), ("target", ctypes.c_int64), ("kind", ctypes.c_int64),
                 ("slots", ctypes.c_int64), ("exact", ctypes.c_int64), ("lost", ctypes.c_void_p),
                 ("skip", ctypes.c_int64), ("failed", ctypes.c_int64), ("parts", ctypes.c_int64),
-                ("threads", ctypes.c_int64), ("refill", ctypes.c_int64)]
+                ("threads", ctypes.c_int64), ("refill", ctypes.c_int64), ("keys", ctypes.c_int64),
+                ("key_bytes", ctypes.c_int64), ("sink", ctypes.c_int64), ("sink_bytes", ctypes.c_int64),
+                ("comp_refill", ctypes.c_int64), ("sparse", ctypes.c_int64), ("direct", ctypes.c_int64)]
 
 
-def _fold(priv: int, target: int, kind: int, slots: int, exact: int = -1, lost: np.ndarray | None = None) -> Fold:
-    return Fold(priv, target, kind, slots, exact, 0 if lost is None else address(lost))
+def _fold(priv: int, target: int, kind: int, slots: int, exact: int = -1, lost: np.ndarray | None = None,
+          keys: int = -1, sink: int = -1) -> Fold:
+    return Fold(priv, target, kind, slots, exact, 0 if lost is None else address(lost), keys=keys, sink=sink)
 
 
 class Stage(ctypes.Structure):
@@ -245,6 +248,9 @@ class StageArgs:
         reset_of = {k: j for j, (k, _) in enumerate(resets)}
         for f in self.folds[:len(folds)]:  # (a copies' fold sets them back to their fill as it reads them)
             f.refill = reset_of.get(f.priv, -1) if f.kind <= 2 else -1
+            f.key_bytes = buffers[f.keys].itemsize if f.keys >= 0 else 0
+            f.sink_bytes = buffers[f.sink].itemsize if f.sink >= 0 else 0
+            f.comp_refill = reset_of.get(f.target, -1) if f.kind == 2 else -1
         self.stage = Stage(0, 0, base, ctypes.addressof(self.chunk_table), ctypes.addressof(self.finish_ptrs),
                            nchunks, threads, ctypes.addressof(self.resets), len(resets),
                            ctypes.addressof(self.copies), len(copies), meta_k, err_k,
@@ -275,9 +281,13 @@ class StageArgs:
     def fold_report(self) -> list[dict]:
         """How the latest native launch's folds went, per fold: kind, parts (ranges of slots) and threads that
         ran, for an ordered sink whether it was left to the compiled finish (skip: a term spilled; failed: a
-        slot's pair lost a bit), and whether the fold set the copies back to their fill as it read them."""
+        slot's pair lost a bit), whether the fold set the copies back to their fill as it read them, whether it
+        was keyed (sparse: a run of few lanes folded only the slots its keys name), and whether a compensated
+        sink's one copy was finished straight into the sink (direct: the companion left at its fill)."""
         return [{"kind": f.kind, "slots": f.slots, "parts": f.parts, "threads": f.threads, "skip": bool(f.skip),
-                 "failed": bool(f.failed), "refilled": f.refill >= 0} for f in self.folds[:len(self.fold_plan)]]
+                 "failed": bool(f.failed), "refilled": f.refill >= 0, "sparse": bool(f.sparse),
+                 "direct": bool(f.direct)}
+                for f in self.folds[:len(self.fold_plan)]]
 
     def clean(self) -> list[int]:
         """The buffers the latest native launch's folds left holding their fill (the next launch skips their

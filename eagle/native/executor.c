@@ -106,7 +106,17 @@ typedef struct { /* a large sink's per-chunk copies, folded into it in chunk ord
     int64_t threads;
     int64_t refill; /* kinds 0-2: the reset of `priv` whose fill the fold writes back into every value it reads
                      * (set once by the caller, eagle/native StageArgs; -1: none) */
+    int64_t keys;   /* kinds 0-2: the Index plane whose values name the only slots the lanes add into
+                     * (Layout.fold_keys; -1: none) */
+    int64_t key_bytes; /* ... its values' width: 4 or 8 */
+    int64_t sink, sink_bytes; /* kind 2: the sink (float64 or float32), which a keyed fold finishes itself */
+    int64_t comp_refill; /* kind 2: the companion's reset (a keyed fold leaves the companion at its fill) */
+    int64_t sparse; /* per launch: a run of one chunk of few lanes: keyed_fold folds the slots its keys name */
+    int64_t direct; /* per launch, kind 2: one chunk's pairs are finished straight into the sink (pair_finish) */
 } eagle_fold;
+
+#define SPARSE_SHARE 16 /* a keyed fold when the run's lanes are fewer than a 16th of the slots: a lane's visit
+                         * (a random sink line) costs about as much as 16 slots streamed by fold_range */
 
 typedef struct {
     eagle_fn lanes, finish;
@@ -256,6 +266,19 @@ static void run_chunk(const eagle_stage *s, int64_t c) {
 
 #define MAX_FOLDS 64
 
+/* Slot k of a compensated sink from a one-chunk run's (sum, correction) pair: the companion, from its fill, would
+ * take the pair's very values, and the compiled finish would round (prior + sum) + correction once, leaving a
+ * zero correction out; so the sink gets those bits here and the companion is never written. */
+static inline void pair_finish(const eagle_stage *s, const eagle_fold *f, int64_t k, double sum, double fix) {
+    void *sv = (void *)(intptr_t)s->vals[5 * f->sink];
+    double total = (f->sink_bytes == 8 ? ((double *)sv)[k] : (double)((float *)sv)[k]) + sum;
+    total = fix == 0.0 ? total : total + fix;
+    if (f->sink_bytes == 8)
+        ((double *)sv)[k] = total;
+    else
+        ((float *)sv)[k] = (float)total;
+}
+
 /* Slots [lo, hi) of one fold: each slot from its copies in chunk order, with the very steps of the compiled
  * finish (hawk/passes/lower/finish.py: plain adds, or host_emit.neumaier), so the bits are the finish's. */
 static void fold_range(const eagle_stage *s, const eagle_fold *f, int64_t lo, int64_t hi) {
@@ -289,6 +312,14 @@ static void fold_range(const eagle_stage *s, const eagle_fold *f, int64_t lo, in
                     acc[i] = acc[i] + x[i];
         } else {
             double *restrict acc = tv, *restrict x = (double *)pv + c * 2 * n; /* (sum, correction) pairs */
+            if (f->direct) { /* (one chunk: straight into the sink) */
+                for (int64_t i = lo; i < hi; i++) {
+                    pair_finish(s, f, i, x[2 * i], x[2 * i + 1]);
+                    if (r)
+                        x[2 * i] = x[2 * i + 1] = fill;
+                }
+                continue;
+            }
             for (int64_t i = lo; i < hi; i++) {
                 double a = acc[2 * i], y = x[2 * i], t = a + y;
                 double lost = fabs(a) >= fabs(y) ? (a - t) + y : (y - t) + a;
@@ -297,6 +328,37 @@ static void fold_range(const eagle_stage *s, const eagle_fold *f, int64_t lo, in
                 if (r)
                     x[2 * i] = x[2 * i + 1] = fill;
             }
+        }
+    }
+}
+
+/* A one-chunk run's copy folded at the slots its lanes' keys name, in lane order, each refilled as it is read:
+ * every other slot of the copy holds its fill (-0.0: the reset, or the last launch's fold), whose add leaves the
+ * target's bits as they are, and a key met again finds its slot refilled, so the bits are fold_range's. Keys
+ * outside the sink (-1, or a bad key the lanes refused) name nothing the lanes wrote. */
+static void keyed_fold(const eagle_stage *s, const eagle_fold *f) {
+    const int64_t *meta = (const int64_t *)(intptr_t)s->vals[5 * s->meta_buf];
+    int64_t n = f->slots, lo = meta[0], hi = meta[1], size = s->vals[5 * f->keys + 3];
+    const void *kv = (const void *)(intptr_t)s->vals[5 * f->keys];
+    void *pv = (void *)(intptr_t)s->vals[5 * f->priv], *tv = (void *)(intptr_t)s->vals[5 * f->target];
+    double fill = s->resets[f->refill].value;
+    hi = hi < size ? hi : size;
+    for (int64_t i = lo < 0 ? 0 : lo; i < hi; i++) {
+        int64_t k = f->key_bytes == 8 ? ((const int64_t *)kv)[i] : ((const int32_t *)kv)[i];
+        if (k < 0 || k >= n)
+            continue;
+        if (f->kind == 0) {
+            double *acc = tv, *x = pv;
+            acc[k] = acc[k] + x[k];
+            x[k] = fill;
+        } else if (f->kind == 1) {
+            float *acc = tv, *x = pv;
+            acc[k] = acc[k] + x[k];
+            x[k] = (float)fill;
+        } else { /* (sum, correction) side by side, straight into the sink (a keyed fold is `direct`) */
+            double *x = pv;
+            pair_finish(s, f, k, x[2 * k], x[2 * k + 1]);
+            x[2 * k] = x[2 * k + 1] = fill;
         }
     }
 }
@@ -473,7 +535,11 @@ static void fold_part(const eagle_stage *s, int64_t p) {
     for (int64_t k = 0; k < s->nfolds && k < MAX_FOLDS; k++) {
         eagle_fold *f = &s->folds[k];
         int64_t lo = f->slots * p / s->nparts, hi = f->slots * (p + 1) / s->nparts;
-        if (f->kind == 3 || f->kind == 4) {
+        if (f->sparse) {
+            if (p != 0)
+                continue; /* (part 0 takes the keyed fold whole: its slots are the lanes' keys, in lane order) */
+            keyed_fold(s, f);
+        } else if (f->kind == 3 || f->kind == 4) {
             if (f->skip)
                 continue;
             (f->kind == 3 ? pairs_range_f64 : pairs_range_f32)(s, f, lo, hi);
@@ -695,6 +761,10 @@ static int fire(const eagle_stage *s) {
         for (int64_t k = 0; k < nfolds; k++) {
             eagle_fold *f = &s->folds[k];
             f->parts = f->threads = f->failed = 0;
+            f->direct = f->kind == 2 && s->nchunks == 1 && f->sink >= 0 && f->comp_refill >= 0;
+            f->sparse = f->keys >= 0 && f->kind <= 2 && f->refill >= 0 && s->nchunks == 1 &&
+                        (f->kind != 2 || f->direct) &&
+                        (meta[1] - meta[0]) * SPARSE_SHARE < f->slots;
             if (f->kind == 3 || f->kind == 4) { /* a term that spilled: every slot takes the finish's exact path */
                 const int64_t *ex = (const int64_t *)(intptr_t)s->vals[5 * f->exact];
                 f->skip = ex[s->vals[5 * f->exact + 3] - 1] != 0;
@@ -703,9 +773,13 @@ static int fire(const eagle_stage *s) {
         __atomic_add_fetch(&fold_launches, 1, __ATOMIC_RELAXED);
         int64_t t = s->threads < s->nparts ? s->threads : s->nparts, failed = 0;
         run_all(s, (int)(t - 1), s->nparts, fold_part);
-        for (int64_t k = 0; k < nfolds; k++) /* every part ran: the copies hold their fill again */
-            if (s->folds[k].refill >= 0)
-                s->resets[s->folds[k].refill].clean = s->vals[5 * s->resets[s->folds[k].refill].buf];
+        for (int64_t k = 0; k < nfolds; k++) { /* every part ran: the copies hold their fill again */
+            const eagle_fold *f = &s->folds[k];
+            if (f->refill >= 0)
+                s->resets[f->refill].clean = s->vals[5 * s->resets[f->refill].buf];
+            if (f->direct) /* (and a direct fold left the companion at its fill) */
+                s->resets[f->comp_refill].clean = s->vals[5 * s->resets[f->comp_refill].buf];
+        }
         for (int64_t k = 0; k < nfolds; k++)
             failed |= (s->folds[k].kind == 3 || s->folds[k].kind == 4) && !s->folds[k].skip && s->folds[k].failed;
         if (failed)
@@ -719,10 +793,12 @@ static int fire(const eagle_stage *s) {
                 hidden[nhidden][0] = f->target;
                 hidden[nhidden++][1] = s->vals[5 * f->target + 3];
                 s->vals[5 * f->target + 3] = 1;
-            } else if (f->kind == 5 || f->kind == 6) { /* the finish's companion loop runs over no slots */
-                hidden[nhidden][0] = f->target;
-                hidden[nhidden++][1] = s->vals[5 * f->target + 3];
-                s->vals[5 * f->target + 3] = 0;
+            } else if (f->kind == 5 || f->kind == 6 || f->direct) { /* the finish's companion loop runs over
+                                                                          * no slots */
+                int64_t b = f->direct ? f->sink : f->target;
+                hidden[nhidden][0] = b;
+                hidden[nhidden++][1] = s->vals[5 * b + 3];
+                s->vals[5 * b + 3] = 0;
             }
             hidden[nhidden][0] = f->priv; /* the finish finds no copies of these sinks left to fold */
             hidden[nhidden++][1] = s->vals[5 * f->priv + 3];

@@ -54,7 +54,10 @@ def fold_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tupl
     companion's pairs); and per ordered sink of at least FOLD_SLOTS values with a pair per chunk (kinds 3, 4: the
     sink's pairs, the sink, its exact accumulators, a zeroed flag per slot). One chunk's copy is folded by the
     executor too (the compiled finish would take the same steps): its fold refills it, so the next launch skips
-    its reset (executor.c fold_range; 10**5 lanes into 10**6 slots reset 8 MB at every launch)."""
+    its reset (executor.c fold_range; 10**5 lanes into 10**6 slots reset 8 MB at every launch). A copies' fold
+    ends with the Index plane that names the slots (Layout.fold_keys; else -1): a run of one chunk of few lanes
+    folds only the slots its keys name (executor.c keyed_fold: every other slot of the copy holds its fill,
+    -0.0, whose add leaves a value's bits as they are, so the bits are the dense fold's)."""
     if not PARALLEL_FINISH:
         return []
     folds: list[tuple] = []
@@ -71,7 +74,9 @@ def fold_plan(lay: Layout, buffers: list[np.ndarray], nchunks: int) -> list[tupl
                 buffers[priv].size != fold[0] * slots * nchunks or buffers[target].size != fold[0] * slots:
             continue  # (copies not made one per chunk: the finish folds them)
         kind = fold[1]
-        folds.append((priv, target, kind, slots, -1, None))
+        plane = lay.fold_keys.get(name) if nchunks == 1 else None  # (a run of few lanes: the keyed fold)
+        folds.append((priv, target, kind, slots, -1, None, -1 if plane is None else lay.buffer_index(plane, "index"),
+                      lay.buffer_index(name, "sink")))
     if nchunks == 1:
         return folds
     return folds + companion_plan(lay, buffers) + pair_plan(lay, buffers, nchunks)
@@ -129,7 +134,7 @@ def fold_python(keep: list[np.ndarray], folds: list, nchunks: int) -> list[tuple
     """The folds in NumPy: per copy in chunk order, the same IEEE steps on every slot at once. Returns the
     (buffer, size) the finish must see while it runs (the folded copies empty, a folded ordered sink one slot)."""
     hidden = []
-    for priv, target, kind, slots, exact, _ in folds:
+    for priv, target, kind, slots, exact, *_ in folds:  # (a keyed fold's bits are its dense form's)
         t = keep[target]
         if kind in COMPANION_KINDS:  # (the same IEEE steps as executor.c's companion_range)
             comp = keep[priv]  # ((sum, correction) side by side: Layout.pairs_side_by_side)

@@ -86,6 +86,9 @@ class Layout:
     keyed: dict[str, int] = field(default_factory=dict)  # a keyed scan's cell -> its keys (keyed_values)
     comps: dict[str, int] = field(default_factory=dict)  # a func scan's cell -> components per lane (rscan_values)
     line_pad: bool = False  # sinks' copies lie `stride` values apart (False: layouts made before 2026-12-05)
+    fold_keys: dict[str, str] = field(default_factory=dict)  # a sink (one key axis) every scatter adds into at a
+    # key straight from this one Index plane: only the slots the run's keys name can differ from their fill in
+    # its copies, so a run of few lanes folds those alone (eagle/native/folds.py, executor.c keyed_fold)
 
     @property
     def block_span(self) -> int:
@@ -511,7 +514,8 @@ def layout_to_json(lay: Layout) -> dict:
             **({"blocks": [list(b) for b in lay.blocks]} if lay.blocks else {}),
             **({"keyed": lay.keyed} if lay.keyed else {}),
             **({"comps": lay.comps} if lay.comps else {}),
-            **({"line_pad": True} if lay.line_pad else {})}
+            **({"line_pad": True} if lay.line_pad else {}),
+            **({"fold_keys": lay.fold_keys} if lay.fold_keys else {})}
 
 
 def layout_from_json(d: dict) -> Layout:
@@ -529,5 +533,6 @@ def layout_from_json(d: dict) -> Layout:
     lay.keyed = {str(k): int(v) for k, v in d.get("keyed", {}).items()}
     lay.comps = {str(k): int(v) for k, v in d.get("comps", {}).items()}
     lay.line_pad = bool(d.get("line_pad", False))
+    lay.fold_keys = {str(k): str(v) for k, v in d.get("fold_keys", {}).items()}
     lay.buffers = [Buffer(b["name"], b["role"], b["dtype"]) for b in d["buffers"]]
     return lay

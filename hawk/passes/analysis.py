@@ -60,6 +60,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     reductions: list[Reduction] = []
     sinks: dict[str, tuple[int, ...]] = {}
     index_keys: dict[str, list[tuple[str, int]]] = {}
+    fold_keys: dict[str, str | None] = {}  # sink -> the one Index plane every scatter into it adds at (None: other)
     sink_policy: dict[str, str] = {}
     counts: dict[str, bool] = {}  # sink -> every add into it is an "auto" whole-number float64 constant
     axes = [a.label for a in sig.lane_axes()]
@@ -113,7 +114,10 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
                                   "give every scatter into one sink the same policy=", kernel=name)
             if scatter_mode(op) == "add" or sink not in sink_policy:
                 sink_policy[sink] = pol
-            for pos, k in enumerate(scatter_keys(op)):
+            keys = scatter_keys(op)
+            src0 = key_source(keys[0]) if len(keys) == 1 and scatter_mode(op) == "add" else None
+            fold_keys[sink] = src0 if fold_keys.get(sink, src0) == src0 else None  # (None: some other key)
+            for pos, k in enumerate(keys):
                 src = key_source(k)
                 if src is not None:
                     uses = index_keys.setdefault(src, [])
@@ -151,6 +155,7 @@ def analyse(module: ir.Module, sig: Signature, outputs: dict[str, str], name: st
     lay.blocks = blocks
     lay.keyed = keyed
     lay.comps = comps
+    lay.fold_keys = {k: p for k, p in fold_keys.items() if p is not None and k not in stored and not sinks[k]}
     bufs = lay.buffers
     for p in sig.planes:
         if p.kind == "lane":

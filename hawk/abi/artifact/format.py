@@ -348,6 +348,10 @@ def _check_layout(lay: dict, d: dict, st: dict, refuse: _Refuse, path: str) -> N
             if planes.get(sink, {}).get("kind") != "sink" or pos >= len(planes[sink]["axes"]):
                 raise refuse(f"{path}.index_keys.{plane}", f"names key position {pos} of '{sink}', which does "
                                                            "not exist")
+    for sink, plane in lay.get("fold_keys", {}).items():  # (the executor reads the plane's values as slots)
+        if [sink, 0] not in [list(u) for u in lay["index_keys"].get(plane, [])] or \
+                planes.get(sink, {}).get("kind") != "sink" or len(planes[sink]["axes"]) != 1:
+            raise refuse(f"{path}.fold_keys.{sink}", f"names '{plane}', which is not the Index plane of its one key")
     roles: dict[str, list[str]] = {}
     for i, b in enumerate(lay["buffers"]):
         role, bname, where = b["role"], b["name"], f"{path}.buffers[{i}]"
