@@ -27,7 +27,7 @@ from eagle import native
 from eagle.array import Array
 from eagle.binding import Binder, Bound, physical_memory, reduced_shape
 from eagle.errors import InputError
-from eagle.settings import chosen_chunk, is_whole, min_chunk_setting
+from eagle.settings import MIN_CHUNK, chosen_chunk, is_whole, min_chunk_setting
 from eagle.stage import IDENT, OVERSPLIT, Prepared
 from hawk.abi.exact import words as exact_words
 from hawk.abi.layout import (
@@ -177,7 +177,10 @@ class Launcher:
             most = min(most, max(1, COPY_BYTES // (8 * copies)))  # all the copies together: at most COPY_BYTES
         # by default a chunk takes at least as many lanes as its private copies hold values (CELL_LANES per value
         # of a kept cell's): resetting and combining a copy would otherwise cost more than the lanes it saves
-        least = max(self.min_chunk, self.aligned(b), COPY_LANES * copies if self.fixed else
+        # (a fixed chunking takes the native executor's default where the caller chose none, so a run without
+        # the executor, whose Python pool wants longer chunks, splits into the same chunks and gives the same bits)
+        first = MIN_CHUNK if self.fixed and not self.chosen_chunk else self.min_chunk
+        least = max(first, self.aligned(b), COPY_LANES * copies if self.fixed else
                     0 if self.chosen_chunk else copies + (CELL_LANES - 1) * self.cell_copies)
         n = max(1, min(most, lanes // least))
         if self.fixed:

@@ -289,3 +289,31 @@ def test_the_parallel_finish_gives_the_compiled_finishs_bits(monkeypatch, native
         got[parallel] = np.asarray(plan.run(key=key, x=x, acc=prior.copy()))
         assert min(plan.last_chunks) > 1
     bt_same_bits(got[True], got[False], f"{kernel.name} {np.dtype(dtype).name}: parallel finish")
+
+
+@pytest.mark.parametrize("kernel", [ls_plain, ls_auto, ls_mixed], ids=lambda k: k.name)
+def test_the_python_pool_splits_a_large_sink_as_the_executor_does(monkeypatch, kernel):
+    """A stage of fixed chunks (a large sink's copies, a stored-and-added sink) splits by the native executor's
+    default chunk length where the caller chose none, also on the Python pool (whose default wants 32x longer
+    chunks): the same chunks, so the same bits, with and without the executor. (700,000 lanes into 70,000 slots
+    ran as one chunk on the pool where the executor ran two to four, and a plain sink's bits differed.)"""
+    import eagle.native
+
+    if eagle.native.library() is None:
+        pytest.skip(f"no native executor here: {eagle.native.unavailable_reason()}")
+    rng = np.random.default_rng(71_070)
+    n = 700_000
+    planes = {"key": _keys(rng, n, BIG), "x": rng.standard_normal(n)}
+    if kernel is ls_mixed:
+        planes["other"] = _keys(rng, n, BIG)
+    sink = "buf" if kernel is ls_mixed else "acc"
+    prior = rng.standard_normal(BIG)
+    got, chunks = [], []
+    for native in ("1", "0"):
+        monkeypatch.setenv("EAGLE_NATIVE", native)
+        monkeypatch.setattr(eagle.native, "_STATE", {})
+        plan = eagle.deploy(kernel, threads=2)
+        got.append(np.asarray(plan.run(**planes, **{sink: prior.copy()})).copy())
+        chunks.append(plan.last_chunks)
+    assert chunks[0] == chunks[1] and min(chunks[0]) > 1, chunks
+    bt_same_bits(got[1], got[0], f"{kernel.name}: the Python pool against the executor")
