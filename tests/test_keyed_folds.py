@@ -154,3 +154,13 @@ def test_many_lanes_and_computed_keys_stay_dense(native, fold_reports, monkeypat
     key, x, prior = _data(9, np.float64)
     eagle.deploy(kf_computed, threads=2).run(key=key, x=x, acc=prior.copy())
     assert [f["sparse"] for f in fold_reports[-1]] == [False], fold_reports[-1]
+
+
+def test_an_artifact_folds_by_keys_too(native, fold_reports, tmp_path):
+    """The layout an artifact carries names the keys' plane (fold_keys), so hawk.run folds by keys as Plan.run."""
+    hawk.artifact.build_bundle([kf_auto], str(tmp_path), targets=("host",), dtypes=("float64",))
+    loaded = hawk.load(str(tmp_path), "kf_auto", threads=2)
+    key, x, prior = _data(10, np.float64)
+    got = np.asarray(hawk.run(loaded, key=key, x=x, acc=prior.copy()))
+    assert [(f["sparse"], f["direct"]) for f in fold_reports[-1]] == [(True, True)], fold_reports[-1]
+    _same(got, eagle.deploy(kf_auto, threads=2).run(key=key, x=x, acc=prior.copy()), "hawk.run against Plan.run")
