@@ -479,6 +479,17 @@ def fold_reports(monkeypatch):
     return seen
 
 
+def bt_executor(monkeypatch, native: str, parallel_finish: bool = True) -> None:
+    """Runs from here on take the native executor (`native` "1") or the Python pool ("0"), with the executor's
+    fold of large sinks' copies (eagle/native/folds.py) or, `parallel_finish` False, the compiled finish's."""
+    import eagle.native
+    import eagle.native.folds
+
+    monkeypatch.setenv("EAGLE_NATIVE", native)
+    monkeypatch.setattr(eagle.native, "_STATE", {})
+    monkeypatch.setattr(eagle.native.folds, "PARALLEL_FINISH", parallel_finish)
+
+
 def bt_spoiled_key_refused(bound, key: np.ndarray, sink: np.ndarray, at: int, bad: int) -> None:
     """Key `at` of a bound plan's Index plane spoiled after binding (set to `bad`, outside the sink): the next
     launch is refused and the sink keeps its bits."""

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import bt_same_bits, bt_sink_keys
+from conftest import bt_executor, bt_same_bits, bt_sink_keys
 
 import eagle
 import hawk
@@ -137,9 +137,7 @@ def test_every_fold_path_reads_side_by_side_pairs(monkeypatch, fold_reports, dty
     planes, prior = _planes(rng, 70_000, 1, 630_007, dtype)
     want = {}
     for native, parallel in (("1", True), ("1", False), ("0", True)):
-        monkeypatch.setenv("EAGLE_NATIVE", native)
-        monkeypatch.setattr(eagle.native, "_STATE", {})
-        monkeypatch.setattr(eagle.native.folds, "PARALLEL_FINISH", parallel)
+        bt_executor(monkeypatch, native, parallel)
         acc = prior.copy()
         bound = eagle.deploy(pl_folded, threads=2, min_chunk=4096).bind(**planes, acc=acc)
         chunks = bound.stages[0].nchunks

@@ -14,7 +14,7 @@ launch (a key spoiled after binding) that leaves the sink as it was."""
 
 import numpy as np
 import pytest
-from conftest import bt_spoiled_key_refused
+from conftest import bt_executor, bt_spoiled_key_refused
 
 import eagle
 import eagle.native
@@ -78,14 +78,10 @@ def _dense(monkeypatch, kernel, **planes):
     """The run with the executor's fold off (the compiled finish folds every slot) and on the Python pool."""
     got = []
     for native, parallel in (("1", False), ("0", True)):
-        monkeypatch.setenv("EAGLE_NATIVE", native)
-        monkeypatch.setattr(eagle.native, "_STATE", {})
-        monkeypatch.setattr(eagle.native.folds, "PARALLEL_FINISH", parallel)
+        bt_executor(monkeypatch, native, parallel)
         given = {k: (v.copy() if k == "acc" else v) for k, v in planes.items()}
         got.append(np.asarray(eagle.deploy(kernel, threads=2).run(**given)).copy())
-    monkeypatch.setenv("EAGLE_NATIVE", "1")
-    monkeypatch.setattr(eagle.native, "_STATE", {})
-    monkeypatch.setattr(eagle.native.folds, "PARALLEL_FINISH", True)
+    bt_executor(monkeypatch, "1")
     _same(got[1], got[0], f"{kernel.name}: the Python pool against the compiled finish")
     return got[0]
 

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import bt_same_bits
+from conftest import bt_executor, bt_same_bits
 
 import eagle
 import hawk
@@ -310,8 +310,7 @@ def test_the_python_pool_splits_a_large_sink_as_the_executor_does(monkeypatch, k
     prior = rng.standard_normal(BIG)
     got, chunks = [], []
     for native in ("1", "0"):
-        monkeypatch.setenv("EAGLE_NATIVE", native)
-        monkeypatch.setattr(eagle.native, "_STATE", {})
+        bt_executor(monkeypatch, native)
         plan = eagle.deploy(kernel, threads=2)
         got.append(np.asarray(plan.run(**planes, **{sink: prior.copy()})).copy())
         chunks.append(plan.last_chunks)

@@ -15,7 +15,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import bt_same_bits
+from conftest import bt_executor, bt_same_bits
 
 import eagle
 import eagle.native
@@ -70,9 +70,7 @@ def test_every_fold_gives_the_compiled_finishs_bits(drawn_kernels, monkeypatch, 
     kernel, planes, prior, threads, slots, what = _case(i, drawn_kernels)
     got = {}
     for native, parallel in (("1", True), ("1", False), ("0", True)):
-        monkeypatch.setenv("EAGLE_NATIVE", native)
-        monkeypatch.setattr(eagle.native, "_STATE", {})
-        monkeypatch.setattr(eagle.native.folds, "PARALLEL_FINISH", parallel)
+        bt_executor(monkeypatch, native, parallel)
         plan = eagle.deploy(kernel, threads=threads)
         got[native, parallel] = np.asarray(plan.run(**planes, acc=prior.copy())).copy()
         if (native, parallel) == ("1", True):  # (again, from the copies the first run's fold refilled)

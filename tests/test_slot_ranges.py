@@ -19,6 +19,7 @@ import math
 import numpy as np
 import pytest
 from conftest import (
+    bt_executor,
     bt_gpu_builds,
     bt_neumaier_scatter,
     bt_same_bits,
@@ -376,9 +377,7 @@ def test_a_compensated_companion_is_folded_on_every_thread(monkeypatch, reports,
     prior = rng.normal(size=slots).astype(dtype)
     want = bt_neumaier_scatter(prior, key, x, dtype)
     for native, parallel in (("1", True), ("1", False), ("0", True)):
-        monkeypatch.setenv("EAGLE_NATIVE", native)
-        monkeypatch.setattr(eagle.native, "_STATE", {})
-        monkeypatch.setattr(eagle.native.folds, "PARALLEL_FINISH", parallel)
+        bt_executor(monkeypatch, native, parallel)
         plan = eagle.deploy(sr_auto, threads=4, min_chunk=MIN_CHUNK)
         before = len(reports)
         got = np.asarray(plan.run(key=key, x=x, acc=prior.copy()))

@@ -266,17 +266,22 @@ static void run_chunk(const eagle_stage *s, int64_t c) {
 
 #define MAX_FOLDS 64
 
-/* Slot k of a compensated sink from a one-chunk run's (sum, correction) pair: the companion, from its fill, would
- * take the pair's very values, and the compiled finish would round (prior + sum) + correction once, leaving a
- * zero correction out; so the sink gets those bits here and the companion is never written. */
-static inline void pair_finish(const eagle_stage *s, const eagle_fold *f, int64_t k, double sum, double fix) {
-    void *sv = (void *)(intptr_t)s->vals[5 * f->sink];
-    double total = (f->sink_bytes == 8 ? ((double *)sv)[k] : (double)((float *)sv)[k]) + sum;
+/* Slot k of a compensated float64 (`wide`) or float32 sink from its (sum, correction): (prior + sum) + correction
+ * in float64, rounded once to the sink's type, a zero correction left out (-0.0 + +0.0 would be +0.0): the
+ * compiled finish's finish_companions step for step. */
+static inline void pair_into(void *sink, int wide, int64_t k, double sum, double fix) {
+    double total = (wide ? ((double *)sink)[k] : (double)((float *)sink)[k]) + sum;
     total = fix == 0.0 ? total : total + fix;
-    if (f->sink_bytes == 8)
-        ((double *)sv)[k] = total;
+    if (wide)
+        ((double *)sink)[k] = total;
     else
-        ((float *)sv)[k] = (float)total;
+        ((float *)sink)[k] = (float)total;
+}
+
+/* Slot k of a compensated sink from a one-chunk run's pair: the companion, from its fill, would take the pair's
+ * very values, and the compiled finish would then give pair_into's bits; so the companion is never written. */
+static inline void pair_finish(const eagle_stage *s, const eagle_fold *f, int64_t k, double sum, double fix) {
+    pair_into((void *)(intptr_t)s->vals[5 * f->sink], f->sink_bytes == 8, k, sum, fix);
 }
 
 /* Slots [lo, hi) of one fold: each slot from its copies in chunk order, with the very steps of the compiled
@@ -368,20 +373,13 @@ static void keyed_fold(const eagle_stage *s, const eagle_fold *f) {
  * sees an empty sink). */
 static void companion_range(const eagle_stage *s, const eagle_fold *f, int64_t lo, int64_t hi) {
     const double *pair = (const double *)(intptr_t)s->vals[5 * f->priv]; /* (sum, correction) side by side */
-    /* (a zero correction is left out, as the compiled finish does: -0.0 + +0.0 would be +0.0) */
-    if (f->kind == 5) {
-        double *sink = (double *)(intptr_t)s->vals[5 * f->target];
-        for (int64_t i = lo; i < hi; i++) {
-            double t = sink[i] + pair[2 * i], fix = pair[2 * i + 1];
-            sink[i] = fix == 0.0 ? t : t + fix;
-        }
-    } else {
-        float *sink = (float *)(intptr_t)s->vals[5 * f->target];
-        for (int64_t i = lo; i < hi; i++) {
-            double t = (double)sink[i] + pair[2 * i], fix = pair[2 * i + 1];
-            sink[i] = (float)(fix == 0.0 ? t : t + fix);
-        }
-    }
+    void *sink = (void *)(intptr_t)s->vals[5 * f->target];
+    if (f->kind == 5) /* (a constant width: each loop its own inlined step) */
+        for (int64_t i = lo; i < hi; i++)
+            pair_into(sink, 1, i, pair[2 * i], pair[2 * i + 1]);
+    else
+        for (int64_t i = lo; i < hi; i++)
+            pair_into(sink, 0, i, pair[2 * i], pair[2 * i + 1]);
 }
 
 /* (hi, lo) += x by two TwoSums, the compiled finish's _pair_add step for step; ok stays 1 while the pair holds the
